@@ -1,0 +1,65 @@
+/* The run configuration: a TOML file (through the toml++ shim), validated
+ * into typed fields, with --set KEY=VALUE overrides applied on top. */
+#ifndef TH_CONFIG_H
+#define TH_CONFIG_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#define TH_CONFIG_ERROR (th_config_error_quark())
+GQuark th_config_error_quark(void);
+
+typedef enum {
+    TH_CONFIG_ERROR_IO,          /* cannot read the file */
+    TH_CONFIG_ERROR_SYNTAX,      /* not valid TOML */
+    TH_CONFIG_ERROR_UNKNOWN_KEY, /* key not in the schema (message suggests the nearest) */
+    TH_CONFIG_ERROR_TYPE,        /* value of the wrong TOML type */
+    TH_CONFIG_ERROR_RANGE,       /* value out of its allowed range */
+    TH_CONFIG_ERROR_MISSING,     /* required key absent */
+    TH_CONFIG_ERROR_OVERRIDE,    /* malformed --set argument */
+} th_config_error;
+
+/* One [backend.options] entry, value rendered as text for the plugin ABI. */
+typedef struct th_config_option {
+    char *key;
+    char *value;
+} th_config_option;
+
+typedef struct th_config {
+    char *source_path; /* the config file as given, for messages */
+
+    /* [tensor] */
+    char *tensor_path; /* resolved: relative paths are relative to the config file */
+
+    /* [cpd] */
+    uint32_t rank;      /* default 16, 1..4096 */
+    uint32_t max_iters; /* default 50, >= 1 */
+    double tolerance;   /* default 1e-5, >= 0 */
+    uint64_t seed;      /* default 42 */
+
+    /* [backend] */
+    char *plugin;              /* default "auto": a name, or a path when it contains '/' (resolved) */
+    GPtrArray *search_path;    /* char*, resolved directories, searched before the others */
+    GPtrArray *plugin_options; /* th_config_option*, in file order */
+
+    /* [output] */
+    char *output_dir;      /* resolved; default "tensorhost-out" next to the config file */
+    gboolean write_factors; /* default true */
+} th_config;
+
+/* Loads `path` and applies `overrides` ("section.key=value", the value in
+ * TOML syntax, bare words taken as strings; NULL-terminated, may be NULL).
+ * Every error names FILE:LINE:COLUMN (or the --set argument), the key, and
+ * what was expected. Unknown keys are errors with the nearest valid key. */
+th_config *th_config_load(const char *path, const char *const *overrides, GError **error);
+void th_config_free(th_config *config);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_config, th_config_free)
+
+/* Calls `fn` for every schema key with its resolved value as text, in schema
+ * order ("cpd.rank" -> "16"; backend options as "backend.options.KEY").
+ * For reports. */
+void th_config_foreach(const th_config *config,
+                       void (*fn)(const char *key, const char *value, void *user_data),
+                       void *user_data);
+
+#endif

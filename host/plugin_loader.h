@@ -1,0 +1,71 @@
+/* Finding, loading, validating and unloading MTTKRP backend plugins. */
+#ifndef TH_PLUGIN_LOADER_H
+#define TH_PLUGIN_LOADER_H
+
+#include <glib.h>
+#include <tensorhost/plugin.h>
+
+#define TH_PLUGIN_ERROR (th_plugin_error_quark())
+GQuark th_plugin_error_quark(void);
+
+typedef enum {
+    TH_PLUGIN_ERROR_NOT_FOUND,     /* no such file / name not on the search path */
+    TH_PLUGIN_ERROR_DLOPEN,        /* dlopen() failed (message has dlerror()) */
+    TH_PLUGIN_ERROR_NO_ENTRY,      /* entry symbol missing */
+    TH_PLUGIN_ERROR_ABI_MAJOR,     /* major version differs (message names both) */
+    TH_PLUGIN_ERROR_STRUCT_SIZE,   /* entry struct shorter than v1.0 */
+    TH_PLUGIN_ERROR_NULL_FUNCTION, /* a required function pointer is NULL */
+    TH_PLUGIN_ERROR_BAD_INFO,      /* get_info() returned NULL or invalid strings */
+    TH_PLUGIN_ERROR_INIT,          /* init() failed (message has the plugin's text) */
+    TH_PLUGIN_ERROR_CALL,          /* an instance call failed (message has the plugin's text) */
+} th_plugin_error;
+
+/* A loaded plugin. The entry is copied into a full-size struct whose fields
+ * beyond the plugin's struct_size are NULL, so callers can test optional
+ * functions for NULL without looking at sizes again. */
+typedef struct th_plugin {
+    char *path;          /* absolute path of the .so */
+    void *handle;        /* dlopen handle */
+    th_plugin_entry entry; /* normalised copy (see above) */
+    uint32_t plugin_entry_size; /* struct_size the plugin declared */
+    const th_plugin_info *info;
+    th_host_services services; /* handed to init() and create(); lives here */
+} th_plugin;
+
+/* The directories searched for a plugin given by name, in order: `extra`
+ * (from the config, may be NULL), then each entry of TENSORHOST_PLUGIN_PATH
+ * (colon-separated), then the installation's plugin folder found relative to
+ * the running executable (<exe dir>/../lib/tensorhost/plugins). */
+GPtrArray *th_plugin_search_path(GPtrArray *extra);
+
+/* Resolves `name_or_path`: containing a '/' or ending in ".so", a path;
+ * otherwise NAME.so looked up along `search_path`. Returns a newly allocated
+ * absolute path, or NULL with an error listing the directories searched. */
+char *th_plugin_resolve(const char *name_or_path, GPtrArray *search_path, GError **error);
+
+/* dlopen(RTLD_NOW|RTLD_LOCAL), validate the entry (see plugin.h, steps 1-6),
+ * call init(). `services` is copied. Every failure is one GError naming the
+ * path and what was wrong. */
+th_plugin *th_plugin_load(const char *path, const th_host_services *services, GError **error);
+
+/* Calls deinit() (if any), then dlclose(). Every instance must be destroyed
+ * before. Accepts NULL. */
+void th_plugin_unload(th_plugin *plugin);
+
+/* Convenience: turn a failed status and the plugin's message into a GError
+ * "PLUGIN-ID: WHAT: MESSAGE (STATUS-NAME)". */
+void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const char *what,
+                              th_status status, const char *message);
+
+/* "TH_ERR_INVALID_ARGUMENT" etc. */
+const char *th_status_name(th_status status);
+
+/* Queries runtime info / mode info through the optional functions; fills the
+ * structs with empty strings, zero bytes and negative times when the plugin
+ * lacks the function. Returns FALSE with error only when the call itself fails. */
+gboolean th_plugin_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                th_runtime_info *info, GError **error);
+gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             th_mode_info *info, GError **error);
+
+#endif

@@ -1,0 +1,1 @@
+/* placeholder */ typedef int th_placeholder_report;

@@ -1,0 +1,49 @@
+/* In-memory sparse tensor in coordinate form (structure of arrays). */
+#ifndef TH_SPTENSOR_H
+#define TH_SPTENSOR_H
+
+#include <stdint.h>
+#include <glib.h>
+
+/* Index type of one coordinate: 32 bits, fixed (never chosen at build time,
+ * since it crosses the plugin ABI). */
+typedef uint32_t th_index;
+
+/* The largest order tensorhost accepts. Arbitrary but generous: the paper's
+ * baselines stop at 4 or 5 modes; tensorhost must not. */
+#define TH_MAX_MODES 64u
+
+typedef struct th_sptensor {
+    uint32_t nmodes;
+    uint64_t nnz;
+    th_index *dims;     /* [nmodes] */
+    th_index **indices; /* [nmodes] arrays of [nnz], 0-based */
+    double *values;     /* [nnz] */
+    /* What loading saw, for the summary and the report. */
+    uint64_t duplicates_merged; /* input lines whose coordinates repeated an earlier one */
+    uint64_t lines_read;        /* nonzero lines read from the file */
+} th_sptensor;
+
+/* Allocates a tensor with room for `nnz` nonzeros and zeroed dims.
+ * Aborts (g_malloc) on out-of-memory, like the rest of GLib. */
+th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz);
+void th_sptensor_free(th_sptensor *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_sptensor, th_sptensor_free)
+
+/* Shrinks storage to `nnz` nonzeros (nnz <= current). */
+void th_sptensor_truncate(th_sptensor *t, uint64_t nnz);
+
+/* Sorts nonzeros lexicographically by coordinates and merges duplicates by
+ * summing their values; adds the number merged to t->duplicates_merged. */
+void th_sptensor_sort_and_merge(th_sptensor *t);
+
+/* Sum of squared values. */
+double th_sptensor_norm_squared(const th_sptensor *t);
+
+/* Number of indices in [0, dims[mode]) with no nonzero. */
+uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode);
+
+/* Density nnz / prod(dims), computed in double. */
+double th_sptensor_density(const th_sptensor *t);
+
+#endif

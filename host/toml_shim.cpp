@@ -1,0 +1,1 @@
+typedef int th_placeholder_toml;
