@@ -22,7 +22,13 @@ function(th_add_plugin)
     LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}
     INSTALL_RPATH "$ORIGIN/../../")
   target_link_options(${P_NAME} PRIVATE
-    "LINKER:--version-script=${TH_PLUGIN_VERSION_SCRIPT}" "LINKER:-z,defs")
+    "LINKER:--version-script=${TH_PLUGIN_VERSION_SCRIPT}")
+  # Sanitized plugins leave the sanitizer runtime's symbols to the executable
+  # (clang links that runtime statically into executables only), so -z defs
+  # would fail them.
+  if(NOT TH_SANITIZE)
+    target_link_options(${P_NAME} PRIVATE "LINKER:-z,defs")
+  endif()
   th_target_warnings(${P_NAME})
   if(NOT P_NO_INSTALL)
     install(TARGETS ${P_NAME} LIBRARY DESTINATION ${TH_PLUGIN_RELDIR})

@@ -1,1 +1,97 @@
-/* placeholder */ typedef int th_placeholder_atomic_file;
+#include "atomic_file.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+struct th_atomic_file {
+    char *path;
+    char *temp_path;
+    FILE *stream;
+};
+
+th_atomic_file *th_atomic_file_open(const char *path, GError **error)
+{
+    g_autofree char *template = g_strconcat(path, ".tmp-XXXXXX", NULL);
+    int fd = g_mkstemp(template);
+    if (fd < 0) {
+        int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "%s: cannot create a temporary file beside it: %s", path, g_strerror(saved));
+        return NULL;
+    }
+    FILE *stream = fdopen(fd, "w");
+    if (!stream) {
+        int saved = errno;
+        close(fd);
+        g_unlink(template);
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: %s", path,
+                    g_strerror(saved));
+        return NULL;
+    }
+    th_atomic_file *file = g_new0(th_atomic_file, 1);
+    file->path = g_strdup(path);
+    file->temp_path = g_steal_pointer(&template);
+    file->stream = stream;
+    return file;
+}
+
+FILE *th_atomic_file_stream(th_atomic_file *file) { return file->stream; }
+
+static void atomic_file_free(th_atomic_file *file)
+{
+    g_free(file->path);
+    g_free(file->temp_path);
+    g_free(file);
+}
+
+gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
+{
+    int failed_errno = 0;
+    if (fflush(file->stream) != 0 || ferror(file->stream))
+        failed_errno = errno ? errno : EIO;
+    else if (fsync(fileno(file->stream)) != 0)
+        failed_errno = errno;
+    if (fclose(file->stream) != 0 && !failed_errno)
+        failed_errno = errno;
+    file->stream = NULL;
+    if (!failed_errno && g_rename(file->temp_path, file->path) != 0)
+        failed_errno = errno;
+    if (failed_errno) {
+        g_unlink(file->temp_path);
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed_errno),
+                    "%s: cannot write: %s", file->path, g_strerror(failed_errno));
+        atomic_file_free(file);
+        return FALSE;
+    }
+    atomic_file_free(file);
+    return TRUE;
+}
+
+void th_atomic_file_abort(th_atomic_file *file)
+{
+    if (!file)
+        return;
+    if (file->stream)
+        fclose(file->stream);
+    g_unlink(file->temp_path);
+    atomic_file_free(file);
+}
+
+gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,
+                                GError **error)
+{
+    th_atomic_file *file = th_atomic_file_open(path, error);
+    if (!file)
+        return FALSE;
+    if (length > 0 && fwrite(contents, 1, length, file->stream) != length) {
+        int saved = errno;
+        th_atomic_file_abort(file);
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                    path, g_strerror(saved));
+        return FALSE;
+    }
+    return th_atomic_file_commit(file, error);
+}

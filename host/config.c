@@ -1,1 +1,934 @@
-/* placeholder */ typedef int th_placeholder_config;
+/* The run configuration. The TOML document comes from toml_shim as a plain
+ * tree; --set overrides are grafted into that tree, so they pass through the
+ * same validation as the file. A table-driven schema names every key, its
+ * type, default, range and field in th_config; one walker checks the tree
+ * against it. */
+#include "config.h"
+
+#include "toml_shim.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+G_DEFINE_QUARK(th-config-error-quark, th_config_error)
+
+/* ---- The schema ------------------------------------------------------- */
+
+typedef enum {
+    TH_KEY_STRING,    /* non-empty string */
+    TH_KEY_PATH,      /* non-empty string naming a file or folder: resolved */
+    TH_KEY_PLUGIN,    /* a plugin name, or a path (has '/' or ends in .so): resolved */
+    TH_KEY_PATH_LIST, /* array of non-empty strings, each resolved: GPtrArray of char* */
+    TH_KEY_INTEGER,   /* stored as uint32_t or uint64_t, by the field's size */
+    TH_KEY_NUMBER,    /* float or integer, stored as double */
+    TH_KEY_BOOLEAN,   /* stored as gboolean */
+    TH_KEY_OPTIONS,   /* table of scalars rendered as text: GPtrArray of th_config_option* */
+    TH_KEY_SECTION,   /* a table with its own schema, whose fields are in th_config too */
+    /* Arrays of tables ([[compare.backend]]) will be one more type here: the
+     * element schema in `section` plus a constructor for the element struct,
+     * walked by walk_table() once per element with that struct as target. */
+} th_key_type;
+
+typedef struct th_table_schema th_table_schema;
+
+typedef struct {
+    const char *name;
+    th_key_type type;
+    size_t offset; /* of the field in th_config */
+    size_t size;   /* of the field, for integers */
+    gboolean required;
+    int64_t min, max;  /* TH_KEY_INTEGER */
+    double min_number; /* TH_KEY_NUMBER */
+    const char *default_string;
+    int64_t default_integer;
+    double default_number;
+    gboolean default_boolean;
+    const th_table_schema *section; /* TH_KEY_SECTION */
+    const char *doc;
+} th_key_schema;
+
+struct th_table_schema {
+    const char *name; /* dotted, "" for the document root */
+    const th_key_schema *keys;
+    size_t n_keys;
+};
+
+#define TH_FIELD(member)                                                                       \
+    .offset = offsetof(th_config, member), .size = sizeof(((th_config *)NULL)->member)
+
+static const th_key_schema tensor_keys[] = {
+    {.name = "path", .type = TH_KEY_PATH, TH_FIELD(tensor_path), .required = TRUE,
+     .doc = "the sparse tensor (.tns, .tns.gz or sptensor text)"},
+};
+
+static const th_key_schema cpd_keys[] = {
+    {.name = "rank", .type = TH_KEY_INTEGER, TH_FIELD(rank), .min = 1, .max = 4096,
+     .default_integer = 16, .doc = "number of rank-one components"},
+    {.name = "max_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_iters), .min = 1,
+     .max = UINT32_MAX, .default_integer = 50, .doc = "upper bound on ALS iterations"},
+    {.name = "tolerance", .type = TH_KEY_NUMBER, TH_FIELD(tolerance), .min_number = 0.0,
+     .default_number = 1e-5, .doc = "stop when |fit change| < tolerance"},
+    {.name = "seed", .type = TH_KEY_INTEGER, TH_FIELD(seed), .min = 0, .max = INT64_MAX,
+     .default_integer = 42, .doc = "seed of the initial factors"},
+};
+
+static const th_key_schema backend_keys[] = {
+    {.name = "plugin", .type = TH_KEY_PLUGIN, TH_FIELD(plugin), .default_string = "auto",
+     .doc = "a plugin name, \"auto\", or a path to a .so"},
+    {.name = "search_path", .type = TH_KEY_PATH_LIST, TH_FIELD(search_path),
+     .doc = "folders searched for plugins before the others"},
+    {.name = "options", .type = TH_KEY_OPTIONS, TH_FIELD(plugin_options),
+     .doc = "key/value pairs handed to the plugin"},
+};
+
+static const th_key_schema output_keys[] = {
+    {.name = "dir", .type = TH_KEY_PATH, TH_FIELD(output_dir), .default_string = "tensorhost-out",
+     .doc = "where factors, lambda and report.json go"},
+    {.name = "write_factors", .type = TH_KEY_BOOLEAN, TH_FIELD(write_factors),
+     .default_boolean = TRUE, .doc = "write modeN.mat and lambda.mat"},
+};
+
+#define TH_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys)}
+static const th_table_schema tensor_schema = TH_TABLE("tensor", tensor_keys);
+static const th_table_schema cpd_schema = TH_TABLE("cpd", cpd_keys);
+static const th_table_schema backend_schema = TH_TABLE("backend", backend_keys);
+static const th_table_schema output_schema = TH_TABLE("output", output_keys);
+
+static const th_key_schema root_keys[] = {
+    {.name = "tensor", .type = TH_KEY_SECTION, .section = &tensor_schema},
+    {.name = "cpd", .type = TH_KEY_SECTION, .section = &cpd_schema},
+    {.name = "backend", .type = TH_KEY_SECTION, .section = &backend_schema},
+    {.name = "output", .type = TH_KEY_SECTION, .section = &output_schema},
+};
+static const th_table_schema root_schema = TH_TABLE("", root_keys);
+
+static const th_key_schema *schema_find(const th_table_schema *schema, const char *name)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        if (strcmp(schema->keys[i].name, name) == 0)
+            return &schema->keys[i];
+    }
+    return NULL;
+}
+
+static void *field_at(th_config *config, const th_key_schema *key)
+{
+    return (char *)config + key->offset;
+}
+
+static const void *const_field_at(const th_config *config, const th_key_schema *key)
+{
+    return (const char *)config + key->offset;
+}
+
+static char *dotted_name(const char *prefix, const char *name)
+{
+    return prefix && *prefix ? g_strconcat(prefix, ".", name, NULL) : g_strdup(name);
+}
+
+/* ---- Rendering values as text ----------------------------------------- */
+
+/* The shortest text that reads back as the same double, in the C locale
+ * whatever the user's locale is: plugins parse it with strtod. */
+static char *format_double(double value)
+{
+    char buffer[G_ASCII_DTOSTR_BUF_SIZE];
+    for (int precision = 15; precision < 17; precision++) {
+        char format[8];
+        g_snprintf(format, sizeof format, "%%.%dg", precision);
+        g_ascii_formatd(buffer, sizeof buffer, format, value);
+        if (g_ascii_strtod(buffer, NULL) == value)
+            return g_strdup(buffer);
+    }
+    return g_strdup(g_ascii_formatd(buffer, sizeof buffer, "%.17g", value));
+}
+
+/* Control characters, quotes and backslashes escaped C-style so a message
+ * stays on one line; UTF-8 text is left readable. */
+static char *escape_for_message(const char *text)
+{
+    char non_ascii[129];
+    for (int byte = 0x80; byte <= 0xFF; byte++)
+        non_ascii[byte - 0x80] = (char)byte;
+    non_ascii[128] = '\0';
+    return g_strescape(text, non_ascii);
+}
+
+/* A user string quoted for a message: escaped, and cut when long. */
+static char *quote_for_message(const char *text)
+{
+    enum { MAX_SHOWN = 60 };
+    size_t length = strlen(text);
+    gboolean cut = length > MAX_SHOWN;
+    if (cut) {
+        length = MAX_SHOWN;
+        while (length > 0 && ((unsigned char)text[length] & 0xC0) == 0x80)
+            length--; /* do not split a UTF-8 sequence */
+    }
+    g_autofree char *head = g_strndup(text, length);
+    g_autofree char *escaped = escape_for_message(head);
+    return g_strdup_printf("\"%s%s\"", escaped, cut ? "..." : "");
+}
+
+static gboolean has_nul(const th_toml_node *node)
+{
+    return strlen(node->string_value) != node->string_length;
+}
+
+/* "the string \"abc\"", "the integer 5", "a table": what a message says was found. */
+static char *describe_found(const th_toml_node *node)
+{
+    switch (node->kind) {
+    case TH_TOML_STRING: {
+        if (has_nul(node))
+            return g_strdup("a string containing a NUL character");
+        g_autofree char *quoted = quote_for_message(node->string_value);
+        return g_strdup_printf("the string %s", quoted);
+    }
+    case TH_TOML_INTEGER:
+        return g_strdup_printf("the integer %" PRId64, node->integer_value);
+    case TH_TOML_FLOAT: {
+        g_autofree char *text = format_double(node->float_value);
+        return g_strdup_printf("the float %s", text);
+    }
+    case TH_TOML_BOOLEAN:
+        return g_strdup_printf("the boolean %s", node->boolean_value ? "true" : "false");
+    case TH_TOML_ARRAY:
+        return g_strdup("an array");
+    case TH_TOML_TABLE:
+        return g_strdup("a table");
+    case TH_TOML_UNSUPPORTED:
+        break;
+    }
+    return g_strdup_printf("the %s %s", node->type_name, node->string_value);
+}
+
+/* ---- Errors -------------------------------------------------------------- */
+
+typedef struct {
+    const char *source_name; /* the config file as given, for messages */
+    char *config_dir;        /* absolute: the base of relative paths in the file */
+    char *current_dir;       /* the base of relative paths in --set overrides */
+} load_context;
+
+static char *override_location(const char *argument)
+{
+    g_autofree char *escaped = escape_for_message(argument);
+    return g_strdup_printf("--set %s", escaped);
+}
+
+/* "FILE:LINE:COLUMN", "FILE" when the position is unknown, or "--set ARG"
+ * for nodes grafted from the command line. */
+static char *location(const load_context *ctx, const th_toml_node *node, gboolean at_key)
+{
+    if (node && node->origin)
+        return override_location(node->origin);
+    uint32_t line = node ? (at_key ? node->key_line : node->line) : 0;
+    uint32_t column = node ? (at_key ? node->key_column : node->column) : 0;
+    if (node && line == 0) { /* e.g. a table that a header created implicitly */
+        line = at_key ? node->line : node->key_line;
+        column = at_key ? node->column : node->key_column;
+    }
+    if (line == 0)
+        return g_strdup(ctx->source_name);
+    return g_strdup_printf("%s:%" PRIu32 ":%" PRIu32, ctx->source_name, line, column);
+}
+
+static void value_error(const load_context *ctx, GError **error, th_config_error code,
+                        const th_toml_node *node, const char *key, const char *expected)
+{
+    g_autofree char *where = location(ctx, node, FALSE);
+    g_autofree char *found = describe_found(node);
+    g_set_error(error, TH_CONFIG_ERROR, code, "%s: key '%s': expected %s, found %s", where, key,
+                expected, found);
+}
+
+static size_t levenshtein(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    g_autofree size_t *row = g_new(size_t, lb + 1);
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t above = row[j];
+            size_t substitution = diagonal + (a[i - 1] != b[j - 1]);
+            row[j] = MIN(MIN(above + 1, row[j - 1] + 1), substitution);
+            diagonal = above;
+        }
+    }
+    return row[lb];
+}
+
+/* The schema key with the same leaf name anywhere (for `rank = 3` written
+ * at the top level, say), as a dotted name, or NULL. */
+static char *find_leaf_elsewhere(const th_table_schema *schema, const char *leaf)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        const th_key_schema *key = &schema->keys[i];
+        if (key->type == TH_KEY_SECTION) {
+            char *found = find_leaf_elsewhere(key->section, leaf);
+            if (found)
+                return found;
+        } else if (strcmp(key->name, leaf) == 0) {
+            return dotted_name(schema->name, key->name);
+        }
+    }
+    return NULL;
+}
+
+/* The valid key nearest to `leaf` in `schema` as a dotted name, or NULL when
+ * none is near enough to be a likely typo. */
+static char *suggest_key(const th_table_schema *schema, const char *leaf)
+{
+    size_t threshold = MAX(2, strlen(leaf) / 3);
+    const th_key_schema *best = NULL;
+    size_t best_distance = SIZE_MAX;
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        size_t distance = levenshtein(leaf, schema->keys[i].name);
+        if (distance < best_distance) {
+            best = &schema->keys[i];
+            best_distance = distance;
+        }
+    }
+    if (best && best_distance <= threshold)
+        return dotted_name(schema->name, best->name);
+    return find_leaf_elsewhere(&root_schema, leaf);
+}
+
+static char *list_valid_keys(const th_table_schema *schema)
+{
+    GString *list = g_string_new(NULL);
+    for (size_t i = 0; i < schema->n_keys; i++)
+        g_string_append_printf(list, "%s%s", i ? ", " : "", schema->keys[i].name);
+    return g_string_free(list, FALSE);
+}
+
+/* `is_section`: the unknown name is a table, so it reads as a section. */
+static void unknown_key_error(GError **error, const char *where, const th_table_schema *schema,
+                              const char *leaf, gboolean is_section)
+{
+    g_autofree char *escaped_leaf = escape_for_message(leaf);
+    g_autofree char *full = dotted_name(schema->name, escaped_leaf);
+    g_autofree char *suggestion = suggest_key(schema, leaf);
+    g_autofree char *hint = NULL;
+    if (suggestion) {
+        hint = g_strdup_printf("did you mean '%s'?", suggestion);
+    } else {
+        g_autofree char *valid = list_valid_keys(schema);
+        hint = *schema->name ? g_strdup_printf("valid keys of [%s]: %s", schema->name, valid)
+                             : g_strdup_printf("valid sections: %s", valid);
+    }
+    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY, "%s: unknown %s '%s' (%s)",
+                where, is_section ? "section" : "key", full, hint);
+}
+
+/* ---- Assigning values ---------------------------------------------------- */
+
+/* Relative paths from the file are relative to the file's folder; those from
+ * --set, to the current folder, as a shell user expects. Absolute paths are
+ * kept as written; relative ones are joined and normalised lexically. */
+static char *resolve_path(const load_context *ctx, const th_toml_node *node, const char *path)
+{
+    if (g_path_is_absolute(path))
+        return g_strdup(path);
+    const char *base = node && node->origin ? ctx->current_dir : ctx->config_dir;
+    return g_canonicalize_filename(path, base);
+}
+
+static gboolean is_plugin_path(const char *plugin)
+{
+    return strchr(plugin, '/') != NULL || g_str_has_suffix(plugin, ".so");
+}
+
+static gboolean is_nonempty_string(const th_toml_node *node)
+{
+    return node->kind == TH_TOML_STRING && node->string_length > 0 && !has_nul(node);
+}
+
+static gboolean assign_string(const load_context *ctx, const th_toml_node *node,
+                              const th_key_schema *key, const char *name, th_config *config,
+                              GError **error)
+{
+    if (!is_nonempty_string(node)) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a non-empty string");
+        return FALSE;
+    }
+    char **field = field_at(config, key);
+    g_free(*field);
+    gboolean resolve = key->type == TH_KEY_PATH
+                       || (key->type == TH_KEY_PLUGIN && is_plugin_path(node->string_value));
+    *field = resolve ? resolve_path(ctx, node, node->string_value) : g_strdup(node->string_value);
+    return TRUE;
+}
+
+static gboolean assign_path_list(const load_context *ctx, const th_toml_node *node,
+                                 const th_key_schema *key, const char *name, th_config *config,
+                                 GError **error)
+{
+    if (node->kind != TH_TOML_ARRAY) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "an array of strings");
+        return FALSE;
+    }
+    g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
+    for (size_t i = 0; i < node->n_children; i++) {
+        const th_toml_node *element = node->children[i];
+        if (!is_nonempty_string(element)) {
+            g_autofree char *element_name = g_strdup_printf("%s[%zu]", name, i);
+            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, element, element_name,
+                        "a non-empty string");
+            return FALSE;
+        }
+        g_ptr_array_add(paths, resolve_path(ctx, element, element->string_value));
+    }
+    GPtrArray **field = field_at(config, key);
+    g_clear_pointer(field, g_ptr_array_unref);
+    *field = g_steal_pointer(&paths);
+    return TRUE;
+}
+
+static char *describe_integer_range(const th_key_schema *key)
+{
+    if (key->max == INT64_MAX)
+        return g_strdup_printf("an integer >= %" PRId64, key->min);
+    return g_strdup_printf("an integer from %" PRId64 " to %" PRId64, key->min, key->max);
+}
+
+static gboolean assign_integer(const load_context *ctx, const th_toml_node *node,
+                               const th_key_schema *key, const char *name, th_config *config,
+                               GError **error)
+{
+    g_autofree char *expected = describe_integer_range(key);
+    if (node->kind != TH_TOML_INTEGER) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        return FALSE;
+    }
+    if (node->integer_value < key->min || node->integer_value > key->max) {
+        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        return FALSE;
+    }
+    /* The range check above keeps the value within the field's type. */
+    if (key->size == sizeof(uint32_t))
+        *(uint32_t *)field_at(config, key) = (uint32_t)node->integer_value;
+    else
+        *(uint64_t *)field_at(config, key) = (uint64_t)node->integer_value;
+    return TRUE;
+}
+
+static gboolean assign_number(const load_context *ctx, const th_toml_node *node,
+                              const th_key_schema *key, const char *name, th_config *config,
+                              GError **error)
+{
+    g_autofree char *bound = format_double(key->min_number);
+    g_autofree char *expected = g_strdup_printf("a finite number >= %s", bound);
+    double value;
+    if (node->kind == TH_TOML_FLOAT) {
+        value = node->float_value;
+    } else if (node->kind == TH_TOML_INTEGER) {
+        value = (double)node->integer_value;
+    } else {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        return FALSE;
+    }
+    if (!isfinite(value) || value < key->min_number) {
+        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        return FALSE;
+    }
+    *(double *)field_at(config, key) = value;
+    return TRUE;
+}
+
+static gboolean assign_boolean(const load_context *ctx, const th_toml_node *node,
+                               const th_key_schema *key, const char *name, th_config *config,
+                               GError **error)
+{
+    if (node->kind != TH_TOML_BOOLEAN) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a boolean (true or false)");
+        return FALSE;
+    }
+    *(gboolean *)field_at(config, key) = node->boolean_value ? TRUE : FALSE;
+    return TRUE;
+}
+
+static void option_free(gpointer data)
+{
+    th_config_option *option = data;
+    g_free(option->key);
+    g_free(option->value);
+    g_free(option);
+}
+
+/* An option's value as the text the plugin receives. */
+static char *render_option_value(const th_toml_node *node)
+{
+    switch (node->kind) {
+    case TH_TOML_STRING:
+        return g_strdup(node->string_value);
+    case TH_TOML_INTEGER:
+        return g_strdup_printf("%" PRId64, node->integer_value);
+    case TH_TOML_FLOAT:
+        return format_double(node->float_value);
+    case TH_TOML_BOOLEAN:
+        return g_strdup(node->boolean_value ? "true" : "false");
+    default:
+        return NULL;
+    }
+}
+
+static gboolean assign_options(const load_context *ctx, const th_toml_node *node,
+                               const th_key_schema *key, const char *name, th_config *config,
+                               GError **error)
+{
+    if (node->kind != TH_TOML_TABLE) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        return FALSE;
+    }
+    GPtrArray *options = *(GPtrArray **)field_at(config, key);
+    g_ptr_array_set_size(options, 0);
+    for (size_t i = 0; i < node->n_children; i++) {
+        const th_toml_node *entry = node->children[i];
+        char *value = render_option_value(entry);
+        if (!value || (entry->kind == TH_TOML_STRING && has_nul(entry))) {
+            g_free(value);
+            g_autofree char *escaped = escape_for_message(entry->key);
+            g_autofree char *entry_name = dotted_name(name, escaped);
+            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name,
+                        "a string, integer, float or boolean");
+            return FALSE;
+        }
+        th_config_option *option = g_new0(th_config_option, 1);
+        option->key = g_strdup(entry->key);
+        option->value = value;
+        g_ptr_array_add(options, option);
+    }
+    return TRUE;
+}
+
+static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
+                           const th_table_schema *schema, th_config *config, GError **error);
+
+static gboolean assign(const load_context *ctx, const th_toml_node *node, const th_key_schema *key,
+                       const char *name, th_config *config, GError **error)
+{
+    switch (key->type) {
+    case TH_KEY_STRING:
+    case TH_KEY_PATH:
+    case TH_KEY_PLUGIN:
+        return assign_string(ctx, node, key, name, config, error);
+    case TH_KEY_PATH_LIST:
+        return assign_path_list(ctx, node, key, name, config, error);
+    case TH_KEY_INTEGER:
+        return assign_integer(ctx, node, key, name, config, error);
+    case TH_KEY_NUMBER:
+        return assign_number(ctx, node, key, name, config, error);
+    case TH_KEY_BOOLEAN:
+        return assign_boolean(ctx, node, key, name, config, error);
+    case TH_KEY_OPTIONS:
+        return assign_options(ctx, node, key, name, config, error);
+    case TH_KEY_SECTION:
+        if (node->kind != TH_TOML_TABLE) {
+            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+            return FALSE;
+        }
+        return walk_table(ctx, node, key->section, config, error);
+    }
+    g_assert_not_reached();
+}
+
+static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
+                           const th_table_schema *schema, th_config *config, GError **error)
+{
+    for (size_t i = 0; i < table->n_children; i++) {
+        const th_toml_node *child = table->children[i];
+        const th_key_schema *key = schema_find(schema, child->key);
+        if (!key) {
+            g_autofree char *where = location(ctx, child, TRUE);
+            unknown_key_error(error, where, schema, child->key, child->kind == TH_TOML_TABLE);
+            return FALSE;
+        }
+        g_autofree char *name = dotted_name(schema->name, key->name);
+        if (!assign(ctx, child, key, name, config, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- Defaults and required keys ---------------------------------------- */
+
+static void apply_defaults(const load_context *ctx, const th_table_schema *schema,
+                           th_config *config)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        const th_key_schema *key = &schema->keys[i];
+        void *field = field_at(config, key);
+        switch (key->type) {
+        case TH_KEY_STRING:
+        case TH_KEY_PLUGIN:
+            *(char **)field = g_strdup(key->default_string);
+            break;
+        case TH_KEY_PATH:
+            *(char **)field = key->default_string
+                                  ? resolve_path(ctx, NULL, key->default_string)
+                                  : NULL;
+            break;
+        case TH_KEY_PATH_LIST:
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(g_free);
+            break;
+        case TH_KEY_OPTIONS:
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(option_free);
+            break;
+        case TH_KEY_INTEGER:
+            if (key->size == sizeof(uint32_t))
+                *(uint32_t *)field = (uint32_t)key->default_integer;
+            else
+                *(uint64_t *)field = (uint64_t)key->default_integer;
+            break;
+        case TH_KEY_NUMBER:
+            *(double *)field = key->default_number;
+            break;
+        case TH_KEY_BOOLEAN:
+            *(gboolean *)field = key->default_boolean;
+            break;
+        case TH_KEY_SECTION:
+            apply_defaults(ctx, key->section, config);
+            break;
+        }
+    }
+}
+
+static gboolean check_required(const load_context *ctx, const th_table_schema *schema,
+                               th_config *config, GError **error)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        const th_key_schema *key = &schema->keys[i];
+        if (key->type == TH_KEY_SECTION) {
+            if (!check_required(ctx, key->section, config, error))
+                return FALSE;
+        } else if (key->required && *(char **)field_at(config, key) == NULL) {
+            /* Only string keys are required so far; others have defaults. */
+            g_autofree char *name = dotted_name(schema->name, key->name);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
+                        "%s: missing required key '%s'", ctx->source_name, name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* ---- --set overrides ----------------------------------------------------- */
+
+static void override_syntax_error(GError **error, const char *argument)
+{
+    g_autofree char *where = override_location(argument);
+    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE, "%s: expected KEY=VALUE", where);
+}
+
+/* Checks a dotted key against the schema before anything is grafted, so an
+ * unknown key is reported with a suggestion and never lands in the tree.
+ * `*found` is the key's schema entry, or NULL for a backend option name. */
+static gboolean lookup_override_key(const char *argument, char **components,
+                                    const th_key_schema **found, GError **error)
+{
+    const th_table_schema *schema = &root_schema;
+    g_autofree char *where = override_location(argument);
+    *found = NULL;
+    for (size_t i = 0; components[i]; i++) {
+        gboolean last = components[i + 1] == NULL;
+        const th_key_schema *key = schema_find(schema, components[i]);
+        if (!key) {
+            unknown_key_error(error, where, schema, components[i], !last);
+            return FALSE;
+        }
+        g_autofree char *name = dotted_name(schema->name, key->name);
+        if (last && (key->type == TH_KEY_SECTION || key->type == TH_KEY_OPTIONS)) {
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE,
+                        "%s: '%s' is a section; set one of its keys, such as '%s.%s'", where,
+                        name, name,
+                        key->type == TH_KEY_SECTION ? key->section->keys[0].name : "NAME");
+            return FALSE;
+        }
+        if (key->type == TH_KEY_OPTIONS) {
+            if (components[i + 2] == NULL)
+                return TRUE; /* backend.options.NAME: any name */
+            g_autofree char *joined = g_strjoinv(".", components);
+            g_autofree char *full = escape_for_message(joined);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                        "%s: unknown key '%s' (options have plain names, such as '%s.%s')",
+                        where, full, name, components[i + 1]);
+            return FALSE;
+        }
+        if (key->type != TH_KEY_SECTION) {
+            if (last) {
+                *found = key;
+                return TRUE;
+            }
+            g_autofree char *joined = g_strjoinv(".", components);
+            g_autofree char *full = escape_for_message(joined);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                        "%s: unknown key '%s' ('%s' is not a section)", where, full, name);
+            return FALSE;
+        }
+        schema = key->section;
+    }
+    g_assert_not_reached();
+}
+
+/* The override's value as a node. String keys take the text as written
+ * unless it is a quoted TOML string, so `tensor.path=2024.tns` is a path and
+ * not a type error; a path list takes a single path as a list of one. */
+static th_toml_node *parse_override_value(const char *text, const th_key_schema *key)
+{
+    th_toml_node *value = th_toml_parse_value(text, NULL);
+    if (!key)
+        return value;
+    gboolean wants_string = key->type == TH_KEY_STRING || key->type == TH_KEY_PATH
+                            || key->type == TH_KEY_PLUGIN || key->type == TH_KEY_PATH_LIST;
+    gboolean is_list = key->type == TH_KEY_PATH_LIST && value->kind == TH_TOML_ARRAY;
+    if (wants_string && value->kind != TH_TOML_STRING && !is_list) {
+        th_toml_node_free(value);
+        value = th_toml_string_new(text);
+    }
+    if (key->type == TH_KEY_PATH_LIST && value->kind == TH_TOML_STRING) {
+        th_toml_node *list = th_toml_array_new();
+        th_toml_array_append(list, value);
+        value = list;
+    }
+    return value;
+}
+
+/* Puts the override's value into the document tree at its dotted key,
+ * creating tables on the way. Where the file has a non-table in the way
+ * (`backend = 5`), nothing is grafted: validating the file reports it. */
+static void graft_override(th_toml_node *root, char **components, th_toml_node *value)
+{
+    th_toml_node *table = root;
+    size_t i = 0;
+    for (; components[i + 1]; i++) {
+        th_toml_node *next = th_toml_table_find(table, components[i]);
+        if (!next) {
+            next = th_toml_table_new(components[i]);
+            th_toml_table_put(table, next);
+        } else if (next->kind != TH_TOML_TABLE) {
+            th_toml_node_free(value);
+            return;
+        }
+        table = next;
+    }
+    th_toml_node_set_key(value, components[i]);
+    th_toml_table_put(table, value);
+}
+
+static gboolean is_valid_key_component(const char *component)
+{
+    g_autofree char *stripped = g_strstrip(g_strdup(component));
+    return *stripped && strcmp(stripped, component) == 0;
+}
+
+static gboolean apply_override(th_toml_node *root, const char *argument, GError **error)
+{
+    const char *equals = strchr(argument, '=');
+    if (!equals) {
+        override_syntax_error(error, argument);
+        return FALSE;
+    }
+    g_autofree char *key_text = g_strstrip(g_strndup(argument, (size_t)(equals - argument)));
+    g_auto(GStrv) components = g_strsplit(key_text, ".", -1);
+    if (!*key_text) {
+        override_syntax_error(error, argument);
+        return FALSE;
+    }
+    for (size_t i = 0; components[i]; i++) {
+        if (!is_valid_key_component(components[i])) {
+            override_syntax_error(error, argument);
+            return FALSE;
+        }
+    }
+    const th_key_schema *key;
+    if (!lookup_override_key(argument, components, &key, error))
+        return FALSE;
+    th_toml_node *value = parse_override_value(equals + 1, key);
+    th_toml_node_set_origin(value, argument);
+    graft_override(root, components, value);
+    return TRUE;
+}
+
+/* ---- Loading ------------------------------------------------------------- */
+
+static void context_clear(load_context *ctx)
+{
+    g_free(ctx->config_dir);
+    g_free(ctx->current_dir);
+}
+
+static th_config *load_tree(const load_context *ctx, th_toml_node *root,
+                            const char *const *overrides, GError **error)
+{
+    for (size_t i = 0; overrides && overrides[i]; i++) {
+        if (!apply_override(root, overrides[i], error))
+            return NULL;
+    }
+    g_autoptr(th_config) config = g_new0(th_config, 1);
+    config->source_path = g_strdup(ctx->source_name);
+    apply_defaults(ctx, &root_schema, config);
+    if (!walk_table(ctx, root, &root_schema, config, error))
+        return NULL;
+    if (!check_required(ctx, &root_schema, config, error))
+        return NULL;
+    return g_steal_pointer(&config);
+}
+
+th_config *th_config_load_from_string(const char *name, const char *text, gssize length,
+                                      const char *const *overrides, GError **error)
+{
+    g_return_val_if_fail(name != NULL && text != NULL, NULL);
+    size_t size = length < 0 ? strlen(text) : (size_t)length;
+    load_context ctx = {.source_name = name, .current_dir = g_get_current_dir()};
+    g_autofree char *dir = g_path_get_dirname(name);
+    ctx.config_dir = g_canonicalize_filename(dir, ctx.current_dir);
+
+    th_toml_error parse_error = {0};
+    th_toml_node *root = th_toml_parse(text, size, &parse_error);
+    th_config *config = NULL;
+    if (!root) {
+        g_autofree char *where =
+            parse_error.line ? g_strdup_printf("%s:%" PRIu32 ":%" PRIu32, name, parse_error.line,
+                                               parse_error.column)
+                             : g_strdup(name);
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_SYNTAX, "%s: TOML syntax error: %s",
+                    where, parse_error.message);
+        th_toml_error_clear(&parse_error);
+    } else {
+        config = load_tree(&ctx, root, overrides, error);
+        th_toml_node_free(root);
+    }
+    context_clear(&ctx);
+    return config;
+}
+
+/* Reads the whole file, with the errno text on failure (GLib's own message
+ * would repeat the file name in its own wording). */
+static char *read_file(const char *path, size_t *length, GError **error)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        int saved = errno;
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_IO, "%s: cannot read: %s", path,
+                    g_strerror(saved));
+        return NULL;
+    }
+    GString *text = g_string_new(NULL);
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, file)) > 0)
+        g_string_append_len(text, chunk, (gssize)got);
+    int failed = ferror(file);
+    int saved = errno;
+    fclose(file);
+    if (failed) {
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_IO, "%s: cannot read: %s", path,
+                    g_strerror(saved));
+        g_string_free(text, TRUE);
+        return NULL;
+    }
+    *length = text->len;
+    return g_string_free(text, FALSE);
+}
+
+th_config *th_config_load(const char *path, const char *const *overrides, GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    size_t length = 0;
+    g_autofree char *text = read_file(path, &length, error);
+    if (!text)
+        return NULL;
+    return th_config_load_from_string(path, text, (gssize)length, overrides, error);
+}
+
+void th_config_free(th_config *config)
+{
+    if (!config)
+        return;
+    g_free(config->source_path);
+    g_free(config->tensor_path);
+    g_free(config->plugin);
+    g_clear_pointer(&config->search_path, g_ptr_array_unref);
+    g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
+    g_free(config->output_dir);
+    g_free(config);
+}
+
+/* ---- Listing ------------------------------------------------------------- */
+
+typedef void (*foreach_fn)(const char *key, const char *value, void *user_data);
+
+static char *render_path_list(const GPtrArray *paths)
+{
+    GString *text = g_string_new("[");
+    for (guint i = 0; paths && i < paths->len; i++) {
+        g_autofree char *escaped = escape_for_message(g_ptr_array_index(paths, i));
+        g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", escaped);
+    }
+    g_string_append_c(text, ']');
+    return g_string_free(text, FALSE);
+}
+
+static void foreach_in_table(const th_config *config, const th_table_schema *schema,
+                             foreach_fn fn, void *user_data)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        const th_key_schema *key = &schema->keys[i];
+        const void *field = const_field_at(config, key);
+        g_autofree char *name = dotted_name(schema->name, key->name);
+        g_autofree char *text = NULL;
+        switch (key->type) {
+        case TH_KEY_STRING:
+        case TH_KEY_PATH:
+        case TH_KEY_PLUGIN: {
+            const char *value = *(char *const *)field;
+            text = g_strdup(value ? value : "");
+            break;
+        }
+        case TH_KEY_PATH_LIST:
+            text = render_path_list(*(GPtrArray *const *)field);
+            break;
+        case TH_KEY_INTEGER:
+            text = key->size == sizeof(uint32_t)
+                       ? g_strdup_printf("%" PRIu32, *(const uint32_t *)field)
+                       : g_strdup_printf("%" PRIu64, *(const uint64_t *)field);
+            break;
+        case TH_KEY_NUMBER:
+            text = format_double(*(const double *)field);
+            break;
+        case TH_KEY_BOOLEAN:
+            text = g_strdup(*(const gboolean *)field ? "true" : "false");
+            break;
+        case TH_KEY_OPTIONS: {
+            const GPtrArray *options = *(GPtrArray *const *)field;
+            for (guint j = 0; options && j < options->len; j++) {
+                const th_config_option *option = g_ptr_array_index(options, j);
+                g_autofree char *option_name = dotted_name(name, option->key);
+                fn(option_name, option->value, user_data);
+            }
+            continue;
+        }
+        case TH_KEY_SECTION:
+            foreach_in_table(config, key->section, fn, user_data);
+            continue;
+        }
+        fn(name, text, user_data);
+    }
+}
+
+void th_config_foreach(const th_config *config,
+                       void (*fn)(const char *key, const char *value, void *user_data),
+                       void *user_data)
+{
+    g_return_if_fail(config != NULL && fn != NULL);
+    foreach_in_table(config, &root_schema, fn, user_data);
+}

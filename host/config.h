@@ -35,10 +35,11 @@ typedef struct th_config {
     uint32_t rank;      /* default 16, 1..4096 */
     uint32_t max_iters; /* default 50, >= 1 */
     double tolerance;   /* default 1e-5, >= 0 */
-    uint64_t seed;      /* default 42 */
+    uint64_t seed;      /* default 42, 0..INT64_MAX */
 
     /* [backend] */
-    char *plugin;              /* default "auto": a name, or a path when it contains '/' (resolved) */
+    char *plugin;              /* default "auto": a name, or a path when it contains '/' or
+                                  ends in ".so" (then resolved) */
     GPtrArray *search_path;    /* char*, resolved directories, searched before the others */
     GPtrArray *plugin_options; /* th_config_option*, in file order */
 
@@ -49,9 +50,16 @@ typedef struct th_config {
 
 /* Loads `path` and applies `overrides` ("section.key=value", the value in
  * TOML syntax, bare words taken as strings; NULL-terminated, may be NULL).
+ * Relative paths in the file are relative to the file's directory; relative
+ * paths in overrides are relative to the current directory.
  * Every error names FILE:LINE:COLUMN (or the --set argument), the key, and
  * what was expected. Unknown keys are errors with the nearest valid key. */
 th_config *th_config_load(const char *path, const char *const *overrides, GError **error);
+/* The same for a document already in memory: `length` bytes of `text` (-1:
+ * NUL-terminated). `name` stands for the file in messages, and relative
+ * paths are resolved against its directory. */
+th_config *th_config_load_from_string(const char *name, const char *text, gssize length,
+                                      const char *const *overrides, GError **error);
 void th_config_free(th_config *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_config, th_config_free)
 

@@ -1,1 +1,279 @@
-/* placeholder */ typedef int th_placeholder_cp_als;
+#include "cp_als.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dense.h"
+#include "log.h"
+#include "rng.h"
+
+static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
+double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
+                                uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    double **factors = g_new0(double *, nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        const uint64_t n = (uint64_t)dims[m] * rank;
+        factors[m] = g_new(double, n);
+        for (uint64_t k = 0; k < n; ++k)
+            factors[m][k] = th_rng_uniform(&rng);
+    }
+    return factors;
+}
+
+void th_cpd_free_factors(double **factors, uint32_t nmodes)
+{
+    if (!factors)
+        return;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        g_free(factors[m]);
+    g_free(factors);
+}
+
+void th_cpd_result_free(th_cpd_result *result)
+{
+    if (!result)
+        return;
+    th_cpd_free_factors(result->factors, result->nmodes);
+    g_free(result->dims);
+    g_free(result->lambda);
+    g_free(result->mttkrp_seconds);
+    g_free(result->mttkrp_device_seconds);
+    if (result->iterations)
+        g_array_unref(result->iterations);
+    g_free(result);
+}
+
+/* State of one run; everything R x R lives here, tall data in the backend
+ * (or, on the host-update path, in `host_factor`/`host_mttkrp` scratch). */
+typedef struct cpd_state {
+    th_backend *backend;
+    const th_sptensor *tensor;
+    uint32_t nmodes, rank;
+    gboolean backend_update;
+    double **grams;  /* [nmodes] rank x rank */
+    double *hadamard; /* rank x rank scratch */
+    double *w;        /* rank x rank pseudo-inverse */
+    double *lambda;
+    double *inner;
+    double *host_mttkrp; /* largest dims[m] x rank, host-update path only */
+    double *host_factor;
+    th_cpd_result *result;
+} cpd_state;
+
+static void state_clear(cpd_state *s)
+{
+    if (s->grams)
+        for (uint32_t m = 0; m < s->nmodes; ++m)
+            g_free(s->grams[m]);
+    g_free(s->grams);
+    g_free(s->hadamard);
+    g_free(s->w);
+    g_free(s->lambda);
+    g_free(s->inner);
+    g_free(s->host_mttkrp);
+    g_free(s->host_factor);
+}
+
+/* Host-side twin of the ABI's als_update, for backends without it. */
+static gboolean host_update(cpd_state *s, uint32_t mode, int32_t norm, GError **error)
+{
+    const uint64_t rows = s->tensor->dims[mode];
+    if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
+        return FALSE;
+    th_dense_matmul(s->host_mttkrp, s->w, rows, s->rank, s->rank, s->host_factor);
+    th_dense_normalize_columns(s->host_factor, rows, s->rank, norm == TH_NORM_MAX, s->lambda);
+    th_dense_gram(s->host_factor, rows, s->rank, s->grams[mode]);
+    th_dense_column_inner(s->host_mttkrp, s->host_factor, rows, s->rank, s->inner);
+    return th_backend_set_factor(s->backend, mode, s->host_factor, error);
+}
+
+static double fit_from_terms(const cpd_state *s, double norm_x_squared)
+{
+    /* ||M||^2 = lambda^T (hadamard of all grams) lambda and
+     * <X, M> = sum_r lambda_r inner_r from the last mode's MTTKRP. */
+    th_dense_hadamard_except(s->grams, s->nmodes, UINT32_MAX, s->rank, s->hadamard);
+    double norm_model_squared = 0.0, inner_product = 0.0;
+    for (uint32_t r = 0; r < s->rank; ++r) {
+        inner_product += s->lambda[r] * s->inner[r];
+        for (uint32_t q = 0; q < s->rank; ++q)
+            norm_model_squared += s->lambda[r] * s->lambda[q] * s->hadamard[(size_t)r * s->rank + q];
+    }
+    double residual_squared = norm_x_squared + norm_model_squared - 2.0 * inner_product;
+    /* Rounding can push a near-perfect fit slightly negative. */
+    if (residual_squared < 0.0)
+        residual_squared = 0.0;
+    return 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
+}
+
+static gboolean run_iteration(cpd_state *s, uint32_t iteration, GError **error)
+{
+    const int32_t norm = iteration == 1 ? TH_NORM_2 : TH_NORM_MAX;
+    th_cpd_result *r = s->result;
+    for (uint32_t mode = 0; mode < s->nmodes; ++mode) {
+        gint64 start = g_get_monotonic_time();
+        if (!th_backend_mttkrp(s->backend, mode, error))
+            return FALSE;
+        r->mttkrp_seconds[mode] += seconds_since(start);
+        th_mode_info info;
+        if (!th_backend_mode_info(s->backend, mode, &info, error))
+            return FALSE;
+        if (info.last_mttkrp_seconds >= 0.0 && r->mttkrp_device_seconds[mode] >= 0.0)
+            r->mttkrp_device_seconds[mode] += info.last_mttkrp_seconds;
+        else
+            r->mttkrp_device_seconds[mode] = -1.0;
+
+        start = g_get_monotonic_time();
+        th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
+        r->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
+        r->algebra_seconds += seconds_since(start);
+
+        start = g_get_monotonic_time();
+        gboolean ok = s->backend_update
+                          ? th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
+                                                  s->grams[mode], s->inner, error)
+                          : host_update(s, mode, norm, error);
+        r->update_seconds += seconds_since(start);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Orders components by decreasing lambda, as Tensor Toolbox's arrange(), so
+ * factor files of different backends line up. */
+static void arrange_components(th_cpd_result *r)
+{
+    const uint32_t rank = r->rank;
+    g_autofree uint32_t *order = g_new(uint32_t, rank);
+    for (uint32_t k = 0; k < rank; ++k)
+        order[k] = k;
+    for (uint32_t i = 1; i < rank; ++i)
+        for (uint32_t j = i; j > 0 && r->lambda[order[j - 1]] < r->lambda[order[j]]; --j) {
+            uint32_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    g_autofree double *lambda = g_new(double, rank);
+    for (uint32_t k = 0; k < rank; ++k)
+        lambda[k] = r->lambda[order[k]];
+    memcpy(r->lambda, lambda, sizeof(double) * rank);
+    g_autofree double *row = g_new(double, rank);
+    for (uint32_t m = 0; m < r->nmodes; ++m)
+        for (uint64_t i = 0; i < r->dims[m]; ++i) {
+            double *a = r->factors[m] + i * rank;
+            for (uint32_t k = 0; k < rank; ++k)
+                row[k] = a[order[k]];
+            memcpy(a, row, sizeof(double) * rank);
+        }
+}
+
+static gboolean start_run(cpd_state *s, const th_cpd_params *params, GError **error)
+{
+    const uint32_t nmodes = s->nmodes, rank = s->rank;
+    th_index largest = 0;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        largest = MAX(largest, s->tensor->dims[m]);
+    s->grams = g_new0(double *, nmodes);
+    s->hadamard = g_new(double, (size_t)rank * rank);
+    s->w = g_new(double, (size_t)rank * rank);
+    s->lambda = g_new0(double, rank);
+    s->inner = g_new0(double, rank);
+    if (!s->backend_update) {
+        s->host_mttkrp = g_new(double, (size_t)largest * rank);
+        s->host_factor = g_new(double, (size_t)largest * rank);
+    }
+    double **initial = th_cpd_initial_factors(s->tensor->dims, nmodes, rank, params->seed);
+    gboolean ok = TRUE;
+    for (uint32_t m = 0; m < nmodes && ok; ++m) {
+        s->grams[m] = g_new(double, (size_t)rank * rank);
+        th_dense_gram(initial[m], s->tensor->dims[m], rank, s->grams[m]);
+        ok = th_backend_set_factor(s->backend, m, initial[m], error);
+    }
+    th_cpd_free_factors(initial, nmodes);
+    return ok;
+}
+
+static gboolean collect_factors(cpd_state *s, GError **error)
+{
+    th_cpd_result *r = s->result;
+    r->lambda = g_memdup2(s->lambda, sizeof(double) * s->rank);
+    r->factors = g_new0(double *, s->nmodes);
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        r->factors[m] = g_new(double, (size_t)r->dims[m] * s->rank);
+        if (!th_backend_get_factor(s->backend, m, r->factors[m], error))
+            return FALSE;
+    }
+    arrange_components(r);
+    return TRUE;
+}
+
+th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
+                         const th_cpd_params *params, th_cpd_iteration_fn on_iteration,
+                         void *user_data, GError **error)
+{
+    g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
+    const gint64 run_start = g_get_monotonic_time();
+    const uint32_t nmodes = tensor->nmodes;
+
+    th_cpd_result *r = g_new0(th_cpd_result, 1);
+    r->nmodes = nmodes;
+    r->rank = params->rank;
+    r->dims = g_memdup2(tensor->dims, sizeof(th_index) * nmodes);
+    r->iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
+    r->mttkrp_seconds = g_new0(double, nmodes);
+    r->mttkrp_device_seconds = g_new0(double, nmodes);
+    r->backend_update = th_backend_has_als_update(backend) && !params->force_host_update;
+
+    cpd_state s = {
+        .backend = backend,
+        .tensor = tensor,
+        .nmodes = nmodes,
+        .rank = params->rank,
+        .backend_update = r->backend_update,
+        .result = r,
+    };
+    const double norm_x_squared = th_sptensor_norm_squared(tensor);
+    gboolean ok = start_run(&s, params, error);
+    double previous_fit = 0.0;
+    for (uint32_t it = 1; ok && it <= params->max_iters; ++it) {
+        const gint64 start = g_get_monotonic_time();
+        ok = run_iteration(&s, it, error);
+        if (!ok)
+            break;
+        const gint64 fit_start = g_get_monotonic_time();
+        const double fit = fit_from_terms(&s, norm_x_squared);
+        r->algebra_seconds += seconds_since(fit_start);
+        th_cpd_iteration record = {
+            .iteration = it,
+            .fit = fit,
+            .delta = fit - previous_fit,
+            .seconds = seconds_since(start),
+        };
+        g_array_append_val(r->iterations, record);
+        r->fit = fit;
+        if (on_iteration)
+            on_iteration(&record, user_data);
+        if (it > 1 && fabs(record.delta) < params->tolerance) {
+            r->converged = TRUE;
+            break;
+        }
+        previous_fit = fit;
+        if (th_cancel_requested()) {
+            r->interrupted = TRUE;
+            break;
+        }
+    }
+    if (ok)
+        ok = collect_factors(&s, error);
+    state_clear(&s);
+    r->total_seconds = seconds_since(run_start);
+    if (!ok) {
+        th_cpd_result_free(r);
+        return NULL;
+    }
+    return r;
+}

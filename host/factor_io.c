@@ -1,1 +1,81 @@
-/* placeholder */ typedef int th_placeholder_factor_io;
+#include "factor_io.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include <glib/gstdio.h>
+
+#include "atomic_file.h"
+
+gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
+                         GError **error)
+{
+    th_atomic_file *file = th_atomic_file_open(path, error);
+    if (!file)
+        return FALSE;
+    FILE *out = th_atomic_file_stream(file);
+    for (uint64_t i = 0; i < rows; ++i) {
+        for (uint32_t j = 0; j < cols; ++j)
+            fprintf(out, "%+0.8e ", data[i * cols + j]);
+        fputc('\n', out);
+    }
+    return th_atomic_file_commit(file, error);
+}
+
+double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError **error)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, error))
+        return NULL;
+    g_autoptr(GArray) values = g_array_new(FALSE, FALSE, sizeof(double));
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    uint64_t nrows = 0;
+    uint32_t ncols = 0;
+    for (guint li = 0; lines[li]; ++li) {
+        g_auto(GStrv) fields = g_strsplit_set(g_strstrip(lines[li]), " \t", -1);
+        uint32_t count = 0;
+        for (guint f = 0; fields[f]; ++f) {
+            if (!*fields[f])
+                continue;
+            char *end = NULL;
+            double v = g_ascii_strtod(fields[f], &end);
+            if (*end) {
+                g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                            "%s:%u: expected a number, found '%s'", path, li + 1, fields[f]);
+                return NULL;
+            }
+            g_array_append_val(values, v);
+            ++count;
+        }
+        if (count == 0)
+            continue;
+        if (nrows > 0 && count != ncols) {
+            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                        "%s:%u: expected %u columns, found %u", path, li + 1, ncols, count);
+            return NULL;
+        }
+        ncols = count;
+        ++nrows;
+    }
+    *rows = nrows;
+    *cols = ncols;
+    return (double *)g_array_free(g_steal_pointer(&values), FALSE);
+}
+
+gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, GError **error)
+{
+    if (g_mkdir_with_parents(dir, 0755) != 0) {
+        int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "%s: cannot create the output directory: %s", dir, g_strerror(saved));
+        return FALSE;
+    }
+    for (uint32_t m = 0; m < result->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (!th_write_matrix(path, result->factors[m], result->dims[m], result->rank, error))
+            return FALSE;
+    }
+    g_autofree char *path = g_build_filename(dir, "lambda.mat", NULL);
+    return th_write_matrix(path, result->lambda, result->rank, 1, error);
+}

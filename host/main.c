@@ -1,1 +1,346 @@
-/* placeholder */ typedef int th_placeholder_main;
+/* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins. */
+#include <errno.h>
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "config.h"
+#include "cp_als.h"
+#include "factor_io.h"
+#include "log.h"
+#include "plugin_loader.h"
+#include "report.h"
+#include "tensor_reader.h"
+
+enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+
+typedef struct cli_options {
+    char *config_path;
+    char **overrides;
+    gboolean list_plugins;
+    gboolean version;
+    gboolean verbose;
+    gboolean quiet;
+} cli_options;
+
+static void cli_options_clear(cli_options *o)
+{
+    g_free(o->config_path);
+    g_strfreev(o->overrides);
+}
+
+static int parse_command_line(int *argc, char ***argv, cli_options *o)
+{
+    GOptionEntry entries[] = {
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
+         "Run the job described by FILE (TOML)", "FILE"},
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &o->overrides,
+         "Override a config key, e.g. --set cpd.rank=32 (repeatable)", "KEY=VALUE"},
+        {"list-plugins", 0, 0, G_OPTION_ARG_NONE, &o->list_plugins,
+         "List the plugins found on the search path and exit", NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &o->version, "Print the version and exit", NULL},
+        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &o->verbose, "Print debug detail", NULL},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "Print errors and warnings only", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new("- sparse CP decomposition");
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Example: tensorhost --config configs/quickstart.toml --set cpd.rank=8\n"
+                 "The config reference is configs/README.md.\n");
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(context, argc, argv, &error)) {
+        fprintf(stderr, "tensorhost: %s (see --help)\n", error->message);
+        return EXIT_USAGE;
+    }
+    if (*argc > 1) {
+        fprintf(stderr, "tensorhost: unexpected argument '%s' (see --help)\n", (*argv)[1]);
+        return EXIT_USAGE;
+    }
+    if (!o->config_path && !o->list_plugins && !o->version) {
+        fprintf(stderr, "tensorhost: nothing to do: give --config FILE (see --help)\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Prints the one error of a failed run and gives its exit status. */
+static int fail(GError *error)
+{
+    fprintf(stderr, "tensorhost: error: %s\n", error->message);
+    g_error_free(error);
+    return 1;
+}
+
+static gint compare_names(gconstpointer a, gconstpointer b)
+{
+    return g_strcmp0(*(char *const *)a, *(char *const *)b);
+}
+
+static void describe_capabilities(const th_plugin_info *info, GString *out)
+{
+    g_string_append_printf(out, "max modes %u, max rank %u, %s", info->max_modes, info->max_rank,
+                           info->value_type == TH_VALUE_F32 ? "f32" : "f64");
+    if (info->flags & TH_CAP_ALS_UPDATE)
+        g_string_append(out, ", als-update");
+    if (info->flags & TH_CAP_GPU)
+        g_string_append(out, ", gpu");
+}
+
+static int list_plugins(GPtrArray *config_search_path)
+{
+    g_autoptr(GPtrArray) path = th_plugin_search_path(config_search_path);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    unsigned found = 0;
+    for (guint d = 0; d < path->len; ++d) {
+        const char *dir_path = g_ptr_array_index(path, d);
+        g_autoptr(GDir) dir = g_dir_open(dir_path, 0, NULL);
+        if (!dir)
+            continue;
+        g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+        for (const char *name; (name = g_dir_read_name(dir));)
+            if (g_str_has_suffix(name, ".so"))
+                g_ptr_array_add(names, g_strdup(name));
+        g_ptr_array_sort(names, compare_names);
+        for (guint i = 0; i < names->len; ++i) {
+            const char *name = g_ptr_array_index(names, i);
+            g_autofree char *file = g_build_filename(dir_path, name, NULL);
+            /* A name found earlier on the path shadows later ones. */
+            if (g_hash_table_contains(seen, name)) {
+                printf("%-16s (shadowed by an earlier directory) %s\n", name, file);
+                continue;
+            }
+            g_hash_table_add(seen, g_strdup(name));
+            th_host_services services = th_host_services_make();
+            g_autoptr(GError) error = NULL;
+            th_plugin *plugin = th_plugin_load(file, &services, &error);
+            if (!plugin) {
+                printf("%-16s BROKEN: %s\n", name, error->message);
+                continue;
+            }
+            g_autoptr(GString) caps = g_string_new(NULL);
+            describe_capabilities(plugin->info, caps);
+            printf("%-16s %-8s ABI %u.%u  %s\n    %s\n    %s\n    %s\n", plugin->info->id,
+                   plugin->info->version, plugin->entry.abi_version.major,
+                   plugin->entry.abi_version.minor, plugin->info->name, plugin->info->description,
+                   caps->str, plugin->path);
+            th_plugin_unload(plugin);
+            ++found;
+        }
+    }
+    if (found == 0) {
+        fprintf(stderr, "tensorhost: no plugins found; searched:\n");
+        for (guint d = 0; d < path->len; ++d)
+            fprintf(stderr, "  %s\n", (const char *)g_ptr_array_index(path, d));
+        return 1;
+    }
+    return 0;
+}
+
+static void show_progress(uint64_t done, uint64_t total, void *user_data)
+{
+    (void)user_data;
+    if (total > 0)
+        fprintf(stderr, "\rreading: %.0f / %.0f MB (%.0f%%)", done / 1e6, total / 1e6,
+                100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\rreading: %.0f MB", done / 1e6);
+    fflush(stderr);
+}
+
+static void print_tensor_summary(const th_sptensor *t, const char *path, double seconds)
+{
+    g_autoptr(GString) dims = g_string_new(NULL);
+    g_autoptr(GString) empty = g_string_new(NULL);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_string_append_printf(dims, "%s%u", m ? " x " : "", t->dims[m]);
+        g_string_append_printf(empty, "%s%" G_GUINT64_FORMAT, m ? " " : "",
+                               th_sptensor_empty_slices(t, m));
+    }
+    th_log(TH_LOG_INFO, "Tensor  %s", path);
+    th_log(TH_LOG_INFO, "  order %u, dims %s, nnz %" G_GUINT64_FORMAT ", density %.3e", t->nmodes,
+           dims->str, t->nnz, th_sptensor_density(t));
+    th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
+                        "read in %.3fs",
+           t->duplicates_merged, empty->str, seconds);
+}
+
+static void print_backend_summary(th_backend *backend)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    th_runtime_info runtime;
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_runtime_info(backend, &runtime, &error))
+        memset(&runtime, 0, sizeof runtime);
+    th_log(TH_LOG_INFO, "Backend %s %s (%s)", info->id, info->version, backend->plugin->path);
+    th_log(TH_LOG_INFO, "  device %s; memory: tensor %.1f MB, factors %.1f MB; %s",
+           runtime.device[0] ? runtime.device : "(not reported)", runtime.tensor_bytes / 1e6,
+           runtime.factor_bytes / 1e6, runtime.details);
+    th_log(TH_LOG_INFO, "  preprocessing %.3fs", backend->load_seconds);
+}
+
+static void print_iteration(const th_cpd_iteration *it, void *user_data)
+{
+    (void)user_data;
+    th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
+           it->seconds, it->fit, it->delta);
+}
+
+static void print_run_summary(th_backend *backend, const th_cpd_result *r, double read_seconds,
+                              double total_seconds)
+{
+    th_log(TH_LOG_INFO, "Result  %s after %u iterations: final fit %.6f",
+           th_run_status(r), r->iterations->len, r->fit);
+    th_log(TH_LOG_INFO, "Timing (seconds)");
+    th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
+    th_log(TH_LOG_INFO, "  preprocessing   %10.4f", backend->load_seconds);
+    double mttkrp_total = 0.0;
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        mttkrp_total += r->mttkrp_seconds[m];
+        th_mode_info info;
+        g_autoptr(GError) error = NULL;
+        gboolean have = th_backend_mode_info(backend, m, &info, &error);
+        if (r->mttkrp_device_seconds[m] >= 0.0)
+            th_log(TH_LOG_INFO, "  mttkrp mode %-3u %10.4f  (backend %.4f, %s)", m + 1,
+                   r->mttkrp_seconds[m], r->mttkrp_device_seconds[m],
+                   have ? info.scheme : "?");
+        else
+            th_log(TH_LOG_INFO, "  mttkrp mode %-3u %10.4f  (%s)", m + 1, r->mttkrp_seconds[m],
+                   have ? info.scheme : "?");
+    }
+    th_log(TH_LOG_INFO, "  mttkrp total    %10.4f", mttkrp_total);
+    th_log(TH_LOG_INFO, "  factor update   %10.4f  (%s)", r->update_seconds,
+           r->backend_update ? "in the backend" : "on the host");
+    th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
+    th_log(TH_LOG_INFO, "  total           %10.4f", total_seconds);
+    if (r->pinv_fallbacks)
+        th_log(TH_LOG_WARNING,
+               "%u normal-equation solves were rank deficient and used the pseudo-inverse; "
+               "the rank may exceed what the tensor supports",
+               r->pinv_fallbacks);
+}
+
+static gboolean write_outputs(const th_config *config, th_run_summary *summary, GError **error)
+{
+    if (g_mkdir_with_parents(config->output_dir, 0755) != 0) {
+        int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "%s: cannot create the output directory: %s", config->output_dir,
+                    g_strerror(saved));
+        return FALSE;
+    }
+    if (config->write_factors) {
+        if (!th_write_cpd_factors(config->output_dir, summary->result, error))
+            return FALSE;
+        summary->factors_written = TRUE;
+    }
+    g_autofree char *report = g_build_filename(config->output_dir, "report.json", NULL);
+    if (!th_report_write(report, summary, error))
+        return FALSE;
+    th_log(TH_LOG_INFO, "Output  %s%s", config->output_dir,
+           config->write_factors ? " (mode*.mat, lambda.mat, report.json)" : " (report.json)");
+    return TRUE;
+}
+
+static int run_job(const cli_options *cli)
+{
+    const gint64 start = g_get_monotonic_time();
+    GError *error = NULL;
+    g_autoptr(th_config) config =
+        th_config_load(cli->config_path, (const char *const *)cli->overrides, &error);
+    if (!config)
+        return fail(error);
+
+    const gint64 read_start = g_get_monotonic_time();
+    th_tensor_read_options read_options = {0};
+    if (isatty(fileno(stderr)) && th_log_get_level() >= TH_LOG_INFO)
+        read_options.progress = show_progress;
+    g_autoptr(th_sptensor) tensor = th_tensor_read_file(config->tensor_path, &read_options, &error);
+    if (read_options.progress)
+        fprintf(stderr, "\r\033[K");
+    if (!tensor)
+        return fail(error);
+    const double read_seconds = (double)(g_get_monotonic_time() - read_start) / 1e6;
+    print_tensor_summary(tensor, config->tensor_path, read_seconds);
+
+    g_autoptr(th_backend) backend = th_backend_open(config->plugin, config->search_path,
+                                                    config->plugin_options, &error);
+    if (!backend)
+        return fail(error);
+    if (!th_backend_load_tensor(backend, tensor, config->rank, &error))
+        return fail(error);
+    print_backend_summary(backend);
+
+    th_cancel_install_handlers();
+    th_cpd_params params = {
+        .rank = config->rank,
+        .max_iters = config->max_iters,
+        .tolerance = config->tolerance,
+        .seed = config->seed,
+    };
+    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT,
+           params.rank, params.max_iters, params.tolerance, params.seed);
+    g_autoptr(th_cpd_result) result =
+        th_cp_als(backend, tensor, &params, print_iteration, NULL, &error);
+    if (!result)
+        return fail(error);
+
+    th_run_summary summary = {
+        .config = config,
+        .tensor = tensor,
+        .read_seconds = read_seconds,
+        .backend = backend,
+        .result = result,
+    };
+    summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    print_run_summary(backend, result, read_seconds, summary.total_seconds);
+    if (!write_outputs(config, &summary, &error))
+        return fail(error);
+    if (result->interrupted) {
+        th_log(TH_LOG_WARNING, "interrupted: the outputs hold the factors after iteration %u",
+               result->iterations->len);
+        return EXIT_INTERRUPTED;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setlocale(LC_ALL, "");
+    /* Numbers in files and reports must not follow the user's locale. */
+    setlocale(LC_NUMERIC, "C");
+    cli_options cli = {0};
+    int status = parse_command_line(&argc, &argv, &cli);
+    if (status != 0) {
+        cli_options_clear(&cli);
+        return status;
+    }
+    if (cli.quiet)
+        th_log_set_level(TH_LOG_WARNING);
+    if (cli.verbose)
+        th_log_set_level(TH_LOG_DEBUG);
+
+    if (cli.version) {
+        printf("tensorhost %s (plugin ABI %u.%u)\n", TH_VERSION, TH_ABI_VERSION_MAJOR,
+               TH_ABI_VERSION_MINOR);
+    } else if (cli.list_plugins) {
+        g_autoptr(th_config) config = NULL;
+        if (cli.config_path) {
+            GError *error = NULL;
+            config = th_config_load(cli.config_path, (const char *const *)cli.overrides, &error);
+            if (!config) {
+                cli_options_clear(&cli);
+                return fail(error);
+            }
+        }
+        status = list_plugins(config ? config->search_path : NULL);
+    } else {
+        status = run_job(&cli);
+    }
+    cli_options_clear(&cli);
+    return status;
+}

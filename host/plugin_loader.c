@@ -1,1 +1,473 @@
-/* placeholder */ typedef int th_placeholder_plugin_loader;
+/* Finding, loading, validating and unloading MTTKRP backend plugins.
+ *
+ * Every check of plugin.h's steps 1-6 turns into one GError that starts with
+ * the plugin's path, so a user with several plugin folders sees at once which
+ * file is at fault and why. */
+#define _GNU_SOURCE /* dladdr1() and RTLD_DL_SYMENT: the size of the entry symbol */
+
+#include "plugin_loader.h"
+
+#include "log.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+
+G_DEFINE_QUARK(th-plugin-error-quark, th_plugin_error)
+
+/* ------------------------------------------------------------------------ */
+/* Sanitizer builds                                                          */
+/* ------------------------------------------------------------------------ */
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_ASAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_ASAN_BUILD 1
+#endif
+
+#if defined(TH_ASAN_BUILD)
+/* Every program that loads plugins links this file, so the defaults live
+ * here. LeakSanitizer (clang 14) misreads glibc >= 2.32's dynamic TLS and
+ * crashes at exit ("Tracer caught signal 11") once a dlopen()ed OpenMP
+ * runtime has started threads (google/sanitizers#1322, #1342); not tracking
+ * dynamic TLS avoids that, at the price of reporting the OpenMP runtime's
+ * per-thread blocks, which only its dynamic TLS points to: suppressed by
+ * library name. An ASAN_OPTIONS / LSAN_OPTIONS in the environment still
+ * takes precedence. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "intercept_tls_get_addr=0";
+}
+
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libomp.so\nleak:libgomp.so\n";
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status names and call errors                                              */
+/* ------------------------------------------------------------------------ */
+
+const char *th_status_name(th_status status)
+{
+    switch (status) {
+    case TH_OK: return "TH_OK";
+    case TH_ERR_INVALID_ARGUMENT: return "TH_ERR_INVALID_ARGUMENT";
+    case TH_ERR_UNSUPPORTED: return "TH_ERR_UNSUPPORTED";
+    case TH_ERR_OUT_OF_MEMORY: return "TH_ERR_OUT_OF_MEMORY";
+    case TH_ERR_NO_DEVICE: return "TH_ERR_NO_DEVICE";
+    case TH_ERR_DEVICE: return "TH_ERR_DEVICE";
+    case TH_ERR_BAD_STATE: return "TH_ERR_BAD_STATE";
+    case TH_ERR_CANCELLED: return "TH_ERR_CANCELLED";
+    case TH_ERR_INTERNAL: return "TH_ERR_INTERNAL";
+    default: return "unknown status";
+    }
+}
+
+/* A plugin's message is untrusted: bound it by the buffer size in case it
+ * forgot the terminator, and say so when it wrote nothing. */
+static char *plugin_message(const char *message)
+{
+    if (message == NULL || message[0] == '\0')
+        return g_strdup("(the plugin gave no message)");
+    return g_strndup(message, TH_ERROR_SIZE - 1);
+}
+
+void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const char *what,
+                              th_status status, const char *message)
+{
+    g_autofree char *text = plugin_message(message);
+    const char *id = plugin && plugin->info ? plugin->info->id : "plugin";
+    const char *name = th_status_name(status);
+    if (strcmp(name, "unknown status") == 0)
+        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL, "%s: %s: %s (status %d)",
+                    id, what, text, (int)status);
+    else
+        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL, "%s: %s: %s (%s)", id,
+                    what, text, name);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Search path and name resolution                                           */
+/* ------------------------------------------------------------------------ */
+
+/* <dir of the running executable>/../<TH_PLUGIN_RELDIR>; NULL when
+ * /proc/self/exe cannot be read (then only the other folders are searched). */
+static char *executable_plugin_dir(void)
+{
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    if (exe == NULL)
+        return NULL;
+    g_autofree char *bindir = g_path_get_dirname(exe);
+    g_autofree char *joined = g_build_filename(bindir, "..", TH_PLUGIN_RELDIR, NULL);
+    return g_canonicalize_filename(joined, NULL);
+}
+
+GPtrArray *th_plugin_search_path(GPtrArray *extra)
+{
+    GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
+    if (extra != NULL)
+        for (guint i = 0; i < extra->len; i++)
+            g_ptr_array_add(dirs, g_strdup(g_ptr_array_index(extra, i)));
+
+    const char *env = g_getenv("TENSORHOST_PLUGIN_PATH");
+    if (env != NULL) {
+        g_auto(GStrv) parts = g_strsplit(env, G_SEARCHPATH_SEPARATOR_S, -1);
+        for (char **p = parts; *p != NULL; p++)
+            if (**p != '\0') /* "a::b" and a trailing ':' mean nothing here */
+                g_ptr_array_add(dirs, g_strdup(*p));
+    }
+
+    char *exe_dir = executable_plugin_dir();
+    if (exe_dir != NULL)
+        g_ptr_array_add(dirs, exe_dir);
+    return dirs;
+}
+
+static gboolean names_a_path(const char *name_or_path)
+{
+    return strchr(name_or_path, '/') != NULL || g_str_has_suffix(name_or_path, ".so");
+}
+
+static char *resolve_path(const char *path, GError **error)
+{
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND,
+                    "%s: plugin file not found", path);
+        return NULL;
+    }
+    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND,
+                    "%s: is a directory, not a plugin file", path);
+        return NULL;
+    }
+    return g_canonicalize_filename(path, NULL);
+}
+
+char *th_plugin_resolve(const char *name_or_path, GPtrArray *search_path, GError **error)
+{
+    if (name_or_path == NULL || name_or_path[0] == '\0') {
+        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND,
+                    "empty plugin name: expected a plugin name such as 'cpu-reference' or "
+                    "a path to a .so file");
+        return NULL;
+    }
+    if (names_a_path(name_or_path))
+        return resolve_path(name_or_path, error);
+
+    g_autofree char *file_name = g_strconcat(name_or_path, ".so", NULL);
+    guint ndirs = search_path != NULL ? search_path->len : 0;
+    for (guint i = 0; i < ndirs; i++) {
+        g_autofree char *candidate =
+            g_build_filename(g_ptr_array_index(search_path, i), file_name, NULL);
+        if (g_file_test(candidate, G_FILE_TEST_IS_REGULAR))
+            return g_canonicalize_filename(candidate, NULL);
+    }
+
+    g_autoptr(GString) searched = g_string_new(NULL);
+    for (guint i = 0; i < ndirs; i++)
+        g_string_append_printf(searched, "%s%s", i ? ", " : "",
+                               (const char *)g_ptr_array_index(search_path, i));
+    g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND,
+                "plugin '%s' not found: no %s in %s (add a folder with "
+                "TENSORHOST_PLUGIN_PATH, or give the path of the .so)",
+                name_or_path, file_name, ndirs ? searched->str : "an empty search path");
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loading and validation                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Byte size of the dynamic symbol at `address`, or 0 when the object does not
+ * say. Lets the loader refuse an entry whose declared struct_size overstates
+ * the object that is really there, instead of reading past it. */
+static size_t symbol_size(const void *address)
+{
+    Dl_info info;
+    void *symbol = NULL; /* a const ElfW(Sym) *, handed back as void * */
+    if (dladdr1(address, &info, &symbol, RTLD_DL_SYMENT) == 0 || symbol == NULL)
+        return 0;
+    return (size_t)((const ElfW(Sym) *)symbol)->st_size;
+}
+
+static void set_load_error(GError **error, th_plugin_error code, const char *path,
+                           const char *format, ...) G_GNUC_PRINTF(4, 5);
+
+static void set_load_error(GError **error, th_plugin_error code, const char *path,
+                           const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    g_autofree char *what = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error(error, TH_PLUGIN_ERROR, code, "%s: %s", path, what);
+}
+
+/* Steps 1-4: version and size, then the normalised copy. */
+static gboolean read_entry(th_plugin *plugin, const th_plugin_entry *raw, GError **error)
+{
+    size_t available = symbol_size(raw);
+    if (available != 0 && available < offsetof(th_plugin_entry, init)) {
+        set_load_error(error, TH_PLUGIN_ERROR_STRUCT_SIZE, plugin->path,
+                       "entry symbol '%s' is %zu bytes, too small to hold the struct size "
+                       "and ABI version",
+                       TH_PLUGIN_ENTRY_SYMBOL, available);
+        return FALSE;
+    }
+    uint32_t size = raw->struct_size;
+    th_abi_version version = raw->abi_version;
+
+    if (version.major != TH_ABI_VERSION_MAJOR) {
+        set_load_error(error, TH_PLUGIN_ERROR_ABI_MAJOR, plugin->path,
+                       "plugin ABI major version %u.%u is not supported by this host "
+                       "(ABI %u.%u)",
+                       version.major, version.minor, TH_ABI_VERSION_MAJOR,
+                       TH_ABI_VERSION_MINOR);
+        return FALSE;
+    }
+    if (size < TH_PLUGIN_ENTRY_V1_0_SIZE) {
+        set_load_error(error, TH_PLUGIN_ERROR_STRUCT_SIZE, plugin->path,
+                       "entry struct is %u bytes, shorter than the %zu bytes of ABI %u.0 "
+                       "(plugin says ABI %u.%u)",
+                       size, (size_t)TH_PLUGIN_ENTRY_V1_0_SIZE, TH_ABI_VERSION_MAJOR,
+                       version.major, version.minor);
+        return FALSE;
+    }
+    if (available != 0 && available < size) {
+        set_load_error(error, TH_PLUGIN_ERROR_STRUCT_SIZE, plugin->path,
+                       "entry struct says it is %u bytes, but the symbol '%s' is only %zu "
+                       "bytes",
+                       size, TH_PLUGIN_ENTRY_SYMBOL, available);
+        return FALSE;
+    }
+
+    memset(&plugin->entry, 0, sizeof plugin->entry);
+    memcpy(&plugin->entry, raw, MIN((size_t)size, sizeof plugin->entry));
+    plugin->plugin_entry_size = size;
+
+    if (version.minor > TH_ABI_VERSION_MINOR || size > sizeof plugin->entry)
+        th_log(TH_LOG_DEBUG,
+               "%s: plugin ABI %u.%u is newer than this host's %u.%u; ignoring the %zu "
+               "bytes of entry fields this host does not know",
+               plugin->path, version.major, version.minor, TH_ABI_VERSION_MAJOR,
+               TH_ABI_VERSION_MINOR,
+               size > sizeof plugin->entry ? (size_t)size - sizeof plugin->entry : (size_t)0);
+    return TRUE;
+}
+
+/* Step 5. */
+static gboolean check_required_functions(const th_plugin *plugin, GError **error)
+{
+    const th_plugin_entry *e = &plugin->entry;
+    const struct {
+        const char *name;
+        gboolean present;
+    } required[] = {
+        {"get_info", e->get_info != NULL},
+        {"create", e->create != NULL},
+        {"destroy", e->destroy != NULL},
+        {"load_tensor", e->load_tensor != NULL},
+        {"set_factor", e->set_factor != NULL},
+        {"get_factor", e->get_factor != NULL},
+        {"mttkrp", e->mttkrp != NULL},
+        {"get_mttkrp_result", e->get_mttkrp_result != NULL},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(required); i++) {
+        if (!required[i].present) {
+            set_load_error(error, TH_PLUGIN_ERROR_NULL_FUNCTION, plugin->path,
+                           "required function '%s' is NULL", required[i].name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean check_info_string(const th_plugin *plugin, const char *field,
+                                  const char *value, gboolean may_be_empty, GError **error)
+{
+    if (value == NULL || (!may_be_empty && value[0] == '\0')) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "get_info() returned %s %s", value == NULL ? "a NULL" : "an empty",
+                       field);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Step 6, second half: the description the rest of the host relies on. */
+static gboolean check_info(th_plugin *plugin, GError **error)
+{
+    const th_plugin_info *info = plugin->entry.get_info();
+    if (info == NULL) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path, "get_info() returned NULL");
+        return FALSE;
+    }
+    if (info->struct_size < sizeof(th_plugin_info)) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "plugin info struct is %u bytes, shorter than the %zu bytes of ABI %u.0",
+                       info->struct_size, sizeof(th_plugin_info), TH_ABI_VERSION_MAJOR);
+        return FALSE;
+    }
+    if (!check_info_string(plugin, "id", info->id, FALSE, error) ||
+        !check_info_string(plugin, "name", info->name, FALSE, error) ||
+        !check_info_string(plugin, "version", info->version, FALSE, error) ||
+        !check_info_string(plugin, "description", info->description, TRUE, error))
+        return FALSE;
+    if (info->max_modes < 3 || info->max_rank < 1) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "plugin '%s' declares max_modes %u and max_rank %u; expected "
+                       "max_modes >= 3 and max_rank >= 1",
+                       info->id, info->max_modes, info->max_rank);
+        return FALSE;
+    }
+    if (info->value_type != TH_VALUE_F32 && info->value_type != TH_VALUE_F64) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "plugin '%s' declares value type %u; expected %d (f32) or %d (f64)",
+                       info->id, info->value_type, TH_VALUE_F32, TH_VALUE_F64);
+        return FALSE;
+    }
+    gboolean flag = (info->flags & TH_CAP_ALS_UPDATE) != 0;
+    gboolean function = plugin->entry.als_update != NULL;
+    if (flag != function) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "plugin '%s' %s the TH_CAP_ALS_UPDATE flag but its als_update "
+                       "function is %s",
+                       info->id, flag ? "sets" : "clears", function ? "present" : "NULL");
+        return FALSE;
+    }
+    plugin->info = info;
+    return TRUE;
+}
+
+static gboolean call_init(th_plugin *plugin, GError **error)
+{
+    if (plugin->entry.init == NULL)
+        return TRUE;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = plugin->entry.init(plugin->path, &plugin->services, err);
+    if (status == TH_OK)
+        return TRUE;
+    g_autofree char *text = plugin_message(err);
+    set_load_error(error, TH_PLUGIN_ERROR_INIT, plugin->path, "init failed: %s (%s)", text,
+                   th_status_name(status));
+    return FALSE;
+}
+
+static void plugin_free(th_plugin *plugin)
+{
+    if (plugin->handle != NULL)
+        dlclose(plugin->handle);
+    g_free(plugin->path);
+    g_free(plugin);
+}
+
+th_plugin *th_plugin_load(const char *path, const th_host_services *services, GError **error)
+{
+    g_return_val_if_fail(path != NULL && services != NULL, NULL);
+
+    g_autofree char *absolute = resolve_path(path, error);
+    if (absolute == NULL)
+        return NULL;
+
+    th_plugin *plugin = g_new0(th_plugin, 1);
+    plugin->path = g_steal_pointer(&absolute);
+    plugin->services = *services;
+
+    plugin->handle = dlopen(plugin->path, RTLD_NOW | RTLD_LOCAL);
+    if (plugin->handle == NULL) {
+        /* dlerror() usually names the path already; keep its full text anyway,
+         * it is what says which dependency or symbol is missing. */
+        set_load_error(error, TH_PLUGIN_ERROR_DLOPEN, plugin->path, "dlopen failed: %s",
+                       dlerror());
+        plugin_free(plugin);
+        return NULL;
+    }
+
+    dlerror(); /* a NULL symbol value is only an error if dlerror() says so */
+    const th_plugin_entry *raw = dlsym(plugin->handle, TH_PLUGIN_ENTRY_SYMBOL);
+    const char *dl_message = dlerror();
+    if (raw == NULL) {
+        set_load_error(error, TH_PLUGIN_ERROR_NO_ENTRY, plugin->path, "no symbol '%s': %s",
+                       TH_PLUGIN_ENTRY_SYMBOL,
+                       dl_message != NULL ? dl_message : "the symbol's address is NULL");
+        plugin_free(plugin);
+        return NULL;
+    }
+
+    if (!read_entry(plugin, raw, error) || !check_required_functions(plugin, error) ||
+        !call_init(plugin, error)) {
+        plugin_free(plugin);
+        return NULL;
+    }
+    if (!check_info(plugin, error)) {
+        if (plugin->entry.deinit != NULL)
+            plugin->entry.deinit(); /* init() succeeded, so it gets its deinit() */
+        plugin_free(plugin);
+        return NULL;
+    }
+    th_log(TH_LOG_DEBUG, "%s: loaded plugin '%s' %s (ABI %u.%u)", plugin->path,
+           plugin->info->id, plugin->info->version, raw->abi_version.major,
+           raw->abi_version.minor);
+    return plugin;
+}
+
+void th_plugin_unload(th_plugin *plugin)
+{
+    if (plugin == NULL)
+        return;
+    if (plugin->entry.deinit != NULL)
+        plugin->entry.deinit();
+    plugin_free(plugin);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optional queries                                                          */
+/* ------------------------------------------------------------------------ */
+
+gboolean th_plugin_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                th_runtime_info *info, GError **error)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = (uint32_t)sizeof *info;
+    if (plugin->entry.get_runtime_info == NULL)
+        return TRUE;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = plugin->entry.get_runtime_info(instance, info, err);
+    info->struct_size = (uint32_t)sizeof *info;
+    /* The strings come from the plugin: never trust their terminators. */
+    info->device[sizeof info->device - 1] = '\0';
+    info->details[sizeof info->details - 1] = '\0';
+    if (status != TH_OK) {
+        th_plugin_set_call_error(error, plugin, "get_runtime_info", status, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             th_mode_info *info, GError **error)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = (uint32_t)sizeof *info;
+    info->last_mttkrp_seconds = -1.0;
+    if (plugin->entry.get_mode_info == NULL)
+        return TRUE;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = plugin->entry.get_mode_info(instance, mode, info, err);
+    info->struct_size = (uint32_t)sizeof *info;
+    info->scheme[sizeof info->scheme - 1] = '\0';
+    if (status != TH_OK) {
+        g_autofree char *what = g_strdup_printf("get_mode_info(mode %u)", mode);
+        th_plugin_set_call_error(error, plugin, what, status, err);
+        return FALSE;
+    }
+    return TRUE;
+}

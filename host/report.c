@@ -1,1 +1,223 @@
-/* placeholder */ typedef int th_placeholder_report;
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "atomic_file.h"
+
+const char *th_run_status(const th_cpd_result *result)
+{
+    if (result->interrupted)
+        return "interrupted";
+    return result->converged ? "converged" : "max_iters";
+}
+
+static void add_uint_array(JsonBuilder *b, const char *name, const th_index *v, uint32_t n)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (uint32_t i = 0; i < n; ++i)
+        json_builder_add_int_value(b, v[i]);
+    json_builder_end_array(b);
+}
+
+static void add_double_array(JsonBuilder *b, const char *name, const double *v, uint32_t n)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (uint32_t i = 0; i < n; ++i) {
+        if (v[i] < 0.0)
+            json_builder_add_null_value(b); /* not reported by the backend */
+        else
+            json_builder_add_double_value(b, v[i]);
+    }
+    json_builder_end_array(b);
+}
+
+static void member_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static void member_double(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_double_value(b, value);
+}
+
+static void member_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value ? value : "");
+}
+
+static void member_bool(JsonBuilder *b, const char *name, gboolean value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "path", path);
+    member_int(b, "order", tensor->nmodes);
+    add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
+    member_int(b, "nnz", (gint64)tensor->nnz);
+    member_double(b, "density", th_sptensor_density(tensor));
+    member_double(b, "norm", sqrt(th_sptensor_norm_squared(tensor)));
+    member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
+    json_builder_set_member_name(b, "empty_slices");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < tensor->nmodes; ++m)
+        json_builder_add_int_value(b, (gint64)th_sptensor_empty_slices(tensor, m));
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+JsonNode *th_report_backend_node(th_backend *backend)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    th_runtime_info runtime;
+    g_autoptr(GError) ignored = NULL;
+    if (!th_backend_runtime_info(backend, &runtime, &ignored))
+        memset(&runtime, 0, sizeof runtime);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "id", info->id);
+    member_string(b, "name", info->name);
+    member_string(b, "version", info->version);
+    member_string(b, "path", backend->plugin->path);
+    g_autofree char *abi = g_strdup_printf("%u.%u", backend->plugin->entry.abi_version.major,
+                                           backend->plugin->entry.abi_version.minor);
+    member_string(b, "abi", abi);
+    member_string(b, "value_type", info->value_type == TH_VALUE_F32 ? "f32" : "f64");
+    member_bool(b, "als_update", th_backend_has_als_update(backend));
+    member_string(b, "device", runtime.device);
+    member_string(b, "details", runtime.details);
+    member_double(b, "preprocess_seconds", backend->load_seconds);
+    json_builder_set_member_name(b, "memory_bytes");
+    json_builder_begin_object(b);
+    member_int(b, "tensor", (gint64)runtime.tensor_bytes);
+    member_int(b, "factors", (gint64)runtime.factor_bytes);
+    member_int(b, "workspace", (gint64)runtime.workspace_bytes);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "modes");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < backend->nmodes; ++m) {
+        th_mode_info mode;
+        g_autoptr(GError) mode_error = NULL;
+        if (!th_backend_mode_info(backend, m, &mode, &mode_error))
+            continue;
+        json_builder_begin_object(b);
+        member_int(b, "mode", m + 1);
+        member_string(b, "scheme", mode.scheme);
+        member_int(b, "partitions", mode.partitions);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+static void add_config_member(const char *key, const char *value, void *user_data)
+{
+    member_string(user_data, key, value);
+}
+
+static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_written)
+{
+    json_builder_set_member_name(b, "cpd");
+    json_builder_begin_object(b);
+    member_int(b, "rank", r->rank);
+    member_string(b, "status", th_run_status(r));
+    member_double(b, "final_fit", r->fit);
+    member_bool(b, "converged", r->converged);
+    member_bool(b, "interrupted", r->interrupted);
+    member_bool(b, "backend_update", r->backend_update);
+    member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
+    json_builder_set_member_name(b, "iterations");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < r->iterations->len; ++i) {
+        const th_cpd_iteration *it = &g_array_index(r->iterations, th_cpd_iteration, i);
+        json_builder_begin_object(b);
+        member_int(b, "iteration", it->iteration);
+        member_double(b, "fit", it->fit);
+        member_double(b, "delta", it->delta);
+        member_double(b, "seconds", it->seconds);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    add_double_array(b, "lambda", r->lambda, r->rank);
+    if (factors_written) {
+        json_builder_set_member_name(b, "files");
+        json_builder_begin_object(b);
+        member_string(b, "lambda", "lambda.mat");
+        json_builder_set_member_name(b, "factors");
+        json_builder_begin_array(b);
+        for (uint32_t m = 0; m < r->nmodes; ++m) {
+            g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+            json_builder_add_string_value(b, name);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+static void add_timings(JsonBuilder *b, const th_run_summary *s)
+{
+    const th_cpd_result *r = s->result;
+    json_builder_set_member_name(b, "timings");
+    json_builder_begin_object(b);
+    member_double(b, "read_seconds", s->read_seconds);
+    member_double(b, "preprocess_seconds", s->backend->load_seconds);
+    if (r) {
+        add_double_array(b, "mttkrp_seconds", r->mttkrp_seconds, r->nmodes);
+        add_double_array(b, "mttkrp_backend_seconds", r->mttkrp_device_seconds, r->nmodes);
+        member_double(b, "update_seconds", r->update_seconds);
+        member_double(b, "algebra_seconds", r->algebra_seconds);
+        member_double(b, "cpd_seconds", r->total_seconds);
+    }
+    member_double(b, "total_seconds", s->total_seconds);
+    json_builder_end_object(b);
+}
+
+gboolean th_report_write(const char *path, const th_run_summary *s, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "tensorhost_version", TH_VERSION);
+    g_autofree char *abi = g_strdup_printf("%u.%u", TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR);
+    member_string(b, "host_abi", abi);
+    g_autoptr(GDateTime) now = g_date_time_new_now_local();
+    g_autofree char *date = g_date_time_format_iso8601(now);
+    member_string(b, "date", date);
+    member_string(b, "status", s->result ? th_run_status(s->result) : "failed");
+
+    json_builder_set_member_name(b, "config");
+    json_builder_begin_object(b);
+    member_string(b, "file", s->config->source_path);
+    th_config_foreach(s->config, add_config_member, b);
+    json_builder_end_object(b);
+
+    json_builder_set_member_name(b, "tensor");
+    json_builder_add_value(b, th_report_tensor_node(s->tensor, s->config->tensor_path));
+    json_builder_set_member_name(b, "backend");
+    json_builder_add_value(b, th_report_backend_node(s->backend));
+    if (s->result)
+        add_cpd(b, s->result, s->factors_written);
+    add_timings(b, s);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(generator, root);
+    json_generator_set_pretty(generator, TRUE);
+    gsize length = 0;
+    g_autofree char *text = json_generator_to_data(generator, &length);
+    return th_atomic_write_string(path, text, length, error);
+}

@@ -1,1 +1,355 @@
-/* placeholder */ typedef int th_placeholder_sptensor;
+/* In-memory sparse tensor in coordinate form.
+ *
+ * Sorting is a least-significant-digit radix sort of a permutation. The
+ * coordinates of consecutive modes are packed into 64-bit words (as many modes
+ * per word as their index widths allow; for the usual FROSTT shapes the whole
+ * coordinate fits one word), and the words are radix-sorted from the least to
+ * the most significant, 11 bits per pass. That is O(nnz * passes) with
+ * sequential memory traffic, so 100M nonzeros sort in seconds. With one word,
+ * (key, value) pairs are sorted and the indices unpacked from the keys; with
+ * several, a permutation is sorted and then applied. Scratch memory: two key
+ * arrays plus two value (or permutation) arrays. */
+#include "sptensor.h"
+
+#include <string.h>
+
+th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz)
+{
+    g_return_val_if_fail(nmodes >= 1 && nmodes <= TH_MAX_MODES, NULL);
+    th_sptensor *t = g_new0(th_sptensor, 1);
+    t->nmodes = nmodes;
+    t->nnz = nnz;
+    t->dims = g_new0(th_index, nmodes);
+    t->indices = g_new0(th_index *, nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        t->indices[m] = g_new(th_index, nnz);
+    t->values = g_new(double, nnz);
+    return t;
+}
+
+void th_sptensor_free(th_sptensor *t)
+{
+    if (t == NULL)
+        return;
+    if (t->indices != NULL) {
+        for (uint32_t m = 0; m < t->nmodes; ++m)
+            g_free(t->indices[m]);
+    }
+    g_free(t->indices);
+    g_free(t->dims);
+    g_free(t->values);
+    g_free(t);
+}
+
+void th_sptensor_truncate(th_sptensor *t, uint64_t nnz)
+{
+    g_return_if_fail(t != NULL && nnz <= t->nnz);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        t->indices[m] = g_renew(th_index, t->indices[m], nnz);
+    t->values = g_renew(double, t->values, nnz);
+    t->nnz = nnz;
+}
+
+/* ---- sorting ------------------------------------------------------------ */
+
+#define RADIX_BITS 11u
+#define RADIX_BUCKETS (1u << RADIX_BITS)
+#define RADIX_MAX_PASSES ((64u + RADIX_BITS - 1u) / RADIX_BITS)
+
+/* Modes [first, last] packed into one 64-bit key, the last mode in the lowest
+ * bits, so comparing keys compares those modes lexicographically. */
+typedef struct {
+    uint32_t first, last;
+    uint32_t shift[TH_MAX_MODES];
+    uint32_t bits;
+} key_word;
+
+static uint32_t bit_width(uint64_t x)
+{
+    uint32_t bits = 0;
+    while (x != 0) {
+        ++bits;
+        x >>= 1;
+    }
+    return bits;
+}
+
+/* Splits the modes into key words, from the last mode (least significant)
+ * backwards. Returns the number of words, words[0] being least significant. */
+static uint32_t plan_key_words(const th_sptensor *t, key_word *words)
+{
+    uint32_t mode_bits[TH_MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        th_index max_index = 0;
+        const th_index *idx = t->indices[m];
+        for (uint64_t i = 0; i < t->nnz; ++i)
+            max_index = idx[i] > max_index ? idx[i] : max_index;
+        mode_bits[m] = bit_width(max_index);
+    }
+    uint32_t nwords = 0;
+    uint32_t m = t->nmodes;
+    while (m > 0) {
+        key_word *w = &words[nwords++];
+        w->last = m - 1;
+        w->bits = 0;
+        /* Each mode has at most 32 bits, so a word always takes at least one. */
+        while (m > 0 && w->bits + mode_bits[m - 1] <= 64) {
+            --m;
+            w->shift[m] = w->bits;
+            w->bits += mode_bits[m];
+        }
+        w->first = m;
+    }
+    return nwords;
+}
+
+static inline uint64_t pack_key(const th_sptensor *t, const key_word *w, uint64_t i)
+{
+    uint64_t key = 0;
+    for (uint32_t m = w->first; m <= w->last; ++m)
+        key |= (uint64_t)t->indices[m][i] << w->shift[m];
+    return key;
+}
+
+/* One radix sort of (keys, perm) pairs by the key bits [0, bits), stable, for
+ * a permutation element type PERM_T. The result ends in keys/perm (the
+ * buffers are swapped through the pointers as passes go). */
+#define DEFINE_RADIX_SORT(SUFFIX, PERM_T)                                              \
+    static void radix_sort_##SUFFIX(uint64_t **keys, uint64_t **keys_tmp, PERM_T **perm, \
+                                    PERM_T **perm_tmp, uint64_t n, uint32_t bits)       \
+    {                                                                                   \
+        uint32_t npasses = (bits + RADIX_BITS - 1) / RADIX_BITS;                        \
+        uint64_t *counts = g_new0(uint64_t, (size_t)RADIX_MAX_PASSES * RADIX_BUCKETS);  \
+        const uint64_t *k0 = *keys;                                                     \
+        for (uint64_t i = 0; i < n; ++i)                                                \
+            for (uint32_t p = 0; p < npasses; ++p)                                      \
+                ++counts[p * RADIX_BUCKETS + ((k0[i] >> (p * RADIX_BITS)) & (RADIX_BUCKETS - 1))]; \
+        for (uint32_t p = 0; p < npasses; ++p) {                                        \
+            uint64_t *c = counts + (size_t)p * RADIX_BUCKETS;                           \
+            gboolean trivial = FALSE;                                                   \
+            uint64_t sum = 0;                                                           \
+            for (uint32_t b = 0; b < RADIX_BUCKETS; ++b) {                              \
+                if (c[b] == n)                                                          \
+                    trivial = TRUE;                                                     \
+                uint64_t here = c[b];                                                   \
+                c[b] = sum;                                                             \
+                sum += here;                                                            \
+            }                                                                           \
+            if (trivial) /* every key has the same digit: the pass would copy */        \
+                continue;                                                               \
+            const uint64_t *ks = *keys;                                                 \
+            const PERM_T *ps = *perm;                                                   \
+            uint64_t *kd = *keys_tmp;                                                   \
+            PERM_T *pd = *perm_tmp;                                                     \
+            uint32_t shift = p * RADIX_BITS;                                            \
+            for (uint64_t i = 0; i < n; ++i) {                                          \
+                uint64_t dst = c[(ks[i] >> shift) & (RADIX_BUCKETS - 1)]++;             \
+                kd[dst] = ks[i];                                                        \
+                pd[dst] = ps[i];                                                        \
+            }                                                                           \
+            uint64_t *kswap = *keys;                                                    \
+            *keys = *keys_tmp;                                                          \
+            *keys_tmp = kswap;                                                          \
+            PERM_T *pswap = *perm;                                                      \
+            *perm = *perm_tmp;                                                          \
+            *perm_tmp = pswap;                                                          \
+        }                                                                               \
+        g_free(counts);                                                                 \
+    }
+
+/* The permutation of a multi-word sort, and applying it. */
+#define DEFINE_PERMUTATION(SUFFIX, PERM_T)                                              \
+    static PERM_T *sorted_permutation_##SUFFIX(const th_sptensor *t)                    \
+    {                                                                                   \
+        key_word words[TH_MAX_MODES];                                                   \
+        uint32_t nwords = plan_key_words(t, words);                                     \
+        uint64_t n = t->nnz;                                                            \
+        uint64_t *keys = g_new(uint64_t, n);                                            \
+        uint64_t *keys_tmp = g_new(uint64_t, n);                                        \
+        PERM_T *perm = g_new(PERM_T, n);                                                \
+        PERM_T *perm_tmp = g_new(PERM_T, n);                                            \
+        for (uint64_t i = 0; i < n; ++i)                                                \
+            perm[i] = (PERM_T)i;                                                        \
+        for (uint32_t w = 0; w < nwords; ++w) {                                         \
+            for (uint64_t i = 0; i < n; ++i)                                            \
+                keys[i] = pack_key(t, &words[w], perm[i]);                              \
+            radix_sort_##SUFFIX(&keys, &keys_tmp, &perm, &perm_tmp, n, words[w].bits);  \
+        }                                                                               \
+        g_free(keys);                                                                   \
+        g_free(keys_tmp);                                                               \
+        g_free(perm_tmp);                                                               \
+        return perm;                                                                    \
+    }                                                                                   \
+                                                                                        \
+    static void apply_permutation_##SUFFIX(th_sptensor *t, const PERM_T *perm)          \
+    {                                                                                   \
+        uint64_t n = t->nnz;                                                            \
+        th_index *idx_tmp = g_new(th_index, n);                                         \
+        for (uint32_t m = 0; m < t->nmodes; ++m) {                                      \
+            const th_index *src = t->indices[m];                                        \
+            for (uint64_t i = 0; i < n; ++i)                                            \
+                idx_tmp[i] = src[perm[i]];                                              \
+            th_index *old = t->indices[m];                                              \
+            t->indices[m] = idx_tmp;                                                    \
+            idx_tmp = old;                                                              \
+        }                                                                               \
+        g_free(idx_tmp);                                                                \
+        double *val_tmp = g_new(double, n);                                             \
+        for (uint64_t i = 0; i < n; ++i)                                                \
+            val_tmp[i] = t->values[perm[i]];                                            \
+        g_free(t->values);                                                              \
+        t->values = val_tmp;                                                            \
+    }
+
+DEFINE_RADIX_SORT(u32, uint32_t)
+DEFINE_RADIX_SORT(u64, uint64_t)
+DEFINE_RADIX_SORT(f64, double)
+DEFINE_PERMUTATION(u32, uint32_t)
+DEFINE_PERMUTATION(u64, uint64_t)
+
+/* The common case, all coordinates in one 64-bit key: sort (key, value)
+ * pairs and unpack the indices from the sorted keys. Everything streams;
+ * there is no random gather through a permutation. */
+static void sort_single_word(th_sptensor *t, const key_word *w)
+{
+    uint64_t n = t->nnz;
+    uint64_t *keys = g_new(uint64_t, n);
+    for (uint64_t i = 0; i < n; ++i)
+        keys[i] = pack_key(t, w, i);
+    uint64_t *keys_tmp = g_new(uint64_t, n);
+    double *values_tmp = g_new(double, n);
+    radix_sort_f64(&keys, &keys_tmp, &t->values, &values_tmp, n, w->bits);
+    g_free(keys_tmp);
+    g_free(values_tmp);
+    for (uint32_t m = w->first; m <= w->last; ++m) {
+        uint32_t width = m == w->first ? w->bits - w->shift[m] : w->shift[m - 1] - w->shift[m];
+        uint64_t mask = width >= 64 ? UINT64_MAX : ((uint64_t)1 << width) - 1u;
+        th_index *idx = t->indices[m];
+        for (uint64_t i = 0; i < n; ++i)
+            idx[i] = (th_index)((keys[i] >> w->shift[m]) & mask);
+    }
+    g_free(keys);
+}
+
+/* <0, 0, >0 like memcmp, comparing nonzeros a and b lexicographically. */
+static inline int compare_coords(const th_sptensor *t, uint64_t a, uint64_t b)
+{
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        th_index x = t->indices[m][a], y = t->indices[m][b];
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return 0;
+}
+
+/* Whether the nonzeros are already in order, and if so whether any two
+ * neighbours share coordinates (so the merge pass can be skipped too). */
+static gboolean is_sorted(const th_sptensor *t, gboolean *has_duplicates)
+{
+    gboolean equal_seen = FALSE;
+    for (uint64_t i = 1; i < t->nnz; ++i) {
+        int c = compare_coords(t, i - 1, i);
+        if (c > 0)
+            return FALSE;
+        equal_seen = equal_seen || c == 0;
+    }
+    *has_duplicates = equal_seen;
+    return TRUE;
+}
+
+/* Sums runs of equal coordinates of a sorted tensor into their first entry.
+ * Explicit zeros (and sums that cancel to zero) stay: they are nonzeros the
+ * file stores, and dropping them would change nnz behind the user's back. */
+static void merge_sorted_duplicates(th_sptensor *t)
+{
+    if (t->nnz == 0)
+        return;
+    uint64_t out = 0;
+    for (uint64_t i = 1; i < t->nnz; ++i) {
+        if (compare_coords(t, out, i) == 0) {
+            t->values[out] += t->values[i];
+            continue;
+        }
+        ++out;
+        if (out != i) {
+            for (uint32_t m = 0; m < t->nmodes; ++m)
+                t->indices[m][out] = t->indices[m][i];
+            t->values[out] = t->values[i];
+        }
+    }
+    uint64_t kept = out + 1;
+    if (kept < t->nnz) {
+        t->duplicates_merged += t->nnz - kept;
+        th_sptensor_truncate(t, kept);
+    }
+}
+
+void th_sptensor_sort_and_merge(th_sptensor *t)
+{
+    g_return_if_fail(t != NULL);
+    /* FROSTT files are often sorted already: one comparison pass is cheaper
+     * than any sort. */
+    gboolean has_duplicates = TRUE;
+    if (is_sorted(t, &has_duplicates)) {
+        if (!has_duplicates)
+            return;
+    } else {
+        key_word words[TH_MAX_MODES];
+        if (plan_key_words(t, words) == 1) {
+            sort_single_word(t, &words[0]);
+        } else if (t->nnz <= UINT32_MAX) {
+            uint32_t *perm = sorted_permutation_u32(t);
+            apply_permutation_u32(t, perm);
+            g_free(perm);
+        } else {
+            uint64_t *perm = sorted_permutation_u64(t);
+            apply_permutation_u64(t, perm);
+            g_free(perm);
+        }
+    }
+    merge_sorted_duplicates(t);
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+double th_sptensor_norm_squared(const th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, 0.0);
+    double sum = 0.0;
+    for (uint64_t i = 0; i < t->nnz; ++i)
+        sum += t->values[i] * t->values[i];
+    return sum;
+}
+
+uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode)
+{
+    g_return_val_if_fail(t != NULL && mode < t->nmodes, 0);
+    uint64_t dim = t->dims[mode];
+    if (dim == 0)
+        return 0;
+    /* A bitmap: dims can reach 2^32, so one byte per index would be 4 GB. */
+    guint8 *seen = g_new0(guint8, (dim + 7) / 8);
+    uint64_t distinct = 0;
+    const th_index *idx = t->indices[mode];
+    for (uint64_t i = 0; i < t->nnz; ++i) {
+        th_index x = idx[i];
+        if (x >= dim)
+            continue; /* outside dims: not a slice of this tensor */
+        guint8 bit = (guint8)(1u << (x & 7u));
+        if ((seen[x >> 3] & bit) == 0) {
+            seen[x >> 3] |= bit;
+            ++distinct;
+        }
+    }
+    g_free(seen);
+    return dim - distinct;
+}
+
+double th_sptensor_density(const th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, 0.0);
+    double cells = 1.0;
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        cells *= (double)t->dims[m];
+    return cells > 0.0 ? (double)t->nnz / cells : 0.0;
+}

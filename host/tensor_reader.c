@@ -1,1 +1,1222 @@
-/* placeholder */ typedef int th_placeholder_tensor_reader;
+/* Reading and writing sparse tensors as text.
+ *
+ * Plain files are memory-mapped and split at newlines into chunks that
+ * threads parse at once; gzip (through GIO's GZlibDecompressor, all members
+ * of a multi-member file) and pipes stream in one thread.
+ * The per-line parser is hand-written: indices are plain decimal digits, values
+ * take a Clinger fast path (mantissa below 2^53 and a power of ten up to 22:
+ * one exact IEEE division or multiplication, so correctly rounded) and fall
+ * back to g_ascii_strtod for anything else (long mantissas, hex, inf/nan).
+ *
+ * Semantics worth knowing:
+ *  - duplicate coordinates are summed, and counted in duplicates_merged;
+ *  - explicit zero values are kept: they are nonzeros the file stores;
+ *  - in a .tns file dims are the largest index per mode; in an sptensor file
+ *    they come from the header and indices must lie inside them;
+ *  - the number of fields of the first nonzero line fixes the order.
+ */
+#define _DEFAULT_SOURCE /* madvise, fsync, mkstemp-style open flags */
+
+#include "tensor_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+G_DEFINE_QUARK(th-tensor-reader-error-quark, th_tensor_reader_error)
+
+/* Largest 0-based index: dims (index + 1) must still fit a th_index. */
+#define TH_MAX_INDEX0 ((uint64_t)UINT32_MAX - 1u)
+#define PROGRESS_EVERY ((uint64_t)64 << 20)
+#define PROGRESS_TICK ((size_t)8 << 20)
+#define MIN_BYTES_PER_THREAD ((size_t)16 << 20)
+#define MAX_THREADS 8u
+#define STREAM_BUFFER ((size_t)4 << 20)
+#define QUOTE_MAX 60u
+
+typedef enum {
+    STATE_DETECT,    /* before the first content line */
+    STATE_SPT_ORDER, /* after "sptensor" */
+    STATE_SPT_DIMS,
+    STATE_SPT_NNZ,
+    STATE_DATA,
+} parse_state;
+
+/* Shared by the workers of one read, for the progress callback. */
+typedef struct {
+    const th_tensor_read_options *options;
+    atomic_uint_fast64_t done;
+    uint64_t total;
+    uint64_t next_report;
+} progress_ctx;
+
+/* One parser over one run of lines. The first worker reads the header; the
+ * others are clones made once the format is known. */
+typedef struct {
+    parse_state state;
+    gboolean sptensor; /* 0-based, dims from the header */
+    uint32_t nmodes;   /* 0 until known */
+    th_index dims[TH_MAX_MODES];
+    uint64_t index_limit[TH_MAX_MODES]; /* largest 0-based index allowed */
+    uint64_t declared_nnz;
+    uint64_t declared_nnz_line;
+
+    th_index *cols[TH_MAX_MODES];
+    double *vals;
+    uint64_t count, capacity;
+    th_index max_index[TH_MAX_MODES];
+
+    uint64_t lines; /* lines seen; absolute for the first worker, local for clones */
+    size_t bytes_seen;
+
+    gboolean failed;
+    th_tensor_reader_error err_code;
+    uint64_t err_line;
+    char *err_msg;
+
+    progress_ctx *progress; /* NULL: no progress accounting */
+    gboolean reports;       /* this worker calls the callback (main thread) */
+    const char *tick_from;
+} worker;
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline gboolean is_digit(char c) { return (unsigned)(c - '0') < 10u; }
+static inline gboolean is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+/* A field ends at a blank, at a trailing comment, or at the end of the line. */
+static inline gboolean is_field_end(char c) { return is_blank(c) || c == '#'; }
+
+static inline const char *skip_blanks(const char *p, const char *eol)
+{
+    while (p < eol && is_blank(*p))
+        ++p;
+    return p;
+}
+
+static const char *field_end(const char *p, const char *eol)
+{
+    while (p < eol && !is_field_end(*p))
+        ++p;
+    return p;
+}
+
+static uint32_t count_fields(const char *p, const char *eol)
+{
+    uint32_t n = 0;
+    p = skip_blanks(p, eol);
+    while (p < eol && *p != '#') {
+        ++n;
+        p = skip_blanks(field_end(p, eol), eol);
+    }
+    return n;
+}
+
+/* The text of [begin, end) for a message: printable ASCII or valid UTF-8 as
+ * is, anything else escaped, long text cut. */
+static char *quote_text(const char *begin, const char *end)
+{
+    size_t len = (size_t)(end - begin);
+    gboolean cut = len > QUOTE_MAX;
+    if (cut)
+        len = QUOTE_MAX;
+    GString *s = g_string_sized_new(len + 8);
+    const char *valid_end = NULL;
+    g_utf8_validate_len(begin, len, &valid_end);
+    for (size_t i = 0; i < len; ++i) {
+        unsigned char c = (unsigned char)begin[i];
+        gboolean in_valid_utf8 = begin + i < valid_end;
+        if ((c >= 0x20 && c < 0x7f) || (c >= 0x80 && in_valid_utf8))
+            g_string_append_c(s, (char)c);
+        else
+            g_string_append_printf(s, "\\x%02x", c);
+    }
+    if (cut)
+        g_string_append(s, "...");
+    return g_string_free(s, FALSE);
+}
+
+static char *quote_field(const char *field, const char *eol)
+{
+    return quote_text(field, field_end(field, eol));
+}
+
+/* The line without its comment and surrounding blanks, quoted. */
+static char *quote_content(const char *p, const char *eol)
+{
+    p = skip_blanks(p, eol);
+    const char *end = p;
+    while (end < eol && *end != '#')
+        ++end;
+    while (end > p && is_blank(end[-1]))
+        --end;
+    return quote_text(p, end);
+}
+
+G_GNUC_PRINTF(3, 4)
+static gboolean fail(worker *w, th_tensor_reader_error code, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    w->failed = TRUE;
+    w->err_code = code;
+    w->err_line = w->lines;
+    w->err_msg = g_strdup_vprintf(format, args);
+    va_end(args);
+    return FALSE;
+}
+
+/* Parses a whole field of decimal digits as an unsigned integer; values past
+ * 2^40 saturate (they are out of every range anyway). */
+static gboolean parse_uint_field(const char *field, const char *eol, uint64_t *out)
+{
+    const char *end = field_end(field, eol);
+    if (end == field)
+        return FALSE;
+    uint64_t v = 0;
+    for (const char *p = field; p < end; ++p) {
+        if (!is_digit(*p))
+            return FALSE;
+        if (v < ((uint64_t)1 << 40))
+            v = v * 10u + (uint64_t)(*p - '0');
+    }
+    *out = v;
+    return TRUE;
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+static const double exact_powers_of_ten[23] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* Anything the fast path declines: copy the field and let g_ascii_strtod
+ * (correctly rounded, locale independent) have it. */
+static const char *parse_double_slow(const char *field, const char *eol, double *out)
+{
+    const char *end = field_end(field, eol);
+    size_t len = (size_t)(end - field);
+    char small[128];
+    char *copy = len < sizeof small ? small : g_malloc(len + 1);
+    memcpy(copy, field, len);
+    copy[len] = '\0';
+    char *stop = NULL;
+    double v = g_ascii_strtod(copy, &stop);
+    gboolean whole = len > 0 && stop == copy + len;
+    if (copy != small)
+        g_free(copy);
+    if (!whole)
+        return NULL;
+    *out = v;
+    return end;
+}
+
+/* Returns the end of the value field, or NULL if it is not a number. */
+static inline const char *parse_double(const char *field, const char *eol, double *out)
+{
+    const char *p = field;
+    gboolean negative = FALSE;
+    if (p < eol && (*p == '-' || *p == '+')) {
+        negative = *p == '-';
+        ++p;
+    }
+    uint64_t mantissa = 0;
+    int digits = 0, exp10 = 0;
+    gboolean any_digit = FALSE, inexact = FALSE;
+    for (; p < eol && is_digit(*p); ++p) {
+        any_digit = TRUE;
+        if (mantissa == 0 && *p == '0')
+            continue;
+        if (digits < 19) {
+            mantissa = mantissa * 10u + (uint64_t)(*p - '0');
+            ++digits;
+        } else {
+            inexact = TRUE;
+        }
+    }
+    if (p < eol && *p == '.') {
+        for (++p; p < eol && is_digit(*p); ++p) {
+            any_digit = TRUE;
+            if (digits < 19 && (mantissa != 0 || *p != '0')) {
+                mantissa = mantissa * 10u + (uint64_t)(*p - '0');
+                ++digits;
+                --exp10;
+            } else if (mantissa == 0) {
+                --exp10;
+            } else {
+                inexact = TRUE;
+            }
+        }
+    }
+    if (!any_digit)
+        return parse_double_slow(field, eol, out);
+    if (p < eol && (*p == 'e' || *p == 'E')) {
+        ++p;
+        gboolean exp_negative = FALSE;
+        if (p < eol && (*p == '-' || *p == '+')) {
+            exp_negative = *p == '-';
+            ++p;
+        }
+        if (p == eol || !is_digit(*p))
+            return parse_double_slow(field, eol, out);
+        int e = 0;
+        for (; p < eol && is_digit(*p); ++p)
+            if (e < 100000)
+                e = e * 10 + (*p - '0');
+        exp10 += exp_negative ? -e : e;
+    }
+    if (p < eol && !is_field_end(*p))
+        return parse_double_slow(field, eol, out);
+    if (inexact || mantissa > ((uint64_t)1 << 53) || exp10 < -22 || exp10 > 22)
+        return parse_double_slow(field, eol, out);
+    double v = (double)mantissa;
+    v = exp10 < 0 ? v / exact_powers_of_ten[-exp10] : v * exact_powers_of_ten[exp10];
+    *out = negative ? -v : v;
+    return p;
+}
+
+/* ---- storage ------------------------------------------------------------- */
+
+static void worker_reserve(worker *w, uint64_t capacity)
+{
+    if (capacity <= w->capacity)
+        return;
+    for (uint32_t m = 0; m < w->nmodes; ++m)
+        w->cols[m] = g_renew(th_index, w->cols[m], capacity);
+    w->vals = g_renew(double, w->vals, capacity);
+    w->capacity = capacity;
+}
+
+static void worker_grow(worker *w)
+{
+    worker_reserve(w, w->capacity + w->capacity / 2u + 1024u);
+}
+
+/* The fewest bytes a nonzero line can take ("0 0 0 1\n"), to bound what
+ * any header or estimate may make us preallocate. */
+static uint64_t min_line_bytes(uint32_t nmodes)
+{
+    return 2u * ((uint64_t)nmodes + 1u);
+}
+
+/* Room for the nonzeros in `bytes` of input, from the line density of its
+ * first 64 KB; growth covers a low guess. */
+static uint64_t estimate_capacity(const worker *w, const char *begin, size_t bytes)
+{
+    size_t sample = MIN(bytes, (size_t)64 << 10);
+    uint64_t lines = 1;
+    for (const char *p = begin, *end = begin + sample;
+         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; ++p)
+        ++lines;
+    uint64_t guess = (uint64_t)((double)bytes / (double)MAX(sample, 1u) * (double)lines * 1.02) + 64u;
+    guess = MIN(guess, bytes / min_line_bytes(w->nmodes) + 1u);
+    if (w->sptensor)
+        guess = MIN(guess, w->declared_nnz + 1u);
+    return guess;
+}
+
+static void worker_free(worker *w)
+{
+    if (w == NULL)
+        return;
+    for (uint32_t m = 0; m < TH_MAX_MODES; ++m)
+        g_free(w->cols[m]);
+    g_free(w->vals);
+    g_free(w->err_msg);
+    g_free(w);
+}
+
+static void worker_set_order(worker *w, uint32_t nmodes)
+{
+    w->nmodes = nmodes;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        w->index_limit[m] = w->sptensor ? (uint64_t)w->dims[m] - 1u : TH_MAX_INDEX0;
+}
+
+/* A worker for a later chunk: same format, empty storage, local lines. */
+static worker *worker_clone_format(const worker *w0)
+{
+    worker *w = g_new0(worker, 1);
+    w->state = STATE_DATA;
+    w->sptensor = w0->sptensor;
+    memcpy(w->dims, w0->dims, sizeof w->dims);
+    w->declared_nnz = w0->declared_nnz;
+    worker_set_order(w, w0->nmodes);
+    w->progress = w0->progress;
+    return w;
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+static void progress_tick(worker *w, const char *p)
+{
+    progress_ctx *ctx = w->progress;
+    uint64_t done = atomic_fetch_add(&ctx->done, (uint64_t)(p - w->tick_from)) +
+                    (uint64_t)(p - w->tick_from);
+    w->tick_from = p;
+    if (w->reports && done >= ctx->next_report) {
+        ctx->options->progress(done, ctx->total, ctx->options->user_data);
+        ctx->next_report = done + PROGRESS_EVERY;
+    }
+}
+
+/* ---- lines --------------------------------------------------------------- */
+
+/* Every error about a nonzero line checks the field count first: a line with
+ * the wrong number of fields is reported as that, not as whichever field
+ * happened to be parsed in the wrong role. */
+static gboolean fail_if_wrong_field_count(worker *w, const char *line, const char *eol)
+{
+    uint32_t found = count_fields(line, eol);
+    if (found == w->nmodes + 1u)
+        return TRUE;
+    return fail(w, TH_TENSOR_READER_ERROR_COLUMNS,
+                "expected %u fields (%u indices and a value), found %u", w->nmodes + 1u,
+                w->nmodes, found);
+}
+
+static gboolean fail_columns(worker *w, const char *line, const char *eol)
+{
+    if (!fail_if_wrong_field_count(w, line, eol))
+        return FALSE;
+    g_return_val_if_reached(fail(w, TH_TENSOR_READER_ERROR_COLUMNS, "malformed line"));
+}
+
+static gboolean fail_index(worker *w, uint32_t mode, uint64_t value, const char *field,
+                           const char *line, const char *eol)
+{
+    if (!fail_if_wrong_field_count(w, line, eol))
+        return FALSE;
+    g_autofree char *text = quote_field(field, eol);
+    uint32_t column = mode + 1u;
+    const char *end = field_end(field, eol);
+    gboolean all_digits = end > field;
+    for (const char *p = field; p < end; ++p)
+        all_digits = all_digits && is_digit(*p);
+    if (!all_digits) {
+        gboolean negative = field[0] == '-' && end > field + 1;
+        for (const char *p = field + 1; negative && p < end; ++p)
+            negative = is_digit(*p);
+        if (negative)
+            return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE, "column %u: negative index '%s'",
+                        column, text);
+        return fail(w, TH_TENSOR_READER_ERROR_NUMBER,
+                    "column %u: '%s' is not an index (expected a non-negative integer)",
+                    column, text);
+    }
+    if (!w->sptensor && value == 0)
+        return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                    "column %u: index 0 in a 1-based file (.tns indices start at 1)", column);
+    uint64_t max_allowed = w->sptensor ? TH_MAX_INDEX0 : TH_MAX_INDEX0 + 1u;
+    if (value > max_allowed)
+        return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                    "column %u: index '%s' does not fit the 32-bit index type "
+                    "(at most %" PRIu64 " in a %s file)",
+                    column, text, max_allowed, w->sptensor ? "0-based" : "1-based");
+    return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                "column %u: index %" PRIu64 " is out of range: the header gives mode %u "
+                "size %u (indices 0 to %u)",
+                column, value, column, w->dims[mode], w->dims[mode] - 1u);
+}
+
+static gboolean fail_value(worker *w, const char *field, const char *line, const char *eol,
+                           gboolean parsed)
+{
+    if (!fail_if_wrong_field_count(w, line, eol))
+        return FALSE;
+    g_autofree char *text = quote_field(field, eol);
+    if (parsed)
+        return fail(w, TH_TENSOR_READER_ERROR_VALUE, "column %u: value '%s' is not finite",
+                    w->nmodes + 1u, text);
+    return fail(w, TH_TENSOR_READER_ERROR_NUMBER,
+                "column %u: '%s' is not a number (expected a value such as 3, -0.5 or 1e-3)",
+                w->nmodes + 1u, text);
+}
+
+/* The hot loop: one nonzero line, or a blank or comment line. */
+static inline gboolean parse_data_line(worker *w, const char *line, const char *eol)
+{
+    const char *p = skip_blanks(line, eol);
+    if (p == eol || *p == '#')
+        return TRUE;
+    if (G_UNLIKELY(w->count == w->capacity))
+        worker_grow(w);
+    const uint64_t n = w->count;
+    const uint32_t nmodes = w->nmodes;
+    const uint64_t base = w->sptensor ? 0u : 1u;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        if (G_UNLIKELY(p == eol || *p == '#'))
+            return fail_columns(w, line, eol);
+        const char *field = p;
+        uint64_t v = 0;
+        for (; p < eol && is_digit(*p); ++p)
+            if (v < ((uint64_t)1 << 40))
+                v = v * 10u + (uint64_t)(*p - '0');
+        /* v - base wraps for a 0 in a 1-based file, so one compare catches
+         * zero, too large and outside the header's dims. */
+        if (G_UNLIKELY(p == field || (p < eol && !is_field_end(*p)) ||
+                       v - base > w->index_limit[m]))
+            return fail_index(w, m, v, field, line, eol);
+        th_index idx = (th_index)(v - base);
+        w->cols[m][n] = idx;
+        if (idx > w->max_index[m])
+            w->max_index[m] = idx;
+        p = skip_blanks(p, eol);
+    }
+    if (G_UNLIKELY(p == eol || *p == '#'))
+        return fail_columns(w, line, eol);
+    const char *field = p;
+    double value = 0.0;
+    p = parse_double(field, eol, &value);
+    if (G_UNLIKELY(p == NULL))
+        return fail_value(w, field, line, eol, FALSE);
+    if (G_UNLIKELY(!isfinite(value)))
+        return fail_value(w, field, line, eol, TRUE);
+    p = skip_blanks(p, eol);
+    if (G_UNLIKELY(p != eol && *p != '#'))
+        return fail_columns(w, line, eol);
+    w->vals[n] = value;
+    w->count = n + 1u;
+    return TRUE;
+}
+
+static gboolean line_is_word(const char *p, const char *eol, const char *word)
+{
+    size_t len = strlen(word);
+    if ((size_t)(eol - p) < len || memcmp(p, word, len) != 0)
+        return FALSE;
+    p = skip_blanks(p + len, eol);
+    return p == eol || *p == '#';
+}
+
+static gboolean start_tns(worker *w, const char *line, const char *eol)
+{
+    uint32_t found = count_fields(line, eol);
+    if (found < 3)
+        return fail(w, TH_TENSOR_READER_ERROR_ORDER,
+                    "found %u field%s; a nonzero line needs at least 2 indices and a value",
+                    found, found == 1 ? "" : "s");
+    if (found - 1u > TH_MAX_MODES)
+        return fail(w, TH_TENSOR_READER_ERROR_ORDER,
+                    "found %u fields, that is %u modes; tensorhost supports at most %u", found,
+                    found - 1u, TH_MAX_MODES);
+    worker_set_order(w, found - 1u);
+    w->state = STATE_DATA;
+    worker_reserve(w, 1024);
+    return parse_data_line(w, line, eol);
+}
+
+static gboolean parse_spt_order(worker *w, const char *p, const char *eol)
+{
+    uint64_t order = 0;
+    if (count_fields(p, eol) != 1 || !parse_uint_field(p, eol, &order)) {
+        g_autofree char *text = quote_content(p, eol);
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "sptensor header: expected the order (number of modes) alone on this line, "
+                    "found '%s'",
+                    text);
+    }
+    if (order < 2 || order > TH_MAX_MODES) {
+        g_autofree char *text = quote_field(p, eol);
+        return fail(w, TH_TENSOR_READER_ERROR_ORDER,
+                    "sptensor header: order %s is out of range (2 to %u modes)", text,
+                    TH_MAX_MODES);
+    }
+    w->nmodes = (uint32_t)order;
+    w->state = STATE_SPT_DIMS;
+    return TRUE;
+}
+
+static gboolean parse_spt_dims(worker *w, const char *p, const char *eol)
+{
+    uint32_t found = count_fields(p, eol);
+    if (found != w->nmodes)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "sptensor header: expected %u dimensions (one per mode), found %u",
+                    w->nmodes, found);
+    for (uint32_t m = 0; m < w->nmodes; ++m) {
+        uint64_t dim = 0;
+        if (!parse_uint_field(p, eol, &dim) || dim == 0 || dim > UINT32_MAX) {
+            g_autofree char *text = quote_field(p, eol);
+            return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                        "sptensor header: dimension %u is '%s'; expected a size from 1 to %u",
+                        m + 1u, text, UINT32_MAX);
+        }
+        w->dims[m] = (th_index)dim;
+        p = skip_blanks(field_end(p, eol), eol);
+    }
+    w->state = STATE_SPT_NNZ;
+    return TRUE;
+}
+
+static gboolean parse_spt_nnz(worker *w, const char *p, const char *eol)
+{
+    uint64_t nnz = 0;
+    if (count_fields(p, eol) != 1 || !parse_uint_field(p, eol, &nnz) ||
+        nnz >= ((uint64_t)1 << 40)) {
+        g_autofree char *text = quote_content(p, eol);
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "sptensor header: expected the number of nonzeros alone on this line, "
+                    "found '%s'",
+                    text);
+    }
+    w->declared_nnz = nnz;
+    w->declared_nnz_line = w->lines;
+    worker_set_order(w, w->nmodes);
+    w->state = STATE_DATA;
+    /* The header may claim anything: growth, not the claim, sizes storage. */
+    worker_reserve(w, MIN(nnz, (uint64_t)1 << 12) + 1u);
+    return TRUE;
+}
+
+static gboolean parse_header_line(worker *w, const char *line, const char *eol)
+{
+    const char *p = skip_blanks(line, eol);
+    if (p == eol || *p == '#')
+        return TRUE;
+    switch (w->state) {
+    case STATE_DETECT:
+        if (line_is_word(p, eol, "sptensor")) {
+            w->sptensor = TRUE;
+            w->state = STATE_SPT_ORDER;
+            return TRUE;
+        }
+        return start_tns(w, line, eol);
+    case STATE_SPT_ORDER:
+        return parse_spt_order(w, p, eol);
+    case STATE_SPT_DIMS:
+        return parse_spt_dims(w, p, eol);
+    case STATE_SPT_NNZ:
+        return parse_spt_nnz(w, p, eol);
+    case STATE_DATA:
+        break;
+    }
+    g_return_val_if_reached(FALSE);
+}
+
+/* Parses the complete lines of [p, end) (and a last unterminated one when
+ * `at_eof`). Sets *resume to the first byte not consumed. With
+ * `stop_when_ready`, returns as soon as the order is known and the header
+ * (if any) is done, so the rest can be split among threads. */
+static gboolean worker_parse(worker *w, const char *p, const char *end, gboolean at_eof,
+                             gboolean stop_when_ready, const char **resume)
+{
+    const char *start = p;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *next;
+        if (eol != NULL) {
+            next = eol + 1;
+        } else {
+            if (!at_eof)
+                break;
+            eol = end;
+            next = end;
+        }
+        ++w->lines;
+        gboolean ok = G_LIKELY(w->state == STATE_DATA) ? parse_data_line(w, p, eol)
+                                                       : parse_header_line(w, p, eol);
+        if (G_UNLIKELY(!ok))
+            return FALSE;
+        p = next;
+        if (G_UNLIKELY(w->progress != NULL && (size_t)(p - w->tick_from) >= PROGRESS_TICK))
+            progress_tick(w, p);
+        if (stop_when_ready && w->state == STATE_DATA)
+            break;
+    }
+    w->bytes_seen += (size_t)(p - start);
+    *resume = p;
+    return TRUE;
+}
+
+/* ---- assembling the result ----------------------------------------------- */
+
+static void set_worker_error(const worker *w, const char *name, uint64_t line, GError **error)
+{
+    g_set_error(error, TH_TENSOR_READER_ERROR, (gint)w->err_code, "%s:%" PRIu64 ": %s", name,
+                line, w->err_msg);
+}
+
+static gboolean check_end_of_input(const worker *w0, const char *name, uint64_t total_lines,
+                                   uint64_t total_nnz, uint64_t total_bytes, GError **error)
+{
+    uint64_t last_line = MAX(total_lines, 1u);
+    static const char *const awaited[] = {
+        [STATE_SPT_ORDER] = "the order",
+        [STATE_SPT_DIMS] = "the dimensions",
+        [STATE_SPT_NNZ] = "the number of nonzeros",
+    };
+    if (w0->state == STATE_SPT_ORDER || w0->state == STATE_SPT_DIMS ||
+        w0->state == STATE_SPT_NNZ) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_HEADER,
+                    "%s:%" PRIu64 ": the file ends inside the sptensor header (expected %s)",
+                    name, last_line, awaited[w0->state]);
+        return FALSE;
+    }
+    if (w0->sptensor && total_nnz != w0->declared_nnz) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_HEADER,
+                    "%s:%" PRIu64 ": the sptensor header declares %" PRIu64
+                    " nonzeros, but the file has %" PRIu64,
+                    name, w0->declared_nnz_line, w0->declared_nnz, total_nnz);
+        return FALSE;
+    }
+    if (total_nnz == 0) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_EMPTY,
+                    "%s:%" PRIu64 ": no nonzero found: %s", name, last_line,
+                    total_bytes == 0 ? "the file is empty"
+                                     : "the file has only blank lines, comments and headers");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Turns the workers' storage into one tensor (freeing it as it goes, so the
+ * peak is one copy plus one column), sorted with duplicates merged. */
+static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
+                             uint64_t total_bytes, GError **error)
+{
+    uint64_t line_offset = 0, total_nnz = 0;
+    for (uint32_t k = 0; k < nworkers; ++k) {
+        if (ws[k]->failed) {
+            set_worker_error(ws[k], name, line_offset + ws[k]->err_line, error);
+            return NULL;
+        }
+        line_offset += ws[k]->lines;
+        total_nnz += ws[k]->count;
+    }
+    worker *w0 = ws[0];
+    if (!check_end_of_input(w0, name, line_offset, total_nnz, total_bytes, error))
+        return NULL;
+
+    th_sptensor *t = g_new0(th_sptensor, 1);
+    t->nmodes = w0->nmodes;
+    t->nnz = total_nnz;
+    t->lines_read = total_nnz;
+    t->dims = g_new0(th_index, t->nmodes);
+    t->indices = g_new0(th_index *, t->nmodes);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        th_index max_index = 0;
+        for (uint32_t k = 0; k < nworkers; ++k)
+            max_index = MAX(max_index, ws[k]->max_index[m]);
+        t->dims[m] = w0->sptensor ? w0->dims[m] : max_index + 1u;
+
+        th_index *col = g_renew(th_index, w0->cols[m], total_nnz);
+        w0->cols[m] = NULL;
+        uint64_t at = w0->count;
+        for (uint32_t k = 1; k < nworkers; ++k) {
+            if (ws[k]->count > 0)
+                memcpy(col + at, ws[k]->cols[m], ws[k]->count * sizeof *col);
+            at += ws[k]->count;
+            g_clear_pointer(&ws[k]->cols[m], g_free);
+        }
+        t->indices[m] = col;
+    }
+    t->values = g_renew(double, w0->vals, total_nnz);
+    w0->vals = NULL;
+    uint64_t at = w0->count;
+    for (uint32_t k = 1; k < nworkers; ++k) {
+        if (ws[k]->count > 0)
+            memcpy(t->values + at, ws[k]->vals, ws[k]->count * sizeof *t->values);
+        at += ws[k]->count;
+        g_clear_pointer(&ws[k]->vals, g_free);
+    }
+    th_sptensor_sort_and_merge(t);
+    return t;
+}
+
+/* ---- reading from memory (mmap or buffer) -------------------------------- */
+
+typedef struct {
+    worker *w;
+    const char *begin, *end;
+} chunk_job;
+
+static gpointer parse_chunk_thread(gpointer data)
+{
+    chunk_job *job = data;
+    const char *resume = NULL;
+    worker_parse(job->w, job->begin, job->end, TRUE, FALSE, &resume);
+    return NULL;
+}
+
+static uint32_t choose_thread_count(size_t bytes)
+{
+    uint64_t by_size = bytes / MIN_BYTES_PER_THREAD;
+    uint64_t n = MIN((uint64_t)g_get_num_processors(), MIN((uint64_t)MAX_THREADS, by_size));
+    return (uint32_t)MAX(n, 1u);
+}
+
+static th_sptensor *read_memory(const char *name, const char *data, size_t length,
+                                const th_tensor_read_options *options, GError **error)
+{
+    progress_ctx progress = {.options = options, .total = length,
+                             .next_report = PROGRESS_EVERY};
+    atomic_init(&progress.done, 0);
+    worker *ws[MAX_THREADS] = {NULL};
+    ws[0] = g_new0(worker, 1);
+    ws[0]->state = STATE_DETECT;
+    ws[0]->reports = TRUE;
+    ws[0]->tick_from = data;
+    if (options != NULL && options->progress != NULL)
+        ws[0]->progress = &progress;
+
+    const char *end = data + length;
+    const char *p = data;
+    uint32_t nworkers = 1;
+    if (worker_parse(ws[0], p, end, TRUE, TRUE, &p) && p < end) {
+        nworkers = choose_thread_count((size_t)(end - p));
+        chunk_job jobs[MAX_THREADS];
+        const char *chunk_begin = p;
+        for (uint32_t k = 0; k < nworkers; ++k) {
+            const char *chunk_end = end;
+            if (k + 1 < nworkers) {
+                const char *target = p + (size_t)(end - p) / nworkers * (k + 1u);
+                target = MAX(target, chunk_begin);
+                const char *nl = memchr(target, '\n', (size_t)(end - target));
+                chunk_end = nl != NULL ? nl + 1 : end;
+            }
+            if (k > 0) {
+                ws[k] = worker_clone_format(ws[0]);
+                ws[k]->tick_from = chunk_begin;
+            }
+            worker_reserve(ws[k], ws[k]->count + estimate_capacity(ws[k], chunk_begin,
+                                                                  (size_t)(chunk_end - chunk_begin)));
+            jobs[k] = (chunk_job){.w = ws[k], .begin = chunk_begin, .end = chunk_end};
+            chunk_begin = chunk_end;
+        }
+        GThread *threads[MAX_THREADS] = {NULL};
+        for (uint32_t k = 1; k < nworkers; ++k)
+            threads[k] = g_thread_new("th-parse", parse_chunk_thread, &jobs[k]);
+        parse_chunk_thread(&jobs[0]);
+        for (uint32_t k = 1; k < nworkers; ++k)
+            g_thread_join(threads[k]);
+    }
+    if (ws[0]->progress != NULL && !ws[0]->failed)
+        options->progress(length, length, options->user_data);
+
+    th_sptensor *t = assemble(ws, nworkers, name, length, error);
+    for (uint32_t k = 0; k < nworkers; ++k)
+        worker_free(ws[k]);
+    return t;
+}
+
+/* ---- reading a stream (gzip, pipes) -------------------------------------- */
+
+/* Text from a stream, gunzipped on the way when `gunzip` is set. The
+ * decompressor is driven directly rather than through GConverterInputStream
+ * so that concatenated gzip members (cat a.gz b.gz, bgzip, pigz -i) are all
+ * read: a converter input stream stops at the end of the first member and
+ * would silently drop the rest. */
+typedef struct {
+    GInputStream *raw;
+    GConverter *gunzip; /* NULL for plain text */
+    char *in;
+    size_t in_len, in_pos;
+    gboolean raw_eof;
+    gboolean member_done;
+} text_source;
+
+/* Like g_input_stream_read: bytes of text, 0 at the end, -1 on error. */
+static gssize source_read(text_source *s, char *out, size_t capacity, GError **error)
+{
+    if (s->gunzip == NULL)
+        return g_input_stream_read(s->raw, out, capacity, NULL, error);
+    for (;;) {
+        if (s->in_pos == s->in_len && !s->raw_eof) {
+            gssize got = g_input_stream_read(s->raw, s->in, STREAM_BUFFER, NULL, error);
+            if (got < 0)
+                return -1;
+            s->in_len = (size_t)got;
+            s->in_pos = 0;
+            s->raw_eof = got == 0;
+        }
+        if (s->member_done) {
+            if (s->in_pos == s->in_len)
+                return 0; /* only reached at raw EOF */
+            g_converter_reset(s->gunzip); /* another member follows */
+            s->member_done = FALSE;
+        }
+        gsize read = 0, written = 0;
+        GError *convert_error = NULL;
+        GConverterResult r = g_converter_convert(
+            s->gunzip, s->in + s->in_pos, s->in_len - s->in_pos, out, capacity,
+            s->raw_eof ? G_CONVERTER_INPUT_AT_END : G_CONVERTER_NO_FLAGS, &read, &written,
+            &convert_error);
+        if (r == G_CONVERTER_ERROR) {
+            if (g_error_matches(convert_error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT) &&
+                !s->raw_eof) {
+                g_error_free(convert_error); /* it consumed all input: read more */
+                s->in_pos = s->in_len;
+                continue;
+            }
+            if (g_error_matches(convert_error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT))
+                g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT,
+                                    "gzip data ends too early (truncated file?)");
+            else
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "invalid gzip data: %s",
+                            convert_error->message);
+            g_error_free(convert_error);
+            return -1;
+        }
+        s->in_pos += read;
+        if (r == G_CONVERTER_FINISHED)
+            s->member_done = TRUE;
+        if (written > 0)
+            return (gssize)written;
+        if (read == 0 && r != G_CONVERTER_FINISHED && s->raw_eof) { /* no progress possible */
+            g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT,
+                                "gzip data ends too early (truncated file?)");
+            return -1;
+        }
+    }
+}
+
+static th_sptensor *read_stream(const char *name, text_source *source,
+                                const th_tensor_read_options *options, GError **error)
+{
+    worker *w = g_new0(worker, 1);
+    w->state = STATE_DETECT;
+    size_t capacity = STREAM_BUFFER, have = 0;
+    char *buffer = g_malloc(capacity);
+    uint64_t consumed = 0, next_report = PROGRESS_EVERY;
+    gboolean at_eof = FALSE, ok = TRUE;
+    while (ok && !at_eof) {
+        GError *read_error = NULL;
+        gssize got = source_read(source, buffer + have, capacity - have, &read_error);
+        if (got < 0) {
+            g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                        "%s:%" PRIu64 ": cannot read: %s", name, w->lines + 1u,
+                        read_error->message);
+            g_error_free(read_error);
+            g_free(buffer);
+            worker_free(w);
+            return NULL;
+        }
+        at_eof = got == 0;
+        have += (size_t)got;
+        const char *resume = buffer;
+        ok = worker_parse(w, buffer, buffer + have, at_eof, FALSE, &resume);
+        size_t used = (size_t)(resume - buffer);
+        consumed += used;
+        memmove(buffer, resume, have - used);
+        have -= used;
+        if (have == capacity) { /* one line longer than the buffer */
+            capacity *= 2;
+            buffer = g_realloc(buffer, capacity);
+        }
+        if (options != NULL && options->progress != NULL && consumed >= next_report) {
+            options->progress(consumed, 0, options->user_data);
+            next_report = consumed + PROGRESS_EVERY;
+        }
+    }
+    g_free(buffer);
+    if (ok && options != NULL && options->progress != NULL)
+        options->progress(consumed, consumed, options->user_data);
+    th_sptensor *t = assemble(&w, 1, name, consumed, error);
+    worker_free(w);
+    return t;
+}
+
+static th_sptensor *read_raw_stream(const char *name, GInputStream *raw, gboolean gzip,
+                                    const th_tensor_read_options *options, GError **error)
+{
+    text_source source = {.raw = raw};
+    if (gzip) {
+        source.gunzip = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+        source.in = g_malloc(STREAM_BUFFER);
+    }
+    th_sptensor *t = read_stream(name, &source, options, error);
+    g_clear_object(&source.gunzip);
+    g_free(source.in);
+    return t;
+}
+
+static gboolean has_gzip_magic(const void *data, size_t length)
+{
+    const unsigned char *b = data;
+    return length >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+}
+
+th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
+                                   GError **error)
+{
+    g_return_val_if_fail(name != NULL && (data != NULL || length == 0), NULL);
+    if (has_gzip_magic(data, length)) {
+        g_autoptr(GInputStream) raw = g_memory_input_stream_new_from_data(data, (gssize)length,
+                                                                          NULL);
+        return read_raw_stream(name, raw, TRUE, NULL, error);
+    }
+    return read_memory(name, length > 0 ? data : "", length, NULL, error);
+}
+
+static th_sptensor *read_mapped(const char *path, const th_tensor_read_options *options,
+                                GError **error)
+{
+    GError *map_error = NULL;
+    GMappedFile *mapped = g_mapped_file_new(path, FALSE, &map_error);
+    if (mapped == NULL) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO, "%s: cannot map: %s",
+                    path, map_error->message);
+        g_error_free(map_error);
+        return NULL;
+    }
+    const char *data = g_mapped_file_get_contents(mapped);
+    size_t length = g_mapped_file_get_length(mapped);
+    if (data == NULL || length == 0) {
+        data = "";
+        length = 0;
+    } else {
+        /* Advice only: a failure changes nothing but speed. */
+        (void)madvise((void *)(uintptr_t)data, length, MADV_SEQUENTIAL | MADV_WILLNEED);
+    }
+    th_sptensor *t = read_memory(path, data, length, options, error);
+    g_mapped_file_unref(mapped);
+    return t;
+}
+
+th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options *options,
+                                 GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    g_autoptr(GFile) file = g_file_new_for_path(path);
+    GError *open_error = NULL;
+    g_autoptr(GFileInputStream) file_in = g_file_read(file, NULL, &open_error);
+    if (file_in == NULL) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot open: %s", path, open_error->message);
+        g_error_free(open_error);
+        return NULL;
+    }
+    g_autoptr(GFileInfo) info = g_file_input_stream_query_info(
+        file_in, G_FILE_ATTRIBUTE_STANDARD_TYPE, NULL, NULL);
+    gboolean regular = info != NULL && g_file_info_get_file_type(info) == G_FILE_TYPE_REGULAR;
+
+    /* Peek at the first bytes without consuming them: pipes cannot rewind. */
+    g_autoptr(GInputStream) buffered = g_buffered_input_stream_new(G_INPUT_STREAM(file_in));
+    GBufferedInputStream *b = G_BUFFERED_INPUT_STREAM(buffered);
+    GError *read_error = NULL;
+    while (g_buffered_input_stream_get_available(b) < 2) {
+        gssize got = g_buffered_input_stream_fill(b, 2, NULL, &read_error);
+        if (got < 0) {
+            g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                        "%s: cannot read: %s", path, read_error->message);
+            g_error_free(read_error);
+            return NULL;
+        }
+        if (got == 0)
+            break;
+    }
+    gsize available = 0;
+    const void *head = g_buffered_input_stream_peek_buffer(b, &available);
+    gboolean gzip = has_gzip_magic(head, available);
+    if (regular && !gzip) {
+        g_input_stream_close(buffered, NULL, NULL);
+        return read_mapped(path, options, error);
+    }
+    return read_raw_stream(path, buffered, gzip, options, error);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+#define WRITE_BUFFER ((size_t)1 << 20)
+
+typedef struct {
+    int fd;
+    GConverter *gzip; /* NULL for plain text */
+    char *text;
+    size_t used;
+    char *compressed;
+} tns_writer;
+
+static gboolean write_all(int fd, const char *data, size_t length)
+{
+    while (length > 0) {
+        ssize_t n = write(fd, data, length);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return FALSE;
+        data += n;
+        length -= (size_t)n;
+    }
+    return TRUE;
+}
+
+static gboolean writer_flush(tns_writer *w, gboolean at_end, GError **error)
+{
+    if (w->gzip == NULL) {
+        gboolean ok = write_all(w->fd, w->text, w->used);
+        w->used = 0;
+        if (!ok)
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "%s",
+                        g_strerror(errno));
+        return ok;
+    }
+    const char *in = w->text;
+    size_t left = w->used;
+    for (;;) {
+        gsize read = 0, written = 0;
+        GConverterResult r = g_converter_convert(
+            w->gzip, in, left, w->compressed, WRITE_BUFFER,
+            at_end ? G_CONVERTER_INPUT_AT_END : G_CONVERTER_NO_FLAGS, &read, &written, error);
+        if (r == G_CONVERTER_ERROR)
+            return FALSE;
+        if (!write_all(w->fd, w->compressed, written)) {
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "%s",
+                        g_strerror(errno));
+            return FALSE;
+        }
+        in += read;
+        left -= read;
+        if (r == G_CONVERTER_FINISHED || (!at_end && left == 0))
+            break;
+    }
+    w->used = 0;
+    return TRUE;
+}
+
+static char *format_uint(char *out, uint64_t v)
+{
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v != 0);
+    while (n > 0)
+        *out++ = digits[--n];
+    return out;
+}
+
+/* Shortest decimal with at most 9 fractional digits that reads back as
+ * exactly `v` through the reader's fast path (k / 10^d is computed the same
+ * way both sides); otherwise %.17g, which always round-trips. */
+static char *format_value(char *out, double v)
+{
+    double magnitude = fabs(v);
+    for (int d = 0; d <= 9; ++d) {
+        double scaled = nearbyint(magnitude * exact_powers_of_ten[d]);
+        if (scaled >= 9007199254740992.0 || scaled / exact_powers_of_ten[d] != magnitude)
+            continue;
+        if (signbit(v))
+            *out++ = '-';
+        char digits[24];
+        char *end = format_uint(digits, (uint64_t)scaled);
+        int len = (int)(end - digits);
+        if (d == 0) {
+            memcpy(out, digits, (size_t)len);
+            return out + len;
+        }
+        int int_len = len > d ? len - d : 0;
+        if (int_len == 0)
+            *out++ = '0';
+        memcpy(out, digits, (size_t)int_len);
+        out += int_len;
+        *out++ = '.';
+        for (int z = len; z < d; ++z)
+            *out++ = '0';
+        memcpy(out, digits + int_len, (size_t)(len - int_len));
+        return out + (len - int_len);
+    }
+    return out + g_snprintf(out, 32, "%.17g", v);
+}
+
+static gboolean write_lines(tns_writer *w, const th_sptensor *t, const char *comment,
+                            GError **error)
+{
+    if (comment != NULL) {
+        g_auto(GStrv) lines = g_strsplit(comment, "\n", -1);
+        for (char **l = lines; *l != NULL; ++l) {
+            g_autofree char *line = g_strdup_printf("# %s\n", *l);
+            size_t len = strlen(line);
+            if (w->used + len > WRITE_BUFFER && !writer_flush(w, FALSE, error))
+                return FALSE;
+            if (len > WRITE_BUFFER)
+                len = WRITE_BUFFER; /* a comment longer than 1 MB is cut */
+            memcpy(w->text + w->used, line, len);
+            w->used += len;
+        }
+    }
+    /* The longest line: 64 indices of 10 digits, a %.17g value, blanks. */
+    const size_t max_line = TH_MAX_MODES * 11u + 40u;
+    for (uint64_t i = 0; i < t->nnz; ++i) {
+        if (w->used + max_line > WRITE_BUFFER && !writer_flush(w, FALSE, error))
+            return FALSE;
+        char *p = w->text + w->used;
+        for (uint32_t m = 0; m < t->nmodes; ++m) {
+            p = format_uint(p, (uint64_t)t->indices[m][i] + 1u);
+            *p++ = ' ';
+        }
+        p = format_value(p, t->values[i]);
+        *p++ = '\n';
+        w->used = (size_t)(p - w->text);
+    }
+    return writer_flush(w, TRUE, error);
+}
+
+gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const char *comment,
+                                  GError **error)
+{
+    g_return_val_if_fail(t != NULL && path != NULL, FALSE);
+    g_autofree char *tmp_path = g_strconcat(path, ".tmp-XXXXXX", NULL);
+    int fd = g_mkstemp_full(tmp_path, O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int saved = errno;
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot create a temporary file next to it: %s", path,
+                    g_strerror(saved));
+        return FALSE;
+    }
+    tns_writer w = {.fd = fd, .text = g_malloc(WRITE_BUFFER)};
+    if (g_str_has_suffix(path, ".gz")) {
+        w.gzip = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, 6));
+        w.compressed = g_malloc(WRITE_BUFFER);
+    }
+    GError *write_error = NULL;
+    gboolean ok = write_lines(&w, t, comment, &write_error);
+    if (ok && fsync(fd) != 0) {
+        ok = FALSE;
+        g_set_error(&write_error, G_IO_ERROR, g_io_error_from_errno(errno), "fsync: %s",
+                    g_strerror(errno));
+    }
+    if (close(fd) != 0 && ok) {
+        ok = FALSE;
+        g_set_error(&write_error, G_IO_ERROR, g_io_error_from_errno(errno), "close: %s",
+                    g_strerror(errno));
+    }
+    if (ok && g_rename(tmp_path, path) != 0) {
+        ok = FALSE;
+        g_set_error(&write_error, G_IO_ERROR, g_io_error_from_errno(errno), "rename: %s",
+                    g_strerror(errno));
+    }
+    g_free(w.text);
+    g_free(w.compressed);
+    g_clear_object(&w.gzip);
+    if (!ok) {
+        g_unlink(tmp_path);
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot write: %s", path, write_error->message);
+        g_error_free(write_error);
+        return FALSE;
+    }
+    /* Make the rename itself durable; failing here loses nothing written. */
+    g_autofree char *dir = g_path_get_dirname(path);
+    int dir_fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        (void)fsync(dir_fd);
+        close(dir_fd);
+    }
+    return TRUE;
+}
+
+gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error)
+{
+    return th_tensor_write_tns_full(t, path, NULL, error);
+}

@@ -28,7 +28,8 @@ typedef struct th_tensor_read_options {
     void *user_data;
 } th_tensor_read_options;
 
-/* Reads `path`; format from content (a first line "sptensor" selects the
+/* Reads `path` (a plain file is memory-mapped and parsed by several threads;
+ * gzip and pipes are streamed); format from content (a first line "sptensor" selects the
  * 0-based header variant) and compression from the gzip magic bytes. Returns
  * a tensor whose duplicates are merged, or NULL with `error` set; messages
  * start with "PATH:LINE: ". */
@@ -39,7 +40,15 @@ th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options 
 th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
                                    GError **error);
 
-/* Writes FROSTT .tns (1-based), atomically. For generators and tests. */
+/* Writes FROSTT .tns (1-based), atomically (PATH.tmp-XXXXXX in the same
+ * directory, fsync, rename); gzip-compressed when PATH ends in ".gz". Values
+ * are written so that reading them back gives the same doubles. For
+ * generators and tests. */
 gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error);
+
+/* Same, with `comment` (may be NULL; may hold several lines) written first as
+ * "# " comment lines. */
+gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const char *comment,
+                                  GError **error);
 
 #endif

@@ -1,0 +1,192 @@
+/* example-minimal: the smallest complete tensorhost backend.
+ *
+ * A plain, single-threaded CPU MTTKRP over a copy of the host's coordinate
+ * (COO) tensor. It implements the required functions of the ABI and nothing
+ * else, so the host does the CP-ALS update itself. Read it top to bottom with
+ * docs/plugin-guide.md; <tensorhost/plugin.h> is the contract. */
+#include <tensorhost/plugin.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXAMPLE_ID "example-minimal"
+#define EXAMPLE_MAX_MODES 16u
+
+/* One instance: everything the backend holds between calls. */
+struct th_instance {
+    uint32_t nmodes, rank; /* 0 until load_tensor() succeeds */
+    uint64_t nnz;
+    uint32_t dims[EXAMPLE_MAX_MODES];
+    uint32_t *indices[EXAMPLE_MAX_MODES]; /* [nnz] each: our copy, the host's is borrowed */
+    double *values;                       /* [nnz] */
+    double *factors[EXAMPLE_MAX_MODES];   /* [dims[m] * rank] each, row-major */
+    double *results[EXAMPLE_MAX_MODES];   /* latest MTTKRP of each mode, same shape */
+};
+
+static const th_plugin_info example_info = {
+    .struct_size = sizeof(th_plugin_info),
+    .flags = 0, /* no als_update, no GPU */
+    .id = EXAMPLE_ID,
+    .name = "Minimal example backend",
+    .version = "1.0.0",
+    .description = "Single-threaded COO MTTKRP, the SDK's example plugin.",
+    .max_modes = EXAMPLE_MAX_MODES,
+    .max_rank = 4096,
+    .value_type = TH_VALUE_F64,
+};
+
+/* Every failure is one line: return fail(err, CODE, "what, naming the culprit"). */
+static th_status fail(char *err, th_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(err, TH_ERROR_SIZE, format, args);
+    va_end(args);
+    return status;
+}
+
+static const th_plugin_info *example_get_info(void)
+{
+    return &example_info;
+}
+
+/* This backend has no options, so every key is unknown: refuse it by name
+ * rather than ignore it, or a typo in the user's config goes unnoticed. */
+static th_status example_create(const th_option *options, uint32_t n_options,
+                                const th_host_services *host, th_instance **out, char *err)
+{
+    (void)host; /* a backend with something to say would call host->log */
+    if (n_options > 0)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "unknown option '%s' (" EXAMPLE_ID " accepts no options)", options[0].key);
+    *out = calloc(1, sizeof **out);
+    return *out ? TH_OK : fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+/* Frees the tensor copy, factors and results; the instance stays usable. */
+static void release_tensor(th_instance *inst)
+{
+    for (uint32_t m = 0; m < EXAMPLE_MAX_MODES; m++) {
+        free(inst->indices[m]);
+        free(inst->factors[m]);
+        free(inst->results[m]);
+    }
+    free(inst->values);
+    memset(inst, 0, sizeof *inst);
+}
+
+static void example_destroy(th_instance *inst)
+{
+    if (inst != NULL) { /* the ABI says destroy() accepts NULL */
+        release_tensor(inst);
+        free(inst);
+    }
+}
+
+/* Copies the borrowed tensor and allocates a factor and a result per mode. */
+static th_status example_load_tensor(th_instance *inst, const th_coo_tensor *t, uint32_t rank,
+                                     char *err)
+{
+    if (t->nmodes > EXAMPLE_MAX_MODES)
+        return fail(err, TH_ERR_UNSUPPORTED, "%u modes: at most %u", t->nmodes, EXAMPLE_MAX_MODES);
+    if (rank < 1 || rank > example_info.max_rank)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "rank %u: expected 1 to %u", rank,
+                    example_info.max_rank);
+    release_tensor(inst); /* load_tensor() replaces any earlier tensor */
+
+    int ok = (inst->values = malloc(t->nnz * sizeof(double))) != NULL;
+    for (uint32_t m = 0; m < t->nmodes && ok; m++) {
+        inst->indices[m] = malloc(t->nnz * sizeof(uint32_t));
+        inst->factors[m] = calloc((size_t)t->dims[m] * rank, sizeof(double));
+        inst->results[m] = calloc((size_t)t->dims[m] * rank, sizeof(double));
+        ok = inst->indices[m] && inst->factors[m] && inst->results[m];
+        if (ok)
+            memcpy(inst->indices[m], t->indices[m], t->nnz * sizeof(uint32_t));
+    }
+    if (!ok) {
+        release_tensor(inst);
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory at rank %u", rank);
+    }
+    memcpy(inst->values, t->values, t->nnz * sizeof(double));
+    memcpy(inst->dims, t->dims, t->nmodes * sizeof(uint32_t));
+    inst->nmodes = t->nmodes;
+    inst->rank = rank;
+    inst->nnz = t->nnz;
+    return TH_OK;
+}
+
+/* Every per-mode call needs a loaded tensor and a valid mode. */
+static th_status check_mode(const th_instance *inst, uint32_t mode, const char *call, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)", call);
+    if (mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: mode %u out of range (tensor has %u)",
+                    call, mode, inst->nmodes);
+    return TH_OK;
+}
+
+/* The three copies below move one dims[mode] x rank row-major matrix. */
+#define MATRIX_BYTES(inst, mode) ((size_t)(inst)->dims[mode] * (inst)->rank * sizeof(double))
+
+static th_status example_set_factor(th_instance *inst, uint32_t mode, const double *data,
+                                    char *err)
+{
+    th_status status = check_mode(inst, mode, "set_factor", err);
+    if (status == TH_OK)
+        memcpy(inst->factors[mode], data, MATRIX_BYTES(inst, mode));
+    return status;
+}
+
+static th_status example_get_factor(th_instance *inst, uint32_t mode, double *data, char *err)
+{
+    th_status status = check_mode(inst, mode, "get_factor", err);
+    if (status == TH_OK)
+        memcpy(data, inst->factors[mode], MATRIX_BYTES(inst, mode));
+    return status;
+}
+
+/* M(i_mode, r) = sum over nonzeros x(i_1..i_N) of x * prod_{m != mode} A_m(i_m, r). */
+static th_status example_mttkrp(th_instance *inst, uint32_t mode, char *err)
+{
+    th_status status = check_mode(inst, mode, "mttkrp", err);
+    if (status != TH_OK)
+        return status;
+    uint32_t rank = inst->rank;
+    memset(inst->results[mode], 0, MATRIX_BYTES(inst, mode));
+    for (uint64_t k = 0; k < inst->nnz; k++) {
+        double *row = inst->results[mode] + (size_t)inst->indices[mode][k] * rank;
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = inst->values[k];
+            for (uint32_t m = 0; m < inst->nmodes; m++)
+                if (m != mode)
+                    term *= inst->factors[m][(size_t)inst->indices[m][k] * rank + r];
+            row[r] += term;
+        }
+    }
+    return TH_OK;
+}
+
+static th_status example_get_mttkrp_result(th_instance *inst, uint32_t mode, double *data,
+                                           char *err)
+{
+    th_status status = check_mode(inst, mode, "get_mttkrp_result", err);
+    if (status == TH_OK)
+        memcpy(data, inst->results[mode], MATRIX_BYTES(inst, mode));
+    return status;
+}
+
+/* The one exported symbol. Optional functions left out are NULL. */
+TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
+    TH_PLUGIN_ENTRY_HEADER,
+    .get_info = example_get_info,
+    .create = example_create,
+    .destroy = example_destroy,
+    .load_tensor = example_load_tensor,
+    .set_factor = example_set_factor,
+    .get_factor = example_get_factor,
+    .mttkrp = example_mttkrp,
+    .get_mttkrp_result = example_get_mttkrp_result,
+};

@@ -1,0 +1,26 @@
+/* Writing output files atomically: a temporary file in the same directory,
+ * flushed and fsync'ed, then renamed over the destination, so a reader never
+ * sees a half-written file, even after a crash or Ctrl-C mid-write. */
+#ifndef TH_ATOMIC_FILE_H
+#define TH_ATOMIC_FILE_H
+
+#include <glib.h>
+#include <stdio.h>
+
+typedef struct th_atomic_file th_atomic_file;
+
+/* Opens PATH.tmp-XXXXXX next to `path` for writing. */
+th_atomic_file *th_atomic_file_open(const char *path, GError **error);
+/* The stream to write to; valid until commit/abort. */
+FILE *th_atomic_file_stream(th_atomic_file *file);
+/* Flushes, fsyncs, closes and renames into place; frees `file` in all cases.
+ * On failure the temporary file is removed and nothing replaces `path`. */
+gboolean th_atomic_file_commit(th_atomic_file *file, GError **error);
+/* Removes the temporary file and frees `file`. Accepts NULL. */
+void th_atomic_file_abort(th_atomic_file *file);
+
+/* Whole contents in one go. */
+gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,
+                                GError **error);
+
+#endif

@@ -1,0 +1,51 @@
+/* A backend in use: a loaded plugin plus one instance of it, with the ABI's
+ * status codes turned into GErrors. This is the one place the host calls
+ * instance functions, so every call is checked the same way. */
+#ifndef TH_BACKEND_H
+#define TH_BACKEND_H
+
+#include <glib.h>
+#include "plugin_loader.h"
+#include "sptensor.h"
+
+typedef struct th_backend {
+    th_plugin *plugin;
+    th_instance *instance;
+    uint32_t nmodes; /* of the loaded tensor, 0 before */
+    uint32_t rank;
+    th_index *dims;  /* copy of the loaded tensor's dims */
+    double load_seconds; /* wall time of load_tensor (preprocessing) */
+} th_backend;
+
+/* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
+ * NULL), loads it and creates an instance from `options`
+ * (th_config_option*; may be NULL). "auto" tries "gpu-adaptive" first and
+ * falls back to "cpu-reference" when that plugin is missing or reports no
+ * usable device, logging why. */
+th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                            GError **error);
+/* Destroys the instance, then unloads the plugin. Accepts NULL. */
+void th_backend_close(th_backend *backend);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend, th_backend_close)
+
+const th_plugin_info *th_backend_info(const th_backend *backend);
+
+/* load_tensor, timed into backend->load_seconds. */
+gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
+                                GError **error);
+
+gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,
+                               GError **error);
+gboolean th_backend_get_factor(th_backend *backend, uint32_t mode, double *data,
+                               GError **error);
+gboolean th_backend_mttkrp(th_backend *backend, uint32_t mode, GError **error);
+gboolean th_backend_get_mttkrp_result(th_backend *backend, uint32_t mode, double *data,
+                                      GError **error);
+gboolean th_backend_has_als_update(const th_backend *backend);
+gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double *w, int32_t norm,
+                               double *lambda, double *gram, double *inner, GError **error);
+gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
+gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
+                              GError **error);
+
+#endif

@@ -1,0 +1,41 @@
+/* The host's R x R algebra for CP-ALS, in double precision. Matrices are
+ * row-major; R is small (at most a few thousand), so plain loops suffice and
+ * no LAPACK dependency is needed. */
+#ifndef TH_DENSE_H
+#define TH_DENSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* gram = A^T A for A with `rows` x `rank`. */
+void th_dense_gram(const double *a, uint64_t rows, uint32_t rank, double *gram);
+
+/* out = elementwise product of grams[m] for every m != skip (skip = UINT32_MAX
+ * to include all). All rank x rank. */
+void th_dense_hadamard_except(double *const *grams, uint32_t nmodes, uint32_t skip,
+                              uint32_t rank, double *out);
+
+/* Writes the (pseudo-)inverse of the symmetric positive semi-definite `v`
+ * (rank x rank) into `inverse`. Tries a Cholesky factorisation first; when
+ * it breaks down (rank deficiency: e.g. a rank larger than the tensor
+ * supports, or collinear columns), falls back to the Moore-Penrose
+ * pseudo-inverse through a Jacobi eigen-decomposition, dropping eigenvalues
+ * below rank * eps * largest. Returns 1 when the fallback was used. */
+int th_dense_spd_pinv(const double *v, uint32_t rank, double *inverse);
+
+/* c = a (rows x k) * b (k x cols). */
+void th_dense_matmul(const double *a, const double *b, uint64_t rows, uint32_t k,
+                     uint32_t cols, double *c);
+
+/* Normalises the columns of `a` (rows x rank) in place: lambda_r is the
+ * 2-norm (use_max_norm = 0) or max(max_i |a_ir|, 1) (use_max_norm = 1, as
+ * Tensor Toolbox after the first iteration). A zero column keeps lambda 0
+ * and is left as it is. */
+void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use_max_norm,
+                                double *lambda);
+
+/* inner[r] = sum_i m(i,r) a(i,r). */
+void th_dense_column_inner(const double *m, const double *a, uint64_t rows, uint32_t rank,
+                           double *inner);
+
+#endif

@@ -1,0 +1,33 @@
+/* report.json: what a run read, ran on, computed and how long it took,
+ * written with json-glib, atomically. */
+#ifndef TH_REPORT_H
+#define TH_REPORT_H
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "backend.h"
+#include "config.h"
+#include "cp_als.h"
+#include "sptensor.h"
+
+typedef struct th_run_summary {
+    const th_config *config;
+    const th_sptensor *tensor;
+    double read_seconds;
+    th_backend *backend;          /* loaded, with the tensor */
+    const th_cpd_result *result;  /* may be NULL if the run failed before CP-ALS */
+    gboolean factors_written;
+    double total_seconds;
+} th_run_summary;
+
+/* "converged", "max_iters" or "interrupted". */
+const char *th_run_status(const th_cpd_result *result);
+
+/* Tensor facts: path, order, dims, nnz, density, norm, duplicates, empty slices. */
+JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
+/* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
+JsonNode *th_report_backend_node(th_backend *backend);
+
+gboolean th_report_write(const char *path, const th_run_summary *summary, GError **error);
+
+#endif

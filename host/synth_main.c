@@ -1,0 +1,243 @@
+/* tensorhost-synth: writes a synthetic tensor (labelled as such in its first
+ * comment line), or with --read, loads a tensor file and reports how long
+ * parsing took (the parse benchmark uses that). */
+#define _POSIX_C_SOURCE 200809L /* isatty */
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "synth.h"
+#include "tensor_reader.h"
+
+static char *opt_dims = NULL;
+static char *opt_skew = NULL;
+static char *opt_preset = NULL;
+static char *opt_output = NULL;
+static char *opt_read = NULL;
+static gint64 opt_nnz = 0;
+static gint64 opt_seed = 1;
+static gint opt_rounds = 0;
+static gboolean opt_list = FALSE;
+
+static const GOptionEntry entries[] = {
+    {"preset", 'p', 0, G_OPTION_ARG_STRING, &opt_preset,
+     "FROSTT shape, nnz and skew (see --list-presets); --dims/--nnz/--skew override", "NAME"},
+    {"dims", 'd', 0, G_OPTION_ARG_STRING, &opt_dims, "Mode sizes, e.g. 183x24x1140x1717", "AxBx..."},
+    {"nnz", 'n', 0, G_OPTION_ARG_INT64, &opt_nnz, "Target number of distinct nonzeros", "N"},
+    {"skew", 's', 0, G_OPTION_ARG_STRING, &opt_skew,
+     "Zipf exponent per mode (one value for all modes, or one per mode; 0 = uniform)", "a,b,..."},
+    {"seed", 0, 0, G_OPTION_ARG_INT64, &opt_seed, "Random seed (default 1)", "S"},
+    {"rounds", 0, 0, G_OPTION_ARG_INT, &opt_rounds,
+     "Top-up rounds to replace merged duplicates (default 64)", "R"},
+    {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_output,
+     "Write FROSTT .tns here (gzip when it ends in .gz)", "FILE"},
+    {"read", 'r', 0, G_OPTION_ARG_FILENAME, &opt_read,
+     "Instead: read a tensor file and print its statistics and load speed", "FILE"},
+    {"list-presets", 0, 0, G_OPTION_ARG_NONE, &opt_list, "List the presets and exit", NULL},
+    G_OPTION_ENTRY_NULL,
+};
+
+static gboolean parse_u64(const char *text, guint64 max, guint64 *out)
+{
+    return g_ascii_string_to_unsigned(text, 10, 1, max, out, NULL);
+}
+
+static gboolean parse_dims(const char *text, th_synth_params *p, GError **error)
+{
+    g_auto(GStrv) parts = g_strsplit(text, "x", -1);
+    guint n = g_strv_length(parts);
+    if (n < 2 || n > TH_MAX_MODES) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--dims '%s': expected 2 to %u sizes separated by 'x'", text, TH_MAX_MODES);
+        return FALSE;
+    }
+    for (guint m = 0; m < n; ++m) {
+        guint64 dim = 0;
+        if (!parse_u64(parts[m], UINT32_MAX, &dim)) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--dims '%s': size %u '%s' is not an integer from 1 to %u", text, m + 1,
+                        parts[m], UINT32_MAX);
+            return FALSE;
+        }
+        p->dims[m] = (th_index)dim;
+    }
+    p->nmodes = n;
+    return TRUE;
+}
+
+static gboolean parse_skew(const char *text, th_synth_params *p, GError **error)
+{
+    g_auto(GStrv) parts = g_strsplit(text, ",", -1);
+    guint n = g_strv_length(parts);
+    if (n != 1 && n != p->nmodes) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--skew '%s': expected 1 or %u exponents (one per mode), found %u", text,
+                    p->nmodes, n);
+        return FALSE;
+    }
+    for (guint m = 0; m < p->nmodes; ++m) {
+        const char *s = parts[n == 1 ? 0 : m];
+        char *end = NULL;
+        double a = g_ascii_strtod(s, &end);
+        if (end == s || *end != '\0' || !(a >= 0.0)) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--skew '%s': '%s' is not a non-negative number", text, s);
+            return FALSE;
+        }
+        p->skew[m] = a;
+    }
+    return TRUE;
+}
+
+static gboolean build_params(th_synth_params *p, GError **error)
+{
+    memset(p, 0, sizeof *p);
+    if (opt_preset != NULL) {
+        const th_synth_preset *preset = th_synth_find_preset(opt_preset);
+        if (preset == NULL) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--preset '%s': unknown (see --list-presets)", opt_preset);
+            return FALSE;
+        }
+        th_synth_params_from_preset(p, preset, 0);
+    }
+    if (opt_dims != NULL) {
+        if (!parse_dims(opt_dims, p, error))
+            return FALSE;
+        if (opt_skew == NULL)
+            memset(p->skew, 0, sizeof p->skew); /* a preset's skews fit its own dims */
+    }
+    if (p->nmodes == 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "give --preset or --dims (and --nnz)");
+        return FALSE;
+    }
+    if (opt_skew != NULL && !parse_skew(opt_skew, p, error))
+        return FALSE;
+    if (opt_nnz < 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--nnz must be positive");
+        return FALSE;
+    }
+    if (opt_nnz > 0)
+        p->nnz = (uint64_t)opt_nnz;
+    if (p->nnz == 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "give --nnz");
+        return FALSE;
+    }
+    p->seed = (uint64_t)opt_seed;
+    p->max_rounds = opt_rounds > 0 ? (uint32_t)opt_rounds : 0u;
+    return TRUE;
+}
+
+static void print_dims(FILE *out, const th_sptensor *t)
+{
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        fprintf(out, "%s%u", m ? "x" : "", t->dims[m]);
+}
+
+static void show_progress(uint64_t done, uint64_t total, void *user_data)
+{
+    (void)user_data;
+    if (total > 0)
+        fprintf(stderr, "\rreading: %.0f%% (%" G_GUINT64_FORMAT " MB)", 100.0 * (double)done / (double)total,
+                done >> 20);
+    else
+        fprintf(stderr, "\rreading: %" G_GUINT64_FORMAT " MB", done >> 20);
+    if (total > 0 && done == total)
+        fputc('\n', stderr);
+}
+
+static int run_read(const char *path)
+{
+    th_tensor_read_options options = {0};
+    if (isatty(STDERR_FILENO))
+        options.progress = show_progress;
+    GStatBuf st;
+    guint64 bytes = g_stat(path, &st) == 0 ? (guint64)st.st_size : 0;
+    gint64 start = g_get_monotonic_time();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_sptensor) t = th_tensor_read_file(path, &options, &error);
+    double seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    if (t == NULL) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 1;
+    }
+    printf("file: %s\nbytes: %" G_GUINT64_FORMAT "\ndims: ", path, bytes);
+    print_dims(stdout, t);
+    printf("\nnnz: %" G_GUINT64_FORMAT "\nlines: %" G_GUINT64_FORMAT
+           "\nduplicates_merged: %" G_GUINT64_FORMAT "\nseconds: %.3f\nMB_per_s: %.1f\n",
+           t->nnz, t->lines_read, t->duplicates_merged, seconds,
+           seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0);
+    return 0;
+}
+
+static void list_presets(void)
+{
+    for (size_t i = 0; i < th_synth_preset_count; ++i) {
+        th_synth_params p;
+        th_synth_params_from_preset(&p, &th_synth_presets[i], 1);
+        g_autofree char *label = th_synth_describe(&p);
+        printf("%-8s %s\n", th_synth_presets[i].name, label + strlen("tensorhost-synth "));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("- write a synthetic sparse tensor (FROSTT .tns)");
+    g_option_context_add_main_entries(context, entries, NULL);
+    g_option_context_set_description(
+        context, "Indices per mode follow a Zipf law (P(i) ~ 1/i^a over a random permutation\n"
+                 "of the mode); duplicates are merged and redrawn up to --rounds times.\n"
+                 "The output's first line says it is synthetic.\n\n"
+                 "Example: tensorhost-synth --preset uber --seed 1 --output uber-synth.tns\n");
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(context, &argc, &argv, &error)) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 2;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "tensorhost-synth: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
+    if (opt_list) {
+        list_presets();
+        return 0;
+    }
+    if (opt_read != NULL)
+        return run_read(opt_read);
+    th_synth_params params;
+    if (!build_params(&params, &error)) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 2;
+    }
+    if (opt_output == NULL) {
+        fprintf(stderr, "tensorhost-synth: give --output FILE\n");
+        return 2;
+    }
+    gint64 start = g_get_monotonic_time();
+    g_autoptr(th_sptensor) t = th_synth_generate(&params, &error);
+    if (t == NULL) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 2;
+    }
+    double gen_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    g_autofree char *label = th_synth_describe(&params);
+    g_autofree char *comment = g_strdup_printf("synthetic tensor: %s", label);
+    start = g_get_monotonic_time();
+    if (!th_tensor_write_tns_full(t, opt_output, comment, &error)) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 1;
+    }
+    double write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    fprintf(stderr,
+            "tensorhost-synth: %s: %" G_GUINT64_FORMAT " nonzeros (target %" G_GUINT64_FORMAT
+            ", %" G_GUINT64_FORMAT " duplicate draws merged), dims ",
+            opt_output, t->nnz, params.nnz, t->duplicates_merged);
+    print_dims(stderr, t);
+    fprintf(stderr, "; generated in %.2f s, written in %.2f s\n", gen_seconds, write_seconds);
+    return 0;
+}

@@ -1,0 +1,379 @@
+/* The C API of th_kernels: device selection, loading, factor transfer,
+ * timing, and the memory budget check. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "thg_internal.cuh"
+
+thg_status thg_fail(char *err, size_t errlen, thg_status status, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+thg_status thg_cuda_fail(char *err, size_t errlen, cudaError_t e, const char *call,
+                         const char *file, int line)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    const thg_status status = e == cudaErrorMemoryAllocation ? THG_ERR_OUT_OF_MEMORY
+                              : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+                                  ? THG_ERR_NO_DEVICE
+                                  : THG_ERR_DEVICE;
+    return thg_fail(err, errlen, status, "CUDA error at kernels/%s:%d in %s: %s (%s)", base,
+                    line, call, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+extern "C" thg_status thg_probe_device(int device, char *err, size_t errlen)
+{
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear, so the next probe starts clean */
+        return thg_fail(err, errlen, THG_ERR_NO_DEVICE, "no usable CUDA device: %s",
+                        cudaGetErrorString(e));
+    }
+    if (count == 0)
+        return thg_fail(err, errlen, THG_ERR_NO_DEVICE, "no usable CUDA device: none found");
+    if (device < 0 || device >= count)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "CUDA device %d does not exist (%d device%s visible)", device, count,
+                        count == 1 ? "" : "s");
+    return THG_OK;
+}
+
+static thg_status init_context(thg_context *ctx, const thg_config *config, char *err,
+                               size_t errlen)
+{
+    THG_CUDA(cudaSetDevice(ctx->device));
+    cudaDeviceProp prop;
+    THG_CUDA(cudaGetDeviceProperties(&prop, ctx->device));
+    snprintf(ctx->device_name, sizeof(ctx->device_name), "%s (device %d)", prop.name,
+             ctx->device);
+    ctx->sm_count = prop.multiProcessorCount;
+    ctx->kappa = config->kappa ? config->kappa : (uint32_t)prop.multiProcessorCount;
+    ctx->P = config->P ? config->P : 32u;
+    if (ctx->P > THG_MAX_P)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "P=%u is larger than %u", ctx->P,
+                        THG_MAX_P);
+    THG_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    THG_CUDA(cudaEventCreate(&ctx->start));
+    THG_CUDA(cudaEventCreate(&ctx->stop));
+    return THG_OK;
+}
+
+extern "C" thg_status thg_create(const thg_config *config, thg_context **out, char *err,
+                                 size_t errlen)
+{
+    *out = nullptr;
+    thg_status st = thg_probe_device(config->device, err, errlen);
+    if (st != THG_OK)
+        return st;
+    thg_context *ctx = (thg_context *)calloc(1, sizeof(thg_context));
+    if (!ctx)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    ctx->device = config->device;
+    ctx->policy = config->policy;
+    st = init_context(ctx, config, err, errlen);
+    if (st != THG_OK) {
+        thg_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return THG_OK;
+}
+
+extern "C" void thg_destroy(thg_context *ctx)
+{
+    if (!ctx)
+        return;
+    cudaSetDevice(ctx->device);
+    if (ctx->stream)
+        cudaStreamSynchronize(ctx->stream);
+    thg_free_tensor(ctx);
+    if (ctx->start)
+        cudaEventDestroy(ctx->start);
+    if (ctx->stop)
+        cudaEventDestroy(ctx->stop);
+    if (ctx->stream)
+        cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
+
+static thg_status validate_problem(uint32_t nmodes, uint64_t nnz, const uint32_t *dims,
+                                   uint32_t rank, char *err, size_t errlen)
+{
+    if (nmodes < 2)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "tensor has %u modes; at least 2 needed",
+                        nmodes);
+    if (nmodes > THG_MAX_MODES)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "tensor has %u modes; the GPU kernels support at most %u", nmodes,
+                        THG_MAX_MODES);
+    if (nnz == 0)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "tensor has no nonzeros");
+    if (nnz > THG_MAX_NNZ)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "tensor has %llu nonzeros; the GPU kernels support at most %u",
+                        (unsigned long long)nnz, THG_MAX_NNZ);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        if (dims[m] == 0)
+            return thg_fail(err, errlen, THG_ERR_INVALID, "mode %u has dimension 0", m);
+    if (rank == 0)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank 0 is invalid: it must be 1 to %u",
+                        THG_MAX_RANK);
+    if (rank > THG_MAX_RANK)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "rank %u is not supported: the GPU kernels support ranks 1 to %u",
+                        rank, THG_MAX_RANK);
+    return THG_OK;
+}
+
+/* Everything load allocates, checked against free memory before any of it. */
+static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
+{
+    uint32_t max_dim = 1;
+    uint64_t factor_bytes = 0;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
+        factor_bytes += 2ull * sizeof(float) * ctx->dims[m] * ctx->rank;
+    }
+    const uint64_t R = ctx->rank;
+    const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
+                                (ctx->kappa + 1ull) * sizeof(uint32_t);
+    const uint64_t tensor_bytes = copy_bytes * ctx->nmodes;
+    const uint64_t als_bytes = sizeof(float) * R * R + sizeof(double) * (R * R + 4 * R) +
+                               sizeof(uint32_t) * R;
+    const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
+    const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + build_bytes;
+    size_t free_bytes = 0, total_bytes = 0;
+    THG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (needed > free_bytes)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY,
+                        "tensor does not fit on %s: %llu bytes needed (%u mode copies "
+                        "%llu, factors and results %llu, build workspace %llu), %llu bytes "
+                        "available",
+                        ctx->device_name, (unsigned long long)needed, ctx->nmodes,
+                        (unsigned long long)tensor_bytes, (unsigned long long)factor_bytes,
+                        (unsigned long long)build_bytes, (unsigned long long)free_bytes);
+    ctx->tensor_bytes = tensor_bytes;
+    ctx->factor_bytes = factor_bytes;
+    ctx->workspace_bytes = als_bytes;
+    return THG_OK;
+}
+
+static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
+{
+    const size_t R = ctx->rank;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        const size_t bytes = sizeof(float) * ctx->dims[m] * R;
+        THG_CUDA(cudaMalloc(&ctx->factors[m], bytes));
+        THG_CUDA(cudaMalloc(&ctx->results[m], bytes));
+        /* Defined contents until set_factor, so a premature mttkrp reads
+         * zeros rather than garbage. */
+        THG_CUDA(cudaMemsetAsync(ctx->factors[m], 0, bytes, ctx->stream));
+    }
+    THG_CUDA(cudaMalloc(&ctx->als_w, sizeof(float) * R * R));
+    THG_CUDA(cudaMalloc(&ctx->als_acc, sizeof(double) * (R * R + 4 * R) + sizeof(uint32_t) * R));
+    return THG_OK;
+}
+
+extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
+                               const uint32_t *dims, const uint32_t *const *indices,
+                               const double *values, uint32_t rank, char *err, size_t errlen)
+{
+    thg_status st = validate_problem(nmodes, nnz, dims, rank, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    thg_free_tensor(ctx);
+    ctx->nmodes = nmodes;
+    ctx->nnz = (uint32_t)nnz;
+    ctx->rank = rank;
+    memset(ctx->dims, 0, sizeof(ctx->dims));
+    memcpy(ctx->dims, dims, sizeof(uint32_t) * nmodes);
+    st = check_budget(ctx, err, errlen);
+    if (st == THG_OK)
+        st = alloc_dense(ctx, err, errlen);
+    if (st == THG_OK)
+        st = thg_build_copies(ctx, indices, values, err, errlen);
+    if (st != THG_OK) {
+        cudaStreamSynchronize(ctx->stream);
+        thg_free_tensor(ctx);
+    }
+    return st;
+}
+
+static thg_status check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+{
+    if (ctx->nmodes == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    if (mode >= ctx->nmodes)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "mode %u is out of range: the tensor has modes 0 to %u", mode,
+                        ctx->nmodes - 1);
+    return THG_OK;
+}
+
+/* Host <-> device copies of a dims x rank matrix with fp64/fp32 conversion. */
+static thg_status upload_matrix(thg_context *ctx, float *dst, const double *src, size_t n,
+                                char *err, size_t errlen)
+{
+    float *tmp = (float *)malloc(sizeof(float) * n);
+    if (!tmp)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory (%zu floats)",
+                        n);
+    for (size_t k = 0; k < n; ++k)
+        tmp[k] = (float)src[k];
+    cudaError_t e = cudaMemcpyAsync(dst, tmp, sizeof(float) * n, cudaMemcpyHostToDevice,
+                                    ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    free(tmp);
+    THG_CUDA(e);
+    return THG_OK;
+}
+
+static thg_status download_matrix(thg_context *ctx, double *dst, const float *src, size_t n,
+                                  char *err, size_t errlen)
+{
+    float *tmp = (float *)malloc(sizeof(float) * n);
+    if (!tmp)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory (%zu floats)",
+                        n);
+    cudaError_t e = cudaMemcpyAsync(tmp, src, sizeof(float) * n, cudaMemcpyDeviceToHost,
+                                    ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    if (e == cudaSuccess)
+        for (size_t k = 0; k < n; ++k)
+            dst[k] = tmp[k];
+    free(tmp);
+    THG_CUDA(e);
+    return THG_OK;
+}
+
+extern "C" thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data,
+                                     char *err, size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    return upload_matrix(ctx, ctx->factors[mode], data, (size_t)ctx->dims[mode] * ctx->rank,
+                         err, errlen);
+}
+
+extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
+                                     size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    return download_matrix(ctx, data, ctx->factors[mode], (size_t)ctx->dims[mode] * ctx->rank,
+                           err, errlen);
+}
+
+extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    THG_CUDA(cudaEventRecord(ctx->start, ctx->stream));
+    st = thg_launch_mttkrp(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaEventRecord(ctx->stop, ctx->stream));
+    THG_CUDA(cudaEventSynchronize(ctx->stop));
+    float ms = 0.0f;
+    THG_CUDA(cudaEventElapsedTime(&ms, ctx->start, ctx->stop));
+    ctx->copies[mode].last_seconds = ms * 1e-3;
+    ctx->copies[mode].has_result = 1;
+    return THG_OK;
+}
+
+extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
+                                     size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (!ctx->copies[mode].has_result)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no MTTKRP result for mode %u yet", mode);
+    THG_CUDA(cudaSetDevice(ctx->device));
+    return download_matrix(ctx, data, ctx->results[mode], (size_t)ctx->dims[mode] * ctx->rank,
+                           err, errlen);
+}
+
+extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w,
+                                     int use_max_norm, double *lambda, double *gram,
+                                     double *inner, char *err, size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (!ctx->copies[mode].has_result)
+        return thg_fail(err, errlen, THG_ERR_STATE,
+                        "als_update on mode %u needs an MTTKRP result of that mode first",
+                        mode);
+    THG_CUDA(cudaSetDevice(ctx->device));
+    const size_t R = ctx->rank;
+    st = upload_matrix(ctx, ctx->als_w, w, R * R, err, errlen);
+    if (st != THG_OK)
+        return st;
+    st = thg_launch_als(ctx, mode, use_max_norm, err, errlen);
+    if (st != THG_OK)
+        return st;
+    /* [lambda | gram | inner] are adjacent: one download. */
+    const size_t n = R + R * R + R;
+    double *host = (double *)malloc(sizeof(double) * n);
+    if (!host)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    cudaError_t e = cudaMemcpyAsync(host, ctx->als_acc, sizeof(double) * n,
+                                    cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    if (e == cudaSuccess) {
+        memcpy(lambda, host, sizeof(double) * R);
+        memcpy(gram, host + R, sizeof(double) * R * R);
+        memcpy(inner, host + R + R * R, sizeof(double) * R);
+    }
+    free(host);
+    THG_CUDA(e);
+    return THG_OK;
+}
+
+extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    snprintf(info->device_name, sizeof(info->device_name), "%s", ctx->device_name);
+    info->kappa = ctx->kappa;
+    info->P = ctx->P;
+    info->nmodes = ctx->nmodes;
+    info->tensor_bytes = ctx->tensor_bytes;
+    info->factor_bytes = ctx->factor_bytes;
+    info->workspace_bytes = ctx->workspace_bytes;
+    info->build_seconds = ctx->build_seconds;
+}
+
+extern "C" thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode,
+                                         thg_mode_stats *stats, char *err, size_t errlen)
+{
+    thg_status st = check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    const thg_mode_copy &copy = ctx->copies[mode];
+    stats->scheme = copy.scheme;
+    stats->partitions = ctx->kappa;
+    stats->last_mttkrp_seconds = copy.has_result ? copy.last_seconds : -1.0;
+    return THG_OK;
+}

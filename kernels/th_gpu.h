@@ -1,0 +1,114 @@
+/*
+ * th_kernels: sparse MTTKRP on one CUDA GPU with mode-specific tensor copies
+ * (Wijeratne, Kannan, Prasanna, "Accelerating Sparse MTTKRP for Small Tensor
+ * Decomposition on GPU"). A small C API of its own, deliberately free of the
+ * plugin ABI's types, so the kernels can be tested and benchmarked without a
+ * plugin and the plugins stay thin glue (plugins/gpu-common).
+ *
+ * Every function that can fail writes one NUL-terminated message into
+ * `err` (at least `errlen` bytes) and returns a negative thg_status.
+ * All calls on one context must come from one thread at a time.
+ */
+#ifndef TH_GPU_H
+#define TH_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define THG_MAX_MODES 16u
+#define THG_MAX_RANK 128u
+/* Largest P: P groups of up to 32 rank lanes make one thread block. */
+#define THG_MAX_P 32u
+/* CUB's device-wide algorithms take int item counts. */
+#define THG_MAX_NNZ 2147483647u
+
+typedef enum thg_status {
+    THG_OK = 0,
+    THG_ERR_INVALID = -1,
+    THG_ERR_UNSUPPORTED = -2,
+    THG_ERR_OUT_OF_MEMORY = -3,
+    THG_ERR_NO_DEVICE = -4,
+    THG_ERR_DEVICE = -5,
+    THG_ERR_STATE = -6
+} thg_status;
+
+/* How each mode's copy is laid out and computed. */
+typedef enum thg_policy {
+    THG_POLICY_ADAPTIVE = 0, /* scheme 1 when I_d >= kappa, else scheme 2 */
+    THG_POLICY_SCHEME1 = 1,  /* output rows dealt to partitions, no atomics */
+    THG_POLICY_SCHEME2 = 2   /* equal nonzero chunks, global atomics */
+} thg_policy;
+
+typedef struct thg_config {
+    int device;        /* CUDA ordinal */
+    uint32_t kappa;    /* partitions = thread blocks per MTTKRP; 0: the SM count */
+    uint32_t P;        /* nonzeros in flight per block (groups of rank lanes); 0: 32 */
+    thg_policy policy;
+} thg_config;
+
+typedef struct thg_context thg_context;
+
+/* Succeeds when `device` names a usable CUDA device; THG_ERR_NO_DEVICE with
+ * the runtime's reason otherwise (no device, no or too old a driver). */
+thg_status thg_probe_device(int device, char *err, size_t errlen);
+
+thg_status thg_create(const thg_config *config, thg_context **out, char *err, size_t errlen);
+
+/* Frees every device allocation of the context. Accepts NULL. */
+void thg_destroy(thg_context *ctx);
+
+/* Uploads the COO tensor once and builds one copy per mode on the device;
+ * allocates factors and results. Replaces a tensor loaded before. Before
+ * allocating, checks that the copies, factors, results and the build
+ * workspace fit in free device memory. */
+thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz, const uint32_t *dims,
+                    const uint32_t *const *indices, const double *values, uint32_t rank,
+                    char *err, size_t errlen);
+
+/* Row-major dims[mode] x rank doubles, converted to/from fp32 on the way. */
+thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, char *err,
+                          size_t errlen);
+thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
+                          size_t errlen);
+thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
+                          size_t errlen);
+
+/* A_mode <- M_mode W; lambda = column norms (max-norm floored at 1 when
+ * use_max_norm), A_mode /= lambda; gram = A^T A; inner[r] = sum_i M(i,r) A(i,r).
+ * Only W, lambda, gram and inner cross the bus. */
+thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int use_max_norm,
+                          double *lambda, double *gram, double *inner, char *err,
+                          size_t errlen);
+
+typedef struct thg_info {
+    char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */
+    uint32_t kappa;
+    uint32_t P;
+    uint32_t nmodes; /* 0 before a tensor is loaded */
+    uint64_t tensor_bytes;
+    uint64_t factor_bytes;
+    uint64_t workspace_bytes;
+    double build_seconds; /* device time to build every copy (CUDA events) */
+} thg_info;
+
+void thg_get_info(const thg_context *ctx, thg_info *info);
+
+typedef struct thg_mode_stats {
+    int scheme;          /* 1 or 2 */
+    uint32_t partitions; /* kappa */
+    double last_mttkrp_seconds; /* CUDA events; negative before the first mttkrp */
+} thg_mode_stats;
+
+thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
+                              char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,812 @@
+/* cpu-reference: the correctness oracle for every other backend, and the
+ * fallback without a GPU.
+ *
+ * Layout: for every mode a CSR-like copy of the tensor, nonzeros grouped by
+ * that mode's index (a stable counting sort, O(nnz) per mode), each carrying
+ * its value and the indices of the other modes side by side. MTTKRP then runs
+ * in parallel over output rows: every row is written by exactly one thread, so
+ * there are no atomics and the result does not depend on the thread count.
+ * All arithmetic is in double.
+ *
+ * Self-contained by design: libc, libm and OpenMP only (no GLib), so that a
+ * third party can read it as an example of the ABI. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <tensorhost/plugin.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CPU_REF_ID "cpu-reference"
+#define CPU_REF_MAX_MODES 64u
+#define CPU_REF_MAX_RANK 4096u
+/* Rows handed out per scheduling step at most: large enough that the
+ * scheduler's cost disappears next to the row work; fewer when there are few
+ * rows, so that every thread gets some (see row_chunk). */
+#define CPU_REF_ROW_CHUNK 16
+#define CPU_REF_CACHE_LINE 64u
+
+/* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
+typedef struct mode_layout {
+    uint64_t *row_start; /* [dims[mode] + 1]: row i holds nonzeros row_start[i] .. row_start[i+1]-1 */
+    double *values;      /* [nnz] in row order */
+    uint32_t *others;    /* [nnz * (nmodes - 1)]: the other modes' indices, in mode order */
+    uint32_t nonempty_rows;
+} mode_layout;
+
+struct th_instance {
+    const th_host_services *host;
+    int threads;
+
+    bool loaded;
+    uint32_t nmodes;
+    uint32_t rank;
+    uint64_t nnz;
+    uint32_t *dims;         /* [nmodes] */
+    mode_layout *layouts;   /* [nmodes] */
+    double **factors;       /* [nmodes] of dims[m] x rank */
+    double **results;       /* [nmodes] of dims[m] x rank: latest MTTKRP */
+    bool *result_ready;     /* [nmodes] */
+    double *last_seconds;   /* [nmodes]; negative before the first MTTKRP */
+    double *scratch;        /* [threads * scratch_stride]: per-thread Hadamard terms */
+    size_t scratch_stride;  /* rank rounded up to whole cache lines: no false sharing */
+    uint64_t tensor_bytes;
+    uint64_t factor_bytes;
+    uint64_t workspace_bytes;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static th_status fail(char *err, th_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static th_status fail(char *err, th_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(err, TH_ERROR_SIZE, format, args);
+    va_end(args);
+    return status;
+}
+
+static void host_log(const th_host_services *host, int32_t level, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void host_log(const th_host_services *host, int32_t level, const char *format, ...)
+{
+    /* The host's struct may come from an older header: look before using. */
+    if (host == NULL || host->log == NULL ||
+        host->struct_size < offsetof(th_host_services, log) + sizeof host->log)
+        return;
+    char line[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    host->log(host->host_data, level, line);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Doubles per thread in the scratch array: whole cache lines, so that two
+ * threads never write to the same line. */
+static size_t scratch_stride(uint32_t rank)
+{
+    size_t per_line = CPU_REF_CACHE_LINE / sizeof(double);
+    return ((size_t)rank + per_line - 1) / per_line * per_line;
+}
+
+/* a * b, or false when it does not fit in 64 bits. */
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a)
+        return false;
+    *out = a + b;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Info and options                                                          */
+/* ------------------------------------------------------------------------ */
+
+static const th_plugin_info cpu_reference_info = {
+    .struct_size = (uint32_t)sizeof(th_plugin_info),
+    .flags = TH_CAP_ALS_UPDATE,
+    .id = CPU_REF_ID,
+    .name = "CPU reference (OpenMP, CSR per mode)",
+    .version = "1.0.0",
+    .description = "Multi-threaded CPU MTTKRP in double precision over one row-sorted copy "
+                   "of the tensor per mode; the correctness oracle for other backends.",
+    .max_modes = CPU_REF_MAX_MODES,
+    .max_rank = CPU_REF_MAX_RANK,
+    .value_type = TH_VALUE_F64,
+    .reserved0 = 0,
+};
+
+static const th_plugin_info *cpu_reference_get_info(void)
+{
+    return &cpu_reference_info;
+}
+
+/* Decimal digits only: "+2", " 2" and "2.0" are not what a config that says
+ * threads = 2 renders, so refusing them catches mistakes instead of guessing. */
+static bool parse_positive_int(const char *text, int *out)
+{
+    if (text == NULL || text[0] == '\0')
+        return false;
+    for (const char *p = text; *p != '\0'; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    errno = 0;
+    long value = strtol(text, NULL, 10);
+    if (errno != 0 || value < 1 || value > INT_MAX)
+        return false;
+    *out = (int)value;
+    return true;
+}
+
+static th_status parse_options(const th_option *options, uint32_t n_options, int *threads,
+                               char *err)
+{
+    if (n_options > 0 && options == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "%u options given but the array is NULL",
+                    n_options);
+    bool threads_seen = false;
+    for (uint32_t i = 0; i < n_options; i++) {
+        const char *key = options[i].key;
+        const char *value = options[i].value;
+        if (key == NULL || value == NULL)
+            return fail(err, TH_ERR_INVALID_ARGUMENT, "option %u has a NULL %s", i,
+                        key == NULL ? "key" : "value");
+        if (strcmp(key, "threads") != 0)
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "unknown option '%s' (" CPU_REF_ID " accepts: threads)", key);
+        if (threads_seen)
+            return fail(err, TH_ERR_INVALID_ARGUMENT, "option 'threads' given twice");
+        threads_seen = true;
+        if (!parse_positive_int(value, threads))
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "option 'threads': expected a positive integer, found '%s'", value);
+    }
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Instance lifecycle                                                        */
+/* ------------------------------------------------------------------------ */
+
+static void release_tensor(th_instance *inst)
+{
+    for (uint32_t m = 0; inst->layouts != NULL && m < inst->nmodes; m++) {
+        free(inst->layouts[m].row_start);
+        free(inst->layouts[m].values);
+        free(inst->layouts[m].others);
+    }
+    for (uint32_t m = 0; inst->factors != NULL && m < inst->nmodes; m++)
+        free(inst->factors[m]);
+    for (uint32_t m = 0; inst->results != NULL && m < inst->nmodes; m++)
+        free(inst->results[m]);
+    free(inst->layouts);
+    free(inst->factors);
+    free(inst->results);
+    free(inst->result_ready);
+    free(inst->last_seconds);
+    free(inst->dims);
+    free(inst->scratch);
+    const th_host_services *host = inst->host;
+    int threads = inst->threads;
+    memset(inst, 0, sizeof *inst);
+    inst->host = host;
+    inst->threads = threads;
+}
+
+static th_status cpu_reference_create(const th_option *options, uint32_t n_options,
+                                      const th_host_services *host, th_instance **out,
+                                      char *err)
+{
+    if (out == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: the output pointer is NULL");
+    int threads = omp_get_max_threads();
+    th_status status = parse_options(options, n_options, &threads, err);
+    if (status != TH_OK)
+        return status;
+    th_instance *inst = calloc(1, sizeof *inst);
+    if (inst == NULL)
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory allocating the instance");
+    inst->host = host;
+    inst->threads = threads;
+    *out = inst;
+    host_log(host, TH_LOG_DEBUG, CPU_REF_ID ": instance with %d threads", threads);
+    return TH_OK;
+}
+
+static void cpu_reference_destroy(th_instance *inst)
+{
+    if (inst == NULL)
+        return;
+    release_tensor(inst);
+    free(inst);
+}
+
+/* ------------------------------------------------------------------------ */
+/* load_tensor                                                               */
+/* ------------------------------------------------------------------------ */
+
+static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err)
+{
+    if (t == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor is NULL");
+    if (t->struct_size < sizeof(th_coo_tensor))
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "load_tensor: tensor struct is %u bytes, shorter than the %zu of ABI 1.0",
+                    t->struct_size, sizeof(th_coo_tensor));
+    if (t->nmodes < 2)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "load_tensor: the tensor has %u modes; at least 2 are needed", t->nmodes);
+    if (t->nmodes > CPU_REF_MAX_MODES)
+        return fail(err, TH_ERR_UNSUPPORTED,
+                    "load_tensor: the tensor has %u modes; " CPU_REF_ID " supports at most %u",
+                    t->nmodes, CPU_REF_MAX_MODES);
+    if (rank < 1)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: rank 0; the rank must be >= 1");
+    if (rank > CPU_REF_MAX_RANK)
+        return fail(err, TH_ERR_UNSUPPORTED,
+                    "load_tensor: rank %u is above the maximum rank %u of " CPU_REF_ID, rank,
+                    CPU_REF_MAX_RANK);
+    if (t->nnz < 1)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor has no nonzeros");
+    if (t->dims == NULL || t->indices == NULL || t->values == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor's %s array is NULL",
+                    t->dims == NULL ? "dims" : (t->indices == NULL ? "indices" : "values"));
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        if (t->dims[m] == 0)
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "load_tensor: mode %u has dimension 0; every dimension must be >= 1", m);
+        if (t->indices[m] == NULL)
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "load_tensor: the index array of mode %u is NULL", m);
+    }
+    return TH_OK;
+}
+
+/* Reports the first nonzero (lowest k, then lowest mode) whose index is out
+ * of range or whose value is not finite. Scans mode by mode for cache
+ * locality, stopping each scan at the best position found so far. */
+static th_status validate_entries(const th_coo_tensor *t, char *err)
+{
+    uint64_t first_bad = t->nnz;
+    uint32_t bad_mode = 0;
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        const uint32_t *idx = t->indices[m];
+        for (uint64_t k = 0; k < first_bad; k++)
+            if (idx[k] >= t->dims[m]) {
+                first_bad = k;
+                bad_mode = m;
+                break;
+            }
+    }
+    for (uint64_t k = 0; k < first_bad; k++)
+        if (!isfinite(t->values[k]))
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "load_tensor: nonzero %llu has a non-finite value %g",
+                        (unsigned long long)k, t->values[k]);
+    if (first_bad < t->nnz)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "load_tensor: nonzero %llu has mode-%u index %u, out of range for "
+                    "dimension %u",
+                    (unsigned long long)first_bad, bad_mode, t->indices[bad_mode][first_bad],
+                    t->dims[bad_mode]);
+    return TH_OK;
+}
+
+/* Byte counts of everything load_tensor allocates, checked for overflow
+ * before any allocation so a huge tensor fails with sizes, not a crash. */
+typedef struct load_sizes {
+    uint64_t tensor_bytes;
+    uint64_t factor_bytes;
+    uint64_t workspace_bytes;
+} load_sizes;
+
+static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int threads,
+                               load_sizes *sizes, char *err)
+{
+    uint64_t per_nonzero = sizeof(double) + (uint64_t)(t->nmodes - 1) * sizeof(uint32_t);
+    uint64_t tensor = 0, factors = 0, workspace = 0, layout = 0, rows = 0, matrix = 0;
+    bool ok = mul_u64(t->nnz, per_nonzero, &layout);
+    for (uint32_t m = 0; ok && m < t->nmodes; m++) {
+        ok = add_u64(tensor, layout, &tensor) &&
+             mul_u64((uint64_t)t->dims[m] + 1, sizeof(uint64_t), &rows) &&
+             add_u64(tensor, rows, &tensor) &&
+             mul_u64((uint64_t)t->dims[m] * rank, 2 * sizeof(double), &matrix) &&
+             add_u64(factors, matrix, &factors);
+    }
+    ok = ok && mul_u64((uint64_t)threads * scratch_stride(rank), sizeof(double), &workspace);
+    uint64_t total = 0;
+    ok = ok && add_u64(tensor, factors, &total) && add_u64(total, workspace, &total);
+    if (!ok || total > (uint64_t)SIZE_MAX)
+        return fail(err, TH_ERR_OUT_OF_MEMORY,
+                    "load_tensor: %llu nonzeros in %u modes at rank %u need more memory than "
+                    "this machine can address",
+                    (unsigned long long)t->nnz, t->nmodes, rank);
+    sizes->tensor_bytes = tensor;
+    sizes->factor_bytes = factors;
+    sizes->workspace_bytes = workspace;
+    return TH_OK;
+}
+
+/* Stable counting sort of the nonzeros by their `mode` index. */
+static void build_layout(const th_coo_tensor *t, uint32_t mode, mode_layout *layout)
+{
+    uint32_t dim = t->dims[mode];
+    uint32_t width = t->nmodes - 1;
+    const uint32_t *rows = t->indices[mode];
+    uint64_t *start = layout->row_start;
+
+    memset(start, 0, ((size_t)dim + 1) * sizeof *start);
+    for (uint64_t k = 0; k < t->nnz; k++)
+        start[rows[k] + 1]++;
+    uint32_t nonempty = 0;
+    for (uint32_t i = 0; i < dim; i++) {
+        nonempty += start[i + 1] != 0;
+        start[i + 1] += start[i];
+    }
+    layout->nonempty_rows = nonempty;
+
+    /* start[i] doubles as row i's write cursor; afterwards start[i] has moved
+     * to where row i+1 begins, so shifting by one slot restores it. */
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        uint64_t pos = start[rows[k]]++;
+        layout->values[pos] = t->values[k];
+        uint32_t *dst = layout->others + pos * width;
+        for (uint32_t m = 0, j = 0; m < t->nmodes; m++)
+            if (m != mode)
+                dst[j++] = t->indices[m][k];
+    }
+    memmove(start + 1, start, (size_t)dim * sizeof *start);
+    start[0] = 0;
+}
+
+static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint32_t rank,
+                                 char *err)
+{
+    uint32_t n = t->nmodes;
+    inst->nmodes = n;
+    inst->rank = rank;
+    inst->nnz = t->nnz;
+    inst->dims = malloc(n * sizeof *inst->dims);
+    inst->layouts = calloc(n, sizeof *inst->layouts);
+    inst->factors = calloc(n, sizeof *inst->factors);
+    inst->results = calloc(n, sizeof *inst->results);
+    inst->result_ready = calloc(n, sizeof *inst->result_ready);
+    inst->last_seconds = malloc(n * sizeof *inst->last_seconds);
+    inst->scratch_stride = scratch_stride(rank);
+    inst->scratch = aligned_alloc(CPU_REF_CACHE_LINE, (size_t)inst->threads * inst->scratch_stride *
+                                                          sizeof *inst->scratch);
+    if (!inst->dims || !inst->layouts || !inst->factors || !inst->results ||
+        !inst->result_ready || !inst->last_seconds || !inst->scratch)
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "load_tensor: out of memory for bookkeeping");
+    memcpy(inst->dims, t->dims, n * sizeof *inst->dims);
+
+    size_t width = n - 1;
+    for (uint32_t m = 0; m < n; m++) {
+        mode_layout *l = &inst->layouts[m];
+        size_t cells = (size_t)t->dims[m] * rank;
+        l->row_start = malloc(((size_t)t->dims[m] + 1) * sizeof *l->row_start);
+        l->values = malloc((size_t)t->nnz * sizeof *l->values);
+        l->others = malloc((size_t)t->nnz * width * sizeof *l->others);
+        /* Zeroed: factors are "unspecified until set_factor", but reading
+         * them must not be reading uninitialised memory. */
+        inst->factors[m] = calloc(cells, sizeof(double));
+        inst->results[m] = calloc(cells, sizeof(double));
+        inst->last_seconds[m] = -1.0;
+        if (!l->row_start || !l->values || !l->others || !inst->factors[m] ||
+            !inst->results[m])
+            return fail(err, TH_ERR_OUT_OF_MEMORY,
+                        "load_tensor: out of memory for mode %u (dimension %u, %llu nonzeros, "
+                        "rank %u)",
+                        m, t->dims[m], (unsigned long long)t->nnz, rank);
+    }
+    return TH_OK;
+}
+
+static th_status cpu_reference_load_tensor(th_instance *inst, const th_coo_tensor *t,
+                                           uint32_t rank, char *err)
+{
+    if (inst == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the instance is NULL");
+    load_sizes sizes = {0, 0, 0};
+    th_status status = validate_shape(t, rank, err);
+    if (status == TH_OK)
+        status = validate_entries(t, err);
+    if (status == TH_OK)
+        status = compute_sizes(t, rank, inst->threads, &sizes, err);
+    if (status != TH_OK)
+        return status;
+
+    double start = now_seconds();
+    release_tensor(inst);
+    status = allocate_tensor(inst, t, rank, err);
+    if (status != TH_OK) {
+        release_tensor(inst);
+        return status;
+    }
+    /* Modes are independent: sort them concurrently when there are threads
+     * to spare (each sort is serial and O(nnz)). */
+    int sort_threads = inst->threads < (int)t->nmodes ? inst->threads : (int)t->nmodes;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(sort_threads)
+    for (int m = 0; m < (int)t->nmodes; m++)
+        build_layout(t, (uint32_t)m, &inst->layouts[m]);
+
+    inst->tensor_bytes = sizes.tensor_bytes;
+    inst->factor_bytes = sizes.factor_bytes;
+    inst->workspace_bytes = sizes.workspace_bytes;
+    inst->loaded = true;
+    host_log(inst->host, TH_LOG_DEBUG,
+             CPU_REF_ID ": %u row-sorted layouts of %llu nonzeros built in %.3f s "
+             "(%.1f MiB)",
+             t->nmodes, (unsigned long long)t->nnz, now_seconds() - start,
+             (double)sizes.tensor_bytes / (1024.0 * 1024.0));
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Factors and MTTKRP                                                        */
+/* ------------------------------------------------------------------------ */
+
+static th_status check_mode(const th_instance *inst, const char *function, uint32_t mode,
+                            char *err)
+{
+    if (inst == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: the instance is NULL", function);
+    if (!inst->loaded)
+        return fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)",
+                    function);
+    if (mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "%s: mode %u is out of range; the tensor has %u modes (0..%u)", function,
+                    mode, inst->nmodes, inst->nmodes - 1);
+    return TH_OK;
+}
+
+static size_t matrix_bytes(const th_instance *inst, uint32_t mode)
+{
+    return (size_t)inst->dims[mode] * inst->rank * sizeof(double);
+}
+
+static th_status cpu_reference_set_factor(th_instance *inst, uint32_t mode,
+                                          const double *data, char *err)
+{
+    th_status status = check_mode(inst, "set_factor", mode, err);
+    if (status != TH_OK)
+        return status;
+    if (data == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: mode %u: data is NULL", mode);
+    memcpy(inst->factors[mode], data, matrix_bytes(inst, mode));
+    return TH_OK;
+}
+
+static th_status cpu_reference_get_factor(th_instance *inst, uint32_t mode, double *data,
+                                          char *err)
+{
+    th_status status = check_mode(inst, "get_factor", mode, err);
+    if (status != TH_OK)
+        return status;
+    if (data == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: mode %u: data is NULL", mode);
+    memcpy(data, inst->factors[mode], matrix_bytes(inst, mode));
+    return TH_OK;
+}
+
+/* 3- and 4-mode tensors, the common orders: one fused loop per nonzero
+ * instead of a round trip through the scratch row. The products are formed
+ * in the same order as in the general loop, so the results are identical. */
+static void mttkrp_row_fused(const mode_layout *l, const double *const *other_factors,
+                             uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                             double *restrict out)
+{
+    for (uint64_t k = begin; k < end; k++) {
+        const uint32_t *idx = l->others + k * width;
+        const double value = l->values[k];
+        const double *restrict a = other_factors[0] + (size_t)idx[0] * rank;
+        const double *restrict b = other_factors[1] + (size_t)idx[1] * rank;
+        if (width == 2) {
+            for (uint32_t r = 0; r < rank; r++)
+                out[r] += value * a[r] * b[r];
+        } else {
+            const double *restrict c = other_factors[2] + (size_t)idx[2] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                out[r] += value * a[r] * b[r] * c[r];
+        }
+    }
+}
+
+/* out[0..R) = sum over the row's nonzeros of value * (Hadamard product of the
+ * other factors' rows). `term` is scratch of R doubles; `other_factors` lists
+ * the factors of the other modes in the order of the layout's indices. The
+ * restrict qualifiers let the R-loops vectorise without alias checks. */
+static void mttkrp_row(const mode_layout *l, const double *const *other_factors,
+                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                       double *restrict term, double *restrict out)
+{
+    for (uint32_t r = 0; r < rank; r++)
+        out[r] = 0.0;
+    if (width == 2 || width == 3) {
+        mttkrp_row_fused(l, other_factors, width, rank, begin, end, out);
+        return;
+    }
+    for (uint64_t k = begin; k < end; k++) {
+        const uint32_t *idx = l->others + k * width;
+        const double value = l->values[k];
+        const double *restrict first = other_factors[0] + (size_t)idx[0] * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            term[r] = value * first[r];
+        for (uint32_t j = 1; j < width; j++) {
+            const double *restrict row = other_factors[j] + (size_t)idx[j] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                term[r] *= row[r];
+        }
+        for (uint32_t r = 0; r < rank; r++)
+            out[r] += term[r];
+    }
+}
+
+static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *err)
+{
+    th_status status = check_mode(inst, "mttkrp", mode, err);
+    if (status != TH_OK)
+        return status;
+    double start = now_seconds();
+    const mode_layout *l = &inst->layouts[mode];
+    double *result = inst->results[mode];
+    int64_t rows = inst->dims[mode];
+    uint32_t rank = inst->rank;
+
+    const double *other_factors[CPU_REF_MAX_MODES];
+    uint32_t width = 0;
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (m != mode)
+            other_factors[width++] = inst->factors[m];
+
+    /* About eight chunks per thread balance rows of very different lengths. */
+    int64_t chunk = rows / ((int64_t)inst->threads * 8);
+    chunk = chunk < 1 ? 1 : (chunk > CPU_REF_ROW_CHUNK ? CPU_REF_ROW_CHUNK : chunk);
+
+#pragma omp parallel num_threads(inst->threads)
+    {
+        double *term = inst->scratch + (size_t)omp_get_thread_num() * inst->scratch_stride;
+#pragma omp for schedule(dynamic, chunk)
+        for (int64_t i = 0; i < rows; i++)
+            mttkrp_row(l, other_factors, width, rank, l->row_start[i], l->row_start[i + 1],
+                       term, result + (size_t)i * rank);
+    }
+    inst->result_ready[mode] = true;
+    inst->last_seconds[mode] = now_seconds() - start;
+    return TH_OK;
+}
+
+static th_status cpu_reference_get_mttkrp_result(th_instance *inst, uint32_t mode,
+                                                 double *data, char *err)
+{
+    th_status status = check_mode(inst, "get_mttkrp_result", mode, err);
+    if (status != TH_OK)
+        return status;
+    if (data == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: mode %u: data is NULL",
+                    mode);
+    if (!inst->result_ready[mode])
+        return fail(err, TH_ERR_BAD_STATE,
+                    "get_mttkrp_result: mode %u has no result yet (call mttkrp first)", mode);
+    memcpy(data, inst->results[mode], matrix_bytes(inst, mode));
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* als_update                                                                */
+/* ------------------------------------------------------------------------ */
+
+static th_status check_als_arguments(const th_instance *inst, uint32_t mode, const double *w,
+                                     int32_t norm, const th_als_output *out, char *err)
+{
+    th_status status = check_mode(inst, "als_update", mode, err);
+    if (status != TH_OK)
+        return status;
+    if (w == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: mode %u: w is NULL", mode);
+    if (norm != TH_NORM_2 && norm != TH_NORM_MAX)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "als_update: norm %d is neither TH_NORM_2 (%d) nor TH_NORM_MAX (%d)",
+                    (int)norm, TH_NORM_2, TH_NORM_MAX);
+    if (out == NULL || out->struct_size < sizeof(th_als_output))
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "als_update: the output struct is %s",
+                    out == NULL ? "NULL" : "shorter than the th_als_output of ABI 1.0");
+    if (out->lambda == NULL || out->gram == NULL || out->inner == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: output array '%s' is NULL",
+                    out->lambda == NULL ? "lambda" : (out->gram == NULL ? "gram" : "inner"));
+    if (!inst->result_ready[mode])
+        return fail(err, TH_ERR_BAD_STATE,
+                    "als_update: mode %u has no MTTKRP result yet (call mttkrp first)", mode);
+    return TH_OK;
+}
+
+/* Tensor Toolbox's choice: 2-norm, or max(max_i |a_ir|, 1) so that columns
+ * are only ever shrunk. A zero 2-norm stays 0 and the caller does not divide. */
+static double column_norm(const double *column, size_t rows, int32_t norm)
+{
+    double acc = 0.0;
+    if (norm == TH_NORM_2) {
+        for (size_t i = 0; i < rows; i++)
+            acc += column[i] * column[i];
+        return sqrt(acc);
+    }
+    for (size_t i = 0; i < rows; i++)
+        acc = fmax(acc, fabs(column[i]));
+    return fmax(acc, 1.0);
+}
+
+/* Works on a column-major copy of the new factor so that every reduction
+ * (norm, inner product, Gram entry) is one sequential loop over a contiguous
+ * column: the same sums in the same order whatever the thread count. */
+static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, const double *w,
+                                          int32_t norm, th_als_output *out, char *err)
+{
+    th_status status = check_als_arguments(inst, mode, w, norm, out, err);
+    if (status != TH_OK)
+        return status;
+    const int64_t rows = inst->dims[mode];
+    const int64_t rank = inst->rank;
+    const double *m_rows = inst->results[mode];
+    double *a_rows = inst->factors[mode];
+    double *columns = malloc((size_t)rows * (size_t)rank * sizeof *columns);
+    if (columns == NULL)
+        return fail(err, TH_ERR_OUT_OF_MEMORY,
+                    "als_update: out of memory for a %lld x %lld work matrix", (long long)rows,
+                    (long long)rank);
+
+#pragma omp parallel num_threads(inst->threads)
+    {
+        /* A = M w, written column-major. */
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < rows; i++) {
+            const double *m_row = m_rows + i * rank;
+            for (int64_t r = 0; r < rank; r++) {
+                double acc = 0.0;
+                for (int64_t s = 0; s < rank; s++)
+                    acc += m_row[s] * w[s * rank + r];
+                columns[r * rows + i] = acc;
+            }
+        }
+        /* lambda, normalisation and the fit terms, one column per step. */
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rank; r++) {
+            double *column = columns + r * rows;
+            double lambda = column_norm(column, (size_t)rows, norm);
+            if (lambda != 0.0)
+                for (int64_t i = 0; i < rows; i++)
+                    column[i] /= lambda;
+            double inner = 0.0;
+            for (int64_t i = 0; i < rows; i++)
+                inner += m_rows[i * rank + r] * column[i];
+            out->lambda[r] = lambda;
+            out->inner[r] = inner;
+        }
+        /* Gram = A^T A: the upper triangle, mirrored. Row r has rank - r
+         * entries, hence the dynamic schedule. */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t r = 0; r < rank; r++) {
+            const double *cr = columns + r * rows;
+            for (int64_t s = r; s < rank; s++) {
+                const double *cs = columns + s * rows;
+                double acc = 0.0;
+                for (int64_t i = 0; i < rows; i++)
+                    acc += cr[i] * cs[i];
+                out->gram[r * rank + s] = acc;
+                out->gram[s * rank + r] = acc;
+            }
+        }
+        /* Back to the row-major factor the next MTTKRP reads. */
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t r = 0; r < rank; r++)
+                a_rows[i * rank + r] = columns[r * rows + i];
+    }
+    free(columns);
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Runtime and mode info                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Writes `full` into the caller's struct, but only as many bytes as both
+ * sides know (the caller's struct_size may come from an older header), and
+ * leaves the caller's struct_size as it is. */
+static void copy_out(void *dst, const void *full, size_t full_size)
+{
+    uint32_t caller_size;
+    memcpy(&caller_size, dst, sizeof caller_size);
+    size_t n = caller_size < full_size ? caller_size : full_size;
+    if (n > sizeof caller_size)
+        memcpy((char *)dst + sizeof caller_size, (const char *)full + sizeof caller_size,
+               n - sizeof caller_size);
+}
+
+static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_info *info,
+                                                char *err)
+{
+    if (inst == NULL || info == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: %s is NULL",
+                    inst == NULL ? "the instance" : "info");
+    th_runtime_info full;
+    memset(&full, 0, sizeof full);
+    snprintf(full.device, sizeof full.device, "CPU (%d thread%s)", inst->threads,
+             inst->threads == 1 ? "" : "s");
+    full.tensor_bytes = inst->tensor_bytes;
+    full.factor_bytes = inst->factor_bytes;
+    full.workspace_bytes = inst->workspace_bytes;
+    snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode", inst->threads);
+    copy_out(info, &full, sizeof full);
+    return TH_OK;
+}
+
+static th_status cpu_reference_get_mode_info(th_instance *inst, uint32_t mode,
+                                             th_mode_info *info, char *err)
+{
+    th_status status = check_mode(inst, "get_mode_info", mode, err);
+    if (status != TH_OK)
+        return status;
+    if (info == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: info is NULL");
+    th_mode_info full;
+    memset(&full, 0, sizeof full);
+    full.partitions = inst->layouts[mode].nonempty_rows;
+    snprintf(full.scheme, sizeof full.scheme, "row-parallel");
+    full.last_mttkrp_seconds = inst->last_seconds[mode];
+    copy_out(info, &full, sizeof full);
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The entry                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* No init/deinit: the plugin keeps no process-wide state. */
+TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
+    TH_PLUGIN_ENTRY_HEADER,
+    .init = NULL,
+    .deinit = NULL,
+    .get_info = cpu_reference_get_info,
+    .create = cpu_reference_create,
+    .destroy = cpu_reference_destroy,
+    .load_tensor = cpu_reference_load_tensor,
+    .set_factor = cpu_reference_set_factor,
+    .get_factor = cpu_reference_get_factor,
+    .mttkrp = cpu_reference_mttkrp,
+    .get_mttkrp_result = cpu_reference_get_mttkrp_result,
+    .als_update = cpu_reference_als_update,
+    .get_runtime_info = cpu_reference_get_runtime_info,
+    .get_mode_info = cpu_reference_get_mode_info,
+};

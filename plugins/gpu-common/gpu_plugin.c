@@ -1,0 +1,289 @@
+/* ABI glue over th_kernels, shared by the three GPU plugins. */
+#include "gpu_plugin.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct th_instance {
+    thg_context *ctx;
+    const th_host_services *host;
+    const char *id; /* the plugin's static id string */
+};
+
+static th_status to_th_status(thg_status status)
+{
+    switch (status) {
+    case THG_OK:
+        return TH_OK;
+    case THG_ERR_INVALID:
+        return TH_ERR_INVALID_ARGUMENT;
+    case THG_ERR_UNSUPPORTED:
+        return TH_ERR_UNSUPPORTED;
+    case THG_ERR_OUT_OF_MEMORY:
+        return TH_ERR_OUT_OF_MEMORY;
+    case THG_ERR_NO_DEVICE:
+        return TH_ERR_NO_DEVICE;
+    case THG_ERR_DEVICE:
+        return TH_ERR_DEVICE;
+    case THG_ERR_STATE:
+        return TH_ERR_BAD_STATE;
+    }
+    return TH_ERR_INTERNAL;
+}
+
+static th_status fail(char *err, th_status status, const char *message)
+{
+    snprintf(err, TH_ERROR_SIZE, "%s", message);
+    return status;
+}
+
+/* Strict decimal: digits only, no sign or spaces, within [lo, hi]. */
+static int parse_uint(const char *text, unsigned long lo, unsigned long hi, unsigned long *out)
+{
+    if (!text || text[0] < '0' || text[0] > '9')
+        return 0;
+    errno = 0;
+    char *end = NULL;
+    const unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
+                               thg_config *config, char *err)
+{
+    static const struct {
+        const char *key;
+        unsigned long lo, hi;
+    } known[] = {{"kappa", 1, 1048576}, {"P", 1, THG_MAX_P}, {"device", 0, 1023}};
+    for (uint32_t i = 0; i < n_options; ++i) {
+        const char *key = options[i].key ? options[i].key : "(null)";
+        size_t k = 0;
+        while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
+            ++k;
+        if (k == sizeof(known) / sizeof(known[0])) {
+            snprintf(err, TH_ERROR_SIZE,
+                     "unknown option \"%s\": %s accepts kappa, P and device", key, id);
+            return TH_ERR_INVALID_ARGUMENT;
+        }
+        unsigned long v = 0;
+        if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v)) {
+            snprintf(err, TH_ERROR_SIZE,
+                     "option %s: \"%s\" is not valid: expected an integer from %lu to %lu",
+                     key, options[i].value ? options[i].value : "(null)", known[k].lo,
+                     known[k].hi);
+            return TH_ERR_INVALID_ARGUMENT;
+        }
+        if (k == 0)
+            config->kappa = (uint32_t)v;
+        else if (k == 1)
+            config->P = (uint32_t)v;
+        else
+            config->device = (int)v;
+    }
+    return TH_OK;
+}
+
+th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_option *options,
+                            uint32_t n_options, const th_host_services *host, th_instance **out,
+                            char *err)
+{
+    if (!out)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: out is NULL");
+    *out = NULL;
+    if (n_options > 0 && !options)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
+    thg_config config = {.device = 0, .kappa = 0, .P = 0, .policy = policy};
+    th_status st = parse_options(options, n_options, plugin_id, &config, err);
+    if (st != TH_OK)
+        return st;
+    th_instance *instance = calloc(1, sizeof(*instance));
+    if (!instance)
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+    char msg[TH_ERROR_SIZE / 2]; /* room for the "option device=N: " prefix */
+    const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
+    if (gst != THG_OK) {
+        if (gst == THG_ERR_INVALID)
+            snprintf(err, TH_ERROR_SIZE, "option device=%d: %s", config.device, msg);
+        else
+            snprintf(err, TH_ERROR_SIZE, "%s", msg);
+        free(instance);
+        return to_th_status(gst);
+    }
+    instance->host = host;
+    instance->id = plugin_id;
+    *out = instance;
+    return TH_OK;
+}
+
+void gpu_plugin_destroy(th_instance *instance)
+{
+    if (!instance)
+        return;
+    thg_destroy(instance->ctx);
+    free(instance);
+}
+
+static void log_layout(const th_instance *instance)
+{
+    if (!instance->host || !instance->host->log)
+        return;
+    thg_info info;
+    thg_get_info(instance->ctx, &info);
+    char schemes[2 * THG_MAX_MODES + 1] = "";
+    for (uint32_t m = 0; m < info.nmodes; ++m) {
+        thg_mode_stats s;
+        char scratch[TH_ERROR_SIZE];
+        if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) == THG_OK)
+            snprintf(schemes + strlen(schemes), sizeof(schemes) - strlen(schemes), "%s%d",
+                     m ? "," : "", s.scheme);
+    }
+    char line[512];
+    snprintf(line, sizeof(line),
+             "%s: %s, kappa=%u P=%u schemes=%s, copies %.1f MiB, factors %.1f MiB, "
+             "built in %.3f ms",
+             instance->id, info.device_name, info.kappa, info.P, schemes,
+             info.tensor_bytes / 1048576.0, info.factor_bytes / 1048576.0,
+             info.build_seconds * 1e3);
+    instance->host->log(instance->host->host_data, TH_LOG_INFO, line);
+}
+
+th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
+                                 uint32_t rank, char *err)
+{
+    if (!instance || !tensor)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: instance or tensor is NULL");
+    if (tensor->struct_size < offsetof(th_coo_tensor, values) + sizeof(tensor->values))
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: th_coo_tensor is too short");
+    if (!tensor->dims || !tensor->indices || !tensor->values)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
+    char msg[TH_ERROR_SIZE];
+    const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
+                                   tensor->indices, tensor->values, rank, msg, sizeof(msg));
+    if (st != THG_OK)
+        return fail(err, to_th_status(st), msg);
+    log_layout(instance);
+    return TH_OK;
+}
+
+/* Runs a th_kernels call and turns its status and message into the ABI's. */
+#define GPU_CALL(call)                                                 \
+    do {                                                               \
+        char msg_[TH_ERROR_SIZE];                                      \
+        const size_t errlen = sizeof(msg_);                            \
+        char *const gpu_err = msg_;                                    \
+        const thg_status st_ = (call);                                 \
+        if (st_ != THG_OK)                                             \
+            return fail(err, to_th_status(st_), msg_);                 \
+    } while (0)
+
+th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
+                                char *err)
+{
+    if (!instance || !data)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: NULL argument");
+    GPU_CALL(thg_set_factor(instance->ctx, mode, data, gpu_err, errlen));
+    return TH_OK;
+}
+
+th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *data, char *err)
+{
+    if (!instance || !data)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: NULL argument");
+    GPU_CALL(thg_get_factor(instance->ctx, mode, data, gpu_err, errlen));
+    return TH_OK;
+}
+
+th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err)
+{
+    if (!instance)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "mttkrp: instance is NULL");
+    GPU_CALL(thg_mttkrp(instance->ctx, mode, gpu_err, errlen));
+    return TH_OK;
+}
+
+th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, double *data,
+                                       char *err)
+{
+    if (!instance || !data)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: NULL argument");
+    GPU_CALL(thg_get_result(instance->ctx, mode, data, gpu_err, errlen));
+    return TH_OK;
+}
+
+th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
+                                int32_t norm, th_als_output *out, char *err)
+{
+    if (!instance || !w || !out || !out->lambda || !out->gram || !out->inner)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
+    if (norm != TH_NORM_2 && norm != TH_NORM_MAX) {
+        snprintf(err, TH_ERROR_SIZE, "als_update: unknown norm %d (expected %d or %d)",
+                 (int)norm, TH_NORM_2, TH_NORM_MAX);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    GPU_CALL(thg_als_update(instance->ctx, mode, w, norm == TH_NORM_MAX, out->lambda, out->gram,
+                            out->inner, gpu_err, errlen));
+    return TH_OK;
+}
+
+/* The ABI's out-struct rule: write only what fits in both sizes. */
+static void copy_out(void *dst, const void *src, size_t plugin_size)
+{
+    uint32_t host_size;
+    memcpy(&host_size, dst, sizeof(host_size));
+    const size_t n = host_size < plugin_size ? host_size : plugin_size;
+    if (n > sizeof(uint32_t))
+        memcpy((char *)dst + sizeof(uint32_t), (const char *)src + sizeof(uint32_t),
+               n - sizeof(uint32_t));
+}
+
+th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err)
+{
+    if (!instance || !info)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: NULL argument");
+    thg_info gi;
+    thg_get_info(instance->ctx, &gi);
+    th_runtime_info r;
+    memset(&r, 0, sizeof(r));
+    r.struct_size = (uint32_t)sizeof(r);
+    snprintf(r.device, sizeof(r.device), "%s", gi.device_name);
+    r.tensor_bytes = gi.tensor_bytes;
+    r.factor_bytes = gi.factor_bytes;
+    r.workspace_bytes = gi.workspace_bytes;
+    int len = snprintf(r.details, sizeof(r.details), "kappa=%u P=%u", gi.kappa, gi.P);
+    if (gi.nmodes > 0) {
+        len += snprintf(r.details + len, sizeof(r.details) - (size_t)len, " schemes=");
+        for (uint32_t m = 0; m < gi.nmodes; ++m) {
+            thg_mode_stats s;
+            char scratch[TH_ERROR_SIZE];
+            if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) == THG_OK)
+                len += snprintf(r.details + len, sizeof(r.details) - (size_t)len, "%s%d",
+                                m ? "," : "", s.scheme);
+        }
+        snprintf(r.details + len, sizeof(r.details) - (size_t)len, " build_ms=%.3f",
+                 gi.build_seconds * 1e3);
+    }
+    copy_out(info, &r, sizeof(r));
+    return TH_OK;
+}
+
+th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
+                                   char *err)
+{
+    if (!instance || !info)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: NULL argument");
+    thg_mode_stats s;
+    GPU_CALL(thg_get_mode_stats(instance->ctx, mode, &s, gpu_err, errlen));
+    th_mode_info r;
+    memset(&r, 0, sizeof(r));
+    r.struct_size = (uint32_t)sizeof(r);
+    r.partitions = s.partitions;
+    snprintf(r.scheme, sizeof(r.scheme), "scheme%d", s.scheme);
+    r.last_mttkrp_seconds = s.last_mttkrp_seconds;
+    copy_out(info, &r, sizeof(r));
+    return TH_OK;
+}

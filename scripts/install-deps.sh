@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages tensorhost builds and tests with (the CUDA
+# toolkit is not among them: with nvcc on PATH the GPU plugins are built,
+# without it they are skipped). Does nothing when all are present.
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config libglib2.0-dev libjson-glib-dev
+          libtomlplusplus-dev libcmocka-dev libcairo2-dev clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,136 @@
+/* The ABI's binary layout, pinned: every struct's size and every field's
+ * offset on x86-64 (LP64), and every constant a compiled plugin carries.
+ * Compiled twice: against the current header and against the frozen 1.0
+ * copy (TH_ABI_HEADER names which). A minor version may only append fields,
+ * so when the header grows, the asserts on what exists stay true and only
+ * the sizeof() lines of grown structs change: update them together with the
+ * header's changelog, never an offset. A failing assert is a build error. */
+#include TH_ABI_HEADER
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OFFSET(type, field, value) static_assert(offsetof(type, field) == (value), #type "." #field)
+#define SIZE(type, value) static_assert(sizeof(type) == (value), "sizeof " #type)
+
+/* Constants: a plugin compiles them in, so they can never change in 1.x. */
+static_assert(TH_ABI_VERSION_MAJOR == 1, "major");
+static_assert(TH_ERROR_SIZE == 512 && TH_NAME_SIZE == 128 && TH_DETAILS_SIZE == 512, "sizes");
+static_assert(TH_OK == 0 && TH_ERR_INVALID_ARGUMENT == -1 && TH_ERR_UNSUPPORTED == -2 &&
+                  TH_ERR_OUT_OF_MEMORY == -3 && TH_ERR_NO_DEVICE == -4 && TH_ERR_DEVICE == -5 &&
+                  TH_ERR_BAD_STATE == -6 && TH_ERR_CANCELLED == -7 && TH_ERR_INTERNAL == -8,
+              "status codes");
+static_assert(TH_LOG_ERROR == 0 && TH_LOG_WARNING == 1 && TH_LOG_INFO == 2 && TH_LOG_DEBUG == 3,
+              "log levels");
+static_assert(TH_VALUE_F32 == 1 && TH_VALUE_F64 == 2, "value types");
+static_assert(TH_CAP_ALS_UPDATE == 1 && TH_CAP_GPU == 2 && TH_CAP_THREAD_SAFE_INSTANCES == 4,
+              "capability flags");
+static_assert(TH_NORM_2 == 0 && TH_NORM_MAX == 1, "norms");
+static_assert(sizeof(th_status) == 4, "th_status is int32_t");
+
+#if defined(__x86_64__) && defined(__LP64__)
+#define TH_LAYOUT_PINNED 1
+
+SIZE(th_abi_version, 4);
+OFFSET(th_abi_version, major, 0);
+OFFSET(th_abi_version, minor, 2);
+
+SIZE(th_host_services, 32);
+OFFSET(th_host_services, struct_size, 0);
+OFFSET(th_host_services, reserved0, 4);
+OFFSET(th_host_services, host_data, 8);
+OFFSET(th_host_services, log, 16);
+OFFSET(th_host_services, is_cancelled, 24);
+
+SIZE(th_option, 16);
+OFFSET(th_option, key, 0);
+OFFSET(th_option, value, 8);
+
+SIZE(th_coo_tensor, 48);
+OFFSET(th_coo_tensor, struct_size, 0);
+OFFSET(th_coo_tensor, nmodes, 4);
+OFFSET(th_coo_tensor, nnz, 8);
+OFFSET(th_coo_tensor, dims, 16);
+OFFSET(th_coo_tensor, indices, 24);
+OFFSET(th_coo_tensor, values, 32);
+OFFSET(th_coo_tensor, norm_squared, 40);
+
+SIZE(th_plugin_info, 56);
+OFFSET(th_plugin_info, struct_size, 0);
+OFFSET(th_plugin_info, flags, 4);
+OFFSET(th_plugin_info, id, 8);
+OFFSET(th_plugin_info, name, 16);
+OFFSET(th_plugin_info, version, 24);
+OFFSET(th_plugin_info, description, 32);
+OFFSET(th_plugin_info, max_modes, 40);
+OFFSET(th_plugin_info, max_rank, 44);
+OFFSET(th_plugin_info, value_type, 48);
+OFFSET(th_plugin_info, reserved0, 52);
+
+SIZE(th_runtime_info, 672);
+OFFSET(th_runtime_info, struct_size, 0);
+OFFSET(th_runtime_info, reserved0, 4);
+OFFSET(th_runtime_info, device, 8);
+OFFSET(th_runtime_info, tensor_bytes, 136);
+OFFSET(th_runtime_info, factor_bytes, 144);
+OFFSET(th_runtime_info, workspace_bytes, 152);
+OFFSET(th_runtime_info, details, 160);
+
+SIZE(th_mode_info, 144);
+OFFSET(th_mode_info, struct_size, 0);
+OFFSET(th_mode_info, partitions, 4);
+OFFSET(th_mode_info, scheme, 8);
+OFFSET(th_mode_info, last_mttkrp_seconds, 136);
+
+SIZE(th_als_output, 32);
+OFFSET(th_als_output, struct_size, 0);
+OFFSET(th_als_output, reserved0, 4);
+OFFSET(th_als_output, lambda, 8);
+OFFSET(th_als_output, gram, 16);
+OFFSET(th_als_output, inner, 24);
+
+SIZE(th_plugin_entry, 112);
+OFFSET(th_plugin_entry, struct_size, 0);
+OFFSET(th_plugin_entry, abi_version, 4);
+OFFSET(th_plugin_entry, init, 8);
+OFFSET(th_plugin_entry, deinit, 16);
+OFFSET(th_plugin_entry, get_info, 24);
+OFFSET(th_plugin_entry, create, 32);
+OFFSET(th_plugin_entry, destroy, 40);
+OFFSET(th_plugin_entry, load_tensor, 48);
+OFFSET(th_plugin_entry, set_factor, 56);
+OFFSET(th_plugin_entry, get_factor, 64);
+OFFSET(th_plugin_entry, mttkrp, 72);
+OFFSET(th_plugin_entry, get_mttkrp_result, 80);
+OFFSET(th_plugin_entry, als_update, 88);
+OFFSET(th_plugin_entry, get_runtime_info, 96);
+OFFSET(th_plugin_entry, get_mode_info, 104);
+/* The host's floor for every 1.x plugin: the 1.0 entry, whatever grows later. */
+static_assert(TH_PLUGIN_ENTRY_V1_0_SIZE == 112, "TH_PLUGIN_ENTRY_V1_0_SIZE");
+#endif
+
+/* The convenience macro must fill exactly the header fields. */
+static const th_plugin_entry header_only = {TH_PLUGIN_ENTRY_HEADER};
+
+int main(void)
+{
+#ifndef TH_LAYOUT_PINNED
+    puts("SKIPPED: layout values are pinned for x86-64 only");
+    return 77;
+#else
+    if (header_only.struct_size != sizeof(th_plugin_entry) ||
+        header_only.abi_version.major != TH_ABI_VERSION_MAJOR ||
+        header_only.abi_version.minor != TH_ABI_VERSION_MINOR || header_only.get_info != NULL) {
+        puts("TH_PLUGIN_ENTRY_HEADER filled the wrong fields");
+        return 1;
+    }
+    if (strcmp(TH_PLUGIN_ENTRY_SYMBOL, "tensorhost_plugin_entry") != 0) {
+        puts("TH_PLUGIN_ENTRY_SYMBOL changed");
+        return 1;
+    }
+    printf("ABI %u.%u layout as pinned (%s)\n", TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR,
+           TH_ABI_HEADER);
+    return 0;
+#endif
+}

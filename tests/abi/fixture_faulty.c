@@ -1,0 +1,53 @@
+/* Plugins that load fine but break one conformance rule each, so the
+ * checker's tests can see it FAIL (or SKIP) exactly that check. Built once
+ * per fault, with -DFAULT_<NAME>:
+ *   FAULT_WRONG_MTTKRP     results are 1% too large (a plausible scaling bug);
+ *   FAULT_LENIENT_OPTIONS  create() ignores unknown options instead of naming them;
+ *   FAULT_NO_DEVICE        create() reports TH_ERR_NO_DEVICE, like a GPU
+ *                          backend on a machine without a GPU. */
+#if defined(FAULT_WRONG_MTTKRP)
+#define FIXTURE_ID "fixture_wrong_mttkrp"
+#elif defined(FAULT_LENIENT_OPTIONS)
+#define FIXTURE_ID "fixture_lenient_options"
+#elif defined(FAULT_NO_DEVICE)
+#define FIXTURE_ID "fixture_no_device"
+#else
+#error "define one FAULT_* macro"
+#endif
+#include "fixture_common.h"
+
+static th_status faulty_create(const th_option *options, uint32_t n_options,
+                               const th_host_services *host, th_instance **out, char *err)
+{
+#if defined(FAULT_LENIENT_OPTIONS)
+    (void)options;
+    n_options = 0; /* the bug: unknown keys silently dropped */
+#elif defined(FAULT_NO_DEVICE)
+    (void)options, (void)n_options, (void)host, (void)out;
+    return fixture_fail(err, TH_ERR_NO_DEVICE, FIXTURE_ID ": no CUDA device (simulated)");
+#endif
+    return fixture_create(options, n_options, host, out, err);
+}
+
+static th_status faulty_mttkrp(th_instance *inst, uint32_t mode, char *err)
+{
+    th_status status = fixture_mttkrp(inst, mode, err);
+#if defined(FAULT_WRONG_MTTKRP)
+    if (status == TH_OK)
+        for (size_t i = 0; i < (size_t)inst->dims[mode] * inst->rank; i++)
+            inst->results[mode][i] *= 1.01;
+#endif
+    return status;
+}
+
+TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
+    TH_PLUGIN_ENTRY_HEADER,
+    .get_info = fixture_get_info,
+    .create = faulty_create,
+    .destroy = fixture_destroy,
+    .load_tensor = fixture_load_tensor,
+    .set_factor = fixture_set_factor,
+    .get_factor = fixture_get_factor,
+    .mttkrp = faulty_mttkrp,
+    .get_mttkrp_result = fixture_get_mttkrp_result,
+};

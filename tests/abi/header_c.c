@@ -1,0 +1,34 @@
+/* Compiles the plugin header as a plugin author's C would: C11 and C17,
+ * -Wall -Wextra -Wpedantic -Werror, using every type and macro once. */
+#include <tensorhost/plugin.h>
+
+int th_abi_header_c_uses_everything(void);
+
+static th_status noop_create(const th_option *options, uint32_t n_options,
+                             const th_host_services *host, th_instance **out, char *err)
+{
+    (void)options, (void)n_options, (void)host, (void)out;
+    err[0] = '\0';
+    return TH_ERR_UNSUPPORTED;
+}
+
+static const th_plugin_entry entry = {
+    TH_PLUGIN_ENTRY_HEADER,
+    .create = noop_create,
+};
+
+int th_abi_header_c_uses_everything(void)
+{
+    th_coo_tensor coo = {.struct_size = sizeof coo, .nmodes = 3};
+    th_runtime_info runtime = {.struct_size = sizeof runtime};
+    th_mode_info mode = {.struct_size = sizeof mode};
+    th_als_output als = {.struct_size = sizeof als};
+    th_plugin_info info = {.struct_size = sizeof info, .flags = TH_CAP_ALS_UPDATE | TH_CAP_GPU};
+    th_host_services host = {.struct_size = sizeof host};
+    th_option option = {.key = "threads", .value = "2"};
+    char err[TH_ERROR_SIZE];
+    return (int)(coo.nmodes + runtime.struct_size + mode.struct_size + als.struct_size +
+                 info.flags + host.struct_size + (option.key[0] == 't') +
+                 TH_PLUGIN_ENTRY_V1_0_SIZE) +
+           entry.create(&option, 1, &host, NULL, err) + (int)sizeof TH_PLUGIN_ENTRY_SYMBOL;
+}

@@ -1,0 +1,34 @@
+// Compiles the plugin header as C++17 with -Wall -Wextra -Wpedantic -Werror:
+// a plugin may be written in C++ (extern "C" linkage comes from the header).
+#include <tensorhost/plugin.h>
+
+#include <cstddef>
+#include <type_traits>
+
+static_assert(std::is_standard_layout<th_plugin_entry>::value, "C-compatible layout");
+static_assert(std::is_trivially_copyable<th_plugin_entry>::value, "plain data");
+static_assert(std::is_standard_layout<th_runtime_info>::value, "C-compatible layout");
+
+namespace {
+th_status noop_create(const th_option *, uint32_t, const th_host_services *, th_instance **,
+                      char *err)
+{
+    err[0] = '\0';
+    return TH_ERR_UNSUPPORTED;
+}
+} // namespace
+
+int th_abi_header_cxx_uses_everything();
+
+int th_abi_header_cxx_uses_everything()
+{
+    th_plugin_entry entry{};
+    entry.struct_size = static_cast<uint32_t>(sizeof entry);
+    entry.abi_version = th_abi_version{TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR};
+    entry.create = noop_create;
+    th_option option{"threads", "2"};
+    th_host_services host{};
+    char err[TH_ERROR_SIZE];
+    return entry.create(&option, 1, &host, nullptr, err) +
+           static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE);
+}

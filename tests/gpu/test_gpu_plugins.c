@@ -1,0 +1,483 @@
+/* GPU plugins against cpu-reference, all through the plugin ABI.
+ *
+ * Needs a CUDA device: without one it prints "SKIPPED: no CUDA device: ..."
+ * and exits 77, which ctest reports as skipped. TH_GPU_TEST_QUICK=1 runs a
+ * small subset (for compute-sanitizer, which slows kernels a hundredfold). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+
+#include "synth.h"
+#include "test_support.h"
+
+#define TOLERANCE 1e-5
+#define N_GPU_PLUGINS 3u
+
+static const char *const gpu_plugin_ids[N_GPU_PLUGINS] = {"gpu-adaptive", "gpu-scheme1",
+                                                          "gpu-scheme2"};
+
+typedef struct gpu_case {
+    const char *name;
+    uint32_t nmodes;
+    th_index dims[8];
+    uint64_t nnz;
+    double skew[8];
+} gpu_case;
+
+/* Modes with I_d = 1, 2, < kappa and >> kappa (kappa = SM count, ~132),
+ * uniform and heavily skewed indices, empty slices, nnz primes (a multiple
+ * of nothing), a single nonzero, 3 to 8 modes. */
+static const gpu_case cases[] = {
+    {"3 modes, uniform, I=2 and I<kappa", 3, {1000, 40, 2}, 5003, {0, 0, 0}},
+    {"4 modes, skewed, I=1", 4, {1, 300, 7000, 13}, 20011, {0, 1.2, 1.5, 0.8}},
+    {"5 modes, skewed", 5, {17, 5000, 3, 260, 90}, 9973, {1.0, 1.5, 0, 1.1, 0.5}},
+    {"6 modes, mixed", 6, {200, 2, 150, 31, 1000, 9}, 7919, {0.5, 0, 1.0, 0, 2.0, 0}},
+    {"7 modes", 7, {11, 60, 5, 300, 2, 140, 7}, 6007, {0, 1.0, 0, 1.5, 0, 0.7, 0}},
+    {"8 modes, uniform", 8, {3, 4, 5, 6, 7, 8, 9, 200}, 4099, {0}},
+    {"single nonzero", 3, {10, 20, 30}, 1, {0}},
+    {"empty slices, heavy skew", 3, {5000, 500, 64}, 301, {2.0, 0, 1.5}},
+    {"one hot row", 3, {300, 1000, 1000}, 50021, {3.0, 0, 0}},
+};
+#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+static const uint32_t ranks[] = {1, 7, 16, 32, 64, 128};
+#define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
+
+static int quick_mode(void)
+{
+    const char *q = getenv("TH_GPU_TEST_QUICK");
+    return q && strcmp(q, "0") != 0;
+}
+
+typedef struct plugins {
+    th_plugin *ref;
+    th_plugin *gpu[N_GPU_PLUGINS];
+} plugins;
+
+static char *plugin_path(const char *id)
+{
+    return g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, id);
+}
+
+static int setup_plugins(void **state)
+{
+    plugins *p = g_new0(plugins, 1);
+    p->ref = th_test_load_cpu_reference();
+    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i) {
+        g_autofree char *path = plugin_path(gpu_plugin_ids[i]);
+        p->gpu[i] = th_test_load_plugin(path);
+    }
+    *state = p;
+    return 0;
+}
+
+static int teardown_plugins(void **state)
+{
+    plugins *p = *state;
+    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i)
+        th_plugin_unload(p->gpu[i]);
+    th_plugin_unload(p->ref);
+    g_free(p);
+    return 0;
+}
+
+static th_sptensor *make_tensor(const gpu_case *c, uint64_t seed)
+{
+    th_synth_params params;
+    memset(&params, 0, sizeof(params));
+    params.nmodes = c->nmodes;
+    params.nnz = c->nnz;
+    params.seed = seed;
+    for (uint32_t m = 0; m < c->nmodes; ++m) {
+        params.dims[m] = c->dims[m];
+        params.skew[m] = c->skew[m];
+    }
+    g_autoptr(GError) error = NULL;
+    th_sptensor *t = th_synth_generate(&params, &error);
+    if (!t)
+        fail_msg("generating '%s': %s", c->name, error ? error->message : "?");
+    return t;
+}
+
+/* Runs mttkrp on `mode` and copies the result out; the buffer is poisoned
+ * first so an entry the plugin never writes cannot pass. */
+static void run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
+                     uint32_t rank, uint32_t mode, double *out)
+{
+    char err[TH_ERROR_SIZE] = "";
+    const size_t n = (size_t)t->dims[mode] * rank;
+    for (size_t k = 0; k < n; ++k)
+        out[k] = NAN;
+    th_test_assert_ok(plugin->entry.mttkrp(inst, mode, err), err);
+    th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, mode, out, err), err);
+}
+
+static double **reference_results(const plugins *p, const th_sptensor *t, uint32_t rank,
+                                  double *const *factors)
+{
+    th_instance *ref = th_test_create_instance(p->ref, NULL);
+    th_test_load_and_set(p->ref, ref, t, rank, factors);
+    double **out = g_new0(double *, t->nmodes);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        out[m] = g_new(double, (size_t)t->dims[m] * rank);
+        run_mode(p->ref, ref, t, rank, m, out[m]);
+    }
+    p->ref->entry.destroy(ref);
+    return out;
+}
+
+static void check_against(const th_plugin *plugin, th_instance *inst, const char *what,
+                          const th_sptensor *t, uint32_t rank, double *const *factors,
+                          double *const *expected)
+{
+    th_test_load_and_set(plugin, inst, t, rank, factors);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        const size_t n = (size_t)t->dims[m] * rank;
+        g_autofree double *got = g_new(double, n);
+        run_mode(plugin, inst, t, rank, m, got);
+        const double e = th_test_relative_error(got, expected[m], n);
+        if (!(e < TOLERANCE))
+            fail_msg("%s (%s): rank %u mode %u (I=%u): relative error %.3g >= %g", what,
+                     plugin->info->id, rank, m, t->dims[m], e, TOLERANCE);
+    }
+}
+
+static void test_mttkrp_matches_reference(void **state)
+{
+    const plugins *p = *state;
+    GRand *rng = g_rand_new_with_seed(20240611);
+    unsigned checked = 0;
+    for (size_t c = 0; c < N_CASES; ++c) {
+        if (quick_mode() && c != 0 && c != 7)
+            continue;
+        g_autoptr(th_sptensor) t = make_tensor(&cases[c], 1000 + c);
+        for (size_t ri = 0; ri < N_RANKS; ++ri) {
+            const uint32_t rank = ranks[ri];
+            if (quick_mode() && rank != 7 && rank != 32)
+                continue;
+            double **factors = th_test_random_factors(t, rank, rng);
+            double **expected = reference_results(p, t, rank, factors);
+            for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+                th_instance *inst = th_test_create_instance(p->gpu[g], NULL);
+                check_against(p->gpu[g], inst, cases[c].name, t, rank, factors, expected);
+                p->gpu[g]->entry.destroy(inst);
+                checked += t->nmodes;
+            }
+            /* Non-default options: few partitions, few nonzeros in flight,
+             * so long modes go to scheme 1 with many rows per partition. */
+            th_instance *inst = th_test_create_instance(p->gpu[0], "kappa", "5", "P", "8", NULL);
+            check_against(p->gpu[0], inst, cases[c].name, t, rank, factors, expected);
+            p->gpu[0]->entry.destroy(inst);
+            checked += t->nmodes;
+            th_test_free_factors(expected, t->nmodes);
+            th_test_free_factors(factors, t->nmodes);
+        }
+    }
+    printf("checked %u mode results against cpu-reference\n", checked);
+    g_rand_free(rng);
+}
+
+static void assert_close(const double *got, const double *want, size_t n, const char *what,
+                         const char *plugin_id, uint32_t rank, int32_t norm)
+{
+    const double e = th_test_relative_error(got, want, n);
+    if (!(e < TOLERANCE))
+        fail_msg("als_update %s (%s, rank %u, norm %d): relative error %.3g", what, plugin_id,
+                 rank, (int)norm, e);
+}
+
+static void test_als_update_matches_reference(void **state)
+{
+    const plugins *p = *state;
+    GRand *rng = g_rand_new_with_seed(7);
+    const size_t case_ids[] = {1, 0};
+    const uint32_t als_ranks[] = {16, 7, 128};
+    for (size_t ci = 0; ci < 2; ++ci) {
+        g_autoptr(th_sptensor) t = make_tensor(&cases[case_ids[ci]], 77 + ci);
+        for (size_t ri = 0; ri < 3; ++ri) {
+            const uint32_t rank = als_ranks[ri];
+            if (quick_mode() && rank == 128)
+                continue;
+            double **factors = th_test_random_factors(t, rank, rng);
+            g_autofree double *w = th_test_random_matrix(rank, rank, rng);
+            for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+                /* A fresh reference per plugin: the updates change the
+                 * factors the next mode's MTTKRP reads, on both sides. */
+                th_instance *ref = th_test_create_instance(p->ref, NULL);
+                th_test_load_and_set(p->ref, ref, t, rank, factors);
+                th_instance *inst = th_test_create_instance(p->gpu[g], NULL);
+                th_test_load_and_set(p->gpu[g], inst, t, rank, factors);
+                for (uint32_t mode = 0; mode < t->nmodes; ++mode) {
+                    const int32_t norm = mode % 2 ? TH_NORM_MAX : TH_NORM_2;
+                    const size_t rows = t->dims[mode];
+                    double *bufs[2][4];
+                    const th_plugin *pl[2] = {p->ref, p->gpu[g]};
+                    th_instance *in[2] = {ref, inst};
+                    for (int s = 0; s < 2; ++s) {
+                        char err[TH_ERROR_SIZE] = "";
+                        bufs[s][0] = g_new(double, rank);
+                        bufs[s][1] = g_new(double, (size_t)rank * rank);
+                        bufs[s][2] = g_new(double, rank);
+                        bufs[s][3] = g_new(double, rows * rank);
+                        th_test_assert_ok(pl[s]->entry.set_factor(in[s], mode, factors[mode], err),
+                                          err);
+                        th_test_assert_ok(pl[s]->entry.mttkrp(in[s], mode, err), err);
+                        th_als_output out = {.struct_size = sizeof(th_als_output),
+                                             .lambda = bufs[s][0],
+                                             .gram = bufs[s][1],
+                                             .inner = bufs[s][2]};
+                        th_test_assert_ok(pl[s]->entry.als_update(in[s], mode, w, norm, &out, err),
+                                          err);
+                        th_test_assert_ok(pl[s]->entry.get_factor(in[s], mode, bufs[s][3], err),
+                                          err);
+                    }
+                    const char *id = p->gpu[g]->info->id;
+                    assert_close(bufs[1][0], bufs[0][0], rank, "lambda", id, rank, norm);
+                    assert_close(bufs[1][1], bufs[0][1], (size_t)rank * rank, "gram", id, rank,
+                                 norm);
+                    assert_close(bufs[1][2], bufs[0][2], rank, "inner", id, rank, norm);
+                    assert_close(bufs[1][3], bufs[0][3], rows * rank, "factor", id, rank, norm);
+                    for (int s = 0; s < 2; ++s)
+                        for (int b = 0; b < 4; ++b)
+                            g_free(bufs[s][b]);
+                }
+                p->gpu[g]->entry.destroy(inst);
+                p->ref->entry.destroy(ref);
+            }
+            th_test_free_factors(factors, t->nmodes);
+        }
+    }
+    g_rand_free(rng);
+}
+
+static void expect_create_error(const th_plugin *plugin, const char *key, const char *value,
+                                th_status want, const char *needle)
+{
+    th_option opt = {.key = key, .value = value};
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    const th_status st = plugin->entry.create(&opt, 1, &plugin->services, &inst, err);
+    if (st != want || strstr(err, needle) == NULL)
+        fail_msg("%s: create(%s=%s) gave %s \"%s\", expected %s naming \"%s\"",
+                 plugin->info->id, key, value, th_status_name(st), err, th_status_name(want),
+                 needle);
+    assert_null(inst);
+}
+
+static void expect_status(th_status got, th_status want, const char *err, const char *needle,
+                          const char *what)
+{
+    if (got != want || (needle && strstr(err, needle) == NULL))
+        fail_msg("%s gave %s \"%s\", expected %s%s%s", what, th_status_name(got), err,
+                 th_status_name(want), needle ? " naming " : "", needle ? needle : "");
+}
+
+static void test_error_paths(void **state)
+{
+    const plugins *p = *state;
+    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 5);
+    th_coo_tensor view;
+    th_test_coo_view(t, &view);
+    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+        const th_plugin *pl = p->gpu[g];
+        expect_create_error(pl, "kapa", "3", TH_ERR_INVALID_ARGUMENT, "\"kapa\"");
+        expect_create_error(pl, "kappa", "0", TH_ERR_INVALID_ARGUMENT, "kappa");
+        expect_create_error(pl, "kappa", "-4", TH_ERR_INVALID_ARGUMENT, "kappa");
+        expect_create_error(pl, "P", "33", TH_ERR_INVALID_ARGUMENT, "option P");
+        expect_create_error(pl, "P", "8x", TH_ERR_INVALID_ARGUMENT, "option P");
+        expect_create_error(pl, "device", "999", TH_ERR_INVALID_ARGUMENT, "device=999");
+
+        th_instance *inst = th_test_create_instance(pl, NULL);
+        char err[TH_ERROR_SIZE] = "";
+        expect_status(pl->entry.mttkrp(inst, 0, err), TH_ERR_BAD_STATE, err, "no tensor",
+                      "mttkrp before load_tensor");
+        expect_status(pl->entry.load_tensor(inst, &view, 0, err), TH_ERR_INVALID_ARGUMENT, err,
+                      "rank 0", "load_tensor rank 0");
+        expect_status(pl->entry.load_tensor(inst, &view, 129, err), TH_ERR_UNSUPPORTED, err,
+                      "rank 129", "load_tensor rank 129");
+        th_test_assert_ok(pl->entry.load_tensor(inst, &view, 8, err), err);
+        g_autofree double *buf = g_new0(double, (size_t)1000 * 8);
+        expect_status(pl->entry.mttkrp(inst, 3, err), TH_ERR_INVALID_ARGUMENT, err, "mode 3",
+                      "mttkrp mode 3");
+        expect_status(pl->entry.set_factor(inst, 7, buf, err), TH_ERR_INVALID_ARGUMENT, err,
+                      "mode 7", "set_factor mode 7");
+        expect_status(pl->entry.get_factor(inst, 3, buf, err), TH_ERR_INVALID_ARGUMENT, err,
+                      "mode 3", "get_factor mode 3");
+        expect_status(pl->entry.get_mttkrp_result(inst, 1, buf, err), TH_ERR_BAD_STATE, err,
+                      "mode 1", "get_mttkrp_result before mttkrp");
+        g_autofree double *w = g_new0(double, 64);
+        double lambda[8], gram[64], inner[8];
+        th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
+                             .inner = inner};
+        expect_status(pl->entry.als_update(inst, 0, w, TH_NORM_2, &out, err), TH_ERR_BAD_STATE,
+                      err, "mode 0", "als_update before mttkrp");
+        th_test_assert_ok(pl->entry.mttkrp(inst, 0, err), err);
+        expect_status(pl->entry.als_update(inst, 0, w, 5, &out, err), TH_ERR_INVALID_ARGUMENT,
+                      err, "norm 5", "als_update norm 5");
+        th_mode_info mi = {.struct_size = sizeof(mi)};
+        expect_status(pl->entry.get_mode_info(inst, 3, &mi, err), TH_ERR_INVALID_ARGUMENT, err,
+                      "mode 3", "get_mode_info mode 3");
+        pl->entry.destroy(inst);
+    }
+}
+
+static void test_runtime_and_mode_info(void **state)
+{
+    const plugins *p = *state;
+    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 9); /* dims 1000, 40, 2 */
+    int sm_count = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0),
+                     cudaSuccess);
+    const char *const want[N_GPU_PLUGINS][3] = {{"scheme1", "scheme2", "scheme2"},
+                                                {"scheme1", "scheme1", "scheme1"},
+                                                {"scheme2", "scheme2", "scheme2"}};
+    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+        const th_plugin *pl = p->gpu[g];
+        assert_true(pl->info->flags & TH_CAP_GPU);
+        assert_true(pl->info->flags & TH_CAP_ALS_UPDATE);
+        assert_int_equal(pl->info->value_type, TH_VALUE_F32);
+        th_instance *inst = th_test_create_instance(pl, NULL);
+        GRand *rng = g_rand_new_with_seed(g);
+        double **factors = th_test_random_factors(t, 32, rng);
+        g_rand_free(rng);
+        th_test_load_and_set(pl, inst, t, 32, factors);
+        char err[TH_ERROR_SIZE] = "";
+        th_runtime_info ri = {.struct_size = sizeof(ri)};
+        th_test_assert_ok(pl->entry.get_runtime_info(inst, &ri, err), err);
+        printf("%s: %s | %s | tensor %llu B, factors %llu B\n", pl->info->id, ri.device,
+               ri.details, (unsigned long long)ri.tensor_bytes,
+               (unsigned long long)ri.factor_bytes);
+        assert_non_null(strstr(ri.device, "(device 0)"));
+        g_autofree char *kappa = g_strdup_printf("kappa=%d P=32 schemes=", sm_count);
+        assert_non_null(strstr(ri.details, kappa));
+        assert_true(ri.tensor_bytes >= 3ull * t->nnz * 4 * 4);
+        assert_int_equal(ri.factor_bytes, 2ull * 4 * 32 * (1000 + 40 + 2));
+        for (uint32_t m = 0; m < 3; ++m) {
+            th_mode_info mi = {.struct_size = sizeof(mi)};
+            th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
+            assert_true(mi.last_mttkrp_seconds < 0.0);
+            th_test_assert_ok(pl->entry.mttkrp(inst, m, err), err);
+            th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
+            assert_string_equal(mi.scheme, want[g][m]);
+            assert_int_equal(mi.partitions, (uint32_t)sm_count);
+            assert_true(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds < 1.0);
+        }
+        /* A host built against a shorter (older) struct gets only its part. */
+        th_mode_info small;
+        memset(&small, 0x5a, sizeof(small));
+        small.struct_size = (uint32_t)offsetof(th_mode_info, scheme);
+        th_test_assert_ok(pl->entry.get_mode_info(inst, 0, &small, err), err);
+        assert_int_equal(small.partitions, (uint32_t)sm_count);
+        assert_int_equal((unsigned char)small.scheme[0], 0x5a);
+        th_test_free_factors(factors, 3);
+        pl->entry.destroy(inst);
+    }
+
+    /* gpu-adaptive leaves scheme 1 for a long mode whose hot row would
+     * overload one partition (mode 0 of "one hot row": I = 300 >= kappa). */
+    g_autoptr(th_sptensor) hot = make_tensor(&cases[8], 9);
+    th_instance *inst = th_test_create_instance(p->gpu[0], NULL);
+    th_coo_tensor view;
+    th_test_coo_view(hot, &view);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), err);
+    const char *const hot_want[3] = {"scheme2", "scheme1", "scheme1"};
+    for (uint32_t m = 0; m < 3; ++m) {
+        th_mode_info mi = {.struct_size = sizeof(mi)};
+        th_test_assert_ok(p->gpu[0]->entry.get_mode_info(inst, m, &mi, err), err);
+        assert_string_equal(mi.scheme, hot_want[m]);
+    }
+    p->gpu[0]->entry.destroy(inst);
+}
+
+static size_t free_device_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    assert_int_equal(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+    return free_b;
+}
+
+static void one_cycle(const th_plugin *pl, const th_sptensor *t, double *const *factors)
+{
+    th_instance *inst = th_test_create_instance(pl, NULL);
+    th_test_load_and_set(pl, inst, t, 32, factors);
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        th_test_assert_ok(pl->entry.mttkrp(inst, m, err), err);
+    double lambda[32], gram[32 * 32], inner[32], w[32 * 32];
+    for (int k = 0; k < 32 * 32; ++k)
+        w[k] = (k % 33 == 0) ? 1.0 : 0.01;
+    th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    th_test_assert_ok(pl->entry.als_update(inst, 1, w, TH_NORM_2, &out, err), err);
+    pl->entry.destroy(inst);
+}
+
+#define LEAK_SLACK (2u << 20)
+
+static void test_repeated_use_leaks_nothing(void **state)
+{
+    const plugins *p = *state;
+    g_autoptr(th_sptensor) t = make_tensor(&cases[1], 11);
+    GRand *rng = g_rand_new_with_seed(3);
+    double **factors = th_test_random_factors(t, 32, rng);
+    g_rand_free(rng);
+    const int cycles = quick_mode() ? 3 : 20;
+    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+        one_cycle(p->gpu[g], t, factors); /* warm: module load, first-touch pools */
+        const size_t baseline = free_device_bytes();
+        for (int i = 0; i < cycles; ++i)
+            one_cycle(p->gpu[g], t, factors);
+        const size_t after = free_device_bytes();
+        printf("%s: %d create/load/run/destroy cycles: free device memory %zu -> %zu\n",
+               p->gpu[g]->info->id, cycles, baseline, after);
+        if (after + LEAK_SLACK < baseline)
+            fail_msg("%s leaked %zu bytes over %d cycles", p->gpu[g]->info->id,
+                     baseline - after, cycles);
+    }
+    /* Whole plugin load/unload cycles (dlopen, CUDA module registration). */
+    g_autofree char *path = plugin_path("gpu-scheme2");
+    {
+        th_plugin *pl = th_test_load_plugin(path);
+        one_cycle(pl, t, factors);
+        th_plugin_unload(pl);
+    }
+    const size_t baseline = free_device_bytes();
+    for (int i = 0; i < (quick_mode() ? 2 : 5); ++i) {
+        th_plugin *pl = th_test_load_plugin(path);
+        one_cycle(pl, t, factors);
+        th_plugin_unload(pl);
+    }
+    const size_t after = free_device_bytes();
+    printf("gpu-scheme2: plugin load/unload cycles: free device memory %zu -> %zu\n", baseline,
+           after);
+    if (after + LEAK_SLACK < baseline)
+        fail_msg("loading and unloading gpu-scheme2 leaked %zu bytes", baseline - after);
+    th_test_free_factors(factors, t->nmodes);
+}
+
+int main(void)
+{
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("SKIPPED: no CUDA device: %s\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_paths),
+        cmocka_unit_test(test_runtime_and_mode_info),
+        cmocka_unit_test(test_mttkrp_matches_reference),
+        cmocka_unit_test(test_als_update_matches_reference),
+        cmocka_unit_test(test_repeated_use_leaks_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup_plugins, teardown_plugins);
+}

@@ -1,0 +1,250 @@
+/* The plugin conformance checker (host/check_plugin.c): correct plugins pass
+ * with the expected lines, and each deliberately broken fixture fails the
+ * one check that names its fault while the others still pass. */
+#define _GNU_SOURCE /* open_memstream() */
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_plugin.h"
+
+#define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
+#define FIXTURE(name) TH_FIXTURE_PLUGIN_DIR "/" name ".so"
+#define ABI_FIXTURE(name) TH_ABI_PLUGIN_DIR "/" name ".so"
+
+typedef struct run {
+    int status;
+    th_check_counts counts;
+    char *output;
+} run;
+
+static run check(const char *plugin, const char *reference)
+{
+    run r = {0};
+    size_t size = 0;
+    FILE *out = open_memstream(&r.output, &size);
+    assert_non_null(out);
+    th_check_options options = {
+        .plugin = plugin, .reference = reference, .seed = 7, .quick = TRUE, .out = out};
+    r.status = th_check_plugin(&options, &r.counts);
+    fclose(out);
+    return r;
+}
+
+static void run_clear(run *r)
+{
+    free(r->output);
+}
+
+static unsigned lines_starting(const char *output, const char *prefix)
+{
+    unsigned count = 0;
+    for (const char *line = output; line && *line; line = strchr(line, '\n') + 1) {
+        if (strncmp(line, prefix, strlen(prefix)) == 0)
+            count++;
+        if (strchr(line, '\n') == NULL)
+            break;
+    }
+    return count;
+}
+
+/* The line must be present, whole. */
+static void assert_line(const run *r, const char *line)
+{
+    char *found = strstr(r->output, line);
+    if (found == NULL || (found != r->output && found[-1] != '\n') ||
+        (found[strlen(line)] != '\n')) {
+        print_error("missing line: %s\noutput:\n%s\n", line, r->output);
+        fail();
+    }
+}
+
+/* The counts agree with the lines, and the summary says the same. */
+static void assert_consistent(const run *r)
+{
+    assert_int_equal(lines_starting(r->output, "PASS "), r->counts.passed);
+    assert_int_equal(lines_starting(r->output, "FAIL "), r->counts.failed);
+    assert_int_equal(lines_starting(r->output, "SKIP "), r->counts.skipped);
+    char summary[96];
+    snprintf(summary, sizeof summary, "%u passed, %u failed, %u skipped", r->counts.passed,
+             r->counts.failed, r->counts.skipped);
+    assert_line(r, summary);
+}
+
+static void test_cpu_reference_passes(void **state)
+{
+    (void)state;
+    run r = check(CPU_REFERENCE, NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.counts.failed, 0);
+    assert_int_equal(r.status, 0);
+    assert_line(&r, "PASS required functions");
+    assert_line(&r, "PASS mttkrp before load_tensor");
+    assert_line(&r, "PASS unknown option (unknown option 'th-check-no-such-option' "
+                    "(cpu-reference accepts: threads))");
+    /* cpu-reference supports the host's 64 modes: nothing bigger to try. */
+    assert_line(&r, "SKIP tensor it cannot hold: max_modes 64 reaches the host's limit of 64 "
+                    "modes");
+    assert_non_null(strstr(r.output, "\nPASS mttkrp modes=8 skew=zipf rank=16 ("));
+    assert_non_null(strstr(r.output, "\nPASS als_update modes=3 skew=uniform rank=1 mode=2 "
+                                     "norm=2 ("));
+    assert_line(&r, "PASS create/destroy x50 (and destroy(NULL))");
+    assert_line(&r, "PASS load/unload x20");
+    run_clear(&r);
+}
+
+static void test_fixture_good_passes_against_the_reference(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_good"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_non_null(strstr(r.output, "\nPASS reference (cpu-reference "));
+    assert_line(&r, "PASS tensor it cannot hold (17 modes: 17 modes not supported)");
+    assert_line(&r, "SKIP als_update: not implemented (optional; the host updates the factors "
+                    "itself)");
+    assert_line(&r, "SKIP runtime info: get_runtime_info not implemented (optional)");
+    run_clear(&r);
+}
+
+static void test_frozen_v1_0_plugin_passes(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_line(&r, "PASS entry size (112 bytes)");
+    assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
+    run_clear(&r);
+}
+
+static void test_wrong_mttkrp_fails_every_case_and_only_those(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_wrong_mttkrp"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL mttkrp modes=3 skew=uniform rank=1: mode 0: relative Frobenius "
+                    "error 0.01 > tolerance 1e-10");
+    assert_line(&r, "FAIL load_tensor x20: mode 0: relative Frobenius error 0.01 > "
+                    "tolerance 1e-10");
+    /* Quick: orders 3, 4, 8 x ranks 1, 16 x 3 skews, plus the repeated load. */
+    assert_int_equal(r.counts.failed, 3 * 2 * 3 + 1);
+    assert_int_equal(lines_starting(r.output, "FAIL mttkrp "), 18);
+    assert_line(&r, "PASS create/destroy x50 (and destroy(NULL))");
+    run_clear(&r);
+}
+
+static void test_lenient_options_fails_the_option_check(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_lenient_options"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(r.counts.failed, 1);
+    assert_line(&r, "FAIL unknown option: create() accepted option 'th-check-no-such-option'; "
+                    "unknown keys must be errors");
+    run_clear(&r);
+}
+
+static void test_no_device_skips_with_77(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_no_device"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, TH_CHECK_EXIT_NO_DEVICE);
+    assert_true(r.counts.no_device);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS info (id 'fixture_no_device', version 0.0.1, f64, max_modes 16, "
+                    "max_rank 256)");
+    assert_line(&r, "SKIP create: no device: fixture_no_device: no CUDA device (simulated)");
+    assert_line(&r, "SKIP mttkrp: no device");
+    assert_line(&r, "SKIP load/unload x20: no device");
+    assert_int_equal(lines_starting(r.output, "PASS "), 7); /* the entry and info checks */
+    run_clear(&r);
+}
+
+static void test_broken_entries_fail_with_the_reason(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_null_function"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL required functions: NULL: mttkrp");
+    run_clear(&r);
+
+    r = check(FIXTURE("fixture_wrong_major"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL entry version: ABI 2.0, but this host speaks ABI 1.x");
+    run_clear(&r);
+
+    r = check(FIXTURE("fixture_no_symbol"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL entry symbol: no symbol 'tensorhost_plugin_entry' exported");
+    run_clear(&r);
+
+    r = check(TH_FIXTURE_PLUGIN_DIR "/no-such-plugin.so", NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL load: " TH_FIXTURE_PLUGIN_DIR "/no-such-plugin.so: plugin file not "
+                    "found");
+    run_clear(&r);
+}
+
+static void test_newer_minor_is_accepted(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_newer_minor"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.0; the host ignores the newer "
+                    "fields)");
+    run_clear(&r);
+}
+
+/* --reference: any plugin can be the oracle; one without als_update makes
+ * the als_update comparisons skip, not fail. */
+static void test_other_reference(void **state)
+{
+    (void)state;
+    run r = check(CPU_REFERENCE, FIXTURE("fixture_good"));
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.output, "\nPASS reference (fixture_good "));
+    assert_line(&r, "SKIP als_update modes=3 skew=uniform rank=1 mode=2 norm=2: the reference "
+                    "fixture_good has no als_update");
+    run_clear(&r);
+
+    r = check(CPU_REFERENCE, TH_FIXTURE_PLUGIN_DIR "/missing-reference.so");
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL reference: " TH_FIXTURE_PLUGIN_DIR "/missing-reference.so: plugin "
+                    "file not found");
+    assert_line(&r, "SKIP mttkrp: no reference to compare with");
+    run_clear(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_reference_passes),
+        cmocka_unit_test(test_fixture_good_passes_against_the_reference),
+        cmocka_unit_test(test_frozen_v1_0_plugin_passes),
+        cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),
+        cmocka_unit_test(test_lenient_options_fails_the_option_check),
+        cmocka_unit_test(test_no_device_skips_with_77),
+        cmocka_unit_test(test_broken_entries_fail_with_the_reason),
+        cmocka_unit_test(test_newer_minor_is_accepted),
+        cmocka_unit_test(test_other_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,724 @@
+/* The config loader: defaults, every error path with its exact message
+ * (file:line:column, key, expected, found), path resolution, backend options
+ * and --set overrides. Configs are written to a fresh temp folder. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char *temp_dir;
+
+static int make_temp_dir(void **state)
+{
+    (void)state;
+    GError *error = NULL;
+    temp_dir = g_dir_make_tmp("test_config-XXXXXX", &error);
+    assert_non_null(temp_dir);
+    return 0;
+}
+
+static void remove_tree(const char *path)
+{
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+        GDir *dir = g_dir_open(path, 0, NULL);
+        const char *name;
+        while (dir && (name = g_dir_read_name(dir))) {
+            g_autofree char *child = g_build_filename(path, name, NULL);
+            remove_tree(child);
+        }
+        if (dir)
+            g_dir_close(dir);
+    }
+    g_remove(path);
+}
+
+static int remove_temp_dir(void **state)
+{
+    (void)state;
+    remove_tree(temp_dir);
+    g_free(temp_dir);
+    return 0;
+}
+
+/* Writes `text` to `relative` under the temp folder; returns the full path. */
+static char *write_config_at(const char *relative, const char *text)
+{
+    char *path = g_build_filename(temp_dir, relative, NULL);
+    g_autofree char *dir = g_path_get_dirname(path);
+    assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
+    assert_true(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+static char *write_config(const char *text)
+{
+    return write_config_at("config.toml", text);
+}
+
+static th_config *load_ok(const char *text, const char *const *overrides)
+{
+    g_autofree char *path = write_config(text);
+    GError *error = NULL;
+    th_config *config = th_config_load(path, overrides, &error);
+    if (!config)
+        fail_msg("unexpected error: %s", error->message);
+    return config;
+}
+
+/* Loads a config that must fail with `code`; returns the message with the
+ * config's path replaced by "FILE", so the expected texts stay readable. */
+static char *load_error(const char *text, const char *const *overrides, th_config_error code)
+{
+    g_autofree char *path = write_config(text);
+    GError *error = NULL;
+    th_config *config = th_config_load(path, overrides, &error);
+    assert_null(config);
+    assert_non_null(error);
+    assert_true(error->domain == TH_CONFIG_ERROR);
+    if (error->code != (int)code)
+        fail_msg("error code %d, expected %d: %s", error->code, code, error->message);
+    char *message;
+    if (g_str_has_prefix(error->message, path))
+        message = g_strconcat("FILE", error->message + strlen(path), NULL);
+    else
+        message = g_strdup(error->message);
+    g_error_free(error);
+    return message;
+}
+
+#define ASSERT_LOAD_ERROR(text, overrides, code, expected)                                     \
+    do {                                                                                       \
+        g_autofree char *message_ = load_error((text), (overrides), (code));                  \
+        assert_string_equal(message_, (expected));                                            \
+    } while (0)
+
+static const char *option_value(const th_config *config, const char *key)
+{
+    for (guint i = 0; i < config->plugin_options->len; i++) {
+        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
+        if (strcmp(option->key, key) == 0)
+            return option->value;
+    }
+    return NULL;
+}
+
+static char *in_temp(const char *relative)
+{
+    return g_build_filename(temp_dir, relative, NULL);
+}
+
+/* ---- Defaults and the listing ------------------------------------------ */
+
+static void collect(const char *key, const char *value, void *user_data)
+{
+    g_string_append_printf(user_data, "%s=%s\n", key, value);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("[tensor]\npath = \"t.tns\"\n", NULL);
+    g_autofree char *tensor = in_temp("t.tns");
+    g_autofree char *output = in_temp("tensorhost-out");
+    assert_string_equal(config->tensor_path, tensor);
+    assert_int_equal(config->rank, 16);
+    assert_int_equal(config->max_iters, 50);
+    assert_true(config->tolerance == 1e-5);
+    assert_int_equal(config->seed, 42);
+    assert_string_equal(config->plugin, "auto");
+    assert_int_equal(config->search_path->len, 0);
+    assert_int_equal(config->plugin_options->len, 0);
+    assert_string_equal(config->output_dir, output);
+    assert_true(config->write_factors);
+    g_autofree char *source = in_temp("config.toml");
+    assert_string_equal(config->source_path, source);
+}
+
+static void test_foreach_lists_every_key_in_schema_order(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("[output]\nwrite_factors = false\n"
+                                          "[backend.options]\nthreads = 4\nmode = \"fast\"\n"
+                                          "[backend]\nsearch_path = [\"/p\"]\n"
+                                          "[tensor]\npath = \"/t.tns\"\n",
+                                          NULL);
+    g_autoptr(GString) listing = g_string_new(NULL);
+    th_config_foreach(config, collect, listing);
+    g_autofree char *expected = g_strdup_printf("tensor.path=/t.tns\n"
+                                                "cpd.rank=16\n"
+                                                "cpd.max_iters=50\n"
+                                                "cpd.tolerance=1e-05\n"
+                                                "cpd.seed=42\n"
+                                                "backend.plugin=auto\n"
+                                                "backend.search_path=[\"/p\"]\n"
+                                                "backend.options.threads=4\n"
+                                                "backend.options.mode=fast\n"
+                                                "output.dir=%s/tensorhost-out\n"
+                                                "output.write_factors=false\n",
+                                                temp_dir);
+    assert_string_equal(listing->str, expected);
+}
+
+static void test_all_keys_set(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("[tensor]\npath = \"/data/t.tns\"\n"
+                                          "[cpd]\nrank = 4096\nmax_iters = 4294967295\n"
+                                          "tolerance = 0\nseed = 9223372036854775807\n"
+                                          "[backend]\nplugin = \"cpu-reference\"\n"
+                                          "[output]\ndir = \"/out\"\nwrite_factors = false\n",
+                                          NULL);
+    assert_int_equal(config->rank, 4096);
+    assert_int_equal(config->max_iters, UINT32_MAX);
+    assert_true(config->tolerance == 0.0);
+    assert_true(config->seed == (uint64_t)INT64_MAX);
+    assert_string_equal(config->plugin, "cpu-reference");
+    assert_string_equal(config->output_dir, "/out");
+    assert_false(config->write_factors);
+}
+
+static void test_tolerance_accepts_an_integer(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\ncpd.tolerance = 1\n", NULL);
+    assert_true(config->tolerance == 1.0);
+}
+
+/* ---- Type errors ----------------------------------------------------------- */
+
+static void test_type_errors(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[tensor]\npath = 5\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:8: key 'tensor.path': expected a non-empty string, "
+                      "found the integer 5");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\n\n[cpd]\nrank = \"abc\"\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:5:8: key 'cpd.rank': expected an integer from 1 to 4096, "
+                      "found the string \"abc\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmax_iters = 2.5\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:13: key 'cpd.max_iters': expected an integer from 1 to "
+                      "4294967295, found the float 2.5");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\ntolerance = \"small\"\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:13: key 'cpd.tolerance': expected a finite number >= 0, "
+                      "found the string \"small\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nseed = true\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:8: key 'cpd.seed': expected an integer >= 0, "
+                      "found the boolean true");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nseed = 1979-05-27T07:32:00Z\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:8: key 'cpd.seed': expected an integer >= 0, "
+                      "found the date-time 1979-05-27T07:32:00Z");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend]\nplugin = 3\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:10: key 'backend.plugin': expected a non-empty string, "
+                      "found the integer 3");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend]\nsearch_path = \"/p\"\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:15: key 'backend.search_path': expected an array of strings, "
+                      "found the string \"/p\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend]\nsearch_path = [\"a\", 7]\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:21: key 'backend.search_path[1]': expected a non-empty string, "
+                      "found the integer 7");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend]\noptions = 1\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:11: key 'backend.options': expected a table, found the integer 1");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[output]\ndir = [\"a\"]\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:7: key 'output.dir': expected a non-empty string, found an array");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[output]\nwrite_factors = \"yes\"\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:17: key 'output.write_factors': expected a boolean (true or "
+                      "false), found the string \"yes\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd = 5\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:7: key 'cpd': expected a table, found the integer 5");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[[output]]\ndir = \"o\"\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:1: key 'output': expected a table, found an array");
+}
+
+static void test_string_errors(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"\"\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:8: key 'tensor.path': expected a non-empty string, "
+                      "found the string \"\"");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"a\\u0000b\"\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:8: key 'tensor.path': expected a non-empty string, "
+                      "found a string containing a NUL character");
+    /* Long strings are cut and control characters escaped in messages. */
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.rank = "
+                      "\"0123456789012345678901234567890123456789012345678901234567890123\\n\"\n",
+                      NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:12: key 'cpd.rank': expected an integer from 1 to 4096, found the "
+                      "string \"012345678901234567890123456789012345678901234567890123456789...\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.rank = \"a\\tb\"\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:12: key 'cpd.rank': expected an integer from 1 to 4096, found the "
+                      "string \"a\\tb\"");
+}
+
+/* ---- Range errors ---------------------------------------------------------- */
+
+static void test_range_errors(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.rank = 0\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:12: key 'cpd.rank': expected an integer from 1 to 4096, "
+                      "found the integer 0");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.rank = 4097\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:12: key 'cpd.rank': expected an integer from 1 to 4096, "
+                      "found the integer 4097");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.max_iters = 0\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.max_iters': expected an integer from 1 to "
+                      "4294967295, found the integer 0");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.max_iters = 4294967296\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.max_iters': expected an integer from 1 to "
+                      "4294967295, found the integer 4294967296");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.tolerance = -1e-3\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.tolerance': expected a finite number >= 0, "
+                      "found the float -0.001");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.tolerance = -2\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.tolerance': expected a finite number >= 0, "
+                      "found the integer -2");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.tolerance = nan\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.tolerance': expected a finite number >= 0, "
+                      "found the float nan");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.tolerance = inf\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:17: key 'cpd.tolerance': expected a finite number >= 0, "
+                      "found the float inf");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.seed = -1\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:2:12: key 'cpd.seed': expected an integer >= 0, "
+                      "found the integer -1");
+}
+
+/* ---- Unknown keys and sections -------------------------------------------- */
+
+static void test_unknown_key_suggests_nearest(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\n[cpd]\nrank = 3\n  rnak = 4\n", NULL,
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:5:3: unknown key 'cpd.rnak' (did you mean 'cpd.rank'?)");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmax_iter = 4\n", NULL,
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:3:1: unknown key 'cpd.max_iter' (did you mean 'cpd.max_iters'?)");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[output]\nwrite_factor = true\n", NULL,
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:3:1: unknown key 'output.write_factor' "
+                      "(did you mean 'output.write_factors'?)");
+}
+
+static void test_unknown_key_in_wrong_section_suggests_its_home(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\nrank = 3\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:3:1: unknown key 'tensor.rank' (did you mean 'cpd.rank'?)");
+    ASSERT_LOAD_ERROR("seed = 3\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:1:1: unknown key 'seed' (did you mean 'cpd.seed'?)");
+}
+
+static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:3:1: unknown key 'cpd.xyzzy' "
+                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed)");
+}
+
+static void test_unknown_section(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n\n[cdp]\nrank = 5\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:3:2: unknown section 'cdp' (did you mean 'cpd'?)");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[frobnicate]\nx = 1\n", NULL,
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:2:2: unknown section 'frobnicate' "
+                      "(valid sections: tensor, cpd, backend, output)");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.option]\nx = 1\n", NULL,
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "FILE:2:10: unknown section 'backend.option' "
+                      "(did you mean 'backend.options'?)");
+}
+
+/* ---- Missing, syntax, I/O ---------------------------------------------- */
+
+static void test_missing_tensor_path(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[cpd]\nrank = 3\n", NULL, TH_CONFIG_ERROR_MISSING,
+                      "FILE: missing required key 'tensor.path'");
+    ASSERT_LOAD_ERROR("", NULL, TH_CONFIG_ERROR_MISSING,
+                      "FILE: missing required key 'tensor.path'");
+}
+
+static void test_syntax_errors(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\n[cpd]\nrank = 1x\n", NULL, TH_CONFIG_ERROR_SYNTAX,
+                      "FILE:4:9: TOML syntax error: Error while parsing decimal integer: "
+                      "expected digit, saw 'x'");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\n", NULL, TH_CONFIG_ERROR_SYNTAX,
+                      "FILE:2:10: TOML syntax error: Error while parsing string: "
+                      "unescaped control characters other than TAB (U+0009) are explicitly "
+                      "prohibited");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\n[tensor]\n", NULL, TH_CONFIG_ERROR_SYNTAX,
+                      "FILE:3:1: TOML syntax error: Error while parsing table header: "
+                      "cannot redefine existing table 'tensor'");
+    /* An integer that does not fit 64 bits is toml++'s to report. */
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\ncpd.seed = 99999999999999999999\n", NULL,
+                      TH_CONFIG_ERROR_SYNTAX,
+                      "FILE:2:32: TOML syntax error: Error while parsing decimal integer: "
+                      "'99999999999999999999' is not representable in 64 bits");
+}
+
+static void test_file_not_found(void **state)
+{
+    (void)state;
+    g_autofree char *path = in_temp("no-such.toml");
+    GError *error = NULL;
+    assert_null(th_config_load(path, NULL, &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_IO);
+    g_autofree char *expected = g_strdup_printf("%s: cannot read: No such file or directory", path);
+    assert_string_equal(error->message, expected);
+    g_clear_error(&error);
+
+    assert_null(th_config_load(temp_dir, NULL, &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_IO);
+    g_autofree char *expected_dir = g_strdup_printf("%s: cannot read: Is a directory", temp_dir);
+    assert_string_equal(error->message, expected_dir);
+    g_clear_error(&error);
+}
+
+/* ---- Paths ----------------------------------------------------------------- */
+
+static void test_relative_paths_resolve_against_config_dir(void **state)
+{
+    (void)state;
+    g_autofree char *path = write_config_at("configs/run.toml",
+                                            "[tensor]\npath = \"../data/t.tns.gz\"\n"
+                                            "[backend]\nplugin = \"../plugins/mine.so\"\n"
+                                            "search_path = [\"p1\", \"/abs/p2\", \"./a/../p3\"]\n"
+                                            "[output]\ndir = \"../out/x\"\n");
+    GError *error = NULL;
+    g_autoptr(th_config) config = th_config_load(path, NULL, &error);
+    assert_non_null(config);
+    g_autofree char *tensor = in_temp("data/t.tns.gz");
+    g_autofree char *plugin = in_temp("plugins/mine.so");
+    g_autofree char *p1 = in_temp("configs/p1");
+    g_autofree char *p3 = in_temp("configs/p3");
+    g_autofree char *output = in_temp("out/x");
+    assert_string_equal(config->tensor_path, tensor);
+    assert_string_equal(config->plugin, plugin);
+    assert_int_equal(config->search_path->len, 3);
+    assert_string_equal(g_ptr_array_index(config->search_path, 0), p1);
+    assert_string_equal(g_ptr_array_index(config->search_path, 1), "/abs/p2");
+    assert_string_equal(g_ptr_array_index(config->search_path, 2), p3);
+    assert_string_equal(config->output_dir, output);
+}
+
+static void test_relative_config_path_resolves_from_current_dir(void **state)
+{
+    (void)state;
+    g_free(write_config_at("configs/rel.toml", "tensor.path = \"../t.tns\"\n"));
+    g_autofree char *saved_dir = g_get_current_dir();
+    assert_int_equal(chdir(temp_dir), 0);
+    GError *error = NULL;
+    th_config *config = th_config_load("configs/rel.toml", NULL, &error);
+    assert_int_equal(chdir(saved_dir), 0);
+    assert_non_null(config);
+    g_autofree char *tensor = in_temp("t.tns");
+    assert_string_equal(config->tensor_path, tensor);
+    assert_string_equal(config->source_path, "configs/rel.toml");
+    th_config_free(config);
+}
+
+static void test_absolute_paths_are_kept(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("tensor.path = \"/data/../data/t.tns\"\n"
+                                          "backend.plugin = \"/opt/p/x.so\"\n"
+                                          "output.dir = \"/tmp/out\"\n",
+                                          NULL);
+    assert_string_equal(config->tensor_path, "/data/../data/t.tns");
+    assert_string_equal(config->plugin, "/opt/p/x.so");
+    assert_string_equal(config->output_dir, "/tmp/out");
+}
+
+static void test_plugin_names_are_not_paths(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) named = load_ok("tensor.path = \"t\"\nbackend.plugin = \"cpu-reference\"\n",
+                                         NULL);
+    assert_string_equal(named->plugin, "cpu-reference");
+    g_autoptr(th_config) so = load_ok("tensor.path = \"t\"\nbackend.plugin = \"mine.so\"\n", NULL);
+    g_autofree char *resolved = in_temp("mine.so");
+    assert_string_equal(so->plugin, resolved);
+}
+
+/* ---- Backend options ------------------------------------------------------- */
+
+static void test_backend_options_rendering(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n"
+                                          "[backend.options]\n"
+                                          "threads = 2\n"
+                                          "negative = -17\n"
+                                          "ratio = 0.1\n"
+                                          "huge = 1e300\n"
+                                          "third = 0.3333333333333333\n"
+                                          "whole = 2.0\n"
+                                          "on = true\n"
+                                          "off = false\n"
+                                          "name = \"fast path\"\n"
+                                          "empty = \"\"\n",
+                                          NULL);
+    assert_int_equal(config->plugin_options->len, 10);
+    const th_config_option *first = g_ptr_array_index(config->plugin_options, 0);
+    const th_config_option *last = g_ptr_array_index(config->plugin_options, 9);
+    assert_string_equal(first->key, "threads"); /* file order, not sorted */
+    assert_string_equal(last->key, "empty");
+    assert_string_equal(option_value(config, "threads"), "2");
+    assert_string_equal(option_value(config, "negative"), "-17");
+    assert_string_equal(option_value(config, "ratio"), "0.1");
+    assert_string_equal(option_value(config, "huge"), "1e+300");
+    assert_string_equal(option_value(config, "third"), "0.3333333333333333");
+    assert_string_equal(option_value(config, "whole"), "2");
+    assert_string_equal(option_value(config, "on"), "true");
+    assert_string_equal(option_value(config, "off"), "false");
+    assert_string_equal(option_value(config, "name"), "fast path");
+    assert_string_equal(option_value(config, "empty"), "");
+}
+
+static void test_backend_options_reject_arrays_and_tables(void **state)
+{
+    (void)state;
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options]\nthreads = 2\ndevices = [0, 1]\n",
+                      NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:4:11: key 'backend.options.devices': expected a string, integer, "
+                      "float or boolean, found an array");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options.gpu]\nid = 0\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:1: key 'backend.options.gpu': expected a string, integer, "
+                      "float or boolean, found a table");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options]\nwhen = 2024-01-02\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:8: key 'backend.options.when': expected a string, integer, "
+                      "float or boolean, found the date 2024-01-02");
+}
+
+/* ---- --set overrides ------------------------------------------------------- */
+
+static void test_set_overrides_values(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"cpd.rank=32",
+                               "cpd.tolerance=1e-3",
+                               "cpd.max_iters = 7",
+                               "backend.plugin=cpu-reference",
+                               "output.write_factors=false",
+                               "backend.options.threads=8",
+                               "backend.options.new=\"quoted value\"",
+                               "backend.options.bare=word",
+                               NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n[cpd]\nrank = 3\n"
+                                          "[backend.options]\nthreads = 2\nkeep = 1\n",
+                                          overrides);
+    assert_int_equal(config->rank, 32);
+    assert_true(config->tolerance == 1e-3);
+    assert_int_equal(config->max_iters, 7);
+    assert_string_equal(config->plugin, "cpu-reference");
+    assert_false(config->write_factors);
+    /* A replaced option keeps its place; new ones come after the file's. */
+    assert_int_equal(config->plugin_options->len, 4);
+    const char *order[] = {"threads", "keep", "new", "bare"};
+    for (guint i = 0; i < 4; i++) {
+        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
+        assert_string_equal(option->key, order[i]);
+    }
+    assert_string_equal(option_value(config, "threads"), "8");
+    assert_string_equal(option_value(config, "keep"), "1");
+    assert_string_equal(option_value(config, "new"), "quoted value");
+    assert_string_equal(option_value(config, "bare"), "word");
+}
+
+static void test_set_later_override_wins(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"cpd.rank=5", "cpd.rank=6", NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n", overrides);
+    assert_int_equal(config->rank, 6);
+}
+
+static void test_set_supplies_missing_required_key(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"tensor.path=/data/t.tns", NULL};
+    g_autoptr(th_config) config = load_ok("", overrides);
+    assert_string_equal(config->tensor_path, "/data/t.tns");
+}
+
+static void test_set_paths_resolve_against_current_dir(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"tensor.path=data/2024.tns", "output.dir=out",
+                               "backend.search_path=plugins", NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n", overrides);
+    g_autofree char *cwd = g_get_current_dir();
+    g_autofree char *tensor = g_build_filename(cwd, "data/2024.tns", NULL);
+    g_autofree char *output = g_build_filename(cwd, "out", NULL);
+    g_autofree char *plugins = g_build_filename(cwd, "plugins", NULL);
+    assert_string_equal(config->tensor_path, tensor);
+    assert_string_equal(config->output_dir, output);
+    assert_int_equal(config->search_path->len, 1);
+    assert_string_equal(g_ptr_array_index(config->search_path, 0), plugins);
+}
+
+static void test_set_string_key_takes_text_as_written(void **state)
+{
+    (void)state;
+    /* 2024 and true would be TOML values; for a string key they are text. */
+    const char *overrides[] = {"tensor.path=/2024", "backend.plugin=true", NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n", overrides);
+    assert_string_equal(config->tensor_path, "/2024");
+    assert_string_equal(config->plugin, "true");
+}
+
+static void test_set_value_errors(void **state)
+{
+    (void)state;
+    const char *text = "tensor.path = \"t\"\n";
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rank=abc", NULL}), TH_CONFIG_ERROR_TYPE,
+                      "--set cpd.rank=abc: key 'cpd.rank': expected an integer from 1 to 4096, "
+                      "found the string \"abc\"");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rank=5000", NULL}), TH_CONFIG_ERROR_RANGE,
+                      "--set cpd.rank=5000: key 'cpd.rank': expected an integer from 1 to 4096, "
+                      "found the integer 5000");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"output.write_factors=no", NULL}),
+                      TH_CONFIG_ERROR_TYPE,
+                      "--set output.write_factors=no: key 'output.write_factors': expected a "
+                      "boolean (true or false), found the string \"no\"");
+    /* The value cannot smuggle in a second key; messages stay on one line. */
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rank=1\ncpd.seed = 3", NULL}),
+                      TH_CONFIG_ERROR_TYPE,
+                      "--set cpd.rank=1\\ncpd.seed = 3: key 'cpd.rank': expected an integer from "
+                      "1 to 4096, found the string \"1\\ncpd.seed = 3\"");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"backend.options.list=[1, 2]", NULL}),
+                      TH_CONFIG_ERROR_TYPE,
+                      "--set backend.options.list=[1, 2]: key 'backend.options.list': expected "
+                      "a string, integer, float or boolean, found an array");
+}
+
+static void test_set_unknown_keys(void **state)
+{
+    (void)state;
+    const char *text = "tensor.path = \"t\"\n";
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rnak=3", NULL}), TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "--set cpd.rnak=3: unknown key 'cpd.rnak' (did you mean 'cpd.rank'?)");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cdp.rank=3", NULL}), TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "--set cdp.rank=3: unknown section 'cdp' (did you mean 'cpd'?)");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"rank=3", NULL}), TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "--set rank=3: unknown key 'rank' (did you mean 'cpd.rank'?)");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rank.x=3", NULL}), TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "--set cpd.rank.x=3: unknown key 'cpd.rank.x' ('cpd.rank' is not a "
+                      "section)");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"backend.options.a.b=1", NULL}),
+                      TH_CONFIG_ERROR_UNKNOWN_KEY,
+                      "--set backend.options.a.b=1: unknown key 'backend.options.a.b' (options "
+                      "have plain names, such as 'backend.options.a')");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd=3", NULL}), TH_CONFIG_ERROR_OVERRIDE,
+                      "--set cpd=3: 'cpd' is a section; set one of its keys, such as "
+                      "'cpd.rank'");
+}
+
+static void test_set_malformed(void **state)
+{
+    (void)state;
+    const char *text = "tensor.path = \"t\"\n";
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"foo", NULL}), TH_CONFIG_ERROR_OVERRIDE,
+                      "--set foo: expected KEY=VALUE");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"=5", NULL}), TH_CONFIG_ERROR_OVERRIDE,
+                      "--set =5: expected KEY=VALUE");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd..rank=5", NULL}), TH_CONFIG_ERROR_OVERRIDE,
+                      "--set cpd..rank=5: expected KEY=VALUE");
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd. rank=5", NULL}), TH_CONFIG_ERROR_OVERRIDE,
+                      "--set cpd. rank=5: expected KEY=VALUE");
+}
+
+static void test_set_does_not_hide_file_errors(void **state)
+{
+    (void)state;
+    /* An override does not hide a broken file: `backend = 5` is still reported. */
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\nbackend = 5\n",
+                      ((const char *[]){"backend.plugin=x", NULL}), TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:11: key 'backend': expected a table, found the integer 5");
+    /* But it does replace a bad value of the key it sets. */
+    const char *overrides[] = {"cpd.rank=8", NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\ncpd.rank = \"x\"\n", overrides);
+    assert_int_equal(config->rank, 8);
+}
+
+/* ---- Loading from memory --------------------------------------------------- */
+
+static void test_load_from_string(void **state)
+{
+    (void)state;
+    GError *error = NULL;
+    g_autoptr(th_config) config = th_config_load_from_string(
+        "/etc/th/run.toml", "tensor.path = \"t.tns\"\ncpd.rank = 3\n", -1, NULL, &error);
+    assert_non_null(config);
+    assert_string_equal(config->tensor_path, "/etc/th/t.tns");
+    assert_int_equal(config->rank, 3);
+
+    /* With an explicit length the text may hold a NUL, which TOML forbids. */
+    static const char with_nul[] = "tensor.path = \"t\"\n\0x = 1\n";
+    assert_null(th_config_load_from_string("mem.toml", with_nul, sizeof with_nul - 1, NULL,
+                                           &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_SYNTAX);
+    assert_true(g_str_has_prefix(error->message, "mem.toml:2:1: TOML syntax error: "));
+    g_clear_error(&error);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_foreach_lists_every_key_in_schema_order),
+        cmocka_unit_test(test_all_keys_set),
+        cmocka_unit_test(test_tolerance_accepts_an_integer),
+        cmocka_unit_test(test_type_errors),
+        cmocka_unit_test(test_string_errors),
+        cmocka_unit_test(test_range_errors),
+        cmocka_unit_test(test_unknown_key_suggests_nearest),
+        cmocka_unit_test(test_unknown_key_in_wrong_section_suggests_its_home),
+        cmocka_unit_test(test_unknown_key_without_suggestion_lists_valid_keys),
+        cmocka_unit_test(test_unknown_section),
+        cmocka_unit_test(test_missing_tensor_path),
+        cmocka_unit_test(test_syntax_errors),
+        cmocka_unit_test(test_file_not_found),
+        cmocka_unit_test(test_relative_paths_resolve_against_config_dir),
+        cmocka_unit_test(test_relative_config_path_resolves_from_current_dir),
+        cmocka_unit_test(test_absolute_paths_are_kept),
+        cmocka_unit_test(test_plugin_names_are_not_paths),
+        cmocka_unit_test(test_backend_options_rendering),
+        cmocka_unit_test(test_backend_options_reject_arrays_and_tables),
+        cmocka_unit_test(test_set_overrides_values),
+        cmocka_unit_test(test_set_later_override_wins),
+        cmocka_unit_test(test_set_supplies_missing_required_key),
+        cmocka_unit_test(test_set_paths_resolve_against_current_dir),
+        cmocka_unit_test(test_set_string_key_takes_text_as_written),
+        cmocka_unit_test(test_set_value_errors),
+        cmocka_unit_test(test_set_unknown_keys),
+        cmocka_unit_test(test_set_malformed),
+        cmocka_unit_test(test_set_does_not_hide_file_errors),
+        cmocka_unit_test(test_load_from_string),
+    };
+    return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
+}

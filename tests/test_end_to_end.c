@@ -1,0 +1,274 @@
+/* The tensorhost program as a user runs it: a real tensor in, per-iteration
+ * lines, factor files and report.json out that agree with each other; every
+ * bad input ends in one clear error and a non-zero exit. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "dense.h"
+#include "factor_io.h"
+#include "tensor_reader.h"
+
+#define UBER TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz"
+
+typedef struct run_output {
+    int status;
+    char *out;
+    char *err;
+} run_output;
+
+static void run_output_clear(run_output *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+/* Runs tensorhost with `args` (NULL-terminated) and returns its exit status. */
+static run_output run_tensorhost(const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
+    for (; *args; ++args)
+        g_ptr_array_add(argv, g_strdup(*args));
+    g_ptr_array_add(argv, NULL);
+    run_output r = {0};
+    g_autoptr(GError) error = NULL;
+    int wait_status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                      &r.err, &wait_status, &error))
+        fail_msg("cannot run tensorhost: %s", error->message);
+    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    return r;
+}
+
+static char *write_temp(const char *dir, const char *name, const char *text)
+{
+    char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_file_set_contents(path, text, -1, &error))
+        fail_msg("%s", error->message);
+    return path;
+}
+
+static unsigned count_lines_with(const char *text, const char *needle)
+{
+    unsigned n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        ++n;
+    return n;
+}
+
+/* The fit of (lambda, factors) read back from the output files, computed
+ * independently of the CP-ALS code: <X,M> from the nonzeros, ||M||^2 from
+ * the factors' Grams. */
+static double fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank)
+{
+    uint64_t rows = 0;
+    uint32_t cols = 0;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *lambda_path = g_build_filename(dir, "lambda.mat", NULL);
+    g_autofree double *lambda = th_read_matrix(lambda_path, &rows, &cols, &error);
+    assert_non_null(lambda);
+    assert_int_equal(rows, rank);
+    assert_int_equal(cols, 1);
+    double *factors[TH_MAX_MODES];
+    double *grams[TH_MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        factors[m] = th_read_matrix(path, &rows, &cols, &error);
+        assert_non_null(factors[m]);
+        assert_int_equal(rows, t->dims[m]);
+        assert_int_equal(cols, rank);
+        grams[m] = g_new(double, (size_t)rank * rank);
+        th_dense_gram(factors[m], rows, rank, grams[m]);
+    }
+    double inner = 0.0, norm_x = 0.0;
+    for (uint64_t k = 0; k < t->nnz; ++k) {
+        double model = 0.0;
+        for (uint32_t r = 0; r < rank; ++r) {
+            double p = lambda[r];
+            for (uint32_t m = 0; m < t->nmodes; ++m)
+                p *= factors[m][(size_t)t->indices[m][k] * rank + r];
+            model += p;
+        }
+        inner += t->values[k] * model;
+        norm_x += t->values[k] * t->values[k];
+    }
+    g_autofree double *hadamard = g_new(double, (size_t)rank * rank);
+    th_dense_hadamard_except(grams, t->nmodes, UINT32_MAX, rank, hadamard);
+    double norm_m = 0.0;
+    for (uint32_t r = 0; r < rank; ++r)
+        for (uint32_t q = 0; q < rank; ++q)
+            norm_m += lambda[r] * lambda[q] * hadamard[(size_t)r * rank + q];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_free(factors[m]);
+        g_free(grams[m]);
+    }
+    return 1.0 - sqrt(fmax(norm_x + norm_m - 2.0 * inner, 0.0)) / sqrt(norm_x);
+}
+
+static void assert_no_temp_files(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    assert_non_null(d);
+    for (const char *name; (name = g_dir_read_name(d));)
+        if (strstr(name, ".tmp-"))
+            fail_msg("temporary file left behind: %s", name);
+}
+
+static void test_quickstart_run_writes_consistent_outputs(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 8\nmax_iters = 6\ntolerance = 1e-9\nseed = 7\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[backend.options]\nthreads = 2\n"
+        "[output]\ndir = \"out\"\n",
+        UBER);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, "--set", "cpd.rank=5", NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    /* One line per iteration, then the summary. */
+    assert_int_equal(count_lines_with(r.out, "its = "), 6);
+    assert_non_null(strstr(r.out, "183 x 24 x 874 x 1247"));
+    assert_non_null(strstr(r.out, "Timing (seconds)"));
+    assert_non_null(strstr(r.out, "mttkrp mode 4"));
+
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    g_autofree char *report_path = g_build_filename(out_dir, "report.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    if (!json_parser_load_from_file(parser, report_path, &error))
+        fail_msg("%s", error->message);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    assert_string_equal(json_object_get_string_member(root, "status"), "max_iters");
+    JsonObject *cpd = json_object_get_object_member(root, "cpd");
+    assert_int_equal(json_object_get_int_member(cpd, "rank"), 5); /* the --set override */
+    JsonArray *iterations = json_object_get_array_member(cpd, "iterations");
+    assert_int_equal(json_array_get_length(iterations), 6);
+    const double final_fit = json_object_get_double_member(cpd, "final_fit");
+    JsonObject *last = json_array_get_object_element(iterations, 5);
+    assert_true(json_object_get_double_member(last, "fit") == final_fit);
+    JsonObject *tensor = json_object_get_object_member(root, "tensor");
+    assert_int_equal(json_object_get_int_member(tensor, "nnz"), 353486);
+    JsonObject *backend = json_object_get_object_member(root, "backend");
+    assert_string_equal(json_object_get_string_member(backend, "id"), "cpu-reference");
+    JsonObject *config_node = json_object_get_object_member(root, "config");
+    assert_string_equal(json_object_get_string_member(config_node, "cpd.rank"), "5");
+    JsonObject *timings = json_object_get_object_member(root, "timings");
+    assert_int_equal(json_array_get_length(json_object_get_array_member(timings, "mttkrp_seconds")), 4);
+
+    /* The factor files and lambda reproduce the reported fit. */
+    g_autoptr(th_sptensor) t = th_tensor_read_file(UBER, NULL, &error);
+    assert_non_null(t);
+    const double fit = fit_from_files(t, out_dir, 5);
+    if (fabs(fit - final_fit) > 1e-5)
+        fail_msg("fit from files %.8f, report %.8f", fit, final_fit);
+    assert_no_temp_files(out_dir);
+    run_output_clear(&r);
+}
+
+typedef struct bad_case {
+    const char *name;
+    const char *config; /* @TENSOR@ is replaced by the tensor path */
+    const char *tensor; /* contents of a tensor file, or NULL for the Uber sample */
+    const char *expected; /* in stderr */
+} bad_case;
+
+static void test_bad_inputs_end_in_one_clear_error(void **state)
+{
+    (void)state;
+    const char *good_tail = "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n";
+    const bad_case cases[] = {
+        {"unknown key", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nrnak = 3\n", NULL,
+         "run.toml:4:1: unknown key 'cpd.rnak' (did you mean 'cpd.rank'?)"},
+        {"bad type", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nrank = \"x\"\n", NULL, "run.toml:4:"},
+        {"tensor index 0", "[tensor]\npath = \"@TENSOR@\"\n", "1 1 1 2.0\n1 0 2 1.0\n",
+         "bad.tns:2:"},
+        {"tensor missing", "[tensor]\npath = \"nothere.tns\"\n", NULL, "nothere.tns"},
+        {"plugin missing", "[tensor]\npath = \"@TENSOR@\"\n[backend]\nplugin = \"no-such-backend\"\n",
+         NULL, "no-such-backend"},
+        {"plugin option", "[tensor]\npath = \"@TENSOR@\"\n[backend]\nplugin = \"cpu-reference\"\n"
+                          "[backend.options]\nthreds = 2\n",
+         NULL, "threds"},
+        {"rank too large", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nrank = 100000\n", NULL, "cpd.rank"},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
+        g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+        g_autofree char *tensor_path = cases[c].tensor
+                                           ? write_temp(dir, "bad.tns", cases[c].tensor)
+                                           : g_strdup(UBER);
+        g_auto(GStrv) pieces = g_strsplit(cases[c].config, "@TENSOR@", -1);
+        g_autofree char *body = g_strjoinv(tensor_path, pieces);
+        g_autofree char *config = strstr(body, "[backend]") || strstr(body, "[output]")
+                                      ? g_strdup(body)
+                                      : g_strconcat(body, good_tail, NULL);
+        g_autofree char *config_path = write_temp(dir, "run.toml", config);
+        const char *args[] = {"--config", config_path, NULL};
+        run_output r = run_tensorhost(args);
+        if (r.status != 1 || !strstr(r.err, cases[c].expected))
+            fail_msg("%s: exit %d, stderr:\n%s", cases[c].name, r.status, r.err);
+        /* One error line, no crash, no output written. */
+        assert_int_equal(count_lines_with(r.err, "tensorhost: error: "), 1);
+        g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+        g_autofree char *default_dir = g_build_filename(dir, "tensorhost-out", NULL);
+        assert_false(g_file_test(out_dir, G_FILE_TEST_EXISTS));
+        assert_false(g_file_test(default_dir, G_FILE_TEST_EXISTS));
+        run_output_clear(&r);
+    }
+}
+
+static void test_command_line(void **state)
+{
+    (void)state;
+    const char *version[] = {"--version", NULL};
+    run_output r = run_tensorhost(version);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "plugin ABI 1.0"));
+    run_output_clear(&r);
+
+    const char *list[] = {"--list-plugins", NULL};
+    r = run_tensorhost(list);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "cpu-reference"));
+    assert_non_null(strstr(r.out, "ABI 1.0"));
+    run_output_clear(&r);
+
+    const char *nothing[] = {NULL};
+    r = run_tensorhost(nothing);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--config"));
+    run_output_clear(&r);
+
+    const char *bad_flag[] = {"--no-such-flag", NULL};
+    r = run_tensorhost(bad_flag);
+    assert_int_equal(r.status, 2);
+    run_output_clear(&r);
+
+    const char *bad_set[] = {"--config", "x.toml", "--set", "cpd.rank", NULL};
+    r = run_tensorhost(bad_set);
+    assert_int_equal(r.status, 1);
+    run_output_clear(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quickstart_run_writes_consistent_outputs),
+        cmocka_unit_test(test_bad_inputs_end_in_one_clear_error),
+        cmocka_unit_test(test_command_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

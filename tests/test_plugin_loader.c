@@ -1,0 +1,544 @@
+/* The plugin loader against real .so fixtures, good and deliberately broken:
+ * for each, the exact error code and message the host gives (plugin.h,
+ * steps 1-6), plus name resolution along the search path. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "plugin_loader.h"
+
+#define FIXTURE(name) TH_FIXTURE_PLUGIN_DIR "/fixture_" name ".so"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Host services that record every log line, to see init()/deinit() run. */
+typedef struct log_capture {
+    GPtrArray *lines;
+} log_capture;
+
+static void capture_log(void *host_data, int32_t level, const char *message)
+{
+    (void)level;
+    log_capture *capture = host_data;
+    g_ptr_array_add(capture->lines, g_strdup(message));
+}
+
+static int32_t never_cancelled(void *host_data)
+{
+    (void)host_data;
+    return 0;
+}
+
+static th_host_services capture_services(log_capture *capture)
+{
+    capture->lines = g_ptr_array_new_with_free_func(g_free);
+    th_host_services services = {
+        .struct_size = (uint32_t)sizeof(th_host_services),
+        .host_data = capture,
+        .log = capture_log,
+        .is_cancelled = never_cancelled,
+    };
+    return services;
+}
+
+static gboolean captured(const log_capture *capture, const char *line)
+{
+    for (guint i = 0; i < capture->lines->len; i++)
+        if (strcmp(g_ptr_array_index(capture->lines, i), line) == 0)
+            return TRUE;
+    return FALSE;
+}
+
+static char *canonical(const char *path)
+{
+    return g_canonicalize_filename(path, NULL);
+}
+
+/* Loads `path`, expecting failure with `code`; returns the message. */
+static char *expect_load_error(const char *path, th_plugin_error code)
+{
+    th_host_services services = th_host_services_make();
+    GError *error = NULL;
+    th_plugin *plugin = th_plugin_load(path, &services, &error);
+    if (plugin != NULL) {
+        th_plugin_unload(plugin);
+        fail_msg("%s loaded, but an error was expected", path);
+    }
+    assert_non_null(error);
+    if (!g_error_matches(error, TH_PLUGIN_ERROR, (gint)code))
+        fail_msg("%s: expected error code %d, got %d: %s", path, code, error->code,
+                 error->message);
+    char *message = g_strdup(error->message);
+    g_error_free(error);
+    return message;
+}
+
+static th_plugin *load_ok(const char *path)
+{
+    th_host_services services = th_host_services_make();
+    g_autoptr(GError) error = NULL;
+    th_plugin *plugin = th_plugin_load(path, &services, &error);
+    if (plugin == NULL)
+        fail_msg("%s: %s", path, error->message);
+    return plugin;
+}
+
+/* A 3 x 2 x 2 tensor with three nonzeros and rank-2 factors whose MTTKRP is
+ * easy to check by hand. */
+static const uint32_t tiny_dims[3] = {3, 2, 2};
+static const uint32_t tiny_i0[3] = {0, 2, 2};
+static const uint32_t tiny_i1[3] = {1, 0, 1};
+static const uint32_t tiny_i2[3] = {0, 1, 1};
+static const double tiny_values[3] = {2.0, -1.0, 0.5};
+static const double tiny_a1[4] = {1, 2, 3, 4};  /* 2 x 2 */
+static const double tiny_a2[4] = {5, 6, 7, 8};  /* 2 x 2 */
+static const double tiny_a0[6] = {0, 0, 0, 0, 0, 0};
+
+/* M0(i, r) = sum over nonzeros with i0 = i of v * A1(i1, r) * A2(i2, r):
+ *   row 0: 2.0 * A1(1,:) * A2(0,:) = 2 * (3,4) * (5,6) = (30, 48)
+ *   row 1: none                                          = (0, 0)
+ *   row 2: -1 * (1,2) * (7,8) + 0.5 * (3,4) * (7,8)      = (3.5, 0) */
+static const double tiny_m0[6] = {30, 48, 0, 0, 3.5, 0};
+
+static void run_tiny_mttkrp(const th_plugin *plugin)
+{
+    const uint32_t *indices[3] = {tiny_i0, tiny_i1, tiny_i2};
+    th_coo_tensor t = {
+        .struct_size = (uint32_t)sizeof t,
+        .nmodes = 3,
+        .nnz = 3,
+        .dims = tiny_dims,
+        .indices = indices,
+        .values = tiny_values,
+        .norm_squared = 4.0 + 1.0 + 0.25,
+    };
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+    assert_int_equal(plugin->entry.load_tensor(inst, &t, 2, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 0, tiny_a0, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 1, tiny_a1, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 2, tiny_a2, err), TH_OK);
+    assert_int_equal(plugin->entry.mttkrp(inst, 0, err), TH_OK);
+    double m0[6];
+    assert_int_equal(plugin->entry.get_mttkrp_result(inst, 0, m0, err), TH_OK);
+    for (int i = 0; i < 6; i++)
+        assert_true(m0[i] == tiny_m0[i]);
+    plugin->entry.destroy(inst);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fixtures, one by one                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void test_good_loads_and_runs(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("good"));
+    g_autofree char *expected_path = canonical(FIXTURE("good"));
+    assert_string_equal(plugin->path, expected_path);
+    assert_string_equal(plugin->info->id, "fixture_good");
+    assert_int_equal(plugin->plugin_entry_size, sizeof(th_plugin_entry));
+    assert_null(plugin->entry.als_update);
+    run_tiny_mttkrp(plugin);
+
+    /* Optional queries the plugin lacks fall back to empty values. */
+    g_autoptr(GError) error = NULL;
+    th_runtime_info info;
+    memset(&info, 0x55, sizeof info);
+    assert_true(th_plugin_runtime_info(plugin, NULL, &info, &error));
+    assert_string_equal(info.device, "");
+    assert_int_equal(info.tensor_bytes, 0);
+    th_mode_info mode;
+    memset(&mode, 0x55, sizeof mode);
+    assert_true(th_plugin_mode_info(plugin, NULL, 0, &mode, &error));
+    assert_string_equal(mode.scheme, "");
+    assert_int_equal(mode.partitions, 0);
+    assert_true(mode.last_mttkrp_seconds < 0);
+    th_plugin_unload(plugin);
+}
+
+static void test_wrong_major_names_both_versions(void **state)
+{
+    (void)state;
+    g_autofree char *message = expect_load_error(FIXTURE("wrong_major"), TH_PLUGIN_ERROR_ABI_MAJOR);
+    g_autofree char *path = canonical(FIXTURE("wrong_major"));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: plugin ABI major version 2.0 is not supported by this host (ABI %u.%u)", path,
+        TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR);
+    assert_string_equal(message, expected);
+}
+
+static void test_newer_minor_is_accepted_and_tail_ignored(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("newer_minor"));
+    assert_string_equal(plugin->info->id, "fixture_newer_minor");
+    /* The plugin's struct is two function pointers longer than the host's. */
+    assert_int_equal(plugin->plugin_entry_size, sizeof(th_plugin_entry) + 2 * sizeof(void *));
+    assert_int_equal(plugin->entry.struct_size, plugin->plugin_entry_size);
+    assert_int_equal(plugin->entry.abi_version.minor, 99);
+    run_tiny_mttkrp(plugin);
+    th_plugin_unload(plugin);
+}
+
+static void test_short_struct_names_sizes(void **state)
+{
+    (void)state;
+    g_autofree char *message =
+        expect_load_error(FIXTURE("short_struct"), TH_PLUGIN_ERROR_STRUCT_SIZE);
+    g_autofree char *path = canonical(FIXTURE("short_struct"));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: entry struct is 24 bytes, shorter than the %zu bytes of ABI 1.0 (plugin says "
+        "ABI 1.0)",
+        path, (size_t)TH_PLUGIN_ENTRY_V1_0_SIZE);
+    assert_string_equal(message, expected);
+    assert_int_equal(TH_PLUGIN_ENTRY_V1_0_SIZE, 112);
+}
+
+static void test_no_symbol_keeps_dlerror(void **state)
+{
+    (void)state;
+    g_autofree char *message = expect_load_error(FIXTURE("no_symbol"), TH_PLUGIN_ERROR_NO_ENTRY);
+    g_autofree char *path = canonical(FIXTURE("no_symbol"));
+    g_autofree char *prefix = g_strdup_printf("%s: no symbol 'tensorhost_plugin_entry': ", path);
+    assert_true(g_str_has_prefix(message, prefix));
+    /* glibc's dlerror() text, kept verbatim after the prefix. */
+    assert_non_null(strstr(message + strlen(prefix), "undefined symbol: tensorhost_plugin_entry"));
+}
+
+static void test_null_function_is_named(void **state)
+{
+    (void)state;
+    g_autofree char *message =
+        expect_load_error(FIXTURE("null_function"), TH_PLUGIN_ERROR_NULL_FUNCTION);
+    g_autofree char *path = canonical(FIXTURE("null_function"));
+    g_autofree char *expected = g_strdup_printf("%s: required function 'mttkrp' is NULL", path);
+    assert_string_equal(message, expected);
+}
+
+static void expect_call_error(const th_plugin *plugin, const char *function, th_status status,
+                              const char *err)
+{
+    assert_int_equal(status, TH_ERR_DEVICE);
+    g_autofree char *plugin_text =
+        g_strdup_printf("fixture_failing: simulated device failure in %s", function);
+    assert_string_equal(err, plugin_text);
+    g_autoptr(GError) error = NULL;
+    th_plugin_set_call_error(&error, plugin, function, status, err);
+    g_autofree char *expected =
+        g_strdup_printf("fixture_failing: %s: %s (TH_ERR_DEVICE)", function, plugin_text);
+    assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL));
+    assert_string_equal(error->message, expected);
+}
+
+static void test_failing_calls_report_plugin_text(void **state)
+{
+    (void)state;
+    log_capture capture;
+    th_host_services services = capture_services(&capture);
+    g_autoptr(GError) error = NULL;
+    th_plugin *plugin = th_plugin_load(FIXTURE("failing"), &services, &error);
+    assert_non_null(plugin);
+    assert_true(captured(&capture, "fixture_failing: init"));
+    assert_non_null(plugin->entry.als_update);
+
+    const th_plugin_entry *e = &plugin->entry;
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(e->create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+
+    const uint32_t dims[2] = {1, 1}, index[1] = {0};
+    const uint32_t *indices[2] = {index, index};
+    const double value = 1.0;
+    th_coo_tensor t = {.struct_size = sizeof t, .nmodes = 2, .nnz = 1, .dims = dims,
+                       .indices = indices, .values = &value, .norm_squared = 1.0};
+    double data[1] = {0}, lambda[1], gram[1], inner[1];
+    th_als_output out = {.struct_size = sizeof out, .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    expect_call_error(plugin, "load_tensor", e->load_tensor(inst, &t, 1, err), err);
+    expect_call_error(plugin, "set_factor", e->set_factor(inst, 0, data, err), err);
+    expect_call_error(plugin, "get_factor", e->get_factor(inst, 0, data, err), err);
+    expect_call_error(plugin, "mttkrp", e->mttkrp(inst, 0, err), err);
+    expect_call_error(plugin, "get_mttkrp_result", e->get_mttkrp_result(inst, 0, data, err), err);
+    expect_call_error(plugin, "als_update", e->als_update(inst, 0, data, TH_NORM_2, &out, err),
+                      err);
+
+    /* The host's wrappers of the optional queries turn failures into GErrors. */
+    th_runtime_info info;
+    assert_false(th_plugin_runtime_info(plugin, inst, &info, &error));
+    assert_string_equal(error->message,
+                        "fixture_failing: get_runtime_info: fixture_failing: simulated device "
+                        "failure in get_runtime_info (TH_ERR_DEVICE)");
+    g_clear_error(&error);
+    th_mode_info mode;
+    assert_false(th_plugin_mode_info(plugin, inst, 1, &mode, &error));
+    assert_string_equal(error->message,
+                        "fixture_failing: get_mode_info(mode 1): fixture_failing: simulated "
+                        "device failure in get_mode_info (TH_ERR_DEVICE)");
+
+    e->destroy(inst);
+    th_plugin_unload(plugin);
+    assert_true(captured(&capture, "fixture_failing: deinit"));
+    g_ptr_array_unref(capture.lines);
+}
+
+static void test_init_failure(void **state)
+{
+    (void)state;
+    g_setenv("TH_FIXTURE_FAIL_INIT", "1", TRUE);
+    g_autofree char *message = expect_load_error(FIXTURE("failing"), TH_PLUGIN_ERROR_INIT);
+    g_unsetenv("TH_FIXTURE_FAIL_INIT");
+    g_autofree char *path = canonical(FIXTURE("failing"));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: init failed: fixture_failing: init failed because TH_FIXTURE_FAIL_INIT is set "
+        "(TH_ERR_NO_DEVICE)",
+        path);
+    assert_string_equal(message, expected);
+}
+
+/* get_info() runs after init(), so a bad description must still be followed
+ * by deinit() before the object is closed. */
+static void expect_bad_info(const char *variant, const char *what)
+{
+    g_setenv("TH_FIXTURE_FAILING_INFO", variant, TRUE);
+    log_capture capture;
+    th_host_services services = capture_services(&capture);
+    GError *error = NULL;
+    th_plugin *plugin = th_plugin_load(FIXTURE("failing"), &services, &error);
+    g_unsetenv("TH_FIXTURE_FAILING_INFO");
+    assert_null(plugin);
+    assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_BAD_INFO));
+    g_autofree char *path = canonical(FIXTURE("failing"));
+    g_autofree char *expected = g_strdup_printf("%s: %s", path, what);
+    assert_string_equal(error->message, expected);
+    assert_true(captured(&capture, "fixture_failing: init"));
+    assert_true(captured(&capture, "fixture_failing: deinit"));
+    g_error_free(error);
+    g_ptr_array_unref(capture.lines);
+}
+
+static void test_bad_info(void **state)
+{
+    (void)state;
+    expect_bad_info("null", "get_info() returned NULL");
+    expect_bad_info("empty-id", "get_info() returned an empty id");
+    expect_bad_info("als-flag", "plugin 'fixture_failing' clears the TH_CAP_ALS_UPDATE flag "
+                                "but its als_update function is present");
+    expect_bad_info("max-modes", "plugin 'fixture_failing' declares max_modes 2 and max_rank "
+                                 "256; expected max_modes >= 3 and max_rank >= 1");
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    g_autofree char *message =
+        expect_load_error("/nonexistent/dir/backend.so", TH_PLUGIN_ERROR_NOT_FOUND);
+    assert_string_equal(message, "/nonexistent/dir/backend.so: plugin file not found");
+}
+
+static void test_not_a_shared_object(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("th-loader-XXXXXX", &error);
+    assert_non_null(dir);
+    g_autofree char *path = g_build_filename(dir, "text.so", NULL);
+    assert_true(g_file_set_contents(path, "not an ELF file\n", -1, &error));
+    g_autofree char *message = expect_load_error(path, TH_PLUGIN_ERROR_DLOPEN);
+    g_autofree char *prefix = g_strdup_printf("%s: dlopen failed: ", path);
+    assert_true(g_str_has_prefix(message, prefix));
+    /* dlerror()'s own words follow ("invalid ELF header" or "file too short"). */
+    assert_true(strlen(message) > strlen(prefix) + 5);
+    assert_int_equal(g_remove(path), 0);
+    assert_int_equal(g_rmdir(dir), 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Search path and resolution                                                */
+/* ------------------------------------------------------------------------ */
+
+static void test_search_path_order(void **state)
+{
+    (void)state;
+    g_setenv("TENSORHOST_PLUGIN_PATH", "/env/a::/env/b:", TRUE);
+    g_autoptr(GPtrArray) extra = g_ptr_array_new();
+    g_ptr_array_add(extra, (gpointer) "/config/dir");
+    g_autoptr(GPtrArray) dirs = th_plugin_search_path(extra);
+    g_unsetenv("TENSORHOST_PLUGIN_PATH");
+
+    assert_int_equal(dirs->len, 4);
+    assert_string_equal(g_ptr_array_index(dirs, 0), "/config/dir");
+    assert_string_equal(g_ptr_array_index(dirs, 1), "/env/a");
+    assert_string_equal(g_ptr_array_index(dirs, 2), "/env/b");
+    /* The test runs from <build>/bin, the build tree mirrors the install tree,
+     * so the executable-relative folder is where cpu-reference.so is built. */
+    g_autofree char *exe_relative = canonical(TH_PLUGIN_DIR);
+    assert_string_equal(g_ptr_array_index(dirs, 3), exe_relative);
+
+    g_autoptr(GPtrArray) plain = th_plugin_search_path(NULL);
+    assert_int_equal(plain->len, 1);
+    assert_string_equal(g_ptr_array_index(plain, 0), exe_relative);
+}
+
+static void test_resolve_by_name(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+
+    /* Found next to the executable, with no configuration at all. */
+    g_autoptr(GPtrArray) plain = th_plugin_search_path(NULL);
+    g_autofree char *cpu = th_plugin_resolve("cpu-reference", plain, &error);
+    g_assert_no_error(error);
+    g_autofree char *cpu_expected = canonical(TH_PLUGIN_DIR "/cpu-reference.so");
+    assert_string_equal(cpu, cpu_expected);
+
+    /* Found through TENSORHOST_PLUGIN_PATH. */
+    g_setenv("TENSORHOST_PLUGIN_PATH", "/nonexistent:" TH_FIXTURE_PLUGIN_DIR, TRUE);
+    g_autoptr(GPtrArray) with_env = th_plugin_search_path(NULL);
+    g_unsetenv("TENSORHOST_PLUGIN_PATH");
+    g_autofree char *good = th_plugin_resolve("fixture_good", with_env, &error);
+    g_assert_no_error(error);
+    g_autofree char *good_expected = canonical(FIXTURE("good"));
+    assert_string_equal(good, good_expected);
+
+    /* An earlier folder wins: a config folder holding its own cpu-reference.so
+     * (here a copy of fixture_good) shadows the installed one. */
+    g_autofree char *dir = g_dir_make_tmp("th-resolve-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_autofree char *shadow = g_build_filename(dir, "cpu-reference.so", NULL);
+    g_autofree char *bytes = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(FIXTURE("good"), &bytes, &length, &error));
+    assert_true(g_file_set_contents(shadow, bytes, (gssize)length, &error));
+    g_autoptr(GPtrArray) extra = g_ptr_array_new();
+    g_ptr_array_add(extra, dir);
+    g_autoptr(GPtrArray) with_extra = th_plugin_search_path(extra);
+    g_autofree char *shadowed = th_plugin_resolve("cpu-reference", with_extra, &error);
+    g_assert_no_error(error);
+    g_autofree char *shadow_canonical = canonical(shadow);
+    assert_string_equal(shadowed, shadow_canonical);
+    th_plugin *plugin = load_ok(shadowed);
+    assert_string_equal(plugin->info->id, "fixture_good");
+    th_plugin_unload(plugin);
+    assert_int_equal(g_remove(shadow), 0);
+    assert_int_equal(g_rmdir(dir), 0);
+}
+
+static void test_resolve_paths_and_failures(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new();
+    g_ptr_array_add(dirs, (gpointer) "/nonexistent/one");
+    g_ptr_array_add(dirs, (gpointer) "/nonexistent/two");
+
+    char *missing = th_plugin_resolve("nope", dirs, &error);
+    assert_null(missing);
+    assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND));
+    assert_string_equal(error->message,
+                        "plugin 'nope' not found: no nope.so in /nonexistent/one, "
+                        "/nonexistent/two (add a folder with TENSORHOST_PLUGIN_PATH, or give "
+                        "the path of the .so)");
+    g_clear_error(&error);
+
+    assert_null(th_plugin_resolve("", dirs, &error));
+    assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND));
+    g_clear_error(&error);
+
+    /* A name with a '/' or ending in .so is a path, never searched for. */
+    assert_null(th_plugin_resolve("fixture_good.so", dirs, &error));
+    assert_string_equal(error->message, "fixture_good.so: plugin file not found");
+    g_clear_error(&error);
+
+    g_autofree char *absolute = th_plugin_resolve(FIXTURE("good"), dirs, &error);
+    g_assert_no_error(error);
+    g_autofree char *expected = canonical(FIXTURE("good"));
+    assert_string_equal(absolute, expected);
+
+    /* Relative paths become absolute (relative to the working directory). */
+    g_autofree char *cwd = g_get_current_dir();
+    assert_int_equal(g_chdir(TH_FIXTURE_PLUGIN_DIR), 0);
+    g_autofree char *relative = th_plugin_resolve("./fixture_good.so", dirs, &error);
+    assert_int_equal(g_chdir(cwd), 0);
+    g_assert_no_error(error);
+    assert_string_equal(relative, expected);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Misc                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void test_status_names_and_call_error(void **state)
+{
+    (void)state;
+    assert_string_equal(th_status_name(TH_OK), "TH_OK");
+    assert_string_equal(th_status_name(TH_ERR_OUT_OF_MEMORY), "TH_ERR_OUT_OF_MEMORY");
+    assert_string_equal(th_status_name(TH_ERR_INTERNAL), "TH_ERR_INTERNAL");
+    assert_string_equal(th_status_name(-99), "unknown status");
+
+    th_plugin *plugin = load_ok(FIXTURE("good"));
+    g_autoptr(GError) error = NULL;
+    th_plugin_set_call_error(&error, plugin, "mttkrp(mode 2)", -99, "");
+    assert_string_equal(error->message,
+                        "fixture_good: mttkrp(mode 2): (the plugin gave no message) (status -99)");
+    g_clear_error(&error);
+    /* A message without a terminator is cut at the buffer size. */
+    char unterminated[TH_ERROR_SIZE + 8];
+    memset(unterminated, 'x', sizeof unterminated - 1);
+    unterminated[sizeof unterminated - 1] = '\0';
+    th_plugin_set_call_error(&error, plugin, "create", TH_ERR_INVALID_ARGUMENT, unterminated);
+    assert_int_equal(strlen(error->message),
+                     strlen("fixture_good: create: ") + TH_ERROR_SIZE - 1 +
+                         strlen(" (TH_ERR_INVALID_ARGUMENT)"));
+    th_plugin_unload(plugin);
+}
+
+static void test_load_unload_loop(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 100; i++) {
+        th_plugin *plugin = load_ok(FIXTURE("good"));
+        run_tiny_mttkrp(plugin);
+        th_plugin_unload(plugin);
+    }
+    /* The OpenMP runtime the cpu-reference links must survive being loaded
+     * and unloaded with its worker threads started each time. */
+    for (int i = 0; i < 100; i++) {
+        th_plugin *plugin = load_ok(TH_PLUGIN_DIR "/cpu-reference.so");
+        run_tiny_mttkrp(plugin);
+        th_plugin_unload(plugin);
+    }
+}
+
+int main(void)
+{
+    th_log_set_level(TH_LOG_WARNING);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_loads_and_runs),
+        cmocka_unit_test(test_wrong_major_names_both_versions),
+        cmocka_unit_test(test_newer_minor_is_accepted_and_tail_ignored),
+        cmocka_unit_test(test_short_struct_names_sizes),
+        cmocka_unit_test(test_no_symbol_keeps_dlerror),
+        cmocka_unit_test(test_null_function_is_named),
+        cmocka_unit_test(test_failing_calls_report_plugin_text),
+        cmocka_unit_test(test_init_failure),
+        cmocka_unit_test(test_bad_info),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_not_a_shared_object),
+        cmocka_unit_test(test_search_path_order),
+        cmocka_unit_test(test_resolve_by_name),
+        cmocka_unit_test(test_resolve_paths_and_failures),
+        cmocka_unit_test(test_status_names_and_call_error),
+        cmocka_unit_test(test_load_unload_loop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,235 @@
+#include "test_support.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "log.h"
+
+/* ------------------------------------------------------------------------ */
+/* Random data                                                               */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t cell_count(uint32_t nmodes, const uint32_t *dims)
+{
+    uint64_t cells = 1;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        if (dims[m] == 0 || cells > (UINT64_C(1) << 62) / dims[m])
+            fail_msg("th_test: dims give more than 2^62 cells (or a zero dimension)");
+        cells *= dims[m];
+    }
+    return cells;
+}
+
+static uint64_t random_below(GRand *rng, uint64_t bound)
+{
+    /* Two 32-bit draws: bounds above 2^32 occur for sparse 5- and 6-mode
+     * tensors. The modulo bias is irrelevant for test data. */
+    uint64_t x = ((uint64_t)g_rand_int(rng) << 32) | g_rand_int(rng);
+    return x % bound;
+}
+
+th_sptensor *th_test_random_tensor(uint32_t nmodes, const uint32_t *dims, uint64_t nnz,
+                                   GRand *rng)
+{
+    uint64_t cells = cell_count(nmodes, dims);
+    if (nnz < 1 || nnz > cells)
+        fail_msg("th_test_random_tensor: %" G_GUINT64_FORMAT " nonzeros do not fit in %"
+                 G_GUINT64_FORMAT " cells", nnz, cells);
+
+    /* Floyd's sampling: nnz distinct cells, uniformly, in nnz steps. */
+    g_autoptr(GHashTable) chosen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_autofree uint64_t *order = g_new(uint64_t, nnz);
+    uint64_t count = 0;
+    for (uint64_t j = cells - nnz; j < cells; j++) {
+        uint64_t pick = random_below(rng, j + 1);
+        gint64 key = (gint64)pick;
+        if (g_hash_table_contains(chosen, &key))
+            pick = j;
+        gint64 *stored = g_new(gint64, 1);
+        *stored = (gint64)pick;
+        g_hash_table_add(chosen, stored);
+        order[count++] = pick;
+    }
+    /* Floyd's order is biased towards high cells at the end: shuffle, so
+     * backends see nonzeros in no particular order. */
+    for (uint64_t k = nnz - 1; k > 0; k--) {
+        uint64_t swap = random_below(rng, k + 1);
+        uint64_t tmp = order[k];
+        order[k] = order[swap];
+        order[swap] = tmp;
+    }
+
+    th_sptensor *t = th_sptensor_new(nmodes, nnz);
+    memcpy(t->dims, dims, nmodes * sizeof *t->dims);
+    for (uint64_t k = 0; k < nnz; k++) {
+        uint64_t cell = order[k];
+        for (uint32_t m = nmodes; m-- > 0;) {
+            t->indices[m][k] = (th_index)(cell % dims[m]);
+            cell /= dims[m];
+        }
+        double magnitude = g_rand_double_range(rng, 0.1, 1.0);
+        t->values[k] = g_rand_boolean(rng) ? magnitude : -magnitude;
+    }
+    return t;
+}
+
+double *th_test_random_matrix(uint64_t rows, uint32_t cols, GRand *rng)
+{
+    double *m = g_new(double, rows * cols);
+    for (uint64_t i = 0; i < rows * cols; i++)
+        m[i] = g_rand_double_range(rng, -1.0, 1.0);
+    return m;
+}
+
+double **th_test_random_factors(const th_sptensor *t, uint32_t rank, GRand *rng)
+{
+    double **factors = g_new0(double *, t->nmodes);
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        factors[m] = th_test_random_matrix(t->dims[m], rank, rng);
+    return factors;
+}
+
+void th_test_free_factors(double **factors, uint32_t nmodes)
+{
+    if (factors == NULL)
+        return;
+    for (uint32_t m = 0; m < nmodes; m++)
+        g_free(factors[m]);
+    g_free(factors);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dense reference                                                           */
+/* ------------------------------------------------------------------------ */
+
+uint64_t th_test_dense_size(const th_sptensor *t, uint64_t limit)
+{
+    uint64_t cells = cell_count(t->nmodes, t->dims);
+    if (cells > limit)
+        fail_msg("th_test: the dense tensor would have %" G_GUINT64_FORMAT
+                 " cells, more than the %" G_GUINT64_FORMAT " allowed",
+                 cells, limit);
+    return cells;
+}
+
+/* Cells allowed in a dense copy: 2^26 doubles = 512 MiB would already be
+ * absurd for a test; small random tensors stay far below. */
+#define DENSE_LIMIT (UINT64_C(1) << 26)
+
+double *th_test_densify(const th_sptensor *t)
+{
+    uint64_t cells = th_test_dense_size(t, DENSE_LIMIT);
+    double *dense = g_new0(double, cells);
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        uint64_t cell = 0;
+        for (uint32_t m = 0; m < t->nmodes; m++)
+            cell = cell * t->dims[m] + t->indices[m][k];
+        dense[cell] += t->values[k];
+    }
+    return dense;
+}
+
+void th_test_dense_mttkrp(const th_sptensor *t, const double *dense, double *const *factors,
+                          uint32_t rank, uint32_t mode, double *out)
+{
+    uint64_t cells = th_test_dense_size(t, DENSE_LIMIT);
+    memset(out, 0, (size_t)t->dims[mode] * rank * sizeof *out);
+    g_autofree uint32_t *coord = g_new0(uint32_t, t->nmodes);
+    for (uint64_t cell = 0; cell < cells; cell++) {
+        /* coord follows cell like an odometer, last mode fastest. */
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = dense[cell];
+            for (uint32_t m = 0; m < t->nmodes; m++)
+                if (m != mode)
+                    term *= factors[m][(size_t)coord[m] * rank + r];
+            out[(size_t)coord[mode] * rank + r] += term;
+        }
+        for (uint32_t m = t->nmodes; m-- > 0;) {
+            if (++coord[m] < t->dims[m])
+                break;
+            coord[m] = 0;
+        }
+    }
+}
+
+double th_test_relative_error(const double *a, const double *b, uint64_t n)
+{
+    double diff = 0.0, ref = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        diff += (a[i] - b[i]) * (a[i] - b[i]);
+        ref += b[i] * b[i];
+    }
+    /* NaN in a must not compare as "small": diff is NaN then, and NaN < x is false. */
+    return ref > 0.0 ? sqrt(diff) / sqrt(ref) : sqrt(diff);
+}
+
+void th_test_coo_view(const th_sptensor *t, th_coo_tensor *view)
+{
+    memset(view, 0, sizeof *view);
+    view->struct_size = (uint32_t)sizeof *view;
+    view->nmodes = t->nmodes;
+    view->nnz = t->nnz;
+    view->dims = t->dims;
+    view->indices = (const uint32_t *const *)t->indices;
+    view->values = t->values;
+    double sum = 0.0;
+    for (uint64_t k = 0; k < t->nnz; k++)
+        sum += t->values[k] * t->values[k];
+    view->norm_squared = sum;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plugins                                                                   */
+/* ------------------------------------------------------------------------ */
+
+th_plugin *th_test_load_plugin(const char *path)
+{
+    th_host_services services = th_host_services_make();
+    g_autoptr(GError) error = NULL;
+    th_plugin *plugin = th_plugin_load(path, &services, &error);
+    if (plugin == NULL)
+        fail_msg("loading %s: %s", path, error ? error->message : "(no error)");
+    return plugin;
+}
+
+th_plugin *th_test_load_cpu_reference(void)
+{
+    return th_test_load_plugin(TH_PLUGIN_DIR "/cpu-reference.so");
+}
+
+th_instance *th_test_create_instance(const th_plugin *plugin, ...)
+{
+    g_autoptr(GArray) options = g_array_new(FALSE, TRUE, sizeof(th_option));
+    va_list args;
+    va_start(args, plugin);
+    for (const char *key = va_arg(args, const char *); key != NULL;
+         key = va_arg(args, const char *)) {
+        th_option option = {.key = key, .value = va_arg(args, const char *)};
+        if (option.value == NULL)
+            fail_msg("th_test_create_instance: option '%s' has no value", key);
+        g_array_append_val(options, option);
+    }
+    va_end(args);
+
+    th_instance *instance = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(plugin->entry.create((const th_option *)options->data,
+                                           options->len, &plugin->services, &instance, err),
+                      err);
+    assert_non_null(instance);
+    return instance;
+}
+
+void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
+                          const th_sptensor *t, uint32_t rank, double *const *factors)
+{
+    th_coo_tensor view;
+    th_test_coo_view(t, &view);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(plugin->entry.load_tensor(instance, &view, rank, err), err);
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        th_test_assert_ok(plugin->entry.set_factor(instance, m, factors[m], err), err);
+}

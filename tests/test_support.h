@@ -1,0 +1,78 @@
+/* Helpers shared by the tests: random sparse tensors and factors, a
+ * brute-force dense MTTKRP to compare backends against, error measures, and
+ * loading the cpu-reference plugin from the build tree.
+ *
+ * Everything here aborts the test (cmocka fail()) on misuse rather than
+ * returning errors: a helper that silently degrades would hide a defect. */
+#ifndef TH_TEST_SUPPORT_H
+#define TH_TEST_SUPPORT_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "plugin_loader.h"
+#include "sptensor.h"
+
+/* A random tensor with exactly `nnz` distinct coordinates, chosen uniformly
+ * among the prod(dims) cells (nnz <= prod(dims), which must fit in 63 bits),
+ * and values uniform in +-[0.1, 1) (never zero, so densifying loses nothing).
+ * Nonzeros come in random order, not sorted, as a backend may receive them.
+ * The same (dims, nnz, rng state) gives the same tensor. */
+th_sptensor *th_test_random_tensor(uint32_t nmodes, const uint32_t *dims, uint64_t nnz,
+                                   GRand *rng);
+
+/* A rows x cols row-major matrix with entries uniform in [-1, 1). g_free it. */
+double *th_test_random_matrix(uint64_t rows, uint32_t cols, GRand *rng);
+
+/* Random factors for every mode of `t`: factors[m] is dims[m] x rank.
+ * Free with th_test_free_factors. */
+double **th_test_random_factors(const th_sptensor *t, uint32_t rank, GRand *rng);
+void th_test_free_factors(double **factors, uint32_t nmodes);
+
+/* Number of cells prod(dims); fails the test if it exceeds `limit`. */
+uint64_t th_test_dense_size(const th_sptensor *t, uint64_t limit);
+
+/* The dense tensor, row-major with mode 0 slowest (cell of coordinates
+ * (i_0, ..., i_{N-1}) at sum_m i_m * stride_m). g_free it. */
+double *th_test_densify(const th_sptensor *t);
+
+/* Brute-force MTTKRP in double over every cell of the dense tensor (zeros
+ * included), independent of any sparse layout:
+ *   out(i, r) = sum over cells with i_mode = i of X(cell) * prod_{m != mode} A_m(i_m, r).
+ * `out` is dims[mode] x rank, row-major, overwritten. */
+void th_test_dense_mttkrp(const th_sptensor *t, const double *dense, double *const *factors,
+                          uint32_t rank, uint32_t mode, double *out);
+
+/* ||a - b||_F / ||b||_F over n entries; ||a - b||_F when b is zero. */
+double th_test_relative_error(const double *a, const double *b, uint64_t n);
+
+/* A borrowed th_coo_tensor view of `t` (valid while `t` lives). */
+void th_test_coo_view(const th_sptensor *t, th_coo_tensor *view);
+
+/* Loads TH_PLUGIN_DIR/cpu-reference.so with the host's services; fails the
+ * test with the loader's message if that does not work. */
+th_plugin *th_test_load_cpu_reference(void);
+
+/* Loads the plugin at `path` (fails the test on error). */
+th_plugin *th_test_load_plugin(const char *path);
+
+/* Creates an instance from NULL-terminated key/value pairs, e.g.
+ * th_test_create_instance(plugin, "threads", "2", NULL); fails the test with
+ * the plugin's message if create() fails. */
+th_instance *th_test_create_instance(const th_plugin *plugin, ...) G_GNUC_NULL_TERMINATED;
+
+/* create() -> load_tensor(t, rank) -> set_factor for every mode; fails the
+ * test on any error. */
+void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
+                          const th_sptensor *t, uint32_t rank, double *const *factors);
+
+/* Asserts `status` is TH_OK, failing with the plugin's message otherwise. */
+#define th_test_assert_ok(status, err)                                                   \
+    do {                                                                                 \
+        th_status th_test_status_ = (status);                                            \
+        if (th_test_status_ != TH_OK)                                                    \
+            fail_msg("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #status,                \
+                     th_status_name(th_test_status_), (err));                            \
+    } while (0)
+
+#endif
