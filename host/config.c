@@ -5,6 +5,7 @@
  * against it. */
 #include "config.h"
 
+#include "synth.h"
 #include "toml_shim.h"
 
 #include <errno.h>
@@ -27,13 +28,28 @@ typedef enum {
     TH_KEY_NUMBER,    /* float or integer, stored as double */
     TH_KEY_BOOLEAN,   /* stored as gboolean */
     TH_KEY_OPTIONS,   /* table of scalars rendered as text: GPtrArray of th_config_option* */
-    TH_KEY_SECTION,   /* a table with its own schema, whose fields are in th_config too */
-    /* Arrays of tables ([[compare.backend]]) will be one more type here: the
-     * element schema in `section` plus a constructor for the element struct,
-     * walked by walk_table() once per element with that struct as target. */
+    TH_KEY_SECTION,   /* a table with its own schema, whose fields are in the same struct */
+    TH_KEY_OBJECT,    /* a table whose fields live in a struct of its own (`object`),
+                         allocated when the table appears: the field is its pointer */
+    TH_KEY_TABLE_ARRAY, /* an array of tables ([[compare.backend]]): GPtrArray of `object`
+                           structs, each walked with the element schema in `section` */
+    TH_KEY_SWEEP,     /* table of non-empty arrays of scalars: GPtrArray of th_config_sweep* */
 } th_key_type;
 
 typedef struct th_table_schema th_table_schema;
+typedef struct load_context load_context;
+
+/* The struct behind a TH_KEY_OBJECT or TH_KEY_TABLE_ARRAY element. */
+typedef struct {
+    size_t size;
+    GDestroyNotify free;
+    size_t where_offset; /* of a char* "FILE:LINE:COLUMN" field, or SIZE_MAX */
+    /* Checks one element once its keys are assigned (cross-key rules,
+     * defaults that depend on other keys); may be NULL. `name` is its dotted
+     * name, e.g. "compare.backend[1]". */
+    gboolean (*finish)(const load_context *ctx, const th_toml_node *node, void *object,
+                       const char *name, GError **error);
+} th_object_type;
 
 typedef struct {
     const char *name;
@@ -41,13 +57,16 @@ typedef struct {
     size_t offset; /* of the field in th_config */
     size_t size;   /* of the field, for integers */
     gboolean required;
+    gboolean optional_in_compare; /* required unless the config has [compare] */
     int64_t min, max;  /* TH_KEY_INTEGER */
     double min_number; /* TH_KEY_NUMBER */
     const char *default_string;
     int64_t default_integer;
     double default_number;
     gboolean default_boolean;
-    const th_table_schema *section; /* TH_KEY_SECTION */
+    const char *const *choices;     /* TH_KEY_STRING: the accepted values, NULL-terminated */
+    const th_table_schema *section; /* TH_KEY_SECTION, TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
+    const th_object_type *object;   /* TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
     const char *doc;
 } th_key_schema;
 
@@ -55,14 +74,16 @@ struct th_table_schema {
     const char *name; /* dotted, "" for the document root */
     const th_key_schema *keys;
     size_t n_keys;
+    gboolean is_array; /* the elements of an array of tables: [[name]] in messages */
 };
 
-#define TH_FIELD(member)                                                                       \
-    .offset = offsetof(th_config, member), .size = sizeof(((th_config *)NULL)->member)
+#define TH_FIELD_OF(type, member)                                                              \
+    .offset = offsetof(type, member), .size = sizeof(((type *)NULL)->member)
+#define TH_FIELD(member) TH_FIELD_OF(th_config, member)
 
 static const th_key_schema tensor_keys[] = {
     {.name = "path", .type = TH_KEY_PATH, TH_FIELD(tensor_path), .required = TRUE,
-     .doc = "the sparse tensor (.tns, .tns.gz or sptensor text)"},
+     .optional_in_compare = TRUE, .doc = "the sparse tensor (.tns, .tns.gz or sptensor text)"},
 };
 
 static const th_key_schema cpd_keys[] = {
@@ -92,17 +113,109 @@ static const th_key_schema output_keys[] = {
      .default_boolean = TRUE, .doc = "write modeN.mat and lambda.mat"},
 };
 
-#define TH_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys)}
+/* [compare] and its arrays of tables. Their fields live in the structs of
+ * config.h; the rules that span keys are in the finish functions below. */
+static const char *const compare_job_choices[] = {"mttkrp", "cpd", NULL};
+static const char *const compare_timer_choices[] = {"host", "backend", NULL};
+
+#define TH_TENSOR_FIELD(member) TH_FIELD_OF(th_compare_tensor_config, member)
+static const th_key_schema compare_tensor_keys[] = {
+    {.name = "label", .type = TH_KEY_STRING, TH_TENSOR_FIELD(label),
+     .doc = "the tensor's name in tables and charts"},
+    {.name = "path", .type = TH_KEY_PATH, TH_TENSOR_FIELD(path), .doc = "a tensor file"},
+    {.name = "synthetic", .type = TH_KEY_STRING, TH_TENSOR_FIELD(synthetic),
+     .doc = "a FROSTT preset of tensorhost-synth, instead of a file"},
+    {.name = "nnz", .type = TH_KEY_INTEGER, TH_TENSOR_FIELD(nnz), .min = 1, .max = INT64_MAX,
+     .doc = "synthetic: nonzeros (default the preset's)"},
+    {.name = "seed", .type = TH_KEY_INTEGER, TH_TENSOR_FIELD(seed), .min = 0, .max = INT64_MAX,
+     .default_integer = 1, .doc = "synthetic: the generator's seed"},
+};
+
+#define TH_BACKEND_FIELD(member) TH_FIELD_OF(th_compare_backend_config, member)
+static const th_key_schema compare_backend_keys[] = {
+    {.name = "label", .type = TH_KEY_STRING, TH_BACKEND_FIELD(label),
+     .doc = "the backend's name in tables and charts"},
+    {.name = "plugin", .type = TH_KEY_PLUGIN, TH_BACKEND_FIELD(plugin), .required = TRUE,
+     .doc = "a plugin name, \"auto\", or a path to a .so"},
+    {.name = "options", .type = TH_KEY_OPTIONS, TH_BACKEND_FIELD(options),
+     .doc = "key/value pairs handed to the plugin"},
+    {.name = "sweep", .type = TH_KEY_SWEEP, TH_BACKEND_FIELD(sweep),
+     .doc = "options given as lists: one backend per combination"},
+};
+
+#define TH_COMPARE_FIELD(member) TH_FIELD_OF(th_compare_config, member)
+static const th_key_schema compare_output_keys[] = {
+    {.name = "dir", .type = TH_KEY_PATH, TH_COMPARE_FIELD(output_dir),
+     .doc = "where the table, CSV, JSON and charts go (default output.dir)"},
+    {.name = "charts", .type = TH_KEY_BOOLEAN, TH_COMPARE_FIELD(charts), .default_boolean = TRUE,
+     .doc = "draw the PNG and SVG charts"},
+};
+
+static void compare_tensor_free(gpointer data);
+static void compare_backend_free(gpointer data);
+static void compare_config_free(gpointer data);
+static gboolean finish_compare_tensor(const load_context *ctx, const th_toml_node *node,
+                                      void *object, const char *name, GError **error);
+static gboolean finish_compare_backend(const load_context *ctx, const th_toml_node *node,
+                                       void *object, const char *name, GError **error);
+
+static const th_object_type compare_tensor_type = {
+    sizeof(th_compare_tensor_config), compare_tensor_free,
+    offsetof(th_compare_tensor_config, where), finish_compare_tensor};
+static const th_object_type compare_backend_type = {
+    sizeof(th_compare_backend_config), compare_backend_free,
+    offsetof(th_compare_backend_config, where), finish_compare_backend};
+static const th_object_type compare_type = {sizeof(th_compare_config), compare_config_free,
+                                            SIZE_MAX, NULL};
+
+#define TH_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys), FALSE}
+#define TH_ARRAY_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys), TRUE}
+static const th_table_schema compare_tensor_schema =
+    TH_ARRAY_TABLE("compare.tensor", compare_tensor_keys);
+static const th_table_schema compare_backend_schema =
+    TH_ARRAY_TABLE("compare.backend", compare_backend_keys);
+static const th_table_schema compare_output_schema =
+    TH_TABLE("compare.output", compare_output_keys);
+
+static const th_key_schema compare_keys[] = {
+    {.name = "job", .type = TH_KEY_STRING, TH_COMPARE_FIELD(job), .default_string = "mttkrp",
+     .choices = compare_job_choices, .doc = "what is timed: one MTTKRP per mode, or CP-ALS"},
+    {.name = "baseline", .type = TH_KEY_STRING, TH_COMPARE_FIELD(baseline),
+     .doc = "the label of the backend the others are checked and measured against"},
+    {.name = "repeats", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(repeats), .min = 1,
+     .max = 1000000, .default_integer = 10, .doc = "timed runs"},
+    {.name = "warmup", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(warmup), .min = 0,
+     .max = 1000000, .default_integer = 2, .doc = "untimed runs before the timed ones"},
+    {.name = "tolerance", .type = TH_KEY_NUMBER, TH_COMPARE_FIELD(tolerance),
+     .min_number = 0.0, .default_number = 1e-4,
+     .doc = "allowed relative error vs the baseline (mttkrp) or fit difference (cpd)"},
+    {.name = "rank", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(rank), .min = 1, .max = 4096,
+     .doc = "rank of the factors (default cpd.rank)"},
+    {.name = "timer", .type = TH_KEY_STRING, TH_COMPARE_FIELD(timer), .default_string = "host",
+     .choices = compare_timer_choices,
+     .doc = "the time speedups and charts use: host wall time or the backend's own"},
+    {.name = "tensor", .type = TH_KEY_TABLE_ARRAY, TH_COMPARE_FIELD(tensors),
+     .section = &compare_tensor_schema, .object = &compare_tensor_type,
+     .doc = "the tensors (default tensor.path)"},
+    {.name = "backend", .type = TH_KEY_TABLE_ARRAY, TH_COMPARE_FIELD(backends),
+     .section = &compare_backend_schema, .object = &compare_backend_type,
+     .doc = "the backends compared"},
+    {.name = "output", .type = TH_KEY_SECTION, .section = &compare_output_schema},
+};
+
 static const th_table_schema tensor_schema = TH_TABLE("tensor", tensor_keys);
 static const th_table_schema cpd_schema = TH_TABLE("cpd", cpd_keys);
 static const th_table_schema backend_schema = TH_TABLE("backend", backend_keys);
 static const th_table_schema output_schema = TH_TABLE("output", output_keys);
+static const th_table_schema compare_schema = TH_TABLE("compare", compare_keys);
 
 static const th_key_schema root_keys[] = {
     {.name = "tensor", .type = TH_KEY_SECTION, .section = &tensor_schema},
     {.name = "cpd", .type = TH_KEY_SECTION, .section = &cpd_schema},
     {.name = "backend", .type = TH_KEY_SECTION, .section = &backend_schema},
     {.name = "output", .type = TH_KEY_SECTION, .section = &output_schema},
+    {.name = "compare", .type = TH_KEY_OBJECT, TH_FIELD(compare), .section = &compare_schema,
+     .object = &compare_type},
 };
 static const th_table_schema root_schema = TH_TABLE("", root_keys);
 
@@ -115,14 +228,15 @@ static const th_key_schema *schema_find(const th_table_schema *schema, const cha
     return NULL;
 }
 
-static void *field_at(th_config *config, const th_key_schema *key)
+/* `target` is th_config, or the struct of a TH_KEY_OBJECT / array element. */
+static void *field_at(void *target, const th_key_schema *key)
 {
-    return (char *)config + key->offset;
+    return (char *)target + key->offset;
 }
 
-static const void *const_field_at(const th_config *config, const th_key_schema *key)
+static const void *const_field_at(const void *target, const th_key_schema *key)
 {
-    return (const char *)config + key->offset;
+    return (const char *)target + key->offset;
 }
 
 static char *dotted_name(const char *prefix, const char *name)
@@ -209,11 +323,11 @@ static char *describe_found(const th_toml_node *node)
 
 /* ---- Errors -------------------------------------------------------------- */
 
-typedef struct {
+struct load_context {
     const char *source_name; /* the config file as given, for messages */
     char *config_dir;        /* absolute: the base of relative paths in the file */
     char *current_dir;       /* the base of relative paths in --set overrides */
-} load_context;
+};
 
 static char *override_location(const char *argument)
 {
@@ -272,7 +386,7 @@ static char *find_leaf_elsewhere(const th_table_schema *schema, const char *leaf
 {
     for (size_t i = 0; i < schema->n_keys; i++) {
         const th_key_schema *key = &schema->keys[i];
-        if (key->type == TH_KEY_SECTION) {
+        if (key->section) {
             char *found = find_leaf_elsewhere(key->section, leaf);
             if (found)
                 return found;
@@ -310,20 +424,24 @@ static char *list_valid_keys(const th_table_schema *schema)
     return g_string_free(list, FALSE);
 }
 
-/* `is_section`: the unknown name is a table, so it reads as a section. */
+/* `is_section`: the unknown name is a table, so it reads as a section.
+ * `prefix` is the table's dotted name as the user sees it (with an index in
+ * an array of tables: "compare.backend[1]"). */
 static void unknown_key_error(GError **error, const char *where, const th_table_schema *schema,
-                              const char *leaf, gboolean is_section)
+                              const char *prefix, const char *leaf, gboolean is_section)
 {
     g_autofree char *escaped_leaf = escape_for_message(leaf);
-    g_autofree char *full = dotted_name(schema->name, escaped_leaf);
+    g_autofree char *full = dotted_name(prefix, escaped_leaf);
     g_autofree char *suggestion = suggest_key(schema, leaf);
     g_autofree char *hint = NULL;
     if (suggestion) {
         hint = g_strdup_printf("did you mean '%s'?", suggestion);
     } else {
         g_autofree char *valid = list_valid_keys(schema);
-        hint = *schema->name ? g_strdup_printf("valid keys of [%s]: %s", schema->name, valid)
-                             : g_strdup_printf("valid sections: %s", valid);
+        const char *open = schema->is_array ? "[[" : "[", *close = schema->is_array ? "]]" : "]";
+        hint = *schema->name
+                   ? g_strdup_printf("valid keys of %s%s%s: %s", open, schema->name, close, valid)
+                   : g_strdup_printf("valid sections: %s", valid);
     }
     g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY, "%s: unknown %s '%s' (%s)",
                 where, is_section ? "section" : "key", full, hint);
@@ -352,10 +470,35 @@ static gboolean is_nonempty_string(const th_toml_node *node)
     return node->kind == TH_TOML_STRING && node->string_length > 0 && !has_nul(node);
 }
 
+/* "one of \"mttkrp\", \"cpd\"" */
+static char *describe_choices(const char *const *choices)
+{
+    GString *text = g_string_new("one of ");
+    for (size_t i = 0; choices[i]; i++)
+        g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", choices[i]);
+    return g_string_free(text, FALSE);
+}
+
+static gboolean is_choice(const char *const *choices, const char *value)
+{
+    for (size_t i = 0; choices[i]; i++) {
+        if (strcmp(choices[i], value) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
 static gboolean assign_string(const load_context *ctx, const th_toml_node *node,
-                              const th_key_schema *key, const char *name, th_config *config,
+                              const th_key_schema *key, const char *name, void *config,
                               GError **error)
 {
+    if (key->choices && (!is_nonempty_string(node) || !is_choice(key->choices, node->string_value))) {
+        g_autofree char *expected = describe_choices(key->choices);
+        value_error(ctx, error,
+                    node->kind == TH_TOML_STRING ? TH_CONFIG_ERROR_RANGE : TH_CONFIG_ERROR_TYPE,
+                    node, name, expected);
+        return FALSE;
+    }
     if (!is_nonempty_string(node)) {
         value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a non-empty string");
         return FALSE;
@@ -369,7 +512,7 @@ static gboolean assign_string(const load_context *ctx, const th_toml_node *node,
 }
 
 static gboolean assign_path_list(const load_context *ctx, const th_toml_node *node,
-                                 const th_key_schema *key, const char *name, th_config *config,
+                                 const th_key_schema *key, const char *name, void *config,
                                  GError **error)
 {
     if (node->kind != TH_TOML_ARRAY) {
@@ -401,7 +544,7 @@ static char *describe_integer_range(const th_key_schema *key)
 }
 
 static gboolean assign_integer(const load_context *ctx, const th_toml_node *node,
-                               const th_key_schema *key, const char *name, th_config *config,
+                               const th_key_schema *key, const char *name, void *config,
                                GError **error)
 {
     g_autofree char *expected = describe_integer_range(key);
@@ -422,7 +565,7 @@ static gboolean assign_integer(const load_context *ctx, const th_toml_node *node
 }
 
 static gboolean assign_number(const load_context *ctx, const th_toml_node *node,
-                              const th_key_schema *key, const char *name, th_config *config,
+                              const th_key_schema *key, const char *name, void *config,
                               GError **error)
 {
     g_autofree char *bound = format_double(key->min_number);
@@ -445,7 +588,7 @@ static gboolean assign_number(const load_context *ctx, const th_toml_node *node,
 }
 
 static gboolean assign_boolean(const load_context *ctx, const th_toml_node *node,
-                               const th_key_schema *key, const char *name, th_config *config,
+                               const th_key_schema *key, const char *name, void *config,
                                GError **error)
 {
     if (node->kind != TH_TOML_BOOLEAN) {
@@ -482,7 +625,7 @@ static char *render_option_value(const th_toml_node *node)
 }
 
 static gboolean assign_options(const load_context *ctx, const th_toml_node *node,
-                               const th_key_schema *key, const char *name, th_config *config,
+                               const th_key_schema *key, const char *name, void *config,
                                GError **error)
 {
     if (node->kind != TH_TOML_TABLE) {
@@ -511,10 +654,152 @@ static gboolean assign_options(const load_context *ctx, const th_toml_node *node
 }
 
 static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
-                           const th_table_schema *schema, th_config *config, GError **error);
+                           const th_table_schema *schema, const char *prefix, void *target,
+                           GError **error);
+static void apply_defaults(const load_context *ctx, const th_table_schema *schema, void *target);
+
+static void sweep_free(gpointer data)
+{
+    th_config_sweep *sweep = data;
+    g_free(sweep->key);
+    g_clear_pointer(&sweep->values, g_ptr_array_unref);
+    g_free(sweep);
+}
+
+/* One sweep entry: a non-empty array of scalars, each rendered as an
+ * option value would be. */
+static th_config_sweep *read_sweep_entry(const load_context *ctx, const th_toml_node *entry,
+                                         const char *name, GError **error)
+{
+    g_autofree char *escaped = escape_for_message(entry->key);
+    g_autofree char *entry_name = dotted_name(name, escaped);
+    static const char expected[] =
+        "a non-empty array of strings, integers, floats or booleans";
+    if (entry->kind != TH_TOML_ARRAY || entry->n_children == 0) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name, expected);
+        return NULL;
+    }
+    g_autoptr(GPtrArray) values = g_ptr_array_new_with_free_func(g_free);
+    for (size_t i = 0; i < entry->n_children; i++) {
+        const th_toml_node *element = entry->children[i];
+        char *value = render_option_value(element);
+        if (!value || (element->kind == TH_TOML_STRING && has_nul(element))) {
+            g_free(value);
+            g_autofree char *element_name = g_strdup_printf("%s[%zu]", entry_name, i);
+            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, element, element_name,
+                        "a string, integer, float or boolean");
+            return NULL;
+        }
+        g_ptr_array_add(values, value);
+    }
+    th_config_sweep *sweep = g_new0(th_config_sweep, 1);
+    sweep->key = g_strdup(entry->key);
+    sweep->values = g_steal_pointer(&values);
+    return sweep;
+}
+
+static gboolean assign_sweep(const load_context *ctx, const th_toml_node *node,
+                             const th_key_schema *key, const char *name, void *target,
+                             GError **error)
+{
+    if (node->kind != TH_TOML_TABLE) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name,
+                    "a table of arrays, such as { kappa = [33, 66] }");
+        return FALSE;
+    }
+    GPtrArray *sweeps = *(GPtrArray **)field_at(target, key);
+    g_ptr_array_set_size(sweeps, 0);
+    for (size_t i = 0; i < node->n_children; i++) {
+        th_config_sweep *sweep = read_sweep_entry(ctx, node->children[i], name, error);
+        if (!sweep)
+            return FALSE;
+        g_ptr_array_add(sweeps, sweep);
+    }
+    return TRUE;
+}
+
+/* A table whose fields live in a struct of their own, allocated (with its
+ * defaults) the first time the table shows up. */
+static gboolean assign_object(const load_context *ctx, const th_toml_node *node,
+                              const th_key_schema *key, const char *name, void *target,
+                              GError **error)
+{
+    if (node->kind != TH_TOML_TABLE) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        return FALSE;
+    }
+    void **field = field_at(target, key);
+    if (!*field) {
+        *field = g_malloc0(key->object->size);
+        apply_defaults(ctx, key->section, *field);
+    }
+    return walk_table(ctx, node, key->section, name, *field, error);
+}
+
+/* Every key of an element that the element's schema requires is there. */
+static gboolean check_element_required(const load_context *ctx, const th_toml_node *node,
+                                       const th_table_schema *schema, const char *name,
+                                       void *element, GError **error)
+{
+    for (size_t i = 0; i < schema->n_keys; i++) {
+        const th_key_schema *key = &schema->keys[i];
+        if (key->required && *(char **)field_at(element, key) == NULL) {
+            g_autofree char *where = location(ctx, node, FALSE);
+            g_autofree char *full = dotted_name(name, key->name);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
+                        "%s: missing required key '%s'", where, full);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static void *read_element(const load_context *ctx, const th_toml_node *node,
+                          const th_key_schema *key, const char *name, GError **error)
+{
+    if (node->kind != TH_TOML_TABLE) {
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        return NULL;
+    }
+    const th_object_type *type = key->object;
+    void *element = g_malloc0(type->size);
+    apply_defaults(ctx, key->section, element);
+    if (type->where_offset != SIZE_MAX)
+        *(char **)((char *)element + type->where_offset) = location(ctx, node, FALSE);
+    gboolean ok = walk_table(ctx, node, key->section, name, element, error)
+                  && check_element_required(ctx, node, key->section, name, element, error)
+                  && (!type->finish || type->finish(ctx, node, element, name, error));
+    if (!ok) {
+        type->free(element);
+        return NULL;
+    }
+    return element;
+}
+
+/* [[name]] tables, or an array of inline tables: one struct each. */
+static gboolean assign_table_array(const load_context *ctx, const th_toml_node *node,
+                                   const th_key_schema *key, const char *name, void *target,
+                                   GError **error)
+{
+    if (node->kind != TH_TOML_ARRAY) {
+        g_autofree char *expected = g_strdup_printf("an array of tables ([[%s]])", name);
+        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        return FALSE;
+    }
+    GPtrArray *elements = *(GPtrArray **)field_at(target, key);
+    g_ptr_array_set_size(elements, 0);
+    for (size_t i = 0; i < node->n_children; i++) {
+        g_autofree char *element_name = g_strdup_printf("%s[%zu]", name, i);
+        void *element = read_element(ctx, node->children[i], key, element_name, error);
+        if (!element)
+            return FALSE;
+        g_ptr_array_add(elements, element);
+    }
+    return TRUE;
+}
 
 static gboolean assign(const load_context *ctx, const th_toml_node *node, const th_key_schema *key,
-                       const char *name, th_config *config, GError **error)
+                       const char *name, void *config, GError **error)
 {
     switch (key->type) {
     case TH_KEY_STRING:
@@ -536,23 +821,32 @@ static gboolean assign(const load_context *ctx, const th_toml_node *node, const 
             value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
             return FALSE;
         }
-        return walk_table(ctx, node, key->section, config, error);
+        return walk_table(ctx, node, key->section, name, config, error);
+    case TH_KEY_OBJECT:
+        return assign_object(ctx, node, key, name, config, error);
+    case TH_KEY_TABLE_ARRAY:
+        return assign_table_array(ctx, node, key, name, config, error);
+    case TH_KEY_SWEEP:
+        return assign_sweep(ctx, node, key, name, config, error);
     }
     g_assert_not_reached();
 }
 
+/* `prefix` is the table's dotted name for messages ("" for the root). */
 static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
-                           const th_table_schema *schema, th_config *config, GError **error)
+                           const th_table_schema *schema, const char *prefix, void *config,
+                           GError **error)
 {
     for (size_t i = 0; i < table->n_children; i++) {
         const th_toml_node *child = table->children[i];
         const th_key_schema *key = schema_find(schema, child->key);
         if (!key) {
             g_autofree char *where = location(ctx, child, TRUE);
-            unknown_key_error(error, where, schema, child->key, child->kind == TH_TOML_TABLE);
+            unknown_key_error(error, where, schema, prefix, child->key,
+                              child->kind == TH_TOML_TABLE);
             return FALSE;
         }
-        g_autofree char *name = dotted_name(schema->name, key->name);
+        g_autofree char *name = dotted_name(prefix, key->name);
         if (!assign(ctx, child, key, name, config, error))
             return FALSE;
     }
@@ -561,8 +855,7 @@ static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
 
 /* ---- Defaults and required keys ---------------------------------------- */
 
-static void apply_defaults(const load_context *ctx, const th_table_schema *schema,
-                           th_config *config)
+static void apply_defaults(const load_context *ctx, const th_table_schema *schema, void *config)
 {
     for (size_t i = 0; i < schema->n_keys; i++) {
         const th_key_schema *key = &schema->keys[i];
@@ -598,6 +891,15 @@ static void apply_defaults(const load_context *ctx, const th_table_schema *schem
         case TH_KEY_SECTION:
             apply_defaults(ctx, key->section, config);
             break;
+        case TH_KEY_OBJECT:
+            *(void **)field = NULL; /* allocated when its table appears */
+            break;
+        case TH_KEY_TABLE_ARRAY:
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(key->object->free);
+            break;
+        case TH_KEY_SWEEP:
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(sweep_free);
+            break;
         }
     }
 }
@@ -610,6 +912,10 @@ static gboolean check_required(const load_context *ctx, const th_table_schema *s
         if (key->type == TH_KEY_SECTION) {
             if (!check_required(ctx, key->section, config, error))
                 return FALSE;
+        } else if (key->type == TH_KEY_OBJECT || key->type == TH_KEY_TABLE_ARRAY) {
+            continue; /* checked as their tables are read */
+        } else if (key->optional_in_compare && config->compare) {
+            continue; /* finish_compare() checks it */
         } else if (key->required && *(char **)field_at(config, key) == NULL) {
             /* Only string keys are required so far; others have defaults. */
             g_autofree char *name = dotted_name(schema->name, key->name);
@@ -642,15 +948,23 @@ static gboolean lookup_override_key(const char *argument, char **components,
         gboolean last = components[i + 1] == NULL;
         const th_key_schema *key = schema_find(schema, components[i]);
         if (!key) {
-            unknown_key_error(error, where, schema, components[i], !last);
+            unknown_key_error(error, where, schema, schema->name, components[i], !last);
             return FALSE;
         }
         g_autofree char *name = dotted_name(schema->name, key->name);
-        if (last && (key->type == TH_KEY_SECTION || key->type == TH_KEY_OPTIONS)) {
+        gboolean is_table = key->type == TH_KEY_SECTION || key->type == TH_KEY_OBJECT;
+        if (last && (is_table || key->type == TH_KEY_OPTIONS)) {
             g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE,
                         "%s: '%s' is a section; set one of its keys, such as '%s.%s'", where,
-                        name, name,
-                        key->type == TH_KEY_SECTION ? key->section->keys[0].name : "NAME");
+                        name, name, is_table ? key->section->keys[0].name : "NAME");
+            return FALSE;
+        }
+        if (key->type == TH_KEY_TABLE_ARRAY) {
+            /* Which element would a dotted key mean? The file says it better. */
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE,
+                        "%s: '%s' is an array of tables ([[%s]]); --set cannot change it, "
+                        "edit the file",
+                        where, name, name);
             return FALSE;
         }
         if (key->type == TH_KEY_OPTIONS) {
@@ -663,7 +977,7 @@ static gboolean lookup_override_key(const char *argument, char **components,
                         where, full, name, components[i + 1]);
             return FALSE;
         }
-        if (key->type != TH_KEY_SECTION) {
+        if (!is_table) {
             if (last) {
                 *found = key;
                 return TRUE;
@@ -758,6 +1072,409 @@ static gboolean apply_override(th_toml_node *root, const char *argument, GError 
     return TRUE;
 }
 
+/* ---- [compare] ---------------------------------------------------------- */
+
+/* At most this many backends after sweeps are expanded: a typo such as a
+ * sweep over 10 keys must not turn into a day of runs. */
+#define TH_COMPARE_MAX_BACKENDS 1024u
+
+static void compare_tensor_free(gpointer data)
+{
+    th_compare_tensor_config *tensor = data;
+    g_free(tensor->label);
+    g_free(tensor->path);
+    g_free(tensor->synthetic);
+    g_free(tensor->where);
+    g_free(tensor);
+}
+
+static void compare_backend_free(gpointer data)
+{
+    th_compare_backend_config *backend = data;
+    g_free(backend->label);
+    g_free(backend->plugin);
+    g_clear_pointer(&backend->options, g_ptr_array_unref);
+    g_clear_pointer(&backend->sweep, g_ptr_array_unref);
+    g_free(backend->where);
+    g_free(backend);
+}
+
+static void compare_config_free(gpointer data)
+{
+    th_compare_config *compare = data;
+    if (!compare)
+        return;
+    g_free(compare->job);
+    g_free(compare->baseline);
+    g_free(compare->timer);
+    g_clear_pointer(&compare->tensors, g_ptr_array_unref);
+    g_clear_pointer(&compare->backends, g_ptr_array_unref);
+    g_free(compare->output_dir);
+    g_free(compare);
+}
+
+/* The node at a dotted path of the document, or NULL. */
+static const th_toml_node *find_node(const th_toml_node *root, const char *dotted)
+{
+    g_auto(GStrv) components = g_strsplit(dotted, ".", -1);
+    const th_toml_node *node = root;
+    for (size_t i = 0; node && components[i]; i++)
+        node = node->kind == TH_TOML_TABLE ? th_toml_table_find(node, components[i]) : NULL;
+    return node;
+}
+
+static void conflict_error(const load_context *ctx, GError **error, const th_toml_node *node,
+                           const char *key, const char *why)
+{
+    g_autofree char *where = location(ctx, node, TRUE);
+    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT, "%s: key '%s': %s", where, key,
+                why);
+}
+
+/* "uber-2014-sample" for ".../uber-2014-sample.tns.gz". */
+static char *label_from_path(const char *path)
+{
+    static const char *const suffixes[] = {".gz", ".tns", ".txt", ".sptensor"};
+    char *label = g_path_get_basename(path);
+    for (size_t i = 0; i < G_N_ELEMENTS(suffixes); i++) {
+        size_t length = strlen(label), suffix = strlen(suffixes[i]);
+        if (length > suffix && g_str_has_suffix(label, suffixes[i]))
+            label[length - suffix] = '\0';
+    }
+    return label;
+}
+
+static char *preset_names(void)
+{
+    GString *names = g_string_new(NULL);
+    for (size_t i = 0; i < th_synth_preset_count; i++)
+        g_string_append_printf(names, "%s%s", i ? ", " : "", th_synth_presets[i].name);
+    return g_string_free(names, FALSE);
+}
+
+/* prod(dims), saturating at INT64_MAX. */
+static uint64_t preset_cells(const th_synth_preset *preset)
+{
+    uint64_t cells = 1;
+    for (uint32_t m = 0; m < preset->nmodes; m++) {
+        if (cells > (uint64_t)INT64_MAX / preset->dims[m])
+            return (uint64_t)INT64_MAX;
+        cells *= preset->dims[m];
+    }
+    return cells;
+}
+
+static gboolean finish_synthetic_tensor(const load_context *ctx, const th_toml_node *node,
+                                        th_compare_tensor_config *tensor, const char *name,
+                                        GError **error)
+{
+    const th_synth_preset *preset = th_synth_find_preset(tensor->synthetic);
+    if (!preset) {
+        g_autofree char *names = preset_names();
+        g_autofree char *expected = g_strdup_printf("a synthetic preset (%s)", names);
+        g_autofree char *key = dotted_name(name, "synthetic");
+        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, th_toml_table_find(node, "synthetic"), key,
+                    expected);
+        return FALSE;
+    }
+    uint64_t cells = preset_cells(preset);
+    if (tensor->nnz > cells) {
+        g_autofree char *expected =
+            g_strdup_printf("an integer from 1 to %" PRIu64 " (the cells of %s)", cells,
+                            preset->name);
+        g_autofree char *key = dotted_name(name, "nnz");
+        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, th_toml_table_find(node, "nnz"), key,
+                    expected);
+        return FALSE;
+    }
+    if (!tensor->label)
+        tensor->label = g_strdup(preset->name);
+    /* Synthetic data must never pass for real data in a table or a chart. */
+    if (!strstr(tensor->label, "synthetic")) {
+        char *labelled = g_strconcat(tensor->label, " (synthetic)", NULL);
+        g_free(tensor->label);
+        tensor->label = labelled;
+    }
+    return TRUE;
+}
+
+static gboolean finish_compare_tensor(const load_context *ctx, const th_toml_node *node,
+                                      void *object, const char *name, GError **error)
+{
+    th_compare_tensor_config *tensor = object;
+    if ((tensor->path != NULL) == (tensor->synthetic != NULL)) {
+        g_autofree char *where = location(ctx, node, FALSE);
+        g_set_error(error, TH_CONFIG_ERROR,
+                    tensor->path ? TH_CONFIG_ERROR_CONFLICT : TH_CONFIG_ERROR_MISSING,
+                    "%s: %s: give either 'path' (a tensor file) or 'synthetic' (a preset "
+                    "name), %s",
+                    where, name, tensor->path ? "not both" : "found neither");
+        return FALSE;
+    }
+    if (tensor->synthetic)
+        return finish_synthetic_tensor(ctx, node, tensor, name, error);
+    static const char *const synthetic_only[] = {"nnz", "seed"};
+    for (size_t i = 0; i < G_N_ELEMENTS(synthetic_only); i++) {
+        const th_toml_node *key_node = th_toml_table_find(node, synthetic_only[i]);
+        if (key_node) {
+            g_autofree char *key = dotted_name(name, synthetic_only[i]);
+            conflict_error(ctx, error, key_node, key,
+                           "only a synthetic tensor takes it, not a file");
+            return FALSE;
+        }
+    }
+    if (!tensor->label)
+        tensor->label = label_from_path(tensor->path);
+    return TRUE;
+}
+
+static gboolean finish_compare_backend(const load_context *ctx, const th_toml_node *node,
+                                       void *object, const char *name, GError **error)
+{
+    th_compare_backend_config *backend = object;
+    for (guint i = 0; i < backend->sweep->len; i++) {
+        const th_config_sweep *sweep = g_ptr_array_index(backend->sweep, i);
+        for (guint j = 0; j < backend->options->len; j++) {
+            const th_config_option *option = g_ptr_array_index(backend->options, j);
+            if (strcmp(option->key, sweep->key) != 0)
+                continue;
+            const th_toml_node *sweep_node = find_node(node, "sweep");
+            g_autofree char *sweep_name = dotted_name(name, "sweep");
+            g_autofree char *escaped = escape_for_message(sweep->key);
+            g_autofree char *key = dotted_name(sweep_name, escaped);
+            g_autofree char *why = g_strdup_printf("'%s' is also in %s.options; give it in one "
+                                                   "place",
+                                                   escaped, name);
+            conflict_error(ctx, error, th_toml_table_find(sweep_node, sweep->key), key, why);
+            return FALSE;
+        }
+    }
+    if (!backend->label) {
+        if (is_plugin_path(backend->plugin)) {
+            backend->label = g_path_get_basename(backend->plugin);
+            if (g_str_has_suffix(backend->label, ".so") && strlen(backend->label) > 3)
+                backend->label[strlen(backend->label) - 3] = '\0';
+        } else {
+            backend->label = g_strdup(backend->plugin);
+        }
+    }
+    return TRUE;
+}
+
+static th_config_option *option_new(const char *key, const char *value)
+{
+    th_config_option *option = g_new0(th_config_option, 1);
+    option->key = g_strdup(key);
+    option->value = g_strdup(value);
+    return option;
+}
+
+/* One backend of a sweep: `base` with the values chosen by `choice`. */
+static th_compare_backend_config *sweep_instance(const th_compare_backend_config *base,
+                                                 const size_t *choice)
+{
+    th_compare_backend_config *backend = g_new0(th_compare_backend_config, 1);
+    backend->plugin = g_strdup(base->plugin);
+    backend->where = g_strdup(base->where);
+    backend->sweep = g_ptr_array_new_with_free_func(sweep_free);
+    backend->options = g_ptr_array_new_with_free_func(option_free);
+    for (guint i = 0; i < base->options->len; i++) {
+        const th_config_option *option = g_ptr_array_index(base->options, i);
+        g_ptr_array_add(backend->options, option_new(option->key, option->value));
+    }
+    GString *label = g_string_new(base->label);
+    for (guint i = 0; i < base->sweep->len; i++) {
+        const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
+        const char *value = g_ptr_array_index(sweep->values, choice[i]);
+        g_ptr_array_add(backend->options, option_new(sweep->key, value));
+        g_string_append_printf(label, "%c%s=%s", i ? ',' : '[', sweep->key, value);
+    }
+    if (base->sweep->len > 0)
+        g_string_append_c(label, ']');
+    backend->label = g_string_free(label, FALSE);
+    return backend;
+}
+
+/* Appends one backend per combination of `base`'s sweep values (the first
+ * key varying slowest), or `base` itself without a sweep. */
+static gboolean expand_sweep(const th_compare_backend_config *base, GPtrArray *out,
+                             GError **error)
+{
+    uint64_t combinations = 1;
+    for (guint i = 0; i < base->sweep->len; i++) {
+        const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
+        combinations *= sweep->values->len;
+        if (combinations + out->len > TH_COMPARE_MAX_BACKENDS) {
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
+                        "%s: the sweeps of [[compare.backend]] make more than %u backends",
+                        base->where, TH_COMPARE_MAX_BACKENDS);
+            return FALSE;
+        }
+    }
+    if (out->len + 1 > TH_COMPARE_MAX_BACKENDS) {
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
+                    "%s: more than %u [[compare.backend]] tables", base->where,
+                    TH_COMPARE_MAX_BACKENDS);
+        return FALSE;
+    }
+    g_autofree size_t *choice = g_new0(size_t, base->sweep->len + 1);
+    for (uint64_t n = 0; n < combinations; n++) {
+        g_ptr_array_add(out, sweep_instance(base, choice));
+        for (guint i = base->sweep->len; i-- > 0;) { /* odometer: last key fastest */
+            const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
+            if (++choice[i] < sweep->values->len)
+                break;
+            choice[i] = 0;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean expand_sweeps(th_compare_config *compare, GError **error)
+{
+    GPtrArray *expanded = g_ptr_array_new_with_free_func(compare_backend_free);
+    for (guint i = 0; i < compare->backends->len; i++) {
+        if (!expand_sweep(g_ptr_array_index(compare->backends, i), expanded, error)) {
+            g_ptr_array_unref(expanded);
+            return FALSE;
+        }
+    }
+    g_ptr_array_unref(compare->backends);
+    compare->backends = expanded;
+    return TRUE;
+}
+
+/* Labels name rows, columns and chart bars: two alike would be ambiguous. */
+static gboolean check_unique_labels(GPtrArray *elements, size_t label_offset,
+                                    size_t where_offset, const char *what, GError **error)
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (guint i = 0; i < elements->len; i++) {
+        const char *element = g_ptr_array_index(elements, i);
+        const char *label = *(char *const *)(element + label_offset);
+        const char *where = *(char *const *)(element + where_offset);
+        const char *first = g_hash_table_lookup(seen, label);
+        if (first) {
+            g_autofree char *quoted = quote_for_message(label);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                        "%s: the %s label %s is already used at %s; give each one its own "
+                        "'label'",
+                        where, what, quoted, first);
+            return FALSE;
+        }
+        g_hash_table_insert(seen, g_strdup(label), g_strdup(where));
+    }
+    return TRUE;
+}
+
+static gboolean resolve_baseline(const load_context *ctx, const th_toml_node *root,
+                                 th_compare_config *compare, GError **error)
+{
+    const th_compare_backend_config *first = g_ptr_array_index(compare->backends, 0);
+    if (!compare->baseline) {
+        compare->baseline = g_strdup(first->label);
+        return TRUE;
+    }
+    GString *labels = g_string_new(NULL);
+    for (guint i = 0; i < compare->backends->len; i++) {
+        const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
+        if (strcmp(backend->label, compare->baseline) == 0) {
+            g_string_free(labels, TRUE);
+            return TRUE;
+        }
+        if (i < 8)
+            g_string_append_printf(labels, "%s%s", i ? ", " : "", backend->label);
+        else if (i == 8)
+            g_string_append(labels, ", ...");
+    }
+    g_autofree char *listed = g_string_free(labels, FALSE);
+    g_autofree char *expected =
+        g_strdup_printf("the label of a [[compare.backend]] (%s)", listed);
+    value_error(ctx, error, TH_CONFIG_ERROR_RANGE, find_node(root, "compare.baseline"),
+                "compare.baseline", expected);
+    return FALSE;
+}
+
+/* Keys of a single run that a comparison has no use for: refusing them
+ * beats silently ignoring what the user wrote. */
+static gboolean check_unused_in_compare(const load_context *ctx, const th_toml_node *root,
+                                        GError **error)
+{
+    static const struct {
+        const char *key, *why;
+    } unused[] = {
+        {"backend.plugin", "a comparison takes its plugins from [[compare.backend]]"},
+        {"backend.options", "each [[compare.backend]] has its own options"},
+        {"output.write_factors", "a comparison writes no factors"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(unused); i++) {
+        const th_toml_node *node = find_node(root, unused[i].key);
+        if (node) {
+            conflict_error(ctx, error, node, unused[i].key, unused[i].why);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean finish_compare_tensors(const load_context *ctx, const th_toml_node *root,
+                                       th_config *config, GError **error)
+{
+    th_compare_config *compare = config->compare;
+    const th_toml_node *path_node = find_node(root, "tensor.path");
+    if (compare->tensors->len > 0 && config->tensor_path) {
+        conflict_error(ctx, error, path_node, "tensor.path",
+                       "a comparison with [[compare.tensor]] tables takes its tensors from "
+                       "them; remove one or the other");
+        return FALSE;
+    }
+    if (compare->tensors->len == 0) {
+        if (!config->tensor_path) {
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
+                        "%s: missing required key 'tensor.path' (or [[compare.tensor]] tables)",
+                        ctx->source_name);
+            return FALSE;
+        }
+        th_compare_tensor_config *tensor = g_new0(th_compare_tensor_config, 1);
+        tensor->path = g_strdup(config->tensor_path);
+        tensor->label = label_from_path(tensor->path);
+        tensor->seed = 1;
+        tensor->where = location(ctx, path_node, FALSE);
+        g_ptr_array_add(compare->tensors, tensor);
+    }
+    return check_unique_labels(compare->tensors, offsetof(th_compare_tensor_config, label),
+                               offsetof(th_compare_tensor_config, where), "tensor", error);
+}
+
+/* The rules of [compare] that span tables: run once the whole document is
+ * read, since [compare] may come before the [tensor] or [cpd] it relies on. */
+static gboolean finish_compare(const load_context *ctx, const th_toml_node *root,
+                               th_config *config, GError **error)
+{
+    th_compare_config *compare = config->compare;
+    if (!compare)
+        return TRUE;
+    if (!check_unused_in_compare(ctx, root, error)
+        || !finish_compare_tensors(ctx, root, config, error))
+        return FALSE;
+    if (compare->backends->len == 0) {
+        g_autofree char *where = location(ctx, find_node(root, "compare"), TRUE);
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
+                    "%s: [compare] needs at least one [[compare.backend]] table", where);
+        return FALSE;
+    }
+    if (!expand_sweeps(compare, error)
+        || !check_unique_labels(compare->backends, offsetof(th_compare_backend_config, label),
+                                offsetof(th_compare_backend_config, where), "backend", error)
+        || !resolve_baseline(ctx, root, compare, error))
+        return FALSE;
+    if (compare->rank == 0)
+        compare->rank = config->rank;
+    if (!compare->output_dir)
+        compare->output_dir = g_strdup(config->output_dir);
+    return TRUE;
+}
+
 /* ---- Loading ------------------------------------------------------------- */
 
 static void context_clear(load_context *ctx)
@@ -776,9 +1493,11 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
     g_autoptr(th_config) config = g_new0(th_config, 1);
     config->source_path = g_strdup(ctx->source_name);
     apply_defaults(ctx, &root_schema, config);
-    if (!walk_table(ctx, root, &root_schema, config, error))
+    if (!walk_table(ctx, root, &root_schema, "", config, error))
         return NULL;
     if (!check_required(ctx, &root_schema, config, error))
+        return NULL;
+    if (!finish_compare(ctx, root, config, error))
         return NULL;
     return g_steal_pointer(&config);
 }
@@ -860,6 +1579,7 @@ void th_config_free(th_config *config)
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
     g_free(config->output_dir);
+    compare_config_free(config->compare);
     g_free(config);
 }
 
@@ -878,20 +1598,34 @@ static char *render_path_list(const GPtrArray *paths)
     return g_string_free(text, FALSE);
 }
 
-static void foreach_in_table(const th_config *config, const th_table_schema *schema,
-                             foreach_fn fn, void *user_data)
+static char *render_sweep(const th_config_sweep *sweep)
+{
+    GString *text = g_string_new("[");
+    for (guint i = 0; i < sweep->values->len; i++) {
+        g_autofree char *escaped = escape_for_message(g_ptr_array_index(sweep->values, i));
+        g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", escaped);
+    }
+    g_string_append_c(text, ']');
+    return g_string_free(text, FALSE);
+}
+
+/* `target` is th_config or an object's struct; `prefix` its dotted name. */
+static void foreach_in_table(const void *target, const th_table_schema *schema,
+                             const char *prefix, foreach_fn fn, void *user_data)
 {
     for (size_t i = 0; i < schema->n_keys; i++) {
         const th_key_schema *key = &schema->keys[i];
-        const void *field = const_field_at(config, key);
-        g_autofree char *name = dotted_name(schema->name, key->name);
+        const void *field = const_field_at(target, key);
+        g_autofree char *name = dotted_name(prefix, key->name);
         g_autofree char *text = NULL;
         switch (key->type) {
         case TH_KEY_STRING:
         case TH_KEY_PATH:
         case TH_KEY_PLUGIN: {
             const char *value = *(char *const *)field;
-            text = g_strdup(value ? value : "");
+            if (!value)
+                continue; /* an optional key left unset */
+            text = g_strdup(value);
             break;
         }
         case TH_KEY_PATH_LIST:
@@ -917,9 +1651,34 @@ static void foreach_in_table(const th_config *config, const th_table_schema *sch
             }
             continue;
         }
-        case TH_KEY_SECTION:
-            foreach_in_table(config, key->section, fn, user_data);
+        case TH_KEY_SWEEP: { /* empty once expanded into backends */
+            const GPtrArray *sweeps = *(GPtrArray *const *)field;
+            for (guint j = 0; sweeps && j < sweeps->len; j++) {
+                const th_config_sweep *sweep = g_ptr_array_index(sweeps, j);
+                g_autofree char *sweep_name = dotted_name(name, sweep->key);
+                g_autofree char *values = render_sweep(sweep);
+                fn(sweep_name, values, user_data);
+            }
             continue;
+        }
+        case TH_KEY_SECTION:
+            foreach_in_table(target, key->section, name, fn, user_data);
+            continue;
+        case TH_KEY_OBJECT: {
+            const void *object = *(void *const *)field;
+            if (object)
+                foreach_in_table(object, key->section, name, fn, user_data);
+            continue;
+        }
+        case TH_KEY_TABLE_ARRAY: {
+            const GPtrArray *elements = *(GPtrArray *const *)field;
+            for (guint j = 0; elements && j < elements->len; j++) {
+                g_autofree char *element_name = g_strdup_printf("%s[%u]", name, j);
+                foreach_in_table(g_ptr_array_index(elements, j), key->section, element_name, fn,
+                                 user_data);
+            }
+            continue;
+        }
         }
         fn(name, text, user_data);
     }
@@ -930,5 +1689,5 @@ void th_config_foreach(const th_config *config,
                        void *user_data)
 {
     g_return_if_fail(config != NULL && fn != NULL);
-    foreach_in_table(config, &root_schema, fn, user_data);
+    foreach_in_table(config, &root_schema, "", fn, user_data);
 }

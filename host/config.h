@@ -17,6 +17,7 @@ typedef enum {
     TH_CONFIG_ERROR_RANGE,       /* value out of its allowed range */
     TH_CONFIG_ERROR_MISSING,     /* required key absent */
     TH_CONFIG_ERROR_OVERRIDE,    /* malformed --set argument */
+    TH_CONFIG_ERROR_CONFLICT,    /* keys that cannot go together (e.g. in a comparison) */
 } th_config_error;
 
 /* One [backend.options] entry, value rendered as text for the plugin ABI. */
@@ -24,6 +25,52 @@ typedef struct th_config_option {
     char *key;
     char *value;
 } th_config_option;
+
+/* One [[compare.tensor]]: a tensor file, or a synthetic tensor of a FROSTT
+ * preset's shape (host/synth.h). */
+typedef struct th_compare_tensor_config {
+    char *label;     /* default: the file name without .tns/.gz/.txt, or the preset's
+                        name; a synthetic tensor's label always ends in " (synthetic)" */
+    char *path;      /* resolved; NULL for a synthetic tensor */
+    char *synthetic; /* a preset name (th_synth_find_preset); NULL for a file */
+    uint64_t nnz;    /* synthetic: target nonzeros; 0 = the preset's */
+    uint64_t seed;   /* synthetic: the generator's seed, default 1 */
+    char *where;     /* "FILE:LINE:COLUMN" of the table, for messages */
+} th_compare_tensor_config;
+
+/* One sweep = { KEY = [values] } entry of a [[compare.backend]]. */
+typedef struct th_config_sweep {
+    char *key;
+    GPtrArray *values; /* char*, rendered like [backend.options] values */
+} th_config_sweep;
+
+/* One backend of a comparison. A [[compare.backend]] with a sweep is
+ * expanded into one of these per combination of the swept values, labelled
+ * "LABEL[KEY=VALUE,...]", with the swept values appended to its options. */
+typedef struct th_compare_backend_config {
+    char *label;        /* default: the plugin's name (a path's file name without .so) */
+    char *plugin;       /* as backend.plugin: a name, "auto", or a resolved path */
+    GPtrArray *options; /* th_config_option*, file order, then the swept values */
+    GPtrArray *sweep;   /* th_config_sweep*; empty once expanded */
+    char *where;        /* "FILE:LINE:COLUMN" of the table, for messages */
+} th_compare_backend_config;
+
+/* [compare]: several backends (and tensors) run on the same inputs,
+ * verified against a baseline, timed and plotted. */
+typedef struct th_compare_config {
+    char *job;         /* "mttkrp" (default) or "cpd" */
+    char *baseline;    /* a backend label; default the first backend's */
+    uint32_t repeats;  /* timed runs, default 10 */
+    uint32_t warmup;   /* untimed runs before, default 2 */
+    double tolerance;  /* relative Frobenius error vs the baseline / |fit difference|, 1e-4 */
+    uint32_t rank;     /* default cpd.rank */
+    char *timer;       /* "host" (default) or "backend": the time speedups and charts use */
+    GPtrArray *tensors;  /* th_compare_tensor_config*; tensor.path when the file has none */
+    GPtrArray *backends; /* th_compare_backend_config*, sweeps expanded, at least one */
+    /* [compare.output] */
+    char *output_dir;  /* resolved; default output.dir */
+    gboolean charts;   /* draw PNG and SVG charts, default true */
+} th_compare_config;
 
 typedef struct th_config {
     char *source_path; /* the config file as given, for messages */
@@ -46,6 +93,11 @@ typedef struct th_config {
     /* [output] */
     char *output_dir;      /* resolved; default "tensorhost-out" next to the config file */
     gboolean write_factors; /* default true */
+
+    /* [compare]: NULL unless the config has that section. Then tensor.path
+     * may be left out (when [[compare.tensor]] tables name the tensors), and
+     * backend.plugin, backend.options and output.write_factors must be. */
+    th_compare_config *compare;
 } th_config;
 
 /* Loads `path` and applies `overrides` ("section.key=value", the value in
@@ -64,8 +116,10 @@ void th_config_free(th_config *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_config, th_config_free)
 
 /* Calls `fn` for every schema key with its resolved value as text, in schema
- * order ("cpd.rank" -> "16"; backend options as "backend.options.KEY").
- * For reports. */
+ * order ("cpd.rank" -> "16"; backend options as "backend.options.KEY"; the
+ * [compare] keys only when the config has that section, array elements as
+ * "compare.backend[0].label", sweeps as their expanded options; unset
+ * optional strings are left out). For reports. */
 void th_config_foreach(const th_config *config,
                        void (*fn)(const char *key, const char *value, void *user_data),
                        void *user_data);

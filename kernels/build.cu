@@ -12,6 +12,8 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 
+#include <chrono>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,17 +223,27 @@ thg_status upload(const thg_context *ctx, const uint32_t *const *indices, const 
     return THG_OK;
 }
 
-int choose_scheme(const thg_context *ctx, uint32_t mode)
+/* The scheme before the balance check; the reason is kept for reports. */
+int choose_scheme(thg_context *ctx, uint32_t mode)
 {
+    thg_mode_copy &copy = ctx->copies[mode];
+    const uint32_t dim = ctx->dims[mode];
     switch (ctx->policy) {
     case THG_POLICY_SCHEME1:
+        snprintf(copy.reason, sizeof(copy.reason), "forced (gpu-scheme1)");
         return 1;
     case THG_POLICY_SCHEME2:
+        snprintf(copy.reason, sizeof(copy.reason), "forced (gpu-scheme2)");
         return 2;
     case THG_POLICY_ADAPTIVE:
     default:
-        return ctx->dims[mode] >= ctx->kappa ? 1 : 2;
+        break;
     }
+    const bool long_mode = dim >= ctx->kappa;
+    snprintf(copy.reason, sizeof(copy.reason), "rule=%s: I_d=%u %s kappa=%u",
+             ctx->rule == THG_RULE_PAPER ? "paper" : "balanced", dim, long_mode ? ">=" : "<",
+             ctx->kappa);
+    return long_mode ? 1 : 2;
 }
 
 thg_status chunk_offsets(thg_context *ctx, thg_mode_copy &copy, char *err, size_t errlen)
@@ -249,7 +261,8 @@ thg_status chunk_offsets(thg_context *ctx, thg_mode_copy &copy, char *err, size_
  * is faster whatever I_d is. The slack keeps tiny tensors, where imbalance
  * costs nothing, on scheme 1. */
 thg_status deal_is_balanced(thg_context *ctx, staging &s, const uint32_t *counts_by_rank,
-                            uint32_t dim, bool *balanced, char *err, size_t errlen)
+                            uint32_t dim, bool *balanced, double *max_over_mean, char *err,
+                            size_t errlen)
 {
     THG_CUDA(cudaMemsetAsync(s.loads, 0, sizeof(uint32_t) * ctx->kappa, ctx->stream));
     partition_loads_kernel<<<grid_for(dim), kThreads, 0,
@@ -269,6 +282,7 @@ thg_status deal_is_balanced(thg_context *ctx, staging &s, const uint32_t *counts
     THG_CUDA(e);
     const double mean = (double)ctx->nnz / ctx->kappa;
     *balanced = max_load <= kBalanceFactor * mean + kBalanceSlack;
+    *max_over_mean = max_load / mean;
     return THG_OK;
 }
 
@@ -312,12 +326,16 @@ thg_status order_mode(thg_context *ctx, uint32_t mode, staging &s,
         rows.Current(), s.num_runs, ctx->kappa, s.part_of_row);
     THG_LAUNCHED();
 
-    if (ctx->policy == THG_POLICY_ADAPTIVE) {
+    if (ctx->policy == THG_POLICY_ADAPTIVE && ctx->rule == THG_RULE_BALANCED) {
         bool balanced = true;
+        double ratio = 0.0;
         const thg_status bst = deal_is_balanced(ctx, s, counts.Current(), dim, &balanced,
-                                                 err, errlen);
+                                                 &ratio, err, errlen);
         if (bst != THG_OK)
             return bst;
+        const size_t used = strlen(copy.reason);
+        snprintf(copy.reason + used, sizeof(copy.reason) - used,
+                 ", max partition %.2fx mean (%s)", ratio, balanced ? "balanced" : "hot rows");
         if (!balanced) {
             copy.scheme = 2;
             return chunk_offsets(ctx, copy, err, errlen);
@@ -348,9 +366,14 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
     thg_status st = alloc_staging(ctx, max_dim, s, err, errlen);
     if (st != THG_OK)
         return st;
+    const auto up0 = std::chrono::steady_clock::now();
     st = upload(ctx, indices, values, s, err, errlen);
     if (st != THG_OK)
         return st;
+    ctx->upload_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - up0).count();
+    /* The build proper is timed from here: the upload is PCIe, not layout. */
+    THG_CUDA(cudaEventRecord(ctx->start, ctx->stream));
 
     const size_t nnz = ctx->nnz;
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
@@ -393,10 +416,8 @@ thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
 {
     staging s;
     float ms = 0.0f;
-    cudaError_t e = cudaEventRecord(ctx->start, ctx->stream);
-    thg_status st = e == cudaSuccess ? build_all(ctx, indices, values, s, err, errlen)
-                                     : thg_cuda_fail(err, errlen, e, "cudaEventRecord",
-                                                     __FILE__, __LINE__);
+    cudaError_t e = cudaSuccess;
+    thg_status st = build_all(ctx, indices, values, s, err, errlen);
     if (st == THG_OK) {
         e = cudaEventRecord(ctx->stop, ctx->stream);
         if (e == cudaSuccess)

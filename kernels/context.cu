@@ -58,7 +58,7 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
              ctx->device);
     ctx->sm_count = prop.multiProcessorCount;
     ctx->kappa = config->kappa ? config->kappa : (uint32_t)prop.multiProcessorCount;
-    ctx->P = config->P ? config->P : 32u;
+    ctx->P = config->P; /* 0: fill a 1024-thread block, decided per rank */
     if (ctx->P > THG_MAX_P)
         return thg_fail(err, errlen, THG_ERR_INVALID, "P=%u is larger than %u", ctx->P,
                         THG_MAX_P);
@@ -80,6 +80,7 @@ extern "C" thg_status thg_create(const thg_config *config, thg_context **out, ch
         return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
     ctx->device = config->device;
     ctx->policy = config->policy;
+    ctx->rule = config->rule;
     st = init_context(ctx, config, err, errlen);
     if (st != THG_OK) {
         thg_destroy(ctx);
@@ -358,11 +359,19 @@ extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
     snprintf(info->device_name, sizeof(info->device_name), "%s", ctx->device_name);
     info->kappa = ctx->kappa;
     info->P = ctx->P;
+    info->rule = ctx->rule;
+    if (ctx->nmodes > 0) {
+        const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P, false);
+        info->lanes = shape.lanes;
+        info->groups = shape.groups;
+        info->P = shape.groups;
+    }
     info->nmodes = ctx->nmodes;
     info->tensor_bytes = ctx->tensor_bytes;
     info->factor_bytes = ctx->factor_bytes;
     info->workspace_bytes = ctx->workspace_bytes;
     info->build_seconds = ctx->build_seconds;
+    info->upload_seconds = ctx->upload_seconds;
 }
 
 extern "C" thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode,
@@ -373,6 +382,7 @@ extern "C" thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode,
         return st;
     const thg_mode_copy &copy = ctx->copies[mode];
     stats->scheme = copy.scheme;
+    snprintf(stats->reason, sizeof(stats->reason), "%s", copy.reason);
     stats->partitions = ctx->kappa;
     stats->last_mttkrp_seconds = copy.has_result ? copy.last_seconds : -1.0;
     return THG_OK;

@@ -152,13 +152,245 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     }
 }
 
+/* ---- The vector kernel: ranks that are multiples of 4 (the common case).
+ *
+ * v3 (kernels/NOTES.md): the v2 kernel above spent ~67 issue slots per
+ * nonzero (one warp per nonzero at R = 32: broadcast loads of every index,
+ * 64-bit address arithmetic per mode, run-time mode checks). Here a group
+ * of RL lanes (8 at R = 32) owns a nonzero and each lane handles RPT float4
+ * columns, so one warp instruction serves 32/RL nonzeros; a group loads the
+ * metadata of RL consecutive nonzeros coalesced (one lane each) and hands it
+ * round with __shfl_sync; the input modes come pre-compacted (no out_mode
+ * test) and, for 3 to 5 modes, as a compile-time count. */
+struct vec_args {
+    const uint32_t *in_idx[THG_MAX_MODES - 1];
+    const float4 *in_factor[THG_MAX_MODES - 1];
+    const uint32_t *out_idx;
+    const float *vals;
+    const uint32_t *offsets;
+    float4 *out;
+    uint32_t nin;  /* input modes: nmodes - 1 */
+    uint32_t cols; /* rank / 4 */
+};
+
+__device__ __forceinline__ void add4(float4 &a, const float4 b)
+{
+    a.x += b.x;
+    a.y += b.y;
+    a.z += b.z;
+    a.w += b.w;
+}
+
+__device__ __forceinline__ void mul4(float4 &a, const float4 b)
+{
+    a.x *= b.x;
+    a.y *= b.y;
+    a.z *= b.z;
+    a.w *= b.w;
+}
+
+__device__ __forceinline__ void atomic_add4(float4 *dst, const float4 v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(dst, v); /* one vector reduction on Hopper */
+#else
+    atomicAdd(&dst->x, v.x);
+    atomicAdd(&dst->y, v.y);
+    atomicAdd(&dst->z, v.z);
+    atomicAdd(&dst->w, v.w);
+#endif
+}
+
+/* Threads per block the vector kernel may use: wide rows keep more
+ * registers per thread, so they get half a block's threads. */
+constexpr uint32_t vec_max_threads(int rpt) { return rpt == 1 ? 1024u : 512u; }
+
+/* Nonzeros whose gathers a group issues together: 4 for narrow rows and
+ * few modes, fewer where registers run out (ptxas -v: no spills). */
+__host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool owned)
+{
+    return rpt == 1 ? ((nin == 2 || (nin == 3 && !owned)) ? (rl < 4 ? rl : 4) : 2)
+                    : (rpt == 2 && (nin == 2 || nin == 3)) ? 2 : 1;
+}
+
+template <int RL, int RPT, int NIN, bool OWNED>
+__global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(const vec_args a)
+{
+    constexpr int B = vec_batch(RL, RPT, NIN, OWNED);
+    constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
+    extern __shared__ float4 smem4[];
+    const uint32_t C = a.cols;
+    const uint32_t lane = threadIdx.x % RL;
+    const uint32_t group = threadIdx.x / RL;
+    const uint32_t ngroups = blockDim.x / RL;
+    const uint32_t pbegin = a.offsets[blockIdx.x];
+    const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
+    const uint32_t gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
+    const uint32_t gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
+    /* Every group runs the same number of chunks (the longest stretch's),
+     * so the whole warp takes part in every shuffle. */
+    const uint32_t nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
+    const int nin = NIN > 0 ? NIN : (int)a.nin;
+
+    float4 *spart = smem4;                                         /* [2 * ngroups][C] */
+    uint32_t *srow = (uint32_t *)(smem4 + 2 * (size_t)ngroups * C); /* [2 * ngroups] */
+    if (OWNED && lane == 0) {
+        srow[2 * group] = kNoRow;
+        srow[2 * group + 1] = kNoRow;
+    }
+
+    float4 acc[RPT];
+#pragma unroll
+    for (int t = 0; t < RPT; ++t)
+        acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+    uint32_t cur = kNoRow;
+    bool first_run = true;
+
+    auto flush = [&](uint32_t out_row, int slot) {
+#pragma unroll
+        for (int t = 0; t < RPT; ++t) {
+            const uint32_t c = lane + t * RL;
+            if (c >= C)
+                continue;
+            if (slot < 0)
+                a.out[(size_t)out_row * C + c] = acc[t];
+            else if (OWNED)
+                spart[(2 * group + slot) * C + c] = acc[t];
+            else
+                atomic_add4(&a.out[(size_t)out_row * C + c], acc[t]);
+        }
+        if (OWNED && slot >= 0 && lane == 0)
+            srow[2 * group + slot] = out_row;
+    };
+
+    for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
+        const uint32_t k = gbegin + chunk * RL + lane;
+        const bool valid = k < gend;
+        const uint32_t my_row = valid ? __ldg(a.out_idx + k) : kNoRow;
+        const float my_val = valid ? __ldg(a.vals + k) : 0.0f;
+        uint32_t my_idx[NMAX];
+#pragma unroll
+        for (int q = 0; q < NMAX; ++q)
+            my_idx[q] = (q < nin && valid) ? __ldg(a.in_idx[q] + k) : 0u;
+
+#pragma unroll
+        for (int j0 = 0; j0 < RL; j0 += B) {
+            uint32_t row[B];
+            float4 prod[B][RPT];
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                row[b] = __shfl_sync(0xffffffffu, my_row, j0 + b, RL);
+                const float v = __shfl_sync(0xffffffffu, my_val, j0 + b, RL);
+#pragma unroll
+                for (int t = 0; t < RPT; ++t)
+                    prod[b][t] = make_float4(v, v, v, v);
+            }
+#pragma unroll
+            for (int q = 0; q < NMAX; ++q) {
+                if (q >= nin)
+                    break;
+#pragma unroll
+                for (int b = 0; b < B; ++b) {
+                    /* Past the stretch's end the index is 0: row 0 exists. */
+                    const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
+                    const float4 *f = a.in_factor[q] + (size_t)i * C;
+#pragma unroll
+                    for (int t = 0; t < RPT; ++t) {
+                        const uint32_t c = lane + t * RL;
+                        if (c < C)
+                            mul4(prod[b][t], __ldg(f + c));
+                    }
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                if (row[b] == kNoRow)
+                    continue; /* past the end of the stretch */
+                if (row[b] != cur) {
+                    if (cur != kNoRow) {
+                        flush(cur, first_run ? 0 : -1);
+                        first_run = false;
+                    }
+                    cur = row[b];
+#pragma unroll
+                    for (int t = 0; t < RPT; ++t)
+                        acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int t = 0; t < RPT; ++t)
+                    add4(acc[t], prod[b][t]);
+            }
+        }
+    }
+    if (cur != kNoRow)
+        flush(cur, first_run ? 0 : 1);
+
+    if (!OWNED)
+        return;
+    __syncthreads();
+    /* Slots are in nonzero order, so the pieces of one row are adjacent. */
+    for (uint32_t c = threadIdx.x; c < C; c += blockDim.x) {
+        uint32_t row = kNoRow;
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (uint32_t s = 0; s < 2 * ngroups; ++s) {
+            const uint32_t s_row = srow[s];
+            if (s_row == kNoRow)
+                continue;
+            if (s_row != row) {
+                if (row != kNoRow)
+                    a.out[(size_t)row * C + c] = sum;
+                row = s_row;
+                sum = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            add4(sum, spart[s * C + c]);
+        }
+        if (row != kNoRow)
+            a.out[(size_t)row * C + c] = sum;
+    }
+}
+
+/* Lanes per group and float4 columns per lane for a rank (multiple of 4). */
+struct vec_config {
+    int lanes, rpt;
+};
+
+vec_config vec_config_for(uint32_t rank)
+{
+    const uint32_t cols = rank / 4;
+    if (cols <= 2)
+        return {2, 1};
+    if (cols <= 4)
+        return {4, 1};
+    if (cols <= 8)
+        return {8, 1};
+    if (cols <= 16)
+        return {8, 2};
+    if (cols <= 24)
+        return {8, 3};
+    return {8, 4};
+}
+
+bool use_vec_kernel(uint32_t rank) { return rank % 4 == 0; }
+
+/* Generic kernel: lanes per group for a rank (the RL template value). */
+uint32_t generic_lanes(uint32_t rank) { return rank <= 8 ? 8u : rank <= 16 ? 16u : 32u; }
+
+/* Shared memory of an owned (scheme 1) block: two boundary partials of
+ * `rank` floats and two row ids per group. */
+size_t owned_smem_bytes(uint32_t groups, uint32_t rank)
+{
+    return sizeof(float) * 2 * (size_t)groups * rank + sizeof(uint32_t) * 2 * (size_t)groups;
+}
+
+constexpr size_t kSmemLimit = 48 * 1024; /* no opt-in needed below this */
+
 template <int RL, int RPT>
 cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
                    const thg_mttkrp_args &a)
 {
     const uint32_t threads = RL * P;
     if (owned) {
-        const size_t smem = sizeof(float) * 2 * P * a.rank + sizeof(uint32_t) * 2 * P;
+        const size_t smem = owned_smem_bytes(P, a.rank);
         mttkrp_kernel<RL, RPT, true><<<blocks, threads, smem, stream>>>(a);
     } else {
         mttkrp_kernel<RL, RPT, false><<<blocks, threads, 0, stream>>>(a);
@@ -166,7 +398,99 @@ cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
     return cudaGetLastError();
 }
 
+template <int RL, int RPT, int NIN>
+cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
+                           const vec_args &a, uint32_t rank)
+{
+    const uint32_t threads = RL * groups;
+    if (owned)
+        mttkrp_vec_kernel<RL, RPT, NIN, true>
+            <<<blocks, threads, owned_smem_bytes(groups, rank), stream>>>(a);
+    else
+        mttkrp_vec_kernel<RL, RPT, NIN, false><<<blocks, threads, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+template <int RL, int RPT>
+cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
+                       const vec_args &a, uint32_t rank)
+{
+    switch (a.nin) {
+    case 2:
+        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank);
+    case 3:
+        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank);
+    case 4:
+        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank);
+    default:
+        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank);
+    }
+}
+
+cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, uint32_t groups)
+{
+    const thg_mode_copy &copy = ctx->copies[mode];
+    vec_args a;
+    memset(&a, 0, sizeof(a));
+    uint32_t q = 0;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        if (m == mode)
+            continue;
+        a.in_idx[q] = copy.idx[m];
+        a.in_factor[q] = (const float4 *)ctx->factors[m];
+        ++q;
+    }
+    a.nin = q;
+    a.out_idx = copy.idx[mode];
+    a.vals = copy.vals;
+    a.offsets = copy.offsets;
+    a.out = (float4 *)ctx->results[mode];
+    a.cols = ctx->rank / 4;
+    const vec_config vc = vec_config_for(ctx->rank);
+    const uint32_t R = ctx->rank;
+    cudaStream_t st = ctx->stream;
+    const uint32_t blocks = ctx->kappa;
+    if (vc.lanes == 2)
+        return launch_vec<2, 1>(owned, blocks, groups, st, a, R);
+    if (vc.lanes == 4)
+        return launch_vec<4, 1>(owned, blocks, groups, st, a, R);
+    switch (vc.rpt) {
+    case 1:
+        return launch_vec<8, 1>(owned, blocks, groups, st, a, R);
+    case 2:
+        return launch_vec<8, 2>(owned, blocks, groups, st, a, R);
+    case 3:
+        return launch_vec<8, 3>(owned, blocks, groups, st, a, R);
+    default:
+        return launch_vec<8, 4>(owned, blocks, groups, st, a, R);
+    }
+}
+
 } // namespace
+
+thg_shape thg_launch_shape(uint32_t rank, uint32_t P, bool owned)
+{
+    uint32_t lanes, max_threads;
+    if (use_vec_kernel(rank)) {
+        const vec_config vc = vec_config_for(rank);
+        lanes = (uint32_t)vc.lanes;
+        max_threads = vec_max_threads(vc.rpt);
+    } else {
+        lanes = generic_lanes(rank);
+        max_threads = 1024;
+    }
+    /* Whole warps: every lane of a warp takes part in the shuffles. */
+    const uint32_t per_warp = 32 / lanes;
+    uint32_t max_groups = max_threads / lanes;
+    if (owned)
+        while (max_groups > per_warp && owned_smem_bytes(max_groups, rank) > kSmemLimit)
+            max_groups -= per_warp;
+    uint32_t groups = P == 0 ? max_groups : P;
+    groups = (groups + per_warp - 1) / per_warp * per_warp;
+    if (groups > max_groups)
+        groups = max_groups;
+    return {lanes, groups};
+}
 
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
 {
@@ -189,17 +513,20 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, s
         THG_CUDA(cudaMemsetAsync(a.out, 0, sizeof(float) * ctx->dims[mode] * ctx->rank,
                                  ctx->stream));
     const uint32_t R = ctx->rank;
+    const uint32_t groups = thg_launch_shape(R, ctx->P, owned).groups;
     cudaError_t e;
-    if (R <= 8)
-        e = launch<8, 1>(owned, ctx->kappa, ctx->P, ctx->stream, a);
+    if (use_vec_kernel(R))
+        e = launch_vec_any(ctx, mode, owned, groups);
+    else if (R <= 8)
+        e = launch<8, 1>(owned, ctx->kappa, groups, ctx->stream, a);
     else if (R <= 16)
-        e = launch<16, 1>(owned, ctx->kappa, ctx->P, ctx->stream, a);
+        e = launch<16, 1>(owned, ctx->kappa, groups, ctx->stream, a);
     else if (R <= 32)
-        e = launch<32, 1>(owned, ctx->kappa, ctx->P, ctx->stream, a);
+        e = launch<32, 1>(owned, ctx->kappa, groups, ctx->stream, a);
     else if (R <= 64)
-        e = launch<32, 2>(owned, ctx->kappa, ctx->P, ctx->stream, a);
+        e = launch<32, 2>(owned, ctx->kappa, groups, ctx->stream, a);
     else
-        e = launch<32, 4>(owned, ctx->kappa, ctx->P, ctx->stream, a);
+        e = launch<32, 4>(owned, ctx->kappa, groups, ctx->stream, a);
     THG_CUDA(e);
     return THG_OK;
 }

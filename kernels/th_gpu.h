@@ -21,8 +21,9 @@ extern "C" {
 
 #define THG_MAX_MODES 16u
 #define THG_MAX_RANK 128u
-/* Largest P: P groups of up to 32 rank lanes make one thread block. */
-#define THG_MAX_P 32u
+/* Largest P: P groups of rank lanes (2 to 32 lanes each) make one thread
+ * block of at most 1024 threads; larger requests are capped per launch. */
+#define THG_MAX_P 512u
 /* CUB's device-wide algorithms take int item counts. */
 #define THG_MAX_NNZ 2147483647u
 
@@ -43,11 +44,23 @@ typedef enum thg_policy {
     THG_POLICY_SCHEME2 = 2   /* equal nonzero chunks, global atomics */
 } thg_policy;
 
+/* How THG_POLICY_ADAPTIVE picks a mode's scheme. */
+typedef enum thg_rule {
+    /* Scheme 1 iff I_d >= kappa AND dealing the rows leaves every partition
+     * within 1.25 x mean + 256 nonzeros (skewed modes go to scheme 2). */
+    THG_RULE_BALANCED = 0,
+    /* The paper's literal rule: scheme 1 iff I_d >= kappa. */
+    THG_RULE_PAPER = 1
+} thg_rule;
+
 typedef struct thg_config {
     int device;        /* CUDA ordinal */
     uint32_t kappa;    /* partitions = thread blocks per MTTKRP; 0: the SM count */
-    uint32_t P;        /* nonzeros in flight per block (groups of rank lanes); 0: 32 */
+    /* Nonzeros in flight per block (groups of rank lanes); 0: as many as a
+     * 1024-thread block holds (32 for 32 lanes, 128 for 8). */
+    uint32_t P;
     thg_policy policy;
+    thg_rule rule;     /* THG_POLICY_ADAPTIVE only */
 } thg_config;
 
 typedef struct thg_context thg_context;
@@ -93,13 +106,18 @@ typedef struct thg_info {
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
     uint64_t workspace_bytes;
-    double build_seconds; /* device time to build every copy (CUDA events) */
+    double build_seconds;  /* device time to build every copy (CUDA events), upload excluded */
+    double upload_seconds; /* host fp32 conversion + upload + index check (wall) */
+    uint32_t lanes;        /* rank lanes per nonzero group of the loaded rank */
+    uint32_t groups;       /* effective P (groups per block) of the loaded rank */
+    thg_rule rule;
 } thg_info;
 
 void thg_get_info(const thg_context *ctx, thg_info *info);
 
 typedef struct thg_mode_stats {
     int scheme;          /* 1 or 2 */
+    char reason[96];     /* why this scheme, e.g. "I_d=24 < kappa=132" */
     uint32_t partitions; /* kappa */
     double last_mttkrp_seconds; /* CUDA events; negative before the first mttkrp */
 } thg_mode_stats;

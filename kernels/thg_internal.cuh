@@ -16,6 +16,7 @@ struct thg_mode_copy {
     float *vals;                  /* [nnz] */
     uint32_t *offsets;            /* [kappa + 1] */
     int scheme;                   /* 1 or 2 */
+    char reason[96];              /* why that scheme (thg_mode_stats.reason) */
     int has_empty_rows;           /* some output row has no nonzero: zero first */
     int has_result;               /* mttkrp ran since the last load */
     double last_seconds;
@@ -28,6 +29,7 @@ struct thg_context {
     uint32_t kappa;
     uint32_t P;
     thg_policy policy;
+    thg_rule rule;
     cudaStream_t stream;
     cudaEvent_t start, stop;
 
@@ -49,6 +51,7 @@ struct thg_context {
     uint64_t factor_bytes;
     uint64_t workspace_bytes;
     double build_seconds;
+    double upload_seconds;
 };
 
 /* Writes "CUDA error at FILE:LINE in CALL: reason" and maps the error. */
@@ -92,10 +95,12 @@ thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
 uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim);
 void thg_free_tensor(thg_context *ctx);
 
-/* Rank lanes per nonzero group for a rank: the kernels' RL template value. */
-static inline uint32_t thg_rank_lanes(uint32_t rank)
-{
-    return rank <= 8 ? 8u : rank <= 16 ? 16u : 32u;
-}
+/* The launch shape of one rank: lanes per nonzero group and groups per
+ * block (the effective P, capped and rounded to whole warps). */
+struct thg_shape {
+    uint32_t lanes;
+    uint32_t groups;
+};
+thg_shape thg_launch_shape(uint32_t rank, uint32_t P, bool owned);
 
 #endif

@@ -340,7 +340,7 @@ static void test_unknown_section(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[frobnicate]\nx = 1\n", NULL,
                       TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:2:2: unknown section 'frobnicate' "
-                      "(valid sections: tensor, cpd, backend, output)");
+                      "(valid sections: tensor, cpd, backend, output, compare)");
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.option]\nx = 1\n", NULL,
                       TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:2:10: unknown section 'backend.option' "

@@ -2,6 +2,7 @@
 #include "gpu_plugin.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,31 @@ static int parse_uint(const char *text, unsigned long lo, unsigned long hi, unsi
     return 1;
 }
 
+/* "rule" is gpu-adaptive's only: the forced plugins have no choice to make. */
+static th_status parse_rule(const char *value, thg_policy policy, const char *id,
+                            thg_config *config, char *err)
+{
+    if (policy != THG_POLICY_ADAPTIVE) {
+        snprintf(err, TH_ERROR_SIZE,
+                 "option rule: %s forces its scheme on every mode; rule applies to "
+                 "gpu-adaptive only", id);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    if (value && strcmp(value, "balanced") == 0)
+        config->rule = THG_RULE_BALANCED;
+    else if (value && strcmp(value, "paper") == 0)
+        config->rule = THG_RULE_PAPER;
+    else {
+        snprintf(err, TH_ERROR_SIZE,
+                 "option rule: \"%s\" is not valid: expected \"balanced\" or \"paper\"",
+                 value ? value : "(null)");
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    return TH_OK;
+}
+
 static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
-                               thg_config *config, char *err)
+                               thg_policy policy, thg_config *config, char *err)
 {
     static const struct {
         const char *key;
@@ -62,12 +86,18 @@ static th_status parse_options(const th_option *options, uint32_t n_options, con
     } known[] = {{"kappa", 1, 1048576}, {"P", 1, THG_MAX_P}, {"device", 0, 1023}};
     for (uint32_t i = 0; i < n_options; ++i) {
         const char *key = options[i].key ? options[i].key : "(null)";
+        if (strcmp(key, "rule") == 0) {
+            const th_status st = parse_rule(options[i].value, policy, id, config, err);
+            if (st != TH_OK)
+                return st;
+            continue;
+        }
         size_t k = 0;
         while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
             ++k;
         if (k == sizeof(known) / sizeof(known[0])) {
-            snprintf(err, TH_ERROR_SIZE,
-                     "unknown option \"%s\": %s accepts kappa, P and device", key, id);
+            snprintf(err, TH_ERROR_SIZE, "unknown option \"%s\": %s accepts kappa, P, device%s",
+                     key, id, policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
             return TH_ERR_INVALID_ARGUMENT;
         }
         unsigned long v = 0;
@@ -97,8 +127,9 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
     *out = NULL;
     if (n_options > 0 && !options)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
-    thg_config config = {.device = 0, .kappa = 0, .P = 0, .policy = policy};
-    th_status st = parse_options(options, n_options, plugin_id, &config, err);
+    thg_config config = {
+        .device = 0, .kappa = 0, .P = 0, .policy = policy, .rule = THG_RULE_BALANCED};
+    th_status st = parse_options(options, n_options, plugin_id, policy, &config, err);
     if (st != TH_OK)
         return st;
     th_instance *instance = calloc(1, sizeof(*instance));
@@ -128,6 +159,14 @@ void gpu_plugin_destroy(th_instance *instance)
     free(instance);
 }
 
+/* " rule=balanced" for gpu-adaptive, "" for the forced plugins. */
+static const char *rule_text(const th_instance *instance, const thg_info *info)
+{
+    if (strcmp(instance->id, "gpu-adaptive") != 0)
+        return "";
+    return info->rule == THG_RULE_PAPER ? " rule=paper" : " rule=balanced";
+}
+
 static void log_layout(const th_instance *instance)
 {
     if (!instance->host || !instance->host->log)
@@ -144,12 +183,22 @@ static void log_layout(const th_instance *instance)
     }
     char line[512];
     snprintf(line, sizeof(line),
-             "%s: %s, kappa=%u P=%u schemes=%s, copies %.1f MiB, factors %.1f MiB, "
-             "built in %.3f ms",
-             instance->id, info.device_name, info.kappa, info.P, schemes,
-             info.tensor_bytes / 1048576.0, info.factor_bytes / 1048576.0,
+             "%s: %s, kappa=%u P=%u lanes=%u%s schemes=%s, copies %.1f MiB, factors %.1f MiB, "
+             "uploaded in %.3f ms, built in %.3f ms",
+             instance->id, info.device_name, info.kappa, info.P, info.lanes,
+             rule_text(instance, &info), schemes, info.tensor_bytes / 1048576.0,
+             info.factor_bytes / 1048576.0, info.upload_seconds * 1e3,
              info.build_seconds * 1e3);
     instance->host->log(instance->host->host_data, TH_LOG_INFO, line);
+    for (uint32_t m = 0; m < info.nmodes; ++m) {
+        thg_mode_stats s;
+        char scratch[TH_ERROR_SIZE];
+        if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) != THG_OK)
+            continue;
+        snprintf(line, sizeof(line), "%s: mode %u -> scheme %d (%s)", instance->id, m, s.scheme,
+                 s.reason);
+        instance->host->log(instance->host->host_data, TH_LOG_INFO, line);
+    }
 }
 
 th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
@@ -230,6 +279,19 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
     return TH_OK;
 }
 
+/* snprintf at the end of `buf`; stops quietly when the buffer is full. */
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...)
+{
+    const size_t used = strlen(buf);
+    if (used + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, size - used, fmt, ap);
+    va_end(ap);
+}
+
 /* The ABI's out-struct rule: write only what fits in both sizes. */
 static void copy_out(void *dst, const void *src, size_t plugin_size)
 {
@@ -254,18 +316,25 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
     r.tensor_bytes = gi.tensor_bytes;
     r.factor_bytes = gi.factor_bytes;
     r.workspace_bytes = gi.workspace_bytes;
-    int len = snprintf(r.details, sizeof(r.details), "kappa=%u P=%u", gi.kappa, gi.P);
+    append(r.details, sizeof(r.details), "kappa=%u P=%u%s", gi.kappa, gi.P,
+           rule_text(instance, &gi));
     if (gi.nmodes > 0) {
-        len += snprintf(r.details + len, sizeof(r.details) - (size_t)len, " schemes=");
+        append(r.details, sizeof(r.details), " lanes=%u schemes=", gi.lanes);
         for (uint32_t m = 0; m < gi.nmodes; ++m) {
             thg_mode_stats s;
             char scratch[TH_ERROR_SIZE];
             if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) == THG_OK)
-                len += snprintf(r.details + len, sizeof(r.details) - (size_t)len, "%s%d",
-                                m ? "," : "", s.scheme);
+                append(r.details, sizeof(r.details), "%s%d", m ? "," : "", s.scheme);
         }
-        snprintf(r.details + len, sizeof(r.details) - (size_t)len, " build_ms=%.3f",
-                 gi.build_seconds * 1e3);
+        append(r.details, sizeof(r.details), " upload_ms=%.3f build_ms=%.3f",
+               gi.upload_seconds * 1e3, gi.build_seconds * 1e3);
+        /* Why each scheme, as far as the field has room ("...;" marks a cut). */
+        for (uint32_t m = 0; m < gi.nmodes; ++m) {
+            thg_mode_stats s;
+            char scratch[TH_ERROR_SIZE];
+            if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) == THG_OK)
+                append(r.details, sizeof(r.details), " mode%u=\"%s\"", m, s.reason);
+        }
     }
     copy_out(info, &r, sizeof(r));
     return TH_OK;
@@ -282,7 +351,9 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
     memset(&r, 0, sizeof(r));
     r.struct_size = (uint32_t)sizeof(r);
     r.partitions = s.partitions;
-    snprintf(r.scheme, sizeof(r.scheme), "scheme%d", s.scheme);
+    /* "scheme2 (rule=balanced: I_d=24 < kappa=132)": the scheme first, so
+     * readers that compare the first word keep working. */
+    snprintf(r.scheme, sizeof(r.scheme), "scheme%d (%s)", s.scheme, s.reason);
     r.last_mttkrp_seconds = s.last_mttkrp_seconds;
     copy_out(info, &r, sizeof(r));
     return TH_OK;

@@ -47,7 +47,8 @@ static const gpu_case cases[] = {
     {"one hot row", 3, {300, 1000, 1000}, 50021, {3.0, 0, 0}},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
-static const uint32_t ranks[] = {1, 7, 16, 32, 64, 128};
+/* 8 and 12: the vector kernel's 2- and 4-lane groups (12 leaves a lane idle). */
+static const uint32_t ranks[] = {1, 7, 8, 12, 16, 32, 64, 128};
 #define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
 
 static int quick_mode(void)
@@ -171,8 +172,10 @@ static void test_mttkrp_matches_reference(void **state)
                 checked += t->nmodes;
             }
             /* Non-default options: few partitions, few nonzeros in flight,
-             * so long modes go to scheme 1 with many rows per partition. */
-            th_instance *inst = th_test_create_instance(p->gpu[0], "kappa", "5", "P", "8", NULL);
+             * and the paper's rule, so long modes go to scheme 1 with many
+             * rows per partition, hot rows included. */
+            th_instance *inst = th_test_create_instance(p->gpu[0], "kappa", "5", "P", "8", "rule",
+                                                        "paper", NULL);
             check_against(p->gpu[0], inst, cases[c].name, t, rank, factors, expected);
             p->gpu[0]->entry.destroy(inst);
             checked += t->nmodes;
@@ -290,9 +293,16 @@ static void test_error_paths(void **state)
         expect_create_error(pl, "kapa", "3", TH_ERR_INVALID_ARGUMENT, "\"kapa\"");
         expect_create_error(pl, "kappa", "0", TH_ERR_INVALID_ARGUMENT, "kappa");
         expect_create_error(pl, "kappa", "-4", TH_ERR_INVALID_ARGUMENT, "kappa");
-        expect_create_error(pl, "P", "33", TH_ERR_INVALID_ARGUMENT, "option P");
+        expect_create_error(pl, "P", "513", TH_ERR_INVALID_ARGUMENT, "option P");
         expect_create_error(pl, "P", "8x", TH_ERR_INVALID_ARGUMENT, "option P");
         expect_create_error(pl, "device", "999", TH_ERR_INVALID_ARGUMENT, "device=999");
+        if (g == 0)
+            expect_create_error(pl, "rule", "fast", TH_ERR_INVALID_ARGUMENT,
+                                "option rule: \"fast\" is not valid: expected \"balanced\" or "
+                                "\"paper\"");
+        else
+            expect_create_error(pl, "rule", "paper", TH_ERR_INVALID_ARGUMENT,
+                                "rule applies to gpu-adaptive only");
 
         th_instance *inst = th_test_create_instance(pl, NULL);
         char err[TH_ERROR_SIZE] = "";
@@ -328,6 +338,14 @@ static void test_error_paths(void **state)
     }
 }
 
+/* Mode info's scheme is "schemeN (reason)". */
+static void assert_scheme(const char *got, const char *want)
+{
+    const size_t n = strlen(want);
+    if (strncmp(got, want, n) != 0 || strncmp(got + n, " (", 2) != 0)
+        fail_msg("scheme \"%s\", expected \"%s (reason)\"", got, want);
+}
+
 static void test_runtime_and_mode_info(void **state)
 {
     const plugins *p = *state;
@@ -355,8 +373,12 @@ static void test_runtime_and_mode_info(void **state)
                ri.details, (unsigned long long)ri.tensor_bytes,
                (unsigned long long)ri.factor_bytes);
         assert_non_null(strstr(ri.device, "(device 0)"));
-        g_autofree char *kappa = g_strdup_printf("kappa=%d P=32 schemes=", sm_count);
-        assert_non_null(strstr(ri.details, kappa));
+        /* Rank 32 runs 8 lanes per nonzero, 128 nonzeros per 1024-thread block. */
+        g_autofree char *kappa = g_strdup_printf("kappa=%d P=128%s lanes=8 schemes=", sm_count,
+                                                 g == 0 ? " rule=balanced" : "");
+        if (!strstr(ri.details, kappa))
+            fail_msg("%s: details \"%s\" lack \"%s\"", pl->info->id, ri.details, kappa);
+        assert_non_null(strstr(ri.details, "mode0=\""));
         assert_true(ri.tensor_bytes >= 3ull * t->nnz * 4 * 4);
         assert_int_equal(ri.factor_bytes, 2ull * 4 * 32 * (1000 + 40 + 2));
         for (uint32_t m = 0; m < 3; ++m) {
@@ -365,7 +387,7 @@ static void test_runtime_and_mode_info(void **state)
             assert_true(mi.last_mttkrp_seconds < 0.0);
             th_test_assert_ok(pl->entry.mttkrp(inst, m, err), err);
             th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
-            assert_string_equal(mi.scheme, want[g][m]);
+            assert_scheme(mi.scheme, want[g][m]);
             assert_int_equal(mi.partitions, (uint32_t)sm_count);
             assert_true(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds < 1.0);
         }
@@ -392,7 +414,20 @@ static void test_runtime_and_mode_info(void **state)
     for (uint32_t m = 0; m < 3; ++m) {
         th_mode_info mi = {.struct_size = sizeof(mi)};
         th_test_assert_ok(p->gpu[0]->entry.get_mode_info(inst, m, &mi, err), err);
-        assert_string_equal(mi.scheme, hot_want[m]);
+        assert_scheme(mi.scheme, hot_want[m]);
+        if (m == 0)
+            assert_non_null(strstr(mi.scheme, "hot rows"));
+    }
+    p->gpu[0]->entry.destroy(inst);
+
+    /* rule = "paper" is the literal I_d >= kappa: the hot mode keeps scheme 1. */
+    inst = th_test_create_instance(p->gpu[0], "rule", "paper", NULL);
+    th_test_assert_ok(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), err);
+    for (uint32_t m = 0; m < 3; ++m) {
+        th_mode_info mi = {.struct_size = sizeof(mi)};
+        th_test_assert_ok(p->gpu[0]->entry.get_mode_info(inst, m, &mi, err), err);
+        assert_scheme(mi.scheme, "scheme1");
+        assert_non_null(strstr(mi.scheme, "rule=paper: I_d="));
     }
     p->gpu[0]->entry.destroy(inst);
 }
