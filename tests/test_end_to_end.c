@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <glib.h>
@@ -230,6 +232,58 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
     }
 }
 
+/* Ctrl-C during a long run: the program finishes the current iteration,
+ * writes what it has, marks the report as interrupted and exits 130. */
+static void test_interrupt_writes_partial_results(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 4\nmax_iters = 1000000\ntolerance = 0\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        UBER);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    char *argv[] = {(char *)TH_TENSORHOST_EXE, (char *)"--config", config_path, NULL};
+    GPid pid = 0;
+    int out_fd = -1;
+    g_autoptr(GError) error = NULL;
+    if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
+                                  NULL, &out_fd, NULL, &error))
+        fail_msg("%s", error->message);
+    /* Wait until iterations are running, i.e. the handler is installed. */
+    g_autoptr(GString) seen = g_string_new(NULL);
+    char buffer[4096];
+    while (!strstr(seen->str, "its =   2")) {
+        ssize_t n = read(out_fd, buffer, sizeof buffer - 1);
+        if (n <= 0)
+            fail_msg("tensorhost ended before iterating:\n%s", seen->str);
+        buffer[n] = '\0';
+        g_string_append(seen, buffer);
+    }
+    kill(pid, SIGINT);
+    while (read(out_fd, buffer, sizeof buffer) > 0)
+        ;
+    close(out_fd);
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    g_spawn_close_pid(pid);
+    assert_true(WIFEXITED(wait_status));
+    assert_int_equal(WEXITSTATUS(wait_status), 130);
+
+    g_autofree char *report = g_build_filename(dir, "out", "report.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!json_parser_load_from_file(parser, report, &error))
+        fail_msg("%s", error->message);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    assert_string_equal(json_object_get_string_member(root, "status"), "interrupted");
+    JsonObject *cpd = json_object_get_object_member(root, "cpd");
+    assert_true(json_object_get_boolean_member(cpd, "interrupted"));
+    g_autofree char *mode4 = g_build_filename(dir, "out", "mode4.mat", NULL);
+    assert_true(g_file_test(mode4, G_FILE_TEST_IS_REGULAR));
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    assert_no_temp_files(out_dir);
+}
+
 static void test_command_line(void **state)
 {
     (void)state;
@@ -268,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quickstart_run_writes_consistent_outputs),
         cmocka_unit_test(test_bad_inputs_end_in_one_clear_error),
+        cmocka_unit_test(test_interrupt_writes_partial_results),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
