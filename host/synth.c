@@ -5,6 +5,8 @@
  * into the table, so a draw touches one 12-byte entry. */
 #include "synth.h"
 
+#include "rng.h"
+
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -65,48 +67,6 @@ char *th_synth_describe(const th_synth_params *params)
     return g_string_free(s, FALSE);
 }
 
-/* ---- random numbers: xoshiro256** seeded by splitmix64 ------------------- */
-
-typedef struct {
-    uint64_t s[4];
-} xoshiro;
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static xoshiro stream_for(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b)
-{
-    uint64_t state = seed;
-    state = splitmix64(&state) ^ tag;
-    state = splitmix64(&state) ^ a;
-    state = splitmix64(&state) ^ b;
-    xoshiro x;
-    for (int i = 0; i < 4; ++i)
-        x.s[i] = splitmix64(&state);
-    return x;
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t next_u64(xoshiro *x)
-{
-    uint64_t *s = x->s;
-    const uint64_t result = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
 /* Uniform in [0, n) from the high 32 bits (Lemire's multiply-shift; the bias
  * is below n / 2^32, irrelevant here). */
 static inline uint32_t scale32(uint64_t r, uint64_t n) { return (uint32_t)(((r >> 32) * n) >> 32); }
@@ -124,13 +84,13 @@ typedef struct {
     alias_entry *table; /* NULL: uniform */
 } mode_sampler;
 
-static th_index *random_permutation(uint64_t dim, xoshiro *rng)
+static th_index *random_permutation(uint64_t dim, th_rng *rng)
 {
     th_index *perm = g_new(th_index, dim);
     for (uint64_t i = 0; i < dim; ++i)
         perm[i] = (th_index)i;
     for (uint64_t i = dim - 1; i > 0; --i) {
-        uint64_t j = (uint64_t)scale32(next_u64(rng), i + 1);
+        uint64_t j = (uint64_t)scale32(th_rng_next(rng), i + 1);
         th_index tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -186,9 +146,9 @@ static alias_entry *zipf_alias_table(uint64_t dim, double a, const th_index *per
     return table;
 }
 
-static inline th_index sample_mode(const mode_sampler *ms, xoshiro *rng)
+static inline th_index sample_mode(const mode_sampler *ms, th_rng *rng)
 {
-    uint64_t r = next_u64(rng);
+    uint64_t r = th_rng_next(rng);
     uint32_t j = scale32(r, ms->dim);
     if (ms->table == NULL)
         return (th_index)j;
@@ -215,7 +175,7 @@ static gpointer draw_blocks(gpointer data)
         uint64_t b = atomic_fetch_add(&job->next_block, 1);
         if (b >= nblocks)
             break;
-        xoshiro rng = stream_for(job->params->seed, TAG_DRAWS, job->round, b);
+        th_rng rng = th_rng_stream(job->params->seed, TAG_DRAWS, job->round, b);
         uint64_t end = MIN(t->nnz, (b + 1) * BLOCK_NNZ);
         for (uint64_t i = b * BLOCK_NNZ; i < end; ++i) {
             for (uint32_t m = 0; m < t->nmodes; ++m)
@@ -366,7 +326,7 @@ static mode_sampler *make_samplers(const th_synth_params *p)
         samplers[m].dim = p->dims[m];
         if (p->skew[m] == 0.0)
             continue; /* uniform needs no table and no permutation */
-        xoshiro rng = stream_for(p->seed, TAG_PERMUTATION, m, 0);
+        th_rng rng = th_rng_stream(p->seed, TAG_PERMUTATION, m, 0);
         th_index *perm = random_permutation(p->dims[m], &rng);
         samplers[m].table = zipf_alias_table(p->dims[m], p->skew[m], perm);
         g_free(perm);
@@ -378,10 +338,10 @@ static void assign_values(th_sptensor *t, uint64_t seed)
 {
     uint64_t nblocks = (t->nnz + BLOCK_NNZ - 1) / BLOCK_NNZ;
     for (uint64_t b = 0; b < nblocks; ++b) {
-        xoshiro rng = stream_for(seed, TAG_VALUES, b, 0);
+        th_rng rng = th_rng_stream(seed, TAG_VALUES, b, 0);
         uint64_t end = MIN(t->nnz, (b + 1) * BLOCK_NNZ);
         for (uint64_t i = b * BLOCK_NNZ; i < end; ++i)
-            t->values[i] = (double)(scale32(next_u64(&rng), VALUE_STEPS) + 1u) / (double)VALUE_STEPS;
+            t->values[i] = (double)(scale32(th_rng_next(&rng), VALUE_STEPS) + 1u) / (double)VALUE_STEPS;
     }
 }
 
