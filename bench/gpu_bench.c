@@ -1,14 +1,24 @@
-/* First-cut GPU MTTKRP benchmark: FROSTT-shaped synthetic tensors (the
- * presets of host/synth.h) through the GPU plugins' ABI, R = 32 by default.
+/* GPU MTTKRP benchmark (issue 5): the GPU plugins and cpu-reference, through
+ * the plugin ABI, on real tensors (file paths) and FROSTT-shaped synthetic
+ * ones (the presets of host/synth.h, Zipf-skewed, labelled synthetic), in
+ * one invocation on one GPU, R = 32 by default.
  *
- *   gpu_bench [--rank R] [--reps N] [--plugins a,b,c] PRESET...
+ *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...
  *
- * Per plugin and tensor: preprocessing (load_tensor wall time and the
- * device-side build time), each mode's MTTKRP kernel time (CUDA events, as
- * the plugin reports them; median over N runs after warm-up), the all-mode
- * sum, and one CP-ALS iteration (mttkrp + als_update per mode, wall time).
- * Also prints the device-to-device copy bandwidth measured here and the
- * bytes the method must stream, for the floor in kernels/NOTES.md. */
+ * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
+ * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
+ *   - MTTKRP time per mode and over all modes: the plugin's own timing
+ *     (CUDA events for the GPU plugins), median of N sweeps after 3 warm-up
+ *     sweeps; cpu-reference gets fewer sweeps on big tensors;
+ *   - preprocessing: load_tensor wall time (upload included) and, for the
+ *     GPU plugins, the device time of building all copies (build_ms);
+ *   - device memory held (copies, factors, workspace);
+ *   - one CP-ALS iteration: mttkrp + als_update for every mode (wall);
+ *   - the method's memory floor, max(N copies streamed once at the measured
+ *     HBM bandwidth, nnz*N*(N-1) factor rows of R*4 bytes at the measured
+ *     L2 bandwidth), and gpu-adaptive's all-mode time over it.
+ * Then issue 5's bars, each marked met or not. A Markdown table goes to
+ * stdout and, with --out, to FILE. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +31,29 @@
 #include "log.h"
 #include "plugin_loader.h"
 #include "synth.h"
+#include "tensor_reader.h"
+
+double gpu_bench_hbm_bandwidth(void);
+double gpu_bench_l2_bandwidth(void);
+
+#define MAX_REPS 64
+#define MAX_MODES 16
+
+typedef struct bench_row {
+    char tensor[64];
+    const char *kind; /* "real" or "synthetic" */
+    char plugin[32];
+    uint32_t nmodes;
+    uint64_t nnz;
+    double mode_ms[MAX_MODES];
+    double all_ms;
+    double load_ms;  /* load_tensor wall */
+    double build_ms; /* device build time; < 0 when not reported */
+    double mem_mib;
+    double als_ms;
+    int reps;
+    char details[512];
+} bench_row;
 
 static double now_seconds(void)
 {
@@ -41,37 +74,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Device-to-device copy bandwidth, bytes read + written per second. */
-static double copy_bandwidth(void)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *a = NULL, *b = NULL;
-    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
-        cudaFree(a);
-        return 0.0;
-    }
-    cudaMemset(a, 1, bytes);
-    cudaEvent_t s, e;
-    cudaEventCreate(&s);
-    cudaEventCreate(&e);
-    double t[10];
-    for (int i = 0; i < 12; ++i) {
-        cudaEventRecord(s, 0);
-        cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-        cudaEventRecord(e, 0);
-        cudaEventSynchronize(e);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, s, e);
-        if (i >= 2)
-            t[i - 2] = ms * 1e-3;
-    }
-    cudaEventDestroy(s);
-    cudaEventDestroy(e);
-    cudaFree(a);
-    cudaFree(b);
-    return 2.0 * bytes / median(t, 10);
-}
-
 #define CHECK(call)                                                                    \
     do {                                                                               \
         th_status st_ = (call);                                                        \
@@ -82,8 +84,72 @@ static double copy_bandwidth(void)
         }                                                                              \
     } while (0)
 
-static void bench_plugin(const char *plugin_name, const char *preset, const th_sptensor *t,
-                         uint32_t rank, int reps)
+static int is_gpu_plugin(const char *name) { return strncmp(name, "gpu-", 4) == 0; }
+
+/* One sweep over all modes; per-mode times as the plugin reports them. */
+static double sweep(th_plugin *pl, th_instance *inst, uint32_t nmodes, double *mode_s)
+{
+    char err[TH_ERROR_SIZE] = "";
+    double sum = 0.0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        const double w0 = now_seconds();
+        CHECK(pl->entry.mttkrp(inst, m, err));
+        const double wall = now_seconds() - w0;
+        th_mode_info mi = {.struct_size = sizeof(mi)};
+        CHECK(pl->entry.get_mode_info(inst, m, &mi, err));
+        mode_s[m] = mi.last_mttkrp_seconds >= 0 ? mi.last_mttkrp_seconds : wall;
+        sum += mode_s[m];
+    }
+    return sum;
+}
+
+static void set_random_factors(th_plugin *pl, th_instance *inst, const th_sptensor *t,
+                               uint32_t rank)
+{
+    char err[TH_ERROR_SIZE] = "";
+    GRand *rng = g_rand_new_with_seed(42);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        const size_t n = (size_t)t->dims[m] * rank;
+        double *f = g_new(double, n);
+        for (size_t k = 0; k < n; ++k)
+            f[k] = g_rand_double_range(rng, 0.0, 1.0);
+        CHECK(pl->entry.set_factor(inst, m, f, err));
+        g_free(f);
+    }
+    g_rand_free(rng);
+}
+
+/* Wall time of mttkrp + als_update over every mode (W = identity). */
+static double als_iteration_ms(th_plugin *pl, th_instance *inst, uint32_t nmodes,
+                               uint32_t rank, int reps)
+{
+    char err[TH_ERROR_SIZE] = "";
+    double *w = g_new0(double, (size_t)rank * rank);
+    for (uint32_t r = 0; r < rank; ++r)
+        w[(size_t)r * rank + r] = 1.0;
+    double *lambda = g_new(double, rank), *gram = g_new(double, (size_t)rank * rank),
+           *inner = g_new(double, rank);
+    th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    double t[MAX_REPS];
+    for (int rep = -1; rep < reps; ++rep) {
+        const double a0 = now_seconds();
+        for (uint32_t m = 0; m < nmodes; ++m) {
+            CHECK(pl->entry.mttkrp(inst, m, err));
+            CHECK(pl->entry.als_update(inst, m, w, TH_NORM_MAX, &out, err));
+        }
+        if (rep >= 0)
+            t[rep] = now_seconds() - a0;
+    }
+    g_free(w);
+    g_free(lambda);
+    g_free(gram);
+    g_free(inner);
+    return median(t, reps) * 1e3;
+}
+
+static void bench_plugin(const char *plugin_name, const char *tensor_name, const char *kind,
+                         const th_sptensor *t, uint32_t rank, int reps, bench_row *row)
 {
     g_autofree char *path = g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, plugin_name);
     th_host_services services = th_host_services_make();
@@ -104,77 +170,187 @@ static void bench_plugin(const char *plugin_name, const char *preset, const th_s
                           .values = t->values};
     const double t0 = now_seconds();
     CHECK(pl->entry.load_tensor(inst, &view, rank, err));
-    const double load_s = now_seconds() - t0;
+    memset(row, 0, sizeof(*row));
+    row->load_ms = (now_seconds() - t0) * 1e3;
+    snprintf(row->tensor, sizeof(row->tensor), "%s", tensor_name);
+    snprintf(row->plugin, sizeof(row->plugin), "%s", plugin_name);
+    row->kind = kind;
+    row->nmodes = t->nmodes;
+    row->nnz = t->nnz;
+    set_random_factors(pl, inst, t, rank);
 
-    GRand *rng = g_rand_new_with_seed(42);
-    for (uint32_t m = 0; m < t->nmodes; ++m) {
-        const size_t n = (size_t)t->dims[m] * rank;
-        double *f = g_new(double, n);
-        for (size_t k = 0; k < n; ++k)
-            f[k] = g_rand_double_range(rng, 0.0, 1.0);
-        CHECK(pl->entry.set_factor(inst, m, f, err));
-        g_free(f);
+    /* The CPU takes seconds per sweep on the big tensors: fewer sweeps. */
+    const int gpu = is_gpu_plugin(plugin_name);
+    if (!gpu)
+        reps = t->nnz > 20000000 ? 1 : t->nnz > 2000000 ? 3 : reps < 5 ? reps : 5;
+    const int warmup = gpu ? 3 : 1;
+    static double mode_s[MAX_MODES][MAX_REPS];
+    double sums[MAX_REPS], one[MAX_MODES];
+    for (int rep = -warmup; rep < reps; ++rep) {
+        const double sum = sweep(pl, inst, t->nmodes, one);
+        if (rep < 0)
+            continue;
+        sums[rep] = sum;
+        for (uint32_t m = 0; m < t->nmodes; ++m)
+            mode_s[m][rep] = one[m];
     }
-    g_rand_free(rng);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        row->mode_ms[m] = median(mode_s[m], reps) * 1e3;
+    row->all_ms = median(sums, reps) * 1e3;
+    row->reps = reps;
+    row->als_ms = als_iteration_ms(pl, inst, t->nmodes, rank, gpu ? 9 : 1);
 
-    double mode_times[16][64];
-    double sums[64], walls[64];
-    for (int rep = -3; rep < reps; ++rep) {
-        double sum = 0.0;
-        const double w0 = now_seconds();
-        for (uint32_t m = 0; m < t->nmodes; ++m) {
-            CHECK(pl->entry.mttkrp(inst, m, err));
-            th_mode_info mi = {.struct_size = sizeof(mi)};
-            CHECK(pl->entry.get_mode_info(inst, m, &mi, err));
-            if (rep >= 0)
-                mode_times[m][rep] = mi.last_mttkrp_seconds;
-            sum += mi.last_mttkrp_seconds;
-        }
-        if (rep >= 0) {
-            walls[rep] = now_seconds() - w0;
-            sums[rep] = sum;
-        }
-    }
-    /* One CP-ALS iteration: per mode an MTTKRP and the on-device update. */
-    double *w = g_new0(double, (size_t)rank * rank);
-    for (uint32_t r = 0; r < rank; ++r)
-        w[(size_t)r * rank + r] = 1.0;
-    double *lambda = g_new(double, rank), *gram = g_new(double, (size_t)rank * rank),
-           *inner = g_new(double, rank);
-    th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
-                         .inner = inner};
-    double als[16];
-    for (int rep = -2; rep < 9; ++rep) {
-        const double a0 = now_seconds();
-        for (uint32_t m = 0; m < t->nmodes; ++m) {
-            CHECK(pl->entry.mttkrp(inst, m, err));
-            CHECK(pl->entry.als_update(inst, m, w, TH_NORM_MAX, &out, err));
-        }
-        if (rep >= 0)
-            als[rep] = now_seconds() - a0;
-    }
     th_runtime_info ri = {.struct_size = sizeof(ri)};
     CHECK(pl->entry.get_runtime_info(inst, &ri, err));
-
-    printf("%-8s %-13s load %7.2f ms |", preset, plugin_name, load_s * 1e3);
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        printf(" m%u %.4f", m, median(mode_times[m], reps) * 1e3);
-    printf(" | all-modes %.4f ms (wall %.4f) | ALS iter %.4f ms | %s\n",
-           median(sums, reps) * 1e3, median(walls, reps) * 1e3, median(als, 9) * 1e3,
-           ri.details);
-    g_free(w);
-    g_free(lambda);
-    g_free(gram);
-    g_free(inner);
+    snprintf(row->details, sizeof(row->details), "%s", ri.details);
+    const char *b = strstr(ri.details, "build_ms=");
+    row->build_ms = b ? g_ascii_strtod(b + 9, NULL) : -1.0;
+    row->mem_mib = gpu ? (ri.tensor_bytes + ri.factor_bytes + ri.workspace_bytes) / 1048576.0
+                       : -1.0;
+    fprintf(stderr, "  %-13s all-modes %9.4f ms  load %9.2f ms  ALS %9.4f ms  %s\n",
+            plugin_name, row->all_ms, row->load_ms, row->als_ms, ri.details);
     pl->entry.destroy(inst);
     th_plugin_unload(pl);
+}
+
+typedef struct bar {
+    const char *preset;
+    double all_ms;
+} bar;
+
+/* Issue 5: gpu-adaptive's all-mode MTTKRP at R = 32 on an H200. */
+static const bar speed_bars[] = {{"uber", 0.56}, {"chicago", 0.88}, {"nips", 0.61}};
+
+static const bench_row *find_row(const bench_row *rows, int n, const char *tensor,
+                                 const char *plugin)
+{
+    for (int i = 0; i < n; ++i)
+        if (strcmp(rows[i].tensor, tensor) == 0 && strcmp(rows[i].plugin, plugin) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+/* max(stream the N copies once at HBM speed, gather nnz*N*(N-1) rows from L2). */
+static double floor_ms(const bench_row *r, uint32_t rank, double hbm, double l2)
+{
+    const double n = r->nmodes;
+    const double stream = n * (double)r->nnz * (n + 1) * 4 / hbm;
+    const double gather = (double)r->nnz * n * (n - 1) * rank * 4 / l2;
+    return (stream > gather ? stream : gather) * 1e3;
+}
+
+static int has_floor_bar(const char *tensor)
+{
+    return strcmp(tensor, "vast") == 0 || strcmp(tensor, "enron") == 0 ||
+           strcmp(tensor, "nell-2") == 0;
+}
+
+static void print_report(FILE *f, const bench_row *rows, int n, uint32_t rank, double hbm,
+                         double l2, const char *device)
+{
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%d", gmtime(&now));
+    fprintf(f, "Device: %s; %s (UTC). R = %u. HBM (device copy, read+write) %.0f GB/s, "
+               "L2 (re-read of an L2-resident buffer) %.0f GB/s, both measured in this run.\n\n",
+            device, date, rank, hbm * 1e-9, l2 * 1e-9);
+    fprintf(f, "| tensor | plugin | MTTKRP per mode (ms) | all modes (ms) | preprocessing: "
+               "load / build (ms) | device MiB | CP-ALS iter (ms) | floor (ms) | ratio |\n");
+    fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < n; ++i) {
+        const bench_row *r = &rows[i];
+        fprintf(f, "| %s (%s, %llu nnz) | %s | ", r->tensor, r->kind,
+                (unsigned long long)r->nnz, r->plugin);
+        for (uint32_t m = 0; m < r->nmodes; ++m)
+            fprintf(f, "%s%.3f", m ? " / " : "", r->mode_ms[m]);
+        fprintf(f, " | %.3f | %.1f / ", r->all_ms, r->load_ms);
+        if (r->build_ms >= 0)
+            fprintf(f, "%.2f", r->build_ms);
+        else
+            fprintf(f, "-");
+        if (r->mem_mib >= 0)
+            fprintf(f, " | %.0f", r->mem_mib);
+        else
+            fprintf(f, " | -");
+        fprintf(f, " | %.3f", r->als_ms);
+        if (is_gpu_plugin(r->plugin) && hbm > 0 && l2 > 0) {
+            const double fl = floor_ms(r, rank, hbm, l2);
+            fprintf(f, " | %.3f | %.2f |\n", fl, r->all_ms / fl);
+        } else {
+            fprintf(f, " | - | - |\n");
+        }
+    }
+
+    fprintf(f, "\nBars (issue 5), gpu-adaptive:\n\n");
+    for (size_t b = 0; b < G_N_ELEMENTS(speed_bars); ++b) {
+        const bench_row *a = find_row(rows, n, speed_bars[b].preset, "gpu-adaptive");
+        if (a)
+            fprintf(f, "- %s all-mode MTTKRP %.3f ms, bar %.2f ms: **%s**\n", a->tensor,
+                    a->all_ms, speed_bars[b].all_ms,
+                    a->all_ms <= speed_bars[b].all_ms ? "met" : "not met");
+    }
+    for (int i = 0; i < n; ++i) {
+        const bench_row *a = &rows[i];
+        if (strcmp(a->plugin, "gpu-adaptive") != 0)
+            continue;
+        if (has_floor_bar(a->tensor) && hbm > 0 && l2 > 0) {
+            const double ratio = a->all_ms / floor_ms(a, rank, hbm, l2);
+            fprintf(f, "- %s: %.2fx the memory floor, bar 1.3x: **%s**\n", a->tensor, ratio,
+                    ratio <= 1.3 ? "met" : "not met");
+        }
+        const bench_row *s1 = find_row(rows, n, a->tensor, "gpu-scheme1");
+        const bench_row *s2 = find_row(rows, n, a->tensor, "gpu-scheme2");
+        if (s1 && s2) {
+            const double best = s1->all_ms < s2->all_ms ? s1->all_ms : s2->all_ms;
+            const double worst = s1->all_ms > s2->all_ms ? s1->all_ms : s2->all_ms;
+            fprintf(f, "- %s: adaptive %.3f ms vs best scheme %.3f (%+.1f%%, bar <= +5%%: "
+                       "**%s**), worst %.3f\n",
+                    a->tensor, a->all_ms, best, 100.0 * (a->all_ms / best - 1.0),
+                    a->all_ms <= 1.05 * best ? "met" : "not met", worst);
+        }
+        if (a->build_ms >= 0)
+            fprintf(f, "- %s: building the copies %.2f ms = %.1fx one all-mode MTTKRP (bar "
+                       "10x: **%s**); load_tensor with upload %.1f ms\n",
+                    a->tensor, a->build_ms, a->build_ms / a->all_ms,
+                    a->build_ms <= 10 * a->all_ms ? "met" : "not met", a->load_ms);
+        fprintf(f, "- %s: CP-ALS iteration %.3f ms = %.2fx the all-mode MTTKRP (bar 1.3x where "
+                   "factors fit in L2: **%s**)\n",
+                a->tensor, a->als_ms, a->als_ms / a->all_ms,
+                a->als_ms <= 1.3 * a->all_ms ? "met" : "not met");
+    }
+}
+
+static th_sptensor *load_input(const char *arg, char *name, size_t name_size,
+                               const char **kind)
+{
+    g_autoptr(GError) error = NULL;
+    const th_synth_preset *preset = th_synth_find_preset(arg);
+    th_sptensor *t = NULL;
+    if (preset) {
+        th_synth_params params;
+        th_synth_params_from_preset(&params, preset, 1);
+        t = th_synth_generate(&params, &error);
+        *kind = "synthetic";
+        snprintf(name, name_size, "%s", preset->name);
+    } else {
+        t = th_tensor_read_file(arg, NULL, &error);
+        *kind = "real";
+        g_autofree char *base = g_path_get_basename(arg);
+        snprintf(name, name_size, "%s", base);
+    }
+    if (!t) {
+        fprintf(stderr, "%s: %s\n", arg, error->message);
+        exit(1);
+    }
+    return t;
 }
 
 int main(int argc, char **argv)
 {
     uint32_t rank = 32;
     int reps = 20;
-    const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
+    const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2,cpu-reference";
+    const char *out_path = NULL;
     int first = 1;
     while (first + 1 < argc && argv[first][0] == '-') {
         if (strcmp(argv[first], "--rank") == 0)
@@ -183,12 +359,15 @@ int main(int argc, char **argv)
             reps = atoi(argv[first + 1]);
         else if (strcmp(argv[first], "--plugins") == 0)
             plugins = argv[first + 1];
+        else if (strcmp(argv[first], "--out") == 0)
+            out_path = argv[first + 1];
         else
             break;
         first += 2;
     }
-    if (reps < 1 || reps > 64 || rank < 1 || first >= argc) {
-        fprintf(stderr, "usage: gpu_bench [--rank R] [--reps 1..64] [--plugins a,b] PRESET...\n");
+    if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
+        fprintf(stderr, "usage: gpu_bench [--rank R] [--reps 1..64] [--plugins a,b] "
+                        "[--out FILE] PRESET|PATH...\n");
         return 2;
     }
     th_log_set_level(TH_LOG_WARNING);
@@ -197,35 +376,38 @@ int main(int argc, char **argv)
         printf("SKIPPED: no CUDA device\n");
         return 77;
     }
-    const double bw = copy_bandwidth();
-    printf("device %s, %d SMs, L2 %d MB; device copy %.0f GB/s (read+write)\n", prop.name,
-           prop.multiProcessorCount, prop.l2CacheSize >> 20, bw * 1e-9);
+    const double hbm = gpu_bench_hbm_bandwidth();
+    const double l2 = gpu_bench_l2_bandwidth();
+    char device[512];
+    snprintf(device, sizeof(device), "%s, %d SMs, L2 %d MB", prop.name,
+             prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    fprintf(stderr, "device %s; HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s\n", device,
+            hbm * 1e-9, l2 * 1e-9);
+
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
+    const int max_rows = (argc - first) * (int)g_strv_length(names);
+    bench_row *rows = g_new0(bench_row, max_rows);
+    int n = 0;
     for (int a = first; a < argc; ++a) {
-        const th_synth_preset *preset = th_synth_find_preset(argv[a]);
-        if (!preset) {
-            fprintf(stderr, "unknown preset %s\n", argv[a]);
-            return 2;
-        }
-        th_synth_params params;
-        th_synth_params_from_preset(&params, preset, 1);
-        g_autoptr(GError) error = NULL;
+        char name[64];
+        const char *kind = NULL;
         const double g0 = now_seconds();
-        g_autoptr(th_sptensor) t = th_synth_generate(&params, &error);
-        if (!t) {
-            fprintf(stderr, "%s\n", error->message);
+        g_autoptr(th_sptensor) t = load_input(argv[a], name, sizeof(name), &kind);
+        fprintf(stderr, "%s (%s): %u modes, nnz %llu, made in %.2f s\n", name, kind, t->nmodes,
+                (unsigned long long)t->nnz, now_seconds() - g0);
+        for (char **pn = names; *pn; ++pn)
+            bench_plugin(*pn, name, kind, t, rank, reps, &rows[n++]);
+    }
+    print_report(stdout, rows, n, rank, hbm, l2, device);
+    if (out_path) {
+        FILE *f = fopen(out_path, "w");
+        if (!f) {
+            perror(out_path);
             return 1;
         }
-        const double n = (double)t->nmodes;
-        const double stream_bytes = n * t->nnz * (n + 1) * 4;
-        const double gather_bytes = (double)t->nnz * n * (n - 1) * rank * 4;
-        printf("%s: nnz %llu (generated in %.2f s); copies %.1f MB (stream floor %.3f ms), "
-               "gathers %.1f MB\n",
-               preset->name, (unsigned long long)t->nnz, now_seconds() - g0,
-               stream_bytes * 1e-6, bw > 0 ? stream_bytes / bw * 1e3 : 0.0,
-               gather_bytes * 1e-6);
-        for (char **name = names; *name; ++name)
-            bench_plugin(*name, preset->name, t, rank, reps);
+        print_report(f, rows, n, rank, hbm, l2, device);
+        fclose(f);
     }
+    g_free(rows);
     return 0;
 }

@@ -52,12 +52,17 @@ if(TH_BUNDLE_RUNTIME_LIBS)
         [[^(libstdc\\+\\+|libgcc_s)[.].*]]
         [[^(libcuda|libnvidia).*]]
       POST_EXCLUDE_REGEXES
-        [[.*/(ld-linux[^/]*|libc[.]so[^/]*|libm[.]so[^/]*)$]]
-        [[^${CMAKE_INSTALL_PREFIX}/.*]])
+        [[.*/(ld-linux[^/]*|libc[.]so[^/]*|libm[.]so[^/]*)$]])
     if(th_missing)
       message(FATAL_ERROR \"relocatable install: unresolved shared libraries: \${th_missing}\")
     endif()
     foreach(dep IN LISTS th_deps)
+      # A reinstall resolves the plugins' deps through their RUNPATH to the
+      # copies already in the tree: nothing to copy then.
+      string(FIND \"\${dep}\" \"\${th_root}/\" th_at)
+      if(th_at EQUAL 0)
+        continue()
+      endif()
       message(STATUS \"Bundling \${dep}\")
       file(INSTALL DESTINATION \"\${th_root}/${CMAKE_INSTALL_LIBDIR}\"
            TYPE SHARED_LIBRARY FOLLOW_SYMLINK_CHAIN FILES \"\${dep}\")

@@ -256,12 +256,9 @@ th_backend *th_compare_open_backend(const th_compare_backend_config *backend,
     return open_backend(backend, search_path, tensor, rank, factors, &stage, error);
 }
 
-/* Plugin call errors end in "(STATUS-NAME)" (th_plugin_set_call_error). */
 static gboolean error_has_status(const GError *error, th_status status)
 {
-    g_autofree char *suffix = g_strdup_printf("(%s)", th_status_name(status));
-    return g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL)
-           && g_str_has_suffix(error->message, suffix);
+    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, status);
 }
 
 /* A backend that is not installed, finds no device, or cannot hold this
@@ -294,15 +291,17 @@ typedef struct tensor_session {
     double **factors;    /* initial, from cpd.seed */
     double **reference;  /* the baseline's MTTKRP per mode; NULL until it ran */
     double baseline_fit; /* cpd */
+    /* [backend]: why it could not even be opened on an earlier tensor (not
+     * installed, no device); it is not tried again. */
+    GPtrArray *open_skips;
 } tensor_session;
 
 static void add_failure(tensor_session *s, th_compare_run *run, th_compare_status status,
                         const char *message)
 {
     char *line = g_strdup_printf("backend '%s' on tensor '%s': %s", run->label, s->label, message);
-    g_ptr_array_add(s->result->failures, line);
+    g_ptr_array_add(s->result->failures, line); /* reported with the table and the exit */
     run_set_status(run, status, message);
-    th_log(TH_LOG_ERROR, "%s", line);
 }
 
 /* The backend must hold exactly the factors it was given: the comparison
@@ -571,11 +570,17 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
 /* Open, load, set, check, verify, time, close: one backend on one tensor.
  * FALSE (with error) only for a baseline that cannot run; everything else
  * lands in the run's status. */
-static gboolean run_backend(tensor_session *s, th_compare_run *run,
-                            const th_compare_backend_config *config, GError **error)
+static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GError **error)
 {
+    th_compare_run *run = g_ptr_array_index(runs, index);
+    const th_compare_backend_config *config = g_ptr_array_index(s->compare->backends, index);
     if (s->result->interrupted) {
         run_set_status(run, TH_COMPARE_SKIPPED, "interrupted (Ctrl-C) before it ran");
+        return TRUE;
+    }
+    const char *known_skip = g_ptr_array_index(s->open_skips, index);
+    if (known_skip) {
+        run_set_status(run, TH_COMPARE_SKIPPED, known_skip);
         return TRUE;
     }
     th_log(TH_LOG_INFO, "Backend %s (%s)%s", run->label, config->plugin,
@@ -607,6 +612,8 @@ static gboolean run_backend(tensor_session *s, th_compare_run *run,
         if (!backend && cannot_run_here(local, stage)) {
             run_set_status(run, TH_COMPARE_SKIPPED, local->message);
             th_log(TH_LOG_WARNING, "backend '%s' skipped: %s", run->label, local->message);
+            if (stage == STAGE_OPEN)
+                g_ptr_array_index(s->open_skips, index) = g_strdup(local->message);
         } else {
             add_failure(s, run, TH_COMPARE_FAILED, local->message);
         }
@@ -641,7 +648,8 @@ static void compute_speedups(th_compare_tensor *tensor, const th_compare_run *ba
 /* Runs every backend on one tensor, the baseline first (its results are
  * the reference), the rest in config order; runs are stored in config order. */
 static gboolean run_tensor(th_compare_result *result, const th_config *config,
-                           const th_compare_tensor_config *input, GError **error)
+                           const th_compare_tensor_config *input, GPtrArray *open_skips,
+                           GError **error)
 {
     const th_compare_config *compare = config->compare;
     th_compare_tensor *tensor = g_new0(th_compare_tensor, 1);
@@ -660,6 +668,7 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
         .label = tensor->label,
         .rank = compare->rank,
         .factors = th_cpd_initial_factors(data->dims, data->nmodes, compare->rank, config->seed),
+        .open_skips = open_skips,
     };
     guint baseline_index = 0;
     for (guint i = 0; i < compare->backends->len; i++) {
@@ -670,12 +679,10 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
     }
     th_compare_run *baseline = g_ptr_array_index(tensor->runs, baseline_index);
     baseline->is_baseline = TRUE;
-    gboolean ok = run_backend(&s, baseline, g_ptr_array_index(compare->backends, baseline_index),
-                              error);
+    gboolean ok = run_backend(&s, tensor->runs, baseline_index, error);
     for (guint i = 0; ok && i < compare->backends->len; i++) {
         if (i != baseline_index)
-            ok = run_backend(&s, g_ptr_array_index(tensor->runs, i),
-                             g_ptr_array_index(compare->backends, i), error);
+            ok = run_backend(&s, tensor->runs, i, error);
     }
     if (ok)
         compute_speedups(tensor, baseline, strcmp(compare->timer, "backend") == 0);
@@ -757,8 +764,11 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
                         "%u warm-up + %u timed runs, tolerance %g",
            compare->backends->len, compare->tensors->len, compare->job, compare->rank,
            compare->baseline, compare->warmup, compare->repeats, compare->tolerance);
+    g_autoptr(GPtrArray) open_skips = g_ptr_array_new_full(compare->backends->len, g_free);
+    g_ptr_array_set_size(open_skips, (gint)compare->backends->len);
     for (guint t = 0; t < compare->tensors->len; t++) {
-        if (!run_tensor(result, config, g_ptr_array_index(compare->tensors, t), error))
+        if (!run_tensor(result, config, g_ptr_array_index(compare->tensors, t), open_skips,
+                        error))
             return NULL;
     }
     compute_geomeans(result, compare);

@@ -30,7 +30,7 @@ JsonNode *th_compare_json(const th_compare_result *result);
 gboolean th_compare_write_outputs(const th_compare_result *result, const char *dir,
                                   GError **error);
 
-/* "12.3 ms", "850 us", "1.20 s"; "-" when negative (not measured). */
+/* "12.3 ms", "850 µs", "1.20 s" (three digits); "-" when negative (not measured). */
 char *th_compare_format_seconds(double seconds);
 /* "12.5 MiB", "1.25 GiB", "512 B". */
 char *th_compare_format_bytes(uint64_t bytes);

@@ -8,6 +8,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "compare.h"
 #include "config.h"
 #include "cp_als.h"
 #include "factor_io.h"
@@ -254,6 +255,13 @@ static int run_job(const cli_options *cli)
         th_config_load(cli->config_path, (const char *const *)cli->overrides, &error);
     if (!config)
         return fail(error);
+    if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
+        th_cancel_install_handlers();
+        gboolean interrupted = FALSE;
+        if (!th_compare_execute(config, &interrupted, &error))
+            return fail(error);
+        return interrupted ? EXIT_INTERRUPTED : 0;
+    }
 
     const gint64 read_start = g_get_monotonic_time();
     th_tensor_read_options read_options = {0};

@@ -15,6 +15,7 @@
 #include <string.h>
 
 G_DEFINE_QUARK(th-plugin-error-quark, th_plugin_error)
+G_DEFINE_QUARK(th-plugin-status-error-quark, th_plugin_status_error)
 
 /* ------------------------------------------------------------------------ */
 /* Sanitizer builds                                                          */
@@ -87,10 +88,10 @@ void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const cha
     const char *id = plugin && plugin->info ? plugin->info->id : "plugin";
     const char *name = th_status_name(status);
     if (strcmp(name, "unknown status") == 0)
-        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL, "%s: %s: %s (status %d)",
+        g_set_error(error, TH_PLUGIN_STATUS_ERROR, status, "%s: %s: %s (status %d)",
                     id, what, text, (int)status);
     else
-        g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL, "%s: %s: %s (%s)", id,
+        g_set_error(error, TH_PLUGIN_STATUS_ERROR, status, "%s: %s: %s (%s)", id,
                     what, text, name);
 }
 

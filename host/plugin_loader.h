@@ -17,8 +17,13 @@ typedef enum {
     TH_PLUGIN_ERROR_NULL_FUNCTION, /* a required function pointer is NULL */
     TH_PLUGIN_ERROR_BAD_INFO,      /* get_info() returned NULL or invalid strings */
     TH_PLUGIN_ERROR_INIT,          /* init() failed (message has the plugin's text) */
-    TH_PLUGIN_ERROR_CALL,          /* an instance call failed (message has the plugin's text) */
 } th_plugin_error;
+
+/* Errors of instance calls: the GError code is the th_status the plugin
+ * returned (TH_ERR_NO_DEVICE, ...), so callers can tell "cannot run here"
+ * from "wrong" without reading the message. */
+#define TH_PLUGIN_STATUS_ERROR (th_plugin_status_error_quark())
+GQuark th_plugin_status_error_quark(void);
 
 /* A loaded plugin. The entry is copied into a full-size struct whose fields
  * beyond the plugin's struct_size are NULL, so callers can test optional
@@ -52,7 +57,8 @@ th_plugin *th_plugin_load(const char *path, const th_host_services *services, GE
  * before. Accepts NULL. */
 void th_plugin_unload(th_plugin *plugin);
 
-/* Convenience: turn a failed status and the plugin's message into a GError
+/* Turns a failed status and the plugin's message into a GError in
+ * TH_PLUGIN_STATUS_ERROR with code `status`:
  * "PLUGIN-ID: WHAT: MESSAGE (STATUS-NAME)". */
 void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const char *what,
                               th_status status, const char *message);

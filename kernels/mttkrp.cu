@@ -21,6 +21,51 @@ namespace {
 constexpr uint32_t kNoRow = 0xffffffffu;
 constexpr int kBatch = 4;
 
+__device__ __forceinline__ void add_to(float &a, const float b) { a += b; }
+__device__ __forceinline__ void add_to(float4 &a, const float4 b)
+{
+    a.x += b.x;
+    a.y += b.y;
+    a.z += b.z;
+    a.w += b.w;
+}
+
+/* Scheme 1's last step: the groups' boundary partials (slots in nonzero
+ * order, so the pieces of one row are adjacent, with empty slots between)
+ * summed and each row written once. One thread per (slot, column): the
+ * slot that starts a row sums forward over the row's other slots. v3 used
+ * one thread per column scanning all slots serially, ~5 us per launch. */
+template <typename T>
+__device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, uint32_t nslots,
+                                        uint32_t cols, T *out)
+{
+    for (uint32_t w = threadIdx.x; w < nslots * cols; w += blockDim.x) {
+        const uint32_t s = w / cols, c = w - s * cols;
+        const uint32_t row = srow[s];
+        if (row == kNoRow)
+            continue;
+        bool starts_row = true;
+        for (uint32_t p = s; p-- > 0;) {
+            if (srow[p] == kNoRow)
+                continue;
+            starts_row = srow[p] != row;
+            break;
+        }
+        if (!starts_row)
+            continue;
+        T sum = spart[(size_t)s * cols + c];
+        for (uint32_t n = s + 1; n < nslots; ++n) {
+            const uint32_t r = srow[n];
+            if (r == kNoRow)
+                continue;
+            if (r != row)
+                break;
+            add_to(sum, spart[(size_t)n * cols + c]);
+        }
+        out[(size_t)row * cols + c] = sum;
+    }
+}
+
 template <int RL, int RPT, bool OWNED>
 __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
 {
@@ -131,25 +176,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     if (!OWNED)
         return;
     __syncthreads();
-    /* Slots are in nonzero order, so the pieces of one row are adjacent. */
-    for (uint32_t r = threadIdx.x; r < R; r += blockDim.x) {
-        uint32_t cur = kNoRow;
-        float sum = 0.0f;
-        for (uint32_t s = 0; s < 2 * ngroups; ++s) {
-            const uint32_t s_row = srow[s];
-            if (s_row == kNoRow)
-                continue;
-            if (s_row != cur) {
-                if (cur != kNoRow)
-                    a.out[(size_t)cur * R + r] = sum;
-                cur = s_row;
-                sum = 0.0f;
-            }
-            sum += spart[s * R + r];
-        }
-        if (cur != kNoRow)
-            a.out[(size_t)cur * R + r] = sum;
-    }
+    merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out);
 }
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
@@ -328,25 +355,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
     if (!OWNED)
         return;
     __syncthreads();
-    /* Slots are in nonzero order, so the pieces of one row are adjacent. */
-    for (uint32_t c = threadIdx.x; c < C; c += blockDim.x) {
-        uint32_t row = kNoRow;
-        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (uint32_t s = 0; s < 2 * ngroups; ++s) {
-            const uint32_t s_row = srow[s];
-            if (s_row == kNoRow)
-                continue;
-            if (s_row != row) {
-                if (row != kNoRow)
-                    a.out[(size_t)row * C + c] = sum;
-                row = s_row;
-                sum = make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-            add4(sum, spart[s * C + c]);
-        }
-        if (row != kNoRow)
-            a.out[(size_t)row * C + c] = sum;
-    }
+    merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out);
 }
 
 /* Lanes per group and float4 columns per lane for a rank (multiple of 4). */

@@ -236,7 +236,7 @@ static void expect_call_error(const th_plugin *plugin, const char *function, th_
     th_plugin_set_call_error(&error, plugin, function, status, err);
     g_autofree char *expected =
         g_strdup_printf("fixture_failing: %s: %s (TH_ERR_DEVICE)", function, plugin_text);
-    assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_CALL));
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_DEVICE));
     assert_string_equal(error->message, expected);
 }
 

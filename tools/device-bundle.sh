@@ -1,38 +1,30 @@
 #!/bin/sh
-# Copies the non-system shared libraries that the test programs, tools and
-# plugins of a build tree need into BUILD/bundle-lib, so the tree runs on a
-# GPU host that has the driver but none of the -dev packages (GLib,
-# json-glib, toml++, cmocka). Run there with
-#   LD_LIBRARY_PATH=$PWD/BUILD/bundle-lib
+# Prepares what a GPU host needs to run the GPU checks (tools/gpu-check.sh)
+# without building there:
+#   BUILD/install  `cmake --install BUILD --prefix BUILD/install --strip`: the
+#                  relocatable tree (bin/, lib/tensorhost/plugins/, the
+#                  bundled shared libraries; see cmake/TensorhostBundle.cmake)
+#   .carry/bin     the GPU test programs and gpu_bench from BUILD/bin
+#   .carry/lib     libcmocka (the tests' only library the install lacks)
+#   .carry/shared-data/kg  ../shared/data/real/kg (that folder does not travel)
+# Carry both paths with the device call: carry ["BUILD/install", ".carry"].
 # Usage: tools/device-bundle.sh [BUILD]   (default: build-device)
 set -eu
 build=${1:-build-device}
-dest="$build/bundle-lib"
-mkdir -p "$dest"
-
-# What every Linux host has; never bundled (libstdc++/libgcc_s included:
-# the image's are as new as ours).
-is_system() {
-    case "$(basename "$1")" in
-        linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|\
-        libstdc++.so*|libgcc_s.so*|libcuda.so*|libnvidia*) return 0 ;;
-    esac
-    return 1
-}
-
-count=0
-for bin in $(find "$build" -type f \( -name '*.so' -o -perm -u+x \) \
-                 -not -path "$dest/*" -not -path '*/CMakeFiles/*' 2>/dev/null); do
-    file "$bin" | grep -q 'ELF' || continue
-    ldd "$bin" 2>/dev/null | awk '/=> \//{print $3}' | while read -r lib; do
-        is_system "$lib" && continue
-        name=$(basename "$lib")
-        if [ ! -e "$dest/$name" ]; then
-            cp -L "$lib" "$dest/$name"
-            strip --strip-unneeded "$dest/$name" 2>/dev/null || true
-        fi
-    done
-    count=$((count + 1))
+cmake --build "$build" -j2
+rm -rf "$build/install" .carry
+cmake --install "$build" --prefix "$build/install" --strip > /dev/null
+mkdir -p .carry/bin .carry/lib .carry/shared-data
+for prog in test_gpu_load test_gpu_plugins test_gpu_cp_als gpu_bench; do
+    cp "$build/bin/$prog" .carry/bin/
+    strip --strip-unneeded .carry/bin/$prog
 done
-echo "device-bundle: scanned $count binaries; $(ls "$dest" | wc -l) libraries in $dest ($(du -sh "$dest" | cut -f1))"
-ls "$dest"
+cmocka=$(ldd "$build/bin/test_gpu_plugins" | awk '/libcmocka/ {print $3}')
+cp -L "$cmocka" .carry/lib/
+if [ -d ../shared/data/real/kg ]; then
+    cp -r ../shared/data/real/kg .carry/shared-data/
+fi
+# The test programs hold absolute paths of this checkout (plugins, data).
+sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" > .carry/source-root
+echo "$build" > .carry/build-dir
+echo "device-bundle: $(du -sh "$build/install" | cut -f1) install tree, $(du -sh .carry | cut -f1) in .carry"

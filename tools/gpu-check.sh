@@ -1,67 +1,107 @@
 #!/bin/bash
-# One device-machine session for the GPU backends: environment, the GPU
-# tests, compute-sanitizer (memcheck, racecheck, initcheck on a small run of
-# each plugin) and a first timing. Run from the repository root on the GPU
-# host, with build-device built and bundled here (tools/device-bundle.sh):
-#   tools/gpu-check.sh [all|tests|sanitize|bench]
+# One device-machine session for the GPU backends, from the repository root
+# of a GPU host, after tools/device-bundle.sh here and with
+# carry ["build-device/install", ".carry"]:
+#   tools/gpu-check.sh [all|install|tests|sanitize|bench|bench-full|profile]...
+#   all = install tests sanitize bench
+# install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
+#   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
+# tests: the GPU test programs (test_gpu_load, test_gpu_plugins, test_gpu_cp_als).
+# sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
+#   quick subset of test_gpu_plugins (every plugin, small runs).
+# bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
+# bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
 set -u
-what=${1:-all}
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
-build=$PWD/build-device
-export LD_LIBRARY_PATH=$build/bundle-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# The build tree has absolute paths of the machine it was built on.
-src_root=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+build=$(cat .carry/build-dir 2>/dev/null || echo build-device)
+prefix=$PWD/$build/install
+bin=$PWD/.carry/bin
+# The test programs were built with absolute paths of the build machine's
+# checkout: make that path lead here, and its plugin folder to the install's.
+src_root=$(cat .carry/source-root 2>/dev/null || true)
 if [ -n "$src_root" ] && [ "$src_root" != "$PWD" ] && [ ! -e "$src_root" ]; then
     mkdir -p "$(dirname "$src_root")" && ln -s "$PWD" "$src_root"
 fi
+mkdir -p "$build/lib/tensorhost"
+[ -e "$build/lib/tensorhost/plugins" ] || ln -s "$prefix/lib/tensorhost/plugins" "$build/lib/tensorhost/plugins"
+test_env=(env LD_LIBRARY_PATH="$prefix/lib:$PWD/.carry/lib" TH_SHARED_DATA_DIR="$PWD/.carry/shared-data")
 summary=()
 note() { summary+=("$*"); echo "== $*"; }
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(all)
+want() {
+    for s in "${steps[@]}"; do
+        [ "$s" = "$1" ] && return 0
+        [ "$s" = all ] && case "$1" in install|tests|sanitize|bench) return 0 ;; esac
+    done
+    return 1
+}
 
 nvidia-smi -L 2>&1 | tee "$out/device.txt"
-for b in "$build"/bin/test_gpu_plugins "$build"/lib/tensorhost/plugins/*.so; do
-    if ldd "$b" | grep -q "not found"; then note "MISSING LIBS for $b"; ldd "$b" | grep "not found"; fi
-done
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >> "$out/device.txt" 2>&1
 
-if [ "$what" = all ] || [ "$what" = tests ]; then
-    t0=$(date +%s%N)
-    (cd "$build" && timeout 300 ctest -L gpu --output-on-failure) > "$out/ctest-gpu.log" 2>&1
+if want install; then
+    missing=$(env -u LD_LIBRARY_PATH ldd "$prefix"/bin/* "$prefix"/lib/tensorhost/plugins/*.so | grep -c "not found")
+    note "install tree: $missing unresolved libraries without LD_LIBRARY_PATH"
+    env -u LD_LIBRARY_PATH "$prefix/bin/tensorhost" --config configs/quickstart.toml \
+        --set output.dir="$out/quickstart" > "$out/quickstart.log" 2>&1
     rc=$?
-    t1=$(date +%s%N)
-    grep -E "tests passed|tests failed|Passed|Failed|Skipped" "$out/ctest-gpu.log" | tail -6
-    note "ctest -L gpu rc=$rc ($(( (t1 - t0) / 1000000 )) ms): $(grep -E 'tests passed' "$out/ctest-gpu.log")"
-    timeout 300 "$build/bin/test_gpu_plugins" > "$out/test_gpu_plugins.log" 2>&1
-    note "test_gpu_plugins rc=$?: $(grep -cE '^\[       OK' "$out/test_gpu_plugins.log") OK, $(grep -cE '^\[  FAILED' "$out/test_gpu_plugins.log") FAILED lines"
-    grep -E "checked|cycles|device 0|FAIL|error" "$out/test_gpu_plugins.log" | head -20
+    note "installed tensorhost quickstart rc=$rc: $(grep -m1 '^Backend' "$out/quickstart.log") (plugin=auto); $(grep -E 'fit =' "$out/quickstart.log" | tail -1)"
+    grep -E "^backend|^Backend|^  device|schemes|mode [0-9] ->" "$out/quickstart.log" | head -12
+    for p in gpu-adaptive gpu-scheme1 gpu-scheme2; do
+        env -u LD_LIBRARY_PATH "$prefix/bin/tensorhost-check-plugin" "$prefix/lib/tensorhost/plugins/$p.so" > "$out/check-$p.log" 2>&1
+        note "tensorhost-check-plugin $p rc=$?: $(tail -1 "$out/check-$p.log")"
+    done
 fi
 
-if [ "$what" = all ] || [ "$what" = sanitize ]; then
-    for tool in memcheck racecheck initcheck; do
+if want tests; then
+    for t in test_gpu_load test_gpu_plugins test_gpu_cp_als; do
+        t0=$(date +%s%N)
+        timeout 300 "${test_env[@]}" "$bin/$t" > "$out/$t.log" 2>&1
+        rc=$?
+        t1=$(date +%s%N)
+        note "$t rc=$rc ($(( (t1 - t0) / 1000000 )) ms): $(grep -cE '^\[       OK' "$out/$t.log") OK, $(grep -cE '^\[  FAILED' "$out/$t.log") FAILED, $(grep -cE '^\[  SKIPPED' "$out/$t.log") SKIPPED"
+        grep -E "checked|cycles|fit cpu-reference|FAIL|SKIPPED|error|Error" "$out/$t.log" | head -20
+    done
+fi
+
+if want sanitize; then
+    for tool in memcheck racecheck; do
         extra=""
         [ "$tool" = memcheck ] && extra="--leak-check full"
-        TH_GPU_TEST_QUICK=1 timeout 240 compute-sanitizer --tool $tool $extra --error-exitcode 99 \
-            "$build/bin/test_gpu_plugins" > "$out/sanitizer-$tool.log" 2>&1
+        t0=$(date +%s)
+        TH_GPU_TEST_QUICK=1 timeout 200 "${test_env[@]}" compute-sanitizer --tool $tool $extra \
+            --error-exitcode 99 "$bin/test_gpu_plugins" > "$out/sanitizer-$tool.log" 2>&1
         rc=$?
-        note "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' ') $(grep -cE '^\[       OK' "$out/sanitizer-$tool.log") tests OK"
+        note "compute-sanitizer $tool rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' ') $(grep -cE '^\[       OK' "$out/sanitizer-$tool.log") tests OK"
         grep -E "^=========" "$out/sanitizer-$tool.log" | grep -v "SUMMARY" | head -8
     done
 fi
 
-if [ "$what" = all ] || [ "$what" = bench ]; then
-    timeout 300 "$build/bin/gpu_bench" --reps 20 uber nips chicago > "$out/bench.log" 2>&1
+real=(data/uber-2014-sample.tns.gz data/aminoacid.sptensor.txt .carry/shared-data/kg/*.tns)
+if want bench; then
+    timeout 300 "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench.md" \
+        "${real[@]}" uber chicago nips > "$out/bench.log" 2> "$out/bench.err"
     note "gpu_bench rc=$?"
-    cat "$out/bench.log"
+    cat "$out/bench.md"
+fi
+if want bench-full; then
+    timeout 440 "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench-full.md" \
+        "${real[@]}" uber chicago nips vast enron nell-2 > "$out/bench-full.log" 2> "$out/bench-full.err"
+    note "gpu_bench (full) rc=$?"
+    cat "$out/bench-full.md"
 fi
 
-if [ "$what" = profile ]; then
-    # Nsight Compute on a few MTTKRP launches of the uber shape (scheme 2).
-    timeout 400 ncu --kernel-name regex:mttkrp_kernel --launch-skip 8 --launch-count 2 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+if want profile; then
+    timeout 300 "${test_env[@]}" ncu --clock-control none --kernel-name regex:mttkrp \
+        --launch-skip 8 --launch-count 2 --section SpeedOfLight --section WarpStateStats \
         --section Occupancy --section LaunchStats --section SchedulerStats \
-        "$build/bin/gpu_bench" --reps 1 --plugins gpu-scheme2 uber > "$out/ncu.log" 2>&1
+        --section MemoryWorkloadAnalysis \
+        "$bin/gpu_bench" --reps 1 --plugins gpu-scheme2 uber > "$out/ncu.log" 2>&1
     note "ncu rc=$?"
-    grep -vE "^==PROF==|^    ---" "$out/ncu.log" | grep -E "Throughput|Duration|Warp Cycles|Stall|Occupancy|Hit Rate|Eligible|Issued|Registers|Block Size|Grid Size|Bandwidth|One or More|No Eligible|mttkrp" | head -70
+    grep -E "Throughput|Duration|Warp Cycles|Occupancy|Hit Rate|Eligible|Issued|Registers|Block Size" "$out/ncu.log" | head -40
 fi
 
 echo "================ summary"

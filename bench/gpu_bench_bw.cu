@@ -1,0 +1,93 @@
+/* The two ceilings gpu_bench divides by, measured on the device in the same
+ * run: HBM bandwidth (a large device-to-device copy, bytes read + written)
+ * and L2 bandwidth (a kernel re-reading a buffer that fits in L2). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each thread sums float4s of the buffer, `passes` times over; the sum is
+ * written only when impossible, so the loads cannot be dropped. */
+__global__ void l2_read_kernel(const float4 *buf, size_t n, int passes, float *sink)
+{
+    float acc = 0.0f;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (int p = 0; p < passes; ++p)
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+            const float4 v = __ldcg(buf + i); /* bypass L1: this measures L2 */
+            acc += v.x + v.y + v.z + v.w;
+        }
+    if (acc == -1.0f)
+        *sink = acc;
+}
+
+/* Median of `reps` event-timed runs of `what` (ms). */
+template <typename F> float median_ms(int reps, F what)
+{
+    cudaEvent_t s, e;
+    cudaEventCreate(&s);
+    cudaEventCreate(&e);
+    float t[32];
+    what(); /* warm-up */
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(s, 0);
+        what();
+        cudaEventRecord(e, 0);
+        cudaEventSynchronize(e);
+        cudaEventElapsedTime(&t[i], s, e);
+    }
+    cudaEventDestroy(s);
+    cudaEventDestroy(e);
+    qsort(t, (size_t)reps, sizeof(float), cmp_float);
+    return t[reps / 2];
+}
+
+} // namespace
+
+/* Bytes read + written per second by cudaMemcpy device to device (1 GiB). */
+extern "C" double gpu_bench_hbm_bandwidth(void)
+{
+    const size_t bytes = (size_t)1 << 30;
+    void *a = nullptr, *b = nullptr;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+        cudaFree(a);
+        return 0.0;
+    }
+    cudaMemset(a, 1, bytes);
+    const float ms = median_ms(9, [&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0); });
+    cudaFree(a);
+    cudaFree(b);
+    return cudaGetLastError() == cudaSuccess ? 2.0 * bytes / (ms * 1e-3) : 0.0;
+}
+
+/* Bytes read per second from L2: a buffer of a third of the L2 read 20
+ * times by 4 blocks of 512 threads per SM. */
+extern "C" double gpu_bench_l2_bandwidth(void)
+{
+    int dev = 0, l2 = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const size_t bytes = (size_t)l2 / 3 / 4096 * 4096;
+    const int passes = 20;
+    float4 *buf = nullptr;
+    float *sink = nullptr;
+    if (bytes == 0 || cudaMalloc(&buf, bytes) != cudaSuccess ||
+        cudaMalloc(&sink, sizeof(float)) != cudaSuccess) {
+        cudaFree(buf);
+        return 0.0;
+    }
+    cudaMemset(buf, 0, bytes);
+    const size_t n = bytes / sizeof(float4);
+    const float ms = median_ms(9, [&] { l2_read_kernel<<<sms * 4, 512>>>(buf, n, passes, sink); });
+    cudaFree(buf);
+    cudaFree(sink);
+    return cudaGetLastError() == cudaSuccess ? (double)bytes * passes / (ms * 1e-3) : 0.0;
+}

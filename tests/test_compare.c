@@ -1,0 +1,754 @@
+/* The comparison runner with real plugins (cpu-reference, the fixture
+ * plugins, including the deliberately wrong fixture_wrong_mttkrp and
+ * fixture_no_device): same initial factors everywhere, mismatch detection,
+ * skipping, sweeps reaching the plugin, geometric means, the CSV and JSON
+ * read back, valid PNG/SVG charts, and `tensorhost --config
+ * configs/compare-cpu.toml` end to end. No timing is asserted: speed is
+ * measured in benchmarks, never in tests. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "compare.h"
+#include "compare_output.h"
+#include "cp_als.h"
+#include "log.h"
+#include "synth.h"
+#include "tensor_reader.h"
+
+#define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
+#define FIXTURE_GOOD TH_FIXTURE_PLUGIN_DIR "/fixture_good.so"
+#define FIXTURE_WRONG TH_ABI_PLUGIN_DIR "/fixture_wrong_mttkrp.so"
+#define FIXTURE_NO_DEVICE TH_ABI_PLUGIN_DIR "/fixture_no_device.so"
+#define AMINOACID TH_TEST_DATA_DIR "/aminoacid.sptensor.txt"
+
+static char *temp_dir;
+
+/* cmocka 1.1 has no floating-point assertion. */
+#define assert_near(a, b, epsilon)                                                             \
+    do {                                                                                       \
+        double a_ = (a), b_ = (b);                                                             \
+        if (!(fabs(a_ - b_) <= (epsilon)))                                                     \
+            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, (double)(epsilon)); \
+    } while (0)
+
+static void remove_tree(const char *path)
+{
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+        GDir *dir = g_dir_open(path, 0, NULL);
+        const char *name;
+        while (dir && (name = g_dir_read_name(dir))) {
+            g_autofree char *child = g_build_filename(path, name, NULL);
+            remove_tree(child);
+        }
+        if (dir)
+            g_dir_close(dir);
+    }
+    g_remove(path);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    temp_dir = g_dir_make_tmp("test_compare-XXXXXX", NULL);
+    assert_non_null(temp_dir);
+    th_log_set_level(TH_LOG_WARNING); /* keep the progress lines out of the test log */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    remove_tree(temp_dir);
+    g_free(temp_dir);
+    return 0;
+}
+
+static th_config *load(const char *text)
+{
+    g_autofree char *name = g_build_filename(temp_dir, "compare.toml", NULL);
+    GError *error = NULL;
+    th_config *config = th_config_load_from_string(name, text, -1, NULL, &error);
+    if (!config)
+        fail_msg("config: %s", error->message);
+    return config;
+}
+
+static const th_compare_tensor *tensor_at(const th_compare_result *result, guint i)
+{
+    assert_true(i < result->tensors->len);
+    return g_ptr_array_index(result->tensors, i);
+}
+
+static const th_compare_run *run_at(const th_compare_result *result, guint tensor, guint backend)
+{
+    const th_compare_tensor *t = tensor_at(result, tensor);
+    assert_true(backend < t->runs->len);
+    return g_ptr_array_index(t->runs, backend);
+}
+
+/* ---- Numbers ---------------------------------------------------------------- */
+
+static void test_geometric_mean(void **state)
+{
+    (void)state;
+    const double two[] = {2.0, 8.0};
+    assert_near(th_compare_geometric_mean(two, 2), 4.0, 1e-12);
+    const double three[] = {1.0, 10.0, 100.0};
+    assert_near(th_compare_geometric_mean(three, 3), 10.0, 1e-12);
+    /* The paper's form: speedups of 2 and 2.42 average to 2.2 geometrically. */
+    const double paper[] = {2.0, 2.42};
+    assert_near(th_compare_geometric_mean(paper, 2), 2.2, 1e-12);
+    /* Not-run tensors (NaN) and non-positive values are left out. */
+    const double holes[] = {4.0, NAN, 0.0, -3.0, 9.0, INFINITY};
+    assert_near(th_compare_geometric_mean(holes, 6), 6.0, 1e-12);
+    const double none[] = {NAN, 0.0};
+    assert_true(isnan(th_compare_geometric_mean(none, 2)));
+    assert_true(isnan(th_compare_geometric_mean(NULL, 0)));
+}
+
+static void test_stat_of(void **state)
+{
+    (void)state;
+    double odd[] = {3.0, 1.0, 2.0};
+    th_compare_stat s = th_compare_stat_of(odd, 3);
+    assert_true(s.median == 2.0 && s.min == 1.0 && s.max == 3.0);
+    double even[] = {4.0, 1.0, 3.0, 2.0};
+    s = th_compare_stat_of(even, 4);
+    assert_true(s.median == 2.5 && s.min == 1.0 && s.max == 4.0);
+    s = th_compare_stat_of(NULL, 0);
+    assert_true(s.median < 0.0 && s.min < 0.0 && s.max < 0.0);
+}
+
+static void test_relative_error(void **state)
+{
+    (void)state;
+    const double b[] = {3.0, 4.0}; /* norm 5 */
+    const double a[] = {3.0, 4.5};
+    assert_near(th_compare_relative_error(a, b, 2), 0.1, 1e-15);
+    assert_true(th_compare_relative_error(b, b, 2) == 0.0);
+    const double zero[] = {0.0, 0.0};
+    assert_near(th_compare_relative_error(b, zero, 2), 5.0, 1e-15);
+    const double bad[] = {NAN, 1.0};
+    assert_true(isnan(th_compare_relative_error(bad, b, 2)));
+}
+
+static void test_format(void **state)
+{
+    (void)state;
+    static const struct {
+        double seconds;
+        const char *text;
+    } cases[] = {{8.42e-3, "8.42 ms"}, {1.1e-3, "1.10 ms"}, {6.683e-4, "668 µs"},
+                 {2.5e-5, "25.0 µs"}, {12.34, "12.3 s"},  {-1.0, "-"}};
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *text = th_compare_format_seconds(cases[i].seconds);
+        assert_string_equal(text, cases[i].text);
+    }
+    g_autofree char *mib = th_compare_format_bytes(27u * 1024 * 1024 + 600 * 1024);
+    assert_string_equal(mib, "27.6 MiB");
+    g_autofree char *small = th_compare_format_bytes(512);
+    assert_string_equal(small, "512 B");
+}
+
+/* ---- Same inputs ----------------------------------------------------------- */
+
+static void test_same_initial_factors_reach_every_backend(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\n"
+                                       "[[compare.backend]]\nlabel = \"t1\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\noptions = { threads = 1 }\n"
+                                       "[[compare.backend]]\nlabel = \"t2\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\noptions = { threads = 2 }\n"
+                                       "[[compare.backend]]\nplugin = \"" FIXTURE_GOOD "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_sptensor) tensor = th_tensor_read_file(AMINOACID, NULL, &error);
+    assert_non_null(tensor);
+    const uint32_t rank = config->compare->rank;
+    double **initial = th_cpd_initial_factors(tensor->dims, tensor->nmodes, rank, config->seed);
+    double **other = th_cpd_initial_factors(tensor->dims, tensor->nmodes, rank, config->seed + 1);
+    for (guint b = 0; b < config->compare->backends->len; b++) {
+        const th_compare_backend_config *backend_config =
+            g_ptr_array_index(config->compare->backends, b);
+        g_autoptr(th_backend) backend = th_compare_open_backend(
+            backend_config, config->search_path, tensor, rank, initial, &error);
+        if (!backend)
+            fail_msg("%s: %s", backend_config->label, error->message);
+        for (uint32_t m = 0; m < tensor->nmodes; m++) {
+            gsize n = (gsize)tensor->dims[m] * rank;
+            g_autofree double *held = g_new(double, n);
+            assert_true(th_backend_get_factor(backend, m, held, &error));
+            assert_memory_equal(held, initial[m], n * sizeof(double));
+            /* Another seed gives other factors, so the equality means something. */
+            assert_memory_not_equal(held, other[m], n * sizeof(double));
+        }
+    }
+    th_cpd_free_factors(initial, tensor->nmodes);
+    th_cpd_free_factors(other, tensor->nmodes);
+}
+
+/* ---- Verification ------------------------------------------------------------ */
+
+static const char wrong_config[] =
+    "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 4\n"
+    "[compare]\nbaseline = \"cpu\"\nrepeats = 1\nwarmup = 0\n"
+    "[[compare.backend]]\nlabel = \"good\"\nplugin = \"" FIXTURE_GOOD "\"\n"
+    "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+    "[[compare.backend]]\nlabel = \"wrong\"\nplugin = \"" FIXTURE_WRONG "\"\n";
+
+static void test_mismatch_is_caught_with_mode_and_error(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load(wrong_config);
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    const th_compare_run *good = run_at(result, 0, 0);
+    const th_compare_run *cpu = run_at(result, 0, 1);
+    const th_compare_run *wrong = run_at(result, 0, 2);
+    assert_true(cpu->is_baseline);
+    assert_int_equal(good->status, TH_COMPARE_OK);
+    assert_true(good->max_error <= 1e-12);
+    assert_int_equal(wrong->status, TH_COMPARE_MISMATCH);
+    /* Every mode was checked: the fixture scales all results by 1.01. */
+    for (uint32_t m = 0; m < wrong->nmodes; m++)
+        assert_near(wrong->modes[m].error, 0.01, 1e-9);
+    /* A failing backend is not timed. */
+    assert_true(wrong->total_host.median < 0.0);
+    assert_int_equal(result->failures->len, 1);
+    assert_string_equal(g_ptr_array_index(result->failures, 0),
+                        "backend 'wrong' on tensor 'aminoacid': mode 1: relative Frobenius "
+                        "error 0.01 vs baseline 'cpu' exceeds tolerance 0.0001");
+
+    /* The whole command: outputs written, marked failed, and an error. */
+    g_autofree char *dir = g_build_filename(temp_dir, "wrong-out", NULL);
+    g_free(config->compare->output_dir);
+    config->compare->output_dir = g_strdup(dir);
+    gboolean interrupted = TRUE;
+    assert_false(th_compare_execute(config, &interrupted, &error));
+    assert_false(interrupted);
+    assert_true(g_error_matches(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_FAILED));
+    assert_string_equal(error->message,
+                        "comparison failed: backend 'wrong' on tensor 'aminoacid': mode 1: "
+                        "relative Frobenius error 0.01 vs baseline 'cpu' exceeds tolerance 0.0001");
+    g_clear_error(&error);
+    g_autofree char *json_path = g_build_filename(dir, "results.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    assert_true(json_parser_load_from_file(parser, json_path, NULL));
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    assert_string_equal(json_object_get_string_member(root, "status"), "failed");
+}
+
+static void test_tolerance_decides(void **state)
+{
+    (void)state;
+    /* With a tolerance above the fixture's 1% error, it passes. */
+    g_autofree char *lenient = g_strconcat(wrong_config, "", NULL);
+    g_autoptr(th_config) config = load(lenient);
+    config->compare->tolerance = 0.02;
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    assert_int_equal(run_at(result, 0, 2)->status, TH_COMPARE_OK);
+    assert_int_equal(result->failures->len, 0);
+}
+
+static void test_wrong_baseline_fails_every_other(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load(wrong_config);
+    g_free(config->compare->baseline);
+    config->compare->baseline = g_strdup("wrong");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    assert_int_equal(run_at(result, 0, 0)->status, TH_COMPARE_MISMATCH);
+    assert_int_equal(run_at(result, 0, 1)->status, TH_COMPARE_MISMATCH);
+    assert_int_equal(result->failures->len, 2);
+}
+
+static void test_cpd_job_compares_fits(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" AMINOACID "\"\n"
+                                       "[cpd]\nrank = 3\nmax_iters = 15\ntolerance = 0\n"
+                                       "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\n"
+                                       "tolerance = 1e-8\n"
+                                       "[[compare.backend]]\nplugin = \"" CPU_REFERENCE "\"\n"
+                                       "[[compare.backend]]\nplugin = \"" FIXTURE_GOOD "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *cpu = run_at(result, 0, 0), *good = run_at(result, 0, 1);
+    assert_int_equal(cpu->iterations, 15);
+    assert_int_equal(good->iterations, 15);
+    assert_true(cpu->fit > 0.5 && cpu->fit < 1.0);
+    assert_true(fabs(good->fit_difference) <= 1e-8);
+    assert_true(good->seconds_per_iteration.median > 0.0);
+
+    /* The fixture that scales MTTKRP by 1.01 passes a 2% MTTKRP check, but
+     * CP-ALS on it converges elsewhere: the fit check catches it. */
+    g_autofree char *with_wrong = g_strdup_printf(
+        "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\nmax_iters = 15\ntolerance = 0\n"
+        "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\ntolerance = 0.02\n"
+        "[[compare.backend]]\nplugin = \"" CPU_REFERENCE "\"\n"
+        "[[compare.backend]]\nlabel = \"wrong\"\nplugin = \"" FIXTURE_WRONG "\"\n");
+    g_autoptr(th_config) wrong_config_cpd = load(with_wrong);
+    g_autoptr(th_compare_result) caught = th_compare_run_all(wrong_config_cpd, &error);
+    assert_non_null(caught);
+    const th_compare_run *wrong = run_at(caught, 0, 1);
+    assert_int_equal(wrong->status, TH_COMPARE_MISMATCH);
+    assert_true(wrong->max_error <= 0.02); /* its MTTKRP passed */
+    assert_true(fabs(wrong->fit_difference) > 0.02);
+    assert_int_equal(caught->failures->len, 1);
+    const char *failure = g_ptr_array_index(caught->failures, 0);
+    assert_true(g_str_has_prefix(failure, "backend 'wrong' on tensor 'aminoacid': final fit "));
+    assert_true(g_str_has_suffix(failure, ", beyond tolerance 0.02"));
+}
+
+/* ---- Skipping ------------------------------------------------------------------ */
+
+static void test_unavailable_backend_is_skipped_unless_baseline(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config =
+        load("[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 2\n"
+             "[compare]\nrepeats = 1\nwarmup = 0\n"
+             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+             "[[compare.backend]]\nlabel = \"gpu\"\nplugin = \"" FIXTURE_NO_DEVICE "\"\n"
+             "[[compare.backend]]\nlabel = \"absent\"\nplugin = \"no-such-plugin\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *gpu = run_at(result, 0, 1), *absent = run_at(result, 0, 2);
+    assert_int_equal(gpu->status, TH_COMPARE_SKIPPED);
+    assert_non_null(strstr(gpu->reason, "(TH_ERR_NO_DEVICE)"));
+    assert_int_equal(absent->status, TH_COMPARE_SKIPPED);
+    assert_non_null(strstr(absent->reason, "plugin 'no-such-plugin' not found"));
+    assert_true(isnan(gpu->speedup));
+
+    g_free(config->compare->baseline);
+    config->compare->baseline = g_strdup("gpu");
+    g_autoptr(th_compare_result) none = th_compare_run_all(config, &error);
+    assert_null(none);
+    assert_true(g_error_matches(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_BASELINE));
+    assert_true(g_str_has_prefix(error->message,
+                                 "the baseline 'gpu' cannot run on tensor 'aminoacid': "));
+    g_clear_error(&error);
+}
+
+/* ---- Sweeps reach the plugin ------------------------------------------------ */
+
+static void test_sweep_options_reach_the_plugin(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config =
+        load("[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 2\n"
+             "[compare]\nrepeats = 1\nwarmup = 0\n"
+             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+             "sweep = { threads = [1, 2, 3] }\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    for (guint i = 0; i < 3; i++) {
+        const th_compare_run *run = run_at(result, 0, i);
+        g_autofree char *label = g_strdup_printf("cpu[threads=%u]", i + 1);
+        g_autofree char *options = g_strdup_printf("threads=%u", i + 1);
+        g_autofree char *details = g_strdup_printf("threads=%u ", i + 1);
+        assert_string_equal(run->label, label);
+        assert_string_equal(run->options, options);
+        assert_int_equal(run->status, TH_COMPARE_OK);
+        /* cpu-reference reports its thread count in its runtime details. */
+        assert_true(g_str_has_prefix(run->details, details));
+    }
+    assert_string_equal(result->baseline, "cpu[threads=1]");
+}
+
+/* ---- CSV, JSON, charts -------------------------------------------------------- */
+
+/* Splits one CSV line (RFC 4180 quoting) into fields. */
+static GPtrArray *csv_fields(const char *line)
+{
+    GPtrArray *fields = g_ptr_array_new_with_free_func(g_free);
+    GString *field = g_string_new(NULL);
+    gboolean quoted = FALSE;
+    for (const char *p = line;; p++) {
+        if (quoted) {
+            if (*p == '"' && p[1] == '"') {
+                g_string_append_c(field, '"');
+                p++;
+            } else if (*p == '"') {
+                quoted = FALSE;
+            } else {
+                assert_true(*p != '\0');
+                g_string_append_c(field, *p);
+            }
+        } else if (*p == '"') {
+            quoted = TRUE;
+        } else if (*p == ',' || *p == '\0') {
+            g_ptr_array_add(fields, g_string_free(field, FALSE));
+            if (*p == '\0')
+                break;
+            field = g_string_new(NULL);
+        } else {
+            g_string_append_c(field, *p);
+        }
+    }
+    return fields;
+}
+
+static int column_of(GPtrArray *header, const char *name)
+{
+    for (guint i = 0; i < header->len; i++)
+        if (strcmp(g_ptr_array_index(header, i), name) == 0)
+            return (int)i;
+    fail_msg("no column %s", name);
+    return -1;
+}
+
+static char *read_text(const char *dir, const char *name)
+{
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        fail_msg("cannot read %s", path);
+    return text;
+}
+
+static const char outputs_config[] =
+    "[cpd]\nrank = 3\n"
+    "[compare]\nbaseline = \"one, \\\"quoted\\\"\"\nrepeats = 2\nwarmup = 1\n"
+    "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
+    "[[compare.tensor]]\nsynthetic = \"vast\"\nnnz = 3000\n"
+    "[[compare.backend]]\nlabel = \"one, \\\"quoted\\\"\"\nplugin = \"" CPU_REFERENCE "\"\n"
+    "options = { threads = 1 }\n"
+    "[[compare.backend]]\nlabel = \"two\"\nplugin = \"" CPU_REFERENCE "\"\n"
+    "options = { threads = 2 }\n"
+    "[[compare.backend]]\nlabel = \"gpu\"\nplugin = \"" FIXTURE_NO_DEVICE "\"\n";
+
+static th_compare_result *run_outputs_config(th_config **config_out, char **dir_out)
+{
+    th_config *config = load(outputs_config);
+    GError *error = NULL;
+    th_compare_result *result = th_compare_run_all(config, &error);
+    if (!result)
+        fail_msg("%s", error->message);
+    char *dir = g_build_filename(temp_dir, "outputs", NULL);
+    if (!th_compare_write_outputs(result, dir, &error))
+        fail_msg("%s", error->message);
+    *config_out = config;
+    *dir_out = dir;
+    return result;
+}
+
+static void test_csv_shape(void **state)
+{
+    (void)state;
+    th_config *config;
+    g_autofree char *dir = NULL;
+    g_autoptr(th_compare_result) result = run_outputs_config(&config, &dir);
+    assert_int_equal(result->tensors->len, 2);
+    assert_int_equal(result->failures->len, 0);
+    g_autofree char *csv = read_text(dir, "results.csv");
+    g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+    g_autoptr(GPtrArray) header = csv_fields(lines[0]);
+    static const char *const expected[] = {
+        "tensor", "kind", "nnz", "backend", "plugin", "options", "baseline", "status", "mode",
+        "scheme", "partitions", "host_median_s", "host_min_s", "host_max_s",
+        "backend_median_s", "backend_min_s", "backend_max_s", "speedup", "speedup_host",
+        "speedup_backend", "rel_error", "preprocess_s", "tensor_bytes", "factor_bytes",
+        "workspace_bytes", "fit", "fit_difference", "iterations", "s_per_iter_median",
+        "device", "reason"};
+    assert_int_equal(header->len, G_N_ELEMENTS(expected));
+    for (guint i = 0; i < header->len; i++)
+        assert_string_equal(g_ptr_array_index(header, i), expected[i]);
+    /* aminoacid (3 modes) and vast (5 modes): per ran backend, one row per
+     * mode plus "all"; the skipped one gets its "all" row only. */
+    guint expected_rows = 2 * (3 + 1) + 1 + 2 * (5 + 1) + 1;
+    guint rows = g_strv_length(lines) - 1; /* the text ends in "\n" */
+    assert_string_equal(lines[rows], "");
+    assert_int_equal(rows - 1, expected_rows);
+    int tensor = column_of(header, "tensor"), kind = column_of(header, "kind");
+    int backend = column_of(header, "backend"), status = column_of(header, "status");
+    int mode = column_of(header, "mode"), speedup = column_of(header, "speedup");
+    int host = column_of(header, "host_median_s"), reason = column_of(header, "reason");
+    int baseline = column_of(header, "baseline"), options = column_of(header, "options");
+    guint all_rows = 0;
+    for (guint r = 1; r < rows; r++) {
+        g_autoptr(GPtrArray) row = csv_fields(lines[r]);
+        assert_int_equal(row->len, header->len);
+        const char *label = g_ptr_array_index(row, backend);
+        gboolean synthetic = strcmp(g_ptr_array_index(row, tensor), "vast (synthetic)") == 0;
+        assert_string_equal(g_ptr_array_index(row, kind), synthetic ? "synthetic" : "real");
+        if (strcmp(label, "gpu") == 0) {
+            assert_string_equal(g_ptr_array_index(row, status), "skipped");
+            assert_string_equal(g_ptr_array_index(row, mode), "all");
+            assert_string_equal(g_ptr_array_index(row, host), "");
+            assert_non_null(strstr(g_ptr_array_index(row, reason), "TH_ERR_NO_DEVICE"));
+            continue;
+        }
+        assert_string_equal(g_ptr_array_index(row, status), "ok");
+        assert_true(g_ascii_strtod(g_ptr_array_index(row, host), NULL) > 0.0);
+        gboolean is_baseline = strcmp(label, "one, \"quoted\"") == 0;
+        assert_true(is_baseline || strcmp(label, "two") == 0);
+        assert_string_equal(g_ptr_array_index(row, baseline), is_baseline ? "yes" : "no");
+        assert_string_equal(g_ptr_array_index(row, options),
+                            is_baseline ? "threads=1" : "threads=2");
+        if (strcmp(g_ptr_array_index(row, mode), "all") == 0) {
+            all_rows++;
+            if (is_baseline)
+                assert_string_equal(g_ptr_array_index(row, speedup), "1");
+            else
+                assert_true(g_ascii_strtod(g_ptr_array_index(row, speedup), NULL) > 0.0);
+        }
+    }
+    assert_int_equal(all_rows, 4);
+
+    g_autofree char *geomean = read_text(dir, "geomean.csv");
+    g_auto(GStrv) geo_lines = g_strsplit(geomean, "\n", -1);
+    assert_string_equal(geo_lines[0],
+                        "backend,baseline,timer,speedup,speedup_host,speedup_backend,tensors");
+    assert_int_equal(g_strv_length(geo_lines), 1 + 3 + 1);
+    g_autoptr(GPtrArray) first = csv_fields(geo_lines[1]);
+    assert_string_equal(g_ptr_array_index(first, 0), "one, \"quoted\"");
+    assert_string_equal(g_ptr_array_index(first, 3), "1");
+    assert_string_equal(g_ptr_array_index(first, 6), "2");
+    g_autoptr(GPtrArray) skipped = csv_fields(geo_lines[3]);
+    assert_string_equal(g_ptr_array_index(skipped, 3), "");
+    assert_string_equal(g_ptr_array_index(skipped, 6), "0");
+    th_config_free(config);
+}
+
+static void test_json_shape(void **state)
+{
+    (void)state;
+    th_config *config;
+    g_autofree char *dir = NULL;
+    g_autoptr(th_compare_result) result = run_outputs_config(&config, &dir);
+    assert_int_equal(result->tensors->len, 2);
+    assert_int_equal(result->failures->len, 0);
+    g_autofree char *path = g_build_filename(dir, "results.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    GError *error = NULL;
+    if (!json_parser_load_from_file(parser, path, &error))
+        fail_msg("%s", error->message);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    assert_string_equal(json_object_get_string_member(root, "status"), "ok");
+    assert_string_equal(json_object_get_string_member(root, "job"), "mttkrp");
+    assert_string_equal(json_object_get_string_member(root, "baseline"), "one, \"quoted\"");
+    assert_int_equal(json_object_get_int_member(root, "rank"), 3);
+    assert_int_equal(json_object_get_int_member(root, "repeats"), 2);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(root, "failures")), 0);
+    JsonArray *tensors = json_object_get_array_member(root, "tensors");
+    assert_int_equal(json_array_get_length(tensors), 2);
+    static const guint modes[] = {3, 5};
+    for (guint t = 0; t < 2; t++) {
+        JsonObject *tensor = json_array_get_object_element(tensors, t);
+        assert_int_equal(json_object_get_boolean_member(tensor, "synthetic"), t == 1);
+        assert_int_equal(json_object_get_int_member(tensor, "order"), modes[t]);
+        assert_int_equal(json_array_get_length(json_object_get_array_member(tensor, "dims")),
+                         modes[t]);
+        JsonArray *backends = json_object_get_array_member(tensor, "backends");
+        assert_int_equal(json_array_get_length(backends), 3);
+        for (guint b = 0; b < 3; b++) {
+            JsonObject *run = json_array_get_object_element(backends, b);
+            JsonArray *run_modes = json_object_get_array_member(run, "modes");
+            JsonObject *total = json_object_get_object_member(run, "total");
+            if (b == 2) {
+                assert_string_equal(json_object_get_string_member(run, "status"), "skipped");
+                assert_int_equal(json_array_get_length(run_modes), 0);
+                assert_true(json_object_get_null_member(total, "host_seconds"));
+                continue;
+            }
+            assert_string_equal(json_object_get_string_member(run, "status"), "ok");
+            assert_int_equal(json_object_get_boolean_member(run, "baseline"), b == 0);
+            assert_int_equal(json_array_get_length(run_modes), modes[t]);
+            JsonObject *mode = json_array_get_object_element(run_modes, 0);
+            assert_string_equal(json_object_get_string_member(mode, "scheme"), "row-parallel");
+            JsonObject *host = json_object_get_object_member(mode, "host_seconds");
+            assert_true(json_object_get_double_member(host, "min")
+                        <= json_object_get_double_member(host, "median"));
+            assert_true(json_object_get_double_member(host, "median")
+                        <= json_object_get_double_member(host, "max"));
+            assert_true(json_object_get_double_member(mode, "relative_error") <= 1e-12);
+            JsonObject *memory = json_object_get_object_member(run, "memory_bytes");
+            assert_true(json_object_get_int_member(memory, "tensor") > 0);
+            assert_true(json_object_get_double_member(total, "speedup") > 0.0);
+        }
+    }
+    JsonArray *geomeans = json_object_get_array_member(root, "geometric_mean_speedups");
+    assert_int_equal(json_array_get_length(geomeans), 3);
+    JsonObject *first = json_array_get_object_element(geomeans, 0);
+    assert_near(json_object_get_double_member(first, "speedup"), 1.0, 1e-15);
+    assert_int_equal(json_object_get_int_member(first, "tensors"), 2);
+    /* The geometric mean in the file is that of the per-tensor speedups. */
+    JsonObject *second = json_array_get_object_element(geomeans, 1);
+    double speedups[2];
+    for (guint t = 0; t < 2; t++)
+        speedups[t] = run_at(result, t, 1)->speedup;
+    assert_near(json_object_get_double_member(second, "speedup"),
+                        th_compare_geometric_mean(speedups, 2), 1e-12);
+    assert_true(json_object_get_null_member(json_array_get_object_element(geomeans, 2),
+                                            "speedup"));
+    JsonObject *echoed = json_object_get_object_member(root, "config");
+    assert_string_equal(json_object_get_string_member(echoed, "compare.backend[1].label"), "two");
+    th_config_free(config);
+}
+
+static void test_charts_are_valid_png_and_svg(void **state)
+{
+    (void)state;
+    th_config *config;
+    g_autofree char *dir = NULL;
+    g_autoptr(th_compare_result) result = run_outputs_config(&config, &dir);
+    assert_int_equal(result->tensors->len, 2);
+    assert_int_equal(result->failures->len, 0);
+    static const char *const charts[] = {"time-total", "time-per-mode", "memory"};
+    static const unsigned char png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    for (size_t i = 0; i < G_N_ELEMENTS(charts); i++) {
+        g_autofree char *png_name = g_strconcat(charts[i], ".png", NULL);
+        g_autofree char *svg_name = g_strconcat(charts[i], ".svg", NULL);
+        g_autofree char *png_path = g_build_filename(dir, png_name, NULL);
+        gsize length = 0;
+        g_autofree char *png = NULL;
+        assert_true(g_file_get_contents(png_path, &png, &length, NULL));
+        assert_true(length > 1000);
+        assert_memory_equal(png, png_magic, sizeof png_magic);
+        g_autofree char *svg = read_text(dir, svg_name);
+        assert_true(g_str_has_prefix(svg, "<?xml") || g_str_has_prefix(svg, "<svg"));
+        assert_non_null(strstr(svg, "</svg>"));
+    }
+    /* No temporary file is left behind. */
+    g_autoptr(GDir) listing = g_dir_open(dir, 0, NULL);
+    for (const char *name; (name = g_dir_read_name(listing));)
+        assert_null(strstr(name, ".tmp-"));
+    th_config_free(config);
+}
+
+static void test_table_lists_every_backend(void **state)
+{
+    (void)state;
+    th_config *config;
+    g_autofree char *dir = NULL;
+    g_autoptr(th_compare_result) result = run_outputs_config(&config, &dir);
+    assert_int_equal(result->tensors->len, 2);
+    assert_int_equal(result->failures->len, 0);
+    g_autofree char *table = read_text(dir, "table.txt");
+    assert_non_null(strstr(table, "Tensor aminoacid: 5 x 201 x 61, 61305 nonzeros\n"));
+    assert_non_null(strstr(table, "Tensor vast (synthetic): 165427 x 11374 x 2 x 100 x 89, "
+                                  "3000 nonzeros (SYNTHETIC)\n"));
+    assert_non_null(strstr(table, "one, \"quoted\" *  ok  "));
+    assert_non_null(strstr(table, "gpu              skipped: fixture_no_device: cannot create"));
+    assert_non_null(strstr(table, "Geometric-mean speedup over 2 tensors vs 'one, \"quoted\"'"));
+    assert_non_null(strstr(table, "(0 of 2 tensors)"));
+    th_config_free(config);
+}
+
+/* ---- The command ---------------------------------------------------------------- */
+
+typedef struct run_output {
+    int status;
+    char *out, *err;
+} run_output;
+
+static run_output run_tensorhost(const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
+    for (; *args; ++args)
+        g_ptr_array_add(argv, g_strdup(*args));
+    g_ptr_array_add(argv, NULL);
+    run_output r = {0};
+    GError *error = NULL;
+    int wait_status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                      &r.err, &wait_status, &error))
+        fail_msg("cannot run tensorhost: %s", error->message);
+    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    return r;
+}
+
+static void test_command_compare_cpu(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_build_filename(temp_dir, "command", NULL);
+    g_autofree char *set_dir = g_strconcat("compare.output.dir=", dir, NULL);
+    const char *const args[] = {"--config", TH_SOURCE_DIR "/configs/compare-cpu.toml",
+                                "--set", "compare.repeats=2", "--set", "compare.warmup=0",
+                                "--set", set_dir, NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d: %s", r.status, r.err);
+    assert_non_null(strstr(r.out, "Tensor uber-2014-sample: 183 x 24 x 874 x 1247, 353486 "
+                                  "nonzeros"));
+    assert_non_null(strstr(r.out, "Tensor chicago (synthetic): "));
+    assert_non_null(strstr(r.out, "Geometric-mean speedup over 2 tensors vs '1 thread'"));
+    static const char *const files[] = {"table.txt",     "results.csv",       "geomean.csv",
+                                        "results.json",  "time-total.png",    "time-total.svg",
+                                        "time-per-mode.png", "time-per-mode.svg", "memory.png",
+                                        "memory.svg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(dir, files[i], NULL);
+        if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
+            fail_msg("missing %s", path);
+    }
+    g_free(r.out);
+    g_free(r.err);
+}
+
+static void test_command_mismatch_exits_nonzero(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_build_filename(temp_dir, "command-wrong", NULL);
+    g_autofree char *text = g_strdup_printf("%s[compare.output]\ndir = \"%s\"\n", wrong_config, dir);
+    g_autofree char *path = g_build_filename(temp_dir, "wrong.toml", NULL);
+    assert_true(g_file_set_contents(path, text, -1, NULL));
+    const char *const args[] = {"--config", path, NULL};
+    run_output r = run_tensorhost(args);
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.err,
+                        "tensorhost: error: comparison failed: backend 'wrong' on tensor "
+                        "'aminoacid': mode 1: relative Frobenius error 0.01 vs baseline 'cpu' "
+                        "exceeds tolerance 0.0001\n");
+    assert_non_null(strstr(r.out, "wrong    MISMATCH"));
+    g_autofree char *csv_path = g_build_filename(dir, "results.csv", NULL);
+    assert_true(g_file_test(csv_path, G_FILE_TEST_IS_REGULAR));
+    g_free(r.out);
+    g_free(r.err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_geometric_mean),
+        cmocka_unit_test(test_stat_of),
+        cmocka_unit_test(test_relative_error),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_same_initial_factors_reach_every_backend),
+        cmocka_unit_test(test_mismatch_is_caught_with_mode_and_error),
+        cmocka_unit_test(test_tolerance_decides),
+        cmocka_unit_test(test_wrong_baseline_fails_every_other),
+        cmocka_unit_test(test_cpd_job_compares_fits),
+        cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
+        cmocka_unit_test(test_sweep_options_reach_the_plugin),
+        cmocka_unit_test(test_csv_shape),
+        cmocka_unit_test(test_json_shape),
+        cmocka_unit_test(test_charts_are_valid_png_and_svg),
+        cmocka_unit_test(test_table_lists_every_backend),
+        cmocka_unit_test(test_command_compare_cpu),
+        cmocka_unit_test(test_command_mismatch_exits_nonzero),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
