@@ -10,7 +10,9 @@
 #
 #   bench/reproduce-paper.sh [--with-kappa] [--no-update]
 #
-# Environment: BUILD (build folder, default build-paper), SHARED_DATA (folder
+# Environment: TENSORHOST (an installed tensorhost to use instead of building
+# one, e.g. a relocatable install copied to a GPU node that has no -dev
+# packages), BUILD (build folder, default build-paper), SHARED_DATA (folder
 # holding kg/, default ../shared/data/real or shared/data/real of the repo),
 # JOBS (build parallelism). Needs cmake, a C compiler, the CUDA toolkit and a
 # CUDA GPU; exits non-zero, saying why, when any is missing or when a backend
@@ -44,18 +46,22 @@ die() {
 }
 
 # ---- build -------------------------------------------------------------------
-command -v cmake >/dev/null || die "cmake not found"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this needs a CUDA GPU host"
 nvidia-smi -L | grep -q GPU || die "no CUDA device listed by nvidia-smi -L"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-    -DTH_ENABLE_CUDA=ON >"$BUILD.configure.log" 2>&1 ||
-    die "cmake configure failed; see $BUILD.configure.log"
-cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target tensorhost cpu-reference gpu-adaptive \
-    gpu-scheme1 gpu-scheme2 >"$BUILD.build.log" 2>&1 ||
-    die "build failed (is nvcc installed?); see $BUILD.build.log"
-TENSORHOST=$BUILD/bin/tensorhost
+if [ -n "${TENSORHOST:-}" ]; then
+    [ -x "$TENSORHOST" ] || die "TENSORHOST=$TENSORHOST is not an executable"
+else
+    command -v cmake >/dev/null || die "cmake not found"
+    generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    cmake -S "$REPO" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        -DTH_ENABLE_CUDA=ON >"$BUILD.configure.log" 2>&1 ||
+        die "cmake configure failed; see $BUILD.configure.log"
+    cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target tensorhost cpu-reference gpu-adaptive \
+        gpu-scheme1 gpu-scheme2 >"$BUILD.build.log" 2>&1 ||
+        die "build failed (is nvcc installed?); see $BUILD.build.log"
+    TENSORHOST=$BUILD/bin/tensorhost
+fi
 
 # ---- data ----------------------------------------------------------------------
 if [ -z "${SHARED_DATA:-}" ]; then
