@@ -30,39 +30,32 @@ __device__ __forceinline__ void add_to(float4 &a, const float4 b)
     a.w += b.w;
 }
 
-/* Scheme 1's last step: the groups' boundary partials (slots in nonzero
- * order, so the pieces of one row are adjacent, with empty slots between)
- * summed and each row written once. One thread per (slot, column): the
- * slot that starts a row sums forward over the row's other slots. v3 used
- * one thread per column scanning all slots serially, ~5 us per launch. */
+/* Scheme 1's last step: the groups' boundary partials summed and each row
+ * written once. Slots are in nonzero order, so the pieces of one row are
+ * adjacent (empty slots between); one thread per column walks them. (v3b
+ * tried one thread per slot and column, each row's first slot summing the
+ * rest: 30% slower on small tensors; kernels/NOTES.md.) */
 template <typename T>
 __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, uint32_t nslots,
                                         uint32_t cols, T *out)
 {
-    for (uint32_t w = threadIdx.x; w < nslots * cols; w += blockDim.x) {
-        const uint32_t s = w / cols, c = w - s * cols;
-        const uint32_t row = srow[s];
-        if (row == kNoRow)
-            continue;
-        bool starts_row = true;
-        for (uint32_t p = s; p-- > 0;) {
-            if (srow[p] == kNoRow)
+    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        uint32_t row = kNoRow;
+        T sum = T();
+        for (uint32_t s = 0; s < nslots; ++s) {
+            const uint32_t s_row = srow[s];
+            if (s_row == kNoRow)
                 continue;
-            starts_row = srow[p] != row;
-            break;
+            if (s_row != row) {
+                if (row != kNoRow)
+                    out[(size_t)row * cols + c] = sum;
+                row = s_row;
+                sum = T();
+            }
+            add_to(sum, spart[(size_t)s * cols + c]);
         }
-        if (!starts_row)
-            continue;
-        T sum = spart[(size_t)s * cols + c];
-        for (uint32_t n = s + 1; n < nslots; ++n) {
-            const uint32_t r = srow[n];
-            if (r == kNoRow)
-                continue;
-            if (r != row)
-                break;
-            add_to(sum, spart[(size_t)n * cols + c]);
-        }
-        out[(size_t)row * cols + c] = sum;
+        if (row != kNoRow)
+            out[(size_t)row * cols + c] = sum;
     }
 }
 
