@@ -86,7 +86,7 @@ static char *format_dims(const th_compare_tensor *tensor)
     return g_string_free(text, FALSE);
 }
 
-/* "row-parallel" when every mode agrees, else "scheme1,scheme2,...". */
+/* "nnz-chunked" when every mode agrees, else "scheme1,scheme2,...". */
 static char *format_schemes(const th_compare_run *run)
 {
     if (!run->modes)

@@ -576,7 +576,7 @@ static void test_json_shape(void **state)
             assert_int_equal(json_object_get_boolean_member(run, "baseline"), b == 0);
             assert_int_equal(json_array_get_length(run_modes), modes[t]);
             JsonObject *mode = json_array_get_object_element(run_modes, 0);
-            assert_string_equal(json_object_get_string_member(mode, "scheme"), "row-parallel");
+            assert_string_equal(json_object_get_string_member(mode, "scheme"), "nnz-chunked");
             JsonObject *host = json_object_get_object_member(mode, "host_seconds");
             assert_true(json_object_get_double_member(host, "min")
                         <= json_object_get_double_member(host, "median"));

@@ -153,7 +153,7 @@ static void test_empty_slices(void **state)
     for (size_t r = 0; r < G_N_ELEMENTS(test_ranks); r++)
         check_tensor(f, t, test_ranks[r], "4", "empty slices");
 
-    /* Partitions count the nonempty rows. */
+    /* Partitions are chunks of 4096 nonzeros. */
     th_instance *inst = th_test_create_instance(f->plugin, NULL);
     double **factors = th_test_random_factors(t, 2, f->rng);
     th_test_load_and_set(f->plugin, inst, t, 2, factors);
@@ -161,8 +161,8 @@ static void test_empty_slices(void **state)
     for (uint32_t m = 0; m < 3; m++) {
         th_mode_info info;
         assert_true(th_plugin_mode_info(f->plugin, inst, m, &info, &error));
-        assert_int_equal(info.partitions, t->dims[m] - th_sptensor_empty_slices(t, m));
-        assert_string_equal(info.scheme, "row-parallel");
+        assert_int_equal(info.partitions, (t->nnz + 4095) / 4096);
+        assert_string_equal(info.scheme, "nnz-chunked");
         assert_true(info.last_mttkrp_seconds < 0); /* no MTTKRP yet */
     }
     char err[TH_ERROR_SIZE] = "";
@@ -174,14 +174,44 @@ static void test_empty_slices(void **state)
     th_test_free_factors(factors, 3);
 }
 
-/* Rows are owned by one thread each, so the sums are the same whatever the
- * thread count: bitwise equal results. */
+/* A skewed short mode: one row holds 10000 nonzeros (three chunks), rows
+ * between are empty, another row is partly filled, the last row has a single
+ * nonzero. Chunk ends then fall inside rows, on row starts and between empty
+ * rows; every mode must still match the dense computation. */
+static void test_rows_spanning_chunks(void **state)
+{
+    fixture *f = *state;
+    const uint32_t dims[3] = {6, 50, 200};
+    uint64_t nnz = 0;
+    g_autoptr(th_sptensor) t = th_sptensor_new(3, 6 * 50 * 200);
+    for (uint32_t i = 0; i < 6; i++)
+        for (uint32_t j = 0; j < 50; j++)
+            for (uint32_t k = 0; k < 200; k++) {
+                gboolean take = i == 0 || (i == 3 && g_rand_int_range(f->rng, 0, 5) < 2) ||
+                                (i == 5 && j == 49 && k == 199);
+                if (!take)
+                    continue;
+                t->indices[0][nnz] = i;
+                t->indices[1][nnz] = j;
+                t->indices[2][nnz] = k;
+                t->values[nnz++] = g_rand_double_range(f->rng, 0.1, 1.0);
+            }
+    th_sptensor_truncate(t, nnz);
+    memcpy(t->dims, dims, sizeof dims);
+    assert_true(nnz > 3 * 4096);
+    for (uint32_t rank = 1; rank <= 9; rank += 8)
+        check_tensor(f, t, rank, "3", "rows spanning chunks");
+}
+
+/* Chunk boundaries depend on the nonzero count, not on the thread count, and
+ * end rows are merged in chunk order, so the sums are the same whatever the
+ * thread count: bitwise equal results. 40000 nonzeros span ten chunks. */
 static void test_thread_count_does_not_change_results(void **state)
 {
     fixture *f = *state;
     const uint32_t dims[4] = {40, 30, 20, 10};
     const uint32_t rank = 8;
-    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 5000, f->rng);
+    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 40000, f->rng);
     double **factors = th_test_random_factors(t, rank, f->rng);
     const char *threads[] = {"1", "2", "7"};
     double *results[3][4];
@@ -401,11 +431,13 @@ static void test_runtime_info(void **state)
     th_runtime_info info;
     assert_true(th_plugin_runtime_info(f->plugin, inst, &info, &error));
     assert_string_equal(info.device, "CPU (3 threads)");
-    assert_string_equal(info.details, "threads=3 layout=csr-per-mode");
+    assert_string_equal(info.details, "threads=3 layout=csr-per-mode chunk=4096");
     /* Per mode: nnz * (8 + 2 * 4) bytes of layout + (dim + 1) row starts. */
     assert_int_equal(info.tensor_bytes, 3 * 100 * 16 + (11 + 21 + 31) * 8);
     assert_int_equal(info.factor_bytes, (10 + 20 + 30) * 4 * 2 * 8);
-    assert_int_equal(info.workspace_bytes, 3 * 8 * 8); /* rank 4 padded to a cache line */
+    /* Per thread a rank-4 scratch row padded to a cache line, plus two
+     * boundary rows for the one chunk of 100 nonzeros. */
+    assert_int_equal(info.workspace_bytes, 3 * 8 * 8 + 1 * 2 * 4 * 8);
 
     /* A host with an older, shorter struct gets only the fields it has. */
     th_runtime_info older;
@@ -543,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_mode_of_dimension_one),
         cmocka_unit_test(test_single_nonzero),
         cmocka_unit_test(test_empty_slices),
+        cmocka_unit_test(test_rows_spanning_chunks),
         cmocka_unit_test(test_thread_count_does_not_change_results),
         cmocka_unit_test(test_reload_replaces_tensor),
         cmocka_unit_test(test_set_get_factor_round_trip),

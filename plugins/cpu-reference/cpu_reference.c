@@ -3,10 +3,14 @@
  *
  * Layout: for every mode a CSR-like copy of the tensor, nonzeros grouped by
  * that mode's index (a stable counting sort, O(nnz) per mode), each carrying
- * its value and the indices of the other modes side by side. MTTKRP then runs
- * in parallel over output rows: every row is written by exactly one thread, so
- * there are no atomics and the result does not depend on the thread count.
- * All arithmetic is in double.
+ * its value and the indices of the other modes side by side. MTTKRP cuts each
+ * layout into chunks of a fixed number of nonzeros (not of rows: one row of a
+ * skewed short mode can hold a tenth of the tensor) and runs the chunks in
+ * parallel. Rows inside a chunk are written by that chunk alone; the two rows
+ * at a chunk's ends may continue in its neighbours, so they go to per-chunk
+ * slots that are merged afterwards in chunk order. No atomics, and since the
+ * chunk boundaries do not depend on the thread count, neither does the result,
+ * to the last bit. All arithmetic is in double.
  *
  * Self-contained by design: libc, libm and OpenMP only (no GLib), so that a
  * third party can read it as an example of the ABI. */
@@ -28,10 +32,11 @@
 #define CPU_REF_ID "cpu-reference"
 #define CPU_REF_MAX_MODES 64u
 #define CPU_REF_MAX_RANK 4096u
-/* Rows handed out per scheduling step at most: large enough that the
- * scheduler's cost disappears next to the row work; fewer when there are few
- * rows, so that every thread gets some (see row_chunk). */
-#define CPU_REF_ROW_CHUNK 16
+/* Nonzeros per MTTKRP chunk: enough that scheduling and the boundary merge
+ * vanish next to the arithmetic, few enough that a tensor of a few hundred
+ * thousand nonzeros still feeds every core. Fixed (not derived from the thread
+ * count) so that results are identical whatever the thread count. */
+#define CPU_REF_CHUNK_NNZ 4096u
 #define CPU_REF_CACHE_LINE 64u
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
@@ -39,7 +44,8 @@ typedef struct mode_layout {
     uint64_t *row_start; /* [dims[mode] + 1]: row i holds nonzeros row_start[i] .. row_start[i+1]-1 */
     double *values;      /* [nnz] in row order */
     uint32_t *others;    /* [nnz * (nmodes - 1)]: the other modes' indices, in mode order */
-    uint32_t nonempty_rows;
+    uint64_t chunks;     /* ceil(nnz / CPU_REF_CHUNK_NNZ) */
+    uint32_t *chunk_row; /* [chunks + 1]: row of each chunk's first nonzero; [chunks] = row of the last */
 } mode_layout;
 
 struct th_instance {
@@ -57,6 +63,7 @@ struct th_instance {
     bool *result_ready;     /* [nmodes] */
     double *last_seconds;   /* [nmodes]; negative before the first MTTKRP */
     double *scratch;        /* [threads * scratch_stride]: per-thread Hadamard terms */
+    double *boundary;       /* [2 * largest chunk count * rank]: chunk end-row slots */
     size_t scratch_stride;  /* rank rounded up to whole cache lines: no false sharing */
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -204,6 +211,7 @@ static void release_tensor(th_instance *inst)
         free(inst->layouts[m].row_start);
         free(inst->layouts[m].values);
         free(inst->layouts[m].others);
+        free(inst->layouts[m].chunk_row);
     }
     for (uint32_t m = 0; inst->factors != NULL && m < inst->nmodes; m++)
         free(inst->factors[m]);
@@ -216,6 +224,7 @@ static void release_tensor(th_instance *inst)
     free(inst->last_seconds);
     free(inst->dims);
     free(inst->scratch);
+    free(inst->boundary);
     const th_host_services *host = inst->host;
     int threads = inst->threads;
     memset(inst, 0, sizeof *inst);
@@ -343,7 +352,9 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
              mul_u64((uint64_t)t->dims[m] * rank, 2 * sizeof(double), &matrix) &&
              add_u64(factors, matrix, &factors);
     }
-    ok = ok && mul_u64((uint64_t)threads * scratch_stride(rank), sizeof(double), &workspace);
+    uint64_t chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ, slots = 0;
+    ok = ok && mul_u64((uint64_t)threads * scratch_stride(rank), sizeof(double), &workspace) &&
+         mul_u64(chunks * 2 * sizeof(double), rank, &slots) && add_u64(workspace, slots, &workspace);
     uint64_t total = 0;
     ok = ok && add_u64(tensor, factors, &total) && add_u64(total, workspace, &total);
     if (!ok || total > (uint64_t)SIZE_MAX)
@@ -368,12 +379,8 @@ static void build_layout(const th_coo_tensor *t, uint32_t mode, mode_layout *lay
     memset(start, 0, ((size_t)dim + 1) * sizeof *start);
     for (uint64_t k = 0; k < t->nnz; k++)
         start[rows[k] + 1]++;
-    uint32_t nonempty = 0;
-    for (uint32_t i = 0; i < dim; i++) {
-        nonempty += start[i + 1] != 0;
+    for (uint32_t i = 0; i < dim; i++)
         start[i + 1] += start[i];
-    }
-    layout->nonempty_rows = nonempty;
 
     /* start[i] doubles as row i's write cursor; afterwards start[i] has moved
      * to where row i+1 begins, so shifting by one slot restores it. */
@@ -387,6 +394,15 @@ static void build_layout(const th_coo_tensor *t, uint32_t mode, mode_layout *lay
     }
     memmove(start + 1, start, (size_t)dim * sizeof *start);
     start[0] = 0;
+
+    /* Row of each chunk's first nonzero, walking rows and chunks together. */
+    uint32_t row = 0;
+    for (uint64_t c = 0; c <= layout->chunks; c++) {
+        uint64_t k = c < layout->chunks ? c * CPU_REF_CHUNK_NNZ : t->nnz - 1;
+        while (start[row + 1] <= k)
+            row++;
+        layout->chunk_row[c] = row;
+    }
 }
 
 static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint32_t rank,
@@ -405,8 +421,10 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     inst->scratch_stride = scratch_stride(rank);
     inst->scratch = aligned_alloc(CPU_REF_CACHE_LINE, (size_t)inst->threads * inst->scratch_stride *
                                                           sizeof *inst->scratch);
+    size_t chunks = ((size_t)t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
+    inst->boundary = malloc(chunks * 2 * (size_t)rank * sizeof *inst->boundary);
     if (!inst->dims || !inst->layouts || !inst->factors || !inst->results ||
-        !inst->result_ready || !inst->last_seconds || !inst->scratch)
+        !inst->result_ready || !inst->last_seconds || !inst->scratch || !inst->boundary)
         return fail(err, TH_ERR_OUT_OF_MEMORY, "load_tensor: out of memory for bookkeeping");
     memcpy(inst->dims, t->dims, n * sizeof *inst->dims);
 
@@ -417,12 +435,14 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
         l->row_start = malloc(((size_t)t->dims[m] + 1) * sizeof *l->row_start);
         l->values = malloc((size_t)t->nnz * sizeof *l->values);
         l->others = malloc((size_t)t->nnz * width * sizeof *l->others);
+        l->chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
+        l->chunk_row = malloc(((size_t)l->chunks + 1) * sizeof *l->chunk_row);
         /* Zeroed: factors are "unspecified until set_factor", but reading
          * them must not be reading uninitialised memory. */
         inst->factors[m] = calloc(cells, sizeof(double));
         inst->results[m] = calloc(cells, sizeof(double));
         inst->last_seconds[m] = -1.0;
-        if (!l->row_start || !l->values || !l->others || !inst->factors[m] ||
+        if (!l->row_start || !l->values || !l->others || !l->chunk_row || !inst->factors[m] ||
             !inst->results[m])
             return fail(err, TH_ERR_OUT_OF_MEMORY,
                         "load_tensor: out of memory for mode %u (dimension %u, %llu nonzeros, "
@@ -573,6 +593,61 @@ static void mttkrp_row(const mode_layout *l, const double *const *other_factors,
     }
 }
 
+/* One chunk [begin, end) of a layout: rows strictly inside it are complete
+ * and written to `result`; its first row goes to slots[0] and its last row,
+ * when different, to slots[rank], for merge_boundaries to place. */
+static void mttkrp_chunk(const mode_layout *l, const double *const *other_factors,
+                         uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz,
+                         double *restrict term, double *restrict slots, double *result)
+{
+    const uint64_t begin = chunk * CPU_REF_CHUNK_NNZ;
+    const uint64_t end = begin + CPU_REF_CHUNK_NNZ < nnz ? begin + CPU_REF_CHUNK_NNZ : nnz;
+    const uint32_t first = l->chunk_row[chunk];
+    const uint32_t last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
+    /* The next chunk's first row may be one past this chunk's last nonzero's row. */
+    uint32_t last_here = last;
+    while (l->row_start[last_here] >= end)
+        last_here--;
+    uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
+    mttkrp_row(l, other_factors, width, rank, begin, first_end, term, slots);
+    for (uint32_t row = first + 1; row < last_here; row++)
+        mttkrp_row(l, other_factors, width, rank, l->row_start[row], l->row_start[row + 1],
+                   term, result + (size_t)row * rank);
+    if (last_here > first)
+        mttkrp_row(l, other_factors, width, rank, l->row_start[last_here], end, term,
+                   slots + rank);
+}
+
+/* Places the chunks' end rows, in chunk order (hence deterministic), and
+ * zeroes the empty rows that lie between chunks, which no chunk visits. */
+static void merge_boundaries(const mode_layout *l, uint32_t dim, uint32_t rank, uint64_t nnz,
+                             const double *slots, double *result)
+{
+    int64_t written = -1; /* highest row placed so far */
+    for (uint64_t c = 0; c < l->chunks; c++) {
+        const uint64_t end = (c + 1) * CPU_REF_CHUNK_NNZ < nnz ? (c + 1) * CPU_REF_CHUNK_NNZ : nnz;
+        const uint32_t first = l->chunk_row[c];
+        uint32_t last = c + 1 < l->chunks ? l->chunk_row[c + 1] : l->chunk_row[l->chunks];
+        while (l->row_start[last] >= end)
+            last--;
+        const double *head = slots + c * 2 * (size_t)rank;
+        double *out = result + (size_t)first * rank;
+        if ((int64_t)first == written) {
+            for (uint32_t r = 0; r < rank; r++)
+                out[r] += head[r];
+        } else {
+            memset(result + (size_t)(written + 1) * rank, 0,
+                   (size_t)((int64_t)first - written - 1) * rank * sizeof *result);
+            memcpy(out, head, rank * sizeof *out);
+        }
+        if (last > first)
+            memcpy(result + (size_t)last * rank, head + rank, rank * sizeof *result);
+        written = last;
+    }
+    memset(result + (size_t)(written + 1) * rank, 0,
+           (size_t)((int64_t)dim - written - 1) * rank * sizeof *result);
+}
+
 static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *err)
 {
     th_status status = check_mode(inst, "mttkrp", mode, err);
@@ -581,7 +656,6 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
     double start = now_seconds();
     const mode_layout *l = &inst->layouts[mode];
     double *result = inst->results[mode];
-    int64_t rows = inst->dims[mode];
     uint32_t rank = inst->rank;
 
     const double *other_factors[CPU_REF_MAX_MODES];
@@ -590,18 +664,16 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
         if (m != mode)
             other_factors[width++] = inst->factors[m];
 
-    /* About eight chunks per thread balance rows of very different lengths. */
-    int64_t chunk = rows / ((int64_t)inst->threads * 8);
-    chunk = chunk < 1 ? 1 : (chunk > CPU_REF_ROW_CHUNK ? CPU_REF_ROW_CHUNK : chunk);
-
+    const int64_t chunks = (int64_t)l->chunks;
 #pragma omp parallel num_threads(inst->threads)
     {
         double *term = inst->scratch + (size_t)omp_get_thread_num() * inst->scratch_stride;
-#pragma omp for schedule(dynamic, chunk)
-        for (int64_t i = 0; i < rows; i++)
-            mttkrp_row(l, other_factors, width, rank, l->row_start[i], l->row_start[i + 1],
-                       term, result + (size_t)i * rank);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t c = 0; c < chunks; c++)
+            mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, term,
+                         inst->boundary + (size_t)c * 2 * rank, result);
     }
+    merge_boundaries(l, inst->dims[mode], rank, inst->nnz, inst->boundary, result);
     inst->result_ready[mode] = true;
     inst->last_seconds[mode] = now_seconds() - start;
     return TH_OK;
@@ -767,7 +839,7 @@ static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_in
     full.tensor_bytes = inst->tensor_bytes;
     full.factor_bytes = inst->factor_bytes;
     full.workspace_bytes = inst->workspace_bytes;
-    snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode", inst->threads);
+    snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode chunk=%u", inst->threads, CPU_REF_CHUNK_NNZ);
     copy_out(info, &full, sizeof full);
     return TH_OK;
 }
@@ -782,8 +854,8 @@ static th_status cpu_reference_get_mode_info(th_instance *inst, uint32_t mode,
         return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: info is NULL");
     th_mode_info full;
     memset(&full, 0, sizeof full);
-    full.partitions = inst->layouts[mode].nonempty_rows;
-    snprintf(full.scheme, sizeof full.scheme, "row-parallel");
+    full.partitions = (uint32_t)inst->layouts[mode].chunks;
+    snprintf(full.scheme, sizeof full.scheme, "nnz-chunked");
     full.last_mttkrp_seconds = inst->last_seconds[mode];
     copy_out(info, &full, sizeof full);
     return TH_OK;
