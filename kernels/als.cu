@@ -1,192 +1,262 @@
 /* The on-device CP-ALS factor update: A <- M W, column norms, normalisation,
- * lambda, Gram A^T A and inner[r] = sum_i M(i,r) A(i,r). Three kernels and
- * one download of [lambda | gram | inner] in double; the tall matrices never
- * leave the device. Own kernels rather than cuBLAS: R <= 128 keeps W in
- * shared memory, and a static cuBLAS would add ~100 MB to every plugin.
- * Reductions accumulate per thread in double and meet in double atomics. */
+ * lambda, Gram A^T A and inner[r] = sum_i M(i,r) A(i,r), in two kernels.
+ *
+ * v4 (kernels/NOTES.md): the update used to be a W upload from pageable
+ * memory with its own synchronisation, a memset, three kernels and a
+ * pageable download: ~50 us of fixed latency per mode, more than a whole
+ * MTTKRP of the small shapes. Now:
+ *   1. gemm_gram_kernel: each block takes tiles of rows, computes the
+ *      unnormalised rows Ahat = M W (written to the factor and to shared
+ *      memory) and accumulates Ahat^T Ahat, sum_i M(i,r) Ahat(i,r) and
+ *      max |Ahat(:,r)| in registers; one set of double atomics per block.
+ *      The last block to finish (a counter) turns them into lambda, the
+ *      Gram and inner of the normalised A, using
+ *        A = Ahat D^-1 -> A^T A = D^-1 (Ahat^T Ahat) D^-1, inner = inner_hat / d
+ *      (the column sums of squares are the Gram's diagonal), writes
+ *      [lambda | gram | inner] straight into mapped pinned host memory and
+ *      re-zeroes the accumulators for the next update;
+ *   2. scale_kernel: A(:,r) *= 1/lambda_r.
+ * Own kernels rather than cuBLAS: R <= 128 keeps W in shared memory, and a
+ * static cuBLAS would add ~100 MB to every plugin. Gram entries accumulate
+ * in fp32 over one tile of rows, then in double. */
 #include <string.h>
 
 #include "thg_internal.cuh"
 
 namespace {
 
-constexpr uint32_t kThreads = 256;
+constexpr uint32_t kThreads = 512;
+constexpr uint32_t kTileRows = 32;
+constexpr uint32_t kScaleThreads = 256;
 
-/* Accumulator layout in ctx->als_acc (doubles), then R uint32 max bits. */
-struct acc_view {
-    double *lambda, *gram, *inner, *sumsq;
-    uint32_t *maxbits;
-};
-
-acc_view view_of(double *base, uint32_t R)
+/* Dynamic shared memory of gemm_gram_kernel: s_inner [R] doubles, W [R*R],
+ * the tile [kTileRows*R], s_max [R]. */
+size_t gemm_smem_bytes(uint32_t R)
 {
-    acc_view v;
-    v.lambda = base;
-    v.gram = base + R;
-    v.inner = v.gram + (size_t)R * R;
-    v.sumsq = v.inner + R;
-    v.maxbits = (uint32_t *)(v.sumsq + R);
-    return v;
+    return sizeof(double) * R + sizeof(float) * ((size_t)R * R + (size_t)kTileRows * R) +
+           sizeof(uint32_t) * R;
 }
 
-/* Threads t = sub * R + r: column r of rows sub, sub + rows_per_pass, ... */
-__global__ void gemm_stats_kernel(const float *M, const float *W, float *A, uint32_t I,
-                                  uint32_t R, double *sumsq, uint32_t *maxbits)
+/* Gram entries per thread at most: 8 stay in registers at 512 threads
+ * (ptxas spilled 16 and 32); larger ranks (R > 64) split the entries over
+ * blockIdx.y. */
+constexpr int kMaxEntries = 8;
+
+/* EPT Gram entries per thread: entries e = y * EPT * kThreads + tid + j * kThreads.
+ * Blocks with y > 0 recompute their tiles of A for the Gram only. */
+template <int EPT>
+__global__ void __launch_bounds__(kThreads) gemm_gram_kernel(const float *M, const float *W,
+                                                             float *A, uint32_t I, uint32_t R,
+                                                             thg_als_acc acc, double *out)
 {
     extern __shared__ double sh[];
-    double *s_sumsq = sh;                       /* [R] */
-    uint32_t *s_max = (uint32_t *)(sh + R);     /* [R] */
-    float *s_w = (float *)(s_max + R + (R & 1)); /* [R*R], 8-byte aligned start */
-    for (uint32_t t = threadIdx.x; t < R * R; t += blockDim.x)
+    double *s_inner = sh;                                  /* [R] */
+    float *s_w = (float *)(sh + R);                        /* [R*R] */
+    float *s_a = s_w + (size_t)R * R;                      /* [kTileRows*R] */
+    uint32_t *s_max = (uint32_t *)(s_a + (size_t)kTileRows * R); /* [R] */
+    __shared__ bool s_last;
+
+    const uint32_t tid = threadIdx.x;
+    for (uint32_t t = tid; t < R * R; t += blockDim.x)
         s_w[t] = W[t];
-    for (uint32_t t = threadIdx.x; t < R; t += blockDim.x) {
-        s_sumsq[t] = 0.0;
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        s_inner[t] = 0.0;
         s_max[t] = 0u;
     }
     __syncthreads();
 
-    const uint32_t rows_per_pass = blockDim.x / R;
-    const uint32_t r = threadIdx.x % R;
-    const uint32_t sub = threadIdx.x / R;
-    double my_sumsq = 0.0;
+    /* GEMM threads (sub, r): column r of tile rows sub, sub + rows_per_pass... */
+    const uint32_t per_pass_raw = blockDim.x / R;
+    const uint32_t rows_per_pass = per_pass_raw < kTileRows ? per_pass_raw : kTileRows;
+    const uint32_t r = tid % R;
+    const uint32_t sub = tid / R;
+    const bool gemm_thread = sub < rows_per_pass;
+    const bool primary = blockIdx.y == 0; /* writes A and the column stats */
+    const uint32_t e0 = blockIdx.y * (uint32_t)EPT * kThreads;
+    double my_inner = 0.0;
     float my_max = 0.0f;
-    if (sub < rows_per_pass) {
-        for (uint64_t i = (uint64_t)blockIdx.x * rows_per_pass + sub; i < I;
-             i += (uint64_t)gridDim.x * rows_per_pass) {
-            const float *m_row = M + i * R;
-            float acc = 0.0f;
-            for (uint32_t k = 0; k < R; ++k)
-                acc += m_row[k] * s_w[k * R + r];
-            A[i * R + r] = acc;
-            my_sumsq += (double)acc * acc;
-            my_max = fmaxf(my_max, fabsf(acc));
+    double g[EPT];
+#pragma unroll
+    for (int j = 0; j < EPT; ++j)
+        g[j] = 0.0;
+
+    const uint32_t ntiles = (I + kTileRows - 1) / kTileRows;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const uint64_t base = (uint64_t)tile * kTileRows;
+        const uint32_t rows = (uint32_t)(I - base < kTileRows ? I - base : kTileRows);
+        if (gemm_thread) {
+            for (uint32_t lr = sub; lr < rows; lr += rows_per_pass) {
+                const float *m_row = M + (base + lr) * R;
+                float a = 0.0f;
+                for (uint32_t k = 0; k < R; ++k)
+                    a += m_row[k] * s_w[k * R + r];
+                s_a[lr * R + r] = a;
+                if (primary) {
+                    A[(base + lr) * R + r] = a;
+                    my_inner += (double)m_row[r] * a;
+                    my_max = fmaxf(my_max, fabsf(a));
+                }
+            }
         }
-        atomicAdd(&s_sumsq[r], my_sumsq);
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < EPT; ++j) {
+            const uint32_t e = e0 + tid + (uint32_t)j * kThreads;
+            if (e < R * R) {
+                const uint32_t r1 = e / R, r2 = e % R;
+                float p = 0.0f;
+                for (uint32_t lr = 0; lr < rows; ++lr)
+                    p += s_a[lr * R + r1] * s_a[lr * R + r2];
+                g[j] += p;
+            }
+        }
+        __syncthreads(); /* the next tile overwrites s_a */
+    }
+
+    if (gemm_thread) {
+        atomicAdd(&s_inner[r], my_inner);
         atomicMax(&s_max[r], __float_as_uint(my_max)); /* non-negative: bits order as values */
     }
     __syncthreads();
-    for (uint32_t t = threadIdx.x; t < R; t += blockDim.x) {
-        atomicAdd(&sumsq[t], s_sumsq[t]);
-        atomicMax(&maxbits[t], s_max[t]);
+    for (uint32_t t = tid; primary && t < R; t += blockDim.x) {
+        atomicAdd(&acc.inner[t], s_inner[t]);
+        atomicMax(&acc.maxbits[t], s_max[t]);
     }
-}
-
-__device__ double column_lambda(uint32_t r, int use_max_norm, const double *sumsq,
-                                const uint32_t *maxbits)
-{
-    return use_max_norm ? fmax((double)__uint_as_float(maxbits[r]), 1.0) : sqrt(sumsq[r]);
-}
-
-__global__ void normalize_inner_kernel(const float *M, float *A, uint32_t I, uint32_t R,
-                                       int use_max_norm, const double *sumsq,
-                                       const uint32_t *maxbits, double *lambda, double *inner)
-{
-    extern __shared__ double s_inner[]; /* [R] */
-    for (uint32_t t = threadIdx.x; t < R; t += blockDim.x) {
-        s_inner[t] = 0.0;
-        if (blockIdx.x == 0)
-            lambda[t] = column_lambda(t, use_max_norm, sumsq, maxbits);
+#pragma unroll
+    for (int j = 0; j < EPT; ++j) {
+        const uint32_t e = e0 + tid + (uint32_t)j * kThreads;
+        if (e < R * R)
+            atomicAdd(&acc.gram[e], g[j]);
     }
+
+    /* The last block to arrive finishes the reduction (threadFenceReduction). */
+    __threadfence();
     __syncthreads();
-    const uint32_t rows_per_pass = blockDim.x / R;
-    const uint32_t r = threadIdx.x % R;
-    const uint32_t sub = threadIdx.x / R;
-    if (sub < rows_per_pass) {
-        const double lam = column_lambda(r, use_max_norm, sumsq, maxbits);
+    if (tid == 0)
+        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+
+    double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
+    double *s_div = s_inner; /* every block's use of s_inner ended above */
+    /* The norm travels with W (after its R*R floats), so a captured graph
+     * of the update serves both norms. */
+    const int use_max_norm = *(const int *)(W + (size_t)R * R);
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
+        const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
+        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
         /* As the host's th_dense_normalize_columns: a zero column stays. */
-        const float scale = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
-        double my_inner = 0.0;
-        for (uint64_t i = (uint64_t)blockIdx.x * rows_per_pass + sub; i < I;
-             i += (uint64_t)gridDim.x * rows_per_pass) {
-            const float a = A[i * R + r] * scale;
-            A[i * R + r] = a;
-            my_inner += (double)M[i * R + r] * a;
-        }
-        atomicAdd(&s_inner[r], my_inner);
+        s_div[t] = lam > 0.0 ? lam : 1.0;
+        lambda[t] = lam;
+        acc.scale[t] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
     }
     __syncthreads();
-    for (uint32_t t = threadIdx.x; t < R; t += blockDim.x)
-        atomicAdd(&inner[t], s_inner[t]);
-}
-
-constexpr uint32_t kTile = 16;
-constexpr uint32_t kRowsPerStep = 32;
-
-/* gram[r1][r2] += sum over this block's rows of A(i,r1) A(i,r2); blockIdx.z
- * splits the rows so enough blocks run for small R. */
-__global__ void gram_kernel(const float *A, uint32_t I, uint32_t R, uint32_t rows_per_split,
-                            double *gram)
-{
-    __shared__ float s1[kRowsPerStep][kTile + 1];
-    __shared__ float s2[kRowsPerStep][kTile + 1];
-    const uint32_t r1 = blockIdx.y * kTile + threadIdx.y;
-    const uint32_t r2 = blockIdx.x * kTile + threadIdx.x;
-    const uint64_t row_begin = (uint64_t)blockIdx.z * rows_per_split;
-    const uint64_t row_end_raw = row_begin + rows_per_split;
-    const uint64_t row_end = row_end_raw < I ? row_end_raw : I;
-    const uint32_t tid = threadIdx.y * kTile + threadIdx.x;
-    float acc = 0.0f;
-    for (uint64_t base = row_begin; base < row_end; base += kRowsPerStep) {
-        for (uint32_t t = tid; t < kRowsPerStep * kTile; t += kTile * kTile) {
-            const uint32_t rr = t / kTile, c = t % kTile;
-            const uint64_t i = base + rr;
-            const uint32_t c1 = blockIdx.y * kTile + c, c2 = blockIdx.x * kTile + c;
-            s1[rr][c] = (i < row_end && c1 < R) ? A[i * R + c1] : 0.0f;
-            s2[rr][c] = (i < row_end && c2 < R) ? A[i * R + c2] : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll 8
-        for (uint32_t rr = 0; rr < kRowsPerStep; ++rr)
-            acc += s1[rr][threadIdx.y] * s2[rr][threadIdx.x];
-        __syncthreads();
+    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+        gram[e] = __ldcg(&acc.gram[e]) / (s_div[e / R] * s_div[e % R]);
+        acc.gram[e] = 0.0;
     }
-    if (r1 < R && r2 < R)
-        atomicAdd(&gram[(size_t)r1 * R + r2], (double)acc);
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        inner[t] = __ldcg(&acc.inner[t]) / s_div[t];
+        acc.inner[t] = 0.0;
+        acc.maxbits[t] = 0u;
+    }
+    if (tid == 0)
+        *acc.done = 0u;
+    __threadfence_system(); /* the host reads `out` after the stream synchronises */
 }
 
-uint32_t row_blocks(uint64_t I, uint32_t R, int sm_count)
+__global__ void scale_kernel(float *A, uint64_t n, uint32_t R, const float *scale)
 {
-    const uint32_t rows_per_pass = kThreads / R;
-    const uint64_t needed = (I + rows_per_pass - 1) / rows_per_pass;
-    const uint64_t cap = (uint64_t)sm_count * 4;
-    return (uint32_t)(needed < cap ? needed : cap);
+    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (uint64_t)gridDim.x * blockDim.x)
+        A[e] *= scale[e % R];
+}
+
+/* Gram entries per thread, rounded up to an instantiated count. */
+int entries_per_thread(uint32_t R)
+{
+    const uint32_t need = (R * R + kThreads - 1) / kThreads;
+    int ept = 1;
+    while ((uint32_t)ept < need && ept < kMaxEntries)
+        ept *= 2;
+    return ept;
+}
+
+/* Blocks along y that share out the Gram entries. */
+uint32_t entry_splits(uint32_t R)
+{
+    const uint32_t per_block = (uint32_t)entries_per_thread(R) * kThreads;
+    return (R * R + per_block - 1) / per_block;
+}
+
+typedef void (*gemm_kernel_fn)(const float *, const float *, float *, uint32_t, uint32_t,
+                               thg_als_acc, double *);
+
+gemm_kernel_fn gemm_kernel_for(uint32_t R)
+{
+    switch (entries_per_thread(R)) {
+    case 1:
+        return gemm_gram_kernel<1>;
+    case 2:
+        return gemm_gram_kernel<2>;
+    case 4:
+        return gemm_gram_kernel<4>;
+    default:
+        return gemm_gram_kernel<kMaxEntries>;
+    }
 }
 
 } // namespace
 
-thg_status thg_launch_als(thg_context *ctx, uint32_t mode, int use_max_norm, char *err,
-                          size_t errlen)
+size_t thg_als_w_bytes(uint32_t rank)
+{
+    return sizeof(float) * (size_t)rank * rank + sizeof(int);
+}
+
+size_t thg_als_acc_bytes(uint32_t rank)
+{
+    const size_t R = rank;
+    return sizeof(double) * (R * R + R) + sizeof(uint32_t) * R + sizeof(float) * R +
+           sizeof(uint32_t);
+}
+
+void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc)
+{
+    const size_t R = rank;
+    acc->gram = (double *)block;
+    acc->inner = acc->gram + R * R;
+    acc->maxbits = (uint32_t *)(acc->inner + R);
+    acc->scale = (float *)(acc->maxbits + R);
+    acc->done = (uint32_t *)(acc->scale + R);
+}
+
+thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen)
+{
+    THG_CUDA(cudaFuncSetAttribute(gemm_kernel_for(ctx->rank),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)gemm_smem_bytes(ctx->rank)));
+    return THG_OK;
+}
+
+thg_status thg_launch_als(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
     const uint32_t I = ctx->dims[mode];
-    const acc_view acc = view_of(ctx->als_acc, R);
     cudaStream_t st = ctx->stream;
-    const size_t acc_bytes = sizeof(double) * ((size_t)R * R + 4 * R) + sizeof(uint32_t) * R;
-    THG_CUDA(cudaMemsetAsync(ctx->als_acc, 0, acc_bytes, st));
-
-    const size_t gemm_smem = sizeof(double) * R + sizeof(uint32_t) * (R + (R & 1)) +
-                             sizeof(float) * R * R;
-    THG_CUDA(cudaFuncSetAttribute(gemm_stats_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)gemm_smem));
-    const uint32_t blocks = row_blocks(I, R, ctx->sm_count);
-    gemm_stats_kernel<<<blocks, kThreads, gemm_smem, st>>>(
-        ctx->results[mode], ctx->als_w, ctx->factors[mode], I, R, acc.sumsq, acc.maxbits);
+    const uint32_t ntiles = (I + kTileRows - 1) / kTileRows;
+    const uint32_t cap = 2u * (uint32_t)ctx->sm_count;
+    const uint32_t blocks = ntiles < cap ? ntiles : cap;
+    gemm_kernel_for(R)<<<dim3(blocks, entry_splits(R)), kThreads, gemm_smem_bytes(R), st>>>(
+        ctx->results[mode], ctx->als_w, ctx->factors[mode], I, R, ctx->als_acc, ctx->als_out_dev);
     THG_LAUNCHED();
-    normalize_inner_kernel<<<blocks, kThreads, sizeof(double) * R, st>>>(
-        ctx->results[mode], ctx->factors[mode], I, R, use_max_norm, acc.sumsq, acc.maxbits,
-        acc.lambda, acc.inner);
-    THG_LAUNCHED();
-
-    const uint32_t tiles = (R + kTile - 1) / kTile;
-    const uint64_t steps = (I + kRowsPerStep - 1) / kRowsPerStep;
-    uint64_t splits = ((uint64_t)ctx->sm_count * 4 + tiles * tiles - 1) / (tiles * tiles);
-    splits = splits < steps ? splits : steps;
-    splits = splits < 65535 ? splits : 65535;
-    const uint64_t steps_per_split = (steps + splits - 1) / splits;
-    const uint32_t rows_per_split = (uint32_t)(steps_per_split * kRowsPerStep);
-    const uint32_t nsplits = (uint32_t)((I + rows_per_split - 1) / rows_per_split);
-    gram_kernel<<<dim3(tiles, tiles, nsplits), dim3(kTile, kTile), 0, st>>>(
-        ctx->factors[mode], I, R, rows_per_split, acc.gram);
+    const uint64_t n = (uint64_t)I * R;
+    const uint64_t needed = (n + kScaleThreads - 1) / kScaleThreads;
+    const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
+    scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0, st>>>(
+        ctx->factors[mode], n, R, ctx->als_acc.scale);
     THG_LAUNCHED();
     return THG_OK;
 }

@@ -2,15 +2,24 @@
  *
  * The COO tensor is uploaded once into a staging area; for each mode d the
  * nonzeros are sorted by their mode-d index with CUB's radix sort (stable),
- * which is already the scheme-2 order. For scheme 1, run-length encoding of
- * the sorted indices gives each output row's nonzero count; the rows are
- * sorted by count (descending) and dealt cyclically to the kappa partitions,
- * and a second stable radix sort by partition groups the nonzeros by
- * partition while keeping the output-index order inside each. A gather then
- * writes the copy. Nothing is sorted on the host.
+ * which is already the scheme-2 order. For scheme 1, each output row's
+ * nonzero count comes from the run boundaries of the sorted indices; the
+ * rows are sorted by count (descending) and dealt cyclically to the kappa
+ * partitions, and a second stable radix sort by partition groups the
+ * nonzeros by partition while keeping the output-index order inside each. A
+ * gather then writes the copy. Nothing is sorted on the host.
+ *
+ * v4 (kernels/NOTES.md): no host round trip until the end. gpu-adaptive's
+ * balance check is decided on the device (a one-block kernel writes the
+ * mode's scheme, which the partition keys and offsets kernels read), the
+ * index check and every mode's scheme, empty-row flag and largest partition
+ * come back in one copy after the last mode, and the copies, offsets and
+ * staging buffers are one allocation each made before the build starts.
+ * That took the build of a tiny tensor from ~20 launches, two host
+ * synchronisations and two cudaMallocs per mode to ~12 launches per mode
+ * and one synchronisation.
  */
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_run_length_encode.cuh>
 
 #include <chrono>
 #include <stdio.h>
@@ -25,19 +34,30 @@ constexpr uint32_t kThreads = 256;
 /* gpu-adaptive keeps scheme 1 while max partition load <= factor * mean + slack. */
 constexpr double kBalanceFactor = 1.25;
 constexpr double kBalanceSlack = 256.0;
+/* Tiny partitions: scheme 2 unless about this many groups share a row. */
+constexpr uint64_t kSharedGroups = 8;
 
-/* Staging buffers that live only while the copies are built. */
+/* What the device decides per mode, read back once after the build. */
+enum mode_word : uint32_t {
+    kWordScheme = 0,   /* 1 or 2 */
+    kWordMaxLoad = 1,  /* nonzeros in the fullest partition of the deal */
+    kWordHasEmpty = 2, /* some output row has no nonzero */
+    kWords = 4
+};
+
+/* Staging buffers that live only while the copies are built; carved out
+ * of one allocation. */
 struct staging {
+    void *block = nullptr;
     uint32_t *idx = nullptr;  /* [nmodes][nnz], upload order */
     float *vals = nullptr;    /* [nnz] */
     uint32_t *keys[2] = {};   /* [nnz] each: sort keys, double-buffered */
     uint32_t *perm[2] = {};   /* [nnz] each: nonzero ids, double-buffered */
-    uint32_t *rows[2] = {};   /* [max_dim] each: distinct output rows */
+    uint32_t *rows[2] = {};   /* [max_dim] each: row ids */
     uint32_t *counts[2] = {}; /* [max_dim] each: nonzeros per row */
     uint32_t *part_of_row = nullptr; /* [max_dim] */
     uint32_t *loads = nullptr;       /* [kappa]: nonzeros per partition */
-    int *num_runs = nullptr;
-    uint32_t *bad_index = nullptr;
+    uint32_t *words = nullptr;       /* [nmodes][kWords] then the bad-index flag */
     void *temp = nullptr;
     size_t temp_bytes = 0;
 };
@@ -58,64 +78,140 @@ unsigned grid_for(uint64_t n)
 
 size_t cub_temp_bytes(uint32_t nnz, uint32_t max_dim)
 {
-    size_t sort_bytes = 0, desc_bytes = 0, rle_bytes = 0;
+    size_t sort_bytes = 0, desc_bytes = 0;
     cub::DoubleBuffer<uint32_t> k(nullptr, nullptr), v(nullptr, nullptr);
     cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k, v, (int)nnz, 0, 32);
     cub::DeviceRadixSort::SortPairsDescending(nullptr, desc_bytes, k, v, (int)max_dim, 0, 32);
-    cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, (const uint32_t *)nullptr,
-                                       (uint32_t *)nullptr, (uint32_t *)nullptr,
-                                       (int *)nullptr, (int)nnz);
-    size_t bytes = sort_bytes > desc_bytes ? sort_bytes : desc_bytes;
-    return (bytes > rle_bytes ? bytes : rle_bytes) + 256;
+    return (sort_bytes > desc_bytes ? sort_bytes : desc_bytes) + 256;
 }
 
-__global__ void iota_kernel(uint32_t *out, uint32_t n)
+/* Sizes of the staging carve-out, each rounded to 256 bytes. */
+struct staging_layout {
+    size_t idx, vals, nnz_u32, dim_u32, loads, words, temp, total;
+};
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+staging_layout layout_for(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32_t kappa)
 {
-    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-        out[k] = k;
+    staging_layout l;
+    l.idx = round_up(sizeof(uint32_t) * nnz * nmodes);
+    l.vals = round_up(sizeof(float) * nnz);
+    l.nnz_u32 = round_up(sizeof(uint32_t) * nnz);
+    l.dim_u32 = round_up(sizeof(uint32_t) * (size_t)max_dim);
+    l.loads = round_up(sizeof(uint32_t) * (size_t)kappa);
+    l.words = round_up(sizeof(uint32_t) * ((size_t)nmodes * kWords + 1));
+    l.temp = round_up(cub_temp_bytes((uint32_t)nnz, max_dim));
+    l.total = l.idx + l.vals + 4 * l.nnz_u32 + 5 * l.dim_u32 + l.loads + l.words + l.temp;
+    return l;
 }
 
-/* Flags any index outside its mode: the ABI promises none, but a bad one
- * would turn into an out-of-bounds gather later. */
-__global__ void check_indices_kernel(const uint32_t *idx, uint32_t nnz, uint32_t dim,
-                                     uint32_t *bad)
+/* Sort keys = the mode's indices, perm = identity; zeroes the per-row and
+ * per-partition counters of the scheme-1 path; flags indices outside the
+ * mode (the ABI promises none, but one would become an out-of-bounds
+ * gather later). */
+__global__ void init_mode_kernel(const uint32_t *idx, uint32_t nnz, uint32_t dim,
+                                 uint32_t *keys, uint32_t *perm, uint32_t *counts,
+                                 uint32_t *rows, uint32_t nrows, uint32_t *loads,
+                                 uint32_t kappa, uint32_t *bad)
 {
-    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz; k += gridDim.x * blockDim.x)
-        if (idx[k] >= dim)
+    const uint32_t stride = gridDim.x * blockDim.x;
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz; k += stride) {
+        const uint32_t i = idx[k];
+        if (i >= dim)
             atomicOr(bad, 1u);
+        keys[k] = i;
+        perm[k] = k;
+    }
+    for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < nrows; r += stride) {
+        counts[r] = 0;
+        rows[r] = r;
+    }
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < kappa && loads; p += stride)
+        loads[p] = 0;
+}
+
+/* counts[row] = run end - run start over the sorted indices: the thread at
+ * a run's end adds end, the thread at its start subtracts start (modular
+ * arithmetic, so the order of the two atomics does not matter). */
+__global__ void run_counts_kernel(const uint32_t *sorted, uint32_t nnz, uint32_t dim,
+                                  uint32_t *counts)
+{
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz;
+         k += gridDim.x * blockDim.x) {
+        const uint32_t row = sorted[k];
+        if (row >= dim)
+            continue; /* a bad index: reported after the build */
+        if (k == 0 || sorted[k - 1] != row)
+            atomicSub(&counts[row], k);
+        if (k == nnz - 1 || sorted[k + 1] != row)
+            atomicAdd(&counts[row], k + 1);
+    }
 }
 
 /* Row j in count-descending order goes to partition j mod kappa. */
-__global__ void deal_rows_kernel(const uint32_t *rows_by_count, const int *num_runs,
-                                 uint32_t kappa, uint32_t *part_of_row)
+__global__ void deal_rows_kernel(const uint32_t *rows_by_count, const uint32_t *counts_by_rank,
+                                 uint32_t dim, uint32_t kappa, uint32_t *part_of_row,
+                                 uint32_t *loads)
 {
-    const uint32_t n = (uint32_t)*num_runs;
-    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += gridDim.x * blockDim.x) {
         part_of_row[rows_by_count[j]] = j % kappa;
+        if (counts_by_rank[j] != 0)
+            atomicAdd(&loads[j % kappa], counts_by_rank[j]);
+    }
 }
 
-__global__ void partition_loads_kernel(const uint32_t *counts_by_rank, const int *num_runs,
-                                       uint32_t kappa, uint32_t *loads)
+/* One block: the mode's scheme (forced 1, or gpu-adaptive's balance check)
+ * and the facts the host reports. */
+__global__ void decide_kernel(const uint32_t *loads, uint32_t kappa,
+                              const uint32_t *counts_by_rank, uint32_t dim, uint32_t nnz,
+                              int check_balance, uint32_t *words)
 {
-    const uint32_t n = (uint32_t)*num_runs;
-    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
-        atomicAdd(&loads[j % kappa], counts_by_rank[j]);
+    __shared__ uint32_t s_max;
+    if (threadIdx.x == 0)
+        s_max = 0;
+    __syncthreads();
+    uint32_t my_max = 0;
+    for (uint32_t p = threadIdx.x; p < kappa; p += blockDim.x)
+        my_max = loads[p] > my_max ? loads[p] : my_max;
+    atomicMax(&s_max, my_max);
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    const double mean = (double)nnz / kappa;
+    const bool balanced = s_max <= kBalanceFactor * mean + kBalanceSlack;
+    words[kWordScheme] = (!check_balance || balanced) ? 1u : 2u;
+    words[kWordMaxLoad] = s_max;
+    /* Counts sorted descending: an empty row sorts last. */
+    words[kWordHasEmpty] = counts_by_rank[dim - 1] == 0 ? 1u : 0u;
 }
 
+/* Scheme 1: the partition of each nonzero's row; scheme 2 (the balance
+ * check said no): all zero, so the stable sort keeps the index order. */
 __global__ void partition_keys_kernel(const uint32_t *sorted_rows, const uint32_t *part_of_row,
-                                      uint32_t *keys, uint32_t n)
+                                      uint32_t dim, const uint32_t *words, uint32_t *keys,
+                                      uint32_t n)
 {
-    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-        keys[k] = part_of_row[sorted_rows[k]];
+    const bool scheme1 = words[kWordScheme] == 1u;
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const uint32_t row = sorted_rows[k];
+        keys[k] = (scheme1 && row < dim) ? part_of_row[row] : 0u;
+    }
 }
 
-/* offsets[p] = first position whose partition key is >= p (p = 0..kappa). */
-__global__ void partition_offsets_kernel(const uint32_t *sorted_keys, uint32_t n, uint32_t kappa,
-                                         uint32_t *offsets)
+/* Scheme 1: offsets[p] = first position whose partition key is >= p;
+ * scheme 2 (words == null or the device chose it): kappa equal chunks. */
+__global__ void offsets_kernel(const uint32_t *sorted_keys, uint32_t n, uint32_t kappa,
+                               const uint32_t *words, uint32_t *offsets)
 {
     const uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p > kappa)
         return;
+    if (!words || words[kWordScheme] != 1u) {
+        offsets[p] = (uint32_t)((uint64_t)n * p / kappa);
+        return;
+    }
     uint32_t lo = 0, hi = n;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2;
@@ -125,13 +221,6 @@ __global__ void partition_offsets_kernel(const uint32_t *sorted_keys, uint32_t n
             hi = mid;
     }
     offsets[p] = lo;
-}
-
-__global__ void chunk_offsets_kernel(uint32_t nnz, uint32_t kappa, uint32_t *offsets)
-{
-    const uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p <= kappa)
-        offsets[p] = (uint32_t)((uint64_t)nnz * p / kappa);
 }
 
 __global__ void gather_kernel(const uint32_t *src_idx, const float *src_vals,
@@ -147,42 +236,51 @@ __global__ void gather_kernel(const uint32_t *src_idx, const float *src_vals,
     }
 }
 
-void free_staging(staging &s)
-{
-    cudaFree(s.idx);
-    cudaFree(s.vals);
-    for (int b = 0; b < 2; ++b) {
-        cudaFree(s.keys[b]);
-        cudaFree(s.perm[b]);
-        cudaFree(s.rows[b]);
-        cudaFree(s.counts[b]);
-    }
-    cudaFree(s.part_of_row);
-    cudaFree(s.loads);
-    cudaFree(s.num_runs);
-    cudaFree(s.bad_index);
-    cudaFree(s.temp);
-    s = staging();
-}
-
 thg_status alloc_staging(const thg_context *ctx, uint32_t max_dim, staging &s, char *err,
                          size_t errlen)
 {
-    const size_t nnz = ctx->nnz;
-    THG_CUDA(cudaMalloc(&s.idx, sizeof(uint32_t) * nnz * ctx->nmodes));
-    THG_CUDA(cudaMalloc(&s.vals, sizeof(float) * nnz));
+    const staging_layout l = layout_for(ctx->nmodes, ctx->nnz, max_dim, ctx->kappa);
+    THG_CUDA(cudaMalloc(&s.block, l.total));
+    char *p = (char *)s.block;
+    auto take = [&p](size_t bytes) {
+        char *q = p;
+        p += bytes;
+        return q;
+    };
+    s.idx = (uint32_t *)take(l.idx);
+    s.vals = (float *)take(l.vals);
     for (int b = 0; b < 2; ++b) {
-        THG_CUDA(cudaMalloc(&s.keys[b], sizeof(uint32_t) * nnz));
-        THG_CUDA(cudaMalloc(&s.perm[b], sizeof(uint32_t) * nnz));
-        THG_CUDA(cudaMalloc(&s.rows[b], sizeof(uint32_t) * max_dim));
-        THG_CUDA(cudaMalloc(&s.counts[b], sizeof(uint32_t) * max_dim));
+        s.keys[b] = (uint32_t *)take(l.nnz_u32);
+        s.perm[b] = (uint32_t *)take(l.nnz_u32);
+        s.rows[b] = (uint32_t *)take(l.dim_u32);
+        s.counts[b] = (uint32_t *)take(l.dim_u32);
     }
-    THG_CUDA(cudaMalloc(&s.part_of_row, sizeof(uint32_t) * max_dim));
-    THG_CUDA(cudaMalloc(&s.loads, sizeof(uint32_t) * ctx->kappa));
-    THG_CUDA(cudaMalloc(&s.num_runs, sizeof(int)));
-    THG_CUDA(cudaMalloc(&s.bad_index, sizeof(uint32_t)));
-    s.temp_bytes = cub_temp_bytes(ctx->nnz, max_dim);
-    THG_CUDA(cudaMalloc(&s.temp, s.temp_bytes));
+    s.part_of_row = (uint32_t *)take(l.dim_u32);
+    s.loads = (uint32_t *)take(l.loads);
+    s.words = (uint32_t *)take(l.words);
+    s.temp_bytes = l.temp;
+    s.temp = take(l.temp);
+    return THG_OK;
+}
+
+/* Every mode's copy (indices and values) and partition offsets in one
+ * allocation, made before the timed build. */
+thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
+{
+    const size_t nnz = ctx->nnz;
+    const size_t copy_bytes = round_up(sizeof(uint32_t) * nnz * (ctx->nmodes + 1));
+    const size_t offsets_bytes = round_up(sizeof(uint32_t) * (ctx->kappa + 1ull));
+    THG_CUDA(cudaMalloc(&ctx->copy_block, (copy_bytes + offsets_bytes) * ctx->nmodes));
+    char *p = (char *)ctx->copy_block;
+    for (uint32_t d = 0; d < ctx->nmodes; ++d) {
+        thg_mode_copy &copy = ctx->copies[d];
+        uint32_t *block = (uint32_t *)p;
+        for (uint32_t m = 0; m < ctx->nmodes; ++m)
+            copy.idx[m] = block + (size_t)m * nnz;
+        copy.vals = (float *)(block + (size_t)ctx->nmodes * nnz);
+        copy.offsets = (uint32_t *)(p + copy_bytes);
+        p += copy_bytes + offsets_bytes;
+    }
     return THG_OK;
 }
 
@@ -202,102 +300,83 @@ thg_status upload(const thg_context *ctx, const uint32_t *const *indices, const 
     const cudaError_t e = cudaMemcpyAsync(s.vals, host_vals, sizeof(float) * nnz,
                                           cudaMemcpyHostToDevice, ctx->stream);
     /* Pageable source: the copy is staged before cudaMemcpyAsync returns,
-     * but synchronise anyway so freeing the buffer is plainly safe. */
+     * but synchronise anyway so freeing the buffer is plainly safe and the
+     * upload's wall time is the upload's. */
     const cudaError_t e2 = e == cudaSuccess ? cudaStreamSynchronize(ctx->stream) : e;
     free(host_vals);
     THG_CUDA(e2);
-
-    THG_CUDA(cudaMemsetAsync(s.bad_index, 0, sizeof(uint32_t), ctx->stream));
-    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
-        check_indices_kernel<<<grid_for(nnz), kThreads, 0, ctx->stream>>>(
-            s.idx + (size_t)m * nnz, ctx->nnz, ctx->dims[m], s.bad_index);
-        THG_LAUNCHED();
-    }
-    uint32_t bad = 0;
-    THG_CUDA(cudaMemcpyAsync(&bad, s.bad_index, sizeof(bad), cudaMemcpyDeviceToHost,
-                             ctx->stream));
-    THG_CUDA(cudaStreamSynchronize(ctx->stream));
-    if (bad)
-        return thg_fail(err, errlen, THG_ERR_INVALID,
-                        "tensor has an index outside its mode's dimension");
     return THG_OK;
 }
 
-/* The scheme before the balance check; the reason is kept for reports. */
-int choose_scheme(thg_context *ctx, uint32_t mode)
+/* How a mode's scheme is decided, with the reason's first part. */
+enum decision { kForced1, kForced2, kDeviceBalance };
+
+decision choose_scheme(thg_context *ctx, uint32_t mode)
 {
     thg_mode_copy &copy = ctx->copies[mode];
     const uint32_t dim = ctx->dims[mode];
     switch (ctx->policy) {
     case THG_POLICY_SCHEME1:
         snprintf(copy.reason, sizeof(copy.reason), "forced (gpu-scheme1)");
-        return 1;
+        return kForced1;
     case THG_POLICY_SCHEME2:
         snprintf(copy.reason, sizeof(copy.reason), "forced (gpu-scheme2)");
-        return 2;
+        return kForced2;
     case THG_POLICY_ADAPTIVE:
     default:
         break;
     }
     const bool long_mode = dim >= ctx->kappa;
+    const bool paper = ctx->rule == THG_RULE_PAPER;
     snprintf(copy.reason, sizeof(copy.reason), "rule=%s: I_d=%u %s kappa=%u",
-             ctx->rule == THG_RULE_PAPER ? "paper" : "balanced", dim, long_mode ? ">=" : "<",
-             ctx->kappa);
-    return long_mode ? 1 : 2;
+             paper ? "paper" : "balanced", dim, long_mode ? ">=" : "<", ctx->kappa);
+    if (!long_mode)
+        return kForced2;
+    if (paper)
+        return kForced1;
+    /* Partitions so small that every group of a block holds at most one
+     * chunk of nonzeros, and rows so short that under scheme 2 fewer than
+     * kSharedGroups groups add into each row: scheme 2's atomics barely
+     * collide, the kernel is latency only, and scheme 1's merge is all it
+     * adds (KG tensors: ~2 us per 15 us mode). With long rows (aminoacid's
+     * mode 1: ~84 groups per row) scheme 2's atomics collide and scheme 1
+     * wins by ~3 us; kernels/NOTES.md v4. */
+    const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P, true);
+    const uint64_t one_chunk_each = (uint64_t)shape.groups * shape.lanes;
+    const uint64_t mean = ctx->nnz / ctx->kappa;
+    const uint64_t all_groups = (uint64_t)ctx->kappa * shape.groups;
+    const uint64_t busy_groups = ctx->nnz < all_groups ? ctx->nnz : all_groups;
+    const uint64_t groups_per_row = busy_groups / dim;
+    if (mean < one_chunk_each && groups_per_row < kSharedGroups) {
+        const size_t used = strlen(copy.reason);
+        snprintf(copy.reason + used, sizeof(copy.reason) - used,
+                 ", %llu nnz/partition < %llu, %llu groups/row",
+                 (unsigned long long)mean, (unsigned long long)one_chunk_each,
+                 (unsigned long long)groups_per_row);
+        return kForced2;
+    }
+    return kDeviceBalance;
 }
 
-thg_status chunk_offsets(thg_context *ctx, thg_mode_copy &copy, char *err, size_t errlen)
-{
-    chunk_offsets_kernel<<<(ctx->kappa + kThreads) / kThreads, kThreads, 0, ctx->stream>>>(
-        ctx->nnz, ctx->kappa, copy.offsets);
-    THG_LAUNCHED();
-    copy.has_empty_rows = 1; /* scheme 2 always zeroes before its atomics */
-    return THG_OK;
-}
-
-/* Scheme 1 pays off only if dealing the rows leaves the partitions about
- * equally loaded: a skewed mode (one row with a large share of the
- * nonzeros) serialises on the partition that owns the hot row, and scheme 2
- * is faster whatever I_d is. The slack keeps tiny tensors, where imbalance
- * costs nothing, on scheme 1. */
-thg_status deal_is_balanced(thg_context *ctx, staging &s, const uint32_t *counts_by_rank,
-                            uint32_t dim, bool *balanced, double *max_over_mean, char *err,
-                            size_t errlen)
-{
-    THG_CUDA(cudaMemsetAsync(s.loads, 0, sizeof(uint32_t) * ctx->kappa, ctx->stream));
-    partition_loads_kernel<<<grid_for(dim), kThreads, 0,
-                             ctx->stream>>>(counts_by_rank, s.num_runs, ctx->kappa, s.loads);
-    THG_LAUNCHED();
-    uint32_t *host = (uint32_t *)malloc(sizeof(uint32_t) * ctx->kappa);
-    if (!host)
-        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
-    cudaError_t e = cudaMemcpyAsync(host, s.loads, sizeof(uint32_t) * ctx->kappa,
-                                    cudaMemcpyDeviceToHost, ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    uint32_t max_load = 0;
-    for (uint32_t p = 0; e == cudaSuccess && p < ctx->kappa; ++p)
-        max_load = host[p] > max_load ? host[p] : max_load;
-    free(host);
-    THG_CUDA(e);
-    const double mean = (double)ctx->nnz / ctx->kappa;
-    *balanced = max_load <= kBalanceFactor * mean + kBalanceSlack;
-    *max_over_mean = max_load / mean;
-    return THG_OK;
-}
-
-/* Leaves the nonzero order of `mode` in perm (a DoubleBuffer's current). */
-thg_status order_mode(thg_context *ctx, uint32_t mode, staging &s,
+/* Leaves the nonzero order of `mode` in perm (a DoubleBuffer's current);
+ * everything stays on the stream, no host round trip. */
+thg_status order_mode(thg_context *ctx, uint32_t mode, decision how, staging &s,
                       cub::DoubleBuffer<uint32_t> &perm, char *err, size_t errlen)
 {
     const uint32_t nnz = ctx->nnz;
     const uint32_t dim = ctx->dims[mode];
+    const uint32_t kappa = ctx->kappa;
     thg_mode_copy &copy = ctx->copies[mode];
     cudaStream_t st = ctx->stream;
+    uint32_t *words = s.words + (size_t)mode * kWords;
+    uint32_t *bad = s.words + (size_t)ctx->nmodes * kWords;
+    const bool scheme1_path = how != kForced2;
 
-    THG_CUDA(cudaMemcpyAsync(s.keys[0], s.idx + (size_t)mode * nnz, sizeof(uint32_t) * nnz,
-                             cudaMemcpyDeviceToDevice, st));
-    iota_kernel<<<grid_for(nnz), kThreads, 0, st>>>(s.perm[0], nnz);
+    const uint32_t nrows = scheme1_path ? dim : 0;
+    const uint64_t init_items = nnz > dim ? nnz : dim;
+    init_mode_kernel<<<grid_for(init_items), kThreads, 0, st>>>(
+        s.idx + (size_t)mode * nnz, nnz, dim, s.keys[0], s.perm[0], s.counts[0], s.rows[0],
+        nrows, scheme1_path ? s.loads : nullptr, kappa, bad);
     THG_LAUNCHED();
     cub::DoubleBuffer<uint32_t> keys(s.keys[0], s.keys[1]);
     perm = cub::DoubleBuffer<uint32_t>(s.perm[0], s.perm[1]);
@@ -305,55 +384,68 @@ thg_status order_mode(thg_context *ctx, uint32_t mode, staging &s,
     THG_CUDA(cub::DeviceRadixSort::SortPairs(s.temp, temp_bytes, keys, perm, (int)nnz, 0,
                                              (int)bits_for(dim - 1), st));
 
-    if (copy.scheme == 2)
-        return chunk_offsets(ctx, copy, err, errlen);
+    if (!scheme1_path) {
+        copy.scheme = 2;
+        copy.has_empty_rows = 1; /* scheme 2 always zeroes before its atomics */
+        offsets_kernel<<<(kappa + kThreads) / kThreads, kThreads, 0, st>>>(nullptr, nnz, kappa,
+                                                                          nullptr, copy.offsets);
+        THG_LAUNCHED();
+        return THG_OK;
+    }
 
-    temp_bytes = s.temp_bytes;
     const uint32_t *sorted_rows = keys.Current();
-    THG_CUDA(cub::DeviceRunLengthEncode::Encode(s.temp, temp_bytes, sorted_rows, s.rows[0],
-                                                s.counts[0], s.num_runs, (int)nnz, st));
-    int num_runs = 0;
-    THG_CUDA(cudaMemcpyAsync(&num_runs, s.num_runs, sizeof(int), cudaMemcpyDeviceToHost, st));
-    THG_CUDA(cudaStreamSynchronize(st));
-    copy.has_empty_rows = (uint32_t)num_runs < dim;
-
+    run_counts_kernel<<<grid_for(nnz), kThreads, 0, st>>>(sorted_rows, nnz, dim, s.counts[0]);
+    THG_LAUNCHED();
     cub::DoubleBuffer<uint32_t> counts(s.counts[0], s.counts[1]);
     cub::DoubleBuffer<uint32_t> rows(s.rows[0], s.rows[1]);
     temp_bytes = s.temp_bytes;
     THG_CUDA(cub::DeviceRadixSort::SortPairsDescending(s.temp, temp_bytes, counts, rows,
-                                                       num_runs, 0, 32, st));
-    deal_rows_kernel<<<grid_for((uint64_t)num_runs), kThreads, 0, st>>>(
-        rows.Current(), s.num_runs, ctx->kappa, s.part_of_row);
+                                                       (int)dim, 0, (int)bits_for(nnz), st));
+    deal_rows_kernel<<<grid_for(dim), kThreads, 0, st>>>(rows.Current(), counts.Current(), dim,
+                                                          kappa, s.part_of_row, s.loads);
     THG_LAUNCHED();
-
-    if (ctx->policy == THG_POLICY_ADAPTIVE && ctx->rule == THG_RULE_BALANCED) {
-        bool balanced = true;
-        double ratio = 0.0;
-        const thg_status bst = deal_is_balanced(ctx, s, counts.Current(), dim, &balanced,
-                                                 &ratio, err, errlen);
-        if (bst != THG_OK)
-            return bst;
-        const size_t used = strlen(copy.reason);
-        snprintf(copy.reason + used, sizeof(copy.reason) - used,
-                 ", max partition %.2fx mean (%s)", ratio, balanced ? "balanced" : "hot rows");
-        if (!balanced) {
-            copy.scheme = 2;
-            return chunk_offsets(ctx, copy, err, errlen);
-        }
-    }
+    decide_kernel<<<1, kThreads, 0, st>>>(s.loads, kappa, counts.Current(), dim, nnz,
+                                          how == kDeviceBalance, words);
+    THG_LAUNCHED();
 
     /* The sorted output indices are dead once turned into partition keys,
      * so their buffer becomes the second sort's alternate. */
     partition_keys_kernel<<<grid_for(nnz), kThreads, 0, st>>>(
-        keys.Current(), s.part_of_row, keys.Alternate(), nnz);
+        sorted_rows, s.part_of_row, dim, words, keys.Alternate(), nnz);
     THG_LAUNCHED();
     cub::DoubleBuffer<uint32_t> part_keys(keys.Alternate(), keys.Current());
     temp_bytes = s.temp_bytes;
     THG_CUDA(cub::DeviceRadixSort::SortPairs(s.temp, temp_bytes, part_keys, perm, (int)nnz, 0,
-                                             (int)bits_for(ctx->kappa - 1), st));
-    partition_offsets_kernel<<<(ctx->kappa + kThreads) / kThreads, kThreads, 0, st>>>(
-        part_keys.Current(), nnz, ctx->kappa, copy.offsets);
+                                             (int)bits_for(kappa - 1), st));
+    offsets_kernel<<<(kappa + kThreads) / kThreads, kThreads, 0, st>>>(
+        part_keys.Current(), nnz, kappa, words, copy.offsets);
     THG_LAUNCHED();
+    return THG_OK;
+}
+
+/* After the build: the index check, and each device-decided mode's scheme,
+ * empty-row flag and reason. */
+thg_status read_decisions(thg_context *ctx, const uint32_t *host_words, const decision *how,
+                          char *err, size_t errlen)
+{
+    if (host_words[(size_t)ctx->nmodes * kWords])
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "tensor has an index outside its mode's dimension");
+    for (uint32_t d = 0; d < ctx->nmodes; ++d) {
+        if (how[d] == kForced2)
+            continue;
+        thg_mode_copy &copy = ctx->copies[d];
+        const uint32_t *w = host_words + (size_t)d * kWords;
+        copy.scheme = (int)w[kWordScheme];
+        copy.has_empty_rows = copy.scheme == 2 || w[kWordHasEmpty] != 0;
+        if (how[d] == kDeviceBalance) {
+            const double ratio = w[kWordMaxLoad] / ((double)ctx->nnz / ctx->kappa);
+            const size_t used = strlen(copy.reason);
+            snprintf(copy.reason + used, sizeof(copy.reason) - used,
+                     ", max partition %.2fx mean (%s)", ratio,
+                     copy.scheme == 1 ? "balanced" : "hot rows");
+        }
+    }
     return THG_OK;
 }
 
@@ -364,6 +456,8 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
     for (uint32_t m = 0; m < ctx->nmodes; ++m)
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
     thg_status st = alloc_staging(ctx, max_dim, s, err, errlen);
+    if (st == THG_OK)
+        st = alloc_copies(ctx, err, errlen);
     if (st != THG_OK)
         return st;
     const auto up0 = std::chrono::steady_clock::now();
@@ -374,80 +468,85 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
         std::chrono::duration<double>(std::chrono::steady_clock::now() - up0).count();
     /* The build proper is timed from here: the upload is PCIe, not layout. */
     THG_CUDA(cudaEventRecord(ctx->start, ctx->stream));
+    const size_t word_bytes = sizeof(uint32_t) * ((size_t)ctx->nmodes * kWords + 1);
+    THG_CUDA(cudaMemsetAsync(s.words, 0, word_bytes, ctx->stream));
 
-    const size_t nnz = ctx->nnz;
+    decision how[THG_MAX_MODES];
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
         thg_mode_copy &copy = ctx->copies[d];
-        copy.scheme = choose_scheme(ctx, d);
-        uint32_t *block = nullptr;
-        THG_CUDA(cudaMalloc(&block, sizeof(uint32_t) * nnz * (ctx->nmodes + 1)));
-        for (uint32_t m = 0; m < ctx->nmodes; ++m)
-            copy.idx[m] = block + (size_t)m * nnz;
-        copy.vals = (float *)(block + (size_t)ctx->nmodes * nnz);
-        THG_CUDA(cudaMalloc(&copy.offsets, sizeof(uint32_t) * (ctx->kappa + 1)));
-
+        how[d] = choose_scheme(ctx, d);
         cub::DoubleBuffer<uint32_t> perm;
-        st = order_mode(ctx, d, s, perm, err, errlen);
+        st = order_mode(ctx, d, how[d], s, perm, err, errlen);
         if (st != THG_OK)
             return st;
-        gather_kernel<<<grid_for(nnz), kThreads, 0, ctx->stream>>>(
-            s.idx, s.vals, perm.Current(), ctx->nnz, ctx->nmodes, block, copy.vals);
+        gather_kernel<<<grid_for(ctx->nnz), kThreads, 0, ctx->stream>>>(
+            s.idx, s.vals, perm.Current(), ctx->nnz, ctx->nmodes, copy.idx[0], copy.vals);
         THG_LAUNCHED();
     }
+    THG_CUDA(cudaEventRecord(ctx->stop, ctx->stream));
+    /* The build's one synchronisation (a pageable destination). */
+    uint32_t host_words[THG_MAX_MODES * kWords + 1];
+    THG_CUDA(cudaMemcpyAsync(host_words, s.words, word_bytes, cudaMemcpyDeviceToHost,
+                             ctx->stream));
     THG_CUDA(cudaStreamSynchronize(ctx->stream));
-    return THG_OK;
+    return read_decisions(ctx, host_words, how, err, errlen);
 }
 
 } // namespace
 
 uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim)
 {
-    const uint64_t nnz = ctx->nnz;
-    return sizeof(uint32_t) * nnz * ctx->nmodes /* staged indices */
-           + sizeof(float) * nnz                 /* staged values */
-           + 4 * sizeof(uint32_t) * nnz          /* keys and perm, double-buffered */
-           + 5 * sizeof(uint32_t) * (uint64_t)max_dim + 64
-           + sizeof(uint32_t) * (uint64_t)ctx->kappa /* partition loads */
-           + cub_temp_bytes(ctx->nnz, max_dim);
+    return layout_for(ctx->nmodes, ctx->nnz, max_dim, ctx->kappa).total;
 }
 
 thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
                             const double *values, char *err, size_t errlen)
 {
     staging s;
-    float ms = 0.0f;
-    cudaError_t e = cudaSuccess;
     thg_status st = build_all(ctx, indices, values, s, err, errlen);
+    float ms = 0.0f;
     if (st == THG_OK) {
-        e = cudaEventRecord(ctx->stop, ctx->stream);
-        if (e == cudaSuccess)
-            e = cudaEventSynchronize(ctx->stop);
-        if (e == cudaSuccess)
-            e = cudaEventElapsedTime(&ms, ctx->start, ctx->stop);
+        const cudaError_t e = cudaEventElapsedTime(&ms, ctx->start, ctx->stop);
         if (e != cudaSuccess)
             st = thg_cuda_fail(err, errlen, e, "timing the build", __FILE__, __LINE__);
     }
     ctx->build_seconds = ms * 1e-3;
-    free_staging(s);
+    /* Staging goes once the copies exist (or the build failed). */
+    cudaStreamSynchronize(ctx->stream);
+    cudaFree(s.block);
     return st;
 }
 
 void thg_free_tensor(thg_context *ctx)
 {
+    cudaFree(ctx->copy_block);
+    ctx->copy_block = nullptr;
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
         thg_mode_copy &copy = ctx->copies[m];
-        cudaFree(copy.idx[0]); /* the block holding every index array and the values */
-        cudaFree(copy.offsets);
+        /* The events belong to the context, not the tensor. */
+        const cudaEvent_t start = copy.start, stop = copy.stop;
+        if (copy.mttkrp_graph)
+            cudaGraphExecDestroy(copy.mttkrp_graph);
+        if (copy.als_graph)
+            cudaGraphExecDestroy(copy.als_graph);
         memset(&copy, 0, sizeof(copy));
+        copy.start = start;
+        copy.stop = stop;
         cudaFree(ctx->factors[m]);
         cudaFree(ctx->results[m]);
         ctx->factors[m] = nullptr;
         ctx->results[m] = nullptr;
     }
     cudaFree(ctx->als_w);
-    cudaFree(ctx->als_acc);
+    cudaFree(ctx->als_acc_block);
+    cudaFreeHost(ctx->als_w_host);
+    cudaFreeHost(ctx->als_out_host);
     ctx->als_w = nullptr;
-    ctx->als_acc = nullptr;
+    ctx->als_acc_block = nullptr;
+    ctx->als_w_host = nullptr;
+    ctx->als_out_host = nullptr;
+    ctx->als_out_dev = nullptr;
+    memset(&ctx->als_acc, 0, sizeof(ctx->als_acc));
     ctx->nmodes = 0;
     ctx->nnz = 0;
     ctx->rank = 0;

@@ -63,8 +63,16 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
         return thg_fail(err, errlen, THG_ERR_INVALID, "P=%u is larger than %u", ctx->P,
                         THG_MAX_P);
     THG_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    const char *no_graphs = getenv("TH_GPU_NO_GRAPHS");
+    ctx->use_graphs = !(no_graphs && *no_graphs && strcmp(no_graphs, "0") != 0);
+    snprintf(ctx->graph_note, sizeof(ctx->graph_note), "%s",
+             ctx->use_graphs ? "on" : "off (TH_GPU_NO_GRAPHS)");
     THG_CUDA(cudaEventCreate(&ctx->start));
     THG_CUDA(cudaEventCreate(&ctx->stop));
+    for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
+        THG_CUDA(cudaEventCreate(&ctx->copies[m].start));
+        THG_CUDA(cudaEventCreate(&ctx->copies[m].stop));
+    }
     return THG_OK;
 }
 
@@ -98,6 +106,12 @@ extern "C" void thg_destroy(thg_context *ctx)
     if (ctx->stream)
         cudaStreamSynchronize(ctx->stream);
     thg_free_tensor(ctx);
+    for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
+        if (ctx->copies[m].start)
+            cudaEventDestroy(ctx->copies[m].start);
+        if (ctx->copies[m].stop)
+            cudaEventDestroy(ctx->copies[m].stop);
+    }
     if (ctx->start)
         cudaEventDestroy(ctx->start);
     if (ctx->stop)
@@ -149,8 +163,8 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
                                 (ctx->kappa + 1ull) * sizeof(uint32_t);
     const uint64_t tensor_bytes = copy_bytes * ctx->nmodes;
-    const uint64_t als_bytes = sizeof(float) * R * R + sizeof(double) * (R * R + 4 * R) +
-                               sizeof(uint32_t) * R;
+    const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank);
+    (void)R;
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
     const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + build_bytes;
     size_t free_bytes = 0, total_bytes = 0;
@@ -180,9 +194,19 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
          * zeros rather than garbage. */
         THG_CUDA(cudaMemsetAsync(ctx->factors[m], 0, bytes, ctx->stream));
     }
-    THG_CUDA(cudaMalloc(&ctx->als_w, sizeof(float) * R * R));
-    THG_CUDA(cudaMalloc(&ctx->als_acc, sizeof(double) * (R * R + 4 * R) + sizeof(uint32_t) * R));
-    return THG_OK;
+    THG_CUDA(cudaMalloc(&ctx->als_w, thg_als_w_bytes(ctx->rank)));
+    const size_t acc_bytes = thg_als_acc_bytes(ctx->rank);
+    THG_CUDA(cudaMalloc(&ctx->als_acc_block, acc_bytes));
+    /* Zero once: every update's last block re-zeroes them (als.cu). */
+    THG_CUDA(cudaMemsetAsync(ctx->als_acc_block, 0, acc_bytes, ctx->stream));
+    thg_als_acc_view(ctx->als_acc_block, ctx->rank, &ctx->als_acc);
+    /* Pinned: W's upload is a true async copy; the results come back
+     * through mapped memory the last ALS block writes directly. */
+    THG_CUDA(cudaHostAlloc(&ctx->als_w_host, thg_als_w_bytes(ctx->rank), cudaHostAllocDefault));
+    THG_CUDA(cudaHostAlloc(&ctx->als_out_host, sizeof(double) * (R * R + 2 * R),
+                           cudaHostAllocMapped));
+    THG_CUDA(cudaHostGetDevicePointer(&ctx->als_out_dev, ctx->als_out_host, 0));
+    return thg_als_prepare(ctx, err, errlen);
 }
 
 extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
@@ -283,22 +307,88 @@ extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *da
                            err, errlen);
 }
 
+/* A mode's fixed sequence of stream work; `record_flags` makes the event
+ * records real graph nodes when the stream is being captured. */
+typedef thg_status (*enqueue_fn)(thg_context *ctx, uint32_t mode, unsigned record_flags,
+                                 char *err, size_t errlen);
+
+static thg_status enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_flags,
+                                 char *err, size_t errlen)
+{
+    thg_mode_copy &copy = ctx->copies[mode];
+    THG_CUDA(cudaEventRecordWithFlags(copy.start, ctx->stream, record_flags));
+    const thg_status st = thg_launch_mttkrp(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaEventRecordWithFlags(copy.stop, ctx->stream, record_flags));
+    return THG_OK;
+}
+
+static thg_status enqueue_als(thg_context *ctx, uint32_t mode, unsigned record_flags, char *err,
+                              size_t errlen)
+{
+    (void)record_flags;
+    THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
+                             cudaMemcpyHostToDevice, ctx->stream));
+    return thg_launch_als(ctx, mode, err, errlen);
+}
+
+static thg_status capture(thg_context *ctx, uint32_t mode, enqueue_fn fn, cudaGraphExec_t *exec,
+                          char *err, size_t errlen)
+{
+    THG_CUDA(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    const thg_status st = fn(ctx, mode, cudaEventRecordExternal, err, errlen);
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(ctx->stream, &graph); /* also after a failure */
+    if (st == THG_OK && e == cudaSuccess)
+        e = cudaGraphInstantiate(exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(e);
+    return THG_OK;
+}
+
+/* Runs the mode's sequence: one graph launch (captured the first time),
+ * or the plain launches when graphs are off. The sequences are 2-4 small
+ * operations whose launch gaps were most of a CP-ALS iteration's overhead
+ * on the small shapes (kernels/NOTES.md v4). A capture that fails turns
+ * graphs off for the context, with the reason in graph_note. */
+static thg_status run_sequence(thg_context *ctx, uint32_t mode, enqueue_fn fn,
+                               cudaGraphExec_t *exec, char *err, size_t errlen)
+{
+    if (ctx->use_graphs && !*exec) {
+        char why[TH_GPU_NOTE_SIZE];
+        if (capture(ctx, mode, fn, exec, why, sizeof(why)) != THG_OK) {
+            cudaGetLastError(); /* capture errors are not sticky; clear the record */
+            *exec = nullptr;
+            ctx->use_graphs = 0;
+            snprintf(ctx->graph_note, sizeof(ctx->graph_note), "off (capture failed: %.60s)",
+                     why);
+        }
+    }
+    if (ctx->use_graphs && *exec) {
+        THG_CUDA(cudaGraphLaunch(*exec, ctx->stream));
+        return THG_OK;
+    }
+    return fn(ctx, mode, cudaEventRecordDefault, err, errlen);
+}
+
 extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
 {
     thg_status st = check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaSetDevice(ctx->device));
-    THG_CUDA(cudaEventRecord(ctx->start, ctx->stream));
-    st = thg_launch_mttkrp(ctx, mode, err, errlen);
+    thg_mode_copy &copy = ctx->copies[mode];
+    /* No synchronisation: the next call on the stream (als_update, a
+     * download, the time asked through get_mode_stats) waits for it. */
+    st = run_sequence(ctx, mode, enqueue_mttkrp, &copy.mttkrp_graph, err, errlen);
     if (st != THG_OK)
         return st;
-    THG_CUDA(cudaEventRecord(ctx->stop, ctx->stream));
-    THG_CUDA(cudaEventSynchronize(ctx->stop));
-    float ms = 0.0f;
-    THG_CUDA(cudaEventElapsedTime(&ms, ctx->start, ctx->stop));
-    ctx->copies[mode].last_seconds = ms * 1e-3;
-    ctx->copies[mode].has_result = 1;
+    copy.timing_pending = 1;
+    copy.has_result = 1;
     return THG_OK;
 }
 
@@ -328,28 +418,21 @@ extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const doub
                         mode);
     THG_CUDA(cudaSetDevice(ctx->device));
     const size_t R = ctx->rank;
-    st = upload_matrix(ctx, ctx->als_w, w, R * R, err, errlen);
+    /* The staging buffer is free: the previous update synchronised. */
+    for (size_t k = 0; k < R * R; ++k)
+        ctx->als_w_host[k] = (float)w[k];
+    memcpy(ctx->als_w_host + R * R, &use_max_norm, sizeof(int));
+    st = run_sequence(ctx, mode, enqueue_als, &ctx->copies[mode].als_graph, err, errlen);
+    /* The only synchronisation of the update; also on failure, so the
+     * staging buffer is not rewritten under a pending copy. */
+    const cudaError_t e = cudaStreamSynchronize(ctx->stream);
     if (st != THG_OK)
         return st;
-    st = thg_launch_als(ctx, mode, use_max_norm, err, errlen);
-    if (st != THG_OK)
-        return st;
-    /* [lambda | gram | inner] are adjacent: one download. */
-    const size_t n = R + R * R + R;
-    double *host = (double *)malloc(sizeof(double) * n);
-    if (!host)
-        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
-    cudaError_t e = cudaMemcpyAsync(host, ctx->als_acc, sizeof(double) * n,
-                                    cudaMemcpyDeviceToHost, ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    if (e == cudaSuccess) {
-        memcpy(lambda, host, sizeof(double) * R);
-        memcpy(gram, host + R, sizeof(double) * R * R);
-        memcpy(inner, host + R + R * R, sizeof(double) * R);
-    }
-    free(host);
     THG_CUDA(e);
+    const double *out = ctx->als_out_host; /* [lambda | gram | inner] */
+    memcpy(lambda, out, sizeof(double) * R);
+    memcpy(gram, out + R, sizeof(double) * R * R);
+    memcpy(inner, out + R + R * R, sizeof(double) * R);
     return THG_OK;
 }
 
@@ -372,15 +455,35 @@ extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
     info->workspace_bytes = ctx->workspace_bytes;
     info->build_seconds = ctx->build_seconds;
     info->upload_seconds = ctx->upload_seconds;
+    snprintf(info->graphs, sizeof(info->graphs), "%s", ctx->graph_note);
 }
 
-extern "C" thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode,
+/* Waits for the latest mttkrp of the mode (its stop event only) the first
+ * time its duration is asked for. */
+static thg_status resolve_timing(thg_context *ctx, thg_mode_copy &copy, char *err,
+                                 size_t errlen)
+{
+    if (!copy.timing_pending)
+        return THG_OK;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    THG_CUDA(cudaEventSynchronize(copy.stop));
+    float ms = 0.0f;
+    THG_CUDA(cudaEventElapsedTime(&ms, copy.start, copy.stop));
+    copy.last_seconds = ms * 1e-3;
+    copy.timing_pending = 0;
+    return THG_OK;
+}
+
+extern "C" thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode,
                                          thg_mode_stats *stats, char *err, size_t errlen)
 {
     thg_status st = check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
-    const thg_mode_copy &copy = ctx->copies[mode];
+    thg_mode_copy &copy = ctx->copies[mode];
+    st = resolve_timing(ctx, copy, err, errlen);
+    if (st != THG_OK)
+        return st;
     stats->scheme = copy.scheme;
     snprintf(stats->reason, sizeof(stats->reason), "%s", copy.reason);
     stats->partitions = ctx->kappa;

@@ -30,32 +30,108 @@ __device__ __forceinline__ void add_to(float4 &a, const float4 b)
     a.w += b.w;
 }
 
+__device__ __forceinline__ float shfl_up(float v, uint32_t d)
+{
+    return __shfl_up_sync(0xffffffffu, v, d);
+}
+__device__ __forceinline__ float4 shfl_up(float4 v, uint32_t d)
+{
+    return make_float4(__shfl_up_sync(0xffffffffu, v.x, d), __shfl_up_sync(0xffffffffu, v.y, d),
+                       __shfl_up_sync(0xffffffffu, v.z, d), __shfl_up_sync(0xffffffffu, v.w, d));
+}
+
 /* Scheme 1's last step: the groups' boundary partials summed and each row
- * written once. Slots are in nonzero order, so the pieces of one row are
- * adjacent (empty slots between); one thread per column walks them. (v3b
- * tried one thread per slot and column, each row's first slot summing the
- * rest: 30% slower on small tensors; kernels/NOTES.md.) */
+ * written once. Slots are in nonzero order, so the non-empty slots of one
+ * row are adjacent and rows increase along them.
+ *
+ * v4: one warp per column; each lane reduces a contiguous range of slots
+ * sequentially (rows that start and end inside the range are written
+ * there), then a segmented inclusive scan over the lanes' last rows
+ * (combine(a, b) = b's row, b + a if the rows are equal: associative since
+ * rows only increase) joins rows that span lanes. v3 walked all 2 x groups
+ * slots with one thread per column (256 dependent shared-memory steps at
+ * R = 32, ~5 us: the whole gap between scheme 1 and scheme 2 on tensors of
+ * a few hundred nonzeros per partition); v3b (one thread per slot,
+ * reverted) is in kernels/NOTES.md. Needs blockDim.x a multiple of 32. */
 template <typename T>
 __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, uint32_t nslots,
                                         uint32_t cols, T *out)
 {
-    for (uint32_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        uint32_t row = kNoRow;
-        T sum = T();
-        for (uint32_t s = 0; s < nslots; ++s) {
-            const uint32_t s_row = srow[s];
-            if (s_row == kNoRow)
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t warp = threadIdx.x / 32;
+    const uint32_t nwarps = blockDim.x / 32;
+    const uint32_t per_lane = (nslots + 31) / 32;
+    const uint32_t s_begin = lane * per_lane < nslots ? lane * per_lane : nslots;
+    const uint32_t s_end = s_begin + per_lane < nslots ? s_begin + per_lane : nslots;
+    for (uint32_t c = warp; c < cols; c += nwarps) {
+        /* This lane's first row (head) and last row (tail); rows strictly
+         * between them are complete here. */
+        uint32_t head_row = kNoRow, tail_row = kNoRow;
+        T head_sum = T(), tail_sum = T();
+        bool several = false;
+        for (uint32_t s = s_begin; s < s_end; ++s) {
+            const uint32_t r = srow[s];
+            if (r == kNoRow)
                 continue;
-            if (s_row != row) {
-                if (row != kNoRow)
-                    out[(size_t)row * cols + c] = sum;
-                row = s_row;
-                sum = T();
+            const T v = spart[(size_t)s * cols + c];
+            if (tail_row == kNoRow) {
+                head_row = tail_row = r;
+                tail_sum = v;
+            } else if (r == tail_row) {
+                add_to(tail_sum, v);
+            } else {
+                if (several)
+                    out[(size_t)tail_row * cols + c] = tail_sum;
+                else
+                    head_sum = tail_sum; /* the head row ends inside this lane */
+                several = true;
+                tail_row = r;
+                tail_sum = v;
             }
-            add_to(sum, spart[(size_t)s * cols + c]);
         }
-        if (row != kNoRow)
-            out[(size_t)row * cols + c] = sum;
+        /* Inclusive segmented scan of the tails over the lanes. */
+        uint32_t scan_row = tail_row;
+        T scan_sum = tail_sum;
+#pragma unroll
+        for (uint32_t d = 1; d < 32; d *= 2) {
+            const uint32_t up_row = __shfl_up_sync(0xffffffffu, scan_row, d);
+            const T up_sum = shfl_up(scan_sum, d);
+            if (lane >= d && up_row != kNoRow) {
+                if (scan_row == kNoRow) {
+                    scan_row = up_row;
+                    scan_sum = up_sum;
+                } else if (up_row == scan_row) {
+                    add_to(scan_sum, up_sum);
+                }
+            }
+        }
+        /* What the lanes before this one carry into its head row. */
+        uint32_t prev_row = __shfl_up_sync(0xffffffffu, scan_row, 1);
+        const T prev_sum = shfl_up(scan_sum, 1);
+        if (lane == 0)
+            prev_row = kNoRow;
+        /* The next non-empty lane's head row: a suffix minimum (rows
+         * increase, empty lanes hold kNoRow). */
+        uint32_t next = head_row;
+#pragma unroll
+        for (uint32_t d = 1; d < 32; d *= 2) {
+            const uint32_t down = __shfl_down_sync(0xffffffffu, next, d);
+            if (lane + d < 32 && down < next)
+                next = down;
+        }
+        uint32_t next_head = __shfl_down_sync(0xffffffffu, next, 1);
+        if (lane == 31)
+            next_head = kNoRow;
+        if (tail_row == kNoRow)
+            continue;
+        if (several) {
+            if (prev_row == head_row)
+                add_to(head_sum, prev_sum);
+            out[(size_t)head_row * cols + c] = head_sum;
+        }
+        /* The tail row is complete unless the next lane continues it. */
+        if (next_head != tail_row)
+            out[(size_t)tail_row * cols + c] = scan_sum;
     }
 }
 

@@ -26,6 +26,7 @@ extern "C" {
 #define THG_MAX_P 512u
 /* CUB's device-wide algorithms take int item counts. */
 #define THG_MAX_NNZ 2147483647u
+#define TH_GPU_NOTE_SIZE 96
 
 typedef enum thg_status {
     THG_OK = 0,
@@ -87,6 +88,8 @@ thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, c
                           size_t errlen);
 thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
                           size_t errlen);
+/* Enqueues the MTTKRP and returns; errors of the kernel itself surface in
+ * the next call that waits for the stream. */
 thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
                           size_t errlen);
@@ -111,6 +114,7 @@ typedef struct thg_info {
     uint32_t lanes;        /* rank lanes per nonzero group of the loaded rank */
     uint32_t groups;       /* effective P (groups per block) of the loaded rank */
     thg_rule rule;
+    char graphs[TH_GPU_NOTE_SIZE]; /* "on", or "off (why)": CUDA graphs per mode */
 } thg_info;
 
 void thg_get_info(const thg_context *ctx, thg_info *info);
@@ -122,7 +126,9 @@ typedef struct thg_mode_stats {
     double last_mttkrp_seconds; /* CUDA events; negative before the first mttkrp */
 } thg_mode_stats;
 
-thg_status thg_get_mode_stats(const thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
+/* The first call after an mttkrp of `mode` waits for that MTTKRP's end
+ * (thg_mttkrp itself returns without waiting). */
+thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
                               char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -19,7 +19,25 @@ struct thg_mode_copy {
     char reason[96];              /* why that scheme (thg_mode_stats.reason) */
     int has_empty_rows;           /* some output row has no nonzero: zero first */
     int has_result;               /* mttkrp ran since the last load */
+    /* The latest mttkrp's events; read (and waited for) only when someone
+     * asks for the time, so mttkrp itself never blocks the host. */
+    cudaEvent_t start, stop;
+    int timing_pending;
+    /* The mode's fixed sequences as CUDA graphs, captured on first use and
+     * valid until the next load (they hold the buffers' addresses). */
+    cudaGraphExec_t mttkrp_graph;
+    cudaGraphExec_t als_graph;
     double last_seconds;
+};
+
+/* ALS accumulators on the device (see als.cu): the last block of the fused
+ * kernel reads and re-zeroes them, so no memset precedes each update. */
+struct thg_als_acc {
+    double *gram;      /* [R*R] unnormalised A^T A */
+    double *inner;     /* [R] unnormalised sum_i M(i,r) A(i,r) */
+    uint32_t *maxbits; /* [R] max |A(:,r)| as float bits */
+    float *scale;      /* [R] 1 / lambda (1 for a zero column), for the scale kernel */
+    uint32_t *done;    /* blocks finished */
 };
 
 struct thg_context {
@@ -32,6 +50,10 @@ struct thg_context {
     thg_rule rule;
     cudaStream_t stream;
     cudaEvent_t start, stop;
+    /* 0 with TH_GPU_NO_GRAPHS=1 in the environment, or after a capture
+     * failed (graph_note says why): plain stream launches then. */
+    int use_graphs;
+    char graph_note[TH_GPU_NOTE_SIZE];
 
     /* The loaded problem; nmodes == 0 before load. */
     uint32_t nmodes;
@@ -42,10 +64,18 @@ struct thg_context {
     float *factors[THG_MAX_MODES]; /* dims[m] x rank, row-major */
     float *results[THG_MAX_MODES]; /* dims[m] x rank, row-major */
 
-    /* ALS workspace: W (rank x rank floats) and the double accumulators
-     * [lambda | gram | inner | sumsq | maxabs] downloaded in one copy. */
+    /* ALS workspace: W (rank x rank floats, then the norm as an int) on the
+     * device and its pinned host staging; the accumulators; [lambda | gram | inner] written by
+     * the device straight into mapped pinned host memory. One stream
+     * synchronisation per update. */
     float *als_w;
-    double *als_acc;
+    float *als_w_host;
+    void *als_acc_block;
+    thg_als_acc als_acc;
+    double *als_out_host;
+    double *als_out_dev; /* the device's address of als_out_host */
+    /* One allocation holding every mode's copy and offsets. */
+    void *copy_block;
 
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -87,8 +117,14 @@ struct thg_mttkrp_args {
 /* mttkrp.cu */
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* als.cu */
-thg_status thg_launch_als(thg_context *ctx, uint32_t mode, int use_max_norm, char *err,
-                          size_t errlen);
+size_t thg_als_acc_bytes(uint32_t rank);
+void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
+/* Once per load: kernel attributes for the loaded rank. */
+thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen);
+/* Bytes of W plus the norm flag, as uploaded. */
+size_t thg_als_w_bytes(uint32_t rank);
+/* Kernel 1 and 2 of the update; W and the norm must be on the device. */
+thg_status thg_launch_als(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* build.cu */
 thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
                             const double *values, char *err, size_t errlen);

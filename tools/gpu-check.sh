@@ -2,7 +2,7 @@
 # One device-machine session for the GPU backends, from the repository root
 # of a GPU host, after tools/device-bundle.sh here and with
 # carry ["build-device/install", ".carry"]:
-#   tools/gpu-check.sh [all|install|tests|sanitize|bench|bench-full|profile]...
+#   tools/gpu-check.sh [all|install|tests|sanitize|bench|bench-nographs|bench-big|bench-full|profile]...
 #   all = install tests sanitize bench
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
 #   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
@@ -12,7 +12,12 @@
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
+# GPU_CHECK_BUDGET (seconds, default 580): the bench steps stop in time for
+# the whole script to end inside it (a device call's limit is 600 s).
 set -u
+t_start=$(date +%s)
+budget=${GPU_CHECK_BUDGET:-580}
+left() { local l=$(( budget - ($(date +%s) - t_start) - 5 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 10 ] && l=10; echo "$l"; }
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 build=$(cat .carry/build-dir 2>/dev/null || echo build-device)
@@ -82,15 +87,31 @@ fi
 
 real=(data/uber-2014-sample.tns.gz data/aminoacid.sptensor.txt .carry/shared-data/kg/*.tns)
 if want bench; then
-    timeout 300 "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench.md" \
+    timeout "$(left 300)" "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench.md" \
         "${real[@]}" uber chicago nips > "$out/bench.log" 2> "$out/bench.err"
-    note "gpu_bench rc=$?"
+    note "gpu_bench rc=$? ($(( $(date +%s) - t_start )) s into the check)"
     cat "$out/bench.md"
 fi
+# bench-nographs: the small tensors and uber/chicago/nips with TH_GPU_NO_GRAPHS=1
+# (plain stream launches instead of a CUDA graph per mode), for comparison.
+if want bench-nographs; then
+    timeout "$(left 200)" "${test_env[@]}" TH_GPU_NO_GRAPHS=1 "$bin/gpu_bench" --reps 20 \
+        --plugins gpu-adaptive,gpu-scheme2 --out "$out/bench-nographs.md" \
+        "${real[@]}" uber chicago nips > "$out/bench-nographs.log" 2> "$out/bench-nographs.err"
+    note "gpu_bench without graphs rc=$? ($(( $(date +%s) - t_start )) s into the check)"
+    grep -E "CP-ALS|adaptive .* vs" "$out/bench-nographs.md"
+fi
+# bench-big: vast, enron, nell-2 alone (after `bench`, the two make bench-full's table).
+if want bench-big; then
+    timeout "$(left 440)" "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench-big.md" \
+        vast enron nell-2 > "$out/bench-big.log" 2> "$out/bench-big.err"
+    note "gpu_bench (vast, enron, nell-2) rc=$? ($(( $(date +%s) - t_start )) s into the check)"
+    cat "$out/bench-big.md"
+fi
 if want bench-full; then
-    timeout 440 "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench-full.md" \
+    timeout "$(left 440)" "${test_env[@]}" "$bin/gpu_bench" --reps 20 --out "$out/bench-full.md" \
         "${real[@]}" uber chicago nips vast enron nell-2 > "$out/bench-full.log" 2> "$out/bench-full.err"
-    note "gpu_bench (full) rc=$?"
+    note "gpu_bench (full) rc=$? ($(( $(date +%s) - t_start )) s into the check)"
     cat "$out/bench-full.md"
 fi
 

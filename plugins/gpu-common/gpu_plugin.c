@@ -326,8 +326,8 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
             if (thg_get_mode_stats(instance->ctx, m, &s, scratch, sizeof(scratch)) == THG_OK)
                 append(r.details, sizeof(r.details), "%s%d", m ? "," : "", s.scheme);
         }
-        append(r.details, sizeof(r.details), " upload_ms=%.3f build_ms=%.3f",
-               gi.upload_seconds * 1e3, gi.build_seconds * 1e3);
+        append(r.details, sizeof(r.details), " upload_ms=%.3f build_ms=%.3f graphs=%s",
+               gi.upload_seconds * 1e3, gi.build_seconds * 1e3, gi.graphs);
         /* Why each scheme, as far as the field has room ("...;" marks a cut). */
         for (uint32_t m = 0; m < gi.nmodes; ++m) {
             thg_mode_stats s;
