@@ -108,44 +108,68 @@ for set in "${sets[@]}"; do
 done
 
 # ---- numbers -------------------------------------------------------------------
+# results.csv is RFC 4180 CSV: a field holding a comma (a plugin's scheme
+# explanation, a label) is quoted. Split it properly, in POSIX awk (mawk too).
+CSV_SPLIT='
+function csv_split(line, out,    n, field, c, i, quoted) {
+    n = 0; field = ""; quoted = 0
+    for (i = 1; i <= length(line); i++) {
+        c = substr(line, i, 1)
+        if (quoted) {
+            if (c == "\"" && substr(line, i + 1, 1) == "\"") { field = field c; i++ }
+            else if (c == "\"") quoted = 0
+            else field = field c
+        } else if (c == "\"") quoted = 1
+        else if (c == ",") { out[++n] = field; field = "" }
+        else field = field c
+    }
+    out[++n] = field
+    return n
+}'
+
 # Per tensor: the backends' own all-mode median times (results.csv column
 # backend_median_s), and the geometric means of scheme1/adaptive and
 # scheme2/adaptive over the tensors where all three ran.
 speedups() { # results.csv files...
-    awk -F, '
-        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-        $col["mode"] == "all" && $col["status"] == "ok" && $col["backend_median_s"] != "" {
-            t[$col["tensor"] SUBSEP $col["backend"]] = $col["backend_median_s"]
-            if (!($col["tensor"] in seen)) { seen[$col["tensor"]] = 1; order[++n] = $col["tensor"] }
+    awk "$CSV_SPLIT"'
+        { split("", f); csv_split($0, f) }
+        FNR == 1 { for (i in f) col[f[i]] = i; next }
+        f[col["mode"]] == "all" && f[col["status"]] == "ok" && f[col["backend_median_s"]] != "" {
+            t[f[col["tensor"]] SUBSEP f[col["backend"]]] = f[col["backend_median_s"]] + 0
+            if (!(f[col["tensor"]] in seen)) { seen[f[col["tensor"]]] = 1; order[++n] = f[col["tensor"]] }
         }
         END {
             for (k = 1; k <= n; k++) {
                 x = order[k]; a = t[x, "adaptive"]; s1 = t[x, "scheme1"]; s2 = t[x, "scheme2"]
-                if (a > 0 && s1 > 0 && s2 > 0) { l1 += log(s1 / a); l2 += log(s2 / a); m++ }
+                p = t[x, "adaptive-paper"]
+                if (a > 0 && s1 > 0 && s2 > 0 && p > 0) {
+                    l1 += log(s1 / a); l2 += log(s2 / a); p1 += log(s1 / p); p2 += log(s2 / p); m++
+                }
             }
-            if (m) printf "%.2f %.2f %d\n", exp(l1 / m), exp(l2 / m), m
-            else print "- - 0"
+            if (m) printf "%.2f %.2f %.2f %.2f %d\n", exp(l1 / m), exp(l2 / m), exp(p1 / m), exp(p2 / m), m
+            else print "- - - - 0"
         }' "$@"
 }
 
 tensor_rows() { # results.csv
-    awk -F, '
-        FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-        $col["mode"] == "all" {
-            key = $col["tensor"]
-            if (!(key in seen)) { seen[key] = 1; order[++n] = key; nnz[key] = $col["nnz"] }
-            ok = $col["status"] == "ok" && $col["backend_median_s"] != ""
-            v = ok ? $col["backend_median_s"] * 1e3 : -1
-            t[key SUBSEP $col["backend"]] = v
-            mem[key SUBSEP $col["backend"]] = ($col["tensor_bytes"] + $col["factor_bytes"]) / 1048576
+    awk "$CSV_SPLIT"'
+        { split("", f); csv_split($0, f) }
+        FNR == 1 { for (i in f) col[f[i]] = i; next }
+        f[col["mode"]] == "all" {
+            key = f[col["tensor"]]
+            if (!(key in seen)) { seen[key] = 1; order[++n] = key; nnz[key] = f[col["nnz"]] }
+            ok = f[col["status"]] == "ok" && f[col["backend_median_s"]] != ""
+            v = ok ? f[col["backend_median_s"]] * 1e3 : -1
+            t[key SUBSEP f[col["backend"]]] = v
+            mem[key SUBSEP f[col["backend"]]] = (f[col["tensor_bytes"]] + f[col["factor_bytes"]]) / 1048576
         }
         function ms(v) { return v < 0 || v == "" ? "-" : sprintf("%.3f", v) }
         function ratio(a, b) { return a > 0 && b > 0 ? sprintf("%.2fx", a / b) : "-" }
         END {
             for (k = 1; k <= n; k++) {
                 x = order[k]
-                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f |\n", x, nnz[x],
-                    ms(t[x, "adaptive"]), ms(t[x, "scheme1"]), ms(t[x, "scheme2"]),
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f |\n", x, nnz[x],
+                    ms(t[x, "adaptive"]), ms(t[x, "adaptive-paper"]), ms(t[x, "scheme1"]), ms(t[x, "scheme2"]),
                     ms(t[x, "cpu-reference"]), ratio(t[x, "scheme1"], t[x, "adaptive"]),
                     ratio(t[x, "scheme2"], t[x, "adaptive"]),
                     mem[x, "adaptive"], mem[x, "scheme1"], mem[x, "scheme2"]
@@ -153,12 +177,12 @@ tensor_rows() { # results.csv
         }' "$1"
 }
 
-read -r real_s1 real_s2 real_n < <(speedups "$OUT/real/results.csv")
-read -r syn_s1 syn_s2 syn_n < <(speedups "$OUT/synthetic/results.csv")
-read -r all_s1 all_s2 all_n < <(speedups "$OUT/real/results.csv" "$OUT/synthetic/results.csv")
+read -r real_s1 real_s2 real_p1 real_p2 real_n < <(speedups "$OUT/real/results.csv")
+read -r syn_s1 syn_s2 syn_p1 syn_p2 syn_n < <(speedups "$OUT/synthetic/results.csv")
+read -r all_s1 all_s2 all_p1 all_p2 all_n < <(speedups "$OUT/real/results.csv" "$OUT/synthetic/results.csv")
 device=$(sed -n 's/^  "devices" : "\(.*\)",$/\1/p' "$OUT/synthetic/results.json" | head -1)
 date=$(date -u +%Y-%m-%d)
-commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
 mkdir -p "$FIGURES"
 for set in real synthetic; do
@@ -178,21 +202,24 @@ section=$OUT/strategy-comparison.md
     echo "are generated with the FROSTT tensors' shapes, nonzero counts and per-mode skew"
     echo "(\`host/synth.h\`), not the FROSTT data."
     echo
-    echo "Geometric-mean speedup of \`gpu-adaptive\` over the single-scheme backends:"
+    echo "Geometric-mean speedup of \`gpu-adaptive\` over the single-scheme backends,"
+    echo "with its default rule (\`balanced\`: scheme 1 for I_d >= kappa only when no"
+    echo "partition gets hot rows, see \`plugins/README.md\`) and with the paper's literal"
+    echo "rule (\`rule = \"paper\"\`: scheme 1 iff I_d >= kappa):"
     echo
-    echo "| tensors | adaptive vs scheme 1 only | adaptive vs scheme 2 only |"
-    echo "|---|---|---|"
-    echo "| paper (FROSTT, RTX 3090) | 2.2x | 1.3x |"
-    echo "| ours: real ($real_n tensors) | ${real_s1}x | ${real_s2}x |"
-    echo "| ours: synthetic ($syn_n tensors) | ${syn_s1}x | ${syn_s2}x |"
-    echo "| ours: all ($all_n tensors) | ${all_s1}x | ${all_s2}x |"
+    echo "| tensors | balanced vs scheme 1 only | balanced vs scheme 2 only | paper rule vs scheme 1 only | paper rule vs scheme 2 only |"
+    echo "|---|---|---|---|---|"
+    echo "| paper (FROSTT, RTX 3090) | - | - | 2.2x | 1.3x |"
+    echo "| ours: real ($real_n tensors) | ${real_s1}x | ${real_s2}x | ${real_p1}x | ${real_p2}x |"
+    echo "| ours: synthetic ($syn_n tensors) | ${syn_s1}x | ${syn_s2}x | ${syn_p1}x | ${syn_p2}x |"
+    echo "| ours: all ($all_n tensors) | ${all_s1}x | ${all_s2}x | ${all_p1}x | ${all_p2}x |"
     echo
     for set in real synthetic; do
         echo "**${set^} tensors**: all-mode MTTKRP time in ms (median), speedups of adaptive,"
         echo "memory of adaptive / scheme1 / scheme2 in MiB (tensor copies + factors):"
         echo
-        echo "| tensor | nnz | adaptive | scheme1 | scheme2 | cpu-reference | vs scheme1 | vs scheme2 | memory (MiB) |"
-        echo "|---|---|---|---|---|---|---|---|---|"
+        echo "| tensor | nnz | adaptive | adaptive (paper rule) | scheme1 | scheme2 | cpu-reference | adaptive vs scheme1 | adaptive vs scheme2 | memory (MiB) |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
         tensor_rows "$OUT/$set/results.csv"
         echo
         echo "![Total MTTKRP time, $set tensors](bench/paper/figures/$set-time-total.png)"

@@ -581,10 +581,10 @@ static void comparison_data_init(comparison_data *d, const th_compare_result *re
     }
     g_autofree char *date = g_strndup(result->date, 10);
     const char *devices = *result->devices ? result->devices : "device not reported";
-    d->subtitle = g_strdup_printf("%s  ·  %s  ·  rank %u  ·  median of %u runs  ·  %s", devices,
+    d->subtitle = g_strdup_printf("%s  |  %s  |  rank %u  |  median of %u runs  |  %s", devices,
                                   date, result->rank, result->repeats,
                                   d->by_backend ? "backends' own timers" : "host wall time");
-    d->memory_subtitle = g_strdup_printf("%s  ·  %s  ·  rank %u", devices, date, result->rank);
+    d->memory_subtitle = g_strdup_printf("%s  |  %s  |  rank %u", devices, date, result->rank);
 }
 
 static void comparison_data_clear(comparison_data *d)

@@ -86,20 +86,32 @@ static char *format_dims(const th_compare_tensor *tensor)
     return g_string_free(text, FALSE);
 }
 
+/* The scheme's name without the explanation a plugin may append
+ * ("scheme2 (rule=balanced: ...)" -> "scheme2"): the table has one narrow
+ * column for it; CSV and JSON keep the whole text. */
+static char *scheme_name(const char *scheme)
+{
+    if (!*scheme)
+        return g_strdup("?");
+    const char *cut = strstr(scheme, " (");
+    return cut ? g_strndup(scheme, (gsize)(cut - scheme)) : g_strdup(scheme);
+}
+
 /* "nnz-chunked" when every mode agrees, else "scheme1,scheme2,...". */
 static char *format_schemes(const th_compare_run *run)
 {
     if (!run->modes)
         return g_strdup("-");
-    gboolean same = TRUE;
-    for (uint32_t m = 1; m < run->nmodes; m++)
-        same = same && strcmp(run->modes[m].scheme, run->modes[0].scheme) == 0;
-    if (same)
-        return g_strdup(*run->modes[0].scheme ? run->modes[0].scheme : "-");
     GString *text = g_string_new(NULL);
-    for (uint32_t m = 0; m < run->nmodes; m++)
-        g_string_append_printf(text, "%s%s", m ? "," : "",
-                               *run->modes[m].scheme ? run->modes[m].scheme : "?");
+    gboolean same = TRUE;
+    g_autofree char *first = scheme_name(run->modes[0].scheme);
+    for (uint32_t m = 0; m < run->nmodes; m++) {
+        g_autofree char *name = scheme_name(run->modes[m].scheme);
+        same = same && strcmp(name, first) == 0;
+        g_string_append_printf(text, "%s%s", m ? "," : "", name);
+    }
+    if (same)
+        g_string_assign(text, first);
     return g_string_free(text, FALSE);
 }
 

@@ -307,6 +307,9 @@ extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *da
                            err, errlen);
 }
 
+static thg_status resolve_timing(thg_context *ctx, thg_mode_copy &copy, char *err,
+                                 size_t errlen);
+
 /* A mode's fixed sequence of stream work; `record_flags` makes the event
  * records real graph nodes when the stream is being captured. */
 typedef thg_status (*enqueue_fn)(thg_context *ctx, uint32_t mode, unsigned record_flags,
@@ -382,14 +385,17 @@ extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, siz
         return st;
     THG_CUDA(cudaSetDevice(ctx->device));
     thg_mode_copy &copy = ctx->copies[mode];
-    /* No synchronisation: the next call on the stream (als_update, a
-     * download, the time asked through get_mode_stats) waits for it. */
     st = run_sequence(ctx, mode, enqueue_mttkrp, &copy.mttkrp_graph, err, errlen);
     if (st != THG_OK)
         return st;
     copy.timing_pending = 1;
     copy.has_result = 1;
-    return THG_OK;
+    /* The ABI's mttkrp returns when the result is complete: the host's wall
+     * time around the call must mean the MTTKRP's time (A/B comparisons
+     * report it beside the event time), and a kernel fault must surface
+     * here, in the call that caused it. Waiting on the stop event alone
+     * costs CP-ALS nothing: it asks for this time right after anyway. */
+    return resolve_timing(ctx, copy, err, errlen);
 }
 
 extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
