@@ -100,9 +100,10 @@ static const char *pick_unit(th_chart_unit unit, double max, double *factor)
         *factor = 1.0 / (1024.0 * 1024.0);
         return "MiB";
     }
+    /* ASCII "us": a GPU node may have no fonts, and cairo's fallback has no µ. */
     if (max < 1e-3) {
         *factor = 1e6;
-        return "µs";
+        return "us";
     }
     if (max < 1.0) {
         *factor = 1e3;
