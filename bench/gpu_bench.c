@@ -55,6 +55,9 @@ typedef struct bench_row {
     double rebuild_ms; /* the same, loading the tensor a second time into the instance */
     double mem_mib;
     double als_ms;
+    /* Inside the CP-ALS iteration: the mttkrp calls' and the als_update
+     * calls' wall time (medians), to see where the overhead sits. */
+    double als_mttkrp_ms, als_update_ms;
     int reps;
     char details[512];
 } bench_row;
@@ -123,9 +126,10 @@ static void set_random_factors(th_plugin *pl, th_instance *inst, const th_sptens
     g_rand_free(rng);
 }
 
-/* Wall time of mttkrp + als_update over every mode (W = identity). */
+/* Wall time of mttkrp + als_update over every mode (W = identity); also the
+ * medians of the mttkrp calls' and the als_update calls' share of it. */
 static double als_iteration_ms(th_plugin *pl, th_instance *inst, uint32_t nmodes,
-                               uint32_t rank, int reps)
+                               uint32_t rank, int reps, double *mttkrp_ms, double *update_ms)
 {
     char err[TH_ERROR_SIZE] = "";
     double *w = g_new0(double, (size_t)rank * rank);
@@ -135,20 +139,30 @@ static double als_iteration_ms(th_plugin *pl, th_instance *inst, uint32_t nmodes
            *inner = g_new(double, rank);
     th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
                          .inner = inner};
-    double t[MAX_REPS];
+    double t[MAX_REPS], tm[MAX_REPS], tu[MAX_REPS];
     for (int rep = -1; rep < reps; ++rep) {
+        double in_mttkrp = 0.0, in_update = 0.0;
         const double a0 = now_seconds();
         for (uint32_t m = 0; m < nmodes; ++m) {
+            const double b0 = now_seconds();
             CHECK(pl->entry.mttkrp(inst, m, err));
+            const double b1 = now_seconds();
             CHECK(pl->entry.als_update(inst, m, w, TH_NORM_MAX, &out, err));
+            in_update += now_seconds() - b1;
+            in_mttkrp += b1 - b0;
         }
-        if (rep >= 0)
+        if (rep >= 0) {
             t[rep] = now_seconds() - a0;
+            tm[rep] = in_mttkrp;
+            tu[rep] = in_update;
+        }
     }
     g_free(w);
     g_free(lambda);
     g_free(gram);
     g_free(inner);
+    *mttkrp_ms = median(tm, reps) * 1e3;
+    *update_ms = median(tu, reps) * 1e3;
     return median(t, reps) * 1e3;
 }
 
@@ -202,7 +216,8 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
         row->mode_ms[m] = median(mode_s[m], reps) * 1e3;
     row->all_ms = median(sums, reps) * 1e3;
     row->reps = reps;
-    row->als_ms = als_iteration_ms(pl, inst, t->nmodes, rank, gpu ? 9 : 1);
+    row->als_ms = als_iteration_ms(pl, inst, t->nmodes, rank, gpu ? 9 : 1, &row->als_mttkrp_ms,
+                                   &row->als_update_ms);
 
     th_runtime_info ri = {.struct_size = sizeof(ri)};
     CHECK(pl->entry.get_runtime_info(inst, &ri, err));
@@ -219,8 +234,11 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     }
     row->mem_mib = gpu ? (ri.tensor_bytes + ri.factor_bytes + ri.workspace_bytes) / 1048576.0
                        : -1.0;
-    fprintf(stderr, "  %-13s all-modes %9.4f ms  load %9.2f ms  ALS %9.4f ms  rebuild %.3f ms  %s\n",
-            plugin_name, row->all_ms, row->load_ms, row->als_ms, row->rebuild_ms, ri.details);
+    fprintf(stderr,
+            "  %-13s all-modes %9.4f ms  load %9.2f ms  ALS %9.4f ms (mttkrp calls %.4f, "
+            "als_update calls %.4f)  rebuild %.3f ms  %s\n",
+            plugin_name, row->all_ms, row->load_ms, row->als_ms, row->als_mttkrp_ms,
+            row->als_update_ms, row->rebuild_ms, ri.details);
     pl->entry.destroy(inst);
     th_plugin_unload(pl);
 }

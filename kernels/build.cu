@@ -341,7 +341,7 @@ decision choose_scheme(thg_context *ctx, uint32_t mode)
      * adds (KG tensors: ~2 us per 15 us mode). With long rows (aminoacid's
      * mode 1: ~84 groups per row) scheme 2's atomics collide and scheme 1
      * wins by ~3 us; kernels/NOTES.md v4. */
-    const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P, true);
+    const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P);
     const uint64_t one_chunk_each = (uint64_t)shape.groups * shape.lanes;
     const uint64_t mean = ctx->nnz / ctx->kappa;
     const uint64_t all_groups = (uint64_t)ctx->kappa * shape.groups;

@@ -450,7 +450,7 @@ extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
     info->P = ctx->P;
     info->rule = ctx->rule;
     if (ctx->nmodes > 0) {
-        const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P, false);
+        const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P);
         info->lanes = shape.lanes;
         info->groups = shape.groups;
         info->P = shape.groups;

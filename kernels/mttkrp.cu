@@ -6,11 +6,16 @@
  * A run strictly inside a group's stretch is a whole output row (rows are
  * contiguous in the copy), so it is stored directly. The first and last run
  * of a stretch may continue in a neighbouring stretch:
- *   - scheme 1 (OWNED): the block owns all of that row, so the boundary
- *     partials go to shared memory and one pass merges equal rows and writes
- *     each row once; no global atomics;
- *   - scheme 2: a boundary row may also be touched by another block, so the
- *     partial is added with one global atomic per rank lane.
+ * so the boundary partials go to shared memory and one pass per block merges
+ * equal rows:
+ *   - scheme 1 (OWNED): the block owns all of each of its rows, so every
+ *     merged row is written once; no global atomics;
+ *   - scheme 2: a block's chunk is a contiguous stretch of the sorted
+ *     nonzeros, so only its first and last rows can continue in another
+ *     block; those two are added with global atomics, the rows between are
+ *     stored. Merging first keeps the atomics per row to about one per
+ *     block: a mode of one row gets kappa of them, not kappa x groups
+ *     (whose arbitrary order made the fp32 sum drift past 1e-5).
  */
 #include <string.h>
 
@@ -28,6 +33,19 @@ __device__ __forceinline__ void add_to(float4 &a, const float4 b)
     a.y += b.y;
     a.z += b.z;
     a.w += b.w;
+}
+
+__device__ __forceinline__ void atomic_add_to(float *dst, const float v) { atomicAdd(dst, v); }
+__device__ __forceinline__ void atomic_add_to(float4 *dst, const float4 v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(dst, v); /* one vector reduction on Hopper */
+#else
+    atomicAdd(&dst->x, v.x);
+    atomicAdd(&dst->y, v.y);
+    atomicAdd(&dst->z, v.z);
+    atomicAdd(&dst->w, v.w);
+#endif
 }
 
 __device__ __forceinline__ float shfl_up(float v, uint32_t d)
@@ -55,8 +73,18 @@ __device__ __forceinline__ float4 shfl_up(float4 v, uint32_t d)
  * reverted) is in kernels/NOTES.md. Needs blockDim.x a multiple of 32. */
 template <typename T>
 __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, uint32_t nslots,
-                                        uint32_t cols, T *out)
+                                        uint32_t cols, T *out, bool shared_ends,
+                                        uint32_t first_row, uint32_t last_row)
 {
+    /* A merged row's value: stored, or added when another block may also
+     * hold part of it (scheme 2's chunk ends). */
+    auto emit = [&](uint32_t row, uint32_t c, const T v) {
+        T *dst = out + (size_t)row * cols + c;
+        if (shared_ends && (row == first_row || row == last_row))
+            atomic_add_to(dst, v);
+        else
+            *dst = v;
+    };
     const uint32_t lane = threadIdx.x % 32;
     const uint32_t warp = threadIdx.x / 32;
     const uint32_t nwarps = blockDim.x / 32;
@@ -81,7 +109,7 @@ __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, ui
                 add_to(tail_sum, v);
             } else {
                 if (several)
-                    out[(size_t)tail_row * cols + c] = tail_sum;
+                    emit(tail_row, c, tail_sum);
                 else
                     head_sum = tail_sum; /* the head row ends inside this lane */
                 several = true;
@@ -127,11 +155,11 @@ __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, ui
         if (several) {
             if (prev_row == head_row)
                 add_to(head_sum, prev_sum);
-            out[(size_t)head_row * cols + c] = head_sum;
+            emit(head_row, c, head_sum);
         }
         /* The tail row is complete unless the next lane continues it. */
         if (next_head != tail_row)
-            out[(size_t)tail_row * cols + c] = scan_sum;
+            emit(tail_row, c, scan_sum);
     }
 }
 
@@ -151,9 +179,16 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
 
     float *spart = smem;                                        /* [2 * ngroups][R] */
     uint32_t *srow = (uint32_t *)(smem + 2 * (size_t)ngroups * R); /* [2 * ngroups] */
-    if (OWNED && lane == 0) {
+    if (lane == 0) {
         srow[2 * group] = kNoRow;
         srow[2 * group + 1] = kNoRow;
+    }
+    /* Scheme 2: the chunk's end rows, which other blocks may share; kept in
+     * shared memory so that no register stays live across the main loop. */
+    __shared__ uint32_t block_ends[2];
+    if (!OWNED && threadIdx.x == 0) {
+        block_ends[0] = len > 0 ? out_idx[pbegin] : kNoRow;
+        block_ends[1] = len > 0 ? out_idx[pbegin + len - 1] : kNoRow;
     }
     /* Lane 0's writes of srow happen before its own later writes; other
      * lanes read srow only after the barrier below. */
@@ -174,12 +209,10 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
                 continue;
             if (slot < 0)
                 a.out[(size_t)out_row * R + r] = acc[j];
-            else if (OWNED)
-                spart[(2 * group + slot) * R + r] = acc[j];
             else
-                atomicAdd(&a.out[(size_t)out_row * R + r], acc[j]);
+                spart[(2 * group + slot) * R + r] = acc[j];
         }
-        if (OWNED && slot >= 0 && lane == 0)
+        if (slot >= 0 && lane == 0)
             srow[2 * group + slot] = out_row;
     };
 
@@ -242,10 +275,9 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     if (row != kNoRow)
         flush(row, first_run ? 0 : 1);
 
-    if (!OWNED)
-        return;
     __syncthreads();
-    merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out);
+    merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out, !OWNED,
+                            OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
 }
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
@@ -285,34 +317,24 @@ __device__ __forceinline__ void mul4(float4 &a, const float4 b)
     a.w *= b.w;
 }
 
-__device__ __forceinline__ void atomic_add4(float4 *dst, const float4 v)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(dst, v); /* one vector reduction on Hopper */
-#else
-    atomicAdd(&dst->x, v.x);
-    atomicAdd(&dst->y, v.y);
-    atomicAdd(&dst->z, v.z);
-    atomicAdd(&dst->w, v.w);
-#endif
-}
-
 /* Threads per block the vector kernel may use: wide rows keep more
  * registers per thread, so they get half a block's threads. */
 constexpr uint32_t vec_max_threads(int rpt) { return rpt == 1 ? 1024u : 512u; }
 
 /* Nonzeros whose gathers a group issues together: 4 for narrow rows and
  * few modes, fewer where registers run out (ptxas -v: no spills). */
-__host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool owned)
+__host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin)
 {
-    return rpt == 1 ? ((nin == 2 || (nin == 3 && !owned)) ? (rl < 4 ? rl : 4) : 2)
+    /* Both schemes stage boundary partials in shared memory, which costs a
+     * few registers in the loop: 4-mode tensors at R = 32 take 2 (4 spilled). */
+    return rpt == 1 ? (nin == 2 ? (rl < 4 ? rl : 4) : 2)
                     : (rpt == 2 && (nin == 2 || nin == 3)) ? 2 : 1;
 }
 
 template <int RL, int RPT, int NIN, bool OWNED>
 __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(const vec_args a)
 {
-    constexpr int B = vec_batch(RL, RPT, NIN, OWNED);
+    constexpr int B = vec_batch(RL, RPT, NIN);
     constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     extern __shared__ float4 smem4[];
     const uint32_t C = a.cols;
@@ -330,9 +352,14 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
 
     float4 *spart = smem4;                                         /* [2 * ngroups][C] */
     uint32_t *srow = (uint32_t *)(smem4 + 2 * (size_t)ngroups * C); /* [2 * ngroups] */
-    if (OWNED && lane == 0) {
+    if (lane == 0) {
         srow[2 * group] = kNoRow;
         srow[2 * group + 1] = kNoRow;
+    }
+    __shared__ uint32_t block_ends[2]; /* as in mttkrp_kernel */
+    if (!OWNED && threadIdx.x == 0) {
+        block_ends[0] = len > 0 ? __ldg(a.out_idx + pbegin) : kNoRow;
+        block_ends[1] = len > 0 ? __ldg(a.out_idx + pbegin + len - 1) : kNoRow;
     }
 
     float4 acc[RPT];
@@ -350,12 +377,10 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
                 continue;
             if (slot < 0)
                 a.out[(size_t)out_row * C + c] = acc[t];
-            else if (OWNED)
-                spart[(2 * group + slot) * C + c] = acc[t];
             else
-                atomic_add4(&a.out[(size_t)out_row * C + c], acc[t]);
+                spart[(2 * group + slot) * C + c] = acc[t];
         }
-        if (OWNED && slot >= 0 && lane == 0)
+        if (slot >= 0 && lane == 0)
             srow[2 * group + slot] = out_row;
     };
 
@@ -421,10 +446,9 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
     if (cur != kNoRow)
         flush(cur, first_run ? 0 : 1);
 
-    if (!OWNED)
-        return;
     __syncthreads();
-    merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out);
+    merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out, !OWNED,
+                            OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
 }
 
 /* Lanes per group and float4 columns per lane for a rank (multiple of 4). */
@@ -453,9 +477,9 @@ bool use_vec_kernel(uint32_t rank) { return rank % 4 == 0; }
 /* Generic kernel: lanes per group for a rank (the RL template value). */
 uint32_t generic_lanes(uint32_t rank) { return rank <= 8 ? 8u : rank <= 16 ? 16u : 32u; }
 
-/* Shared memory of an owned (scheme 1) block: two boundary partials of
+/* Shared memory of a block (either scheme): two boundary partials of
  * `rank` floats and two row ids per group. */
-size_t owned_smem_bytes(uint32_t groups, uint32_t rank)
+size_t block_smem_bytes(uint32_t groups, uint32_t rank)
 {
     return sizeof(float) * 2 * (size_t)groups * rank + sizeof(uint32_t) * 2 * (size_t)groups;
 }
@@ -467,12 +491,11 @@ cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
                    const thg_mttkrp_args &a)
 {
     const uint32_t threads = RL * P;
-    if (owned) {
-        const size_t smem = owned_smem_bytes(P, a.rank);
+    const size_t smem = block_smem_bytes(P, a.rank);
+    if (owned)
         mttkrp_kernel<RL, RPT, true><<<blocks, threads, smem, stream>>>(a);
-    } else {
-        mttkrp_kernel<RL, RPT, false><<<blocks, threads, 0, stream>>>(a);
-    }
+    else
+        mttkrp_kernel<RL, RPT, false><<<blocks, threads, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -481,11 +504,11 @@ cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStr
                            const vec_args &a, uint32_t rank)
 {
     const uint32_t threads = RL * groups;
+    const size_t smem = block_smem_bytes(groups, rank);
     if (owned)
-        mttkrp_vec_kernel<RL, RPT, NIN, true>
-            <<<blocks, threads, owned_smem_bytes(groups, rank), stream>>>(a);
+        mttkrp_vec_kernel<RL, RPT, NIN, true><<<blocks, threads, smem, stream>>>(a);
     else
-        mttkrp_vec_kernel<RL, RPT, NIN, false><<<blocks, threads, 0, stream>>>(a);
+        mttkrp_vec_kernel<RL, RPT, NIN, false><<<blocks, threads, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -546,7 +569,7 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, ui
 
 } // namespace
 
-thg_shape thg_launch_shape(uint32_t rank, uint32_t P, bool owned)
+thg_shape thg_launch_shape(uint32_t rank, uint32_t P)
 {
     uint32_t lanes, max_threads;
     if (use_vec_kernel(rank)) {
@@ -560,9 +583,8 @@ thg_shape thg_launch_shape(uint32_t rank, uint32_t P, bool owned)
     /* Whole warps: every lane of a warp takes part in the shuffles. */
     const uint32_t per_warp = 32 / lanes;
     uint32_t max_groups = max_threads / lanes;
-    if (owned)
-        while (max_groups > per_warp && owned_smem_bytes(max_groups, rank) > kSmemLimit)
-            max_groups -= per_warp;
+    while (max_groups > per_warp && block_smem_bytes(max_groups, rank) > kSmemLimit)
+        max_groups -= per_warp;
     uint32_t groups = P == 0 ? max_groups : P;
     groups = (groups + per_warp - 1) / per_warp * per_warp;
     if (groups > max_groups)
@@ -591,7 +613,7 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, s
         THG_CUDA(cudaMemsetAsync(a.out, 0, sizeof(float) * ctx->dims[mode] * ctx->rank,
                                  ctx->stream));
     const uint32_t R = ctx->rank;
-    const uint32_t groups = thg_launch_shape(R, ctx->P, owned).groups;
+    const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
     cudaError_t e;
     if (use_vec_kernel(R))
         e = launch_vec_any(ctx, mode, owned, groups);

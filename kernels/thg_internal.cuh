@@ -137,6 +137,6 @@ struct thg_shape {
     uint32_t lanes;
     uint32_t groups;
 };
-thg_shape thg_launch_shape(uint32_t rank, uint32_t P, bool owned);
+thg_shape thg_launch_shape(uint32_t rank, uint32_t P);
 
 #endif
