@@ -15,6 +15,7 @@
 #include "log.h"
 #include "rng.h"
 #include "tensor_reader.h"
+#include "test_support.h"
 
 static th_backend *open_cpu_reference(void)
 {
@@ -25,44 +26,6 @@ static th_backend *open_cpu_reference(void)
     if (!backend)
         fail_msg("cannot open cpu-reference: %s", error->message);
     return backend;
-}
-
-/* Every entry of a dense tensor whose CP rank is exactly `rank`, stored as
- * coordinates. Factors are positive, so no entry is zero. */
-static th_sptensor *planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
-                                  uint64_t seed)
-{
-    th_rng rng;
-    th_rng_seed(&rng, seed);
-    double *factors[8];
-    uint64_t nnz = 1;
-    for (uint32_t m = 0; m < nmodes; ++m) {
-        nnz *= dims[m];
-        factors[m] = g_new(double, (size_t)dims[m] * rank);
-        for (uint64_t k = 0; k < (uint64_t)dims[m] * rank; ++k)
-            factors[m][k] = 0.1 + th_rng_uniform(&rng);
-    }
-    th_sptensor *t = th_sptensor_new(nmodes, nnz);
-    for (uint32_t m = 0; m < nmodes; ++m)
-        t->dims[m] = dims[m];
-    for (uint64_t k = 0; k < nnz; ++k) {
-        uint64_t rest = k;
-        double value = 0.0;
-        for (uint32_t m = nmodes; m-- > 0;) {
-            t->indices[m][k] = (th_index)(rest % dims[m]);
-            rest /= dims[m];
-        }
-        for (uint32_t r = 0; r < rank; ++r) {
-            double product = 1.0;
-            for (uint32_t m = 0; m < nmodes; ++m)
-                product *= factors[m][(size_t)t->indices[m][k] * rank + r];
-            value += product;
-        }
-        t->values[k] = value;
-    }
-    for (uint32_t m = 0; m < nmodes; ++m)
-        g_free(factors[m]);
-    return t;
 }
 
 /* 1 - ||X - M|| / ||X|| by forming the model at every coordinate of the
@@ -105,7 +68,7 @@ static void test_planted_low_rank_is_recovered(void **state)
         {dims3, 3, 3}, {dims4, 4, 2}, {dims4, 4, 4}};
     g_autoptr(th_backend) backend = open_cpu_reference();
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
-        g_autoptr(th_sptensor) t = planted_dense(cases[c].dims, cases[c].nmodes, cases[c].rank, 100 + c);
+        g_autoptr(th_sptensor) t = th_test_planted_dense(cases[c].dims, cases[c].nmodes, cases[c].rank, 100 + c);
         th_cpd_params params = {.rank = cases[c].rank, .max_iters = 1000, .tolerance = 1e-12, .seed = 3};
         g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
         if (!(r->fit > 0.99))
@@ -125,7 +88,7 @@ static void test_host_and_backend_update_agree(void **state)
 {
     (void)state;
     const th_index dims[] = {6, 7, 8};
-    g_autoptr(th_sptensor) t = planted_dense(dims, 3, 2, 9);
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 2, 9);
     /* Perturb so the fit does not reach 1 at once. */
     for (uint64_t k = 0; k < t->nnz; k += 3)
         t->values[k] *= 1.5;
@@ -173,7 +136,7 @@ static void test_cancellation_stops_after_the_current_iteration(void **state)
 {
     (void)state;
     const th_index dims[] = {6, 7, 8};
-    g_autoptr(th_sptensor) t = planted_dense(dims, 3, 3, 1);
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 3, 1);
     g_autoptr(th_backend) backend = open_cpu_reference();
     th_cpd_params params = {.rank = 3, .max_iters = 100, .tolerance = 0, .seed = 4};
     th_cancel_reset();

@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include "rng.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -232,4 +234,40 @@ void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
     th_test_assert_ok(plugin->entry.load_tensor(instance, &view, rank, err), err);
     for (uint32_t m = 0; m < t->nmodes; m++)
         th_test_assert_ok(plugin->entry.set_factor(instance, m, factors[m], err), err);
+}
+
+th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
+                                  uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    double *factors[8];
+    uint64_t nnz = 1;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        nnz *= dims[m];
+        factors[m] = g_new(double, (size_t)dims[m] * rank);
+        for (uint64_t k = 0; k < (uint64_t)dims[m] * rank; ++k)
+            factors[m][k] = 0.1 + th_rng_uniform(&rng);
+    }
+    th_sptensor *t = th_sptensor_new(nmodes, nnz);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        t->dims[m] = dims[m];
+    for (uint64_t k = 0; k < nnz; ++k) {
+        uint64_t rest = k;
+        double value = 0.0;
+        for (uint32_t m = nmodes; m-- > 0;) {
+            t->indices[m][k] = (th_index)(rest % dims[m]);
+            rest /= dims[m];
+        }
+        for (uint32_t r = 0; r < rank; ++r) {
+            double product = 1.0;
+            for (uint32_t m = 0; m < nmodes; ++m)
+                product *= factors[m][(size_t)t->indices[m][k] * rank + r];
+            value += product;
+        }
+        t->values[k] = value;
+    }
+    for (uint32_t m = 0; m < nmodes; ++m)
+        g_free(factors[m]);
+    return t;
 }

@@ -21,6 +21,12 @@
 th_sptensor *th_test_random_tensor(uint32_t nmodes, const uint32_t *dims, uint64_t nnz,
                                    GRand *rng);
 
+/* Every cell of a dense box whose CP rank is exactly `rank`: factor entries
+ * 0.1 + uniform [0, 1) from th_rng seeded with `seed` (positive, so no cell
+ * is zero), nmodes <= 8. The same arguments give the same tensor. */
+th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
+                                   uint64_t seed);
+
 /* A rows x cols row-major matrix with entries uniform in [-1, 1). g_free it. */
 double *th_test_random_matrix(uint64_t rows, uint32_t cols, GRand *rng);
 

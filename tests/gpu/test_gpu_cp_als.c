@@ -28,6 +28,7 @@
 #include "log.h"
 #include "rng.h"
 #include "tensor_reader.h"
+#include "test_support.h"
 
 #define FIT_TOLERANCE 1e-4
 #define ITERATIONS 25u
@@ -90,51 +91,13 @@ static th_sptensor *read_tensor(const char *path)
     return t;
 }
 
-/* Every cell of a dense box whose CP rank is exactly `rank` (positive
- * factors, so no entry is zero). */
-static th_sptensor *planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
-                                  uint64_t seed)
-{
-    th_rng rng;
-    th_rng_seed(&rng, seed);
-    double *factors[8];
-    uint64_t nnz = 1;
-    for (uint32_t m = 0; m < nmodes; ++m) {
-        nnz *= dims[m];
-        factors[m] = g_new(double, (size_t)dims[m] * rank);
-        for (uint64_t k = 0; k < (uint64_t)dims[m] * rank; ++k)
-            factors[m][k] = 0.1 + th_rng_uniform(&rng);
-    }
-    th_sptensor *t = th_sptensor_new(nmodes, nnz);
-    for (uint32_t m = 0; m < nmodes; ++m)
-        t->dims[m] = dims[m];
-    for (uint64_t k = 0; k < nnz; ++k) {
-        uint64_t rest = k;
-        for (uint32_t m = nmodes; m-- > 0;) {
-            t->indices[m][k] = (th_index)(rest % dims[m]);
-            rest /= dims[m];
-        }
-        double value = 0.0;
-        for (uint32_t r = 0; r < rank; ++r) {
-            double product = 1.0;
-            for (uint32_t m = 0; m < nmodes; ++m)
-                product *= factors[m][(size_t)t->indices[m][k] * rank + r];
-            value += product;
-        }
-        t->values[k] = value;
-    }
-    for (uint32_t m = 0; m < nmodes; ++m)
-        g_free(factors[m]);
-    return t;
-}
-
 static void test_planted_low_rank(void **state)
 {
     (void)state;
     /* A mode of 3 (< kappa, scheme 2) and modes >= 132 would need a bigger
      * box; 200 gives gpu-adaptive a long mode too. */
     const th_index dims[] = {200, 15, 12, 3};
-    g_autoptr(th_sptensor) t = planted_dense(dims, 4, 4, 11);
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 4, 4, 11);
     compare_fits("planted rank-4 200x15x12x3", t, 4);
 }
 
