@@ -80,6 +80,16 @@ void th_atomic_file_abort(th_atomic_file *file)
     atomic_file_free(file);
 }
 
+gboolean th_make_output_dir(const char *dir, GError **error)
+{
+    if (g_mkdir_with_parents(dir, 0755) == 0)
+        return TRUE;
+    int saved = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                "%s: cannot create the output directory: %s", dir, g_strerror(saved));
+    return FALSE;
+}
+
 gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,
                                 GError **error)
 {

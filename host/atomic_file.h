@@ -19,6 +19,10 @@ gboolean th_atomic_file_commit(th_atomic_file *file, GError **error);
 /* Removes the temporary file and frees `file`. Accepts NULL. */
 void th_atomic_file_abort(th_atomic_file *file);
 
+/* Creates the output folder `dir` and its parents if missing; the error
+ * names the folder. */
+gboolean th_make_output_dir(const char *dir, GError **error);
+
 /* Whole contents in one go. */
 gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,
                                 GError **error);

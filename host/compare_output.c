@@ -1,7 +1,6 @@
 /* The comparison's table, CSV and JSON; see compare_output.h. */
 #include "compare_output.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -658,12 +657,8 @@ static gboolean write_text(const char *dir, const char *name, const char *text, 
 gboolean th_compare_write_outputs(const th_compare_result *result, const char *dir,
                                   GError **error)
 {
-    if (g_mkdir_with_parents(dir, 0755) != 0) {
-        int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "%s: cannot create the output directory: %s", dir, g_strerror(saved));
+    if (!th_make_output_dir(dir, error))
         return FALSE;
-    }
     g_autofree char *table = th_compare_format_table(result);
     g_autofree char *csv = th_compare_format_csv(result);
     g_autofree char *geomean = th_compare_format_geomean_csv(result);

@@ -1,9 +1,7 @@
 #include "factor_io.h"
 
-#include <errno.h>
 #include <stdio.h>
 
-#include <glib/gstdio.h>
 
 #include "atomic_file.h"
 
@@ -64,12 +62,6 @@ double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError 
 
 gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, GError **error)
 {
-    if (g_mkdir_with_parents(dir, 0755) != 0) {
-        int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "%s: cannot create the output directory: %s", dir, g_strerror(saved));
-        return FALSE;
-    }
     for (uint32_t m = 0; m < result->nmodes; ++m) {
         g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
         g_autofree char *path = g_build_filename(dir, name, NULL);

@@ -14,7 +14,7 @@ gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, ui
  * column count). Returns rows x cols values. */
 double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError **error);
 
-/* Creates `dir` (and parents) and writes mode1.mat ... modeN.mat and
+/* Writes into the existing folder `dir` (see th_make_output_dir) mode1.mat ... modeN.mat and
  * lambda.mat (one value per line). */
 gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, GError **error);
 

@@ -1,5 +1,4 @@
 /* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins. */
-#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +6,7 @@
 
 #include <glib.h>
 
+#include "atomic_file.h"
 #include "backend.h"
 #include "compare.h"
 #include "config.h"
@@ -227,13 +227,8 @@ static void print_run_summary(th_backend *backend, const th_cpd_result *r, doubl
 
 static gboolean write_outputs(const th_config *config, th_run_summary *summary, GError **error)
 {
-    if (g_mkdir_with_parents(config->output_dir, 0755) != 0) {
-        int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "%s: cannot create the output directory: %s", config->output_dir,
-                    g_strerror(saved));
+    if (!th_make_output_dir(config->output_dir, error))
         return FALSE;
-    }
     if (config->write_factors) {
         if (!th_write_cpd_factors(config->output_dir, summary->result, error))
             return FALSE;
