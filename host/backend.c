@@ -169,6 +169,41 @@ gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double 
     return check_call(backend, status, "als_update failed", message, error);
 }
 
+gboolean th_backend_has_als_sweep(const th_backend *backend)
+{
+    return backend->plugin->entry.als_sweep != NULL;
+}
+
+gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
+                              double *lambda, double *inner, uint32_t *modes_done,
+                              GError **error)
+{
+    th_als_sweep_io io = {
+        .struct_size = (uint32_t)sizeof(th_als_sweep_io),
+        .norm = norm,
+        .nmodes = backend->nmodes,
+        /* Out of range on purpose: a plugin that forgets to set it fails the
+         * check below instead of passing for a full or empty sweep. */
+        .modes_done = UINT32_MAX,
+        .grams = grams,
+        .lambda = lambda,
+        .inner = inner,
+    };
+    if (!th_plugin_als_sweep(backend->plugin, backend->instance, &io, error))
+        return FALSE;
+    if (io.modes_done > backend->nmodes) {
+        g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INTERNAL,
+                    "%s: als_sweep returned TH_OK with modes_done %u%s for a %u-mode tensor; "
+                    "expected 0 to %u (a bug in the plugin)",
+                    th_backend_info(backend)->id, io.modes_done,
+                    io.modes_done == UINT32_MAX ? " (never set)" : "", backend->nmodes,
+                    backend->nmodes);
+        return FALSE;
+    }
+    *modes_done = io.modes_done;
+    return TRUE;
+}
+
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error)
 {
     return th_plugin_runtime_info(backend->plugin, backend->instance, info, error);

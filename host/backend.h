@@ -44,6 +44,18 @@ gboolean th_backend_get_mttkrp_result(th_backend *backend, uint32_t mode, double
 gboolean th_backend_has_als_update(const th_backend *backend);
 gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double *w, int32_t norm,
                                double *lambda, double *gram, double *inner, GError **error);
+gboolean th_backend_has_als_sweep(const th_backend *backend);
+/* One whole CP-ALS iteration in the backend (ABI 1.1 als_sweep): `grams`
+ * holds backend->nmodes rank x rank Grams of the current factors and gets
+ * those of the updated modes back; `lambda` and `inner` ([rank]) are those
+ * of the last updated mode. `*modes_done` says how many modes (0 ..) were
+ * updated: fewer than nmodes when the backend's Cholesky broke down and the
+ * caller must finish the iteration from that mode. A modes_done beyond
+ * nmodes is an error (TH_ERR_INTERNAL), as is calling it on a backend
+ * without als_sweep (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
+                              double *lambda, double *inner, uint32_t *modes_done,
+                              GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);

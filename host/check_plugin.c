@@ -9,6 +9,7 @@
 
 #include "check_plugin.h"
 
+#include "dense.h"
 #include "log.h"
 #include "plugin_loader.h"
 #include "rng.h"
@@ -370,9 +371,20 @@ static void check_info(checker *c)
         fail(c, "info", "value_type %u: expected TH_VALUE_F32 or TH_VALUE_F64", info->value_type);
         return;
     }
-    pass(c, "info", "id '%s', version %s, %s, max_modes %u, max_rank %u%s%s", info->id,
+    gboolean sweep = (info->flags & TH_CAP_ALS_SWEEP) != 0;
+    if (sweep != (c->plugin->entry.als_sweep != NULL)) {
+        fail(c, "info", "TH_CAP_ALS_SWEEP is %s but als_sweep is %s", sweep ? "set" : "clear",
+             c->plugin->entry.als_sweep ? "present" : "NULL (or beyond the entry's struct_size)");
+        return;
+    }
+    if (sweep && !flag) {
+        fail(c, "info", "als_sweep without als_update: a sweep that stops early needs it");
+        return;
+    }
+    pass(c, "info", "id '%s', version %s, %s, max_modes %u, max_rank %u%s%s%s", info->id,
          info->version, info->value_type == TH_VALUE_F32 ? "f32" : "f64", info->max_modes,
-         info->max_rank, flag ? ", als_update" : "", (info->flags & TH_CAP_GPU) ? ", gpu" : "");
+         info->max_rank, flag ? ", als_update" : "", sweep ? ", als_sweep" : "",
+         (info->flags & TH_CAP_GPU) ? ", gpu" : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -810,6 +822,319 @@ static void check_all_mttkrp(checker *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* als_sweep (ABI 1.1)                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* What one CP-ALS iteration leaves behind, on either side. */
+typedef struct iteration_state {
+    uint32_t nmodes, rank;
+    double *grams[TH_MAX_MODES];   /* rank x rank each */
+    double *factors[TH_MAX_MODES]; /* dims[m] x rank each, read back with get_factor */
+    double *lambda, *inner;        /* [rank], of the last mode */
+} iteration_state;
+
+static void iteration_state_init(iteration_state *st, const test_tensor *tt, uint32_t rank,
+                                 double *const *initial)
+{
+    memset(st, 0, sizeof *st);
+    st->nmodes = tt->coo.nmodes;
+    st->rank = rank;
+    for (uint32_t m = 0; m < st->nmodes; m++) {
+        st->grams[m] = g_new(double, (size_t)rank * rank);
+        th_dense_gram(initial[m], tt->coo.dims[m], rank, st->grams[m]);
+        st->factors[m] = g_new0(double, (size_t)tt->coo.dims[m] * rank);
+    }
+    st->lambda = g_new0(double, rank);
+    st->inner = g_new0(double, rank);
+}
+
+static void iteration_state_clear(iteration_state *st)
+{
+    for (uint32_t m = 0; m < st->nmodes; m++) {
+        g_free(st->grams[m]);
+        g_free(st->factors[m]);
+    }
+    g_free(st->lambda);
+    g_free(st->inner);
+}
+
+static gboolean set_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
+                                double *const *factors, uint32_t nmodes, const char *name)
+{
+    for (uint32_t m = 0; m < nmodes; m++) {
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = plugin->entry.set_factor(inst, m, factors[m], err);
+        if (status != TH_OK) {
+            fail(c, name, "%s set_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
+                 m, message_of(err), th_status_name(status));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
+                                iteration_state *st, const char *name)
+{
+    for (uint32_t m = 0; m < st->nmodes; m++) {
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = plugin->entry.get_factor(inst, m, st->factors[m], err);
+        if (status != TH_OK) {
+            fail(c, name, "%s get_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
+                 m, message_of(err), th_status_name(status));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* The host's iteration: per mode mttkrp(), the host's solve, als_update().
+ * *pinv_used tells whether a solve needed the pseudo-inverse (then the
+ * sweep was entitled to stop early, and the case proves nothing). */
+static gboolean per_mode_iteration(checker *c, th_plugin *plugin, th_instance *inst,
+                                   int32_t norm, iteration_state *st, gboolean *pinv_used,
+                                   const char *name)
+{
+    const uint32_t rank = st->rank;
+    g_autofree double *hadamard = g_new(double, (size_t)rank * rank);
+    g_autofree double *w = g_new(double, (size_t)rank * rank);
+    *pinv_used = FALSE;
+    for (uint32_t mode = 0; mode < st->nmodes; mode++) {
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = plugin->entry.mttkrp(inst, mode, err);
+        if (status == TH_OK) {
+            th_dense_hadamard_except(st->grams, st->nmodes, mode, rank, hadamard);
+            *pinv_used = *pinv_used || th_dense_spd_pinv(hadamard, rank, w);
+            th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = st->lambda,
+                                 .gram = st->grams[mode], .inner = st->inner};
+            status = plugin->entry.als_update(inst, mode, w, norm, &out, err);
+        }
+        if (status != TH_OK) {
+            fail(c, name, "%s per-mode iteration, mode %u: %s (%s)",
+                 inst == c->inst ? "plugin" : "reference", mode, message_of(err),
+                 th_status_name(status));
+            return FALSE;
+        }
+    }
+    return get_all_factors(c, plugin, inst, st, name);
+}
+
+static th_als_sweep_io sweep_io(iteration_state *st, int32_t norm)
+{
+    return (th_als_sweep_io){
+        .struct_size = (uint32_t)sizeof(th_als_sweep_io),
+        .norm = norm,
+        .nmodes = st->nmodes,
+        .modes_done = UINT32_MAX, /* the plugin must set it */
+        .grams = st->grams,
+        .lambda = st->lambda,
+        .inner = st->inner,
+    };
+}
+
+/* Field by field, within the checker's tolerance; FALSE after a FAIL. */
+static gboolean compare_iterations(checker *c, const iteration_state *got,
+                                   const iteration_state *want, const test_tensor *tt,
+                                   double *worst, const char *name)
+{
+    const uint32_t rank = got->rank;
+    *worst = 0.0;
+    for (uint32_t part = 0; part < 2 + 2 * got->nmodes; part++) {
+        const double *a, *b;
+        size_t count;
+        g_autofree char *what = NULL;
+        if (part == 0) {
+            a = got->lambda, b = want->lambda, count = rank, what = g_strdup("lambda");
+        } else if (part == 1) {
+            a = got->inner, b = want->inner, count = rank, what = g_strdup("inner");
+        } else if (part < 2 + got->nmodes) {
+            uint32_t m = part - 2;
+            a = got->grams[m], b = want->grams[m], count = (size_t)rank * rank;
+            what = g_strdup_printf("gram of mode %u", m);
+        } else {
+            uint32_t m = part - 2 - got->nmodes;
+            a = got->factors[m], b = want->factors[m], count = (size_t)tt->coo.dims[m] * rank;
+            what = g_strdup_printf("factor of mode %u (get_factor)", m);
+        }
+        double error = relative_error(a, b, count);
+        if (!(error <= c->tolerance)) {
+            fail(c, name, "%s: relative error %.3g > tolerance %.0e", what, error, c->tolerance);
+            return FALSE;
+        }
+        *worst = MAX(*worst, error);
+    }
+    return TRUE;
+}
+
+/* Uniform in [-0.5, 0.5): nearly orthogonal columns, so every Hadamard
+ * product of Grams is well conditioned and an f32 backend's Cholesky agrees
+ * with the host's solve to its own precision. */
+static double **centred_factors(const test_tensor *tt, uint32_t rank, uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    double **factors = g_new0(double *, tt->coo.nmodes);
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++) {
+        size_t count = (size_t)tt->coo.dims[m] * rank;
+        factors[m] = g_new(double, count);
+        for (size_t i = 0; i < count; i++)
+            factors[m][i] = th_rng_uniform(&rng) - 0.5;
+    }
+    return factors;
+}
+
+/* One sweep on the plugin against one per-mode iteration (mttkrp, the
+ * host's solve, als_update) from the same factors on the reference, or on
+ * the plugin itself when the reference has no als_update. */
+static void check_als_sweep_case(checker *c, uint32_t nmodes, uint32_t rank, int32_t norm,
+                                 uint64_t seed)
+{
+    g_autofree char *name = g_strdup_printf("als_sweep modes=%u rank=%u norm=%s", nmodes, rank,
+                                            norm == TH_NORM_2 ? "2" : "max");
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, SKEW_UNIFORM, 400, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    gboolean use_reference = c->ref_inst != NULL && c->reference->entry.als_update != NULL;
+    th_plugin *oracle = use_reference ? c->reference : c->plugin;
+    th_instance *oracle_inst = use_reference ? c->ref_inst : c->inst;
+    double **initial = centred_factors(tt, rank, seed + 1);
+    iteration_state want, got;
+    iteration_state_init(&want, tt, rank, initial);
+    iteration_state_init(&got, tt, rank, initial);
+    gboolean pinv_used = FALSE;
+    if (!load_on(c, oracle, oracle_inst, tt, rank, name) ||
+        !set_all_factors(c, oracle, oracle_inst, initial, nmodes, name) ||
+        !per_mode_iteration(c, oracle, oracle_inst, norm, &want, &pinv_used, name))
+        goto done;
+    if (pinv_used) {
+        skip(c, name, "the host's solve needed the pseudo-inverse on this case");
+        goto done;
+    }
+    /* On the plugin's own instance the tensor is loaded; only reset factors. */
+    if ((use_reference && !load_on(c, c->plugin, c->inst, tt, rank, name)) ||
+        !set_all_factors(c, c->plugin, c->inst, initial, nmodes, name))
+        goto done;
+    th_als_sweep_io io = sweep_io(&got, norm);
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = c->plugin->entry.als_sweep(c->inst, &io, err);
+    if (status != TH_OK) {
+        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+        goto done;
+    }
+    if (io.modes_done != nmodes) {
+        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
+             io.modes_done, nmodes);
+        goto done;
+    }
+    double worst = 0.0;
+    if (get_all_factors(c, c->plugin, c->inst, &got, name) &&
+        compare_iterations(c, &got, &want, tt, &worst, name))
+        pass(c, name, "vs %s per-mode iteration, max relative error %.2g",
+             use_reference ? "the reference's" : "its own", worst);
+done:
+    iteration_state_clear(&want);
+    iteration_state_clear(&got);
+    free_factors(initial, nmodes);
+}
+
+/* `problem` is what expect_error() said, or NULL; `wanted` the exact status
+ * required (0: any error). */
+static void judge_sweep_error(checker *c, const char *name, th_status status, char *err,
+                              th_status wanted)
+{
+    g_autofree char *problem = expect_error("als_sweep", status, err);
+    if (problem)
+        fail(c, name, "%s", problem);
+    else if (wanted != TH_OK && status != wanted)
+        fail(c, name, "als_sweep returned %s, expected %s: %s", th_status_name(status),
+             th_status_name(wanted), message_of(err));
+    else
+        pass(c, name, "%s: %s", th_status_name(status), message_of(err));
+}
+
+static void check_sweep_before_load(checker *c)
+{
+    const char *name = "als_sweep before load_tensor";
+    begin(c, name);
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    if (create_instance(c->plugin, NULL, 0, &inst, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    /* Room for rank 8 on three modes, should the plugin wrongly go ahead. */
+    double sink[3][64] = {{0}}, lambda[8] = {0}, inner[8] = {0};
+    double *grams[3] = {sink[0], sink[1], sink[2]};
+    th_als_sweep_io io = {.struct_size = (uint32_t)sizeof io, .norm = TH_NORM_2, .nmodes = 3,
+                          .grams = grams, .lambda = lambda, .inner = inner};
+    err[0] = '\0';
+    th_status status = c->plugin->entry.als_sweep(inst, &io, err);
+    c->plugin->entry.destroy(inst);
+    judge_sweep_error(c, name, status, err, TH_ERR_BAD_STATE);
+}
+
+/* A struct one field short, then a wrong order: both refused, on a loaded
+ * instance with buffers large enough that a plugin going ahead anyway
+ * fails the check instead of corrupting the checker. */
+static void check_sweep_bad_io(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 41, &error);
+    const char *short_name = "als_sweep short io";
+    const char *order_name = "als_sweep nmodes mismatch";
+    begin(c, short_name);
+    if (tt == NULL) {
+        fail(c, short_name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, short_name))
+        return;
+    double **initial = centred_factors(tt, rank, c->opts->seed + 42);
+    iteration_state st;
+    iteration_state_init(&st, tt, rank, initial);
+    /* One more Gram than the tensor has modes, for the mismatch below. */
+    st.grams[3] = g_new0(double, (size_t)rank * rank);
+    if (set_all_factors(c, c->plugin, c->inst, initial, 3, short_name)) {
+        th_als_sweep_io io = sweep_io(&st, TH_NORM_2);
+        io.struct_size = (uint32_t)offsetof(th_als_sweep_io, inner);
+        char err[TH_ERROR_SIZE] = "";
+        judge_sweep_error(c, short_name, c->plugin->entry.als_sweep(c->inst, &io, err), err,
+                          TH_ERR_INVALID_ARGUMENT);
+
+        begin(c, order_name);
+        io = sweep_io(&st, TH_NORM_2);
+        io.nmodes = 4;
+        err[0] = '\0';
+        judge_sweep_error(c, order_name, c->plugin->entry.als_sweep(c->inst, &io, err), err,
+                          TH_OK);
+    }
+    g_free(st.grams[3]);
+    st.grams[3] = NULL;
+    iteration_state_clear(&st);
+    free_factors(initial, 3);
+}
+
+static void check_all_sweep(checker *c)
+{
+    if (c->plugin->entry.als_sweep == NULL) {
+        skip(c, "als_sweep", "not implemented (optional, ABI 1.1; the host runs each mode "
+                             "itself)");
+        return;
+    }
+    const uint32_t max_rank = c->plugin->info->max_rank;
+    check_als_sweep_case(c, 3, MIN(4u, max_rank), TH_NORM_2, c->opts->seed * 31 + 1);
+    if (c->plugin->info->max_modes >= 4)
+        check_als_sweep_case(c, 4, MIN(7u, max_rank), TH_NORM_MAX, c->opts->seed * 31 + 2);
+    check_sweep_before_load(c);
+    check_sweep_bad_io(c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Optional queries and life cycles                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -956,7 +1281,7 @@ static const char *const device_checks[] = {
     "reference",        "unknown option",  "mttkrp before load_tensor",
     "rank 0",           "rank max_rank+1", "mode out of range",
     "tensor it cannot hold", "mttkrp",     "als_update",
-    "load_tensor x20",  "create/destroy x50", "load/unload x20",
+    "als_sweep",        "load_tensor x20",  "create/destroy x50", "load/unload x20",
 };
 
 static void check_with_instances(checker *c)
@@ -1009,6 +1334,7 @@ static void check_with_instances(checker *c)
         check_all_mttkrp(c);
     else
         skip(c, "mttkrp", "no reference to compare with");
+    check_all_sweep(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

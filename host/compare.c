@@ -423,7 +423,15 @@ static void samples_clear(samples *x)
     g_free(x->per_iteration);
 }
 
-/* Records one run of every mode: host[m], backend[m] (< 0: not timed). */
+/* Sum of the modes' times, or -1 when one of them was not measured: a
+ * partial sum would look like a faster backend. */
+static double add_measured(double total, double value)
+{
+    return total < 0.0 || value < 0.0 ? -1.0 : total + value;
+}
+
+/* Records one run of every mode: host[m], backend[m] (< 0: not timed; the
+ * host's time is missing for a cpd run whose MTTKRPs ran inside als_sweep). */
 static void samples_add(samples *x, const double *host, const double *backend,
                         double per_iteration)
 {
@@ -432,17 +440,17 @@ static void samples_add(samples *x, const double *host, const double *backend,
     for (uint32_t m = 0; m < x->nmodes; m++) {
         x->host[(gsize)m * x->capacity + k] = host[m];
         x->backend[(gsize)m * x->capacity + k] = backend[m];
-        total_host += host[m];
-        total_backend = total_backend < 0.0 || backend[m] < 0.0 ? -1.0
-                                                                : total_backend + backend[m];
+        total_host = add_measured(total_host, host[m]);
+        total_backend = add_measured(total_backend, backend[m]);
     }
     x->total_host[k] = total_host;
     x->total_backend[k] = total_backend;
     x->per_iteration[k] = per_iteration;
 }
 
-/* A backend's own time counts only when it reported one on every run. */
-static th_compare_stat backend_stat(double *values, uint32_t n)
+/* A time counts only when it was measured on every run (the backend's own
+ * timer may be missing; so may the host's, on the sweep path of cpd). */
+static th_compare_stat measured_stat(double *values, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
         if (values[k] < 0.0)
@@ -454,11 +462,11 @@ static th_compare_stat backend_stat(double *values, uint32_t n)
 static void samples_summarise(samples *x, th_compare_run *run, gboolean per_iteration)
 {
     for (uint32_t m = 0; m < x->nmodes; m++) {
-        run->modes[m].host = th_compare_stat_of(x->host + (gsize)m * x->capacity, x->count);
-        run->modes[m].backend = backend_stat(x->backend + (gsize)m * x->capacity, x->count);
+        run->modes[m].host = measured_stat(x->host + (gsize)m * x->capacity, x->count);
+        run->modes[m].backend = measured_stat(x->backend + (gsize)m * x->capacity, x->count);
     }
-    run->total_host = th_compare_stat_of(x->total_host, x->count);
-    run->total_backend = backend_stat(x->total_backend, x->count);
+    run->total_host = measured_stat(x->total_host, x->count);
+    run->total_backend = measured_stat(x->total_backend, x->count);
     if (per_iteration)
         run->seconds_per_iteration = th_compare_stat_of(x->per_iteration, x->count);
 }
@@ -506,7 +514,11 @@ static gboolean time_mttkrp(tensor_session *s, th_backend *backend, th_compare_r
 }
 
 /* job = "cpd": whole CP-ALS runs (each starts from the same factors, made
- * from cpd.seed by th_cp_als); MTTKRP times are means per iteration. */
+ * from cpd.seed by th_cp_als, updated as cpd.update says); MTTKRP times are
+ * means per iteration. A backend that runs whole iterations through
+ * als_sweep has no host time per MTTKRP: its host times stay "not
+ * measured" (and so does its host-timed speedup); its own timer's per-mode
+ * times and the seconds per iteration still compare. */
 static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run *run,
                          GError **error)
 {
@@ -518,6 +530,8 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
         .tolerance = s->config->tolerance,
         .seed = s->config->seed,
     };
+    if (!th_update_path_from_name(s->config->update, &params.update))
+        params.update = TH_UPDATE_AUTO; /* a config built without the loader */
     samples x;
     samples_init(&x, nmodes, repeats);
     g_autofree double *host = g_new(double, nmodes);
@@ -536,7 +550,7 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
         }
         double iterations = MAX(1.0, (double)cpd->iterations->len);
         for (uint32_t m = 0; m < nmodes; m++) {
-            host[m] = cpd->mttkrp_seconds[m] / iterations;
+            host[m] = cpd->mttkrp_seconds[m] < 0.0 ? -1.0 : cpd->mttkrp_seconds[m] / iterations;
             own[m] = cpd->mttkrp_device_seconds[m] < 0.0
                          ? -1.0
                          : cpd->mttkrp_device_seconds[m] / iterations;

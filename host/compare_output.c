@@ -278,7 +278,11 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
     text_table_clear(&t);
     g_string_append_printf(out,
                            "  * baseline. own time: the backend's own timer (device events on a "
-                           "GPU); memory: tensor copies + factors + workspace\n\n");
+                           "GPU); memory: tensor copies + factors + workspace\n");
+    if (cpd)
+        g_string_append_printf(out, "  - : not measured (a backend without its own timer; host "
+                                    "times of a backend whose MTTKRPs run inside als_sweep)\n");
+    g_string_append_c(out, '\n');
 }
 
 static void format_geomeans(const th_compare_result *result, GString *out)

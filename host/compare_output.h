@@ -14,7 +14,12 @@
 /* The table printed after a comparison: per tensor, one line per backend
  * (schemes, MTTKRP time per mode and for all modes, speedup, preprocessing,
  * memory, and for cpd the fit and seconds per iteration), then the failures
- * and, over several tensors, the geometric-mean speedups. */
+ * and, over several tensors, the geometric-mean speedups. A time that was
+ * not measured is "-" in the table, an empty cell in the CSV and null in
+ * the JSON: a backend's own timer it does not have, or, in a cpd job, the
+ * host's per-MTTKRP times of a backend that runs whole iterations through
+ * als_sweep (then the host's "all modes" total and speedup are missing too;
+ * compare those by timer = "backend" or by s/iter). */
 char *th_compare_format_table(const th_compare_result *result);
 
 /* The CSV texts (RFC 4180: comma-separated, quoted where needed, CRLF-free

@@ -86,6 +86,9 @@ static const th_key_schema tensor_keys[] = {
      .optional_in_compare = TRUE, .doc = "the sparse tensor (.tns, .tns.gz or sptensor text)"},
 };
 
+/* th_update_path_name()'s texts, in cp_als.h's order. */
+static const char *const cpd_update_choices[] = {"auto", "sweep", "mode", "host", NULL};
+
 static const th_key_schema cpd_keys[] = {
     {.name = "rank", .type = TH_KEY_INTEGER, TH_FIELD(rank), .min = 1, .max = 4096,
      .default_integer = 16, .doc = "number of rank-one components"},
@@ -95,6 +98,10 @@ static const th_key_schema cpd_keys[] = {
      .default_number = 1e-5, .doc = "stop when |fit change| < tolerance"},
     {.name = "seed", .type = TH_KEY_INTEGER, TH_FIELD(seed), .min = 0, .max = INT64_MAX,
      .default_integer = 42, .doc = "seed of the initial factors"},
+    {.name = "update", .type = TH_KEY_STRING, TH_FIELD(update), .default_string = "auto",
+     .choices = cpd_update_choices,
+     .doc = "where factors are updated: the best the backend has, one als_sweep per "
+            "iteration, als_update per mode, or on the host"},
 };
 
 static const th_key_schema backend_keys[] = {
@@ -1575,6 +1582,7 @@ void th_config_free(th_config *config)
         return;
     g_free(config->source_path);
     g_free(config->tensor_path);
+    g_free(config->update);
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);

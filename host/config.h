@@ -83,6 +83,7 @@ typedef struct th_config {
     uint32_t max_iters; /* default 50, >= 1 */
     double tolerance;   /* default 1e-5, >= 0 */
     uint64_t seed;      /* default 42, 0..INT64_MAX */
+    char *update;       /* "auto" (default), "sweep", "mode" or "host": th_update_path_name() */
 
     /* [backend] */
     char *plugin;              /* default "auto": a name, or a path when it contains '/' or

@@ -7,7 +7,73 @@
 #include "log.h"
 #include "rng.h"
 
+G_DEFINE_QUARK(th-cpd-error-quark, th_cpd_error)
+
 static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
+static const char *const update_path_names[] = {
+    [TH_UPDATE_AUTO] = "auto",
+    [TH_UPDATE_SWEEP] = "sweep",
+    [TH_UPDATE_MODE] = "mode",
+    [TH_UPDATE_HOST] = "host",
+};
+
+const char *th_update_path_name(th_update_path path)
+{
+    return (size_t)path < G_N_ELEMENTS(update_path_names) ? update_path_names[path] : "?";
+}
+
+gboolean th_update_path_from_name(const char *name, th_update_path *path)
+{
+    for (size_t i = 0; name && i < G_N_ELEMENTS(update_path_names); ++i) {
+        if (strcmp(name, update_path_names[i]) == 0) {
+            *path = (th_update_path)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* An explicit request for a backend-side path must not silently become a
+ * slower one: the user asked for it to measure or test exactly that path. */
+static gboolean require_capability(const th_backend *backend, th_update_path requested,
+                                   gboolean present, const char *function, const char *flag,
+                                   GError **error)
+{
+    if (present)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                "update path \"%s\" (cpd.update) needs %s (capability %s), which plugin "
+                "'%s' does not implement; use \"auto\" to take the best path the plugin has",
+                th_update_path_name(requested), function, flag, th_backend_info(backend)->id);
+    return FALSE;
+}
+
+gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path requested,
+                                    th_update_path *resolved, GError **error)
+{
+    const gboolean sweep = th_backend_has_als_sweep(backend);
+    const gboolean update = th_backend_has_als_update(backend);
+    switch (requested) {
+    case TH_UPDATE_AUTO:
+        *resolved = sweep ? TH_UPDATE_SWEEP : update ? TH_UPDATE_MODE : TH_UPDATE_HOST;
+        return TRUE;
+    case TH_UPDATE_SWEEP:
+        *resolved = requested;
+        return require_capability(backend, requested, sweep, "als_sweep",
+                                  "TH_CAP_ALS_SWEEP, plugin ABI 1.1", error);
+    case TH_UPDATE_MODE:
+        *resolved = requested;
+        return require_capability(backend, requested, update, "als_update", "TH_CAP_ALS_UPDATE",
+                                  error);
+    case TH_UPDATE_HOST:
+        *resolved = requested;
+        return TRUE;
+    }
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH, "unknown update path %d",
+                (int)requested);
+    return FALSE;
+}
 
 double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                 uint64_t seed)
@@ -53,7 +119,7 @@ typedef struct cpd_state {
     th_backend *backend;
     const th_sptensor *tensor;
     uint32_t nmodes, rank;
-    gboolean backend_update;
+    th_update_path path;
     double **grams;  /* [nmodes] rank x rank */
     double *hadamard; /* rank x rank scratch */
     double *w;        /* rank x rank pseudo-inverse */
@@ -109,37 +175,87 @@ static double fit_from_terms(const cpd_state *s, double norm_x_squared)
     return 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
 }
 
+/* Adds the backend's own time of the latest MTTKRP of `mode`; one mode
+ * without it makes the whole sum "not reported". */
+static gboolean add_device_time(cpd_state *s, uint32_t mode, GError **error)
+{
+    th_cpd_result *r = s->result;
+    th_mode_info info;
+    if (!th_backend_mode_info(s->backend, mode, &info, error))
+        return FALSE;
+    if (info.last_mttkrp_seconds >= 0.0 && r->mttkrp_device_seconds[mode] >= 0.0)
+        r->mttkrp_device_seconds[mode] += info.last_mttkrp_seconds;
+    else
+        r->mttkrp_device_seconds[mode] = -1.0;
+    return TRUE;
+}
+
+/* One mode the classic way: mttkrp(), the host's solve, then als_update()
+ * or the host's update. On the sweep path this finishes an iteration whose
+ * sweep stopped early; its MTTKRP time then belongs to sweep_seconds, as the
+ * other iterations' MTTKRPs of that mode are inside als_sweep. */
+static gboolean update_one_mode(cpd_state *s, uint32_t mode, int32_t norm, GError **error)
+{
+    th_cpd_result *r = s->result;
+    gint64 start = g_get_monotonic_time();
+    if (!th_backend_mttkrp(s->backend, mode, error))
+        return FALSE;
+    if (s->path == TH_UPDATE_SWEEP)
+        r->sweep_seconds += seconds_since(start);
+    else
+        r->mttkrp_seconds[mode] += seconds_since(start);
+    if (!add_device_time(s, mode, error))
+        return FALSE;
+
+    start = g_get_monotonic_time();
+    th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
+    r->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
+    r->algebra_seconds += seconds_since(start);
+
+    start = g_get_monotonic_time();
+    gboolean ok = s->path == TH_UPDATE_HOST
+                      ? host_update(s, mode, norm, error)
+                      : th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
+                                              s->grams[mode], s->inner, error);
+    r->update_seconds += seconds_since(start);
+    return ok;
+}
+
+/* One als_sweep(); *modes_done says where the host must take over. The
+ * host's Gram array is the sweep's in/out format as it is. */
+static gboolean run_sweep(cpd_state *s, uint32_t iteration, int32_t norm, uint32_t *modes_done,
+                          GError **error)
+{
+    th_cpd_result *r = s->result;
+    const gint64 start = g_get_monotonic_time();
+    gboolean ok = th_backend_als_sweep(s->backend, norm, s->grams, s->lambda, s->inner,
+                                       modes_done, error);
+    r->sweep_seconds += seconds_since(start);
+    if (!ok)
+        return FALSE;
+    for (uint32_t mode = 0; mode < *modes_done; ++mode)
+        if (!add_device_time(s, mode, error))
+            return FALSE;
+    if (*modes_done < s->nmodes) {
+        r->sweep_fallbacks++;
+        th_log(TH_LOG_DEBUG,
+               "iteration %u: als_sweep stopped at mode %u of %u (Cholesky breakdown); the "
+               "host finishes the iteration",
+               iteration, *modes_done + 1, s->nmodes);
+    }
+    return TRUE;
+}
+
 static gboolean run_iteration(cpd_state *s, uint32_t iteration, GError **error)
 {
     const int32_t norm = iteration == 1 ? TH_NORM_2 : TH_NORM_MAX;
-    th_cpd_result *r = s->result;
-    for (uint32_t mode = 0; mode < s->nmodes; ++mode) {
-        gint64 start = g_get_monotonic_time();
-        if (!th_backend_mttkrp(s->backend, mode, error))
+    uint32_t first_mode = 0;
+    if (s->path == TH_UPDATE_SWEEP && !run_sweep(s, iteration, norm, &first_mode, error))
+        return FALSE;
+    /* lambda and inner end up those of the last mode, whoever updated it. */
+    for (uint32_t mode = first_mode; mode < s->nmodes; ++mode)
+        if (!update_one_mode(s, mode, norm, error))
             return FALSE;
-        r->mttkrp_seconds[mode] += seconds_since(start);
-        th_mode_info info;
-        if (!th_backend_mode_info(s->backend, mode, &info, error))
-            return FALSE;
-        if (info.last_mttkrp_seconds >= 0.0 && r->mttkrp_device_seconds[mode] >= 0.0)
-            r->mttkrp_device_seconds[mode] += info.last_mttkrp_seconds;
-        else
-            r->mttkrp_device_seconds[mode] = -1.0;
-
-        start = g_get_monotonic_time();
-        th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
-        r->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
-        r->algebra_seconds += seconds_since(start);
-
-        start = g_get_monotonic_time();
-        gboolean ok = s->backend_update
-                          ? th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
-                                                  s->grams[mode], s->inner, error)
-                          : host_update(s, mode, norm, error);
-        r->update_seconds += seconds_since(start);
-        if (!ok)
-            return FALSE;
-    }
     return TRUE;
 }
 
@@ -182,7 +298,7 @@ static gboolean start_run(cpd_state *s, const th_cpd_params *params, GError **er
     s->w = g_new(double, (size_t)rank * rank);
     s->lambda = g_new0(double, rank);
     s->inner = g_new0(double, rank);
-    if (!s->backend_update) {
+    if (s->path == TH_UPDATE_HOST) {
         s->host_mttkrp = g_new(double, (size_t)largest * rank);
         s->host_factor = g_new(double, (size_t)largest * rank);
     }
@@ -218,6 +334,9 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
     const gint64 run_start = g_get_monotonic_time();
     const uint32_t nmodes = tensor->nmodes;
+    th_update_path path;
+    if (!th_cpd_resolve_update_path(backend, params->update, &path, error))
+        return NULL;
 
     th_cpd_result *r = g_new0(th_cpd_result, 1);
     r->nmodes = nmodes;
@@ -226,14 +345,18 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
     r->mttkrp_seconds = g_new0(double, nmodes);
     r->mttkrp_device_seconds = g_new0(double, nmodes);
-    r->backend_update = th_backend_has_als_update(backend) && !params->force_host_update;
+    if (path == TH_UPDATE_SWEEP)
+        for (uint32_t m = 0; m < nmodes; ++m)
+            r->mttkrp_seconds[m] = TH_CPD_NOT_MEASURED;
+    r->update_path = path;
+    r->backend_update = path != TH_UPDATE_HOST;
 
     cpd_state s = {
         .backend = backend,
         .tensor = tensor,
         .nmodes = nmodes,
         .rank = params->rank,
-        .backend_update = r->backend_update,
+        .path = path,
         .result = r,
     };
     const double norm_x_squared = th_sptensor_norm_squared(tensor);

@@ -1,6 +1,8 @@
 /* CP-ALS driven through a backend: the backend does MTTKRP (and, when it
- * offers als_update, the factor update on its own memory); the host does the
- * R x R algebra, the fit and the stopping rule, as Tensor Toolbox's cp_als:
+ * offers als_update, the factor update on its own memory; when it offers
+ * als_sweep, a whole iteration with the R x R solves in one call); the host
+ * does the R x R algebra otherwise, the fit and the stopping rule, as Tensor
+ * Toolbox's cp_als:
  * columns normalised by 2-norm in the first iteration and max-norm after,
  * fit = 1 - ||X - M|| / ||X|| computed without forming M, stop when
  * |fit change| < tolerance (never before the second iteration) or at
@@ -12,15 +14,39 @@
 #include "backend.h"
 #include "sptensor.h"
 
+#define TH_CPD_ERROR (th_cpd_error_quark())
+GQuark th_cpd_error_quark(void);
+
+typedef enum {
+    TH_CPD_ERROR_UPDATE_PATH, /* the update path asked for needs a function the plugin lacks */
+} th_cpd_error;
+
+/* Where an iteration's factor updates run. */
+typedef enum th_update_path {
+    TH_UPDATE_AUTO = 0, /* the best the backend has: SWEEP, else MODE, else HOST */
+    TH_UPDATE_SWEEP,    /* one als_sweep() per iteration (ABI 1.1); the backend solves */
+    TH_UPDATE_MODE,     /* per mode: mttkrp(), host solve, als_update() in the backend */
+    TH_UPDATE_HOST,     /* per mode: mttkrp(), host solve, factor update on the host */
+} th_update_path;
+
+/* "auto", "sweep", "mode", "host" (the config's cpd.update values). */
+const char *th_update_path_name(th_update_path path);
+/* The inverse; FALSE for any other text. */
+gboolean th_update_path_from_name(const char *name, th_update_path *path);
+
 typedef struct th_cpd_params {
     uint32_t rank;
     uint32_t max_iters;
     double tolerance;
     uint64_t seed;
-    /* Update factors on the host even when the backend has als_update (for
-     * testing the two paths against each other). */
-    gboolean force_host_update;
+    /* Zero (TH_UPDATE_AUTO) picks the best path the backend offers; SWEEP or
+     * MODE on a backend without als_sweep / als_update is an error
+     * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
+    th_update_path update;
 } th_cpd_params;
+
+/* A time the host could not measure (see mttkrp_seconds). */
+#define TH_CPD_NOT_MEASURED (-1.0)
 
 typedef struct th_cpd_iteration {
     uint32_t iteration; /* 1-based */
@@ -39,12 +65,23 @@ typedef struct th_cpd_result {
     double fit;
     gboolean converged;   /* stopped by the tolerance */
     gboolean interrupted; /* stopped by Ctrl-C (cancellation) */
-    gboolean backend_update; /* factor updates ran in the backend (als_update) */
-    uint32_t pinv_fallbacks; /* solves that needed the pseudo-inverse */
-    /* Timings in seconds. */
-    double *mttkrp_seconds;        /* [nmodes] host wall time, summed over iterations */
+    th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
+    gboolean backend_update; /* update_path is SWEEP or MODE (factors updated in the backend) */
+    uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
+    /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and
+     * that the host finished per mode; always 0 off the sweep path. */
+    uint32_t sweep_fallbacks;
+    /* Timings in seconds. On the sweep path the MTTKRPs run inside
+     * als_sweep, so the host cannot time them one by one: mttkrp_seconds[m]
+     * is then TH_CPD_NOT_MEASURED (negative) for every mode, and their wall
+     * time is in sweep_seconds. The backend's own per-mode times are still
+     * collected (get_mode_info after each sweep). */
+    double *mttkrp_seconds;        /* [nmodes] host wall time, summed; < 0: not measured */
     double *mttkrp_device_seconds; /* [nmodes] backend-reported, summed; < 0 if not reported */
-    double update_seconds;  /* factor updates incl. transfers (backend or host) */
+    /* Sweep path: the als_sweep calls, plus the mttkrp() calls of the modes
+     * the host finished after a sweep stopped early; 0 on the other paths. */
+    double sweep_seconds;
+    double update_seconds;  /* factor updates incl. transfers outside als_sweep */
     double algebra_seconds; /* host R x R work and fit */
     double total_seconds;
 } th_cpd_result;
@@ -56,6 +93,11 @@ typedef void (*th_cpd_iteration_fn)(const th_cpd_iteration *iteration, void *use
 double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                 uint64_t seed);
 void th_cpd_free_factors(double **factors, uint32_t nmodes);
+
+/* The path params->update resolves to on `backend` (never AUTO), or FALSE
+ * with TH_CPD_ERROR_UPDATE_PATH when the backend lacks what it needs. */
+gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path requested,
+                                    th_update_path *resolved, GError **error);
 
 /* Runs CP-ALS on a backend whose tensor is already loaded with params->rank.
  * Cancellation (th_cancel_requested) ends the run after the current

@@ -88,6 +88,8 @@ static void describe_capabilities(const th_plugin_info *info, GString *out)
                            info->value_type == TH_VALUE_F32 ? "f32" : "f64");
     if (info->flags & TH_CAP_ALS_UPDATE)
         g_string_append(out, ", als-update");
+    if (info->flags & TH_CAP_ALS_SWEEP)
+        g_string_append(out, ", als-sweep");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }
@@ -191,6 +193,73 @@ static void print_iteration(const th_cpd_iteration *it, void *user_data)
            it->seconds, it->fit, it->delta);
 }
 
+/* "  1.2345" or, for a time the host could not take, a "-" in its place. */
+static char *format_time_column(double seconds)
+{
+    return seconds >= 0.0 ? g_strdup_printf("%10.4f", seconds) : g_strdup_printf("%10s", "-");
+}
+
+/* "  (backend 0.0123, scheme1)": what else is known about one mode's MTTKRP. */
+static char *describe_mode_timing(th_backend *backend, const th_cpd_result *r, uint32_t mode)
+{
+    g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(g_free);
+    if (r->mttkrp_seconds[mode] < 0.0)
+        g_ptr_array_add(parts, g_strdup("inside als_sweep"));
+    if (r->mttkrp_device_seconds[mode] >= 0.0)
+        g_ptr_array_add(parts, g_strdup_printf("backend %.4f", r->mttkrp_device_seconds[mode]));
+    th_mode_info info;
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_mode_info(backend, mode, &info, &error))
+        g_ptr_array_add(parts, g_strdup("?"));
+    else if (info.scheme[0] != '\0')
+        g_ptr_array_add(parts, g_strdup(info.scheme));
+    if (parts->len == 0)
+        return g_strdup("");
+    g_ptr_array_add(parts, NULL);
+    g_autofree char *joined = g_strjoinv(", ", (char **)parts->pdata);
+    return g_strdup_printf("  (%s)", joined);
+}
+
+static void print_mttkrp_timings(th_backend *backend, const th_cpd_result *r)
+{
+    double host_total = 0.0, device_total = 0.0;
+    gboolean host_measured = TRUE, device_measured = TRUE;
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        host_measured = host_measured && r->mttkrp_seconds[m] >= 0.0;
+        device_measured = device_measured && r->mttkrp_device_seconds[m] >= 0.0;
+        host_total += r->mttkrp_seconds[m];
+        device_total += r->mttkrp_device_seconds[m];
+        g_autofree char *host = format_time_column(r->mttkrp_seconds[m]);
+        g_autofree char *detail = describe_mode_timing(backend, r, m);
+        th_log(TH_LOG_INFO, "  mttkrp mode %-3u %s%s", m + 1, host, detail);
+    }
+    g_autofree char *total = format_time_column(host_measured ? host_total : -1.0);
+    if (device_measured)
+        th_log(TH_LOG_INFO, "  mttkrp total    %s  (backend %.4f)", total, device_total);
+    else
+        th_log(TH_LOG_INFO, "  mttkrp total    %s", total);
+}
+
+static void print_update_timings(const th_cpd_result *r)
+{
+    switch (r->update_path) {
+    case TH_UPDATE_SWEEP:
+        th_log(TH_LOG_INFO, "  als sweep       %10.4f  (in the backend: one als_sweep per "
+                            "iteration: MTTKRPs, solves, updates)",
+               r->sweep_seconds);
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (als_update of modes the host finished)",
+               r->update_seconds);
+        break;
+    case TH_UPDATE_MODE:
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: als_update per mode)",
+               r->update_seconds);
+        break;
+    default:
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (on the host)", r->update_seconds);
+        break;
+    }
+}
+
 static void print_run_summary(th_backend *backend, const th_cpd_result *r, double read_seconds,
                               double total_seconds)
 {
@@ -199,25 +268,15 @@ static void print_run_summary(th_backend *backend, const th_cpd_result *r, doubl
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", backend->load_seconds);
-    double mttkrp_total = 0.0;
-    for (uint32_t m = 0; m < r->nmodes; ++m) {
-        mttkrp_total += r->mttkrp_seconds[m];
-        th_mode_info info;
-        g_autoptr(GError) error = NULL;
-        gboolean have = th_backend_mode_info(backend, m, &info, &error);
-        if (r->mttkrp_device_seconds[m] >= 0.0)
-            th_log(TH_LOG_INFO, "  mttkrp mode %-3u %10.4f  (backend %.4f, %s)", m + 1,
-                   r->mttkrp_seconds[m], r->mttkrp_device_seconds[m],
-                   have ? info.scheme : "?");
-        else
-            th_log(TH_LOG_INFO, "  mttkrp mode %-3u %10.4f  (%s)", m + 1, r->mttkrp_seconds[m],
-                   have ? info.scheme : "?");
-    }
-    th_log(TH_LOG_INFO, "  mttkrp total    %10.4f", mttkrp_total);
-    th_log(TH_LOG_INFO, "  factor update   %10.4f  (%s)", r->update_seconds,
-           r->backend_update ? "in the backend" : "on the host");
+    print_mttkrp_timings(backend, r);
+    print_update_timings(r);
     th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
     th_log(TH_LOG_INFO, "  total           %10.4f", total_seconds);
+    if (r->sweep_fallbacks)
+        th_log(TH_LOG_INFO,
+               "als_sweep stopped early (a Cholesky breakdown) in %u of %u iterations; the host "
+               "finished those per mode",
+               r->sweep_fallbacks, r->iterations->len);
     if (r->pinv_fallbacks)
         th_log(TH_LOG_WARNING,
                "%u normal-equation solves were rank deficient and used the pseudo-inverse; "
@@ -285,8 +344,16 @@ static int run_job(const cli_options *cli)
         .tolerance = config->tolerance,
         .seed = config->seed,
     };
-    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT,
-           params.rank, params.max_iters, params.tolerance, params.seed);
+    /* The config accepts only th_update_path_name()'s texts. */
+    if (!th_update_path_from_name(config->update, &params.update))
+        g_assert_not_reached();
+    th_update_path path;
+    if (!th_cpd_resolve_update_path(backend, params.update, &path, &error))
+        return fail(error);
+    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT
+                        ", update %s%s",
+           params.rank, params.max_iters, params.tolerance, params.seed, th_update_path_name(path),
+           params.update == TH_UPDATE_AUTO ? " (auto)" : "");
     g_autoptr(th_cpd_result) result =
         th_cp_als(backend, tensor, &params, print_iteration, NULL, &error);
     if (!result)

@@ -252,6 +252,11 @@ static gboolean read_entry(th_plugin *plugin, const th_plugin_entry *raw, GError
 
     memset(&plugin->entry, 0, sizeof plugin->entry);
     memcpy(&plugin->entry, raw, MIN((size_t)size, sizeof plugin->entry));
+    /* A field is present only when the whole of it lies within struct_size:
+     * a size that ends inside als_sweep (no real header produces one) must
+     * not leave half a pointer behind. */
+    if (size < TH_PLUGIN_ENTRY_V1_1_SIZE)
+        plugin->entry.als_sweep = NULL;
     plugin->plugin_entry_size = size;
 
     if (version.minor > TH_ABI_VERSION_MINOR || size > sizeof plugin->entry)
@@ -303,6 +308,27 @@ static gboolean check_info_string(const th_plugin *plugin, const char *field,
     return TRUE;
 }
 
+/* A capability flag and its optional function come together or not at all.
+ * `present` is read from the normalised entry, so a function beyond the
+ * plugin's struct_size counts as absent. */
+static gboolean check_capability(const th_plugin *plugin, const th_plugin_info *info,
+                                 uint32_t flag_bit, const char *flag_name,
+                                 const char *function_name, gboolean present, GError **error)
+{
+    gboolean flag = (info->flags & flag_bit) != 0;
+    if (flag == present)
+        return TRUE;
+    gboolean beyond_entry = flag_bit == TH_CAP_ALS_SWEEP &&
+                            plugin->plugin_entry_size < TH_PLUGIN_ENTRY_V1_1_SIZE;
+    set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                   "plugin '%s' %s the %s flag but its %s function is %s", info->id,
+                   flag ? "sets" : "clears", flag_name, function_name,
+                   present ? "present"
+                   : beyond_entry ? "absent (its entry is too short to hold it: ABI 1.1)"
+                                  : "NULL");
+    return FALSE;
+}
+
 /* Step 6, second half: the description the rest of the host relies on. */
 static gboolean check_info(th_plugin *plugin, GError **error)
 {
@@ -335,13 +361,18 @@ static gboolean check_info(th_plugin *plugin, GError **error)
                        info->id, info->value_type, TH_VALUE_F32, TH_VALUE_F64);
         return FALSE;
     }
-    gboolean flag = (info->flags & TH_CAP_ALS_UPDATE) != 0;
-    gboolean function = plugin->entry.als_update != NULL;
-    if (flag != function) {
+    if (!check_capability(plugin, info, TH_CAP_ALS_UPDATE, "TH_CAP_ALS_UPDATE", "als_update",
+                          plugin->entry.als_update != NULL, error) ||
+        !check_capability(plugin, info, TH_CAP_ALS_SWEEP, "TH_CAP_ALS_SWEEP", "als_sweep",
+                          plugin->entry.als_sweep != NULL, error))
+        return FALSE;
+    /* A sweep that stops at a Cholesky breakdown leaves the rest of the
+     * iteration to the host's per-mode path, which needs als_update. */
+    if (plugin->entry.als_sweep != NULL && plugin->entry.als_update == NULL) {
         set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
-                       "plugin '%s' %s the TH_CAP_ALS_UPDATE flag but its als_update "
-                       "function is %s",
-                       info->id, flag ? "sets" : "clears", function ? "present" : "NULL");
+                       "plugin '%s' implements als_sweep but not als_update; a plugin with "
+                       "als_sweep must also implement als_update",
+                       info->id);
         return FALSE;
     }
     plugin->info = info;
@@ -468,6 +499,25 @@ gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uin
     if (status != TH_OK) {
         g_autofree char *what = g_strdup_printf("get_mode_info(mode %u)", mode);
         th_plugin_set_call_error(error, plugin, what, status, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_plugin_als_sweep(const th_plugin *plugin, th_instance *instance,
+                             th_als_sweep_io *io, GError **error)
+{
+    if (plugin->entry.als_sweep == NULL) {
+        g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED,
+                    "%s: als_sweep: the plugin does not implement als_sweep (TH_CAP_ALS_SWEEP, "
+                    "ABI 1.1)",
+                    plugin->info ? plugin->info->id : plugin->path);
+        return FALSE;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = plugin->entry.als_sweep(instance, io, err);
+    if (status != TH_OK) {
+        th_plugin_set_call_error(error, plugin, "als_sweep", status, err);
         return FALSE;
     }
     return TRUE;

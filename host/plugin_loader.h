@@ -74,4 +74,12 @@ gboolean th_plugin_runtime_info(const th_plugin *plugin, th_instance *instance,
 gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
                              th_mode_info *info, GError **error);
 
+/* als_sweep() (ABI 1.1) through the normalised entry: FALSE with a
+ * TH_PLUGIN_STATUS_ERROR (code = the status) when the call fails, or with
+ * TH_ERR_UNSUPPORTED when the plugin has no als_sweep (an ABI 1.0 plugin,
+ * or one without TH_CAP_ALS_SWEEP). `io` is passed as it is; the caller
+ * fills struct_size and the inputs and checks the outputs. */
+gboolean th_plugin_als_sweep(const th_plugin *plugin, th_instance *instance,
+                             th_als_sweep_io *io, GError **error);
+
 #endif

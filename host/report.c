@@ -21,6 +21,7 @@ static void add_uint_array(JsonBuilder *b, const char *name, const th_index *v, 
     json_builder_end_array(b);
 }
 
+/* Negative entries (not measured or not reported) become null. */
 static void add_double_array(JsonBuilder *b, const char *name, const double *v, uint32_t n)
 {
     json_builder_set_member_name(b, name);
@@ -96,6 +97,7 @@ JsonNode *th_report_backend_node(th_backend *backend)
     member_string(b, "abi", abi);
     member_string(b, "value_type", info->value_type == TH_VALUE_F32 ? "f32" : "f64");
     member_bool(b, "als_update", th_backend_has_als_update(backend));
+    member_bool(b, "als_sweep", th_backend_has_als_sweep(backend));
     member_string(b, "device", runtime.device);
     member_string(b, "details", runtime.details);
     member_double(b, "preprocess_seconds", backend->load_seconds);
@@ -137,8 +139,10 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_wri
     member_double(b, "final_fit", r->fit);
     member_bool(b, "converged", r->converged);
     member_bool(b, "interrupted", r->interrupted);
+    member_string(b, "update_path", th_update_path_name(r->update_path));
     member_bool(b, "backend_update", r->backend_update);
     member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
+    member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
     json_builder_set_member_name(b, "iterations");
     json_builder_begin_array(b);
     for (guint i = 0; i < r->iterations->len; ++i) {
@@ -176,8 +180,10 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
     member_double(b, "read_seconds", s->read_seconds);
     member_double(b, "preprocess_seconds", s->backend->load_seconds);
     if (r) {
+        /* null per mode where the host could not time it (inside als_sweep). */
         add_double_array(b, "mttkrp_seconds", r->mttkrp_seconds, r->nmodes);
         add_double_array(b, "mttkrp_backend_seconds", r->mttkrp_device_seconds, r->nmodes);
+        member_double(b, "sweep_seconds", r->sweep_seconds);
         member_double(b, "update_seconds", r->update_seconds);
         member_double(b, "algebra_seconds", r->algebra_seconds);
         member_double(b, "cpd_seconds", r->total_seconds);

@@ -16,6 +16,10 @@
  *      [lambda | gram | inner] straight into mapped pinned host memory and
  *      re-zeroes the accumulators for the next update;
  *   2. scale_kernel: A(:,r) *= 1/lambda_r.
+ * The whole-iteration sweep (sweep.cu) runs the same two kernels with
+ * their results in device memory, the normalised Gram also kept for the
+ * next mode's solve (solve.cu), and an early return once a solve of the
+ * sweep broke down.
  * Own kernels rather than cuBLAS: R <= 128 keeps W in shared memory, and a
  * static cuBLAS would add ~100 MB to every plugin. Gram entries accumulate
  * in fp32 over one tile of rows, then in double. */
@@ -30,10 +34,10 @@ constexpr uint32_t kTileRows = 32;
 constexpr uint32_t kScaleThreads = 256;
 
 /* Dynamic shared memory of gemm_gram_kernel: s_inner [R] doubles, W [R*R],
- * the tile [kTileRows*R], s_max [R]. */
+ * the tile of A [kTileRows*R], the tile of M [kTileRows*R], s_max [R]. */
 size_t gemm_smem_bytes(uint32_t R)
 {
-    return sizeof(double) * R + sizeof(float) * ((size_t)R * R + (size_t)kTileRows * R) +
+    return sizeof(double) * R + sizeof(float) * ((size_t)R * R + 2u * kTileRows * R) +
            sizeof(uint32_t) * R;
 }
 
@@ -45,15 +49,21 @@ constexpr int kMaxEntries = 8;
 /* EPT Gram entries per thread: entries e = y * EPT * kThreads + tid + j * kThreads.
  * Blocks with y > 0 recompute their tiles of A for the Gram only. */
 template <int EPT>
-__global__ void __launch_bounds__(kThreads) gemm_gram_kernel(const float *M, const float *W,
-                                                             float *A, uint32_t I, uint32_t R,
-                                                             thg_als_acc acc, double *out)
+__global__ void __launch_bounds__(kThreads)
+    gemm_gram_kernel(const float *M, const float *W, float *A, uint32_t I, uint32_t R,
+                     thg_als_acc acc, double *out, int out_mapped, const uint32_t *failed,
+                     double *gram_store)
 {
     extern __shared__ double sh[];
+    /* The sweep's solve for this mode broke down: leave the factor and the
+     * accumulators as they are (uniform, before any barrier). */
+    if (failed && *failed)
+        return;
     double *s_inner = sh;                                  /* [R] */
     float *s_w = (float *)(sh + R);                        /* [R*R] */
     float *s_a = s_w + (size_t)R * R;                      /* [kTileRows*R] */
-    uint32_t *s_max = (uint32_t *)(s_a + (size_t)kTileRows * R); /* [R] */
+    float *s_m = s_a + (size_t)kTileRows * R;              /* [kTileRows*R] */
+    uint32_t *s_max = (uint32_t *)(s_m + (size_t)kTileRows * R); /* [R] */
     __shared__ bool s_last;
 
     const uint32_t tid = threadIdx.x;
@@ -84,9 +94,15 @@ __global__ void __launch_bounds__(kThreads) gemm_gram_kernel(const float *M, con
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const uint64_t base = (uint64_t)tile * kTileRows;
         const uint32_t rows = (uint32_t)(I - base < kTileRows ? I - base : kTileRows);
+        /* The tile of M in one coalesced pass: read row by row from global
+         * memory, each row's R dependent loads cost an L2 latency apiece
+         * (~5 us of a small mode's update, kernels/NOTES.md v6). */
+        for (uint32_t t = tid; t < rows * R; t += blockDim.x)
+            s_m[t] = M[base * R + t];
+        __syncthreads();
         if (gemm_thread) {
             for (uint32_t lr = sub; lr < rows; lr += rows_per_pass) {
-                const float *m_row = M + (base + lr) * R;
+                const float *m_row = s_m + lr * R;
                 float a = 0.0f;
                 for (uint32_t k = 0; k < R; ++k)
                     a += m_row[k] * s_w[k * R + r];
@@ -155,7 +171,10 @@ __global__ void __launch_bounds__(kThreads) gemm_gram_kernel(const float *M, con
     }
     __syncthreads();
     for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        gram[e] = __ldcg(&acc.gram[e]) / (s_div[e / R] * s_div[e % R]);
+        const double g_norm = __ldcg(&acc.gram[e]) / (s_div[e / R] * s_div[e % R]);
+        gram[e] = g_norm;
+        if (gram_store)
+            gram_store[e] = g_norm;
         acc.gram[e] = 0.0;
     }
     for (uint32_t t = tid; t < R; t += blockDim.x) {
@@ -165,11 +184,15 @@ __global__ void __launch_bounds__(kThreads) gemm_gram_kernel(const float *M, con
     }
     if (tid == 0)
         *acc.done = 0u;
-    __threadfence_system(); /* the host reads `out` after the stream synchronises */
+    if (out_mapped)
+        __threadfence_system(); /* the host reads `out` after the stream synchronises */
 }
 
-__global__ void scale_kernel(float *A, uint64_t n, uint32_t R, const float *scale)
+__global__ void scale_kernel(float *A, uint64_t n, uint32_t R, const float *scale,
+                             const uint32_t *failed)
 {
+    if (failed && *failed)
+        return;
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
          e += (uint64_t)gridDim.x * blockDim.x)
         A[e] *= scale[e % R];
@@ -193,7 +216,7 @@ uint32_t entry_splits(uint32_t R)
 }
 
 typedef void (*gemm_kernel_fn)(const float *, const float *, float *, uint32_t, uint32_t,
-                               thg_als_acc, double *);
+                               thg_als_acc, double *, int, const uint32_t *, double *);
 
 gemm_kernel_fn gemm_kernel_for(uint32_t R)
 {
@@ -238,10 +261,12 @@ thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaFuncSetAttribute(gemm_kernel_for(ctx->rank),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)gemm_smem_bytes(ctx->rank)));
-    return THG_OK;
+    return thg_solve_prepare(ctx->rank, err, errlen);
 }
 
-thg_status thg_launch_als(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
+                          double *gram_store, cudaEvent_t after_gemm, char *err,
+                          size_t errlen)
 {
     const uint32_t R = ctx->rank;
     const uint32_t I = ctx->dims[mode];
@@ -250,13 +275,16 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, char *err, size_t err
     const uint32_t cap = 2u * (uint32_t)ctx->sm_count;
     const uint32_t blocks = ntiles < cap ? ntiles : cap;
     gemm_kernel_for(R)<<<dim3(blocks, entry_splits(R)), kThreads, gemm_smem_bytes(R), st>>>(
-        ctx->results[mode], ctx->als_w, ctx->factors[mode], I, R, ctx->als_acc, ctx->als_out_dev);
+        ctx->results[mode], ctx->als_w, ctx->factors[mode], I, R, ctx->als_acc, out,
+        out == ctx->als_out_dev, failed, gram_store);
     THG_LAUNCHED();
+    if (after_gemm)
+        THG_CUDA(cudaEventRecord(after_gemm, st));
     const uint64_t n = (uint64_t)I * R;
     const uint64_t needed = (n + kScaleThreads - 1) / kScaleThreads;
     const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
     scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0, st>>>(
-        ctx->factors[mode], n, R, ctx->als_acc.scale);
+        ctx->factors[mode], n, R, ctx->als_acc.scale, failed);
     THG_LAUNCHED();
     return THG_OK;
 }

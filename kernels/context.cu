@@ -63,6 +63,9 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
         return thg_fail(err, errlen, THG_ERR_INVALID, "P=%u is larger than %u", ctx->P,
                         THG_MAX_P);
     THG_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    THG_CUDA(cudaStreamCreateWithFlags(&ctx->side_stream, cudaStreamNonBlocking));
+    THG_CUDA(cudaEventCreateWithFlags(&ctx->fork_event, cudaEventDisableTiming));
+    THG_CUDA(cudaEventCreateWithFlags(&ctx->join_event, cudaEventDisableTiming));
     const char *no_graphs = getenv("TH_GPU_NO_GRAPHS");
     ctx->use_graphs = !(no_graphs && *no_graphs && strcmp(no_graphs, "0") != 0);
     snprintf(ctx->graph_note, sizeof(ctx->graph_note), "%s",
@@ -90,6 +93,8 @@ extern "C" thg_status thg_create(const thg_config *config, thg_context **out, ch
     ctx->policy = config->policy;
     ctx->rule = config->rule;
     st = init_context(ctx, config, err, errlen);
+    if (st == THG_OK)
+        st = thg_build_warmup(ctx, err, errlen);
     if (st != THG_OK) {
         thg_destroy(ctx);
         return st;
@@ -105,6 +110,8 @@ extern "C" void thg_destroy(thg_context *ctx)
     cudaSetDevice(ctx->device);
     if (ctx->stream)
         cudaStreamSynchronize(ctx->stream);
+    if (ctx->side_stream)
+        cudaStreamSynchronize(ctx->side_stream);
     thg_free_tensor(ctx);
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
         if (ctx->copies[m].start)
@@ -116,6 +123,12 @@ extern "C" void thg_destroy(thg_context *ctx)
         cudaEventDestroy(ctx->start);
     if (ctx->stop)
         cudaEventDestroy(ctx->stop);
+    if (ctx->fork_event)
+        cudaEventDestroy(ctx->fork_event);
+    if (ctx->join_event)
+        cudaEventDestroy(ctx->join_event);
+    if (ctx->side_stream)
+        cudaStreamDestroy(ctx->side_stream);
     if (ctx->stream)
         cudaStreamDestroy(ctx->stream);
     free(ctx);
@@ -159,12 +172,11 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
         factor_bytes += 2ull * sizeof(float) * ctx->dims[m] * ctx->rank;
     }
-    const uint64_t R = ctx->rank;
     const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
                                 (ctx->kappa + 1ull) * sizeof(uint32_t);
     const uint64_t tensor_bytes = copy_bytes * ctx->nmodes;
-    const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank);
-    (void)R;
+    const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank) +
+                               thg_sweep_bytes(ctx->nmodes, ctx->rank);
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
     const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + build_bytes;
     size_t free_bytes = 0, total_bytes = 0;
@@ -206,6 +218,9 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaHostAlloc(&ctx->als_out_host, sizeof(double) * (R * R + 2 * R),
                            cudaHostAllocMapped));
     THG_CUDA(cudaHostGetDevicePointer(&ctx->als_out_dev, ctx->als_out_host, 0));
+    const thg_status st = thg_sweep_alloc(ctx, err, errlen);
+    if (st != THG_OK)
+        return st;
     return thg_als_prepare(ctx, err, errlen);
 }
 
@@ -310,13 +325,10 @@ extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *da
 static thg_status resolve_timing(thg_context *ctx, thg_mode_copy &copy, char *err,
                                  size_t errlen);
 
-/* A mode's fixed sequence of stream work; `record_flags` makes the event
- * records real graph nodes when the stream is being captured. */
-typedef thg_status (*enqueue_fn)(thg_context *ctx, uint32_t mode, unsigned record_flags,
-                                 char *err, size_t errlen);
-
-static thg_status enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_flags,
-                                 char *err, size_t errlen)
+/* `record_flags` makes the event records real graph nodes when the stream
+ * is being captured. */
+thg_status thg_enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_flags, char *err,
+                              size_t errlen)
 {
     thg_mode_copy &copy = ctx->copies[mode];
     THG_CUDA(cudaEventRecordWithFlags(copy.start, ctx->stream, record_flags));
@@ -333,14 +345,14 @@ static thg_status enqueue_als(thg_context *ctx, uint32_t mode, unsigned record_f
     (void)record_flags;
     THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
                              cudaMemcpyHostToDevice, ctx->stream));
-    return thg_launch_als(ctx, mode, err, errlen);
+    return thg_launch_als(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, err, errlen);
 }
 
-static thg_status capture(thg_context *ctx, uint32_t mode, enqueue_fn fn, cudaGraphExec_t *exec,
-                          char *err, size_t errlen)
+static thg_status capture(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
+                          cudaGraphExec_t *exec, char *err, size_t errlen)
 {
     THG_CUDA(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
-    const thg_status st = fn(ctx, mode, cudaEventRecordExternal, err, errlen);
+    const thg_status st = fn(ctx, arg, cudaEventRecordExternal, err, errlen);
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(ctx->stream, &graph); /* also after a failure */
     if (st == THG_OK && e == cudaSuccess)
@@ -353,17 +365,16 @@ static thg_status capture(thg_context *ctx, uint32_t mode, enqueue_fn fn, cudaGr
     return THG_OK;
 }
 
-/* Runs the mode's sequence: one graph launch (captured the first time),
- * or the plain launches when graphs are off. The sequences are 2-4 small
- * operations whose launch gaps were most of a CP-ALS iteration's overhead
- * on the small shapes (kernels/NOTES.md v4). A capture that fails turns
- * graphs off for the context, with the reason in graph_note. */
-static thg_status run_sequence(thg_context *ctx, uint32_t mode, enqueue_fn fn,
-                               cudaGraphExec_t *exec, char *err, size_t errlen)
+/* The sequences are small operations whose launch gaps were most of a
+ * CP-ALS iteration's overhead on the small shapes (kernels/NOTES.md v4).
+ * A capture that fails turns graphs off for the context, with the reason
+ * in graph_note. */
+thg_status thg_run_sequence(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
+                            cudaGraphExec_t *exec, char *err, size_t errlen)
 {
     if (ctx->use_graphs && !*exec) {
         char why[TH_GPU_NOTE_SIZE];
-        if (capture(ctx, mode, fn, exec, why, sizeof(why)) != THG_OK) {
+        if (capture(ctx, arg, fn, exec, why, sizeof(why)) != THG_OK) {
             cudaGetLastError(); /* capture errors are not sticky; clear the record */
             *exec = nullptr;
             ctx->use_graphs = 0;
@@ -375,7 +386,7 @@ static thg_status run_sequence(thg_context *ctx, uint32_t mode, enqueue_fn fn,
         THG_CUDA(cudaGraphLaunch(*exec, ctx->stream));
         return THG_OK;
     }
-    return fn(ctx, mode, cudaEventRecordDefault, err, errlen);
+    return fn(ctx, arg, cudaEventRecordDefault, err, errlen);
 }
 
 extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
@@ -385,7 +396,7 @@ extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, siz
         return st;
     THG_CUDA(cudaSetDevice(ctx->device));
     thg_mode_copy &copy = ctx->copies[mode];
-    st = run_sequence(ctx, mode, enqueue_mttkrp, &copy.mttkrp_graph, err, errlen);
+    st = thg_run_sequence(ctx, mode, thg_enqueue_mttkrp, &copy.mttkrp_graph, err, errlen);
     if (st != THG_OK)
         return st;
     copy.timing_pending = 1;
@@ -428,7 +439,7 @@ extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const doub
     for (size_t k = 0; k < R * R; ++k)
         ctx->als_w_host[k] = (float)w[k];
     memcpy(ctx->als_w_host + R * R, &use_max_norm, sizeof(int));
-    st = run_sequence(ctx, mode, enqueue_als, &ctx->copies[mode].als_graph, err, errlen);
+    st = thg_run_sequence(ctx, mode, enqueue_als, &ctx->copies[mode].als_graph, err, errlen);
     /* The only synchronisation of the update; also on failure, so the
      * staging buffer is not rewritten under a pending copy. */
     const cudaError_t e = cudaStreamSynchronize(ctx->stream);

@@ -101,6 +101,18 @@ thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int 
                           double *lambda, double *gram, double *inner, char *err,
                           size_t errlen);
 
+/* One CP-ALS iteration over every mode on the device (the ABI's
+ * als_sweep): per mode the MTTKRP, W = (Hadamard of the other Grams)^-1 by
+ * Cholesky in double, and the update of thg_als_update. `grams` holds
+ * nmodes pointers to rank x rank doubles: in, the current factors' Grams;
+ * out, the updated modes' Grams. *modes_done < nmodes when the solve of
+ * that mode broke down (pivot <= max diagonal * rank * DBL_EPSILON * 16);
+ * that mode and the later ones are left unchanged. lambda and inner are
+ * those of mode *modes_done - 1. One synchronisation. */
+thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,
+                         double *lambda, double *inner, uint32_t *modes_done, char *err,
+                         size_t errlen);
+
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */
     uint32_t kappa;

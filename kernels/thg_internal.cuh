@@ -40,6 +40,25 @@ struct thg_als_acc {
     uint32_t *done;    /* blocks finished */
 };
 
+/* Where the sweep's kernels learn that a solve broke down (sweep.cu). */
+struct thg_sweep_flags {
+    uint32_t *failed;      /* device word: a solve broke down; later kernels return */
+    uint32_t *host_status; /* mapped host word: the broken mode + 1, 0 if none */
+};
+
+/* State of the whole-iteration sweep (sweep.cu), allocated per load. */
+struct thg_sweep_state {
+    void *dev_block;      /* one allocation: grams_dev, then the failed word */
+    double *grams_dev;    /* [nmodes][R*R] every mode's Gram, kept by the updates */
+    double *grams_mirror; /* pinned: what grams_dev holds; also the upload staging */
+    int mirror_valid;     /* grams_dev == grams_mirror */
+    double *out_host;     /* pinned: per mode [lambda | gram | inner], then the status word */
+    double *out_dev;      /* device: the same slots, copied to out_host at the end */
+    uint32_t *status_host; /* mapped, see thg_sweep_flags */
+    thg_sweep_flags flags;
+    cudaGraphExec_t graph[2]; /* per norm (0: 2-norm, 1: max-norm), captured on first use */
+};
+
 struct thg_context {
     int device;
     char device_name[128];
@@ -49,6 +68,10 @@ struct thg_context {
     thg_policy policy;
     thg_rule rule;
     cudaStream_t stream;
+    /* The sweep runs each mode's solve here, beside the MTTKRP; the two
+     * events fork it from and join it to `stream`. */
+    cudaStream_t side_stream;
+    cudaEvent_t fork_event, join_event;
     cudaEvent_t start, stop;
     /* 0 with TH_GPU_NO_GRAPHS=1 in the environment, or after a capture
      * failed (graph_note says why): plain stream launches then. */
@@ -74,6 +97,7 @@ struct thg_context {
     thg_als_acc als_acc;
     double *als_out_host;
     double *als_out_dev; /* the device's address of als_out_host */
+    thg_sweep_state sweep;
     /* One allocation holding every mode's copy and offsets. */
     void *copy_block;
 
@@ -123,12 +147,41 @@ void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
 thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen);
 /* Bytes of W plus the norm flag, as uploaded. */
 size_t thg_als_w_bytes(uint32_t rank);
-/* Kernel 1 and 2 of the update; W and the norm must be on the device. */
-thg_status thg_launch_als(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+/* Kernel 1 and 2 of the update; W and the norm must be on the device.
+ * `out` receives [lambda | gram | inner] (device address, mapped host
+ * memory in practice). The sweep also passes `failed` (return at once when
+ * set), `gram_store` (the normalised Gram, kept on the device) and
+ * `after_gemm` (recorded between the kernels: the next solve needs only the
+ * Gram); the per-mode update passes nullptr for all three. */
+thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
+                          double *gram_store, cudaEvent_t after_gemm, char *err,
+                          size_t errlen);
+/* solve.cu */
+thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
+/* W = (Hadamard of every Gram but mode's)^-1 into ctx->als_w, or the
+ * breakdown flags; on `stream`. */
+thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
+                            cudaStream_t stream, char *err, size_t errlen);
+/* sweep.cu */
+uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank);
+thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
+void thg_sweep_free(thg_context *ctx);
+/* context.cu: a fixed sequence of stream work, run as one CUDA graph
+ * (captured on first use into *exec) or as plain launches when graphs are
+ * off. `arg` is the sequence's own parameter (a mode, or the norm). */
+typedef thg_status (*thg_enqueue_fn)(thg_context *ctx, uint32_t arg, unsigned record_flags,
+                                     char *err, size_t errlen);
+thg_status thg_run_sequence(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
+                            cudaGraphExec_t *exec, char *err, size_t errlen);
+/* The MTTKRP of one mode with its timing events. */
+thg_status thg_enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_flags, char *err,
+                              size_t errlen);
 /* build.cu */
 thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
                             const double *values, char *err, size_t errlen);
 uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim);
+/* Once per context: makes the runtime load the build's kernels now. */
+thg_status thg_build_warmup(thg_context *ctx, char *err, size_t errlen);
 void thg_free_tensor(thg_context *ctx);
 
 /* The launch shape of one rank: lanes per nonzero group and groups per

@@ -120,8 +120,62 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.1)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
+    assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
+                    "mode itself)");
+    run_clear(&r);
+}
+
+/* ABI 1.1: a sweep is checked against the reference's per-mode iteration
+ * from the same factors, and its error paths one by one. */
+static void test_sweep_plugin_passes_its_sweep_checks(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_sweep"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.1, host 1.1)");
+    assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
+                    "max_rank 256, als_update, als_sweep)");
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
+                                     "reference's per-mode iteration, max relative error "));
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=4 rank=7 norm=max (vs the "
+                                     "reference's per-mode iteration, max relative error "));
+    assert_line(&r, "PASS als_sweep before load_tensor (TH_ERR_BAD_STATE: als_sweep: no tensor "
+                    "loaded)");
+    assert_line(&r, "PASS als_sweep short io (TH_ERR_INVALID_ARGUMENT: als_sweep: "
+                    "th_als_sweep_io is 32 bytes, expected at least 40)");
+    assert_line(&r, "PASS als_sweep nmodes mismatch (TH_ERR_INVALID_ARGUMENT: als_sweep: "
+                    "io.nmodes is 4 but the loaded tensor has 3 modes)");
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    run_clear(&r);
+
+    /* Without a reference that has als_update, the plugin's own per-mode
+     * path is the yardstick. */
+    r = check(FIXTURE("fixture_sweep"), FIXTURE("fixture_good"));
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs its own "
+                                     "per-mode iteration, max relative error "));
+    run_clear(&r);
+}
+
+static void test_sweep_with_wrong_lambda_fails_the_sweep_checks(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_sweep_wrong_lambda"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL als_sweep modes=3 rank=4 norm=2: lambda: relative error 0.01 > "
+                    "tolerance 1e-10");
+    assert_line(&r, "FAIL als_sweep modes=4 rank=7 norm=max: lambda: relative error 0.01 > "
+                    "tolerance 1e-10");
+    /* Only the sweep is wrong: MTTKRP and als_update still pass. */
+    assert_int_equal(r.counts.failed, 2);
+    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2);
     run_clear(&r);
 }
 
@@ -206,7 +260,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.0; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.1; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }
@@ -239,6 +293,8 @@ int main(void)
         cmocka_unit_test(test_cpu_reference_passes),
         cmocka_unit_test(test_fixture_good_passes_against_the_reference),
         cmocka_unit_test(test_frozen_v1_0_plugin_passes),
+        cmocka_unit_test(test_sweep_plugin_passes_its_sweep_checks),
+        cmocka_unit_test(test_sweep_with_wrong_lambda_fails_the_sweep_checks),
         cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),
         cmocka_unit_test(test_lenient_options_fails_the_option_check),
         cmocka_unit_test(test_no_device_skips_with_77),

@@ -27,6 +27,7 @@
 
 #define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
 #define FIXTURE_GOOD TH_FIXTURE_PLUGIN_DIR "/fixture_good.so"
+#define FIXTURE_SWEEP TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so"
 #define FIXTURE_WRONG TH_ABI_PLUGIN_DIR "/fixture_wrong_mttkrp.so"
 #define FIXTURE_NO_DEVICE TH_ABI_PLUGIN_DIR "/fixture_no_device.so"
 #define AMINOACID TH_TEST_DATA_DIR "/aminoacid.sptensor.txt"
@@ -315,6 +316,66 @@ static void test_cpd_job_compares_fits(void **state)
     const char *failure = g_ptr_array_index(caught->failures, 0);
     assert_true(g_str_has_prefix(failure, "backend 'wrong' on tensor 'aminoacid': final fit "));
     assert_true(g_str_has_suffix(failure, ", beyond tolerance 0.02"));
+}
+
+/* A backend that runs whole iterations through als_sweep has no host time
+ * per MTTKRP: those are "not measured" everywhere (table "-", CSV empty,
+ * JSON null), and so is its host-timed total and speedup; the fit and the
+ * seconds per iteration still compare. cpd.update reaches every backend. */
+static void test_cpd_job_with_a_sweep_backend(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" AMINOACID "\"\n"
+                                       "[cpd]\nrank = 3\nmax_iters = 10\ntolerance = 0\n"
+                                       "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\n"
+                                       "tolerance = 1e-8\n"
+                                       "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \""
+                                       CPU_REFERENCE "\"\n"
+                                       "[[compare.backend]]\nlabel = \"sweep\"\nplugin = \""
+                                       FIXTURE_SWEEP "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_non_null(result);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *cpu = run_at(result, 0, 0), *sweep = run_at(result, 0, 1);
+    assert_int_equal(sweep->status, TH_COMPARE_OK);
+    assert_true(fabs(sweep->fit_difference) <= 1e-8);
+    assert_true(sweep->seconds_per_iteration.median > 0.0);
+    for (uint32_t m = 0; m < sweep->nmodes; m++) {
+        assert_true(sweep->modes[m].host.median < 0.0);
+        assert_true(cpu->modes[m].host.median >= 0.0);
+    }
+    assert_true(sweep->total_host.median < 0.0);
+    assert_true(isnan(sweep->speedup_host) && isnan(sweep->speedup));
+
+    g_autofree char *table = th_compare_format_table(result);
+    assert_non_null(strstr(table, "  - : not measured"));
+    g_autofree char *csv = th_compare_format_csv(result);
+    /* tensor,kind,nnz,backend,plugin,options,baseline,status,mode,scheme,partitions,
+     * then host median/min/max: empty for the sweep backend. */
+    g_autofree char *row = g_strdup_printf("aminoacid,real,%" G_GUINT64_FORMAT ",sweep,%s,,no,ok,1,,0,,,,",
+                                           tensor_at(result, 0)->nnz, FIXTURE_SWEEP);
+    if (!strstr(csv, row))
+        fail_msg("no row starting %s in:\n%s", row, csv);
+    g_autoptr(JsonNode) root = th_compare_json(result);
+    JsonObject *tensor =
+        json_array_get_object_element(json_object_get_array_member(json_node_get_object(root),
+                                                                   "tensors"), 0);
+    JsonObject *run = json_array_get_object_element(json_object_get_array_member(tensor,
+                                                                                 "backends"), 1);
+    JsonObject *mode = json_array_get_object_element(json_object_get_array_member(run, "modes"), 0);
+    assert_true(json_object_get_null_member(mode, "host_seconds"));
+
+    /* cpd.update = "sweep" applies to every backend: the baseline lacks it. */
+    g_free(config->update);
+    config->update = g_strdup("sweep");
+    g_autoptr(th_compare_result) refused = th_compare_run_all(config, &error);
+    assert_null(refused);
+    assert_true(g_error_matches(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_BASELINE));
+    assert_non_null(strstr(error->message, "needs als_sweep (capability TH_CAP_ALS_SWEEP, "
+                                           "plugin ABI 1.1), which plugin 'cpu-reference' does "
+                                           "not implement"));
+    g_error_free(error);
 }
 
 /* ---- Skipping ------------------------------------------------------------------ */
@@ -741,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_tolerance_decides),
         cmocka_unit_test(test_wrong_baseline_fails_every_other),
         cmocka_unit_test(test_cpd_job_compares_fits),
+        cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
         cmocka_unit_test(test_sweep_options_reach_the_plugin),
         cmocka_unit_test(test_csv_shape),

@@ -133,6 +133,7 @@ static void test_defaults(void **state)
     assert_int_equal(config->max_iters, 50);
     assert_true(config->tolerance == 1e-5);
     assert_int_equal(config->seed, 42);
+    assert_string_equal(config->update, "auto");
     assert_string_equal(config->plugin, "auto");
     assert_int_equal(config->search_path->len, 0);
     assert_int_equal(config->plugin_options->len, 0);
@@ -157,6 +158,7 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.max_iters=50\n"
                                                 "cpd.tolerance=1e-05\n"
                                                 "cpd.seed=42\n"
+                                                "cpd.update=auto\n"
                                                 "backend.plugin=auto\n"
                                                 "backend.search_path=[\"/p\"]\n"
                                                 "backend.options.threads=4\n"
@@ -183,6 +185,37 @@ static void test_all_keys_set(void **state)
     assert_string_equal(config->plugin, "cpu-reference");
     assert_string_equal(config->output_dir, "/out");
     assert_false(config->write_factors);
+}
+
+/* cpd.update: the four update paths of cp_als.h, from the file or --set,
+ * and one error listing them for anything else. */
+static void test_cpd_update(void **state)
+{
+    (void)state;
+    const char *const paths[] = {"auto", "sweep", "mode", "host"};
+    for (size_t i = 0; i < G_N_ELEMENTS(paths); i++) {
+        g_autofree char *text = g_strdup_printf("tensor.path = \"t\"\n[cpd]\nupdate = \"%s\"\n",
+                                                paths[i]);
+        g_autoptr(th_config) config = load_ok(text, NULL);
+        assert_string_equal(config->update, paths[i]);
+    }
+    const char *overrides[] = {"cpd.update=host", NULL};
+    g_autoptr(th_config) config =
+        load_ok("tensor.path = \"t\"\n[cpd]\nupdate = \"sweep\"\n", overrides);
+    assert_string_equal(config->update, "host");
+
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nupdate = \"gpu\"\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:10: key 'cpd.update': expected one of \"auto\", \"sweep\", "
+                      "\"mode\", \"host\", found the string \"gpu\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nupdate = true\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:10: key 'cpd.update': expected one of \"auto\", \"sweep\", "
+                      "\"mode\", \"host\", found the boolean true");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n", ((const char *[]){"cpd.update=Sweep", NULL}),
+                      TH_CONFIG_ERROR_RANGE,
+                      "--set cpd.update=Sweep: key 'cpd.update': expected one of \"auto\", "
+                      "\"sweep\", \"mode\", \"host\", found the string \"Sweep\"");
 }
 
 static void test_tolerance_accepts_an_integer(void **state)
@@ -329,7 +362,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     (void)state;
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
-                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed)");
+                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update)");
 }
 
 static void test_unknown_section(void **state)
@@ -693,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_foreach_lists_every_key_in_schema_order),
         cmocka_unit_test(test_all_keys_set),
         cmocka_unit_test(test_tolerance_accepts_an_integer),
+        cmocka_unit_test(test_cpd_update),
         cmocka_unit_test(test_type_errors),
         cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_range_errors),

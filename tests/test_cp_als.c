@@ -11,6 +11,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "config.h"
 #include "cp_als.h"
 #include "log.h"
 #include "rng.h"
@@ -96,8 +97,11 @@ static void test_host_and_backend_update_agree(void **state)
     assert_true(th_backend_has_als_update(backend));
     th_cpd_params params = {.rank = 3, .max_iters = 15, .tolerance = 0, .seed = 4};
     g_autoptr(th_cpd_result) device_path = run(backend, t, &params, NULL, NULL);
-    params.force_host_update = TRUE;
+    params.update = TH_UPDATE_HOST;
     g_autoptr(th_cpd_result) host_path = run(backend, t, &params, NULL, NULL);
+    /* Auto on cpu-reference (als_update, no als_sweep) is the per-mode path. */
+    assert_int_equal(device_path->update_path, TH_UPDATE_MODE);
+    assert_int_equal(host_path->update_path, TH_UPDATE_HOST);
     assert_true(device_path->backend_update && !host_path->backend_update);
     assert_int_equal(device_path->iterations->len, 15);
     assert_int_equal(host_path->iterations->len, 15);
@@ -106,6 +110,205 @@ static void test_host_and_backend_update_agree(void **state)
         double b = g_array_index(host_path->iterations, th_cpd_iteration, i).fit;
         assert_true(fabs(a - b) < 1e-10);
     }
+}
+
+/* ---- ABI 1.1: the sweep path ---------------------------------------------- */
+
+#define SWEEP_FIXTURE TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so"
+
+/* fixture_sweep (double on the host), stopping every sweep before
+ * `stop_at_mode` unless that is NULL. */
+static th_backend *open_plugin(const char *path, const char *stop_at_mode)
+{
+    g_autoptr(GPtrArray) options = g_ptr_array_new();
+    g_autofree char *key = g_strdup("stop_at_mode");
+    g_autofree char *value = g_strdup(stop_at_mode);
+    th_config_option option = {.key = key, .value = value};
+    if (stop_at_mode)
+        g_ptr_array_add(options, &option);
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(path, NULL, options, &error);
+    if (!backend)
+        fail_msg("cannot open %s: %s", path, error->message);
+    return backend;
+}
+
+/* A planted tensor perturbed so the fit does not reach 1 at once. */
+static th_sptensor *perturbed_planted(void)
+{
+    const th_index dims[] = {6, 7, 8};
+    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 9);
+    for (uint64_t k = 0; k < t->nnz; k += 3)
+        t->values[k] *= 1.5;
+    return t;
+}
+
+#define SAME_RUN_ITERATIONS 15
+
+/* Same fits every iteration (1e-10), same lambda and factors. */
+static void assert_same_run(const th_cpd_result *a, const th_cpd_result *b)
+{
+    assert_int_equal(a->iterations->len, SAME_RUN_ITERATIONS);
+    assert_int_equal(b->iterations->len, SAME_RUN_ITERATIONS);
+    for (guint i = 0; i < SAME_RUN_ITERATIONS; ++i) {
+        double fa = g_array_index(a->iterations, th_cpd_iteration, i).fit;
+        double fb = g_array_index(b->iterations, th_cpd_iteration, i).fit;
+        if (!(fabs(fa - fb) < 1e-10))
+            fail_msg("iteration %u: fit %.17g vs %.17g", i + 1, fa, fb);
+    }
+    assert_true(th_test_relative_error(a->lambda, b->lambda, a->rank) < 1e-9);
+    for (uint32_t m = 0; m < a->nmodes; ++m) {
+        double error = th_test_relative_error(a->factors[m], b->factors[m],
+                                              (uint64_t)a->dims[m] * a->rank);
+        if (!(error < 1e-9))
+            fail_msg("mode %u: factors differ by %.3g", m + 1, error);
+    }
+}
+
+static void assert_sweep_timings(const th_cpd_result *r)
+{
+    assert_true(r->sweep_seconds > 0.0);
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        /* Inside als_sweep: the host cannot time one mode's MTTKRP. */
+        assert_true(r->mttkrp_seconds[m] == TH_CPD_NOT_MEASURED);
+        /* The fixture has no timer of its own (no get_mode_info). */
+        assert_true(r->mttkrp_device_seconds[m] < 0.0);
+    }
+}
+
+static void test_sweep_mode_and_host_paths_agree(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = perturbed_planted();
+    g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, NULL);
+    assert_true(th_backend_has_als_sweep(backend) && th_backend_has_als_update(backend));
+    th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
+                            .seed = 4};
+    g_autoptr(th_cpd_result) sweep = run(backend, t, &params, NULL, NULL);
+    params.update = TH_UPDATE_MODE;
+    g_autoptr(th_cpd_result) mode = run(backend, t, &params, NULL, NULL);
+    params.update = TH_UPDATE_HOST;
+    g_autoptr(th_cpd_result) host = run(backend, t, &params, NULL, NULL);
+
+    /* Zero-initialised params mean auto, and auto takes the sweep. */
+    assert_int_equal(sweep->update_path, TH_UPDATE_SWEEP);
+    assert_int_equal(mode->update_path, TH_UPDATE_MODE);
+    assert_int_equal(host->update_path, TH_UPDATE_HOST);
+    assert_true(sweep->backend_update && mode->backend_update && !host->backend_update);
+    assert_int_equal(sweep->sweep_fallbacks, 0);
+    assert_int_equal(sweep->pinv_fallbacks, 0);
+    assert_sweep_timings(sweep);
+    assert_true(mode->sweep_seconds == 0.0 && host->sweep_seconds == 0.0);
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_true(mode->mttkrp_seconds[m] >= 0.0 && host->mttkrp_seconds[m] >= 0.0);
+    assert_same_run(sweep, mode);
+    assert_same_run(sweep, host);
+
+    /* And the cpu-reference's own per-mode path computes the same. */
+    g_autoptr(th_backend) reference = open_cpu_reference();
+    params.update = TH_UPDATE_AUTO;
+    g_autoptr(th_cpd_result) oracle = run(reference, t, &params, NULL, NULL);
+    assert_int_equal(oracle->update_path, TH_UPDATE_MODE);
+    assert_same_run(sweep, oracle);
+}
+
+/* A sweep that stops at mode k (as at a Cholesky breakdown there) leaves
+ * the rest of the iteration to the host: same numbers, one fallback per
+ * iteration. */
+static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = perturbed_planted();
+    th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
+                            .seed = 4, .update = TH_UPDATE_SWEEP};
+    g_autoptr(th_backend) full_backend = open_plugin(SWEEP_FIXTURE, NULL);
+    g_autoptr(th_cpd_result) full = run(full_backend, t, &params, NULL, NULL);
+    assert_int_equal(full->sweep_fallbacks, 0);
+    assert_true(full->update_seconds == 0.0); /* no als_update call at all */
+
+    const char *const stops[] = {"0", "1", "2"};
+    for (size_t i = 0; i < G_N_ELEMENTS(stops); ++i) {
+        g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, stops[i]);
+        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+        assert_int_equal(r->update_path, TH_UPDATE_SWEEP);
+        if (r->sweep_fallbacks != SAME_RUN_ITERATIONS)
+            fail_msg("stop_at_mode %s: %u fallbacks, expected one per iteration", stops[i],
+                     r->sweep_fallbacks);
+        assert_int_equal(r->pinv_fallbacks, 0); /* the host's Cholesky did not break down */
+        assert_true(r->update_seconds > 0.0);   /* the host's als_update calls */
+        assert_sweep_timings(r);
+        assert_same_run(full, r);
+    }
+    /* A stop beyond the last mode never happens: a full sweep. */
+    g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, "3");
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+    assert_int_equal(r->sweep_fallbacks, 0);
+}
+
+static void expect_update_path_error(th_backend *backend, th_update_path update,
+                                     const char *expected)
+{
+    const th_index dims[] = {4, 5, 6};
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 2, 1);
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_load_tensor(backend, t, 2, &error))
+        fail_msg("load_tensor: %s", error->message);
+    th_cpd_params params = {.rank = 2, .max_iters = 3, .tolerance = 0, .seed = 1,
+                            .update = update};
+    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, NULL, &error);
+    assert_null(r);
+    assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH));
+    assert_string_equal(error->message, expected);
+}
+
+static void test_asking_for_a_missing_path_is_an_error(void **state)
+{
+    (void)state;
+    g_autoptr(th_backend) reference = open_cpu_reference();
+    expect_update_path_error(reference, TH_UPDATE_SWEEP,
+                             "update path \"sweep\" (cpd.update) needs als_sweep (capability "
+                             "TH_CAP_ALS_SWEEP, plugin ABI 1.1), which plugin 'cpu-reference' "
+                             "does not implement; use \"auto\" to take the best path the plugin "
+                             "has");
+    g_autoptr(th_backend) good = open_plugin(TH_FIXTURE_PLUGIN_DIR "/fixture_good.so", NULL);
+    expect_update_path_error(good, TH_UPDATE_MODE,
+                             "update path \"mode\" (cpd.update) needs als_update (capability "
+                             "TH_CAP_ALS_UPDATE), which plugin 'fixture_good' does not implement; "
+                             "use \"auto\" to take the best path the plugin has");
+    th_update_path resolved = TH_UPDATE_AUTO;
+    assert_true(th_cpd_resolve_update_path(good, TH_UPDATE_AUTO, &resolved, NULL));
+    assert_int_equal(resolved, TH_UPDATE_HOST);
+}
+
+/* A plugin whose entry is ABI 1.0-sized has no als_sweep for the host, even
+ * though its object holds one (that aborts): auto takes als_update. */
+static void test_v1_0_entry_runs_the_mode_path(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = perturbed_planted();
+    g_autoptr(th_backend) backend =
+        open_plugin(TH_FIXTURE_PLUGIN_DIR "/fixture_sweep_v1_0_size.so", NULL);
+    assert_false(th_backend_has_als_sweep(backend));
+    th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
+                            .seed = 4};
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+    assert_int_equal(r->update_path, TH_UPDATE_MODE);
+}
+
+static void test_update_path_names(void **state)
+{
+    (void)state;
+    const char *const names[] = {"auto", "sweep", "mode", "host"};
+    for (int i = 0; i < 4; ++i) {
+        th_update_path path = TH_UPDATE_HOST;
+        assert_true(th_update_path_from_name(names[i], &path));
+        assert_int_equal(path, (th_update_path)i);
+        assert_string_equal(th_update_path_name(path), names[i]);
+    }
+    th_update_path path = TH_UPDATE_SWEEP;
+    assert_false(th_update_path_from_name("Sweep", &path));
+    assert_false(th_update_path_from_name(NULL, &path));
+    assert_int_equal(path, TH_UPDATE_SWEEP);
 }
 
 static void test_seed_determines_initial_factors(void **state)
@@ -173,6 +376,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_planted_low_rank_is_recovered),
         cmocka_unit_test(test_host_and_backend_update_agree),
+        cmocka_unit_test(test_sweep_mode_and_host_paths_agree),
+        cmocka_unit_test(test_sweep_stopping_early_is_finished_by_the_host),
+        cmocka_unit_test(test_asking_for_a_missing_path_is_an_error),
+        cmocka_unit_test(test_v1_0_entry_runs_the_mode_path),
+        cmocka_unit_test(test_update_path_names),
         cmocka_unit_test(test_seed_determines_initial_factors),
         cmocka_unit_test(test_cancellation_stops_after_the_current_iteration),
         cmocka_unit_test(test_aminoacid_rank_three_fit),

@@ -171,6 +171,13 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     assert_string_equal(json_object_get_string_member(config_node, "cpd.rank"), "5");
     JsonObject *timings = json_object_get_object_member(root, "timings");
     assert_int_equal(json_array_get_length(json_object_get_array_member(timings, "mttkrp_seconds")), 4);
+    /* cpu-reference has als_update but no als_sweep: auto takes the per-mode path. */
+    assert_string_equal(json_object_get_string_member(cpd, "update_path"), "mode");
+    assert_int_equal(json_object_get_int_member(cpd, "sweep_fallbacks"), 0);
+    assert_true(json_object_get_double_member(timings, "sweep_seconds") == 0.0);
+    assert_false(json_object_get_boolean_member(backend, "als_sweep"));
+    assert_string_equal(json_object_get_string_member(config_node, "cpd.update"), "auto");
+    assert_non_null(strstr(r.out, ", update mode (auto)"));
 
     /* The factor files and lambda reproduce the reported fit. */
     g_autoptr(th_sptensor) t = th_tensor_read_file(UBER, NULL, &error);
@@ -179,6 +186,60 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     if (fabs(fit - final_fit) > 1e-5)
         fail_msg("fit from files %.8f, report %.8f", fit, final_fit);
     assert_no_temp_files(out_dir);
+    run_output_clear(&r);
+}
+
+/* A plugin with als_sweep (the ABI 1.1 test fixture): one call per
+ * iteration, so the host has no per-mode MTTKRP wall time to report. */
+static void test_sweep_plugin_run_reports_the_sweep(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 3\nmax_iters = 3\ntolerance = 0\nseed = 7\n"
+        "[backend]\nplugin = \"%s\"\n[output]\ndir = \"out\"\n",
+        UBER, TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so");
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    assert_non_null(strstr(r.out, ", update sweep (auto)"));
+    /* No host time per mode, and the fixture has no timer or scheme of its own. */
+    for (int m = 1; m <= 4; ++m) {
+        g_autofree char *line = g_strdup_printf("mttkrp mode %-3d          -  (inside als_sweep)\n", m);
+        assert_non_null(strstr(r.out, line));
+    }
+    assert_non_null(strstr(r.out, "  mttkrp total             -\n"));
+    assert_non_null(strstr(r.out, "  als sweep  "));
+    assert_non_null(strstr(r.out, "(in the backend: one als_sweep per iteration"));
+
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    g_autofree char *report_path = g_build_filename(out_dir, "report.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    if (!json_parser_load_from_file(parser, report_path, &error))
+        fail_msg("%s", error->message);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    JsonObject *cpd = json_object_get_object_member(root, "cpd");
+    assert_string_equal(json_object_get_string_member(cpd, "update_path"), "sweep");
+    assert_int_equal(json_object_get_int_member(cpd, "sweep_fallbacks"), 0);
+    JsonObject *backend = json_object_get_object_member(root, "backend");
+    assert_true(json_object_get_boolean_member(backend, "als_sweep"));
+    assert_string_equal(json_object_get_string_member(backend, "abi"), "1.1");
+    JsonObject *timings = json_object_get_object_member(root, "timings");
+    assert_true(json_object_get_double_member(timings, "sweep_seconds") > 0.0);
+    JsonArray *mttkrp = json_object_get_array_member(timings, "mttkrp_seconds");
+    assert_int_equal(json_array_get_length(mttkrp), 4);
+    for (guint m = 0; m < 4; ++m)
+        assert_true(JSON_NODE_HOLDS_NULL(json_array_get_element(mttkrp, m)));
+
+    g_autoptr(th_sptensor) t = th_tensor_read_file(UBER, NULL, &error);
+    assert_non_null(t);
+    const double fit = fit_from_files(t, out_dir, 3);
+    if (fabs(fit - json_object_get_double_member(cpd, "final_fit")) > 1e-5)
+        fail_msg("fit from files %.8f, report %.8f", fit,
+                 json_object_get_double_member(cpd, "final_fit"));
     run_output_clear(&r);
 }
 
@@ -206,6 +267,12 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
                           "[backend.options]\nthreds = 2\n",
          NULL, "threds"},
         {"rank too large", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nrank = 100000\n", NULL, "cpd.rank"},
+        {"update value", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nupdate = \"gpu\"\n", NULL,
+         "run.toml:4:10: key 'cpd.update': expected one of \"auto\", \"sweep\", \"mode\", "
+         "\"host\", found the string \"gpu\""},
+        {"update unsupported", "[tensor]\npath = \"@TENSOR@\"\n[cpd]\nupdate = \"sweep\"\n", NULL,
+         "update path \"sweep\" (cpd.update) needs als_sweep (capability TH_CAP_ALS_SWEEP, "
+         "plugin ABI 1.1), which plugin 'cpu-reference' does not implement"},
     };
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
@@ -290,14 +357,30 @@ static void test_command_line(void **state)
     const char *version[] = {"--version", NULL};
     run_output r = run_tensorhost(version);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "plugin ABI 1.0"));
+    assert_non_null(strstr(r.out, "plugin ABI 1.1"));
     run_output_clear(&r);
 
     const char *list[] = {"--list-plugins", NULL};
     r = run_tensorhost(list);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "cpu-reference"));
-    assert_non_null(strstr(r.out, "ABI 1.0"));
+    assert_non_null(strstr(r.out, "ABI 1.1"));
+    assert_non_null(strstr(r.out, "als-update"));
+    run_output_clear(&r);
+
+    /* The capability shows where capabilities are listed. */
+    const char *list_sweep[] = {"--list-plugins", "--config", "sweep.toml", NULL};
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config_path = write_temp(
+        dir, "sweep.toml",
+        "[tensor]\npath = \"t.tns\"\n[backend]\nsearch_path = [\"" TH_FIXTURE_PLUGIN_DIR "\"]\n");
+    list_sweep[2] = config_path;
+    r = run_tensorhost(list_sweep);
+    assert_int_equal(r.status, 0);
+    const char *sweep = strstr(r.out, "fixture_sweep    0.0.1    ABI 1.1");
+    if (!sweep)
+        fail_msg("no fixture_sweep line in:\n%s", r.out);
+    assert_non_null(strstr(sweep, "max modes 16, max rank 256, f64, als-update, als-sweep\n"));
     run_output_clear(&r);
 
     const char *nothing[] = {NULL};
@@ -321,6 +404,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quickstart_run_writes_consistent_outputs),
+        cmocka_unit_test(test_sweep_plugin_run_reports_the_sweep),
         cmocka_unit_test(test_bad_inputs_end_in_one_clear_error),
         cmocka_unit_test(test_interrupt_writes_partial_results),
         cmocka_unit_test(test_command_line),

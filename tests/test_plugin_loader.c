@@ -198,8 +198,8 @@ static void test_short_struct_names_sizes(void **state)
     g_autofree char *path = canonical(FIXTURE("short_struct"));
     g_autofree char *expected = g_strdup_printf(
         "%s: entry struct is 24 bytes, shorter than the %zu bytes of ABI 1.0 (plugin says "
-        "ABI 1.0)",
-        path, (size_t)TH_PLUGIN_ENTRY_V1_0_SIZE);
+        "ABI %u.%u)", /* the fixture declares the header's own version */
+        path, (size_t)TH_PLUGIN_ENTRY_V1_0_SIZE, TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR);
     assert_string_equal(message, expected);
     assert_int_equal(TH_PLUGIN_ENTRY_V1_0_SIZE, 112);
 }
@@ -335,6 +335,79 @@ static void test_bad_info(void **state)
                                 "but its als_update function is present");
     expect_bad_info("max-modes", "plugin 'fixture_failing' declares max_modes 2 and max_rank "
                                  "256; expected max_modes >= 3 and max_rank >= 1");
+}
+
+/* ------------------------------------------------------------------------ */
+/* ABI 1.1: als_sweep                                                        */
+/* ------------------------------------------------------------------------ */
+
+static void test_sweep_plugin_loads(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("sweep"));
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_1_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 1);
+    assert_true(plugin->info->flags & TH_CAP_ALS_SWEEP);
+    assert_non_null(plugin->entry.als_sweep);
+    assert_non_null(plugin->entry.als_update);
+    run_tiny_mttkrp(plugin);
+
+    /* The wrapper turns the plugin's status into the GError code. */
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+    th_als_sweep_io io = {.struct_size = sizeof io, .nmodes = 3};
+    g_autoptr(GError) error = NULL;
+    assert_false(th_plugin_als_sweep(plugin, inst, &io, &error));
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_BAD_STATE));
+    assert_string_equal(error->message, "fixture_sweep: als_sweep: als_sweep: no tensor loaded "
+                                        "(TH_ERR_BAD_STATE)");
+    plugin->entry.destroy(inst);
+    th_plugin_unload(plugin);
+}
+
+static void expect_sweep_load_error(const char *fixture, const char *what)
+{
+    g_autofree char *file = g_strdup_printf(TH_FIXTURE_PLUGIN_DIR "/fixture_%s.so", fixture);
+    g_autofree char *message = expect_load_error(file, TH_PLUGIN_ERROR_BAD_INFO);
+    g_autofree char *path = canonical(file);
+    g_autofree char *expected = g_strdup_printf("%s: %s", path, what);
+    assert_string_equal(message, expected);
+}
+
+static void test_sweep_capability_must_match_the_function(void **state)
+{
+    (void)state;
+    expect_sweep_load_error("sweep_flag_only",
+                            "plugin 'fixture_sweep_flag_only' sets the TH_CAP_ALS_SWEEP flag but "
+                            "its als_sweep function is NULL");
+    expect_sweep_load_error("sweep_no_flag",
+                            "plugin 'fixture_sweep_no_flag' clears the TH_CAP_ALS_SWEEP flag but "
+                            "its als_sweep function is present");
+    expect_sweep_load_error("sweep_no_update",
+                            "plugin 'fixture_sweep_no_update' implements als_sweep but not "
+                            "als_update; a plugin with als_sweep must also implement als_update");
+}
+
+/* The object holds an als_sweep that aborts, beyond the 1.0 struct_size it
+ * declares: the loader must not copy it, so nothing can call it. */
+static void test_v1_0_sized_entry_never_has_als_sweep(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("sweep_v1_0_size"));
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_0_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 0);
+    assert_null(plugin->entry.als_sweep);
+    assert_non_null(plugin->entry.als_update);
+    g_autoptr(GError) error = NULL;
+    th_als_sweep_io io = {.struct_size = sizeof io};
+    assert_false(th_plugin_als_sweep(plugin, NULL, &io, &error));
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED));
+    assert_string_equal(error->message,
+                        "fixture_sweep_v1_0_size: als_sweep: the plugin does not implement "
+                        "als_sweep (TH_CAP_ALS_SWEEP, ABI 1.1)");
+    run_tiny_mttkrp(plugin);
+    th_plugin_unload(plugin);
 }
 
 static void test_missing_file(void **state)
@@ -532,6 +605,9 @@ int main(void)
         cmocka_unit_test(test_failing_calls_report_plugin_text),
         cmocka_unit_test(test_init_failure),
         cmocka_unit_test(test_bad_info),
+        cmocka_unit_test(test_sweep_plugin_loads),
+        cmocka_unit_test(test_sweep_capability_must_match_the_function),
+        cmocka_unit_test(test_v1_0_sized_entry_never_has_als_sweep),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_shared_object),
         cmocka_unit_test(test_search_path_order),

@@ -6,9 +6,10 @@
 #   all = install tests sanitize bench
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
 #   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
-# tests: the GPU test programs (test_gpu_load, test_gpu_plugins, test_gpu_cp_als).
+# tests: the GPU test programs (test_gpu_load, test_gpu_plugins, test_gpu_sweep,
+#   test_gpu_cp_als).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
-#   quick subset of test_gpu_plugins (every plugin, small runs).
+#   quick subsets of test_gpu_plugins and test_gpu_sweep (every plugin, small runs).
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
@@ -62,7 +63,7 @@ if want install; then
 fi
 
 if want tests; then
-    for t in test_gpu_load test_gpu_plugins test_gpu_cp_als; do
+    for t in test_gpu_load test_gpu_plugins test_gpu_sweep test_gpu_cp_als; do
         t0=$(date +%s%N)
         timeout 300 "${test_env[@]}" "$bin/$t" > "$out/$t.log" 2>&1
         rc=$?
@@ -73,15 +74,18 @@ if want tests; then
 fi
 
 if want sanitize; then
+    for prog in test_gpu_plugins test_gpu_sweep; do
     for tool in memcheck racecheck; do
         extra=""
         [ "$tool" = memcheck ] && extra="--leak-check full"
         t0=$(date +%s)
+        log="$out/sanitizer-$tool-$prog.log"
         TH_GPU_TEST_QUICK=1 timeout 200 "${test_env[@]}" compute-sanitizer --tool $tool $extra \
-            --error-exitcode 99 "$bin/test_gpu_plugins" > "$out/sanitizer-$tool.log" 2>&1
+            --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
         rc=$?
-        note "compute-sanitizer $tool rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' ') $(grep -cE '^\[       OK' "$out/sanitizer-$tool.log") tests OK"
-        grep -E "^=========" "$out/sanitizer-$tool.log" | grep -v "SUMMARY" | head -8
+        note "compute-sanitizer $tool $prog rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | tr '\n' ' ') $(grep -cE '^\[       OK' "$log") tests OK"
+        grep -E "^=========" "$log" | grep -v "SUMMARY" | head -8
+    done
     done
 fi
 

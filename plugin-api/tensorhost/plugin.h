@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.0
+ * tensorhost plugin ABI, version 1.1
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -35,7 +35,10 @@
  *   factor matrices and the MTTKRP results. The host owns the R x R algebra:
  *   Gram matrices, their Hadamard products and the pseudo-inverse. With the
  *   optional als_update() a GPU backend keeps all tall data resident and only
- *   R x R matrices and R-vectors cross the bus.
+ *   R x R matrices and R-vectors cross the bus. With the optional als_sweep()
+ *   (1.1) the backend also solves the R x R systems, one call per iteration;
+ *   the host keeps the pseudo-inverse for the rare iteration where a
+ *   Cholesky factorisation breaks down.
  *
  * Threading
  *   The host calls every function of one instance from one thread at a time
@@ -56,6 +59,8 @@
  *
  * Changelog
  *   1.0  first version.
+ *   1.1  optional als_sweep(): a whole CP-ALS iteration in one call, with the
+ *        R x R solve on the backend (TH_CAP_ALS_SWEEP, th_als_sweep_io).
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -68,7 +73,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 0u
+#define TH_ABI_VERSION_MINOR 1u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -176,7 +181,8 @@ enum {
 enum {
     TH_CAP_ALS_UPDATE = 1u << 0,            /* implements als_update() */
     TH_CAP_GPU = 1u << 1,                   /* runs on a GPU */
-    TH_CAP_THREAD_SAFE_INSTANCES = 1u << 2  /* distinct instances may run concurrently */
+    TH_CAP_THREAD_SAFE_INSTANCES = 1u << 2, /* distinct instances may run concurrently */
+    TH_CAP_ALS_SWEEP = 1u << 3              /* implements als_sweep() (ABI 1.1) */
 };
 
 /* Static description of a plugin. Owned by the plugin, constant, valid from
@@ -236,6 +242,22 @@ typedef struct th_als_output {
      * this gives <X, model> = sum_r lambda_r inner[r] for the fit. */
     double *inner;
 } th_als_output;
+
+/* In and out of als_sweep() (ABI 1.1). Caller-owned; the host sets
+ * struct_size to its own sizeof() and the plugin rejects a struct shorter
+ * than the fields it reads (TH_ERR_INVALID_ARGUMENT). */
+typedef struct th_als_sweep_io {
+    uint32_t struct_size;
+    int32_t norm;        /* in: TH_NORM_* for every mode of this iteration */
+    uint32_t nmodes;     /* in: the loaded tensor's order */
+    uint32_t modes_done; /* out: modes 0 .. modes_done-1 were updated */
+    /* in/out: [nmodes] pointers to rank*rank row-major Gram matrices. In: the
+     * Grams A_m^T A_m of the backend's current factors. Out: the Grams of the
+     * updated modes (0 .. modes_done-1) are replaced; the others are left. */
+    double *const *grams;
+    double *lambda; /* out: [rank] as als_update(), for mode modes_done-1 */
+    double *inner;  /* out: [rank] as als_update(), for mode modes_done-1 */
+} th_als_sweep_io;
 
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
@@ -314,11 +336,34 @@ typedef struct th_plugin_entry {
     /* Optional. Fills caller-owned `info` for `mode` (see th_mode_info). */
     th_status (*get_mode_info)(th_instance *instance, uint32_t mode, th_mode_info *info,
                                char *err);
+
+    /* --- ABI 1.1 ------------------------------------------------------- */
+
+    /* Optional (NULL if unsupported; then TH_CAP_ALS_SWEEP must be clear).
+     * One whole CP-ALS iteration on backend-held data, so a backend with
+     * a long round trip (a GPU) needs one per iteration instead of two per
+     * mode. For mode n = 0 .. nmodes-1 in order:
+     *   M_n  <- mttkrp(n), as mttkrp() (its result replaces mode n's)
+     *   V    <- Hadamard product of the Grams of every mode but n
+     *   A_n  <- M_n V^-1 through a Cholesky factorisation of V
+     *   then as als_update(n, V^-1, io->norm): normalise, lambda, Gram, inner
+     * The factorisation breaks down when a pivot is not greater than
+     * max_i V(i,i) * rank * DBL_EPSILON * 16 (the host's own test). Then the
+     * backend stops: io->modes_done = n, modes n.. are left as they were,
+     * and the host finishes the iteration itself from mode n (mttkrp(), its
+     * pseudo-inverse, als_update()). io->modes_done = nmodes on a full sweep.
+     * get_mode_info() afterwards reports each swept mode's MTTKRP time.
+     * A backend that sets this must also implement als_update(). */
+    th_status (*als_sweep)(th_instance *instance, th_als_sweep_io *io, char *err);
 } th_plugin_entry;
 
 /* Size of the v1.0 entry: the host refuses a shorter struct. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE \
     (offsetof(th_plugin_entry, get_mode_info) + sizeof(void (*)(void)))
+
+/* Size of the v1.1 entry: als_sweep is present only in an entry this long. */
+#define TH_PLUGIN_ENTRY_V1_1_SIZE \
+    (offsetof(th_plugin_entry, als_sweep) + sizeof(void (*)(void)))
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \

@@ -2,6 +2,7 @@
 #include "gpu_plugin.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,45 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
     }
     GPU_CALL(thg_als_update(instance->ctx, mode, w, norm == TH_NORM_MAX, out->lambda, out->gram,
                             out->inner, gpu_err, errlen));
+    return TH_OK;
+}
+
+th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err)
+{
+    const size_t needed = offsetof(th_als_sweep_io, inner) + sizeof(io->inner);
+    if (!instance || !io)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL argument");
+    if (io->struct_size < needed) {
+        snprintf(err, TH_ERROR_SIZE,
+                 "als_sweep: th_als_sweep_io is %u bytes, shorter than the %zu of ABI 1.1",
+                 io->struct_size, needed);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    if (io->norm != TH_NORM_2 && io->norm != TH_NORM_MAX) {
+        snprintf(err, TH_ERROR_SIZE, "als_sweep: unknown norm %d (expected %d or %d)",
+                 (int)io->norm, TH_NORM_2, TH_NORM_MAX);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    thg_info info;
+    thg_get_info(instance->ctx, &info);
+    if (info.nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
+    if (io->nmodes != info.nmodes) {
+        snprintf(err, TH_ERROR_SIZE, "als_sweep: io->nmodes is %u but the loaded tensor has %u",
+                 io->nmodes, info.nmodes);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    if (!io->grams || !io->lambda || !io->inner)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL grams, lambda or inner");
+    for (uint32_t m = 0; m < io->nmodes; ++m)
+        if (!io->grams[m]) {
+            snprintf(err, TH_ERROR_SIZE, "als_sweep: grams[%u] is NULL", m);
+            return TH_ERR_INVALID_ARGUMENT;
+        }
+    uint32_t done = 0;
+    GPU_CALL(thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
+                           io->inner, &done, gpu_err, errlen));
+    io->modes_done = done;
     return TH_OK;
 }
 

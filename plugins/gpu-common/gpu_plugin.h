@@ -23,6 +23,7 @@ th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, dou
                                        char *err);
 th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
                                 int32_t norm, th_als_output *out, char *err);
+th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err);
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
 th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
@@ -31,7 +32,7 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
 #define GPU_PLUGIN_DEFINE(ID, NAME, DESCRIPTION, POLICY)                                  \
     static const th_plugin_info gpu_plugin_info_ = {                                     \
         .struct_size = (uint32_t)sizeof(th_plugin_info),                                 \
-        .flags = TH_CAP_ALS_UPDATE | TH_CAP_GPU,                                          \
+        .flags = TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP | TH_CAP_GPU,                       \
         .id = ID,                                                                         \
         .name = NAME,                                                                     \
         .version = "0.1.0",                                                               \
@@ -62,6 +63,7 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
         .als_update = gpu_plugin_als_update,                                              \
         .get_runtime_info = gpu_plugin_get_runtime_info,                                  \
         .get_mode_info = gpu_plugin_get_mode_info,                                        \
+        .als_sweep = gpu_plugin_als_sweep,                                                \
     }
 
 #endif

@@ -26,6 +26,9 @@ static_assert(TH_LOG_ERROR == 0 && TH_LOG_WARNING == 1 && TH_LOG_INFO == 2 && TH
 static_assert(TH_VALUE_F32 == 1 && TH_VALUE_F64 == 2, "value types");
 static_assert(TH_CAP_ALS_UPDATE == 1 && TH_CAP_GPU == 2 && TH_CAP_THREAD_SAFE_INSTANCES == 4,
               "capability flags");
+#if TH_ABI_VERSION_MINOR >= 1
+static_assert(TH_CAP_ALS_SWEEP == 8, "capability flags (1.1)");
+#endif
 static_assert(TH_NORM_2 == 0 && TH_NORM_MAX == 1, "norms");
 static_assert(sizeof(th_status) == 4, "th_status is int32_t");
 
@@ -90,7 +93,6 @@ OFFSET(th_als_output, lambda, 8);
 OFFSET(th_als_output, gram, 16);
 OFFSET(th_als_output, inner, 24);
 
-SIZE(th_plugin_entry, 112);
 OFFSET(th_plugin_entry, struct_size, 0);
 OFFSET(th_plugin_entry, abi_version, 4);
 OFFSET(th_plugin_entry, init, 8);
@@ -108,6 +110,24 @@ OFFSET(th_plugin_entry, get_runtime_info, 96);
 OFFSET(th_plugin_entry, get_mode_info, 104);
 /* The host's floor for every 1.x plugin: the 1.0 entry, whatever grows later. */
 static_assert(TH_PLUGIN_ENTRY_V1_0_SIZE == 112, "TH_PLUGIN_ENTRY_V1_0_SIZE");
+
+#if TH_ABI_VERSION_MINOR == 0
+SIZE(th_plugin_entry, 112);
+#else
+/* 1.1: als_sweep appended to the entry, and its in/out struct. */
+SIZE(th_plugin_entry, 120);
+OFFSET(th_plugin_entry, als_sweep, 112);
+static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == 120, "TH_PLUGIN_ENTRY_V1_1_SIZE");
+
+SIZE(th_als_sweep_io, 40);
+OFFSET(th_als_sweep_io, struct_size, 0);
+OFFSET(th_als_sweep_io, norm, 4);
+OFFSET(th_als_sweep_io, nmodes, 8);
+OFFSET(th_als_sweep_io, modes_done, 12);
+OFFSET(th_als_sweep_io, grams, 16);
+OFFSET(th_als_sweep_io, lambda, 24);
+OFFSET(th_als_sweep_io, inner, 32);
+#endif
 #endif
 
 /* The convenience macro must fill exactly the header fields. */

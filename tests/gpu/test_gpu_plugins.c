@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 
+#include "dense.h"
 #include "synth.h"
 #include "test_support.h"
 
@@ -451,6 +452,8 @@ static void test_runtime_and_mode_info(void **state)
     p->gpu[0]->entry.destroy(inst);
 }
 
+#define THG_TEST_MAX_MODES 8u
+
 static size_t free_device_bytes(void)
 {
     size_t free_b = 0, total = 0;
@@ -471,6 +474,17 @@ static void one_cycle(const th_plugin *pl, const th_sptensor *t, double *const *
     th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
                          .inner = inner};
     th_test_assert_ok(pl->entry.als_update(inst, 1, w, TH_NORM_2, &out, err), err);
+    /* The sweep's buffers and graphs too (ABI 1.1). */
+    double *grams[THG_TEST_MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        grams[m] = g_new(double, 32 * 32);
+        th_dense_gram(factors[m], t->dims[m], 32, grams[m]);
+    }
+    th_als_sweep_io io = {.struct_size = sizeof(io), .norm = TH_NORM_MAX, .nmodes = t->nmodes,
+                          .grams = grams, .lambda = lambda, .inner = inner};
+    th_test_assert_ok(pl->entry.als_sweep(inst, &io, err), err);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        g_free(grams[m]);
     pl->entry.destroy(inst);
 }
 

@@ -1,0 +1,138 @@
+/* The R x R solve of one CP-ALS step on the device, for the sweep
+ * (sweep.cu): W = V^-1 with V the Hadamard product of every other mode's
+ * Gram, in double, so an iteration needs no host round trip per mode.
+ *
+ * One block inverts V in place in shared memory by Gauss-Jordan
+ * elimination without pivoting, which is stable for a symmetric positive
+ * definite V: its pivots are exactly the Cholesky pivots (the squares of
+ * L's diagonal), so the breakdown test is the host's (host/dense.c, the
+ * ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON * 16. Each of
+ * the R steps is one parallel rank-one update of all R x R entries, so the
+ * latency is R short steps, not the O(R^2)-long dependent chains of a
+ * triangular solve (a first version, a one-thread-per-row Cholesky and
+ * triangular inverse, took ~100 us per mode at R = 32 on an H200 and, not
+ * fitting beside the MTTKRP's full-SM blocks, ran after it:
+ * kernels/NOTES.md v6). */
+#include <float.h>
+
+#include "thg_internal.cuh"
+
+namespace {
+
+constexpr uint32_t kBlockThreads = 1024;
+
+__device__ double hadamard_entry(const double *grams, uint32_t nmodes, uint32_t mode,
+                                 uint32_t RR, uint32_t e)
+{
+    double x = 1.0;
+#pragma unroll 4
+    for (uint32_t m = 0; m < nmodes; ++m)
+        if (m != mode)
+            x *= grams[(size_t)m * RR + e];
+    return x;
+}
+
+/* The host's breakdown threshold from the largest diagonal entry. */
+__device__ double breakdown_threshold(double largest, uint32_t R)
+{
+    return largest * R * DBL_EPSILON * 16.0;
+}
+
+__device__ void report_breakdown(thg_sweep_flags flags, uint32_t mode)
+{
+    *flags.failed = 1u;
+    /* mode + 1: zero means "no breakdown" to the host. */
+    *flags.host_status = mode + 1u;
+    __threadfence_system();
+}
+
+/* One block, thread (k, y) owns column k of rows y, y + ny, ..., V in
+ * shared memory; a step is one parallel rank-one update between two
+ * barriers. */
+__global__ void __launch_bounds__(kBlockThreads)
+    solve_block_kernel(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
+                       int use_max_norm, thg_sweep_flags flags, float *W)
+{
+    extern __shared__ double sh[];
+    double *a = sh;                        /* [R*R], V, becoming V^-1 */
+    double *pivot_row = a + (size_t)R * R; /* [R] row j before step j */
+    double *pivot_col = pivot_row + R;     /* [R] column j before step j */
+    __shared__ double s_threshold;
+    if (*flags.failed) /* uniform */
+        return;
+    const uint32_t k = threadIdx.x, y0 = threadIdx.y, ny = blockDim.y;
+    const uint32_t tid = y0 * blockDim.x + k;
+    const uint32_t RR = R * R;
+    for (uint32_t i = y0; i < R; i += ny)
+        a[i * R + k] = hadamard_entry(grams, nmodes, mode, RR, i * R + k);
+    __syncthreads();
+    if (tid < 32) {
+        double largest = 0.0;
+        for (uint32_t i = tid; i < R; i += 32)
+            largest = fmax(largest, fabs(a[i * R + i]));
+        for (int offset = 16; offset > 0; offset /= 2)
+            largest = fmax(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+        if (tid == 0)
+            s_threshold = breakdown_threshold(largest, R);
+    }
+    __syncthreads();
+    for (uint32_t j = 0; j < R; ++j) {
+        const double p = a[j * R + j]; /* every thread reads the same: uniform */
+        if (!(p > s_threshold)) {
+            if (tid == 0)
+                report_breakdown(flags, mode);
+            return;
+        }
+        if (y0 == 0) {
+            pivot_row[k] = a[j * R + k];
+            pivot_col[k] = a[k * R + j];
+        }
+        __syncthreads();
+        const double inv = 1.0 / p;
+        const double row_j = pivot_row[k];
+        for (uint32_t i = y0; i < R; i += ny) {
+            double &x = a[i * R + k];
+            if (i == j)
+                x = k == j ? inv : row_j * inv;
+            else if (k == j)
+                x = -pivot_col[i] * inv;
+            else
+                x -= pivot_col[i] * row_j * inv;
+        }
+        __syncthreads();
+    }
+    for (uint32_t i = y0; i < R; i += ny)
+        W[i * R + k] = (float)a[i * R + k];
+    if (tid == 0)
+        *(int *)(W + RR) = use_max_norm;
+}
+
+size_t block_smem_bytes(uint32_t R) { return sizeof(double) * ((size_t)R * R + 2u * R); }
+
+} // namespace
+
+thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen)
+{
+    THG_CUDA(cudaFuncSetAttribute(solve_block_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)block_smem_bytes(rank)));
+    return THG_OK;
+}
+
+/* Measured at R = 32 on an H200 (kernels/NOTES.md v6): 256 threads beat
+ * 1024 (a barrier over 32 warps costs more than the 3 rows per thread it
+ * saves) and a single warp holding V in registers (its shuffle and FP64
+ * latency chains are not hidden by any other warp). */
+constexpr uint32_t kSmallRankThreads = 256;
+
+thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
+                            cudaStream_t stream, char *err, size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const uint32_t budget = R <= 32 ? kSmallRankThreads : kBlockThreads;
+    const uint32_t rows = budget / R < R ? budget / R : R;
+    solve_block_kernel<<<1, dim3(R, rows), block_smem_bytes(R), stream>>>(
+        ctx->sweep.grams_dev, ctx->nmodes, mode, R, use_max_norm, ctx->sweep.flags,
+        ctx->als_w);
+    THG_LAUNCHED();
+    return THG_OK;
+}

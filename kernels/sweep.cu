@@ -1,0 +1,181 @@
+/* A whole CP-ALS iteration on the device (the ABI's als_sweep): every
+ * mode's MTTKRP, R x R solve and factor update as one CUDA graph, one
+ * launch and one synchronisation per iteration.
+ *
+ * Why (kernels/NOTES.md v5, v6): the per-mode path costs two host round
+ * trips per mode, because the host builds each W from the Grams the
+ * previous update returned. Those ~20-30 us per mode were what kept a
+ * CP-ALS iteration above 1.3x the all-mode MTTKRP. Here the Grams stay on
+ * the device (grams_dev, refreshed by each update's last block) and the
+ * solve runs on a side stream beside the mode's MTTKRP:
+ *
+ *   stream:  [zero failed] --fork-- mttkrp(0) --join-- gemm(0) --fork-- scale(0) mttkrp(1) ...
+ *   side:                  solve(0) -------/                   solve(1) ----------...
+ *
+ * solve(n) needs only the Grams, so it overlaps the MTTKRP of mode n; the
+ * update of mode n waits for both. A solve that breaks down (Cholesky pivot
+ * below the host's threshold) sets a device flag that turns every later
+ * solve, update and scale of the sweep into an early return, and writes
+ * the mode into mapped host memory: the host finishes that iteration with
+ * its pseudo-inverse. The MTTKRPs after it still run (their results are
+ * recomputed by the host's per-mode path); a breakdown is rare and that
+ * waste does not matter. */
+#include <string.h>
+
+#include "thg_internal.cuh"
+
+namespace {
+
+size_t slot_doubles(uint32_t R) { return (size_t)R * R + 2u * R; }
+
+/* grams_dev, the slots, then the failed word. */
+size_t device_bytes(uint32_t nmodes, uint32_t R)
+{
+    return sizeof(double) * nmodes * ((size_t)R * R + slot_doubles(R)) + 256;
+}
+
+size_t slots_bytes(uint32_t nmodes, uint32_t R) { return sizeof(double) * nmodes * slot_doubles(R); }
+
+thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned record_flags,
+                         char *err, size_t errlen)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    const size_t RR = (size_t)ctx->rank * ctx->rank;
+    THG_CUDA(cudaMemsetAsync(sw.flags.failed, 0, sizeof(uint32_t), ctx->stream));
+    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+    for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
+        /* fork_event was last recorded after the previous mode's Gram. */
+        THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
+        thg_status st = thg_launch_solve(ctx, mode, (int)use_max_norm, ctx->side_stream, err,
+                                         errlen);
+        if (st != THG_OK)
+            return st;
+        THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
+        st = thg_enqueue_mttkrp(ctx, mode, record_flags, err, errlen);
+        if (st != THG_OK)
+            return st;
+        THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
+        st = thg_launch_als(ctx, mode, sw.out_dev + mode * slot_doubles(ctx->rank),
+                            sw.flags.failed, sw.grams_dev + mode * RR, ctx->fork_event, err,
+                            errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    /* Every mode's results in one copy: the updates write device memory,
+     * not mapped host memory (no PCIe writes and system fence per mode). */
+    THG_CUDA(cudaMemcpyAsync(sw.out_host, sw.out_dev, slots_bytes(ctx->nmodes, ctx->rank),
+                             cudaMemcpyDeviceToHost, ctx->stream));
+    return THG_OK;
+}
+
+/* Uploads the host's Grams unless the device already holds exactly these
+ * (the usual case: they are what the previous sweep returned). */
+thg_status sync_grams(thg_context *ctx, const double *const *grams, char *err, size_t errlen)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    const size_t RR = (size_t)ctx->rank * ctx->rank;
+    int same = sw.mirror_valid;
+    for (uint32_t m = 0; same && m < ctx->nmodes; ++m)
+        same = memcmp(sw.grams_mirror + m * RR, grams[m], sizeof(double) * RR) == 0;
+    if (same)
+        return THG_OK;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m)
+        memcpy(sw.grams_mirror + m * RR, grams[m], sizeof(double) * RR);
+    /* The mirror stays unchanged until the sweep's synchronisation, so the
+     * asynchronous copy reads stable memory. */
+    THG_CUDA(cudaMemcpyAsync(sw.grams_dev, sw.grams_mirror, sizeof(double) * ctx->nmodes * RR,
+                             cudaMemcpyHostToDevice, ctx->stream));
+    sw.mirror_valid = 1;
+    return THG_OK;
+}
+
+} // namespace
+
+uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank) { return device_bytes(nmodes, rank); }
+
+thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    const uint32_t R = ctx->rank;
+    const size_t RR = (size_t)R * R;
+    THG_CUDA(cudaMalloc(&sw.dev_block, device_bytes(ctx->nmodes, R)));
+    sw.grams_dev = (double *)sw.dev_block;
+    sw.out_dev = sw.grams_dev + ctx->nmodes * RR;
+    sw.flags.failed = (uint32_t *)(sw.out_dev + ctx->nmodes * slot_doubles(R));
+    THG_CUDA(cudaMemsetAsync(sw.flags.failed, 0, sizeof(uint32_t), ctx->stream));
+    THG_CUDA(cudaHostAlloc(&sw.grams_mirror, sizeof(double) * ctx->nmodes * RR,
+                           cudaHostAllocDefault));
+    sw.mirror_valid = 0;
+    /* Pinned and mapped: the slots arrive by one copy at the end of the
+     * sweep; the status word after them is written by a solve that breaks
+     * down, straight from the device. */
+    THG_CUDA(cudaHostAlloc(&sw.out_host, slots_bytes(ctx->nmodes, R) + sizeof(uint64_t),
+                           cudaHostAllocMapped));
+    sw.status_host = (uint32_t *)(sw.out_host + ctx->nmodes * slot_doubles(R));
+    *sw.status_host = 0u;
+    THG_CUDA(cudaHostGetDevicePointer(&sw.flags.host_status, sw.status_host, 0));
+    return THG_OK;
+}
+
+void thg_sweep_free(thg_context *ctx)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    for (cudaGraphExec_t &g : sw.graph)
+        if (g)
+            cudaGraphExecDestroy(g);
+    cudaFree(sw.dev_block);
+    cudaFreeHost(sw.grams_mirror);
+    cudaFreeHost(sw.out_host);
+    memset(&sw, 0, sizeof(sw));
+}
+
+extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,
+                                    double *lambda, double *inner, uint32_t *modes_done,
+                                    char *err, size_t errlen)
+{
+    *modes_done = 0;
+    if (ctx->nmodes == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    THG_CUDA(cudaSetDevice(ctx->device));
+    thg_sweep_state &sw = ctx->sweep;
+    const uint32_t R = ctx->rank;
+    const size_t RR = (size_t)R * R;
+    const int norm = use_max_norm ? 1 : 0;
+
+    thg_status st = sync_grams(ctx, grams, err, errlen);
+    /* The device has not started: a plain store is seen by the launch. */
+    if (st == THG_OK)
+        *(volatile uint32_t *)sw.status_host = 0u;
+    if (st == THG_OK)
+        st = thg_run_sequence(ctx, (uint32_t)norm, enqueue_sweep, &sw.graph[norm], err, errlen);
+    /* Also after a failure: the mirror must not change under a pending copy. */
+    const cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (st != THG_OK) {
+        sw.mirror_valid = 0;
+        return st;
+    }
+    if (e != cudaSuccess) {
+        sw.mirror_valid = 0;
+        THG_CUDA(e);
+    }
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        ctx->copies[m].has_result = 1;
+        ctx->copies[m].timing_pending = 1;
+    }
+
+    const uint32_t status = *(volatile uint32_t *)sw.status_host;
+    const uint32_t done = status == 0 ? ctx->nmodes : status - 1u;
+    for (uint32_t m = 0; m < done; ++m) {
+        const double *slot = sw.out_host + m * slot_doubles(R);
+        memcpy(grams[m], slot + R, sizeof(double) * RR);
+        /* grams_dev[m] holds the same doubles (the update's last block wrote both). */
+        memcpy(sw.grams_mirror + m * RR, slot + R, sizeof(double) * RR);
+    }
+    if (done > 0) {
+        const double *last = sw.out_host + (done - 1) * slot_doubles(R);
+        memcpy(lambda, last, sizeof(double) * R);
+        memcpy(inner, last + R + RR, sizeof(double) * R);
+    }
+    *modes_done = done;
+    return THG_OK;
+}
