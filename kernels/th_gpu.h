@@ -103,11 +103,12 @@ thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int 
 
 /* One CP-ALS iteration over every mode on the device (the ABI's
  * als_sweep): per mode the MTTKRP, W = (Hadamard of the other Grams)^-1 by
- * Cholesky in double, and the update of thg_als_update. `grams` holds
- * nmodes pointers to rank x rank doubles: in, the current factors' Grams;
- * out, the updated modes' Grams. *modes_done < nmodes when the solve of
- * that mode broke down (pivot <= max diagonal * rank * DBL_EPSILON * 16);
- * that mode and the later ones are left unchanged. lambda and inner are
+ * Gauss-Jordan in double (its pivots are the Cholesky pivots), and the
+ * update of thg_als_update. `grams` holds nmodes pointers to rank x rank
+ * doubles: in, the current factors' Grams; out, the updated modes' Grams.
+ * *modes_done < nmodes when the solve of that mode broke down (pivot <=
+ * max diagonal * rank * DBL_EPSILON * 16); that mode and the later ones
+ * are left unchanged. lambda and inner are
  * those of mode *modes_done - 1. One synchronisation. */
 thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,
                          double *lambda, double *inner, uint32_t *modes_done, char *err,

@@ -128,6 +128,17 @@ static void assert_no_temp_files(const char *dir)
             fail_msg("temporary file left behind: %s", name);
 }
 
+/* Parses OUT_DIR/report.json; fails the test when it cannot. */
+static JsonParser *load_report(const char *out_dir)
+{
+    g_autofree char *path = g_build_filename(out_dir, "report.json", NULL);
+    JsonParser *parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    if (!json_parser_load_from_file(parser, path, &error))
+        fail_msg("%s: %s", path, error->message);
+    return parser;
+}
+
 static void test_quickstart_run_writes_consistent_outputs(void **state)
 {
     (void)state;
@@ -149,11 +160,8 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     assert_non_null(strstr(r.out, "mttkrp mode 4"));
 
     g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
-    g_autofree char *report_path = g_build_filename(out_dir, "report.json", NULL);
-    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(JsonParser) parser = load_report(out_dir);
     g_autoptr(GError) error = NULL;
-    if (!json_parser_load_from_file(parser, report_path, &error))
-        fail_msg("%s", error->message);
     JsonObject *root = json_node_get_object(json_parser_get_root(parser));
     assert_string_equal(json_object_get_string_member(root, "status"), "max_iters");
     JsonObject *cpd = json_object_get_object_member(root, "cpd");
@@ -215,11 +223,8 @@ static void test_sweep_plugin_run_reports_the_sweep(void **state)
     assert_non_null(strstr(r.out, "(in the backend: one als_sweep per iteration"));
 
     g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
-    g_autofree char *report_path = g_build_filename(out_dir, "report.json", NULL);
-    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(JsonParser) parser = load_report(out_dir);
     g_autoptr(GError) error = NULL;
-    if (!json_parser_load_from_file(parser, report_path, &error))
-        fail_msg("%s", error->message);
     JsonObject *root = json_node_get_object(json_parser_get_root(parser));
     JsonObject *cpd = json_object_get_object_member(root, "cpd");
     assert_string_equal(json_object_get_string_member(cpd, "update_path"), "sweep");
@@ -337,10 +342,8 @@ static void test_interrupt_writes_partial_results(void **state)
     assert_true(WIFEXITED(wait_status));
     assert_int_equal(WEXITSTATUS(wait_status), 130);
 
-    g_autofree char *report = g_build_filename(dir, "out", "report.json", NULL);
-    g_autoptr(JsonParser) parser = json_parser_new();
-    if (!json_parser_load_from_file(parser, report, &error))
-        fail_msg("%s", error->message);
+    g_autofree char *report_dir = g_build_filename(dir, "out", NULL);
+    g_autoptr(JsonParser) parser = load_report(report_dir);
     JsonObject *root = json_node_get_object(json_parser_get_root(parser));
     assert_string_equal(json_object_get_string_member(root, "status"), "interrupted");
     JsonObject *cpd = json_object_get_object_member(root, "cpd");

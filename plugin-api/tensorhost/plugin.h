@@ -345,9 +345,10 @@ typedef struct th_plugin_entry {
      * mode. For mode n = 0 .. nmodes-1 in order:
      *   M_n  <- mttkrp(n), as mttkrp() (its result replaces mode n's)
      *   V    <- Hadamard product of the Grams of every mode but n
-     *   A_n  <- M_n V^-1 through a Cholesky factorisation of V
+     *   A_n  <- M_n V^-1, V^-1 from any elimination whose pivots are the
+     *           Cholesky pivots of V (Cholesky, or Gauss-Jordan without pivoting)
      *   then as als_update(n, V^-1, io->norm): normalise, lambda, Gram, inner
-     * The factorisation breaks down when a pivot is not greater than
+     * The solve breaks down when a pivot is not greater than
      * max_i V(i,i) * rank * DBL_EPSILON * 16 (the host's own test). Then the
      * backend stops: io->modes_done = n, modes n.. are left as they were,
      * and the host finishes the iteration itself from mode n (mttkrp(), its

@@ -22,12 +22,12 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
-#include <cuda_runtime_api.h>
 
 #include <glib.h>
 
 #include "backend.h"
 #include "cp_als.h"
+#include "gpu_test_support.h"
 #include "log.h"
 #include "rng.h"
 #include "tensor_reader.h"
@@ -173,13 +173,8 @@ static void test_kg_wikipeople_4(void **state)
 
 int main(void)
 {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("SKIPPED: no CUDA device: %s\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (!th_gpu_test_have_device())
         return 77;
-    }
     th_log_set_level(TH_LOG_WARNING);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_planted_low_rank), cmocka_unit_test(test_uber_sample),

@@ -16,27 +16,15 @@
 #include <math.h>
 
 #include "dense.h"
-#include "synth.h"
+#include "gpu_test_support.h"
 #include "test_support.h"
 
 #define TOLERANCE 1e-5
-#define N_GPU_PLUGINS 3u
-
-static const char *const gpu_plugin_ids[N_GPU_PLUGINS] = {"gpu-adaptive", "gpu-scheme1",
-                                                          "gpu-scheme2"};
-
-typedef struct gpu_case {
-    const char *name;
-    uint32_t nmodes;
-    th_index dims[8];
-    uint64_t nnz;
-    double skew[8];
-} gpu_case;
 
 /* Modes with I_d = 1, 2, < kappa and >> kappa (kappa = SM count, ~132),
  * uniform and heavily skewed indices, empty slices, nnz primes (a multiple
  * of nothing), a single nonzero, 3 to 8 modes. */
-static const gpu_case cases[] = {
+static const th_gpu_test_case cases[] = {
     {"3 modes, uniform, I=2 and I<kappa", 3, {1000, 40, 2}, 5003, {0, 0, 0}},
     {"4 modes, skewed, I=1", 4, {1, 300, 7000, 13}, 20011, {0, 1.2, 1.5, 0.8}},
     {"5 modes, skewed", 5, {17, 5000, 3, 260, 90}, 9973, {1.0, 1.5, 0, 1.1, 0.5}},
@@ -52,62 +40,6 @@ static const gpu_case cases[] = {
 static const uint32_t ranks[] = {1, 7, 8, 12, 16, 32, 64, 128};
 #define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
 
-static int quick_mode(void)
-{
-    const char *q = getenv("TH_GPU_TEST_QUICK");
-    return q && strcmp(q, "0") != 0;
-}
-
-typedef struct plugins {
-    th_plugin *ref;
-    th_plugin *gpu[N_GPU_PLUGINS];
-} plugins;
-
-static char *plugin_path(const char *id)
-{
-    return g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, id);
-}
-
-static int setup_plugins(void **state)
-{
-    plugins *p = g_new0(plugins, 1);
-    p->ref = th_test_load_cpu_reference();
-    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i) {
-        g_autofree char *path = plugin_path(gpu_plugin_ids[i]);
-        p->gpu[i] = th_test_load_plugin(path);
-    }
-    *state = p;
-    return 0;
-}
-
-static int teardown_plugins(void **state)
-{
-    plugins *p = *state;
-    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i)
-        th_plugin_unload(p->gpu[i]);
-    th_plugin_unload(p->ref);
-    g_free(p);
-    return 0;
-}
-
-static th_sptensor *make_tensor(const gpu_case *c, uint64_t seed)
-{
-    th_synth_params params;
-    memset(&params, 0, sizeof(params));
-    params.nmodes = c->nmodes;
-    params.nnz = c->nnz;
-    params.seed = seed;
-    for (uint32_t m = 0; m < c->nmodes; ++m) {
-        params.dims[m] = c->dims[m];
-        params.skew[m] = c->skew[m];
-    }
-    g_autoptr(GError) error = NULL;
-    th_sptensor *t = th_synth_generate(&params, &error);
-    if (!t)
-        fail_msg("generating '%s': %s", c->name, error ? error->message : "?");
-    return t;
-}
-
 /* Runs mttkrp on `mode` and copies the result out; the buffer is poisoned
  * first so an entry the plugin never writes cannot pass. */
 static void run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
@@ -121,7 +53,7 @@ static void run_mode(const th_plugin *plugin, th_instance *inst, const th_sptens
     th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, mode, out, err), err);
 }
 
-static double **reference_results(const plugins *p, const th_sptensor *t, uint32_t rank,
+static double **reference_results(const th_gpu_test_plugins *p, const th_sptensor *t, uint32_t rank,
                                   double *const *factors)
 {
     th_instance *ref = th_test_create_instance(p->ref, NULL);
@@ -153,23 +85,23 @@ static void check_against(const th_plugin *plugin, th_instance *inst, const char
 
 static void test_mttkrp_matches_reference(void **state)
 {
-    const plugins *p = *state;
+    const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(20240611);
     unsigned checked = 0;
     for (size_t c = 0; c < N_CASES; ++c) {
         /* Quick (sanitizer) runs: two small cases, and "one hot row" for
          * gpu-adaptive's device-side balance check only. */
-        const int hot_only = quick_mode() && c == 8;
-        if (quick_mode() && c != 0 && c != 7 && !hot_only)
+        const int hot_only = th_gpu_test_quick() && c == 8;
+        if (th_gpu_test_quick() && c != 0 && c != 7 && !hot_only)
             continue;
-        g_autoptr(th_sptensor) t = make_tensor(&cases[c], 1000 + c);
+        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[c], 1000 + c);
         for (size_t ri = 0; ri < N_RANKS; ++ri) {
             const uint32_t rank = ranks[ri];
-            if (quick_mode() && rank != 7 && rank != 32)
+            if (th_gpu_test_quick() && rank != 7 && rank != 32)
                 continue;
             double **factors = th_test_random_factors(t, rank, rng);
             double **expected = reference_results(p, t, rank, factors);
-            for (uint32_t g = 0; g < N_GPU_PLUGINS && !hot_only; ++g) {
+            for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS && !hot_only; ++g) {
                 th_instance *inst = th_test_create_instance(p->gpu[g], NULL);
                 check_against(p->gpu[g], inst, cases[c].name, t, rank, factors, expected);
                 p->gpu[g]->entry.destroy(inst);
@@ -213,19 +145,19 @@ static void assert_close(const double *got, const double *want, size_t n, const 
 
 static void test_als_update_matches_reference(void **state)
 {
-    const plugins *p = *state;
+    const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(7);
     const size_t case_ids[] = {1, 0};
     const uint32_t als_ranks[] = {16, 7, 128};
     for (size_t ci = 0; ci < 2; ++ci) {
-        g_autoptr(th_sptensor) t = make_tensor(&cases[case_ids[ci]], 77 + ci);
+        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[case_ids[ci]], 77 + ci);
         for (size_t ri = 0; ri < 3; ++ri) {
             const uint32_t rank = als_ranks[ri];
-            if (quick_mode() && rank == 128)
+            if (th_gpu_test_quick() && rank == 128)
                 continue;
             double **factors = th_test_random_factors(t, rank, rng);
             g_autofree double *w = th_test_random_matrix(rank, rank, rng);
-            for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+            for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
                 /* A fresh reference per plugin: the updates change the
                  * factors the next mode's MTTKRP reads, on both sides. */
                 th_instance *ref = th_test_create_instance(p->ref, NULL);
@@ -299,11 +231,11 @@ static void expect_status(th_status got, th_status want, const char *err, const 
 
 static void test_error_paths(void **state)
 {
-    const plugins *p = *state;
-    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 5);
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 5);
     th_coo_tensor view;
     th_test_coo_view(t, &view);
-    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+    for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         const th_plugin *pl = p->gpu[g];
         expect_create_error(pl, "kapa", "3", TH_ERR_INVALID_ARGUMENT, "\"kapa\"");
         expect_create_error(pl, "kappa", "0", TH_ERR_INVALID_ARGUMENT, "kappa");
@@ -363,17 +295,17 @@ static void assert_scheme(const char *got, const char *want)
 
 static void test_runtime_and_mode_info(void **state)
 {
-    const plugins *p = *state;
-    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 9); /* dims 1000, 40, 2 */
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 9); /* dims 1000, 40, 2 */
     int sm_count = 0;
     assert_int_equal(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0),
                      cudaSuccess);
     /* gpu-adaptive: 5003 nonzeros over 132 partitions is under one chunk
      * per group, so even the long mode 0 goes to scheme 2. */
-    const char *const want[N_GPU_PLUGINS][3] = {{"scheme2", "scheme2", "scheme2"},
+    const char *const want[TH_GPU_TEST_N_PLUGINS][3] = {{"scheme2", "scheme2", "scheme2"},
                                                 {"scheme1", "scheme1", "scheme1"},
                                                 {"scheme2", "scheme2", "scheme2"}};
-    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+    for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         const th_plugin *pl = p->gpu[g];
         assert_true(pl->info->flags & TH_CAP_GPU);
         assert_true(pl->info->flags & TH_CAP_ALS_UPDATE);
@@ -425,7 +357,7 @@ static void test_runtime_and_mode_info(void **state)
      * overload one partition (mode 0 of "one hot row": I = 300 >= kappa).
      * kappa = 16 gives partitions of ~3000 nonzeros, above the "one chunk
      * per group" floor (1024 at rank 8) under which it takes scheme 2. */
-    g_autoptr(th_sptensor) hot = make_tensor(&cases[8], 9);
+    g_autoptr(th_sptensor) hot = th_gpu_test_make_tensor(&cases[8], 9);
     th_instance *inst = th_test_create_instance(p->gpu[0], "kappa", "16", NULL);
     th_coo_tensor view;
     th_test_coo_view(hot, &view);
@@ -492,13 +424,13 @@ static void one_cycle(const th_plugin *pl, const th_sptensor *t, double *const *
 
 static void test_repeated_use_leaks_nothing(void **state)
 {
-    const plugins *p = *state;
-    g_autoptr(th_sptensor) t = make_tensor(&cases[1], 11);
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[1], 11);
     GRand *rng = g_rand_new_with_seed(3);
     double **factors = th_test_random_factors(t, 32, rng);
     g_rand_free(rng);
-    const int cycles = quick_mode() ? 3 : 20;
-    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+    const int cycles = th_gpu_test_quick() ? 3 : 20;
+    for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         one_cycle(p->gpu[g], t, factors); /* warm: module load, first-touch pools */
         const size_t baseline = free_device_bytes();
         for (int i = 0; i < cycles; ++i)
@@ -511,14 +443,14 @@ static void test_repeated_use_leaks_nothing(void **state)
                      baseline - after, cycles);
     }
     /* Whole plugin load/unload cycles (dlopen, CUDA module registration). */
-    g_autofree char *path = plugin_path("gpu-scheme2");
+    g_autofree char *path = th_gpu_test_plugin_path("gpu-scheme2");
     {
         th_plugin *pl = th_test_load_plugin(path);
         one_cycle(pl, t, factors);
         th_plugin_unload(pl);
     }
     const size_t baseline = free_device_bytes();
-    for (int i = 0; i < (quick_mode() ? 2 : 5); ++i) {
+    for (int i = 0; i < (th_gpu_test_quick() ? 2 : 5); ++i) {
         th_plugin *pl = th_test_load_plugin(path);
         one_cycle(pl, t, factors);
         th_plugin_unload(pl);
@@ -533,13 +465,8 @@ static void test_repeated_use_leaks_nothing(void **state)
 
 int main(void)
 {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("SKIPPED: no CUDA device: %s\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (!th_gpu_test_have_device())
         return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_paths),
         cmocka_unit_test(test_runtime_and_mode_info),
@@ -547,5 +474,5 @@ int main(void)
         cmocka_unit_test(test_als_update_matches_reference),
         cmocka_unit_test(test_repeated_use_leaks_nothing),
     };
-    return cmocka_run_group_tests(tests, setup_plugins, teardown_plugins);
+    return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }

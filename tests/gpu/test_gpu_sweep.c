@@ -13,11 +13,10 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <cuda_runtime_api.h>
 #include <math.h>
 
 #include "dense.h"
-#include "synth.h"
+#include "gpu_test_support.h"
 #include "test_support.h"
 
 /* fp32 MTTKRP and factors through every mode and two iterations, with
@@ -25,22 +24,10 @@
  * mode at least 4x longer than the rank): ~1e-6 per mode measured; the
  * bound leaves room for 8 modes. */
 #define TOLERANCE 1e-4
-#define N_GPU_PLUGINS 3u
-
-static const char *const gpu_plugin_ids[N_GPU_PLUGINS] = {"gpu-adaptive", "gpu-scheme1",
-                                                          "gpu-scheme2"};
-
-typedef struct sweep_case {
-    const char *name;
-    uint32_t nmodes;
-    th_index dims[8];
-    uint64_t nnz;
-    double skew[8];
-} sweep_case;
 
 /* 3 to 8 modes; short modes (I = 2, 3, 4 ...) beside long ones, so each
  * mode's V holds a well-conditioned Gram; skewed and uniform indices. */
-static const sweep_case cases[] = {
+static const th_gpu_test_case cases[] = {
     {"3 modes, skewed", 3, {2000, 1500, 900}, 30011, {1.0, 0, 0.5}},
     {"4 modes, I=3", 4, {600, 3, 5000, 700}, 20011, {0, 0, 1.2, 0.8}},
     {"5 modes, I=2", 5, {800, 2, 1200, 64, 700}, 9973, {0.5, 0, 1.0, 0, 0.3}},
@@ -49,57 +36,6 @@ static const sweep_case cases[] = {
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 static const uint32_t ranks[] = {1, 7, 16, 32, 64, 128};
 #define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
-
-static int quick_mode(void)
-{
-    const char *q = getenv("TH_GPU_TEST_QUICK");
-    return q && strcmp(q, "0") != 0;
-}
-
-typedef struct plugins {
-    th_plugin *ref;
-    th_plugin *gpu[N_GPU_PLUGINS];
-} plugins;
-
-static int setup_plugins(void **state)
-{
-    plugins *p = g_new0(plugins, 1);
-    p->ref = th_test_load_cpu_reference();
-    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i) {
-        g_autofree char *path = g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, gpu_plugin_ids[i]);
-        p->gpu[i] = th_test_load_plugin(path);
-    }
-    *state = p;
-    return 0;
-}
-
-static int teardown_plugins(void **state)
-{
-    plugins *p = *state;
-    for (uint32_t i = 0; i < N_GPU_PLUGINS; ++i)
-        th_plugin_unload(p->gpu[i]);
-    th_plugin_unload(p->ref);
-    g_free(p);
-    return 0;
-}
-
-static th_sptensor *make_tensor(const sweep_case *c, uint64_t seed)
-{
-    th_synth_params params;
-    memset(&params, 0, sizeof(params));
-    params.nmodes = c->nmodes;
-    params.nnz = c->nnz;
-    params.seed = seed;
-    for (uint32_t m = 0; m < c->nmodes; ++m) {
-        params.dims[m] = c->dims[m];
-        params.skew[m] = c->skew[m];
-    }
-    g_autoptr(GError) error = NULL;
-    th_sptensor *t = th_synth_generate(&params, &error);
-    if (!t)
-        fail_msg("generating '%s': %s", c->name, error ? error->message : "?");
-    return t;
-}
 
 /* Uniform in [-1, 1): zero-mean columns keep the Grams near-diagonal. */
 static double **zero_mean_factors(const th_sptensor *t, uint32_t rank, GRand *rng)
@@ -234,7 +170,7 @@ static void compare_outcomes(const outcome *got, const outcome *want, const th_s
  * device returned: no upload), then max-norm from the reference's Grams
  * (different bits: the upload path). After each, everything the sweep
  * returns and every factor against the double reference. */
-static void check_plugin_on(const plugins *p, const th_plugin *pl, const th_sptensor *t,
+static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, const th_sptensor *t,
                             uint32_t rank, double *const *factors, const char *case_name,
                             th_instance *inst)
 {
@@ -274,19 +210,19 @@ static void check_plugin_on(const plugins *p, const th_plugin *pl, const th_spte
 
 static void test_sweep_matches_reference(void **state)
 {
-    const plugins *p = *state;
+    const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(4242);
     unsigned sweeps = 0;
     for (size_t c = 0; c < N_CASES; ++c) {
-        if (quick_mode() && c != 1)
+        if (th_gpu_test_quick() && c != 1)
             continue;
-        g_autoptr(th_sptensor) t = make_tensor(&cases[c], 500 + c);
+        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[c], 500 + c);
         for (size_t ri = 0; ri < N_RANKS; ++ri) {
             const uint32_t rank = ranks[ri];
-            if (quick_mode() && rank != 7 && rank != 32)
+            if (th_gpu_test_quick() && rank != 7 && rank != 32)
                 continue;
             double **factors = zero_mean_factors(t, rank, rng);
-            for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+            for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
                 th_instance *inst = th_test_create_instance(p->gpu[g], NULL);
                 check_plugin_on(p, p->gpu[g], t, rank, factors, cases[c].name, inst);
                 p->gpu[g]->entry.destroy(inst);
@@ -304,9 +240,9 @@ static void test_sweep_matches_reference(void **state)
  * (scheme 1 with many rows per partition inside the sweep). */
 static void test_sweep_without_graphs_and_options(void **state)
 {
-    const plugins *p = *state;
+    const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(99);
-    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 61);
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 61);
     const uint32_t rank = 32;
     double **factors = zero_mean_factors(t, rank, rng);
 
@@ -334,11 +270,11 @@ static void test_sweep_without_graphs_and_options(void **state)
  * run in full (the breakdown flag is per sweep). */
 static void test_sweep_breakdown_stops_at_the_mode(void **state)
 {
-    const plugins *p = *state;
+    const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(5);
-    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 71);
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 71);
     const uint32_t rank = 16;
-    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+    for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         const th_plugin *pl = p->gpu[g];
         double **factors = zero_mean_factors(t, rank, rng);
         for (uint32_t m = 0; m < t->nmodes; ++m)
@@ -394,14 +330,14 @@ static void expect_sweep_error(const th_plugin *pl, th_instance *inst, th_als_sw
 
 static void test_sweep_errors(void **state)
 {
-    const plugins *p = *state;
-    g_autoptr(th_sptensor) t = make_tensor(&cases[0], 3);
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 3);
     const uint32_t rank = 4;
     double g0[16], g1[16], g2[16], lambda[4], inner[4];
     double *grams[3] = {g0, g1, g2};
     for (int k = 0; k < 16; ++k)
         g0[k] = g1[k] = g2[k] = k % 5 == 0 ? 1.0 : 0.0;
-    for (uint32_t g = 0; g < N_GPU_PLUGINS; ++g) {
+    for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         const th_plugin *pl = p->gpu[g];
         assert_true(pl->info->flags & TH_CAP_ALS_SWEEP);
         th_instance *inst = th_test_create_instance(pl, NULL);
@@ -435,18 +371,13 @@ static void test_sweep_errors(void **state)
 
 int main(void)
 {
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0) {
-        printf("SKIPPED: no CUDA device: %s\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (!th_gpu_test_have_device())
         return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_errors),
         cmocka_unit_test(test_sweep_matches_reference),
         cmocka_unit_test(test_sweep_without_graphs_and_options),
         cmocka_unit_test(test_sweep_breakdown_stops_at_the_mode),
     };
-    return cmocka_run_group_tests(tests, setup_plugins, teardown_plugins);
+    return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }

@@ -1,0 +1,46 @@
+/* What the GPU test programs share: the three GPU plugins beside
+ * cpu-reference as a cmocka group state, synthetic test tensors, the quick
+ * (compute-sanitizer) switch, and the skip rule without a CUDA device. */
+#ifndef TH_GPU_TEST_SUPPORT_H
+#define TH_GPU_TEST_SUPPORT_H
+
+#include <stdint.h>
+
+#include "plugin_loader.h"
+#include "sptensor.h"
+
+#define TH_GPU_TEST_N_PLUGINS 3u
+
+/* "gpu-adaptive", "gpu-scheme1", "gpu-scheme2". */
+extern const char *const th_gpu_test_plugin_ids[TH_GPU_TEST_N_PLUGINS];
+
+typedef struct th_gpu_test_plugins {
+    th_plugin *ref; /* cpu-reference */
+    th_plugin *gpu[TH_GPU_TEST_N_PLUGINS];
+} th_gpu_test_plugins;
+
+/* cmocka group setup/teardown: *state becomes a th_gpu_test_plugins. */
+int th_gpu_test_setup_plugins(void **state);
+int th_gpu_test_teardown_plugins(void **state);
+
+/* The built plugin `id` in TH_PLUGIN_DIR; free with g_free. */
+char *th_gpu_test_plugin_path(const char *id);
+
+/* TH_GPU_TEST_QUICK=1: a small subset, for compute-sanitizer. */
+int th_gpu_test_quick(void);
+
+/* A synthetic tensor (host/synth.h) of the given shape and skew. */
+typedef struct th_gpu_test_case {
+    const char *name;
+    uint32_t nmodes;
+    th_index dims[8];
+    uint64_t nnz;
+    double skew[8];
+} th_gpu_test_case;
+th_sptensor *th_gpu_test_make_tensor(const th_gpu_test_case *c, uint64_t seed);
+
+/* 1 with a CUDA device; else prints "SKIPPED: no CUDA device: why" and
+ * returns 0, after which main returns 77 (ctest: skipped). */
+int th_gpu_test_have_device(void);
+
+#endif
