@@ -473,6 +473,8 @@ extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
     info->build_seconds = ctx->build_seconds;
     info->upload_seconds = ctx->upload_seconds;
     snprintf(info->graphs, sizeof(info->graphs), "%s", ctx->graph_note);
+    info->last_sweep_seconds =
+        ctx->nmodes > 0 && ctx->sweep.last_seconds > 0 ? ctx->sweep.last_seconds : -1.0;
 }
 
 /* Waits for the latest mttkrp of the mode (its stop event only) the first

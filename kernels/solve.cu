@@ -12,7 +12,12 @@
  * triangular solve (a first version, a one-thread-per-row Cholesky and
  * triangular inverse, took ~100 us per mode at R = 32 on an H200 and, not
  * fitting beside the MTTKRP's full-SM blocks, ran after it:
- * kernels/NOTES.md v6). */
+ * kernels/NOTES.md v6).
+ *
+ * Ranks up to 32 (the common case) keep V in registers instead
+ * (register_solve): ~11 us at R = 32 on an H200, against ~22-25 us for
+ * the shared-memory kernel at 256 or 1024 threads (kernels/NOTES.md v7).
+ * The shared-memory kernel serves ranks 33 to 128. */
 #include <float.h>
 
 #include "thg_internal.cuh"
@@ -107,6 +112,108 @@ __global__ void __launch_bounds__(kBlockThreads)
         *(int *)(W + RR) = use_max_norm;
 }
 
+/* The register layout (kernels/NOTES.md v7): 8 warps, warp w holding rows
+ * 4w..4w+3 of V in registers and lane k column k, so a step is one
+ * barrier, one shared-memory pivot row and one shuffle per row for the
+ * pivot column. The shared-memory kernel above spends its time issuing
+ * its threads' bookkeeping, not in the arithmetic. Ranks up to 32. */
+constexpr uint32_t kSolveWarps = 8;
+constexpr int kRowsPerWarp = 4;
+constexpr uint32_t kRegisterSolveMaxRank = kSolveWarps * kRowsPerWarp;
+
+/* Called by every thread of a block of kSolveWarps warps. v_of(i, k)
+ * gives V(i, k) for i, k < R. W (row-major R x R) is written on success.
+ * `s` holds 2 (R + 1) + kSolveWarps doubles. Returns false on a breakdown,
+ * in every thread alike (W is then not written). */
+template <typename VOf>
+__device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
+{
+    double *s_wmax = s;                 /* [kSolveWarps] */
+    double *s_prow = s + kSolveWarps;   /* two buffers of [R] pivot row, [R] breakdown */
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    double v[kRowsPerWarp];
+    double largest = 0.0;
+#pragma unroll
+    for (int t = 0; t < kRowsPerWarp; ++t) {
+        const uint32_t i = warp * kRowsPerWarp + (uint32_t)t;
+        double x = 0.0;
+        if (i < R && lane < R) {
+            x = v_of(i, lane);
+            if (lane == i)
+                largest = fmax(largest, fabs(x));
+        }
+        v[t] = x;
+    }
+    for (int offset = 16; offset > 0; offset /= 2)
+        largest = fmax(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    if (lane == 0)
+        s_wmax[warp] = largest;
+    __syncthreads();
+    largest = 0.0;
+#pragma unroll
+    for (uint32_t w = 0; w < kSolveWarps; ++w)
+        largest = fmax(largest, s_wmax[w]);
+    const double threshold = largest * R * DBL_EPSILON * 16.0;
+
+    for (uint32_t j = 0; j < R; ++j) {
+        double *buf = s_prow + (j & 1u) * (R + 1);
+        if (warp == j / kRowsPerWarp) {
+            const uint32_t tj = j % kRowsPerWarp;
+            double row = v[0];
+#pragma unroll
+            for (int t = 1; t < kRowsPerWarp; ++t)
+                row = (uint32_t)t == tj ? v[t] : row;
+            const double p = __shfl_sync(0xffffffffu, row, j);
+            const double inv = 1.0 / p;
+            if (lane < R)
+                buf[lane] = lane == j ? inv : row * inv;
+            if (lane == 0)
+                buf[R] = p > threshold ? 0.0 : 1.0; /* also a NaN pivot breaks down */
+        }
+        /* One barrier a step: the buffers alternate, and a buffer's readers
+         * of two steps back have all passed the previous barrier. */
+        __syncthreads();
+        if (buf[R] != 0.0)
+            return false; /* the same in every thread */
+        const double prow = lane < R ? buf[lane] : 0.0;
+        const double keep = lane == j ? 0.0 : 1.0;
+#pragma unroll
+        for (int t = 0; t < kRowsPerWarp; ++t) {
+            const double c = __shfl_sync(0xffffffffu, v[t], j); /* V(i, j) */
+            const double updated = fma(-c, prow, v[t] * keep);
+            v[t] = warp * kRowsPerWarp + (uint32_t)t == j ? prow : updated;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kRowsPerWarp; ++t) {
+        const uint32_t i = warp * kRowsPerWarp + (uint32_t)t;
+        if (i < R && lane < R)
+            W[i * R + lane] = (float)v[t];
+    }
+    return true;
+}
+
+/* Ranks up to 32: V in registers, 8 warps (register_solve). */
+__global__ void __launch_bounds__(kSolveWarps * 32)
+    solve_regs_kernel(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
+                      int use_max_norm, thg_sweep_flags flags, float *W)
+{
+    __shared__ double s[2 * (kRegisterSolveMaxRank + 1) + kSolveWarps]; /* see register_solve */
+    if (*flags.failed) /* uniform */
+        return;
+    const uint32_t RR = R * R;
+    auto v_of = [&](uint32_t i, uint32_t k) {
+        return hadamard_entry(grams, nmodes, mode, RR, i * R + k);
+    };
+    if (!register_solve(R, v_of, s, W)) {
+        if (threadIdx.x == 0)
+            report_breakdown(flags, mode);
+        return;
+    }
+    if (threadIdx.x == 0)
+        *(int *)(W + RR) = use_max_norm;
+}
+
 size_t block_smem_bytes(uint32_t R) { return sizeof(double) * ((size_t)R * R + 2u * R); }
 
 } // namespace
@@ -118,18 +225,18 @@ thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen)
     return THG_OK;
 }
 
-/* Measured at R = 32 on an H200 (kernels/NOTES.md v6): 256 threads beat
- * 1024 (a barrier over 32 warps costs more than the 3 rows per thread it
- * saves) and a single warp holding V in registers (its shuffle and FP64
- * latency chains are not hidden by any other warp). */
-constexpr uint32_t kSmallRankThreads = 256;
-
 thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
                             cudaStream_t stream, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    const uint32_t budget = R <= 32 ? kSmallRankThreads : kBlockThreads;
-    const uint32_t rows = budget / R < R ? budget / R : R;
+    if (R <= kRegisterSolveMaxRank) {
+        solve_regs_kernel<<<1, kSolveWarps * 32, 0, stream>>>(ctx->sweep.grams_dev, ctx->nmodes,
+                                                              mode, R, use_max_norm,
+                                                              ctx->sweep.flags, ctx->als_w);
+        THG_LAUNCHED();
+        return THG_OK;
+    }
+    const uint32_t rows = kBlockThreads / R < R ? kBlockThreads / R : R;
     solve_block_kernel<<<1, dim3(R, rows), block_smem_bytes(R), stream>>>(
         ctx->sweep.grams_dev, ctx->nmodes, mode, R, use_max_norm, ctx->sweep.flags,
         ctx->als_w);

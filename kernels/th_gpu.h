@@ -128,6 +128,9 @@ typedef struct thg_info {
     uint32_t groups;       /* effective P (groups per block) of the loaded rank */
     thg_rule rule;
     char graphs[TH_GPU_NOTE_SIZE]; /* "on", or "off (why)": CUDA graphs per mode */
+    /* Device time of the latest thg_als_sweep (CUDA events around its
+     * graph and the results' copy); < 0 before the first. */
+    double last_sweep_seconds;
 } thg_info;
 
 void thg_get_info(const thg_context *ctx, thg_info *info);

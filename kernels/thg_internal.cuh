@@ -57,6 +57,9 @@ struct thg_sweep_state {
     uint32_t *status_host; /* mapped, see thg_sweep_flags */
     thg_sweep_flags flags;
     cudaGraphExec_t graph[2]; /* per norm (0: 2-norm, 1: max-norm), captured on first use */
+    /* Around each sweep: its device time, for thg_info. */
+    cudaEvent_t start, stop;
+    double last_seconds;
 };
 
 struct thg_context {

@@ -368,6 +368,8 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         }
         append(r.details, sizeof(r.details), " upload_ms=%.3f build_ms=%.3f graphs=%s",
                gi.upload_seconds * 1e3, gi.build_seconds * 1e3, gi.graphs);
+        if (gi.last_sweep_seconds >= 0)
+            append(r.details, sizeof(r.details), " sweep_ms=%.4f", gi.last_sweep_seconds * 1e3);
         /* Why each scheme, as far as the field has room ("...;" marks a cut). */
         for (uint32_t m = 0; m < gi.nmodes; ++m) {
             thg_mode_stats s;
