@@ -193,12 +193,8 @@ static int has_sweep(const th_plugin *pl)
            (pl->info->flags & TH_CAP_ALS_SWEEP);
 }
 
-/* Wall time of one als_sweep call, iterations chained as in CP-ALS (the
- * first with the 2-norm, then the max-norm; each starts from the Grams the
- * previous one returned). Exits if a solve breaks down: the time would
- * not be an iteration's. */
-/* A number from the plugin's details ("sweep_ms=": the device time of the
- * latest sweep, GPU plugins); < 0 when absent. */
+/* A number the GPU plugins put in their runtime details, KEY being e.g.
+ * "build_ms=" or "sweep_ms="; < 0 when absent. */
 static double detail_number(th_plugin *pl, th_instance *inst, const char *key)
 {
     char err[TH_ERROR_SIZE] = "";
@@ -207,6 +203,11 @@ static double detail_number(th_plugin *pl, th_instance *inst, const char *key)
     const char *at = strstr(ri.details, key);
     return at ? g_ascii_strtod(at + strlen(key), NULL) : -1.0;
 }
+
+/* Wall time of one als_sweep call, iterations chained as in CP-ALS (the
+ * first with the 2-norm, then the max-norm; each starts from the Grams the
+ * previous one returned), and the device time the plugin reports for it.
+ * Exits if a solve breaks down: the time would not be an iteration's. */
 
 static double als_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *t,
                            uint32_t rank, int reps, double *inside_mttkrp_ms, double *dev_ms)
@@ -319,16 +320,11 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     th_runtime_info ri = {.struct_size = sizeof(ri)};
     CHECK(pl->entry.get_runtime_info(inst, &ri, err));
     snprintf(row->details, sizeof(row->details), "%s", ri.details);
-
-    const char *b = strstr(ri.details, "build_ms=");
-    row->build_ms = b ? g_ascii_strtod(b + 9, NULL) : -1.0;
+    row->build_ms = detail_number(pl, inst, "build_ms=");
     row->rebuild_ms = -1.0;
     if (gpu) {
         CHECK(pl->entry.load_tensor(inst, &view, rank, err));
-        th_runtime_info ri2 = {.struct_size = sizeof(ri2)};
-        CHECK(pl->entry.get_runtime_info(inst, &ri2, err));
-        const char *b2 = strstr(ri2.details, "build_ms=");
-        row->rebuild_ms = b2 ? g_ascii_strtod(b2 + 9, NULL) : -1.0;
+        row->rebuild_ms = detail_number(pl, inst, "build_ms=");
     }
     row->mem_mib = gpu ? (ri.tensor_bytes + ri.factor_bytes + ri.workspace_bytes) / 1048576.0
                        : -1.0;
