@@ -163,6 +163,24 @@ __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, ui
     }
 }
 
+/* The kernel's span for the sweep, two fire-and-forget atomics a block:
+ * stamp[0] = max(~start) (= ~ the first block's start, so that zero is the
+ * initial value of both words), stamp[1] = max(end). */
+__device__ __forceinline__ void stamp_start(unsigned long long *stamp)
+{
+    if (stamp && threadIdx.x == 0)
+        atomicMax(stamp, ~thg_globaltimer());
+}
+
+__device__ __forceinline__ void stamp_end(unsigned long long *stamp)
+{
+    if (!stamp) /* uniform */
+        return;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        atomicMax(stamp + 1, thg_globaltimer());
+}
+
 template <int RL, int RPT, bool OWNED>
 __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
 {
@@ -190,6 +208,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
         block_ends[0] = len > 0 ? out_idx[pbegin] : kNoRow;
         block_ends[1] = len > 0 ? out_idx[pbegin + len - 1] : kNoRow;
     }
+    stamp_start(a.stamp);
     /* Lane 0's writes of srow happen before its own later writes; other
      * lanes read srow only after the barrier below. */
 
@@ -278,6 +297,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     __syncthreads();
     merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
+    stamp_end(a.stamp);
 }
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
@@ -299,6 +319,7 @@ struct vec_args {
     float4 *out;
     uint32_t nin;  /* input modes: nmodes - 1 */
     uint32_t cols; /* rank / 4 */
+    unsigned long long *stamp; /* as thg_mttkrp_args::stamp */
 };
 
 __device__ __forceinline__ void add4(float4 &a, const float4 b)
@@ -361,6 +382,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
         block_ends[0] = len > 0 ? __ldg(a.out_idx + pbegin) : kNoRow;
         block_ends[1] = len > 0 ? __ldg(a.out_idx + pbegin + len - 1) : kNoRow;
     }
+    stamp_start(a.stamp);
 
     float4 acc[RPT];
 #pragma unroll
@@ -449,6 +471,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
     __syncthreads();
     merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
+    stamp_end(a.stamp);
 }
 
 /* Lanes per group and float4 columns per lane for a rank (multiple of 4). */
@@ -528,7 +551,8 @@ cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_
     }
 }
 
-cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, uint32_t groups)
+cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, uint32_t groups,
+                           unsigned long long *stamp)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     vec_args a;
@@ -547,6 +571,7 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, ui
     a.offsets = copy.offsets;
     a.out = (float4 *)ctx->results[mode];
     a.cols = ctx->rank / 4;
+    a.stamp = stamp;
     const vec_config vc = vec_config_for(ctx->rank);
     const uint32_t R = ctx->rank;
     cudaStream_t st = ctx->stream;
@@ -592,7 +617,8 @@ thg_shape thg_launch_shape(uint32_t rank, uint32_t P)
     return {lanes, groups};
 }
 
-thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
+                             char *err, size_t errlen)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     thg_mttkrp_args a;
@@ -607,6 +633,7 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, s
     a.nmodes = ctx->nmodes;
     a.out_mode = mode;
     a.rank = ctx->rank;
+    a.stamp = stamp;
 
     const bool owned = copy.scheme == 1;
     if (copy.has_empty_rows)
@@ -616,7 +643,7 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, s
     const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
     cudaError_t e;
     if (use_vec_kernel(R))
-        e = launch_vec_any(ctx, mode, owned, groups);
+        e = launch_vec_any(ctx, mode, owned, groups, stamp);
     else if (R <= 8)
         e = launch<8, 1>(owned, ctx->kappa, groups, ctx->stream, a);
     else if (R <= 16)

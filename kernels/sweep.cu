@@ -4,20 +4,26 @@
  *
  * Why (kernels/NOTES.md v5, v6): the per-mode path costs two host round
  * trips per mode, because the host builds each W from the Grams the
- * previous update returned. Those ~20-30 us per mode were what kept a
- * CP-ALS iteration above 1.3x the all-mode MTTKRP. Here the Grams stay on
- * the device (grams_dev, refreshed by each update's last block) and the
- * solve runs on a side stream beside the mode's MTTKRP:
+ * previous update returned. Here the Grams stay on the device (grams_dev,
+ * refreshed by each update's last block) and the solve runs on a side
+ * stream beside the mode's MTTKRP:
  *
- *   stream:  [zero failed] --fork-- mttkrp(0) --join-- gemm(0) --fork-- scale(0) mttkrp(1) ...
- *   side:                  solve(0) -------/                   solve(1) ----------...
+ *   stream:  [zero] --fork-- mttkrp(0) --join-- gemm(0) --fork-- scale(0) mttkrp(1) ... copy
+ *   side:           solve(0) -------/                   solve(1) ----------...
  *
  * solve(n) needs only the Grams, so it overlaps the MTTKRP of mode n; the
- * update of mode n waits for both. A solve that breaks down (Cholesky pivot
- * below the host's threshold) sets a device flag that turns every later
- * solve, update and scale of the sweep into an early return, and writes
- * the mode into mapped host memory: the host finishes that iteration with
- * its pseudo-inverse. The MTTKRPs after it still run (their results are
+ * update of mode n waits for both.
+ *
+ * The MTTKRPs inside have no event records around them (two graph nodes
+ * each: ~5 us a mode on an H200, more than the MTTKRP of a small mode,
+ * kernels/NOTES.md v8): the kernels stamp their own span with the GPU's
+ * global timer, and get_mode_info() reports that.
+ *
+ * A solve that breaks down (Cholesky pivot below the host's threshold)
+ * sets a device flag that turns every later solve, update and scale of
+ * the sweep into an early return, and writes the mode into mapped host
+ * memory: the host finishes that iteration with its
+ * pseudo-inverse. The MTTKRPs after it still run (their results are
  * recomputed by the host's per-mode path); a breakdown is rare and that
  * waste does not matter. */
 #include <string.h>
@@ -28,20 +34,40 @@ namespace {
 
 size_t slot_doubles(uint32_t R) { return (size_t)R * R + 2u * R; }
 
-/* grams_dev, the slots, then the failed word. */
-size_t device_bytes(uint32_t nmodes, uint32_t R)
+/* The device block: grams [nmodes][R*R] doubles | slots [nmodes][slot] doubles |
+ * stamps [nmodes][2] u64 | failed u32. The slots and stamps travel to the
+ * host in one copy; the stamps and the failed word are zeroed by one memset. */
+struct sweep_layout {
+    size_t grams, slots, stamps, failed, total;
+};
+
+sweep_layout layout_for(uint32_t nmodes, uint32_t R)
 {
-    return sizeof(double) * nmodes * ((size_t)R * R + slot_doubles(R)) + 256;
+    sweep_layout l;
+    l.grams = 0;
+    l.slots = l.grams + sizeof(double) * nmodes * (size_t)R * R;
+    l.stamps = l.slots + sizeof(double) * nmodes * slot_doubles(R);
+    l.failed = l.stamps + sizeof(unsigned long long) * 2u * nmodes;
+    l.total = l.failed + 8;
+    return l;
 }
 
-size_t slots_bytes(uint32_t nmodes, uint32_t R) { return sizeof(double) * nmodes * slot_doubles(R); }
+/* What one copy brings back: the slots and the stamps. */
+size_t results_bytes(uint32_t nmodes, uint32_t R)
+{
+    const sweep_layout l = layout_for(nmodes, R);
+    return l.failed - l.slots;
+}
 
 thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned record_flags,
                          char *err, size_t errlen)
 {
+    (void)record_flags; /* no event records inside: the kernels stamp themselves */
     thg_sweep_state &sw = ctx->sweep;
-    const size_t RR = (size_t)ctx->rank * ctx->rank;
-    THG_CUDA(cudaMemsetAsync(sw.flags.failed, 0, sizeof(uint32_t), ctx->stream));
+    const uint32_t R = ctx->rank;
+    const size_t RR = (size_t)R * R;
+    const sweep_layout l = layout_for(ctx->nmodes, R);
+    THG_CUDA(cudaMemsetAsync(sw.stamps_dev, 0, l.total - l.stamps, ctx->stream));
     THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
     for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
         /* fork_event was last recorded after the previous mode's Gram. */
@@ -51,19 +77,18 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
-        st = thg_enqueue_mttkrp(ctx, mode, record_flags, err, errlen);
+        st = thg_launch_mttkrp(ctx, mode, sw.stamps_dev + 2u * mode, err, errlen);
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
-        st = thg_launch_als(ctx, mode, sw.out_dev + mode * slot_doubles(ctx->rank),
-                            sw.flags.failed, sw.grams_dev + mode * RR, ctx->fork_event, err,
-                            errlen);
+        st = thg_launch_als(ctx, mode, sw.out_dev + mode * slot_doubles(R), sw.flags.failed,
+                            sw.grams_dev + mode * RR, ctx->fork_event, err, errlen);
         if (st != THG_OK)
             return st;
     }
     /* Every mode's results in one copy: the updates write device memory,
      * not mapped host memory (no PCIe writes and system fence per mode). */
-    THG_CUDA(cudaMemcpyAsync(sw.out_host, sw.out_dev, slots_bytes(ctx->nmodes, ctx->rank),
+    THG_CUDA(cudaMemcpyAsync(sw.out_host, sw.out_dev, results_bytes(ctx->nmodes, R),
                              cudaMemcpyDeviceToHost, ctx->stream));
     return THG_OK;
 }
@@ -91,29 +116,33 @@ thg_status sync_grams(thg_context *ctx, const double *const *grams, char *err, s
 
 } // namespace
 
-uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank) { return device_bytes(nmodes, rank); }
+uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank) { return layout_for(nmodes, rank).total; }
 
 thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen)
 {
     thg_sweep_state &sw = ctx->sweep;
     const uint32_t R = ctx->rank;
     const size_t RR = (size_t)R * R;
-    THG_CUDA(cudaMalloc(&sw.dev_block, device_bytes(ctx->nmodes, R)));
-    sw.grams_dev = (double *)sw.dev_block;
-    sw.out_dev = sw.grams_dev + ctx->nmodes * RR;
-    sw.flags.failed = (uint32_t *)(sw.out_dev + ctx->nmodes * slot_doubles(R));
+    const sweep_layout l = layout_for(ctx->nmodes, R);
+    THG_CUDA(cudaMalloc(&sw.dev_block, l.total));
+    char *base = (char *)sw.dev_block;
+    sw.grams_dev = (double *)(base + l.grams);
+    sw.out_dev = (double *)(base + l.slots);
+    sw.stamps_dev = (unsigned long long *)(base + l.stamps);
+    sw.flags.failed = (uint32_t *)(base + l.failed);
     THG_CUDA(cudaMemsetAsync(sw.flags.failed, 0, sizeof(uint32_t), ctx->stream));
     THG_CUDA(cudaEventCreate(&sw.start));
     THG_CUDA(cudaEventCreate(&sw.stop));
     THG_CUDA(cudaHostAlloc(&sw.grams_mirror, sizeof(double) * ctx->nmodes * RR,
                            cudaHostAllocDefault));
     sw.mirror_valid = 0;
-    /* Pinned and mapped: the slots arrive by one copy at the end of the
-     * sweep; the status word after them is written by a solve that breaks
-     * down, straight from the device. */
-    THG_CUDA(cudaHostAlloc(&sw.out_host, slots_bytes(ctx->nmodes, R) + sizeof(uint64_t),
-                           cudaHostAllocMapped));
-    sw.status_host = (uint32_t *)(sw.out_host + ctx->nmodes * slot_doubles(R));
+    /* Pinned and mapped: the slots and stamps arrive by one copy at the end
+     * of the sweep; the status word after them is written by a solve that
+     * breaks down, straight from the device. */
+    const size_t results = results_bytes(ctx->nmodes, R);
+    THG_CUDA(cudaHostAlloc(&sw.out_host, results + sizeof(uint64_t), cudaHostAllocMapped));
+    sw.stamps_host = (const unsigned long long *)((char *)sw.out_host + (l.stamps - l.slots));
+    sw.status_host = (uint32_t *)((char *)sw.out_host + results);
     *sw.status_host = 0u;
     THG_CUDA(cudaHostGetDevicePointer(&sw.flags.host_status, sw.status_host, 0));
     return THG_OK;
@@ -175,8 +204,11 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     THG_CUDA(cudaEventElapsedTime(&sweep_ms, sw.start, sw.stop));
     sw.last_seconds = sweep_ms * 1e-3;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
-        ctx->copies[m].has_result = 1;
-        ctx->copies[m].timing_pending = 1;
+        thg_mode_copy &copy = ctx->copies[m];
+        const unsigned long long first = ~sw.stamps_host[2 * m], last = sw.stamps_host[2 * m + 1];
+        copy.has_result = 1;
+        copy.timing_pending = 0; /* the events hold an earlier mttkrp() */
+        copy.last_seconds = last >= first ? (double)(last - first) * 1e-9 : 0.0;
     }
 
     const uint32_t status = *(volatile uint32_t *)sw.status_host;

@@ -139,7 +139,11 @@ typedef struct thg_mode_stats {
     int scheme;          /* 1 or 2 */
     char reason[96];     /* why this scheme, e.g. "I_d=24 < kappa=132" */
     uint32_t partitions; /* kappa */
-    double last_mttkrp_seconds; /* CUDA events; negative before the first mttkrp */
+    /* CUDA events around thg_mttkrp; after a sweep, the kernel's span on
+     * the GPU's global timer (first block's start to last block's end: no
+     * event records inside the sweep's graph, kernels/sweep.cu).
+     * Negative before the first MTTKRP. */
+    double last_mttkrp_seconds;
 } thg_mode_stats;
 
 /* The first call after an mttkrp of `mode` waits for that MTTKRP's end

@@ -48,12 +48,16 @@ struct thg_sweep_flags {
 
 /* State of the whole-iteration sweep (sweep.cu), allocated per load. */
 struct thg_sweep_state {
-    void *dev_block;      /* one allocation: grams_dev, then the failed word */
+    void *dev_block;      /* one allocation, laid out in sweep.cu */
     double *grams_dev;    /* [nmodes][R*R] every mode's Gram, kept by the updates */
     double *grams_mirror; /* pinned: what grams_dev holds; also the upload staging */
     int mirror_valid;     /* grams_dev == grams_mirror */
-    double *out_host;     /* pinned: per mode [lambda | gram | inner], then the status word */
-    double *out_dev;      /* device: the same slots, copied to out_host at the end */
+    double *out_host;     /* pinned: per mode [lambda | gram | inner], the stamps, the status word */
+    double *out_dev;      /* device: the same slots and stamps, copied to out_host at the end */
+    /* [nmodes][2] per mode's MTTKRP inside the sweep: max of ~start and of
+     * the end of its blocks (%globaltimer, ns), zeroed at the sweep's start. */
+    unsigned long long *stamps_dev;
+    const unsigned long long *stamps_host;
     uint32_t *status_host; /* mapped, see thg_sweep_flags */
     thg_sweep_flags flags;
     cudaGraphExec_t graph[2]; /* per norm (0: 2-norm, 1: max-norm), captured on first use */
@@ -139,10 +143,22 @@ struct thg_mttkrp_args {
     uint32_t nmodes;
     uint32_t out_mode;
     uint32_t rank;
+    unsigned long long *stamp; /* nullptr, or the kernel's span (thg_sweep_state::stamps_dev) */
 };
 
+/* The GPU's nanosecond clock, comparable across SMs. */
+__device__ __forceinline__ unsigned long long thg_globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 /* mttkrp.cu */
-thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+/* `stamp` (nullable): the kernel records its span there, for the sweep,
+ * whose event records would cost more than the MTTKRP of a small mode. */
+thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
+                             char *err, size_t errlen);
 /* als.cu */
 size_t thg_als_acc_bytes(uint32_t rank);
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
@@ -161,8 +177,10 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
                           size_t errlen);
 /* solve.cu */
 thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
-/* W = (Hadamard of every Gram but mode's)^-1 into ctx->als_w, or the
- * breakdown flags; on `stream`. */
+/* For the sweep: W = diag(c) V^-1 into ctx->als_w, V the Hadamard of every
+ * Gram but mode's and c the product of the scales still pending on the
+ * other factors (into sweep.result_scale_dev), or the breakdown flags; on
+ * `stream`. */
 thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
                             cudaStream_t stream, char *err, size_t errlen);
 /* sweep.cu */

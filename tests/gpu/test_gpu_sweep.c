@@ -66,6 +66,7 @@ typedef struct outcome {
     double *lambda, *inner;
     double **grams;   /* [nmodes] */
     double **factors; /* [nmodes] */
+    double **results; /* [nmodes] the MTTKRP results of the modes done */
 } outcome;
 
 static void outcome_init(outcome *o, const th_sptensor *t, uint32_t rank, double *const *grams)
@@ -75,9 +76,11 @@ static void outcome_init(outcome *o, const th_sptensor *t, uint32_t rank, double
     o->inner = g_new0(double, rank);
     o->grams = g_new0(double *, t->nmodes);
     o->factors = g_new0(double *, t->nmodes);
+    o->results = g_new0(double *, t->nmodes);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         o->grams[m] = g_memdup2(grams[m], sizeof(double) * rank * rank);
         o->factors[m] = g_new(double, (size_t)t->dims[m] * rank);
+        o->results[m] = g_new(double, (size_t)t->dims[m] * rank);
     }
 }
 
@@ -85,16 +88,21 @@ static void outcome_clear(outcome *o, uint32_t nmodes)
 {
     th_test_free_factors(o->grams, nmodes);
     th_test_free_factors(o->factors, nmodes);
+    th_test_free_factors(o->results, nmodes);
     g_free(o->lambda);
     g_free(o->inner);
 }
 
+/* The factors, and the MTTKRP results of the modes done: the sweep's
+ * results replace mttkrp()'s, and must be what it would have returned. */
 static void read_factors(const th_plugin *pl, th_instance *inst, const th_sptensor *t,
                          outcome *o)
 {
     char err[TH_ERROR_SIZE] = "";
     for (uint32_t m = 0; m < t->nmodes; ++m)
         th_test_assert_ok(pl->entry.get_factor(inst, m, o->factors[m], err), err);
+    for (uint32_t m = 0; m < o->modes_done; ++m)
+        th_test_assert_ok(pl->entry.get_mttkrp_result(inst, m, o->results[m], err), err);
 }
 
 /* The host's per-mode iteration on cpu-reference, in double; stops where
@@ -159,6 +167,11 @@ static void compare_outcomes(const outcome *got, const outcome *want, const th_s
                      context);
         g_autofree char *gwhat = g_strdup_printf("Gram %u", m);
         expect_close(got->grams[m], want->grams[m], (size_t)rank * rank, gwhat, context);
+    }
+    for (uint32_t m = 0; m < want->modes_done; ++m) {
+        g_autofree char *what = g_strdup_printf("MTTKRP result %u", m);
+        expect_close(got->results[m], want->results[m], (size_t)t->dims[m] * rank, what,
+                     context);
     }
     if (want->modes_done > 0) {
         expect_close(got->lambda, want->lambda, rank, "lambda", context);
