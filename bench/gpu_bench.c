@@ -69,7 +69,7 @@ typedef struct bench_row {
      * calls' wall time (medians), to see where the overhead sits. */
     double als_mttkrp_ms, als_update_ms;
     int swept; /* als_ms is the sweep's */
-    double sweep_mttkrp_ms; /* the MTTKRPs' event time inside one sweep (median) */
+    double sweep_mttkrp_ms; /* the MTTKRP kernels' spans inside one sweep (median) */
     double als_dev_ms; /* the sweep's device time (CUDA events, median); < 0: not reported */
     double all_wall_ms; /* the all-mode MTTKRP's wall time (the mttkrp calls, median) */
     int reps;
@@ -238,8 +238,9 @@ static double als_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *
             continue;
         times[rep] = wall;
         dev[rep] = detail_number(pl, inst, "sweep_ms=");
-        /* The MTTKRPs' own event times inside the sweep: the rest of the
-         * wall time is the updates, the solves and the gaps between. */
+        /* The MTTKRP kernels' own spans inside the sweep (the GPU's global
+         * timer): the rest of the time is the updates, the solves and the
+         * gaps between. */
         inside[rep] = 0.0;
         for (uint32_t m = 0; m < t->nmodes; ++m) {
             th_mode_info mi = {.struct_size = sizeof(mi)};

@@ -22,8 +22,8 @@
  * A solve that breaks down (Cholesky pivot below the host's threshold)
  * sets a device flag that turns every later solve, update and scale of
  * the sweep into an early return, and writes the mode into mapped host
- * memory: the host finishes that iteration with its
- * pseudo-inverse. The MTTKRPs after it still run (their results are
+ * memory: the host finishes that iteration with its pseudo-inverse. The
+ * MTTKRPs after it still run (their results are
  * recomputed by the host's per-mode path); a breakdown is rare and that
  * waste does not matter. */
 #include <string.h>

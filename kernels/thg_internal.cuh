@@ -19,14 +19,16 @@ struct thg_mode_copy {
     char reason[96];              /* why that scheme (thg_mode_stats.reason) */
     int has_empty_rows;           /* some output row has no nonzero: zero first */
     int has_result;               /* mttkrp ran since the last load */
-    /* The latest mttkrp's events; read (and waited for) only when someone
-     * asks for the time, so mttkrp itself never blocks the host. */
+    /* The latest mttkrp()'s events, read into last_seconds when
+     * timing_pending (mttkrp() waits for its stop event). */
     cudaEvent_t start, stop;
     int timing_pending;
     /* The mode's fixed sequences as CUDA graphs, captured on first use and
      * valid until the next load (they hold the buffers' addresses). */
     cudaGraphExec_t mttkrp_graph;
     cudaGraphExec_t als_graph;
+    /* The latest MTTKRP's time: its events' after mttkrp(), its kernel's
+     * span (global timer) after a sweep. */
     double last_seconds;
 };
 
