@@ -349,7 +349,6 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         for (uint32_t m = 0; m < nmodes; ++m)
             r->mttkrp_seconds[m] = TH_CPD_NOT_MEASURED;
     r->update_path = path;
-    r->backend_update = path != TH_UPDATE_HOST;
 
     cpd_state s = {
         .backend = backend,

@@ -66,7 +66,6 @@ typedef struct th_cpd_result {
     gboolean converged;   /* stopped by the tolerance */
     gboolean interrupted; /* stopped by Ctrl-C (cancellation) */
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
-    gboolean backend_update; /* update_path is SWEEP or MODE (factors updated in the backend) */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and
      * that the host finished per mode; always 0 off the sweep path. */
@@ -85,6 +84,12 @@ typedef struct th_cpd_result {
     double algebra_seconds; /* host R x R work and fit */
     double total_seconds;
 } th_cpd_result;
+
+/* The factors were updated in the backend: update_path is SWEEP or MODE. */
+static inline gboolean th_cpd_backend_updated(const th_cpd_result *r)
+{
+    return r->update_path != TH_UPDATE_HOST;
+}
 
 typedef void (*th_cpd_iteration_fn)(const th_cpd_iteration *iteration, void *user_data);
 

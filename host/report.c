@@ -140,7 +140,7 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_wri
     member_bool(b, "converged", r->converged);
     member_bool(b, "interrupted", r->interrupted);
     member_string(b, "update_path", th_update_path_name(r->update_path));
-    member_bool(b, "backend_update", r->backend_update);
+    member_bool(b, "backend_update", th_cpd_backend_updated(r));
     member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
     member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
     json_builder_set_member_name(b, "iterations");

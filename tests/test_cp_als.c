@@ -102,7 +102,7 @@ static void test_host_and_backend_update_agree(void **state)
     /* Auto on cpu-reference (als_update, no als_sweep) is the per-mode path. */
     assert_int_equal(device_path->update_path, TH_UPDATE_MODE);
     assert_int_equal(host_path->update_path, TH_UPDATE_HOST);
-    assert_true(device_path->backend_update && !host_path->backend_update);
+    assert_true(th_cpd_backend_updated(device_path) && !th_cpd_backend_updated(host_path));
     assert_int_equal(device_path->iterations->len, 15);
     assert_int_equal(host_path->iterations->len, 15);
     for (guint i = 0; i < 15; ++i) {
@@ -194,7 +194,8 @@ static void test_sweep_mode_and_host_paths_agree(void **state)
     assert_int_equal(sweep->update_path, TH_UPDATE_SWEEP);
     assert_int_equal(mode->update_path, TH_UPDATE_MODE);
     assert_int_equal(host->update_path, TH_UPDATE_HOST);
-    assert_true(sweep->backend_update && mode->backend_update && !host->backend_update);
+    assert_true(th_cpd_backend_updated(sweep) && th_cpd_backend_updated(mode) &&
+                !th_cpd_backend_updated(host));
     assert_int_equal(sweep->sweep_fallbacks, 0);
     assert_int_equal(sweep->pinv_fallbacks, 0);
     assert_sweep_timings(sweep);

@@ -68,7 +68,7 @@ static double run_fit(const char *id, const th_sptensor *t, uint32_t rank,
     if (path != TH_UPDATE_AUTO && r->update_path != path)
         fail_msg("%s: asked for the %s path, ran %s", id, th_update_path_name(path),
                  th_update_path_name(r->update_path));
-    if (g_strcmp0(id, "cpu-reference") != 0 && !r->backend_update)
+    if (g_strcmp0(id, "cpu-reference") != 0 && !th_cpd_backend_updated(r))
         fail_msg("%s: the factor update did not run on the device", id);
     return r->fit;
 }
