@@ -310,22 +310,28 @@ static gboolean check_info_string(const th_plugin *plugin, const char *field,
 
 /* A capability flag and its optional function come together or not at all.
  * `present` is read from the normalised entry, so a function beyond the
- * plugin's struct_size counts as absent. */
+ * plugin's struct_size counts as absent; `entry_size_needed` is the entry
+ * size that holds the function (the ABI version that added it). */
 static gboolean check_capability(const th_plugin *plugin, const th_plugin_info *info,
                                  uint32_t flag_bit, const char *flag_name,
-                                 const char *function_name, gboolean present, GError **error)
+                                 const char *function_name, gboolean present,
+                                 size_t entry_size_needed, const char *abi_version,
+                                 GError **error)
 {
     gboolean flag = (info->flags & flag_bit) != 0;
     if (flag == present)
         return TRUE;
-    gboolean beyond_entry = flag_bit == TH_CAP_ALS_SWEEP &&
-                            plugin->plugin_entry_size < TH_PLUGIN_ENTRY_V1_1_SIZE;
+    if (!present && plugin->plugin_entry_size < entry_size_needed) {
+        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
+                       "plugin '%s' sets the %s flag but its %s function is absent (its entry "
+                       "is too short to hold it: ABI %s)",
+                       info->id, flag_name, function_name, abi_version);
+        return FALSE;
+    }
     set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
                    "plugin '%s' %s the %s flag but its %s function is %s", info->id,
                    flag ? "sets" : "clears", flag_name, function_name,
-                   present ? "present"
-                   : beyond_entry ? "absent (its entry is too short to hold it: ABI 1.1)"
-                                  : "NULL");
+                   present ? "present" : "NULL");
     return FALSE;
 }
 
@@ -362,9 +368,11 @@ static gboolean check_info(th_plugin *plugin, GError **error)
         return FALSE;
     }
     if (!check_capability(plugin, info, TH_CAP_ALS_UPDATE, "TH_CAP_ALS_UPDATE", "als_update",
-                          plugin->entry.als_update != NULL, error) ||
+                          plugin->entry.als_update != NULL, TH_PLUGIN_ENTRY_V1_0_SIZE, "1.0",
+                          error) ||
         !check_capability(plugin, info, TH_CAP_ALS_SWEEP, "TH_CAP_ALS_SWEEP", "als_sweep",
-                          plugin->entry.als_sweep != NULL, error))
+                          plugin->entry.als_sweep != NULL, TH_PLUGIN_ENTRY_V1_1_SIZE, "1.1",
+                          error))
         return FALSE;
     /* A sweep that stops at a Cholesky breakdown leaves the rest of the
      * iteration to the host's per-mode path, which needs als_update. */
