@@ -2,8 +2,8 @@
 #include "gpu_plugin.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +35,25 @@ static th_status to_th_status(thg_status status)
     return TH_ERR_INTERNAL;
 }
 
-static th_status fail(char *err, th_status status, const char *message)
+/* The ABI's error: the message into `err`, the status returned. */
+static th_status fail(char *err, th_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static th_status fail(char *err, th_status status, const char *format, ...)
 {
-    snprintf(err, TH_ERROR_SIZE, "%s", message);
+    va_list args;
+    va_start(args, format);
+    vsnprintf(err, TH_ERROR_SIZE, format, args);
+    va_end(args);
     return status;
+}
+
+/* The norm argument of als_update and als_sweep. */
+static th_status check_norm(const char *call, int32_t norm, char *err)
+{
+    if (norm == TH_NORM_2 || norm == TH_NORM_MAX)
+        return TH_OK;
+    return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: unknown norm %d (expected %d or %d)", call,
+                (int)norm, TH_NORM_2, TH_NORM_MAX);
 }
 
 /* Strict decimal: digits only, no sign or spaces, within [lo, hi]. */
@@ -59,22 +74,19 @@ static int parse_uint(const char *text, unsigned long lo, unsigned long hi, unsi
 static th_status parse_rule(const char *value, thg_policy policy, const char *id,
                             thg_config *config, char *err)
 {
-    if (policy != THG_POLICY_ADAPTIVE) {
-        snprintf(err, TH_ERROR_SIZE,
-                 "option rule: %s forces its scheme on every mode; rule applies to "
-                 "gpu-adaptive only", id);
-        return TH_ERR_INVALID_ARGUMENT;
-    }
+    if (policy != THG_POLICY_ADAPTIVE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "option rule: %s forces its scheme on every mode; rule applies to "
+                    "gpu-adaptive only",
+                    id);
     if (value && strcmp(value, "balanced") == 0)
         config->rule = THG_RULE_BALANCED;
     else if (value && strcmp(value, "paper") == 0)
         config->rule = THG_RULE_PAPER;
-    else {
-        snprintf(err, TH_ERROR_SIZE,
-                 "option rule: \"%s\" is not valid: expected \"balanced\" or \"paper\"",
-                 value ? value : "(null)");
-        return TH_ERR_INVALID_ARGUMENT;
-    }
+    else
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "option rule: \"%s\" is not valid: expected \"balanced\" or \"paper\"",
+                    value ? value : "(null)");
     return TH_OK;
 }
 
@@ -96,19 +108,16 @@ static th_status parse_options(const th_option *options, uint32_t n_options, con
         size_t k = 0;
         while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
             ++k;
-        if (k == sizeof(known) / sizeof(known[0])) {
-            snprintf(err, TH_ERROR_SIZE, "unknown option \"%s\": %s accepts kappa, P, device%s",
-                     key, id, policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
-            return TH_ERR_INVALID_ARGUMENT;
-        }
+        if (k == sizeof(known) / sizeof(known[0]))
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "unknown option \"%s\": %s accepts kappa, P, device%s", key, id,
+                        policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
         unsigned long v = 0;
-        if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v)) {
-            snprintf(err, TH_ERROR_SIZE,
-                     "option %s: \"%s\" is not valid: expected an integer from %lu to %lu",
-                     key, options[i].value ? options[i].value : "(null)", known[k].lo,
-                     known[k].hi);
-            return TH_ERR_INVALID_ARGUMENT;
-        }
+        if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v))
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "option %s: \"%s\" is not valid: expected an integer from %lu to %lu",
+                        key, options[i].value ? options[i].value : "(null)", known[k].lo,
+                        known[k].hi);
         if (k == 0)
             config->kappa = (uint32_t)v;
         else if (k == 1)
@@ -139,12 +148,10 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
     char msg[TH_ERROR_SIZE / 2]; /* room for the "option device=N: " prefix */
     const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
     if (gst != THG_OK) {
-        if (gst == THG_ERR_INVALID)
-            snprintf(err, TH_ERROR_SIZE, "option device=%d: %s", config.device, msg);
-        else
-            snprintf(err, TH_ERROR_SIZE, "%s", msg);
         free(instance);
-        return to_th_status(gst);
+        if (gst == THG_ERR_INVALID)
+            return fail(err, to_th_status(gst), "option device=%d: %s", config.device, msg);
+        return fail(err, to_th_status(gst), "%s", msg);
     }
     instance->host = host;
     instance->id = plugin_id;
@@ -215,7 +222,7 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
     const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
                                    tensor->indices, tensor->values, rank, msg, sizeof(msg));
     if (st != THG_OK)
-        return fail(err, to_th_status(st), msg);
+        return fail(err, to_th_status(st), "%s", msg);
     log_layout(instance);
     return TH_OK;
 }
@@ -228,7 +235,7 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
         char *const gpu_err = msg_;                                    \
         const thg_status st_ = (call);                                 \
         if (st_ != THG_OK)                                             \
-            return fail(err, to_th_status(st_), msg_);                 \
+            return fail(err, to_th_status(st_), "%s", msg_);           \
     } while (0)
 
 th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
@@ -270,11 +277,9 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
 {
     if (!instance || !w || !out || !out->lambda || !out->gram || !out->inner)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
-    if (norm != TH_NORM_2 && norm != TH_NORM_MAX) {
-        snprintf(err, TH_ERROR_SIZE, "als_update: unknown norm %d (expected %d or %d)",
-                 (int)norm, TH_NORM_2, TH_NORM_MAX);
-        return TH_ERR_INVALID_ARGUMENT;
-    }
+    const th_status norm_status = check_norm("als_update", norm, err);
+    if (norm_status != TH_OK)
+        return norm_status;
     GPU_CALL(thg_als_update(instance->ctx, mode, w, norm == TH_NORM_MAX, out->lambda, out->gram,
                             out->inner, gpu_err, errlen));
     return TH_OK;
@@ -285,33 +290,26 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
     const size_t needed = offsetof(th_als_sweep_io, inner) + sizeof(io->inner);
     if (!instance || !io)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL argument");
-    if (io->struct_size < needed) {
-        snprintf(err, TH_ERROR_SIZE,
-                 "als_sweep: th_als_sweep_io is %u bytes, shorter than the %zu of ABI 1.1",
-                 io->struct_size, needed);
-        return TH_ERR_INVALID_ARGUMENT;
-    }
-    if (io->norm != TH_NORM_2 && io->norm != TH_NORM_MAX) {
-        snprintf(err, TH_ERROR_SIZE, "als_sweep: unknown norm %d (expected %d or %d)",
-                 (int)io->norm, TH_NORM_2, TH_NORM_MAX);
-        return TH_ERR_INVALID_ARGUMENT;
-    }
+    if (io->struct_size < needed)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "als_sweep: th_als_sweep_io is %u bytes, shorter than the %zu of ABI 1.1",
+                    io->struct_size, needed);
+    const th_status norm_status = check_norm("als_sweep", io->norm, err);
+    if (norm_status != TH_OK)
+        return norm_status;
     thg_info info;
     thg_get_info(instance->ctx, &info);
     if (info.nmodes == 0)
         return fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
-    if (io->nmodes != info.nmodes) {
-        snprintf(err, TH_ERROR_SIZE, "als_sweep: io->nmodes is %u but the loaded tensor has %u",
-                 io->nmodes, info.nmodes);
-        return TH_ERR_INVALID_ARGUMENT;
-    }
+    if (io->nmodes != info.nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "als_sweep: io->nmodes is %u but the loaded tensor has %u", io->nmodes,
+                    info.nmodes);
     if (!io->grams || !io->lambda || !io->inner)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL grams, lambda or inner");
     for (uint32_t m = 0; m < io->nmodes; ++m)
-        if (!io->grams[m]) {
-            snprintf(err, TH_ERROR_SIZE, "als_sweep: grams[%u] is NULL", m);
-            return TH_ERR_INVALID_ARGUMENT;
-        }
+        if (!io->grams[m])
+            return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
     uint32_t done = 0;
     GPU_CALL(thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
                            io->inner, &done, gpu_err, errlen));
