@@ -334,13 +334,18 @@ static void test_runtime_and_mode_info(void **state)
             th_mode_info mi = {.struct_size = sizeof(mi)};
             th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
             assert_true(mi.last_mttkrp_seconds < 0.0);
-            th_test_assert_ok(pl->entry.mttkrp(inst, m, err), err);
+            /* mttkrp() returns with its result complete: its kernel time
+             * fits inside the call. */
+            const gint64 start = g_get_monotonic_time();
+            const th_status status = pl->entry.mttkrp(inst, m, err);
+            const double wall = (double)(g_get_monotonic_time() - start) * 1e-6;
+            th_test_assert_ok(status, err);
             th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
             assert_scheme(mi.scheme, want[g][m]);
             if (g == 0 && m == 0)
                 assert_non_null(strstr(mi.scheme, "nnz/partition < 1024"));
             assert_int_equal(mi.partitions, (uint32_t)sm_count);
-            assert_true(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds < 1.0);
+            assert_true(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds <= wall);
         }
         /* A host built against a shorter (older) struct gets only its part. */
         th_mode_info small;

@@ -131,8 +131,10 @@ static void reference_iteration(const th_plugin *ref, th_instance *inst, const t
     read_factors(ref, inst, t, o);
 }
 
-static void gpu_sweep(const th_plugin *pl, th_instance *inst, const th_sptensor *t,
-                      int32_t norm, outcome *o)
+/* Returns the als_sweep call's wall time in seconds: the device times the
+ * plugin reports for that sweep must fit inside it. */
+static double gpu_sweep(const th_plugin *pl, th_instance *inst, const th_sptensor *t,
+                        int32_t norm, outcome *o)
 {
     char err[TH_ERROR_SIZE] = "";
     th_als_sweep_io io = {.struct_size = sizeof(io),
@@ -142,9 +144,13 @@ static void gpu_sweep(const th_plugin *pl, th_instance *inst, const th_sptensor 
                           .grams = o->grams,
                           .lambda = o->lambda,
                           .inner = o->inner};
-    th_test_assert_ok(pl->entry.als_sweep(inst, &io, err), err);
+    const gint64 start = g_get_monotonic_time();
+    const th_status status = pl->entry.als_sweep(inst, &io, err);
+    const double wall = (double)(g_get_monotonic_time() - start) * 1e-6;
+    th_test_assert_ok(status, err);
     o->modes_done = io.modes_done;
     read_factors(pl, inst, t, o);
+    return wall;
 }
 
 static void expect_close(const double *got, const double *want, size_t n, const char *what,
@@ -194,13 +200,14 @@ static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, c
     outcome want, got;
     outcome_init(&want, t, rank, initial_grams);
     outcome_init(&got, t, rank, initial_grams);
+    double sweep_wall = 0.0; /* of the latest sweep */
     for (int it = 0; it < 3; ++it) {
         const int32_t norm = it == 0 ? TH_NORM_2 : TH_NORM_MAX;
         if (it == 2)
             for (uint32_t m = 0; m < t->nmodes; ++m)
                 memcpy(got.grams[m], want.grams[m], sizeof(double) * rank * rank);
         reference_iteration(p->ref, ref, t, rank, norm, &want);
-        gpu_sweep(pl, inst, t, norm, &got);
+        sweep_wall = gpu_sweep(pl, inst, t, norm, &got);
         g_autofree char *context = g_strdup_printf("%s, %s, rank %u, iteration %d",
                                                    pl->info->id, case_name, rank, it + 1);
         compare_outcomes(&got, &want, t, rank, context);
@@ -211,9 +218,9 @@ static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, c
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         th_mode_info mi = {.struct_size = sizeof(mi)};
         th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
-        if (!(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds < 1.0))
-            fail_msg("%s: mode %u MTTKRP time after a sweep: %g s", pl->info->id, m,
-                     mi.last_mttkrp_seconds);
+        if (!(mi.last_mttkrp_seconds > 0.0 && mi.last_mttkrp_seconds <= sweep_wall))
+            fail_msg("%s: mode %u MTTKRP time after a sweep: %g s (the sweep call took %g s)",
+                     pl->info->id, m, mi.last_mttkrp_seconds, sweep_wall);
     }
     /* The sweep's own device time, as the benchmark reads it. */
     th_runtime_info ri = {.struct_size = sizeof(ri)};
@@ -222,8 +229,9 @@ static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, c
     if (!at)
         fail_msg("%s: no sweep_ms in details after a sweep: %s", pl->info->id, ri.details);
     const double sweep_ms = g_ascii_strtod(at + strlen("sweep_ms="), NULL);
-    if (!(sweep_ms > 0.0 && sweep_ms < 1000.0))
-        fail_msg("%s: sweep_ms=%g after a sweep", pl->info->id, sweep_ms);
+    if (!(sweep_ms > 0.0 && sweep_ms * 1e-3 <= sweep_wall))
+        fail_msg("%s: sweep_ms=%g after a sweep whose call took %g s", pl->info->id, sweep_ms,
+                 sweep_wall);
     outcome_clear(&want, t->nmodes);
     outcome_clear(&got, t->nmodes);
     th_test_free_factors(initial_grams, t->nmodes);
