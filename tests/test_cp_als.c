@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include <glib.h>
@@ -145,6 +146,19 @@ static th_sptensor *perturbed_planted(void)
 
 #define SAME_RUN_ITERATIONS 15
 
+/* fixture_sweep's count of als_update calls (its runtime details). */
+static uint64_t fixture_update_calls(th_backend *backend)
+{
+    th_runtime_info info;
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_runtime_info(backend, &info, &error))
+        fail_msg("get_runtime_info: %s", error->message);
+    const char *at = strstr(info.details, "als_update_calls=");
+    if (!at)
+        fail_msg("no als_update_calls in \"%s\"", info.details);
+    return g_ascii_strtoull(at + strlen("als_update_calls="), NULL, 10);
+}
+
 /* Same fits every iteration (1e-10), same lambda and factors. */
 static void assert_same_run(const th_cpd_result *a, const th_cpd_result *b)
 {
@@ -226,6 +240,7 @@ static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
     g_autoptr(th_cpd_result) full = run(full_backend, t, &params, NULL, NULL);
     assert_int_equal(full->sweep_fallbacks, 0);
     assert_true(full->update_seconds == 0.0); /* no als_update call at all */
+    assert_int_equal(fixture_update_calls(full_backend), 0);
 
     const char *const stops[] = {"0", "1", "2"};
     for (size_t i = 0; i < G_N_ELEMENTS(stops); ++i) {
@@ -236,7 +251,11 @@ static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
             fail_msg("stop_at_mode %s: %u fallbacks, expected one per iteration", stops[i],
                      r->sweep_fallbacks);
         assert_int_equal(r->pinv_fallbacks, 0); /* the host's Cholesky did not break down */
-        assert_true(r->update_seconds > 0.0);   /* the host's als_update calls */
+        /* The host's als_update calls: the modes from the stop on, every
+         * iteration (a count: their time may round to 0 us). */
+        const uint64_t stop = g_ascii_strtoull(stops[i], NULL, 10);
+        assert_int_equal(fixture_update_calls(backend),
+                         (uint64_t)SAME_RUN_ITERATIONS * (t->nmodes - stop));
         assert_sweep_timings(r);
         assert_same_run(full, r);
     }
