@@ -9,6 +9,7 @@
 
 #include "compare_output.h"
 #include "cp_als.h"
+#include "cancel.h"
 #include "log.h"
 #include "synth.h"
 #include "tensor_reader.h"

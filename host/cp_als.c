@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dense.h"
+#include "cancel.h"
 #include "log.h"
 #include "rng.h"
 

@@ -1,12 +1,12 @@
 #include "log.h"
 
-#include <signal.h>
+#include "cancel.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static int32_t log_level = TH_LOG_INFO;
-static volatile sig_atomic_t cancel_flag = 0;
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
@@ -40,27 +40,6 @@ void th_log(int32_t level, const char *format, ...)
     log_line(level, "", buffer);
 }
 
-static void on_signal(int signum)
-{
-    cancel_flag = 1;
-    /* The second Ctrl-C must still kill a stuck run. */
-    signal(signum, SIG_DFL);
-}
-
-void th_cancel_install_handlers(void)
-{
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = on_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, NULL);
-    sigaction(SIGTERM, &action, NULL);
-}
-
-int th_cancel_requested(void) { return cancel_flag != 0; }
-void th_cancel_request(void) { cancel_flag = 1; }
-void th_cancel_reset(void) { cancel_flag = 0; }
-
 static void services_log(void *host_data, int32_t level, const char *message)
 {
     (void)host_data;
@@ -70,7 +49,7 @@ static void services_log(void *host_data, int32_t level, const char *message)
 static int32_t services_is_cancelled(void *host_data)
 {
     (void)host_data;
-    return cancel_flag != 0;
+    return th_cancel_stop_now() ? 1 : 0;
 }
 
 th_host_services th_host_services_make(void)

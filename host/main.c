@@ -12,6 +12,7 @@
 #include "config.h"
 #include "cp_als.h"
 #include "factor_io.h"
+#include "cancel.h"
 #include "log.h"
 #include "plugin_loader.h"
 #include "report.h"

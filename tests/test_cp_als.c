@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "config.h"
 #include "cp_als.h"
+#include "cancel.h"
 #include "log.h"
 #include "rng.h"
 #include "tensor_reader.h"
