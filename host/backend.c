@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "message_text.h"
 
 /* The entry's fields are copied into a full-size struct by the loader, so an
  * optional function absent from an older plugin reads as NULL here. */
@@ -18,8 +19,39 @@ static gboolean check_call(th_backend *backend, th_status status, const char *wh
     return FALSE;
 }
 
-static th_backend *open_one(const char *plugin, GPtrArray *search_path, GPtrArray *options,
-                            th_status *create_status, GError **error)
+/* Creates an instance of the loaded plugin with the options meant for it:
+ * `common`, then its own table's. */
+static th_backend *create_instance(th_plugin *loaded, GPtrArray *common, GPtrArray *tables,
+                                   th_status *create_status, GError **error)
+{
+    g_autoptr(GPtrArray) options = th_config_options_for_plugin(common, tables, loaded->info->id);
+    g_autofree th_option *abi_options = g_new0(th_option, options->len + 1);
+    for (guint i = 0; i < options->len; ++i) {
+        const th_config_option *option = g_ptr_array_index(options, i);
+        abi_options[i].key = option->key;
+        abi_options[i].value = option->value;
+    }
+    char message[TH_ERROR_SIZE] = "";
+    th_instance *instance = NULL;
+    th_status status =
+        loaded->entry.create(abi_options, options->len, &loaded->services, &instance, message);
+    if (create_status)
+        *create_status = status;
+    if (status != TH_OK || !instance) {
+        if (status == TH_OK)
+            g_strlcpy(message, "create() returned no instance", sizeof message);
+        th_plugin_set_call_error(error, loaded, "cannot create an instance",
+                                 status == TH_OK ? TH_ERR_INTERNAL : status, message);
+        return NULL;
+    }
+    th_backend *backend = g_new0(th_backend, 1);
+    backend->plugin = loaded;
+    backend->instance = instance;
+    return backend;
+}
+
+static th_backend *open_one(const char *plugin, GPtrArray *search_path, GPtrArray *common,
+                            GPtrArray *tables, th_status *create_status, GError **error)
 {
     g_autoptr(GPtrArray) path = th_plugin_search_path(search_path);
     g_autofree char *resolved = th_plugin_resolve(plugin, path, error);
@@ -29,46 +61,62 @@ static th_backend *open_one(const char *plugin, GPtrArray *search_path, GPtrArra
     th_plugin *loaded = th_plugin_load(resolved, &services, error);
     if (!loaded)
         return NULL;
-
-    guint n_options = options ? options->len : 0;
-    g_autofree th_option *abi_options = g_new0(th_option, n_options + 1);
-    for (guint i = 0; i < n_options; ++i) {
-        const th_config_option *option = g_ptr_array_index(options, i);
-        abi_options[i].key = option->key;
-        abi_options[i].value = option->value;
-    }
-    char message[TH_ERROR_SIZE] = "";
-    th_instance *instance = NULL;
-    th_status status =
-        loaded->entry.create(abi_options, n_options, &loaded->services, &instance, message);
-    if (create_status)
-        *create_status = status;
-    if (status != TH_OK || !instance) {
-        if (status == TH_OK)
-            g_strlcpy(message, "create() returned no instance", sizeof message);
-        th_plugin_set_call_error(error, loaded, "cannot create an instance",
-                                 status == TH_OK ? TH_ERR_INTERNAL : status, message);
+    th_backend *backend = create_instance(loaded, common, tables, create_status, error);
+    if (!backend)
         th_plugin_unload(loaded);
-        return NULL;
-    }
-    th_backend *backend = g_new0(th_backend, 1);
-    backend->plugin = loaded;
-    backend->instance = instance;
     return backend;
 }
 
-th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
-                            GError **error)
+/* Every [backend.options.NAME] table must name the plugin that runs, one
+ * that is installed or one of the project's own: a table for the other
+ * backend of "auto" is fine, a misspelt one is an error rather than options
+ * silently never used. */
+static gboolean check_option_tables(GPtrArray *tables, GPtrArray *search_path,
+                                    const char *running_id, GError **error)
 {
-    if (g_strcmp0(plugin, "auto") != 0)
-        return open_one(plugin, search_path, options, NULL, error);
+    if (!tables || tables->len == 0)
+        return TRUE;
+    g_autoptr(GPtrArray) path = th_plugin_search_path(search_path);
+    g_autoptr(GPtrArray) installed = th_plugin_installed_names(path);
+    /* The project's own plugins count as known where they are not built (no
+     * CUDA), so one run file serves hosts with and without a GPU. */
+    static const char *const first_party[] = {"cpu-reference", "gpu-adaptive", "gpu-scheme1",
+                                              "gpu-scheme2"};
+    for (size_t i = 0; i < G_N_ELEMENTS(first_party); ++i)
+        g_ptr_array_add(installed, g_strdup(first_party[i]));
+    for (guint i = 0; i < tables->len; ++i) {
+        const th_config_plugin_options *table = g_ptr_array_index(tables, i);
+        if (strcmp(table->plugin, running_id) == 0)
+            continue;
+        gboolean known = FALSE;
+        for (guint j = 0; j < installed->len && !known; ++j)
+            known = strcmp(g_ptr_array_index(installed, j), table->plugin) == 0;
+        if (known)
+            continue;
+        const char *nearest =
+            th_nearest_name(table->plugin, (const char *const *)installed->pdata, installed->len);
+        g_autofree char *hint =
+            nearest ? g_strdup_printf(" (did you mean '%s'?)", nearest) : g_strdup("");
+        g_autofree char *name = th_escape_for_message(table->plugin);
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                    "%s: [backend.options.%s]: no plugin '%s' is installed, so these options "
+                    "would never be used%s",
+                    table->where, name, name, hint);
+        return FALSE;
+    }
+    return TRUE;
+}
 
-    /* "auto": the GPU backend when it is installed and finds a device, else
-     * the CPU reference. Options go to whichever is chosen; a GPU-only option
-     * then fails loudly on the CPU backend rather than being dropped. */
+/* "auto": the GPU backend when it is installed and finds a device, else the
+ * CPU reference. The GPU plugins look for a device before they read their
+ * options, so a host without one falls back whatever the options say. */
+static th_backend *open_auto(GPtrArray *search_path, GPtrArray *common, GPtrArray *tables,
+                             GError **error)
+{
     g_autoptr(GError) gpu_error = NULL;
     th_status status = TH_OK;
-    th_backend *backend = open_one("gpu-adaptive", search_path, options, &status, &gpu_error);
+    th_backend *backend =
+        open_one("gpu-adaptive", search_path, common, tables, &status, &gpu_error);
     if (backend)
         return backend;
     gboolean unavailable = g_error_matches(gpu_error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND) ||
@@ -79,7 +127,21 @@ th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArra
     }
     th_log(TH_LOG_INFO, "backend auto: gpu-adaptive unavailable (%s); using cpu-reference",
            gpu_error->message);
-    return open_one("cpu-reference", search_path, options, NULL, error);
+    return open_one("cpu-reference", search_path, common, tables, NULL, error);
+}
+
+th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                            GPtrArray *option_tables, GError **error)
+{
+    th_backend *backend = g_strcmp0(plugin, "auto") == 0
+                              ? open_auto(search_path, options, option_tables, error)
+                              : open_one(plugin, search_path, options, option_tables, NULL, error);
+    if (backend &&
+        !check_option_tables(option_tables, search_path, backend->plugin->info->id, error)) {
+        th_backend_close(backend);
+        return NULL;
+    }
+    return backend;
 }
 
 void th_backend_close(th_backend *backend)
@@ -189,8 +251,14 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
         .lambda = lambda,
         .inner = inner,
     };
-    if (!th_plugin_als_sweep(backend->plugin, backend->instance, &io, error))
+    if (!th_plugin_als_sweep(backend->plugin, backend->instance, &io, error)) {
+        /* A cancelled sweep says which modes it finished; any other failure
+         * leaves nothing the caller may rely on. */
+        const gboolean cancelled =
+            error && g_error_matches(*error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
+        *modes_done = cancelled && io.modes_done <= backend->nmodes ? io.modes_done : 0;
         return FALSE;
+    }
     if (io.modes_done > backend->nmodes) {
         g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INTERNAL,
                     "%s: als_sweep returned TH_OK with modes_done %u%s for a %u-mode tensor; "

@@ -18,12 +18,15 @@ typedef struct th_backend {
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
- * NULL), loads it and creates an instance from `options`
- * (th_config_option*; may be NULL). "auto" tries "gpu-adaptive" first and
- * falls back to "cpu-reference" when that plugin is missing or reports no
- * usable device, logging why. */
+ * NULL), loads it and creates an instance. The plugin gets `options`
+ * (th_config_option*, for whichever plugin runs; may be NULL), then the
+ * entries of the table in `option_tables` (th_config_plugin_options*; may
+ * be NULL) named after its id, which replace common keys of the same name.
+ * "auto" tries "gpu-adaptive" first and falls back to "cpu-reference" when
+ * that plugin is missing or reports no usable device, logging why. A table
+ * naming neither the plugin that runs nor an installed one is an error. */
 th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
-                            GError **error);
+                            GPtrArray *option_tables, GError **error);
 /* Destroys the instance, then unloads the plugin. Accepts NULL. */
 void th_backend_close(th_backend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend, th_backend_close)
@@ -50,7 +53,9 @@ gboolean th_backend_has_als_sweep(const th_backend *backend);
  * those of the updated modes back; `lambda` and `inner` ([rank]) are those
  * of the last updated mode. `*modes_done` says how many modes (0 ..) were
  * updated: fewer than nmodes when the backend's Cholesky broke down and the
- * caller must finish the iteration from that mode. A modes_done beyond
+ * caller must finish the iteration from that mode. On failure it is 0,
+ * except after TH_ERR_CANCELLED, when it counts the modes the backend
+ * finished before it stopped. A modes_done beyond
  * nmodes is an error (TH_ERR_INTERNAL), as is calling it on a backend
  * without als_sweep (TH_ERR_UNSUPPORTED). */
 gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,

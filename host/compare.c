@@ -235,7 +235,7 @@ static th_backend *open_backend(const th_compare_backend_config *config, GPtrArr
 {
     *stage = STAGE_OPEN;
     g_autoptr(th_backend) backend =
-        th_backend_open(config->plugin, search_path, config->options, error);
+        th_backend_open(config->plugin, search_path, config->options, NULL, error);
     if (!backend)
         return NULL;
     *stage = STAGE_LOAD;
@@ -541,7 +541,7 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
     for (uint32_t pass = 0; ok && pass < warmup + repeats; pass++) {
         if (interrupted(s, run))
             break;
-        g_autoptr(th_cpd_result) cpd = th_cp_als(backend, s->tensor, &params, NULL, NULL, error);
+        g_autoptr(th_cpd_result) cpd = th_cp_als(backend, s->tensor, &params, NULL, error);
         ok = cpd != NULL;
         if (!ok)
             break;

@@ -5,6 +5,7 @@
  * against it. */
 #include "config.h"
 
+#include "message_text.h"
 #include "synth.h"
 #include "toml_shim.h"
 
@@ -65,6 +66,9 @@ typedef struct {
     double default_number;
     gboolean default_boolean;
     const char *const *choices;     /* TH_KEY_STRING: the accepted values, NULL-terminated */
+    /* TH_KEY_OPTIONS: sub-tables [KEY.NAME] hold options for plugin NAME
+     * alone (th_config.plugin_option_tables). */
+    gboolean per_plugin_tables;
     const th_table_schema *section; /* TH_KEY_SECTION, TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
     const th_object_type *object;   /* TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
     const char *doc;
@@ -110,7 +114,9 @@ static const th_key_schema backend_keys[] = {
     {.name = "search_path", .type = TH_KEY_PATH_LIST, TH_FIELD(search_path),
      .doc = "folders searched for plugins before the others"},
     {.name = "options", .type = TH_KEY_OPTIONS, TH_FIELD(plugin_options),
-     .doc = "key/value pairs handed to the plugin"},
+     .per_plugin_tables = TRUE,
+     .doc = "key/value pairs handed to the plugin; [backend.options.NAME] tables for one "
+            "plugin alone"},
 };
 
 static const th_key_schema output_keys[] = {
@@ -268,17 +274,6 @@ static char *format_double(double value)
     return g_strdup(g_ascii_formatd(buffer, sizeof buffer, "%.17g", value));
 }
 
-/* Control characters, quotes and backslashes escaped C-style so a message
- * stays on one line; UTF-8 text is left readable. */
-static char *escape_for_message(const char *text)
-{
-    char non_ascii[129];
-    for (int byte = 0x80; byte <= 0xFF; byte++)
-        non_ascii[byte - 0x80] = (char)byte;
-    non_ascii[128] = '\0';
-    return g_strescape(text, non_ascii);
-}
-
 /* A user string quoted for a message: escaped, and cut when long. */
 static char *quote_for_message(const char *text)
 {
@@ -291,7 +286,7 @@ static char *quote_for_message(const char *text)
             length--; /* do not split a UTF-8 sequence */
     }
     g_autofree char *head = g_strndup(text, length);
-    g_autofree char *escaped = escape_for_message(head);
+    g_autofree char *escaped = th_escape_for_message(head);
     return g_strdup_printf("\"%s%s\"", escaped, cut ? "..." : "");
 }
 
@@ -334,11 +329,12 @@ struct load_context {
     const char *source_name; /* the config file as given, for messages */
     char *config_dir;        /* absolute: the base of relative paths in the file */
     char *current_dir;       /* the base of relative paths in --set overrides */
+    GHashTable *where;       /* dotted key -> location, handed to th_config */
 };
 
 static char *override_location(const char *argument)
 {
-    g_autofree char *escaped = escape_for_message(argument);
+    g_autofree char *escaped = th_escape_for_message(argument);
     return g_strdup_printf("--set %s", escaped);
 }
 
@@ -368,25 +364,6 @@ static void value_error(const load_context *ctx, GError **error, th_config_error
                 expected, found);
 }
 
-static size_t levenshtein(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    g_autofree size_t *row = g_new(size_t, lb + 1);
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t above = row[j];
-            size_t substitution = diagonal + (a[i - 1] != b[j - 1]);
-            row[j] = MIN(MIN(above + 1, row[j - 1] + 1), substitution);
-            diagonal = above;
-        }
-    }
-    return row[lb];
-}
-
 /* The schema key with the same leaf name anywhere (for `rank = 3` written
  * at the top level, say), as a dotted name, or NULL. */
 static char *find_leaf_elsewhere(const th_table_schema *schema, const char *leaf)
@@ -408,18 +385,12 @@ static char *find_leaf_elsewhere(const th_table_schema *schema, const char *leaf
  * none is near enough to be a likely typo. */
 static char *suggest_key(const th_table_schema *schema, const char *leaf)
 {
-    size_t threshold = MAX(2, strlen(leaf) / 3);
-    const th_key_schema *best = NULL;
-    size_t best_distance = SIZE_MAX;
-    for (size_t i = 0; i < schema->n_keys; i++) {
-        size_t distance = levenshtein(leaf, schema->keys[i].name);
-        if (distance < best_distance) {
-            best = &schema->keys[i];
-            best_distance = distance;
-        }
-    }
-    if (best && best_distance <= threshold)
-        return dotted_name(schema->name, best->name);
+    g_autofree const char **names = g_new0(const char *, schema->n_keys + 1);
+    for (size_t i = 0; i < schema->n_keys; i++)
+        names[i] = schema->keys[i].name;
+    const char *nearest = th_nearest_name(leaf, names, schema->n_keys);
+    if (nearest)
+        return dotted_name(schema->name, nearest);
     return find_leaf_elsewhere(&root_schema, leaf);
 }
 
@@ -437,7 +408,7 @@ static char *list_valid_keys(const th_table_schema *schema)
 static void unknown_key_error(GError **error, const char *where, const th_table_schema *schema,
                               const char *prefix, const char *leaf, gboolean is_section)
 {
-    g_autofree char *escaped_leaf = escape_for_message(leaf);
+    g_autofree char *escaped_leaf = th_escape_for_message(leaf);
     g_autofree char *full = dotted_name(prefix, escaped_leaf);
     g_autofree char *suggestion = suggest_key(schema, leaf);
     g_autofree char *hint = NULL;
@@ -631,6 +602,92 @@ static char *render_option_value(const th_toml_node *node)
     }
 }
 
+static void plugin_options_free(gpointer data)
+{
+    th_config_plugin_options *table = data;
+    g_free(table->plugin);
+    g_clear_pointer(&table->options, g_ptr_array_unref);
+    g_free(table->where);
+    g_free(table);
+}
+
+/* A table is where its header is; a value, where its key is. */
+static void record_where(const load_context *ctx, const char *name, const th_toml_node *node)
+{
+    g_hash_table_replace(ctx->where, g_strdup(name),
+                         location(ctx, node, node->kind != TH_TOML_TABLE));
+}
+
+/* The scalars of an options table, rendered as text, into `options`. */
+static gboolean read_option_entries(const load_context *ctx, const th_toml_node *const *entries,
+                                    size_t n_entries, const char *name, GPtrArray *options,
+                                    GError **error)
+{
+    for (size_t i = 0; i < n_entries; i++) {
+        const th_toml_node *entry = entries[i];
+        g_autofree char *escaped = th_escape_for_message(entry->key);
+        g_autofree char *entry_name = dotted_name(name, escaped);
+        char *value = render_option_value(entry);
+        if (!value || (entry->kind == TH_TOML_STRING && has_nul(entry))) {
+            g_free(value);
+            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name,
+                        "a string, integer, float or boolean");
+            return FALSE;
+        }
+        th_config_option *option = g_new0(th_config_option, 1);
+        option->key = g_strdup(entry->key);
+        option->value = value;
+        g_ptr_array_add(options, option);
+        record_where(ctx, entry_name, entry);
+    }
+    return TRUE;
+}
+
+/* A plugin id as [backend.options.NAME] may name it: what a plugin file
+ * NAME.so could be called, never a path. */
+static gboolean is_plugin_name(const char *name)
+{
+    if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return FALSE;
+    for (const char *p = name; *p; ++p)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return FALSE;
+    return TRUE;
+}
+
+static gboolean read_plugin_table(const load_context *ctx, const th_toml_node *node,
+                                  const char *name, th_config *config, GError **error)
+{
+    g_autofree char *escaped = th_escape_for_message(node->key);
+    g_autofree char *table_name = dotted_name(name, escaped);
+    if (!is_plugin_name(node->key)) {
+        g_autofree char *where = location(ctx, node, FALSE);
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_TYPE,
+                    "%s: [%s]: expected a plugin name (such as \"cpu-reference\") after "
+                    "'%s.'",
+                    where, table_name, name);
+        return FALSE;
+    }
+    th_config_plugin_options *table = g_new0(th_config_plugin_options, 1);
+    table->plugin = g_strdup(node->key);
+    table->options = g_ptr_array_new_with_free_func(option_free);
+    table->where = location(ctx, node, FALSE);
+    g_ptr_array_add(config->plugin_option_tables, table);
+    for (size_t i = 0; i < node->n_children; i++) {
+        if (node->children[i]->kind == TH_TOML_TABLE) {
+            g_autofree char *where = location(ctx, node->children[i], FALSE);
+            g_autofree char *child = th_escape_for_message(node->children[i]->key);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_TYPE,
+                        "%s: [%s.%s]: options of one plugin are plain keys; tables do not "
+                        "nest further",
+                        where, table_name, child);
+            return FALSE;
+        }
+    }
+    return read_option_entries(ctx, (const th_toml_node *const *)node->children,
+                               node->n_children, table_name, table->options, error);
+}
+
 static gboolean assign_options(const load_context *ctx, const th_toml_node *node,
                                const th_key_schema *key, const char *name, void *config,
                                GError **error)
@@ -641,23 +698,42 @@ static gboolean assign_options(const load_context *ctx, const th_toml_node *node
     }
     GPtrArray *options = *(GPtrArray **)field_at(config, key);
     g_ptr_array_set_size(options, 0);
+    g_autofree const th_toml_node **scalars = g_new0(const th_toml_node *, node->n_children + 1);
+    size_t n_scalars = 0;
     for (size_t i = 0; i < node->n_children; i++) {
         const th_toml_node *entry = node->children[i];
-        char *value = render_option_value(entry);
-        if (!value || (entry->kind == TH_TOML_STRING && has_nul(entry))) {
-            g_free(value);
-            g_autofree char *escaped = escape_for_message(entry->key);
-            g_autofree char *entry_name = dotted_name(name, escaped);
-            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name,
-                        "a string, integer, float or boolean");
-            return FALSE;
+        if (entry->kind == TH_TOML_TABLE && key->per_plugin_tables) {
+            if (!read_plugin_table(ctx, entry, name, config, error))
+                return FALSE;
+        } else {
+            scalars[n_scalars++] = entry;
         }
-        th_config_option *option = g_new0(th_config_option, 1);
-        option->key = g_strdup(entry->key);
-        option->value = value;
-        g_ptr_array_add(options, option);
     }
-    return TRUE;
+    return read_option_entries(ctx, scalars, n_scalars, name, options, error);
+}
+
+GPtrArray *th_config_options_for_plugin(GPtrArray *common, GPtrArray *tables,
+                                        const char *plugin_id)
+{
+    GPtrArray *merged = g_ptr_array_new();
+    const th_config_plugin_options *own = NULL;
+    for (guint i = 0; tables && plugin_id && i < tables->len; i++) {
+        const th_config_plugin_options *table = g_ptr_array_index(tables, i);
+        if (strcmp(table->plugin, plugin_id) == 0)
+            own = table;
+    }
+    for (guint i = 0; common && i < common->len; i++) {
+        th_config_option *option = g_ptr_array_index(common, i);
+        gboolean replaced = FALSE;
+        for (guint j = 0; own && j < own->options->len && !replaced; j++)
+            replaced = strcmp(((th_config_option *)g_ptr_array_index(own->options, j))->key,
+                              option->key) == 0;
+        if (!replaced)
+            g_ptr_array_add(merged, option);
+    }
+    for (guint j = 0; own && j < own->options->len; j++)
+        g_ptr_array_add(merged, g_ptr_array_index(own->options, j));
+    return merged;
 }
 
 static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
@@ -678,7 +754,7 @@ static void sweep_free(gpointer data)
 static th_config_sweep *read_sweep_entry(const load_context *ctx, const th_toml_node *entry,
                                          const char *name, GError **error)
 {
-    g_autofree char *escaped = escape_for_message(entry->key);
+    g_autofree char *escaped = th_escape_for_message(entry->key);
     g_autofree char *entry_name = dotted_name(name, escaped);
     static const char expected[] =
         "a non-empty array of strings, integers, floats or booleans";
@@ -808,6 +884,7 @@ static gboolean assign_table_array(const load_context *ctx, const th_toml_node *
 static gboolean assign(const load_context *ctx, const th_toml_node *node, const th_key_schema *key,
                        const char *name, void *config, GError **error)
 {
+    record_where(ctx, name, node);
     switch (key->type) {
     case TH_KEY_STRING:
     case TH_KEY_PATH:
@@ -976,12 +1053,19 @@ static gboolean lookup_override_key(const char *argument, char **components,
         }
         if (key->type == TH_KEY_OPTIONS) {
             if (components[i + 2] == NULL)
-                return TRUE; /* backend.options.NAME: any name */
+                return TRUE; /* backend.options.KEY: any name */
+            if (key->per_plugin_tables && components[i + 3] == NULL)
+                return TRUE; /* backend.options.PLUGIN.KEY */
             g_autofree char *joined = g_strjoinv(".", components);
-            g_autofree char *full = escape_for_message(joined);
-            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
-                        "%s: unknown key '%s' (options have plain names, such as '%s.%s')",
-                        where, full, name, components[i + 1]);
+            g_autofree char *full = th_escape_for_message(joined);
+            if (key->per_plugin_tables)
+                g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                            "%s: unknown key '%s' (options are '%s.KEY' or '%s.PLUGIN.KEY')",
+                            where, full, name, name);
+            else
+                g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
+                            "%s: unknown key '%s' (options have plain names, such as '%s.%s')",
+                            where, full, name, components[i + 1]);
             return FALSE;
         }
         if (!is_table) {
@@ -990,7 +1074,7 @@ static gboolean lookup_override_key(const char *argument, char **components,
                 return TRUE;
             }
             g_autofree char *joined = g_strjoinv(".", components);
-            g_autofree char *full = escape_for_message(joined);
+            g_autofree char *full = th_escape_for_message(joined);
             g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_UNKNOWN_KEY,
                         "%s: unknown key '%s' ('%s' is not a section)", where, full, name);
             return FALSE;
@@ -1026,7 +1110,8 @@ static th_toml_node *parse_override_value(const char *text, const th_key_schema 
 /* Puts the override's value into the document tree at its dotted key,
  * creating tables on the way. Where the file has a non-table in the way
  * (`backend = 5`), nothing is grafted: validating the file reports it. */
-static void graft_override(th_toml_node *root, char **components, th_toml_node *value)
+static void graft_override(th_toml_node *root, char **components, th_toml_node *value,
+                           const char *argument)
 {
     th_toml_node *table = root;
     size_t i = 0;
@@ -1034,6 +1119,7 @@ static void graft_override(th_toml_node *root, char **components, th_toml_node *
         th_toml_node *next = th_toml_table_find(table, components[i]);
         if (!next) {
             next = th_toml_table_new(components[i]);
+            th_toml_node_set_origin(next, argument); /* messages about it name the --set */
             th_toml_table_put(table, next);
         } else if (next->kind != TH_TOML_TABLE) {
             th_toml_node_free(value);
@@ -1051,31 +1137,40 @@ static gboolean is_valid_key_component(const char *component)
     return *stripped && strcmp(stripped, component) == 0;
 }
 
-static gboolean apply_override(th_toml_node *root, const char *argument, GError **error)
+/* The dotted key of a KEY=VALUE argument, split; FALSE with
+ * TH_CONFIG_ERROR_OVERRIDE when the argument is not of that form. */
+static gboolean split_override(const char *argument, char ***components, GError **error)
 {
     const char *equals = strchr(argument, '=');
-    if (!equals) {
+    g_autofree char *key_text =
+        equals ? g_strstrip(g_strndup(argument, (size_t)(equals - argument))) : NULL;
+    if (!key_text || !*key_text) {
         override_syntax_error(error, argument);
         return FALSE;
     }
-    g_autofree char *key_text = g_strstrip(g_strndup(argument, (size_t)(equals - argument)));
-    g_auto(GStrv) components = g_strsplit(key_text, ".", -1);
-    if (!*key_text) {
-        override_syntax_error(error, argument);
-        return FALSE;
-    }
-    for (size_t i = 0; components[i]; i++) {
-        if (!is_valid_key_component(components[i])) {
+    g_auto(GStrv) parts = g_strsplit(key_text, ".", -1);
+    for (size_t i = 0; parts[i]; i++) {
+        if (!is_valid_key_component(parts[i])) {
             override_syntax_error(error, argument);
             return FALSE;
         }
     }
+    *components = g_steal_pointer(&parts);
+    return TRUE;
+}
+
+static gboolean apply_override(th_toml_node *root, const char *argument, GError **error)
+{
+    g_auto(GStrv) components = NULL;
+    if (!split_override(argument, &components, error))
+        return FALSE;
+    const char *equals = strchr(argument, '=');
     const th_key_schema *key;
     if (!lookup_override_key(argument, components, &key, error))
         return FALSE;
     th_toml_node *value = parse_override_value(equals + 1, key);
     th_toml_node_set_origin(value, argument);
-    graft_override(root, components, value);
+    graft_override(root, components, value, argument);
     return TRUE;
 }
 
@@ -1247,7 +1342,7 @@ static gboolean finish_compare_backend(const load_context *ctx, const th_toml_no
                 continue;
             const th_toml_node *sweep_node = find_node(node, "sweep");
             g_autofree char *sweep_name = dotted_name(name, "sweep");
-            g_autofree char *escaped = escape_for_message(sweep->key);
+            g_autofree char *escaped = th_escape_for_message(sweep->key);
             g_autofree char *key = dotted_name(sweep_name, escaped);
             g_autofree char *why = g_strdup_printf("'%s' is also in %s.options; give it in one "
                                                    "place",
@@ -1488,6 +1583,7 @@ static void context_clear(load_context *ctx)
 {
     g_free(ctx->config_dir);
     g_free(ctx->current_dir);
+    g_hash_table_unref(ctx->where);
 }
 
 static th_config *load_tree(const load_context *ctx, th_toml_node *root,
@@ -1499,6 +1595,8 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
     }
     g_autoptr(th_config) config = g_new0(th_config, 1);
     config->source_path = g_strdup(ctx->source_name);
+    config->plugin_option_tables = g_ptr_array_new_with_free_func(plugin_options_free);
+    config->where = g_hash_table_ref(ctx->where);
     apply_defaults(ctx, &root_schema, config);
     if (!walk_table(ctx, root, &root_schema, "", config, error))
         return NULL;
@@ -1514,7 +1612,9 @@ th_config *th_config_load_from_string(const char *name, const char *text, gssize
 {
     g_return_val_if_fail(name != NULL && text != NULL, NULL);
     size_t size = length < 0 ? strlen(text) : (size_t)length;
-    load_context ctx = {.source_name = name, .current_dir = g_get_current_dir()};
+    load_context ctx = {.source_name = name,
+                        .current_dir = g_get_current_dir(),
+                        .where = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
     g_autofree char *dir = g_path_get_dirname(name);
     ctx.config_dir = g_canonicalize_filename(dir, ctx.current_dir);
 
@@ -1569,6 +1669,12 @@ static char *read_file(const char *path, size_t *length, GError **error)
 th_config *th_config_load(const char *path, const char *const *overrides, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
+    /* A malformed command line is reported as such before any file is read. */
+    for (size_t i = 0; overrides && overrides[i]; i++) {
+        g_auto(GStrv) components = NULL;
+        if (!split_override(overrides[i], &components, error))
+            return NULL;
+    }
     size_t length = 0;
     g_autofree char *text = read_file(path, &length, error);
     if (!text)
@@ -1586,9 +1692,17 @@ void th_config_free(th_config *config)
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
+    g_clear_pointer(&config->plugin_option_tables, g_ptr_array_unref);
     g_free(config->output_dir);
     compare_config_free(config->compare);
+    g_clear_pointer(&config->where, g_hash_table_unref);
     g_free(config);
+}
+
+const char *th_config_where(const th_config *config, const char *key)
+{
+    const char *where = config->where ? g_hash_table_lookup(config->where, key) : NULL;
+    return where ? where : config->source_path;
 }
 
 /* ---- Listing ------------------------------------------------------------- */
@@ -1599,7 +1713,7 @@ static char *render_path_list(const GPtrArray *paths)
 {
     GString *text = g_string_new("[");
     for (guint i = 0; paths && i < paths->len; i++) {
-        g_autofree char *escaped = escape_for_message(g_ptr_array_index(paths, i));
+        g_autofree char *escaped = th_escape_for_message(g_ptr_array_index(paths, i));
         g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", escaped);
     }
     g_string_append_c(text, ']');
@@ -1610,7 +1724,7 @@ static char *render_sweep(const th_config_sweep *sweep)
 {
     GString *text = g_string_new("[");
     for (guint i = 0; i < sweep->values->len; i++) {
-        g_autofree char *escaped = escape_for_message(g_ptr_array_index(sweep->values, i));
+        g_autofree char *escaped = th_escape_for_message(g_ptr_array_index(sweep->values, i));
         g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", escaped);
     }
     g_string_append_c(text, ']');

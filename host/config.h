@@ -26,6 +26,15 @@ typedef struct th_config_option {
     char *value;
 } th_config_option;
 
+/* One [backend.options.NAME] table: options for the plugin whose id is NAME
+ * alone, so one run file can carry options for each backend that "auto"
+ * may pick. */
+typedef struct th_config_plugin_options {
+    char *plugin;       /* NAME */
+    GPtrArray *options; /* th_config_option*, file order */
+    char *where;        /* "FILE:LINE:COLUMN" of the table, for messages */
+} th_config_plugin_options;
+
 /* One [[compare.tensor]]: a tensor file, or a synthetic tensor of a FROSTT
  * preset's shape (host/synth.h). */
 typedef struct th_compare_tensor_config {
@@ -89,7 +98,11 @@ typedef struct th_config {
     char *plugin;              /* default "auto": a name, or a path when it contains '/' or
                                   ends in ".so" (then resolved) */
     GPtrArray *search_path;    /* char*, resolved directories, searched before the others */
-    GPtrArray *plugin_options; /* th_config_option*, in file order */
+    /* th_config_option*, in file order: the scalars of [backend.options],
+     * for whichever plugin runs. */
+    GPtrArray *plugin_options;
+    /* th_config_plugin_options*: the [backend.options.NAME] tables. */
+    GPtrArray *plugin_option_tables;
 
     /* [output] */
     char *output_dir;      /* resolved; default "tensorhost-out" next to the config file */
@@ -99,6 +112,10 @@ typedef struct th_config {
      * may be left out (when [[compare.tensor]] tables name the tensors), and
      * backend.plugin, backend.options and output.write_factors must be. */
     th_compare_config *compare;
+
+    /* Dotted key -> where its value came from ("FILE:LINE:COLUMN" or
+     * "--set ARG"), for every key the file or an override set. */
+    GHashTable *where;
 } th_config;
 
 /* Loads `path` and applies `overrides` ("section.key=value", the value in
@@ -114,6 +131,19 @@ th_config *th_config_load(const char *path, const char *const *overrides, GError
 th_config *th_config_load_from_string(const char *name, const char *text, gssize length,
                                       const char *const *overrides, GError **error);
 void th_config_free(th_config *config);
+
+/* Where `key` (dotted, e.g. "tensor.path") was set: "FILE:LINE:COLUMN",
+ * "--set ARG", or, for a key left at its default, the config file's name.
+ * Owned by the config. Every error about a config value starts with it. */
+const char *th_config_where(const th_config *config, const char *key);
+
+/* The options a plugin with id `plugin_id` gets: `common` (the scalars of
+ * [backend.options]; may be NULL) then the entries of the table in `tables`
+ * (th_config_plugin_options*; may be NULL) named `plugin_id`, whose keys
+ * replace common ones of the same name. Borrowed th_config_option pointers;
+ * free the array only. */
+GPtrArray *th_config_options_for_plugin(GPtrArray *common, GPtrArray *tables,
+                                        const char *plugin_id);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_config, th_config_free)
 
 /* Calls `fn` for every schema key with its resolved value as text, in schema

@@ -76,6 +76,48 @@ gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path re
     return FALSE;
 }
 
+gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
+{
+    if (th_sptensor_norm_squared(tensor) > 0.0)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
+                "every value of the tensor is zero (%" G_GUINT64_FORMAT " stored entries, norm "
+                "0): a tensor with norm 0 has no CP decomposition",
+                tensor->nnz);
+    return FALSE;
+}
+
+/* a * b, or UINT64_MAX when that overflows. */
+static uint64_t saturating_product(uint64_t a, uint64_t b)
+{
+    return (b != 0 && a > UINT64_MAX / b) ? UINT64_MAX : a * b;
+}
+
+uint64_t th_cpd_rank_bound(const th_sptensor *tensor)
+{
+    uint64_t bound = tensor->nnz;
+    for (uint32_t n = 0; n < tensor->nmodes; ++n) {
+        uint64_t others = 1;
+        for (uint32_t m = 0; m < tensor->nmodes; ++m)
+            if (m != n)
+                others = saturating_product(others, tensor->dims[m]);
+        bound = MIN(bound, others);
+    }
+    return bound;
+}
+
+gboolean th_cpd_check_rank(const th_backend *backend, uint32_t rank, const char *where,
+                           GError **error)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    if (rank <= info->max_rank)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_RANK,
+                "%s%scpd.rank: %u is above the largest rank plugin '%s' supports (%u)",
+                where ? where : "", where ? ": " : "", rank, info->id, info->max_rank);
+    return FALSE;
+}
+
 double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                 uint64_t seed)
 {
@@ -117,6 +159,7 @@ void th_cpd_result_free(th_cpd_result *result)
 /* State of one run; everything R x R lives here, tall data in the backend
  * (or, on the host-update path, in `host_factor`/`host_mttkrp` scratch). */
 typedef struct cpd_state {
+    const th_cpd_callbacks *callbacks;
     th_backend *backend;
     const th_sptensor *tensor;
     uint32_t nmodes, rank;
@@ -128,6 +171,8 @@ typedef struct cpd_state {
     double *inner;
     double *host_mttkrp; /* largest dims[m] x rank, host-update path only */
     double *host_factor;
+    uint32_t modes_updated; /* in the current iteration */
+    gboolean any_update;    /* lambda and inner hold a mode's update */
     th_cpd_result *result;
 } cpd_state;
 
@@ -195,9 +240,12 @@ static gboolean add_device_time(cpd_state *s, uint32_t mode, GError **error)
  * or the host's update. On the sweep path this finishes an iteration whose
  * sweep stopped early; its MTTKRP time then belongs to sweep_seconds, as the
  * other iterations' MTTKRPs of that mode are inside als_sweep. */
-static gboolean update_one_mode(cpd_state *s, uint32_t mode, int32_t norm, GError **error)
+static gboolean update_one_mode(cpd_state *s, uint32_t iteration, uint32_t mode, int32_t norm,
+                                GError **error)
 {
     th_cpd_result *r = s->result;
+    if (s->callbacks && s->callbacks->mode)
+        s->callbacks->mode(iteration, mode, s->nmodes, s->callbacks->user_data);
     gint64 start = g_get_monotonic_time();
     if (!th_backend_mttkrp(s->backend, mode, error))
         return FALSE;
@@ -219,6 +267,10 @@ static gboolean update_one_mode(cpd_state *s, uint32_t mode, int32_t norm, GErro
                       : th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
                                               s->grams[mode], s->inner, error);
     r->update_seconds += seconds_since(start);
+    if (ok) {
+        s->modes_updated = mode + 1;
+        s->any_update = TRUE;
+    }
     return ok;
 }
 
@@ -228,10 +280,15 @@ static gboolean run_sweep(cpd_state *s, uint32_t iteration, int32_t norm, uint32
                           GError **error)
 {
     th_cpd_result *r = s->result;
+    if (s->callbacks && s->callbacks->mode)
+        s->callbacks->mode(iteration, 0, s->nmodes, s->callbacks->user_data);
     const gint64 start = g_get_monotonic_time();
     gboolean ok = th_backend_als_sweep(s->backend, norm, s->grams, s->lambda, s->inner,
                                        modes_done, error);
     r->sweep_seconds += seconds_since(start);
+    /* A cancelled sweep still says which modes it finished. */
+    s->modes_updated = MIN(*modes_done, s->nmodes);
+    s->any_update = s->any_update || s->modes_updated > 0;
     if (!ok)
         return FALSE;
     for (uint32_t mode = 0; mode < *modes_done; ++mode)
@@ -251,13 +308,20 @@ static gboolean run_iteration(cpd_state *s, uint32_t iteration, GError **error)
 {
     const int32_t norm = iteration == 1 ? TH_NORM_2 : TH_NORM_MAX;
     uint32_t first_mode = 0;
+    s->modes_updated = 0;
     if (s->path == TH_UPDATE_SWEEP && !run_sweep(s, iteration, norm, &first_mode, error))
         return FALSE;
     /* lambda and inner end up those of the last mode, whoever updated it. */
     for (uint32_t mode = first_mode; mode < s->nmodes; ++mode)
-        if (!update_one_mode(s, mode, norm, error))
+        if (!update_one_mode(s, iteration, mode, norm, error))
             return FALSE;
     return TRUE;
+}
+
+/* The backend gave a call up because a stop was requested. */
+static gboolean is_cancellation(const GError *error)
+{
+    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
 }
 
 /* Orders components by decreasing lambda, as Tensor Toolbox's arrange(), so
@@ -318,6 +382,9 @@ static gboolean collect_factors(cpd_state *s, GError **error)
 {
     th_cpd_result *r = s->result;
     r->lambda = g_memdup2(s->lambda, sizeof(double) * s->rank);
+    /* The backend decomposed the tensor times value_scale. */
+    for (uint32_t k = 0; k < s->rank; ++k)
+        r->lambda[k] /= s->tensor->value_scale;
     r->factors = g_new0(double *, s->nmodes);
     for (uint32_t m = 0; m < s->nmodes; ++m) {
         r->factors[m] = g_new(double, (size_t)r->dims[m] * s->rank);
@@ -329,8 +396,8 @@ static gboolean collect_factors(cpd_state *s, GError **error)
 }
 
 th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
-                         const th_cpd_params *params, th_cpd_iteration_fn on_iteration,
-                         void *user_data, GError **error)
+                         const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                         GError **error)
 {
     g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
     const gint64 run_start = g_get_monotonic_time();
@@ -352,6 +419,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->update_path = path;
 
     cpd_state s = {
+        .callbacks = callbacks,
         .backend = backend,
         .tensor = tensor,
         .nmodes = nmodes,
@@ -364,9 +432,22 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     double previous_fit = 0.0;
     for (uint32_t it = 1; ok && it <= params->max_iters; ++it) {
         const gint64 start = g_get_monotonic_time();
-        ok = run_iteration(&s, it, error);
-        if (!ok)
+        g_autoptr(GError) iteration_error = NULL;
+        if (!run_iteration(&s, it, &iteration_error)) {
+            if (!is_cancellation(iteration_error)) {
+                g_propagate_error(error, g_steal_pointer(&iteration_error));
+                ok = FALSE;
+                break;
+            }
+            /* Cut inside a long iteration: keep the ALS state after the last
+             * mode that was updated, a valid model with a computable fit. */
+            th_log(TH_LOG_DEBUG, "iteration %u stopped after %u of %u modes: %s", it,
+                   s.modes_updated, nmodes, iteration_error->message);
+            r->interrupted = TRUE;
+            r->partial_modes = s.modes_updated;
+            r->fit = s.any_update ? fit_from_terms(&s, norm_x_squared) : NAN;
             break;
+        }
         const gint64 fit_start = g_get_monotonic_time();
         const double fit = fit_from_terms(&s, norm_x_squared);
         r->algebra_seconds += seconds_since(fit_start);
@@ -378,19 +459,19 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         };
         g_array_append_val(r->iterations, record);
         r->fit = fit;
-        if (on_iteration)
-            on_iteration(&record, user_data);
+        const gboolean go_on = !(callbacks && callbacks->iteration) ||
+                               callbacks->iteration(&record, callbacks->user_data);
         if (it > 1 && fabs(record.delta) < params->tolerance) {
             r->converged = TRUE;
             break;
         }
         previous_fit = fit;
-        if (th_cancel_requested()) {
+        if (!go_on || th_cancel_requested()) {
             r->interrupted = TRUE;
             break;
         }
     }
-    if (ok)
+    if (ok && s.any_update)
         ok = collect_factors(&s, error);
     state_clear(&s);
     r->total_seconds = seconds_since(run_start);

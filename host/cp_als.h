@@ -19,6 +19,8 @@ GQuark th_cpd_error_quark(void);
 
 typedef enum {
     TH_CPD_ERROR_UPDATE_PATH, /* the update path asked for needs a function the plugin lacks */
+    TH_CPD_ERROR_ZERO_TENSOR, /* every value is zero: no decomposition exists */
+    TH_CPD_ERROR_RANK,        /* a rank the backend cannot take */
 } th_cpd_error;
 
 /* Where an iteration's factor updates run. */
@@ -64,7 +66,14 @@ typedef struct th_cpd_result {
     GArray *iterations; /* th_cpd_iteration */
     double fit;
     gboolean converged;   /* stopped by the tolerance */
-    gboolean interrupted; /* stopped by Ctrl-C (cancellation) */
+    gboolean interrupted; /* stopped on request: a signal, or a callback said stop */
+    /* Set with `interrupted` when the stop came inside an iteration (a long
+     * one, cut after TH_CANCEL_GRACE_SECONDS): the model is the ALS state
+     * after that iteration's first partial_modes mode updates, a valid CP
+     * model whose fit is `fit`; `iterations` holds the completed ones. 0
+     * otherwise. With 0 modes updated at all there is no model: factors and
+     * lambda are NULL and fit is NaN. */
+    uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and
@@ -91,7 +100,16 @@ static inline gboolean th_cpd_backend_updated(const th_cpd_result *r)
     return r->update_path != TH_UPDATE_HOST;
 }
 
-typedef void (*th_cpd_iteration_fn)(const th_cpd_iteration *iteration, void *user_data);
+/* What a caller hears of a run; every member may be NULL. */
+typedef struct th_cpd_callbacks {
+    /* After each iteration. Returning FALSE stops the run there, as an
+     * interruption (result->interrupted). */
+    gboolean (*iteration)(const th_cpd_iteration *iteration, void *user_data);
+    /* Before each mode's update (on the sweep path: once per iteration, with
+     * mode 0), for progress displays of long iterations. */
+    void (*mode)(uint32_t iteration, uint32_t mode, uint32_t nmodes, void *user_data);
+    void *user_data;
+} th_cpd_callbacks;
 
 /* Uniform [0,1) factors from `seed`, mode after mode: the same seed gives
  * the same initial factors on every backend. Free with th_cpd_free_factors. */
@@ -99,17 +117,37 @@ double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t 
                                 uint64_t seed);
 void th_cpd_free_factors(double **factors, uint32_t nmodes);
 
+/* A tensor CP-ALS can decompose: FALSE with TH_CPD_ERROR_ZERO_TENSOR when
+ * its norm is 0 (the fit, 1 - ||X - M|| / ||X||, would be 0 / 0). Call it
+ * after th_sptensor_scale_to_safe_range, whose scaling keeps tiny values
+ * from squaring to 0. */
+gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error);
+
+/* The largest rank this tensor can have: min(nnz, min over modes n of the
+ * product of the other modes' lengths), saturating at UINT64_MAX. A CP rank
+ * above it only adds components the data cannot determine: the normal
+ * equations turn rank deficient and the fit stops improving. */
+uint64_t th_cpd_rank_bound(const th_sptensor *tensor);
+
+/* FALSE with TH_CPD_ERROR_RANK when `rank` exceeds the backend's max_rank,
+ * naming both. `where` (the config key's location, or NULL) prefixes the
+ * message. */
+gboolean th_cpd_check_rank(const th_backend *backend, uint32_t rank, const char *where,
+                           GError **error);
+
 /* The path params->update resolves to on `backend` (never AUTO), or FALSE
  * with TH_CPD_ERROR_UPDATE_PATH when the backend lacks what it needs. */
 gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path requested,
                                     th_update_path *resolved, GError **error);
 
 /* Runs CP-ALS on a backend whose tensor is already loaded with params->rank.
- * Cancellation (th_cancel_requested) ends the run after the current
- * iteration with result->interrupted set; that is not an error. */
+ * A stop request (cancel.h) ends the run after the current iteration, or
+ * inside it once the backend gives up a call as cancelled (a long
+ * iteration, TH_CANCEL_GRACE_SECONDS after the request), with
+ * result->interrupted set; that is not an error. `callbacks` may be NULL. */
 th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
-                         const th_cpd_params *params, th_cpd_iteration_fn on_iteration,
-                         void *user_data, GError **error);
+                         const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                         GError **error);
 void th_cpd_result_free(th_cpd_result *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_cpd_result, th_cpd_result_free)
 

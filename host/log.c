@@ -1,6 +1,9 @@
 #include "log.h"
 
 #include "cancel.h"
+#include "message_text.h"
+
+#include <glib.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,18 +16,21 @@ static const char *const level_names[] = {"error", "warning", "info", "debug"};
 void th_log_set_level(int32_t level) { log_level = level; }
 int32_t th_log_get_level(void) { return log_level; }
 
+/* Every line stays one line: control characters in a message (a plugin's,
+ * a file name's) are escaped. */
 static void log_line(int32_t level, const char *prefix, const char *text)
 {
     if (level > log_level)
         return;
+    g_autofree char *escaped = th_escape_control(text);
     /* Info goes to stdout with the run's output; problems and debug detail go
      * to stderr so they survive redirecting the report lines. */
     FILE *stream = level == TH_LOG_INFO ? stdout : stderr;
     if (level == TH_LOG_INFO)
-        fprintf(stream, "%s%s\n", prefix, text);
+        fprintf(stream, "%s%s\n", prefix, escaped);
     else
         fprintf(stream, "tensorhost: %s: %s%s\n",
-                level_names[level < 0 ? 0 : (level > 3 ? 3 : level)], prefix, text);
+                level_names[level < 0 ? 0 : (level > 3 ? 3 : level)], prefix, escaped);
     fflush(stream);
 }
 
@@ -32,12 +38,11 @@ void th_log(int32_t level, const char *format, ...)
 {
     if (level > log_level)
         return;
-    char buffer[2048];
     va_list args;
     va_start(args, format);
-    vsnprintf(buffer, sizeof buffer, format, args);
+    g_autofree char *text = g_strdup_vprintf(format, args);
     va_end(args);
-    log_line(level, "", buffer);
+    log_line(level, "", text);
 }
 
 static void services_log(void *host_data, int32_t level, const char *message)

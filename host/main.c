@@ -1,10 +1,13 @@
 /* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins. */
+#include <errno.h>
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "atomic_file.h"
 #include "backend.h"
@@ -14,11 +17,13 @@
 #include "factor_io.h"
 #include "cancel.h"
 #include "log.h"
+#include "message_text.h"
 #include "plugin_loader.h"
+#include "progress.h"
 #include "report.h"
 #include "tensor_reader.h"
 
-enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+enum { EXIT_USAGE = 2 };
 
 typedef struct cli_options {
     char *config_path;
@@ -70,12 +75,24 @@ static int parse_command_line(int *argc, char ***argv, cli_options *o)
     return 0;
 }
 
-/* Prints the one error of a failed run and gives its exit status. */
+/* Prints the one error of a failed run, on one line whatever it quotes,
+ * and gives its exit status: 2 for a malformed command line (--set), 1 for
+ * any other error. */
 static int fail(GError *error)
 {
-    fprintf(stderr, "tensorhost: error: %s\n", error->message);
+    g_autofree char *message = th_escape_control(error->message);
+    fprintf(stderr, "tensorhost: error: %s\n", message);
+    const int status = g_error_matches(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE)
+                           ? EXIT_USAGE
+                           : 1;
     g_error_free(error);
-    return 1;
+    return status;
+}
+
+/* Prefixes `*error` with "WHERE: KEY: ", naming the config value it is about. */
+static void blame_key(GError **error, const th_config *config, const char *key)
+{
+    g_prefix_error(error, "%s: %s: ", th_config_where(config, key), key);
 }
 
 static gint compare_names(gconstpointer a, gconstpointer b)
@@ -123,15 +140,20 @@ static int list_plugins(GPtrArray *config_search_path)
             g_autoptr(GError) error = NULL;
             th_plugin *plugin = th_plugin_load(file, &services, &error);
             if (!plugin) {
-                printf("%-16s BROKEN: %s\n", name, error->message);
+                g_autofree char *why = th_escape_control(error->message);
+                printf("%-16s BROKEN: %s\n", name, why);
                 continue;
             }
             g_autoptr(GString) caps = g_string_new(NULL);
             describe_capabilities(plugin->info, caps);
-            printf("%-16s %-8s ABI %u.%u  %s\n    %s\n    %s\n    %s\n", plugin->info->id,
-                   plugin->info->version, plugin->entry.abi_version.major,
-                   plugin->entry.abi_version.minor, plugin->info->name, plugin->info->description,
-                   caps->str, plugin->path);
+            /* A plugin's strings are its own: one line each, whatever they hold. */
+            g_autofree char *id = th_escape_control(plugin->info->id);
+            g_autofree char *version = th_escape_control(plugin->info->version);
+            g_autofree char *title = th_escape_control(plugin->info->name);
+            g_autofree char *description = th_escape_control(plugin->info->description);
+            printf("%-16s %-8s ABI %u.%u  %s\n    %s\n    %s\n    %s\n", id, version,
+                   plugin->entry.abi_version.major, plugin->entry.abi_version.minor, title,
+                   description, caps->str, plugin->path);
             th_plugin_unload(plugin);
             ++found;
         }
@@ -145,15 +167,14 @@ static int list_plugins(GPtrArray *config_search_path)
     return 0;
 }
 
-static void show_progress(uint64_t done, uint64_t total, void *user_data)
+static void show_read_progress(uint64_t done, uint64_t total, void *user_data)
 {
     (void)user_data;
     if (total > 0)
-        fprintf(stderr, "\rreading: %.0f / %.0f MB (%.0f%%)", done / 1e6, total / 1e6,
-                100.0 * (double)done / (double)total);
+        th_progress_show(FALSE, "reading: %.0f / %.0f MB (%.0f%%)", done / 1e6, total / 1e6,
+                         100.0 * (double)done / (double)total);
     else
-        fprintf(stderr, "\rreading: %.0f MB", done / 1e6);
-    fflush(stderr);
+        th_progress_show(FALSE, "reading: %.0f MB", done / 1e6);
 }
 
 static void print_tensor_summary(const th_sptensor *t, const char *path, double seconds)
@@ -187,11 +208,35 @@ static void print_backend_summary(th_backend *backend)
     th_log(TH_LOG_INFO, "  preprocessing %.3fs", backend->load_seconds);
 }
 
-static void print_iteration(const th_cpd_iteration *it, void *user_data)
+/* Per-iteration lines, and a progress line inside iterations that take
+ * longer than a second. */
+typedef struct iteration_display {
+    uint32_t iteration;
+    gint64 started;
+} iteration_display;
+
+static gboolean print_iteration(const th_cpd_iteration *it, void *user_data)
 {
     (void)user_data;
+    th_progress_clear();
     th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
            it->seconds, it->fit, it->delta);
+    return TRUE;
+}
+
+static void show_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t nmodes,
+                                    void *user_data)
+{
+    iteration_display *d = user_data;
+    const gint64 now = g_get_monotonic_time();
+    if (iteration != d->iteration) {
+        d->iteration = iteration;
+        d->started = now;
+    }
+    const double elapsed = (double)(now - d->started) / 1e6;
+    if (elapsed >= 1.0)
+        th_progress_show(FALSE, "  iteration %u: mode %u of %u (%.0fs)", iteration, mode + 1,
+                         nmodes, elapsed);
 }
 
 /* "  1.2345" or, for a time the host could not take, a "-" in its place. */
@@ -289,7 +334,7 @@ static gboolean write_outputs(const th_config *config, th_run_summary *summary, 
 {
     if (!th_make_output_dir(config->output_dir, error))
         return FALSE;
-    if (config->write_factors) {
+    if (config->write_factors && summary->result->factors) {
         if (!th_write_cpd_factors(config->output_dir, summary->result, error))
             return FALSE;
         summary->factors_written = TRUE;
@@ -298,8 +343,171 @@ static gboolean write_outputs(const th_config *config, th_run_summary *summary, 
     if (!th_report_write(report, summary, error))
         return FALSE;
     th_log(TH_LOG_INFO, "Output  %s%s", config->output_dir,
-           config->write_factors ? " (mode*.mat, lambda.mat, report.json)" : " (report.json)");
+           summary->factors_written ? " (mode*.mat, lambda.mat, report.json)" : " (report.json)");
     return TRUE;
+}
+
+/* The nearest existing folder on the way up from `path` (itself if it
+ * exists), or NULL when a file stands in the way (returned in *blocker). */
+static char *nearest_existing(const char *path, char **blocker)
+{
+    g_autofree char *current = g_strdup(path);
+    while (!g_file_test(current, G_FILE_TEST_EXISTS)) {
+        char *parent = g_path_get_dirname(current);
+        g_free(current);
+        current = parent;
+    }
+    if (g_file_test(current, G_FILE_TEST_IS_DIR))
+        return g_steal_pointer(&current);
+    *blocker = g_steal_pointer(&current);
+    return NULL;
+}
+
+/* A bad output.dir must not cost a whole decomposition: the folder exists
+ * and takes new files, or can be created. Nothing is created here, so a run
+ * that fails later leaves no empty folder behind. */
+static gboolean check_output_dir(const th_config *config, GError **error)
+{
+    const char *dir = config->output_dir;
+    g_autofree char *blocker = NULL;
+    g_autofree char *existing = nearest_existing(dir, &blocker);
+    if (!existing) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR,
+                    "%s is a file, not a folder; name a folder (created if missing)", blocker);
+    } else if (strcmp(existing, dir) != 0) {
+        if (access(existing, W_OK | X_OK) == 0)
+            return TRUE;
+        const int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "cannot create %s: %s: %s", dir, existing, g_strerror(saved));
+    } else {
+        g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
+        const int fd = g_mkstemp(probe);
+        if (fd >= 0) {
+            close(fd);
+            g_unlink(probe);
+            return TRUE;
+        }
+        const int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "cannot write into %s: %s", dir, g_strerror(saved));
+    }
+    blame_key(error, config, "output.dir");
+    return FALSE;
+}
+
+static th_backend *open_backend(const th_config *config, GError **error)
+{
+    th_backend *backend = th_backend_open(config->plugin, config->search_path,
+                                          config->plugin_options, config->plugin_option_tables,
+                                          error);
+    if (!backend) {
+        /* A plugin that refuses its options points at them, anything else
+         * at the plugin named. */
+        if (g_error_matches(*error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INVALID_ARGUMENT))
+            blame_key(error, config, "backend.options");
+        else if ((*error)->domain != TH_CONFIG_ERROR) /* those name their table already */
+            blame_key(error, config, "backend.plugin");
+    }
+    return backend;
+}
+
+static gboolean choose_update_path(const th_config *config, th_backend *backend,
+                                   th_cpd_params *params, th_update_path *path, GError **error)
+{
+    *params = (th_cpd_params){
+        .rank = config->rank,
+        .max_iters = config->max_iters,
+        .tolerance = config->tolerance,
+        .seed = config->seed,
+    };
+    /* The config accepts only th_update_path_name()'s texts. */
+    if (!th_update_path_from_name(config->update, &params->update))
+        g_assert_not_reached();
+    if (th_cpd_resolve_update_path(backend, params->update, path, error))
+        return TRUE;
+    blame_key(error, config, "cpd.update");
+    return FALSE;
+}
+
+static th_sptensor *read_tensor(const th_config *config, double *seconds, GError **error)
+{
+    const gint64 start = g_get_monotonic_time();
+    th_tensor_read_options read_options = {0};
+    if (th_progress_enabled())
+        read_options.progress = show_read_progress;
+    th_cancel_set_activity("now: the read is abandoned and nothing is written");
+    th_sptensor *tensor = th_tensor_read_file(config->tensor_path, &read_options, error);
+    th_progress_clear();
+    *seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    if (!tensor && g_error_matches(*error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO))
+        blame_key(error, config, "tensor.path");
+    return tensor;
+}
+
+/* What CP-ALS needs of the tensor, said before any long work: a norm above
+ * 0 (values scaled first when their squares would overflow or underflow),
+ * and a rank the data can support (a warning). */
+static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor, GError **error)
+{
+    const double largest = th_sptensor_max_abs(tensor);
+    if (th_sptensor_scale_to_safe_range(tensor))
+        th_log(TH_LOG_INFO,
+               "  values scaled by 2^%d for the computation (largest |value| %.3g); lambda "
+               "is reported in the file's units",
+               (int)round(log2(tensor->value_scale)), largest);
+    if (!th_cpd_check_tensor(tensor, error))
+        return FALSE;
+    const uint64_t bound = th_cpd_rank_bound(tensor);
+    if (config->rank > bound)
+        th_log(TH_LOG_WARNING,
+               "%s: cpd.rank %u is above the largest rank this tensor can have (%" G_GUINT64_FORMAT
+               ": at most its nonzero count and, for each mode, the product of the other "
+               "modes' lengths); the extra components are undetermined, the solves will be "
+               "rank deficient and the fit will stop improving",
+               th_config_where(config, "cpd.rank"), config->rank, bound);
+    return TRUE;
+}
+
+static gboolean load_into_backend(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
+                                  GError **error)
+{
+    th_cancel_set_activity("after the backend has built its layouts");
+    th_progress_show(TRUE, "building %s's layouts of the tensor...", th_backend_info(backend)->id);
+    const gboolean ok = th_backend_load_tensor(backend, tensor, rank, error);
+    th_progress_clear();
+    return ok;
+}
+
+/* A run that ran out of iterations says so: its fit may still be rising. A
+ * tolerance of 0 asks for exactly max_iters iterations, so it says nothing. */
+static void warn_if_not_converged(const th_config *config, const th_cpd_result *result)
+{
+    if (result->converged || result->interrupted || config->tolerance == 0.0 ||
+        result->iterations->len == 0)
+        return;
+    const th_cpd_iteration *last =
+        &g_array_index(result->iterations, th_cpd_iteration, result->iterations->len - 1);
+    th_log(TH_LOG_WARNING,
+           "not converged: stopped at cpd.max_iters = %u with |fit change| %.3e, above "
+           "cpd.tolerance %g; raise max_iters or loosen the tolerance",
+           config->max_iters, fabs(last->delta), config->tolerance);
+}
+
+static int report_interruption(const th_cpd_result *result)
+{
+    if (result->partial_modes > 0)
+        th_log(TH_LOG_WARNING,
+               "interrupted inside iteration %u, after %u of %u modes: the outputs hold that "
+               "state of the model (fit %.6f)",
+               result->iterations->len + 1, result->partial_modes, result->nmodes, result->fit);
+    else if (!result->factors)
+        th_log(TH_LOG_WARNING,
+               "interrupted before the first factor update: report.json only, no factors");
+    else
+        th_log(TH_LOG_WARNING, "interrupted: the outputs hold the factors after iteration %u",
+               result->iterations->len);
+    return th_cancel_exit_status();
 }
 
 static int run_job(const cli_options *cli)
@@ -310,53 +518,57 @@ static int run_job(const cli_options *cli)
         th_config_load(cli->config_path, (const char *const *)cli->overrides, &error);
     if (!config)
         return fail(error);
+    th_cancel_install_handlers();
     if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
-        th_cancel_install_handlers();
         gboolean interrupted = FALSE;
         if (!th_compare_execute(config, &interrupted, &error))
             return fail(error);
-        return interrupted ? EXIT_INTERRUPTED : 0;
+        return interrupted ? th_cancel_exit_status() : 0;
     }
 
-    const gint64 read_start = g_get_monotonic_time();
-    th_tensor_read_options read_options = {0};
-    if (isatty(fileno(stderr)) && th_log_get_level() >= TH_LOG_INFO)
-        read_options.progress = show_progress;
-    g_autoptr(th_sptensor) tensor = th_tensor_read_file(config->tensor_path, &read_options, &error);
-    if (read_options.progress)
-        fprintf(stderr, "\r\033[K");
-    if (!tensor)
+    /* Everything a config can get wrong is found before the tensor is read. */
+    th_cancel_set_activity("now: nothing is written");
+    if (!check_output_dir(config, &error))
         return fail(error);
-    const double read_seconds = (double)(g_get_monotonic_time() - read_start) / 1e6;
-    print_tensor_summary(tensor, config->tensor_path, read_seconds);
-
-    g_autoptr(th_backend) backend = th_backend_open(config->plugin, config->search_path,
-                                                    config->plugin_options, &error);
+    g_autoptr(th_backend) backend = open_backend(config, &error);
     if (!backend)
         return fail(error);
-    if (!th_backend_load_tensor(backend, tensor, config->rank, &error))
+    th_cpd_params params;
+    th_update_path path;
+    if (!th_cpd_check_rank(backend, config->rank, th_config_where(config, "cpd.rank"), &error) ||
+        !choose_update_path(config, backend, &params, &path, &error))
+        return fail(error);
+
+    double read_seconds = 0.0;
+    g_autoptr(th_sptensor) tensor = read_tensor(config, &read_seconds, &error);
+    if (!tensor) {
+        if (th_cancel_requested()) {
+            g_autofree char *message = th_escape_control(error->message);
+            fprintf(stderr, "tensorhost: interrupted while reading the tensor (%s); nothing "
+                            "was written\n",
+                    message);
+            g_error_free(error);
+            return th_cancel_exit_status();
+        }
+        return fail(error);
+    }
+    print_tensor_summary(tensor, config->tensor_path, read_seconds);
+    if (!prepare_tensor(config, tensor, &error))
+        return fail(error);
+    if (!load_into_backend(backend, tensor, config->rank, &error))
         return fail(error);
     print_backend_summary(backend);
 
-    th_cancel_install_handlers();
-    th_cpd_params params = {
-        .rank = config->rank,
-        .max_iters = config->max_iters,
-        .tolerance = config->tolerance,
-        .seed = config->seed,
-    };
-    /* The config accepts only th_update_path_name()'s texts. */
-    if (!th_update_path_from_name(config->update, &params.update))
-        g_assert_not_reached();
-    th_update_path path;
-    if (!th_cpd_resolve_update_path(backend, params.update, &path, &error))
-        return fail(error);
     th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT
                         ", update %s%s",
            params.rank, params.max_iters, params.tolerance, params.seed, th_update_path_name(path),
            params.update == TH_UPDATE_AUTO ? " (auto)" : "");
-    g_autoptr(th_cpd_result) result =
-        th_cp_als(backend, tensor, &params, print_iteration, NULL, &error);
+    th_cancel_set_activity("after this iteration");
+    iteration_display display = {0};
+    const th_cpd_callbacks callbacks = {
+        .iteration = print_iteration, .mode = show_iteration_progress, .user_data = &display};
+    g_autoptr(th_cpd_result) result = th_cp_als(backend, tensor, &params, &callbacks, &error);
+    th_progress_clear();
     if (!result)
         return fail(error);
 
@@ -369,14 +581,13 @@ static int run_job(const cli_options *cli)
     };
     summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     print_run_summary(backend, result, read_seconds, summary.total_seconds);
+    warn_if_not_converged(config, result);
+    th_cancel_set_activity("after the outputs are written");
     if (!write_outputs(config, &summary, &error))
         return fail(error);
-    if (result->interrupted) {
-        th_log(TH_LOG_WARNING, "interrupted: the outputs hold the factors after iteration %u",
-               result->iterations->len);
-        return EXIT_INTERRUPTED;
-    }
-    return 0;
+    if (result->interrupted)
+        return report_interruption(result);
+    return th_cancel_requested() ? th_cancel_exit_status() : 0;
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include "plugin_loader.h"
 
 #include "log.h"
+#include "message_text.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -176,11 +177,44 @@ char *th_plugin_resolve(const char *name_or_path, GPtrArray *search_path, GError
     for (guint i = 0; i < ndirs; i++)
         g_string_append_printf(searched, "%s%s", i ? ", " : "",
                                (const char *)g_ptr_array_index(search_path, i));
+    g_autoptr(GPtrArray) installed = th_plugin_installed_names(search_path);
+    const char *nearest =
+        th_nearest_name(name_or_path, (const char *const *)installed->pdata, installed->len);
+    g_autofree char *hint = nearest ? g_strdup_printf("did you mean '%s'? Or a", nearest)
+                                    : g_strdup("a");
+    g_autofree char *shown = th_escape_for_message(name_or_path);
     g_set_error(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND,
-                "plugin '%s' not found: no %s in %s (add a folder with "
+                "plugin '%s' not found: no %s.so in %s (%sdd a folder with "
                 "TENSORHOST_PLUGIN_PATH, or give the path of the .so)",
-                name_or_path, file_name, ndirs ? searched->str : "an empty search path");
+                shown, shown, ndirs ? searched->str : "an empty search path", hint);
     return NULL;
+}
+
+static gint compare_strings(gconstpointer a, gconstpointer b)
+{
+    return g_strcmp0(*(char *const *)a, *(char *const *)b);
+}
+
+GPtrArray *th_plugin_installed_names(GPtrArray *search_path)
+{
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint d = 0; search_path && d < search_path->len; d++) {
+        g_autoptr(GDir) dir = g_dir_open(g_ptr_array_index(search_path, d), 0, NULL);
+        for (const char *entry; dir && (entry = g_dir_read_name(dir));) {
+            if (!g_str_has_suffix(entry, ".so") || strlen(entry) == 3)
+                continue;
+            char *name = g_strndup(entry, strlen(entry) - 3);
+            if (g_hash_table_contains(seen, name)) {
+                g_free(name);
+                continue;
+            }
+            g_hash_table_add(seen, name);
+            g_ptr_array_add(names, name);
+        }
+    }
+    g_ptr_array_sort(names, compare_strings);
+    return names;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -48,6 +48,11 @@ GPtrArray *th_plugin_search_path(GPtrArray *extra);
  * absolute path, or NULL with an error listing the directories searched. */
 char *th_plugin_resolve(const char *name_or_path, GPtrArray *search_path, GError **error);
 
+/* The names (file names without ".so") of the plugin files in the
+ * directories of `search_path`, sorted, each once. Whether they load is not
+ * checked. */
+GPtrArray *th_plugin_installed_names(GPtrArray *search_path);
+
 /* dlopen(RTLD_NOW|RTLD_LOCAL), validate the entry (see plugin.h, steps 1-6),
  * call init(). `services` is copied. Every failure is one GError naming the
  * path and what was wrong. */

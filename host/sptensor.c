@@ -11,6 +11,8 @@
  * arrays plus two value (or permutation) arrays. */
 #include "sptensor.h"
 
+#include <math.h>
+
 #include <string.h>
 
 th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz)
@@ -24,6 +26,7 @@ th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz)
     for (uint32_t m = 0; m < nmodes; ++m)
         t->indices[m] = g_new(th_index, nnz);
     t->values = g_new(double, nnz);
+    t->value_scale = 1.0;
     return t;
 }
 
@@ -319,6 +322,29 @@ double th_sptensor_norm_squared(const th_sptensor *t)
     for (uint64_t i = 0; i < t->nnz; ++i)
         sum += t->values[i] * t->values[i];
     return sum;
+}
+
+double th_sptensor_max_abs(const th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, 0.0);
+    double largest = 0.0;
+    for (uint64_t i = 0; i < t->nnz; ++i)
+        largest = fmax(largest, fabs(t->values[i]));
+    return largest;
+}
+
+gboolean th_sptensor_scale_to_safe_range(th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, FALSE);
+    const double largest = th_sptensor_max_abs(t);
+    if (largest == 0.0 || (largest >= 0x1p-64 && largest <= 0x1p64))
+        return FALSE;
+    int exponent = 0;
+    (void)frexp(largest, &exponent); /* largest = f * 2^exponent, f in [0.5, 1) */
+    for (uint64_t i = 0; i < t->nnz; ++i)
+        t->values[i] = ldexp(t->values[i], -exponent);
+    t->value_scale = ldexp(t->value_scale, -exponent);
+    return TRUE;
 }
 
 uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode)

@@ -22,6 +22,9 @@ typedef struct th_sptensor {
     /* What loading saw, for the summary and the report. */
     uint64_t duplicates_merged; /* input lines whose coordinates repeated an earlier one */
     uint64_t lines_read;        /* nonzero lines read from the file */
+    /* `values` hold the file's values times this power of two (1 unless
+     * th_sptensor_scale_to_safe_range changed them). */
+    double value_scale;
 } th_sptensor;
 
 /* Allocates a tensor with room for `nnz` nonzeros and zeroed dims.
@@ -39,6 +42,18 @@ void th_sptensor_sort_and_merge(th_sptensor *t);
 
 /* Sum of squared values. */
 double th_sptensor_norm_squared(const th_sptensor *t);
+
+/* Largest |value|. */
+double th_sptensor_max_abs(const th_sptensor *t);
+
+/* Values whose squares overflow or underflow (beyond about 1e154 or below
+ * about 1e-154) would make norms, Grams and fits infinite or zero, and fp32
+ * backends overflow sooner. When the largest |value| lies outside
+ * [2^-64, 2^64], multiplies every value by the power of two that brings it
+ * into [0.5, 1) (exact: only exponents change) and records the factor in
+ * value_scale, so a decomposition can divide its weights by it. Returns
+ * TRUE when it scaled. */
+gboolean th_sptensor_scale_to_safe_range(th_sptensor *t);
 
 /* Number of indices in [0, dims[mode]) with no nonzero. */
 uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode);

@@ -696,6 +696,7 @@ static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
         return NULL;
 
     th_sptensor *t = g_new0(th_sptensor, 1);
+    t->value_scale = 1.0;
     t->nmodes = w0->nmodes;
     t->nnz = total_nnz;
     t->lines_read = total_nnz;

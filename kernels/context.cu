@@ -1,5 +1,6 @@
 /* The C API of th_kernels: device selection, loading, factor transfer,
  * timing, and the memory budget check. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +31,35 @@ thg_status thg_cuda_fail(char *err, size_t errlen, cudaError_t e, const char *ca
                     line, call, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* Why no device is usable, in the user's terms: the runtime says "CUDA
+ * driver version is insufficient" both when the driver is too old and when
+ * there is no driver at all, so look for the driver library itself. */
+static thg_status no_device(cudaError_t e, char *err, size_t errlen)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver)
+        return thg_fail(err, errlen, THG_ERR_NO_DEVICE,
+                        "no usable CUDA device: no NVIDIA driver found (libcuda.so.1 cannot "
+                        "be loaded)");
+    dlclose(driver);
+    int driver_version = 0;
+    if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver_version) == cudaSuccess)
+        return thg_fail(err, errlen, THG_ERR_NO_DEVICE,
+                        "no usable CUDA device: the NVIDIA driver supports CUDA %d.%d, older "
+                        "than the CUDA %d.%d these plugins were built with (update the driver)",
+                        driver_version / 1000, driver_version % 1000 / 10,
+                        CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    return thg_fail(err, errlen, THG_ERR_NO_DEVICE, "no usable CUDA device: %s (%s)",
+                    cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
 extern "C" thg_status thg_probe_device(int device, char *err, size_t errlen)
 {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* clear, so the next probe starts clean */
-        return thg_fail(err, errlen, THG_ERR_NO_DEVICE, "no usable CUDA device: %s",
-                        cudaGetErrorString(e));
+        return no_device(e, err, errlen);
     }
     if (count == 0)
         return thg_fail(err, errlen, THG_ERR_NO_DEVICE, "no usable CUDA device: none found");

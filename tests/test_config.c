@@ -537,14 +537,85 @@ static void test_backend_options_reject_arrays_and_tables(void **state)
                       NULL, TH_CONFIG_ERROR_TYPE,
                       "FILE:4:11: key 'backend.options.devices': expected a string, integer, "
                       "float or boolean, found an array");
-    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options.gpu]\nid = 0\n", NULL,
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options.gpu.x]\nid = 0\n", NULL,
                       TH_CONFIG_ERROR_TYPE,
-                      "FILE:2:1: key 'backend.options.gpu': expected a string, integer, "
-                      "float or boolean, found a table");
+                      "FILE:2:1: [backend.options.gpu.x]: options of one plugin are plain keys; "
+                      "tables do not nest further");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options.gpu]\nlist = [1]\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:8: key 'backend.options.gpu.list': expected a string, integer, "
+                      "float or boolean, found an array");
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options]\nwhen = 2024-01-02\n", NULL,
                       TH_CONFIG_ERROR_TYPE,
                       "FILE:3:8: key 'backend.options.when': expected a string, integer, "
                       "float or boolean, found the date 2024-01-02");
+}
+
+/* [backend.options.NAME] tables: options for one plugin alone, merged over
+ * the common ones for that plugin only; --set reaches them too. */
+static void test_backend_options_per_plugin(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"backend.options.cpu-reference.threads=3",
+                               "backend.options.gpu-adaptive.kappa=64", NULL};
+    g_autoptr(th_config) config = load_ok("tensor.path = \"t\"\n"
+                                          "[backend.options]\n"
+                                          "verbose = true\n"
+                                          "threads = 1\n"
+                                          "[backend.options.cpu-reference]\n"
+                                          "threads = 2\n",
+                                          overrides);
+    assert_int_equal(config->plugin_options->len, 2);
+    assert_int_equal(config->plugin_option_tables->len, 2);
+    const th_config_plugin_options *cpu = g_ptr_array_index(config->plugin_option_tables, 0);
+    assert_string_equal(cpu->plugin, "cpu-reference");
+    assert_true(g_str_has_suffix(cpu->where, ":5:1"));
+
+    g_autoptr(GPtrArray) for_cpu = th_config_options_for_plugin(
+        config->plugin_options, config->plugin_option_tables, "cpu-reference");
+    assert_int_equal(for_cpu->len, 2);
+    const th_config_option *first = g_ptr_array_index(for_cpu, 0);
+    const th_config_option *second = g_ptr_array_index(for_cpu, 1);
+    assert_string_equal(first->key, "verbose");
+    assert_string_equal(second->key, "threads");
+    assert_string_equal(second->value, "3"); /* the table's, then --set's, not the common 1 */
+
+    g_autoptr(GPtrArray) for_gpu = th_config_options_for_plugin(
+        config->plugin_options, config->plugin_option_tables, "gpu-adaptive");
+    assert_int_equal(for_gpu->len, 3);
+    assert_string_equal(((th_config_option *)g_ptr_array_index(for_gpu, 1))->value, "1");
+    assert_string_equal(((th_config_option *)g_ptr_array_index(for_gpu, 2))->key, "kappa");
+
+    g_autoptr(GPtrArray) for_other = th_config_options_for_plugin(
+        config->plugin_options, config->plugin_option_tables, "my-plugin");
+    assert_int_equal(for_other->len, 2);
+    g_autoptr(GPtrArray) none = th_config_options_for_plugin(NULL, NULL, "x");
+    assert_int_equal(none->len, 0);
+
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[backend.options.\"a/b\"]\nx = 1\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:2:1: [backend.options.a/b]: expected a plugin name (such as "
+                      "\"cpu-reference\") after 'backend.options.'");
+}
+
+/* Every key set by the file or by --set remembers where, for messages about
+ * its value that come long after loading (a tensor that cannot be read). */
+static void test_where_keys_were_set(void **state)
+{
+    (void)state;
+    const char *overrides[] = {"cpd.rank=8", NULL};
+    g_autoptr(th_config) config = load_ok("# comment\n"
+                                          "[tensor]\n"
+                                          "path = \"t.tns\"\n"
+                                          "[backend.options]\n"
+                                          "  threads = 2\n",
+                                          overrides);
+    assert_true(g_str_has_suffix(th_config_where(config, "tensor.path"), "config.toml:3:1"));
+    assert_true(g_str_has_suffix(th_config_where(config, "backend.options.threads"),
+                                 "config.toml:5:3"));
+    assert_string_equal(th_config_where(config, "cpd.rank"), "--set cpd.rank=8");
+    /* A default names the file that left it out. */
+    assert_string_equal(th_config_where(config, "output.dir"), config->source_path);
 }
 
 /* ---- --set overrides ------------------------------------------------------- */
@@ -662,10 +733,10 @@ static void test_set_unknown_keys(void **state)
     ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd.rank.x=3", NULL}), TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "--set cpd.rank.x=3: unknown key 'cpd.rank.x' ('cpd.rank' is not a "
                       "section)");
-    ASSERT_LOAD_ERROR(text, ((const char *[]){"backend.options.a.b=1", NULL}),
+    ASSERT_LOAD_ERROR(text, ((const char *[]){"backend.options.a.b.c=1", NULL}),
                       TH_CONFIG_ERROR_UNKNOWN_KEY,
-                      "--set backend.options.a.b=1: unknown key 'backend.options.a.b' (options "
-                      "have plain names, such as 'backend.options.a')");
+                      "--set backend.options.a.b.c=1: unknown key 'backend.options.a.b.c' "
+                      "(options are 'backend.options.KEY' or 'backend.options.PLUGIN.KEY')");
     ASSERT_LOAD_ERROR(text, ((const char *[]){"cpd=3", NULL}), TH_CONFIG_ERROR_OVERRIDE,
                       "--set cpd=3: 'cpd' is a section; set one of its keys, such as "
                       "'cpd.rank'");
@@ -743,6 +814,8 @@ int main(void)
         cmocka_unit_test(test_plugin_names_are_not_paths),
         cmocka_unit_test(test_backend_options_rendering),
         cmocka_unit_test(test_backend_options_reject_arrays_and_tables),
+        cmocka_unit_test(test_backend_options_per_plugin),
+        cmocka_unit_test(test_where_keys_were_set),
         cmocka_unit_test(test_set_overrides_values),
         cmocka_unit_test(test_set_later_override_wins),
         cmocka_unit_test(test_set_supplies_missing_required_key),

@@ -435,10 +435,12 @@ static void test_set_overrides(void **state)
                       "--set compare.repat=3: unknown key 'compare.repat' "
                       "(did you mean 'compare.repeats'?)");
     /* A --set into [compare] of a single-run config makes it a comparison,
-     * which then needs its backends. */
+     * which then needs its backends; the message names the --set that made
+     * the section. */
     const char *const create[] = {"compare.repeats=3", NULL};
     ASSERT_LOAD_ERROR(HEAD, create, TH_CONFIG_ERROR_MISSING,
-                      "FILE: [compare] needs at least one [[compare.backend]] table");
+                      "--set compare.repeats=3: [compare] needs at least one "
+                      "[[compare.backend]] table");
 }
 
 static void collect(const char *key, const char *value, void *user_data)

@@ -25,7 +25,7 @@ static th_backend *open_cpu_reference(void)
     g_autoptr(GPtrArray) search = g_ptr_array_new();
     g_ptr_array_add(search, (gpointer)TH_PLUGIN_DIR);
     g_autoptr(GError) error = NULL;
-    th_backend *backend = th_backend_open("cpu-reference", search, NULL, &error);
+    th_backend *backend = th_backend_open("cpu-reference", search, NULL, NULL, &error);
     if (!backend)
         fail_msg("cannot open cpu-reference: %s", error->message);
     return backend;
@@ -51,12 +51,12 @@ static double explicit_fit(const th_sptensor *t, const th_cpd_result *r)
 }
 
 static th_cpd_result *run(th_backend *backend, const th_sptensor *t, th_cpd_params *params,
-                          th_cpd_iteration_fn fn, void *user_data)
+                          const th_cpd_callbacks *callbacks)
 {
     g_autoptr(GError) error = NULL;
     if (!th_backend_load_tensor(backend, t, params->rank, &error))
         fail_msg("load_tensor: %s", error->message);
-    th_cpd_result *r = th_cp_als(backend, t, params, fn, user_data, &error);
+    th_cpd_result *r = th_cp_als(backend, t, params, callbacks, &error);
     if (!r)
         fail_msg("cp_als: %s", error->message);
     return r;
@@ -73,7 +73,7 @@ static void test_planted_low_rank_is_recovered(void **state)
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         g_autoptr(th_sptensor) t = th_test_planted_dense(cases[c].dims, cases[c].nmodes, cases[c].rank, 100 + c);
         th_cpd_params params = {.rank = cases[c].rank, .max_iters = 1000, .tolerance = 1e-12, .seed = 3};
-        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
         if (!(r->fit > 0.99))
             fail_msg("case %zu: fit %.6f after %u iterations", c, r->fit, r->iterations->len);
         /* The fit computed without forming the model equals the explicit one. */
@@ -98,9 +98,9 @@ static void test_host_and_backend_update_agree(void **state)
     g_autoptr(th_backend) backend = open_cpu_reference();
     assert_true(th_backend_has_als_update(backend));
     th_cpd_params params = {.rank = 3, .max_iters = 15, .tolerance = 0, .seed = 4};
-    g_autoptr(th_cpd_result) device_path = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) device_path = run(backend, t, &params, NULL);
     params.update = TH_UPDATE_HOST;
-    g_autoptr(th_cpd_result) host_path = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) host_path = run(backend, t, &params, NULL);
     /* Auto on cpu-reference (als_update, no als_sweep) is the per-mode path. */
     assert_int_equal(device_path->update_path, TH_UPDATE_MODE);
     assert_int_equal(host_path->update_path, TH_UPDATE_HOST);
@@ -129,7 +129,7 @@ static th_backend *open_plugin(const char *path, const char *stop_at_mode)
     if (stop_at_mode)
         g_ptr_array_add(options, &option);
     g_autoptr(GError) error = NULL;
-    th_backend *backend = th_backend_open(path, NULL, options, &error);
+    th_backend *backend = th_backend_open(path, NULL, options, NULL, &error);
     if (!backend)
         fail_msg("cannot open %s: %s", path, error->message);
     return backend;
@@ -199,11 +199,11 @@ static void test_sweep_mode_and_host_paths_agree(void **state)
     assert_true(th_backend_has_als_sweep(backend) && th_backend_has_als_update(backend));
     th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
                             .seed = 4};
-    g_autoptr(th_cpd_result) sweep = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) sweep = run(backend, t, &params, NULL);
     params.update = TH_UPDATE_MODE;
-    g_autoptr(th_cpd_result) mode = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) mode = run(backend, t, &params, NULL);
     params.update = TH_UPDATE_HOST;
-    g_autoptr(th_cpd_result) host = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) host = run(backend, t, &params, NULL);
 
     /* Zero-initialised params mean auto, and auto takes the sweep. */
     assert_int_equal(sweep->update_path, TH_UPDATE_SWEEP);
@@ -223,7 +223,7 @@ static void test_sweep_mode_and_host_paths_agree(void **state)
     /* And the cpu-reference's own per-mode path computes the same. */
     g_autoptr(th_backend) reference = open_cpu_reference();
     params.update = TH_UPDATE_AUTO;
-    g_autoptr(th_cpd_result) oracle = run(reference, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) oracle = run(reference, t, &params, NULL);
     assert_int_equal(oracle->update_path, TH_UPDATE_MODE);
     assert_same_run(sweep, oracle);
 }
@@ -238,7 +238,7 @@ static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
     th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
                             .seed = 4, .update = TH_UPDATE_SWEEP};
     g_autoptr(th_backend) full_backend = open_plugin(SWEEP_FIXTURE, NULL);
-    g_autoptr(th_cpd_result) full = run(full_backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) full = run(full_backend, t, &params, NULL);
     assert_int_equal(full->sweep_fallbacks, 0);
     assert_true(full->update_seconds == 0.0); /* no als_update call at all */
     assert_int_equal(fixture_update_calls(full_backend), 0);
@@ -246,7 +246,7 @@ static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
     const char *const stops[] = {"0", "1", "2"};
     for (size_t i = 0; i < G_N_ELEMENTS(stops); ++i) {
         g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, stops[i]);
-        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
         assert_int_equal(r->update_path, TH_UPDATE_SWEEP);
         if (r->sweep_fallbacks != SAME_RUN_ITERATIONS)
             fail_msg("stop_at_mode %s: %u fallbacks, expected one per iteration", stops[i],
@@ -262,7 +262,7 @@ static void test_sweep_stopping_early_is_finished_by_the_host(void **state)
     }
     /* A stop beyond the last mode never happens: a full sweep. */
     g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, "3");
-    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
     assert_int_equal(r->sweep_fallbacks, 0);
 }
 
@@ -276,7 +276,7 @@ static void expect_update_path_error(th_backend *backend, th_update_path update,
         fail_msg("load_tensor: %s", error->message);
     th_cpd_params params = {.rank = 2, .max_iters = 3, .tolerance = 0, .seed = 1,
                             .update = update};
-    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, NULL, &error);
+    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, &error);
     assert_null(r);
     assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH));
     assert_string_equal(error->message, expected);
@@ -312,7 +312,7 @@ static void test_v1_0_entry_runs_the_mode_path(void **state)
     assert_false(th_backend_has_als_sweep(backend));
     th_cpd_params params = {.rank = 3, .max_iters = SAME_RUN_ITERATIONS, .tolerance = 0,
                             .seed = 4};
-    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
     assert_int_equal(r->update_path, TH_UPDATE_MODE);
 }
 
@@ -348,11 +348,102 @@ static void test_seed_determines_initial_factors(void **state)
     th_cpd_free_factors(c, 2);
 }
 
-static void request_cancel_at_iteration_two(const th_cpd_iteration *it, void *user_data)
+static gboolean request_cancel_at_iteration_two(const th_cpd_iteration *it, void *user_data)
 {
     (void)user_data;
     if (it->iteration == 2)
         th_cancel_request();
+    return TRUE;
+}
+
+static gboolean stop_at_iteration_three(const th_cpd_iteration *it, void *user_data)
+{
+    ++*(unsigned *)user_data;
+    return it->iteration < 3;
+}
+
+/* A callback that returns FALSE stops the run as an interruption. */
+static void test_callback_stops_the_run(void **state)
+{
+    (void)state;
+    const th_index dims[] = {6, 7, 8};
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 3, 1);
+    g_autoptr(th_backend) backend = open_cpu_reference();
+    th_cpd_params params = {.rank = 3, .max_iters = 100, .tolerance = 0, .seed = 4};
+    unsigned calls = 0;
+    th_cpd_callbacks callbacks = {.iteration = stop_at_iteration_three, .user_data = &calls};
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, &callbacks);
+    assert_true(r->interrupted);
+    assert_int_equal(r->partial_modes, 0);
+    assert_int_equal(r->iterations->len, 3);
+    assert_int_equal(calls, 3);
+    assert_non_null(r->factors);
+}
+
+/* The model a run leaves after a stop inside an iteration: `fit` must be
+ * the fit of exactly the factors and lambda it returns. */
+static void assert_fit_matches_model(const th_sptensor *t, const th_cpd_result *r)
+{
+    const double recomputed = explicit_fit(t, r);
+    if (fabs(recomputed - r->fit) > 1e-9)
+        fail_msg("reported fit %.12f, fit of the returned model %.12f", r->fit, recomputed);
+}
+
+/* A backend that gives an MTTKRP up (TH_ERR_CANCELLED, as one does a stop
+ * request into a long iteration) ends the run at once, not with an error:
+ * the model is the ALS state after the last mode that was updated, and its
+ * fit is the reported one. On the sweep path the sweep says how far it got. */
+static void test_cancelled_call_ends_the_run_mid_iteration(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = perturbed_planted();
+    const struct {
+        const char *cancel_after; /* MTTKRPs before the first given up */
+        th_update_path path;
+        uint32_t iterations, partial_modes;
+    } cases[] = {
+        {"4", TH_UPDATE_MODE, 1, 1},  /* iteration 2 after mode 1 of 3 */
+        {"5", TH_UPDATE_HOST, 1, 2},  /* iteration 2 after mode 2 */
+        {"7", TH_UPDATE_SWEEP, 2, 1}, /* inside the third sweep, after its mode 1 */
+        {"3", TH_UPDATE_SWEEP, 1, 0}, /* at the start of the second sweep */
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); ++i) {
+        g_autoptr(GPtrArray) options = g_ptr_array_new();
+        g_autofree char *key = g_strdup("cancel_after_mttkrps");
+        g_autofree char *value = g_strdup(cases[i].cancel_after);
+        th_config_option option = {.key = key, .value = value};
+        g_ptr_array_add(options, &option);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(th_backend) backend = th_backend_open(SWEEP_FIXTURE, NULL, options, NULL, &error);
+        if (!backend)
+            fail_msg("%s", error->message);
+        th_cpd_params params = {
+            .rank = 3, .max_iters = 10, .tolerance = 0, .seed = 5, .update = cases[i].path};
+        g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
+        assert_true(r->interrupted);
+        assert_false(r->converged);
+        assert_int_equal(r->iterations->len, cases[i].iterations);
+        assert_int_equal(r->partial_modes, cases[i].partial_modes);
+        assert_non_null(r->factors);
+        assert_fit_matches_model(t, r);
+    }
+
+    /* Given up before any mode was updated: no model at all. */
+    g_autoptr(GPtrArray) options = g_ptr_array_new();
+    g_autofree char *key = g_strdup("cancel_after_mttkrps");
+    g_autofree char *value = g_strdup("0");
+    th_config_option option = {.key = key, .value = value};
+    g_ptr_array_add(options, &option);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_backend) backend = th_backend_open(SWEEP_FIXTURE, NULL, options, NULL, &error);
+    assert_non_null(backend);
+    th_cpd_params params = {.rank = 3, .max_iters = 10, .tolerance = 0, .seed = 5};
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
+    assert_true(r->interrupted);
+    assert_int_equal(r->iterations->len, 0);
+    assert_null(r->factors);
+    assert_null(r->lambda);
+    assert_true(isnan(r->fit));
 }
 
 /* Ctrl-C ends the run after the current iteration, with factors. */
@@ -364,7 +455,8 @@ static void test_cancellation_stops_after_the_current_iteration(void **state)
     g_autoptr(th_backend) backend = open_cpu_reference();
     th_cpd_params params = {.rank = 3, .max_iters = 100, .tolerance = 0, .seed = 4};
     th_cancel_reset();
-    g_autoptr(th_cpd_result) r = run(backend, t, &params, request_cancel_at_iteration_two, NULL);
+    th_cpd_callbacks callbacks = {.iteration = request_cancel_at_iteration_two};
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, &callbacks);
     th_cancel_reset();
     assert_true(r->interrupted);
     assert_false(r->converged);
@@ -386,7 +478,7 @@ static void test_aminoacid_rank_three_fit(void **state)
         fail_msg("%s", error->message);
     g_autoptr(th_backend) backend = open_cpu_reference();
     th_cpd_params params = {.rank = 3, .max_iters = 500, .tolerance = 1e-9, .seed = 42};
-    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL, NULL);
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
     print_message("aminoacid rank 3: fit %.6f after %u iterations\n", r->fit, r->iterations->len);
     assert_true(r->converged);
     assert_true(r->fit > 0.97);
@@ -404,6 +496,8 @@ int main(void)
         cmocka_unit_test(test_update_path_names),
         cmocka_unit_test(test_seed_determines_initial_factors),
         cmocka_unit_test(test_cancellation_stops_after_the_current_iteration),
+        cmocka_unit_test(test_callback_stops_the_run),
+        cmocka_unit_test(test_cancelled_call_ends_the_run_mid_iteration),
         cmocka_unit_test(test_aminoacid_rank_three_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

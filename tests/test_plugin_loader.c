@@ -527,6 +527,25 @@ static void test_resolve_paths_and_failures(void **state)
     assert_true(g_error_matches(error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND));
     g_clear_error(&error);
 
+    /* A near miss of an installed plugin gets a suggestion; a name with a
+     * newline stays on one line. */
+    g_autoptr(GPtrArray) fixture_dirs = g_ptr_array_new();
+    g_ptr_array_add(fixture_dirs, (gpointer)TH_FIXTURE_PLUGIN_DIR);
+    assert_null(th_plugin_resolve("fixture_god", fixture_dirs, &error));
+    assert_string_equal(error->message,
+                        "plugin 'fixture_god' not found: no fixture_god.so in "
+                        TH_FIXTURE_PLUGIN_DIR " (did you mean 'fixture_good'? Or add a folder "
+                        "with TENSORHOST_PLUGIN_PATH, or give the path of the .so)");
+    g_clear_error(&error);
+    assert_null(th_plugin_resolve("cpu\nref", dirs, &error));
+    assert_null(strchr(error->message, '\n'));
+    assert_non_null(strstr(error->message, "'cpu\\nref'"));
+    g_clear_error(&error);
+    g_autoptr(GPtrArray) names = th_plugin_installed_names(fixture_dirs);
+    assert_true(names->len >= 3);
+    for (guint i = 1; i < names->len; i++)
+        assert_true(g_strcmp0(g_ptr_array_index(names, i - 1), g_ptr_array_index(names, i)) < 0);
+
     /* A name with a '/' or ending in .so is a path, never searched for. */
     assert_null(th_plugin_resolve("fixture_good.so", dirs, &error));
     assert_string_equal(error->message, "fixture_good.so: plugin file not found");

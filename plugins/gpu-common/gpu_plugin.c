@@ -137,6 +137,11 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
     *out = NULL;
     if (n_options > 0 && !options)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
+    /* No device is said before any option is judged: "auto" falls back to
+     * the CPU backend on such a host whatever the options hold. */
+    char probe[TH_ERROR_SIZE];
+    if (thg_probe_device(0, probe, sizeof probe) == THG_ERR_NO_DEVICE)
+        return fail(err, TH_ERR_NO_DEVICE, "%s", probe);
     thg_config config = {
         .device = 0, .kappa = 0, .P = 0, .policy = policy, .rule = THG_RULE_BALANCED};
     th_status st = parse_options(options, n_options, plugin_id, policy, &config, err);

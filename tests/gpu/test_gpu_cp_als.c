@@ -45,7 +45,7 @@ static th_backend *open_backend(const char *id)
     g_autoptr(GPtrArray) search = g_ptr_array_new();
     g_ptr_array_add(search, (gpointer)TH_PLUGIN_DIR);
     g_autoptr(GError) error = NULL;
-    th_backend *backend = th_backend_open(id, search, NULL, &error);
+    th_backend *backend = th_backend_open(id, search, NULL, NULL, &error);
     if (!backend)
         fail_msg("cannot open %s: %s", id, error->message);
     return backend;
@@ -61,7 +61,7 @@ static double run_fit(const char *id, const th_sptensor *t, uint32_t rank,
     /* tolerance 0: every backend runs exactly ITERATIONS sweeps. */
     th_cpd_params params = {
         .rank = rank, .max_iters = ITERATIONS, .tolerance = 0, .seed = 42, .update = path};
-    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, NULL, &error);
+    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, &error);
     if (!r)
         fail_msg("%s: cp_als: %s", id, error->message);
     assert_int_equal(r->iterations->len, ITERATIONS);
