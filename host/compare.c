@@ -216,6 +216,15 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare
         out->source = g_strdup(input->path);
     }
     out->read_seconds = now_seconds() - start;
+    /* As a single run does: extreme values scaled, a norm-0 tensor refused
+     * before any backend works on it. */
+    if (tensor) {
+        th_sptensor_scale_to_safe_range(tensor);
+        if (!th_cpd_check_tensor(tensor, error)) {
+            g_prefix_error(error, "%s: %s: ", input->where, input->label);
+            th_sptensor_free(g_steal_pointer(&tensor));
+        }
+    }
     if (tensor) {
         out->nmodes = tensor->nmodes;
         out->nnz = tensor->nnz;
