@@ -16,9 +16,10 @@
  *  - explicit zero values are kept: they are nonzeros the file stores; they
  *    are counted (explicit_zeros), and so are nonzero literals that round to
  *    0.0 (underflowed_values);
- *  - a leading UTF-8 byte-order mark is skipped; a line ends at "\n" or
- *    "\r\n", and a carriage return anywhere else, a NUL byte anywhere, or a
- *    line longer than TH_TENSOR_MAX_LINE_BYTES is an error;
+ *  - a leading UTF-8 byte-order mark is skipped, and UTF-16 text refused;
+ *    a line ends at "\n" or "\r\n", and a carriage return anywhere else, a
+ *    NUL byte anywhere, or a line longer than TH_TENSOR_MAX_LINE_BYTES is an
+ *    error;
  *  - th_cancel_requested() is polled every CHECK_EVERY bytes of each thread;
  *  - in a .tns file dims are the largest index per mode; in an sptensor file
  *    they come from the header and indices must lie inside them;
@@ -60,6 +61,8 @@ G_DEFINE_QUARK(th-tensor-reader-error-quark, th_tensor_reader_error)
 G_STATIC_ASSERT(MAX_LINE + 2u < STREAM_BUFFER);
 
 static const char utf8_bom[3] = {'\xef', '\xbb', '\xbf'};
+static const char utf16le_bom[2] = {'\xff', '\xfe'};
+static const char utf16be_bom[2] = {'\xfe', '\xff'};
 
 /* th_tensor_reader_set_threads(); 0: one per processor. */
 static atomic_uint forced_threads = 0;
@@ -772,17 +775,45 @@ static gboolean parse_header_line(worker *w, const char *line, const char *eol)
     g_return_val_if_reached(FALSE);
 }
 
-/* At the start of the input: skips a UTF-8 byte-order mark. Returns FALSE
- * when too few bytes are there yet to tell (a stream delivers more). */
-static gboolean skip_bom(worker *w, const char **p, const char *end, gboolean at_eof)
+typedef enum {
+    START_READY,     /* parse from *p */
+    START_NEED_MORE, /* too few bytes yet to tell (a stream delivers more) */
+    START_FAILED,    /* UTF-16 text: w has the error */
+} start_result;
+
+/* Whether [p, p + have) could still grow into `mark`. */
+static gboolean may_become(const char *p, size_t have, const char *mark, size_t mark_length)
+{
+    return have < mark_length && memcmp(p, mark, have) == 0;
+}
+
+static gboolean starts_with(const char *p, size_t have, const char *mark, size_t mark_length)
+{
+    return have >= mark_length && memcmp(p, mark, mark_length) == 0;
+}
+
+/* At the start of the input: skips a UTF-8 byte-order mark, and refuses
+ * UTF-16 text (Windows tools write it), whose every other byte is NUL. */
+static start_result look_at_start(worker *w, const char **p, const char *end, gboolean at_eof)
 {
     size_t have = (size_t)(end - *p);
-    if (have < sizeof utf8_bom && !at_eof && memcmp(*p, utf8_bom, have) == 0)
-        return FALSE;
-    if (have >= sizeof utf8_bom && memcmp(*p, utf8_bom, sizeof utf8_bom) == 0)
-        *p += sizeof utf8_bom;
+    if (!at_eof && (may_become(*p, have, utf8_bom, sizeof utf8_bom) ||
+                    may_become(*p, have, utf16le_bom, sizeof utf16le_bom) ||
+                    may_become(*p, have, utf16be_bom, sizeof utf16be_bom)))
+        return START_NEED_MORE;
     w->bom_checked = TRUE;
-    return TRUE;
+    if (starts_with(*p, have, utf8_bom, sizeof utf8_bom)) {
+        *p += sizeof utf8_bom;
+    } else if (starts_with(*p, have, utf16le_bom, sizeof utf16le_bom) ||
+               starts_with(*p, have, utf16be_bom, sizeof utf16be_bom)) {
+        w->lines = 1;
+        fail(w, TH_TENSOR_READER_ERROR_NOT_TEXT,
+             "the file is UTF-16 text (it starts with the byte-order mark \\x%02x\\x%02x); "
+             "save it as UTF-8 or ASCII",
+             (unsigned char)(*p)[0], (unsigned char)(*p)[1]);
+        return START_FAILED;
+    }
+    return START_READY;
 }
 
 /* Parses the complete lines of [p, end) (and a last unterminated one when
@@ -795,8 +826,11 @@ static gboolean worker_parse(worker *w, const char *p, const char *end, gboolean
 {
     const char *start = p;
     *resume = p;
-    if (G_UNLIKELY(!w->bom_checked) && !skip_bom(w, &p, end, at_eof))
-        return TRUE;
+    if (G_UNLIKELY(!w->bom_checked)) {
+        start_result first = look_at_start(w, &p, end, at_eof);
+        if (first != START_READY)
+            return first == START_NEED_MORE;
+    }
     while (p < end) {
         /* A line of MAX_LINE bytes, "\r\n" and all, fits the span. */
         size_t span = MIN((size_t)(end - p), MAX_LINE + 2u);

@@ -693,6 +693,29 @@ static void test_byte_order_mark_skipped(void **state)
                       "non-negative integer)");
 }
 
+/* UTF-16 (as Windows tools write it) is refused as such, not as NUL bytes. */
+static void test_utf16_refused(void **state)
+{
+    (void)state;
+    static const char le[] = "\xff\xfe" "1\0 \0" "1\0 \0" "1\0\n\0";
+    static const char be[] = "\xfe\xff" "\0" "1\0 \0" "1\0 \0" "1\0\n";
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer("t.tns", le, sizeof le - 1, &error));
+    assert_string_equal(error->message, "t.tns:1: the file is UTF-16 text (it starts with the "
+                                        "byte-order mark \\xff\\xfe); save it as UTF-8 or "
+                                        "ASCII");
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_NOT_TEXT);
+    g_clear_error(&error);
+    g_autofree char *path = write_temp("utf16.tns", be, sizeof be - 1);
+    assert_file_error(path, TH_TENSOR_READER_ERROR_NOT_TEXT,
+                      ":1: the file is UTF-16 text (it starts with the byte-order mark "
+                      "\\xfe\\xff); save it as UTF-8 or ASCII");
+    /* A lone 0xff is no mark: an ordinary error. */
+    assert_read_error("\xff", TH_TENSOR_READER_ERROR_ORDER,
+                      "t.tns:1: found 1 field; a nonzero line needs at least 2 indices and a "
+                      "value");
+}
+
 /* Invisible characters in quoted input are escaped, not shown as is. */
 static void test_invisible_characters_escaped(void **state)
 {
@@ -1281,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_threaded_read_keeps_lines_and_data),
         cmocka_unit_test(test_write_round_trip),
         cmocka_unit_test(test_byte_order_mark_skipped),
+        cmocka_unit_test(test_utf16_refused),
         cmocka_unit_test(test_invisible_characters_escaped),
         cmocka_unit_test(test_explicit_zeros_and_underflow_counted),
         cmocka_unit_test(test_value_with_leading_control_character),
