@@ -1637,8 +1637,28 @@ th_config *th_config_load_from_string(const char *name, const char *text, gssize
     return config;
 }
 
-/* Reads the whole file, with the errno text on failure (GLib's own message
- * would repeat the file name in its own wording). */
+/* The largest config file read. A config is a few KB of text; a path to
+ * something else (/dev/zero, a huge log, a tensor) must fail at once instead
+ * of growing memory until the process is killed. */
+#define CONFIG_MAX_BYTES ((size_t)16 << 20)
+
+/* Where in `text` the byte at `at` lies, 1-based, for a message. */
+static void line_and_column(const char *text, const char *at, size_t *line, size_t *column)
+{
+    const char *line_start = text;
+    *line = 1;
+    for (const char *p = text; p < at; ++p) {
+        if (*p == '\n') {
+            ++*line;
+            line_start = p + 1;
+        }
+    }
+    *column = (size_t)(at - line_start) + 1u;
+}
+
+/* Reads the whole file, at most CONFIG_MAX_BYTES of text without a NUL
+ * byte, with the errno text on failure (GLib's own message would repeat the
+ * file name in its own wording). */
 static char *read_file(const char *path, size_t *length, GError **error)
 {
     FILE *file = fopen(path, "rb");
@@ -1648,22 +1668,44 @@ static char *read_file(const char *path, size_t *length, GError **error)
                     g_strerror(saved));
         return NULL;
     }
-    GString *text = g_string_new(NULL);
+    g_autoptr(GString) text = g_string_new(NULL);
     char chunk[65536];
     size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, file)) > 0)
-        g_string_append_len(text, chunk, (gssize)got);
-    int failed = ferror(file);
+    gboolean too_large = FALSE;
+    const char *nul = NULL;
+    while (!too_large && !nul && (got = fread(chunk, 1, sizeof chunk, file)) > 0) {
+        too_large = got > CONFIG_MAX_BYTES - text->len;
+        if (!too_large) {
+            g_string_append_len(text, chunk, (gssize)got);
+            nul = memchr(text->str + text->len - got, '\0', got);
+        }
+    }
+    int failed = !too_large && !nul && ferror(file);
     int saved = errno;
     fclose(file);
     if (failed) {
         g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_IO, "%s: cannot read: %s", path,
                     g_strerror(saved));
-        g_string_free(text, TRUE);
+        return NULL;
+    }
+    if (too_large) {
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_IO,
+                    "%s: larger than %zu bytes (16 MiB), the most a config file may take "
+                    "(is this the config file?)",
+                    path, CONFIG_MAX_BYTES);
+        return NULL;
+    }
+    if (nul) {
+        size_t line = 0, column = 0;
+        line_and_column(text->str, nul, &line, &column);
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_SYNTAX,
+                    "%s:%zu:%zu: a NUL byte: a config file is TOML text (is this a binary "
+                    "file?)",
+                    path, line, column);
         return NULL;
     }
     *length = text->len;
-    return g_string_free(text, FALSE);
+    return g_string_free(g_steal_pointer(&text), FALSE);
 }
 
 th_config *th_config_load(const char *path, const char *const *overrides, GError **error)

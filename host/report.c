@@ -70,6 +70,8 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     member_double(b, "density", th_sptensor_density(tensor));
     member_double(b, "norm", sqrt(th_sptensor_norm_squared(tensor)));
     member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
+    member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
+    member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);
     json_builder_set_member_name(b, "empty_slices");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < tensor->nmodes; ++m)

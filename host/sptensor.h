@@ -22,6 +22,13 @@ typedef struct th_sptensor {
     /* What loading saw, for the summary and the report. */
     uint64_t duplicates_merged; /* input lines whose coordinates repeated an earlier one */
     uint64_t lines_read;        /* nonzero lines read from the file */
+    /* Of those lines, values written as zero ("0", "0.0", "-0e5"): kept, as
+     * the file stores them, but worth a warning. */
+    uint64_t explicit_zeros;
+    /* Of those lines, nonzero values too small for a double ("1e-400"):
+     * they read as 0.0 and are kept as such. A value that becomes subnormal
+     * is representable and not counted. */
+    uint64_t underflowed_values;
     /* `values` hold the file's values times this power of two (1 unless
      * th_sptensor_scale_to_safe_range changed them). */
     double value_scale;

@@ -1,8 +1,11 @@
 /* Reading and writing sparse tensors as text.
  *
  * Plain files are memory-mapped and split at newlines into chunks that
- * threads parse at once; gzip (through GIO's GZlibDecompressor, all members
- * of a multi-member file) and pipes stream in one thread.
+ * threads (one per online processor, each given at least a few MB) parse at
+ * once; gzip (through GIO's GZlibDecompressor, all members of a multi-member
+ * file) and pipes stream in one thread. Reads of the mapping run under a
+ * SIGBUS guard (sigbus_guard.h), so a file truncated by another process
+ * while it is parsed is an error, not a crash.
  * The per-line parser is hand-written: indices are plain decimal digits, values
  * take a Clinger fast path (mantissa below 2^53 and a power of ten up to 22:
  * one exact IEEE division or multiplication, so correctly rounded) and fall
@@ -10,7 +13,14 @@
  *
  * Semantics worth knowing:
  *  - duplicate coordinates are summed, and counted in duplicates_merged;
- *  - explicit zero values are kept: they are nonzeros the file stores;
+ *  - explicit zero values are kept: they are nonzeros the file stores; they
+ *    are counted (explicit_zeros), and so are nonzero literals that round to
+ *    0.0 (underflowed_values);
+ *  - a leading UTF-8 byte-order mark is skipped, and UTF-16 text refused;
+ *    a line ends at "\n" or "\r\n", and a carriage return anywhere else, a
+ *    NUL byte anywhere, or a line longer than TH_TENSOR_MAX_LINE_BYTES is an
+ *    error;
+ *  - th_cancel_requested() is polled every CHECK_EVERY bytes of each thread;
  *  - in a .tns file dims are the largest index per mode; in an sptensor file
  *    they come from the header and indices must lie inside them;
  *  - the number of fields of the first nonzero line fixes the order.
@@ -30,16 +40,32 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cancel.h"
+#include "sigbus_guard.h"
+
 G_DEFINE_QUARK(th-tensor-reader-error-quark, th_tensor_reader_error)
 
 /* Largest 0-based index: dims (index + 1) must still fit a th_index. */
 #define TH_MAX_INDEX0 ((uint64_t)UINT32_MAX - 1u)
 #define PROGRESS_EVERY ((uint64_t)64 << 20)
-#define PROGRESS_TICK ((size_t)8 << 20)
-#define MIN_BYTES_PER_THREAD ((size_t)16 << 20)
-#define MAX_THREADS 8u
+/* Bytes of one worker between two polls of the cancel flag (and progress
+ * accounting): a few ms of parsing. */
+#define CHECK_EVERY ((size_t)4 << 20)
+#define MIN_BYTES_PER_THREAD TH_TENSOR_READER_MIN_BYTES_PER_THREAD
+#define MAX_THREADS TH_TENSOR_READER_MAX_THREADS
 #define STREAM_BUFFER ((size_t)4 << 20)
 #define QUOTE_MAX 60u
+#define MAX_LINE TH_TENSOR_MAX_LINE_BYTES
+
+/* A stream buffer always holds a whole line or more than MAX_LINE bytes. */
+G_STATIC_ASSERT(MAX_LINE + 2u < STREAM_BUFFER);
+
+static const char utf8_bom[3] = {'\xef', '\xbb', '\xbf'};
+static const char utf16le_bom[2] = {'\xff', '\xfe'};
+static const char utf16be_bom[2] = {'\xfe', '\xff'};
+
+/* th_tensor_reader_set_threads(); 0: one per processor. */
+static atomic_uint forced_threads = 0;
 
 typedef enum {
     STATE_DETECT,    /* before the first content line */
@@ -49,9 +75,10 @@ typedef enum {
     STATE_DATA,
 } parse_state;
 
-/* Shared by the workers of one read, for the progress callback. */
+/* Shared by the workers of one read: bytes parsed so far (for the progress
+ * callback, when there is one, and for the message of a cancelled read). */
 typedef struct {
-    const th_tensor_read_options *options;
+    const th_tensor_read_options *options; /* NULL: no callback */
     atomic_uint_fast64_t done;
     uint64_t total;
     uint64_t next_report;
@@ -72,24 +99,31 @@ typedef struct {
     double *vals;
     uint64_t count, capacity;
     th_index max_index[TH_MAX_MODES];
+    uint64_t explicit_zeros;
+    uint64_t underflowed_values;
 
     uint64_t lines; /* lines seen; absolute for the first worker, local for clones */
     size_t bytes_seen;
+    gboolean bom_checked; /* the start of the input was looked at for a BOM */
 
     gboolean failed;
     th_tensor_reader_error err_code;
     uint64_t err_line;
-    char *err_msg;
+    gboolean err_whole_file; /* the message is about the file, not a line */
+    char *err_msg;           /* NULL for TH_TENSOR_READER_ERROR_CANCELLED */
 
     progress_ctx *progress; /* NULL: no progress accounting */
     gboolean reports;       /* this worker calls the callback (main thread) */
-    const char *tick_from;
+    const char *check_from; /* where the bytes since the last check begin */
 } worker;
 
 /* ---- small helpers ------------------------------------------------------- */
 
 static inline gboolean is_digit(char c) { return (unsigned)(c - '0') < 10u; }
-static inline gboolean is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+/* A carriage return is not a blank: the line splitter removes the one of a
+ * "\r\n" ending, and one anywhere else is an error (it would otherwise
+ * silently join the lines of a file with old Mac "\r" endings into one). */
+static inline gboolean is_blank(char c) { return c == ' ' || c == '\t'; }
 /* A field ends at a blank, at a trailing comment, or at the end of the line. */
 static inline gboolean is_field_end(char c) { return is_blank(c) || c == '#'; }
 
@@ -118,8 +152,18 @@ static uint32_t count_fields(const char *p, const char *eol)
     return n;
 }
 
-/* The text of [begin, end) for a message: printable ASCII or valid UTF-8 as
- * is, anything else escaped, long text cut. */
+/* Whether a character shows as itself: not a control, format (byte-order
+ * mark, bidirectional overrides), space or line separator, nor unassigned. */
+static gboolean is_visible_unichar(gunichar c)
+{
+    GUnicodeType type = g_unichar_type(c);
+    return g_unichar_isgraph(c) && type != G_UNICODE_LINE_SEPARATOR &&
+           type != G_UNICODE_PARAGRAPH_SEPARATOR;
+}
+
+/* The text of [begin, end) for a message: printable ASCII and visible
+ * characters of valid UTF-8 as is, other bytes as \xNN and invisible
+ * characters as \uNNNN, long text cut. */
 static char *quote_text(const char *begin, const char *end)
 {
     size_t len = (size_t)(end - begin);
@@ -129,13 +173,23 @@ static char *quote_text(const char *begin, const char *end)
     GString *s = g_string_sized_new(len + 8);
     const char *valid_end = NULL;
     g_utf8_validate_len(begin, len, &valid_end);
-    for (size_t i = 0; i < len; ++i) {
+    for (size_t i = 0; i < len;) {
         unsigned char c = (unsigned char)begin[i];
-        gboolean in_valid_utf8 = begin + i < valid_end;
-        if ((c >= 0x20 && c < 0x7f) || (c >= 0x80 && in_valid_utf8))
+        if (c >= 0x80 && begin + i < valid_end) {
+            gunichar u = g_utf8_get_char(begin + i);
+            size_t bytes = (size_t)g_utf8_skip[(guchar)c];
+            if (is_visible_unichar(u))
+                g_string_append_len(s, begin + i, (gssize)bytes);
+            else
+                g_string_append_printf(s, "\\u%04" G_GINT32_MODIFIER "x", u);
+            i += bytes;
+            continue;
+        }
+        if (c >= 0x20 && c < 0x7f)
             g_string_append_c(s, (char)c);
         else
             g_string_append_printf(s, "\\x%02x", c);
+        ++i;
     }
     if (cut)
         g_string_append(s, "...");
@@ -167,9 +221,77 @@ static gboolean fail(worker *w, th_tensor_reader_error code, const char *format,
     w->failed = TRUE;
     w->err_code = code;
     w->err_line = w->lines;
+    w->err_whole_file = FALSE;
+    g_free(w->err_msg);
     w->err_msg = g_strdup_vprintf(format, args);
     va_end(args);
     return FALSE;
+}
+
+/* The file shrank under the mapping (a SIGBUS was caught). */
+static void fail_shrank(worker *w)
+{
+    fail(w, TH_TENSOR_READER_ERROR_IO,
+         "the file shrank while it was read (truncated or rewritten by another process?); "
+         "read it again once it is complete");
+    w->err_whole_file = TRUE;
+}
+
+/* The message, which gives how far the read got, is written once every
+ * worker has stopped. */
+static gboolean fail_cancelled(worker *w)
+{
+    w->failed = TRUE;
+    w->err_code = TH_TENSOR_READER_ERROR_CANCELLED;
+    w->err_whole_file = TRUE;
+    g_clear_pointer(&w->err_msg, g_free);
+    return FALSE;
+}
+
+static gboolean fail_nul(worker *w, const char *line, const char *nul)
+{
+    return fail(w, TH_TENSOR_READER_ERROR_NOT_TEXT,
+                "byte %zu of the line is a NUL byte: a tensor file is text (is this a binary "
+                "file?)",
+                (size_t)(nul - line) + 1u);
+}
+
+/* [line, scanned) is the part of the line looked at: a NUL byte there is
+ * the better explanation (a binary file, /dev/zero). */
+static gboolean fail_long_line(worker *w, const char *line, const char *scanned)
+{
+    const char *nul = memchr(line, '\0', (size_t)(scanned - line));
+    if (nul != NULL)
+        return fail_nul(w, line, nul);
+    return fail(w, TH_TENSOR_READER_ERROR_NOT_TEXT,
+                "the line is longer than %zu bytes, the most a line of a tensor file may "
+                "take (is this a text tensor?)",
+                (size_t)MAX_LINE);
+}
+
+/* A line that failed to parse: when it holds a NUL byte or a carriage
+ * return, that is the error to report, not what it did to a field. */
+static void explain_bad_bytes(worker *w, const char *line, const char *eol)
+{
+    const char *nul = memchr(line, '\0', (size_t)(eol - line));
+    if (nul != NULL) {
+        fail_nul(w, line, nul);
+        return;
+    }
+    const char *cr = memchr(line, '\r', (size_t)(eol - line));
+    if (cr != NULL)
+        fail(w, TH_TENSOR_READER_ERROR_NOT_TEXT,
+             "byte %zu of the line is a carriage return (\\r) inside the line: lines end in "
+             "\\n or \\r\\n (a file with old Mac line endings?)",
+             (size_t)(cr - line) + 1u);
+}
+
+/* A comment may say anything but hold a NUL byte. */
+static inline gboolean check_comment(worker *w, const char *line, const char *comment,
+                                     const char *eol)
+{
+    const char *nul = memchr(comment, '\0', (size_t)(eol - comment));
+    return G_LIKELY(nul == NULL) || fail_nul(w, line, nul);
 }
 
 /* Parses a whole field of decimal digits as an unsigned integer; values past
@@ -203,6 +325,11 @@ static const char *parse_double_slow(const char *field, const char *eol, double 
 {
     const char *end = field_end(field, eol);
     size_t len = (size_t)(end - field);
+    /* g_ascii_strtod skips leading white space as isspace() knows it
+     * ("\v1" would read as 1): a field never starts with a blank, so
+     * anything it would skip is not text a value may hold. */
+    if (len > 0 && strchr(" \t\n\v\f\r", field[0]) != NULL)
+        return NULL;
     char small[128];
     char *copy = len < sizeof small ? small : g_malloc(len + 1);
     memcpy(copy, field, len);
@@ -282,6 +409,27 @@ static inline const char *parse_double(const char *field, const char *eol, doubl
     return p;
 }
 
+/* Whether the significand of a numeric literal (decimal or hexadecimal,
+ * which g_ascii_strtod accepts) has only zero digits: a value that parsed as
+ * 0.0 was then written as zero; otherwise it underflowed. */
+static gboolean literal_is_zero(const char *field, const char *end)
+{
+    const char *p = field;
+    if (p < end && (*p == '-' || *p == '+'))
+        ++p;
+    gboolean hex = end - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+    if (hex)
+        p += 2;
+    for (; p < end; ++p) {
+        char c = *p;
+        if (hex ? (c == 'p' || c == 'P') : (c == 'e' || c == 'E'))
+            break;
+        if (c != '0' && c != '.')
+            return FALSE;
+    }
+    return TRUE;
+}
+
 /* ---- storage ------------------------------------------------------------- */
 
 static void worker_reserve(worker *w, uint64_t capacity)
@@ -349,22 +497,36 @@ static worker *worker_clone_format(const worker *w0)
     memcpy(w->dims, w0->dims, sizeof w->dims);
     w->declared_nnz = w0->declared_nnz;
     worker_set_order(w, w0->nmodes);
+    w->bom_checked = TRUE; /* a later chunk does not start the input */
     w->progress = w0->progress;
     return w;
 }
 
-/* ---- progress ------------------------------------------------------------ */
+/* ---- progress and cancellation ------------------------------------------- */
 
-static void progress_tick(worker *w, const char *p)
+/* Adds the bytes parsed since the last call to the shared count. */
+static uint64_t account_progress(worker *w, const char *p)
 {
+    uint64_t bytes = (uint64_t)(p - w->check_from);
+    w->check_from = p;
+    if (w->progress == NULL)
+        return 0;
+    return atomic_fetch_add(&w->progress->done, bytes) + bytes;
+}
+
+/* Every CHECK_EVERY bytes: progress, and whether to stop. */
+static gboolean worker_checkpoint(worker *w, const char *p)
+{
+    uint64_t done = account_progress(w, p);
     progress_ctx *ctx = w->progress;
-    uint64_t done = atomic_fetch_add(&ctx->done, (uint64_t)(p - w->tick_from)) +
-                    (uint64_t)(p - w->tick_from);
-    w->tick_from = p;
-    if (w->reports && done >= ctx->next_report) {
+    if (w->reports && ctx != NULL && ctx->options != NULL && ctx->options->progress != NULL &&
+        done >= ctx->next_report) {
         ctx->options->progress(done, ctx->total, ctx->options->user_data);
         ctx->next_report = done + PROGRESS_EVERY;
     }
+    if (th_cancel_requested())
+        return fail_cancelled(w);
+    return TRUE;
 }
 
 /* ---- lines --------------------------------------------------------------- */
@@ -445,7 +607,7 @@ static inline gboolean parse_data_line(worker *w, const char *line, const char *
 {
     const char *p = skip_blanks(line, eol);
     if (p == eol || *p == '#')
-        return TRUE;
+        return check_comment(w, line, p, eol);
     if (G_UNLIKELY(w->count == w->capacity))
         worker_grow(w);
     const uint64_t n = w->count;
@@ -479,9 +641,17 @@ static inline gboolean parse_data_line(worker *w, const char *line, const char *
         return fail_value(w, field, line, eol, FALSE);
     if (G_UNLIKELY(!isfinite(value)))
         return fail_value(w, field, line, eol, TRUE);
+    if (G_UNLIKELY(value == 0.0)) {
+        if (literal_is_zero(field, p))
+            ++w->explicit_zeros;
+        else
+            ++w->underflowed_values;
+    }
     p = skip_blanks(p, eol);
     if (G_UNLIKELY(p != eol && *p != '#'))
         return fail_columns(w, line, eol);
+    if (G_UNLIKELY(p != eol) && !check_comment(w, line, p, eol))
+        return FALSE;
     w->vals[n] = value;
     w->count = n + 1u;
     return TRUE;
@@ -578,6 +748,10 @@ static gboolean parse_spt_nnz(worker *w, const char *p, const char *eol)
 
 static gboolean parse_header_line(worker *w, const char *line, const char *eol)
 {
+    /* Header lines are few: look at the whole line (comments included). */
+    const char *nul = memchr(line, '\0', (size_t)(eol - line));
+    if (nul != NULL)
+        return fail_nul(w, line, nul);
     const char *p = skip_blanks(line, eol);
     if (p == eol || *p == '#')
         return TRUE;
@@ -601,19 +775,72 @@ static gboolean parse_header_line(worker *w, const char *line, const char *eol)
     g_return_val_if_reached(FALSE);
 }
 
+typedef enum {
+    START_READY,     /* parse from *p */
+    START_NEED_MORE, /* too few bytes yet to tell (a stream delivers more) */
+    START_FAILED,    /* UTF-16 text: w has the error */
+} start_result;
+
+/* Whether [p, p + have) could still grow into `mark`. */
+static gboolean may_become(const char *p, size_t have, const char *mark, size_t mark_length)
+{
+    return have < mark_length && memcmp(p, mark, have) == 0;
+}
+
+static gboolean starts_with(const char *p, size_t have, const char *mark, size_t mark_length)
+{
+    return have >= mark_length && memcmp(p, mark, mark_length) == 0;
+}
+
+/* At the start of the input: skips a UTF-8 byte-order mark, and refuses
+ * UTF-16 text (Windows tools write it), whose every other byte is NUL. */
+static start_result look_at_start(worker *w, const char **p, const char *end, gboolean at_eof)
+{
+    size_t have = (size_t)(end - *p);
+    if (!at_eof && (may_become(*p, have, utf8_bom, sizeof utf8_bom) ||
+                    may_become(*p, have, utf16le_bom, sizeof utf16le_bom) ||
+                    may_become(*p, have, utf16be_bom, sizeof utf16be_bom)))
+        return START_NEED_MORE;
+    w->bom_checked = TRUE;
+    if (starts_with(*p, have, utf8_bom, sizeof utf8_bom)) {
+        *p += sizeof utf8_bom;
+    } else if (starts_with(*p, have, utf16le_bom, sizeof utf16le_bom) ||
+               starts_with(*p, have, utf16be_bom, sizeof utf16be_bom)) {
+        w->lines = 1;
+        fail(w, TH_TENSOR_READER_ERROR_NOT_TEXT,
+             "the file is UTF-16 text (it starts with the byte-order mark \\x%02x\\x%02x); "
+             "save it as UTF-8 or ASCII",
+             (unsigned char)(*p)[0], (unsigned char)(*p)[1]);
+        return START_FAILED;
+    }
+    return START_READY;
+}
+
 /* Parses the complete lines of [p, end) (and a last unterminated one when
  * `at_eof`). Sets *resume to the first byte not consumed. With
  * `stop_when_ready`, returns as soon as the order is known and the header
- * (if any) is done, so the rest can be split among threads. */
+ * (if any) is done, so the rest can be split among threads. Never looks
+ * further than MAX_LINE + 2 bytes for the end of a line. */
 static gboolean worker_parse(worker *w, const char *p, const char *end, gboolean at_eof,
                              gboolean stop_when_ready, const char **resume)
 {
     const char *start = p;
+    *resume = p;
+    if (G_UNLIKELY(!w->bom_checked)) {
+        start_result first = look_at_start(w, &p, end, at_eof);
+        if (first != START_READY)
+            return first == START_NEED_MORE;
+    }
     while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        /* A line of MAX_LINE bytes, "\r\n" and all, fits the span. */
+        size_t span = MIN((size_t)(end - p), MAX_LINE + 2u);
+        const char *eol = memchr(p, '\n', span);
         const char *next;
         if (eol != NULL) {
             next = eol + 1;
+        } else if (span == MAX_LINE + 2u) {
+            ++w->lines;
+            return fail_long_line(w, p, p + span);
         } else {
             if (!at_eof)
                 break;
@@ -621,13 +848,20 @@ static gboolean worker_parse(worker *w, const char *p, const char *end, gboolean
             next = end;
         }
         ++w->lines;
+        const char *scanned = eol;
+        if (eol > p && eol[-1] == '\r') /* the "\r" of a "\r\n" ending */
+            --eol;
+        if (G_UNLIKELY((size_t)(eol - p) > MAX_LINE))
+            return fail_long_line(w, p, scanned);
         gboolean ok = G_LIKELY(w->state == STATE_DATA) ? parse_data_line(w, p, eol)
                                                        : parse_header_line(w, p, eol);
-        if (G_UNLIKELY(!ok))
+        if (G_UNLIKELY(!ok)) {
+            explain_bad_bytes(w, p, eol);
             return FALSE;
+        }
         p = next;
-        if (G_UNLIKELY(w->progress != NULL && (size_t)(p - w->tick_from) >= PROGRESS_TICK))
-            progress_tick(w, p);
+        if (G_UNLIKELY((size_t)(p - w->check_from) >= CHECK_EVERY) && !worker_checkpoint(w, p))
+            return FALSE;
         if (stop_when_ready && w->state == STATE_DATA)
             break;
     }
@@ -638,10 +872,39 @@ static gboolean worker_parse(worker *w, const char *p, const char *end, gboolean
 
 /* ---- assembling the result ----------------------------------------------- */
 
-static void set_worker_error(const worker *w, const char *name, uint64_t line, GError **error)
+/* How far a read got, for the message of a cancelled one. */
+typedef struct {
+    uint64_t done;
+    uint64_t total; /* 0 when unknown (a stream) */
+} read_extent;
+
+static void set_cancelled_error(const char *name, read_extent extent, GError **error)
 {
-    g_set_error(error, TH_TENSOR_READER_ERROR, (gint)w->err_code, "%s:%" PRIu64 ": %s", name,
-                line, w->err_msg);
+    /* In MB as the progress display counts; small inputs in bytes. */
+    gboolean in_mb = MAX(extent.done, extent.total) >= 1000000u;
+    double scale = in_mb ? 1e6 : 1.0;
+    const char *unit = in_mb ? "MB" : "bytes";
+    if (extent.total > 0)
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED,
+                    "%s: reading interrupted after %.0f of %.0f %s", name,
+                    (double)extent.done / scale, (double)extent.total / scale, unit);
+    else
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED,
+                    "%s: reading interrupted after %.0f %s", name, (double)extent.done / scale,
+                    unit);
+}
+
+static void set_worker_error(const worker *w, const char *name, uint64_t line,
+                             read_extent extent, GError **error)
+{
+    if (w->err_code == TH_TENSOR_READER_ERROR_CANCELLED)
+        set_cancelled_error(name, extent, error);
+    else if (w->err_whole_file)
+        g_set_error(error, TH_TENSOR_READER_ERROR, (gint)w->err_code, "%s: %s", name,
+                    w->err_msg);
+    else
+        g_set_error(error, TH_TENSOR_READER_ERROR, (gint)w->err_code, "%s:%" PRIu64 ": %s",
+                    name, line, w->err_msg);
 }
 
 static gboolean check_end_of_input(const worker *w0, const char *name, uint64_t total_lines,
@@ -678,28 +941,39 @@ static gboolean check_end_of_input(const worker *w0, const char *name, uint64_t 
 }
 
 /* Turns the workers' storage into one tensor (freeing it as it goes, so the
- * peak is one copy plus one column), sorted with duplicates merged. */
+ * peak is one copy plus one column), sorted with duplicates merged. The
+ * first failed worker in input order has the error to report: its line is
+ * the earliest that failed. */
 static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
-                             uint64_t total_bytes, GError **error)
+                             read_extent extent, GError **error)
 {
-    uint64_t line_offset = 0, total_nnz = 0;
+    uint64_t line_offset = 0, total_nnz = 0, explicit_zeros = 0, underflowed = 0;
     for (uint32_t k = 0; k < nworkers; ++k) {
         if (ws[k]->failed) {
-            set_worker_error(ws[k], name, line_offset + ws[k]->err_line, error);
+            set_worker_error(ws[k], name, line_offset + ws[k]->err_line, extent, error);
             return NULL;
         }
         line_offset += ws[k]->lines;
         total_nnz += ws[k]->count;
+        explicit_zeros += ws[k]->explicit_zeros;
+        underflowed += ws[k]->underflowed_values;
     }
     worker *w0 = ws[0];
-    if (!check_end_of_input(w0, name, line_offset, total_nnz, total_bytes, error))
+    if (!check_end_of_input(w0, name, line_offset, total_nnz, extent.total, error))
         return NULL;
+    /* Sorting a large tensor takes seconds: the last chance to stop cheaply. */
+    if (th_cancel_requested()) {
+        set_cancelled_error(name, extent, error);
+        return NULL;
+    }
 
     th_sptensor *t = g_new0(th_sptensor, 1);
     t->value_scale = 1.0;
     t->nmodes = w0->nmodes;
     t->nnz = total_nnz;
     t->lines_read = total_nnz;
+    t->explicit_zeros = explicit_zeros;
+    t->underflowed_values = underflowed;
     t->dims = g_new0(th_index, t->nmodes);
     t->indices = g_new0(th_index *, t->nmodes);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
@@ -734,77 +1008,168 @@ static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
 
 /* ---- reading from memory (mmap or buffer) -------------------------------- */
 
+/* One read from memory: its input and what its phases share. */
 typedef struct {
+    const char *data;
+    size_t length;
+    gboolean mapped; /* a mapped file: reads run under the SIGBUS guard */
+    progress_ctx progress;
+    worker **ws;     /* [MAX_THREADS], nworkers of them made */
+    uint32_t nworkers;
+    struct chunk_job *jobs; /* [MAX_THREADS], njobs to run (0 after a failed header) */
+    uint32_t njobs;
+} memory_read;
+
+typedef struct chunk_job {
+    const memory_read *read;
     worker *w;
     const char *begin, *end;
 } chunk_job;
 
+/* Runs fn(arg), which reads the input; FALSE when the mapped file shrank
+ * under it. */
+static gboolean run_reading(const memory_read *r, th_guarded_fn fn, void *arg)
+{
+    if (!r->mapped) {
+        fn(arg);
+        return TRUE;
+    }
+    return th_sigbus_guard_run(r->data, r->length, fn, arg);
+}
+
+static void parse_chunk(void *arg)
+{
+    chunk_job *job = arg;
+    const char *resume = NULL;
+    if (worker_parse(job->w, job->begin, job->end, TRUE, FALSE, &resume))
+        account_progress(job->w, job->end);
+}
+
 static gpointer parse_chunk_thread(gpointer data)
 {
     chunk_job *job = data;
-    const char *resume = NULL;
-    worker_parse(job->w, job->begin, job->end, TRUE, FALSE, &resume);
+    if (!run_reading(job->read, parse_chunk, job))
+        fail_shrank(job->w);
     return NULL;
 }
 
 static uint32_t choose_thread_count(size_t bytes)
 {
+    uint32_t forced = atomic_load(&forced_threads);
+    if (forced > 0)
+        return forced;
     uint64_t by_size = bytes / MIN_BYTES_PER_THREAD;
     uint64_t n = MIN((uint64_t)g_get_num_processors(), MIN((uint64_t)MAX_THREADS, by_size));
     return (uint32_t)MAX(n, 1u);
 }
 
-static th_sptensor *read_memory(const char *name, const char *data, size_t length,
-                                const th_tensor_read_options *options, GError **error)
+void th_tensor_reader_set_threads(uint32_t threads)
 {
-    progress_ctx progress = {.options = options, .total = length,
-                             .next_report = PROGRESS_EVERY};
-    atomic_init(&progress.done, 0);
-    worker *ws[MAX_THREADS] = {NULL};
-    ws[0] = g_new0(worker, 1);
-    ws[0]->state = STATE_DETECT;
-    ws[0]->reports = TRUE;
-    ws[0]->tick_from = data;
-    if (options != NULL && options->progress != NULL)
-        ws[0]->progress = &progress;
+    atomic_store(&forced_threads, MIN(threads, MAX_THREADS));
+}
 
-    const char *end = data + length;
-    const char *p = data;
-    uint32_t nworkers = 1;
-    if (worker_parse(ws[0], p, end, TRUE, TRUE, &p) && p < end) {
-        nworkers = choose_thread_count((size_t)(end - p));
-        chunk_job jobs[MAX_THREADS];
-        const char *chunk_begin = p;
-        for (uint32_t k = 0; k < nworkers; ++k) {
-            const char *chunk_end = end;
-            if (k + 1 < nworkers) {
-                const char *target = p + (size_t)(end - p) / nworkers * (k + 1u);
-                target = MAX(target, chunk_begin);
-                const char *nl = memchr(target, '\n', (size_t)(end - target));
-                chunk_end = nl != NULL ? nl + 1 : end;
-            }
-            if (k > 0) {
-                ws[k] = worker_clone_format(ws[0]);
-                ws[k]->tick_from = chunk_begin;
-            }
-            worker_reserve(ws[k], ws[k]->count + estimate_capacity(ws[k], chunk_begin,
-                                                                  (size_t)(chunk_end - chunk_begin)));
-            jobs[k] = (chunk_job){.w = ws[k], .begin = chunk_begin, .end = chunk_end};
-            chunk_begin = chunk_end;
+/* The end of a chunk that should end near `target`: after the next newline.
+ * Looks no further than a line may be long: without a newline there, the
+ * line through `target` is too long, the chunk's worker reports it, and the
+ * cut does not matter. */
+static const char *chunk_boundary(const char *target, const char *end)
+{
+    size_t span = MIN((size_t)(end - target), MAX_LINE + 2u);
+    const char *nl = memchr(target, '\n', span);
+    if (nl != NULL)
+        return nl + 1;
+    return target + span;
+}
+
+/* The first phase, in the main thread: the header (if any) and the order,
+ * then the split of the rest into chunks, one worker each. */
+static void parse_header_and_plan(void *arg)
+{
+    memory_read *r = arg;
+    worker *w0 = r->ws[0];
+    const char *end = r->data + r->length;
+    const char *p = r->data;
+    if (!worker_parse(w0, p, end, TRUE, TRUE, &p))
+        return;
+    uint32_t nchunks = p < end ? choose_thread_count((size_t)(end - p)) : 1u;
+    const char *chunk_begin = p;
+    for (uint32_t k = 0; k < nchunks; ++k) {
+        const char *chunk_end = end;
+        if (k + 1 < nchunks) {
+            const char *target = p + (size_t)(end - p) / nchunks * (k + 1u);
+            chunk_end = chunk_boundary(MAX(target, chunk_begin), end);
         }
-        GThread *threads[MAX_THREADS] = {NULL};
-        for (uint32_t k = 1; k < nworkers; ++k)
-            threads[k] = g_thread_new("th-parse", parse_chunk_thread, &jobs[k]);
-        parse_chunk_thread(&jobs[0]);
-        for (uint32_t k = 1; k < nworkers; ++k)
-            g_thread_join(threads[k]);
+        if (k > 0) {
+            r->ws[k] = worker_clone_format(w0);
+            r->ws[k]->check_from = chunk_begin;
+            r->nworkers = k + 1u;
+        }
+        worker *w = r->ws[k];
+        worker_reserve(w, w->count + estimate_capacity(w, chunk_begin,
+                                                       (size_t)(chunk_end - chunk_begin)));
+        r->jobs[k] = (chunk_job){.read = r, .w = w, .begin = chunk_begin, .end = chunk_end};
+        chunk_begin = chunk_end;
     }
-    if (ws[0]->progress != NULL && !ws[0]->failed)
+    r->njobs = nchunks;
+}
+
+/* Runs the jobs, the first in this thread. A thread that cannot be created
+ * (a process limit) leaves its job to this thread. */
+static void run_jobs(memory_read *r)
+{
+    GThread **threads = g_new0(GThread *, r->njobs);
+    for (uint32_t k = 1; k < r->njobs; ++k)
+        threads[k] = g_thread_try_new("th-parse", parse_chunk_thread, &r->jobs[k], NULL);
+    for (uint32_t k = 0; k < r->njobs; ++k)
+        if (k == 0 || threads[k] == NULL)
+            parse_chunk_thread(&r->jobs[k]);
+    for (uint32_t k = 1; k < r->njobs; ++k)
+        if (threads[k] != NULL)
+            g_thread_join(threads[k]);
+    g_free(threads);
+}
+
+static th_sptensor *read_memory(const char *name, const char *data, size_t length,
+                                gboolean mapped, const th_tensor_read_options *options,
+                                GError **error)
+{
+    if (th_cancel_requested()) {
+        set_cancelled_error(name, (read_extent){.done = 0, .total = length}, error);
+        return NULL;
+    }
+    memory_read r = {
+        .data = data,
+        .length = length,
+        .mapped = mapped,
+        .progress = {.options = options, .total = length, .next_report = PROGRESS_EVERY},
+        .ws = g_new0(worker *, MAX_THREADS),
+        .nworkers = 1,
+        .jobs = g_new0(chunk_job, MAX_THREADS),
+    };
+    atomic_init(&r.progress.done, 0);
+    worker *w0 = r.ws[0] = g_new0(worker, 1);
+    w0->state = STATE_DETECT;
+    w0->reports = TRUE;
+    w0->check_from = data;
+    w0->progress = &r.progress;
+
+    if (!run_reading(&r, parse_header_and_plan, &r)) {
+        fail_shrank(w0);
+        r.njobs = 0;
+    }
+    run_jobs(&r);
+    gboolean all_ok = TRUE;
+    for (uint32_t k = 0; k < r.nworkers; ++k)
+        all_ok = all_ok && !r.ws[k]->failed;
+    if (all_ok && options != NULL && options->progress != NULL)
         options->progress(length, length, options->user_data);
 
-    th_sptensor *t = assemble(ws, nworkers, name, length, error);
-    for (uint32_t k = 0; k < nworkers; ++k)
-        worker_free(ws[k]);
+    read_extent extent = {.done = atomic_load(&r.progress.done), .total = length};
+    th_sptensor *t = assemble(r.ws, r.nworkers, name, extent, error);
+    for (uint32_t k = 0; k < r.nworkers; ++k)
+        worker_free(r.ws[k]);
+    g_free(r.ws);
+    g_free(r.jobs);
     return t;
 }
 
@@ -879,16 +1244,28 @@ static gssize source_read(text_source *s, char *out, size_t capacity, GError **e
     }
 }
 
+/* Streams parse in one thread through a buffer of STREAM_BUFFER bytes:
+ * since that is longer than any valid line, a full buffer always holds a
+ * complete line, or the worker reports the line as too long. */
 static th_sptensor *read_stream(const char *name, text_source *source,
                                 const th_tensor_read_options *options, GError **error)
 {
+    if (th_cancel_requested()) {
+        set_cancelled_error(name, (read_extent){0, 0}, error);
+        return NULL;
+    }
     worker *w = g_new0(worker, 1);
     w->state = STATE_DETECT;
-    size_t capacity = STREAM_BUFFER, have = 0;
+    const size_t capacity = STREAM_BUFFER;
+    size_t have = 0;
     char *buffer = g_malloc(capacity);
     uint64_t consumed = 0, next_report = PROGRESS_EVERY;
     gboolean at_eof = FALSE, ok = TRUE;
     while (ok && !at_eof) {
+        if (th_cancel_requested()) {
+            ok = fail_cancelled(w);
+            break;
+        }
         GError *read_error = NULL;
         gssize got = source_read(source, buffer + have, capacity - have, &read_error);
         if (got < 0) {
@@ -903,15 +1280,12 @@ static th_sptensor *read_stream(const char *name, text_source *source,
         at_eof = got == 0;
         have += (size_t)got;
         const char *resume = buffer;
+        w->check_from = buffer; /* the buffer moves: its own count of checked bytes */
         ok = worker_parse(w, buffer, buffer + have, at_eof, FALSE, &resume);
         size_t used = (size_t)(resume - buffer);
         consumed += used;
         memmove(buffer, resume, have - used);
         have -= used;
-        if (have == capacity) { /* one line longer than the buffer */
-            capacity *= 2;
-            buffer = g_realloc(buffer, capacity);
-        }
         if (options != NULL && options->progress != NULL && consumed >= next_report) {
             options->progress(consumed, 0, options->user_data);
             next_report = consumed + PROGRESS_EVERY;
@@ -920,7 +1294,9 @@ static th_sptensor *read_stream(const char *name, text_source *source,
     g_free(buffer);
     if (ok && options != NULL && options->progress != NULL)
         options->progress(consumed, consumed, options->user_data);
-    th_sptensor *t = assemble(&w, 1, name, consumed, error);
+    /* Total unknown for a cancelled stream; otherwise all of it was read. */
+    read_extent extent = {.done = consumed, .total = ok ? consumed : 0};
+    th_sptensor *t = assemble(&w, 1, name, extent, error);
     worker_free(w);
     return t;
 }
@@ -954,7 +1330,7 @@ th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t le
                                                                           NULL);
         return read_raw_stream(name, raw, TRUE, NULL, error);
     }
-    return read_memory(name, length > 0 ? data : "", length, NULL, error);
+    return read_memory(name, length > 0 ? data : "", length, FALSE, NULL, error);
 }
 
 static th_sptensor *read_mapped(const char *path, const th_tensor_read_options *options,
@@ -977,7 +1353,7 @@ static th_sptensor *read_mapped(const char *path, const th_tensor_read_options *
         /* Advice only: a failure changes nothing but speed. */
         (void)madvise((void *)(uintptr_t)data, length, MADV_SEQUENTIAL | MADV_WILLNEED);
     }
-    th_sptensor *t = read_memory(path, data, length, options, error);
+    th_sptensor *t = read_memory(path, data, length, TRUE, options, error);
     g_mapped_file_unref(mapped);
     return t;
 }

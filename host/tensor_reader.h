@@ -19,7 +19,23 @@ typedef enum {
     TH_TENSOR_READER_ERROR_VALUE,       /* NaN or Inf */
     TH_TENSOR_READER_ERROR_HEADER,      /* malformed sptensor header */
     TH_TENSOR_READER_ERROR_ORDER,       /* fewer than 2 or more than TH_MAX_MODES modes */
+    TH_TENSOR_READER_ERROR_NOT_TEXT,    /* a NUL byte, a carriage return inside a line, or a
+                                           line longer than TH_TENSOR_MAX_LINE_BYTES */
+    TH_TENSOR_READER_ERROR_CANCELLED,   /* th_cancel_requested() turned true (Ctrl-C) */
 } th_tensor_reader_error;
+
+/* The longest line accepted, in bytes, without its line ending. The longest
+ * meaningful line (64 indices of 10 digits, a 17-digit value, blanks) takes
+ * under 1 KB; a longer one means the input is not a tensor (a binary file,
+ * /dev/zero, a decompression bomb), and reading it as one line would cost
+ * memory and time without bound. The limit applies to every input: mapped
+ * files, streams (gzip, pipes) and buffers. */
+#define TH_TENSOR_MAX_LINE_BYTES ((size_t)1 << 20)
+
+/* Plain files and buffers are parsed by one thread per online processor,
+ * each given at least this many bytes, and at most this many threads. */
+#define TH_TENSOR_READER_MIN_BYTES_PER_THREAD ((size_t)4 << 20)
+#define TH_TENSOR_READER_MAX_THREADS 256u
 
 typedef struct th_tensor_read_options {
     /* Called from time to time with bytes consumed so far and the total
@@ -30,15 +46,25 @@ typedef struct th_tensor_read_options {
 
 /* Reads `path` (a plain file is memory-mapped and parsed by several threads;
  * gzip and pipes are streamed); format from content (a first line "sptensor" selects the
- * 0-based header variant) and compression from the gzip magic bytes. Returns
- * a tensor whose duplicates are merged, or NULL with `error` set; messages
- * start with "PATH:LINE: ". */
+ * 0-based header variant) and compression from the gzip magic bytes. A
+ * leading UTF-8 byte-order mark is skipped. Returns a tensor whose duplicates
+ * are merged, or NULL with `error` set; messages start with "PATH:LINE: ", or
+ * with "PATH: " for what concerns the whole file: a file that shrank while it
+ * was mapped (TH_TENSOR_READER_ERROR_IO), and a read stopped because
+ * th_cancel_requested() turned true (TH_TENSOR_READER_ERROR_CANCELLED, checked
+ * before reading, every few MB of each thread, and before sorting). */
 th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options *options,
                                  GError **error);
 
 /* Same, from memory; `name` stands for the path in messages. */
 th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
                                    GError **error);
+
+/* For tests and benchmarks: parse plain files and buffers with exactly
+ * `threads` threads (at most TH_TENSOR_READER_MAX_THREADS), however small the
+ * input; 0 restores the default. Process-wide; set it while no read runs.
+ * The result never depends on the thread count. */
+void th_tensor_reader_set_threads(uint32_t threads);
 
 /* Writes FROSTT .tns (1-based), atomically (PATH.tmp-XXXXXX in the same
  * directory, fsync, rename); gzip-compressed when PATH ends in ".gz". Values

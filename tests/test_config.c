@@ -429,6 +429,52 @@ static void test_file_not_found(void **state)
     g_clear_error(&error);
 }
 
+/* A path to something that is not a config file fails at once, naming the
+ * file (and the line and column of a NUL byte), instead of reading on. */
+static void test_file_not_text_or_too_large(void **state)
+{
+    (void)state;
+    GError *error = NULL;
+    g_autofree char *path = in_temp("nul.toml");
+    static const char with_nul[] = "tensor.path = \"t\"\n# a\0b\n";
+    assert_true(g_file_set_contents(path, with_nul, sizeof with_nul - 1, NULL));
+    assert_null(th_config_load(path, NULL, &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_SYNTAX);
+    g_autofree char *expected_nul = g_strdup_printf(
+        "%s:2:4: a NUL byte: a config file is TOML text (is this a binary file?)", path);
+    assert_string_equal(error->message, expected_nul);
+    g_clear_error(&error);
+
+    /* 16 MiB of comments is still read; one byte more is not. */
+    const size_t limit = (size_t)16 << 20;
+    char *big = g_malloc(limit + 1);
+    memset(big, '#', limit + 1);
+    big[0] = '\n';
+    g_autofree char *big_path = in_temp("big.toml");
+    assert_true(g_file_set_contents(big_path, big, (gssize)limit, NULL));
+    assert_null(th_config_load(big_path, NULL, &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_MISSING); /* read and parsed */
+    g_clear_error(&error);
+    assert_true(g_file_set_contents(big_path, big, (gssize)limit + 1, NULL));
+    g_free(big);
+    assert_null(th_config_load(big_path, NULL, &error));
+    assert_int_equal(error->code, TH_CONFIG_ERROR_IO);
+    g_autofree char *expected_big = g_strdup_printf(
+        "%s: larger than 16777216 bytes (16 MiB), the most a config file may take (is this "
+        "the config file?)",
+        big_path);
+    assert_string_equal(error->message, expected_big);
+    g_clear_error(&error);
+
+    /* An endless stream: the first NUL ends the read. */
+    if (g_file_test("/dev/zero", G_FILE_TEST_EXISTS)) {
+        assert_null(th_config_load("/dev/zero", NULL, &error));
+        assert_string_equal(error->message, "/dev/zero:1:1: a NUL byte: a config file is TOML "
+                                            "text (is this a binary file?)");
+        g_clear_error(&error);
+    }
+}
+
 /* ---- Paths ----------------------------------------------------------------- */
 
 static void test_relative_paths_resolve_against_config_dir(void **state)
@@ -808,6 +854,7 @@ int main(void)
         cmocka_unit_test(test_missing_tensor_path),
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_file_not_found),
+        cmocka_unit_test(test_file_not_text_or_too_large),
         cmocka_unit_test(test_relative_paths_resolve_against_config_dir),
         cmocka_unit_test(test_relative_config_path_resolves_from_current_dir),
         cmocka_unit_test(test_absolute_paths_are_kept),

@@ -1,5 +1,8 @@
 /* The tensor reader: every malformed case (code, exact message, line) and the
- * good ones (comments, CRLF, gzip, sptensor, 16 modes, real data). */
+ * good ones (comments, CRLF, gzip, sptensor, 16 modes, real data); hostile
+ * input (byte-order marks, NUL bytes, endless lines, files that shrink while
+ * mapped, interruption); the same result whatever the thread count. */
+#define _DEFAULT_SOURCE /* ftruncate, mmap, fork */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,8 +12,16 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <math.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cancel.h"
+#include "report.h"
+#include "sigbus_guard.h"
 #include "tensor_reader.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -531,8 +542,9 @@ static void test_crlf_file_on_disk(void **state)
     g_error_free(error);
 }
 
-/* Large enough (> 2 x 16 MB) to be split among threads: line numbers must
- * stay absolute and the chunks' nonzeros must all arrive, in order. */
+/* Large enough (45 MB, > 2 x TH_TENSOR_READER_MIN_BYTES_PER_THREAD) to be
+ * split among threads by default: line numbers must stay absolute and the
+ * chunks' nonzeros must all arrive, in order. */
 static void test_threaded_read_keeps_lines_and_data(void **state)
 {
     (void)state;
@@ -620,6 +632,645 @@ static void test_write_round_trip(void **state)
     th_sptensor_free(t);
 }
 
+/* ---- hostile input ------------------------------------------------------- */
+
+static void assert_file_error(const char *path, int expected_code, const char *expected_suffix)
+{
+    GError *error = NULL;
+    th_sptensor *t = th_tensor_read_file(path, NULL, &error);
+    assert_null(t);
+    assert_non_null(error);
+    g_autofree char *expected = g_strdup_printf("%s%s", path, expected_suffix);
+    assert_string_equal(error->message, expected);
+    assert_int_equal(error->code, expected_code);
+    g_error_free(error);
+}
+
+/* A UTF-8 byte-order mark (Windows editors write one) starts the text; it
+ * is not part of the first field, whatever the path the bytes take. */
+static void test_byte_order_mark_skipped(void **state)
+{
+    (void)state;
+    const char *text = "\xef\xbb\xbf" "1 2 1.5\n2 1 2.5\n";
+    th_sptensor *t = read_ok(text);
+    assert_int_equal(t->nnz, 2);
+    assert_entry(t, 0, (th_index[]){0, 1}, 1.5);
+    th_sptensor_free(t);
+
+    t = read_ok("\xef\xbb\xbf" "sptensor\n2\n3 3\n1\n0 2 4\n");
+    assert_int_equal(t->dims[1], 3);
+    assert_entry(t, 0, (th_index[]){0, 2}, 4.0);
+    th_sptensor_free(t);
+
+    /* Mapped file, gzip file, gzip buffer. */
+    g_autofree char *plain = write_temp("bom.tns", text, strlen(text));
+    g_autoptr(GBytes) gz = gzip_bytes(text);
+    gsize gz_length = 0;
+    const char *gz_data = g_bytes_get_data(gz, &gz_length);
+    g_autofree char *gz_path = write_temp("bom.tns.gz", gz_data, gz_length);
+    for (int way = 0; way < 3; ++way) {
+        GError *error = NULL;
+        t = way == 0   ? th_tensor_read_file(plain, NULL, &error)
+            : way == 1 ? th_tensor_read_file(gz_path, NULL, &error)
+                       : th_tensor_read_buffer("b.gz", gz_data, gz_length, &error);
+        assert_null(error);
+        assert_int_equal(t->nnz, 2);
+        assert_entry(t, 1, (th_index[]){1, 0}, 2.5);
+        th_sptensor_free(t);
+    }
+
+    /* Only at the start: elsewhere it is a character a field cannot hold,
+     * and the message shows it, since it is invisible. */
+    assert_read_error("1 1 1\n\xef\xbb\xbf" "1 1 1\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:2: column 1: '\\ufeff1' is not an index (expected a non-negative "
+                      "integer)");
+    assert_read_error("\xef\xbb\xbf", TH_TENSOR_READER_ERROR_EMPTY,
+                      "t.tns:1: no nonzero found: the file has only blank lines, comments and "
+                      "headers");
+    /* Half a mark is no mark. */
+    assert_read_error("\xef\xbb" "1 1 1\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 1: '\\xef\\xbb1' is not an index (expected a "
+                      "non-negative integer)");
+}
+
+/* UTF-16 (as Windows tools write it) is refused as such, not as NUL bytes. */
+static void test_utf16_refused(void **state)
+{
+    (void)state;
+    static const char le[] = "\xff\xfe" "1\0 \0" "1\0 \0" "1\0\n\0";
+    static const char be[] = "\xfe\xff" "\0" "1\0 \0" "1\0 \0" "1\0\n";
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer("t.tns", le, sizeof le - 1, &error));
+    assert_string_equal(error->message, "t.tns:1: the file is UTF-16 text (it starts with the "
+                                        "byte-order mark \\xff\\xfe); save it as UTF-8 or "
+                                        "ASCII");
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_NOT_TEXT);
+    g_clear_error(&error);
+    g_autofree char *path = write_temp("utf16.tns", be, sizeof be - 1);
+    assert_file_error(path, TH_TENSOR_READER_ERROR_NOT_TEXT,
+                      ":1: the file is UTF-16 text (it starts with the byte-order mark "
+                      "\\xfe\\xff); save it as UTF-8 or ASCII");
+    /* A lone 0xff is no mark: an ordinary error. */
+    assert_read_error("\xff", TH_TENSOR_READER_ERROR_ORDER,
+                      "t.tns:1: found 1 field; a nonzero line needs at least 2 indices and a "
+                      "value");
+}
+
+/* Invisible characters in quoted input are escaped, not shown as is. */
+static void test_invisible_characters_escaped(void **state)
+{
+    (void)state;
+    assert_read_error("1 1\xc2\xa0" "2 1\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 2: '1\\u00a02' is not an index (expected a non-negative "
+                      "integer)");
+    assert_read_error("1 1 \xe2\x80\xae" "5\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 3: '\\u202e5' is not a number (expected a value such as "
+                      "3, -0.5 or 1e-3)");
+    /* Visible non-ASCII text stays readable. */
+    assert_read_error("1 1 \xc3\xa9t\xc3\xa9\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 3: '\xc3\xa9t\xc3\xa9' is not a number (expected a value "
+                      "such as 3, -0.5 or 1e-3)");
+}
+
+/* Zeros written in the file and nonzero literals that round to 0.0 are kept
+ * as stored entries and counted apart; subnormal values are neither. */
+static void test_explicit_zeros_and_underflow_counted(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok("1 1 0\n"
+                             "1 2 0.0\n"
+                             "1 3 -0e5\n"
+                             "1 4 00.000e-999\n"
+                             "1 5 0x0p3\n"
+                             "1 6 1e-400\n"
+                             "1 7 -2e-324\n"
+                             "1 8 0x1p-1100\n"
+                             "1 9 4.9e-324\n"
+                             "1 10 3e-324\n"
+                             "1 11 1.5\n"
+                             "1 1 0\n"); /* a duplicate: both lines count */
+    assert_int_equal(t->nnz, 11);
+    assert_int_equal(t->lines_read, 12);
+    assert_int_equal(t->explicit_zeros, 6);
+    assert_int_equal(t->underflowed_values, 3);
+    for (uint64_t i = 0; i < 8; ++i)
+        assert_true(t->values[i] == 0.0);
+    assert_true(t->values[8] > 0.0 && t->values[9] > 0.0);
+
+    /* The report's tensor node carries both counts. */
+    JsonNode *node = th_report_tensor_node(t, "t.tns");
+    JsonObject *o = json_node_get_object(node);
+    assert_int_equal(json_object_get_int_member(o, "explicit_zeros"), 6);
+    assert_int_equal(json_object_get_int_member(o, "underflowed_values"), 3);
+    json_node_unref(node);
+    th_sptensor_free(t);
+
+    t = read_ok("1 1 1\n2 2 -7.25e-3\n");
+    assert_int_equal(t->explicit_zeros, 0);
+    assert_int_equal(t->underflowed_values, 0);
+    th_sptensor_free(t);
+}
+
+/* "\v1.5" must not read as 1.5 (strtod skips leading white space). */
+static void test_value_with_leading_control_character(void **state)
+{
+    (void)state;
+    assert_read_error("1 1 \v1.5\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 3: '\\x0b1.5' is not a number (expected a value such as "
+                      "3, -0.5 or 1e-3)");
+    assert_read_error("1 1 \f2\n", TH_TENSOR_READER_ERROR_NUMBER,
+                      "t.tns:1: column 3: '\\x0c2' is not a number (expected a value such as "
+                      "3, -0.5 or 1e-3)");
+}
+
+static void test_nul_byte(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t length;
+        const char *message;
+    } cases[] = {
+#define NUL_CASE(literal, message) {literal, sizeof literal - 1, message}
+        NUL_CASE("1 1 1\n# comment\0 hidden\n2 2 2\n",
+                 "t.tns:2: byte 10 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("1 1 1 # trailing\0\n",
+                 "t.tns:1: byte 17 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("1 1 1\n1 1\0 1\n",
+                 "t.tns:2: byte 4 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("1 1 1.0\0\n",
+                 "t.tns:1: byte 8 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("\0\0\0\0",
+                 "t.tns:1: byte 1 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("sptensor\n2 # order\0\n",
+                 "t.tns:2: byte 10 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+        NUL_CASE("# \0\n1 1 1\n",
+                 "t.tns:1: byte 3 of the line is a NUL byte: a tensor file is text (is this a "
+                 "binary file?)"),
+#undef NUL_CASE
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); ++i) {
+        GError *error = NULL;
+        assert_null(th_tensor_read_buffer("t.tns", cases[i].text, cases[i].length, &error));
+        assert_string_equal(error->message, cases[i].message);
+        assert_int_equal(error->code, TH_TENSOR_READER_ERROR_NOT_TEXT);
+        g_error_free(error);
+    }
+}
+
+/* Old Mac line endings ("\r" alone) would otherwise join every line into
+ * one nonzero of a high order. */
+static void test_carriage_return_inside_line(void **state)
+{
+    (void)state;
+    assert_read_error("1 1 1.0\r2 2 2.0\r3 3 3.0\r", TH_TENSOR_READER_ERROR_NOT_TEXT,
+                      "t.tns:1: byte 8 of the line is a carriage return (\\r) inside the line: "
+                      "lines end in \\n or \\r\\n (a file with old Mac line endings?)");
+    assert_read_error("1 1 1.0\n2 2\r 2.0\n", TH_TENSOR_READER_ERROR_NOT_TEXT,
+                      "t.tns:2: byte 4 of the line is a carriage return (\\r) inside the line: "
+                      "lines end in \\n or \\r\\n (a file with old Mac line endings?)");
+    /* In a comment it is harmless text. */
+    th_sptensor *t = read_ok("# a\rb\r\n1 1 1\r\n");
+    assert_int_equal(t->nnz, 1);
+    th_sptensor_free(t);
+}
+
+/* A line of TH_TENSOR_MAX_LINE_BYTES is read; one byte more is an error at
+ * once, on every input path. */
+static void test_line_length_limit(void **state)
+{
+    (void)state;
+    const size_t max = TH_TENSOR_MAX_LINE_BYTES;
+    GString *text = g_string_new("1 1 1\n#");
+    for (size_t i = 1; i < max; ++i)
+        g_string_append_c(text, 'x');
+    g_string_append(text, "\r\n2 2 2\n"); /* "\r\n" is not part of the line */
+    th_sptensor *t = read_ok(text->str);
+    assert_int_equal(t->nnz, 2);
+    th_sptensor_free(t);
+
+    g_string_insert_c(text, 8, 'x'); /* line 2 now has max + 1 bytes */
+    char *expected_message = g_strdup_printf(
+        "t.tns:2: the line is longer than %zu bytes, the most a line of a tensor file may take "
+        "(is this a text tensor?)",
+        max);
+    assert_read_error(text->str, TH_TENSOR_READER_ERROR_NOT_TEXT, expected_message);
+    g_free(expected_message);
+    /* Unterminated at the end of the input, too. */
+    g_string_truncate(text, 6 + max + 1);
+    g_autofree char *suffix = g_strdup_printf(
+        ":2: the line is longer than %zu bytes, the most a line of a tensor file may take (is "
+        "this a text tensor?)",
+        max);
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer("t.tns", text->str, text->len, &error));
+    g_autofree char *expected_buffer = g_strdup_printf("t.tns%s", suffix);
+    assert_string_equal(error->message, expected_buffer);
+    g_clear_error(&error);
+
+    /* Mapped, and streamed through gzip (where the line would have grown
+     * the buffer without bound). */
+    g_string_append(text, "\n");
+    g_autofree char *plain = write_temp("long.tns", text->str, text->len);
+    assert_file_error(plain, TH_TENSOR_READER_ERROR_NOT_TEXT, suffix);
+    GString *huge = g_string_new("1 1 1\n");
+    while (huge->len < ((size_t)12 << 20))
+        g_string_append(huge, "1234567890 ");
+    g_autoptr(GBytes) gz = gzip_bytes(huge->str);
+    g_string_free(huge, TRUE);
+    g_autofree char *gz_path = write_temp("long.tns.gz", g_bytes_get_data(gz, NULL),
+                                          g_bytes_get_size(gz));
+    assert_file_error(gz_path, TH_TENSOR_READER_ERROR_NOT_TEXT, suffix);
+    g_string_free(text, TRUE);
+}
+
+/* /dev/zero as the tensor: an endless line of NUL bytes, streamed. */
+static void test_endless_binary_stream(void **state)
+{
+    (void)state;
+    if (!g_file_test("/dev/zero", G_FILE_TEST_EXISTS))
+        skip();
+    assert_file_error("/dev/zero", TH_TENSOR_READER_ERROR_NOT_TEXT,
+                      ":1: byte 1 of the line is a NUL byte: a tensor file is text (is this a "
+                      "binary file?)");
+}
+
+/* ---- files that shrink while mapped -------------------------------------- */
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* A file of three pages, mapped, then cut to one: reading the third page of
+ * the mapping raises SIGBUS. */
+static char *map_shrunk_file(const char *name, int *fd_out)
+{
+    size_t page = page_size();
+    char *bytes = g_malloc(3 * page);
+    memset(bytes, 'a', 3 * page);
+    g_autofree char *path = write_temp(name, bytes, 3 * page);
+    g_free(bytes);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    char *map = mmap(NULL, 3 * page, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(ftruncate(fd, (off_t)page), 0);
+    *fd_out = fd;
+    return map;
+}
+
+typedef struct {
+    const volatile char *at;
+    char seen;
+    gboolean completed;
+    const char *range;
+} byte_read;
+
+static void read_one_byte(void *arg)
+{
+    byte_read *r = arg;
+    r->seen = *r->at;
+}
+
+static gpointer guarded_read_thread(gpointer data)
+{
+    byte_read *r = data;
+    r->completed = th_sigbus_guard_run(r->range, 3 * page_size(), read_one_byte, r);
+    return NULL;
+}
+
+static void assert_same_sigbus_action(const struct sigaction *before)
+{
+    struct sigaction now;
+    assert_int_equal(sigaction(SIGBUS, NULL, &now), 0);
+    assert_true(now.sa_handler == before->sa_handler);
+    assert_int_equal(now.sa_flags & SA_SIGINFO, before->sa_flags & SA_SIGINFO);
+}
+
+static void test_sigbus_guard(void **state)
+{
+    (void)state;
+    struct sigaction before;
+    assert_int_equal(sigaction(SIGBUS, NULL, &before), 0);
+    int fd = -1;
+    char *map = map_shrunk_file("guard.bin", &fd);
+    size_t page = page_size();
+
+    byte_read inside = {.at = map, .range = map};
+    assert_true(th_sigbus_guard_run(map, 3 * page, read_one_byte, &inside));
+    assert_int_equal(inside.seen, 'a');
+    byte_read past_end = {.at = map + 2 * page, .range = map};
+    assert_false(th_sigbus_guard_run(map, 3 * page, read_one_byte, &past_end));
+    assert_same_sigbus_action(&before);
+
+    /* Several threads at once, each recovering on its own. */
+    enum { NTHREADS = 6 };
+    byte_read reads[NTHREADS];
+    GThread *threads[NTHREADS];
+    for (int k = 0; k < NTHREADS; ++k) {
+        reads[k] = (byte_read){.at = map + (k % 2 ? 2 : 1) * page + (size_t)k, .range = map,
+                               .completed = TRUE};
+        threads[k] = g_thread_new("guarded-read", guarded_read_thread, &reads[k]);
+    }
+    for (int k = 0; k < NTHREADS; ++k) {
+        g_thread_join(threads[k]);
+        assert_false(reads[k].completed);
+    }
+    assert_same_sigbus_action(&before);
+
+    /* A fault outside the guarded range is not swallowed: it gets the
+     * previous disposition (the child dies of it, or a sanitizer reports it). */
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        signal(SIGBUS, SIG_DFL); /* not the test framework's handler */
+        byte_read elsewhere = {.at = map + 2 * page};
+        th_sigbus_guard_run(map, page, read_one_byte, &elsewhere);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    munmap(map, 3 * page);
+    close(fd);
+}
+
+/* A file of at least `bytes`: one nonzero, comment lines (cheap to write
+ * and to parse), another nonzero. Big enough for the reader's progress
+ * calls (every 64 MB), which the tests use to act in the middle of a read. */
+static GString *long_commented_text(size_t bytes)
+{
+    GString *text = g_string_sized_new(bytes + 64);
+    g_string_append(text, "1 1 1.0\n");
+    char line[1024];
+    memset(line, 'c', sizeof line);
+    line[0] = '#';
+    line[sizeof line - 1] = '\n';
+    while (text->len < bytes)
+        g_string_append_len(text, line, sizeof line);
+    g_string_append(text, "2 2 2.0\n");
+    return text;
+}
+
+#define LONG_TEXT_BYTES ((size_t)72 << 20)
+
+typedef struct {
+    const char *path;
+    int calls_in_the_middle;
+} midway_action;
+
+static void truncate_midway(uint64_t done, uint64_t total, void *user_data)
+{
+    midway_action *a = user_data;
+    if (done < total && a->calls_in_the_middle++ == 0)
+        assert_int_equal(truncate(a->path, 4096), 0);
+}
+
+/* Another process cuts the file while it is parsed: an error naming the
+ * file, no crash. The cut happens from the progress callback, which the
+ * parsing thread calls, so it lands deterministically in the middle of the
+ * read (one thread: nothing is parsed elsewhere meanwhile). */
+static void test_file_shrinks_while_read(void **state)
+{
+    (void)state;
+    GString *text = long_commented_text(LONG_TEXT_BYTES);
+    g_autofree char *path = write_temp("shrinks.tns", text->str, text->len);
+    g_string_free(text, TRUE);
+    struct sigaction before;
+    assert_int_equal(sigaction(SIGBUS, NULL, &before), 0);
+
+    midway_action action = {.path = path};
+    th_tensor_read_options options = {.progress = truncate_midway, .user_data = &action};
+    th_tensor_reader_set_threads(1);
+    GError *error = NULL;
+    th_sptensor *t = th_tensor_read_file(path, &options, &error);
+    th_tensor_reader_set_threads(0);
+    assert_null(t);
+    assert_int_equal(action.calls_in_the_middle, 1);
+    g_autofree char *expected = g_strdup_printf(
+        "%s: the file shrank while it was read (truncated or rewritten by another process?); "
+        "read it again once it is complete",
+        path);
+    assert_string_equal(error->message, expected);
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_IO);
+    g_error_free(error);
+    assert_same_sigbus_action(&before);
+}
+
+/* ---- interruption -------------------------------------------------------- */
+
+static void cancel_midway(uint64_t done, uint64_t total, void *user_data)
+{
+    int *calls = user_data;
+    if (total == 0 || done < total) {
+        ++*calls;
+        th_cancel_request();
+    }
+}
+
+static void assert_cancelled(GError *error, const char *name, gboolean total_known)
+{
+    assert_non_null(error);
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_CANCELLED);
+    g_autofree char *prefix = g_strdup_printf("%s: reading interrupted after ", name);
+    assert_true(g_str_has_prefix(error->message, prefix));
+    double done = -1.0, total = -1.0;
+    const char *numbers = error->message + strlen(prefix);
+    if (total_known) {
+        assert_int_equal(sscanf(numbers, "%lf of %lf MB", &done, &total), 2);
+        assert_true(total >= 75.0 && total <= 76.0); /* 72 MiB */
+        assert_true(done < total);
+    } else {
+        assert_int_equal(sscanf(numbers, "%lf MB", &done), 1);
+    }
+    assert_true(done >= 64.0); /* stopped after the first progress call */
+}
+
+static void test_cancel_before_reading(void **state)
+{
+    (void)state;
+    th_cancel_request();
+    assert_read_error("1 1 1.5\n", TH_TENSOR_READER_ERROR_CANCELLED,
+                      "t.tns: reading interrupted after 0 of 8 bytes");
+    g_autoptr(GBytes) gz = gzip_bytes("1 1 1.5\n");
+    g_autofree char *gz_path = write_temp("cancel.tns.gz", g_bytes_get_data(gz, NULL),
+                                          g_bytes_get_size(gz));
+    assert_file_error(gz_path, TH_TENSOR_READER_ERROR_CANCELLED,
+                      ": reading interrupted after 0 bytes");
+    th_cancel_reset();
+    th_sptensor *t = read_ok("1 1 1.5\n");
+    th_sptensor_free(t);
+}
+
+/* A request during the read stops it within a few MB, in the mapped and
+ * the streamed path; the request comes from the progress callback, so it
+ * lands in the middle of the read. */
+static void test_cancel_while_reading(void **state)
+{
+    (void)state;
+    GString *text = long_commented_text(LONG_TEXT_BYTES);
+    g_autofree char *path = write_temp("cancel.tns", text->str, text->len);
+    g_autoptr(GBytes) gz = gzip_bytes(text->str);
+    g_string_free(text, TRUE);
+    g_autofree char *gz_path = write_temp("cancel-long.tns.gz", g_bytes_get_data(gz, NULL),
+                                          g_bytes_get_size(gz));
+    for (int gzip = 0; gzip < 2; ++gzip) {
+        int calls = 0;
+        th_tensor_read_options options = {.progress = cancel_midway, .user_data = &calls};
+        th_tensor_reader_set_threads(1);
+        GError *error = NULL;
+        th_sptensor *t = th_tensor_read_file(gzip ? gz_path : path, &options, &error);
+        th_tensor_reader_set_threads(0);
+        th_cancel_reset();
+        assert_null(t);
+        assert_int_equal(calls, 1);
+        assert_cancelled(error, gzip ? gz_path : path, !gzip);
+        g_error_free(error);
+    }
+}
+
+/* ---- thread counts ------------------------------------------------------- */
+
+static void assert_same_tensor(const th_sptensor *a, const th_sptensor *b)
+{
+    assert_int_equal(a->nmodes, b->nmodes);
+    assert_int_equal(a->nnz, b->nnz);
+    assert_int_equal(a->lines_read, b->lines_read);
+    assert_int_equal(a->duplicates_merged, b->duplicates_merged);
+    assert_int_equal(a->explicit_zeros, b->explicit_zeros);
+    assert_int_equal(a->underflowed_values, b->underflowed_values);
+    assert_memory_equal(a->dims, b->dims, a->nmodes * sizeof *a->dims);
+    for (uint32_t m = 0; m < a->nmodes; ++m)
+        assert_memory_equal(a->indices[m], b->indices[m], a->nnz * sizeof(th_index));
+    assert_memory_equal(a->values, b->values, a->nnz * sizeof(double));
+}
+
+/* Lines of every kind the reader accepts, in a fixed pseudo-random mix:
+ * comments, blanks, CRLF, duplicates, zeros, underflow, long mantissas. */
+static GString *mixed_text(uint32_t lines, const char *header, int base)
+{
+    GRand *rand = g_rand_new_with_seed(7);
+    GString *text = g_string_new(header);
+    for (uint32_t l = 0; l < lines; ++l) {
+        switch (g_rand_int_range(rand, 0, 10)) {
+        case 0:
+            g_string_append(text, "# a comment 1 2 3\n");
+            break;
+        case 1:
+            g_string_append(text, " \t\r\n");
+            break;
+        default: {
+            const char *const values[] = {"0", "1e-400", "0.1", "-2.5e-3",
+                                          "0.12345678901234567890123", "7"};
+            g_string_append_printf(text, "%d\t%d %d %s%s", base + g_rand_int_range(rand, 0, 20),
+                                   base + g_rand_int_range(rand, 0, 9),
+                                   base + g_rand_int_range(rand, 0, 30),
+                                   values[g_rand_int_range(rand, 0, G_N_ELEMENTS(values))],
+                                   g_rand_boolean(rand) ? "\r\n" : " # why\n");
+        }
+        }
+    }
+    g_rand_free(rand);
+    return text;
+}
+
+static th_sptensor *read_with_threads(uint32_t threads, const char *path, const GString *text,
+                                      GError **error)
+{
+    th_tensor_reader_set_threads(threads);
+    th_sptensor *t = path != NULL ? th_tensor_read_file(path, NULL, error)
+                                  : th_tensor_read_buffer("t.tns", text->str, text->len, error);
+    th_tensor_reader_set_threads(0);
+    return t;
+}
+
+static const uint32_t thread_counts[] = {2, 3, 4, 7, 16, 64, 255, TH_TENSOR_READER_MAX_THREADS};
+
+/* The same text read with every thread count gives the same tensor, or the
+ * same error, as one thread does. */
+static void assert_thread_count_invariant(const GString *text, const char *path)
+{
+    GError *error1 = NULL;
+    th_sptensor *one = read_with_threads(1, path, text, &error1);
+    for (size_t i = 0; i < G_N_ELEMENTS(thread_counts); ++i) {
+        GError *error = NULL;
+        th_sptensor *t = read_with_threads(thread_counts[i], path, text, &error);
+        if (one != NULL) {
+            assert_null(error);
+            assert_same_tensor(one, t);
+            th_sptensor_free(t);
+        } else {
+            assert_null(t);
+            assert_string_equal(error->message, error1->message);
+            assert_int_equal(error->code, error1->code);
+            g_error_free(error);
+        }
+    }
+    th_sptensor_free(one);
+    g_clear_error(&error1);
+}
+
+static void test_thread_count_does_not_change_result(void **state)
+{
+    (void)state;
+    GString *text = mixed_text(5000, "\xef\xbb\xbf# mixed\n", 1);
+    th_sptensor *t = read_ok(text->str);
+    assert_true(t->explicit_zeros > 0 && t->underflowed_values > 0 && t->duplicates_merged > 0);
+    th_sptensor_free(t);
+    assert_thread_count_invariant(text, NULL);
+    g_autofree char *path = write_temp("mixed.tns", text->str, text->len);
+    assert_thread_count_invariant(text, path);
+
+    /* Errors: the first bad line is reported, with its absolute number. */
+    GString *bad = g_string_new(text->str);
+    g_string_append(bad, "1 2 3 x\n");
+    g_string_append(bad, text->str + 4); /* more lines after it, without the BOM */
+    g_string_append(bad, "1 2\n");
+    assert_thread_count_invariant(bad, NULL);
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer("t.tns", bad->str, bad->len, &error));
+    assert_true(g_str_has_prefix(error->message, "t.tns:5002: column 4: 'x'"));
+    g_clear_error(&error);
+
+    /* An over-long line somewhere in the middle. */
+    GString *long_line = g_string_new(text->str);
+    g_string_append(long_line, "#");
+    for (size_t i = 0; i < TH_TENSOR_MAX_LINE_BYTES + 100; ++i)
+        g_string_append_c(long_line, 'x');
+    g_string_append(long_line, "\n");
+    g_string_append(long_line, text->str + 3);
+    assert_thread_count_invariant(long_line, NULL);
+
+    /* The sptensor variant: its header is read once, its count checked over
+     * all chunks. */
+    GString *spt = g_string_new("sptensor\n3\n20 9 30\n");
+    g_autoptr(GString) body = mixed_text(2000, "", 0);
+    uint64_t nonzero_lines = 0;
+    for (const char *l = body->str; *l != '\0'; l = strchr(l, '\n') + 1)
+        nonzero_lines += g_ascii_isdigit(*l) ? 1u : 0u;
+    g_string_append_printf(spt, "%" G_GUINT64_FORMAT "\n%s", nonzero_lines, body->str);
+    t = read_ok(spt->str);
+    assert_int_equal(t->lines_read, nonzero_lines);
+    th_sptensor_free(t);
+    assert_thread_count_invariant(spt, NULL);
+
+    /* A few lines and many threads: most chunks are empty. */
+    GString *tiny = g_string_new("1 1 1\n2 2 2");
+    assert_thread_count_invariant(tiny, NULL);
+
+    g_string_free(tiny, TRUE);
+    g_string_free(spt, TRUE);
+    g_string_free(long_line, TRUE);
+    g_string_free(bad, TRUE);
+    g_string_free(text, TRUE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +1303,20 @@ int main(void)
         cmocka_unit_test(test_crlf_file_on_disk),
         cmocka_unit_test(test_threaded_read_keeps_lines_and_data),
         cmocka_unit_test(test_write_round_trip),
+        cmocka_unit_test(test_byte_order_mark_skipped),
+        cmocka_unit_test(test_utf16_refused),
+        cmocka_unit_test(test_invisible_characters_escaped),
+        cmocka_unit_test(test_explicit_zeros_and_underflow_counted),
+        cmocka_unit_test(test_value_with_leading_control_character),
+        cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_carriage_return_inside_line),
+        cmocka_unit_test(test_line_length_limit),
+        cmocka_unit_test(test_endless_binary_stream),
+        cmocka_unit_test(test_sigbus_guard),
+        cmocka_unit_test(test_file_shrinks_while_read),
+        cmocka_unit_test(test_cancel_before_reading),
+        cmocka_unit_test(test_cancel_while_reading),
+        cmocka_unit_test(test_thread_count_does_not_change_result),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

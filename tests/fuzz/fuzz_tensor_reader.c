@@ -1,9 +1,12 @@
 /* libFuzzer target for the tensor reader: any bytes must end in a tensor
  * that satisfies the reader's guarantees or in one error with a message;
- * never a crash, a leak, or an allocation sized by what a header claims. */
+ * never a crash, a leak, or an allocation sized by what a header claims.
+ * Each input is read twice, in one chunk and split among a few threads:
+ * both must give the same tensor, or the same error. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensor_reader.h"
 
@@ -14,6 +17,8 @@ static void check_tensor(const th_sptensor *t)
     if (t->nmodes < 2 || t->nmodes > TH_MAX_MODES || t->nnz == 0)
         abort();
     if (t->nnz + t->duplicates_merged != t->lines_read)
+        abort();
+    if (t->explicit_zeros + t->underflowed_values > t->lines_read)
         abort();
     for (uint64_t i = 0; i < t->nnz; ++i) {
         int order = i == 0 ? -1 : 0; /* sorted, and no coordinate twice */
@@ -28,20 +33,56 @@ static void check_tensor(const th_sptensor *t)
     }
 }
 
+static void check_error(const GError *error)
+{
+    if (error == NULL || error->domain != TH_TENSOR_READER_ERROR || error->message == NULL ||
+        error->message[0] == '\0')
+        abort();
+}
+
+static void check_same(const th_sptensor *a, const th_sptensor *b)
+{
+    if (a->nmodes != b->nmodes || a->nnz != b->nnz || a->lines_read != b->lines_read ||
+        a->duplicates_merged != b->duplicates_merged || a->explicit_zeros != b->explicit_zeros ||
+        a->underflowed_values != b->underflowed_values ||
+        memcmp(a->dims, b->dims, a->nmodes * sizeof *a->dims) != 0 ||
+        memcmp(a->values, b->values, a->nnz * sizeof *a->values) != 0)
+        abort();
+    for (uint32_t m = 0; m < a->nmodes; ++m)
+        if (memcmp(a->indices[m], b->indices[m], a->nnz * sizeof(th_index)) != 0)
+            abort();
+}
+
+static th_sptensor *read_with_threads(uint32_t threads, const uint8_t *data, size_t size,
+                                      GError **error)
+{
+    th_tensor_reader_set_threads(threads);
+    th_sptensor *t = th_tensor_read_buffer("fuzz.tns", (const char *)data, size, error);
+    th_tensor_reader_set_threads(0);
+    return t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     GError *error = NULL;
-    th_sptensor *t = th_tensor_read_buffer("fuzz.tns", (const char *)data, size, &error);
+    th_sptensor *t = read_with_threads(1, data, size, &error);
+    GError *split_error = NULL;
+    th_sptensor *split = read_with_threads(2u + (uint32_t)(size % 3u), data, size, &split_error);
     if (t == NULL) {
-        if (error == NULL || error->domain != TH_TENSOR_READER_ERROR ||
-            error->message == NULL || error->message[0] == '\0')
+        check_error(error);
+        check_error(split_error);
+        if (split != NULL || strcmp(error->message, split_error->message) != 0 ||
+            error->code != split_error->code)
             abort();
         g_error_free(error);
+        g_error_free(split_error);
         return 0;
     }
-    if (error != NULL)
+    if (error != NULL || split == NULL || split_error != NULL)
         abort();
     check_tensor(t);
+    check_same(t, split);
     th_sptensor_free(t);
+    th_sptensor_free(split);
     return 0;
 }
