@@ -192,6 +192,15 @@ static void print_tensor_summary(const th_sptensor *t, const char *path, double 
     th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
                         "read in %.3fs",
            t->duplicates_merged, empty->str, seconds);
+    /* Zeros the file stores are kept (they are entries of the file), but a
+     * user who wrote 1e-400 should learn it became 0. */
+    if (t->explicit_zeros > 0 || t->underflowed_values > 0)
+        th_log(TH_LOG_WARNING,
+               "%s: %" G_GUINT64_FORMAT " values are written as zero and %" G_GUINT64_FORMAT
+               " are too small for a double (below about 4.9e-324) and read as zero; they are "
+               "kept as stored entries (report.json: tensor.explicit_zeros, "
+               "tensor.underflowed_values)",
+               path, t->explicit_zeros, t->underflowed_values);
 }
 
 static void print_backend_summary(th_backend *backend)
@@ -510,6 +519,17 @@ static int report_interruption(const th_cpd_result *result)
     return th_cancel_exit_status();
 }
 
+/* A stop during a read ends the run there: nothing is written. */
+static int report_read_interruption(GError *error)
+{
+    g_autofree char *message = th_escape_control(error->message);
+    fprintf(stderr, "tensorhost: interrupted while reading the tensor (%s); nothing was "
+                    "written\n",
+            message);
+    g_error_free(error);
+    return th_cancel_exit_status();
+}
+
 static int run_job(const cli_options *cli)
 {
     const gint64 start = g_get_monotonic_time();
@@ -521,8 +541,11 @@ static int run_job(const cli_options *cli)
     th_cancel_install_handlers();
     if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
         gboolean interrupted = FALSE;
-        if (!th_compare_execute(config, &interrupted, &error))
+        if (!th_compare_execute(config, &interrupted, &error)) {
+            if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
+                return report_read_interruption(error);
             return fail(error);
+        }
         return interrupted ? th_cancel_exit_status() : 0;
     }
 
@@ -542,14 +565,8 @@ static int run_job(const cli_options *cli)
     double read_seconds = 0.0;
     g_autoptr(th_sptensor) tensor = read_tensor(config, &read_seconds, &error);
     if (!tensor) {
-        if (th_cancel_requested()) {
-            g_autofree char *message = th_escape_control(error->message);
-            fprintf(stderr, "tensorhost: interrupted while reading the tensor (%s); nothing "
-                            "was written\n",
-                    message);
-            g_error_free(error);
-            return th_cancel_exit_status();
-        }
+        if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
+            return report_read_interruption(error);
         return fail(error);
     }
     print_tensor_summary(tensor, config->tensor_path, read_seconds);

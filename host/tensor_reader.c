@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cancel.h"
@@ -1362,6 +1363,23 @@ th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options 
                                  GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
+    /* The system's own words for why a file cannot be opened (GIO's repeat
+     * the path: "Error opening file PATH: ..."). Only a regular file is
+     * opened to find out: opening a FIFO would consume its writer. */
+    GStatBuf st;
+    int probe_errno = g_stat(path, &st) != 0 ? errno : 0;
+    if (probe_errno == 0 && S_ISREG(st.st_mode)) {
+        const int probe = g_open(path, O_RDONLY, 0);
+        if (probe < 0)
+            probe_errno = errno;
+        else
+            close(probe);
+    }
+    if (probe_errno != 0) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot open: %s", path, g_strerror(probe_errno));
+        return NULL;
+    }
     g_autoptr(GFile) file = g_file_new_for_path(path);
     GError *open_error = NULL;
     g_autoptr(GFileInputStream) file_in = g_file_read(file, NULL, &open_error);

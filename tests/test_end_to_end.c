@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -616,6 +618,57 @@ static void test_sigterm_stops_with_143(void **state)
     assert_no_temp_files(out_dir);
 }
 
+/* Ctrl-C during the read: said so, nothing written, exit 130. The tensor
+ * comes through a FIFO so the test controls when the read is under way. */
+static void test_interrupt_during_the_read(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *fifo = g_build_filename(dir, "tensor.tns", NULL);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = "
+        "\"out\"\n",
+        fifo);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    char *argv[] = {(char *)TH_TENSORHOST_EXE, (char *)"--config", config_path, NULL};
+    GPid pid = 0;
+    int err_fd = -1;
+    g_autoptr(GError) error = NULL;
+    if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &pid,
+                                  NULL, NULL, &err_fd, &error))
+        fail_msg("%s", error->message);
+    void (*previous)(int) = signal(SIGPIPE, SIG_IGN); /* tensorhost may close first */
+    const int writer = open(fifo, O_WRONLY); /* returns once tensorhost reads */
+    assert_true(writer >= 0);
+    g_autofree char *chunk = g_strnfill(65536, '#');
+    chunk[65535] = '\n';
+    assert_int_equal(write(writer, "1 1 1 1.0\n", 10), 10);
+    assert_int_equal(write(writer, chunk, 65536), 65536);
+    kill(pid, SIGINT);
+    /* More data wakes the reader, which then sees the request. */
+    for (int i = 0; i < 64 && write(writer, chunk, 65536) == 65536; ++i)
+        g_usleep(10000);
+    close(writer);
+    signal(SIGPIPE, previous);
+    g_autoptr(GString) err = g_string_new(NULL);
+    char buffer[4096];
+    for (ssize_t n; (n = read(err_fd, buffer, sizeof buffer - 1)) > 0;) {
+        buffer[n] = '\0';
+        g_string_append(err, buffer);
+    }
+    close(err_fd);
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    g_spawn_close_pid(pid);
+    assert_true(WIFEXITED(wait_status));
+    assert_int_equal(WEXITSTATUS(wait_status), 130);
+    if (!strstr(err->str, "interrupted while reading the tensor"))
+        fail_msg("stderr:\n%s", err->str);
+    g_autofree char *out = g_build_filename(dir, "out", NULL);
+    assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+}
+
 /* The run file the README shows is configs/quickstart.toml, word for word,
  * and it runs as written with plugin = "auto" on any host: on one without a
  * GPU, auto falls back to cpu-reference whatever the options say. */
@@ -661,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_messages_name_the_config_value),
         cmocka_unit_test(test_extreme_values_are_scaled),
         cmocka_unit_test(test_sigterm_stops_with_143),
+        cmocka_unit_test(test_interrupt_during_the_read),
         cmocka_unit_test(test_readme_sample_runs_with_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
