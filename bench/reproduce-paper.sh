@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the paper's three figures on this machine's GPU and writes them
-# into BENCHMARKS.md ("Strategy comparison"):
+# Reproduces the paper's three figures on the GPU of the host it runs on and
+# writes them into BENCHMARKS.md ("Strategy comparison"):
 #   1. total MTTKRP time per tensor per backend      (time-total.png)
 #   2. adaptive vs scheme-1-only vs scheme-2-only     (speedups, geometric means,
 #                                                      time-per-mode.png)

@@ -1,5 +1,5 @@
-# Relocatable install (issue 5): `cmake --install build --prefix P` gives a
-# tree that runs on a host with the NVIDIA driver and nothing else of ours:
+# Relocatable install: `cmake --install build --prefix P` gives a tree that
+# runs on a host with the NVIDIA driver and nothing else of ours:
 #
 #   P/bin/tensorhost, tensorhost-synth, tensorhost-check-plugin  RPATH $ORIGIN/../lib
 #   P/lib/tensorhost/plugins/*.so                                RUNPATH $ORIGIN/../../

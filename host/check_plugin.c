@@ -28,7 +28,7 @@
 #define CREATE_DESTROY_CYCLES 50
 #define LOAD_TENSOR_CYCLES 20
 #define LOAD_UNLOAD_CYCLES 20
-#define CHECK_MAX_ORDER 8u /* the 3 to 8 modes */
+#define CHECK_MAX_ORDER 8u /* the orders the GPU backends are tested on: 3 to 8 */
 
 /* ------------------------------------------------------------------------ */
 /* Reporting                                                                 */

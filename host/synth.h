@@ -37,7 +37,8 @@ typedef struct th_synth_params {
     uint32_t max_rounds; /* top-up rounds after the first draw; 0 = TH_SYNTH_DEFAULT_ROUNDS */
 } th_synth_params;
 
-/* FROSTT shapes and nonzero counts with the per-mode exponents of issue 5. */
+/* FROSTT shapes and nonzero counts, with per-mode Zipf exponents that give
+ * the long modes hot indices, as skewed real tensors have. */
 #define TH_SYNTH_PRESET_MAX_MODES 8u
 typedef struct th_synth_preset {
     const char *name;

@@ -1,10 +1,12 @@
 /* The on-device CP-ALS factor update: A <- M W, column norms, normalisation,
  * lambda, Gram A^T A and inner[r] = sum_i M(i,r) A(i,r), in two kernels.
  *
- * v4 (kernels/NOTES.md): the update used to be a W upload from pageable
- * memory with its own synchronisation, a memset, three kernels and a
- * pageable download: ~50 us of fixed latency per mode, more than a whole
- * MTTKRP of the small shapes. Now:
+ * On the small shapes an update costs its latency, not its arithmetic, and
+ * that latency is longer than the mode's whole MTTKRP; every host round
+ * trip, pageable copy and extra launch adds to it (with a W upload from
+ * pageable memory and its own synchronisation, a memset, three kernels and
+ * a pageable download, an update measured ~55 us; kernels/DESIGN.md). So
+ * W comes from pinned staging, there is one stream synchronisation, and:
  *   1. gemm_gram_kernel: each block takes tiles of rows, computes the
  *      unnormalised rows Ahat = M W (written to the factor and to shared
  *      memory) and accumulates Ahat^T Ahat, sum_i M(i,r) Ahat(i,r) and
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
         const uint32_t rows = (uint32_t)(I - base < kTileRows ? I - base : kTileRows);
         /* The tile of M in one coalesced pass: read row by row from global
          * memory, each row's R dependent loads cost an L2 latency apiece
-         * (~5 us of a small mode's update, kernels/NOTES.md v6). */
+         * (~5 us of a small mode's update on an H200). */
         for (uint32_t t = tid; t < rows * R; t += blockDim.x)
             s_m[t] = M[base * R + t];
         __syncthreads();

@@ -9,15 +9,16 @@
  * nonzeros by partition while keeping the output-index order inside each. A
  * gather then writes the copy. Nothing is sorted on the host.
  *
- * v4 (kernels/NOTES.md): no host round trip until the end. gpu-adaptive's
- * balance check is decided on the device (a one-block kernel writes the
- * mode's scheme, which the partition keys and offsets kernels read), the
- * index check and every mode's scheme, empty-row flag and largest partition
- * come back in one copy after the last mode, and the copies, offsets and
- * staging buffers are one allocation each made before the build starts.
- * That took the build of a tiny tensor from ~20 launches, two host
- * synchronisations and two cudaMallocs per mode to ~12 launches per mode
- * and one synchronisation.
+ * The build must cost a few all-mode MTTKRPs at most, and on a tiny tensor
+ * launches and host round trips are most of it, so there is no host round
+ * trip until the end. gpu-adaptive's balance check is decided on the
+ * device (a one-block kernel writes the mode's scheme, which the partition
+ * keys and offsets kernels read), the index check and every mode's scheme,
+ * empty-row flag and largest partition come back in one copy after the
+ * last mode, and the copies, offsets and staging buffers are one
+ * allocation each made before the build starts: ~12 launches per mode and
+ * one synchronisation (a host round trip per decision and two cudaMallocs
+ * per mode made a tiny tensor's build 2.6-4.9x slower; kernels/DESIGN.md).
  */
 #include <cub/device/device_radix_sort.cuh>
 
@@ -340,7 +341,7 @@ decision choose_scheme(thg_context *ctx, uint32_t mode)
      * collide, the kernel is latency only, and scheme 1's merge is all it
      * adds (KG tensors: ~2 us per 15 us mode). With long rows (aminoacid's
      * mode 1: ~84 groups per row) scheme 2's atomics collide and scheme 1
-     * wins by ~3 us; kernels/NOTES.md v4. */
+     * wins by ~3 us (kernels/DESIGN.md). */
     const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P);
     const uint64_t one_chunk_each = (uint64_t)shape.groups * shape.lanes;
     const uint64_t mean = ctx->nnz / ctx->kappa;
@@ -495,9 +496,9 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
 } // namespace
 
 /* The CUDA runtime loads each kernel on its first launch (lazy loading,
- * the default since CUDA 12.2), and that load landed inside the first
- * load_tensor's timed build: the amino-acid tensor's first build was 2.2x
- * its rebuild (kernels/NOTES.md v4). Loading is a per-process cost, not a
+ * the default since CUDA 12.2); left to the first load_tensor, that load
+ * lands inside its timed build (the amino-acid tensor's first build
+ * measured 2.2x its rebuild). Loading is a per-process cost, not a
  * per-tensor one, so create() pays it: every build kernel is named to the
  * runtime, and each CUB sort the build uses runs once on a small and a
  * large input (CUB picks different kernels by size). */

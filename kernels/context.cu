@@ -387,8 +387,8 @@ static thg_status capture(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
     return THG_OK;
 }
 
-/* The sequences are small operations whose launch gaps were most of a
- * CP-ALS iteration's overhead on the small shapes (kernels/NOTES.md v4).
+/* The sequences are small operations whose launch gaps would be a large
+ * share of a CP-ALS iteration on the small shapes (kernels/DESIGN.md).
  * A capture that fails turns graphs off for the context, with the reason
  * in graph_note. */
 thg_status thg_run_sequence(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,

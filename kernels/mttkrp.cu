@@ -62,15 +62,16 @@ __device__ __forceinline__ float4 shfl_up(float4 v, uint32_t d)
  * written once. Slots are in nonzero order, so the non-empty slots of one
  * row are adjacent and rows increase along them.
  *
- * v4: one warp per column; each lane reduces a contiguous range of slots
+ * One warp per column; each lane reduces a contiguous range of slots
  * sequentially (rows that start and end inside the range are written
  * there), then a segmented inclusive scan over the lanes' last rows
  * (combine(a, b) = b's row, b + a if the rows are equal: associative since
- * rows only increase) joins rows that span lanes. v3 walked all 2 x groups
- * slots with one thread per column (256 dependent shared-memory steps at
- * R = 32, ~5 us: the whole gap between scheme 1 and scheme 2 on tensors of
- * a few hundred nonzeros per partition); v3b (one thread per slot,
- * reverted) is in kernels/NOTES.md. Needs blockDim.x a multiple of 32. */
+ * rows only increase) joins rows that span lanes. The merge is on every
+ * block's critical path: one thread per column walking all 2 x groups
+ * slots is 256 dependent shared-memory steps at R = 32 (~5 us, the whole
+ * gap between scheme 1 and scheme 2 on tensors of a few hundred nonzeros
+ * per partition), and one thread per slot leaves the chain as long
+ * (kernels/DESIGN.md). Needs blockDim.x a multiple of 32. */
 template <typename T>
 __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, uint32_t nslots,
                                         uint32_t cols, T *out, bool shared_ends,
@@ -302,14 +303,16 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
  *
- * v3 (kernels/NOTES.md): the v2 kernel above spent ~67 issue slots per
- * nonzero (one warp per nonzero at R = 32: broadcast loads of every index,
- * 64-bit address arithmetic per mode, run-time mode checks). Here a group
- * of RL lanes (8 at R = 32) owns a nonzero and each lane handles RPT float4
- * columns, so one warp instruction serves 32/RL nonzeros; a group loads the
- * metadata of RL consecutive nonzeros coalesced (one lane each) and hands it
- * round with __shfl_sync; the input modes come pre-compacted (no out_mode
- * test) and, for 3 to 5 modes, as a compile-time count. */
+ * MTTKRP here is bound by instruction issue, not memory (ncu on the
+ * generic kernel above: SM ~60%, L2 5%, DRAM 3%), and the generic kernel
+ * spends ~67 issue slots per nonzero (one warp per nonzero at R = 32:
+ * broadcast loads of every index, 64-bit address arithmetic per mode,
+ * run-time mode checks). Here a group of RL lanes (8 at R = 32) owns a
+ * nonzero and each lane handles RPT float4 columns, so one warp
+ * instruction serves 32/RL nonzeros; a group loads the metadata of RL
+ * consecutive nonzeros coalesced (one lane each) and hands it round with
+ * __shfl_sync; the input modes come pre-compacted (no out_mode test) and,
+ * for 3 to 5 modes, as a compile-time count. */
 struct vec_args {
     const uint32_t *in_idx[THG_MAX_MODES - 1];
     const float4 *in_factor[THG_MAX_MODES - 1];

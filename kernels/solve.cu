@@ -9,14 +9,13 @@
  * ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON * 16. Each of
  * the R steps is one parallel rank-one update of all R x R entries, so the
  * latency is R short steps, not the O(R^2)-long dependent chains of a
- * triangular solve (a first version, a one-thread-per-row Cholesky and
- * triangular inverse, took ~100 us per mode at R = 32 on an H200 and, not
- * fitting beside the MTTKRP's full-SM blocks, ran after it:
- * kernels/NOTES.md v6).
+ * triangular solve (a one-thread-per-row Cholesky and triangular inverse
+ * measured ~100 us per mode at R = 32 on an H200 and, not fitting beside
+ * the MTTKRP's full-SM blocks, ran after it: kernels/DESIGN.md).
  *
  * Ranks up to 32 (the common case) keep V in registers instead
  * (register_solve): ~11 us at R = 32 on an H200, against ~22-25 us for
- * the shared-memory kernel at 256 or 1024 threads (kernels/NOTES.md v7).
+ * the shared-memory kernel at 256 or 1024 threads (kernels/DESIGN.md).
  * The shared-memory kernel serves ranks 33 to 128. */
 #include <float.h>
 
@@ -112,7 +111,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         *(int *)(W + RR) = use_max_norm;
 }
 
-/* The register layout (kernels/NOTES.md v7): 8 warps, warp w holding rows
+/* The register layout: 8 warps, warp w holding rows
  * 4w..4w+3 of V in registers and lane k column k, so a step is one
  * barrier, one shared-memory pivot row and one shuffle per row for the
  * pivot column. The shared-memory kernel above spends its time issuing

@@ -2,7 +2,7 @@
  * mode's MTTKRP, R x R solve and factor update as one CUDA graph, one
  * launch and one synchronisation per iteration.
  *
- * Why (kernels/NOTES.md v5, v6): the per-mode path costs two host round
+ * Why (kernels/DESIGN.md): the per-mode path costs two host round
  * trips per mode, because the host builds each W from the Grams the
  * previous update returned. Here the Grams stay on the device (grams_dev,
  * refreshed by each update's last block) and the solve runs on a side
@@ -16,7 +16,7 @@
  *
  * The MTTKRPs inside have no event records around them (two graph nodes
  * each: ~5 us a mode on an H200, more than the MTTKRP of a small mode,
- * kernels/NOTES.md v8): the kernels stamp their own span with the GPU's
+ * kernels/DESIGN.md): the kernels stamp their own span with the GPU's
  * global timer, and get_mode_info() reports that.
  *
  * A solve that breaks down (Cholesky pivot below the host's threshold)

@@ -88,8 +88,8 @@ thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, c
                           size_t errlen);
 thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
                           size_t errlen);
-/* Enqueues the MTTKRP and returns; errors of the kernel itself surface in
- * the next call that waits for the stream. */
+/* Returns when the MTTKRP's result is complete (it waits for the kernel's
+ * stop event), so a fault of the kernel itself surfaces here. */
 thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
                           size_t errlen);
@@ -146,8 +146,8 @@ typedef struct thg_mode_stats {
     double last_mttkrp_seconds;
 } thg_mode_stats;
 
-/* The first call after an mttkrp of `mode` waits for that MTTKRP's end
- * (thg_mttkrp itself returns without waiting). */
+/* The mode's scheme, why, and its latest MTTKRP time (thg_mttkrp has
+ * already waited for that MTTKRP's end). */
 thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
                               char *err, size_t errlen);
 

@@ -32,8 +32,9 @@ struct thg_mode_copy {
     double last_seconds;
 };
 
-/* ALS accumulators on the device (see als.cu): the last block of the fused
- * kernel reads and re-zeroes them, so no memset precedes each update. */
+/* ALS accumulators on the device (see als.cu): the last block of
+ * gemm_gram_kernel reads and re-zeroes them, so no memset precedes each
+ * update. */
 struct thg_als_acc {
     double *gram;      /* [R*R] unnormalised A^T A */
     double *inner;     /* [R] unnormalised sum_i M(i,r) A(i,r) */
@@ -179,10 +180,9 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
                           size_t errlen);
 /* solve.cu */
 thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
-/* For the sweep: W = diag(c) V^-1 into ctx->als_w, V the Hadamard of every
- * Gram but mode's and c the product of the scales still pending on the
- * other factors (into sweep.result_scale_dev), or the breakdown flags; on
- * `stream`. */
+/* For the sweep: W = V^-1 and the norm flag into ctx->als_w, V the
+ * Hadamard of every Gram but mode's, or the breakdown flags when a pivot
+ * falls below the host's threshold; on `stream`. */
 thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
                             cudaStream_t stream, char *err, size_t errlen);
 /* sweep.cu */

@@ -1,17 +1,22 @@
 #!/bin/sh
-# Prepares what a GPU host needs to run the GPU checks (tools/gpu-check.sh)
-# without building there:
+# Builds here and prepares what a GPU host needs to run the GPU checks
+# (tools/gpu-check.sh, tools/gpu-compare.sh) without a compiler or the CUDA
+# toolkit there, only the NVIDIA driver:
 #   BUILD/install  `cmake --install BUILD --prefix BUILD/install --strip`: the
 #                  relocatable tree (bin/, lib/tensorhost/plugins/, the
 #                  bundled shared libraries; see cmake/TensorhostBundle.cmake)
 #   .carry/bin     the GPU test programs and gpu_bench from BUILD/bin
 #   .carry/lib     libcmocka (the tests' only library the install lacks)
-#   .carry/shared-data/kg  ../shared/data/real/kg (that folder does not travel)
-# Carry both paths with the device call: carry ["BUILD/install", ".carry"].
-# Usage: tools/device-bundle.sh [BUILD]   (default: build-device)
+#   .carry/shared-data/kg  ../shared/data/real/kg (outside the checkout, so
+#                  copying the checkout does not bring it)
+# Copy both paths to the same places in a checkout of the same commit on the
+# GPU host (e.g. rsync -aR BUILD/install .carry HOST:CHECKOUT/) and run the
+# checks there from the checkout's root.
+# Usage: tools/device-bundle.sh [BUILD]   (default: build-device; JOBS sets
+# the build's parallelism, default all processors)
 set -eu
 build=${1:-build-device}
-cmake --build "$build" -j2
+cmake --build "$build" -j "${JOBS:-$(nproc)}"
 rm -rf "$build/install" .carry
 cmake --install "$build" --prefix "$build/install" --strip > /dev/null
 mkdir -p .carry/bin .carry/lib .carry/shared-data

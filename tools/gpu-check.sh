@@ -1,7 +1,7 @@
 #!/bin/bash
-# One device-machine session for the GPU backends, from the repository root
-# of a GPU host, after tools/device-bundle.sh here and with
-# carry ["build-device/install", ".carry"]:
+# The GPU backends' checks and benchmarks, run from the repository root of a
+# GPU host that holds the install tree and .carry/ of tools/device-bundle.sh
+# (built elsewhere and copied over, or built on this host):
 #   tools/gpu-check.sh [all|install|tests|sanitize|bench|bench-nographs|bench-big|bench-full|profile]...
 #   all = install tests sanitize bench
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
@@ -14,7 +14,8 @@
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
 # GPU_CHECK_BUDGET (seconds, default 580): the bench steps stop in time for
-# the whole script to end inside it (a device call's limit is 600 s).
+# the whole script to end inside it, for hosts or job queues that limit a
+# command's run time; raise it where none does.
 set -u
 t_start=$(date +%s)
 budget=${GPU_CHECK_BUDGET:-580}

@@ -1,13 +1,14 @@
 #!/bin/bash
 # The comparison feature on a GPU host, with the relocatable install that
-# tools/device-bundle.sh prepared (carry ["build-device/install", ".carry"]):
+# tools/device-bundle.sh prepared (BUILD/install and .carry/ in this checkout):
 #   1. tensorhost --config configs/compare-strategies.toml (adaptive, scheme 1,
 #      scheme 2 and cpu-reference on the Uber sample, verified, timed);
 #   2. bench/reproduce-paper.sh with that tensorhost: the paper's three
 #      figures on the real and the FROSTT-shaped synthetic tensors, and the
 #      "Strategy comparison" section of BENCHMARKS.md rewritten.
-# Everything it writes is packed into $OUT/compare.tar.gz (a device call
-# brings back few files); a summary is printed last.
+# Everything it writes is packed into $OUT/compare.tar.gz (or
+# ./gpu-compare-out/compare.tar.gz), one file to copy back from the GPU host;
+# a summary is printed last.
 #   tools/gpu-compare.sh
 set -u
 out=${OUT:-$PWD/gpu-compare-out}
