@@ -1,6 +1,9 @@
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
+
 #include "atomic_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,7 +18,8 @@ struct th_atomic_file {
 th_atomic_file *th_atomic_file_open(const char *path, GError **error)
 {
     g_autofree char *template = g_strconcat(path, ".tmp-XXXXXX", NULL);
-    int fd = g_mkstemp(template);
+    /* 0666 as open() and fopen() create files: the umask decides the mode. */
+    int fd = g_mkstemp_full(template, O_RDWR | O_CLOEXEC, 0666);
     if (fd < 0) {
         int saved = errno;
         g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),

@@ -1,10 +1,13 @@
 /* Bar charts with cairo; see charts.h. The same drawing code renders onto
  * an image surface (PNG) and an SVG surface, so the two files match. */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
+
 #include "charts.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fontconfig/fontconfig.h>
 #include <math.h>
 #include <stdio.h>
@@ -492,7 +495,7 @@ static gboolean write_atomically(const char *path, const th_bar_chart *chart, gb
                                  GError **error)
 {
     g_autofree char *temporary = g_strdup_printf("%s.tmp-XXXXXX", path);
-    int fd = g_mkstemp(temporary);
+    int fd = g_mkstemp_full(temporary, O_RDWR | O_CLOEXEC, 0666); /* mode from the umask */
     if (fd < 0) {
         int saved = errno;
         g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot create: %s",

@@ -183,7 +183,7 @@ static void run_alloc_modes(th_compare_run *run)
         run->modes[m].scheme = g_strdup("");
         run->modes[m].host = run->modes[m].backend = unmeasured;
         run->modes[m].error = NAN;
-        run->modes[m].speedup = NAN;
+        run->modes[m].speedup = run->modes[m].speedup_host = run->modes[m].speedup_backend = NAN;
     }
 }
 
@@ -661,10 +661,11 @@ static void compute_speedups(th_compare_tensor *tensor, const th_compare_run *ba
         run->speedup_backend = ratio(baseline->total_backend.median, run->total_backend.median);
         run->speedup = by_backend ? run->speedup_backend : run->speedup_host;
         for (uint32_t m = 0; m < run->nmodes; m++) {
-            const th_compare_stat *base =
-                by_backend ? &baseline->modes[m].backend : &baseline->modes[m].host;
-            const th_compare_stat *mine = by_backend ? &run->modes[m].backend : &run->modes[m].host;
-            run->modes[m].speedup = ratio(base->median, mine->median);
+            th_compare_mode *mode = &run->modes[m];
+            const th_compare_mode *base = &baseline->modes[m];
+            mode->speedup_host = ratio(base->host.median, mode->host.median);
+            mode->speedup_backend = ratio(base->backend.median, mode->backend.median);
+            mode->speedup = by_backend ? mode->speedup_backend : mode->speedup_host;
         }
     }
 }
@@ -764,6 +765,37 @@ static char *distinct_devices(const th_compare_result *result)
     return g_string_free(text, FALSE);
 }
 
+/* Opens every backend once, before any tensor is read, so that a plugin
+ * that refuses its options (or cannot be loaded) stops the comparison before
+ * anything is measured, as a single run does, instead of failing after the
+ * backends before it have run. A backend that cannot run here (not
+ * installed, no device) is recorded in `open_skips` and skipped later; the
+ * baseline is left to run_backend, which makes that an error. */
+static gboolean check_backends(const th_config *config, GPtrArray *open_skips, GError **error)
+{
+    const th_compare_config *compare = config->compare;
+    for (guint i = 0; i < compare->backends->len; i++) {
+        const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
+        g_autoptr(GError) local = NULL;
+        g_autoptr(th_backend) opened =
+            th_backend_open(backend->plugin, config->search_path, backend->options, NULL, &local);
+        if (opened)
+            continue;
+        if (!cannot_run_here(local, STAGE_OPEN)) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                       "%s%scompare.backend '%s': ",
+                                       backend->where ? backend->where : "",
+                                       backend->where ? ": " : "", backend->label);
+            return FALSE;
+        }
+        if (strcmp(backend->label, compare->baseline) != 0) {
+            th_log(TH_LOG_WARNING, "backend '%s' skipped: %s", backend->label, local->message);
+            g_ptr_array_index(open_skips, i) = g_strdup(local->message);
+        }
+    }
+    return TRUE;
+}
+
 th_compare_result *th_compare_run_all(const th_config *config, GError **error)
 {
     g_return_val_if_fail(config != NULL && config->compare != NULL, NULL);
@@ -790,6 +822,8 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
            compare->baseline, compare->warmup, compare->repeats, compare->tolerance);
     g_autoptr(GPtrArray) open_skips = g_ptr_array_new_full(compare->backends->len, g_free);
     g_ptr_array_set_size(open_skips, (gint)compare->backends->len);
+    if (!check_backends(config, open_skips, error))
+        return NULL;
     for (guint t = 0; t < compare->tensors->len; t++) {
         if (!run_tensor(result, config, g_ptr_array_index(compare->tensors, t), open_skips,
                         error))

@@ -6,7 +6,9 @@
  * `repeats` timed runs, median with min and max, by the host's wall clock
  * around each call and by the backend's own timer (device events on a GPU).
  *
- * A backend whose plugin is not installed or finds no device
+ * Every backend is opened once before any tensor is read: a plugin that
+ * refuses its options or cannot be loaded is an error before anything is
+ * measured. A backend whose plugin is not installed or finds no device
  * (TH_ERR_NO_DEVICE), or that cannot hold a tensor (TH_ERR_UNSUPPORTED,
  * TH_ERR_OUT_OF_MEMORY from load_tensor), is skipped with the reason; the
  * baseline cannot be skipped (that is an error). A backend that disagrees
@@ -51,6 +53,8 @@ typedef struct th_compare_mode {
     th_compare_stat backend; /* the backend's own time for it */
     double error;        /* relative Frobenius error vs the baseline; NAN if not checked */
     double speedup;      /* baseline median / this median by the comparison's timer; NAN n/a */
+    double speedup_host;    /* the same by host wall time */
+    double speedup_backend; /* the same by the backends' own times; NAN unless both report them */
 } th_compare_mode;
 
 /* One backend on one tensor. */
@@ -116,9 +120,12 @@ typedef struct th_compare_result {
 } th_compare_result;
 
 /* Runs the comparison `config->compare` describes. Returns NULL only when
- * there is nothing to report: a tensor cannot be read, or the baseline cannot
- * run. Mismatches and failed backends are recorded in the result (failures,
- * per-run status), not returned as errors. */
+ * there is nothing to report: a backend's plugin refuses its options or
+ * cannot be loaded (checked first, before any tensor is read; the plugin's
+ * error, prefixed with the backend's table and label), a tensor cannot be
+ * read, or the baseline cannot run. Mismatches and failed backends are
+ * recorded in the result (failures, per-run status), not returned as
+ * errors. */
 th_compare_result *th_compare_run_all(const th_config *config, GError **error);
 void th_compare_result_free(th_compare_result *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_compare_result, th_compare_result_free)

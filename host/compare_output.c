@@ -7,6 +7,7 @@
 
 #include "atomic_file.h"
 #include "charts.h"
+#include "report.h"
 
 /* ---- Numbers as text ------------------------------------------------------ */
 
@@ -400,8 +401,8 @@ static void csv_row(GString *out, const th_compare_tensor *tensor, const th_comp
         csv_stat(line, &m->host);
         csv_stat(line, &m->backend);
         csv_number(line, m->speedup, FALSE);
-        csv_text(line, "");
-        csv_text(line, "");
+        csv_number(line, m->speedup_host, FALSE);
+        csv_number(line, m->speedup_backend, FALSE);
         csv_number(line, m->error, FALSE);
     } else {
         csv_text(line, "all");
@@ -544,6 +545,8 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
         json_stat(b, "backend_seconds", &mode->backend);
         json_number(b, "relative_error", mode->error, FALSE);
         json_number(b, "speedup", mode->speedup, FALSE);
+        json_number(b, "speedup_host", mode->speedup_host, FALSE);
+        json_number(b, "speedup_backend", mode->speedup_backend, FALSE);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -592,11 +595,6 @@ static void json_tensor(JsonBuilder *b, const th_compare_result *result,
     json_builder_end_object(b);
 }
 
-static void add_config_member(const char *key, const char *value, void *user_data)
-{
-    json_string(user_data, key, value);
-}
-
 JsonNode *th_compare_json(const th_compare_result *result)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -641,10 +639,7 @@ JsonNode *th_compare_json(const th_compare_result *result)
     json_builder_end_array(b);
     if (result->config) {
         json_builder_set_member_name(b, "config");
-        json_builder_begin_object(b);
-        json_string(b, "file", result->config->source_path);
-        th_config_foreach(result->config, add_config_member, b);
-        json_builder_end_object(b);
+        json_builder_add_value(b, th_report_config_node(result->config));
     }
     json_builder_end_object(b);
     return json_builder_get_root(b);

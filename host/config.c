@@ -602,6 +602,20 @@ static char *render_option_value(const th_toml_node *node)
     }
 }
 
+static th_config_value_kind option_value_kind(const th_toml_node *node)
+{
+    switch (node->kind) {
+    case TH_TOML_INTEGER:
+        return TH_CONFIG_VALUE_INTEGER;
+    case TH_TOML_FLOAT:
+        return TH_CONFIG_VALUE_NUMBER;
+    case TH_TOML_BOOLEAN:
+        return TH_CONFIG_VALUE_BOOLEAN;
+    default:
+        return TH_CONFIG_VALUE_STRING;
+    }
+}
+
 static void plugin_options_free(gpointer data)
 {
     th_config_plugin_options *table = data;
@@ -637,6 +651,7 @@ static gboolean read_option_entries(const load_context *ctx, const th_toml_node 
         th_config_option *option = g_new0(th_config_option, 1);
         option->key = g_strdup(entry->key);
         option->value = value;
+        option->kind = option_value_kind(entry);
         g_ptr_array_add(options, option);
         record_where(ctx, entry_name, entry);
     }
@@ -746,6 +761,7 @@ static void sweep_free(gpointer data)
     th_config_sweep *sweep = data;
     g_free(sweep->key);
     g_clear_pointer(&sweep->values, g_ptr_array_unref);
+    g_clear_pointer(&sweep->kinds, g_array_unref);
     g_free(sweep);
 }
 
@@ -763,6 +779,7 @@ static th_config_sweep *read_sweep_entry(const load_context *ctx, const th_toml_
         return NULL;
     }
     g_autoptr(GPtrArray) values = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GArray) kinds = g_array_new(FALSE, FALSE, sizeof(th_config_value_kind));
     for (size_t i = 0; i < entry->n_children; i++) {
         const th_toml_node *element = entry->children[i];
         char *value = render_option_value(element);
@@ -774,10 +791,13 @@ static th_config_sweep *read_sweep_entry(const load_context *ctx, const th_toml_
             return NULL;
         }
         g_ptr_array_add(values, value);
+        const th_config_value_kind kind = option_value_kind(element);
+        g_array_append_val(kinds, kind);
     }
     th_config_sweep *sweep = g_new0(th_config_sweep, 1);
     sweep->key = g_strdup(entry->key);
     sweep->values = g_steal_pointer(&values);
+    sweep->kinds = g_steal_pointer(&kinds);
     return sweep;
 }
 
@@ -1363,11 +1383,13 @@ static gboolean finish_compare_backend(const load_context *ctx, const th_toml_no
     return TRUE;
 }
 
-static th_config_option *option_new(const char *key, const char *value)
+static th_config_option *option_new(const char *key, const char *value,
+                                     th_config_value_kind kind)
 {
     th_config_option *option = g_new0(th_config_option, 1);
     option->key = g_strdup(key);
     option->value = g_strdup(value);
+    option->kind = kind;
     return option;
 }
 
@@ -1382,13 +1404,15 @@ static th_compare_backend_config *sweep_instance(const th_compare_backend_config
     backend->options = g_ptr_array_new_with_free_func(option_free);
     for (guint i = 0; i < base->options->len; i++) {
         const th_config_option *option = g_ptr_array_index(base->options, i);
-        g_ptr_array_add(backend->options, option_new(option->key, option->value));
+        g_ptr_array_add(backend->options, option_new(option->key, option->value, option->kind));
     }
     GString *label = g_string_new(base->label);
     for (guint i = 0; i < base->sweep->len; i++) {
         const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
         const char *value = g_ptr_array_index(sweep->values, choice[i]);
-        g_ptr_array_add(backend->options, option_new(sweep->key, value));
+        g_ptr_array_add(backend->options,
+                        option_new(sweep->key, value,
+                                   g_array_index(sweep->kinds, th_config_value_kind, choice[i])));
         g_string_append_printf(label, "%c%s=%s", i ? ',' : '[', sweep->key, value);
     }
     if (base->sweep->len > 0)
@@ -1749,7 +1773,7 @@ const char *th_config_where(const th_config *config, const char *key)
 
 /* ---- Listing ------------------------------------------------------------- */
 
-typedef void (*foreach_fn)(const char *key, const char *value, void *user_data);
+typedef void (*foreach_fn)(const char *key, const th_config_value *value, void *user_data);
 
 static char *render_path_list(const GPtrArray *paths)
 {
@@ -1762,15 +1786,29 @@ static char *render_path_list(const GPtrArray *paths)
     return g_string_free(text, FALSE);
 }
 
-static char *render_sweep(const th_config_sweep *sweep)
+/* An option's text back in the type it was written with (the text is what
+ * render_option_value made of it, so it parses). */
+static void call_with_option(foreach_fn fn, const char *name, const char *text,
+                             th_config_value_kind kind, void *user_data)
 {
-    GString *text = g_string_new("[");
+    th_config_value value = {.kind = kind, .text = text};
+    if (kind == TH_CONFIG_VALUE_INTEGER)
+        value.integer = g_ascii_strtoll(text, NULL, 10);
+    else if (kind == TH_CONFIG_VALUE_NUMBER)
+        value.number = g_ascii_strtod(text, NULL);
+    else if (kind == TH_CONFIG_VALUE_BOOLEAN)
+        value.boolean = strcmp(text, "true") == 0;
+    fn(name, &value, user_data);
+}
+
+static void foreach_sweep(const th_config_sweep *sweep, const char *name, foreach_fn fn,
+                          void *user_data)
+{
     for (guint i = 0; i < sweep->values->len; i++) {
-        g_autofree char *escaped = th_escape_for_message(g_ptr_array_index(sweep->values, i));
-        g_string_append_printf(text, "%s\"%s\"", i ? ", " : "", escaped);
+        g_autofree char *element = g_strdup_printf("%s[%u]", name, i);
+        call_with_option(fn, element, g_ptr_array_index(sweep->values, i),
+                         g_array_index(sweep->kinds, th_config_value_kind, i), user_data);
     }
-    g_string_append_c(text, ']');
-    return g_string_free(text, FALSE);
 }
 
 /* `target` is th_config or an object's struct; `prefix` its dotted name. */
@@ -1782,36 +1820,45 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
         const void *field = const_field_at(target, key);
         g_autofree char *name = dotted_name(prefix, key->name);
         g_autofree char *text = NULL;
+        th_config_value value = {.kind = TH_CONFIG_VALUE_STRING};
         switch (key->type) {
         case TH_KEY_STRING:
         case TH_KEY_PATH:
         case TH_KEY_PLUGIN: {
-            const char *value = *(char *const *)field;
-            if (!value)
+            const char *string = *(char *const *)field;
+            if (!string)
                 continue; /* an optional key left unset */
-            text = g_strdup(value);
+            text = g_strdup(string);
             break;
         }
         case TH_KEY_PATH_LIST:
-            text = render_path_list(*(GPtrArray *const *)field);
+            value.kind = TH_CONFIG_VALUE_STRING_LIST;
+            value.items = *(GPtrArray *const *)field;
+            text = render_path_list(value.items);
             break;
         case TH_KEY_INTEGER:
-            text = key->size == sizeof(uint32_t)
-                       ? g_strdup_printf("%" PRIu32, *(const uint32_t *)field)
-                       : g_strdup_printf("%" PRIu64, *(const uint64_t *)field);
+            value.kind = TH_CONFIG_VALUE_INTEGER;
+            /* uint64 keys are bounded by INT64_MAX (cpd.seed, nnz) when loaded. */
+            value.integer = key->size == sizeof(uint32_t) ? (int64_t) * (const uint32_t *)field
+                                                          : (int64_t) * (const uint64_t *)field;
+            text = g_strdup_printf("%" PRId64, value.integer);
             break;
         case TH_KEY_NUMBER:
-            text = format_double(*(const double *)field);
+            value.kind = TH_CONFIG_VALUE_NUMBER;
+            value.number = *(const double *)field;
+            text = format_double(value.number);
             break;
         case TH_KEY_BOOLEAN:
-            text = g_strdup(*(const gboolean *)field ? "true" : "false");
+            value.kind = TH_CONFIG_VALUE_BOOLEAN;
+            value.boolean = *(const gboolean *)field;
+            text = g_strdup(value.boolean ? "true" : "false");
             break;
         case TH_KEY_OPTIONS: {
             const GPtrArray *options = *(GPtrArray *const *)field;
             for (guint j = 0; options && j < options->len; j++) {
                 const th_config_option *option = g_ptr_array_index(options, j);
                 g_autofree char *option_name = dotted_name(name, option->key);
-                fn(option_name, option->value, user_data);
+                call_with_option(fn, option_name, option->value, option->kind, user_data);
             }
             continue;
         }
@@ -1820,8 +1867,7 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
             for (guint j = 0; sweeps && j < sweeps->len; j++) {
                 const th_config_sweep *sweep = g_ptr_array_index(sweeps, j);
                 g_autofree char *sweep_name = dotted_name(name, sweep->key);
-                g_autofree char *values = render_sweep(sweep);
-                fn(sweep_name, values, user_data);
+                foreach_sweep(sweep, sweep_name, fn, user_data);
             }
             continue;
         }
@@ -1844,12 +1890,13 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
             continue;
         }
         }
-        fn(name, text, user_data);
+        value.text = text;
+        fn(name, &value, user_data);
     }
 }
 
 void th_config_foreach(const th_config *config,
-                       void (*fn)(const char *key, const char *value, void *user_data),
+                       void (*fn)(const char *key, const th_config_value *value, void *user_data),
                        void *user_data)
 {
     g_return_if_fail(config != NULL && fn != NULL);

@@ -21,9 +21,19 @@ typedef enum {
 } th_config_error;
 
 /* One [backend.options] entry, value rendered as text for the plugin ABI. */
+/* What a config value is, for reports that keep TOML's types. */
+typedef enum th_config_value_kind {
+    TH_CONFIG_VALUE_STRING, /* strings, paths, plugin names */
+    TH_CONFIG_VALUE_INTEGER,
+    TH_CONFIG_VALUE_NUMBER,
+    TH_CONFIG_VALUE_BOOLEAN,
+    TH_CONFIG_VALUE_STRING_LIST, /* backend.search_path, a sweep's values */
+} th_config_value_kind;
+
 typedef struct th_config_option {
     char *key;
-    char *value;
+    char *value;               /* as text: what the plugin receives */
+    th_config_value_kind kind; /* the TOML type it was written with */
 } th_config_option;
 
 /* One [backend.options.NAME] table: options for the plugin whose id is NAME
@@ -51,6 +61,7 @@ typedef struct th_compare_tensor_config {
 typedef struct th_config_sweep {
     char *key;
     GPtrArray *values; /* char*, rendered like [backend.options] values */
+    GArray *kinds;     /* th_config_value_kind of each value */
 } th_config_sweep;
 
 /* One backend of a comparison. A [[compare.backend]] with a sweep is
@@ -146,13 +157,25 @@ GPtrArray *th_config_options_for_plugin(GPtrArray *common, GPtrArray *tables,
                                         const char *plugin_id);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_config, th_config_free)
 
-/* Calls `fn` for every schema key with its resolved value as text, in schema
- * order ("cpd.rank" -> "16"; backend options as "backend.options.KEY"; the
- * [compare] keys only when the config has that section, array elements as
- * "compare.backend[0].label", sweeps as their expanded options; unset
- * optional strings are left out). For reports. */
+/* One resolved value as th_config_foreach hands it out; every member is
+ * borrowed for the duration of the call. */
+typedef struct th_config_value {
+    th_config_value_kind kind;
+    const char *text;       /* every kind, as text: "16", "1e-05", "true", "[\"/p\"]" */
+    int64_t integer;        /* INTEGER */
+    double number;          /* NUMBER */
+    gboolean boolean;       /* BOOLEAN */
+    const GPtrArray *items; /* STRING_LIST: char* */
+} th_config_value;
+
+/* Calls `fn` for every schema key with its resolved value, in schema order
+ * ("cpd.rank" -> the integer 16; backend options as "backend.options.KEY",
+ * with the type they were written with; the [compare] keys only when the
+ * config has that section, array elements as "compare.backend[0].label",
+ * sweeps as their expanded options; unset optional strings are left out).
+ * For reports. */
 void th_config_foreach(const th_config *config,
-                       void (*fn)(const char *key, const char *value, void *user_data),
+                       void (*fn)(const char *key, const th_config_value *value, void *user_data),
                        void *user_data);
 
 #endif

@@ -3,8 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "dense.h"
 #include "cancel.h"
+#include "cp_model.h"
+#include "dense.h"
 #include "log.h"
 #include "rng.h"
 
@@ -324,34 +325,6 @@ static gboolean is_cancellation(const GError *error)
     return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
 }
 
-/* Orders components by decreasing lambda, as Tensor Toolbox's arrange(), so
- * factor files of different backends line up. */
-static void arrange_components(th_cpd_result *r)
-{
-    const uint32_t rank = r->rank;
-    g_autofree uint32_t *order = g_new(uint32_t, rank);
-    for (uint32_t k = 0; k < rank; ++k)
-        order[k] = k;
-    for (uint32_t i = 1; i < rank; ++i)
-        for (uint32_t j = i; j > 0 && r->lambda[order[j - 1]] < r->lambda[order[j]]; --j) {
-            uint32_t t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    g_autofree double *lambda = g_new(double, rank);
-    for (uint32_t k = 0; k < rank; ++k)
-        lambda[k] = r->lambda[order[k]];
-    memcpy(r->lambda, lambda, sizeof(double) * rank);
-    g_autofree double *row = g_new(double, rank);
-    for (uint32_t m = 0; m < r->nmodes; ++m)
-        for (uint64_t i = 0; i < r->dims[m]; ++i) {
-            double *a = r->factors[m] + i * rank;
-            for (uint32_t k = 0; k < rank; ++k)
-                row[k] = a[order[k]];
-            memcpy(a, row, sizeof(double) * rank);
-        }
-}
-
 static gboolean start_run(cpd_state *s, const th_cpd_params *params, GError **error)
 {
     const uint32_t nmodes = s->nmodes, rank = s->rank;
@@ -391,7 +364,7 @@ static gboolean collect_factors(cpd_state *s, GError **error)
         if (!th_backend_get_factor(s->backend, m, r->factors[m], error))
             return FALSE;
     }
-    arrange_components(r);
+    th_cp_model_arrange(r->lambda, r->factors, r->dims, r->nmodes, r->rank);
     return TRUE;
 }
 

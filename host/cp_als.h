@@ -3,7 +3,9 @@
  * als_sweep, a whole iteration with the R x R solves in one call); the host
  * does the R x R algebra otherwise, the fit and the stopping rule, as Tensor
  * Toolbox's cp_als:
- * columns normalised by 2-norm in the first iteration and max-norm after,
+ * columns normalised by 2-norm in the first iteration and max-norm after
+ * (the inner loop's rule; the result is then put in the published form of
+ * cp_model.h: unit 2-norm columns, weights in lambda, sorted),
  * fit = 1 - ||X - M|| / ||X|| computed without forming M, stop when
  * |fit change| < tolerance (never before the second iteration) or at
  * max_iters. */
@@ -61,8 +63,10 @@ typedef struct th_cpd_result {
     uint32_t nmodes;
     uint32_t rank;
     th_index *dims;
-    double *lambda;   /* [rank], components ordered by decreasing lambda */
-    double **factors; /* [nmodes] arrays of dims[m] x rank, row-major, unit columns */
+    /* The model in cp_model.h's form: lambda >= 0 decreasing, columns of unit
+     * 2-norm, signs fixed as Tensor Toolbox's fixsigns. */
+    double *lambda;   /* [rank] */
+    double **factors; /* [nmodes] arrays of dims[m] x rank, row-major */
     GArray *iterations; /* th_cpd_iteration */
     double fit;
     gboolean converged;   /* stopped by the tolerance */

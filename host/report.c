@@ -21,6 +21,15 @@ static void add_uint_array(JsonBuilder *b, const char *name, const th_index *v, 
     json_builder_end_array(b);
 }
 
+/* JSON has no NaN or Inf: a value that is not finite is written as null. */
+static void add_double_value(JsonBuilder *b, double value)
+{
+    if (isfinite(value))
+        json_builder_add_double_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
 /* Negative entries (not measured or not reported) become null. */
 static void add_double_array(JsonBuilder *b, const char *name, const double *v, uint32_t n)
 {
@@ -30,7 +39,7 @@ static void add_double_array(JsonBuilder *b, const char *name, const double *v, 
         if (v[i] < 0.0)
             json_builder_add_null_value(b); /* not reported by the backend */
         else
-            json_builder_add_double_value(b, v[i]);
+            add_double_value(b, v[i]);
     }
     json_builder_end_array(b);
 }
@@ -44,7 +53,7 @@ static void member_int(JsonBuilder *b, const char *name, gint64 value)
 static void member_double(JsonBuilder *b, const char *name, double value)
 {
     json_builder_set_member_name(b, name);
-    json_builder_add_double_value(b, value);
+    add_double_value(b, value);
 }
 
 static void member_string(JsonBuilder *b, const char *name, const char *value)
@@ -127,9 +136,42 @@ JsonNode *th_report_backend_node(th_backend *backend)
     return json_builder_get_root(b);
 }
 
-static void add_config_member(const char *key, const char *value, void *user_data)
+static void add_config_member(const char *key, const th_config_value *value, void *user_data)
 {
-    member_string(user_data, key, value);
+    JsonBuilder *b = user_data;
+    json_builder_set_member_name(b, key);
+    switch (value->kind) {
+    case TH_CONFIG_VALUE_INTEGER:
+        json_builder_add_int_value(b, value->integer);
+        break;
+    case TH_CONFIG_VALUE_NUMBER:
+        add_double_value(b, value->number);
+        break;
+    case TH_CONFIG_VALUE_BOOLEAN:
+        json_builder_add_boolean_value(b, value->boolean);
+        break;
+    case TH_CONFIG_VALUE_STRING_LIST:
+        json_builder_begin_array(b);
+        for (guint i = 0; value->items && i < value->items->len; ++i)
+            json_builder_add_string_value(b, g_ptr_array_index(value->items, i));
+        json_builder_end_array(b);
+        break;
+    case TH_CONFIG_VALUE_STRING:
+        json_builder_add_string_value(b, value->text);
+        break;
+    }
+}
+
+JsonNode *th_report_config_node(const th_config *config)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    /* Absolute, as every path the config resolves is. */
+    g_autofree char *file = g_canonicalize_filename(config->source_path, NULL);
+    member_string(b, "file", file);
+    th_config_foreach(config, add_config_member, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
 }
 
 static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_written)
@@ -207,10 +249,7 @@ gboolean th_report_write(const char *path, const th_run_summary *s, GError **err
     member_string(b, "status", s->result ? th_run_status(s->result) : "failed");
 
     json_builder_set_member_name(b, "config");
-    json_builder_begin_object(b);
-    member_string(b, "file", s->config->source_path);
-    th_config_foreach(s->config, add_config_member, b);
-    json_builder_end_object(b);
+    json_builder_add_value(b, th_report_config_node(s->config));
 
     json_builder_set_member_name(b, "tensor");
     json_builder_add_value(b, th_report_tensor_node(s->tensor, s->config->tensor_path));

@@ -25,6 +25,9 @@ const char *th_run_status(const th_cpd_result *result);
 
 /* Tensor facts: path, order, dims, nnz, density, norm, duplicates, empty slices. */
 JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
+/* The resolved config: "file" (absolute) and every key with its TOML type
+ * (th_config_foreach), non-finite numbers as null. */
+JsonNode *th_report_config_node(const th_config *config);
 /* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
 JsonNode *th_report_backend_node(th_backend *backend);
 

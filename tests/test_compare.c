@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "test_support.h"
+
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -42,21 +44,6 @@ static char *temp_dir;
             fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, (double)(epsilon)); \
     } while (0)
 
-static void remove_tree(const char *path)
-{
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
-        GDir *dir = g_dir_open(path, 0, NULL);
-        const char *name;
-        while (dir && (name = g_dir_read_name(dir))) {
-            g_autofree char *child = g_build_filename(path, name, NULL);
-            remove_tree(child);
-        }
-        if (dir)
-            g_dir_close(dir);
-    }
-    g_remove(path);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -69,7 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    remove_tree(temp_dir);
+    th_test_remove_tree(temp_dir);
     g_free(temp_dir);
     return 0;
 }
@@ -410,6 +397,45 @@ static void test_unavailable_backend_is_skipped_unless_baseline(void **state)
     g_clear_error(&error);
 }
 
+/* ---- Options checked up front ------------------------------------------------ */
+
+/* A backend that refuses its options stops the comparison before anything
+ * is read or measured: the tensor here does not exist, so reaching it would
+ * be a different error. */
+static void test_bad_option_fails_before_any_tensor_is_read(void **state)
+{
+    (void)state;
+    static const char *const configs[][2] = {
+        {"[[compare.backend]]\nlabel = \"one\"\nplugin = \"" CPU_REFERENCE "\"\n"
+         "options = { threads = 1 }\n"
+         "[[compare.backend]]\nlabel = \"many\"\nplugin = \"" CPU_REFERENCE "\"\n"
+         "options = { threads = 100000 }\n",
+         "many"},
+        {"[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+         "sweep = { threads = [1, 2, 100000] }\n",
+         "cpu[threads=100000]"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(configs); i++) {
+        g_autofree char *text = g_strconcat("[tensor]\npath = \"/nonexistent/x.tns\"\n"
+                                            "[compare]\nrepeats = 1\nwarmup = 0\n",
+                                            configs[i][0], NULL);
+        g_autoptr(th_config) config = load(text);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+        assert_null(result);
+        assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INVALID_ARGUMENT));
+        g_autofree char *file = g_build_filename(temp_dir, "compare.toml", NULL);
+        g_autofree char *prefix = g_strconcat(file, ":", NULL);
+        g_autofree char *suffix = g_strdup_printf(
+            ": compare.backend '%s': cpu-reference: cannot create an instance: option "
+            "'threads': 100000 is out of range: expected an integer from 1 to 1024 "
+            "(TH_ERR_INVALID_ARGUMENT)",
+            configs[i][1]);
+        if (!g_str_has_prefix(error->message, prefix) || !g_str_has_suffix(error->message, suffix))
+            fail_msg("unexpected error: %s", error->message);
+    }
+}
+
 /* ---- Sweeps reach the plugin ------------------------------------------------ */
 
 static void test_sweep_options_reach_the_plugin(void **state)
@@ -486,6 +512,71 @@ static char *read_text(const char *dir, const char *name)
     if (!g_file_get_contents(path, &text, NULL, NULL))
         fail_msg("cannot read %s", path);
     return text;
+}
+
+static double csv_double(GPtrArray *row, int column)
+{
+    const char *text = g_ptr_array_index(row, column);
+    if (!*text)
+        return NAN;
+    char *end = NULL;
+    double value = g_ascii_strtod(text, &end);
+    if (*end != '\0')
+        fail_msg("not a number: '%s'", text);
+    return value;
+}
+
+/* Every per-mode row of a backend that ran has both speedups, positive,
+ * finite and equal (within the CSV's 9 digits) to the baseline's median
+ * over this backend's, per mode and per timer. Returns the rows checked. */
+static guint check_per_mode_speedups(const char *csv)
+{
+    g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+    g_autoptr(GPtrArray) header = csv_fields(lines[0]);
+    int tensor = column_of(header, "tensor"), mode = column_of(header, "mode");
+    int status = column_of(header, "status"), baseline = column_of(header, "baseline");
+    int host = column_of(header, "host_median_s"), own = column_of(header, "backend_median_s");
+    int speedup_host = column_of(header, "speedup_host");
+    int speedup_backend = column_of(header, "speedup_backend");
+    /* "tensor\nmode" -> the baseline's row */
+    g_autoptr(GHashTable) base = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                                       (GDestroyNotify)g_ptr_array_unref);
+    g_autoptr(GPtrArray) rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+    for (guint r = 1; lines[r] && *lines[r]; r++) {
+        GPtrArray *row = csv_fields(lines[r]);
+        assert_int_equal(row->len, header->len);
+        g_ptr_array_add(rows, row);
+        if (strcmp(g_ptr_array_index(row, baseline), "yes") == 0)
+            g_hash_table_insert(base,
+                                g_strdup_printf("%s\n%s", (char *)g_ptr_array_index(row, tensor),
+                                                (char *)g_ptr_array_index(row, mode)),
+                                g_ptr_array_ref(row));
+    }
+    guint checked = 0;
+    for (guint r = 0; r < rows->len; r++) {
+        GPtrArray *row = g_ptr_array_index(rows, r);
+        if (strcmp(g_ptr_array_index(row, mode), "all") == 0
+            || strcmp(g_ptr_array_index(row, status), "ok") != 0)
+            continue;
+        g_autofree char *key = g_strdup_printf("%s\n%s", (char *)g_ptr_array_index(row, tensor),
+                                               (char *)g_ptr_array_index(row, mode));
+        GPtrArray *reference = g_hash_table_lookup(base, key);
+        assert_non_null(reference);
+        const int timers[2][2] = {{speedup_host, host}, {speedup_backend, own}};
+        for (int t = 0; t < 2; t++) {
+            double speedup = csv_double(row, timers[t][0]);
+            if (!(isfinite(speedup) && speedup > 0.0))
+                fail_msg("row %s: %s = '%s'", lines[r + 1],
+                         (char *)g_ptr_array_index(header, timers[t][0]),
+                         (char *)g_ptr_array_index(row, timers[t][0]));
+            double expected = csv_double(reference, timers[t][1]) / csv_double(row, timers[t][1]);
+            assert_near(speedup / expected, 1.0, 1e-7);
+            if (reference == row)
+                assert_string_equal(g_ptr_array_index(row, timers[t][0]), "1");
+        }
+        checked++;
+    }
+    return checked;
 }
 
 static const char outputs_config[] =
@@ -590,6 +681,107 @@ static void test_csv_shape(void **state)
     assert_string_equal(g_ptr_array_index(skipped, 3), "");
     assert_string_equal(g_ptr_array_index(skipped, 6), "0");
     th_config_free(config);
+}
+
+/* Per-mode rows carry both speedups (host and backend timer), not only the
+ * one of the comparison's timer; the JSON has the same numbers, or null. */
+static void test_per_mode_speedups(void **state)
+{
+    (void)state;
+    th_config *config;
+    g_autofree char *dir = NULL;
+    g_autoptr(th_compare_result) result = run_outputs_config(&config, &dir);
+    assert_int_equal(result->failures->len, 0);
+    g_autofree char *csv = read_text(dir, "results.csv");
+    /* Two backends ran on aminoacid (3 modes) and vast (5 modes). */
+    assert_int_equal(check_per_mode_speedups(csv), 2 * 3 + 2 * 5);
+
+    g_autofree char *path = g_build_filename(dir, "results.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    assert_true(json_parser_load_from_file(parser, path, NULL));
+    JsonArray *tensors =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)),
+                                     "tensors");
+    for (guint t = 0; t < json_array_get_length(tensors); t++) {
+        JsonArray *backends =
+            json_object_get_array_member(json_array_get_object_element(tensors, t), "backends");
+        for (guint b = 0; b < json_array_get_length(backends); b++) {
+            const th_compare_run *run = run_at(result, t, b);
+            JsonArray *modes =
+                json_object_get_array_member(json_array_get_object_element(backends, b), "modes");
+            assert_int_equal(json_array_get_length(modes), run->modes ? run->nmodes : 0);
+            for (guint m = 0; m < json_array_get_length(modes); m++) {
+                JsonObject *mode = json_array_get_object_element(modes, m);
+                assert_true(json_object_get_double_member(mode, "speedup_host")
+                            == run->modes[m].speedup_host);
+                assert_true(json_object_get_double_member(mode, "speedup_backend")
+                            == run->modes[m].speedup_backend);
+                assert_true(run->modes[m].speedup == run->modes[m].speedup_host);
+            }
+        }
+    }
+    th_config_free(config);
+}
+
+/* A time that is genuinely missing leaves that speedup empty / null, never
+ * NaN or Inf: here the baseline (fixture_good) has no timer of its own, so
+ * only the host-timed speedups exist. */
+static void test_per_mode_speedup_missing_time(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\n"
+                                       "[compare]\nrepeats = 2\nwarmup = 0\n"
+                                       "[[compare.backend]]\nlabel = \"good\"\n"
+                                       "plugin = \"" FIXTURE_GOOD "\"\n"
+                                       "[[compare.backend]]\nlabel = \"cpu\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    if (!result)
+        fail_msg("%s", error->message);
+    const th_compare_run *cpu = run_at(result, 0, 1);
+    assert_int_equal(cpu->status, TH_COMPARE_OK);
+    for (uint32_t m = 0; m < cpu->nmodes; m++) {
+        assert_true(cpu->modes[m].backend.median > 0.0);
+        assert_true(isnan(cpu->modes[m].speedup_backend));
+        assert_true(isfinite(cpu->modes[m].speedup_host) && cpu->modes[m].speedup_host > 0.0);
+    }
+    g_autofree char *csv = th_compare_format_csv(result);
+    g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+    g_autoptr(GPtrArray) header = csv_fields(lines[0]);
+    int label = column_of(header, "backend"), mode = column_of(header, "mode");
+    int speedup_host = column_of(header, "speedup_host");
+    int speedup_backend = column_of(header, "speedup_backend");
+    guint seen = 0;
+    for (guint r = 1; lines[r] && *lines[r]; r++) {
+        g_autoptr(GPtrArray) row = csv_fields(lines[r]);
+        if (strcmp(g_ptr_array_index(row, label), "cpu") != 0
+            || strcmp(g_ptr_array_index(row, mode), "all") == 0)
+            continue;
+        assert_string_equal(g_ptr_array_index(row, speedup_backend), "");
+        assert_true(csv_double(row, speedup_host) > 0.0);
+        seen++;
+    }
+    assert_int_equal(seen, cpu->nmodes);
+    /* The JSON has null where the CSV is empty, and parses. */
+    g_autoptr(JsonNode) root = th_compare_json(result);
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    json_generator_set_root(generator, root);
+    g_autofree char *json = json_generator_to_data(generator, NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    assert_true(json_parser_load_from_data(parser, json, -1, NULL));
+    JsonObject *tensor = json_array_get_object_element(
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)),
+                                     "tensors"),
+        0);
+    JsonObject *run =
+        json_array_get_object_element(json_object_get_array_member(tensor, "backends"), 1);
+    JsonArray *modes = json_object_get_array_member(run, "modes");
+    for (guint m = 0; m < json_array_get_length(modes); m++) {
+        JsonObject *entry = json_array_get_object_element(modes, m);
+        assert_true(json_object_get_null_member(entry, "speedup_backend"));
+        assert_true(json_object_get_double_member(entry, "speedup_host") > 0.0);
+    }
 }
 
 static void test_json_shape(void **state)
@@ -765,6 +957,49 @@ static void test_command_compare_cpu(void **state)
         if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
             fail_msg("missing %s", path);
     }
+    /* Both backends on both tensors (uber and chicago, 4 modes each): every
+     * per-mode row has both speedups. */
+    g_autofree char *csv = read_text(dir, "results.csv");
+    assert_int_equal(check_per_mode_speedups(csv), 2 * 4 + 2 * 4);
+    g_free(r.out);
+    g_free(r.err);
+}
+
+/* The user's report: threads = 100000 in a comparison crashed inside the
+ * OpenMP runtime after the backends before it had been measured. Now: exit
+ * 1, one error line naming the backend, option, value and range, and
+ * nothing read, measured or written. */
+static void test_command_bad_option_exits_before_measuring(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_build_filename(temp_dir, "command-bad-option", NULL);
+    g_autofree char *text = g_strdup_printf(
+        "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\n"
+        "[compare]\nrepeats = 1\nwarmup = 0\n"
+        "[[compare.backend]]\nlabel = \"1 thread\"\nplugin = \"cpu-reference\"\n"
+        "options = { threads = 1 }\n"
+        "[[compare.backend]]\nlabel = \"many\"\nplugin = \"cpu-reference\"\n"
+        "options = { threads = 100000 }\n"
+        "[compare.output]\ndir = \"%s\"\n",
+        dir);
+    g_autofree char *path = g_build_filename(temp_dir, "bad-option.toml", NULL);
+    assert_true(g_file_set_contents(path, text, -1, NULL));
+    const char *const args[] = {"--config", path, NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 1)
+        fail_msg("exit %d (expected 1): %s", r.status, r.err);
+    /* One line, ending in a newline. */
+    assert_non_null(strchr(r.err, '\n'));
+    assert_string_equal(strchr(r.err, '\n'), "\n");
+    g_autofree char *prefix = g_strconcat("tensorhost: error: ", path, ":", NULL);
+    assert_true(g_str_has_prefix(r.err, prefix));
+    assert_true(g_str_has_suffix(r.err, ": compare.backend 'many': cpu-reference: cannot "
+                                         "create an instance: option 'threads': 100000 is out "
+                                         "of range: expected an integer from 1 to 1024 "
+                                         "(TH_ERR_INVALID_ARGUMENT)\n"));
+    assert_null(strstr(r.out, "Tensor "));
+    assert_null(strstr(r.out, "Backend "));
+    assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
     g_free(r.out);
     g_free(r.err);
 }
@@ -804,13 +1039,17 @@ int main(void)
         cmocka_unit_test(test_cpd_job_compares_fits),
         cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
+        cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),
         cmocka_unit_test(test_sweep_options_reach_the_plugin),
         cmocka_unit_test(test_csv_shape),
+        cmocka_unit_test(test_per_mode_speedups),
+        cmocka_unit_test(test_per_mode_speedup_missing_time),
         cmocka_unit_test(test_json_shape),
         cmocka_unit_test(test_charts_are_valid_png_and_svg),
         cmocka_unit_test(test_table_lists_every_backend),
         cmocka_unit_test(test_command_compare_cpu),
         cmocka_unit_test(test_command_mismatch_exits_nonzero),
+        cmocka_unit_test(test_command_bad_option_exits_before_measuring),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

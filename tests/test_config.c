@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_support.h"
+
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -25,25 +27,10 @@ static int make_temp_dir(void **state)
     return 0;
 }
 
-static void remove_tree(const char *path)
-{
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
-        GDir *dir = g_dir_open(path, 0, NULL);
-        const char *name;
-        while (dir && (name = g_dir_read_name(dir))) {
-            g_autofree char *child = g_build_filename(path, name, NULL);
-            remove_tree(child);
-        }
-        if (dir)
-            g_dir_close(dir);
-    }
-    g_remove(path);
-}
-
 static int remove_temp_dir(void **state)
 {
     (void)state;
-    remove_tree(temp_dir);
+    th_test_remove_tree(temp_dir);
     g_free(temp_dir);
     return 0;
 }
@@ -117,9 +104,9 @@ static char *in_temp(const char *relative)
 
 /* ---- Defaults and the listing ------------------------------------------ */
 
-static void collect(const char *key, const char *value, void *user_data)
+static void collect(const char *key, const th_config_value *value, void *user_data)
 {
-    g_string_append_printf(user_data, "%s=%s\n", key, value);
+    g_string_append_printf(user_data, "%s=%s\n", key, value->text);
 }
 
 static void test_defaults(void **state)
@@ -167,6 +154,58 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "output.write_factors=false\n",
                                                 temp_dir);
     assert_string_equal(listing->str, expected);
+}
+
+/* Each value with its type and typed member, as "key=TYPE:value". */
+static void collect_typed(const char *key, const th_config_value *value, void *user_data)
+{
+    GString *out = user_data;
+    switch (value->kind) {
+    case TH_CONFIG_VALUE_INTEGER:
+        g_string_append_printf(out, "%s=int:%" G_GINT64_FORMAT "\n", key, value->integer);
+        break;
+    case TH_CONFIG_VALUE_NUMBER:
+        g_string_append_printf(out, "%s=number:%g\n", key, value->number);
+        break;
+    case TH_CONFIG_VALUE_BOOLEAN:
+        g_string_append_printf(out, "%s=bool:%d\n", key, value->boolean);
+        break;
+    case TH_CONFIG_VALUE_STRING_LIST:
+        g_string_append_printf(out, "%s=list:%u\n", key, value->items->len);
+        break;
+    case TH_CONFIG_VALUE_STRING:
+        g_string_append_printf(out, "%s=string:%s\n", key, value->text);
+        break;
+    }
+}
+
+/* Reports keep TOML's types: options too, as they were written. */
+static void test_foreach_keeps_toml_types(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("[tensor]\npath = \"/t.tns\"\n"
+                                          "[cpd]\nseed = 9223372036854775807\ntolerance = 0.5\n"
+                                          "[backend]\nsearch_path = [\"/p\", \"/q\"]\n"
+                                          "[backend.options]\nthreads = 4\nscale = 2.5\n"
+                                          "pinned = true\nmode = \"7\"\n"
+                                          "[output]\ndir = \"/o\"\n",
+                                          NULL);
+    g_autoptr(GString) listing = g_string_new(NULL);
+    th_config_foreach(config, collect_typed, listing);
+    assert_string_equal(listing->str, "tensor.path=string:/t.tns\n"
+                                      "cpd.rank=int:16\n"
+                                      "cpd.max_iters=int:50\n"
+                                      "cpd.tolerance=number:0.5\n"
+                                      "cpd.seed=int:9223372036854775807\n"
+                                      "cpd.update=string:auto\n"
+                                      "backend.plugin=string:auto\n"
+                                      "backend.search_path=list:2\n"
+                                      "backend.options.threads=int:4\n"
+                                      "backend.options.scale=number:2.5\n"
+                                      "backend.options.pinned=bool:1\n"
+                                      "backend.options.mode=string:7\n"
+                                      "output.dir=string:/o\n"
+                                      "output.write_factors=bool:1\n");
 }
 
 static void test_all_keys_set(void **state)
@@ -841,6 +880,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_foreach_lists_every_key_in_schema_order),
+        cmocka_unit_test(test_foreach_keeps_toml_types),
         cmocka_unit_test(test_all_keys_set),
         cmocka_unit_test(test_tolerance_accepts_an_integer),
         cmocka_unit_test(test_cpd_update),

@@ -443,9 +443,9 @@ static void test_set_overrides(void **state)
                       "[[compare.backend]] table");
 }
 
-static void collect(const char *key, const char *value, void *user_data)
+static void collect(const char *key, const th_config_value *value, void *user_data)
 {
-    g_string_append_printf(user_data, "%s=%s\n", key, value);
+    g_string_append_printf(user_data, "%s=%s\n", key, value->text);
 }
 
 static void test_foreach_lists_compare_keys(void **state)

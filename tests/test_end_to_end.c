@@ -1,6 +1,7 @@
 /* The tensorhost program as a user runs it: a real tensor in, per-iteration
  * lines, factor files and report.json out that agree with each other; every
  * bad input ends in one clear error and a non-zero exit. */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,10 +20,38 @@
 #include <json-glib/json-glib.h>
 
 #include "dense.h"
+#include "test_support.h"
 #include "factor_io.h"
 #include "tensor_reader.h"
 
 #define UBER TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz"
+
+/* Every folder a test makes lives under this one, removed after the group. */
+static char *scratch_root;
+
+static int make_scratch_root(void **state)
+{
+    (void)state;
+    scratch_root = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    return scratch_root ? 0 : -1;
+}
+
+static int remove_scratch_root(void **state)
+{
+    (void)state;
+    th_test_remove_tree(scratch_root);
+    g_clear_pointer(&scratch_root, g_free);
+    return 0;
+}
+
+/* A new empty folder under the scratch root. */
+static char *scratch_dir(void)
+{
+    char *dir = g_build_filename(scratch_root, "run-XXXXXX", NULL);
+    if (!g_mkdtemp(dir))
+        fail_msg("cannot make a folder under %s: %s", scratch_root, g_strerror(errno));
+    return dir;
+}
 
 typedef struct run_output {
     int status;
@@ -71,54 +100,21 @@ static unsigned count_lines_with(const char *text, const char *needle)
     return n;
 }
 
-/* The fit of (lambda, factors) read back from the output files, computed
- * independently of the CP-ALS code: <X,M> from the nonzeros, ||M||^2 from
- * the factors' Grams. */
-static double fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank)
+/* Every file in `dir` has mode `expected` (the umask's 0666 &~ umask). */
+static void assert_file_modes(const char *dir, mode_t expected)
 {
-    uint64_t rows = 0;
-    uint32_t cols = 0;
-    g_autoptr(GError) error = NULL;
-    g_autofree char *lambda_path = g_build_filename(dir, "lambda.mat", NULL);
-    g_autofree double *lambda = th_read_matrix(lambda_path, &rows, &cols, &error);
-    assert_non_null(lambda);
-    assert_int_equal(rows, rank);
-    assert_int_equal(cols, 1);
-    double *factors[TH_MAX_MODES];
-    double *grams[TH_MAX_MODES];
-    for (uint32_t m = 0; m < t->nmodes; ++m) {
-        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    assert_non_null(d);
+    unsigned files = 0;
+    for (const char *name; (name = g_dir_read_name(d)); ++files) {
         g_autofree char *path = g_build_filename(dir, name, NULL);
-        factors[m] = th_read_matrix(path, &rows, &cols, &error);
-        assert_non_null(factors[m]);
-        assert_int_equal(rows, t->dims[m]);
-        assert_int_equal(cols, rank);
-        grams[m] = g_new(double, (size_t)rank * rank);
-        th_dense_gram(factors[m], rows, rank, grams[m]);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        if ((st.st_mode & 07777) != expected)
+            fail_msg("%s has mode %04o, expected %04o", name, (unsigned)(st.st_mode & 07777),
+                     (unsigned)expected);
     }
-    double inner = 0.0, norm_x = 0.0;
-    for (uint64_t k = 0; k < t->nnz; ++k) {
-        double model = 0.0;
-        for (uint32_t r = 0; r < rank; ++r) {
-            double p = lambda[r];
-            for (uint32_t m = 0; m < t->nmodes; ++m)
-                p *= factors[m][(size_t)t->indices[m][k] * rank + r];
-            model += p;
-        }
-        inner += t->values[k] * model;
-        norm_x += t->values[k] * t->values[k];
-    }
-    g_autofree double *hadamard = g_new(double, (size_t)rank * rank);
-    th_dense_hadamard_except(grams, t->nmodes, UINT32_MAX, rank, hadamard);
-    double norm_m = 0.0;
-    for (uint32_t r = 0; r < rank; ++r)
-        for (uint32_t q = 0; q < rank; ++q)
-            norm_m += lambda[r] * lambda[q] * hadamard[(size_t)r * rank + q];
-    for (uint32_t m = 0; m < t->nmodes; ++m) {
-        g_free(factors[m]);
-        g_free(grams[m]);
-    }
-    return 1.0 - sqrt(fmax(norm_x + norm_m - 2.0 * inner, 0.0)) / sqrt(norm_x);
+    assert_true(files > 0);
 }
 
 static void assert_no_temp_files(const char *dir)
@@ -144,7 +140,7 @@ static JsonParser *load_report(const char *out_dir)
 static void test_quickstart_run_writes_consistent_outputs(void **state)
 {
     (void)state;
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *config = g_strdup_printf(
         "[tensor]\npath = \"%s\"\n[cpd]\nrank = 8\nmax_iters = 6\ntolerance = 1e-9\nseed = 7\n"
         "[backend]\nplugin = \"cpu-reference\"\n[backend.options]\nthreads = 2\n"
@@ -152,7 +148,9 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
         UBER);
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     const char *args[] = {"--config", config_path, "--set", "cpd.rank=5", NULL};
+    const mode_t saved_umask = umask(022); /* inherited by the program */
     run_output r = run_tensorhost(args);
+    umask(saved_umask);
     if (r.status != 0)
         fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
     /* One line per iteration, then the summary. */
@@ -177,8 +175,15 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     assert_int_equal(json_object_get_int_member(tensor, "nnz"), 353486);
     JsonObject *backend = json_object_get_object_member(root, "backend");
     assert_string_equal(json_object_get_string_member(backend, "id"), "cpu-reference");
+    /* The resolved config keeps its types, and names the file absolutely. */
     JsonObject *config_node = json_object_get_object_member(root, "config");
-    assert_string_equal(json_object_get_string_member(config_node, "cpd.rank"), "5");
+    assert_int_equal(json_node_get_value_type(json_object_get_member(config_node, "cpd.rank")),
+                     G_TYPE_INT64);
+    assert_int_equal(json_object_get_int_member(config_node, "cpd.rank"), 5);
+    assert_true(json_object_get_double_member(config_node, "cpd.tolerance") == 1e-9);
+    assert_true(json_object_get_boolean_member(config_node, "output.write_factors"));
+    assert_int_equal(json_object_get_int_member(config_node, "backend.options.threads"), 2);
+    assert_true(g_path_is_absolute(json_object_get_string_member(config_node, "file")));
     JsonObject *timings = json_object_get_object_member(root, "timings");
     assert_int_equal(json_array_get_length(json_object_get_array_member(timings, "mttkrp_seconds")), 4);
     /* cpu-reference has als_update but no als_sweep: auto takes the per-mode path. */
@@ -192,9 +197,11 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     /* The factor files and lambda reproduce the reported fit. */
     g_autoptr(th_sptensor) t = th_tensor_read_file(UBER, NULL, &error);
     assert_non_null(t);
-    const double fit = fit_from_files(t, out_dir, 5);
-    if (fabs(fit - final_fit) > 1e-5)
+    const double fit = th_test_fit_from_files(t, out_dir, 5);
+    if (fabs(fit - final_fit) > 1e-6)
         fail_msg("fit from files %.8f, report %.8f", fit, final_fit);
+    th_test_assert_published_form(out_dir, t, 5);
+    assert_file_modes(out_dir, 0644);
     assert_no_temp_files(out_dir);
     run_output_clear(&r);
 }
@@ -204,14 +211,16 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
 static void test_sweep_plugin_run_reports_the_sweep(void **state)
 {
     (void)state;
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *config = g_strdup_printf(
         "[tensor]\npath = \"%s\"\n[cpd]\nrank = 3\nmax_iters = 3\ntolerance = 0\nseed = 7\n"
         "[backend]\nplugin = \"%s\"\n[output]\ndir = \"out\"\n",
         UBER, TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so");
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     const char *args[] = {"--config", config_path, NULL};
+    const mode_t saved_umask = umask(027);
     run_output r = run_tensorhost(args);
+    umask(saved_umask);
     if (r.status != 0)
         fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
     assert_non_null(strstr(r.out, ", update sweep (auto)"));
@@ -243,10 +252,12 @@ static void test_sweep_plugin_run_reports_the_sweep(void **state)
 
     g_autoptr(th_sptensor) t = th_tensor_read_file(UBER, NULL, &error);
     assert_non_null(t);
-    const double fit = fit_from_files(t, out_dir, 3);
-    if (fabs(fit - json_object_get_double_member(cpd, "final_fit")) > 1e-5)
+    const double fit = th_test_fit_from_files(t, out_dir, 3);
+    if (fabs(fit - json_object_get_double_member(cpd, "final_fit")) > 1e-6)
         fail_msg("fit from files %.8f, report %.8f", fit,
                  json_object_get_double_member(cpd, "final_fit"));
+    th_test_assert_published_form(out_dir, t, 3);
+    assert_file_modes(out_dir, 0640);
     run_output_clear(&r);
 }
 
@@ -282,7 +293,7 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
          "plugin ABI 1.1), which plugin 'cpu-reference' does not implement"},
     };
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
-        g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+        g_autofree char *dir = scratch_dir();
         g_autofree char *tensor_path = cases[c].tensor
                                            ? write_temp(dir, "bad.tns", cases[c].tensor)
                                            : g_strdup(UBER);
@@ -311,7 +322,7 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
 static void test_interrupt_writes_partial_results(void **state)
 {
     (void)state;
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *config = g_strdup_printf(
         "[tensor]\npath = \"%s\"\n[cpd]\nrank = 4\nmax_iters = 1000000\ntolerance = 0\n"
         "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
@@ -375,7 +386,7 @@ static void test_command_line(void **state)
 
     /* The capability shows where capabilities are listed. */
     const char *list_sweep[] = {"--list-plugins", "--config", "sweep.toml", NULL};
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *config_path = write_temp(
         dir, "sweep.toml",
         "[tensor]\npath = \"t.tns\"\n[backend]\nsearch_path = [\"" TH_FIXTURE_PLUGIN_DIR "\"]\n");
@@ -419,7 +430,7 @@ static char *replace_all(const char *text, const char *needle, const char *repla
 /* Runs tensorhost on a config text in a fresh folder; returns the folder. */
 static char *run_config(const char *config, const char *const *extra, run_output *r)
 {
-    char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    char *dir = scratch_dir();
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(args, g_strdup("--config"));
@@ -446,7 +457,7 @@ static void expect_one_error(const run_output *r, int status, const char *expect
 static void test_config_errors_come_before_the_read(void **state)
 {
     (void)state;
-    g_autofree char *blocker_dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *blocker_dir = scratch_dir();
     g_autofree char *blocker = write_temp(blocker_dir, "a-file", "x");
     g_autofree char *under_file = g_build_filename(blocker, "out", NULL);
     const char *head = "[tensor]\npath = \"never-read.tns\"\n[cpd]\nrank = 3\n";
@@ -499,18 +510,18 @@ static void test_messages_name_the_config_value(void **state)
 {
     (void)state;
     run_output r;
-    g_autofree char *dir = run_config("# a comment\n[tensor]\npath = \"nope.tns\"\n", NULL, &r);
+    g_free(run_config("# a comment\n[tensor]\npath = \"nope.tns\"\n", NULL, &r));
     expect_one_error(&r, 1, "run.toml:3:1: tensor.path: ");
     assert_non_null(strstr(r.err, "nope.tns"));
     run_output_clear(&r);
 
     const char *newline_plugin[] = {"--set", "backend.plugin=\"cpu\\nreference\"", NULL};
-    g_autofree char *dir2 = run_config("[tensor]\npath = \"" UBER "\"\n", newline_plugin, &r);
+    g_free(run_config("[tensor]\npath = \"" UBER "\"\n", newline_plugin, &r));
     expect_one_error(&r, 1, "plugin 'cpu\\nreference' not found");
     assert_int_equal(count_lines_with(r.err, "\n"), 1);
     run_output_clear(&r);
 
-    g_autofree char *zero_dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *zero_dir = scratch_dir();
     g_autofree char *zeros = write_temp(zero_dir, "zeros.tns", "1 1 1 0\n2 2 2 0.0\n");
     g_autofree char *config = g_strdup_printf(
         "[tensor]\npath = \"%s\"\n[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = "
@@ -540,7 +551,7 @@ static void test_extreme_values_are_scaled(void **state)
     };
     double reference_fit = 0.0, reference_lambda = 0.0;
     for (int c = -1; c < (int)G_N_ELEMENTS(cases); ++c) {
-        g_autofree char *tdir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+        g_autofree char *tdir = scratch_dir();
         g_autofree char *tensor = write_temp(tdir, "t.tns", c < 0 ? ordinary : cases[c].text);
         g_autofree char *config = g_strdup_printf(
             "[tensor]\npath = \"%s\"\n[cpd]\nrank = 2\nmax_iters = 8\ntolerance = 0\n"
@@ -573,7 +584,7 @@ static void test_extreme_values_are_scaled(void **state)
 static void test_sigterm_stops_with_143(void **state)
 {
     (void)state;
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *config = g_strdup_printf(
         "[tensor]\npath = \"%s\"\n[cpd]\nrank = 4\nmax_iters = 1000000\ntolerance = 0\n"
         "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
@@ -623,7 +634,7 @@ static void test_sigterm_stops_with_143(void **state)
 static void test_interrupt_during_the_read(void **state)
 {
     (void)state;
-    g_autofree char *dir = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *dir = scratch_dir();
     g_autofree char *fifo = g_build_filename(dir, "tensor.tns", NULL);
     assert_int_equal(mkfifo(fifo, 0600), 0);
     g_autofree char *config = g_strdup_printf(
@@ -687,7 +698,7 @@ static void test_readme_sample_runs_with_auto(void **state)
     g_autofree char *shown = g_strndup(block, (gsize)(end - block));
     assert_string_equal(shown, sample);
 
-    g_autofree char *out = g_dir_make_tmp("th-e2e-XXXXXX", NULL);
+    g_autofree char *out = scratch_dir();
     g_autofree char *set_out = g_strdup_printf("output.dir=%s", out);
     const char *args[] = {"--config", TH_SOURCE_DIR "/configs/quickstart.toml", "--set",
                           "cpd.max_iters=2", "--set", set_out, NULL};
@@ -717,5 +728,5 @@ int main(void)
         cmocka_unit_test(test_interrupt_during_the_read),
         cmocka_unit_test(test_readme_sample_runs_with_auto),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_scratch_root, remove_scratch_root);
 }

@@ -3,13 +3,17 @@
  * steps 1-6), plus name resolution along the search path. */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <setjmp.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "backend.h"
+#include "config.h"
 #include "log.h"
 #include "plugin_loader.h"
 
@@ -611,8 +615,138 @@ static void test_load_unload_loop(void **state)
     }
 }
 
-int main(void)
+/* ------------------------------------------------------------------------ */
+/* Bounded options of cpu-reference                                          */
+/* ------------------------------------------------------------------------ */
+
+#define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
+
+/* create() with threads = `value`; returns the status, the instance's
+ * device text (when created) or the error in `text`. Creating starts no
+ * thread, so even the largest accepted count is cheap here. */
+static th_status create_with_threads(th_plugin *plugin, const char *value, char *text,
+                                     size_t size)
 {
+    th_option option = {.key = "threads", .value = value};
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = plugin->entry.create(&option, 1, &plugin->services, &inst, err);
+    if (status != TH_OK) {
+        assert_null(inst);
+        g_strlcpy(text, err, size);
+        return status;
+    }
+    g_autoptr(GError) error = NULL;
+    th_runtime_info info = {.struct_size = (uint32_t)sizeof info};
+    assert_true(th_plugin_runtime_info(plugin, inst, &info, &error));
+    g_strlcpy(text, info.device, size);
+    plugin->entry.destroy(inst);
+    return status;
+}
+
+/* Thread counts that end the process inside the OpenMP runtime (a libgomp
+ * abort at 50000, SIGSEGV from about 70000) are refused by create(), with
+ * the option, the value and the range; 1 and 1024 are accepted. */
+static void test_cpu_reference_threads_are_bounded(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(CPU_REFERENCE);
+    char text[TH_ERROR_SIZE];
+    static const char *const too_many[] = {"1025", "50000", "70000", "100000", "1000000"};
+    for (size_t i = 0; i < G_N_ELEMENTS(too_many); i++) {
+        assert_int_equal(create_with_threads(plugin, too_many[i], text, sizeof text),
+                         TH_ERR_INVALID_ARGUMENT);
+        g_autofree char *expected = g_strdup_printf(
+            "option 'threads': %s is out of range: expected an integer from 1 to 1024",
+            too_many[i]);
+        assert_string_equal(text, expected);
+    }
+    assert_int_equal(create_with_threads(plugin, "1", text, sizeof text), TH_OK);
+    assert_string_equal(text, "CPU (1 thread)");
+    assert_int_equal(create_with_threads(plugin, "1024", text, sizeof text), TH_OK);
+    assert_string_equal(text, "CPU (1024 threads)");
+    th_plugin_unload(plugin);
+}
+
+/* The host's error, as a run reports it: the plugin, the call, the
+ * plugin's message and the status. */
+static void test_cpu_reference_threads_error_through_the_host(void **state)
+{
+    (void)state;
+    th_config_option option = {.key = "threads", .value = "100000"};
+    g_autoptr(GPtrArray) options = g_ptr_array_new();
+    g_ptr_array_add(options, &option);
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(CPU_REFERENCE, NULL, options, NULL, &error);
+    assert_null(backend);
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INVALID_ARGUMENT));
+    assert_string_equal(error->message,
+                        "cpu-reference: cannot create an instance: option 'threads': 100000 is "
+                        "out of range: expected an integer from 1 to 1024 "
+                        "(TH_ERR_INVALID_ARGUMENT)");
+}
+
+#define DEFAULT_THREADS_CHILD "--default-threads-child"
+
+/* Run in a child process started with OMP_NUM_THREADS=5000 (the OpenMP
+ * runtime reads it once, when it starts): prints the device text of an
+ * instance created without options and the plugin's log lines. */
+static int default_threads_child(void)
+{
+    log_capture capture;
+    th_host_services services = capture_services(&capture);
+    GError *error = NULL;
+    th_plugin *plugin = th_plugin_load(CPU_REFERENCE, &services, &error);
+    if (!plugin) {
+        printf("load: %s\n", error->message);
+        return 1;
+    }
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    if (plugin->entry.create(NULL, 0, &plugin->services, &inst, err) != TH_OK) {
+        printf("create: %s\n", err);
+        return 1;
+    }
+    th_runtime_info info = {.struct_size = (uint32_t)sizeof info};
+    if (!th_plugin_runtime_info(plugin, inst, &info, &error)) {
+        printf("runtime info: %s\n", error->message);
+        return 1;
+    }
+    printf("device: %s\n", info.device);
+    for (guint i = 0; i < capture.lines->len; i++)
+        printf("log: %s\n", (const char *)g_ptr_array_index(capture.lines, i));
+    plugin->entry.destroy(inst);
+    th_plugin_unload(plugin);
+    g_ptr_array_unref(capture.lines);
+    return 0;
+}
+
+/* OMP_NUM_THREADS is not an option, so a huge value is lowered to the bound
+ * with a warning instead of refused. */
+static void test_cpu_reference_default_threads_are_capped(void **state)
+{
+    (void)state;
+    g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+    assert_non_null(self);
+    char *argv[] = {self, DEFAULT_THREADS_CHILD, NULL};
+    g_auto(GStrv) env = g_environ_setenv(g_get_environ(), "OMP_NUM_THREADS", "5000", TRUE);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    int wait_status = 0;
+    g_autoptr(GError) error = NULL;
+    assert_true(g_spawn_sync(NULL, argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                             &wait_status, &error));
+    if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0)
+        fail_msg("child failed (wait status %d): %s%s", wait_status, out, err);
+    assert_non_null(strstr(out, "device: CPU (1024 threads)\n"));
+    assert_non_null(strstr(out, "log: cpu-reference: OpenMP's default of 5000 threads "
+                                "(OMP_NUM_THREADS?) is above 1024; using 1024"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], DEFAULT_THREADS_CHILD) == 0)
+        return default_threads_child();
     th_log_set_level(TH_LOG_WARNING);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_loads_and_runs),
@@ -633,6 +767,9 @@ int main(void)
         cmocka_unit_test(test_resolve_by_name),
         cmocka_unit_test(test_resolve_paths_and_failures),
         cmocka_unit_test(test_status_names_and_call_error),
+        cmocka_unit_test(test_cpu_reference_threads_are_bounded),
+        cmocka_unit_test(test_cpu_reference_threads_error_through_the_host),
+        cmocka_unit_test(test_cpu_reference_default_threads_are_capped),
         cmocka_unit_test(test_load_unload_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

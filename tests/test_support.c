@@ -2,6 +2,7 @@
 
 #include "rng.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "factor_io.h"
+#include "dense.h"
 
 /* ------------------------------------------------------------------------ */
 /* Random data                                                               */
@@ -270,4 +273,102 @@ th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32
     for (uint32_t m = 0; m < nmodes; ++m)
         g_free(factors[m]);
     return t;
+}
+
+void th_test_remove_tree(const char *path)
+{
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+        g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+        for (const char *name; dir && (name = g_dir_read_name(dir));) {
+            g_autofree char *child = g_build_filename(path, name, NULL);
+            th_test_remove_tree(child);
+        }
+    }
+    g_remove(path);
+}
+
+double th_test_fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank)
+{
+    uint64_t rows = 0;
+    uint32_t cols = 0;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *lambda_path = g_build_filename(dir, "lambda.mat", NULL);
+    g_autofree double *lambda = th_read_matrix(lambda_path, &rows, &cols, &error);
+    assert_non_null(lambda);
+    assert_int_equal(rows, rank);
+    assert_int_equal(cols, 1);
+    double *factors[TH_MAX_MODES];
+    double *grams[TH_MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        factors[m] = th_read_matrix(path, &rows, &cols, &error);
+        assert_non_null(factors[m]);
+        assert_int_equal(rows, t->dims[m]);
+        assert_int_equal(cols, rank);
+        grams[m] = g_new(double, (size_t)rank * rank);
+        th_dense_gram(factors[m], rows, rank, grams[m]);
+    }
+    double inner = 0.0, norm_x = 0.0;
+    for (uint64_t k = 0; k < t->nnz; ++k) {
+        double model = 0.0;
+        for (uint32_t r = 0; r < rank; ++r) {
+            double p = lambda[r];
+            for (uint32_t m = 0; m < t->nmodes; ++m)
+                p *= factors[m][(size_t)t->indices[m][k] * rank + r];
+            model += p;
+        }
+        inner += t->values[k] * model;
+        norm_x += t->values[k] * t->values[k];
+    }
+    g_autofree double *hadamard = g_new(double, (size_t)rank * rank);
+    th_dense_hadamard_except(grams, t->nmodes, UINT32_MAX, rank, hadamard);
+    double norm_m = 0.0;
+    for (uint32_t r = 0; r < rank; ++r)
+        for (uint32_t q = 0; q < rank; ++q)
+            norm_m += lambda[r] * lambda[q] * hadamard[(size_t)r * rank + q];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_free(factors[m]);
+        g_free(grams[m]);
+    }
+    return 1.0 - sqrt(fmax(norm_x + norm_m - 2.0 * inner, 0.0)) / sqrt(norm_x);
+}
+
+void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32_t rank)
+{
+    uint64_t rows = 0;
+    uint32_t cols = 0;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *lambda_path = g_build_filename(dir, "lambda.mat", NULL);
+    g_autofree double *lambda = th_read_matrix(lambda_path, &rows, &cols, &error);
+    assert_non_null(lambda);
+    for (uint32_t r = 0; r < rank; ++r) {
+        assert_true(lambda[r] >= 0.0);
+        if (r > 0 && lambda[r] > lambda[r - 1])
+            fail_msg("lambda not sorted: lambda[%u] = %g > lambda[%u] = %g", r, lambda[r], r - 1,
+                     lambda[r - 1]);
+    }
+    g_autofree uint32_t *negative_modes = g_new0(uint32_t, rank);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autofree double *a = th_read_matrix(path, &rows, &cols, &error);
+        assert_non_null(a);
+        for (uint32_t r = 0; r < rank; ++r) {
+            double sum_squares = 0.0, largest = 0.0;
+            for (uint64_t i = 0; i < rows; ++i) {
+                const double v = a[i * rank + r];
+                sum_squares += v * v;
+                if (fabs(v) > fabs(largest))
+                    largest = v;
+            }
+            if (fabs(sqrt(sum_squares) - 1.0) > 1e-7)
+                fail_msg("%s column %u has 2-norm %.10f, not 1", name, r + 1, sqrt(sum_squares));
+            negative_modes[r] += largest < 0.0;
+        }
+    }
+    for (uint32_t r = 0; r < rank; ++r)
+        if (negative_modes[r] > 1)
+            fail_msg("component %u: %u modes with a negative largest entry", r + 1,
+                     negative_modes[r]);
 }

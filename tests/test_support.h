@@ -55,6 +55,21 @@ double th_test_relative_error(const double *a, const double *b, uint64_t n);
 /* A borrowed th_coo_tensor view of `t` (valid while `t` lives). */
 void th_test_coo_view(const th_sptensor *t, th_coo_tensor *view);
 
+/* The fit of the model in the output folder `dir` (lambda.mat, mode1.mat
+ * ...) against `t`, computed independently of the CP-ALS code: <X,M> from
+ * the nonzeros, ||M||^2 from the factors' Grams. */
+double th_test_fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank);
+
+/* Fails the test unless the files in `dir` are in the published form
+ * (host/cp_model.h): columns of unit 2-norm (to the files' 9 digits),
+ * lambda >= 0 and non-increasing, and in each component at most one mode
+ * whose largest-magnitude entry is negative. */
+void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32_t rank);
+
+/* Removes `path` and, for a folder, everything under it (symbolic links are
+ * removed, not followed); missing paths are ignored. For test scratch folders. */
+void th_test_remove_tree(const char *path);
+
 /* Loads TH_PLUGIN_DIR/cpu-reference.so with the host's services; fails the
  * test with the loader's message if that does not work. */
 th_plugin *th_test_load_cpu_reference(void);

@@ -38,6 +38,15 @@
  * count) so that results are identical whatever the thread count. */
 #define CPU_REF_CHUNK_NNZ 4096u
 #define CPU_REF_CACHE_LINE 64u
+/* Largest `threads` option. libgomp starts a team by putting per-thread start
+ * data on the calling thread's stack (about 70000 threads overflow an 8 MiB
+ * stack: SIGSEGV) and then creating every worker with a stack of its own
+ * (ulimit -s, 8 MiB by default), which already fails at 50000 under the
+ * common pid limit of 32768 (libgomp then exits the process). Neither
+ * failure can be reported through the ABI. 1024 is above the hardware
+ * threads of the largest two-socket servers (768), so no useful setting is
+ * refused, and far below the counts where the runtime breaks. */
+#define CPU_REF_MAX_THREADS 1024
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
@@ -197,8 +206,27 @@ static th_status parse_options(const th_option *options, uint32_t n_options, int
         if (!parse_positive_int(value, threads))
             return fail(err, TH_ERR_INVALID_ARGUMENT,
                         "option 'threads': expected a positive integer, found '%s'", value);
+        if (*threads > CPU_REF_MAX_THREADS)
+            return fail(err, TH_ERR_INVALID_ARGUMENT,
+                        "option 'threads': %d is out of range: expected an integer from 1 to %d",
+                        *threads, CPU_REF_MAX_THREADS);
     }
     return TH_OK;
+}
+
+/* OpenMP's default team size, which OMP_NUM_THREADS can set to anything:
+ * capped like the option, with a warning rather than an error because the
+ * user did not ask this plugin for it. */
+static int default_threads(const th_host_services *host)
+{
+    int threads = omp_get_max_threads();
+    if (threads <= CPU_REF_MAX_THREADS)
+        return threads;
+    host_log(host, TH_LOG_WARNING,
+             CPU_REF_ID ": OpenMP's default of %d threads (OMP_NUM_THREADS?) is above %d; "
+             "using %d (set the option 'threads' to choose)",
+             threads, CPU_REF_MAX_THREADS, CPU_REF_MAX_THREADS);
+    return CPU_REF_MAX_THREADS;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -238,10 +266,12 @@ static th_status cpu_reference_create(const th_option *options, uint32_t n_optio
 {
     if (out == NULL)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "create: the output pointer is NULL");
-    int threads = omp_get_max_threads();
+    int threads = 0;
     th_status status = parse_options(options, n_options, &threads, err);
     if (status != TH_OK)
         return status;
+    if (threads == 0)
+        threads = default_threads(host);
     th_instance *inst = calloc(1, sizeof *inst);
     if (inst == NULL)
         return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory allocating the instance");

@@ -93,6 +93,14 @@ static th_status parse_rule(const char *value, thg_policy policy, const char *id
 static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
                                thg_policy policy, thg_config *config, char *err)
 {
+    /* Bounds checked here, before the instance exists, so a bad value is an
+     * error of create() rather than a failed launch or allocation later.
+     * kappa is the grid size of every MTTKRP and sizes per-mode partition
+     * tables of kappa + 1 words on the device: 2^20 is thousands of times
+     * the SM count of any GPU (the useful range is about 1 to 8 x SMs) and
+     * keeps those tables at 4 MiB. P is capped by what one 1024-thread block
+     * holds (THG_MAX_P). device is an ordinal; thg_create checks it against
+     * the devices actually visible. */
     static const struct {
         const char *key;
         unsigned long lo, hi;

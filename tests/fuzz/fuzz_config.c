@@ -12,12 +12,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_entry(const char *key, const char *value, void *user_data)
+static void check_entry(const char *key, const th_config_value *value, void *user_data)
 {
     size_t *total = user_data;
-    if (!key || !*key || !value)
+    if (!key || !*key || !value || !value->text)
         abort();
-    *total += strlen(key) + strlen(value);
+    if (value->kind == TH_CONFIG_VALUE_STRING_LIST && !value->items)
+        abort();
+    *total += strlen(key) + strlen(value->text);
 }
 
 /* Splits off the override lines (NUL-terminated copies for the API). */

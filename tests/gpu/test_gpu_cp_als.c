@@ -4,6 +4,8 @@
  * exactly-low-rank tensor and on the real tensors (data/ and
  * ../shared/data/real/kg). fp32 factors and MTTKRP on the GPU, double on
  * the CPU: the tolerance is what that difference leaves after 25 sweeps.
+ * Every run's factor files are in the published form (unit 2-norm columns,
+ * sorted lambda) and give back the reported fit.
  * Each GPU plugin runs twice: with its als_sweep (a whole iteration on the
  * device, the default) and with the per-mode path (host solve,
  * als_update), so both device paths meet the same bar.
@@ -27,6 +29,7 @@
 
 #include "backend.h"
 #include "cp_als.h"
+#include "factor_io.h"
 #include "gpu_test_support.h"
 #include "log.h"
 #include "rng.h"
@@ -34,6 +37,7 @@
 #include "test_support.h"
 
 #define FIT_TOLERANCE 1e-4
+#define FILE_FIT_TOLERANCE 1e-5
 #define ITERATIONS 25u
 
 static const char *const plugin_ids[] = {"cpu-reference", "gpu-adaptive", "gpu-scheme1",
@@ -49,6 +53,24 @@ static th_backend *open_backend(const char *id)
     if (!backend)
         fail_msg("cannot open %s: %s", id, error->message);
     return backend;
+}
+
+/* The factor files of the run are in the published form, and the fit
+ * recomputed from them in double is the fit the run reported (computed from
+ * the backend's fp32 terms: FILE_FIT_TOLERANCE covers that). */
+static void assert_written_model_matches(const char *id, const th_sptensor *t,
+                                         const th_cpd_result *r)
+{
+    g_autofree char *dir = g_dir_make_tmp("th-gpu-cp-als-XXXXXX", NULL);
+    assert_non_null(dir);
+    g_autoptr(GError) error = NULL;
+    if (!th_write_cpd_factors(dir, r, &error))
+        fail_msg("%s: %s", id, error->message);
+    th_test_assert_published_form(dir, t, r->rank);
+    const double fit = th_test_fit_from_files(t, dir, r->rank);
+    th_test_remove_tree(dir);
+    if (!(fabs(fit - r->fit) < FILE_FIT_TOLERANCE))
+        fail_msg("%s: fit from the written files %.8f, reported %.8f", id, fit, r->fit);
 }
 
 static double run_fit(const char *id, const th_sptensor *t, uint32_t rank,
@@ -70,6 +92,7 @@ static double run_fit(const char *id, const th_sptensor *t, uint32_t rank,
                  th_update_path_name(r->update_path));
     if (g_strcmp0(id, "cpu-reference") != 0 && !th_cpd_backend_updated(r))
         fail_msg("%s: the factor update did not run on the device", id);
+    assert_written_model_matches(id, t, r);
     return r->fit;
 }
 
