@@ -44,6 +44,7 @@ step "install into $prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
 header=$prefix/include/tensorhost/plugin.h
 [[ -f $header ]] || fail "the install has no $header"
+[[ -f $prefix/include/tensorhost/plugin_sdk.h ]] || fail "the install has no plugin_sdk.h"
 config=$(find "$prefix" -path '*/cmake/tensorhost/tensorhostConfig.cmake' | head -n 1)
 [[ -n $config ]] || fail "the install has no lib*/cmake/tensorhost/tensorhostConfig.cmake"
 [[ -f $(dirname "$config")/tensorhostConfigVersion.cmake ]] ||
@@ -60,7 +61,7 @@ echo "pkg-config $pc"
 step "compile against tensorhost.pc"
 cflags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags tensorhost) ||
     fail "pkg-config --cflags tensorhost"
-printf '#include <tensorhost/plugin.h>\nint abi_major(void);\nint abi_major(void) { return TH_ABI_VERSION_MAJOR; }\n' \
+printf '#include <tensorhost/plugin.h>\n#include <tensorhost/plugin_sdk.h>\nint abi_major(void);\nint abi_major(void) { return TH_ABI_VERSION_MAJOR; }\n' \
     >"$work/pc-check.c"
 # shellcheck disable=SC2086 # cflags is a list of flags
 cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags -c "$work/pc-check.c" -o "$work/pc-check.o" ||

@@ -5,6 +5,7 @@
  * else, so the host does the CP-ALS update itself. Read it top to bottom with
  * docs/plugin-guide.md; <tensorhost/plugin.h> is the contract. */
 #include <tensorhost/plugin.h>
+#include <tensorhost/plugin_sdk.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,16 +38,6 @@ static const th_plugin_info example_info = {
     .value_type = TH_VALUE_F64,
 };
 
-/* Every failure is one line: return fail(err, CODE, "what, naming the culprit"). */
-static th_status fail(char *err, th_status status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, TH_ERROR_SIZE, format, args);
-    va_end(args);
-    return status;
-}
-
 static const th_plugin_info *example_get_info(void)
 {
     return &example_info;
@@ -59,10 +50,10 @@ static th_status example_create(const th_option *options, uint32_t n_options,
 {
     (void)host; /* a backend with something to say would call host->log */
     if (n_options > 0)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "unknown option '%s' (" EXAMPLE_ID " accepts no options)", options[0].key);
     *out = calloc(1, sizeof **out);
-    return *out ? TH_OK : fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+    return *out ? TH_OK : th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
 /* Frees the tensor copy, factors and results; the instance stays usable. */
@@ -90,9 +81,9 @@ static th_status example_load_tensor(th_instance *inst, const th_coo_tensor *t, 
                                      char *err)
 {
     if (t->nmodes > EXAMPLE_MAX_MODES)
-        return fail(err, TH_ERR_UNSUPPORTED, "%u modes: at most %u", t->nmodes, EXAMPLE_MAX_MODES);
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED, "%u modes: at most %u", t->nmodes, EXAMPLE_MAX_MODES);
     if (rank < 1 || rank > example_info.max_rank)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "rank %u: expected 1 to %u", rank,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "rank %u: expected 1 to %u", rank,
                     example_info.max_rank);
     release_tensor(inst); /* load_tensor() replaces any earlier tensor */
 
@@ -107,7 +98,7 @@ static th_status example_load_tensor(th_instance *inst, const th_coo_tensor *t, 
     }
     if (!ok) {
         release_tensor(inst);
-        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory at rank %u", rank);
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory at rank %u", rank);
     }
     memcpy(inst->values, t->values, t->nnz * sizeof(double));
     memcpy(inst->dims, t->dims, t->nmodes * sizeof(uint32_t));
@@ -121,9 +112,9 @@ static th_status example_load_tensor(th_instance *inst, const th_coo_tensor *t, 
 static th_status check_mode(const th_instance *inst, uint32_t mode, const char *call, char *err)
 {
     if (inst->nmodes == 0)
-        return fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)", call);
+        return th_plugin_fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)", call);
     if (mode >= inst->nmodes)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: mode %u out of range (tensor has %u)",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: mode %u out of range (tensor has %u)",
                     call, mode, inst->nmodes);
     return TH_OK;
 }

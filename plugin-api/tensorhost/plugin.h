@@ -144,8 +144,9 @@ typedef struct th_host_services {
 } th_host_services;
 
 /* One backend option: the key/value pairs of the config's [backend.options]
- * table, values rendered as text (integers in decimal, floats with %.17g,
- * booleans as "true"/"false", strings verbatim). Borrowed for the duration of
+ * table, values rendered as text (integers in decimal, floats as the
+ * shortest text that reads back as the same double, at most 17 significant
+ * digits in the C locale, booleans as "true"/"false", strings verbatim). Borrowed for the duration of
  * create(); copy what you keep. */
 typedef struct th_option {
     const char *key;

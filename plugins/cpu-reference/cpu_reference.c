@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include <tensorhost/plugin.h>
+#include <tensorhost/plugin_sdk.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -82,35 +83,6 @@ struct th_instance {
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
-
-static th_status fail(char *err, th_status status, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static th_status fail(char *err, th_status status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, TH_ERROR_SIZE, format, args);
-    va_end(args);
-    return status;
-}
-
-static void host_log(const th_host_services *host, int32_t level, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void host_log(const th_host_services *host, int32_t level, const char *format, ...)
-{
-    /* The host's struct may come from an older header: look before using. */
-    if (host == NULL || host->log == NULL ||
-        host->struct_size < offsetof(th_host_services, log) + sizeof host->log)
-        return;
-    char line[512];
-    va_list args;
-    va_start(args, format);
-    vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    host->log(host->host_data, level, line);
-}
 
 static double now_seconds(void)
 {
@@ -188,26 +160,26 @@ static th_status parse_options(const th_option *options, uint32_t n_options, int
                                char *err)
 {
     if (n_options > 0 && options == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "%u options given but the array is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%u options given but the array is NULL",
                     n_options);
     bool threads_seen = false;
     for (uint32_t i = 0; i < n_options; i++) {
         const char *key = options[i].key;
         const char *value = options[i].value;
         if (key == NULL || value == NULL)
-            return fail(err, TH_ERR_INVALID_ARGUMENT, "option %u has a NULL %s", i,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "option %u has a NULL %s", i,
                         key == NULL ? "key" : "value");
         if (strcmp(key, "threads") != 0)
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "unknown option '%s' (" CPU_REF_ID " accepts: threads)", key);
         if (threads_seen)
-            return fail(err, TH_ERR_INVALID_ARGUMENT, "option 'threads' given twice");
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "option 'threads' given twice");
         threads_seen = true;
         if (!parse_positive_int(value, threads))
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "option 'threads': expected a positive integer, found '%s'", value);
         if (*threads > CPU_REF_MAX_THREADS)
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "option 'threads': %d is out of range: expected an integer from 1 to %d",
                         *threads, CPU_REF_MAX_THREADS);
     }
@@ -222,7 +194,7 @@ static int default_threads(const th_host_services *host)
     int threads = omp_get_max_threads();
     if (threads <= CPU_REF_MAX_THREADS)
         return threads;
-    host_log(host, TH_LOG_WARNING,
+    th_plugin_log(host, TH_LOG_WARNING,
              CPU_REF_ID ": OpenMP's default of %d threads (OMP_NUM_THREADS?) is above %d; "
              "using %d (set the option 'threads' to choose)",
              threads, CPU_REF_MAX_THREADS, CPU_REF_MAX_THREADS);
@@ -265,7 +237,7 @@ static th_status cpu_reference_create(const th_option *options, uint32_t n_optio
                                       char *err)
 {
     if (out == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: the output pointer is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: the output pointer is NULL");
     int threads = 0;
     th_status status = parse_options(options, n_options, &threads, err);
     if (status != TH_OK)
@@ -274,11 +246,11 @@ static th_status cpu_reference_create(const th_option *options, uint32_t n_optio
         threads = default_threads(host);
     th_instance *inst = calloc(1, sizeof *inst);
     if (inst == NULL)
-        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory allocating the instance");
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory allocating the instance");
     inst->host = host;
     inst->threads = threads;
     *out = inst;
-    host_log(host, TH_LOG_DEBUG, CPU_REF_ID ": instance with %d threads", threads);
+    th_plugin_log(host, TH_LOG_DEBUG, CPU_REF_ID ": instance with %d threads", threads);
     return TH_OK;
 }
 
@@ -297,35 +269,35 @@ static void cpu_reference_destroy(th_instance *inst)
 static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err)
 {
     if (t == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor is NULL");
     if (t->struct_size < sizeof(th_coo_tensor))
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "load_tensor: tensor struct is %u bytes, shorter than the %zu of ABI 1.0",
                     t->struct_size, sizeof(th_coo_tensor));
     if (t->nmodes < 2)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "load_tensor: the tensor has %u modes; at least 2 are needed", t->nmodes);
     if (t->nmodes > CPU_REF_MAX_MODES)
-        return fail(err, TH_ERR_UNSUPPORTED,
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                     "load_tensor: the tensor has %u modes; " CPU_REF_ID " supports at most %u",
                     t->nmodes, CPU_REF_MAX_MODES);
     if (rank < 1)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: rank 0; the rank must be >= 1");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: rank 0; the rank must be >= 1");
     if (rank > CPU_REF_MAX_RANK)
-        return fail(err, TH_ERR_UNSUPPORTED,
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                     "load_tensor: rank %u is above the maximum rank %u of " CPU_REF_ID, rank,
                     CPU_REF_MAX_RANK);
     if (t->nnz < 1)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor has no nonzeros");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor has no nonzeros");
     if (t->dims == NULL || t->indices == NULL || t->values == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor's %s array is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor's %s array is NULL",
                     t->dims == NULL ? "dims" : (t->indices == NULL ? "indices" : "values"));
     for (uint32_t m = 0; m < t->nmodes; m++) {
         if (t->dims[m] == 0)
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "load_tensor: mode %u has dimension 0; every dimension must be >= 1", m);
         if (t->indices[m] == NULL)
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "load_tensor: the index array of mode %u is NULL", m);
     }
     return TH_OK;
@@ -349,11 +321,11 @@ static th_status validate_entries(const th_coo_tensor *t, char *err)
     }
     for (uint64_t k = 0; k < first_bad; k++)
         if (!isfinite(t->values[k]))
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "load_tensor: nonzero %llu has a non-finite value %g",
                         (unsigned long long)k, t->values[k]);
     if (first_bad < t->nnz)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "load_tensor: nonzero %llu has mode-%u index %u, out of range for "
                     "dimension %u",
                     (unsigned long long)first_bad, bad_mode, t->indices[bad_mode][first_bad],
@@ -388,7 +360,7 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
     uint64_t total = 0;
     ok = ok && add_u64(tensor, factors, &total) && add_u64(total, workspace, &total);
     if (!ok || total > (uint64_t)SIZE_MAX)
-        return fail(err, TH_ERR_OUT_OF_MEMORY,
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                     "load_tensor: %llu nonzeros in %u modes at rank %u need more memory than "
                     "this machine can address",
                     (unsigned long long)t->nnz, t->nmodes, rank);
@@ -455,7 +427,7 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     inst->boundary = malloc(chunks * 2 * (size_t)rank * sizeof *inst->boundary);
     if (!inst->dims || !inst->layouts || !inst->factors || !inst->results ||
         !inst->result_ready || !inst->last_seconds || !inst->scratch || !inst->boundary)
-        return fail(err, TH_ERR_OUT_OF_MEMORY, "load_tensor: out of memory for bookkeeping");
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "load_tensor: out of memory for bookkeeping");
     memcpy(inst->dims, t->dims, n * sizeof *inst->dims);
 
     size_t width = n - 1;
@@ -474,7 +446,7 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
         inst->last_seconds[m] = -1.0;
         if (!l->row_start || !l->values || !l->others || !l->chunk_row || !inst->factors[m] ||
             !inst->results[m])
-            return fail(err, TH_ERR_OUT_OF_MEMORY,
+            return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                         "load_tensor: out of memory for mode %u (dimension %u, %llu nonzeros, "
                         "rank %u)",
                         m, t->dims[m], (unsigned long long)t->nnz, rank);
@@ -486,7 +458,7 @@ static th_status cpu_reference_load_tensor(th_instance *inst, const th_coo_tenso
                                            uint32_t rank, char *err)
 {
     if (inst == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the instance is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the instance is NULL");
     load_sizes sizes = {0, 0, 0};
     th_status status = validate_shape(t, rank, err);
     if (status == TH_OK)
@@ -514,7 +486,7 @@ static th_status cpu_reference_load_tensor(th_instance *inst, const th_coo_tenso
     inst->factor_bytes = sizes.factor_bytes;
     inst->workspace_bytes = sizes.workspace_bytes;
     inst->loaded = true;
-    host_log(inst->host, TH_LOG_DEBUG,
+    th_plugin_log(inst->host, TH_LOG_DEBUG,
              CPU_REF_ID ": %u row-sorted layouts of %llu nonzeros built in %.3f s "
              "(%.1f MiB)",
              t->nmodes, (unsigned long long)t->nnz, now_seconds() - start,
@@ -530,12 +502,12 @@ static th_status check_mode(const th_instance *inst, const char *function, uint3
                             char *err)
 {
     if (inst == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: the instance is NULL", function);
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: the instance is NULL", function);
     if (!inst->loaded)
-        return fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)",
+        return th_plugin_fail(err, TH_ERR_BAD_STATE, "%s: no tensor loaded (call load_tensor first)",
                     function);
     if (mode >= inst->nmodes)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "%s: mode %u is out of range; the tensor has %u modes (0..%u)", function,
                     mode, inst->nmodes, inst->nmodes - 1);
     return TH_OK;
@@ -553,7 +525,7 @@ static th_status cpu_reference_set_factor(th_instance *inst, uint32_t mode,
     if (status != TH_OK)
         return status;
     if (data == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: mode %u: data is NULL", mode);
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: mode %u: data is NULL", mode);
     memcpy(inst->factors[mode], data, matrix_bytes(inst, mode));
     return TH_OK;
 }
@@ -565,7 +537,7 @@ static th_status cpu_reference_get_factor(th_instance *inst, uint32_t mode, doub
     if (status != TH_OK)
         return status;
     if (data == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: mode %u: data is NULL", mode);
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: mode %u: data is NULL", mode);
     memcpy(data, inst->factors[mode], matrix_bytes(inst, mode));
     return TH_OK;
 }
@@ -716,10 +688,10 @@ static th_status cpu_reference_get_mttkrp_result(th_instance *inst, uint32_t mod
     if (status != TH_OK)
         return status;
     if (data == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: mode %u: data is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: mode %u: data is NULL",
                     mode);
     if (!inst->result_ready[mode])
-        return fail(err, TH_ERR_BAD_STATE,
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
                     "get_mttkrp_result: mode %u has no result yet (call mttkrp first)", mode);
     memcpy(data, inst->results[mode], matrix_bytes(inst, mode));
     return TH_OK;
@@ -736,20 +708,20 @@ static th_status check_als_arguments(const th_instance *inst, uint32_t mode, con
     if (status != TH_OK)
         return status;
     if (w == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: mode %u: w is NULL", mode);
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: mode %u: w is NULL", mode);
     if (norm != TH_NORM_2 && norm != TH_NORM_MAX)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_update: norm %d is neither TH_NORM_2 (%d) nor TH_NORM_MAX (%d)",
                     (int)norm, TH_NORM_2, TH_NORM_MAX);
     if (out == NULL || out->struct_size < sizeof(th_als_output))
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_update: the output struct is %s",
                     out == NULL ? "NULL" : "shorter than the th_als_output of ABI 1.0");
     if (out->lambda == NULL || out->gram == NULL || out->inner == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: output array '%s' is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: output array '%s' is NULL",
                     out->lambda == NULL ? "lambda" : (out->gram == NULL ? "gram" : "inner"));
     if (!inst->result_ready[mode])
-        return fail(err, TH_ERR_BAD_STATE,
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
                     "als_update: mode %u has no MTTKRP result yet (call mttkrp first)", mode);
     return TH_OK;
 }
@@ -784,7 +756,7 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
     double *a_rows = inst->factors[mode];
     double *columns = malloc((size_t)rows * (size_t)rank * sizeof *columns);
     if (columns == NULL)
-        return fail(err, TH_ERR_OUT_OF_MEMORY,
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                     "als_update: out of memory for a %lld x %lld work matrix", (long long)rows,
                     (long long)rank);
 
@@ -843,24 +815,11 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
 /* Runtime and mode info                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Writes `full` into the caller's struct, but only as many bytes as both
- * sides know (the caller's struct_size may come from an older header), and
- * leaves the caller's struct_size as it is. */
-static void copy_out(void *dst, const void *full, size_t full_size)
-{
-    uint32_t caller_size;
-    memcpy(&caller_size, dst, sizeof caller_size);
-    size_t n = caller_size < full_size ? caller_size : full_size;
-    if (n > sizeof caller_size)
-        memcpy((char *)dst + sizeof caller_size, (const char *)full + sizeof caller_size,
-               n - sizeof caller_size);
-}
-
 static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_info *info,
                                                 char *err)
 {
     if (inst == NULL || info == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: %s is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: %s is NULL",
                     inst == NULL ? "the instance" : "info");
     th_runtime_info full;
     memset(&full, 0, sizeof full);
@@ -870,7 +829,7 @@ static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_in
     full.factor_bytes = inst->factor_bytes;
     full.workspace_bytes = inst->workspace_bytes;
     snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode chunk=%u", inst->threads, CPU_REF_CHUNK_NNZ);
-    copy_out(info, &full, sizeof full);
+    th_plugin_copy_out(info, &full, sizeof full);
     return TH_OK;
 }
 
@@ -881,13 +840,13 @@ static th_status cpu_reference_get_mode_info(th_instance *inst, uint32_t mode,
     if (status != TH_OK)
         return status;
     if (info == NULL)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: info is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: info is NULL");
     th_mode_info full;
     memset(&full, 0, sizeof full);
     full.partitions = (uint32_t)inst->layouts[mode].chunks;
     snprintf(full.scheme, sizeof full.scheme, "nnz-chunked");
     full.last_mttkrp_seconds = inst->last_seconds[mode];
-    copy_out(info, &full, sizeof full);
+    th_plugin_copy_out(info, &full, sizeof full);
     return TH_OK;
 }
 

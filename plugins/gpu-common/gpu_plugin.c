@@ -1,6 +1,8 @@
 /* ABI glue over th_kernels, shared by the three GPU plugins. */
 #include "gpu_plugin.h"
 
+#include <tensorhost/plugin_sdk.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,24 +37,12 @@ static th_status to_th_status(thg_status status)
     return TH_ERR_INTERNAL;
 }
 
-/* The ABI's error: the message into `err`, the status returned. */
-static th_status fail(char *err, th_status status, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-static th_status fail(char *err, th_status status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, TH_ERROR_SIZE, format, args);
-    va_end(args);
-    return status;
-}
-
 /* The norm argument of als_update and als_sweep. */
 static th_status check_norm(const char *call, int32_t norm, char *err)
 {
     if (norm == TH_NORM_2 || norm == TH_NORM_MAX)
         return TH_OK;
-    return fail(err, TH_ERR_INVALID_ARGUMENT, "%s: unknown norm %d (expected %d or %d)", call,
+    return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: unknown norm %d (expected %d or %d)", call,
                 (int)norm, TH_NORM_2, TH_NORM_MAX);
 }
 
@@ -75,7 +65,7 @@ static th_status parse_rule(const char *value, thg_policy policy, const char *id
                             thg_config *config, char *err)
 {
     if (policy != THG_POLICY_ADAPTIVE)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "option rule: %s forces its scheme on every mode; rule applies to "
                     "gpu-adaptive only",
                     id);
@@ -84,7 +74,7 @@ static th_status parse_rule(const char *value, thg_policy policy, const char *id
     else if (value && strcmp(value, "paper") == 0)
         config->rule = THG_RULE_PAPER;
     else
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "option rule: \"%s\" is not valid: expected \"balanced\" or \"paper\"",
                     value ? value : "(null)");
     return TH_OK;
@@ -117,12 +107,12 @@ static th_status parse_options(const th_option *options, uint32_t n_options, con
         while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
             ++k;
         if (k == sizeof(known) / sizeof(known[0]))
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "unknown option \"%s\": %s accepts kappa, P, device%s", key, id,
                         policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
         unsigned long v = 0;
         if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v))
-            return fail(err, TH_ERR_INVALID_ARGUMENT,
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                         "option %s: \"%s\" is not valid: expected an integer from %lu to %lu",
                         key, options[i].value ? options[i].value : "(null)", known[k].lo,
                         known[k].hi);
@@ -141,15 +131,15 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
                             char *err)
 {
     if (!out)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: out is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: out is NULL");
     *out = NULL;
     if (n_options > 0 && !options)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
     /* No device is said before any option is judged: "auto" falls back to
      * the CPU backend on such a host whatever the options hold. */
     char probe[TH_ERROR_SIZE];
     if (thg_probe_device(0, probe, sizeof probe) == THG_ERR_NO_DEVICE)
-        return fail(err, TH_ERR_NO_DEVICE, "%s", probe);
+        return th_plugin_fail(err, TH_ERR_NO_DEVICE, "%s", probe);
     thg_config config = {
         .device = 0, .kappa = 0, .P = 0, .policy = policy, .rule = THG_RULE_BALANCED};
     th_status st = parse_options(options, n_options, plugin_id, policy, &config, err);
@@ -157,14 +147,14 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
         return st;
     th_instance *instance = calloc(1, sizeof(*instance));
     if (!instance)
-        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
     char msg[TH_ERROR_SIZE / 2]; /* room for the "option device=N: " prefix */
     const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
     if (gst != THG_OK) {
         free(instance);
         if (gst == THG_ERR_INVALID)
-            return fail(err, to_th_status(gst), "option device=%d: %s", config.device, msg);
-        return fail(err, to_th_status(gst), "%s", msg);
+            return th_plugin_fail(err, to_th_status(gst), "option device=%d: %s", config.device, msg);
+        return th_plugin_fail(err, to_th_status(gst), "%s", msg);
     }
     instance->host = host;
     instance->id = plugin_id;
@@ -226,16 +216,16 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
                                  uint32_t rank, char *err)
 {
     if (!instance || !tensor)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: instance or tensor is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: instance or tensor is NULL");
     if (tensor->struct_size < offsetof(th_coo_tensor, values) + sizeof(tensor->values))
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: th_coo_tensor is too short");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: th_coo_tensor is too short");
     if (!tensor->dims || !tensor->indices || !tensor->values)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
                                    tensor->indices, tensor->values, rank, msg, sizeof(msg));
     if (st != THG_OK)
-        return fail(err, to_th_status(st), "%s", msg);
+        return th_plugin_fail(err, to_th_status(st), "%s", msg);
     log_layout(instance);
     return TH_OK;
 }
@@ -248,14 +238,14 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
         char *const gpu_err = msg_;                                    \
         const thg_status st_ = (call);                                 \
         if (st_ != THG_OK)                                             \
-            return fail(err, to_th_status(st_), "%s", msg_);           \
+            return th_plugin_fail(err, to_th_status(st_), "%s", msg_);           \
     } while (0)
 
 th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
                                 char *err)
 {
     if (!instance || !data)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: NULL argument");
     GPU_CALL(thg_set_factor(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
@@ -263,7 +253,7 @@ th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const doub
 th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *data, char *err)
 {
     if (!instance || !data)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: NULL argument");
     GPU_CALL(thg_get_factor(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
@@ -271,7 +261,7 @@ th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *da
 th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err)
 {
     if (!instance)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "mttkrp: instance is NULL");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "mttkrp: instance is NULL");
     GPU_CALL(thg_mttkrp(instance->ctx, mode, gpu_err, errlen));
     return TH_OK;
 }
@@ -280,7 +270,7 @@ th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, dou
                                        char *err)
 {
     if (!instance || !data)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: NULL argument");
     GPU_CALL(thg_get_result(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
@@ -289,7 +279,7 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
                                 int32_t norm, th_als_output *out, char *err)
 {
     if (!instance || !w || !out || !out->lambda || !out->gram || !out->inner)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
     const th_status norm_status = check_norm("als_update", norm, err);
     if (norm_status != TH_OK)
         return norm_status;
@@ -302,9 +292,9 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
 {
     const size_t needed = offsetof(th_als_sweep_io, inner) + sizeof(io->inner);
     if (!instance || !io)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL argument");
     if (io->struct_size < needed)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_sweep: th_als_sweep_io is %u bytes, shorter than the %zu of ABI 1.1",
                     io->struct_size, needed);
     const th_status norm_status = check_norm("als_sweep", io->norm, err);
@@ -313,16 +303,16 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
     thg_info info;
     thg_get_info(instance->ctx, &info);
     if (info.nmodes == 0)
-        return fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
+        return th_plugin_fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
     if (io->nmodes != info.nmodes)
-        return fail(err, TH_ERR_INVALID_ARGUMENT,
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_sweep: io->nmodes is %u but the loaded tensor has %u", io->nmodes,
                     info.nmodes);
     if (!io->grams || !io->lambda || !io->inner)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL grams, lambda or inner");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL grams, lambda or inner");
     for (uint32_t m = 0; m < io->nmodes; ++m)
         if (!io->grams[m])
-            return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
     uint32_t done = 0;
     GPU_CALL(thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
                            io->inner, &done, gpu_err, errlen));
@@ -343,21 +333,10 @@ static void append(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The ABI's out-struct rule: write only what fits in both sizes. */
-static void copy_out(void *dst, const void *src, size_t plugin_size)
-{
-    uint32_t host_size;
-    memcpy(&host_size, dst, sizeof(host_size));
-    const size_t n = host_size < plugin_size ? host_size : plugin_size;
-    if (n > sizeof(uint32_t))
-        memcpy((char *)dst + sizeof(uint32_t), (const char *)src + sizeof(uint32_t),
-               n - sizeof(uint32_t));
-}
-
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err)
 {
     if (!instance || !info)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: NULL argument");
     thg_info gi;
     thg_get_info(instance->ctx, &gi);
     th_runtime_info r;
@@ -389,7 +368,7 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
                 append(r.details, sizeof(r.details), " mode%u=\"%s\"", m, s.reason);
         }
     }
-    copy_out(info, &r, sizeof(r));
+    th_plugin_copy_out(info, &r, sizeof(r));
     return TH_OK;
 }
 
@@ -397,7 +376,7 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
                                    char *err)
 {
     if (!instance || !info)
-        return fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: NULL argument");
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: NULL argument");
     thg_mode_stats s;
     GPU_CALL(thg_get_mode_stats(instance->ctx, mode, &s, gpu_err, errlen));
     th_mode_info r;
@@ -408,6 +387,6 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
      * readers that compare the first word keep working. */
     snprintf(r.scheme, sizeof(r.scheme), "scheme%d (%s)", s.scheme, s.reason);
     r.last_mttkrp_seconds = s.last_mttkrp_seconds;
-    copy_out(info, &r, sizeof(r));
+    th_plugin_copy_out(info, &r, sizeof(r));
     return TH_OK;
 }

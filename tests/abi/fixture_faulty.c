@@ -24,7 +24,7 @@ static th_status faulty_create(const th_option *options, uint32_t n_options,
     n_options = 0; /* the bug: unknown keys silently dropped */
 #elif defined(FAULT_NO_DEVICE)
     (void)options, (void)n_options, (void)host, (void)out;
-    return fixture_fail(err, TH_ERR_NO_DEVICE, FIXTURE_ID ": no CUDA device (simulated)");
+    return th_plugin_fail(err, TH_ERR_NO_DEVICE, FIXTURE_ID ": no CUDA device (simulated)");
 #endif
     return fixture_create(options, n_options, host, out, err);
 }

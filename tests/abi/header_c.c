@@ -1,6 +1,8 @@
-/* Compiles the plugin header as a plugin author's C would: C11 and C17,
- * -Wall -Wextra -Wpedantic -Werror, using every type and macro once. */
+/* Compiles the plugin header and the SDK helpers as a plugin author's C
+ * would: C11 and C17, -Wall -Wextra -Wpedantic -Werror, using every type,
+ * macro and helper once. */
 #include <tensorhost/plugin.h>
+#include <tensorhost/plugin_sdk.h>
 
 int th_abi_header_c_uses_everything(void);
 
@@ -27,6 +29,11 @@ int th_abi_header_c_uses_everything(void)
     th_host_services host = {.struct_size = sizeof host};
     th_option option = {.key = "threads", .value = "2"};
     char err[TH_ERROR_SIZE];
+    th_runtime_info full = {.struct_size = sizeof full, .tensor_bytes = 1};
+    th_plugin_copy_out(&runtime, &full, sizeof full);
+    th_plugin_log(&host, TH_LOG_INFO, "%s", "no log function: nothing happens");
+    if (th_plugin_fail(err, TH_ERR_UNSUPPORTED, "mode %u", 1u) != TH_ERR_UNSUPPORTED)
+        return -1;
     return (int)(coo.nmodes + runtime.struct_size + mode.struct_size + als.struct_size +
                  info.flags + host.struct_size + (option.key[0] == 't') +
                  TH_PLUGIN_ENTRY_V1_0_SIZE) +

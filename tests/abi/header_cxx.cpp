@@ -1,6 +1,7 @@
 // Compiles the plugin header as C++17 with -Wall -Wextra -Wpedantic -Werror:
 // a plugin may be written in C++ (extern "C" linkage comes from the header).
 #include <tensorhost/plugin.h>
+#include <tensorhost/plugin_sdk.h>
 
 #include <cstddef>
 #include <type_traits>
@@ -29,6 +30,7 @@ int th_abi_header_cxx_uses_everything()
     th_option option{"threads", "2"};
     th_host_services host{};
     char err[TH_ERROR_SIZE];
+    th_plugin_fail(err, TH_ERR_UNSUPPORTED, "C++ too: %d", 1);
     return entry.create(&option, 1, &host, nullptr, err) +
            static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE);
 }
