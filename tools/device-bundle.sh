@@ -9,6 +9,11 @@
 #   .carry/lib     libcmocka (the tests' only library the install lacks)
 #   .carry/shared-data/kg  ../shared/data/real/kg (outside the checkout, so
 #                  copying the checkout does not bring it)
+#   .carry/install.tar.xz  BUILD/install again, compressed (the bundled
+#                  OpenBLAS alone is ~36 MB and packs to a quarter of that):
+#                  where copying is limited in size, copy .carry alone and
+#                  tools/gpu-check.sh unpacks the tree when BUILD/install is
+#                  missing
 # Copy both paths to the same places in a checkout of the same commit on the
 # GPU host (e.g. rsync -aR BUILD/install .carry HOST:CHECKOUT/) and run the
 # checks there from the checkout's root.
@@ -29,6 +34,7 @@ cp -L "$cmocka" .carry/lib/
 if [ -d ../shared/data/real/kg ]; then
     cp -r ../shared/data/real/kg .carry/shared-data/
 fi
+tar -C "$build" -cf - install | xz -T0 -6 > .carry/install.tar.xz
 # The test programs hold absolute paths of this checkout (plugins, data).
 sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" > .carry/source-root
 echo "$build" > .carry/build-dir

@@ -24,6 +24,9 @@ out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 build=$(cat .carry/build-dir 2>/dev/null || echo build-device)
 prefix=$PWD/$build/install
+if [ ! -d "$prefix" ] && [ -f .carry/install.tar.xz ]; then
+    mkdir -p "$build" && tar -C "$build" -xJf .carry/install.tar.xz
+fi
 bin=$PWD/.carry/bin
 # The test programs were built with absolute paths of the build machine's
 # checkout: make that path lead here, and its plugin folder to the install's.
