@@ -1,13 +1,16 @@
 /* The host's R x R algebra for CP-ALS, in double precision. Matrices are
- * row-major; R is small (at most a few thousand), so plain loops suffice and
- * no LAPACK dependency is needed. */
+ * row-major. The O(R^3) and O(rows R^2) work (the (pseudo-)inverse, Grams,
+ * products) runs on LAPACK (through LAPACKE) and CBLAS, multi-threaded by the
+ * BLAS, so that every accepted rank (up to 4096) stays fast; the O(R^2) and
+ * O(rows R) helpers are plain loops. */
 #ifndef TH_DENSE_H
 #define TH_DENSE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* gram = A^T A for A with `rows` x `rank`. */
+/* gram = A^T A for A with `rows` x `rank` (both triangles written, exactly
+ * symmetric). */
 void th_dense_gram(const double *a, uint64_t rows, uint32_t rank, double *gram);
 
 /* out = elementwise product of grams[m] for every m != skip (skip = UINT32_MAX
@@ -16,14 +19,21 @@ void th_dense_hadamard_except(double *const *grams, uint32_t nmodes, uint32_t sk
                               uint32_t rank, double *out);
 
 /* Writes the (pseudo-)inverse of the symmetric positive semi-definite `v`
- * (rank x rank) into `inverse`. Tries a Cholesky factorisation first; when
- * it breaks down (rank deficiency: e.g. a rank larger than the tensor
- * supports, or collinear columns), falls back to the Moore-Penrose
- * pseudo-inverse through a Jacobi eigen-decomposition, dropping eigenvalues
- * below rank * eps * largest. Returns 1 when the fallback was used. */
+ * (rank x rank) into `inverse` (exactly symmetric). Tries a Cholesky
+ * factorisation first (LAPACK dpotrf + dpotri); it counts as broken down
+ * when a pivot is at most 16 * rank * eps * the largest diagonal entry.
+ * Then (rank deficiency: e.g. a rank larger than the tensor supports, or
+ * collinear columns) it falls back to the Moore-Penrose pseudo-inverse
+ * through a symmetric eigen-decomposition (LAPACK dsyevd), dropping
+ * eigenvalues whose magnitude is at most rank * eps * the largest; a zero
+ * `v` gives a zero inverse. A `v` with a NaN or infinite entry gives an
+ * all-NaN inverse. Returns 1 when the fallback was used (or `v` was not
+ * finite), 0 for the Cholesky inverse. The fallback needs about three
+ * rank x rank matrices of temporary memory and gives an all-NaN inverse
+ * when it cannot have them. */
 int th_dense_spd_pinv(const double *v, uint32_t rank, double *inverse);
 
-/* c = a (rows x k) * b (k x cols). */
+/* c = a (rows x k) * b (k x cols); c must not overlap a or b. */
 void th_dense_matmul(const double *a, const double *b, uint64_t rows, uint32_t k,
                      uint32_t cols, double *c);
 

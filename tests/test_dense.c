@@ -1,4 +1,5 @@
-/* The host's R x R algebra: Gram, Hadamard, (pseudo-)inverse, normalisation. */
+/* The host's R x R algebra: Gram, Hadamard, (pseudo-)inverse (small and at
+ * ranks where LAPACK's blocked code runs), products, normalisation. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,13 +105,269 @@ static void test_pseudo_inverse_when_rank_deficient(void **state)
             assert_true(fabs(pinv[i * R + j] - pinv[j * R + i]) < 1e-12);
 }
 
+/* A zero matrix has the zero matrix as pseudo-inverse, at any size. */
 static void test_zero_matrix_has_zero_pseudo_inverse(void **state)
 {
     (void)state;
-    double v[9] = {0}, pinv[9];
-    assert_int_equal(th_dense_spd_pinv(v, 3, pinv), 1);
-    for (int i = 0; i < 9; ++i)
-        assert_true(pinv[i] == 0.0);
+    static const uint32_t ranks[] = {1, 3, 256};
+    for (size_t c = 0; c < G_N_ELEMENTS(ranks); ++c) {
+        const uint32_t r = ranks[c];
+        g_autofree double *v = g_new0(double, (size_t)r * r);
+        g_autofree double *pinv = g_new(double, (size_t)r * r);
+        for (size_t i = 0; i < (size_t)r * r; ++i)
+            pinv[i] = 1.0; /* must be overwritten */
+        assert_int_equal(th_dense_spd_pinv(v, r, pinv), 1);
+        for (size_t i = 0; i < (size_t)r * r; ++i)
+            assert_true(pinv[i] == 0.0);
+    }
+}
+
+/* Rank 1: a positive 1 x 1 matrix inverts by Cholesky; a 1 x 1 zero takes
+ * the fallback. */
+static void test_rank_one_scalar(void **state)
+{
+    (void)state;
+    double v = 4.0, x = 0.0;
+    assert_int_equal(th_dense_spd_pinv(&v, 1, &x), 0);
+    assert_true(fabs(x - 0.25) < 1e-15);
+    v = 0.0;
+    x = 1.0;
+    assert_int_equal(th_dense_spd_pinv(&v, 1, &x), 1);
+    assert_true(x == 0.0);
+}
+
+/* A pivot that lost all significant digits (here 1e-20 against 1) counts
+ * as a breakdown, although it is positive and Cholesky would go through:
+ * the pseudo-inverse drops that direction instead of inverting noise. */
+static void test_tiny_pivot_counts_as_breakdown(void **state)
+{
+    (void)state;
+    enum { R = 5 };
+    double v[R * R] = {0}, x[R * R];
+    for (int i = 0; i < R; ++i)
+        v[i * R + i] = i == R - 1 ? 1e-20 : 1.0;
+    assert_int_equal(th_dense_spd_pinv(v, R, x), 1);
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j)
+            assert_true(fabs(x[i * R + j] - (i == j && i < R - 1 ? 1.0 : 0.0)) < 1e-15);
+}
+
+/* Outside the contract (V is not semi-definite), but the fallback inverts
+ * eigenvalues of either sign, as a pseudo-inverse must: a non-singular
+ * indefinite V gets its exact inverse. */
+static void test_indefinite_matrix_gets_its_inverse(void **state)
+{
+    (void)state;
+    const double v[4] = {2.0, 1.0, 1.0, -3.0};
+    const double expected[4] = {3.0 / 7.0, 1.0 / 7.0, 1.0 / 7.0, -2.0 / 7.0};
+    double x[4];
+    assert_int_equal(th_dense_spd_pinv(v, 2, x), 1);
+    assert_true(max_abs_diff(x, expected, 4) < 1e-14);
+}
+
+/* A rank-one R x R matrix u u^T has the pseudo-inverse u u^T / |u|^4. */
+static void test_pseudo_inverse_of_rank_one_matrix(void **state)
+{
+    (void)state;
+    enum { R = 200 };
+    th_rng rng;
+    th_rng_seed(&rng, 23);
+    double u[R], uu = 0.0;
+    for (int i = 0; i < R; ++i) {
+        u[i] = th_rng_uniform(&rng) + 0.1;
+        uu += u[i] * u[i];
+    }
+    g_autofree double *v = g_new(double, R * R);
+    g_autofree double *pinv = g_new(double, R * R);
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j)
+            v[i * R + j] = u[i] * u[j];
+    assert_int_equal(th_dense_spd_pinv(v, R, pinv), 1);
+    double worst = 0.0, largest = 0.0;
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j) {
+            const double expected = u[i] * u[j] / (uu * uu);
+            worst = fmax(worst, fabs(pinv[i * R + j] - expected));
+            largest = fmax(largest, fabs(expected));
+        }
+    if (!(worst <= 1e-12 * largest))
+        fail_msg("rank-one pseudo-inverse off by %g (entries up to %g)", worst, largest);
+}
+
+/* c = a b for n x n matrices, written out here so that the checks below do
+ * not rest on the BLAS they check. */
+static void naive_product(const double *a, const double *b, uint32_t n, double *c)
+{
+    for (uint32_t i = 0; i < n; ++i)
+        for (uint32_t j = 0; j < n; ++j) {
+            double acc = 0.0;
+            for (uint32_t k = 0; k < n; ++k)
+                acc += a[(size_t)i * n + k] * b[(size_t)k * n + j];
+            c[(size_t)i * n + j] = acc;
+        }
+}
+
+static double max_abs(const double *a, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; ++i)
+        m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+/* max |a - a^T| for n x n a. */
+static double asymmetry(const double *a, uint32_t n)
+{
+    double worst = 0.0;
+    for (uint32_t i = 0; i < n; ++i)
+        for (uint32_t j = 0; j < i; ++j)
+            worst = fmax(worst, fabs(a[(size_t)i * n + j] - a[(size_t)j * n + i]));
+    return worst;
+}
+
+/* The Hadamard product of the Grams of random factors with `rows_a` and
+ * `rows_b` rows (entries uniform in [-0.5, 0.5)), as CP-ALS forms V; its
+ * rank is at most min(rows_a * rows_b, rank). */
+static void hadamard_of_random_grams(th_rng *rng, uint32_t rows_a, uint32_t rows_b,
+                                     uint32_t rank, double *v)
+{
+    const size_t n2 = (size_t)rank * rank;
+    g_autofree double *a = g_new(double, (size_t)MAX(rows_a, rows_b) * rank);
+    g_autofree double *g0 = g_new(double, n2);
+    g_autofree double *g1 = g_new(double, n2);
+    random_matrix(rng, a, (size_t)rows_a * rank);
+    th_dense_gram(a, rows_a, rank, g0);
+    random_matrix(rng, a, (size_t)rows_b * rank);
+    th_dense_gram(a, rows_b, rank, g1);
+    double *grams[2] = {g0, g1};
+    th_dense_hadamard_except(grams, 2, UINT32_MAX, rank, v);
+}
+
+/* A full-rank V at a rank where LAPACK's blocked code runs: the Cholesky
+ * path, V V^-1 = I, exactly symmetric. */
+static void test_cholesky_inverse_at_rank_256(void **state)
+{
+    (void)state;
+    enum { R = 256 };
+    th_rng rng;
+    th_rng_seed(&rng, 31);
+    g_autofree double *v = g_new(double, R * R);
+    g_autofree double *inverse = g_new(double, R * R);
+    g_autofree double *product = g_new(double, R * R);
+    hadamard_of_random_grams(&rng, 2 * R, 3 * R, R, v);
+    assert_int_equal(th_dense_spd_pinv(v, R, inverse), 0);
+    assert_true(asymmetry(inverse, R) == 0.0);
+    naive_product(v, inverse, R, product);
+    double worst = 0.0;
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j)
+            worst = fmax(worst, fabs(product[i * R + j] - (i == j ? 1.0 : 0.0)));
+    if (!(worst < 1e-12))
+        fail_msg("rank %d: |V V^-1 - I| = %g", R, worst);
+}
+
+/* A rank-deficient V of size 240 and rank at most 4 * 30 = 120 (a rank
+ * beyond what the factors support, as in CP-ALS): the fallback, checked by
+ * the four Penrose conditions that define the pseudo-inverse X:
+ * V X V = V, X V X = X, V X and X V symmetric. */
+static void test_pseudo_inverse_penrose_at_rank_240(void **state)
+{
+    (void)state;
+    enum { R = 240 };
+    th_rng rng;
+    th_rng_seed(&rng, 37);
+    const size_t n2 = (size_t)R * R;
+    g_autofree double *v = g_new(double, n2);
+    g_autofree double *x = g_new(double, n2);
+    g_autofree double *vx = g_new(double, n2);
+    g_autofree double *xv = g_new(double, n2);
+    g_autofree double *t = g_new(double, n2);
+    hadamard_of_random_grams(&rng, 4, 30, R, v);
+    assert_int_equal(th_dense_spd_pinv(v, R, x), 1);
+    assert_true(asymmetry(x, R) == 0.0);
+    naive_product(v, x, R, vx);
+    naive_product(x, v, R, xv);
+    /* V X is the orthogonal projector onto range(V): trace = rank = 120. */
+    double trace = 0.0;
+    for (int i = 0; i < R; ++i)
+        trace += vx[i * R + i];
+    if (!(fabs(trace - 120.0) < 1e-10))
+        fail_msg("trace(V X) = %.12g, expected the rank 120", trace);
+    naive_product(vx, v, R, t);
+    double worst = 0.0;
+    for (size_t i = 0; i < n2; ++i)
+        worst = fmax(worst, fabs(t[i] - v[i]));
+    if (!(worst <= 1e-12 * max_abs(v, n2)))
+        fail_msg("|V X V - V| = %g, |V| = %g", worst, max_abs(v, n2));
+    naive_product(xv, x, R, t);
+    worst = 0.0;
+    for (size_t i = 0; i < n2; ++i)
+        worst = fmax(worst, fabs(t[i] - x[i]));
+    if (!(worst <= 1e-11 * max_abs(x, n2)))
+        fail_msg("|X V X - X| = %g, |X| = %g", worst, max_abs(x, n2));
+    if (!(asymmetry(vx, R) < 1e-12 && asymmetry(xv, R) < 1e-12))
+        fail_msg("V X or X V not symmetric: %g, %g", asymmetry(vx, R), asymmetry(xv, R));
+}
+
+/* NaN or Inf in V: no LAPACK call on it; the answer is all NaN. */
+static void test_non_finite_matrix_gives_nan(void **state)
+{
+    (void)state;
+    double v[4] = {1.0, 0.0, 0.0, NAN}, x[4] = {0};
+    assert_int_equal(th_dense_spd_pinv(v, 2, x), 1);
+    for (int i = 0; i < 4; ++i)
+        assert_true(isnan(x[i]));
+    v[3] = INFINITY;
+    assert_int_equal(th_dense_spd_pinv(v, 2, x), 1);
+    for (int i = 0; i < 4; ++i)
+        assert_true(isnan(x[i]));
+}
+
+/* The BLAS paths at odd sizes (not multiples of any block size), against
+ * the definitions: a tall Gram, exactly symmetric, and a non-square product;
+ * an inner dimension of 0 gives zeros. */
+static void test_gram_and_matmul_at_odd_sizes(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 41);
+    enum { ROWS = 1001, R = 67 };
+    g_autofree double *a = g_new(double, ROWS * R);
+    g_autofree double *gram = g_new(double, R * R);
+    random_matrix(&rng, a, ROWS * R);
+    th_dense_gram(a, ROWS, R, gram);
+    assert_true(asymmetry(gram, R) == 0.0);
+    for (int r = 0; r < R; ++r)
+        for (int s = 0; s < R; ++s) {
+            double expected = 0.0;
+            for (int i = 0; i < ROWS; ++i)
+                expected += a[i * R + r] * a[i * R + s];
+            assert_true(fabs(gram[r * R + s] - expected) < 1e-11);
+        }
+
+    enum { M = 37, K = 19, N = 23 };
+    double b[M * K], c[K * N], out[M * N];
+    random_matrix(&rng, b, M * K);
+    random_matrix(&rng, c, K * N);
+    th_dense_matmul(b, c, M, K, N, out);
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            double expected = 0.0;
+            for (int k = 0; k < K; ++k)
+                expected += b[i * K + k] * c[k * N + j];
+            assert_true(fabs(out[i * N + j] - expected) < 1e-13);
+        }
+    for (int i = 0; i < M * N; ++i)
+        out[i] = 1.0;
+    th_dense_matmul(b, c, M, 0, N, out);
+    for (int i = 0; i < M * N; ++i)
+        assert_true(out[i] == 0.0);
+    /* No rows: an all-zero Gram. */
+    for (int i = 0; i < R * R; ++i)
+        gram[i] = 1.0;
+    th_dense_gram(a, 0, R, gram);
+    for (int i = 0; i < R * R; ++i)
+        assert_true(gram[i] == 0.0);
 }
 
 static void test_normalize_two_norm_and_max_norm(void **state)
@@ -148,6 +405,14 @@ int main(void)
         cmocka_unit_test(test_inverse_of_spd),
         cmocka_unit_test(test_pseudo_inverse_when_rank_deficient),
         cmocka_unit_test(test_zero_matrix_has_zero_pseudo_inverse),
+        cmocka_unit_test(test_rank_one_scalar),
+        cmocka_unit_test(test_tiny_pivot_counts_as_breakdown),
+        cmocka_unit_test(test_indefinite_matrix_gets_its_inverse),
+        cmocka_unit_test(test_pseudo_inverse_of_rank_one_matrix),
+        cmocka_unit_test(test_cholesky_inverse_at_rank_256),
+        cmocka_unit_test(test_pseudo_inverse_penrose_at_rank_240),
+        cmocka_unit_test(test_non_finite_matrix_gives_nan),
+        cmocka_unit_test(test_gram_and_matmul_at_odd_sizes),
         cmocka_unit_test(test_normalize_two_norm_and_max_norm),
         cmocka_unit_test(test_column_inner),
     };
