@@ -46,6 +46,7 @@
 
 #include "dense.h"
 #include "log.h"
+#include "backend.h"
 #include "plugin_loader.h"
 #include "synth.h"
 #include "tensor_reader.h"
@@ -121,11 +122,11 @@ static double sweep(th_plugin *pl, th_instance *inst, uint32_t nmodes, double *m
     *wall_sum = 0.0;
     for (uint32_t m = 0; m < nmodes; ++m) {
         const double w0 = now_seconds();
-        CHECK(pl->entry.mttkrp(inst, m, err));
+        CHECK(th_call_mttkrp(pl, inst, m, err));
         const double wall = now_seconds() - w0;
         *wall_sum += wall;
         th_mode_info mi = {.struct_size = sizeof(mi)};
-        CHECK(pl->entry.get_mode_info(inst, m, &mi, err));
+        CHECK(th_call_get_mode_info(pl, inst, m, &mi, err));
         mode_s[m] = mi.last_mttkrp_seconds >= 0 ? mi.last_mttkrp_seconds : wall;
         sum += mode_s[m];
     }
@@ -144,7 +145,7 @@ static void set_random_factors(th_plugin *pl, th_instance *inst, const th_sptens
         double *f = g_new(double, n);
         for (size_t k = 0; k < n; ++k)
             f[k] = g_rand_double_range(rng, 0.0, 1.0);
-        CHECK(pl->entry.set_factor(inst, m, f, err));
+        CHECK(th_call_set_factor(pl, inst, m, f, err));
         if (grams)
             th_dense_gram(f, t->dims[m], rank, grams[m]);
         g_free(f);
@@ -171,9 +172,9 @@ static double als_iteration_ms(th_plugin *pl, th_instance *inst, uint32_t nmodes
         const double a0 = now_seconds();
         for (uint32_t m = 0; m < nmodes; ++m) {
             const double b0 = now_seconds();
-            CHECK(pl->entry.mttkrp(inst, m, err));
+            CHECK(th_call_mttkrp(pl, inst, m, err));
             const double b1 = now_seconds();
-            CHECK(pl->entry.als_update(inst, m, w, TH_NORM_MAX, &out, err));
+            CHECK(th_call_als_update(pl, inst, m, w, TH_NORM_MAX, &out, err));
             in_update += now_seconds() - b1;
             in_mttkrp += b1 - b0;
         }
@@ -204,7 +205,7 @@ static double detail_number(th_plugin *pl, th_instance *inst, const char *key)
 {
     char err[TH_ERROR_SIZE] = "";
     th_runtime_info ri = {.struct_size = sizeof(ri)};
-    CHECK(pl->entry.get_runtime_info(inst, &ri, err));
+    CHECK(th_call_get_runtime_info(pl, inst, &ri, err));
     const char *at = strstr(ri.details, key);
     return at ? g_ascii_strtod(at + strlen(key), NULL) : -1.0;
 }
@@ -232,7 +233,7 @@ static double als_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *
                               .lambda = lambda,
                               .inner = inner};
         const double a0 = now_seconds();
-        CHECK(pl->entry.als_sweep(inst, &io, err));
+        CHECK(th_call_als_sweep(pl, inst, &io, err));
         const double wall = now_seconds() - a0;
         if (io.modes_done != t->nmodes) {
             fprintf(stderr, "%s: als_sweep stopped at mode %u (solve broke down)\n",
@@ -249,7 +250,7 @@ static double als_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *
         inside[rep] = 0.0;
         for (uint32_t m = 0; m < t->nmodes; ++m) {
             th_mode_info mi = {.struct_size = sizeof(mi)};
-            CHECK(pl->entry.get_mode_info(inst, m, &mi, err));
+            CHECK(th_call_get_mode_info(pl, inst, m, &mi, err));
             inside[rep] += mi.last_mttkrp_seconds;
         }
     }
@@ -275,7 +276,7 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    CHECK(pl->entry.create(NULL, 0, &pl->services, &inst, err));
+    CHECK(th_call_create(pl, NULL, 0, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -283,7 +284,7 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
                           .indices = (const uint32_t *const *)t->indices,
                           .values = t->values};
     const double t0 = now_seconds();
-    CHECK(pl->entry.load_tensor(inst, &view, rank, err));
+    CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
     memset(row, 0, sizeof(*row));
     row->load_ms = (now_seconds() - t0) * 1e3;
     snprintf(row->tensor, sizeof(row->tensor), "%s", tensor_name);
@@ -324,12 +325,12 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
                              : row->als_mode_ms;
 
     th_runtime_info ri = {.struct_size = sizeof(ri)};
-    CHECK(pl->entry.get_runtime_info(inst, &ri, err));
+    CHECK(th_call_get_runtime_info(pl, inst, &ri, err));
     snprintf(row->details, sizeof(row->details), "%s", ri.details);
     row->build_ms = detail_number(pl, inst, "build_ms=");
     row->rebuild_ms = -1.0;
     if (gpu) {
-        CHECK(pl->entry.load_tensor(inst, &view, rank, err));
+        CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
         row->rebuild_ms = detail_number(pl, inst, "build_ms=");
     }
     row->mem_mib = gpu ? (ri.tensor_bytes + ri.factor_bytes + ri.workspace_bytes) / 1048576.0
@@ -342,7 +343,7 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
             row->swept ? "als_sweep" : "per mode", row->als_dev_ms, row->sweep_mttkrp_ms,
             row->als_mode_ms, row->als_mttkrp_ms,
             row->als_update_ms, row->rebuild_ms, ri.details);
-    pl->entry.destroy(inst);
+    th_call_destroy(pl, inst);
     th_plugin_unload(pl);
 }
 

@@ -6,9 +6,131 @@
 #include "log.h"
 #include "message_text.h"
 
-/* The entry's fields are copied into a full-size struct by the loader, so an
- * optional function absent from an older plugin reads as NULL here. */
-#define ENTRY(b) (&(b)->plugin->entry)
+/* ---- The door -------------------------------------------------------------
+ * The only code that calls a plugin's instance functions. The loader copies
+ * the entry into a full-size struct, so an optional function absent from an
+ * older plugin reads as NULL here. */
+
+static th_status unsupported(const th_plugin *plugin, const char *function, char *err)
+{
+    g_snprintf(err, TH_ERROR_SIZE, "%s: the plugin does not implement %s",
+               plugin->info ? plugin->info->id : plugin->path, function);
+    return TH_ERR_UNSUPPORTED;
+}
+
+th_status th_call_create(const th_plugin *plugin, const th_option *options, uint32_t n_options,
+                         th_instance **out, char *err)
+{
+    return plugin->entry.create(options, n_options, &plugin->services, out, err);
+}
+
+void th_call_destroy(const th_plugin *plugin, th_instance *instance)
+{
+    plugin->entry.destroy(instance);
+}
+
+th_status th_call_load_tensor(const th_plugin *plugin, th_instance *instance,
+                              const th_coo_tensor *tensor, uint32_t rank, char *err)
+{
+    return plugin->entry.load_tensor(instance, tensor, rank, err);
+}
+
+th_status th_call_set_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *data, char *err)
+{
+    return plugin->entry.set_factor(instance, mode, data, err);
+}
+
+th_status th_call_get_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             double *data, char *err)
+{
+    return plugin->entry.get_factor(instance, mode, data, err);
+}
+
+th_status th_call_mttkrp(const th_plugin *plugin, th_instance *instance, uint32_t mode, char *err)
+{
+    return plugin->entry.mttkrp(instance, mode, err);
+}
+
+th_status th_call_get_mttkrp_result(const th_plugin *plugin, th_instance *instance,
+                                    uint32_t mode, double *data, char *err)
+{
+    return plugin->entry.get_mttkrp_result(instance, mode, data, err);
+}
+
+th_status th_call_als_update(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *w, int32_t norm, th_als_output *out, char *err)
+{
+    if (!plugin->entry.als_update)
+        return unsupported(plugin, "als_update", err);
+    return plugin->entry.als_update(instance, mode, w, norm, out, err);
+}
+
+th_status th_call_get_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                   th_runtime_info *info, char *err)
+{
+    if (!plugin->entry.get_runtime_info)
+        return unsupported(plugin, "get_runtime_info", err);
+    return plugin->entry.get_runtime_info(instance, info, err);
+}
+
+th_status th_call_get_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                                th_mode_info *info, char *err)
+{
+    if (!plugin->entry.get_mode_info)
+        return unsupported(plugin, "get_mode_info", err);
+    return plugin->entry.get_mode_info(instance, mode, info, err);
+}
+
+th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
+                            th_als_sweep_io *io, char *err)
+{
+    if (!plugin->entry.als_sweep)
+        return unsupported(plugin, "als_sweep (ABI 1.1)", err);
+    return plugin->entry.als_sweep(instance, io, err);
+}
+
+gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                  th_runtime_info *info, GError **error)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = (uint32_t)sizeof *info;
+    if (plugin->entry.get_runtime_info == NULL)
+        return TRUE;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_get_runtime_info(plugin, instance, info, err);
+    info->struct_size = (uint32_t)sizeof *info;
+    /* The strings come from the plugin: never trust their terminators. */
+    info->device[sizeof info->device - 1] = '\0';
+    info->details[sizeof info->details - 1] = '\0';
+    if (status != TH_OK) {
+        th_plugin_set_call_error(error, plugin, "get_runtime_info", status, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                               th_mode_info *info, GError **error)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = (uint32_t)sizeof *info;
+    info->last_mttkrp_seconds = -1.0;
+    if (plugin->entry.get_mode_info == NULL)
+        return TRUE;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_get_mode_info(plugin, instance, mode, info, err);
+    info->struct_size = (uint32_t)sizeof *info;
+    info->scheme[sizeof info->scheme - 1] = '\0';
+    if (status != TH_OK) {
+        g_autofree char *what = g_strdup_printf("get_mode_info(mode %u)", mode);
+        th_plugin_set_call_error(error, plugin, what, status, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- Backends --------------------------------------------------------------- */
 
 static gboolean check_call(th_backend *backend, th_status status, const char *what,
                            const char *message, GError **error)
@@ -33,8 +155,7 @@ static th_backend *create_instance(th_plugin *loaded, GPtrArray *common, GPtrArr
     }
     char message[TH_ERROR_SIZE] = "";
     th_instance *instance = NULL;
-    th_status status =
-        loaded->entry.create(abi_options, options->len, &loaded->services, &instance, message);
+    th_status status = th_call_create(loaded, abi_options, options->len, &instance, message);
     if (create_status)
         *create_status = status;
     if (status != TH_OK || !instance) {
@@ -149,7 +270,7 @@ void th_backend_close(th_backend *backend)
     if (!backend)
         return;
     if (backend->instance)
-        backend->plugin->entry.destroy(backend->instance);
+        th_call_destroy(backend->plugin, backend->instance);
     th_plugin_unload(backend->plugin);
     g_free(backend->dims);
     g_free(backend);
@@ -171,7 +292,7 @@ gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, 
     };
     char message[TH_ERROR_SIZE] = "";
     gint64 start = g_get_monotonic_time();
-    th_status status = ENTRY(backend)->load_tensor(backend->instance, &view, rank, message);
+    th_status status = th_call_load_tensor(backend->plugin, backend->instance, &view, rank, message);
     backend->load_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     if (!check_call(backend, status, "cannot load the tensor", message, error))
         return FALSE;
@@ -186,21 +307,21 @@ gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double 
                                GError **error)
 {
     char message[TH_ERROR_SIZE] = "";
-    th_status status = ENTRY(backend)->set_factor(backend->instance, mode, data, message);
+    th_status status = th_call_set_factor(backend->plugin, backend->instance, mode, data, message);
     return check_call(backend, status, "set_factor failed", message, error);
 }
 
 gboolean th_backend_get_factor(th_backend *backend, uint32_t mode, double *data, GError **error)
 {
     char message[TH_ERROR_SIZE] = "";
-    th_status status = ENTRY(backend)->get_factor(backend->instance, mode, data, message);
+    th_status status = th_call_get_factor(backend->plugin, backend->instance, mode, data, message);
     return check_call(backend, status, "get_factor failed", message, error);
 }
 
 gboolean th_backend_mttkrp(th_backend *backend, uint32_t mode, GError **error)
 {
     char message[TH_ERROR_SIZE] = "";
-    th_status status = ENTRY(backend)->mttkrp(backend->instance, mode, message);
+    th_status status = th_call_mttkrp(backend->plugin, backend->instance, mode, message);
     return check_call(backend, status, "mttkrp failed", message, error);
 }
 
@@ -208,7 +329,8 @@ gboolean th_backend_get_mttkrp_result(th_backend *backend, uint32_t mode, double
                                       GError **error)
 {
     char message[TH_ERROR_SIZE] = "";
-    th_status status = ENTRY(backend)->get_mttkrp_result(backend->instance, mode, data, message);
+    th_status status =
+        th_call_get_mttkrp_result(backend->plugin, backend->instance, mode, data, message);
     return check_call(backend, status, "get_mttkrp_result failed", message, error);
 }
 
@@ -227,7 +349,8 @@ gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double 
         .inner = inner,
     };
     char message[TH_ERROR_SIZE] = "";
-    th_status status = ENTRY(backend)->als_update(backend->instance, mode, w, norm, &out, message);
+    th_status status =
+        th_call_als_update(backend->plugin, backend->instance, mode, w, norm, &out, message);
     return check_call(backend, status, "als_update failed", message, error);
 }
 
@@ -251,7 +374,9 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
         .lambda = lambda,
         .inner = inner,
     };
-    if (!th_plugin_als_sweep(backend->plugin, backend->instance, &io, error)) {
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status = th_call_als_sweep(backend->plugin, backend->instance, &io, message);
+    if (!check_call(backend, status, "als_sweep", message, error)) {
         /* A cancelled sweep says which modes it finished; any other failure
          * leaves nothing the caller may rely on. */
         const gboolean cancelled =
@@ -274,11 +399,11 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
 
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error)
 {
-    return th_plugin_runtime_info(backend->plugin, backend->instance, info, error);
+    return th_instance_runtime_info(backend->plugin, backend->instance, info, error);
 }
 
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error)
 {
-    return th_plugin_mode_info(backend->plugin, backend->instance, mode, info, error);
+    return th_instance_mode_info(backend->plugin, backend->instance, mode, info, error);
 }

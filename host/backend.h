@@ -1,6 +1,9 @@
 /* A backend in use: a loaded plugin plus one instance of it, with the ABI's
- * status codes turned into GErrors. This is the one place the host calls
- * instance functions, so every call is checked the same way. */
+ * status codes turned into GErrors. This module is the one place the host
+ * calls instance functions, so every call is checked the same way: the
+ * program, the comparison, the checker and the benchmark all come through
+ * here (the th_call_* door at the end serves the two that must see a
+ * plugin's raw answers). */
 #ifndef TH_BACKEND_H
 #define TH_BACKEND_H
 
@@ -64,5 +67,45 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
+
+/* ---- The door: instance calls on a bare (plugin, instance) pair ----------
+ * For the conformance checker and the benchmark, which drive instances of
+ * their own (several per plugin, misused on purpose) and must see exactly
+ * what a plugin answers. Each passes its arguments on as they are and
+ * returns the plugin's status with its message in `err` (TH_ERROR_SIZE
+ * bytes); an optional function the plugin lacks gives TH_ERR_UNSUPPORTED and
+ * a message saying so. create() gets the plugin's own host services.
+ * th_call_destroy accepts a NULL instance and passes it on (the ABI says a
+ * plugin must accept it). */
+th_status th_call_create(const th_plugin *plugin, const th_option *options, uint32_t n_options,
+                         th_instance **out, char *err);
+void th_call_destroy(const th_plugin *plugin, th_instance *instance);
+th_status th_call_load_tensor(const th_plugin *plugin, th_instance *instance,
+                              const th_coo_tensor *tensor, uint32_t rank, char *err);
+th_status th_call_set_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *data, char *err);
+th_status th_call_get_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             double *data, char *err);
+th_status th_call_mttkrp(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                         char *err);
+th_status th_call_get_mttkrp_result(const th_plugin *plugin, th_instance *instance,
+                                    uint32_t mode, double *data, char *err);
+th_status th_call_als_update(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *w, int32_t norm, th_als_output *out, char *err);
+th_status th_call_get_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                   th_runtime_info *info, char *err);
+th_status th_call_get_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                                th_mode_info *info, char *err);
+th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
+                            th_als_sweep_io *io, char *err);
+
+/* Runtime and mode info as GErrors: the structs are zeroed first (strings
+ * empty, times negative) and stay so when the plugin lacks the function;
+ * their strings are terminated whatever the plugin wrote. FALSE with the
+ * error only when the call itself fails. */
+gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                  th_runtime_info *info, GError **error);
+gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                               th_mode_info *info, GError **error);
 
 #endif

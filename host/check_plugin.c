@@ -11,6 +11,7 @@
 
 #include "dense.h"
 #include "log.h"
+#include "backend.h"
 #include "plugin_loader.h"
 #include "rng.h"
 #include "sptensor.h"
@@ -431,10 +432,9 @@ static void load_reference(checker *c, const char *plugin_path)
 static th_status create_instance(th_plugin *plugin, const th_option *options, uint32_t n,
                                  th_instance **out, char *err)
 {
-    const th_host_services *services = &plugin->services;
     *out = NULL;
     err[0] = '\0';
-    return plugin->entry.create(options, n, services, out, err);
+    return th_call_create(plugin, options, n, out, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -463,7 +463,7 @@ static void check_unknown_option(checker *c)
     th_instance *inst = NULL;
     th_status status = create_instance(c->plugin, &option, 1, &inst, err);
     if (status == TH_OK) {
-        c->plugin->entry.destroy(inst);
+        th_call_destroy(c->plugin, inst);
         fail(c, name, "create() accepted option '%s'; unknown keys must be errors",
              UNKNOWN_OPTION_KEY);
     } else if (status != TH_ERR_INVALID_ARGUMENT) {
@@ -489,13 +489,13 @@ static void check_before_load(checker *c)
     }
     double sink[64] = {0};
     err[0] = '\0';
-    g_autofree char *problem = expect_error("mttkrp(0)", c->plugin->entry.mttkrp(inst, 0, err), err);
+    g_autofree char *problem = expect_error("mttkrp(0)", th_call_mttkrp(c->plugin, inst, 0, err), err);
     if (problem == NULL) {
         err[0] = '\0';
         problem = expect_error("get_mttkrp_result(0)",
-                               c->plugin->entry.get_mttkrp_result(inst, 0, sink, err), err);
+                               th_call_get_mttkrp_result(c->plugin, inst, 0, sink, err), err);
     }
-    c->plugin->entry.destroy(inst);
+    th_call_destroy(c->plugin, inst);
     if (problem)
         fail(c, name, "%s", problem);
     else
@@ -507,7 +507,7 @@ static gboolean load_on(checker *c, th_plugin *plugin, th_instance *inst, const 
                         uint32_t rank, const char *name)
 {
     char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.load_tensor(inst, &tt->coo, rank, err);
+    th_status status = th_call_load_tensor(plugin, inst, &tt->coo, rank, err);
     if (status == TH_OK)
         return TRUE;
     fail(c, name, "%s load_tensor(%u modes, %" G_GUINT64_FORMAT " nonzeros, rank %u): %s (%s)",
@@ -522,7 +522,7 @@ static void check_bad_rank(checker *c, const test_tensor *tt, uint32_t rank, con
     char err[TH_ERROR_SIZE] = "";
     g_autofree char *call = g_strdup_printf("load_tensor(rank %u)", rank);
     g_autofree char *problem =
-        expect_error(call, c->plugin->entry.load_tensor(c->inst, &tt->coo, rank, err), err);
+        expect_error(call, th_call_load_tensor(c->plugin, c->inst, &tt->coo, rank, err), err);
     if (problem)
         fail(c, name, "%s", problem);
     else
@@ -582,7 +582,7 @@ static void check_too_many_modes(checker *c)
         return;
     }
     char err[TH_ERROR_SIZE] = "";
-    th_status status = c->plugin->entry.load_tensor(c->inst, &tt->coo, 1, err);
+    th_status status = th_call_load_tensor(c->plugin, c->inst, &tt->coo, 1, err);
     if (status == TH_ERR_UNSUPPORTED || status == TH_ERR_INVALID_ARGUMENT)
         pass(c, name, "%u modes: %s", max_modes + 1, message_of(err));
     else
@@ -607,12 +607,12 @@ static double **set_factors(checker *c, const test_tensor *tt, uint32_t rank, ui
     for (uint32_t m = 0; m < n && ok; m++) {
         factors[m] = random_matrix(&rng, (size_t)tt->coo.dims[m] * rank);
         char err[TH_ERROR_SIZE] = "";
-        th_status status = c->plugin->entry.set_factor(c->inst, m, factors[m], err);
+        th_status status = th_call_set_factor(c->plugin, c->inst, m, factors[m], err);
         if (status != TH_OK) {
             fail(c, name, "plugin set_factor(%u): %s (%s)", m, message_of(err),
                  th_status_name(status));
             ok = FALSE;
-        } else if ((status = c->reference->entry.set_factor(c->ref_inst, m, factors[m], err)) !=
+        } else if ((status = th_call_set_factor(c->reference, c->ref_inst, m, factors[m], err)) !=
                    TH_OK) {
             fail(c, name, "reference set_factor(%u): %s (%s)", m, message_of(err),
                  th_status_name(status));
@@ -640,9 +640,9 @@ static gboolean run_mttkrp(checker *c, th_plugin *plugin, th_instance *inst, uin
 {
     const char *who = plugin == c->plugin && inst == c->inst ? "plugin" : "reference";
     char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.mttkrp(inst, mode, err);
+    th_status status = th_call_mttkrp(plugin, inst, mode, err);
     if (status == TH_OK)
-        status = plugin->entry.get_mttkrp_result(inst, mode, out, err);
+        status = th_call_get_mttkrp_result(plugin, inst, mode, out, err);
     if (status == TH_OK)
         return TRUE;
     fail(c, name, "%s mode %u: %s (%s)", who, mode, message_of(err), th_status_name(status));
@@ -695,9 +695,9 @@ static gboolean run_als(checker *c, th_plugin *plugin, th_instance *inst, uint32
     th_als_output out = {.struct_size = (uint32_t)sizeof out,
                          .lambda = a->lambda, .gram = a->gram, .inner = a->inner};
     char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.als_update(inst, mode, w, norm, &out, err);
+    th_status status = th_call_als_update(plugin, inst, mode, w, norm, &out, err);
     if (status == TH_OK)
-        status = plugin->entry.get_factor(inst, mode, a->factor, err);
+        status = th_call_get_factor(plugin, inst, mode, a->factor, err);
     (void)rank;
     if (status == TH_OK)
         return TRUE;
@@ -863,7 +863,7 @@ static gboolean set_all_factors(checker *c, th_plugin *plugin, th_instance *inst
 {
     for (uint32_t m = 0; m < nmodes; m++) {
         char err[TH_ERROR_SIZE] = "";
-        th_status status = plugin->entry.set_factor(inst, m, factors[m], err);
+        th_status status = th_call_set_factor(plugin, inst, m, factors[m], err);
         if (status != TH_OK) {
             fail(c, name, "%s set_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
                  m, message_of(err), th_status_name(status));
@@ -878,7 +878,7 @@ static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst
 {
     for (uint32_t m = 0; m < st->nmodes; m++) {
         char err[TH_ERROR_SIZE] = "";
-        th_status status = plugin->entry.get_factor(inst, m, st->factors[m], err);
+        th_status status = th_call_get_factor(plugin, inst, m, st->factors[m], err);
         if (status != TH_OK) {
             fail(c, name, "%s get_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
                  m, message_of(err), th_status_name(status));
@@ -901,13 +901,13 @@ static gboolean per_mode_iteration(checker *c, th_plugin *plugin, th_instance *i
     *pinv_used = FALSE;
     for (uint32_t mode = 0; mode < st->nmodes; mode++) {
         char err[TH_ERROR_SIZE] = "";
-        th_status status = plugin->entry.mttkrp(inst, mode, err);
+        th_status status = th_call_mttkrp(plugin, inst, mode, err);
         if (status == TH_OK) {
             th_dense_hadamard_except(st->grams, st->nmodes, mode, rank, hadamard);
             *pinv_used = *pinv_used || th_dense_spd_pinv(hadamard, rank, w);
             th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = st->lambda,
                                  .gram = st->grams[mode], .inner = st->inner};
-            status = plugin->entry.als_update(inst, mode, w, norm, &out, err);
+            status = th_call_als_update(plugin, inst, mode, w, norm, &out, err);
         }
         if (status != TH_OK) {
             fail(c, name, "%s per-mode iteration, mode %u: %s (%s)",
@@ -1020,7 +1020,7 @@ static void check_als_sweep_case(checker *c, uint32_t nmodes, uint32_t rank, int
         goto done;
     th_als_sweep_io io = sweep_io(&got, norm);
     char err[TH_ERROR_SIZE] = "";
-    th_status status = c->plugin->entry.als_sweep(c->inst, &io, err);
+    th_status status = th_call_als_sweep(c->plugin, c->inst, &io, err);
     if (status != TH_OK) {
         fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
         goto done;
@@ -1072,8 +1072,8 @@ static void check_sweep_before_load(checker *c)
     th_als_sweep_io io = {.struct_size = (uint32_t)sizeof io, .norm = TH_NORM_2, .nmodes = 3,
                           .grams = grams, .lambda = lambda, .inner = inner};
     err[0] = '\0';
-    th_status status = c->plugin->entry.als_sweep(inst, &io, err);
-    c->plugin->entry.destroy(inst);
+    th_status status = th_call_als_sweep(c->plugin, inst, &io, err);
+    th_call_destroy(c->plugin, inst);
     judge_sweep_error(c, name, status, err, TH_ERR_BAD_STATE);
 }
 
@@ -1103,14 +1103,14 @@ static void check_sweep_bad_io(checker *c)
         th_als_sweep_io io = sweep_io(&st, TH_NORM_2);
         io.struct_size = (uint32_t)offsetof(th_als_sweep_io, inner);
         char err[TH_ERROR_SIZE] = "";
-        judge_sweep_error(c, short_name, c->plugin->entry.als_sweep(c->inst, &io, err), err,
+        judge_sweep_error(c, short_name, th_call_als_sweep(c->plugin, c->inst, &io, err), err,
                           TH_ERR_INVALID_ARGUMENT);
 
         begin(c, order_name);
         io = sweep_io(&st, TH_NORM_2);
         io.nmodes = 4;
         err[0] = '\0';
-        judge_sweep_error(c, order_name, c->plugin->entry.als_sweep(c->inst, &io, err), err,
+        judge_sweep_error(c, order_name, th_call_als_sweep(c->plugin, c->inst, &io, err), err,
                           TH_OK);
     }
     g_free(st.grams[3]);
@@ -1145,7 +1145,7 @@ static void check_optional_info(checker *c, uint32_t nmodes)
     th_runtime_info runtime;
     if (c->plugin->entry.get_runtime_info == NULL)
         skip(c, "runtime info", "get_runtime_info not implemented (optional)");
-    else if (!th_plugin_runtime_info(c->plugin, c->inst, &runtime, &error))
+    else if (!th_instance_runtime_info(c->plugin, c->inst, &runtime, &error))
         fail(c, "runtime info", "%s", error->message);
     else
         pass(c, "runtime info", "device '%s'", runtime.device);
@@ -1157,7 +1157,7 @@ static void check_optional_info(checker *c, uint32_t nmodes)
     }
     for (uint32_t m = 0; m < nmodes; m++) {
         th_mode_info info;
-        if (!th_plugin_mode_info(c->plugin, c->inst, m, &info, &error)) {
+        if (!th_instance_mode_info(c->plugin, c->inst, m, &info, &error)) {
             fail(c, "mode info", "%s", error->message);
             return;
         }
@@ -1227,10 +1227,10 @@ static void check_create_destroy(checker *c)
                  status == TH_OK ? "gave no instance" : th_status_name(status), message_of(err));
             return;
         }
-        c->plugin->entry.destroy(inst);
+        th_call_destroy(c->plugin, inst);
     }
     begin(c, "destroy(NULL)");
-    c->plugin->entry.destroy(NULL);
+    th_call_destroy(c->plugin, NULL);
     pass(c, name, "and destroy(NULL)");
 }
 
@@ -1257,11 +1257,11 @@ static void check_load_unload(checker *c, const char *path)
         th_instance *inst = NULL;
         th_status status = create_instance(plugin, NULL, 0, &inst, err);
         if (status == TH_OK)
-            status = plugin->entry.load_tensor(inst, &tt->coo, 1, err);
+            status = th_call_load_tensor(plugin, inst, &tt->coo, 1, err);
         if (status == TH_OK)
-            status = plugin->entry.mttkrp(inst, 0, err);
+            status = th_call_mttkrp(plugin, inst, 0, err);
         if (inst != NULL)
-            plugin->entry.destroy(inst);
+            th_call_destroy(plugin, inst);
         th_plugin_unload(plugin);
         if (status != TH_OK) {
             fail(c, name, "cycle %d: %s (%s)", cycle + 1, message_of(err),
@@ -1342,9 +1342,9 @@ static void check_with_instances(checker *c)
 static void release(checker *c)
 {
     if (c->inst != NULL)
-        c->plugin->entry.destroy(c->inst);
+        th_call_destroy(c->plugin, c->inst);
     if (c->ref_inst != NULL)
-        c->reference->entry.destroy(c->ref_inst);
+        th_call_destroy(c->reference, c->ref_inst);
     if (!c->reference_is_plugin)
         th_plugin_unload(c->reference);
     th_plugin_unload(c->plugin);

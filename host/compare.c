@@ -534,14 +534,7 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
 {
     const uint32_t nmodes = s->tensor->nmodes;
     const uint32_t warmup = s->compare->warmup, repeats = s->compare->repeats;
-    th_cpd_params params = {
-        .rank = s->rank,
-        .max_iters = s->config->max_iters,
-        .tolerance = s->config->tolerance,
-        .seed = s->config->seed,
-    };
-    if (!th_update_path_from_name(s->config->update, &params.update))
-        params.update = TH_UPDATE_AUTO; /* a config built without the loader */
+    const th_cpd_params params = th_cpd_params_from_config(s->config, s->rank);
     samples x;
     samples_init(&x, nmodes, repeats);
     g_autofree double *host = g_new(double, nmodes);

@@ -77,6 +77,19 @@ gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path re
     return FALSE;
 }
 
+th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
+{
+    th_cpd_params params = {
+        .rank = rank,
+        .max_iters = config->max_iters,
+        .tolerance = config->tolerance,
+        .seed = config->seed,
+        .update = TH_UPDATE_AUTO,
+    };
+    (void)th_update_path_from_name(config->update, &params.update);
+    return params;
+}
+
 gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
 {
     if (th_sptensor_norm_squared(tensor) > 0.0)
@@ -424,6 +437,15 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         const gint64 fit_start = g_get_monotonic_time();
         const double fit = fit_from_terms(&s, norm_x_squared);
         r->algebra_seconds += seconds_since(fit_start);
+        if (!isfinite(fit)) {
+            /* Going on would only carry NaN into every later factor. */
+            g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_NOT_FINITE,
+                        "iteration %u: the fit is not finite (%g): the backend's results or "
+                        "the normal equations overflowed or produced NaN (plugin '%s')",
+                        it, fit, th_backend_info(backend)->id);
+            ok = FALSE;
+            break;
+        }
         th_cpd_iteration record = {
             .iteration = it,
             .fit = fit,

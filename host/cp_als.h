@@ -14,6 +14,7 @@
 
 #include <glib.h>
 #include "backend.h"
+#include "config.h"
 #include "sptensor.h"
 
 #define TH_CPD_ERROR (th_cpd_error_quark())
@@ -23,6 +24,7 @@ typedef enum {
     TH_CPD_ERROR_UPDATE_PATH, /* the update path asked for needs a function the plugin lacks */
     TH_CPD_ERROR_ZERO_TENSOR, /* every value is zero: no decomposition exists */
     TH_CPD_ERROR_RANK,        /* a rank the backend cannot take */
+    TH_CPD_ERROR_NOT_FINITE,  /* an iteration's fit came out NaN or infinite */
 } th_cpd_error;
 
 /* Where an iteration's factor updates run. */
@@ -48,6 +50,12 @@ typedef struct th_cpd_params {
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
 } th_cpd_params;
+
+/* The [cpd] keys of `config` as parameters, at `rank` (a comparison may run
+ * several). cpd.update's text (the loader accepts only th_update_path_name()'s)
+ * becomes its path; any other text, from a config not made by the loader,
+ * is AUTO. */
+th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
 
 /* A time the host could not measure (see mttkrp_seconds). */
 #define TH_CPD_NOT_MEASURED (-1.0)

@@ -424,15 +424,7 @@ static th_backend *open_backend(const th_config *config, GError **error)
 static gboolean choose_update_path(const th_config *config, th_backend *backend,
                                    th_cpd_params *params, th_update_path *path, GError **error)
 {
-    *params = (th_cpd_params){
-        .rank = config->rank,
-        .max_iters = config->max_iters,
-        .tolerance = config->tolerance,
-        .seed = config->seed,
-    };
-    /* The config accepts only th_update_path_name()'s texts. */
-    if (!th_update_path_from_name(config->update, &params->update))
-        g_assert_not_reached();
+    *params = th_cpd_params_from_config(config, config->rank);
     if (th_cpd_resolve_update_path(backend, params->update, path, error))
         return TRUE;
     blame_key(error, config, "cpd.update");
