@@ -22,8 +22,9 @@
  *     mode's MTTKRP, solve and update in one call, Grams fed back from one
  *     iteration to the next), its wall time and, for the GPU plugins, its
  *     device time (CUDA events, the plugin's sweep_ms detail); the
- *     per-mode path (mttkrp + als_update per mode, W = identity) is also
- *     timed and printed on stderr with the split between its calls. The
+ *     per-mode path (the host's iteration, als_step.h: mttkrp, the host's
+ *     solve and als_update per mode) is also timed and printed on stderr
+ *     with the split between its calls. The
  *     1.3x bar compares like with like: the sweep's device time with the
  *     MTTKRPs' device (event) time, and wall with the mttkrp calls' wall;
  *   - the method's memory floor, max(N copies streamed once at the measured
@@ -46,6 +47,7 @@
 
 #include "dense.h"
 #include "log.h"
+#include "als_step.h"
 #include "backend.h"
 #include "plugin_loader.h"
 #include "synth.h"
@@ -153,44 +155,46 @@ static void set_random_factors(th_plugin *pl, th_instance *inst, const th_sptens
     g_rand_free(rng);
 }
 
-/* Wall time of mttkrp + als_update over every mode (W = identity); also the
+static double sum_of(const double *v, uint32_t n)
+{
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; ++i)
+        sum += v[i];
+    return sum;
+}
+
+/* Wall time of one CP-ALS iteration on the per-mode path, the host's own
+ * (als_step.h: mttkrp, the host's solve and als_update, mode by mode),
+ * iterations chained from fresh random factors as in CP-ALS; also the
  * medians of the mttkrp calls' and the als_update calls' share of it. */
-static double als_iteration_ms(th_plugin *pl, th_instance *inst, uint32_t nmodes,
+static double als_iteration_ms(th_plugin *pl, th_instance *inst, const th_sptensor *t,
                                uint32_t rank, int reps, double *mttkrp_ms, double *update_ms)
 {
-    char err[TH_ERROR_SIZE] = "";
-    double *w = g_new0(double, (size_t)rank * rank);
-    for (uint32_t r = 0; r < rank; ++r)
-        w[(size_t)r * rank + r] = 1.0;
-    double *lambda = g_new(double, rank), *gram = g_new(double, (size_t)rank * rank),
-           *inner = g_new(double, rank);
-    th_als_output out = {.struct_size = sizeof(out), .lambda = lambda, .gram = gram,
-                         .inner = inner};
-    double t[MAX_REPS], tm[MAX_REPS], tu[MAX_REPS];
+    th_backend view = th_backend_borrow(pl, inst, t->nmodes, rank, t->dims);
+    th_als_state *als = th_als_state_new(&view, TH_UPDATE_MODE);
+    set_random_factors(pl, inst, t, rank, als->grams);
+    const th_als_timings *timing = &als->timings;
+    double times[MAX_REPS], tm[MAX_REPS], tu[MAX_REPS];
     for (int rep = -1; rep < reps; ++rep) {
-        double in_mttkrp = 0.0, in_update = 0.0;
+        const double mttkrp0 = sum_of(timing->mttkrp_seconds, t->nmodes);
+        const double update0 = timing->update_seconds;
+        GError *error = NULL;
         const double a0 = now_seconds();
-        for (uint32_t m = 0; m < nmodes; ++m) {
-            const double b0 = now_seconds();
-            CHECK(th_call_mttkrp(pl, inst, m, err));
-            const double b1 = now_seconds();
-            CHECK(th_call_als_update(pl, inst, m, w, TH_NORM_MAX, &out, err));
-            in_update += now_seconds() - b1;
-            in_mttkrp += b1 - b0;
+        if (!th_als_step(als, (uint32_t)(rep + 2), rep < 0 ? TH_NORM_2 : TH_NORM_MAX, NULL,
+                         &error)) {
+            fprintf(stderr, "%s: per-mode iteration: %s\n", pl->info->id, error->message);
+            exit(1);
         }
         if (rep >= 0) {
-            t[rep] = now_seconds() - a0;
-            tm[rep] = in_mttkrp;
-            tu[rep] = in_update;
+            times[rep] = now_seconds() - a0;
+            tm[rep] = sum_of(timing->mttkrp_seconds, t->nmodes) - mttkrp0;
+            tu[rep] = timing->update_seconds - update0;
         }
     }
-    g_free(w);
-    g_free(lambda);
-    g_free(gram);
-    g_free(inner);
+    th_als_state_free(als);
     *mttkrp_ms = median(tm, reps) * 1e3;
     *update_ms = median(tu, reps) * 1e3;
-    return median(t, reps) * 1e3;
+    return median(times, reps) * 1e3;
 }
 
 static int has_sweep(const th_plugin *pl)
@@ -316,7 +320,7 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     row->all_ms = median(sums, reps) * 1e3;
     row->all_wall_ms = median(walls, reps) * 1e3;
     row->reps = reps;
-    row->als_mode_ms = als_iteration_ms(pl, inst, t->nmodes, rank, gpu ? 9 : 1,
+    row->als_mode_ms = als_iteration_ms(pl, inst, t, rank, gpu ? 9 : 1,
                                         &row->als_mttkrp_ms, &row->als_update_ms);
     row->swept = has_sweep(pl);
     row->als_dev_ms = -1.0;

@@ -265,6 +265,18 @@ th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArra
     return backend;
 }
 
+th_backend th_backend_borrow(th_plugin *plugin, th_instance *instance, uint32_t nmodes,
+                             uint32_t rank, const th_index *dims)
+{
+    return (th_backend){
+        .plugin = plugin,
+        .instance = instance,
+        .nmodes = nmodes,
+        .rank = rank,
+        .dims = (th_index *)(uintptr_t)dims, /* read only: a borrowed view is never closed */
+    };
+}
+
 void th_backend_close(th_backend *backend)
 {
     if (!backend)

@@ -30,6 +30,13 @@ typedef struct th_backend {
  * naming neither the plugin that runs nor an installed one is an error. */
 th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
                             GPtrArray *option_tables, GError **error);
+/* A th_backend over a (plugin, instance) pair the caller owns, whose loaded
+ * tensor has `nmodes` modes of lengths `dims` (borrowed) at `rank`: lets the
+ * checker and the benchmark step their own instances through the same code
+ * as a run (als_step.h). Never th_backend_close it. */
+th_backend th_backend_borrow(th_plugin *plugin, th_instance *instance, uint32_t nmodes,
+                             uint32_t rank, const th_index *dims);
+
 /* Destroys the instance, then unloads the plugin. Accepts NULL. */
 void th_backend_close(th_backend *backend);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend, th_backend_close)

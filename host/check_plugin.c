@@ -11,6 +11,7 @@
 
 #include "dense.h"
 #include "log.h"
+#include "als_step.h"
 #include "backend.h"
 #include "plugin_loader.h"
 #include "rng.h"
@@ -888,34 +889,31 @@ static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst
     return TRUE;
 }
 
-/* The host's iteration: per mode mttkrp(), the host's solve, als_update().
- * *pinv_used tells whether a solve needed the pseudo-inverse (then the
- * sweep was entitled to stop early, and the case proves nothing). */
+/* The host's iteration (als_step.h: per mode mttkrp(), the host's solve,
+ * als_update()) on `inst`, from the Grams in `st`; its results back into
+ * `st`. *pinv_used tells whether a solve needed the pseudo-inverse (then
+ * the sweep was entitled to stop early, and the case proves nothing). */
 static gboolean per_mode_iteration(checker *c, th_plugin *plugin, th_instance *inst,
-                                   int32_t norm, iteration_state *st, gboolean *pinv_used,
-                                   const char *name)
+                                   const test_tensor *tt, int32_t norm, iteration_state *st,
+                                   gboolean *pinv_used, const char *name)
 {
     const uint32_t rank = st->rank;
-    g_autofree double *hadamard = g_new(double, (size_t)rank * rank);
-    g_autofree double *w = g_new(double, (size_t)rank * rank);
-    *pinv_used = FALSE;
-    for (uint32_t mode = 0; mode < st->nmodes; mode++) {
-        char err[TH_ERROR_SIZE] = "";
-        th_status status = th_call_mttkrp(plugin, inst, mode, err);
-        if (status == TH_OK) {
-            th_dense_hadamard_except(st->grams, st->nmodes, mode, rank, hadamard);
-            *pinv_used = *pinv_used || th_dense_spd_pinv(hadamard, rank, w);
-            th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = st->lambda,
-                                 .gram = st->grams[mode], .inner = st->inner};
-            status = th_call_als_update(plugin, inst, mode, w, norm, &out, err);
-        }
-        if (status != TH_OK) {
-            fail(c, name, "%s per-mode iteration, mode %u: %s (%s)",
-                 inst == c->inst ? "plugin" : "reference", mode, message_of(err),
-                 th_status_name(status));
-            return FALSE;
-        }
+    const size_t gram_bytes = sizeof(double) * rank * rank;
+    th_backend view = th_backend_borrow(plugin, inst, st->nmodes, rank, tt->coo.dims);
+    g_autoptr(th_als_state) als = th_als_state_new(&view, TH_UPDATE_MODE);
+    for (uint32_t m = 0; m < st->nmodes; m++)
+        memcpy(als->grams[m], st->grams[m], gram_bytes);
+    g_autoptr(GError) error = NULL;
+    if (!th_als_step(als, 1, norm, NULL, &error)) {
+        fail(c, name, "%s per-mode iteration, mode %u: %s",
+             inst == c->inst ? "plugin" : "reference", als->modes_updated, error->message);
+        return FALSE;
     }
+    *pinv_used = als->pinv_fallbacks > 0;
+    for (uint32_t m = 0; m < st->nmodes; m++)
+        memcpy(st->grams[m], als->grams[m], gram_bytes);
+    memcpy(st->lambda, als->lambda, sizeof(double) * rank);
+    memcpy(st->inner, als->inner, sizeof(double) * rank);
     return get_all_factors(c, plugin, inst, st, name);
 }
 
@@ -1008,7 +1006,7 @@ static void check_als_sweep_case(checker *c, uint32_t nmodes, uint32_t rank, int
     gboolean pinv_used = FALSE;
     if (!load_on(c, oracle, oracle_inst, tt, rank, name) ||
         !set_all_factors(c, oracle, oracle_inst, initial, nmodes, name) ||
-        !per_mode_iteration(c, oracle, oracle_inst, norm, &want, &pinv_used, name))
+        !per_mode_iteration(c, oracle, oracle_inst, tt, norm, &want, &pinv_used, name))
         goto done;
     if (pinv_used) {
         skip(c, name, "the host's solve needed the pseudo-inverse on this case");

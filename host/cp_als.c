@@ -5,7 +5,6 @@
 
 #include "cancel.h"
 #include "cp_model.h"
-#include "dense.h"
 #include "log.h"
 #include "rng.h"
 
@@ -170,207 +169,20 @@ void th_cpd_result_free(th_cpd_result *result)
     g_free(result);
 }
 
-/* State of one run; everything R x R lives here, tall data in the backend
- * (or, on the host-update path, in `host_factor`/`host_mttkrp` scratch). */
-typedef struct cpd_state {
-    const th_cpd_callbacks *callbacks;
-    th_backend *backend;
-    const th_sptensor *tensor;
-    uint32_t nmodes, rank;
-    th_update_path path;
-    double **grams;  /* [nmodes] rank x rank */
-    double *hadamard; /* rank x rank scratch */
-    double *w;        /* rank x rank pseudo-inverse */
-    double *lambda;
-    double *inner;
-    double *host_mttkrp; /* largest dims[m] x rank, host-update path only */
-    double *host_factor;
-    uint32_t modes_updated; /* in the current iteration */
-    gboolean any_update;    /* lambda and inner hold a mode's update */
-    th_cpd_result *result;
-} cpd_state;
-
-static void state_clear(cpd_state *s)
-{
-    if (s->grams)
-        for (uint32_t m = 0; m < s->nmodes; ++m)
-            g_free(s->grams[m]);
-    g_free(s->grams);
-    g_free(s->hadamard);
-    g_free(s->w);
-    g_free(s->lambda);
-    g_free(s->inner);
-    g_free(s->host_mttkrp);
-    g_free(s->host_factor);
-}
-
-/* Host-side twin of the ABI's als_update, for backends without it. */
-static gboolean host_update(cpd_state *s, uint32_t mode, int32_t norm, GError **error)
-{
-    const uint64_t rows = s->tensor->dims[mode];
-    if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
-        return FALSE;
-    th_dense_matmul(s->host_mttkrp, s->w, rows, s->rank, s->rank, s->host_factor);
-    th_dense_normalize_columns(s->host_factor, rows, s->rank, norm == TH_NORM_MAX, s->lambda);
-    th_dense_gram(s->host_factor, rows, s->rank, s->grams[mode]);
-    th_dense_column_inner(s->host_mttkrp, s->host_factor, rows, s->rank, s->inner);
-    return th_backend_set_factor(s->backend, mode, s->host_factor, error);
-}
-
-static double fit_from_terms(const cpd_state *s, double norm_x_squared)
-{
-    /* ||M||^2 = lambda^T (hadamard of all grams) lambda and
-     * <X, M> = sum_r lambda_r inner_r from the last mode's MTTKRP. */
-    th_dense_hadamard_except(s->grams, s->nmodes, UINT32_MAX, s->rank, s->hadamard);
-    double norm_model_squared = 0.0, inner_product = 0.0;
-    for (uint32_t r = 0; r < s->rank; ++r) {
-        inner_product += s->lambda[r] * s->inner[r];
-        for (uint32_t q = 0; q < s->rank; ++q)
-            norm_model_squared += s->lambda[r] * s->lambda[q] * s->hadamard[(size_t)r * s->rank + q];
-    }
-    double residual_squared = norm_x_squared + norm_model_squared - 2.0 * inner_product;
-    /* Rounding can push a near-perfect fit slightly negative. */
-    if (residual_squared < 0.0)
-        residual_squared = 0.0;
-    return 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
-}
-
-/* Adds the backend's own time of the latest MTTKRP of `mode`; one mode
- * without it makes the whole sum "not reported". */
-static gboolean add_device_time(cpd_state *s, uint32_t mode, GError **error)
-{
-    th_cpd_result *r = s->result;
-    th_mode_info info;
-    if (!th_backend_mode_info(s->backend, mode, &info, error))
-        return FALSE;
-    if (info.last_mttkrp_seconds >= 0.0 && r->mttkrp_device_seconds[mode] >= 0.0)
-        r->mttkrp_device_seconds[mode] += info.last_mttkrp_seconds;
-    else
-        r->mttkrp_device_seconds[mode] = -1.0;
-    return TRUE;
-}
-
-/* One mode the classic way: mttkrp(), the host's solve, then als_update()
- * or the host's update. On the sweep path this finishes an iteration whose
- * sweep stopped early; its MTTKRP time then belongs to sweep_seconds, as the
- * other iterations' MTTKRPs of that mode are inside als_sweep. */
-static gboolean update_one_mode(cpd_state *s, uint32_t iteration, uint32_t mode, int32_t norm,
-                                GError **error)
-{
-    th_cpd_result *r = s->result;
-    if (s->callbacks && s->callbacks->mode)
-        s->callbacks->mode(iteration, mode, s->nmodes, s->callbacks->user_data);
-    gint64 start = g_get_monotonic_time();
-    if (!th_backend_mttkrp(s->backend, mode, error))
-        return FALSE;
-    if (s->path == TH_UPDATE_SWEEP)
-        r->sweep_seconds += seconds_since(start);
-    else
-        r->mttkrp_seconds[mode] += seconds_since(start);
-    if (!add_device_time(s, mode, error))
-        return FALSE;
-
-    start = g_get_monotonic_time();
-    th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
-    r->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
-    r->algebra_seconds += seconds_since(start);
-
-    start = g_get_monotonic_time();
-    gboolean ok = s->path == TH_UPDATE_HOST
-                      ? host_update(s, mode, norm, error)
-                      : th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
-                                              s->grams[mode], s->inner, error);
-    r->update_seconds += seconds_since(start);
-    if (ok) {
-        s->modes_updated = mode + 1;
-        s->any_update = TRUE;
-    }
-    return ok;
-}
-
-/* One als_sweep(); *modes_done says where the host must take over. The
- * host's Gram array is the sweep's in/out format as it is. */
-static gboolean run_sweep(cpd_state *s, uint32_t iteration, int32_t norm, uint32_t *modes_done,
-                          GError **error)
-{
-    th_cpd_result *r = s->result;
-    if (s->callbacks && s->callbacks->mode)
-        s->callbacks->mode(iteration, 0, s->nmodes, s->callbacks->user_data);
-    const gint64 start = g_get_monotonic_time();
-    gboolean ok = th_backend_als_sweep(s->backend, norm, s->grams, s->lambda, s->inner,
-                                       modes_done, error);
-    r->sweep_seconds += seconds_since(start);
-    /* A cancelled sweep still says which modes it finished. */
-    s->modes_updated = MIN(*modes_done, s->nmodes);
-    s->any_update = s->any_update || s->modes_updated > 0;
-    if (!ok)
-        return FALSE;
-    for (uint32_t mode = 0; mode < *modes_done; ++mode)
-        if (!add_device_time(s, mode, error))
-            return FALSE;
-    if (*modes_done < s->nmodes) {
-        r->sweep_fallbacks++;
-        th_log(TH_LOG_DEBUG,
-               "iteration %u: als_sweep stopped at mode %u of %u (Cholesky breakdown); the "
-               "host finishes the iteration",
-               iteration, *modes_done + 1, s->nmodes);
-    }
-    return TRUE;
-}
-
-static gboolean run_iteration(cpd_state *s, uint32_t iteration, GError **error)
-{
-    const int32_t norm = iteration == 1 ? TH_NORM_2 : TH_NORM_MAX;
-    uint32_t first_mode = 0;
-    s->modes_updated = 0;
-    if (s->path == TH_UPDATE_SWEEP && !run_sweep(s, iteration, norm, &first_mode, error))
-        return FALSE;
-    /* lambda and inner end up those of the last mode, whoever updated it. */
-    for (uint32_t mode = first_mode; mode < s->nmodes; ++mode)
-        if (!update_one_mode(s, iteration, mode, norm, error))
-            return FALSE;
-    return TRUE;
-}
-
 /* The backend gave a call up because a stop was requested. */
 static gboolean is_cancellation(const GError *error)
 {
     return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
 }
 
-static gboolean start_run(cpd_state *s, const th_cpd_params *params, GError **error)
+/* The model the state describes, in the published form (cp_model.h). */
+static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r,
+                                GError **error)
 {
-    const uint32_t nmodes = s->nmodes, rank = s->rank;
-    th_index largest = 0;
-    for (uint32_t m = 0; m < nmodes; ++m)
-        largest = MAX(largest, s->tensor->dims[m]);
-    s->grams = g_new0(double *, nmodes);
-    s->hadamard = g_new(double, (size_t)rank * rank);
-    s->w = g_new(double, (size_t)rank * rank);
-    s->lambda = g_new0(double, rank);
-    s->inner = g_new0(double, rank);
-    if (s->path == TH_UPDATE_HOST) {
-        s->host_mttkrp = g_new(double, (size_t)largest * rank);
-        s->host_factor = g_new(double, (size_t)largest * rank);
-    }
-    double **initial = th_cpd_initial_factors(s->tensor->dims, nmodes, rank, params->seed);
-    gboolean ok = TRUE;
-    for (uint32_t m = 0; m < nmodes && ok; ++m) {
-        s->grams[m] = g_new(double, (size_t)rank * rank);
-        th_dense_gram(initial[m], s->tensor->dims[m], rank, s->grams[m]);
-        ok = th_backend_set_factor(s->backend, m, initial[m], error);
-    }
-    th_cpd_free_factors(initial, nmodes);
-    return ok;
-}
-
-static gboolean collect_factors(cpd_state *s, GError **error)
-{
-    th_cpd_result *r = s->result;
     r->lambda = g_memdup2(s->lambda, sizeof(double) * s->rank);
     /* The backend decomposed the tensor times value_scale. */
     for (uint32_t k = 0; k < s->rank; ++k)
-        r->lambda[k] /= s->tensor->value_scale;
+        r->lambda[k] /= tensor->value_scale;
     r->factors = g_new0(double *, s->nmodes);
     for (uint32_t m = 0; m < s->nmodes; ++m) {
         r->factors[m] = g_new(double, (size_t)r->dims[m] * s->rank);
@@ -379,6 +191,29 @@ static gboolean collect_factors(cpd_state *s, GError **error)
     }
     th_cp_model_arrange(r->lambda, r->factors, r->dims, r->nmodes, r->rank);
     return TRUE;
+}
+
+static th_als_state *start_run(th_backend *backend, th_update_path path,
+                               const th_cpd_params *params, GError **error)
+{
+    g_autoptr(th_als_state) s = th_als_state_new(backend, path);
+    double **initial = th_cpd_initial_factors(backend->dims, s->nmodes, s->rank, params->seed);
+    const gboolean ok = th_als_state_set_factors(s, initial, error);
+    th_cpd_free_factors(initial, s->nmodes);
+    return ok ? g_steal_pointer(&s) : NULL;
+}
+
+/* The state's counters and times, into the result. */
+static void record_state(const th_als_state *s, th_cpd_result *r)
+{
+    memcpy(r->mttkrp_seconds, s->timings.mttkrp_seconds, sizeof(double) * s->nmodes);
+    memcpy(r->mttkrp_device_seconds, s->timings.mttkrp_device_seconds,
+           sizeof(double) * s->nmodes);
+    r->sweep_seconds = s->timings.sweep_seconds;
+    r->update_seconds = s->timings.update_seconds;
+    r->algebra_seconds += s->timings.algebra_seconds;
+    r->pinv_fallbacks = s->pinv_fallbacks;
+    r->sweep_fallbacks = s->sweep_fallbacks;
 }
 
 th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
@@ -399,27 +234,21 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
     r->mttkrp_seconds = g_new0(double, nmodes);
     r->mttkrp_device_seconds = g_new0(double, nmodes);
-    if (path == TH_UPDATE_SWEEP)
-        for (uint32_t m = 0; m < nmodes; ++m)
-            r->mttkrp_seconds[m] = TH_CPD_NOT_MEASURED;
     r->update_path = path;
 
-    cpd_state s = {
-        .callbacks = callbacks,
-        .backend = backend,
-        .tensor = tensor,
-        .nmodes = nmodes,
-        .rank = params->rank,
-        .path = path,
-        .result = r,
+    const th_als_step_callbacks step_callbacks = {
+        .mode = callbacks ? callbacks->mode : NULL,
+        .user_data = callbacks ? callbacks->user_data : NULL,
     };
     const double norm_x_squared = th_sptensor_norm_squared(tensor);
-    gboolean ok = start_run(&s, params, error);
+    g_autoptr(th_als_state) s = start_run(backend, path, params, error);
+    gboolean ok = s != NULL;
     double previous_fit = 0.0;
     for (uint32_t it = 1; ok && it <= params->max_iters; ++it) {
         const gint64 start = g_get_monotonic_time();
+        const int32_t norm = it == 1 ? TH_NORM_2 : TH_NORM_MAX;
         g_autoptr(GError) iteration_error = NULL;
-        if (!run_iteration(&s, it, &iteration_error)) {
+        if (!th_als_step(s, it, norm, &step_callbacks, &iteration_error)) {
             if (!is_cancellation(iteration_error)) {
                 g_propagate_error(error, g_steal_pointer(&iteration_error));
                 ok = FALSE;
@@ -428,14 +257,14 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             /* Cut inside a long iteration: keep the ALS state after the last
              * mode that was updated, a valid model with a computable fit. */
             th_log(TH_LOG_DEBUG, "iteration %u stopped after %u of %u modes: %s", it,
-                   s.modes_updated, nmodes, iteration_error->message);
+                   s->modes_updated, nmodes, iteration_error->message);
             r->interrupted = TRUE;
-            r->partial_modes = s.modes_updated;
-            r->fit = s.any_update ? fit_from_terms(&s, norm_x_squared) : NAN;
+            r->partial_modes = s->modes_updated;
+            r->fit = s->any_update ? th_als_state_fit(s, norm_x_squared) : NAN;
             break;
         }
         const gint64 fit_start = g_get_monotonic_time();
-        const double fit = fit_from_terms(&s, norm_x_squared);
+        const double fit = th_als_state_fit(s, norm_x_squared);
         r->algebra_seconds += seconds_since(fit_start);
         if (!isfinite(fit)) {
             /* Going on would only carry NaN into every later factor. */
@@ -466,9 +295,10 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             break;
         }
     }
-    if (ok && s.any_update)
-        ok = collect_factors(&s, error);
-    state_clear(&s);
+    if (s)
+        record_state(s, r);
+    if (ok && s->any_update)
+        ok = collect_factors(s, tensor, r, error);
     r->total_seconds = seconds_since(run_start);
     if (!ok) {
         th_cpd_result_free(r);

@@ -13,6 +13,7 @@
 #define TH_CP_ALS_H
 
 #include <glib.h>
+#include "als_step.h"
 #include "backend.h"
 #include "config.h"
 #include "sptensor.h"
@@ -26,14 +27,6 @@ typedef enum {
     TH_CPD_ERROR_RANK,        /* a rank the backend cannot take */
     TH_CPD_ERROR_NOT_FINITE,  /* an iteration's fit came out NaN or infinite */
 } th_cpd_error;
-
-/* Where an iteration's factor updates run. */
-typedef enum th_update_path {
-    TH_UPDATE_AUTO = 0, /* the best the backend has: SWEEP, else MODE, else HOST */
-    TH_UPDATE_SWEEP,    /* one als_sweep() per iteration (ABI 1.1); the backend solves */
-    TH_UPDATE_MODE,     /* per mode: mttkrp(), host solve, als_update() in the backend */
-    TH_UPDATE_HOST,     /* per mode: mttkrp(), host solve, factor update on the host */
-} th_update_path;
 
 /* "auto", "sweep", "mode", "host" (the config's cpd.update values). */
 const char *th_update_path_name(th_update_path path);
@@ -56,9 +49,6 @@ typedef struct th_cpd_params {
  * becomes its path; any other text, from a config not made by the loader,
  * is AUTO. */
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
-
-/* A time the host could not measure (see mttkrp_seconds). */
-#define TH_CPD_NOT_MEASURED (-1.0)
 
 typedef struct th_cpd_iteration {
     uint32_t iteration; /* 1-based */
