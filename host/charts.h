@@ -5,7 +5,7 @@
 
 #include <glib.h>
 
-#include "compare.h"
+#include "compare_result.h"
 
 typedef enum {
     TH_CHART_SECONDS, /* ticks in µs, ms or s, chosen from the largest value */

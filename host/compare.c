@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "compare_output.h"
 #include "cp_als.h"
 #include "cancel.h"
 #include "log.h"
@@ -25,118 +24,7 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- Small numeric helpers ---------------------------------------------- */
-
-double th_compare_geometric_mean(const double *values, size_t n)
-{
-    double log_sum = 0.0;
-    size_t used = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isfinite(values[i]) && values[i] > 0.0) {
-            log_sum += log(values[i]);
-            used++;
-        }
-    }
-    return used ? exp(log_sum / (double)used) : NAN;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-th_compare_stat th_compare_stat_of(double *samples, size_t n)
-{
-    th_compare_stat stat = {-1.0, -1.0, -1.0};
-    if (n == 0)
-        return stat;
-    qsort(samples, n, sizeof *samples, compare_doubles);
-    stat.min = samples[0];
-    stat.max = samples[n - 1];
-    stat.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-    return stat;
-}
-
-double th_compare_relative_error(const double *a, const double *b, size_t n)
-{
-    double difference = 0.0, reference = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]))
-            return NAN;
-        double d = a[i] - b[i];
-        difference += d * d;
-        reference += b[i] * b[i];
-    }
-    return reference > 0.0 ? sqrt(difference / reference) : sqrt(difference);
-}
-
-const char *th_compare_status_name(th_compare_status status)
-{
-    switch (status) {
-    case TH_COMPARE_OK:
-        return "ok";
-    case TH_COMPARE_SKIPPED:
-        return "skipped";
-    case TH_COMPARE_MISMATCH:
-        return "mismatch";
-    case TH_COMPARE_FAILED:
-        return "failed";
-    }
-    return "?";
-}
-
-/* ---- Results ------------------------------------------------------------- */
-
 static const th_compare_stat unmeasured = {-1.0, -1.0, -1.0};
-
-static void run_free(gpointer data)
-{
-    th_compare_run *run = data;
-    g_free(run->label);
-    g_free(run->plugin);
-    g_free(run->plugin_id);
-    g_free(run->options);
-    g_free(run->reason);
-    g_free(run->device);
-    g_free(run->details);
-    for (uint32_t m = 0; run->modes && m < run->nmodes; m++)
-        g_free(run->modes[m].scheme);
-    g_free(run->modes);
-    g_free(run);
-}
-
-static void tensor_free(gpointer data)
-{
-    th_compare_tensor *tensor = data;
-    g_free(tensor->label);
-    g_free(tensor->source);
-    g_free(tensor->dims);
-    g_clear_pointer(&tensor->runs, g_ptr_array_unref);
-    g_free(tensor);
-}
-
-static void geomean_free(gpointer data)
-{
-    th_compare_geomean *geomean = data;
-    g_free(geomean->label);
-    g_free(geomean);
-}
-
-void th_compare_result_free(th_compare_result *result)
-{
-    if (!result)
-        return;
-    g_free(result->job);
-    g_free(result->baseline);
-    g_free(result->timer);
-    g_free(result->date);
-    g_free(result->devices);
-    g_clear_pointer(&result->tensors, g_ptr_array_unref);
-    g_clear_pointer(&result->geomeans, g_ptr_array_unref);
-    g_clear_pointer(&result->failures, g_ptr_array_unref);
-    g_free(result);
-}
 
 static char *render_options(const GPtrArray *options)
 {
@@ -672,7 +560,7 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
     const th_compare_config *compare = config->compare;
     th_compare_tensor *tensor = g_new0(th_compare_tensor, 1);
     tensor->label = g_strdup(input->label);
-    tensor->runs = g_ptr_array_new_with_free_func(run_free);
+    tensor->runs = g_ptr_array_new_with_free_func(th_compare_run_free);
     g_ptr_array_add(result->tensors, tensor);
     g_autoptr(th_sptensor) data = read_input(input, tensor, error);
     if (!data)
@@ -805,8 +693,8 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
     result->seed = config->seed;
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);
-    result->tensors = g_ptr_array_new_with_free_func(tensor_free);
-    result->geomeans = g_ptr_array_new_with_free_func(geomean_free);
+    result->tensors = g_ptr_array_new_with_free_func(th_compare_tensor_free);
+    result->geomeans = g_ptr_array_new_with_free_func(th_compare_geomean_free);
     result->failures = g_ptr_array_new_with_free_func(g_free);
 
     th_log(TH_LOG_INFO, "Compare %u backend(s) on %u tensor(s): job %s, rank %u, baseline '%s', "
@@ -825,32 +713,4 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
     compute_geomeans(result, compare);
     result->devices = distinct_devices(result);
     return g_steal_pointer(&result);
-}
-
-gboolean th_compare_execute(const th_config *config, gboolean *was_interrupted, GError **error)
-{
-    *was_interrupted = FALSE;
-    g_autoptr(th_compare_result) result = th_compare_run_all(config, error);
-    if (!result)
-        return FALSE;
-    g_autofree char *table = th_compare_format_table(result);
-    fputs(table, stdout);
-    fflush(stdout);
-    if (!th_compare_write_outputs(result, config->compare->output_dir, error))
-        return FALSE;
-    th_log(TH_LOG_INFO, "Output  %s (table.txt, results.csv, geomean.csv, results.json%s)",
-           config->compare->output_dir, config->compare->charts ? ", charts" : "");
-    *was_interrupted = result->interrupted;
-    if (result->failures->len > 0) {
-        const char *first = g_ptr_array_index(result->failures, 0);
-        if (result->failures->len == 1)
-            g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_FAILED,
-                        "comparison failed: %s", first);
-        else
-            g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_FAILED,
-                        "comparison failed: %s (and %u more; see %s/table.txt)", first,
-                        result->failures->len - 1, config->compare->output_dir);
-        return FALSE;
-    }
-    return TRUE;
 }

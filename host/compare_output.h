@@ -9,7 +9,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
-#include "compare.h"
+#include "compare_result.h"
 
 /* The table printed after a comparison: per tensor, one line per backend
  * (schemes, MTTKRP time per mode and for all modes, speedup, preprocessing,

@@ -1,0 +1,37 @@
+/* `tensorhost --config` with a [compare] section: run the comparison, print
+ * its table and write its outputs. The runner (compare.c) measures; the
+ * outputs (compare_output.c) only read what it measured. */
+#include "compare.h"
+
+#include <stdio.h>
+
+#include "compare_output.h"
+#include "log.h"
+
+gboolean th_compare_execute(const th_config *config, gboolean *was_interrupted, GError **error)
+{
+    *was_interrupted = FALSE;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, error);
+    if (!result)
+        return FALSE;
+    g_autofree char *table = th_compare_format_table(result);
+    fputs(table, stdout);
+    fflush(stdout);
+    if (!th_compare_write_outputs(result, config->compare->output_dir, error))
+        return FALSE;
+    th_log(TH_LOG_INFO, "Output  %s (table.txt, results.csv, geomean.csv, results.json%s)",
+           config->compare->output_dir, config->compare->charts ? ", charts" : "");
+    *was_interrupted = result->interrupted;
+    if (result->failures->len > 0) {
+        const char *first = g_ptr_array_index(result->failures, 0);
+        if (result->failures->len == 1)
+            g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_FAILED,
+                        "comparison failed: %s", first);
+        else
+            g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_FAILED,
+                        "comparison failed: %s (and %u more; see %s/table.txt)", first,
+                        result->failures->len - 1, config->compare->output_dir);
+        return FALSE;
+    }
+    return TRUE;
+}
