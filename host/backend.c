@@ -409,6 +409,62 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
     return TRUE;
 }
 
+th_backend_facts *th_backend_facts_take(th_backend *backend)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    th_backend_facts *f = g_new0(th_backend_facts, 1);
+    f->id = g_strdup(info->id);
+    f->name = g_strdup(info->name);
+    f->version = g_strdup(info->version);
+    f->path = g_strdup(backend->plugin->path);
+    f->abi = g_strdup_printf("%u.%u", backend->plugin->entry.abi_version.major,
+                            backend->plugin->entry.abi_version.minor);
+    f->f32 = info->value_type == TH_VALUE_F32;
+    f->has_als_update = th_backend_has_als_update(backend);
+    f->has_als_sweep = th_backend_has_als_sweep(backend);
+    th_runtime_info runtime;
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_runtime_info(backend, &runtime, &error)) {
+        th_log(TH_LOG_DEBUG, "%s", error->message);
+        memset(&runtime, 0, sizeof runtime);
+    }
+    f->device = g_strdup(runtime.device);
+    f->details = g_strdup(runtime.details);
+    f->tensor_bytes = runtime.tensor_bytes;
+    f->factor_bytes = runtime.factor_bytes;
+    f->workspace_bytes = runtime.workspace_bytes;
+    f->load_seconds = backend->load_seconds;
+    f->nmodes = backend->nmodes;
+    f->modes = g_new0(th_backend_mode_facts, backend->nmodes);
+    for (uint32_t m = 0; m < backend->nmodes; ++m) {
+        th_mode_info mode;
+        g_autoptr(GError) mode_error = NULL;
+        f->modes[m].reported = th_backend_mode_info(backend, m, &mode, &mode_error);
+        if (mode_error)
+            th_log(TH_LOG_DEBUG, "%s", mode_error->message);
+        f->modes[m].scheme = g_strdup(mode_error ? "" : mode.scheme);
+        f->modes[m].partitions = mode_error ? 0 : mode.partitions;
+    }
+    return f;
+}
+
+void th_backend_facts_free(th_backend_facts *f)
+{
+    if (!f)
+        return;
+    g_free(f->id);
+    g_free(f->name);
+    g_free(f->version);
+    g_free(f->path);
+    g_free(f->abi);
+    g_free(f->device);
+    g_free(f->details);
+    for (uint32_t m = 0; f->modes && m < f->nmodes; ++m)
+        g_free(f->modes[m].scheme);
+    g_free(f->modes);
+    g_free(f);
+}
+
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error)
 {
     return th_instance_runtime_info(backend->plugin, backend->instance, info, error);

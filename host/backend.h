@@ -75,6 +75,36 @@ gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GEr
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
 
+/* What a backend says of itself at one moment, taken in one go
+ * (th_backend_facts_take) so that the console summary, report.json and a
+ * comparison read the same plain facts instead of calling into the plugin
+ * again each. Strings are owned copies, "" when not reported. */
+typedef struct th_backend_mode_facts {
+    char *scheme;        /* th_mode_info.scheme */
+    uint32_t partitions;
+    gboolean reported;   /* FALSE when get_mode_info failed (a plugin without it
+                            reports an empty scheme and 0 partitions) */
+} th_backend_mode_facts;
+
+typedef struct th_backend_facts {
+    char *id, *name, *version; /* th_plugin_info */
+    char *path;                /* the .so */
+    char *abi;                 /* the plugin's ABI, "1.1" */
+    gboolean f32;              /* value_type is TH_VALUE_F32 */
+    gboolean has_als_update, has_als_sweep;
+    char *device, *details;    /* th_runtime_info */
+    uint64_t tensor_bytes, factor_bytes, workspace_bytes;
+    double load_seconds;       /* preprocessing: load_tensor's wall time */
+    uint32_t nmodes;           /* of the loaded tensor; 0 before */
+    th_backend_mode_facts *modes; /* [nmodes] */
+} th_backend_facts;
+
+/* The facts of `backend` now; a plugin whose info calls fail gives the
+ * empty values above (the failure is logged at debug level). */
+th_backend_facts *th_backend_facts_take(th_backend *backend);
+void th_backend_facts_free(th_backend_facts *facts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend_facts, th_backend_facts_free)
+
 /* ---- The door: instance calls on a bare (plugin, instance) pair ----------
  * For the conformance checker and the benchmark, which drive instances of
  * their own (several per plugin, misused on purpose) and must see exactly

@@ -264,32 +264,23 @@ static gboolean verify(tensor_session *s, th_backend *backend, th_compare_run *r
     return TRUE;
 }
 
-static void read_mode_facts(th_backend *backend, th_compare_run *run)
+/* The backend's own account after its runs: schemes, device, memory. */
+static void record_facts(const th_backend_facts *f, th_compare_run *run)
 {
-    for (uint32_t m = 0; m < run->nmodes; m++) {
-        th_mode_info info;
-        g_autoptr(GError) ignored = NULL;
-        if (!th_backend_mode_info(backend, m, &info, &ignored))
+    for (uint32_t m = 0; m < run->nmodes && m < f->nmodes; m++) {
+        if (!f->modes[m].reported)
             continue;
         g_free(run->modes[m].scheme);
-        run->modes[m].scheme = g_strdup(info.scheme);
-        run->modes[m].partitions = info.partitions;
+        run->modes[m].scheme = g_strdup(f->modes[m].scheme);
+        run->modes[m].partitions = f->modes[m].partitions;
     }
-}
-
-static void read_runtime_facts(th_backend *backend, th_compare_run *run)
-{
-    th_runtime_info info;
-    g_autoptr(GError) ignored = NULL;
-    if (!th_backend_runtime_info(backend, &info, &ignored))
-        return;
     g_free(run->device);
     g_free(run->details);
-    run->device = g_strndup(info.device, sizeof info.device);
-    run->details = g_strndup(info.details, sizeof info.details);
-    run->tensor_bytes = info.tensor_bytes;
-    run->factor_bytes = info.factor_bytes;
-    run->workspace_bytes = info.workspace_bytes;
+    run->device = g_strdup(f->device);
+    run->details = g_strdup(f->details);
+    run->tensor_bytes = f->tensor_bytes;
+    run->factor_bytes = f->factor_bytes;
+    run->workspace_bytes = f->workspace_bytes;
 }
 
 /* Samples of one timed quantity per mode and for the sum over modes. */
@@ -504,8 +495,8 @@ static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GEr
             && verify(s, backend, run, &local) && run->status == TH_COMPARE_OK)
             (void)(is_cpd ? time_cpd(s, backend, run, &local)
                           : time_mttkrp(s, backend, run, &local));
-        read_mode_facts(backend, run);
-        read_runtime_facts(backend, run);
+        g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
+        record_facts(facts, run);
     }
     if (run->is_baseline && (local || run->status != TH_COMPARE_OK) && !s->result->interrupted) {
         g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_BASELINE,

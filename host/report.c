@@ -90,45 +90,36 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     return json_builder_get_root(b);
 }
 
-JsonNode *th_report_backend_node(th_backend *backend)
+JsonNode *th_report_backend_node(const th_backend_facts *f)
 {
-    const th_plugin_info *info = th_backend_info(backend);
-    th_runtime_info runtime;
-    g_autoptr(GError) ignored = NULL;
-    if (!th_backend_runtime_info(backend, &runtime, &ignored))
-        memset(&runtime, 0, sizeof runtime);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    member_string(b, "id", info->id);
-    member_string(b, "name", info->name);
-    member_string(b, "version", info->version);
-    member_string(b, "path", backend->plugin->path);
-    g_autofree char *abi = g_strdup_printf("%u.%u", backend->plugin->entry.abi_version.major,
-                                           backend->plugin->entry.abi_version.minor);
-    member_string(b, "abi", abi);
-    member_string(b, "value_type", info->value_type == TH_VALUE_F32 ? "f32" : "f64");
-    member_bool(b, "als_update", th_backend_has_als_update(backend));
-    member_bool(b, "als_sweep", th_backend_has_als_sweep(backend));
-    member_string(b, "device", runtime.device);
-    member_string(b, "details", runtime.details);
-    member_double(b, "preprocess_seconds", backend->load_seconds);
+    member_string(b, "id", f->id);
+    member_string(b, "name", f->name);
+    member_string(b, "version", f->version);
+    member_string(b, "path", f->path);
+    member_string(b, "abi", f->abi);
+    member_string(b, "value_type", f->f32 ? "f32" : "f64");
+    member_bool(b, "als_update", f->has_als_update);
+    member_bool(b, "als_sweep", f->has_als_sweep);
+    member_string(b, "device", f->device);
+    member_string(b, "details", f->details);
+    member_double(b, "preprocess_seconds", f->load_seconds);
     json_builder_set_member_name(b, "memory_bytes");
     json_builder_begin_object(b);
-    member_int(b, "tensor", (gint64)runtime.tensor_bytes);
-    member_int(b, "factors", (gint64)runtime.factor_bytes);
-    member_int(b, "workspace", (gint64)runtime.workspace_bytes);
+    member_int(b, "tensor", (gint64)f->tensor_bytes);
+    member_int(b, "factors", (gint64)f->factor_bytes);
+    member_int(b, "workspace", (gint64)f->workspace_bytes);
     json_builder_end_object(b);
     json_builder_set_member_name(b, "modes");
     json_builder_begin_array(b);
-    for (uint32_t m = 0; m < backend->nmodes; ++m) {
-        th_mode_info mode;
-        g_autoptr(GError) mode_error = NULL;
-        if (!th_backend_mode_info(backend, m, &mode, &mode_error))
+    for (uint32_t m = 0; m < f->nmodes; ++m) {
+        if (!f->modes[m].reported)
             continue;
         json_builder_begin_object(b);
         member_int(b, "mode", m + 1);
-        member_string(b, "scheme", mode.scheme);
-        member_int(b, "partitions", mode.partitions);
+        member_string(b, "scheme", f->modes[m].scheme);
+        member_int(b, "partitions", f->modes[m].partitions);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

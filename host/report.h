@@ -14,7 +14,7 @@ typedef struct th_run_summary {
     const th_config *config;
     const th_sptensor *tensor;
     double read_seconds;
-    th_backend *backend;          /* loaded, with the tensor */
+    const th_backend_facts *backend; /* taken after the run */
     const th_cpd_result *result;  /* may be NULL if the run failed before CP-ALS */
     gboolean factors_written;
     double total_seconds;
@@ -29,7 +29,7 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
  * (th_config_foreach), non-finite numbers as null. */
 JsonNode *th_report_config_node(const th_config *config);
 /* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
-JsonNode *th_report_backend_node(th_backend *backend);
+JsonNode *th_report_backend_node(const th_backend_facts *facts);
 
 gboolean th_report_write(const char *path, const th_run_summary *summary, GError **error);
 
