@@ -21,7 +21,7 @@
  *     plugin's als_sweep (ABI 1.1) when it has one, a real iteration (every
  *     mode's MTTKRP, solve and update in one call, Grams fed back from one
  *     iteration to the next), its wall time and, for the GPU plugins, its
- *     device time (CUDA events, the plugin's sweep_ms detail); the
+ *     device time (CUDA events, th_runtime_info.last_sweep_seconds); the
  *     per-mode path (the host's iteration, als_step.h: mttkrp, the host's
  *     solve and als_update per mode) is also timed and printed on stderr
  *     with the split between its calls. The
@@ -197,21 +197,28 @@ static double als_iteration_ms(th_plugin *pl, th_instance *inst, const th_sptens
     return median(times, reps) * 1e3;
 }
 
-static int has_sweep(const th_plugin *pl)
-{
-    return pl->entry.struct_size >= TH_PLUGIN_ENTRY_V1_1_SIZE && pl->entry.als_sweep &&
-           (pl->info->flags & TH_CAP_ALS_SWEEP);
-}
+static int has_sweep(const th_plugin *pl) { return pl->entry.als_sweep != NULL; }
 
 /* A number the GPU plugins put in their runtime details, KEY being e.g.
- * "build_ms=" or "sweep_ms="; < 0 when absent. */
+ * "build_ms="; < 0 when absent. */
 static double detail_number(th_plugin *pl, th_instance *inst, const char *key)
 {
     char err[TH_ERROR_SIZE] = "";
-    th_runtime_info ri = {.struct_size = sizeof(ri)};
+    th_runtime_info ri;
+    th_runtime_info_init(&ri);
     CHECK(th_call_get_runtime_info(pl, inst, &ri, err));
     const char *at = strstr(ri.details, key);
     return at ? g_ascii_strtod(at + strlen(key), NULL) : -1.0;
+}
+
+/* The latest als_sweep's device time in ms (ABI 1.2); < 0 when not measured. */
+static double sweep_device_ms(th_plugin *pl, th_instance *inst)
+{
+    char err[TH_ERROR_SIZE] = "";
+    th_runtime_info ri;
+    th_runtime_info_init(&ri);
+    CHECK(th_call_get_runtime_info(pl, inst, &ri, err));
+    return ri.last_sweep_seconds < 0 ? -1.0 : ri.last_sweep_seconds * 1e3;
 }
 
 /* Wall time of one als_sweep call, iterations chained as in CP-ALS (the
@@ -247,7 +254,7 @@ static double als_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *
         if (rep < 0)
             continue;
         times[rep] = wall;
-        dev[rep] = detail_number(pl, inst, "sweep_ms=");
+        dev[rep] = sweep_device_ms(pl, inst);
         /* The MTTKRP kernels' own spans inside the sweep (the GPU's global
          * timer): the rest of the time is the updates, the solves and the
          * gaps between. */
@@ -328,7 +335,8 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
                                             &row->sweep_mttkrp_ms, &row->als_dev_ms)
                              : row->als_mode_ms;
 
-    th_runtime_info ri = {.struct_size = sizeof(ri)};
+    th_runtime_info ri;
+    th_runtime_info_init(&ri);
     CHECK(th_call_get_runtime_info(pl, inst, &ri, err));
     snprintf(row->details, sizeof(row->details), "%s", ri.details);
     row->build_ms = detail_number(pl, inst, "build_ms=");

@@ -4,8 +4,8 @@
 #                       [INSTALL_DESTINATION <dir>])
 #
 # Shipped in the installed CMake package (find_package(tensorhost)) for
-# plugins built outside the tensorhost tree; the in-tree twin is
-# th_add_plugin() in TensorhostPlugin.cmake.
+# plugins built outside the tensorhost tree; inside it, th_add_plugin()
+# (TensorhostPlugin.cmake) builds every plugin through this same function.
 #
 # Builds <id>.so, a MODULE library (something only dlopen() loads, never
 # linked against), so that:
@@ -17,7 +17,13 @@
 #     of a user's dlopen() later (except in -fsanitize builds, see below).
 # INSTALL_DESTINATION, when given, installs the plugin there (for instance
 # ${tensorhost_PLUGIN_DIR}, the folder the host searches by name).
-cmake_minimum_required(VERSION 3.17) # CMAKE_CURRENT_FUNCTION_LIST_DIR
+
+# A version check, not cmake_minimum_required(): that would reset the
+# policies of the project that includes this file.
+if(CMAKE_VERSION VERSION_LESS 3.17)
+  message(FATAL_ERROR "tensorhost_add_plugin needs CMake 3.17 or later "
+                      "(CMAKE_CURRENT_FUNCTION_LIST_DIR)")
+endif()
 
 function(tensorhost_add_plugin)
   cmake_parse_arguments(P "" "NAME;OUTPUT_DIR;INSTALL_DESTINATION" "SOURCES;LIBRARIES" ${ARGN})
@@ -46,8 +52,14 @@ function(tensorhost_add_plugin)
     "LINKER:--version-script=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/plugin-exports.map")
   # A sanitized plugin leaves the sanitizer runtime's symbols to the program
   # that loads it (clang links that runtime into executables only), so -z defs
-  # would fail it: skip the check when -fsanitize is in the flags.
-  if(NOT "${CMAKE_C_FLAGS} ${CMAKE_CXX_FLAGS} ${CMAKE_SHARED_LINKER_FLAGS}" MATCHES "-fsanitize=")
+  # would fail it: skip the check when -fsanitize is in the flags, whether
+  # they come from the CMAKE_*_FLAGS variables or from add_compile_options()
+  # / add_link_options(), which the new target has inherited by now.
+  get_target_property(compile_options ${P_NAME} COMPILE_OPTIONS)
+  get_target_property(link_options ${P_NAME} LINK_OPTIONS)
+  set(flags "${CMAKE_C_FLAGS} ${CMAKE_CXX_FLAGS} ${CMAKE_SHARED_LINKER_FLAGS}")
+  string(APPEND flags " ${CMAKE_MODULE_LINKER_FLAGS} ${compile_options} ${link_options}")
+  if(NOT "${flags}" MATCHES "-fsanitize=")
     target_link_options(${P_NAME} PRIVATE "LINKER:-z,defs")
   endif()
   set_property(TARGET ${P_NAME} APPEND PROPERTY

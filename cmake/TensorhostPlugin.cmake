@@ -1,36 +1,32 @@
 # th_add_plugin(NAME <id> SOURCES ... [LIBRARIES ...] [OUTPUT_DIR dir] [NO_INSTALL])
 #
-# A tensorhost plugin: a MODULE library named <id>.so, compiled with hidden
-# visibility and linked with a version script, so it exports exactly the entry
-# symbol, and with -z defs, so a missing symbol fails the link, not dlopen().
-set(TH_PLUGIN_VERSION_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/plugin-exports.map)
+# Every plugin of this tree (the backends in plugins/, the test fixtures) is
+# built by this function. The plugin itself (a MODULE named <id>.so, hidden
+# visibility, the version script that exports only the entry symbol, -z defs
+# outside sanitizer builds) comes from tensorhost_add_plugin(), the very
+# function the installed SDK gives third parties, so the two cannot drift
+# apart. On top of it, what only the tree's own plugins get:
+#   - the build tree's plugin folder as the default OUTPUT_DIR, where
+#     tensorhost finds them by name as it would in an install;
+#   - installation into that folder (unless NO_INSTALL), with a RUNPATH that
+#     finds the libraries the install bundles in <prefix>/lib;
+#   - the project's warnings (TensorhostWarnings.cmake).
+include(${CMAKE_CURRENT_LIST_DIR}/TensorhostAddPlugin.cmake)
 
 function(th_add_plugin)
   cmake_parse_arguments(P "NO_INSTALL" "NAME;OUTPUT_DIR" "SOURCES;LIBRARIES" ${ARGN})
+  if(P_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "th_add_plugin: unknown arguments: ${P_UNPARSED_ARGUMENTS}")
+  endif()
   if(NOT P_OUTPUT_DIR)
     set(P_OUTPUT_DIR ${TH_PLUGIN_OUTPUT_DIR})
   endif()
-  add_library(${P_NAME} MODULE ${P_SOURCES})
-  target_link_libraries(${P_NAME} PRIVATE tensorhost::plugin_api ${P_LIBRARIES})
-  set_target_properties(${P_NAME} PROPERTIES
-    PREFIX ""
-    OUTPUT_NAME ${P_NAME}
-    C_VISIBILITY_PRESET hidden
-    CXX_VISIBILITY_PRESET hidden
-    CUDA_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON
-    LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}
-    INSTALL_RPATH "$ORIGIN/../../")
-  target_link_options(${P_NAME} PRIVATE
-    "LINKER:--version-script=${TH_PLUGIN_VERSION_SCRIPT}")
-  # Sanitized plugins leave the sanitizer runtime's symbols to the executable
-  # (clang links that runtime statically into executables only), so -z defs
-  # would fail them.
-  if(NOT TH_SANITIZE)
-    target_link_options(${P_NAME} PRIVATE "LINKER:-z,defs")
-  endif()
-  th_target_warnings(${P_NAME})
+  set(install_args "")
   if(NOT P_NO_INSTALL)
-    install(TARGETS ${P_NAME} LIBRARY DESTINATION ${TH_PLUGIN_RELDIR})
+    set(install_args INSTALL_DESTINATION ${TH_PLUGIN_RELDIR})
   endif()
+  tensorhost_add_plugin(NAME ${P_NAME} SOURCES ${P_SOURCES} LIBRARIES ${P_LIBRARIES}
+    OUTPUT_DIR ${P_OUTPUT_DIR} ${install_args})
+  set_target_properties(${P_NAME} PROPERTIES INSTALL_RPATH "$ORIGIN/../../")
+  th_target_warnings(${P_NAME})
 endfunction()

@@ -11,10 +11,9 @@
  * the entry into a full-size struct, so an optional function absent from an
  * older plugin reads as NULL here. */
 
-static th_status unsupported(const th_plugin *plugin, const char *function, char *err)
+static th_status unsupported(const char *function, char *err)
 {
-    g_snprintf(err, TH_ERROR_SIZE, "%s: the plugin does not implement %s",
-               plugin->info ? plugin->info->id : plugin->path, function);
+    g_snprintf(err, TH_ERROR_SIZE, "the plugin does not implement %s", function);
     return TH_ERR_UNSUPPORTED;
 }
 
@@ -62,7 +61,7 @@ th_status th_call_als_update(const th_plugin *plugin, th_instance *instance, uin
                              const double *w, int32_t norm, th_als_output *out, char *err)
 {
     if (!plugin->entry.als_update)
-        return unsupported(plugin, "als_update", err);
+        return unsupported("als_update", err);
     return plugin->entry.als_update(instance, mode, w, norm, out, err);
 }
 
@@ -70,7 +69,7 @@ th_status th_call_get_runtime_info(const th_plugin *plugin, th_instance *instanc
                                    th_runtime_info *info, char *err)
 {
     if (!plugin->entry.get_runtime_info)
-        return unsupported(plugin, "get_runtime_info", err);
+        return unsupported("get_runtime_info", err);
     return plugin->entry.get_runtime_info(instance, info, err);
 }
 
@@ -78,7 +77,7 @@ th_status th_call_get_mode_info(const th_plugin *plugin, th_instance *instance, 
                                 th_mode_info *info, char *err)
 {
     if (!plugin->entry.get_mode_info)
-        return unsupported(plugin, "get_mode_info", err);
+        return unsupported("get_mode_info", err);
     return plugin->entry.get_mode_info(instance, mode, info, err);
 }
 
@@ -86,15 +85,14 @@ th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
                             th_als_sweep_io *io, char *err)
 {
     if (!plugin->entry.als_sweep)
-        return unsupported(plugin, "als_sweep (ABI 1.1)", err);
+        return unsupported("als_sweep (optional, ABI 1.1)", err);
     return plugin->entry.als_sweep(instance, io, err);
 }
 
 gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
                                   th_runtime_info *info, GError **error)
 {
-    memset(info, 0, sizeof *info);
-    info->struct_size = (uint32_t)sizeof *info;
+    th_runtime_info_init(info);
     if (plugin->entry.get_runtime_info == NULL)
         return TRUE;
     char err[TH_ERROR_SIZE] = "";
@@ -113,9 +111,7 @@ gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance
 gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
                                th_mode_info *info, GError **error)
 {
-    memset(info, 0, sizeof *info);
-    info->struct_size = (uint32_t)sizeof *info;
-    info->last_mttkrp_seconds = -1.0;
+    th_mode_info_init(info);
     if (plugin->entry.get_mode_info == NULL)
         return TRUE;
     char err[TH_ERROR_SIZE] = "";
@@ -125,6 +121,25 @@ gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, u
     if (status != TH_OK) {
         g_autofree char *what = g_strdup_printf("get_mode_info(mode %u)", mode);
         th_plugin_set_call_error(error, plugin, what, status, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_instance_als_sweep(const th_plugin *plugin, th_instance *instance,
+                               th_als_sweep_io *io, GError **error)
+{
+    if (plugin->entry.als_sweep == NULL) {
+        g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED,
+                    "%s: als_sweep: the plugin does not implement als_sweep (optional, "
+                    "ABI 1.1)",
+                    plugin->info ? plugin->info->id : plugin->path);
+        return FALSE;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_als_sweep(plugin, instance, io, err);
+    if (status != TH_OK) {
+        th_plugin_set_call_error(error, plugin, "als_sweep", status, err);
         return FALSE;
     }
     return TRUE;

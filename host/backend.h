@@ -144,5 +144,10 @@ gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance
                                   th_runtime_info *info, GError **error);
 gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
                                th_mode_info *info, GError **error);
+/* als_sweep as a GError (TH_PLUGIN_STATUS_ERROR, code = the status;
+ * TH_ERR_UNSUPPORTED when the plugin has none). `io` is passed as it is:
+ * the caller fills struct_size and the inputs and checks the outputs. */
+gboolean th_instance_als_sweep(const th_plugin *plugin, th_instance *instance,
+                               th_als_sweep_io *io, GError **error);
 
 #endif

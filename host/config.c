@@ -2,11 +2,11 @@
  * tree; --set overrides are grafted into that tree, so they pass through the
  * same validation as the file. A table-driven schema names every key, its
  * type, default, range and field in th_config; one walker checks the tree
- * against it. */
-#include "config.h"
+ * against it. The [compare] section's tables and rules are in
+ * config_compare.c; what both files share, in config_internal.h. */
+#include "config_internal.h"
 
 #include "message_text.h"
-#include "synth.h"
 #include "toml_shim.h"
 
 #include <errno.h>
@@ -20,69 +20,6 @@ G_DEFINE_QUARK(th-config-error-quark, th_config_error)
 
 /* ---- The schema ------------------------------------------------------- */
 
-typedef enum {
-    TH_KEY_STRING,    /* non-empty string */
-    TH_KEY_PATH,      /* non-empty string naming a file or folder: resolved */
-    TH_KEY_PLUGIN,    /* a plugin name, or a path (has '/' or ends in .so): resolved */
-    TH_KEY_PATH_LIST, /* array of non-empty strings, each resolved: GPtrArray of char* */
-    TH_KEY_INTEGER,   /* stored as uint32_t or uint64_t, by the field's size */
-    TH_KEY_NUMBER,    /* float or integer, stored as double */
-    TH_KEY_BOOLEAN,   /* stored as gboolean */
-    TH_KEY_OPTIONS,   /* table of scalars rendered as text: GPtrArray of th_config_option* */
-    TH_KEY_SECTION,   /* a table with its own schema, whose fields are in the same struct */
-    TH_KEY_OBJECT,    /* a table whose fields live in a struct of its own (`object`),
-                         allocated when the table appears: the field is its pointer */
-    TH_KEY_TABLE_ARRAY, /* an array of tables ([[compare.backend]]): GPtrArray of `object`
-                           structs, each walked with the element schema in `section` */
-    TH_KEY_SWEEP,     /* table of non-empty arrays of scalars: GPtrArray of th_config_sweep* */
-} th_key_type;
-
-typedef struct th_table_schema th_table_schema;
-typedef struct load_context load_context;
-
-/* The struct behind a TH_KEY_OBJECT or TH_KEY_TABLE_ARRAY element. */
-typedef struct {
-    size_t size;
-    GDestroyNotify free;
-    size_t where_offset; /* of a char* "FILE:LINE:COLUMN" field, or SIZE_MAX */
-    /* Checks one element once its keys are assigned (cross-key rules,
-     * defaults that depend on other keys); may be NULL. `name` is its dotted
-     * name, e.g. "compare.backend[1]". */
-    gboolean (*finish)(const load_context *ctx, const th_toml_node *node, void *object,
-                       const char *name, GError **error);
-} th_object_type;
-
-typedef struct {
-    const char *name;
-    th_key_type type;
-    size_t offset; /* of the field in th_config */
-    size_t size;   /* of the field, for integers */
-    gboolean required;
-    gboolean optional_in_compare; /* required unless the config has [compare] */
-    int64_t min, max;  /* TH_KEY_INTEGER */
-    double min_number; /* TH_KEY_NUMBER */
-    const char *default_string;
-    int64_t default_integer;
-    double default_number;
-    gboolean default_boolean;
-    const char *const *choices;     /* TH_KEY_STRING: the accepted values, NULL-terminated */
-    /* TH_KEY_OPTIONS: sub-tables [KEY.NAME] hold options for plugin NAME
-     * alone (th_config.plugin_option_tables). */
-    gboolean per_plugin_tables;
-    const th_table_schema *section; /* TH_KEY_SECTION, TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
-    const th_object_type *object;   /* TH_KEY_OBJECT, TH_KEY_TABLE_ARRAY */
-    const char *doc;
-} th_key_schema;
-
-struct th_table_schema {
-    const char *name; /* dotted, "" for the document root */
-    const th_key_schema *keys;
-    size_t n_keys;
-    gboolean is_array; /* the elements of an array of tables: [[name]] in messages */
-};
-
-#define TH_FIELD_OF(type, member)                                                              \
-    .offset = offsetof(type, member), .size = sizeof(((type *)NULL)->member)
 #define TH_FIELD(member) TH_FIELD_OF(th_config, member)
 
 static const th_key_schema tensor_keys[] = {
@@ -126,109 +63,18 @@ static const th_key_schema output_keys[] = {
      .default_boolean = TRUE, .doc = "write modeN.mat and lambda.mat"},
 };
 
-/* [compare] and its arrays of tables. Their fields live in the structs of
- * config.h; the rules that span keys are in the finish functions below. */
-static const char *const compare_job_choices[] = {"mttkrp", "cpd", NULL};
-static const char *const compare_timer_choices[] = {"host", "backend", NULL};
-
-#define TH_TENSOR_FIELD(member) TH_FIELD_OF(th_compare_tensor_config, member)
-static const th_key_schema compare_tensor_keys[] = {
-    {.name = "label", .type = TH_KEY_STRING, TH_TENSOR_FIELD(label),
-     .doc = "the tensor's name in tables and charts"},
-    {.name = "path", .type = TH_KEY_PATH, TH_TENSOR_FIELD(path), .doc = "a tensor file"},
-    {.name = "synthetic", .type = TH_KEY_STRING, TH_TENSOR_FIELD(synthetic),
-     .doc = "a FROSTT preset of tensorhost-synth, instead of a file"},
-    {.name = "nnz", .type = TH_KEY_INTEGER, TH_TENSOR_FIELD(nnz), .min = 1, .max = INT64_MAX,
-     .doc = "synthetic: nonzeros (default the preset's)"},
-    {.name = "seed", .type = TH_KEY_INTEGER, TH_TENSOR_FIELD(seed), .min = 0, .max = INT64_MAX,
-     .default_integer = 1, .doc = "synthetic: the generator's seed"},
-};
-
-#define TH_BACKEND_FIELD(member) TH_FIELD_OF(th_compare_backend_config, member)
-static const th_key_schema compare_backend_keys[] = {
-    {.name = "label", .type = TH_KEY_STRING, TH_BACKEND_FIELD(label),
-     .doc = "the backend's name in tables and charts"},
-    {.name = "plugin", .type = TH_KEY_PLUGIN, TH_BACKEND_FIELD(plugin), .required = TRUE,
-     .doc = "a plugin name, \"auto\", or a path to a .so"},
-    {.name = "options", .type = TH_KEY_OPTIONS, TH_BACKEND_FIELD(options),
-     .doc = "key/value pairs handed to the plugin"},
-    {.name = "sweep", .type = TH_KEY_SWEEP, TH_BACKEND_FIELD(sweep),
-     .doc = "options given as lists: one backend per combination"},
-};
-
-#define TH_COMPARE_FIELD(member) TH_FIELD_OF(th_compare_config, member)
-static const th_key_schema compare_output_keys[] = {
-    {.name = "dir", .type = TH_KEY_PATH, TH_COMPARE_FIELD(output_dir),
-     .doc = "where the table, CSV, JSON and charts go (default output.dir)"},
-    {.name = "charts", .type = TH_KEY_BOOLEAN, TH_COMPARE_FIELD(charts), .default_boolean = TRUE,
-     .doc = "draw the PNG and SVG charts"},
-};
-
-static void compare_tensor_free(gpointer data);
-static void compare_backend_free(gpointer data);
-static void compare_config_free(gpointer data);
-static gboolean finish_compare_tensor(const load_context *ctx, const th_toml_node *node,
-                                      void *object, const char *name, GError **error);
-static gboolean finish_compare_backend(const load_context *ctx, const th_toml_node *node,
-                                       void *object, const char *name, GError **error);
-
-static const th_object_type compare_tensor_type = {
-    sizeof(th_compare_tensor_config), compare_tensor_free,
-    offsetof(th_compare_tensor_config, where), finish_compare_tensor};
-static const th_object_type compare_backend_type = {
-    sizeof(th_compare_backend_config), compare_backend_free,
-    offsetof(th_compare_backend_config, where), finish_compare_backend};
-static const th_object_type compare_type = {sizeof(th_compare_config), compare_config_free,
-                                            SIZE_MAX, NULL};
-
-#define TH_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys), FALSE}
-#define TH_ARRAY_TABLE(table_name, keys) {table_name, keys, G_N_ELEMENTS(keys), TRUE}
-static const th_table_schema compare_tensor_schema =
-    TH_ARRAY_TABLE("compare.tensor", compare_tensor_keys);
-static const th_table_schema compare_backend_schema =
-    TH_ARRAY_TABLE("compare.backend", compare_backend_keys);
-static const th_table_schema compare_output_schema =
-    TH_TABLE("compare.output", compare_output_keys);
-
-static const th_key_schema compare_keys[] = {
-    {.name = "job", .type = TH_KEY_STRING, TH_COMPARE_FIELD(job), .default_string = "mttkrp",
-     .choices = compare_job_choices, .doc = "what is timed: one MTTKRP per mode, or CP-ALS"},
-    {.name = "baseline", .type = TH_KEY_STRING, TH_COMPARE_FIELD(baseline),
-     .doc = "the label of the backend the others are checked and measured against"},
-    {.name = "repeats", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(repeats), .min = 1,
-     .max = 1000000, .default_integer = 10, .doc = "timed runs"},
-    {.name = "warmup", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(warmup), .min = 0,
-     .max = 1000000, .default_integer = 2, .doc = "untimed runs before the timed ones"},
-    {.name = "tolerance", .type = TH_KEY_NUMBER, TH_COMPARE_FIELD(tolerance),
-     .min_number = 0.0, .default_number = 1e-4,
-     .doc = "allowed relative error vs the baseline (mttkrp) or fit difference (cpd)"},
-    {.name = "rank", .type = TH_KEY_INTEGER, TH_COMPARE_FIELD(rank), .min = 1, .max = 4096,
-     .doc = "rank of the factors (default cpd.rank)"},
-    {.name = "timer", .type = TH_KEY_STRING, TH_COMPARE_FIELD(timer), .default_string = "host",
-     .choices = compare_timer_choices,
-     .doc = "the time speedups and charts use: host wall time or the backend's own"},
-    {.name = "tensor", .type = TH_KEY_TABLE_ARRAY, TH_COMPARE_FIELD(tensors),
-     .section = &compare_tensor_schema, .object = &compare_tensor_type,
-     .doc = "the tensors (default tensor.path)"},
-    {.name = "backend", .type = TH_KEY_TABLE_ARRAY, TH_COMPARE_FIELD(backends),
-     .section = &compare_backend_schema, .object = &compare_backend_type,
-     .doc = "the backends compared"},
-    {.name = "output", .type = TH_KEY_SECTION, .section = &compare_output_schema},
-};
-
 static const th_table_schema tensor_schema = TH_TABLE("tensor", tensor_keys);
 static const th_table_schema cpd_schema = TH_TABLE("cpd", cpd_keys);
 static const th_table_schema backend_schema = TH_TABLE("backend", backend_keys);
 static const th_table_schema output_schema = TH_TABLE("output", output_keys);
-static const th_table_schema compare_schema = TH_TABLE("compare", compare_keys);
 
 static const th_key_schema root_keys[] = {
     {.name = "tensor", .type = TH_KEY_SECTION, .section = &tensor_schema},
     {.name = "cpd", .type = TH_KEY_SECTION, .section = &cpd_schema},
     {.name = "backend", .type = TH_KEY_SECTION, .section = &backend_schema},
     {.name = "output", .type = TH_KEY_SECTION, .section = &output_schema},
-    {.name = "compare", .type = TH_KEY_OBJECT, TH_FIELD(compare), .section = &compare_schema,
-     .object = &compare_type},
+    {.name = "compare", .type = TH_KEY_OBJECT, TH_FIELD(compare),
+     .section = &th_config_compare_schema, .object = &th_config_compare_type},
 };
 static const th_table_schema root_schema = TH_TABLE("", root_keys);
 
@@ -241,20 +87,9 @@ static const th_key_schema *schema_find(const th_table_schema *schema, const cha
     return NULL;
 }
 
-/* `target` is th_config, or the struct of a TH_KEY_OBJECT / array element. */
-static void *field_at(void *target, const th_key_schema *key)
-{
-    return (char *)target + key->offset;
-}
-
 static const void *const_field_at(const void *target, const th_key_schema *key)
 {
     return (const char *)target + key->offset;
-}
-
-static char *dotted_name(const char *prefix, const char *name)
-{
-    return prefix && *prefix ? g_strconcat(prefix, ".", name, NULL) : g_strdup(name);
 }
 
 /* ---- Rendering values as text ----------------------------------------- */
@@ -275,7 +110,7 @@ static char *format_double(double value)
 }
 
 /* A user string quoted for a message: escaped, and cut when long. */
-static char *quote_for_message(const char *text)
+char *th_config_quote_for_message(const char *text)
 {
     enum { MAX_SHOWN = 60 };
     size_t length = strlen(text);
@@ -290,11 +125,6 @@ static char *quote_for_message(const char *text)
     return g_strdup_printf("\"%s%s\"", escaped, cut ? "..." : "");
 }
 
-static gboolean has_nul(const th_toml_node *node)
-{
-    return strlen(node->string_value) != node->string_length;
-}
-
 /* "the string \"abc\"", "the integer 5", "a table": what a message says was found. */
 static char *describe_found(const th_toml_node *node)
 {
@@ -302,7 +132,7 @@ static char *describe_found(const th_toml_node *node)
     case TH_TOML_STRING: {
         if (has_nul(node))
             return g_strdup("a string containing a NUL character");
-        g_autofree char *quoted = quote_for_message(node->string_value);
+        g_autofree char *quoted = th_config_quote_for_message(node->string_value);
         return g_strdup_printf("the string %s", quoted);
     }
     case TH_TOML_INTEGER:
@@ -325,13 +155,6 @@ static char *describe_found(const th_toml_node *node)
 
 /* ---- Errors -------------------------------------------------------------- */
 
-struct load_context {
-    const char *source_name; /* the config file as given, for messages */
-    char *config_dir;        /* absolute: the base of relative paths in the file */
-    char *current_dir;       /* the base of relative paths in --set overrides */
-    GHashTable *where;       /* dotted key -> location, handed to th_config */
-};
-
 static char *override_location(const char *argument)
 {
     g_autofree char *escaped = th_escape_for_message(argument);
@@ -340,7 +163,7 @@ static char *override_location(const char *argument)
 
 /* "FILE:LINE:COLUMN", "FILE" when the position is unknown, or "--set ARG"
  * for nodes grafted from the command line. */
-static char *location(const load_context *ctx, const th_toml_node *node, gboolean at_key)
+char *th_config_location(const load_context *ctx, const th_toml_node *node, gboolean at_key)
 {
     if (node && node->origin)
         return override_location(node->origin);
@@ -355,10 +178,10 @@ static char *location(const load_context *ctx, const th_toml_node *node, gboolea
     return g_strdup_printf("%s:%" PRIu32 ":%" PRIu32, ctx->source_name, line, column);
 }
 
-static void value_error(const load_context *ctx, GError **error, th_config_error code,
-                        const th_toml_node *node, const char *key, const char *expected)
+void th_config_value_error(const load_context *ctx, GError **error, th_config_error code,
+                           const th_toml_node *node, const char *key, const char *expected)
 {
-    g_autofree char *where = location(ctx, node, FALSE);
+    g_autofree char *where = th_config_location(ctx, node, FALSE);
     g_autofree char *found = describe_found(node);
     g_set_error(error, TH_CONFIG_ERROR, code, "%s: key '%s': expected %s, found %s", where, key,
                 expected, found);
@@ -438,11 +261,6 @@ static char *resolve_path(const load_context *ctx, const th_toml_node *node, con
     return g_canonicalize_filename(path, base);
 }
 
-static gboolean is_plugin_path(const char *plugin)
-{
-    return strchr(plugin, '/') != NULL || g_str_has_suffix(plugin, ".so");
-}
-
 static gboolean is_nonempty_string(const th_toml_node *node)
 {
     return node->kind == TH_TOML_STRING && node->string_length > 0 && !has_nul(node);
@@ -472,13 +290,13 @@ static gboolean assign_string(const load_context *ctx, const th_toml_node *node,
 {
     if (key->choices && (!is_nonempty_string(node) || !is_choice(key->choices, node->string_value))) {
         g_autofree char *expected = describe_choices(key->choices);
-        value_error(ctx, error,
-                    node->kind == TH_TOML_STRING ? TH_CONFIG_ERROR_RANGE : TH_CONFIG_ERROR_TYPE,
-                    node, name, expected);
+        th_config_value_error(
+            ctx, error, node->kind == TH_TOML_STRING ? TH_CONFIG_ERROR_RANGE : TH_CONFIG_ERROR_TYPE,
+            node, name, expected);
         return FALSE;
     }
     if (!is_nonempty_string(node)) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a non-empty string");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a non-empty string");
         return FALSE;
     }
     char **field = field_at(config, key);
@@ -494,7 +312,7 @@ static gboolean assign_path_list(const load_context *ctx, const th_toml_node *no
                                  GError **error)
 {
     if (node->kind != TH_TOML_ARRAY) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "an array of strings");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "an array of strings");
         return FALSE;
     }
     g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
@@ -502,8 +320,8 @@ static gboolean assign_path_list(const load_context *ctx, const th_toml_node *no
         const th_toml_node *element = node->children[i];
         if (!is_nonempty_string(element)) {
             g_autofree char *element_name = g_strdup_printf("%s[%zu]", name, i);
-            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, element, element_name,
-                        "a non-empty string");
+            th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, element, element_name,
+                                  "a non-empty string");
             return FALSE;
         }
         g_ptr_array_add(paths, resolve_path(ctx, element, element->string_value));
@@ -527,11 +345,11 @@ static gboolean assign_integer(const load_context *ctx, const th_toml_node *node
 {
     g_autofree char *expected = describe_integer_range(key);
     if (node->kind != TH_TOML_INTEGER) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
         return FALSE;
     }
     if (node->integer_value < key->min || node->integer_value > key->max) {
-        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
         return FALSE;
     }
     /* The range check above keeps the value within the field's type. */
@@ -554,11 +372,11 @@ static gboolean assign_number(const load_context *ctx, const th_toml_node *node,
     } else if (node->kind == TH_TOML_INTEGER) {
         value = (double)node->integer_value;
     } else {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
         return FALSE;
     }
     if (!isfinite(value) || value < key->min_number) {
-        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
         return FALSE;
     }
     *(double *)field_at(config, key) = value;
@@ -570,14 +388,15 @@ static gboolean assign_boolean(const load_context *ctx, const th_toml_node *node
                                GError **error)
 {
     if (node->kind != TH_TOML_BOOLEAN) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a boolean (true or false)");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name,
+                              "a boolean (true or false)");
         return FALSE;
     }
     *(gboolean *)field_at(config, key) = node->boolean_value ? TRUE : FALSE;
     return TRUE;
 }
 
-static void option_free(gpointer data)
+void th_config_option_free(gpointer data)
 {
     th_config_option *option = data;
     g_free(option->key);
@@ -586,7 +405,7 @@ static void option_free(gpointer data)
 }
 
 /* An option's value as the text the plugin receives. */
-static char *render_option_value(const th_toml_node *node)
+char *th_config_render_option_value(const th_toml_node *node)
 {
     switch (node->kind) {
     case TH_TOML_STRING:
@@ -602,7 +421,7 @@ static char *render_option_value(const th_toml_node *node)
     }
 }
 
-static th_config_value_kind option_value_kind(const th_toml_node *node)
+th_config_value_kind th_config_option_value_kind(const th_toml_node *node)
 {
     switch (node->kind) {
     case TH_TOML_INTEGER:
@@ -629,7 +448,7 @@ static void plugin_options_free(gpointer data)
 static void record_where(const load_context *ctx, const char *name, const th_toml_node *node)
 {
     g_hash_table_replace(ctx->where, g_strdup(name),
-                         location(ctx, node, node->kind != TH_TOML_TABLE));
+                         th_config_location(ctx, node, node->kind != TH_TOML_TABLE));
 }
 
 /* The scalars of an options table, rendered as text, into `options`. */
@@ -641,17 +460,17 @@ static gboolean read_option_entries(const load_context *ctx, const th_toml_node 
         const th_toml_node *entry = entries[i];
         g_autofree char *escaped = th_escape_for_message(entry->key);
         g_autofree char *entry_name = dotted_name(name, escaped);
-        char *value = render_option_value(entry);
+        char *value = th_config_render_option_value(entry);
         if (!value || (entry->kind == TH_TOML_STRING && has_nul(entry))) {
             g_free(value);
-            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name,
-                        "a string, integer, float or boolean");
+            th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name,
+                                  "a string, integer, float or boolean");
             return FALSE;
         }
         th_config_option *option = g_new0(th_config_option, 1);
         option->key = g_strdup(entry->key);
         option->value = value;
-        option->kind = option_value_kind(entry);
+        option->kind = th_config_option_value_kind(entry);
         g_ptr_array_add(options, option);
         record_where(ctx, entry_name, entry);
     }
@@ -676,7 +495,7 @@ static gboolean read_plugin_table(const load_context *ctx, const th_toml_node *n
     g_autofree char *escaped = th_escape_for_message(node->key);
     g_autofree char *table_name = dotted_name(name, escaped);
     if (!is_plugin_name(node->key)) {
-        g_autofree char *where = location(ctx, node, FALSE);
+        g_autofree char *where = th_config_location(ctx, node, FALSE);
         g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_TYPE,
                     "%s: [%s]: expected a plugin name (such as \"cpu-reference\") after "
                     "'%s.'",
@@ -685,12 +504,12 @@ static gboolean read_plugin_table(const load_context *ctx, const th_toml_node *n
     }
     th_config_plugin_options *table = g_new0(th_config_plugin_options, 1);
     table->plugin = g_strdup(node->key);
-    table->options = g_ptr_array_new_with_free_func(option_free);
-    table->where = location(ctx, node, FALSE);
+    table->options = g_ptr_array_new_with_free_func(th_config_option_free);
+    table->where = th_config_location(ctx, node, FALSE);
     g_ptr_array_add(config->plugin_option_tables, table);
     for (size_t i = 0; i < node->n_children; i++) {
         if (node->children[i]->kind == TH_TOML_TABLE) {
-            g_autofree char *where = location(ctx, node->children[i], FALSE);
+            g_autofree char *where = th_config_location(ctx, node->children[i], FALSE);
             g_autofree char *child = th_escape_for_message(node->children[i]->key);
             g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_TYPE,
                         "%s: [%s.%s]: options of one plugin are plain keys; tables do not "
@@ -708,7 +527,7 @@ static gboolean assign_options(const load_context *ctx, const th_toml_node *node
                                GError **error)
 {
     if (node->kind != TH_TOML_TABLE) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
         return FALSE;
     }
     GPtrArray *options = *(GPtrArray **)field_at(config, key);
@@ -756,71 +575,6 @@ static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
                            GError **error);
 static void apply_defaults(const load_context *ctx, const th_table_schema *schema, void *target);
 
-static void sweep_free(gpointer data)
-{
-    th_config_sweep *sweep = data;
-    g_free(sweep->key);
-    g_clear_pointer(&sweep->values, g_ptr_array_unref);
-    g_clear_pointer(&sweep->kinds, g_array_unref);
-    g_free(sweep);
-}
-
-/* One sweep entry: a non-empty array of scalars, each rendered as an
- * option value would be. */
-static th_config_sweep *read_sweep_entry(const load_context *ctx, const th_toml_node *entry,
-                                         const char *name, GError **error)
-{
-    g_autofree char *escaped = th_escape_for_message(entry->key);
-    g_autofree char *entry_name = dotted_name(name, escaped);
-    static const char expected[] =
-        "a non-empty array of strings, integers, floats or booleans";
-    if (entry->kind != TH_TOML_ARRAY || entry->n_children == 0) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, entry, entry_name, expected);
-        return NULL;
-    }
-    g_autoptr(GPtrArray) values = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GArray) kinds = g_array_new(FALSE, FALSE, sizeof(th_config_value_kind));
-    for (size_t i = 0; i < entry->n_children; i++) {
-        const th_toml_node *element = entry->children[i];
-        char *value = render_option_value(element);
-        if (!value || (element->kind == TH_TOML_STRING && has_nul(element))) {
-            g_free(value);
-            g_autofree char *element_name = g_strdup_printf("%s[%zu]", entry_name, i);
-            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, element, element_name,
-                        "a string, integer, float or boolean");
-            return NULL;
-        }
-        g_ptr_array_add(values, value);
-        const th_config_value_kind kind = option_value_kind(element);
-        g_array_append_val(kinds, kind);
-    }
-    th_config_sweep *sweep = g_new0(th_config_sweep, 1);
-    sweep->key = g_strdup(entry->key);
-    sweep->values = g_steal_pointer(&values);
-    sweep->kinds = g_steal_pointer(&kinds);
-    return sweep;
-}
-
-static gboolean assign_sweep(const load_context *ctx, const th_toml_node *node,
-                             const th_key_schema *key, const char *name, void *target,
-                             GError **error)
-{
-    if (node->kind != TH_TOML_TABLE) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name,
-                    "a table of arrays, such as { kappa = [33, 66] }");
-        return FALSE;
-    }
-    GPtrArray *sweeps = *(GPtrArray **)field_at(target, key);
-    g_ptr_array_set_size(sweeps, 0);
-    for (size_t i = 0; i < node->n_children; i++) {
-        th_config_sweep *sweep = read_sweep_entry(ctx, node->children[i], name, error);
-        if (!sweep)
-            return FALSE;
-        g_ptr_array_add(sweeps, sweep);
-    }
-    return TRUE;
-}
-
 /* A table whose fields live in a struct of their own, allocated (with its
  * defaults) the first time the table shows up. */
 static gboolean assign_object(const load_context *ctx, const th_toml_node *node,
@@ -828,7 +582,7 @@ static gboolean assign_object(const load_context *ctx, const th_toml_node *node,
                               GError **error)
 {
     if (node->kind != TH_TOML_TABLE) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
         return FALSE;
     }
     void **field = field_at(target, key);
@@ -847,7 +601,7 @@ static gboolean check_element_required(const load_context *ctx, const th_toml_no
     for (size_t i = 0; i < schema->n_keys; i++) {
         const th_key_schema *key = &schema->keys[i];
         if (key->required && *(char **)field_at(element, key) == NULL) {
-            g_autofree char *where = location(ctx, node, FALSE);
+            g_autofree char *where = th_config_location(ctx, node, FALSE);
             g_autofree char *full = dotted_name(name, key->name);
             g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
                         "%s: missing required key '%s'", where, full);
@@ -861,14 +615,14 @@ static void *read_element(const load_context *ctx, const th_toml_node *node,
                           const th_key_schema *key, const char *name, GError **error)
 {
     if (node->kind != TH_TOML_TABLE) {
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
         return NULL;
     }
     const th_object_type *type = key->object;
     void *element = g_malloc0(type->size);
     apply_defaults(ctx, key->section, element);
     if (type->where_offset != SIZE_MAX)
-        *(char **)((char *)element + type->where_offset) = location(ctx, node, FALSE);
+        *(char **)((char *)element + type->where_offset) = th_config_location(ctx, node, FALSE);
     gboolean ok = walk_table(ctx, node, key->section, name, element, error)
                   && check_element_required(ctx, node, key->section, name, element, error)
                   && (!type->finish || type->finish(ctx, node, element, name, error));
@@ -886,7 +640,7 @@ static gboolean assign_table_array(const load_context *ctx, const th_toml_node *
 {
     if (node->kind != TH_TOML_ARRAY) {
         g_autofree char *expected = g_strdup_printf("an array of tables ([[%s]])", name);
-        value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
         return FALSE;
     }
     GPtrArray *elements = *(GPtrArray **)field_at(target, key);
@@ -922,7 +676,7 @@ static gboolean assign(const load_context *ctx, const th_toml_node *node, const 
         return assign_options(ctx, node, key, name, config, error);
     case TH_KEY_SECTION:
         if (node->kind != TH_TOML_TABLE) {
-            value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
+            th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, "a table");
             return FALSE;
         }
         return walk_table(ctx, node, key->section, name, config, error);
@@ -931,7 +685,7 @@ static gboolean assign(const load_context *ctx, const th_toml_node *node, const 
     case TH_KEY_TABLE_ARRAY:
         return assign_table_array(ctx, node, key, name, config, error);
     case TH_KEY_SWEEP:
-        return assign_sweep(ctx, node, key, name, config, error);
+        return th_config_assign_sweep(ctx, node, key, name, config, error);
     }
     g_assert_not_reached();
 }
@@ -945,7 +699,7 @@ static gboolean walk_table(const load_context *ctx, const th_toml_node *table,
         const th_toml_node *child = table->children[i];
         const th_key_schema *key = schema_find(schema, child->key);
         if (!key) {
-            g_autofree char *where = location(ctx, child, TRUE);
+            g_autofree char *where = th_config_location(ctx, child, TRUE);
             unknown_key_error(error, where, schema, prefix, child->key,
                               child->kind == TH_TOML_TABLE);
             return FALSE;
@@ -978,7 +732,7 @@ static void apply_defaults(const load_context *ctx, const th_table_schema *schem
             *(GPtrArray **)field = g_ptr_array_new_with_free_func(g_free);
             break;
         case TH_KEY_OPTIONS:
-            *(GPtrArray **)field = g_ptr_array_new_with_free_func(option_free);
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(th_config_option_free);
             break;
         case TH_KEY_INTEGER:
             if (key->size == sizeof(uint32_t))
@@ -1002,7 +756,7 @@ static void apply_defaults(const load_context *ctx, const th_table_schema *schem
             *(GPtrArray **)field = g_ptr_array_new_with_free_func(key->object->free);
             break;
         case TH_KEY_SWEEP:
-            *(GPtrArray **)field = g_ptr_array_new_with_free_func(sweep_free);
+            *(GPtrArray **)field = g_ptr_array_new_with_free_func(th_config_sweep_free);
             break;
         }
     }
@@ -1019,7 +773,7 @@ static gboolean check_required(const load_context *ctx, const th_table_schema *s
         } else if (key->type == TH_KEY_OBJECT || key->type == TH_KEY_TABLE_ARRAY) {
             continue; /* checked as their tables are read */
         } else if (key->optional_in_compare && config->compare) {
-            continue; /* finish_compare() checks it */
+            continue; /* th_config_finish_compare() checks it */
         } else if (key->required && *(char **)field_at(config, key) == NULL) {
             /* Only string keys are required so far; others have defaults. */
             g_autofree char *name = dotted_name(schema->name, key->name);
@@ -1194,413 +948,6 @@ static gboolean apply_override(th_toml_node *root, const char *argument, GError 
     return TRUE;
 }
 
-/* ---- [compare] ---------------------------------------------------------- */
-
-/* At most this many backends after sweeps are expanded: a typo such as a
- * sweep over 10 keys must not turn into a day of runs. */
-#define TH_COMPARE_MAX_BACKENDS 1024u
-
-static void compare_tensor_free(gpointer data)
-{
-    th_compare_tensor_config *tensor = data;
-    g_free(tensor->label);
-    g_free(tensor->path);
-    g_free(tensor->synthetic);
-    g_free(tensor->where);
-    g_free(tensor);
-}
-
-static void compare_backend_free(gpointer data)
-{
-    th_compare_backend_config *backend = data;
-    g_free(backend->label);
-    g_free(backend->plugin);
-    g_clear_pointer(&backend->options, g_ptr_array_unref);
-    g_clear_pointer(&backend->sweep, g_ptr_array_unref);
-    g_free(backend->where);
-    g_free(backend);
-}
-
-static void compare_config_free(gpointer data)
-{
-    th_compare_config *compare = data;
-    if (!compare)
-        return;
-    g_free(compare->job);
-    g_free(compare->baseline);
-    g_free(compare->timer);
-    g_clear_pointer(&compare->tensors, g_ptr_array_unref);
-    g_clear_pointer(&compare->backends, g_ptr_array_unref);
-    g_free(compare->output_dir);
-    g_free(compare);
-}
-
-/* The node at a dotted path of the document, or NULL. */
-static const th_toml_node *find_node(const th_toml_node *root, const char *dotted)
-{
-    g_auto(GStrv) components = g_strsplit(dotted, ".", -1);
-    const th_toml_node *node = root;
-    for (size_t i = 0; node && components[i]; i++)
-        node = node->kind == TH_TOML_TABLE ? th_toml_table_find(node, components[i]) : NULL;
-    return node;
-}
-
-static void conflict_error(const load_context *ctx, GError **error, const th_toml_node *node,
-                           const char *key, const char *why)
-{
-    g_autofree char *where = location(ctx, node, TRUE);
-    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT, "%s: key '%s': %s", where, key,
-                why);
-}
-
-/* "uber-2014-sample" for ".../uber-2014-sample.tns.gz". */
-static char *label_from_path(const char *path)
-{
-    static const char *const suffixes[] = {".gz", ".tns", ".txt", ".sptensor"};
-    char *label = g_path_get_basename(path);
-    for (size_t i = 0; i < G_N_ELEMENTS(suffixes); i++) {
-        size_t length = strlen(label), suffix = strlen(suffixes[i]);
-        if (length > suffix && g_str_has_suffix(label, suffixes[i]))
-            label[length - suffix] = '\0';
-    }
-    return label;
-}
-
-static char *preset_names(void)
-{
-    GString *names = g_string_new(NULL);
-    for (size_t i = 0; i < th_synth_preset_count; i++)
-        g_string_append_printf(names, "%s%s", i ? ", " : "", th_synth_presets[i].name);
-    return g_string_free(names, FALSE);
-}
-
-/* prod(dims), saturating at INT64_MAX. */
-static uint64_t preset_cells(const th_synth_preset *preset)
-{
-    uint64_t cells = 1;
-    for (uint32_t m = 0; m < preset->nmodes; m++) {
-        if (cells > (uint64_t)INT64_MAX / preset->dims[m])
-            return (uint64_t)INT64_MAX;
-        cells *= preset->dims[m];
-    }
-    return cells;
-}
-
-static gboolean finish_synthetic_tensor(const load_context *ctx, const th_toml_node *node,
-                                        th_compare_tensor_config *tensor, const char *name,
-                                        GError **error)
-{
-    const th_synth_preset *preset = th_synth_find_preset(tensor->synthetic);
-    if (!preset) {
-        g_autofree char *names = preset_names();
-        g_autofree char *expected = g_strdup_printf("a synthetic preset (%s)", names);
-        g_autofree char *key = dotted_name(name, "synthetic");
-        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, th_toml_table_find(node, "synthetic"), key,
-                    expected);
-        return FALSE;
-    }
-    uint64_t cells = preset_cells(preset);
-    if (tensor->nnz > cells) {
-        g_autofree char *expected =
-            g_strdup_printf("an integer from 1 to %" PRIu64 " (the cells of %s)", cells,
-                            preset->name);
-        g_autofree char *key = dotted_name(name, "nnz");
-        value_error(ctx, error, TH_CONFIG_ERROR_RANGE, th_toml_table_find(node, "nnz"), key,
-                    expected);
-        return FALSE;
-    }
-    if (!tensor->label)
-        tensor->label = g_strdup(preset->name);
-    /* Synthetic data must never pass for real data in a table or a chart. */
-    if (!strstr(tensor->label, "synthetic")) {
-        char *labelled = g_strconcat(tensor->label, " (synthetic)", NULL);
-        g_free(tensor->label);
-        tensor->label = labelled;
-    }
-    return TRUE;
-}
-
-static gboolean finish_compare_tensor(const load_context *ctx, const th_toml_node *node,
-                                      void *object, const char *name, GError **error)
-{
-    th_compare_tensor_config *tensor = object;
-    if ((tensor->path != NULL) == (tensor->synthetic != NULL)) {
-        g_autofree char *where = location(ctx, node, FALSE);
-        g_set_error(error, TH_CONFIG_ERROR,
-                    tensor->path ? TH_CONFIG_ERROR_CONFLICT : TH_CONFIG_ERROR_MISSING,
-                    "%s: %s: give either 'path' (a tensor file) or 'synthetic' (a preset "
-                    "name), %s",
-                    where, name, tensor->path ? "not both" : "found neither");
-        return FALSE;
-    }
-    if (tensor->synthetic)
-        return finish_synthetic_tensor(ctx, node, tensor, name, error);
-    static const char *const synthetic_only[] = {"nnz", "seed"};
-    for (size_t i = 0; i < G_N_ELEMENTS(synthetic_only); i++) {
-        const th_toml_node *key_node = th_toml_table_find(node, synthetic_only[i]);
-        if (key_node) {
-            g_autofree char *key = dotted_name(name, synthetic_only[i]);
-            conflict_error(ctx, error, key_node, key,
-                           "only a synthetic tensor takes it, not a file");
-            return FALSE;
-        }
-    }
-    if (!tensor->label)
-        tensor->label = label_from_path(tensor->path);
-    return TRUE;
-}
-
-static gboolean finish_compare_backend(const load_context *ctx, const th_toml_node *node,
-                                       void *object, const char *name, GError **error)
-{
-    th_compare_backend_config *backend = object;
-    for (guint i = 0; i < backend->sweep->len; i++) {
-        const th_config_sweep *sweep = g_ptr_array_index(backend->sweep, i);
-        for (guint j = 0; j < backend->options->len; j++) {
-            const th_config_option *option = g_ptr_array_index(backend->options, j);
-            if (strcmp(option->key, sweep->key) != 0)
-                continue;
-            const th_toml_node *sweep_node = find_node(node, "sweep");
-            g_autofree char *sweep_name = dotted_name(name, "sweep");
-            g_autofree char *escaped = th_escape_for_message(sweep->key);
-            g_autofree char *key = dotted_name(sweep_name, escaped);
-            g_autofree char *why = g_strdup_printf("'%s' is also in %s.options; give it in one "
-                                                   "place",
-                                                   escaped, name);
-            conflict_error(ctx, error, th_toml_table_find(sweep_node, sweep->key), key, why);
-            return FALSE;
-        }
-    }
-    if (!backend->label) {
-        if (is_plugin_path(backend->plugin)) {
-            backend->label = g_path_get_basename(backend->plugin);
-            if (g_str_has_suffix(backend->label, ".so") && strlen(backend->label) > 3)
-                backend->label[strlen(backend->label) - 3] = '\0';
-        } else {
-            backend->label = g_strdup(backend->plugin);
-        }
-    }
-    return TRUE;
-}
-
-static th_config_option *option_new(const char *key, const char *value,
-                                     th_config_value_kind kind)
-{
-    th_config_option *option = g_new0(th_config_option, 1);
-    option->key = g_strdup(key);
-    option->value = g_strdup(value);
-    option->kind = kind;
-    return option;
-}
-
-/* One backend of a sweep: `base` with the values chosen by `choice`. */
-static th_compare_backend_config *sweep_instance(const th_compare_backend_config *base,
-                                                 const size_t *choice)
-{
-    th_compare_backend_config *backend = g_new0(th_compare_backend_config, 1);
-    backend->plugin = g_strdup(base->plugin);
-    backend->where = g_strdup(base->where);
-    backend->sweep = g_ptr_array_new_with_free_func(sweep_free);
-    backend->options = g_ptr_array_new_with_free_func(option_free);
-    for (guint i = 0; i < base->options->len; i++) {
-        const th_config_option *option = g_ptr_array_index(base->options, i);
-        g_ptr_array_add(backend->options, option_new(option->key, option->value, option->kind));
-    }
-    GString *label = g_string_new(base->label);
-    for (guint i = 0; i < base->sweep->len; i++) {
-        const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
-        const char *value = g_ptr_array_index(sweep->values, choice[i]);
-        g_ptr_array_add(backend->options,
-                        option_new(sweep->key, value,
-                                   g_array_index(sweep->kinds, th_config_value_kind, choice[i])));
-        g_string_append_printf(label, "%c%s=%s", i ? ',' : '[', sweep->key, value);
-    }
-    if (base->sweep->len > 0)
-        g_string_append_c(label, ']');
-    backend->label = g_string_free(label, FALSE);
-    return backend;
-}
-
-/* Appends one backend per combination of `base`'s sweep values (the first
- * key varying slowest), or `base` itself without a sweep. */
-static gboolean expand_sweep(const th_compare_backend_config *base, GPtrArray *out,
-                             GError **error)
-{
-    uint64_t combinations = 1;
-    for (guint i = 0; i < base->sweep->len; i++) {
-        const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
-        combinations *= sweep->values->len;
-        if (combinations + out->len > TH_COMPARE_MAX_BACKENDS) {
-            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
-                        "%s: the sweeps of [[compare.backend]] make more than %u backends",
-                        base->where, TH_COMPARE_MAX_BACKENDS);
-            return FALSE;
-        }
-    }
-    if (out->len + 1 > TH_COMPARE_MAX_BACKENDS) {
-        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
-                    "%s: more than %u [[compare.backend]] tables", base->where,
-                    TH_COMPARE_MAX_BACKENDS);
-        return FALSE;
-    }
-    g_autofree size_t *choice = g_new0(size_t, base->sweep->len + 1);
-    for (uint64_t n = 0; n < combinations; n++) {
-        g_ptr_array_add(out, sweep_instance(base, choice));
-        for (guint i = base->sweep->len; i-- > 0;) { /* odometer: last key fastest */
-            const th_config_sweep *sweep = g_ptr_array_index(base->sweep, i);
-            if (++choice[i] < sweep->values->len)
-                break;
-            choice[i] = 0;
-        }
-    }
-    return TRUE;
-}
-
-static gboolean expand_sweeps(th_compare_config *compare, GError **error)
-{
-    GPtrArray *expanded = g_ptr_array_new_with_free_func(compare_backend_free);
-    for (guint i = 0; i < compare->backends->len; i++) {
-        if (!expand_sweep(g_ptr_array_index(compare->backends, i), expanded, error)) {
-            g_ptr_array_unref(expanded);
-            return FALSE;
-        }
-    }
-    g_ptr_array_unref(compare->backends);
-    compare->backends = expanded;
-    return TRUE;
-}
-
-/* Labels name rows, columns and chart bars: two alike would be ambiguous. */
-static gboolean check_unique_labels(GPtrArray *elements, size_t label_offset,
-                                    size_t where_offset, const char *what, GError **error)
-{
-    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    for (guint i = 0; i < elements->len; i++) {
-        const char *element = g_ptr_array_index(elements, i);
-        const char *label = *(char *const *)(element + label_offset);
-        const char *where = *(char *const *)(element + where_offset);
-        const char *first = g_hash_table_lookup(seen, label);
-        if (first) {
-            g_autofree char *quoted = quote_for_message(label);
-            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
-                        "%s: the %s label %s is already used at %s; give each one its own "
-                        "'label'",
-                        where, what, quoted, first);
-            return FALSE;
-        }
-        g_hash_table_insert(seen, g_strdup(label), g_strdup(where));
-    }
-    return TRUE;
-}
-
-static gboolean resolve_baseline(const load_context *ctx, const th_toml_node *root,
-                                 th_compare_config *compare, GError **error)
-{
-    const th_compare_backend_config *first = g_ptr_array_index(compare->backends, 0);
-    if (!compare->baseline) {
-        compare->baseline = g_strdup(first->label);
-        return TRUE;
-    }
-    GString *labels = g_string_new(NULL);
-    for (guint i = 0; i < compare->backends->len; i++) {
-        const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
-        if (strcmp(backend->label, compare->baseline) == 0) {
-            g_string_free(labels, TRUE);
-            return TRUE;
-        }
-        if (i < 8)
-            g_string_append_printf(labels, "%s%s", i ? ", " : "", backend->label);
-        else if (i == 8)
-            g_string_append(labels, ", ...");
-    }
-    g_autofree char *listed = g_string_free(labels, FALSE);
-    g_autofree char *expected =
-        g_strdup_printf("the label of a [[compare.backend]] (%s)", listed);
-    value_error(ctx, error, TH_CONFIG_ERROR_RANGE, find_node(root, "compare.baseline"),
-                "compare.baseline", expected);
-    return FALSE;
-}
-
-/* Keys of a single run that a comparison has no use for: refusing them
- * beats silently ignoring what the user wrote. */
-static gboolean check_unused_in_compare(const load_context *ctx, const th_toml_node *root,
-                                        GError **error)
-{
-    static const struct {
-        const char *key, *why;
-    } unused[] = {
-        {"backend.plugin", "a comparison takes its plugins from [[compare.backend]]"},
-        {"backend.options", "each [[compare.backend]] has its own options"},
-        {"output.write_factors", "a comparison writes no factors"},
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(unused); i++) {
-        const th_toml_node *node = find_node(root, unused[i].key);
-        if (node) {
-            conflict_error(ctx, error, node, unused[i].key, unused[i].why);
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
-static gboolean finish_compare_tensors(const load_context *ctx, const th_toml_node *root,
-                                       th_config *config, GError **error)
-{
-    th_compare_config *compare = config->compare;
-    const th_toml_node *path_node = find_node(root, "tensor.path");
-    if (compare->tensors->len > 0 && config->tensor_path) {
-        conflict_error(ctx, error, path_node, "tensor.path",
-                       "a comparison with [[compare.tensor]] tables takes its tensors from "
-                       "them; remove one or the other");
-        return FALSE;
-    }
-    if (compare->tensors->len == 0) {
-        if (!config->tensor_path) {
-            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
-                        "%s: missing required key 'tensor.path' (or [[compare.tensor]] tables)",
-                        ctx->source_name);
-            return FALSE;
-        }
-        th_compare_tensor_config *tensor = g_new0(th_compare_tensor_config, 1);
-        tensor->path = g_strdup(config->tensor_path);
-        tensor->label = label_from_path(tensor->path);
-        tensor->seed = 1;
-        tensor->where = location(ctx, path_node, FALSE);
-        g_ptr_array_add(compare->tensors, tensor);
-    }
-    return check_unique_labels(compare->tensors, offsetof(th_compare_tensor_config, label),
-                               offsetof(th_compare_tensor_config, where), "tensor", error);
-}
-
-/* The rules of [compare] that span tables: run once the whole document is
- * read, since [compare] may come before the [tensor] or [cpd] it relies on. */
-static gboolean finish_compare(const load_context *ctx, const th_toml_node *root,
-                               th_config *config, GError **error)
-{
-    th_compare_config *compare = config->compare;
-    if (!compare)
-        return TRUE;
-    if (!check_unused_in_compare(ctx, root, error)
-        || !finish_compare_tensors(ctx, root, config, error))
-        return FALSE;
-    if (compare->backends->len == 0) {
-        g_autofree char *where = location(ctx, find_node(root, "compare"), TRUE);
-        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_MISSING,
-                    "%s: [compare] needs at least one [[compare.backend]] table", where);
-        return FALSE;
-    }
-    if (!expand_sweeps(compare, error)
-        || !check_unique_labels(compare->backends, offsetof(th_compare_backend_config, label),
-                                offsetof(th_compare_backend_config, where), "backend", error)
-        || !resolve_baseline(ctx, root, compare, error))
-        return FALSE;
-    if (compare->rank == 0)
-        compare->rank = config->rank;
-    if (!compare->output_dir)
-        compare->output_dir = g_strdup(config->output_dir);
-    return TRUE;
-}
-
 /* ---- Loading ------------------------------------------------------------- */
 
 static void context_clear(load_context *ctx)
@@ -1626,7 +973,7 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
         return NULL;
     if (!check_required(ctx, &root_schema, config, error))
         return NULL;
-    if (!finish_compare(ctx, root, config, error))
+    if (!th_config_finish_compare(ctx, root, config, error))
         return NULL;
     return g_steal_pointer(&config);
 }
@@ -1760,7 +1107,7 @@ void th_config_free(th_config *config)
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_option_tables, g_ptr_array_unref);
     g_free(config->output_dir);
-    compare_config_free(config->compare);
+    th_config_compare_free(config->compare);
     g_clear_pointer(&config->where, g_hash_table_unref);
     g_free(config);
 }
@@ -1787,7 +1134,7 @@ static char *render_path_list(const GPtrArray *paths)
 }
 
 /* An option's text back in the type it was written with (the text is what
- * render_option_value made of it, so it parses). */
+ * th_config_render_option_value made of it, so it parses). */
 static void call_with_option(foreach_fn fn, const char *name, const char *text,
                              th_config_value_kind kind, void *user_data)
 {

@@ -13,13 +13,16 @@ static gint compare_names(gconstpointer a, gconstpointer b)
     return g_strcmp0(*(char *const *)a, *(char *const *)b);
 }
 
-static void describe_capabilities(const th_plugin_info *info, GString *out)
+/* What a plugin can do: its optional functions (ABI 1.2: the functions
+ * decide, not the flags), and the GPU flag, which only describes. */
+static void describe_capabilities(const th_plugin *plugin, GString *out)
 {
+    const th_plugin_info *info = plugin->info;
     g_string_append_printf(out, "max modes %u, max rank %u, %s", info->max_modes, info->max_rank,
                            info->value_type == TH_VALUE_F32 ? "f32" : "f64");
-    if (info->flags & TH_CAP_ALS_UPDATE)
+    if (plugin->entry.als_update)
         g_string_append(out, ", als-update");
-    if (info->flags & TH_CAP_ALS_SWEEP)
+    if (plugin->entry.als_sweep)
         g_string_append(out, ", als-sweep");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
@@ -58,7 +61,7 @@ int th_print_plugin_list(GPtrArray *config_search_path)
                 continue;
             }
             g_autoptr(GString) caps = g_string_new(NULL);
-            describe_capabilities(plugin->info, caps);
+            describe_capabilities(plugin, caps);
             /* A plugin's strings are its own: one line each, whatever they hold. */
             g_autofree char *id = th_escape_control(plugin->info->id);
             g_autofree char *version = th_escape_control(plugin->info->version);

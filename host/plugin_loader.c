@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "message_text.h"
+#include "sanitizer_defaults.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -19,58 +20,28 @@ G_DEFINE_QUARK(th-plugin-error-quark, th_plugin_error)
 G_DEFINE_QUARK(th-plugin-status-error-quark, th_plugin_status_error)
 
 /* ------------------------------------------------------------------------ */
-/* Sanitizer builds                                                          */
-/* ------------------------------------------------------------------------ */
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TH_ASAN_BUILD 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define TH_ASAN_BUILD 1
-#endif
-
-#if defined(TH_ASAN_BUILD)
-/* Every program that loads plugins links this file, so the defaults live
- * here. LeakSanitizer (clang 14) misreads glibc >= 2.32's dynamic TLS and
- * crashes at exit ("Tracer caught signal 11") once a dlopen()ed OpenMP
- * runtime has started threads (google/sanitizers#1322, #1342); not tracking
- * dynamic TLS avoids that, at the price of reporting the OpenMP runtime's
- * per-thread blocks, which only its dynamic TLS points to: suppressed by
- * library name. An ASAN_OPTIONS / LSAN_OPTIONS in the environment still
- * takes precedence. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "intercept_tls_get_addr=0";
-}
-
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:libomp.so\nleak:libgomp.so\n";
-}
-#endif
-
-/* ------------------------------------------------------------------------ */
 /* Status names and call errors                                              */
 /* ------------------------------------------------------------------------ */
 
-const char *th_status_name(th_status status)
+/* The name of a status the header lists, or NULL: the names come from
+ * TH_STATUS_LIST, so a code added there is named here without an edit. */
+static const char *listed_status_name(th_status status)
 {
     switch (status) {
-    case TH_OK: return "TH_OK";
-    case TH_ERR_INVALID_ARGUMENT: return "TH_ERR_INVALID_ARGUMENT";
-    case TH_ERR_UNSUPPORTED: return "TH_ERR_UNSUPPORTED";
-    case TH_ERR_OUT_OF_MEMORY: return "TH_ERR_OUT_OF_MEMORY";
-    case TH_ERR_NO_DEVICE: return "TH_ERR_NO_DEVICE";
-    case TH_ERR_DEVICE: return "TH_ERR_DEVICE";
-    case TH_ERR_BAD_STATE: return "TH_ERR_BAD_STATE";
-    case TH_ERR_CANCELLED: return "TH_ERR_CANCELLED";
-    case TH_ERR_INTERNAL: return "TH_ERR_INTERNAL";
-    default: return "unknown status";
+#define TH_STATUS_NAME_CASE(name, value) \
+    case name:                          \
+        return #name;
+        TH_STATUS_LIST(TH_STATUS_NAME_CASE)
+#undef TH_STATUS_NAME_CASE
+    default:
+        return NULL;
     }
+}
+
+const char *th_status_name(th_status status)
+{
+    const char *name = listed_status_name(status);
+    return name != NULL ? name : "unknown status";
 }
 
 /* A plugin's message is untrusted: bound it by the buffer size in case it
@@ -87,8 +58,8 @@ void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const cha
 {
     g_autofree char *text = plugin_message(message);
     const char *id = plugin && plugin->info ? plugin->info->id : "plugin";
-    const char *name = th_status_name(status);
-    if (strcmp(name, "unknown status") == 0)
+    const char *name = listed_status_name(status);
+    if (name == NULL)
         g_set_error(error, TH_PLUGIN_STATUS_ERROR, status, "%s: %s: %s (status %d)",
                     id, what, text, (int)status);
     else
@@ -100,10 +71,19 @@ void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const cha
 /* Search path and name resolution                                           */
 /* ------------------------------------------------------------------------ */
 
-/* <dir of the running executable>/../<TH_PLUGIN_RELDIR>; NULL when
- * /proc/self/exe cannot be read (then only the other folders are searched). */
-static char *executable_plugin_dir(void)
+/* The installation's plugin folder, found from where this code runs: in
+ * libtensorhost (a shared object in <prefix>/<libdir>), <libdir>/tensorhost/
+ * plugins; in a program (<prefix>/bin), <bindir>/../<TH_PLUGIN_RELDIR>.
+ * NULL when neither can be told (then only the other folders are searched). */
+static char *installed_plugin_dir(void)
 {
+    Dl_info where;
+    if (dladdr((void *)(uintptr_t)installed_plugin_dir, &where) && where.dli_fname &&
+        strstr(where.dli_fname, ".so")) {
+        g_autofree char *module = g_canonicalize_filename(where.dli_fname, NULL);
+        g_autofree char *libdir = g_path_get_dirname(module);
+        return g_build_filename(libdir, "tensorhost", "plugins", NULL);
+    }
     g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
     if (exe == NULL)
         return NULL;
@@ -127,9 +107,9 @@ GPtrArray *th_plugin_search_path(GPtrArray *extra)
                 g_ptr_array_add(dirs, g_strdup(*p));
     }
 
-    char *exe_dir = executable_plugin_dir();
-    if (exe_dir != NULL)
-        g_ptr_array_add(dirs, exe_dir);
+    char *installed = installed_plugin_dir();
+    if (installed != NULL)
+        g_ptr_array_add(dirs, installed);
     return dirs;
 }
 
@@ -246,6 +226,15 @@ static void set_load_error(GError **error, th_plugin_error code, const char *pat
     g_set_error(error, TH_PLUGIN_ERROR, code, "%s: %s", path, what);
 }
 
+/* The entry's size in each version this host knows, oldest first. The
+ * entry is read up to the largest of them within the plugin's struct_size,
+ * so a field is present only when the whole of it is: a struct_size that
+ * ends inside a pointer (no real header produces one) leaves none of it. A
+ * version that grows the entry adds its size here. */
+static const size_t entry_version_sizes[] = {TH_PLUGIN_ENTRY_V1_0_SIZE,
+                                             TH_PLUGIN_ENTRY_V1_1_SIZE};
+G_STATIC_ASSERT(TH_PLUGIN_ENTRY_V1_1_SIZE == sizeof(th_plugin_entry));
+
 /* Steps 1-4: version and size, then the normalised copy. */
 static gboolean read_entry(th_plugin *plugin, const th_plugin_entry *raw, GError **error)
 {
@@ -284,13 +273,12 @@ static gboolean read_entry(th_plugin *plugin, const th_plugin_entry *raw, GError
         return FALSE;
     }
 
+    size_t readable = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(entry_version_sizes); i++)
+        if (size >= entry_version_sizes[i])
+            readable = entry_version_sizes[i];
     memset(&plugin->entry, 0, sizeof plugin->entry);
-    memcpy(&plugin->entry, raw, MIN((size_t)size, sizeof plugin->entry));
-    /* A field is present only when the whole of it lies within struct_size:
-     * a size that ends inside als_sweep (no real header produces one) must
-     * not leave half a pointer behind. */
-    if (size < TH_PLUGIN_ENTRY_V1_1_SIZE)
-        plugin->entry.als_sweep = NULL;
+    memcpy(&plugin->entry, raw, readable);
     plugin->plugin_entry_size = size;
 
     if (version.minor > TH_ABI_VERSION_MINOR || size > sizeof plugin->entry)
@@ -342,31 +330,33 @@ static gboolean check_info_string(const th_plugin *plugin, const char *field,
     return TRUE;
 }
 
-/* A capability flag and its optional function come together or not at all.
- * `present` is read from the normalised entry, so a function beyond the
- * plugin's struct_size counts as absent; `entry_size_needed` is the entry
- * size that holds the function (the ABI version that added it). */
-static gboolean check_capability(const th_plugin *plugin, const th_plugin_info *info,
-                                 uint32_t flag_bit, const char *flag_name,
-                                 const char *function_name, gboolean present,
-                                 size_t entry_size_needed, const char *abi_version,
-                                 GError **error)
+/* Capability comes from the function pointer alone (plugin.h,
+ * "Capabilities"): `present` is read from the normalised entry, so a
+ * function beyond the plugin's struct_size counts as absent. The flag is
+ * read only to warn, because hosts 1.0 and 1.1 refuse a plugin whose flag
+ * and function disagree: such a plugin works here but not there.
+ * `entry_size_needed` is the entry size that holds the function (the ABI
+ * version that added it), to say why a flagged function is absent. */
+static void warn_capability_flag(const th_plugin *plugin, const th_plugin_info *info,
+                                 th_abi_version version, uint32_t flag_bit,
+                                 const char *flag_name, const char *function_name,
+                                 gboolean present, size_t entry_size_needed,
+                                 const char *abi_version)
 {
     gboolean flag = (info->flags & flag_bit) != 0;
     if (flag == present)
-        return TRUE;
-    if (!present && plugin->plugin_entry_size < entry_size_needed) {
-        set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
-                       "plugin '%s' sets the %s flag but its %s function is absent (its entry "
-                       "is too short to hold it: ABI %s)",
-                       info->id, flag_name, function_name, abi_version);
-        return FALSE;
-    }
-    set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
-                   "plugin '%s' %s the %s flag but its %s function is %s", info->id,
-                   flag ? "sets" : "clears", flag_name, function_name,
-                   present ? "present" : "NULL");
-    return FALSE;
+        return;
+    g_autofree char *why =
+        !present && plugin->plugin_entry_size < entry_size_needed
+            ? g_strdup_printf("absent (its entry is too short to hold it: ABI %s)", abi_version)
+            : g_strdup(present ? "present" : "NULL");
+    th_log(TH_LOG_WARNING,
+           "%s: plugin '%s' (ABI %u.%u) %s the %s flag but its %s function is %s; this host "
+           "(ABI %u.%u) goes by the function and %s it, and hosts before ABI 1.2 refuse the "
+           "plugin",
+           plugin->path, info->id, version.major, version.minor, flag ? "sets" : "clears",
+           flag_name, function_name, why, TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR,
+           present ? "calls" : "never calls");
 }
 
 /* Step 6, second half: the description the rest of the host relies on. */
@@ -377,10 +367,14 @@ static gboolean check_info(th_plugin *plugin, GError **error)
         set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path, "get_info() returned NULL");
         return FALSE;
     }
-    if (info->struct_size < sizeof(th_plugin_info)) {
+    /* Every field this host reads is of 1.0; a newer plugin's longer
+     * struct is fine, and its tail is never read. */
+    if (info->struct_size < TH_PLUGIN_INFO_V1_0_SIZE) {
         set_load_error(error, TH_PLUGIN_ERROR_BAD_INFO, plugin->path,
-                       "plugin info struct is %u bytes, shorter than the %zu bytes of ABI %u.0",
-                       info->struct_size, sizeof(th_plugin_info), TH_ABI_VERSION_MAJOR);
+                       "plugin info struct is %u bytes, shorter than the %zu bytes of ABI 1.0 "
+                       "(plugin says ABI %u.%u)",
+                       info->struct_size, (size_t)TH_PLUGIN_INFO_V1_0_SIZE,
+                       plugin->entry.abi_version.major, plugin->entry.abi_version.minor);
         return FALSE;
     }
     if (!check_info_string(plugin, "id", info->id, FALSE, error) ||
@@ -401,13 +395,6 @@ static gboolean check_info(th_plugin *plugin, GError **error)
                        info->id, info->value_type, TH_VALUE_F32, TH_VALUE_F64);
         return FALSE;
     }
-    if (!check_capability(plugin, info, TH_CAP_ALS_UPDATE, "TH_CAP_ALS_UPDATE", "als_update",
-                          plugin->entry.als_update != NULL, TH_PLUGIN_ENTRY_V1_0_SIZE, "1.0",
-                          error) ||
-        !check_capability(plugin, info, TH_CAP_ALS_SWEEP, "TH_CAP_ALS_SWEEP", "als_sweep",
-                          plugin->entry.als_sweep != NULL, TH_PLUGIN_ENTRY_V1_1_SIZE, "1.1",
-                          error))
-        return FALSE;
     /* A sweep that stops at a Cholesky breakdown leaves the rest of the
      * iteration to the host's per-mode path, which needs als_update. */
     if (plugin->entry.als_sweep != NULL && plugin->entry.als_update == NULL) {
@@ -417,6 +404,13 @@ static gboolean check_info(th_plugin *plugin, GError **error)
                        info->id);
         return FALSE;
     }
+    const th_abi_version version = plugin->entry.abi_version;
+    warn_capability_flag(plugin, info, version, TH_CAP_ALS_UPDATE, "TH_CAP_ALS_UPDATE",
+                         "als_update", plugin->entry.als_update != NULL,
+                         TH_PLUGIN_ENTRY_V1_0_SIZE, "1.0");
+    warn_capability_flag(plugin, info, version, TH_CAP_ALS_SWEEP, "TH_CAP_ALS_SWEEP",
+                         "als_sweep", plugin->entry.als_sweep != NULL,
+                         TH_PLUGIN_ENTRY_V1_1_SIZE, "1.1");
     plugin->info = info;
     return TRUE;
 }
@@ -446,6 +440,7 @@ static void plugin_free(th_plugin *plugin)
 th_plugin *th_plugin_load(const char *path, const th_host_services *services, GError **error)
 {
     g_return_val_if_fail(path != NULL && services != NULL, NULL);
+    th_sanitizer_defaults_link();
 
     g_autofree char *absolute = resolve_path(path, error);
     if (absolute == NULL)
@@ -506,61 +501,16 @@ void th_plugin_unload(th_plugin *plugin)
 /* Optional queries                                                          */
 /* ------------------------------------------------------------------------ */
 
-gboolean th_plugin_runtime_info(const th_plugin *plugin, th_instance *instance,
-                                th_runtime_info *info, GError **error)
+void th_runtime_info_init(th_runtime_info *info)
 {
     memset(info, 0, sizeof *info);
     info->struct_size = (uint32_t)sizeof *info;
-    if (plugin->entry.get_runtime_info == NULL)
-        return TRUE;
-    char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.get_runtime_info(instance, info, err);
-    info->struct_size = (uint32_t)sizeof *info;
-    /* The strings come from the plugin: never trust their terminators. */
-    info->device[sizeof info->device - 1] = '\0';
-    info->details[sizeof info->details - 1] = '\0';
-    if (status != TH_OK) {
-        th_plugin_set_call_error(error, plugin, "get_runtime_info", status, err);
-        return FALSE;
-    }
-    return TRUE;
+    info->last_sweep_seconds = -1.0;
 }
 
-gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
-                             th_mode_info *info, GError **error)
+void th_mode_info_init(th_mode_info *info)
 {
     memset(info, 0, sizeof *info);
     info->struct_size = (uint32_t)sizeof *info;
     info->last_mttkrp_seconds = -1.0;
-    if (plugin->entry.get_mode_info == NULL)
-        return TRUE;
-    char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.get_mode_info(instance, mode, info, err);
-    info->struct_size = (uint32_t)sizeof *info;
-    info->scheme[sizeof info->scheme - 1] = '\0';
-    if (status != TH_OK) {
-        g_autofree char *what = g_strdup_printf("get_mode_info(mode %u)", mode);
-        th_plugin_set_call_error(error, plugin, what, status, err);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-gboolean th_plugin_als_sweep(const th_plugin *plugin, th_instance *instance,
-                             th_als_sweep_io *io, GError **error)
-{
-    if (plugin->entry.als_sweep == NULL) {
-        g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED,
-                    "%s: als_sweep: the plugin does not implement als_sweep (TH_CAP_ALS_SWEEP, "
-                    "ABI 1.1)",
-                    plugin->info ? plugin->info->id : plugin->path);
-        return FALSE;
-    }
-    char err[TH_ERROR_SIZE] = "";
-    th_status status = plugin->entry.als_sweep(instance, io, err);
-    if (status != TH_OK) {
-        th_plugin_set_call_error(error, plugin, "als_sweep", status, err);
-        return FALSE;
-    }
-    return TRUE;
 }

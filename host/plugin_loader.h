@@ -15,7 +15,7 @@ typedef enum {
     TH_PLUGIN_ERROR_ABI_MAJOR,     /* major version differs (message names both) */
     TH_PLUGIN_ERROR_STRUCT_SIZE,   /* entry struct shorter than v1.0 */
     TH_PLUGIN_ERROR_NULL_FUNCTION, /* a required function pointer is NULL */
-    TH_PLUGIN_ERROR_BAD_INFO,      /* get_info() returned NULL or invalid strings */
+    TH_PLUGIN_ERROR_BAD_INFO,      /* get_info() returned NULL or an invalid description */
     TH_PLUGIN_ERROR_INIT,          /* init() failed (message has the plugin's text) */
 } th_plugin_error;
 
@@ -68,23 +68,15 @@ void th_plugin_unload(th_plugin *plugin);
 void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const char *what,
                               th_status status, const char *message);
 
-/* "TH_ERR_INVALID_ARGUMENT" etc. */
+/* "TH_ERR_INVALID_ARGUMENT" etc., from plugin.h's TH_STATUS_LIST;
+ * "unknown status" for a code the list lacks. */
 const char *th_status_name(th_status status);
 
-/* Queries runtime info / mode info through the optional functions; fills the
- * structs with empty strings, zero bytes and negative times when the plugin
- * lacks the function. Returns FALSE with error only when the call itself fails. */
-gboolean th_plugin_runtime_info(const th_plugin *plugin, th_instance *instance,
-                                th_runtime_info *info, GError **error);
-gboolean th_plugin_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
-                             th_mode_info *info, GError **error);
-
-/* als_sweep() (ABI 1.1) through the normalised entry: FALSE with a
- * TH_PLUGIN_STATUS_ERROR (code = the status) when the call fails, or with
- * TH_ERR_UNSUPPORTED when the plugin has no als_sweep (an ABI 1.0 plugin,
- * or one without TH_CAP_ALS_SWEEP). `io` is passed as it is; the caller
- * fills struct_size and the inputs and checks the outputs. */
-gboolean th_plugin_als_sweep(const th_plugin *plugin, th_instance *instance,
-                             th_als_sweep_io *io, GError **error);
+/* Sets up an out-struct as its owner must before a plugin fills it
+ * (plugin.h, "Growth"): struct_size this host's, strings empty, byte counts
+ * 0, times negative. A field the plugin's header lacks then reads as absent,
+ * e.g. last_sweep_seconds < 0 from a plugin built against ABI 1.0 or 1.1. */
+void th_runtime_info_init(th_runtime_info *info);
+void th_mode_info_init(th_mode_info *info);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "synth.h"
 #include "tensor_reader.h"
+#include "tensor_writer.h"
 
 static char *opt_dims = NULL;
 static char *opt_skew = NULL;

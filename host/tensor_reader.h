@@ -66,15 +66,4 @@ th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t le
  * The result never depends on the thread count. */
 void th_tensor_reader_set_threads(uint32_t threads);
 
-/* Writes FROSTT .tns (1-based), atomically (PATH.tmp-XXXXXX in the same
- * directory, fsync, rename); gzip-compressed when PATH ends in ".gz". Values
- * are written so that reading them back gives the same doubles. For
- * generators and tests. */
-gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error);
-
-/* Same, with `comment` (may be NULL; may hold several lines) written first as
- * "# " comment lines. */
-gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const char *comment,
-                                  GError **error);
-
 #endif

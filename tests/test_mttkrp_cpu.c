@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend.h"
 #include "log.h"
 #include "test_support.h"
 
@@ -160,7 +161,7 @@ static void test_empty_slices(void **state)
     g_autoptr(GError) error = NULL;
     for (uint32_t m = 0; m < 3; m++) {
         th_mode_info info;
-        assert_true(th_plugin_mode_info(f->plugin, inst, m, &info, &error));
+        assert_true(th_instance_mode_info(f->plugin, inst, m, &info, &error));
         assert_int_equal(info.partitions, (t->nnz + 4095) / 4096);
         assert_string_equal(info.scheme, "nnz-chunked");
         assert_true(info.last_mttkrp_seconds < 0); /* no MTTKRP yet */
@@ -168,7 +169,7 @@ static void test_empty_slices(void **state)
     char err[TH_ERROR_SIZE] = "";
     th_test_assert_ok(f->plugin->entry.mttkrp(inst, 1, err), err);
     th_mode_info info;
-    assert_true(th_plugin_mode_info(f->plugin, inst, 1, &info, &error));
+    assert_true(th_instance_mode_info(f->plugin, inst, 1, &info, &error));
     assert_true(info.last_mttkrp_seconds >= 0);
     f->plugin->entry.destroy(inst);
     th_test_free_factors(factors, 3);
@@ -429,7 +430,7 @@ static void test_runtime_info(void **state)
     th_test_load_and_set(f->plugin, inst, t, 4, factors);
     g_autoptr(GError) error = NULL;
     th_runtime_info info;
-    assert_true(th_plugin_runtime_info(f->plugin, inst, &info, &error));
+    assert_true(th_instance_runtime_info(f->plugin, inst, &info, &error));
     assert_string_equal(info.device, "CPU (3 threads)");
     assert_string_equal(info.details, "threads=3 layout=csr-per-mode chunk=4096");
     /* Per mode: nnz * (8 + 2 * 4) bytes of layout + (dim + 1) row starts. */

@@ -11,6 +11,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
@@ -95,6 +96,27 @@ static th_plugin *load_ok(const char *path)
     return plugin;
 }
 
+/* load_ok() with the process's stderr, where the host logs its warnings,
+ * caught in *printed. */
+static th_plugin *load_ok_catching_stderr(const char *path, char **printed)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *name = NULL;
+    int fd = g_file_open_tmp("th-loader-stderr-XXXXXX", &name, &error);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
+    th_plugin *plugin = load_ok(path);
+    fflush(stderr);
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    close(fd);
+    assert_true(g_file_get_contents(name, printed, NULL, &error));
+    assert_int_equal(g_remove(name), 0);
+    return plugin;
+}
+
 /* A 3 x 2 x 2 tensor with three nonzeros and rank-2 factors whose MTTKRP is
  * easy to check by hand. */
 static const uint32_t tiny_dims[3] = {3, 2, 2};
@@ -158,12 +180,12 @@ static void test_good_loads_and_runs(void **state)
     g_autoptr(GError) error = NULL;
     th_runtime_info info;
     memset(&info, 0x55, sizeof info);
-    assert_true(th_plugin_runtime_info(plugin, NULL, &info, &error));
+    assert_true(th_instance_runtime_info(plugin, NULL, &info, &error));
     assert_string_equal(info.device, "");
     assert_int_equal(info.tensor_bytes, 0);
     th_mode_info mode;
     memset(&mode, 0x55, sizeof mode);
-    assert_true(th_plugin_mode_info(plugin, NULL, 0, &mode, &error));
+    assert_true(th_instance_mode_info(plugin, NULL, 0, &mode, &error));
     assert_string_equal(mode.scheme, "");
     assert_int_equal(mode.partitions, 0);
     assert_true(mode.last_mttkrp_seconds < 0);
@@ -278,13 +300,13 @@ static void test_failing_calls_report_plugin_text(void **state)
 
     /* The host's wrappers of the optional queries turn failures into GErrors. */
     th_runtime_info info;
-    assert_false(th_plugin_runtime_info(plugin, inst, &info, &error));
+    assert_false(th_instance_runtime_info(plugin, inst, &info, &error));
     assert_string_equal(error->message,
                         "fixture_failing: get_runtime_info: fixture_failing: simulated device "
                         "failure in get_runtime_info (TH_ERR_DEVICE)");
     g_clear_error(&error);
     th_mode_info mode;
-    assert_false(th_plugin_mode_info(plugin, inst, 1, &mode, &error));
+    assert_false(th_instance_mode_info(plugin, inst, 1, &mode, &error));
     assert_string_equal(error->message,
                         "fixture_failing: get_mode_info(mode 1): fixture_failing: simulated "
                         "device failure in get_mode_info (TH_ERR_DEVICE)");
@@ -335,22 +357,151 @@ static void test_bad_info(void **state)
     (void)state;
     expect_bad_info("null", "get_info() returned NULL");
     expect_bad_info("empty-id", "get_info() returned an empty id");
-    expect_bad_info("als-flag", "plugin 'fixture_failing' clears the TH_CAP_ALS_UPDATE flag "
-                                "but its als_update function is present");
     expect_bad_info("max-modes", "plugin 'fixture_failing' declares max_modes 2 and max_rank "
                                  "256; expected max_modes >= 3 and max_rank >= 1");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Capabilities: the function pointer decides (ABI 1.2)                     */
+/* ------------------------------------------------------------------------ */
+
+/* The warning a flag that disagrees with its function gets: the plugin
+ * loads, and hosts before 1.2 (which refuse it) are named. */
+static void expect_flag_warning(const char *printed, const char *path, const char *id,
+                                const char *flag_and_function, const char *action)
+{
+    g_autofree char *expected = g_strdup_printf(
+        "tensorhost: warning: %s: plugin '%s' (ABI %u.%u) %s; this host (ABI %u.%u) goes by "
+        "the function and %s it, and hosts before ABI 1.2 refuse the plugin\n",
+        path, id, TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR, flag_and_function,
+        TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR, action);
+    assert_string_equal(printed, expected);
+}
+
+static void test_capability_comes_from_the_function(void **state)
+{
+    (void)state;
+    g_autofree char *printed = NULL;
+
+    /* Flag without function: no sweep, whatever the flag says. */
+    th_plugin *plugin = load_ok_catching_stderr(FIXTURE("sweep_flag_only"), &printed);
+    g_autofree char *flag_only = canonical(FIXTURE("sweep_flag_only"));
+    expect_flag_warning(printed, flag_only, "fixture_sweep_flag_only",
+                        "sets the TH_CAP_ALS_SWEEP flag but its als_sweep function is NULL",
+                        "never calls");
+    assert_true(plugin->info->flags & TH_CAP_ALS_SWEEP);
+    assert_null(plugin->entry.als_sweep);
+    g_autoptr(GError) error = NULL;
+    th_als_sweep_io io = {.struct_size = sizeof io};
+    assert_false(th_instance_als_sweep(plugin, NULL, &io, &error));
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED));
+    th_plugin_unload(plugin);
+    g_clear_pointer(&printed, g_free);
+    g_clear_error(&error);
+
+    /* Function without flag: the sweep is there and runs. */
+    plugin = load_ok_catching_stderr(FIXTURE("sweep_no_flag"), &printed);
+    g_autofree char *no_flag = canonical(FIXTURE("sweep_no_flag"));
+    expect_flag_warning(printed, no_flag, "fixture_sweep_no_flag",
+                        "clears the TH_CAP_ALS_SWEEP flag but its als_sweep function is present",
+                        "calls");
+    assert_false(plugin->info->flags & TH_CAP_ALS_SWEEP);
+    assert_non_null(plugin->entry.als_sweep);
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+    assert_false(th_instance_als_sweep(plugin, inst, &io, &error));
+    assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_BAD_STATE));
+    plugin->entry.destroy(inst);
+    th_plugin_unload(plugin);
+    g_clear_pointer(&printed, g_free);
+
+    /* The same for als_update, on a plugin whose init() also ran. */
+    g_setenv("TH_FIXTURE_FAILING_INFO", "als-flag", TRUE);
+    plugin = load_ok_catching_stderr(FIXTURE("failing"), &printed);
+    g_unsetenv("TH_FIXTURE_FAILING_INFO");
+    g_autofree char *failing = canonical(FIXTURE("failing"));
+    expect_flag_warning(printed, failing, "fixture_failing",
+                        "clears the TH_CAP_ALS_UPDATE flag but its als_update function is "
+                        "present",
+                        "calls");
+    assert_non_null(plugin->entry.als_update);
+    th_plugin_unload(plugin);
+    g_clear_pointer(&printed, g_free);
+
+    /* Flags that agree with the functions: not a word. */
+    plugin = load_ok_catching_stderr(FIXTURE("sweep"), &printed);
+    assert_string_equal(printed, "");
+    th_plugin_unload(plugin);
 }
 
 /* ------------------------------------------------------------------------ */
 /* ABI 1.1: als_sweep                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* The tiny tensor loaded and every factor set, on a new instance. */
+static th_instance *tiny_instance(const th_plugin *plugin)
+{
+    const uint32_t *tiny_indices[3] = {tiny_i0, tiny_i1, tiny_i2};
+    th_coo_tensor t = {.struct_size = (uint32_t)sizeof t, .nmodes = 3, .nnz = 3,
+                       .dims = tiny_dims, .indices = tiny_indices, .values = tiny_values,
+                       .norm_squared = 5.25};
+    const double a0[6] = {1, 0, 0, 1, 1, 1};
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+    assert_int_equal(plugin->entry.load_tensor(inst, &t, 2, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 0, a0, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 1, tiny_a1, err), TH_OK);
+    assert_int_equal(plugin->entry.set_factor(inst, 2, tiny_a2, err), TH_OK);
+    return inst;
+}
+
+/* ABI 1.2's typed sweep time: absent (negative) before a sweep, the
+ * plugin's measurement after one. */
+static void test_sweep_time_is_a_typed_field(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("sweep"));
+    th_instance *inst = tiny_instance(plugin);
+    g_autoptr(GError) error = NULL;
+    th_runtime_info info;
+    assert_true(th_instance_runtime_info(plugin, inst, &info, &error));
+    assert_true(info.last_sweep_seconds < 0);
+
+    double g[3][4] = {{2, 1, 1, 2}, {10, 14, 14, 20}, {74, 86, 86, 100}}; /* A_m^T A_m */
+    double *grams[3] = {g[0], g[1], g[2]};
+    double lambda[2], inner[2];
+    th_als_sweep_io io = {.struct_size = sizeof io, .norm = TH_NORM_2, .nmodes = 3,
+                          .grams = grams, .lambda = lambda, .inner = inner};
+    assert_true(th_instance_als_sweep(plugin, inst, &io, &error));
+    assert_true(th_instance_runtime_info(plugin, inst, &info, &error));
+    assert_true(info.last_sweep_seconds >= 0 && info.last_sweep_seconds < 60);
+    assert_string_equal(info.details, "als_update_calls=0");
+
+    /* Asked by a host whose struct ends before the field (ABI 1.0/1.1), the
+     * plugin writes nothing past that host's struct_size. */
+    th_runtime_info older;
+    memset(&older, 0x5a, sizeof older);
+    older.struct_size = (uint32_t)TH_RUNTIME_INFO_V1_0_SIZE;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(plugin->entry.get_runtime_info(inst, &older, err), TH_OK);
+    assert_int_equal(older.struct_size, TH_RUNTIME_INFO_V1_0_SIZE);
+    assert_string_equal(older.device, "host (test fixture)");
+    const unsigned char *tail = (const unsigned char *)&older + TH_RUNTIME_INFO_V1_0_SIZE;
+    for (size_t i = 0; i < sizeof older - TH_RUNTIME_INFO_V1_0_SIZE; i++)
+        assert_int_equal(tail[i], 0x5a);
+
+    plugin->entry.destroy(inst);
+    th_plugin_unload(plugin);
+}
+
 static void test_sweep_plugin_loads(void **state)
 {
     (void)state;
     th_plugin *plugin = load_ok(FIXTURE("sweep"));
     assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_1_SIZE);
-    assert_int_equal(plugin->entry.abi_version.minor, 1);
+    assert_int_equal(plugin->entry.abi_version.minor, TH_ABI_VERSION_MINOR);
     assert_true(plugin->info->flags & TH_CAP_ALS_SWEEP);
     assert_non_null(plugin->entry.als_sweep);
     assert_non_null(plugin->entry.als_update);
@@ -362,7 +513,7 @@ static void test_sweep_plugin_loads(void **state)
     assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
     th_als_sweep_io io = {.struct_size = sizeof io, .nmodes = 3};
     g_autoptr(GError) error = NULL;
-    assert_false(th_plugin_als_sweep(plugin, inst, &io, &error));
+    assert_false(th_instance_als_sweep(plugin, inst, &io, &error));
     assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_BAD_STATE));
     assert_string_equal(error->message, "fixture_sweep: als_sweep: als_sweep: no tensor loaded "
                                         "(TH_ERR_BAD_STATE)");
@@ -370,27 +521,18 @@ static void test_sweep_plugin_loads(void **state)
     th_plugin_unload(plugin);
 }
 
-static void expect_sweep_load_error(const char *fixture, const char *what)
-{
-    g_autofree char *file = g_strdup_printf(TH_FIXTURE_PLUGIN_DIR "/fixture_%s.so", fixture);
-    g_autofree char *message = expect_load_error(file, TH_PLUGIN_ERROR_BAD_INFO);
-    g_autofree char *path = canonical(file);
-    g_autofree char *expected = g_strdup_printf("%s: %s", path, what);
-    assert_string_equal(message, expected);
-}
-
-static void test_sweep_capability_must_match_the_function(void **state)
+/* The one rule about functions, not flags, that stays a load error. */
+static void test_sweep_without_update_is_refused(void **state)
 {
     (void)state;
-    expect_sweep_load_error("sweep_flag_only",
-                            "plugin 'fixture_sweep_flag_only' sets the TH_CAP_ALS_SWEEP flag but "
-                            "its als_sweep function is NULL");
-    expect_sweep_load_error("sweep_no_flag",
-                            "plugin 'fixture_sweep_no_flag' clears the TH_CAP_ALS_SWEEP flag but "
-                            "its als_sweep function is present");
-    expect_sweep_load_error("sweep_no_update",
-                            "plugin 'fixture_sweep_no_update' implements als_sweep but not "
-                            "als_update; a plugin with als_sweep must also implement als_update");
+    g_autofree char *message =
+        expect_load_error(FIXTURE("sweep_no_update"), TH_PLUGIN_ERROR_BAD_INFO);
+    g_autofree char *path = canonical(FIXTURE("sweep_no_update"));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: plugin 'fixture_sweep_no_update' implements als_sweep but not als_update; a plugin "
+        "with als_sweep must also implement als_update",
+        path);
+    assert_string_equal(message, expected);
 }
 
 /* The object holds an als_sweep that aborts, beyond the 1.0 struct_size it
@@ -405,11 +547,11 @@ static void test_v1_0_sized_entry_never_has_als_sweep(void **state)
     assert_non_null(plugin->entry.als_update);
     g_autoptr(GError) error = NULL;
     th_als_sweep_io io = {.struct_size = sizeof io};
-    assert_false(th_plugin_als_sweep(plugin, NULL, &io, &error));
+    assert_false(th_instance_als_sweep(plugin, NULL, &io, &error));
     assert_true(g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED));
     assert_string_equal(error->message,
                         "fixture_sweep_v1_0_size: als_sweep: the plugin does not implement "
-                        "als_sweep (TH_CAP_ALS_SWEEP, ABI 1.1)");
+                        "als_sweep (optional, ABI 1.1)");
     run_tiny_mttkrp(plugin);
     th_plugin_unload(plugin);
 }
@@ -580,6 +722,10 @@ static void test_status_names_and_call_error(void **state)
     assert_string_equal(th_status_name(TH_ERR_OUT_OF_MEMORY), "TH_ERR_OUT_OF_MEMORY");
     assert_string_equal(th_status_name(TH_ERR_INTERNAL), "TH_ERR_INTERNAL");
     assert_string_equal(th_status_name(-99), "unknown status");
+    /* Every code of the header's one list has its own name. */
+#define CHECK_NAME(name, value) assert_string_equal(th_status_name(value), #name);
+    TH_STATUS_LIST(CHECK_NAME)
+#undef CHECK_NAME
 
     th_plugin *plugin = load_ok(FIXTURE("good"));
     g_autoptr(GError) error = NULL;
@@ -638,7 +784,7 @@ static th_status create_with_threads(th_plugin *plugin, const char *value, char 
     }
     g_autoptr(GError) error = NULL;
     th_runtime_info info = {.struct_size = (uint32_t)sizeof info};
-    assert_true(th_plugin_runtime_info(plugin, inst, &info, &error));
+    assert_true(th_instance_runtime_info(plugin, inst, &info, &error));
     g_strlcpy(text, info.device, size);
     plugin->entry.destroy(inst);
     return status;
@@ -708,7 +854,7 @@ static int default_threads_child(void)
         return 1;
     }
     th_runtime_info info = {.struct_size = (uint32_t)sizeof info};
-    if (!th_plugin_runtime_info(plugin, inst, &info, &error)) {
+    if (!th_instance_runtime_info(plugin, inst, &info, &error)) {
         printf("runtime info: %s\n", error->message);
         return 1;
     }
@@ -758,8 +904,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failing_calls_report_plugin_text),
         cmocka_unit_test(test_init_failure),
         cmocka_unit_test(test_bad_info),
+        cmocka_unit_test(test_capability_comes_from_the_function),
         cmocka_unit_test(test_sweep_plugin_loads),
-        cmocka_unit_test(test_sweep_capability_must_match_the_function),
+        cmocka_unit_test(test_sweep_time_is_a_typed_field),
+        cmocka_unit_test(test_sweep_without_update_is_refused),
         cmocka_unit_test(test_v1_0_sized_entry_never_has_als_sweep),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_shared_object),

@@ -23,6 +23,7 @@
 #include "report.h"
 #include "sigbus_guard.h"
 #include "tensor_reader.h"
+#include "tensor_writer.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

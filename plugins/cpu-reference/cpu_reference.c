@@ -270,10 +270,12 @@ static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err
 {
     if (t == NULL)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: the tensor is NULL");
-    if (t->struct_size < sizeof(th_coo_tensor))
+    /* Every field read here is of 1.0; a longer struct, from a newer host,
+     * is fine (plugin.h, "Growth"). */
+    if (t->struct_size < TH_COO_TENSOR_V1_0_SIZE)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "load_tensor: tensor struct is %u bytes, shorter than the %zu of ABI 1.0",
-                    t->struct_size, sizeof(th_coo_tensor));
+                    t->struct_size, (size_t)TH_COO_TENSOR_V1_0_SIZE);
     if (t->nmodes < 2)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "load_tensor: the tensor has %u modes; at least 2 are needed", t->nmodes);
@@ -713,7 +715,7 @@ static th_status check_als_arguments(const th_instance *inst, uint32_t mode, con
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_update: norm %d is neither TH_NORM_2 (%d) nor TH_NORM_MAX (%d)",
                     (int)norm, TH_NORM_2, TH_NORM_MAX);
-    if (out == NULL || out->struct_size < sizeof(th_als_output))
+    if (out == NULL || out->struct_size < TH_ALS_OUTPUT_V1_0_SIZE)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_update: the output struct is %s",
                     out == NULL ? "NULL" : "shorter than the th_als_output of ABI 1.0");
@@ -829,6 +831,7 @@ static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_in
     full.factor_bytes = inst->factor_bytes;
     full.workspace_bytes = inst->workspace_bytes;
     snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode chunk=%u", inst->threads, CPU_REF_CHUNK_NNZ);
+    full.last_sweep_seconds = -1.0; /* no als_sweep: the host runs each mode */
     th_plugin_copy_out(info, &full, sizeof full);
     return TH_OK;
 }

@@ -180,7 +180,8 @@ static const char *rule_text(const th_instance *instance, const thg_info *info)
 
 static void log_layout(const th_instance *instance)
 {
-    if (!instance->host || !instance->host->log)
+    const th_host_services *host = instance->host;
+    if (!host || !TH_HAS_FIELD(host->struct_size, th_host_services, log) || !host->log)
         return;
     thg_info info;
     thg_get_info(instance->ctx, &info);
@@ -200,7 +201,7 @@ static void log_layout(const th_instance *instance)
              rule_text(instance, &info), schemes, info.tensor_bytes / 1048576.0,
              info.factor_bytes / 1048576.0, info.upload_seconds * 1e3,
              info.build_seconds * 1e3);
-    instance->host->log(instance->host->host_data, TH_LOG_INFO, line);
+    host->log(host->host_data, TH_LOG_INFO, line);
     for (uint32_t m = 0; m < info.nmodes; ++m) {
         thg_mode_stats s;
         char scratch[TH_ERROR_SIZE];
@@ -208,7 +209,7 @@ static void log_layout(const th_instance *instance)
             continue;
         snprintf(line, sizeof(line), "%s: mode %u -> scheme %d (%s)", instance->id, m, s.scheme,
                  s.reason);
-        instance->host->log(instance->host->host_data, TH_LOG_INFO, line);
+        host->log(host->host_data, TH_LOG_INFO, line);
     }
 }
 
@@ -217,8 +218,11 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
 {
     if (!instance || !tensor)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: instance or tensor is NULL");
-    if (tensor->struct_size < offsetof(th_coo_tensor, values) + sizeof(tensor->values))
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: th_coo_tensor is too short");
+    if (tensor->struct_size < TH_COO_TENSOR_V1_0_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "load_tensor: th_coo_tensor is %u bytes, shorter than the %zu of "
+                              "ABI 1.0",
+                              tensor->struct_size, (size_t)TH_COO_TENSOR_V1_0_SIZE);
     if (!tensor->dims || !tensor->indices || !tensor->values)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
     char msg[TH_ERROR_SIZE];
@@ -278,7 +282,14 @@ th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, dou
 th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
                                 int32_t norm, th_als_output *out, char *err)
 {
-    if (!instance || !w || !out || !out->lambda || !out->gram || !out->inner)
+    if (!instance || !w || !out)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
+    if (out->struct_size < TH_ALS_OUTPUT_V1_0_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update: th_als_output is %u bytes, shorter than the %zu of "
+                              "ABI 1.0",
+                              out->struct_size, (size_t)TH_ALS_OUTPUT_V1_0_SIZE);
+    if (!out->lambda || !out->gram || !out->inner)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: NULL argument");
     const th_status norm_status = check_norm("als_update", norm, err);
     if (norm_status != TH_OK)
@@ -290,13 +301,12 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
 
 th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err)
 {
-    const size_t needed = offsetof(th_als_sweep_io, inner) + sizeof(io->inner);
     if (!instance || !io)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: NULL argument");
-    if (io->struct_size < needed)
+    if (io->struct_size < TH_ALS_SWEEP_IO_V1_1_SIZE)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                     "als_sweep: th_als_sweep_io is %u bytes, shorter than the %zu of ABI 1.1",
-                    io->struct_size, needed);
+                    io->struct_size, (size_t)TH_ALS_SWEEP_IO_V1_1_SIZE);
     const th_status norm_status = check_norm("als_sweep", io->norm, err);
     if (norm_status != TH_OK)
         return norm_status;
@@ -358,6 +368,7 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         }
         append(r.details, sizeof(r.details), " upload_ms=%.3f build_ms=%.3f graphs=%s",
                gi.upload_seconds * 1e3, gi.build_seconds * 1e3, gi.graphs);
+        /* For people reading a report; programs read last_sweep_seconds. */
         if (gi.last_sweep_seconds >= 0)
             append(r.details, sizeof(r.details), " sweep_ms=%.4f", gi.last_sweep_seconds * 1e3);
         /* Why each scheme, as far as the field has room ("...;" marks a cut). */
@@ -368,6 +379,7 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
                 append(r.details, sizeof(r.details), " mode%u=\"%s\"", m, s.reason);
         }
     }
+    r.last_sweep_seconds = gi.last_sweep_seconds; /* < 0 before the first sweep */
     th_plugin_copy_out(info, &r, sizeof(r));
     return TH_OK;
 }

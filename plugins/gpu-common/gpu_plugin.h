@@ -28,7 +28,9 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
 th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
 
-/* Defines the exported entry of a GPU plugin with the given policy. */
+/* Defines the exported entry of a GPU plugin with the given policy. The
+ * ALS flags match the functions the entry has, for hosts before ABI 1.2,
+ * which refuse a flag that disagrees with its function. */
 #define GPU_PLUGIN_DEFINE(ID, NAME, DESCRIPTION, POLICY)                                  \
     static const th_plugin_info gpu_plugin_info_ = {                                     \
         .struct_size = (uint32_t)sizeof(th_plugin_info),                                 \

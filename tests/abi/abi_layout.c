@@ -1,10 +1,11 @@
 /* The ABI's binary layout, pinned: every struct's size and every field's
  * offset on x86-64 (LP64), and every constant a compiled plugin carries.
- * Compiled twice: against the current header and against the frozen 1.0
- * copy (TH_ABI_HEADER names which). A minor version may only append fields,
- * so when the header grows, the asserts on what exists stay true and only
- * the sizeof() lines of grown structs change: update them together with the
- * header's changelog, never an offset. A failing assert is a build error. */
+ * Compiled against the current header and against each frozen copy
+ * (TH_ABI_HEADER names which). A minor version may only append fields, so
+ * when the header grows, the asserts on what exists stay true; the new
+ * fields, the new size macros and the grown sizeof() lines go in a section
+ * for that minor, together with the header's changelog, never an edit of an
+ * offset. A failing assert is a build error. */
 #include TH_ABI_HEADER
 
 #include <assert.h>
@@ -24,6 +25,8 @@ static_assert(TH_OK == 0 && TH_ERR_INVALID_ARGUMENT == -1 && TH_ERR_UNSUPPORTED 
 static_assert(TH_LOG_ERROR == 0 && TH_LOG_WARNING == 1 && TH_LOG_INFO == 2 && TH_LOG_DEBUG == 3,
               "log levels");
 static_assert(TH_VALUE_F32 == 1 && TH_VALUE_F64 == 2, "value types");
+/* TH_CAP_THREAD_SAFE_INSTANCES is ignored since 1.2 but stays defined and
+ * its bit reserved, so that plugins which set it still compile. */
 static_assert(TH_CAP_ALS_UPDATE == 1 && TH_CAP_GPU == 2 && TH_CAP_THREAD_SAFE_INSTANCES == 4,
               "capability flags");
 #if TH_ABI_VERSION_MINOR >= 1
@@ -31,6 +34,16 @@ static_assert(TH_CAP_ALS_SWEEP == 8, "capability flags (1.1)");
 #endif
 static_assert(TH_NORM_2 == 0 && TH_NORM_MAX == 1, "norms");
 static_assert(sizeof(th_status) == 4, "th_status is int32_t");
+
+#if TH_ABI_VERSION_MINOR >= 2
+/* The one list of status codes: it holds the nine pinned codes above (a
+ * minor may append), and each enumerator has its listed value. */
+#define COUNT_ONE(name, value) +1
+#define ENUM_MATCHES_LIST(name, value) static_assert(name == (value), #name " in TH_STATUS_LIST");
+enum { LISTED_STATUS_COUNT = 0 TH_STATUS_LIST(COUNT_ONE) };
+static_assert(LISTED_STATUS_COUNT == 9, "TH_STATUS_LIST holds the codes of 1.0");
+TH_STATUS_LIST(ENUM_MATCHES_LIST)
+#endif
 
 #if defined(__x86_64__) && defined(__LP64__)
 #define TH_LAYOUT_PINNED 1
@@ -71,7 +84,6 @@ OFFSET(th_plugin_info, max_rank, 44);
 OFFSET(th_plugin_info, value_type, 48);
 OFFSET(th_plugin_info, reserved0, 52);
 
-SIZE(th_runtime_info, 672);
 OFFSET(th_runtime_info, struct_size, 0);
 OFFSET(th_runtime_info, reserved0, 4);
 OFFSET(th_runtime_info, device, 8);
@@ -79,6 +91,9 @@ OFFSET(th_runtime_info, tensor_bytes, 136);
 OFFSET(th_runtime_info, factor_bytes, 144);
 OFFSET(th_runtime_info, workspace_bytes, 152);
 OFFSET(th_runtime_info, details, 160);
+#if TH_ABI_VERSION_MINOR < 2
+SIZE(th_runtime_info, 672);
+#endif
 
 SIZE(th_mode_info, 144);
 OFFSET(th_mode_info, struct_size, 0);
@@ -128,6 +143,35 @@ OFFSET(th_als_sweep_io, grams, 16);
 OFFSET(th_als_sweep_io, lambda, 24);
 OFFSET(th_als_sweep_io, inner, 32);
 #endif
+
+#if TH_ABI_VERSION_MINOR >= 2
+/* 1.2: last_sweep_seconds appended to th_runtime_info (the entry did not
+ * grow), and a size macro for every version of every sized struct: each
+ * equals the struct's sizeof() in that version, pinned above. */
+SIZE(th_runtime_info, 680);
+OFFSET(th_runtime_info, last_sweep_seconds, 672);
+static_assert(TH_RUNTIME_INFO_V1_0_SIZE == 672, "TH_RUNTIME_INFO_V1_0_SIZE");
+static_assert(TH_RUNTIME_INFO_V1_2_SIZE == 680, "TH_RUNTIME_INFO_V1_2_SIZE");
+static_assert(TH_HOST_SERVICES_V1_0_SIZE == 32, "TH_HOST_SERVICES_V1_0_SIZE");
+static_assert(TH_COO_TENSOR_V1_0_SIZE == 48, "TH_COO_TENSOR_V1_0_SIZE");
+static_assert(TH_PLUGIN_INFO_V1_0_SIZE == 56, "TH_PLUGIN_INFO_V1_0_SIZE");
+static_assert(TH_MODE_INFO_V1_0_SIZE == 144, "TH_MODE_INFO_V1_0_SIZE");
+static_assert(TH_ALS_OUTPUT_V1_0_SIZE == 32, "TH_ALS_OUTPUT_V1_0_SIZE");
+static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == 40, "TH_ALS_SWEEP_IO_V1_1_SIZE");
+#endif
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 2
+/* On any target: the newest size macro of each struct is its sizeof(), so a
+ * struct that grows without a new macro fails here. */
+static_assert(TH_HOST_SERVICES_V1_0_SIZE == sizeof(th_host_services), "th_host_services");
+static_assert(TH_COO_TENSOR_V1_0_SIZE == sizeof(th_coo_tensor), "th_coo_tensor");
+static_assert(TH_PLUGIN_INFO_V1_0_SIZE == sizeof(th_plugin_info), "th_plugin_info");
+static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_info");
+static_assert(TH_MODE_INFO_V1_0_SIZE == sizeof(th_mode_info), "th_mode_info");
+static_assert(TH_ALS_OUTPUT_V1_0_SIZE == sizeof(th_als_output), "th_als_output");
+static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
+static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */

@@ -17,6 +17,20 @@ th_status noop_create(const th_option *, uint32_t, const th_host_services *, th_
     err[0] = '\0';
     return TH_ERR_UNSUPPORTED;
 }
+
+// A plugin's own status names, from the header's one list.
+const char *status_name(th_status status)
+{
+#define NAME_CASE(name, value) \
+    case name:                 \
+        return #name;
+    switch (status) {
+        TH_STATUS_LIST(NAME_CASE)
+    default:
+        return "unknown";
+    }
+#undef NAME_CASE
+}
 } // namespace
 
 int th_abi_header_cxx_uses_everything();
@@ -31,6 +45,11 @@ int th_abi_header_cxx_uses_everything()
     th_host_services host{};
     char err[TH_ERROR_SIZE];
     th_plugin_fail(err, TH_ERR_UNSUPPORTED, "C++ too: %d", 1);
+    th_runtime_info runtime{};
+    runtime.struct_size = static_cast<uint32_t>(TH_RUNTIME_INFO_V1_0_SIZE);
+    const bool has_sweep_time =
+        TH_HAS_FIELD(runtime.struct_size, th_runtime_info, last_sweep_seconds);
     return entry.create(&option, 1, &host, nullptr, err) +
-           static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE);
+           static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE + TH_RUNTIME_INFO_V1_2_SIZE) +
+           (has_sweep_time ? 1 : 0) + (status_name(TH_ERR_DEVICE)[0] == 'T' ? 1 : 0);
 }

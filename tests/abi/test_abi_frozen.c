@@ -1,16 +1,22 @@
-/* The current host keeps loading a plugin built against the frozen ABI 1.0
- * header (fixture_frozen_v1_0) and computes with it: load through
- * th_plugin_load, one MTTKRP checked by hand, and the optional queries whose
- * structs the host sizes. */
+/* The current host keeps loading plugins built against the frozen ABI 1.0
+ * and 1.1 headers (fixture_frozen_v1_0 and fixture_frozen_v1_1, one source
+ * built against each) and computes with them: load through th_plugin_load,
+ * one MTTKRP checked by hand, the optional queries whose structs the host
+ * sizes (a field newer than the plugin's header reads as its "absent"
+ * default), and for 1.1 als_update and als_sweep through the host. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
+#include <string.h>
+
 #include "log.h"
+#include "backend.h"
 #include "plugin_loader.h"
 
-#define FROZEN_PLUGIN TH_ABI_PLUGIN_DIR "/fixture_frozen_v1_0.so"
+#define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
 
 /* A 2 x 2 x 2 tensor with three nonzeros, rank 2. */
 static const uint32_t dims[3] = {2, 2, 2};
@@ -18,18 +24,20 @@ static const uint32_t i0[3] = {0, 1, 1}, i1[3] = {0, 0, 1}, i2[3] = {1, 0, 1};
 static const uint32_t *const indices[3] = {i0, i1, i2};
 static const double values[3] = {2.0, 3.0, 5.0};
 
-static void test_frozen_plugin_loads_and_computes(void **state)
+static th_plugin *load(const char *path)
 {
-    (void)state;
     th_host_services services = th_host_services_make();
     GError *error = NULL;
-    th_plugin *plugin = th_plugin_load(FROZEN_PLUGIN, &services, &error);
-    assert_null(error);
-    assert_non_null(plugin);
-    assert_string_equal(plugin->info->id, "fixture_frozen_v1_0");
-    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_0_SIZE);
-    assert_null(plugin->entry.als_update);
+    th_plugin *plugin = th_plugin_load(path, &services, &error);
+    if (plugin == NULL)
+        fail_msg("%s", error->message);
+    return plugin;
+}
 
+/* One MTTKRP by hand, and the queries: the plugin's header has no
+ * last_sweep_seconds, so the host's default (negative) stays. */
+static void check_mttkrp_and_queries(th_plugin *plugin, const char *abi)
+{
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
     assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
@@ -50,13 +58,184 @@ static void test_frozen_plugin_loads_and_computes(void **state)
     for (int k = 0; k < 4; k++)
         assert_float_equal(result[k], expected[k], 1e-12);
 
+    GError *error = NULL;
     th_runtime_info runtime;
-    assert_true(th_plugin_runtime_info(plugin, inst, &runtime, &error));
-    assert_string_equal(runtime.device, "CPU (ABI 1.0 fixture)");
-    assert_string_equal(runtime.details, "built_against=1.0");
+    assert_true(th_instance_runtime_info(plugin, inst, &runtime, &error));
+    g_autofree char *device = g_strdup_printf("CPU (ABI %s fixture)", abi);
+    g_autofree char *details = g_strdup_printf("built_against=%s", abi);
+    assert_string_equal(runtime.device, device);
+    assert_string_equal(runtime.details, details);
+    assert_int_equal(runtime.struct_size, sizeof runtime);
+    assert_true(runtime.last_sweep_seconds < 0);
     th_mode_info mode;
-    assert_true(th_plugin_mode_info(plugin, inst, 0, &mode, &error));
+    assert_true(th_instance_mode_info(plugin, inst, 0, &mode, &error));
     assert_string_equal(mode.scheme, "naive-coo");
+
+    plugin->entry.destroy(inst);
+}
+
+static void test_frozen_v1_0_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_0"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_0");
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_0_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 0);
+    assert_null(plugin->entry.als_update);
+    assert_null(plugin->entry.als_sweep);
+    check_mttkrp_and_queries(plugin, "1.0");
+    th_plugin_unload(plugin);
+}
+
+static void test_frozen_v1_1_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_1"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_1");
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_1_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 1);
+    assert_non_null(plugin->entry.als_update);
+    assert_non_null(plugin->entry.als_sweep);
+    check_mttkrp_and_queries(plugin, "1.1");
+    th_plugin_unload(plugin);
+}
+
+/* ---- ABI 1.1's ALS calls through a 1.2 host -------------------------------- */
+
+/* A dense 3 x 4 x 5 tensor (every slice full), rank 2: well conditioned
+ * enough that no solve breaks down. */
+#define NM 3
+#define RANK 2
+static const uint32_t dense_dims[NM] = {3, 4, 5};
+
+typedef struct dense_tensor {
+    uint32_t idx[NM][60];
+    const uint32_t *idx_ptrs[NM];
+    double values[60];
+    th_coo_tensor coo;
+} dense_tensor;
+
+static void dense_tensor_init(dense_tensor *t)
+{
+    uint64_t k = 0;
+    double norm_squared = 0.0;
+    for (uint32_t a = 0; a < dense_dims[0]; a++)
+        for (uint32_t b = 0; b < dense_dims[1]; b++)
+            for (uint32_t c = 0; c < dense_dims[2]; c++, k++) {
+                t->idx[0][k] = a;
+                t->idx[1][k] = b;
+                t->idx[2][k] = c;
+                t->values[k] = 1.0 + (double)((a * 7 + b * 3 + c * 5) % 11) / 4.0;
+                norm_squared += t->values[k] * t->values[k];
+            }
+    for (int m = 0; m < NM; m++)
+        t->idx_ptrs[m] = t->idx[m];
+    t->coo = (th_coo_tensor){.struct_size = sizeof t->coo, .nmodes = NM, .nnz = k,
+                             .dims = dense_dims, .indices = t->idx_ptrs,
+                             .values = t->values, .norm_squared = norm_squared};
+}
+
+static void gram_of(const double *a, uint32_t rows, double *gram)
+{
+    for (int r = 0; r < RANK; r++)
+        for (int s = 0; s < RANK; s++) {
+            gram[r * RANK + s] = 0.0;
+            for (uint32_t i = 0; i < rows; i++)
+                gram[r * RANK + s] += a[i * RANK + r] * a[i * RANK + s];
+        }
+}
+
+static void assert_close(double got, double want, const char *what)
+{
+    if (!(fabs(got - want) <= 1e-9 * fmax(1.0, fabs(want))))
+        fail_msg("%s: %.17g, expected %.17g", what, got, want);
+}
+
+/* One sweep through th_instance_als_sweep from factors set by the host, then
+ * the contract checked on what the plugin hands back: every Gram is its
+ * factor's, and the last mode solves the normal equations
+ * A diag(lambda) (G_0 .* G_1) = M_2 with the updated Grams, its inner
+ * products being those of M_2 and A. */
+static void test_frozen_v1_1_sweeps_and_updates(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_1"));
+    dense_tensor t;
+    dense_tensor_init(&t);
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    assert_int_equal(plugin->entry.create(NULL, 0, &plugin->services, &inst, err), TH_OK);
+    assert_int_equal(plugin->entry.load_tensor(inst, &t.coo, RANK, err), TH_OK);
+
+    double grams[NM][RANK * RANK];
+    double *gram_ptrs[NM];
+    for (int m = 0; m < NM; m++) {
+        double a[5 * RANK];
+        for (uint32_t i = 0; i < dense_dims[m]; i++) {
+            a[i * RANK] = 1.0 + 0.5 * i + m;
+            a[i * RANK + 1] = (i % 2 ? -1.0 : 2.0) + 0.25 * m;
+        }
+        assert_int_equal(plugin->entry.set_factor(inst, (uint32_t)m, a, err), TH_OK);
+        gram_of(a, dense_dims[m], grams[m]);
+        gram_ptrs[m] = grams[m];
+    }
+    double lambda[RANK], inner[RANK];
+    th_als_sweep_io io = {.struct_size = sizeof io, .norm = TH_NORM_2, .nmodes = NM,
+                          .grams = gram_ptrs, .lambda = lambda, .inner = inner};
+    GError *error = NULL;
+    if (!th_instance_als_sweep(plugin, inst, &io, &error))
+        fail_msg("%s", error->message);
+    assert_int_equal(io.modes_done, NM);
+
+    double a[NM][5 * RANK];
+    for (int m = 0; m < NM; m++) {
+        assert_int_equal(plugin->entry.get_factor(inst, (uint32_t)m, a[m], err), TH_OK);
+        double gram[RANK * RANK];
+        gram_of(a[m], dense_dims[m], gram);
+        for (int k = 0; k < RANK * RANK; k++)
+            assert_close(grams[m][k], gram[k], "Gram of the swept factor");
+    }
+    double m2[5 * RANK];
+    assert_int_equal(plugin->entry.get_mttkrp_result(inst, NM - 1, m2, err), TH_OK);
+    for (uint32_t i = 0; i < dense_dims[NM - 1]; i++)
+        for (int s = 0; s < RANK; s++) {
+            double sum = 0.0;
+            for (int r = 0; r < RANK; r++)
+                sum += a[NM - 1][i * RANK + r] * lambda[r] * grams[0][r * RANK + s] *
+                       grams[1][r * RANK + s];
+            assert_close(sum, m2[i * RANK + s], "normal equations of the last mode");
+        }
+    for (int r = 0; r < RANK; r++) {
+        double sum = 0.0;
+        for (uint32_t i = 0; i < dense_dims[NM - 1]; i++)
+            sum += m2[i * RANK + r] * a[NM - 1][i * RANK + r];
+        assert_close(inner[r], sum, "inner");
+        assert_true(lambda[r] > 0.0);
+    }
+
+    /* als_update on mode 0 with w = identity and the max-norm: A_0 = M_0 / lambda. */
+    const double w[RANK * RANK] = {1, 0, 0, 1};
+    double gram[RANK * RANK];
+    th_als_output out = {.struct_size = sizeof out, .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    double m0[3 * RANK];
+    assert_int_equal(plugin->entry.mttkrp(inst, 0, err), TH_OK);
+    assert_int_equal(plugin->entry.get_mttkrp_result(inst, 0, m0, err), TH_OK);
+    assert_int_equal(plugin->entry.als_update(inst, 0, w, TH_NORM_MAX, &out, err), TH_OK);
+    assert_int_equal(plugin->entry.get_factor(inst, 0, a[0], err), TH_OK);
+    for (int r = 0; r < RANK; r++) {
+        double largest = 1.0;
+        for (uint32_t i = 0; i < dense_dims[0]; i++)
+            largest = fmax(largest, fabs(m0[i * RANK + r]));
+        assert_close(lambda[r], largest, "max-norm lambda");
+        for (uint32_t i = 0; i < dense_dims[0]; i++)
+            assert_close(a[0][i * RANK + r] * lambda[r], m0[i * RANK + r], "updated factor");
+    }
+
+    /* The 1.2 field the 1.1 plugin cannot know reads as absent after a sweep. */
+    th_runtime_info runtime;
+    assert_true(th_instance_runtime_info(plugin, inst, &runtime, &error));
+    assert_true(runtime.last_sweep_seconds < 0);
 
     plugin->entry.destroy(inst);
     th_plugin_unload(plugin);
@@ -64,8 +243,11 @@ static void test_frozen_plugin_loads_and_computes(void **state)
 
 int main(void)
 {
+    th_log_set_level(TH_LOG_WARNING);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frozen_plugin_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_0_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_1_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_1_sweeps_and_updates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

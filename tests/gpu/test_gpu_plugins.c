@@ -316,8 +316,11 @@ static void test_runtime_and_mode_info(void **state)
         g_rand_free(rng);
         th_test_load_and_set(pl, inst, t, 32, factors);
         char err[TH_ERROR_SIZE] = "";
-        th_runtime_info ri = {.struct_size = sizeof(ri)};
+        th_runtime_info ri;
+        th_runtime_info_init(&ri);
+        ri.last_sweep_seconds = 0.0; /* the plugin must write it: no sweep yet is < 0 */
         th_test_assert_ok(pl->entry.get_runtime_info(inst, &ri, err), err);
+        assert_true(ri.last_sweep_seconds < 0);
         printf("%s: %s | %s | tensor %llu B, factors %llu B\n", pl->info->id, ri.device,
                ri.details, (unsigned long long)ri.tensor_bytes,
                (unsigned long long)ri.factor_bytes);

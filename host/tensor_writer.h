@@ -1,0 +1,21 @@
+/* Writing sparse tensors as FROSTT .tns text, for generators
+ * (tensorhost-synth) and tests; tensor_reader.h reads them back. */
+#ifndef TH_TENSOR_WRITER_H
+#define TH_TENSOR_WRITER_H
+
+#include <glib.h>
+#include "sptensor.h"
+
+/* Writes FROSTT .tns (1-based), atomically (PATH.tmp-XXXXXX in the same
+ * directory, fsync, rename); gzip-compressed when PATH ends in ".gz". Values
+ * are written so that reading them back gives the same doubles. Errors are
+ * TH_TENSOR_READER_ERROR_IO (tensor_reader.h: one domain for a tensor file's
+ * I/O, read or written), with messages that start with "PATH: ". */
+gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error);
+
+/* Same, with `comment` (may be NULL; may hold several lines) written first as
+ * "# " comment lines. */
+gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const char *comment,
+                                  GError **error);
+
+#endif

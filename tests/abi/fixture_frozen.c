@@ -1,0 +1,391 @@
+/* Plugins exactly as a third party would have written them against ABI 1.0
+ * and 1.1: compiled against a frozen copy of that version's header
+ * (frozen/v1.N, named by TH_ABI_HEADER), never the current one. Every later
+ * host must keep loading them and computing with them; test_abi_frozen and
+ * the conformance checker prove that.
+ *
+ * Built once per frozen header. Against 1.0 it implements the required
+ * functions plus get_runtime_info and get_mode_info, whose out-structs are
+ * sized by the host, so the "write only what fits both sizes" rule is
+ * exercised across versions. Against 1.1 it adds what a 1.1 author would:
+ * als_update and als_sweep, with the TH_CAP_* flags that 1.1 hosts demand,
+ * and the struct-size checks that header allowed (its own sizeof()).
+ * A section is added for a version when its header is frozen; what a
+ * version's build compiles never changes. */
+#include TH_ABI_HEADER /* a frozen header, by absolute path */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if TH_ABI_VERSION_MINOR == 0
+#define FROZEN_ID "fixture_frozen_v1_0"
+#define FROZEN_ABI "1.0"
+#define FROZEN_FLAGS 0u
+#elif TH_ABI_VERSION_MINOR == 1
+#define FROZEN_ID "fixture_frozen_v1_1"
+#define FROZEN_ABI "1.1"
+#define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
+#include <float.h>
+#include <math.h>
+#else
+#error "build this fixture against a frozen header (tests/abi/frozen/v1.N)"
+#endif
+
+struct th_instance {
+    uint32_t nmodes, rank;
+    uint64_t nnz;
+    uint32_t *dims;
+    uint32_t *indices; /* [nnz * nmodes], nonzero-major */
+    double *values;
+    double *factors[16];
+    double *results[16];
+};
+
+static const th_plugin_info frozen_info = {
+    .struct_size = sizeof(th_plugin_info),
+    .flags = FROZEN_FLAGS,
+    .id = FROZEN_ID,
+    .name = "ABI " FROZEN_ABI " compatibility fixture",
+    .version = FROZEN_ABI ".0",
+    .description = "A plugin built against the frozen ABI " FROZEN_ABI " header.",
+    .max_modes = 16,
+    .max_rank = 1024,
+    .value_type = TH_VALUE_F64,
+};
+
+static th_status fail(char *err, th_status status, const char *message)
+{
+    snprintf(err, TH_ERROR_SIZE, "%s: %s", FROZEN_ID, message);
+    return status;
+}
+
+static const th_plugin_info *frozen_get_info(void)
+{
+    return &frozen_info;
+}
+
+static th_status frozen_create(const th_option *options, uint32_t n_options,
+                               const th_host_services *host, th_instance **out, char *err)
+{
+    (void)host;
+    if (n_options > 0) {
+        snprintf(err, TH_ERROR_SIZE, "unknown option '%s' (" FROZEN_ID " accepts none)",
+                 options[0].key);
+        return TH_ERR_INVALID_ARGUMENT;
+    }
+    *out = calloc(1, sizeof **out);
+    return *out ? TH_OK : fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static void release(th_instance *inst)
+{
+    for (uint32_t m = 0; m < inst->nmodes; m++) {
+        free(inst->factors[m]);
+        free(inst->results[m]);
+    }
+    free(inst->dims);
+    free(inst->indices);
+    free(inst->values);
+    memset(inst, 0, sizeof *inst);
+}
+
+static void frozen_destroy(th_instance *inst)
+{
+    if (inst != NULL) {
+        release(inst);
+        free(inst);
+    }
+}
+
+static th_status frozen_load_tensor(th_instance *inst, const th_coo_tensor *t, uint32_t rank,
+                                    char *err)
+{
+    if (t->nmodes > frozen_info.max_modes)
+        return fail(err, TH_ERR_UNSUPPORTED, "too many modes");
+    if (rank < 1 || rank > frozen_info.max_rank)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "rank out of range");
+    release(inst);
+    uint32_t n = t->nmodes;
+    inst->dims = malloc(n * sizeof *inst->dims);
+    inst->indices = malloc(t->nnz * n * sizeof *inst->indices);
+    inst->values = malloc(t->nnz * sizeof *inst->values);
+    if (!inst->dims || !inst->indices || !inst->values) {
+        release(inst);
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    inst->nmodes = n;
+    inst->rank = rank;
+    inst->nnz = t->nnz;
+    memcpy(inst->dims, t->dims, n * sizeof *inst->dims);
+    memcpy(inst->values, t->values, t->nnz * sizeof *inst->values);
+    for (uint64_t k = 0; k < t->nnz; k++)
+        for (uint32_t m = 0; m < n; m++)
+            inst->indices[k * n + m] = t->indices[m][k];
+    for (uint32_t m = 0; m < n; m++) {
+        inst->factors[m] = calloc((size_t)t->dims[m] * rank, sizeof(double));
+        inst->results[m] = calloc((size_t)t->dims[m] * rank, sizeof(double));
+        if (!inst->factors[m] || !inst->results[m]) {
+            release(inst);
+            return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    return TH_OK;
+}
+
+static th_status check_mode(const th_instance *inst, uint32_t mode, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "no tensor loaded");
+    if (mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "mode out of range");
+    return TH_OK;
+}
+
+static th_status frozen_set_factor(th_instance *inst, uint32_t mode, const double *data,
+                                   char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status == TH_OK)
+        memcpy(inst->factors[mode], data, (size_t)inst->dims[mode] * inst->rank * sizeof *data);
+    return status;
+}
+
+static th_status frozen_get_factor(th_instance *inst, uint32_t mode, double *data, char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status == TH_OK)
+        memcpy(data, inst->factors[mode], (size_t)inst->dims[mode] * inst->rank * sizeof *data);
+    return status;
+}
+
+static th_status frozen_mttkrp(th_instance *inst, uint32_t mode, char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status != TH_OK)
+        return status;
+    uint32_t n = inst->nmodes, rank = inst->rank;
+    double *out = inst->results[mode];
+    memset(out, 0, (size_t)inst->dims[mode] * rank * sizeof *out);
+    for (uint64_t k = 0; k < inst->nnz; k++)
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = inst->values[k];
+            for (uint32_t m = 0; m < n; m++)
+                if (m != mode)
+                    term *= inst->factors[m][(size_t)inst->indices[k * n + m] * rank + r];
+            out[(size_t)inst->indices[k * n + mode] * rank + r] += term;
+        }
+    return TH_OK;
+}
+
+static th_status frozen_get_mttkrp_result(th_instance *inst, uint32_t mode, double *data,
+                                          char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status == TH_OK)
+        memcpy(data, inst->results[mode], (size_t)inst->dims[mode] * inst->rank * sizeof *data);
+    return status;
+}
+
+/* The host's struct may be larger (a newer minor) or, in principle, smaller:
+ * fill a full local copy and hand over only the bytes both sides know. */
+static th_status frozen_get_runtime_info(th_instance *inst, th_runtime_info *info, char *err)
+{
+    (void)err;
+    th_runtime_info mine;
+    memset(&mine, 0, sizeof mine);
+    mine.struct_size = info->struct_size;
+    snprintf(mine.device, sizeof mine.device, "CPU (ABI " FROZEN_ABI " fixture)");
+    mine.tensor_bytes = inst->nnz * (inst->nmodes * sizeof(uint32_t) + sizeof(double));
+    snprintf(mine.details, sizeof mine.details, "built_against=" FROZEN_ABI);
+    size_t common = info->struct_size < sizeof mine ? info->struct_size : sizeof mine;
+    memcpy(info, &mine, common);
+    return TH_OK;
+}
+
+static th_status frozen_get_mode_info(th_instance *inst, uint32_t mode, th_mode_info *info,
+                                      char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status != TH_OK)
+        return status;
+    th_mode_info mine;
+    memset(&mine, 0, sizeof mine);
+    mine.struct_size = info->struct_size;
+    snprintf(mine.scheme, sizeof mine.scheme, "naive-coo");
+    mine.last_mttkrp_seconds = -1.0;
+    size_t common = info->struct_size < sizeof mine ? info->struct_size : sizeof mine;
+    memcpy(info, &mine, common);
+    return TH_OK;
+}
+
+#if TH_ABI_VERSION_MINOR >= 1
+/* ---- ABI 1.1: als_update and als_sweep ------------------------------------ */
+
+/* factors[mode] holds the unnormalised new factor: normalise it, then
+ * lambda, Gram and inner as th_als_output says. */
+static void finish_update(th_instance *inst, uint32_t mode, int32_t norm, double *lambda,
+                          double *gram, double *inner)
+{
+    const uint32_t rank = inst->rank;
+    const size_t rows = inst->dims[mode];
+    double *a = inst->factors[mode];
+    const double *m = inst->results[mode];
+    for (uint32_t r = 0; r < rank; r++) {
+        double value = 0.0;
+        for (size_t i = 0; i < rows; i++) {
+            double x = a[i * rank + r];
+            value = norm == TH_NORM_MAX ? fmax(value, fabs(x)) : value + x * x;
+        }
+        lambda[r] = norm == TH_NORM_MAX ? fmax(value, 1.0) : sqrt(value);
+        if (lambda[r] > 0.0)
+            for (size_t i = 0; i < rows; i++)
+                a[i * rank + r] /= lambda[r];
+    }
+    for (uint32_t r = 0; r < rank; r++) {
+        inner[r] = 0.0;
+        for (size_t i = 0; i < rows; i++)
+            inner[r] += m[i * rank + r] * a[i * rank + r];
+        for (uint32_t c = 0; c < rank; c++) {
+            double sum = 0.0;
+            for (size_t i = 0; i < rows; i++)
+                sum += a[i * rank + r] * a[i * rank + c];
+            gram[(size_t)r * rank + c] = sum;
+        }
+    }
+}
+
+static th_status check_norm(int32_t norm, char *err)
+{
+    if (norm != TH_NORM_2 && norm != TH_NORM_MAX)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "unknown norm");
+    return TH_OK;
+}
+
+static th_status frozen_als_update(th_instance *inst, uint32_t mode, const double *w,
+                                   int32_t norm, th_als_output *out, char *err)
+{
+    th_status status = check_mode(inst, mode, err);
+    if (status == TH_OK)
+        status = check_norm(norm, err);
+    if (status != TH_OK)
+        return status;
+    if (w == NULL || out == NULL || out->struct_size < sizeof(th_als_output) ||
+        out->lambda == NULL || out->gram == NULL || out->inner == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: bad w or output");
+    const uint32_t rank = inst->rank;
+    for (size_t i = 0; i < inst->dims[mode]; i++)
+        for (uint32_t c = 0; c < rank; c++) {
+            double sum = 0.0;
+            for (uint32_t r = 0; r < rank; r++)
+                sum += inst->results[mode][i * rank + r] * w[(size_t)r * rank + c];
+            inst->factors[mode][i * rank + c] = sum;
+        }
+    finish_update(inst, mode, norm, out->lambda, out->gram, out->inner);
+    return TH_OK;
+}
+
+/* Lower Cholesky factor of the n x n `v` in place; 0 when a pivot is not
+ * above max_i v_ii * n * DBL_EPSILON * 16 (the header's breakdown test). */
+static int cholesky(double *v, uint32_t n)
+{
+    double largest = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = fmax(largest, fabs(v[(size_t)i * n + i]));
+    const double threshold = largest * n * DBL_EPSILON * 16.0;
+    for (uint32_t j = 0; j < n; j++) {
+        double diag = v[(size_t)j * n + j];
+        for (uint32_t k = 0; k < j; k++)
+            diag -= v[(size_t)j * n + k] * v[(size_t)j * n + k];
+        if (!(diag > threshold))
+            return 0;
+        v[(size_t)j * n + j] = sqrt(diag);
+        for (uint32_t i = j + 1; i < n; i++) {
+            double sum = v[(size_t)i * n + j];
+            for (uint32_t k = 0; k < j; k++)
+                sum -= v[(size_t)i * n + k] * v[(size_t)j * n + k];
+            v[(size_t)i * n + j] = sum / v[(size_t)j * n + j];
+        }
+    }
+    return 1;
+}
+
+/* x <- (L L^T)^-1 x. */
+static void cholesky_solve(const double *l, uint32_t n, double *x)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        double sum = x[i];
+        for (uint32_t k = 0; k < i; k++)
+            sum -= l[(size_t)i * n + k] * x[k];
+        x[i] = sum / l[(size_t)i * n + i];
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        double sum = x[i];
+        for (uint32_t k = i + 1; k < n; k++)
+            sum -= l[(size_t)k * n + i] * x[k];
+        x[i] = sum / l[(size_t)i * n + i];
+    }
+}
+
+static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
+    if (io == NULL || io->struct_size < sizeof(th_als_sweep_io))
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: th_als_sweep_io too short");
+    if (io->nmodes != inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: nmodes differs from the tensor's");
+    th_status status = check_norm(io->norm, err);
+    if (status != TH_OK)
+        return status;
+    if (io->grams == NULL || io->lambda == NULL || io->inner == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: a NULL array");
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (io->grams[m] == NULL)
+            return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: a NULL Gram");
+    const uint32_t rank = inst->rank;
+    const size_t n2 = (size_t)rank * rank;
+    double *v = malloc(n2 * sizeof *v);
+    if (v == NULL)
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+    uint32_t done = 0;
+    for (; done < inst->nmodes; done++) {
+        const uint32_t mode = done;
+        frozen_mttkrp(inst, mode, err); /* cannot fail: loaded, mode in range */
+        for (size_t k = 0; k < n2; k++)
+            v[k] = 1.0;
+        for (uint32_t m = 0; m < inst->nmodes; m++)
+            if (m != mode)
+                for (size_t k = 0; k < n2; k++)
+                    v[k] *= io->grams[m][k];
+        if (!cholesky(v, rank))
+            break; /* the host finishes the iteration from this mode */
+        double *a = inst->factors[mode];
+        memcpy(a, inst->results[mode], (size_t)inst->dims[mode] * rank * sizeof *a);
+        for (size_t i = 0; i < inst->dims[mode]; i++)
+            cholesky_solve(v, rank, a + i * rank); /* V symmetric: a_i = m_i V^-1 */
+        finish_update(inst, mode, io->norm, io->lambda, io->grams[mode], io->inner);
+    }
+    free(v);
+    io->modes_done = done;
+    return TH_OK;
+}
+#endif
+
+TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
+    TH_PLUGIN_ENTRY_HEADER,
+    .get_info = frozen_get_info,
+    .create = frozen_create,
+    .destroy = frozen_destroy,
+    .load_tensor = frozen_load_tensor,
+    .set_factor = frozen_set_factor,
+    .get_factor = frozen_get_factor,
+    .mttkrp = frozen_mttkrp,
+    .get_mttkrp_result = frozen_get_mttkrp_result,
+    .get_runtime_info = frozen_get_runtime_info,
+    .get_mode_info = frozen_get_mode_info,
+#if TH_ABI_VERSION_MINOR >= 1
+    .als_update = frozen_als_update,
+    .als_sweep = frozen_als_sweep,
+#endif
+};
