@@ -197,9 +197,16 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                const th_cpd_params *params, GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
-    double **initial = th_cpd_initial_factors(backend->dims, s->nmodes, s->rank, params->seed);
-    const gboolean ok = th_als_state_set_factors(s, initial, error);
-    th_cpd_free_factors(initial, s->nmodes);
+    gboolean ok;
+    if (params->initial_factors) {
+        ok = th_als_state_set_factors(s, (double *const *)(uintptr_t)params->initial_factors,
+                                      error);
+    } else {
+        double **initial =
+            th_cpd_initial_factors(backend->dims, s->nmodes, s->rank, params->seed);
+        ok = th_als_state_set_factors(s, initial, error);
+        th_cpd_free_factors(initial, s->nmodes);
+    }
     return ok ? g_steal_pointer(&s) : NULL;
 }
 

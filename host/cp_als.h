@@ -42,6 +42,9 @@ typedef struct th_cpd_params {
      * MODE on a backend without als_sweep / als_update is an error
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
+    /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
+     * instead of the seed's (borrowed for the call). */
+    const double *const *initial_factors;
 } th_cpd_params;
 
 /* The [cpd] keys of `config` as parameters, at `rank` (a comparison may run

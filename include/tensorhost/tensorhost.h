@@ -1,0 +1,259 @@
+/*
+ * libtensorhost: CP decomposition of sparse tensors from C (and, through
+ * it, from Python), with the same backends, search rules and results as the
+ * `tensorhost` program.
+ *
+ * A contract in the style of the plugin ABI (plugin.h): C11, fixed-width
+ * types, opaque handles, no GLib or CUDA types.
+ *
+ * Errors
+ *   Every function that can fail returns a tensorhost_status: TENSORHOST_OK
+ *   (0) or a negative code, and takes `char *err`, a caller-owned buffer of
+ *   at least TENSORHOST_ERROR_SIZE bytes (may be NULL when the message is not
+ *   wanted). On failure it receives one NUL-terminated line naming what is
+ *   at fault; on success it is left alone. A failed call changes nothing the
+ *   caller holds: no handle is created, none is freed.
+ *
+ * Ownership
+ *   Handles are created by a *_new/_read/_open/_cp_als call and belong to
+ *   the caller until passed to the matching *_free/_close, exactly once
+ *   (NULL is accepted and ignored). Freeing a handle twice, or using it
+ *   after, is undefined; debug builds (NDEBUG not defined) detect most such
+ *   misuse and abort with a message. Pointers a function returns into a
+ *   handle (names, arrays) stay valid until that handle is freed.
+ *   Array arguments are borrowed for the duration of the call only.
+ *
+ * Threads
+ *   The library keeps no hidden global state except the stop request of
+ *   tensorhost_request_stop() (process-wide) and the plugins' own. Distinct
+ *   handles may be used from distinct threads; one handle must not be used
+ *   by two threads at once. A backend and everything run on it belong to
+ *   one thread at a time. tensorhost_request_stop() may be called from any
+ *   thread and from a signal handler.
+ *
+ * Versioning
+ *   TENSORHOST_API_VERSION_MAJOR/MINOR describe this header;
+ *   tensorhost_api_version() the library at run time. A minor version only
+ *   adds functions, enum values and fields at the end of structs (every
+ *   struct the caller fills starts with struct_size, set by the
+ *   *_INIT macros; the library reads only what struct_size covers, and
+ *   treats fields beyond it as their defaults). The shared object's soname
+ *   carries the major: libtensorhost.so.1.
+ *
+ * Changelog
+ *   1.0  first version.
+ */
+#ifndef TENSORHOST_TENSORHOST_H
+#define TENSORHOST_TENSORHOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TENSORHOST_API_VERSION_MAJOR 1u
+#define TENSORHOST_API_VERSION_MINOR 0u
+
+#if defined(_WIN32)
+#define TENSORHOST_API
+#else
+#define TENSORHOST_API __attribute__((visibility("default")))
+#endif
+
+/* Size of the `err` buffers. */
+#define TENSORHOST_ERROR_SIZE 1024u
+
+typedef enum tensorhost_status {
+    TENSORHOST_OK = 0,
+    TENSORHOST_ERR_INVALID_ARGUMENT = -1, /* a bad value, named in the message */
+    TENSORHOST_ERR_IO = -2,               /* a file cannot be read */
+    TENSORHOST_ERR_FORMAT = -3,           /* a file's contents are not a tensor */
+    TENSORHOST_ERR_PLUGIN = -4,           /* the backend cannot be found, loaded or created */
+    TENSORHOST_ERR_NO_DEVICE = -5,        /* the backend found no usable device */
+    TENSORHOST_ERR_BACKEND = -6,          /* a backend call failed (its message follows) */
+    TENSORHOST_ERR_NUMERIC = -7,          /* the run produced NaN or Inf */
+    TENSORHOST_ERR_MISUSE = -8,           /* a NULL or freed handle, a call out of order */
+} tensorhost_status;
+
+/* TENSORHOST_API_VERSION_MAJOR << 16 | MINOR of the library loaded. */
+TENSORHOST_API uint32_t tensorhost_api_version(void);
+/* The library's release, e.g. "0.1.0"; static storage. */
+TENSORHOST_API const char *tensorhost_version_string(void);
+/* "TENSORHOST_ERR_IO" etc.; static storage; "?" for an unknown code. */
+TENSORHOST_API const char *tensorhost_status_name(int32_t status);
+
+/* ---- Tensors ------------------------------------------------------------ */
+
+typedef struct tensorhost_tensor tensorhost_tensor;
+
+/* A tensor from caller-owned coordinate arrays: `nmodes` (2 to 64) modes of
+ * lengths `dims`, `nnz` (>= 1) nonzeros, `indices` nnz x nmodes row-major
+ * (nonzero k's coordinate in mode m at indices[k * nmodes + m]), 0-based and
+ * below dims[m]; `values` finite. Duplicate coordinates are summed (as the
+ * reader does). dims[m] and indices fit in 32 bits. The arrays are copied. */
+TENSORHOST_API int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nnz,
+                                             const uint64_t *indices, const double *values,
+                                             tensorhost_tensor **out, char *err);
+
+/* A tensor from a file in any format the program reads (FROSTT .tns, gzip,
+ * the sptensor text variant), dims taken from the file. */
+TENSORHOST_API int32_t tensorhost_tensor_read(const char *path, tensorhost_tensor **out,
+                                              char *err);
+
+TENSORHOST_API void tensorhost_tensor_free(tensorhost_tensor *tensor);
+
+/* What a tensor is and what reading it saw. Caller-owned; set struct_size
+ * (TENSORHOST_TENSOR_STATS_INIT) before the call. */
+typedef struct tensorhost_tensor_stats {
+    uint32_t struct_size;
+    uint32_t nmodes;
+    const uint64_t *dims;       /* [nmodes], valid while the tensor lives */
+    uint64_t nnz;               /* after merging duplicates */
+    uint64_t duplicates_merged;
+    uint64_t explicit_zeros;    /* values written as zero */
+    uint64_t underflowed_values;/* values too small for a double, read as zero */
+    double norm;                /* Frobenius norm */
+    double density;             /* nnz / prod(dims) */
+} tensorhost_tensor_stats;
+#define TENSORHOST_TENSOR_STATS_INIT {(uint32_t)sizeof(tensorhost_tensor_stats), 0, NULL, 0, 0, 0, 0, 0.0, 0.0}
+
+TENSORHOST_API int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
+                                                   tensorhost_tensor_stats *stats, char *err);
+
+/* ---- Backends ----------------------------------------------------------- */
+
+typedef struct tensorhost_backend tensorhost_backend;
+
+/* One option for a backend, as the config's [backend.options] gives it. */
+typedef struct tensorhost_option {
+    const char *key;
+    const char *value; /* as text: "4", "2.5", "true", "balanced" */
+} tensorhost_option;
+
+/* Opens a backend: "auto" (gpu-adaptive where a usable GPU exists, else
+ * cpu-reference), a plugin name searched as the program searches (the
+ * folders of `search_path`, ':'-separated, may be NULL; then
+ * TENSORHOST_PLUGIN_PATH; then the installation's plugin folder), or a path
+ * to a .so. `options` (may be NULL when n_options is 0) go to the plugin
+ * that runs. TENSORHOST_ERR_NO_DEVICE when a named GPU backend finds no
+ * device. */
+TENSORHOST_API int32_t tensorhost_backend_open(const char *plugin, const char *search_path,
+                                               const tensorhost_option *options,
+                                               uint32_t n_options, tensorhost_backend **out,
+                                               char *err);
+TENSORHOST_API void tensorhost_backend_close(tensorhost_backend *backend);
+
+/* The plugin's id ("cpu-reference"), its device ("NVIDIA H200 (device 0)",
+ * "CPU (8 threads)"; "" until a tensor is loaded if the plugin says so only
+ * then) and the .so's path; valid while the backend lives. */
+TENSORHOST_API const char *tensorhost_backend_id(const tensorhost_backend *backend);
+TENSORHOST_API const char *tensorhost_backend_device(tensorhost_backend *backend);
+TENSORHOST_API const char *tensorhost_backend_path(const tensorhost_backend *backend);
+
+/* Calls `each` once for every plugin on the search path (searched as
+ * tensorhost_backend_open searches it; a name found in an earlier folder
+ * hides later ones), on the calling thread, with its name (the file name
+ * without ".so"), its path and why it cannot run here: NULL when it loads
+ * and creates an instance with no options, else the loader's or the
+ * plugin's message (a GPU plugin on a host without a usable GPU says so).
+ * The strings are valid during the call. */
+typedef void (*tensorhost_plugin_fn)(const char *name, const char *path, const char *problem,
+                                     void *user_data);
+TENSORHOST_API int32_t tensorhost_list_plugins(const char *search_path, tensorhost_plugin_fn each,
+                                               void *user_data, char *err);
+
+/* ---- CP-ALS ------------------------------------------------------------- */
+
+typedef enum tensorhost_update {
+    TENSORHOST_UPDATE_AUTO = 0, /* the best the backend has */
+    TENSORHOST_UPDATE_SWEEP = 1,
+    TENSORHOST_UPDATE_MODE = 2,
+    TENSORHOST_UPDATE_HOST = 3,
+} tensorhost_update;
+
+/* Called after every iteration, on the calling thread; return 0 to go on,
+ * anything else to stop (the run then ends as interrupted, with a valid
+ * model). */
+typedef int32_t (*tensorhost_iteration_fn)(uint32_t iteration, double fit, double delta,
+                                           double seconds, void *user_data);
+
+/* The parameters of [cpd]. Caller-owned; start from TENSORHOST_CPD_PARAMS_INIT. */
+typedef struct tensorhost_cpd_params {
+    uint32_t struct_size;
+    uint32_t rank;      /* 1 to 4096 (and the backend's maximum) */
+    uint32_t max_iters; /* >= 1 */
+    double tolerance;   /* >= 0: stop when |fit change| < tolerance (after iteration 2) */
+    uint64_t seed;      /* initial factors, the same on every backend */
+    int32_t update;     /* tensorhost_update */
+    /* NULL, or [nmodes] arrays of dims[m] x rank (row-major): the initial
+     * factors instead of the seed's. Borrowed for the call. */
+    const double *const *initial_factors;
+    tensorhost_iteration_fn on_iteration; /* may be NULL */
+    void *user_data;
+} tensorhost_cpd_params;
+#define TENSORHOST_CPD_PARAMS_INIT                                                            \
+    {(uint32_t)sizeof(tensorhost_cpd_params), 16u, 50u, 1e-5, 42u, TENSORHOST_UPDATE_AUTO, NULL, \
+     NULL, NULL}
+
+typedef struct tensorhost_cpd tensorhost_cpd;
+
+/* Loads `tensor` into `backend` at params->rank (replacing any earlier
+ * tensor) and runs CP-ALS. The result is a model in the published form of
+ * the program's factor files: unit 2-norm factor columns, weights in lambda,
+ * components by decreasing lambda, signs as Tensor Toolbox's fixsigns. A
+ * stop (the callback, tensorhost_request_stop) is not an error: the result
+ * says interrupted. The tensor is not changed. */
+TENSORHOST_API int32_t tensorhost_cp_als(tensorhost_backend *backend,
+                                         const tensorhost_tensor *tensor,
+                                         const tensorhost_cpd_params *params,
+                                         tensorhost_cpd **out, char *err);
+TENSORHOST_API void tensorhost_cpd_free(tensorhost_cpd *result);
+
+typedef enum tensorhost_cpd_status {
+    TENSORHOST_CPD_CONVERGED = 0,   /* |fit change| < tolerance */
+    TENSORHOST_CPD_MAX_ITERS = 1,   /* stopped at max_iters */
+    TENSORHOST_CPD_INTERRUPTED = 2, /* stopped on request */
+} tensorhost_cpd_status;
+
+/* The result's parts; arrays valid while the result lives. */
+TENSORHOST_API uint32_t tensorhost_cpd_nmodes(const tensorhost_cpd *result);
+TENSORHOST_API uint32_t tensorhost_cpd_rank(const tensorhost_cpd *result);
+TENSORHOST_API uint64_t tensorhost_cpd_dim(const tensorhost_cpd *result, uint32_t mode);
+TENSORHOST_API int32_t tensorhost_cpd_status_of(const tensorhost_cpd *result);
+/* [rank] weights; NULL when the run stopped before any update. */
+TENSORHOST_API const double *tensorhost_cpd_weights(const tensorhost_cpd *result);
+/* dims[mode] x rank, row-major; NULL as for the weights or a bad mode. */
+TENSORHOST_API const double *tensorhost_cpd_factor(const tensorhost_cpd *result, uint32_t mode);
+TENSORHOST_API double tensorhost_cpd_fit(const tensorhost_cpd *result);
+/* Completed iterations, and the fit and seconds of each ([iterations]). */
+TENSORHOST_API uint32_t tensorhost_cpd_iterations(const tensorhost_cpd *result);
+TENSORHOST_API const double *tensorhost_cpd_fits(const tensorhost_cpd *result);
+TENSORHOST_API const double *tensorhost_cpd_iteration_seconds(const tensorhost_cpd *result);
+
+/* Where the time went, in seconds (negative: not measured). */
+typedef struct tensorhost_cpd_timings {
+    uint32_t struct_size;
+    double total;         /* the whole call, load included */
+    double load;          /* the backend's preprocessing (load_tensor) */
+    double mttkrp;        /* host wall time of the MTTKRPs (negative on the sweep path) */
+    double sweep;         /* als_sweep calls */
+    double update;        /* factor updates outside als_sweep */
+    double algebra;       /* host R x R work */
+} tensorhost_cpd_timings;
+#define TENSORHOST_CPD_TIMINGS_INIT {(uint32_t)sizeof(tensorhost_cpd_timings), 0, 0, 0, 0, 0, 0}
+
+TENSORHOST_API int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *result,
+                                                  tensorhost_cpd_timings *timings, char *err);
+
+/* Asks the run in progress, if any, to stop after its current iteration (or
+ * within about a second inside a long one); the next run starts afresh.
+ * Async-signal-safe; any thread. */
+TENSORHOST_API void tensorhost_request_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,336 @@
+"""tensorhost: CP decomposition (CP-ALS) of sparse tensors with tensorhost's
+backends, the multi-threaded CPU reference and the GPU backends.
+
+    import tensorhost
+    result = tensorhost.cp_als("uber.tns.gz", rank=16)
+    result.weights, result.factors, result.fit
+
+The model comes back in the published form of the program's factor files:
+every factor column has unit 2-norm, the weights hold the component sizes,
+components are sorted by decreasing weight, and signs follow Tensor
+Toolbox's fixsigns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _library
+
+__all__ = ["cp_als", "plugins", "CPResult", "PluginInfo", "TensorhostError", "__version__"]
+
+_lib = _library.load()
+__version__ = _lib.tensorhost_version_string().decode()
+
+_UPDATES = {"auto": 0, "sweep": 1, "mode": 2, "host": 3}
+_STATUS = {0: "converged", 1: "max_iters", 2: "interrupted"}
+
+
+class TensorhostError(RuntimeError):
+    """A failed libtensorhost call: `status` is the C status name
+    ("TENSORHOST_ERR_IO", ...), the message the library's one line."""
+
+    def __init__(self, status: int, message: str):
+        self.status = _library.STATUS_NAMES.get(status, str(status))
+        super().__init__(message)
+
+
+def _check(status: int, err: ctypes.Array) -> None:
+    if status != _library.OK:
+        raise TensorhostError(status, err.value.decode(errors="replace"))
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    path: str
+    usable: bool
+    problem: Optional[str]  # why it cannot run here; None when usable
+
+
+def plugins(search_path: Optional[Union[str, os.PathLike, Sequence]] = None) -> list:
+    """The plugins on the search path (`search_path`, then
+    TENSORHOST_PLUGIN_PATH, then the installed ones), each with whether it
+    can run here and, if not, why."""
+    found = []
+
+    def note(name, path, problem, _user_data):
+        found.append(PluginInfo(name.decode(), path.decode(), problem is None,
+                                problem.decode(errors="replace") if problem else None))
+
+    callback = _library.PLUGIN_FN(note)
+    err = _library.error_buffer()
+    _check(_lib.tensorhost_list_plugins(_search_path_text(search_path), callback, None, err), err)
+    return found
+
+
+@dataclass
+class CPResult:
+    """A CP model and how it was computed. `weights` has shape (rank,);
+    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns."""
+
+    weights: np.ndarray
+    factors: list
+    fit: float
+    fits: np.ndarray            # the fit after each iteration
+    iterations: int
+    status: str                 # "converged", "max_iters" or "interrupted"
+    backend: str                # the plugin that ran, e.g. "gpu-adaptive"
+    device: str
+    timings: dict = field(default_factory=dict)  # seconds: total, load, mttkrp, ...
+
+    def to_pyttb(self):
+        """The model as a pyttb.ktensor (imports pyttb only now)."""
+        import pyttb
+
+        return pyttb.ktensor([np.array(f, copy=True) for f in self.factors],
+                             np.array(self.weights, copy=True))
+
+    def to_tensorly(self):
+        """The model as a TensorLy CPTensor (imports tensorly only now)."""
+        from tensorly.cp_tensor import CPTensor
+
+        return CPTensor((np.array(self.weights, copy=True),
+                         [np.array(f, copy=True) for f in self.factors]))
+
+
+def _search_path_text(search_path) -> Optional[bytes]:
+    if search_path is None:
+        return None
+    if isinstance(search_path, (str, os.PathLike)):
+        search_path = [search_path]
+    return ":".join(os.fspath(p) for p in search_path).encode()
+
+
+class _Handle:
+    """An owned C handle, freed once."""
+
+    def __init__(self, free: Callable):
+        self.pointer = ctypes.c_void_p()
+        self._free = free
+
+    def close(self) -> None:
+        if self.pointer:
+            self._free(self.pointer)
+            self.pointer = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _coo_arrays(indices, values, shape):
+    """(indices, values, shape) as the C API takes them, with every check a
+    user can fail named in a ValueError or TypeError."""
+    indices = np.asarray(indices)
+    values = np.asarray(values)
+    if indices.ndim != 2:
+        raise ValueError(f"indices must be a 2-D array (nnz x order), got shape {indices.shape}")
+    if not np.issubdtype(indices.dtype, np.integer):
+        raise TypeError(f"indices must be integers, got {indices.dtype}")
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"values must be real numbers, got {values.dtype}")
+    values = values.reshape(-1)
+    nnz, order = indices.shape
+    if values.shape[0] != nnz:
+        raise ValueError(f"{nnz} index rows but {values.shape[0]} values")
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != order:
+        raise ValueError(f"shape has {len(shape)} modes but indices have {order} columns")
+    if nnz and indices.min() < 0:
+        row = int(np.argwhere(indices < 0)[0][0])
+        raise ValueError(f"nonzero {row}: negative index {indices[row].tolist()} "
+                         "(indices are 0-based)")
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        row = int(np.argwhere(~np.isfinite(values))[0][0])
+        raise ValueError(f"nonzero {row}: value {values[row]} is not finite")
+    return (np.ascontiguousarray(indices, dtype=np.uint64), values,
+            np.ascontiguousarray(shape, dtype=np.uint64))
+
+
+def _tensor_handle(X) -> _Handle:
+    handle = _Handle(_lib.tensorhost_tensor_free)
+    err = _library.error_buffer()
+    if isinstance(X, (str, os.PathLike)):
+        status = _lib.tensorhost_tensor_read(os.fspath(X).encode(), ctypes.byref(handle.pointer),
+                                             err)
+        _check(status, err)
+        return handle
+    if isinstance(X, tuple) and len(X) == 3:
+        indices, values, shape = X
+    elif hasattr(X, "subs") and hasattr(X, "vals") and hasattr(X, "shape"):  # pyttb.sptensor
+        indices, values, shape = X.subs, X.vals, X.shape
+    else:
+        raise TypeError("X must be a file path, a pyttb.sptensor or an (indices, values, "
+                        f"shape) tuple of numpy arrays, not {type(X).__name__}")
+    indices, values, dims = _coo_arrays(indices, values, shape)
+    u64 = ctypes.POINTER(ctypes.c_uint64)
+    status = _lib.tensorhost_tensor_new(
+        len(dims), dims.ctypes.data_as(u64), values.shape[0], indices.ctypes.data_as(u64),
+        values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.byref(handle.pointer), err)
+    _check(status, err)
+    return handle
+
+
+def _initial_factors(init, dims, rank):
+    """Borrowed double** for the C call, and the arrays that keep it alive."""
+    if init is None:
+        return None, []
+    if len(init) != len(dims):
+        raise ValueError(f"init has {len(init)} factors for a tensor of {len(dims)} modes")
+    arrays = []
+    for m, factor in enumerate(init):
+        factor = np.ascontiguousarray(factor, dtype=np.float64)
+        if factor.shape != (dims[m], rank):
+            raise ValueError(f"init[{m}] has shape {factor.shape}, expected ({dims[m]}, {rank})")
+        arrays.append(factor)
+    pointers = (ctypes.POINTER(ctypes.c_double) * len(arrays))(
+        *[a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)) for a in arrays])
+    return pointers, arrays
+
+
+def _run_in_worker(call: Callable[[], int]):
+    """Runs `call` (a foreign call that releases the GIL) on a worker thread
+    and waits for it, with a SIGINT handler of our own while it runs: Ctrl-C
+    then asks the run to stop after its current iteration instead of raising
+    at an arbitrary point, which would free the run's handles under it.
+    Returns (status, whether Ctrl-C came)."""
+    outcome: dict = {}
+    interrupted: list = []
+
+    def work():
+        try:
+            outcome["status"] = call()
+        except BaseException as error:  # pragma: no cover - ctypes errors
+            outcome["error"] = error
+
+    def on_sigint(signum, _frame):
+        interrupted.append(signum)
+        _lib.tensorhost_request_stop()
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    try:
+        worker = threading.Thread(target=work, name="tensorhost-cp-als", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["status"], bool(interrupted)
+
+
+def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
+           max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
+           callback: Optional[Callable[[int, float], Optional[bool]]] = None,
+           update: str = "auto", search_path=None) -> CPResult:
+    """CP decomposition of a sparse tensor by alternating least squares.
+
+    X: a file path (FROSTT .tns, .tns.gz, sptensor text), a pyttb.sptensor,
+       or (indices, values, shape) with indices an (nnz, order) integer array
+       of 0-based coordinates. Duplicate coordinates are summed.
+    backend: "auto" (a GPU backend when a usable GPU exists, else
+       "cpu-reference"), a plugin name, or a path to a plugin .so.
+    options: the backend's options, e.g. {"threads": 8}.
+    tol: stop when |fit change| < tol (never before iteration 2).
+    seed: the initial factors' seed (the same factors on every backend);
+       init: a list of (dims[m], rank) arrays to start from instead.
+    callback(iteration, fit): called after each iteration; returning False
+       stops the run (status "interrupted", with the model so far).
+    update: "auto", "sweep", "mode" or "host": where factor updates run.
+    Ctrl-C stops the run after the current iteration and raises
+    KeyboardInterrupt. Errors raise TensorhostError with the library's
+    message (ValueError/TypeError for malformed arguments).
+    """
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    if update not in _UPDATES:
+        raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
+    with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
+        stats = _library.TensorStats(struct_size=ctypes.sizeof(_library.TensorStats))
+        err = _library.error_buffer()
+        _check(_lib.tensorhost_tensor_get_stats(tensor.pointer, ctypes.byref(stats), err), err)
+        dims = [stats.dims[m] for m in range(stats.nmodes)]
+        option_items = [(str(k), _option_text(v)) for k, v in (options or {}).items()]
+        c_options = (_library.Option * max(len(option_items), 1))(
+            *[_library.Option(k.encode(), v.encode()) for k, v in option_items])
+        _check(_lib.tensorhost_backend_open(str(backend).encode(), _search_path_text(search_path),
+                                            c_options, len(option_items),
+                                            ctypes.byref(opened.pointer), err), err)
+        initial, keep_alive = _initial_factors(init, dims, int(rank))
+        callback_error: list = []
+
+        def on_iteration(iteration, fit, _delta, _seconds, _user_data):
+            if callback is None:
+                return 0
+            try:
+                return 1 if callback(int(iteration), float(fit)) is False else 0
+            except BaseException as error:  # carried to the caller after the run
+                callback_error.append(error)
+                return 1
+
+        c_callback = _library.ITERATION_FN(on_iteration)
+        params = _library.CpdParams(
+            struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
+            max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
+            update=_UPDATES[update], on_iteration=c_callback)
+        if initial is not None:
+            params.initial_factors = ctypes.cast(initial,
+                                                 ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
+        result = _Handle(_lib.tensorhost_cpd_free)
+        status, interrupted = _run_in_worker(lambda: _lib.tensorhost_cp_als(
+            opened.pointer, tensor.pointer, ctypes.byref(params), ctypes.byref(result.pointer),
+            err))
+        del keep_alive
+        with result:
+            if callback_error:
+                raise callback_error[0]
+            if interrupted:
+                raise KeyboardInterrupt
+            _check(status, err)
+            return _collect(result.pointer, opened.pointer)
+
+
+def _option_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _collect(result, backend) -> CPResult:
+    nmodes = _lib.tensorhost_cpd_nmodes(result)
+    rank = _lib.tensorhost_cpd_rank(result)
+    iterations = _lib.tensorhost_cpd_iterations(result)
+    weights_pointer = _lib.tensorhost_cpd_weights(result)
+    if weights_pointer:
+        weights = np.ctypeslib.as_array(weights_pointer, shape=(rank,)).copy()
+        factors = [np.ctypeslib.as_array(_lib.tensorhost_cpd_factor(result, m),
+                                         shape=(_lib.tensorhost_cpd_dim(result, m), rank)).copy()
+                   for m in range(nmodes)]
+    else:  # stopped before the first update
+        weights, factors = np.zeros(0), []
+    fits = (np.ctypeslib.as_array(_lib.tensorhost_cpd_fits(result), shape=(iterations,)).copy()
+            if iterations else np.zeros(0))
+    timings = _library.CpdTimings(struct_size=ctypes.sizeof(_library.CpdTimings))
+    err = _library.error_buffer()
+    _check(_lib.tensorhost_cpd_get_timings(result, ctypes.byref(timings), err), err)
+    return CPResult(
+        weights=weights, factors=factors, fit=float(_lib.tensorhost_cpd_fit(result)), fits=fits,
+        iterations=int(iterations), status=_STATUS[_lib.tensorhost_cpd_status_of(result)],
+        backend=_lib.tensorhost_backend_id(backend).decode(),
+        device=_lib.tensorhost_backend_device(backend).decode(),
+        timings={name: getattr(timings, name)
+                 for name in ("total", "load", "mttkrp", "sweep", "update", "algebra")})

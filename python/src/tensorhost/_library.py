@@ -1,0 +1,155 @@
+"""libtensorhost through ctypes: the C API of include/tensorhost/tensorhost.h.
+
+ctypes rather than a compiled extension: the package then needs no Python
+headers or compiler of its own beyond the project's CMake build, works with
+any CPython 3 the library's ABI serves, and ctypes releases the GIL during
+every foreign call, so a decomposition computes while other Python threads
+run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+ERROR_SIZE = 1024
+
+OK = 0
+STATUS_NAMES = {
+    -1: "TENSORHOST_ERR_INVALID_ARGUMENT",
+    -2: "TENSORHOST_ERR_IO",
+    -3: "TENSORHOST_ERR_FORMAT",
+    -4: "TENSORHOST_ERR_PLUGIN",
+    -5: "TENSORHOST_ERR_NO_DEVICE",
+    -6: "TENSORHOST_ERR_BACKEND",
+    -7: "TENSORHOST_ERR_NUMERIC",
+    -8: "TENSORHOST_ERR_MISUSE",
+}
+
+
+class TensorStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("nmodes", ctypes.c_uint32),
+        ("dims", ctypes.POINTER(ctypes.c_uint64)),
+        ("nnz", ctypes.c_uint64),
+        ("duplicates_merged", ctypes.c_uint64),
+        ("explicit_zeros", ctypes.c_uint64),
+        ("underflowed_values", ctypes.c_uint64),
+        ("norm", ctypes.c_double),
+        ("density", ctypes.c_double),
+    ]
+
+
+class Option(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+ITERATION_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_uint32, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+    ctypes.c_void_p)
+PLUGIN_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                             ctypes.c_void_p)
+
+
+class CpdParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("max_iters", ctypes.c_uint32),
+        ("tolerance", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
+        ("update", ctypes.c_int32),
+        ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
+        ("on_iteration", ITERATION_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+class CpdTimings(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("total", ctypes.c_double),
+        ("load", ctypes.c_double),
+        ("mttkrp", ctypes.c_double),
+        ("sweep", ctypes.c_double),
+        ("update", ctypes.c_double),
+        ("algebra", ctypes.c_double),
+    ]
+
+
+def _library_path() -> Path:
+    """TENSORHOST_LIBRARY when set (a build tree), else the library installed
+    inside this package (tensorhost/lib/libtensorhost.so.1)."""
+    explicit = os.environ.get("TENSORHOST_LIBRARY")
+    if explicit:
+        return Path(explicit)
+    here = Path(__file__).resolve().parent
+    for name in ("libtensorhost.so.1", "libtensorhost.so"):
+        for folder in (here / "lib", here / "lib64"):
+            if (folder / name).exists():
+                return folder / name
+    raise ImportError(
+        f"libtensorhost is not installed in {here}/lib; install the package with "
+        "`pip install ./python` from the repository, or set TENSORHOST_LIBRARY to the "
+        "library of a build tree")
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    vp, u32, u64, i32, dbl = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, \
+        ctypes.c_double
+    cp, err = ctypes.c_char_p, ctypes.c_char_p
+    pvp = ctypes.POINTER(ctypes.c_void_p)
+    pdbl = ctypes.POINTER(ctypes.c_double)
+    pu64 = ctypes.POINTER(ctypes.c_uint64)
+    signatures = {
+        "tensorhost_api_version": (u32, []),
+        "tensorhost_version_string": (cp, []),
+        "tensorhost_status_name": (cp, [i32]),
+        "tensorhost_tensor_new": (i32, [u32, pu64, u64, pu64, pdbl, pvp, err]),
+        "tensorhost_tensor_read": (i32, [cp, pvp, err]),
+        "tensorhost_tensor_free": (None, [vp]),
+        "tensorhost_tensor_get_stats": (i32, [vp, ctypes.POINTER(TensorStats), err]),
+        "tensorhost_backend_open": (i32, [cp, cp, ctypes.POINTER(Option), u32, pvp, err]),
+        "tensorhost_backend_close": (None, [vp]),
+        "tensorhost_backend_id": (cp, [vp]),
+        "tensorhost_backend_device": (cp, [vp]),
+        "tensorhost_backend_path": (cp, [vp]),
+        "tensorhost_list_plugins": (i32, [cp, PLUGIN_FN, vp, err]),
+        "tensorhost_cp_als": (i32, [vp, vp, ctypes.POINTER(CpdParams), pvp, err]),
+        "tensorhost_cpd_free": (None, [vp]),
+        "tensorhost_cpd_nmodes": (u32, [vp]),
+        "tensorhost_cpd_rank": (u32, [vp]),
+        "tensorhost_cpd_dim": (u64, [vp, u32]),
+        "tensorhost_cpd_status_of": (i32, [vp]),
+        "tensorhost_cpd_weights": (pdbl, [vp]),
+        "tensorhost_cpd_factor": (pdbl, [vp, u32]),
+        "tensorhost_cpd_fit": (dbl, [vp]),
+        "tensorhost_cpd_iterations": (u32, [vp]),
+        "tensorhost_cpd_fits": (pdbl, [vp]),
+        "tensorhost_cpd_iteration_seconds": (pdbl, [vp]),
+        "tensorhost_cpd_get_timings": (i32, [vp, ctypes.POINTER(CpdTimings), err]),
+        "tensorhost_request_stop": (None, []),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return lib
+
+
+def load() -> ctypes.CDLL:
+    path = _library_path()
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as error:
+        raise ImportError(f"cannot load {path}: {error}") from error
+    major = lib.tensorhost_api_version() >> 16
+    if major != 1:
+        raise ImportError(f"{path} has API {major}.x; this package speaks 1.x")
+    return _declare(lib)
+
+
+def error_buffer() -> ctypes.Array:
+    return ctypes.create_string_buffer(ERROR_SIZE)

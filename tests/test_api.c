@@ -1,0 +1,308 @@
+/* libtensorhost through its public header only, as a C user links it:
+ * tensors from COO arrays and files, a backend by name, CP-ALS with a
+ * callback that stops, the result in the published form, and misuse. */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <tensorhost/tensorhost.h>
+
+#define AMINOACID TH_TEST_DATA_DIR "/aminoacid.sptensor.txt"
+
+static void expect_ok(int32_t status, const char *err)
+{
+    if (status != TENSORHOST_OK)
+        fail_msg("%s: %s", tensorhost_status_name(status), err);
+}
+
+static tensorhost_backend *open_cpu(void)
+{
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = NULL;
+    const tensorhost_option threads = {"threads", "2"};
+    expect_ok(tensorhost_backend_open("cpu-reference", TH_PLUGIN_DIR, &threads, 1, &backend, err),
+              err);
+    return backend;
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    assert_int_equal(tensorhost_api_version() >> 16, TENSORHOST_API_VERSION_MAJOR);
+    assert_int_equal(tensorhost_api_version() & 0xffff, TENSORHOST_API_VERSION_MINOR);
+    assert_string_equal(tensorhost_version_string(), TH_VERSION);
+    assert_string_equal(tensorhost_status_name(TENSORHOST_ERR_IO), "TENSORHOST_ERR_IO");
+    assert_string_equal(tensorhost_status_name(12345), "?");
+}
+
+/* Duplicates are summed and the stats say so; bad arrays are refused with
+ * the nonzero and mode at fault. */
+static void test_tensor_from_coo(void **state)
+{
+    (void)state;
+    const uint64_t dims[] = {2, 3, 4};
+    const uint64_t indices[] = {0, 0, 0, 1, 2, 3, 0, 0, 0, 1, 1, 1};
+    const double values[] = {1.0, 2.0, 0.5, -3.0};
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(3, dims, 4, indices, values, &t, err), err);
+    tensorhost_tensor_stats stats = TENSORHOST_TENSOR_STATS_INIT;
+    expect_ok(tensorhost_tensor_get_stats(t, &stats, err), err);
+    assert_int_equal(stats.nmodes, 3);
+    assert_int_equal(stats.nnz, 3);
+    assert_int_equal(stats.duplicates_merged, 1);
+    assert_int_equal(stats.dims[2], 4);
+    assert_true(fabs(stats.norm - sqrt(1.5 * 1.5 + 4.0 + 9.0)) < 1e-12);
+    tensorhost_tensor_free(t);
+
+    const uint64_t out_of_range[] = {0, 0, 0, 1, 3, 3};
+    tensorhost_tensor *bad = NULL;
+    assert_int_equal(tensorhost_tensor_new(3, dims, 2, out_of_range, values, &bad, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "nonzero 1: index 3 in mode 1 is out of range [0, 3)"));
+    assert_null(bad);
+    const double not_finite[] = {1.0, NAN};
+    assert_int_equal(tensorhost_tensor_new(3, dims, 2, indices, not_finite, &bad, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "nonzero 1: value nan is not finite"));
+    assert_int_equal(tensorhost_tensor_new(1, dims, 2, indices, values, &bad, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_int_equal(tensorhost_tensor_new(3, dims, 0, indices, values, &bad, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+}
+
+static void test_tensor_read_errors(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    assert_int_equal(tensorhost_tensor_read("/nonexistent/x.tns", &t, err), TENSORHOST_ERR_IO);
+    assert_non_null(strstr(err, "/nonexistent/x.tns"));
+    assert_null(t);
+}
+
+static int32_t stop_after_two(uint32_t iteration, double fit, double delta, double seconds,
+                              void *user_data)
+{
+    (void)fit, (void)delta, (void)seconds;
+    *(uint32_t *)user_data = iteration;
+    return iteration >= 2;
+}
+
+/* The result is the published model: unit columns, weights sorted, and its
+ * fit, recomputed here from the arrays against the tensor, is the one
+ * reported. */
+static void test_cp_als_result(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_backend *backend = open_cpu();
+    assert_string_equal(tensorhost_backend_id(backend), "cpu-reference");
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 3;
+    params.max_iters = 20;
+    params.tolerance = 0.0;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_non_null(strstr(tensorhost_backend_device(backend), "CPU"));
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_MAX_ITERS);
+    assert_int_equal(tensorhost_cpd_iterations(r), 20);
+    assert_int_equal(tensorhost_cpd_nmodes(r), 3);
+    assert_int_equal(tensorhost_cpd_rank(r), 3);
+    const double *lambda = tensorhost_cpd_weights(r);
+    for (uint32_t k = 1; k < 3; ++k)
+        assert_true(lambda[k] <= lambda[k - 1]);
+    for (uint32_t m = 0; m < 3; ++m) {
+        const double *a = tensorhost_cpd_factor(r, m);
+        for (uint32_t k = 0; k < 3; ++k) {
+            double sum = 0.0;
+            for (uint64_t i = 0; i < tensorhost_cpd_dim(r, m); ++i)
+                sum += a[i * 3 + k] * a[i * 3 + k];
+            assert_true(fabs(sqrt(sum) - 1.0) < 1e-12);
+        }
+    }
+    assert_null(tensorhost_cpd_factor(r, 3));
+    assert_true(tensorhost_cpd_fits(r)[19] == tensorhost_cpd_fit(r));
+    assert_true(tensorhost_cpd_fit(r) > 0.9); /* three fluorophores */
+    tensorhost_cpd_timings timings = TENSORHOST_CPD_TIMINGS_INIT;
+    expect_ok(tensorhost_cpd_get_timings(r, &timings, err), err);
+    assert_true(timings.total > 0.0 && timings.mttkrp >= 0.0);
+    tensorhost_cpd_free(r);
+
+    /* The callback stops the run: interrupted, with a model. */
+    uint32_t last = 0;
+    params.on_iteration = stop_after_two;
+    params.user_data = &last;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(last, 2);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_INTERRUPTED);
+    assert_int_equal(tensorhost_cpd_iterations(r), 2);
+    assert_non_null(tensorhost_cpd_weights(r));
+    tensorhost_cpd_free(r);
+
+    /* Bad parameters name the parameter and leave no result. */
+    params.on_iteration = NULL;
+    params.rank = 0;
+    r = NULL;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "rank 0"));
+    assert_null(r);
+    params.rank = 3;
+    params.update = TENSORHOST_UPDATE_SWEEP; /* cpu-reference has no als_sweep */
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "als_sweep"));
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+/* Initial factors handed in are the ones used: from the exact factors of a
+ * rank-2 tensor one iteration keeps the exact model (fit 1), from the
+ * seed's random ones it does not get there. */
+static void test_initial_factors(void **state)
+{
+    (void)state;
+    const double a[2][3] = {{1, 2, 0}, {0, 1, 3}}, b[2][3] = {{1, 0, 1}, {2, 1, 0}},
+                 c[2][2] = {{1, 1}, {1, -1}};
+    const uint64_t dims[] = {3, 3, 2};
+    uint64_t indices[18 * 3];
+    double values[18];
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < 3; ++i)
+        for (uint64_t j = 0; j < 3; ++j)
+            for (uint64_t l = 0; l < 2; ++l, ++k) {
+                indices[k * 3] = i, indices[k * 3 + 1] = j, indices[k * 3 + 2] = l;
+                values[k] = a[0][i] * b[0][j] * c[0][l] + a[1][i] * b[1][j] * c[1][l];
+            }
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(3, dims, 18, indices, values, &t, err), err);
+    tensorhost_backend *backend = open_cpu();
+    double a0[6], a1[6], a2[4]; /* row-major: row i holds both components */
+    for (int i = 0; i < 3; ++i)
+        for (int r = 0; r < 2; ++r)
+            a0[i * 2 + r] = a[r][i], a1[i * 2 + r] = b[r][i];
+    for (int l = 0; l < 2; ++l)
+        for (int r = 0; r < 2; ++r)
+            a2[l * 2 + r] = c[r][l];
+    const double *const exact[] = {a0, a1, a2};
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 2;
+    params.max_iters = 1;
+    params.initial_factors = exact;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    if (!(tensorhost_cpd_fit(r) > 1.0 - 1e-6))
+        fail_msg("fit %.12f from the exact factors", tensorhost_cpd_fit(r));
+    tensorhost_cpd_free(r);
+    params.initial_factors = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    if (!(tensorhost_cpd_fit(r) < 0.999))
+        fail_msg("fit %.12f from the seed's factors after one iteration", tensorhost_cpd_fit(r));
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+static void test_backend_errors(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = NULL;
+    assert_int_equal(tensorhost_backend_open("no-such-backend", TH_PLUGIN_DIR, NULL, 0, &backend,
+                                             err),
+                     TENSORHOST_ERR_PLUGIN);
+    assert_non_null(strstr(err, "no-such-backend"));
+    const tensorhost_option bad = {"threads", "100000"};
+    assert_int_equal(tensorhost_backend_open("cpu-reference", TH_PLUGIN_DIR, &bad, 1, &backend,
+                                             err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "threads"));
+    assert_null(backend);
+}
+
+typedef struct plugin_seen {
+    int cpu_reference_usable;
+    int count;
+} plugin_seen;
+
+static void note_plugin(const char *name, const char *path, const char *problem,
+                        void *user_data)
+{
+    plugin_seen *seen = user_data;
+    assert_non_null(strstr(path, name));
+    seen->count++;
+    if (strcmp(name, "cpu-reference") == 0 && problem == NULL)
+        seen->cpu_reference_usable = 1;
+    if (strncmp(name, "gpu-", 4) == 0 && problem != NULL) /* a host without a GPU */
+        assert_non_null(strstr(problem, "device"));
+}
+
+static void test_list_plugins(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    plugin_seen seen = {0};
+    expect_ok(tensorhost_list_plugins(TH_PLUGIN_DIR, note_plugin, &seen, err), err);
+    assert_true(seen.cpu_reference_usable);
+    assert_true(seen.count >= 1);
+    assert_int_equal(tensorhost_list_plugins(NULL, NULL, NULL, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+}
+
+/* NULL handles are reported; a freed one aborts with a message where debug
+ * checks are on (a child process, so the test survives it). */
+static void test_misuse(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_cpd *r = NULL;
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    assert_int_equal(tensorhost_cp_als(NULL, NULL, &params, &r, err), TENSORHOST_ERR_MISUSE);
+    assert_non_null(strstr(err, "the backend is NULL"));
+    tensorhost_tensor_free(NULL);
+    tensorhost_backend_close(NULL);
+    tensorhost_cpd_free(NULL);
+    assert_null(tensorhost_cpd_weights(NULL));
+    assert_int_equal(tensorhost_cpd_status_of(NULL), TENSORHOST_ERR_MISUSE);
+#ifndef NDEBUG
+    const uint64_t dims[] = {2, 2};
+    const uint64_t indices[] = {0, 1};
+    const double values[] = {1.0};
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(2, dims, 1, indices, values, &t, err), err);
+    const pid_t child = fork();
+    if (child == 0) {
+        tensorhost_tensor_free(t);
+        tensorhost_tensor_free(t); /* the second must abort */
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    tensorhost_tensor_free(t);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),           cmocka_unit_test(test_tensor_from_coo),
+        cmocka_unit_test(test_tensor_read_errors), cmocka_unit_test(test_cp_als_result),
+        cmocka_unit_test(test_initial_factors),   cmocka_unit_test(test_backend_errors),
+        cmocka_unit_test(test_list_plugins),      cmocka_unit_test(test_misuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
