@@ -1,4 +1,4 @@
-/* Times the host's R x R algebra (host/dense.c) on this CPU and prints a
+/* Times the host's R x R algebra (libtensorhost/dense.c) on this CPU and prints a
  * markdown table: per rank, one Cholesky inverse of an SPD matrix, one
  * pseudo-inverse of a rank-deficient one (both Hadamard products of Grams
  * of random factors, as CP-ALS forms them) and the Gram of a 10000 x R

@@ -1,7 +1,7 @@
 /* GPU MTTKRP benchmark and the GPU backends' performance targets ("bars"):
  * the GPU plugins and cpu-reference, through the plugin ABI, on real
  * tensors (file paths) and FROSTT-shaped synthetic ones (the presets of
- * host/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
+ * libtensorhost/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
  * GPU, R = 32 by default.
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...

@@ -5,7 +5,7 @@
  * One block inverts V in place in shared memory by Gauss-Jordan
  * elimination without pivoting, which is stable for a symmetric positive
  * definite V: its pivots are exactly the Cholesky pivots (the squares of
- * L's diagonal), so the breakdown test is the host's (host/dense.c, the
+ * L's diagonal), so the breakdown test is the host's (libtensorhost/dense.c, the
  * ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON * 16. Each of
  * the R steps is one parallel rank-one update of all R x R entries, so the
  * latency is R short steps, not the O(R^2)-long dependent chains of a

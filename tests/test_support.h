@@ -61,7 +61,7 @@ void th_test_coo_view(const th_sptensor *t, th_coo_tensor *view);
 double th_test_fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank);
 
 /* Fails the test unless the files in `dir` are in the published form
- * (host/cp_model.h): columns of unit 2-norm (to the files' 9 digits),
+ * (libtensorhost/cp_model.h): columns of unit 2-norm (to the files' 9 digits),
  * lambda >= 0 and non-increasing, and in each component at most one mode
  * whose largest-magnitude entry is negative. */
 void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32_t rank);

@@ -29,7 +29,7 @@ char *th_gpu_test_plugin_path(const char *id);
 /* TH_GPU_TEST_QUICK=1: a small subset, for compute-sanitizer. */
 int th_gpu_test_quick(void);
 
-/* A synthetic tensor (host/synth.h) of the given shape and skew. */
+/* A synthetic tensor (libtensorhost/synth.h) of the given shape and skew. */
 typedef struct th_gpu_test_case {
     const char *name;
     uint32_t nmodes;

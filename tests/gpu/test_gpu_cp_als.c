@@ -1,4 +1,4 @@
-/* CP-ALS through each GPU plugin (host/cp_als.h over host/backend.h, the
+/* CP-ALS through each GPU plugin (libtensorhost/cp_als.h over libtensorhost/backend.h, the
  * same code path as `tensorhost`) against cpu-reference, same seed, same
  * number of iterations: the final fits agree within 1e-4 on a planted
  * exactly-low-rank tensor and on the real tensors (data/ and

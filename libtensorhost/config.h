@@ -46,7 +46,7 @@ typedef struct th_config_plugin_options {
 } th_config_plugin_options;
 
 /* One [[compare.tensor]]: a tensor file, or a synthetic tensor of a FROSTT
- * preset's shape (host/synth.h). */
+ * preset's shape (libtensorhost/synth.h). */
 typedef struct th_compare_tensor_config {
     char *label;     /* default: the file name without .tns/.gz/.txt, or the preset's
                         name; a synthetic tensor's label always ends in " (synthetic)" */
