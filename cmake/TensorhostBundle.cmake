@@ -2,15 +2,18 @@
 # runs on a host with the NVIDIA driver and nothing else of ours:
 #
 #   P/bin/tensorhost, tensorhost-synth, tensorhost-check-plugin  RPATH $ORIGIN/../lib
+#   P/lib/libtensorhost.so.1                                     RPATH $ORIGIN
 #   P/lib/tensorhost/plugins/*.so                                RUNPATH $ORIGIN/../../
 #   P/lib/lib*.so*   the non-system shared libraries they need (GLib, GIO,
 #                    GObject, GModule, json-glib, toml++, libffi, PCRE2, zlib,
 #                    libmount, libblkid, libselinux, libgomp, ... as resolved)
 #
-# The executables are linked with --disable-new-dtags so their search path is
-# a DT_RPATH, which (unlike DT_RUNPATH) also applies to the dependencies of
-# their dependencies: libgio's own libmount and libffi are then found in
-# P/lib too, without LD_LIBRARY_PATH and without patching the copied libs.
+# The executables and libtensorhost are linked with --disable-new-dtags so
+# their search path is a DT_RPATH, which (unlike DT_RUNPATH) also applies to
+# the dependencies of their dependencies: libgio's own libgmodule, libmount
+# and libffi are then found in P/lib too, without LD_LIBRARY_PATH and
+# without patching the copied libs (for the library, whatever program loads
+# it: a Python interpreter, say).
 #
 # Not bundled: the C library family and the dynamic loader (they must match
 # the host's kernel interface), libstdc++ and libgcc_s (every host that runs
@@ -21,7 +24,7 @@ option(TH_BUNDLE_RUNTIME_LIBS "Copy non-system shared libraries into the install
 
 if(TH_BUNDLE_RUNTIME_LIBS)
   set(th_bundle_executables tensorhost tensorhost-synth tensorhost-check-plugin)
-  foreach(exe IN LISTS th_bundle_executables)
+  foreach(exe IN LISTS th_bundle_executables ITEMS tensorhost_shared)
     target_link_options(${exe} PRIVATE "LINKER:--disable-new-dtags")
   endforeach()
 
@@ -35,7 +38,7 @@ if(TH_BUNDLE_RUNTIME_LIBS)
   foreach(exe IN LISTS th_bundle_executables)
     list(APPEND th_bundle_exe_paths "\${th_root}/${CMAKE_INSTALL_BINDIR}/${exe}")
   endforeach()
-  set(th_bundle_module_paths "")
+  set(th_bundle_module_paths "\${th_root}/${CMAKE_INSTALL_LIBDIR}/libtensorhost.so.1")
   foreach(plugin IN LISTS th_bundle_plugins)
     list(APPEND th_bundle_module_paths "\${th_root}/${TH_PLUGIN_RELDIR}/${plugin}.so")
   endforeach()

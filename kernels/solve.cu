@@ -5,8 +5,9 @@
  * One block inverts V in place in shared memory by Gauss-Jordan
  * elimination without pivoting, which is stable for a symmetric positive
  * definite V: its pivots are exactly the Cholesky pivots (the squares of
- * L's diagonal), so the breakdown test is the host's (libtensorhost/dense.c, the
- * ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON * 16. Each of
+ * L's diagonal), so the breakdown test is the host's (libtensorhost/dense.c,
+ * the ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON *
+ * TH_SOLVE_BREAKDOWN_FACTOR (plugin.h). Each of
  * the R steps is one parallel rank-one update of all R x R entries, so the
  * latency is R short steps, not the O(R^2)-long dependent chains of a
  * triangular solve (a one-thread-per-row Cholesky and triangular inverse
@@ -18,6 +19,8 @@
  * the shared-memory kernel at 256 or 1024 threads (kernels/DESIGN.md).
  * The shared-memory kernel serves ranks 33 to 128. */
 #include <float.h>
+
+#include <tensorhost/plugin.h>
 
 #include "thg_internal.cuh"
 
@@ -39,7 +42,7 @@ __device__ double hadamard_entry(const double *grams, uint32_t nmodes, uint32_t 
 /* The host's breakdown threshold from the largest diagonal entry. */
 __device__ double breakdown_threshold(double largest, uint32_t R)
 {
-    return largest * R * DBL_EPSILON * 16.0;
+    return largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
 }
 
 __device__ void report_breakdown(thg_sweep_flags flags, uint32_t mode)
@@ -152,7 +155,7 @@ __device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
 #pragma unroll
     for (uint32_t w = 0; w < kSolveWarps; ++w)
         largest = fmax(largest, s_wmax[w]);
-    const double threshold = largest * R * DBL_EPSILON * 16.0;
+    const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
 
     for (uint32_t j = 0; j < R; ++j) {
         double *buf = s_prow + (j & 1u) * (R + 1);

@@ -107,7 +107,7 @@ thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int 
  * update of thg_als_update. `grams` holds nmodes pointers to rank x rank
  * doubles: in, the current factors' Grams; out, the updated modes' Grams.
  * *modes_done < nmodes when the solve of that mode broke down (pivot <=
- * max diagonal * rank * DBL_EPSILON * 16); that mode and the later ones
+ * max diagonal * rank * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR); that mode and the later ones
  * are left unchanged. lambda and inner are
  * those of mode *modes_done - 1. One synchronisation. */
 thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,

@@ -9,6 +9,7 @@
 #include <lapacke.h>
 
 #include <glib.h>
+#include <tensorhost/plugin.h>
 
 /* BLAS and LAPACK take 32-bit int dimensions (Debian's OpenBLAS is built
  * without 64-bit integers); a mode may be longer, so tall operands are fed
@@ -66,7 +67,7 @@ static gboolean cholesky_inverse(const double *v, uint32_t n, double *inverse)
     double largest = 0.0;
     for (uint32_t i = 0; i < n; ++i)
         largest = fmax(largest, fabs(v[(size_t)i * n + i]));
-    const double threshold = largest * n * DBL_EPSILON * 16.0;
+    const double threshold = largest * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
     memcpy(inverse, v, sizeof(double) * n * n);
     if (LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', (lapack_int)n, inverse, (lapack_int)n) != 0)
         return FALSE;

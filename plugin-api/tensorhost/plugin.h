@@ -157,6 +157,14 @@ extern "C" {
 /* Minimum size of every `err` buffer passed to a plugin. */
 #define TH_ERROR_SIZE 512u
 
+/* The ALS solve's breakdown test, shared by the host and als_sweep: a
+ * Cholesky pivot of the R x R matrix V that is not greater than
+ * max_i V(i,i) * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR counts as a
+ * breakdown (V numerically rank deficient); the host then takes a
+ * pseudo-inverse. A constant of the 1.x ABI (earlier headers state it in
+ * words). */
+#define TH_SOLVE_BREAKDOWN_FACTOR 16.0
+
 /* Sizes of the fixed character arrays in the out-structs below. */
 #define TH_NAME_SIZE 128u
 #define TH_DETAILS_SIZE 512u
@@ -485,7 +493,8 @@ typedef struct th_plugin_entry {
      *           Cholesky pivots of V (Cholesky, or Gauss-Jordan without pivoting)
      *   then as als_update(n, V^-1, io->norm): normalise, lambda, Gram, inner
      * The solve breaks down when a pivot is not greater than
-     * max_i V(i,i) * rank * DBL_EPSILON * 16 (the host's own test). Then the
+     * max_i V(i,i) * rank * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR (the
+     * host's own test). Then the
      * backend stops: io->modes_done = n, modes n.. are left as they were,
      * and the host finishes the iteration itself from mode n (mttkrp(), its
      * pseudo-inverse, als_update()). io->modes_done = nmodes on a full sweep.

@@ -28,6 +28,8 @@
 #define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
 #include <float.h>
 #include <math.h>
+
+#include "fixture_cholesky.h"
 #else
 #error "build this fixture against a frozen header (tests/abi/frozen/v1.N)"
 #endif
@@ -285,48 +287,6 @@ static th_status frozen_als_update(th_instance *inst, uint32_t mode, const doubl
     return TH_OK;
 }
 
-/* Lower Cholesky factor of the n x n `v` in place; 0 when a pivot is not
- * above max_i v_ii * n * DBL_EPSILON * 16 (the header's breakdown test). */
-static int cholesky(double *v, uint32_t n)
-{
-    double largest = 0.0;
-    for (uint32_t i = 0; i < n; i++)
-        largest = fmax(largest, fabs(v[(size_t)i * n + i]));
-    const double threshold = largest * n * DBL_EPSILON * 16.0;
-    for (uint32_t j = 0; j < n; j++) {
-        double diag = v[(size_t)j * n + j];
-        for (uint32_t k = 0; k < j; k++)
-            diag -= v[(size_t)j * n + k] * v[(size_t)j * n + k];
-        if (!(diag > threshold))
-            return 0;
-        v[(size_t)j * n + j] = sqrt(diag);
-        for (uint32_t i = j + 1; i < n; i++) {
-            double sum = v[(size_t)i * n + j];
-            for (uint32_t k = 0; k < j; k++)
-                sum -= v[(size_t)i * n + k] * v[(size_t)j * n + k];
-            v[(size_t)i * n + j] = sum / v[(size_t)j * n + j];
-        }
-    }
-    return 1;
-}
-
-/* x <- (L L^T)^-1 x. */
-static void cholesky_solve(const double *l, uint32_t n, double *x)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        double sum = x[i];
-        for (uint32_t k = 0; k < i; k++)
-            sum -= l[(size_t)i * n + k] * x[k];
-        x[i] = sum / l[(size_t)i * n + i];
-    }
-    for (uint32_t i = n; i-- > 0;) {
-        double sum = x[i];
-        for (uint32_t k = i + 1; k < n; k++)
-            sum -= l[(size_t)k * n + i] * x[k];
-        x[i] = sum / l[(size_t)i * n + i];
-    }
-}
-
 static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *err)
 {
     if (inst->nmodes == 0)
@@ -358,12 +318,12 @@ static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *
             if (m != mode)
                 for (size_t k = 0; k < n2; k++)
                     v[k] *= io->grams[m][k];
-        if (!cholesky(v, rank))
+        if (!fixture_cholesky(v, rank, 16.0 /* the frozen headers state the factor in words */))
             break; /* the host finishes the iteration from this mode */
         double *a = inst->factors[mode];
         memcpy(a, inst->results[mode], (size_t)inst->dims[mode] * rank * sizeof *a);
         for (size_t i = 0; i < inst->dims[mode]; i++)
-            cholesky_solve(v, rank, a + i * rank); /* V symmetric: a_i = m_i V^-1 */
+            fixture_cholesky_solve(v, rank, a + i * rank); /* V symmetric: a_i = m_i V^-1 */
         finish_update(inst, mode, io->norm, io->lambda, io->grams[mode], io->inner);
     }
     free(v);
