@@ -11,14 +11,6 @@
 
 #include "backend.h"
 
-/* Where an iteration's factor updates run. */
-typedef enum th_update_path {
-    TH_UPDATE_AUTO = 0, /* the best the backend has: SWEEP, else MODE, else HOST */
-    TH_UPDATE_SWEEP,    /* one als_sweep() per iteration (ABI 1.1); the backend solves */
-    TH_UPDATE_MODE,     /* per mode: mttkrp(), host solve, als_update() in the backend */
-    TH_UPDATE_HOST,     /* per mode: mttkrp(), host solve, factor update on the host */
-} th_update_path;
-
 /* A time the host could not measure (see th_als_timings). */
 #define TH_CPD_NOT_MEASURED (-1.0)
 

@@ -489,8 +489,6 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         return status;
     th_backend *b = backend->backend;
     g_autoptr(GError) error = NULL;
-    if (!th_cpd_check_rank(b, p.rank, NULL, &error))
-        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
     g_autoptr(th_sptensor) scaled = safe_range_copy(tensor->tensor);
     const th_sptensor *t = scaled ? scaled : tensor->tensor;
     if (!th_cpd_check_tensor(t, &error))
@@ -503,8 +501,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .update = (th_update_path)p.update,
         .initial_factors = p.initial_factors,
     };
-    th_update_path path;
-    if (!th_cpd_resolve_update_path(b, params.update, &path, &error))
+    if (!th_cpd_plan(b, &params, NULL, &error))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
     const gint64 start = g_get_monotonic_time();
     th_cancel_reset();

@@ -11,6 +11,14 @@
 #include "plugin_loader.h"
 #include "sptensor.h"
 
+/* Where an iteration's factor updates run. */
+typedef enum th_update_path {
+    TH_UPDATE_AUTO = 0, /* the best the backend has: SWEEP, else MODE, else HOST */
+    TH_UPDATE_SWEEP,    /* one als_sweep() per iteration (ABI 1.1); the backend solves */
+    TH_UPDATE_MODE,     /* per mode: mttkrp(), host solve, als_update() in the backend */
+    TH_UPDATE_HOST,     /* per mode: mttkrp(), host solve, factor update on the host */
+} th_update_path;
+
 typedef struct th_backend {
     th_plugin *plugin;
     th_instance *instance;
@@ -18,6 +26,12 @@ typedef struct th_backend {
     uint32_t rank;
     th_index *dims;  /* copy of the loaded tensor's dims */
     double load_seconds; /* wall time of load_tensor (preprocessing) */
+    /* The run planned on this backend (th_cpd_plan): its rank, checked
+     * against the plugin's maximum, and the update path asked for and the
+     * one it resolved to; a run of the same plan checks nothing again. */
+    gboolean planned;
+    uint32_t planned_rank;
+    th_update_path requested_update, update_path;
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be

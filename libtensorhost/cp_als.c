@@ -50,7 +50,7 @@ static gboolean require_capability(const th_backend *backend, th_update_path req
     return FALSE;
 }
 
-gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path requested,
+static gboolean resolve_update_path(const th_backend *backend, th_update_path requested,
                                     th_update_path *resolved, GError **error)
 {
     const gboolean sweep = th_backend_has_als_sweep(backend);
@@ -119,7 +119,7 @@ uint64_t th_cpd_rank_bound(const th_sptensor *tensor)
     return bound;
 }
 
-gboolean th_cpd_check_rank(const th_backend *backend, uint32_t rank, const char *where,
+static gboolean check_rank(const th_backend *backend, uint32_t rank, const char *where,
                            GError **error)
 {
     const th_plugin_info *info = th_backend_info(backend);
@@ -129,6 +129,20 @@ gboolean th_cpd_check_rank(const th_backend *backend, uint32_t rank, const char 
                 "%s%scpd.rank: %u is above the largest rank plugin '%s' supports (%u)",
                 where ? where : "", where ? ": " : "", rank, info->id, info->max_rank);
     return FALSE;
+}
+
+gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
+                     GError **error)
+{
+    th_update_path path;
+    if (!check_rank(backend, params->rank, where, error) ||
+        !resolve_update_path(backend, params->update, &path, error))
+        return FALSE;
+    backend->planned = TRUE;
+    backend->planned_rank = params->rank;
+    backend->requested_update = params->update;
+    backend->update_path = path;
+    return TRUE;
 }
 
 double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
@@ -230,9 +244,11 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
     const gint64 run_start = g_get_monotonic_time();
     const uint32_t nmodes = tensor->nmodes;
-    th_update_path path;
-    if (!th_cpd_resolve_update_path(backend, params->update, &path, error))
+    const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
+                             backend->requested_update == params->update;
+    if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
+    const th_update_path path = backend->update_path;
 
     th_cpd_result *r = g_new0(th_cpd_result, 1);
     r->nmodes = nmodes;

@@ -134,18 +134,17 @@ gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error);
  * equations turn rank deficient and the fit stops improving. */
 uint64_t th_cpd_rank_bound(const th_sptensor *tensor);
 
-/* FALSE with TH_CPD_ERROR_RANK when `rank` exceeds the backend's max_rank,
- * naming both. `where` (the config key's location, or NULL) prefixes the
- * message. */
-gboolean th_cpd_check_rank(const th_backend *backend, uint32_t rank, const char *where,
-                           GError **error);
+/* Plans a run of `params` on `backend` before any work: its rank against
+ * the plugin's maximum (FALSE with TH_CPD_ERROR_RANK naming both) and
+ * params->update resolved to the path the backend has (never AUTO; FALSE
+ * with TH_CPD_ERROR_UPDATE_PATH naming the plugin and the capability), both
+ * kept in the backend (planned_rank, update_path) for th_cp_als. `where`
+ * (the location of cpd.rank in a config, or NULL) prefixes a rank error. */
+gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
+                     GError **error);
 
-/* The path params->update resolves to on `backend` (never AUTO), or FALSE
- * with TH_CPD_ERROR_UPDATE_PATH when the backend lacks what it needs. */
-gboolean th_cpd_resolve_update_path(const th_backend *backend, th_update_path requested,
-                                    th_update_path *resolved, GError **error);
-
-/* Runs CP-ALS on a backend whose tensor is already loaded with params->rank.
+/* Runs CP-ALS on a backend whose tensor is already loaded with params->rank,
+ * on the plan th_cpd_plan made (made here when there is none for `params`).
  * A stop request (cancel.h) ends the run after the current iteration, or
  * inside it once the backend gives up a call as cancelled (a long
  * iteration, TH_CANCEL_GRACE_SECONDS after the request), with

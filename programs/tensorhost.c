@@ -179,13 +179,15 @@ static th_backend *open_backend(const th_config *config, GError **error)
     return backend;
 }
 
-static gboolean choose_update_path(const th_config *config, th_backend *backend,
-                                   th_cpd_params *params, th_update_path *path, GError **error)
+/* The rank and update path, checked against the plugin before any work. */
+static gboolean plan_run(const th_config *config, th_backend *backend, th_cpd_params *params,
+                         GError **error)
 {
     *params = th_cpd_params_from_config(config, config->rank);
-    if (th_cpd_resolve_update_path(backend, params->update, path, error))
+    if (th_cpd_plan(backend, params, th_config_where(config, "cpd.rank"), error))
         return TRUE;
-    blame_key(error, config, "cpd.update");
+    if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
+        blame_key(error, config, "cpd.update");
     return FALSE;
 }
 
@@ -307,9 +309,7 @@ static int run_job(const cli_options *cli)
     if (!backend)
         return fail(error);
     th_cpd_params params;
-    th_update_path path;
-    if (!th_cpd_check_rank(backend, config->rank, th_config_where(config, "cpd.rank"), &error) ||
-        !choose_update_path(config, backend, &params, &path, &error))
+    if (!plan_run(config, backend, &params, &error))
         return fail(error);
 
     double read_seconds = 0.0;
@@ -331,7 +331,8 @@ static int run_job(const cli_options *cli)
 
     th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT
                         ", update %s%s",
-           params.rank, params.max_iters, params.tolerance, params.seed, th_update_path_name(path),
+           params.rank, params.max_iters, params.tolerance, params.seed,
+           th_update_path_name(backend->update_path),
            params.update == TH_UPDATE_AUTO ? " (auto)" : "");
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};

@@ -296,9 +296,17 @@ static void test_asking_for_a_missing_path_is_an_error(void **state)
                              "update path \"mode\" (cpd.update) needs als_update (capability "
                              "TH_CAP_ALS_UPDATE), which plugin 'fixture_good' does not implement; "
                              "use \"auto\" to take the best path the plugin has");
-    th_update_path resolved = TH_UPDATE_AUTO;
-    assert_true(th_cpd_resolve_update_path(good, TH_UPDATE_AUTO, &resolved, NULL));
-    assert_int_equal(resolved, TH_UPDATE_HOST);
+    /* The plan keeps the resolved path and the rank in the backend. */
+    const th_cpd_params automatic = {.rank = 2, .update = TH_UPDATE_AUTO};
+    assert_true(th_cpd_plan(good, &automatic, NULL, NULL));
+    assert_true(good->planned);
+    assert_int_equal(good->planned_rank, 2);
+    assert_int_equal(good->update_path, TH_UPDATE_HOST);
+    g_autoptr(GError) error = NULL;
+    const th_cpd_params too_big = {.rank = 100000};
+    assert_false(th_cpd_plan(good, &too_big, "run.toml:3:8", &error));
+    assert_non_null(strstr(error->message, "run.toml:3:8: cpd.rank: 100000 is above the largest "
+                                           "rank plugin 'fixture_good' supports"));
 }
 
 /* A plugin whose entry is ABI 1.0-sized has no als_sweep for the host, even
