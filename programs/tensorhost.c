@@ -1,29 +1,15 @@
-/* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins. */
-#include <errno.h>
+/* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins.
+ * The command line around the library's run (libtensorhost/run.c). */
 #include <locale.h>
-#include <math.h>
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <glib.h>
-#include <glib/gstdio.h>
+#include <tensorhost/plugin.h>
 
-#include "atomic_file.h"
-#include "backend.h"
-#include "compare.h"
 #include "config.h"
-#include "console_report.h"
-#include "cp_als.h"
-#include "factor_io.h"
-#include "cancel.h"
 #include "log.h"
-#include "message_text.h"
 #include "plugin_list.h"
-#include "plugin_loader.h"
-#include "progress.h"
-#include "report.h"
-#include "tensor_reader.h"
+#include "run.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -77,292 +63,6 @@ static int parse_command_line(int *argc, char ***argv, cli_options *o)
     return 0;
 }
 
-/* Prints the one error of a failed run, on one line whatever it quotes,
- * and gives its exit status: 2 for a malformed command line (--set), 1 for
- * any other error. */
-static int fail(GError *error)
-{
-    g_autofree char *message = th_escape_control(error->message);
-    fprintf(stderr, "tensorhost: error: %s\n", message);
-    const int status = g_error_matches(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_OVERRIDE)
-                           ? EXIT_USAGE
-                           : 1;
-    g_error_free(error);
-    return status;
-}
-
-/* Prefixes `*error` with "WHERE: KEY: ", naming the config value it is about. */
-static void blame_key(GError **error, const th_config *config, const char *key)
-{
-    g_prefix_error(error, "%s: %s: ", th_config_where(config, key), key);
-}
-
-static gboolean write_outputs(const th_config *config, th_run_summary *summary, GError **error)
-{
-    if (!th_make_output_dir(config->output_dir, error))
-        return FALSE;
-    if (config->write_factors && summary->result->factors) {
-        if (!th_write_cpd_factors(config->output_dir, summary->result, error))
-            return FALSE;
-        summary->factors_written = TRUE;
-    }
-    g_autofree char *report = g_build_filename(config->output_dir, "report.json", NULL);
-    if (!th_report_write(report, summary, error))
-        return FALSE;
-    th_log(TH_LOG_INFO, "Output  %s%s", config->output_dir,
-           summary->factors_written ? " (mode*.mat, lambda.mat, report.json)" : " (report.json)");
-    return TRUE;
-}
-
-/* The nearest existing folder on the way up from `path` (itself if it
- * exists), or NULL when a file stands in the way (returned in *blocker). */
-static char *nearest_existing(const char *path, char **blocker)
-{
-    g_autofree char *current = g_strdup(path);
-    while (!g_file_test(current, G_FILE_TEST_EXISTS)) {
-        char *parent = g_path_get_dirname(current);
-        g_free(current);
-        current = parent;
-    }
-    if (g_file_test(current, G_FILE_TEST_IS_DIR))
-        return g_steal_pointer(&current);
-    *blocker = g_steal_pointer(&current);
-    return NULL;
-}
-
-/* A bad output.dir must not cost a whole decomposition: the folder exists
- * and takes new files, or can be created. Nothing is created here, so a run
- * that fails later leaves no empty folder behind. */
-static gboolean check_output_dir(const th_config *config, GError **error)
-{
-    const char *dir = config->output_dir;
-    g_autofree char *blocker = NULL;
-    g_autofree char *existing = nearest_existing(dir, &blocker);
-    if (!existing) {
-        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR,
-                    "%s is a file, not a folder; name a folder (created if missing)", blocker);
-    } else if (strcmp(existing, dir) != 0) {
-        if (access(existing, W_OK | X_OK) == 0)
-            return TRUE;
-        const int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "cannot create %s: %s: %s", dir, existing, g_strerror(saved));
-    } else {
-        g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
-        const int fd = g_mkstemp(probe);
-        if (fd >= 0) {
-            close(fd);
-            g_unlink(probe);
-            return TRUE;
-        }
-        const int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "cannot write into %s: %s", dir, g_strerror(saved));
-    }
-    blame_key(error, config, "output.dir");
-    return FALSE;
-}
-
-static th_backend *open_backend(const th_config *config, GError **error)
-{
-    th_backend *backend = th_backend_open(config->plugin, config->search_path,
-                                          config->plugin_options, config->plugin_option_tables,
-                                          error);
-    if (!backend) {
-        /* A plugin that refuses its options points at them, anything else
-         * at the plugin named. */
-        if (g_error_matches(*error, TH_PLUGIN_STATUS_ERROR, TH_ERR_INVALID_ARGUMENT))
-            blame_key(error, config, "backend.options");
-        else if ((*error)->domain != TH_CONFIG_ERROR) /* those name their table already */
-            blame_key(error, config, "backend.plugin");
-    }
-    return backend;
-}
-
-/* The rank and update path, checked against the plugin before any work. */
-static gboolean plan_run(const th_config *config, th_backend *backend, th_cpd_params *params,
-                         GError **error)
-{
-    *params = th_cpd_params_from_config(config, config->rank);
-    if (th_cpd_plan(backend, params, th_config_where(config, "cpd.rank"), error))
-        return TRUE;
-    if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
-        blame_key(error, config, "cpd.update");
-    return FALSE;
-}
-
-static th_sptensor *read_tensor(const th_config *config, double *seconds, GError **error)
-{
-    const gint64 start = g_get_monotonic_time();
-    th_tensor_read_options read_options = {0};
-    if (th_progress_enabled())
-        read_options.progress = th_console_read_progress;
-    th_cancel_set_activity("now: the read is abandoned and nothing is written");
-    th_sptensor *tensor = th_tensor_read_file(config->tensor_path, &read_options, error);
-    th_progress_clear();
-    *seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    if (!tensor && g_error_matches(*error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO))
-        blame_key(error, config, "tensor.path");
-    return tensor;
-}
-
-/* What CP-ALS needs of the tensor, said before any long work: a norm above
- * 0 (values scaled first when their squares would overflow or underflow),
- * and a rank the data can support (a warning). */
-static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor, GError **error)
-{
-    const double largest = th_sptensor_max_abs(tensor);
-    if (th_sptensor_scale_to_safe_range(tensor))
-        th_log(TH_LOG_INFO,
-               "  values scaled by 2^%d for the computation (largest |value| %.3g); lambda "
-               "is reported in the file's units",
-               (int)round(log2(tensor->value_scale)), largest);
-    if (!th_cpd_check_tensor(tensor, error))
-        return FALSE;
-    const uint64_t bound = th_cpd_rank_bound(tensor);
-    if (config->rank > bound)
-        th_log(TH_LOG_WARNING,
-               "%s: cpd.rank %u is above the largest rank this tensor can have (%" G_GUINT64_FORMAT
-               ": at most its nonzero count and, for each mode, the product of the other "
-               "modes' lengths); the extra components are undetermined, the solves will be "
-               "rank deficient and the fit will stop improving",
-               th_config_where(config, "cpd.rank"), config->rank, bound);
-    return TRUE;
-}
-
-static gboolean load_into_backend(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
-                                  GError **error)
-{
-    th_cancel_set_activity("after the backend has built its layouts");
-    th_progress_show(TRUE, "building %s's layouts of the tensor...", th_backend_info(backend)->id);
-    const gboolean ok = th_backend_load_tensor(backend, tensor, rank, error);
-    th_progress_clear();
-    return ok;
-}
-
-/* A run that ran out of iterations says so: its fit may still be rising. A
- * tolerance of 0 asks for exactly max_iters iterations, so it says nothing. */
-static void warn_if_not_converged(const th_config *config, const th_cpd_result *result)
-{
-    if (result->converged || result->interrupted || config->tolerance == 0.0 ||
-        result->iterations->len == 0)
-        return;
-    const th_cpd_iteration *last =
-        &g_array_index(result->iterations, th_cpd_iteration, result->iterations->len - 1);
-    th_log(TH_LOG_WARNING,
-           "not converged: stopped at cpd.max_iters = %u with |fit change| %.3e, above "
-           "cpd.tolerance %g; raise max_iters or loosen the tolerance",
-           config->max_iters, fabs(last->delta), config->tolerance);
-}
-
-static int report_interruption(const th_cpd_result *result)
-{
-    if (result->partial_modes > 0)
-        th_log(TH_LOG_WARNING,
-               "interrupted inside iteration %u, after %u of %u modes: the outputs hold that "
-               "state of the model (fit %.6f)",
-               result->iterations->len + 1, result->partial_modes, result->nmodes, result->fit);
-    else if (!result->factors)
-        th_log(TH_LOG_WARNING,
-               "interrupted before the first factor update: report.json only, no factors");
-    else
-        th_log(TH_LOG_WARNING, "interrupted: the outputs hold the factors after iteration %u",
-               result->iterations->len);
-    return th_cancel_exit_status();
-}
-
-/* A stop during a read ends the run there: nothing is written. */
-static int report_read_interruption(GError *error)
-{
-    g_autofree char *message = th_escape_control(error->message);
-    fprintf(stderr, "tensorhost: interrupted while reading the tensor (%s); nothing was "
-                    "written\n",
-            message);
-    g_error_free(error);
-    return th_cancel_exit_status();
-}
-
-static int run_job(const cli_options *cli)
-{
-    const gint64 start = g_get_monotonic_time();
-    GError *error = NULL;
-    g_autoptr(th_config) config =
-        th_config_load(cli->config_path, (const char *const *)cli->overrides, &error);
-    if (!config)
-        return fail(error);
-    th_cancel_install_handlers();
-    if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
-        gboolean interrupted = FALSE;
-        if (!th_compare_execute(config, &interrupted, &error)) {
-            if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
-                return report_read_interruption(error);
-            return fail(error);
-        }
-        return interrupted ? th_cancel_exit_status() : 0;
-    }
-
-    /* Everything a config can get wrong is found before the tensor is read. */
-    th_cancel_set_activity("now: nothing is written");
-    if (!check_output_dir(config, &error))
-        return fail(error);
-    g_autoptr(th_backend) backend = open_backend(config, &error);
-    if (!backend)
-        return fail(error);
-    th_cpd_params params;
-    if (!plan_run(config, backend, &params, &error))
-        return fail(error);
-
-    double read_seconds = 0.0;
-    g_autoptr(th_sptensor) tensor = read_tensor(config, &read_seconds, &error);
-    if (!tensor) {
-        if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
-            return report_read_interruption(error);
-        return fail(error);
-    }
-    th_console_tensor_summary(tensor, config->tensor_path, read_seconds);
-    if (!prepare_tensor(config, tensor, &error))
-        return fail(error);
-    if (!load_into_backend(backend, tensor, config->rank, &error))
-        return fail(error);
-    {
-        g_autoptr(th_backend_facts) loaded = th_backend_facts_take(backend);
-        th_console_backend_summary(loaded);
-    }
-
-    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT
-                        ", update %s%s",
-           params.rank, params.max_iters, params.tolerance, params.seed,
-           th_update_path_name(backend->update_path),
-           params.update == TH_UPDATE_AUTO ? " (auto)" : "");
-    th_cancel_set_activity("after this iteration");
-    th_console_iteration_display display = {0};
-    const th_cpd_callbacks callbacks = {
-        .iteration = th_console_iteration, .mode = th_console_iteration_progress, .user_data = &display};
-    g_autoptr(th_cpd_result) result = th_cp_als(backend, tensor, &params, &callbacks, &error);
-    th_progress_clear();
-    if (!result)
-        return fail(error);
-
-    /* From here on the outputs read these facts, not the live plugin. */
-    g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
-    th_run_summary summary = {
-        .config = config,
-        .tensor = tensor,
-        .read_seconds = read_seconds,
-        .backend = facts,
-        .result = result,
-    };
-    summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    th_console_run_summary(facts, result, read_seconds, summary.total_seconds);
-    warn_if_not_converged(config, result);
-    th_cancel_set_activity("after the outputs are written");
-    if (!write_outputs(config, &summary, &error))
-        return fail(error);
-    if (result->interrupted)
-        return report_interruption(result);
-    return th_cancel_requested() ? th_cancel_exit_status() : 0;
-}
-
 int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
@@ -389,12 +89,12 @@ int main(int argc, char **argv)
             config = th_config_load(cli.config_path, (const char *const *)cli.overrides, &error);
             if (!config) {
                 cli_options_clear(&cli);
-                return fail(error);
+                return th_run_fail(error);
             }
         }
         status = th_print_plugin_list(config ? config->search_path : NULL);
     } else {
-        status = run_job(&cli);
+        status = th_run_file(cli.config_path, (const char *const *)cli.overrides);
     }
     cli_options_clear(&cli);
     return status;
