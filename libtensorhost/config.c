@@ -56,11 +56,16 @@ static const th_key_schema backend_keys[] = {
             "plugin alone"},
 };
 
+static const char *const output_format_choices[] = {"text", "npy", "both", NULL};
+
 static const th_key_schema output_keys[] = {
     {.name = "dir", .type = TH_KEY_PATH, TH_FIELD(output_dir), .default_string = "tensorhost-out",
      .doc = "where factors, lambda and report.json go"},
     {.name = "write_factors", .type = TH_KEY_BOOLEAN, TH_FIELD(write_factors),
-     .default_boolean = TRUE, .doc = "write modeN.mat and lambda.mat"},
+     .default_boolean = TRUE, .doc = "write the factor matrices and lambda"},
+    {.name = "format", .type = TH_KEY_STRING, TH_FIELD(output_format), .default_string = "text",
+     .choices = output_format_choices,
+     .doc = "the factor files: SPLATT's text (.mat), numpy's .npy, or both"},
 };
 
 static const th_table_schema tensor_schema = TH_TABLE("tensor", tensor_keys);
@@ -1107,6 +1112,7 @@ void th_config_free(th_config *config)
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_option_tables, g_ptr_array_unref);
     g_free(config->output_dir);
+    g_free(config->output_format);
     th_config_compare_free(config->compare);
     g_clear_pointer(&config->where, g_hash_table_unref);
     g_free(config);

@@ -118,10 +118,12 @@ typedef struct th_config {
     /* [output] */
     char *output_dir;      /* resolved; default "tensorhost-out" next to the config file */
     gboolean write_factors; /* default true */
+    char *output_format;    /* "text" (default), "npy" or "both": the factor files' format */
 
     /* [compare]: NULL unless the config has that section. Then tensor.path
      * may be left out (when [[compare.tensor]] tables name the tensors), and
-     * backend.plugin, backend.options and output.write_factors must be. */
+     * backend.plugin, backend.options, output.write_factors and output.format
+ * must be. */
     th_compare_config *compare;
 
     /* Dotted key -> where its value came from ("FILE:LINE:COLUMN" or

@@ -511,6 +511,7 @@ static gboolean check_unused_in_compare(const load_context *ctx, const th_toml_n
         {"backend.plugin", "a comparison takes its plugins from [[compare.backend]]"},
         {"backend.options", "each [[compare.backend]] has its own options"},
         {"output.write_factors", "a comparison writes no factors"},
+        {"output.format", "a comparison writes no factors"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(unused); i++) {
         const th_toml_node *node = find_node(root, unused[i].key);

@@ -1,9 +1,11 @@
 #include "factor_io.h"
 
 #include <stdio.h>
+#include <string.h>
 
 
 #include "atomic_file.h"
+#include "npy_io.h"
 
 gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
                          GError **error)
@@ -60,14 +62,44 @@ double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError 
     return (double *)g_array_free(g_steal_pointer(&values), FALSE);
 }
 
-gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, GError **error)
+unsigned th_factor_format_from_name(const char *name)
 {
-    for (uint32_t m = 0; m < result->nmodes; ++m) {
-        g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
+    if (name == NULL || strcmp(name, "text") == 0) /* NULL: a config not from the loader */
+        return TH_FACTORS_TEXT;
+    if (g_strcmp0(name, "npy") == 0)
+        return TH_FACTORS_NPY;
+    if (g_strcmp0(name, "both") == 0)
+        return TH_FACTORS_TEXT | TH_FACTORS_NPY;
+    return 0;
+}
+
+/* One matrix (cols > 0) or vector (cols == 0) in each format asked for. */
+static gboolean write_one(const char *dir, const char *stem, const double *data, uint64_t rows,
+                          uint32_t cols, unsigned formats, GError **error)
+{
+    if (formats & TH_FACTORS_TEXT) {
+        g_autofree char *name = g_strconcat(stem, ".mat", NULL);
         g_autofree char *path = g_build_filename(dir, name, NULL);
-        if (!th_write_matrix(path, result->factors[m], result->dims[m], result->rank, error))
+        if (!th_write_matrix(path, data, rows, cols ? cols : 1, error))
             return FALSE;
     }
-    g_autofree char *path = g_build_filename(dir, "lambda.mat", NULL);
-    return th_write_matrix(path, result->lambda, result->rank, 1, error);
+    if (formats & TH_FACTORS_NPY) {
+        g_autofree char *name = g_strconcat(stem, ".npy", NULL);
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (!th_write_npy(path, data, rows, cols, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsigned formats,
+                              GError **error)
+{
+    for (uint32_t m = 0; m < result->nmodes; ++m) {
+        g_autofree char *stem = g_strdup_printf("mode%u", m + 1);
+        if (!write_one(dir, stem, result->factors[m], result->dims[m], result->rank, formats,
+                       error))
+            return FALSE;
+    }
+    return write_one(dir, "lambda", result->lambda, result->rank, 0, formats, error);
 }

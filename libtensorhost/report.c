@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "factor_io.h"
 
 const char *th_run_status(const th_cpd_result *result)
 {
@@ -165,7 +166,25 @@ JsonNode *th_report_config_node(const th_config *config)
     return json_builder_get_root(b);
 }
 
-static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_written)
+/* The factor files of one format: "lambda": "lambda.EXT", "factors": [...]. */
+static void add_factor_files(JsonBuilder *b, const char *member, const th_cpd_result *r,
+                             const char *extension)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_begin_object(b);
+    g_autofree char *lambda = g_strconcat("lambda", extension, NULL);
+    member_string(b, "lambda", lambda);
+    json_builder_set_member_name(b, "factors");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u%s", m + 1, extension);
+        json_builder_add_string_value(b, name);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
+static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
 {
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
@@ -191,19 +210,11 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, gboolean factors_wri
     }
     json_builder_end_array(b);
     add_double_array(b, "lambda", r->lambda, r->rank);
-    if (factors_written) {
-        json_builder_set_member_name(b, "files");
-        json_builder_begin_object(b);
-        member_string(b, "lambda", "lambda.mat");
-        json_builder_set_member_name(b, "factors");
-        json_builder_begin_array(b);
-        for (uint32_t m = 0; m < r->nmodes; ++m) {
-            g_autofree char *name = g_strdup_printf("mode%u.mat", m + 1);
-            json_builder_add_string_value(b, name);
-        }
-        json_builder_end_array(b);
-        json_builder_end_object(b);
-    }
+    /* "files": the text files (SPLATT's layout); "npy_files": numpy's. */
+    if (formats & TH_FACTORS_TEXT)
+        add_factor_files(b, "files", r, ".mat");
+    if (formats & TH_FACTORS_NPY)
+        add_factor_files(b, "npy_files", r, ".npy");
     json_builder_end_object(b);
 }
 
@@ -247,7 +258,8 @@ gboolean th_report_write(const char *path, const th_run_summary *s, GError **err
     json_builder_set_member_name(b, "backend");
     json_builder_add_value(b, th_report_backend_node(s->backend));
     if (s->result)
-        add_cpd(b, s->result, s->factors_written);
+        add_cpd(b, s->result,
+                s->factors_written ? th_factor_format_from_name(s->config->output_format) : 0);
     add_timings(b, s);
     json_builder_end_object(b);
 

@@ -56,15 +56,18 @@ static gboolean write_outputs(const th_config *config, th_run_summary *summary, 
     if (!th_make_output_dir(config->output_dir, error))
         return FALSE;
     if (config->write_factors && summary->result->factors) {
-        if (!th_write_cpd_factors(config->output_dir, summary->result, error))
+        if (!th_write_cpd_factors(config->output_dir, summary->result,
+                                  th_factor_format_from_name(config->output_format), error))
             return FALSE;
         summary->factors_written = TRUE;
     }
     g_autofree char *report = g_build_filename(config->output_dir, "report.json", NULL);
     if (!th_report_write(report, summary, error))
         return FALSE;
-    th_log(TH_LOG_INFO, "Output  %s%s", config->output_dir,
-           summary->factors_written ? " (mode*.mat, lambda.mat, report.json)" : " (report.json)");
+    const unsigned formats = th_factor_format_from_name(config->output_format);
+    th_log(TH_LOG_INFO, "Output  %s (%s%sreport.json)", config->output_dir,
+           summary->factors_written && (formats & TH_FACTORS_TEXT) ? "mode*.mat, lambda.mat, " : "",
+           summary->factors_written && (formats & TH_FACTORS_NPY) ? "mode*.npy, lambda.npy, " : "");
     return TRUE;
 }
 

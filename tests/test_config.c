@@ -151,7 +151,8 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "backend.options.threads=4\n"
                                                 "backend.options.mode=fast\n"
                                                 "output.dir=%s/tensorhost-out\n"
-                                                "output.write_factors=false\n",
+                                                "output.write_factors=false\n"
+                                                "output.format=text\n",
                                                 temp_dir);
     assert_string_equal(listing->str, expected);
 }
@@ -205,7 +206,8 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "backend.options.pinned=bool:1\n"
                                       "backend.options.mode=string:7\n"
                                       "output.dir=string:/o\n"
-                                      "output.write_factors=bool:1\n");
+                                      "output.write_factors=bool:1\n"
+                                      "output.format=string:text\n");
 }
 
 static void test_all_keys_set(void **state)

@@ -22,6 +22,7 @@
 #include "dense.h"
 #include "test_support.h"
 #include "factor_io.h"
+#include "npy_io.h"
 #include "tensor_reader.h"
 
 #define UBER TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz"
@@ -203,6 +204,58 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     th_test_assert_published_form(out_dir, t, 5);
     assert_file_modes(out_dir, 0644);
     assert_no_temp_files(out_dir);
+    run_output_clear(&r);
+}
+
+/* output.format = "both": numpy's .npy files beside the text ones, with the
+ * same model (the text holds 9 digits, the .npy every bit), both listed in
+ * report.json. */
+static void test_npy_outputs(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 4\nmax_iters = 3\n[backend]\nplugin = "
+        "\"cpu-reference\"\n[output]\ndir = \"out\"\nformat = \"both\"\n",
+        UBER);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, NULL};
+    run_output r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
+    assert_non_null(strstr(r.out, "mode*.npy, lambda.npy"));
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    g_autoptr(GError) error = NULL;
+    const char *stems[] = {"mode1", "mode2", "mode3", "mode4", "lambda"};
+    const uint64_t rows_expected[] = {183, 24, 874, 1247, 4};
+    for (size_t i = 0; i < G_N_ELEMENTS(stems); ++i) {
+        g_autofree char *npy_name = g_strconcat(stems[i], ".npy", NULL);
+        g_autofree char *mat_name = g_strconcat(stems[i], ".mat", NULL);
+        g_autofree char *npy_path = g_build_filename(out_dir, npy_name, NULL);
+        g_autofree char *mat_path = g_build_filename(out_dir, mat_name, NULL);
+        uint64_t rows = 0, text_rows = 0;
+        uint32_t cols = 0, text_cols = 0;
+        g_autofree double *npy = th_read_npy(npy_path, &rows, &cols, &error);
+        g_autofree double *text = th_read_matrix(mat_path, &text_rows, &text_cols, &error);
+        assert_non_null(npy);
+        assert_non_null(text);
+        assert_int_equal(rows, rows_expected[i]);
+        assert_int_equal(cols, i < 4 ? 4u : 0u); /* lambda is a vector */
+        assert_int_equal(text_rows, rows);
+        for (uint64_t k = 0; k < rows * (cols ? cols : 1); ++k)
+            if (fabs(npy[k] - text[k]) > 1e-8 * (1.0 + fabs(npy[k])))
+                fail_msg("%s[%" G_GUINT64_FORMAT "]: npy %.17g, text %.17g", stems[i], k, npy[k],
+                         text[k]);
+    }
+    g_autoptr(JsonParser) parser = load_report(out_dir);
+    JsonObject *cpd = json_object_get_object_member(
+        json_node_get_object(json_parser_get_root(parser)), "cpd");
+    JsonObject *npy_files = json_object_get_object_member(cpd, "npy_files");
+    assert_string_equal(json_object_get_string_member(npy_files, "lambda"), "lambda.npy");
+    assert_int_equal(json_array_get_length(json_object_get_array_member(npy_files, "factors")), 4);
+    assert_string_equal(json_object_get_string_member(
+                            json_object_get_object_member(cpd, "files"), "lambda"),
+                        "lambda.mat");
     run_output_clear(&r);
 }
 
@@ -718,6 +771,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quickstart_run_writes_consistent_outputs),
         cmocka_unit_test(test_sweep_plugin_run_reports_the_sweep),
+        cmocka_unit_test(test_npy_outputs),
         cmocka_unit_test(test_bad_inputs_end_in_one_clear_error),
         cmocka_unit_test(test_interrupt_writes_partial_results),
         cmocka_unit_test(test_command_line),

@@ -76,7 +76,7 @@ def test_file_path_and_seed_give_the_program_s_fit(tmp_path):
     config.write_text(
         f'[tensor]\npath = "{AMINOACID}"\n[cpd]\nrank = 3\nmax_iters = 60\ntolerance = 1e-9\n'
         f'seed = 7\n[backend]\nplugin = "cpu-reference"\n[backend.options]\nthreads = 2\n'
-        f'[output]\ndir = "{tmp_path / "out"}"\n')
+        f'[output]\ndir = "{tmp_path / "out"}"\nformat = "both"\n')
     env = dict(os.environ)
     subprocess.run([program, "--config", str(config), "-q"], check=True, env=env)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -85,6 +85,14 @@ def test_file_path_and_seed_give_the_program_s_fit(tmp_path):
     assert result.iterations == len(report["cpd"]["iterations"])
     lambda_file = np.loadtxt(tmp_path / "out" / "lambda.mat")
     np.testing.assert_allclose(result.weights, lambda_file, rtol=1e-7)
+    # The program's .npy files round-trip through numpy: every bit of the model.
+    weights = np.load(tmp_path / "out" / "lambda.npy")
+    assert weights.shape == (3,) and weights.dtype == np.float64
+    np.testing.assert_allclose(weights, result.weights, rtol=1e-12)
+    for m, factor in enumerate(result.factors):
+        loaded = np.load(tmp_path / "out" / f"mode{m + 1}.npy")
+        assert loaded.shape == factor.shape
+        np.testing.assert_allclose(loaded, factor, rtol=1e-12, atol=1e-15)
 
 
 def test_callback_sees_every_iteration_and_can_stop():

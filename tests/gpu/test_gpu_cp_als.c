@@ -64,7 +64,7 @@ static void assert_written_model_matches(const char *id, const th_sptensor *t,
     g_autofree char *dir = g_dir_make_tmp("th-gpu-cp-als-XXXXXX", NULL);
     assert_non_null(dir);
     g_autoptr(GError) error = NULL;
-    if (!th_write_cpd_factors(dir, r, &error))
+    if (!th_write_cpd_factors(dir, r, TH_FACTORS_TEXT, &error))
         fail_msg("%s: %s", id, error->message);
     th_test_assert_published_form(dir, t, r->rank);
     const double fit = th_test_fit_from_files(t, dir, r->rank);
