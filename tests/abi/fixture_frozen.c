@@ -29,7 +29,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "fixture_cholesky.h"
+#include "fixture_algebra.h"
 #else
 #error "build this fixture against a frozen header (tests/abi/frozen/v1.N)"
 #endif
@@ -229,32 +229,8 @@ static th_status frozen_get_mode_info(th_instance *inst, uint32_t mode, th_mode_
 static void finish_update(th_instance *inst, uint32_t mode, int32_t norm, double *lambda,
                           double *gram, double *inner)
 {
-    const uint32_t rank = inst->rank;
-    const size_t rows = inst->dims[mode];
-    double *a = inst->factors[mode];
-    const double *m = inst->results[mode];
-    for (uint32_t r = 0; r < rank; r++) {
-        double value = 0.0;
-        for (size_t i = 0; i < rows; i++) {
-            double x = a[i * rank + r];
-            value = norm == TH_NORM_MAX ? fmax(value, fabs(x)) : value + x * x;
-        }
-        lambda[r] = norm == TH_NORM_MAX ? fmax(value, 1.0) : sqrt(value);
-        if (lambda[r] > 0.0)
-            for (size_t i = 0; i < rows; i++)
-                a[i * rank + r] /= lambda[r];
-    }
-    for (uint32_t r = 0; r < rank; r++) {
-        inner[r] = 0.0;
-        for (size_t i = 0; i < rows; i++)
-            inner[r] += m[i * rank + r] * a[i * rank + r];
-        for (uint32_t c = 0; c < rank; c++) {
-            double sum = 0.0;
-            for (size_t i = 0; i < rows; i++)
-                sum += a[i * rank + r] * a[i * rank + c];
-            gram[(size_t)r * rank + c] = sum;
-        }
-    }
+    fixture_finish_update(inst->factors[mode], inst->results[mode], inst->dims[mode],
+                          inst->rank, norm == TH_NORM_MAX, lambda, gram, inner);
 }
 
 static th_status check_norm(int32_t norm, char *err)
