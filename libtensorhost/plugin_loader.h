@@ -39,8 +39,9 @@ typedef struct th_plugin {
 
 /* The directories searched for a plugin given by name, in order: `extra`
  * (from the config, may be NULL), then each entry of TENSORHOST_PLUGIN_PATH
- * (colon-separated), then the installation's plugin folder found relative to
- * the running executable (<exe dir>/../lib/tensorhost/plugins). */
+ * (colon-separated), then the installation's plugin folder: relative to
+ * libtensorhost when this code runs in it (<libdir>/tensorhost/plugins),
+ * else to the running executable (<exe dir>/../lib/tensorhost/plugins). */
 GPtrArray *th_plugin_search_path(GPtrArray *extra);
 
 /* Resolves `name_or_path`: containing a '/' or ending in ".so", a path;
