@@ -1,0 +1,49 @@
+#include "device_shares.h"
+
+/* The row holding nonzero `position` (< row_offsets[rows]): the last r with
+ * row_offsets[r] <= position, skipping empty rows. */
+static uint64_t row_of(const uint64_t *row_offsets, uint64_t rows, uint64_t position)
+{
+    uint64_t low = 0, high = rows; /* row_offsets[low] <= position < row_offsets[high] */
+    while (high - low > 1) {
+        const uint64_t middle = low + (high - low) / 2;
+        if (row_offsets[middle] <= position)
+            low = middle;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+static uint64_t share_begin(uint64_t nnz, uint32_t devices, uint32_t d)
+{
+    const uint64_t quota = nnz / devices, rest = nnz % devices;
+    return (uint64_t)d * quota + (d < rest ? d : rest);
+}
+
+int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
+                    thg_share *shares)
+{
+    if (devices < 1 || devices > THG_MAX_DEVICES || row_offsets[0] != 0)
+        return -1;
+    for (uint64_t r = 0; r < rows; ++r)
+        if (row_offsets[r + 1] < row_offsets[r])
+            return -1;
+    const uint64_t nnz = row_offsets[rows];
+    for (uint32_t d = 0; d < devices; ++d) {
+        thg_share *s = &shares[d];
+        s->nnz_begin = share_begin(nnz, devices, d);
+        s->nnz_end = share_begin(nnz, devices, d + 1);
+        s->splits_first_row = s->splits_last_row = 0;
+        if (s->nnz_begin == s->nnz_end) {
+            s->row_begin = s->row_end = 0;
+            continue;
+        }
+        s->row_begin = row_of(row_offsets, rows, s->nnz_begin);
+        s->row_end = row_of(row_offsets, rows, s->nnz_end - 1) + 1;
+        /* A boundary inside a row (not at its start) splits that row. */
+        s->splits_first_row = row_offsets[s->row_begin] < s->nnz_begin;
+        s->splits_last_row = row_offsets[s->row_end] > s->nnz_end;
+    }
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* How one mode's nonzeros are dealt to the devices of a multi-GPU run, per
+ * communicator rank: plain C, free of CUDA and of "one process", so the same
+ * plan serves one process driving G GPUs and G processes (one per GPU).
+ *
+ * Shares are balanced by nonzeros, not by rows: in the mode's row-sorted
+ * order, device d takes the nonzeros [begin(d), begin(d+1)) with
+ * begin(d) = d * floor(nnz / G) + min(d, nnz mod G), so any two shares
+ * differ by at most one nonzero whatever the skew. A row whose nonzeros
+ * straddle a boundary (a hot row holding 5-15% of a skewed mode) is split:
+ * each device computes a partial sum of that output row, and the partials
+ * are combined afterwards (a reduce of the few split rows), in the spirit
+ * of scheme 2's merged runs. */
+#ifndef TH_DEVICE_SHARES_H
+#define TH_DEVICE_SHARES_H
+
+#include <stdint.h>
+
+/* The most devices a plan deals to. */
+#define THG_MAX_DEVICES 1024u
+
+typedef struct thg_share {
+    uint64_t nnz_begin, nnz_end; /* [begin, end) in the mode's row-sorted order */
+    uint64_t row_begin, row_end; /* rows holding those nonzeros: [begin, end); empty when
+                                    the share is */
+    /* The share's first row is also the previous device's last (a split
+     * row); likewise its last row and the next device. */
+    uint8_t splits_first_row, splits_last_row;
+} thg_share;
+
+/* Deals the nonzeros of a mode with `rows` rows, row r holding
+ * row_offsets[r + 1] - row_offsets[r] of them (row_offsets: the rows + 1
+ * prefix sums, row_offsets[0] = 0, non-decreasing), to `devices` devices
+ * (1 to THG_MAX_DEVICES) into shares[devices]. Returns 0, or -1 for a
+ * device count out of range or offsets that are not prefix sums. */
+int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
+                    thg_share *shares);
+
+#endif
