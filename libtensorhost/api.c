@@ -441,8 +441,7 @@ static int32_t status_of_run_error(const GError *error)
  * tensor is never changed). */
 static th_sptensor *safe_range_copy(const th_sptensor *t)
 {
-    const double largest = th_sptensor_max_abs(t);
-    if (largest >= 0x1p-64 && largest <= 0x1p64)
+    if (th_sptensor_in_safe_range(t))
         return NULL;
     th_sptensor *copy = th_sptensor_new(t->nmodes, t->nnz);
     memcpy(copy->dims, t->dims, sizeof(th_index) * t->nmodes);

@@ -333,12 +333,18 @@ double th_sptensor_max_abs(const th_sptensor *t)
     return largest;
 }
 
+gboolean th_sptensor_in_safe_range(const th_sptensor *t)
+{
+    const double largest = th_sptensor_max_abs(t);
+    return largest == 0.0 || (largest >= 0x1p-64 && largest <= 0x1p64);
+}
+
 gboolean th_sptensor_scale_to_safe_range(th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, FALSE);
-    const double largest = th_sptensor_max_abs(t);
-    if (largest == 0.0 || (largest >= 0x1p-64 && largest <= 0x1p64))
+    if (th_sptensor_in_safe_range(t))
         return FALSE;
+    const double largest = th_sptensor_max_abs(t);
     int exponent = 0;
     (void)frexp(largest, &exponent); /* largest = f * 2^exponent, f in [0.5, 1) */
     for (uint64_t i = 0; i < t->nnz; ++i)

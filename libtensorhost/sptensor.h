@@ -53,6 +53,10 @@ double th_sptensor_norm_squared(const th_sptensor *t);
 /* Largest |value|. */
 double th_sptensor_max_abs(const th_sptensor *t);
 
+/* TRUE when th_sptensor_scale_to_safe_range would leave `t` as it is: its
+ * largest |value| lies in [2^-64, 2^64], or every value is zero. */
+gboolean th_sptensor_in_safe_range(const th_sptensor *t);
+
 /* Values whose squares overflow or underflow (beyond about 1e154 or below
  * about 1e-154) would make norms, Grams and fits infinite or zero, and fp32
  * backends overflow sooner. When the largest |value| lies outside
