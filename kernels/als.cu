@@ -3,11 +3,9 @@
  *
  * On the small shapes an update costs its latency, not its arithmetic, and
  * that latency is longer than the mode's whole MTTKRP; every host round
- * trip, pageable copy and extra launch adds to it (with a W upload from
- * pageable memory and its own synchronisation, a memset, three kernels and
- * a pageable download, an update measured ~55 us; kernels/DESIGN.md). So
+ * trip, pageable copy and extra launch adds to it (kernels/DESIGN.md). So
  * W comes from pinned staging, there is one stream synchronisation, and:
- *   1. gemm_gram_kernel: each block takes tiles of rows, computes the
+ *   1. update_kernel: each block takes tiles of rows, computes the
  *      unnormalised rows Ahat = M W (written to the factor and to shared
  *      memory) and accumulates Ahat^T Ahat, sum_i M(i,r) Ahat(i,r) and
  *      max |Ahat(:,r)| in registers; one set of double atomics per block.
@@ -18,134 +16,356 @@
  *      [lambda | gram | inner] straight into mapped pinned host memory and
  *      re-zeroes the accumulators for the next update;
  *   2. scale_kernel: A(:,r) *= 1/lambda_r.
+ * On tall factors (tens of millions of rows) the update is bound by the
+ * shared-memory instructions of the two small products, not by memory: with
+ * one scalar shared load per multiply-add, a 25.5M x 32 update took ~12 ms
+ * where its 13 GB of traffic need ~3. So both products are register-tiled:
+ * a thread computes 4 rows x 4 columns of A = M W, and 4 x 4 entries of the
+ * (symmetric, upper half only) Gram, with 128-bit shared loads: 2 loads per
+ * 16 multiply-adds instead of 32.
  * The whole-iteration sweep (sweep.cu) runs the same two kernels with
  * their results in device memory, the normalised Gram also kept for the
  * next mode's solve (solve.cu), and an early return once a solve of the
  * sweep broke down.
- * Own kernels rather than cuBLAS: R <= 128 keeps W in shared memory, and a
+ * Own kernels rather than cuBLAS: R <= 128 keeps W in shared memory, the
+ * Gram, norms and inner products come from the same pass over M, and a
  * static cuBLAS would add ~100 MB to every plugin. Gram entries accumulate
  * in fp32 over one tile of rows, then in double. */
 #include <string.h>
+
+#include <cuda_pipeline.h>
+#include <tensorhost/plugin_sdk.h>
 
 #include "thg_internal.cuh"
 
 namespace {
 
-constexpr uint32_t kThreads = 512;
-constexpr uint32_t kTileRows = 32;
+constexpr uint32_t kThreads = 256;
+constexpr uint32_t kMaxTileRows = 128;
 constexpr uint32_t kScaleThreads = 256;
 
-/* Dynamic shared memory of gemm_gram_kernel: s_inner [R] doubles, W [R*R],
- * the tile of A [kTileRows*R], the tile of M [kTileRows*R], s_max [R]. */
-size_t gemm_smem_bytes(uint32_t R)
+/* How a rank is laid out in shared memory and over the threads. Columns
+ * are padded to RP (a multiple of 4) for 128-bit loads; a row of a tile
+ * takes RS = RP + 4 floats, so the 4 rows of a micro-tile fall in different
+ * banks. */
+struct tile_shape {
+    uint32_t R, RP, RS;
+    uint32_t CQ;   /* column quads: RP / 4 */
+    uint32_t NG;   /* Gram micro-tiles of the upper half: CQ (CQ + 1) / 2 */
+    uint32_t T;    /* rows per tile of this launch, a multiple of 4 */
+    uint32_t Tmax; /* rows per tile the shared memory is sized for */
+};
+
+__host__ __device__ inline uint32_t padded_rank(uint32_t R) { return (R + 3u) & ~3u; }
+
+tile_shape shape_for(uint32_t R)
 {
-    return sizeof(double) * R + sizeof(float) * ((size_t)R * R + 2u * kTileRows * R) +
-           sizeof(uint32_t) * R;
+    tile_shape s;
+    s.R = R;
+    s.RP = padded_rank(R);
+    s.RS = s.RP + 4u;
+    s.CQ = s.RP / 4u;
+    s.NG = s.CQ * (s.CQ + 1u) / 2u;
+    /* About 16 KB of M per tile: enough rows to amortise each tile's
+     * barriers, little enough for two blocks per SM at R = 128. */
+    uint32_t rows = 4096u / s.RP;
+    rows = rows > kMaxTileRows ? kMaxTileRows : rows < 16u ? 16u : rows;
+    s.Tmax = rows & ~3u;
+    s.T = s.Tmax;
+    return s;
 }
 
-/* Gram entries per thread at most: 8 stay in registers at 512 threads
- * (ptxas spilled 16 and 32); larger ranks (R > 64) split the entries over
- * blockIdx.y. */
-constexpr int kMaxEntries = 8;
+/* Gram micro-tiles one block owns: all of them, or kThreads per y-block. */
+__host__ __device__ inline uint32_t block_gram_tiles(uint32_t NG)
+{
+    return NG < kThreads ? NG : kThreads;
+}
 
-/* EPT Gram entries per thread: entries e = y * EPT * kThreads + tid + j * kThreads.
- * Blocks with y > 0 recompute their tiles of A for the Gram only. */
-template <int EPT>
-__global__ void __launch_bounds__(kThreads)
-    gemm_gram_kernel(const float *M, const float *W, float *A, uint32_t I, uint32_t R,
-                     thg_als_acc acc, double *out, int out_mapped, const uint32_t *failed,
-                     double *gram_store)
+/* The two buffers of M's tiles (the next tile is copied in while the
+ * current one is computed on), whose space the block's Gram reduction
+ * reuses at the end. */
+__host__ __device__ size_t tile_region_bytes(const tile_shape &s)
+{
+    const size_t tiles = sizeof(float) * 2u * (size_t)s.Tmax * s.RS;
+    const size_t reduce = sizeof(double) * 16u * block_gram_tiles(s.NG);
+    return tiles > reduce ? tiles : reduce;
+}
+
+/* Dynamic shared memory: W [RP*RP] and the tile of A [Tmax*RS] (floats),
+ * the region of M's tiles, s_inner [R] doubles, s_max [R]; every part
+ * 16-byte aligned. */
+size_t update_smem_bytes(const tile_shape &s)
+{
+    return sizeof(float) * ((size_t)s.RP * s.RP + (size_t)s.Tmax * s.RS) +
+           tile_region_bytes(s) + sizeof(double) * s.R + sizeof(uint32_t) * s.R;
+}
+
+/* Blocks along y, each owning up to kThreads of the Gram's micro-tiles
+ * (only large ranks need more than one; blocks with y > 0 recompute the
+ * tiles of A for their Gram entries only). */
+uint32_t gram_splits(const tile_shape &s) { return (s.NG + kThreads - 1u) / kThreads; }
+
+/* One thread's share of the Gram: micro-tile (c1, c2), c1 <= c2 column
+ * quads, over the rows split, split + splits, ... of every tile. */
+struct gram_lane {
+    uint32_t c1, c2;  /* column quads, c1 <= c2 */
+    uint32_t local;   /* the micro-tile's index within the block's share */
+    uint32_t split, splits;
+    bool active;
+};
+
+/* Micro-tile g of the upper half, in row-major order of (c1, c2). */
+__device__ inline void gram_tile_quads(uint32_t g, uint32_t CQ, uint32_t *c1, uint32_t *c2)
+{
+    uint32_t q = 0;
+    while (g >= CQ - q) {
+        g -= CQ - q;
+        ++q;
+    }
+    *c1 = q;
+    *c2 = q + g;
+}
+
+__device__ gram_lane gram_lane_for(const tile_shape &s, uint32_t tid, uint32_t y)
+{
+    gram_lane lane = {0u, 0u, 0u, 0u, 1u, false};
+    const uint32_t first = y * kThreads;
+    if (first >= s.NG)
+        return lane;
+    const uint32_t here = s.NG - first < kThreads ? s.NG - first : kThreads;
+    lane.splits = kThreads / here;
+    lane.split = tid / here;
+    lane.local = tid % here;
+    lane.active = lane.split < lane.splits;
+    gram_tile_quads(first + lane.local, s.CQ, &lane.c1, &lane.c2);
+    return lane;
+}
+
+/* Adds the tile's rows [0, rows) of s_a (row stride RS) to the lane's
+ * 4 x 4 Gram entries: fp32 within the tile, double across tiles. */
+__device__ __forceinline__ void gram_accumulate(const float *s_a, const tile_shape &s,
+                                                uint32_t rows, const gram_lane &lane,
+                                                double gacc[16])
+{
+    if (!lane.active)
+        return;
+    float p[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+        p[e] = 0.0f;
+    for (uint32_t row = lane.split; row < rows; row += lane.splits) {
+        const float4 a = *reinterpret_cast<const float4 *>(s_a + row * s.RS + lane.c1 * 4u);
+        const float4 b = *reinterpret_cast<const float4 *>(s_a + row * s.RS + lane.c2 * 4u);
+        const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                p[i * 4 + j] += av[i] * bv[j];
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+        gacc[e] += (double)p[e];
+}
+
+/* The block's Gram entries into the R x R `gram`, upper micro-tiles only
+ * (quad(r1) <= quad(r2); gram_entry() reads either half): the lanes of one
+ * micro-tile first add up in shared memory (`s_reduce`, 16 doubles per
+ * micro-tile of the block's share), so each entry costs one global atomic
+ * per block. Called by every thread after the tile loop's last barrier. */
+__device__ void gram_block_flush(const tile_shape &s, const gram_lane &lane,
+                                 const double gacc[16], double *s_reduce, double *gram)
+{
+    const uint32_t first = blockIdx.y * kThreads;
+    const uint32_t here = first < s.NG ? block_gram_tiles(s.NG - first) : 0u;
+    for (uint32_t t = threadIdx.x; t < here * 16u; t += blockDim.x)
+        s_reduce[t] = 0.0;
+    __syncthreads();
+    if (lane.active)
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            atomicAdd(&s_reduce[lane.local * 16u + (uint32_t)e], gacc[e]);
+    __syncthreads();
+    for (uint32_t t = threadIdx.x; t < here * 16u; t += blockDim.x) {
+        uint32_t c1, c2;
+        gram_tile_quads(first + t / 16u, s.CQ, &c1, &c2);
+        const uint32_t r1 = c1 * 4u + (t % 16u) / 4u, r2 = c2 * 4u + t % 4u;
+        if (r1 < s.R && r2 < s.R)
+            atomicAdd(&gram[(size_t)r1 * s.R + r2], s_reduce[t]);
+    }
+}
+
+/* Entry (r1, r2) of a Gram that gram_block_flush filled. */
+__device__ __host__ inline size_t gram_entry(uint32_t r1, uint32_t r2, uint32_t R)
+{
+    return r1 / 4u <= r2 / 4u ? (size_t)r1 * R + r2 : (size_t)r2 * R + r1;
+}
+
+/* Zeroes the padding columns [R, RP) of every row of a tile buffer: loads
+ * never write them, and a product over the padded width must read zeros
+ * there (uninitialised shared memory may hold NaN patterns). */
+__device__ void zero_padding(float *tile, const tile_shape &s, uint32_t tid)
+{
+    const uint32_t pad = s.RP - s.R;
+    if (pad == 0)
+        return;
+    for (uint32_t t = tid; t < s.Tmax * pad; t += blockDim.x)
+        tile[(t / pad) * s.RS + s.R + t % pad] = 0.0f;
+}
+
+/* Starts the copy of tile `tile`'s rows of M into `dst` (row stride RS);
+ * the caller commits the batch. 16-byte copies when rows are whole quads. */
+__device__ __forceinline__ void load_tile_async(const float *M, uint32_t tile, uint32_t I,
+                                                const tile_shape &s, float *dst, uint32_t tid)
+{
+    const uint64_t base = (uint64_t)tile * s.T;
+    const uint32_t rows = (uint32_t)(I - base < s.T ? I - base : s.T);
+    const float *m_tile = M + base * s.R;
+    if (s.R % 4u == 0) {
+        const uint32_t quads = s.R / 4u;
+        for (uint32_t t = tid; t < rows * quads; t += blockDim.x)
+            __pipeline_memcpy_async(dst + (t / quads) * s.RS + (t % quads) * 4u, m_tile + t * 4u,
+                                    16);
+    } else {
+        for (uint32_t t = tid; t < rows * s.R; t += blockDim.x)
+            __pipeline_memcpy_async(dst + (t / s.R) * s.RS + t % s.R, m_tile + t, 4);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    update_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
+                  thg_als_acc acc, double *out, int out_mapped, const uint32_t *failed,
+                  double *gram_store)
 {
     extern __shared__ double sh[];
     /* The sweep's solve for this mode broke down: leave the factor and the
      * accumulators as they are (uniform, before any barrier). */
     if (failed && *failed)
         return;
-    double *s_inner = sh;                                  /* [R] */
-    float *s_w = (float *)(sh + R);                        /* [R*R] */
-    float *s_a = s_w + (size_t)R * R;                      /* [kTileRows*R] */
-    float *s_m = s_a + (size_t)kTileRows * R;              /* [kTileRows*R] */
-    uint32_t *s_max = (uint32_t *)(s_m + (size_t)kTileRows * R); /* [R] */
+    const uint32_t R = s.R, RP = s.RP, RS = s.RS, T = s.T;
+    float *s_w = reinterpret_cast<float *>(sh);                 /* [RP*RP] */
+    float *s_a = s_w + (size_t)RP * RP;                          /* [Tmax*RS] */
+    float *region = s_a + (size_t)s.Tmax * RS;                   /* tile_region_bytes */
+    const size_t tile_floats = (size_t)s.Tmax * RS;              /* per buffer of M */
+    double *s_inner = reinterpret_cast<double *>(
+        reinterpret_cast<char *>(region) + tile_region_bytes(s)); /* [R] */
+    uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);  /* [R] */
     __shared__ bool s_last;
 
     const uint32_t tid = threadIdx.x;
-    for (uint32_t t = tid; t < R * R; t += blockDim.x)
-        s_w[t] = W[t];
+    for (uint32_t t = tid; t < RP * RP; t += blockDim.x) {
+        const uint32_t k = t / RP, c = t % RP;
+        s_w[t] = k < R && c < R ? W[k * R + c] : 0.0f;
+    }
     for (uint32_t t = tid; t < R; t += blockDim.x) {
         s_inner[t] = 0.0;
         s_max[t] = 0u;
     }
-    __syncthreads();
+    zero_padding(region, s, tid);
+    zero_padding(region + tile_floats, s, tid);
 
-    /* GEMM threads (sub, r): column r of tile rows sub, sub + rows_per_pass... */
-    const uint32_t per_pass_raw = blockDim.x / R;
-    const uint32_t rows_per_pass = per_pass_raw < kTileRows ? per_pass_raw : kTileRows;
-    const uint32_t r = tid % R;
-    const uint32_t sub = tid / R;
-    const bool gemm_thread = sub < rows_per_pass;
+    /* GEMM lanes: column quad cq of the row quads rg, rg + row_groups, ... */
+    const uint32_t cq = tid % s.CQ, rg = tid / s.CQ, row_groups = kThreads / s.CQ;
+    const uint32_t c0 = cq * 4u;
     const bool primary = blockIdx.y == 0; /* writes A and the column stats */
-    const uint32_t e0 = blockIdx.y * (uint32_t)EPT * kThreads;
-    double my_inner = 0.0;
-    float my_max = 0.0f;
-    double g[EPT];
+    const gram_lane lane = gram_lane_for(s, tid, blockIdx.y);
+    const bool vector_rows = R % 4u == 0;
+    double my_inner[4] = {0.0, 0.0, 0.0, 0.0};
+    float my_max[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    double gacc[16];
 #pragma unroll
-    for (int j = 0; j < EPT; ++j)
-        g[j] = 0.0;
+    for (int e = 0; e < 16; ++e)
+        gacc[e] = 0.0;
 
-    const uint32_t ntiles = (I + kTileRows - 1) / kTileRows;
-    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-        const uint64_t base = (uint64_t)tile * kTileRows;
-        const uint32_t rows = (uint32_t)(I - base < kTileRows ? I - base : kTileRows);
-        /* The tile of M in one coalesced pass: read row by row from global
-         * memory, each row's R dependent loads cost an L2 latency apiece
-         * (~5 us of a small mode's update on an H200). */
-        for (uint32_t t = tid; t < rows * R; t += blockDim.x)
-            s_m[t] = M[base * R + t];
+    /* The tiles of M stream in asynchronously (cp.async), one tile ahead
+     * of the arithmetic: with loads and arithmetic in turn a block had one
+     * tile in flight at a time, too few bytes to keep HBM busy. */
+    const uint32_t ntiles = (I + T - 1) / T;
+    uint32_t tile = blockIdx.x;
+    if (tile < ntiles)
+        load_tile_async(M, tile, I, s, region, tid);
+    __pipeline_commit();
+    for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
+        const uint64_t base = (uint64_t)tile * T;
+        const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
+        const float *s_m = region + buf * tile_floats;
+        if (tile + gridDim.x < ntiles)
+            load_tile_async(M, tile + gridDim.x, I, s, region + (buf ^ 1u) * tile_floats, tid);
+        __pipeline_commit();
+        __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
         __syncthreads();
-        if (gemm_thread) {
-            for (uint32_t lr = sub; lr < rows; lr += rows_per_pass) {
-                const float *m_row = s_m + lr * R;
-                float a = 0.0f;
-                for (uint32_t k = 0; k < R; ++k)
-                    a += m_row[k] * s_w[k * R + r];
-                s_a[lr * R + r] = a;
-                if (primary) {
-                    A[(base + lr) * R + r] = a;
-                    my_inner += (double)m_row[r] * a;
-                    my_max = fmaxf(my_max, fabsf(a));
+        for (uint32_t r0 = rg * 4u; rg < row_groups && r0 < rows; r0 += row_groups * 4u) {
+            float a[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    a[i][j] = 0.0f;
+            for (uint32_t k = 0; k < RP; k += 4u) {
+                float4 w[4], m[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    w[q] = *reinterpret_cast<const float4 *>(s_w + (k + q) * RP + c0);
+                    m[q] = *reinterpret_cast<const float4 *>(s_m + (r0 + q) * RS + k);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float mv[4] = {m[i].x, m[i].y, m[i].z, m[i].w};
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        a[i][0] += mv[q] * w[q].x;
+                        a[i][1] += mv[q] * w[q].y;
+                        a[i][2] += mv[q] * w[q].z;
+                        a[i][3] += mv[q] * w[q].w;
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t row = r0 + (uint32_t)i;
+                *reinterpret_cast<float4 *>(s_a + row * RS + c0) =
+                    make_float4(a[i][0], a[i][1], a[i][2], a[i][3]);
+                if (!primary || row >= rows)
+                    continue;
+                const float4 mrow = *reinterpret_cast<const float4 *>(s_m + row * RS + c0);
+                const float mv[4] = {mrow.x, mrow.y, mrow.z, mrow.w};
+                float *a_row = A + (base + row) * R;
+                if (vector_rows)
+                    *reinterpret_cast<float4 *>(a_row + c0) =
+                        make_float4(a[i][0], a[i][1], a[i][2], a[i][3]);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    if (c0 + (uint32_t)j >= R)
+                        continue;
+                    if (!vector_rows)
+                        a_row[c0 + j] = a[i][j];
+                    my_inner[j] += (double)mv[j] * a[i][j];
+                    my_max[j] = fmaxf(my_max[j], fabsf(a[i][j]));
                 }
             }
         }
         __syncthreads();
-#pragma unroll
-        for (int j = 0; j < EPT; ++j) {
-            const uint32_t e = e0 + tid + (uint32_t)j * kThreads;
-            if (e < R * R) {
-                const uint32_t r1 = e / R, r2 = e % R;
-                float p = 0.0f;
-                for (uint32_t lr = 0; lr < rows; ++lr)
-                    p += s_a[lr * R + r1] * s_a[lr * R + r2];
-                g[j] += p;
-            }
-        }
-        __syncthreads(); /* the next tile overwrites s_a */
+        gram_accumulate(s_a, s, rows, lane, gacc);
+        __syncthreads(); /* the next tile overwrites s_a and this s_m */
     }
+    __pipeline_wait_prior(0);
 
-    if (gemm_thread) {
-        atomicAdd(&s_inner[r], my_inner);
-        atomicMax(&s_max[r], __float_as_uint(my_max)); /* non-negative: bits order as values */
+    if (primary && rg < row_groups) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (c0 + (uint32_t)j >= R)
+                continue;
+            atomicAdd(&s_inner[c0 + j], my_inner[j]);
+            /* non-negative: bits order as values */
+            atomicMax(&s_max[c0 + j], __float_as_uint(my_max[j]));
+        }
     }
     __syncthreads();
     for (uint32_t t = tid; primary && t < R; t += blockDim.x) {
         atomicAdd(&acc.inner[t], s_inner[t]);
         atomicMax(&acc.maxbits[t], s_max[t]);
     }
-#pragma unroll
-    for (int j = 0; j < EPT; ++j) {
-        const uint32_t e = e0 + tid + (uint32_t)j * kThreads;
-        if (e < R * R)
-            atomicAdd(&acc.gram[e], g[j]);
-    }
+    gram_block_flush(s, lane, gacc, reinterpret_cast<double *>(region), acc.gram);
 
     /* The last block to arrive finishes the reduction (threadFenceReduction). */
     __threadfence();
@@ -173,12 +393,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        const double g_norm = __ldcg(&acc.gram[e]) / (s_div[e / R] * s_div[e % R]);
+        const uint32_t r1 = e / R, r2 = e % R;
+        const double g_norm = __ldcg(&acc.gram[gram_entry(r1, r2, R)]) / (s_div[r1] * s_div[r2]);
         gram[e] = g_norm;
         if (gram_store)
             gram_store[e] = g_norm;
-        acc.gram[e] = 0.0;
     }
+    __syncthreads(); /* every read of the accumulated Gram is done */
+    for (uint32_t e = tid; e < R * R; e += blockDim.x)
+        acc.gram[e] = 0.0;
     for (uint32_t t = tid; t < R; t += blockDim.x) {
         inner[t] = __ldcg(&acc.inner[t]) / s_div[t];
         acc.inner[t] = 0.0;
@@ -190,51 +413,103 @@ __global__ void __launch_bounds__(kThreads)
         __threadfence_system(); /* the host reads `out` after the stream synchronises */
 }
 
-__global__ void scale_kernel(float *A, uint64_t n, uint32_t R, const float *scale,
+/* A(:, r) *= scale[r]. Each thread keeps one column quad (or column) for
+ * the whole grid-stride loop over rows: no per-element index division. */
+__global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
                              const uint32_t *failed)
 {
     if (failed && *failed)
         return;
-    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
-         e += (uint64_t)gridDim.x * blockDim.x)
-        A[e] *= scale[e % R];
-}
-
-/* Gram entries per thread, rounded up to an instantiated count. */
-int entries_per_thread(uint32_t R)
-{
-    const uint32_t need = (R * R + kThreads - 1) / kThreads;
-    int ept = 1;
-    while ((uint32_t)ept < need && ept < kMaxEntries)
-        ept *= 2;
-    return ept;
-}
-
-/* Blocks along y that share out the Gram entries. */
-uint32_t entry_splits(uint32_t R)
-{
-    const uint32_t per_block = (uint32_t)entries_per_thread(R) * kThreads;
-    return (R * R + per_block - 1) / per_block;
-}
-
-typedef void (*gemm_kernel_fn)(const float *, const float *, float *, uint32_t, uint32_t,
-                               thg_als_acc, double *, int, const uint32_t *, double *);
-
-gemm_kernel_fn gemm_kernel_for(uint32_t R)
-{
-    switch (entries_per_thread(R)) {
-    case 1:
-        return gemm_gram_kernel<1>;
-    case 2:
-        return gemm_gram_kernel<2>;
-    case 4:
-        return gemm_gram_kernel<4>;
-    default:
-        return gemm_gram_kernel<kMaxEntries>;
+    const bool vector_rows = R % 4u == 0;
+    const uint32_t lanes = vector_rows ? R / 4u : R;
+    const uint32_t rows_per_block = blockDim.x / lanes;
+    const uint32_t lane = threadIdx.x % lanes, sub = threadIdx.x / lanes;
+    if (sub >= rows_per_block)
+        return;
+    const uint64_t stride = (uint64_t)gridDim.x * rows_per_block;
+    if (vector_rows) {
+        const float4 f = *reinterpret_cast<const float4 *>(scale + lane * 4u);
+        for (uint64_t row = (uint64_t)blockIdx.x * rows_per_block + sub; row < I; row += stride) {
+            float4 *p = reinterpret_cast<float4 *>(A + row * R) + lane;
+            float4 v = *p;
+            v.x *= f.x;
+            v.y *= f.y;
+            v.z *= f.z;
+            v.w *= f.w;
+            *p = v;
+        }
+    } else {
+        const float f = scale[lane];
+        for (uint64_t row = (uint64_t)blockIdx.x * rows_per_block + sub; row < I; row += stride)
+            A[row * R + lane] *= f;
     }
 }
 
+/* Factor `mode` <- the counter-based initial values (plugin_sdk.h), and
+ * their unnormalised Gram added to `gram` (R x R doubles, zero before). */
+__global__ void __launch_bounds__(kThreads, 2)
+    init_factor_kernel(float *A, uint32_t I, tile_shape s, uint64_t seed, uint32_t mode,
+                       double *gram)
+{
+    extern __shared__ double sh[];
+    const uint32_t R = s.R, RS = s.RS, T = s.T;
+    float *s_a = reinterpret_cast<float *>(sh) + (size_t)s.RP * s.RP; /* as update_kernel's */
+    double *s_reduce = reinterpret_cast<double *>(s_a + (size_t)s.Tmax * RS);
+    const uint32_t tid = threadIdx.x;
+    zero_padding(s_a, s, tid);
+    const gram_lane lane = gram_lane_for(s, tid, blockIdx.y);
+    double gacc[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+        gacc[e] = 0.0;
+    __syncthreads();
+    const uint32_t ntiles = (I + T - 1) / T;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const uint64_t base = (uint64_t)tile * T;
+        const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
+        for (uint32_t t = tid; t < rows * R; t += blockDim.x) {
+            const uint32_t row = t / R, c = t % R;
+            const float v = __double2float_rn(th_initial_factor_value(seed, mode, base + row, c));
+            s_a[row * RS + c] = v;
+            if (blockIdx.y == 0)
+                A[base * R + t] = v;
+        }
+        __syncthreads();
+        gram_accumulate(s_a, s, rows, lane, gacc);
+        __syncthreads();
+    }
+    gram_block_flush(s, lane, gacc, s_reduce, gram);
+}
+
+typedef void (*update_kernel_fn)(const float *, const float *, float *, uint32_t, tile_shape,
+                                 thg_als_acc, double *, int, const uint32_t *, double *);
+
+/* Rows per tile for a factor of I rows: the full tile when there are enough
+ * rows for every resident block, else fewer (a small mode's update is
+ * latency: more blocks with fewer rows each). */
+tile_shape launch_shape(uint32_t R, uint32_t I, uint32_t resident_blocks)
+{
+    tile_shape s = shape_for(R);
+    const uint64_t per_block = ((uint64_t)I + resident_blocks - 1) / resident_blocks;
+    const uint64_t rows = (per_block + 3u) & ~3ull;
+    s.T = rows < s.Tmax ? (rows < 4u ? 4u : (uint32_t)rows) : s.Tmax;
+    return s;
+}
+
+uint32_t grid_blocks(uint32_t I, const tile_shape &s, uint32_t resident_blocks)
+{
+    const uint32_t ntiles = (I + s.T - 1) / s.T;
+    return ntiles < resident_blocks ? ntiles : resident_blocks;
+}
+
 } // namespace
+
+void thg_gram_mirror(double *gram, uint32_t rank)
+{
+    for (uint32_t r1 = 0; r1 < rank; ++r1)
+        for (uint32_t r2 = 0; r2 < rank; ++r2)
+            gram[(size_t)r1 * rank + r2] = gram[gram_entry(r1, r2, rank)];
+}
 
 size_t thg_als_w_bytes(uint32_t rank)
 {
@@ -258,11 +533,17 @@ void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc)
     acc->done = (uint32_t *)(acc->scale + R);
 }
 
-thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen)
+thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
 {
-    THG_CUDA(cudaFuncSetAttribute(gemm_kernel_for(ctx->rank),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)gemm_smem_bytes(ctx->rank)));
+    const int smem = (int)update_smem_bytes(shape_for(ctx->rank));
+    THG_CUDA(cudaFuncSetAttribute(update_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  smem));
+    THG_CUDA(cudaFuncSetAttribute(init_factor_kernel,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int per_sm = 0;
+    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, kThreads,
+                                                           (size_t)smem));
+    ctx->als_resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)ctx->sm_count;
     return thg_solve_prepare(ctx->rank, err, errlen);
 }
 
@@ -273,20 +554,32 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     const uint32_t R = ctx->rank;
     const uint32_t I = ctx->dims[mode];
     cudaStream_t st = ctx->stream;
-    const uint32_t ntiles = (I + kTileRows - 1) / kTileRows;
-    const uint32_t cap = 2u * (uint32_t)ctx->sm_count;
-    const uint32_t blocks = ntiles < cap ? ntiles : cap;
-    gemm_kernel_for(R)<<<dim3(blocks, entry_splits(R)), kThreads, gemm_smem_bytes(R), st>>>(
-        ctx->results[mode], ctx->als_w, ctx->factors[mode], I, R, ctx->als_acc, out,
-        out == ctx->als_out_dev, failed, gram_store);
+    const tile_shape s = launch_shape(R, I, ctx->als_resident_blocks);
+    update_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)), kThreads,
+                    update_smem_bytes(s), st>>>(ctx->results[mode], ctx->als_w,
+                                                ctx->factors[mode], I, s, ctx->als_acc, out,
+                                                out == ctx->als_out_dev, failed, gram_store);
     THG_LAUNCHED();
     if (after_gemm)
         THG_CUDA(cudaEventRecord(after_gemm, st));
-    const uint64_t n = (uint64_t)I * R;
-    const uint64_t needed = (n + kScaleThreads - 1) / kScaleThreads;
+    const uint32_t lanes = R % 4u == 0 ? R / 4u : R;
+    const uint64_t rows_per_block = kScaleThreads / lanes;
+    const uint64_t needed = ((uint64_t)I + rows_per_block - 1) / rows_per_block;
     const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
     scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0, st>>>(
-        ctx->factors[mode], n, R, ctx->als_acc.scale, failed);
+        ctx->factors[mode], I, R, ctx->als_acc.scale, failed);
+    THG_LAUNCHED();
+    return THG_OK;
+}
+
+thg_status thg_launch_init_factor(thg_context *ctx, uint32_t mode, uint64_t seed, double *gram,
+                                  char *err, size_t errlen)
+{
+    const uint32_t I = ctx->dims[mode];
+    const tile_shape s = launch_shape(ctx->rank, I, ctx->als_resident_blocks);
+    init_factor_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
+                         kThreads, update_smem_bytes(s), ctx->stream>>>(
+        ctx->factors[mode], I, s, seed, mode, gram);
     THG_LAUNCHED();
     return THG_OK;
 }

@@ -584,6 +584,9 @@ void thg_free_tensor(thg_context *ctx)
         ctx->results[m] = nullptr;
     }
     thg_sweep_free(ctx);
+    cudaFree(ctx->transfer_dev);
+    ctx->transfer_dev = nullptr;
+    ctx->transfer_elems = 0;
     cudaFree(ctx->als_w);
     cudaFree(ctx->als_acc_block);
     cudaFreeHost(ctx->als_w_host);

@@ -200,7 +200,9 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank) +
                                thg_sweep_bytes(ctx->nmodes, ctx->rank);
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
-    const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + build_bytes;
+    const uint64_t transfer_bytes =
+        sizeof(double) * thg_transfer_elems(ctx->nmodes, ctx->dims, ctx->rank);
+    const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + transfer_bytes + build_bytes;
     size_t free_bytes = 0, total_bytes = 0;
     THG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (needed > free_bytes)
@@ -213,7 +215,7 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
                         (unsigned long long)build_bytes, (unsigned long long)free_bytes);
     ctx->tensor_bytes = tensor_bytes;
     ctx->factor_bytes = factor_bytes;
-    ctx->workspace_bytes = als_bytes;
+    ctx->workspace_bytes = als_bytes + transfer_bytes;
     return THG_OK;
 }
 
@@ -228,6 +230,8 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
          * zeros rather than garbage. */
         THG_CUDA(cudaMemsetAsync(ctx->factors[m], 0, bytes, ctx->stream));
     }
+    ctx->transfer_elems = thg_transfer_elems(ctx->nmodes, ctx->dims, ctx->rank);
+    THG_CUDA(cudaMalloc(&ctx->transfer_dev, sizeof(double) * ctx->transfer_elems));
     THG_CUDA(cudaMalloc(&ctx->als_w, thg_als_w_bytes(ctx->rank)));
     const size_t acc_bytes = thg_als_acc_bytes(ctx->rank);
     THG_CUDA(cudaMalloc(&ctx->als_acc_block, acc_bytes));
@@ -273,7 +277,7 @@ extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
     return st;
 }
 
-static thg_status check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
 {
     if (ctx->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
@@ -282,66 +286,6 @@ static thg_status check_mode(const thg_context *ctx, uint32_t mode, char *err, s
                         "mode %u is out of range: the tensor has modes 0 to %u", mode,
                         ctx->nmodes - 1);
     return THG_OK;
-}
-
-/* Host <-> device copies of a dims x rank matrix with fp64/fp32 conversion. */
-static thg_status upload_matrix(thg_context *ctx, float *dst, const double *src, size_t n,
-                                char *err, size_t errlen)
-{
-    float *tmp = (float *)malloc(sizeof(float) * n);
-    if (!tmp)
-        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory (%zu floats)",
-                        n);
-    for (size_t k = 0; k < n; ++k)
-        tmp[k] = (float)src[k];
-    cudaError_t e = cudaMemcpyAsync(dst, tmp, sizeof(float) * n, cudaMemcpyHostToDevice,
-                                    ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    free(tmp);
-    THG_CUDA(e);
-    return THG_OK;
-}
-
-static thg_status download_matrix(thg_context *ctx, double *dst, const float *src, size_t n,
-                                  char *err, size_t errlen)
-{
-    float *tmp = (float *)malloc(sizeof(float) * n);
-    if (!tmp)
-        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory (%zu floats)",
-                        n);
-    cudaError_t e = cudaMemcpyAsync(tmp, src, sizeof(float) * n, cudaMemcpyDeviceToHost,
-                                    ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    if (e == cudaSuccess)
-        for (size_t k = 0; k < n; ++k)
-            dst[k] = tmp[k];
-    free(tmp);
-    THG_CUDA(e);
-    return THG_OK;
-}
-
-extern "C" thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data,
-                                     char *err, size_t errlen)
-{
-    thg_status st = check_mode(ctx, mode, err, errlen);
-    if (st != THG_OK)
-        return st;
-    THG_CUDA(cudaSetDevice(ctx->device));
-    return upload_matrix(ctx, ctx->factors[mode], data, (size_t)ctx->dims[mode] * ctx->rank,
-                         err, errlen);
-}
-
-extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
-                                     size_t errlen)
-{
-    thg_status st = check_mode(ctx, mode, err, errlen);
-    if (st != THG_OK)
-        return st;
-    THG_CUDA(cudaSetDevice(ctx->device));
-    return download_matrix(ctx, data, ctx->factors[mode], (size_t)ctx->dims[mode] * ctx->rank,
-                           err, errlen);
 }
 
 static thg_status resolve_timing(thg_context *ctx, thg_mode_copy &copy, char *err,
@@ -413,7 +357,7 @@ thg_status thg_run_sequence(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
 
 extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
 {
-    thg_status st = check_mode(ctx, mode, err, errlen);
+    thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaSetDevice(ctx->device));
@@ -434,13 +378,13 @@ extern "C" thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, siz
 extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *data, char *err,
                                      size_t errlen)
 {
-    thg_status st = check_mode(ctx, mode, err, errlen);
+    thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
     if (!ctx->copies[mode].has_result)
         return thg_fail(err, errlen, THG_ERR_STATE, "no MTTKRP result for mode %u yet", mode);
     THG_CUDA(cudaSetDevice(ctx->device));
-    return download_matrix(ctx, data, ctx->results[mode], (size_t)ctx->dims[mode] * ctx->rank,
+    return thg_download_matrix(ctx, data, ctx->results[mode], (size_t)ctx->dims[mode] * ctx->rank,
                            err, errlen);
 }
 
@@ -448,7 +392,7 @@ extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const doub
                                      int use_max_norm, double *lambda, double *gram,
                                      double *inner, char *err, size_t errlen)
 {
-    thg_status st = check_mode(ctx, mode, err, errlen);
+    thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
     if (!ctx->copies[mode].has_result)
@@ -518,7 +462,7 @@ static thg_status resolve_timing(thg_context *ctx, thg_mode_copy &copy, char *er
 extern "C" thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode,
                                          thg_mode_stats *stats, char *err, size_t errlen)
 {
-    thg_status st = check_mode(ctx, mode, err, errlen);
+    thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
     thg_mode_copy &copy = ctx->copies[mode];

@@ -88,6 +88,12 @@ thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, c
                           size_t errlen);
 thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *data, char *err,
                           size_t errlen);
+/* Every factor <- the counter-based initial values of `seed`
+ * (th_initial_factor_value in <tensorhost/plugin_sdk.h>) rounded to fp32,
+ * exactly what thg_set_factor of the host-drawn fp64 values leaves; and
+ * grams[m] (rank x rank doubles each) <- the Gram of factor m as held. */
+thg_status thg_init_factors(thg_context *ctx, uint64_t seed, double *const *grams, char *err,
+                            size_t errlen);
 /* Returns when the MTTKRP's result is complete (it waits for the kernel's
  * stop event), so a fault of the kernel itself surfaces here. */
 thg_status thg_mttkrp(thg_context *ctx, uint32_t mode, char *err, size_t errlen);

@@ -108,6 +108,12 @@ struct thg_context {
     double *als_out_host;
     double *als_out_dev; /* the device's address of als_out_host */
     thg_sweep_state sweep;
+    /* Blocks of the update kernel resident on the device at once (its
+     * occupancy times the SMs), set by thg_als_prepare. */
+    uint32_t als_resident_blocks;
+    /* Device staging of factor copies (factors.cu): transfer_elems doubles. */
+    double *transfer_dev;
+    size_t transfer_elems;
     /* One allocation holding every mode's copy and offsets. */
     void *copy_block;
 
@@ -157,6 +163,14 @@ __device__ __forceinline__ unsigned long long thg_globaltimer()
     return t;
 }
 
+/* context.cu: a tensor is loaded and `mode` is one of its modes. */
+thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+/* factors.cu: doubles of the staging buffer for factor copies. */
+size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank);
+/* n fp32 values on the device into fp64 `dst` on the host, converted on the
+ * device through the staging buffer. */
+thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, size_t n,
+                               char *err, size_t errlen);
 /* mttkrp.cu */
 /* `stamp` (nullable): the kernel records its span there, for the sweep,
  * whose event records would cost more than the MTTKRP of a small mode. */
@@ -166,7 +180,7 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
 size_t thg_als_acc_bytes(uint32_t rank);
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
 /* Once per load: kernel attributes for the loaded rank. */
-thg_status thg_als_prepare(const thg_context *ctx, char *err, size_t errlen);
+thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen);
 /* Bytes of W plus the norm flag, as uploaded. */
 size_t thg_als_w_bytes(uint32_t rank);
 /* Kernel 1 and 2 of the update; W and the norm must be on the device.
@@ -178,6 +192,15 @@ size_t thg_als_w_bytes(uint32_t rank);
 thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
                           double *gram_store, cudaEvent_t after_gemm, char *err,
                           size_t errlen);
+/* The update and initial-factor kernels accumulate the upper micro-tiles of
+ * a Gram only (4 x 4 blocks of entries with the row's block <= the column's);
+ * this fills the rest of a host copy from them. */
+void thg_gram_mirror(double *gram, uint32_t rank);
+/* Factor `mode` <- the counter-based initial values of `seed`
+ * (th_initial_factor_value, plugin_sdk.h), rounded to fp32, and their Gram
+ * added to `gram` (device, R x R doubles, zero before); on ctx->stream. */
+thg_status thg_launch_init_factor(thg_context *ctx, uint32_t mode, uint64_t seed, double *gram,
+                                  char *err, size_t errlen);
 /* solve.cu */
 thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
 /* For the sweep: W = V^-1 and the norm flag into ctx->als_w, V the

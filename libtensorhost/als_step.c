@@ -67,6 +67,11 @@ gboolean th_als_state_set_factors(th_als_state *s, double *const *factors, GErro
     return TRUE;
 }
 
+gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **error)
+{
+    return th_backend_init_factors(s->backend, seed, s->grams, error);
+}
+
 /* Host-side twin of the ABI's als_update, for backends without it. */
 static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
 {

@@ -60,7 +60,8 @@ typedef struct th_als_step_callbacks {
 
 /* A state for `backend` (tensor loaded, rank = backend->rank) on the
  * resolved `path` (not AUTO). Grams are zero until set with
- * th_als_state_set_factors or written by the caller. */
+ * th_als_state_set_factors or th_als_state_init_factors, or written by the
+ * caller. */
 th_als_state *th_als_state_new(th_backend *backend, th_update_path path);
 void th_als_state_free(th_als_state *state);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
@@ -68,6 +69,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
 /* Hands `factors` ([nmodes] of dims[m] x rank) to the backend and keeps
  * their Grams. */
 gboolean th_als_state_set_factors(th_als_state *state, double *const *factors, GError **error);
+
+/* Has the backend draw the seed's initial factors itself (init_factors,
+ * ABI 1.3; th_backend_has_init_factors) and keeps the Grams it returns:
+ * the state th_als_state_set_factors would leave with
+ * th_cpd_initial_factors(seed), without a factor crossing to the backend. */
+gboolean th_als_state_init_factors(th_als_state *state, uint64_t seed, GError **error);
 
 /* One iteration with column norm `norm` (TH_NORM_2 or TH_NORM_MAX; cp_als
  * takes the 2-norm in its first iteration). `iteration` is only passed on

@@ -89,6 +89,14 @@ th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
     return plugin->entry.als_sweep(instance, io, err);
 }
 
+th_status th_call_init_factors(const th_plugin *plugin, th_instance *instance,
+                               th_init_factors_io *io, char *err)
+{
+    if (!plugin->entry.init_factors)
+        return unsupported("init_factors (optional, ABI 1.3)", err);
+    return plugin->entry.init_factors(instance, io, err);
+}
+
 gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
                                   th_runtime_info *info, GError **error)
 {
@@ -424,6 +432,26 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
     return TRUE;
 }
 
+gboolean th_backend_has_init_factors(const th_backend *backend)
+{
+    return backend->plugin->entry.init_factors != NULL;
+}
+
+gboolean th_backend_init_factors(th_backend *backend, uint64_t seed, double *const *grams,
+                                 GError **error)
+{
+    th_init_factors_io io = {
+        .struct_size = (uint32_t)sizeof(th_init_factors_io),
+        .nmodes = backend->nmodes,
+        .seed = seed,
+        .grams = grams,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_init_factors(backend->plugin, backend->instance, &io, message);
+    return check_call(backend, status, "init_factors failed", message, error);
+}
+
 th_backend_facts *th_backend_facts_take(th_backend *backend)
 {
     const th_plugin_info *info = th_backend_info(backend);
@@ -437,6 +465,7 @@ th_backend_facts *th_backend_facts_take(th_backend *backend)
     f->f32 = info->value_type == TH_VALUE_F32;
     f->has_als_update = th_backend_has_als_update(backend);
     f->has_als_sweep = th_backend_has_als_sweep(backend);
+    f->has_init_factors = th_backend_has_init_factors(backend);
     th_runtime_info runtime;
     g_autoptr(GError) error = NULL;
     if (!th_backend_runtime_info(backend, &runtime, &error)) {

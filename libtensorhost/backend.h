@@ -85,6 +85,14 @@ gboolean th_backend_has_als_sweep(const th_backend *backend);
 gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
                               double *lambda, double *inner, uint32_t *modes_done,
                               GError **error);
+gboolean th_backend_has_init_factors(const th_backend *backend);
+/* The backend draws its own initial factors (ABI 1.3 init_factors): every
+ * mode's factor becomes F_m(i, r) = th_initial_factor_value(seed, m, i, r)
+ * (<tensorhost/plugin_sdk.h>) as set_factor would hold it, and `grams`
+ * (backend->nmodes rank x rank arrays) gets their Grams. Calling it on a
+ * backend without init_factors is an error (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_init_factors(th_backend *backend, uint64_t seed, double *const *grams,
+                                 GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
@@ -106,6 +114,7 @@ typedef struct th_backend_facts {
     char *abi;                 /* the plugin's ABI, "1.1" */
     gboolean f32;              /* value_type is TH_VALUE_F32 */
     gboolean has_als_update, has_als_sweep;
+    gboolean has_init_factors; /* ABI 1.3 */
     char *device, *details;    /* th_runtime_info */
     uint64_t tensor_bytes, factor_bytes, workspace_bytes;
     double load_seconds;       /* preprocessing: load_tensor's wall time */
@@ -149,6 +158,8 @@ th_status th_call_get_mode_info(const th_plugin *plugin, th_instance *instance, 
                                 th_mode_info *info, char *err);
 th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
                             th_als_sweep_io *io, char *err);
+th_status th_call_init_factors(const th_plugin *plugin, th_instance *instance,
+                               th_init_factors_io *io, char *err);
 
 /* Runtime and mode info as GErrors: the structs are zeroed first (strings
  * empty, times negative) and stay so when the plugin lacks the function;

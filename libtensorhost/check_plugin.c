@@ -13,6 +13,7 @@
 #include "log.h"
 #include "als_step.h"
 #include "backend.h"
+#include "cp_als.h"
 #include "plugin_loader.h"
 #include "rng.h"
 #include "sptensor.h"
@@ -383,9 +384,10 @@ static void check_info(checker *c)
         fail(c, "info", "als_sweep without als_update: a sweep that stops early needs it");
         return;
     }
-    pass(c, "info", "id '%s', version %s, %s, max_modes %u, max_rank %u%s%s%s", info->id,
+    pass(c, "info", "id '%s', version %s, %s, max_modes %u, max_rank %u%s%s%s%s", info->id,
          info->version, info->value_type == TH_VALUE_F32 ? "f32" : "f64", info->max_modes,
          info->max_rank, flag ? ", als_update" : "", sweep ? ", als_sweep" : "",
+         c->plugin->entry.init_factors ? ", init_factors" : "",
          (info->flags & TH_CAP_GPU) ? ", gpu" : "");
 }
 
@@ -874,12 +876,12 @@ static gboolean set_all_factors(checker *c, th_plugin *plugin, th_instance *inst
     return TRUE;
 }
 
-static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
-                                iteration_state *st, const char *name)
+static gboolean get_factors_into(checker *c, th_plugin *plugin, th_instance *inst,
+                                 double *const *factors, uint32_t nmodes, const char *name)
 {
-    for (uint32_t m = 0; m < st->nmodes; m++) {
+    for (uint32_t m = 0; m < nmodes; m++) {
         char err[TH_ERROR_SIZE] = "";
-        th_status status = th_call_get_factor(plugin, inst, m, st->factors[m], err);
+        th_status status = th_call_get_factor(plugin, inst, m, factors[m], err);
         if (status != TH_OK) {
             fail(c, name, "%s get_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
                  m, message_of(err), th_status_name(status));
@@ -887,6 +889,12 @@ static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst
         }
     }
     return TRUE;
+}
+
+static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
+                                iteration_state *st, const char *name)
+{
+    return get_factors_into(c, plugin, inst, st->factors, st->nmodes, name);
 }
 
 /* The host's iteration (als_step.h: per mode mttkrp(), the host's solve,
@@ -1039,16 +1047,16 @@ done:
     free_factors(initial, nmodes);
 }
 
-/* `problem` is what expect_error() said, or NULL; `wanted` the exact status
- * required (0: any error). */
-static void judge_sweep_error(checker *c, const char *name, th_status status, char *err,
-                              th_status wanted)
+/* A call that must fail: `status` and `err` are what `call` answered;
+ * `wanted` the exact status required (0: any error). */
+static void judge_call_error(checker *c, const char *name, const char *call, th_status status,
+                             char *err, th_status wanted)
 {
-    g_autofree char *problem = expect_error("als_sweep", status, err);
+    g_autofree char *problem = expect_error(call, status, err);
     if (problem)
         fail(c, name, "%s", problem);
     else if (wanted != TH_OK && status != wanted)
-        fail(c, name, "als_sweep returned %s, expected %s: %s", th_status_name(status),
+        fail(c, name, "%s returned %s, expected %s: %s", call, th_status_name(status),
              th_status_name(wanted), message_of(err));
     else
         pass(c, name, "%s: %s", th_status_name(status), message_of(err));
@@ -1072,7 +1080,7 @@ static void check_sweep_before_load(checker *c)
     err[0] = '\0';
     th_status status = th_call_als_sweep(c->plugin, inst, &io, err);
     th_call_destroy(c->plugin, inst);
-    judge_sweep_error(c, name, status, err, TH_ERR_BAD_STATE);
+    judge_call_error(c, name, "als_sweep", status, err, TH_ERR_BAD_STATE);
 }
 
 /* A struct one field short, then a wrong order: both refused, on a loaded
@@ -1101,15 +1109,16 @@ static void check_sweep_bad_io(checker *c)
         th_als_sweep_io io = sweep_io(&st, TH_NORM_2);
         io.struct_size = (uint32_t)offsetof(th_als_sweep_io, inner);
         char err[TH_ERROR_SIZE] = "";
-        judge_sweep_error(c, short_name, th_call_als_sweep(c->plugin, c->inst, &io, err), err,
-                          TH_ERR_INVALID_ARGUMENT);
+        judge_call_error(c, short_name, "als_sweep",
+                         th_call_als_sweep(c->plugin, c->inst, &io, err), err,
+                         TH_ERR_INVALID_ARGUMENT);
 
         begin(c, order_name);
         io = sweep_io(&st, TH_NORM_2);
         io.nmodes = 4;
         err[0] = '\0';
-        judge_sweep_error(c, order_name, th_call_als_sweep(c->plugin, c->inst, &io, err), err,
-                          TH_OK);
+        judge_call_error(c, order_name, "als_sweep",
+                         th_call_als_sweep(c->plugin, c->inst, &io, err), err, TH_OK);
     }
     g_free(st.grams[3]);
     st.grams[3] = NULL;
@@ -1130,6 +1139,185 @@ static void check_all_sweep(checker *c)
         check_als_sweep_case(c, 4, MIN(7u, max_rank), TH_NORM_MAX, c->opts->seed * 31 + 2);
     check_sweep_before_load(c);
     check_sweep_bad_io(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* init_factors (ABI 1.3)                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The first entry where two factors differ, as a FAIL line. */
+static void fail_factor_mismatch(checker *c, const char *name, uint32_t mode, uint32_t rank,
+                                 const double *drawn, const double *uploaded, size_t count)
+{
+    size_t k = 0;
+    while (k < count && memcmp(&drawn[k], &uploaded[k], sizeof *drawn) == 0)
+        k++;
+    fail(c, name, "mode %u row %zu column %zu: %.17g after init_factors, %.17g after set_factor "
+         "of the host's draw (they must be bitwise identical)",
+         mode, k / rank, k % rank, drawn[k], uploaded[k]);
+}
+
+/* init_factors(seed) on the plugin against the host's draw of the same
+ * seed (th_cpd_initial_factors): every factor read back with get_factor
+ * must be bitwise what get_factor gives after set_factor of the host's
+ * draw (so an f32 backend rounds as its set_factor does), and the Grams it
+ * returned must match the host's Gram of those factors within the
+ * tolerance. */
+static void check_init_factors_case(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                                    uint64_t seed, uint64_t tensor_seed)
+{
+    g_autofree char *name =
+        g_strdup_printf("init_factors modes=%u skew=%s rank=%u seed=%" G_GUINT64_FORMAT, nmodes,
+                        skew_names[skew], rank, seed);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, tensor_seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const uint32_t *dims = tt->coo.dims;
+    const size_t gram_count = (size_t)rank * rank;
+    double *grams[TH_MAX_MODES] = {NULL}, *drawn[TH_MAX_MODES] = {NULL};
+    double **host = th_cpd_initial_factors(dims, nmodes, rank, seed);
+    g_autofree double *want = g_new(double, gram_count);
+    size_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        /* NaN: a Gram the plugin leaves unwritten fails the comparison. */
+        grams[m] = g_new(double, gram_count);
+        for (size_t k = 0; k < gram_count; k++)
+            grams[m][k] = NAN;
+        drawn[m] = g_new0(double, (size_t)dims[m] * rank);
+        largest = MAX(largest, (size_t)dims[m] * rank);
+    }
+    g_autofree double *uploaded = g_new0(double, largest);
+    th_init_factors_io io = {.struct_size = (uint32_t)sizeof io, .nmodes = nmodes, .seed = seed,
+                             .grams = grams};
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_init_factors(c->plugin, c->inst, &io, err);
+    if (status != TH_OK) {
+        fail(c, name, "init_factors: %s (%s)", message_of(err), th_status_name(status));
+        goto done;
+    }
+    if (!get_factors_into(c, c->plugin, c->inst, drawn, nmodes, name) ||
+        !set_all_factors(c, c->plugin, c->inst, host, nmodes, name))
+        goto done;
+    double worst = 0.0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        const size_t count = (size_t)dims[m] * rank;
+        status = th_call_get_factor(c->plugin, c->inst, m, uploaded, err);
+        if (status != TH_OK) {
+            fail(c, name, "plugin get_factor(%u): %s (%s)", m, message_of(err),
+                 th_status_name(status));
+            goto done;
+        }
+        if (memcmp(drawn[m], uploaded, count * sizeof *uploaded) != 0) {
+            fail_factor_mismatch(c, name, m, rank, drawn[m], uploaded, count);
+            goto done;
+        }
+        th_dense_gram(uploaded, dims[m], rank, want);
+        const double gram_error = relative_error(grams[m], want, gram_count);
+        if (!(gram_error <= c->tolerance)) {
+            fail(c, name, "gram of mode %u: relative error %.3g > tolerance %.0e against the "
+                 "host's Gram of the factor", m, gram_error, c->tolerance);
+            goto done;
+        }
+        worst = MAX(worst, gram_error);
+    }
+    pass(c, name, "factors bitwise those of set_factor, Grams max relative error %.2g", worst);
+done:
+    for (uint32_t m = 0; m < nmodes; m++) {
+        g_free(grams[m]);
+        g_free(drawn[m]);
+    }
+    th_cpd_free_factors(host, nmodes);
+}
+
+static void check_init_factors_before_load(checker *c)
+{
+    const char *name = "init_factors before load_tensor";
+    begin(c, name);
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    if (create_instance(c->plugin, NULL, 0, &inst, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    /* Room for rank 8 on three modes, should the plugin wrongly go ahead. */
+    double sink[3][64] = {{0}};
+    double *grams[3] = {sink[0], sink[1], sink[2]};
+    th_init_factors_io io = {.struct_size = (uint32_t)sizeof io, .nmodes = 3, .seed = 1,
+                             .grams = grams};
+    err[0] = '\0';
+    th_status status = th_call_init_factors(c->plugin, inst, &io, err);
+    th_call_destroy(c->plugin, inst);
+    judge_call_error(c, name, "init_factors", status, err, TH_ERR_BAD_STATE);
+}
+
+/* A struct one field short, then a wrong order: both refused, on a loaded
+ * instance with Gram buffers for one mode more than the tensor has. */
+static void check_init_factors_bad_io(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    const char *short_name = "init_factors short io";
+    const char *order_name = "init_factors nmodes mismatch";
+    begin(c, short_name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 43, &error);
+    if (tt == NULL) {
+        fail(c, short_name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, short_name))
+        return;
+    double sink[4][16] = {{0}};
+    double *grams[4] = {sink[0], sink[1], sink[2], sink[3]};
+    th_init_factors_io io = {.struct_size = (uint32_t)offsetof(th_init_factors_io, grams),
+                             .nmodes = 3, .seed = 1, .grams = grams};
+    char err[TH_ERROR_SIZE] = "";
+    judge_call_error(c, short_name, "init_factors",
+                     th_call_init_factors(c->plugin, c->inst, &io, err), err,
+                     TH_ERR_INVALID_ARGUMENT);
+
+    begin(c, order_name);
+    io.struct_size = (uint32_t)sizeof io;
+    io.nmodes = 4;
+    err[0] = '\0';
+    judge_call_error(c, order_name, "init_factors",
+                     th_call_init_factors(c->plugin, c->inst, &io, err), err, TH_OK);
+}
+
+/* Several seeds (0 and UINT64_MAX among them) and shapes, a mode of length
+ * 1 included, then the error paths. */
+static void check_all_init_factors(checker *c)
+{
+    if (c->plugin->entry.init_factors == NULL) {
+        skip(c, "init_factors", "not implemented (optional, ABI 1.3; the host draws the "
+                                "initial factors and uploads them)");
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint32_t four = MIN(4u, info->max_modes), top = MIN(info->max_modes, 6u);
+    const uint64_t s = c->opts->seed;
+    const struct {
+        uint32_t nmodes;
+        skew_kind skew;
+        uint32_t rank;
+        uint64_t seed;
+    } cases[] = {
+        {3, SKEW_UNIFORM, 4, 0},
+        {four, SKEW_ZIPF, 16, UINT64_MAX},
+        {3, SKEW_DEGENERATE, 7, s},
+        {top, SKEW_UNIFORM, 32, s ^ UINT64_C(0x8000000000000000)},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        check_init_factors_case(c, cases[i].nmodes, cases[i].skew,
+                                MIN(cases[i].rank, info->max_rank), cases[i].seed,
+                                s * 37 + 11 + i);
+    check_init_factors_before_load(c);
+    check_init_factors_bad_io(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1279,7 +1467,8 @@ static const char *const device_checks[] = {
     "reference",        "unknown option",  "mttkrp before load_tensor",
     "rank 0",           "rank max_rank+1", "mode out of range",
     "tensor it cannot hold", "mttkrp",     "als_update",
-    "als_sweep",        "load_tensor x20",  "create/destroy x50", "load/unload x20",
+    "als_sweep",        "init_factors",     "load_tensor x20",    "create/destroy x50",
+    "load/unload x20",
 };
 
 static void check_with_instances(checker *c)
@@ -1333,6 +1522,7 @@ static void check_with_instances(checker *c)
     else
         skip(c, "mttkrp", "no reference to compare with");
     check_all_sweep(c);
+    check_all_init_factors(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

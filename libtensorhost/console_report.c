@@ -79,6 +79,12 @@ void th_console_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t n
                          nmodes, elapsed);
 }
 
+void th_console_phase(const char *what, void *user_data)
+{
+    (void)user_data;
+    th_progress_show(TRUE, "  %s...", what);
+}
+
 /* "  1.2345" or, for a time the host could not take, a "-" in its place. */
 static char *format_time_column(double seconds)
 {
@@ -156,6 +162,9 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
     print_mttkrp_timings(f, r);
     print_update_timings(r);
     th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
+    th_log(TH_LOG_INFO, "  initial factors %10.4f", r->init_seconds);
+    th_log(TH_LOG_INFO, "  factors back    %10.4f  (arranged in %.4f)", r->fetch_seconds,
+           r->arrange_seconds);
     th_log(TH_LOG_INFO, "  total           %10.4f", total_seconds);
     if (r->sweep_fallbacks)
         th_log(TH_LOG_INFO,

@@ -32,6 +32,8 @@ typedef struct th_console_iteration_display {
 gboolean th_console_iteration(const th_cpd_iteration *iteration, void *user_data);
 void th_console_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t nmodes,
                                    void *user_data);
+/* th_cpd_callbacks.phase: the phase on the progress line. */
+void th_console_phase(const char *what, void *user_data);
 
 /* "Result ...", then the timing table (read, preprocessing, MTTKRP per mode
  * with the backend's time and scheme, the update path's times, algebra,

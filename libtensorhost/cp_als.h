@@ -28,6 +28,16 @@ typedef enum {
     TH_CPD_ERROR_NOT_FINITE,  /* an iteration's fit came out NaN or infinite */
 } th_cpd_error;
 
+/* Where a run's initial factors came from. */
+typedef enum th_init_source {
+    TH_INIT_HOST = 0, /* drawn by the host from the seed, uploaded with set_factor */
+    TH_INIT_BACKEND,  /* drawn by the backend from the seed (init_factors, ABI 1.3) */
+    TH_INIT_GIVEN,    /* th_cpd_params.initial_factors, uploaded with set_factor */
+} th_init_source;
+
+/* "host", "backend", "given" (report.json's cpd.initial_factors). */
+const char *th_init_source_name(th_init_source source);
+
 /* "auto", "sweep", "mode", "host" (the config's cpd.update values). */
 const char *th_update_path_name(th_update_path path);
 /* The inverse; FALSE for any other text. */
@@ -43,7 +53,9 @@ typedef struct th_cpd_params {
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
-     * instead of the seed's (borrowed for the call). */
+     * instead of the seed's (borrowed for the call). NULL: the seed's
+     * counter-based factors (th_cpd_initial_factors), drawn by the backend
+     * when it has init_factors (ABI 1.3), else by the host and uploaded. */
     const double *const *initial_factors;
 } th_cpd_params;
 
@@ -80,6 +92,7 @@ typedef struct th_cpd_result {
      * lambda are NULL and fit is NaN. */
     uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
+    th_init_source initial_factors; /* who drew the factors the run started from */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and
      * that the host finished per mode; always 0 off the sweep path. */
@@ -96,6 +109,12 @@ typedef struct th_cpd_result {
     double sweep_seconds;
     double update_seconds;  /* factor updates incl. transfers outside als_sweep */
     double algebra_seconds; /* host R x R work and fit */
+    /* Outside the iterations: drawing (or setting) the initial factors and
+     * their Grams; copying the factors back from the backend; bringing
+     * them into the published form (cp_model.h). */
+    double init_seconds;
+    double fetch_seconds;
+    double arrange_seconds;
     double total_seconds;
 } th_cpd_result;
 
@@ -113,11 +132,18 @@ typedef struct th_cpd_callbacks {
     /* Before each mode's update (on the sweep path: once per iteration, with
      * mode 0), for progress displays of long iterations. */
     void (*mode)(uint32_t iteration, uint32_t mode, uint32_t nmodes, void *user_data);
+    /* When a phase outside the iterations starts ("drawing the initial
+     * factors", ...), which on tall factors takes seconds; for progress. */
+    void (*phase)(const char *what, void *user_data);
     void *user_data;
 } th_cpd_callbacks;
 
-/* Uniform [0,1) factors from `seed`, mode after mode: the same seed gives
- * the same initial factors on every backend. Free with th_cpd_free_factors. */
+/* The seed's initial factors: factor m holds F_m(i, r) =
+ * th_initial_factor_value(seed, m, i, r), uniform in [0, 1) (plugin.h,
+ * "Initial factors"), drawn on all cores with the same result whatever the
+ * thread count. Every backend starts from these, whether it draws them
+ * itself (init_factors) or the host uploads them. Free with
+ * th_cpd_free_factors. */
 double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                 uint64_t seed);
 void th_cpd_free_factors(double **factors, uint32_t nmodes);

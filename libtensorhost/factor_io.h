@@ -1,5 +1,6 @@
 /* Factor and lambda files in SPLATT's text layout: one row per line, values
- * as "%+0.8e " (SPLATT's mat_write), written atomically. */
+ * as "%+0.8e " (SPLATT's mat_write), written atomically; or as numpy .npy
+ * files (npy_io.h). */
 #ifndef TH_FACTOR_IO_H
 #define TH_FACTOR_IO_H
 
@@ -7,11 +8,31 @@
 #include <stdint.h>
 #include "cp_als.h"
 
+/* Writes rows x cols values (row-major) as text (number_format.h), byte for
+ * byte what fprintf(out, "%+0.8e ", v) per value and '\n' per row would
+ * write, formatted on one thread per online processor, atomically
+ * (atomic_file.h). A long write shows its progress (progress.h). A
+ * th_cancel_abort_requested() (a second Ctrl-C while outputs are written)
+ * stops it between blocks with a G_IO_ERROR_CANCELLED error naming the file,
+ * which is left as it was; a first stop request does not, since it asks to
+ * stop after the outputs are written. */
 gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
                          GError **error);
 
+/* Past this many formatting threads the disk is the limit. */
+#define TH_WRITE_MATRIX_MAX_THREADS 16u
+
+/* Tests and benchmarks: th_write_matrix formats with `threads` threads (at
+ * most TH_WRITE_MATRIX_MAX_THREADS; 1: the calling thread alone) in blocks
+ * of `block_rows` rows; 0 for either restores its default (one thread per
+ * online processor, up to that maximum; about 4 MB of text a block).
+ * Process-wide; set it while no write runs. The bytes written never depend
+ * on either. */
+void th_write_matrix_set_parallelism(uint32_t threads, uint64_t block_rows);
+
 /* Reads a file th_write_matrix wrote (any whitespace layout with a fixed
- * column count). Returns rows x cols values. */
+ * column count; blank lines are skipped), in one pass. Returns rows x cols
+ * values; an error names file:line and what was expected. */
 double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError **error);
 
 /* Which files th_write_cpd_factors writes. */

@@ -24,6 +24,8 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
         g_string_append(out, ", als-update");
     if (plugin->entry.als_sweep)
         g_string_append(out, ", als-sweep");
+    if (plugin->entry.init_factors)
+        g_string_append(out, ", init-factors");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }

@@ -103,6 +103,7 @@ JsonNode *th_report_backend_node(const th_backend_facts *f)
     member_string(b, "value_type", f->f32 ? "f32" : "f64");
     member_bool(b, "als_update", f->has_als_update);
     member_bool(b, "als_sweep", f->has_als_sweep);
+    member_bool(b, "init_factors", f->has_init_factors);
     member_string(b, "device", f->device);
     member_string(b, "details", f->details);
     member_double(b, "preprocess_seconds", f->load_seconds);
@@ -194,6 +195,7 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
     member_bool(b, "converged", r->converged);
     member_bool(b, "interrupted", r->interrupted);
     member_string(b, "update_path", th_update_path_name(r->update_path));
+    member_string(b, "initial_factors", th_init_source_name(r->initial_factors));
     member_bool(b, "backend_update", th_cpd_backend_updated(r));
     member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
     member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
@@ -232,8 +234,12 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
         member_double(b, "sweep_seconds", r->sweep_seconds);
         member_double(b, "update_seconds", r->update_seconds);
         member_double(b, "algebra_seconds", r->algebra_seconds);
+        member_double(b, "init_seconds", r->init_seconds);
+        member_double(b, "fetch_seconds", r->fetch_seconds);
+        member_double(b, "arrange_seconds", r->arrange_seconds);
         member_double(b, "cpd_seconds", r->total_seconds);
     }
+    member_double(b, "write_seconds", s->write_seconds);
     member_double(b, "total_seconds", s->total_seconds);
     json_builder_end_object(b);
 }

@@ -17,6 +17,7 @@ typedef struct th_run_summary {
     const th_backend_facts *backend; /* taken after the run */
     const th_cpd_result *result;  /* may be NULL if the run failed before CP-ALS */
     gboolean factors_written;
+    double write_seconds; /* the factor files (report.json is written after them) */
     double total_seconds;
 } th_run_summary;
 

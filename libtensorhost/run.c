@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <gio/gio.h> /* G_IO_ERROR_CANCELLED: an aborted write */
 #include <glib/gstdio.h>
 
 #include "atomic_file.h"
@@ -56,9 +57,15 @@ static gboolean write_outputs(const th_config *config, th_run_summary *summary, 
     if (!th_make_output_dir(config->output_dir, error))
         return FALSE;
     if (config->write_factors && summary->result->factors) {
-        if (!th_write_cpd_factors(config->output_dir, summary->result,
-                                  th_factor_format_from_name(config->output_format), error))
+        th_progress_show(TRUE, "writing the factors to %s...", config->output_dir);
+        const gint64 start = g_get_monotonic_time();
+        const gboolean written = th_write_cpd_factors(
+            config->output_dir, summary->result,
+            th_factor_format_from_name(config->output_format), error);
+        th_progress_clear();
+        if (!written)
             return FALSE;
+        summary->write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
         summary->factors_written = TRUE;
     }
     g_autofree char *report = g_build_filename(config->output_dir, "report.json", NULL);
@@ -239,6 +246,18 @@ static int report_read_interruption(GError *error)
     return th_cancel_exit_status();
 }
 
+/* A second stop while the outputs are written aborts the file being
+ * written (it keeps its previous contents) and the ones after it. */
+static int report_write_abort(GError *error)
+{
+    g_autofree char *message = th_escape_control(error->message);
+    fprintf(stderr, "tensorhost: aborted while writing the outputs (%s); the files not "
+                    "written keep their previous contents\n",
+            message);
+    g_error_free(error);
+    return th_cancel_exit_status();
+}
+
 int th_run_file(const char *config_path, const char *const *overrides)
 {
     const gint64 start = g_get_monotonic_time();
@@ -293,7 +312,10 @@ int th_run_file(const char *config_path, const char *const *overrides)
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};
     const th_cpd_callbacks callbacks = {
-        .iteration = th_console_iteration, .mode = th_console_iteration_progress, .user_data = &display};
+        .iteration = th_console_iteration,
+        .mode = th_console_iteration_progress,
+        .phase = th_console_phase,
+        .user_data = &display};
     g_autoptr(th_cpd_result) result = th_cp_als(backend, tensor, &params, &callbacks, &error);
     th_progress_clear();
     if (!result)
@@ -312,8 +334,14 @@ int th_run_file(const char *config_path, const char *const *overrides)
     th_console_run_summary(facts, result, read_seconds, summary.total_seconds);
     warn_if_not_converged(config, result);
     th_cancel_set_activity("after the outputs are written");
-    if (!write_outputs(config, &summary, &error))
+    th_cancel_defer_abort(TRUE);
+    const gboolean written = write_outputs(config, &summary, &error);
+    th_cancel_defer_abort(FALSE);
+    if (!written) {
+        if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+            return report_write_abort(error);
         return th_run_fail(error);
+    }
     if (result->interrupted)
         return report_interruption(result);
     return th_cancel_requested() ? th_cancel_exit_status() : 0;

@@ -315,12 +315,26 @@ void th_sptensor_sort_and_merge(th_sptensor *t)
 
 /* ---- statistics --------------------------------------------------------- */
 
+/* Nonzeros per chunk of the parallel scans. Fixed, so sums are taken in
+ * the same order (and give the same bits) whatever the thread count. */
+#define SCAN_CHUNK ((uint64_t)1 << 20)
+
 double th_sptensor_norm_squared(const th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, 0.0);
+    const uint64_t nchunks = (t->nnz + SCAN_CHUNK - 1) / SCAN_CHUNK;
+    g_autofree double *part = g_new0(double, MAX(nchunks, 1));
+#pragma omp parallel for schedule(static)
+    for (uint64_t c = 0; c < nchunks; ++c) {
+        double sum = 0.0;
+        const uint64_t end = MIN(t->nnz, (c + 1) * SCAN_CHUNK);
+        for (uint64_t i = c * SCAN_CHUNK; i < end; ++i)
+            sum += t->values[i] * t->values[i];
+        part[c] = sum;
+    }
     double sum = 0.0;
-    for (uint64_t i = 0; i < t->nnz; ++i)
-        sum += t->values[i] * t->values[i];
+    for (uint64_t c = 0; c < nchunks; ++c)
+        sum += part[c];
     return sum;
 }
 
@@ -328,6 +342,7 @@ double th_sptensor_max_abs(const th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, 0.0);
     double largest = 0.0;
+#pragma omp parallel for schedule(static) reduction(max : largest)
     for (uint64_t i = 0; i < t->nnz; ++i)
         largest = fmax(largest, fabs(t->values[i]));
     return largest;
@@ -360,19 +375,24 @@ uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode)
     if (dim == 0)
         return 0;
     /* A bitmap: dims can reach 2^32, so one byte per index would be 4 GB. */
-    guint8 *seen = g_new0(guint8, (dim + 7) / 8);
-    uint64_t distinct = 0;
+    const uint64_t bytes = (dim + 7) / 8;
+    guint8 *seen = g_new0(guint8, bytes);
     const th_index *idx = t->indices[mode];
+    /* All cores mark the bitmap (an atomic OR per byte, relaxed: only the
+     * final bits matter, read after the loop's barrier), then count. */
+#pragma omp parallel for schedule(static)
     for (uint64_t i = 0; i < t->nnz; ++i) {
-        th_index x = idx[i];
+        const th_index x = idx[i];
         if (x >= dim)
             continue; /* outside dims: not a slice of this tensor */
-        guint8 bit = (guint8)(1u << (x & 7u));
-        if ((seen[x >> 3] & bit) == 0) {
-            seen[x >> 3] |= bit;
-            ++distinct;
-        }
+        const guint8 bit = (guint8)(1u << (x & 7u));
+        if ((__atomic_load_n(&seen[x >> 3], __ATOMIC_RELAXED) & bit) == 0)
+            __atomic_fetch_or(&seen[x >> 3], bit, __ATOMIC_RELAXED);
     }
+    uint64_t distinct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : distinct)
+    for (uint64_t b = 0; b < bytes; ++b)
+        distinct += (uint64_t)__builtin_popcount(seen[b]);
     g_free(seen);
     return dim - distinct;
 }

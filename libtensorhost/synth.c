@@ -27,6 +27,8 @@ const th_synth_preset th_synth_presets[] = {
     {"vast", 5, {165427, 11374, 2, 100, 89}, 26021945, {1.0, 1.0, 0.2, 0.5, 0.5}},
     {"enron", 4, {6066, 5699, 244268, 1176}, 54202099, {1.0, 1.0, 1.0, 0.5}},
     {"nell-2", 3, {12092, 9184, 28818}, 76879419, {1.0, 1.0, 1.0}},
+    /* The paper's largest: tall factors (25.5M rows), for end-to-end runs. */
+    {"nell-1", 3, {2902330, 2143368, 25495389}, 143599552, {1.0, 1.0, 1.0}},
 };
 const size_t th_synth_preset_count = G_N_ELEMENTS(th_synth_presets);
 

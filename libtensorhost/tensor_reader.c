@@ -24,6 +24,8 @@
  *  - in a .tns file dims are the largest index per mode; in an sptensor file
  *    they come from the header and indices must lie inside them;
  *  - the number of fields of the first nonzero line fixes the order.
+ * Input that starts with the binary format's magic bytes goes to its reader
+ * (tensor_binary.c) instead.
  */
 #define _DEFAULT_SOURCE /* madvise */
 
@@ -43,8 +45,7 @@
 
 #include "cancel.h"
 #include "sigbus_guard.h"
-
-G_DEFINE_QUARK(th-tensor-reader-error-quark, th_tensor_reader_error)
+#include "tensor_binary.h"
 
 /* Largest 0-based index: dims (index + 1) must still fit a th_index. */
 #define TH_MAX_INDEX0 ((uint64_t)UINT32_MAX - 1u)
@@ -1326,6 +1327,8 @@ th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t le
                                    GError **error)
 {
     g_return_val_if_fail(name != NULL && (data != NULL || length == 0), NULL);
+    if (th_tensor_binary_has_magic(data, length))
+        return th_tensor_binary_read_buffer(name, data, length, error);
     if (has_gzip_magic(data, length)) {
         g_autoptr(GInputStream) raw = g_memory_input_stream_new_from_data(data, (gssize)length,
                                                                           NULL);
@@ -1397,8 +1400,9 @@ th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options 
     g_autoptr(GInputStream) buffered = g_buffered_input_stream_new(G_INPUT_STREAM(file_in));
     GBufferedInputStream *b = G_BUFFERED_INPUT_STREAM(buffered);
     GError *read_error = NULL;
-    while (g_buffered_input_stream_get_available(b) < 2) {
-        gssize got = g_buffered_input_stream_fill(b, 2, NULL, &read_error);
+    while (g_buffered_input_stream_get_available(b) < TH_TENSOR_BINARY_MAGIC_BYTES) {
+        gssize got = g_buffered_input_stream_fill(b, TH_TENSOR_BINARY_MAGIC_BYTES, NULL,
+                                                  &read_error);
         if (got < 0) {
             g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
                         "%s: cannot read: %s", path, read_error->message);
@@ -1410,6 +1414,10 @@ th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options 
     }
     gsize available = 0;
     const void *head = g_buffered_input_stream_peek_buffer(b, &available);
+    if (th_tensor_binary_has_magic(head, available)) { /* its reader maps the file */
+        g_input_stream_close(buffered, NULL, NULL);
+        return th_tensor_binary_read(path, options, error);
+    }
     gboolean gzip = has_gzip_magic(head, available);
     if (regular && !gzip) {
         g_input_stream_close(buffered, NULL, NULL);

@@ -1,28 +1,14 @@
 /* Reading sparse tensors from text: FROSTT .tns (1-based), .tns.gz, and the
- * Tensor Toolbox / pyttb / GenTen "sptensor" variant (header, 0-based). */
+ * Tensor Toolbox / pyttb / GenTen "sptensor" variant (header, 0-based). The
+ * entry points also take the binary format (tensor_binary.h), which they
+ * recognize by its magic bytes and hand to its reader. */
 #ifndef TH_TENSOR_READER_H
 #define TH_TENSOR_READER_H
 
 #include <glib.h>
 #include <stdio.h>
 #include "sptensor.h"
-
-#define TH_TENSOR_READER_ERROR (th_tensor_reader_error_quark())
-GQuark th_tensor_reader_error_quark(void);
-
-typedef enum {
-    TH_TENSOR_READER_ERROR_IO,          /* cannot open/read/decompress */
-    TH_TENSOR_READER_ERROR_EMPTY,       /* no nonzero in the file */
-    TH_TENSOR_READER_ERROR_COLUMNS,     /* wrong number of fields on a line */
-    TH_TENSOR_READER_ERROR_NUMBER,      /* a field is not a number of the expected kind */
-    TH_TENSOR_READER_ERROR_INDEX_RANGE, /* 0 in a 1-based file, > 2^32-1, or beyond header dims */
-    TH_TENSOR_READER_ERROR_VALUE,       /* NaN or Inf */
-    TH_TENSOR_READER_ERROR_HEADER,      /* malformed sptensor header */
-    TH_TENSOR_READER_ERROR_ORDER,       /* fewer than 2 or more than TH_MAX_MODES modes */
-    TH_TENSOR_READER_ERROR_NOT_TEXT,    /* a NUL byte, a carriage return inside a line, or a
-                                           line longer than TH_TENSOR_MAX_LINE_BYTES */
-    TH_TENSOR_READER_ERROR_CANCELLED,   /* th_cancel_requested() turned true (Ctrl-C) */
-} th_tensor_reader_error;
+#include "tensor_read_types.h" /* th_tensor_read_options, TH_TENSOR_READER_ERROR */
 
 /* The longest line accepted, in bytes, without its line ending. The longest
  * meaningful line (64 indices of 10 digits, a 17-digit value, blanks) takes
@@ -36,13 +22,6 @@ typedef enum {
  * each given at least this many bytes, and at most this many threads. */
 #define TH_TENSOR_READER_MIN_BYTES_PER_THREAD ((size_t)4 << 20)
 #define TH_TENSOR_READER_MAX_THREADS 256u
-
-typedef struct th_tensor_read_options {
-    /* Called from time to time with bytes consumed so far and the total
-     * (0 when unknown, e.g. for gzip). NULL for none. */
-    void (*progress)(uint64_t done, uint64_t total, void *user_data);
-    void *user_data;
-} th_tensor_read_options;
 
 /* Reads `path` (a plain file is memory-mapped and parsed by several threads;
  * gzip and pipes are streamed); format from content (a first line "sptensor" selects the

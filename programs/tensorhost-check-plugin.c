@@ -36,8 +36,9 @@ int main(int argc, char **argv)
         context,
         "Checks that a tensorhost backend plugin conforms to the plugin ABI: its entry and\n"
         "info, MTTKRP on generated tensors of 3 to 8 modes against cpu-reference, its\n"
-        "als_update if present, its error paths and repeated create/destroy, load_tensor\n"
-        "and load/unload. One line per check: PASS, FAIL or SKIP.");
+        "als_update, als_sweep and init_factors if present, its error paths and repeated\n"
+        "create/destroy, load_tensor and load/unload. One line per check: PASS, FAIL or\n"
+        "SKIP.");
     g_option_context_set_description(
         context, "Exit status: 0 all checks passed (some may be skipped), 1 a check failed,\n"
                  "2 a command-line error, 77 the plugin reported no usable device (its\n"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "synth.h"
+#include "tensor_binary.h"
 #include "tensor_reader.h"
 #include "tensor_writer.h"
 
@@ -34,7 +35,8 @@ static const GOptionEntry entries[] = {
     {"rounds", 0, 0, G_OPTION_ARG_INT, &opt_rounds,
      "Top-up rounds to replace merged duplicates (default 64)", "R"},
     {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_output,
-     "Write FROSTT .tns here (gzip when it ends in .gz)", "FILE"},
+     "Write FROSTT .tns here (gzip when it ends in .gz; the binary format when it ends in "
+     TH_TENSOR_BINARY_EXTENSION ")", "FILE"},
     {"read", 'r', 0, G_OPTION_ARG_FILENAME, &opt_read,
      "Instead: read a tensor file and print its statistics and load speed", "FILE"},
     {"list-presets", 0, 0, G_OPTION_ARG_NONE, &opt_list, "List the presets and exit", NULL},
@@ -229,7 +231,10 @@ int main(int argc, char **argv)
     g_autofree char *label = th_synth_describe(&params);
     g_autofree char *comment = g_strdup_printf("synthetic tensor: %s", label);
     start = g_get_monotonic_time();
-    if (!th_tensor_write_tns_full(t, opt_output, comment, &error)) {
+    /* A binary file keeps the label as its note. */
+    const gboolean binary = g_str_has_suffix(opt_output, TH_TENSOR_BINARY_EXTENSION);
+    if (binary ? !th_tensor_binary_write_full(opt_output, t, comment, &error)
+               : !th_tensor_write_tns_full(t, opt_output, comment, &error)) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
         return 1;
     }

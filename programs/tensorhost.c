@@ -2,11 +2,13 @@
  * The command line around the library's run (libtensorhost/run.c). */
 #include <locale.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <glib.h>
 #include <tensorhost/plugin.h>
 
 #include "config.h"
+#include "convert_command.h"
 #include "log.h"
 #include "plugin_list.h"
 #include "run.h"
@@ -46,7 +48,9 @@ static int parse_command_line(int *argc, char ***argv, cli_options *o)
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "Example: tensorhost --config configs/quickstart.toml --set cpd.rank=8\n"
-                 "The config reference is configs/README.md.\n");
+                 "The config reference is configs/README.md.\n"
+                 "Subcommand: tensorhost convert IN OUT converts a tensor between text and\n"
+                 "binary (see tensorhost convert --help).\n");
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(context, argc, argv, &error)) {
         fprintf(stderr, "tensorhost: %s (see --help)\n", error->message);
@@ -68,6 +72,9 @@ int main(int argc, char **argv)
     setlocale(LC_ALL, "");
     /* Numbers in files and reports must not follow the user's locale. */
     setlocale(LC_NUMERIC, "C");
+    /* Subcommands own the rest of the command line. */
+    if (argc > 1 && strcmp(argv[1], "convert") == 0)
+        return th_convert_main(argc - 1, argv + 1);
     cli_options cli = {0};
     int status = parse_command_line(&argc, &argv, &cli);
     if (status != 0) {

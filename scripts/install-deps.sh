@@ -9,7 +9,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libglib2.0-dev libjson-glib-dev
           libtomlplusplus-dev libcmocka-dev libcairo2-dev clang libclang-rt-14-dev
-          liblapacke-dev libopenblas-openmp-dev python3 python3-numpy python3-pytest python3-venv)
+          liblapacke-dev libopenblas-openmp-dev libfmt-dev libxxhash-dev python3 python3-numpy python3-pytest python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

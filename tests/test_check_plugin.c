@@ -85,6 +85,8 @@ static void test_cpu_reference_passes(void **state)
     assert_int_equal(r.counts.failed, 0);
     assert_int_equal(r.status, 0);
     assert_line(&r, "PASS required functions");
+    assert_line(&r, "PASS info (id 'cpu-reference', version 1.0.0, f64, max_modes 64, "
+                    "max_rank 4096, als_update, init_factors)");
     assert_line(&r, "PASS mttkrp before load_tensor");
     assert_line(&r, "PASS unknown option (unknown option 'th-check-no-such-option' "
                     "(cpu-reference accepts: threads))");
@@ -96,6 +98,24 @@ static void test_cpu_reference_passes(void **state)
                                      "norm=2 ("));
     assert_line(&r, "PASS create/destroy x50 (and destroy(NULL))");
     assert_line(&r, "PASS load/unload x20");
+    /* ABI 1.3: its own draw of the initial factors is the host's, bit for
+     * bit, over seeds from 0 to UINT64_MAX and a mode of length 1. */
+    assert_non_null(strstr(r.output, "\nPASS init_factors modes=3 skew=uniform rank=4 seed=0 "
+                                     "(factors bitwise those of set_factor, Grams max relative "
+                                     "error "));
+    assert_non_null(strstr(r.output, "\nPASS init_factors modes=4 skew=zipf rank=16 "
+                                     "seed=18446744073709551615 ("));
+    assert_non_null(strstr(r.output, "\nPASS init_factors modes=3 skew=dim1-empty-slices "
+                                     "rank=7 seed=7 ("));
+    assert_non_null(strstr(r.output, "\nPASS init_factors modes=6 skew=uniform rank=32 "
+                                     "seed=9223372036854775815 ("));
+    assert_line(&r, "PASS init_factors before load_tensor (TH_ERR_BAD_STATE: init_factors: no "
+                    "tensor loaded (call load_tensor first))");
+    assert_line(&r, "PASS init_factors short io (TH_ERR_INVALID_ARGUMENT: init_factors: "
+                    "th_init_factors_io is shorter than the one of ABI 1.3)");
+    assert_line(&r, "PASS init_factors nmodes mismatch (TH_ERR_INVALID_ARGUMENT: init_factors: "
+                    "io.nmodes is 4 but the loaded tensor has 3 modes)");
+    assert_int_equal(lines_starting(r.output, "PASS init_factors "), 7);
     run_clear(&r);
 }
 
@@ -120,11 +140,29 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.0, host 1.2)");
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.3)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
     assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
                     "mode itself)");
+    assert_line(&r, "SKIP init_factors: not implemented (optional, ABI 1.3; the host draws the "
+                    "initial factors and uploads them)");
+    run_clear(&r);
+}
+
+static void test_frozen_v1_2_plugin_passes(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_frozen_v1_2"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.2, host 1.3)");
+    assert_line(&r, "PASS entry size (120 bytes)");
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
+                                     "reference's per-mode iteration, max relative error "));
+    assert_line(&r, "SKIP init_factors: not implemented (optional, ABI 1.3; the host draws the "
+                    "initial factors and uploads them)");
     run_clear(&r);
 }
 
@@ -137,7 +175,7 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.2, host 1.2)");
+    assert_line(&r, "PASS entry version (ABI 1.3, host 1.3)");
     assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
                     "max_rank 256, als_update, als_sweep)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
@@ -176,6 +214,24 @@ static void test_sweep_with_wrong_lambda_fails_the_sweep_checks(void **state)
     /* Only the sweep is wrong: MTTKRP and als_update still pass. */
     assert_int_equal(r.counts.failed, 2);
     assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2);
+    run_clear(&r);
+}
+
+/* An init_factors whose values differ from the host's draw (rounded to
+ * float in an f64 backend) fails every init_factors case and nothing else. */
+static void test_wrong_init_fails_the_init_checks(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_wrong_init"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_line(&r, "FAIL init_factors modes=3 skew=uniform rank=4 seed=0: mode 0 row 0 column "
+                    "0: 0.32280194759368896 after init_factors, 0.32280196242879522 after "
+                    "set_factor of the host's draw (they must be bitwise identical)");
+    assert_int_equal(lines_starting(r.output, "FAIL init_factors "), 4);
+    assert_int_equal(r.counts.failed, 4);
+    /* Its error paths are right. */
+    assert_int_equal(lines_starting(r.output, "PASS init_factors "), 3);
     run_clear(&r);
 }
 
@@ -260,7 +316,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.2; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.3; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }
@@ -293,8 +349,10 @@ int main(void)
         cmocka_unit_test(test_cpu_reference_passes),
         cmocka_unit_test(test_fixture_good_passes_against_the_reference),
         cmocka_unit_test(test_frozen_v1_0_plugin_passes),
+        cmocka_unit_test(test_frozen_v1_2_plugin_passes),
         cmocka_unit_test(test_sweep_plugin_passes_its_sweep_checks),
         cmocka_unit_test(test_sweep_with_wrong_lambda_fails_the_sweep_checks),
+        cmocka_unit_test(test_wrong_init_fails_the_init_checks),
         cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),
         cmocka_unit_test(test_lenient_options_fails_the_option_check),
         cmocka_unit_test(test_no_device_skips_with_77),

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <glib.h>
+#include <omp.h>
+#include <string.h>
 
 #include "cp_model.h"
 
@@ -201,6 +203,100 @@ static void test_arrange_gives_the_published_form(void **state)
     }
 }
 
+/* A tall model (several of the parallel passes' chunks per factor), with a
+ * negative weight, a zero column and a column whose largest entries tie in
+ * magnitude with opposite signs, in separate chunks. */
+typedef struct tall_model {
+    th_index dims[3];
+    double lambda[6];
+    double *factors[3];
+} tall_model;
+
+static void tall_model_init(tall_model *k)
+{
+    *k = (tall_model){.dims = {40000, 7, 70001}};
+    g_autoptr(GRand) rng = g_rand_new_with_seed(77);
+    for (uint32_t r = 0; r < 6; ++r)
+        k->lambda[r] = g_rand_double_range(rng, 0.5, 2.5);
+    k->lambda[1] = -0.75;
+    for (uint32_t m = 0; m < 3; ++m) {
+        k->factors[m] = g_new(double, (size_t)k->dims[m] * 6);
+        for (uint64_t i = 0; i < (uint64_t)k->dims[m] * 6; ++i)
+            k->factors[m][i] = g_rand_double_range(rng, -1.0, 1.0);
+    }
+    for (uint32_t i = 0; i < k->dims[2]; ++i)
+        k->factors[2][(size_t)i * 6 + 4] = 0.0; /* a zero column */
+    k->factors[0][(size_t)100 * 6 + 3] = 1.0; /* the first of a tie: it decides */
+    k->factors[0][(size_t)39000 * 6 + 3] = -1.0;
+}
+
+static void tall_model_copy(tall_model *dst, const tall_model *src)
+{
+    *dst = *src;
+    for (uint32_t m = 0; m < 3; ++m)
+        dst->factors[m] = g_memdup2(src->factors[m], sizeof(double) * src->dims[m] * 6);
+}
+
+static void tall_model_clear(tall_model *k)
+{
+    for (uint32_t m = 0; m < 3; ++m)
+        g_free(k->factors[m]);
+}
+
+static void assert_same_model(const tall_model *a, const tall_model *b, double tolerance)
+{
+    for (uint32_t r = 0; r < 6; ++r)
+        assert_true(fabs(a->lambda[r] - b->lambda[r]) <= tolerance * fabs(b->lambda[r]));
+    for (uint32_t m = 0; m < 3; ++m)
+        for (uint64_t i = 0; i < (uint64_t)a->dims[m] * 6; ++i)
+            if (fabs(a->factors[m][i] - b->factors[m][i]) > tolerance)
+                fail_msg("mode %u entry %" G_GUINT64_FORMAT ": %.17g, expected %.17g", m, i,
+                         a->factors[m][i], b->factors[m][i]);
+}
+
+/* arrange decides from one read of each factor what normalize, fix_signs
+ * and sort decide one after the other. */
+static void test_arrange_equals_the_three_steps(void **state)
+{
+    (void)state;
+    tall_model fused, steps;
+    tall_model_init(&fused);
+    tall_model_copy(&steps, &fused);
+    th_cp_model_arrange(fused.lambda, fused.factors, fused.dims, 3, 6);
+    th_cp_model_normalize(steps.lambda, steps.factors, steps.dims, 3, 6);
+    th_cp_model_fix_signs(steps.factors, steps.dims, 3, 6);
+    th_cp_model_sort(steps.lambda, steps.factors, steps.dims, 3, 6);
+    assert_same_model(&fused, &steps, 1e-15);
+    uint32_t zero_component = 6;
+    for (uint32_t r = 0; r < 6; ++r)
+        if (fused.lambda[r] == 0.0)
+            zero_component = r;
+    assert_int_equal(zero_component, 5); /* sorted last */
+    tall_model_clear(&fused);
+    tall_model_clear(&steps);
+}
+
+/* The passes run on all cores in fixed chunks: the same bits from 1 thread
+ * as from several. */
+static void test_arrange_does_not_depend_on_the_thread_count(void **state)
+{
+    (void)state;
+    tall_model one, many;
+    tall_model_init(&one);
+    tall_model_copy(&many, &one);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    th_cp_model_arrange(one.lambda, one.factors, one.dims, 3, 6);
+    omp_set_num_threads(4);
+    th_cp_model_arrange(many.lambda, many.factors, many.dims, 3, 6);
+    omp_set_num_threads(threads);
+    assert_memory_equal(one.lambda, many.lambda, sizeof one.lambda);
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_memory_equal(one.factors[m], many.factors[m], sizeof(double) * one.dims[m] * 6);
+    tall_model_clear(&one);
+    tall_model_clear(&many);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +305,8 @@ int main(void)
         cmocka_unit_test(test_fix_signs_flips_pairs_as_tensor_toolbox),
         cmocka_unit_test(test_sort_orders_by_decreasing_lambda_stably),
         cmocka_unit_test(test_arrange_gives_the_published_form),
+        cmocka_unit_test(test_arrange_equals_the_three_steps),
+        cmocka_unit_test(test_arrange_does_not_depend_on_the_thread_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

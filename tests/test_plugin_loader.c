@@ -500,7 +500,8 @@ static void test_sweep_plugin_loads(void **state)
 {
     (void)state;
     th_plugin *plugin = load_ok(FIXTURE("sweep"));
-    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_1_SIZE);
+    /* Built against the current header: its entry is the current size. */
+    assert_int_equal(plugin->plugin_entry_size, sizeof(th_plugin_entry));
     assert_int_equal(plugin->entry.abi_version.minor, TH_ABI_VERSION_MINOR);
     assert_true(plugin->info->flags & TH_CAP_ALS_SWEEP);
     assert_non_null(plugin->entry.als_sweep);

@@ -376,13 +376,17 @@ static void test_synth_dense_target_stays_at_or_below(void **state)
 static void test_synth_presets(void **state)
 {
     (void)state;
-    assert_int_equal(th_synth_preset_count, 6);
+    assert_int_equal(th_synth_preset_count, 7);
     const th_synth_preset *nell = th_synth_find_preset("nell-2");
     assert_non_null(nell);
     assert_int_equal(nell->nmodes, 3);
     assert_int_equal(nell->nnz, 76879419);
     assert_int_equal(nell->dims[2], 28818);
-    assert_null(th_synth_find_preset("nell-1"));
+    const th_synth_preset *nell1 = th_synth_find_preset("nell-1");
+    assert_non_null(nell1);
+    assert_int_equal(nell1->nnz, 143599552);
+    assert_int_equal(nell1->dims[2], 25495389);
+    assert_null(th_synth_find_preset("nell-3"));
     th_synth_params p;
     th_synth_params_from_preset(&p, th_synth_find_preset("vast"), 5);
     char *label = th_synth_describe(&p);

@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.2
+ * tensorhost plugin ABI, version 1.3
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -33,7 +33,8 @@
  *
  * Structs passed in, filled by one side and read by the other: th_plugin_entry
  * and th_plugin_info (plugin -> host); th_host_services, th_coo_tensor,
- * th_als_output and the in-fields of th_als_sweep_io (host -> plugin).
+ * th_als_output and the in-fields of th_als_sweep_io and th_init_factors_io
+ * (host -> plugin).
  *   - struct_size is the filler's sizeof(), from the header it was built with.
  *   - The reader reads a field only when the whole of it lies within
  *     struct_size (TH_HAS_FIELD).
@@ -67,11 +68,11 @@
  * (as CLAP's get_extension() and LV2's extension_data() do: a string or URI
  * per feature, answered with a struct of functions). That fits what grows
  * here: a handful of optional calls on one object (als_update, als_sweep,
- * the runtime and mode queries) and a fact or two per version, all serving
- * one feature, MTTKRP for CP-ALS. With one entry table the host learns
- * everything in one dlsym(); checking a plugin is a few size comparisons and
- * NULL tests at load time; a call is one indirect call, never a string
- * lookup; and the layout tests pin every offset. Named extensions would pay
+ * init_factors, the runtime and mode queries) and a fact or two per version,
+ * all serving one feature, MTTKRP for CP-ALS. With one entry table the host
+ * learns everything in one dlsym(); checking a plugin is a few size
+ * comparisons and NULL tests at load time; a call is one indirect call, never
+ * a string lookup; and the layout tests pin every offset. Named extensions would pay
  * for independent evolution that nothing here needs. That changes when there
  * are many optional feature sets that grow independently or come from third
  * parties (say, streaming tensors, a distributed backend and a device-memory
@@ -84,12 +85,13 @@
  * Capabilities. What a plugin can do comes from its function pointers alone:
  * the host calls an optional function when it is non-NULL within the entry's
  * struct_size, and otherwise takes its own path. TH_CAP_ALS_UPDATE and
- * TH_CAP_ALS_SWEEP decide nothing in a 1.2 host; they stay defined because
- * hosts 1.0 and 1.1 refuse a plugin whose flag and function disagree, so a
- * plugin that also wants to load there sets each exactly when it has the
- * function (a 1.2 host warns when they disagree; the conformance checker
- * fails the plugin). TH_CAP_GPU only describes the backend (listings and
- * reports show it). TH_CAP_THREAD_SAFE_INSTANCES is ignored.
+ * TH_CAP_ALS_SWEEP decide nothing in a host of 1.2 or later; they stay
+ * defined because hosts 1.0 and 1.1 refuse a plugin whose flag and function
+ * disagree, so a plugin that also wants to load there sets each exactly when
+ * it has the function (a 1.2 host warns when they disagree; the conformance
+ * checker fails the plugin). init_factors (1.3) has no flag: no host ever
+ * needed one. TH_CAP_GPU only describes the backend (listings and reports
+ * show it). TH_CAP_THREAD_SAFE_INSTANCES is ignored.
  *
  * Versioning policy
  *   - A minor version only appends fields to the end of a struct (the rules
@@ -108,7 +110,39 @@
  *   R x R matrices and R-vectors cross the bus. With the optional als_sweep()
  *   (1.1) the backend also solves the R x R systems, one call per iteration;
  *   the host keeps the pseudo-inverse for the rare iteration where a
- *   Cholesky factorisation breaks down.
+ *   Cholesky factorisation breaks down. The initial factors, tall too, are a
+ *   function of (seed, mode, row, column) that every side computes alike
+ *   (below): with the optional init_factors() (1.3) the backend draws them in
+ *   its own memory and returns their Grams, so a run starts without
+ *   uploading a factor; without it the host draws the same values (on all
+ *   its cores) and uploads them with set_factor().
+ *
+ * Initial factors
+ *   A run given no initial factors starts from F_m(i, r), for mode m, row
+ *   i < dims[m] and column r < rank, defined bit for bit so that the host and
+ *   any backend compute the same doubles independently, in any order, on any
+ *   number of threads. All arithmetic on uint64_t, modulo 2^64:
+ *     mix(z)    = SplitMix64's finaliser:
+ *                   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+ *                   z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+ *                   return z ^ (z >> 31)
+ *     G         = 0x9e3779b97f4a7c15 (2G = 0x3c6ef372fe94f82a modulo 2^64)
+ *     mode_key  = mix(seed ^ mix(m + G))
+ *     row_key   = mix(mode_key ^ mix(i + 2G))
+ *     bits      = mix(row_key + (r + 1) * G)
+ *     F_m(i, r) = (double)(bits >> 11) * 2^-53, exact: a double in [0, 1)
+ *   bits is output r+1 of a SplitMix64 generator whose state is row_key, so
+ *   a row key costs four mixes (two of them the same for a whole mode) and
+ *   each value one more. Each level mixes its index before combining it, so
+ *   no simple relation (seed + 1, mode + 1, row + 1, ...) makes two keys
+ *   share values, and the value is keyed by the column, not by
+ *   i * rank + r: the rank-16 start is the first 16 columns of the rank-32
+ *   start of the same seed. <tensorhost/plugin_sdk.h>
+ *   implements it once, for C, C++ and CUDA device code
+ *   (th_initial_factor_value and its per-row parts); the host uses the same.
+ *   Known answers: F_0(0, 0) = 0x1.4a8c98fedd7ccp-2 (0.3228019624287952) for
+ *   seed 0, F_2(7, 3) = 0x1.c65c8885065f4p-2 (0.4437123614494276) for seed
+ *   42.
  *
  * Threading
  *   The host calls into a plugin from one thread at a time: never two calls at
@@ -137,6 +171,10 @@
  *        pointers alone (the flags are kept for older hosts);
  *        TH_STATUS_LIST, the one list of status codes. No layout of 1.1
  *        moves.
+ *   1.3  optional init_factors(): the backend draws the initial factors
+ *        itself from the counter-based formula above and returns their
+ *        Grams (th_init_factors_io); the formula in <tensorhost/plugin_sdk.h>.
+ *        No layout of 1.2 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -149,7 +187,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 2u
+#define TH_ABI_VERSION_MINOR 3u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -285,8 +323,8 @@ enum {
     TH_VALUE_F64 = 2
 };
 
-/* Flags (th_plugin_info.flags). A 1.2 host takes capabilities from the
- * function pointers alone (see "Capabilities" above). */
+/* Flags (th_plugin_info.flags). A host of 1.2 or later takes capabilities
+ * from the function pointers alone (see "Capabilities" above). */
 enum {
     /* Set exactly when als_update is non-NULL: hosts 1.0 and 1.1 refuse a
      * plugin where the two disagree; a 1.2 host only warns. */
@@ -403,6 +441,16 @@ typedef struct th_als_sweep_io {
 
 #define TH_ALS_SWEEP_IO_V1_1_SIZE TH_FIELD_END(th_als_sweep_io, inner)
 
+/* --- ABI 1.3 --- */
+/* In and out of init_factors(). Caller-owned, struct_size the host's sizeof(); the in-fields passed in (the plugin refuses a struct shorter than TH_INIT_FACTORS_IO_V1_3_SIZE with TH_ERR_INVALID_ARGUMENT), grams passed out. */
+typedef struct th_init_factors_io {
+    uint32_t struct_size;
+    uint32_t nmodes;       /* in: the loaded tensor's order */
+    uint64_t seed;         /* in */
+    double *const *grams;  /* out: [nmodes] pointers to rank*rank row-major Grams A_m^T A_m of the factors drawn */
+} th_init_factors_io;
+#define TH_INIT_FACTORS_IO_V1_3_SIZE TH_FIELD_END(th_init_factors_io, grams)
+
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -502,13 +550,33 @@ typedef struct th_plugin_entry {
      * get_runtime_info() the whole sweep's (last_sweep_seconds, ABI 1.2).
      * A backend that sets this must also implement als_update(). */
     th_status (*als_sweep)(th_instance *instance, th_als_sweep_io *io, char *err);
+
+    /* --- ABI 1.3 ------------------------------------------------------- */
+
+    /* Optional (NULL if unsupported; no capability flag). Draws the initial
+     * factors in the backend instead of receiving them. After load_tensor(),
+     * sets every mode's factor so that the backend's state is exactly what
+     * set_factor(m, F_m) would leave, where F_m(i, r) =
+     * th_initial_factor_value(io->seed, m, i, r) for i < dims[m], r < rank
+     * (see "Initial factors" above; an fp32 backend so holds those values
+     * rounded to float, as its set_factor would), and writes into
+     * io->grams[m] the rank x rank row-major Gram A_m^T A_m of the factor it
+     * now holds, for every mode m (within the backend's precision). MTTKRP
+     * results are left as they were. The host calls it instead of drawing
+     * the factors and calling set_factor() when a run has no explicit
+     * initial factors. Errors: no tensor loaded -> TH_ERR_BAD_STATE;
+     * io->struct_size below TH_INIT_FACTORS_IO_V1_3_SIZE, io->nmodes not the
+     * loaded order, a NULL pointer -> TH_ERR_INVALID_ARGUMENT. */
+    th_status (*init_factors)(th_instance *instance, th_init_factors_io *io, char *err);
 } th_plugin_entry;
 
 /* Passed in (plugin -> host). The 1.0 entry: the host refuses a shorter
  * struct. The 1.1 entry: als_sweep is present only in an entry this long.
- * 1.2 did not grow the entry. */
+ * 1.2 did not grow the entry. The 1.3 entry: init_factors is present only
+ * in an entry this long. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE TH_FIELD_END(th_plugin_entry, get_mode_info)
 #define TH_PLUGIN_ENTRY_V1_1_SIZE TH_FIELD_END(th_plugin_entry, als_sweep)
+#define TH_PLUGIN_ENTRY_V1_3_SIZE TH_FIELD_END(th_plugin_entry, init_factors)
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \

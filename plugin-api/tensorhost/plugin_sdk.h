@@ -2,7 +2,10 @@
  * same way, so that it writes them once. Header-only (static inline): a
  * plugin that includes it exports nothing more than tensorhost_plugin_entry,
  * and a plugin need not use it at all. Part of the SDK, installed beside
- * plugin.h; not part of the ABI (nothing here crosses the plugin boundary).
+ * plugin.h; not part of the ABI (nothing here crosses the plugin boundary),
+ * except that the initial-factor generator below is the one implementation
+ * of the formula plugin.h defines ("Initial factors"), used by the host too.
+ * Compiles as C11, C++ and CUDA (nvcc: the generator is also device code).
  *
  * Thread rules: every function here is reentrant; th_plugin_log calls the
  * host's log() and so follows its rule (any thread). */
@@ -16,6 +19,13 @@
 #include <string.h>
 
 #include "plugin.h"
+
+/* Marks the generator below as callable from CUDA kernels too. */
+#if defined(__CUDACC__)
+#define TH_SDK_HOST_DEVICE __host__ __device__
+#else
+#define TH_SDK_HOST_DEVICE
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TH_PLUGIN_PRINTF(format_index, first_arg) \
@@ -70,6 +80,59 @@ static inline void th_plugin_log(const th_host_services *host, int32_t level,
     vsnprintf(line, sizeof line, format, args);
     va_end(args);
     host->log(host->host_data, level, line);
+}
+
+/* ---- Initial factors (ABI 1.3) ---------------------------------------------
+ * F_mode(row, column) of plugin.h's "Initial factors", bit for bit: a pure
+ * function of its arguments, so any thread or device may compute any value
+ * in any order. Bulk code takes the row key once per row and then one mix
+ * per value:
+ *   const uint64_t key = th_initial_factor_row_key(seed, mode, i);
+ *   for (uint32_t r = 0; r < rank; r++)
+ *       a[i * rank + r] = th_initial_factor_from_row_key(key, r);
+ * The column is the key's counter (not row * rank + column), so a factor
+ * of rank R is the first R columns of any larger rank's with the same seed. */
+
+/* SplitMix64's finaliser: a bijection of 64-bit words that mixes every
+ * input bit into every output bit. */
+TH_SDK_HOST_DEVICE static inline uint64_t th_initial_factor_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* SplitMix64's increment, the golden ratio in 64 bits. */
+#define TH_INITIAL_FACTOR_GAMMA UINT64_C(0x9e3779b97f4a7c15)
+
+/* The state of row `row` of mode `mode`: mix(mode_key ^ mix(row + 2G)) with
+ * mode_key = mix(seed ^ mix(mode + G)). Four mixes, two of them the same
+ * for every row of a mode. */
+TH_SDK_HOST_DEVICE static inline uint64_t th_initial_factor_row_key(uint64_t seed, uint32_t mode,
+                                                                    uint64_t row)
+{
+    const uint64_t mode_index = th_initial_factor_mix((uint64_t)mode + TH_INITIAL_FACTOR_GAMMA);
+    const uint64_t mode_key = th_initial_factor_mix(seed ^ mode_index);
+    const uint64_t row_index = th_initial_factor_mix(row + 2u * TH_INITIAL_FACTOR_GAMMA);
+    return th_initial_factor_mix(mode_key ^ row_index);
+}
+
+/* Column `column` of the row whose key is `row_key`: the top 53 bits of
+ * mix(row_key + (column + 1) G), SplitMix64's output column+1, scaled
+ * exactly to a double in [0, 1). One mix. */
+TH_SDK_HOST_DEVICE static inline double th_initial_factor_from_row_key(uint64_t row_key,
+                                                                       uint32_t column)
+{
+    const uint64_t bits =
+        th_initial_factor_mix(row_key + ((uint64_t)column + 1u) * TH_INITIAL_FACTOR_GAMMA);
+    return (double)(bits >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */
+}
+
+/* F_mode(row, column) for `seed`: a uniform double in [0, 1). */
+TH_SDK_HOST_DEVICE static inline double th_initial_factor_value(uint64_t seed, uint32_t mode,
+                                                                uint64_t row, uint32_t column)
+{
+    return th_initial_factor_from_row_key(th_initial_factor_row_key(seed, mode, row), column);
 }
 
 #endif

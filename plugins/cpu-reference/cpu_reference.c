@@ -743,6 +743,27 @@ static double column_norm(const double *column, size_t rows, int32_t norm)
     return fmax(acc, 1.0);
 }
 
+/* Gram = A^T A of a column-major rows x rank matrix: the upper triangle,
+ * mirrored, each entry one sequential loop over two contiguous columns (the
+ * same sums in the same order whatever the thread count). An orphaned
+ * worksharing loop: call it from inside a parallel region. Row r has
+ * rank - r entries, hence the dynamic schedule. */
+static void gram_of_columns(const double *columns, int64_t rows, int64_t rank, double *gram)
+{
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < rank; r++) {
+        const double *cr = columns + r * rows;
+        for (int64_t s = r; s < rank; s++) {
+            const double *cs = columns + s * rows;
+            double acc = 0.0;
+            for (int64_t i = 0; i < rows; i++)
+                acc += cr[i] * cs[i];
+            gram[r * rank + s] = acc;
+            gram[s * rank + r] = acc;
+        }
+    }
+}
+
 /* Works on a column-major copy of the new factor so that every reduction
  * (norm, inner product, Gram entry) is one sequential loop over a contiguous
  * column: the same sums in the same order whatever the thread count. */
@@ -789,25 +810,85 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
             out->lambda[r] = lambda;
             out->inner[r] = inner;
         }
-        /* Gram = A^T A: the upper triangle, mirrored. Row r has rank - r
-         * entries, hence the dynamic schedule. */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t r = 0; r < rank; r++) {
-            const double *cr = columns + r * rows;
-            for (int64_t s = r; s < rank; s++) {
-                const double *cs = columns + s * rows;
-                double acc = 0.0;
-                for (int64_t i = 0; i < rows; i++)
-                    acc += cr[i] * cs[i];
-                out->gram[r * rank + s] = acc;
-                out->gram[s * rank + r] = acc;
-            }
-        }
+        /* Gram = A^T A. */
+        gram_of_columns(columns, rows, rank, out->gram);
         /* Back to the row-major factor the next MTTKRP reads. */
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < rows; i++)
             for (int64_t r = 0; r < rank; r++)
                 a_rows[i * rank + r] = columns[r * rows + i];
+    }
+    free(columns);
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* init_factors (ABI 1.3)                                                    */
+/* ------------------------------------------------------------------------ */
+
+static th_status check_init_arguments(const th_instance *inst, const th_init_factors_io *io,
+                                      char *err)
+{
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: the instance is NULL");
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "init_factors: no tensor loaded (call load_tensor first)");
+    /* Every field read here is of 1.3; a longer struct, from a newer host,
+     * is fine (plugin.h, "Growth"). */
+    if (io == NULL || io->struct_size < TH_INIT_FACTORS_IO_V1_3_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "init_factors: th_init_factors_io is %s",
+                              io == NULL ? "NULL" : "shorter than the one of ABI 1.3");
+    if (io->nmodes != inst->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "init_factors: io.nmodes is %u but the loaded tensor has %u modes",
+                              io->nmodes, inst->nmodes);
+    if (io->grams == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: grams is NULL");
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (io->grams[m] == NULL)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "init_factors: the Gram of mode %u is NULL", m);
+    return TH_OK;
+}
+
+/* The seed's factors from the SDK's generator, the host's own: the values
+ * set_factor would have received, bit for bit. Each factor is also written
+ * column-major, so that its Gram comes from als_update's code. */
+static th_status cpu_reference_init_factors(th_instance *inst, th_init_factors_io *io,
+                                            char *err)
+{
+    th_status status = check_init_arguments(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const int64_t rank = inst->rank;
+    uint32_t largest = 0;
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        largest = inst->dims[m] > largest ? inst->dims[m] : largest;
+    double *columns = malloc((size_t)largest * (size_t)rank * sizeof *columns);
+    if (columns == NULL)
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                              "init_factors: out of memory for a %u x %lld work matrix",
+                              largest, (long long)rank);
+    const uint64_t seed = io->seed;
+    for (uint32_t mode = 0; mode < inst->nmodes; mode++) {
+        const int64_t rows = inst->dims[mode];
+        double *a_rows = inst->factors[mode];
+        double *gram = io->grams[mode];
+#pragma omp parallel num_threads(inst->threads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < rows; i++) {
+                const uint64_t key = th_initial_factor_row_key(seed, mode, (uint64_t)i);
+                for (int64_t r = 0; r < rank; r++) {
+                    const double value = th_initial_factor_from_row_key(key, (uint32_t)r);
+                    a_rows[i * rank + r] = value;
+                    columns[r * rows + i] = value;
+                }
+            }
+            gram_of_columns(columns, rows, rank, gram);
+        }
     }
     free(columns);
     return TH_OK;
@@ -873,4 +954,5 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .als_update = cpu_reference_als_update,
     .get_runtime_info = cpu_reference_get_runtime_info,
     .get_mode_info = cpu_reference_get_mode_info,
+    .init_factors = cpu_reference_init_factors,
 };

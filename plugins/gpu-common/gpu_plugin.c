@@ -330,6 +330,33 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
     return TH_OK;
 }
 
+th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io, char *err)
+{
+    if (!instance || !io)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: NULL argument");
+    if (io->struct_size < TH_INIT_FACTORS_IO_V1_3_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "init_factors: th_init_factors_io is %u bytes, shorter than the "
+                              "%zu of ABI 1.3",
+                              io->struct_size, (size_t)TH_INIT_FACTORS_IO_V1_3_SIZE);
+    thg_info info;
+    thg_get_info(instance->ctx, &info);
+    if (info.nmodes == 0)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE, "init_factors: no tensor loaded");
+    if (io->nmodes != info.nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "init_factors: io->nmodes is %u but the loaded tensor has %u",
+                              io->nmodes, info.nmodes);
+    if (!io->grams)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: NULL grams");
+    for (uint32_t m = 0; m < io->nmodes; ++m)
+        if (!io->grams[m])
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: grams[%u] is NULL",
+                                  m);
+    GPU_CALL(thg_init_factors(instance->ctx, io->seed, io->grams, gpu_err, errlen));
+    return TH_OK;
+}
+
 /* snprintf at the end of `buf`; stops quietly when the buffer is full. */
 static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *buf, size_t size, const char *fmt, ...)

@@ -24,6 +24,7 @@ th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, dou
 th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
                                 int32_t norm, th_als_output *out, char *err);
 th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err);
+th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io, char *err);
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
 th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
@@ -66,6 +67,7 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
         .get_runtime_info = gpu_plugin_get_runtime_info,                                  \
         .get_mode_info = gpu_plugin_get_mode_info,                                        \
         .als_sweep = gpu_plugin_als_sweep,                                                \
+        .init_factors = gpu_plugin_init_factors,                                          \
     }
 
 #endif

@@ -130,7 +130,9 @@ static_assert(TH_PLUGIN_ENTRY_V1_0_SIZE == 112, "TH_PLUGIN_ENTRY_V1_0_SIZE");
 SIZE(th_plugin_entry, 112);
 #else
 /* 1.1: als_sweep appended to the entry, and its in/out struct. */
+#if TH_ABI_VERSION_MINOR < 3
 SIZE(th_plugin_entry, 120);
+#endif
 OFFSET(th_plugin_entry, als_sweep, 112);
 static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == 120, "TH_PLUGIN_ENTRY_V1_1_SIZE");
 
@@ -159,6 +161,20 @@ static_assert(TH_MODE_INFO_V1_0_SIZE == 144, "TH_MODE_INFO_V1_0_SIZE");
 static_assert(TH_ALS_OUTPUT_V1_0_SIZE == 32, "TH_ALS_OUTPUT_V1_0_SIZE");
 static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == 40, "TH_ALS_SWEEP_IO_V1_1_SIZE");
 #endif
+
+#if TH_ABI_VERSION_MINOR >= 3
+/* 1.3: init_factors appended to the entry, and its in/out struct. */
+SIZE(th_plugin_entry, 128);
+OFFSET(th_plugin_entry, init_factors, 120);
+static_assert(TH_PLUGIN_ENTRY_V1_3_SIZE == 128, "TH_PLUGIN_ENTRY_V1_3_SIZE");
+
+SIZE(th_init_factors_io, 24);
+OFFSET(th_init_factors_io, struct_size, 0);
+OFFSET(th_init_factors_io, nmodes, 4);
+OFFSET(th_init_factors_io, seed, 8);
+OFFSET(th_init_factors_io, grams, 16);
+static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == 24, "TH_INIT_FACTORS_IO_V1_3_SIZE");
+#endif
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 2
@@ -171,7 +187,13 @@ static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_
 static_assert(TH_MODE_INFO_V1_0_SIZE == sizeof(th_mode_info), "th_mode_info");
 static_assert(TH_ALS_OUTPUT_V1_0_SIZE == sizeof(th_als_output), "th_als_output");
 static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
+#endif
+#if TH_ABI_VERSION_MINOR == 2
 static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+#endif
+#if TH_ABI_VERSION_MINOR >= 3
+static_assert(TH_PLUGIN_ENTRY_V1_3_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == sizeof(th_init_factors_io), "th_init_factors_io");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */

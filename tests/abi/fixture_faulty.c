@@ -4,17 +4,26 @@
  *   FAULT_WRONG_MTTKRP     results are 1% too large (a plausible scaling bug);
  *   FAULT_LENIENT_OPTIONS  create() ignores unknown options instead of naming them;
  *   FAULT_NO_DEVICE        create() reports TH_ERR_NO_DEVICE, like a GPU
- *                          backend on a machine without a GPU. */
+ *                          backend on a machine without a GPU;
+ *   FAULT_WRONG_INIT       init_factors (ABI 1.3) draws its values through
+ *                          float, so an f64 backend holds factors other than
+ *                          set_factor would (its Grams are those of what it
+ *                          holds, so only the factors are wrong). */
 #if defined(FAULT_WRONG_MTTKRP)
 #define FIXTURE_ID "fixture_wrong_mttkrp"
 #elif defined(FAULT_LENIENT_OPTIONS)
 #define FIXTURE_ID "fixture_lenient_options"
 #elif defined(FAULT_NO_DEVICE)
 #define FIXTURE_ID "fixture_no_device"
+#elif defined(FAULT_WRONG_INIT)
+#define FIXTURE_ID "fixture_wrong_init"
 #else
 #error "define one FAULT_* macro"
 #endif
 #include "fixture_common.h"
+#if defined(FAULT_WRONG_INIT)
+#include "fixture_algebra.h"
+#endif
 
 static th_status faulty_create(const th_option *options, uint32_t n_options,
                                const th_host_services *host, th_instance **out, char *err)
@@ -40,6 +49,26 @@ static th_status faulty_mttkrp(th_instance *inst, uint32_t mode, char *err)
     return status;
 }
 
+#if defined(FAULT_WRONG_INIT)
+static th_status faulty_init_factors(th_instance *inst, th_init_factors_io *io, char *err)
+{
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE, "init_factors: no tensor loaded");
+    if (io->struct_size < TH_INIT_FACTORS_IO_V1_3_SIZE || io->nmodes != inst->nmodes ||
+        io->grams == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: bad io");
+    const uint32_t rank = inst->rank;
+    for (uint32_t m = 0; m < inst->nmodes; m++) {
+        double *a = inst->factors[m];
+        for (uint32_t i = 0; i < inst->dims[m]; i++)
+            for (uint32_t r = 0; r < rank; r++) /* the bug: rounded to float */
+                a[(size_t)i * rank + r] = (float)th_initial_factor_value(io->seed, m, i, r);
+        fixture_gram(a, inst->dims[m], rank, io->grams[m]);
+    }
+    return TH_OK;
+}
+#endif
+
 TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     TH_PLUGIN_ENTRY_HEADER,
     .get_info = fixture_get_info,
@@ -50,4 +79,7 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .get_factor = fixture_get_factor,
     .mttkrp = faulty_mttkrp,
     .get_mttkrp_result = fixture_get_mttkrp_result,
+#if defined(FAULT_WRONG_INIT)
+    .init_factors = faulty_init_factors,
+#endif
 };

@@ -1,5 +1,5 @@
-/* Plugins exactly as a third party would have written them against ABI 1.0
- * and 1.1: compiled against a frozen copy of that version's header
+/* Plugins exactly as a third party would have written them against ABI 1.0,
+ * 1.1 and 1.2: compiled against a frozen copy of that version's header
  * (frozen/v1.N, named by TH_ABI_HEADER), never the current one. Every later
  * host must keep loading them and computing with them; test_abi_frozen and
  * the conformance checker prove that.
@@ -10,6 +10,10 @@
  * exercised across versions. Against 1.1 it adds what a 1.1 author would:
  * als_update and als_sweep, with the TH_CAP_* flags that 1.1 hosts demand,
  * and the struct-size checks that header allowed (its own sizeof()).
+ * Against 1.2 it checks sizes by the version size macros instead, as that
+ * header's growth rule says, and reports its sweep time in
+ * th_runtime_info.last_sweep_seconds. None of them has init_factors (1.3),
+ * so a later host draws their initial factors itself and uploads them.
  * A section is added for a version when its header is frozen; what a
  * version's build compiles never changes. */
 #include TH_ABI_HEADER /* a frozen header, by absolute path */
@@ -30,8 +34,26 @@
 #include <math.h>
 
 #include "fixture_algebra.h"
+#elif TH_ABI_VERSION_MINOR == 2
+#define FROZEN_ID "fixture_frozen_v1_2"
+#define FROZEN_ABI "1.2"
+#define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
+#include <float.h>
+#include <math.h>
+#include <time.h>
+
+#include "fixture_algebra.h"
 #else
 #error "build this fixture against a frozen header (tests/abi/frozen/v1.N)"
+#endif
+
+/* The shortest in-struct accepted: before 1.2 the header offered only the
+ * plugin's own sizeof(); from 1.2 on, the size of the version that
+ * introduced the fields read (plugin.h, "Growth"). */
+#if TH_ABI_VERSION_MINOR >= 2
+#define FROZEN_MIN_SIZE(type, version_size) ((size_t)(version_size))
+#else
+#define FROZEN_MIN_SIZE(type, version_size) sizeof(type)
 #endif
 
 struct th_instance {
@@ -42,6 +64,9 @@ struct th_instance {
     double *values;
     double *factors[16];
     double *results[16];
+#if TH_ABI_VERSION_MINOR >= 2
+    double last_sweep_seconds; /* negative before the first sweep */
+#endif
 };
 
 static const th_plugin_info frozen_info = {
@@ -77,6 +102,10 @@ static th_status frozen_create(const th_option *options, uint32_t n_options,
         return TH_ERR_INVALID_ARGUMENT;
     }
     *out = calloc(1, sizeof **out);
+#if TH_ABI_VERSION_MINOR >= 2
+    if (*out)
+        (*out)->last_sweep_seconds = -1.0;
+#endif
     return *out ? TH_OK : fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
@@ -90,6 +119,9 @@ static void release(th_instance *inst)
     free(inst->indices);
     free(inst->values);
     memset(inst, 0, sizeof *inst);
+#if TH_ABI_VERSION_MINOR >= 2
+    inst->last_sweep_seconds = -1.0;
+#endif
 }
 
 static void frozen_destroy(th_instance *inst)
@@ -200,6 +232,9 @@ static th_status frozen_get_runtime_info(th_instance *inst, th_runtime_info *inf
     snprintf(mine.device, sizeof mine.device, "CPU (ABI " FROZEN_ABI " fixture)");
     mine.tensor_bytes = inst->nnz * (inst->nmodes * sizeof(uint32_t) + sizeof(double));
     snprintf(mine.details, sizeof mine.details, "built_against=" FROZEN_ABI);
+#if TH_ABI_VERSION_MINOR >= 2
+    mine.last_sweep_seconds = inst->last_sweep_seconds;
+#endif
     size_t common = info->struct_size < sizeof mine ? info->struct_size : sizeof mine;
     memcpy(info, &mine, common);
     return TH_OK;
@@ -248,7 +283,8 @@ static th_status frozen_als_update(th_instance *inst, uint32_t mode, const doubl
         status = check_norm(norm, err);
     if (status != TH_OK)
         return status;
-    if (w == NULL || out == NULL || out->struct_size < sizeof(th_als_output) ||
+    if (w == NULL || out == NULL ||
+        out->struct_size < FROZEN_MIN_SIZE(th_als_output, TH_ALS_OUTPUT_V1_0_SIZE) ||
         out->lambda == NULL || out->gram == NULL || out->inner == NULL)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: bad w or output");
     const uint32_t rank = inst->rank;
@@ -267,7 +303,7 @@ static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *
 {
     if (inst->nmodes == 0)
         return fail(err, TH_ERR_BAD_STATE, "als_sweep: no tensor loaded");
-    if (io == NULL || io->struct_size < sizeof(th_als_sweep_io))
+    if (io == NULL || io->struct_size < FROZEN_MIN_SIZE(th_als_sweep_io, TH_ALS_SWEEP_IO_V1_1_SIZE))
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: th_als_sweep_io too short");
     if (io->nmodes != inst->nmodes)
         return fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: nmodes differs from the tensor's");
@@ -284,6 +320,9 @@ static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *
     double *v = malloc(n2 * sizeof *v);
     if (v == NULL)
         return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+#if TH_ABI_VERSION_MINOR >= 2
+    const clock_t start = clock(); /* the fixture's own timing: processor time */
+#endif
     uint32_t done = 0;
     for (; done < inst->nmodes; done++) {
         const uint32_t mode = done;
@@ -304,6 +343,9 @@ static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *
     }
     free(v);
     io->modes_done = done;
+#if TH_ABI_VERSION_MINOR >= 2
+    inst->last_sweep_seconds = (double)(clock() - start) / CLOCKS_PER_SEC;
+#endif
     return TH_OK;
 }
 #endif

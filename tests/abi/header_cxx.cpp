@@ -49,7 +49,13 @@ int th_abi_header_cxx_uses_everything()
     runtime.struct_size = static_cast<uint32_t>(TH_RUNTIME_INFO_V1_0_SIZE);
     const bool has_sweep_time =
         TH_HAS_FIELD(runtime.struct_size, th_runtime_info, last_sweep_seconds);
+    th_init_factors_io init{};
+    init.struct_size = static_cast<uint32_t>(TH_INIT_FACTORS_IO_V1_3_SIZE);
+    init.seed = UINT64_MAX;
+    const double first = th_initial_factor_value(init.seed, 1, 2, 3);
     return entry.create(&option, 1, &host, nullptr, err) +
-           static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE + TH_RUNTIME_INFO_V1_2_SIZE) +
-           (has_sweep_time ? 1 : 0) + (status_name(TH_ERR_DEVICE)[0] == 'T' ? 1 : 0);
+           static_cast<int>(TH_PLUGIN_ENTRY_V1_0_SIZE + TH_RUNTIME_INFO_V1_2_SIZE +
+                            TH_PLUGIN_ENTRY_V1_3_SIZE) +
+           (has_sweep_time ? 1 : 0) + (status_name(TH_ERR_DEVICE)[0] == 'T' ? 1 : 0) +
+           (first >= 0.0 && first < 1.0 ? 1 : 0);
 }

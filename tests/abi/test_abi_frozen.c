@@ -1,9 +1,11 @@
-/* The current host keeps loading plugins built against the frozen ABI 1.0
- * and 1.1 headers (fixture_frozen_v1_0 and fixture_frozen_v1_1, one source
+/* The current host keeps loading plugins built against the frozen ABI 1.0,
+ * 1.1 and 1.2 headers (fixture_frozen_v1_0, _v1_1 and _v1_2, one source
  * built against each) and computes with them: load through th_plugin_load,
  * one MTTKRP checked by hand, the optional queries whose structs the host
  * sizes (a field newer than the plugin's header reads as its "absent"
- * default), and for 1.1 als_update and als_sweep through the host. */
+ * default), for 1.1 and 1.2 als_update and als_sweep through the host, and
+ * a whole CP-ALS run, whose initial factors the host draws for them (none
+ * has 1.3's init_factors) exactly as cpu-reference draws its own. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 
 #include "log.h"
 #include "backend.h"
+#include "cp_als.h"
 #include "plugin_loader.h"
 
 #define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
@@ -83,6 +86,7 @@ static void test_frozen_v1_0_loads_and_computes(void **state)
     assert_int_equal(plugin->entry.abi_version.minor, 0);
     assert_null(plugin->entry.als_update);
     assert_null(plugin->entry.als_sweep);
+    assert_null(plugin->entry.init_factors);
     check_mttkrp_and_queries(plugin, "1.0");
     th_plugin_unload(plugin);
 }
@@ -96,11 +100,27 @@ static void test_frozen_v1_1_loads_and_computes(void **state)
     assert_int_equal(plugin->entry.abi_version.minor, 1);
     assert_non_null(plugin->entry.als_update);
     assert_non_null(plugin->entry.als_sweep);
+    assert_null(plugin->entry.init_factors);
     check_mttkrp_and_queries(plugin, "1.1");
     th_plugin_unload(plugin);
 }
 
-/* ---- ABI 1.1's ALS calls through a 1.2 host -------------------------------- */
+static void test_frozen_v1_2_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_2"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_2");
+    /* 1.2 did not grow the entry. */
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_1_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 2);
+    assert_non_null(plugin->entry.als_update);
+    assert_non_null(plugin->entry.als_sweep);
+    assert_null(plugin->entry.init_factors);
+    check_mttkrp_and_queries(plugin, "1.2");
+    th_plugin_unload(plugin);
+}
+
+/* ---- ABI 1.1's ALS calls through a later host ------------------------------ */
 
 /* A dense 3 x 4 x 5 tensor (every slice full), rank 2: well conditioned
  * enough that no solve breaks down. */
@@ -155,11 +175,13 @@ static void assert_close(double got, double want, const char *what)
  * the contract checked on what the plugin hands back: every Gram is its
  * factor's, and the last mode solves the normal equations
  * A diag(lambda) (G_0 .* G_1) = M_2 with the updated Grams, its inner
- * products being those of M_2 and A. */
-static void test_frozen_v1_1_sweeps_and_updates(void **state)
+ * products being those of M_2 and A. A plugin of ABI `minor` (1 or 2)
+ * reports its sweep time from 1.2 on; before, the field reads as absent. */
+static void check_sweeps_and_updates(const char *version, uint16_t minor)
 {
-    (void)state;
-    th_plugin *plugin = load(FROZEN_PLUGIN("1_1"));
+    g_autofree char *path = g_strdup_printf(FROZEN_PLUGIN("%s"), version);
+    th_plugin *plugin = load(path);
+    assert_int_equal(plugin->entry.abi_version.minor, minor);
     dense_tensor t;
     dense_tensor_init(&t);
     char err[TH_ERROR_SIZE] = "";
@@ -232,13 +254,85 @@ static void test_frozen_v1_1_sweeps_and_updates(void **state)
             assert_close(a[0][i * RANK + r] * lambda[r], m0[i * RANK + r], "updated factor");
     }
 
-    /* The 1.2 field the 1.1 plugin cannot know reads as absent after a sweep. */
+    /* The 1.2 field: absent after a sweep of the 1.1 plugin, which cannot
+     * know it; the 1.2 plugin's own time. */
     th_runtime_info runtime;
     assert_true(th_instance_runtime_info(plugin, inst, &runtime, &error));
-    assert_true(runtime.last_sweep_seconds < 0);
+    if (minor < 2)
+        assert_true(runtime.last_sweep_seconds < 0);
+    else
+        assert_true(runtime.last_sweep_seconds >= 0);
 
     plugin->entry.destroy(inst);
     th_plugin_unload(plugin);
+}
+
+static void test_frozen_v1_1_sweeps_and_updates(void **state)
+{
+    (void)state;
+    check_sweeps_and_updates("1_1", 1);
+}
+
+static void test_frozen_v1_2_sweeps_and_updates(void **state)
+{
+    (void)state;
+    check_sweeps_and_updates("1_2", 2);
+}
+
+/* ---- A whole run: the host draws the factors for plugins before 1.3 -------- */
+
+static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
+                                 th_backend **backend_out)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
+    if (backend == NULL || !th_backend_load_tensor(backend, t, RANK, &error))
+        fail_msg("%s: %s", plugin_path, error->message);
+    const th_cpd_params params = {.rank = RANK, .max_iters = 8, .tolerance = 0, .seed = 5};
+    th_cpd_result *r = th_cp_als(backend, t, &params, NULL, &error);
+    if (r == NULL)
+        fail_msg("%s: cp_als: %s", plugin_path, error->message);
+    *backend_out = backend;
+    return r;
+}
+
+/* Each frozen plugin runs CP-ALS from factors the host drew (it has no
+ * init_factors), and reaches, iteration by iteration, the fits of
+ * cpu-reference, which drew the same factors itself (ABI 1.3). */
+static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
+{
+    (void)state;
+    dense_tensor t;
+    dense_tensor_init(&t);
+    g_autoptr(th_sptensor) tensor = th_sptensor_new(NM, t.coo.nnz);
+    memcpy(tensor->dims, dense_dims, sizeof dense_dims);
+    for (int m = 0; m < NM; m++)
+        memcpy(tensor->indices[m], t.idx[m], sizeof(uint32_t) * t.coo.nnz);
+    memcpy(tensor->values, t.values, sizeof(double) * t.coo.nnz);
+
+    th_backend *reference_backend = NULL;
+    g_autoptr(th_cpd_result) reference =
+        run_cp_als(TH_PLUGIN_DIR "/cpu-reference.so", tensor, &reference_backend);
+    assert_int_equal(reference->initial_factors, TH_INIT_BACKEND);
+    th_backend_close(reference_backend);
+
+    const char *const versions[] = {"1_0", "1_1", "1_2"};
+    for (size_t v = 0; v < G_N_ELEMENTS(versions); v++) {
+        th_backend *backend = NULL;
+        g_autofree char *path = g_strdup_printf(FROZEN_PLUGIN("%s"), versions[v]);
+        g_autoptr(th_cpd_result) r = run_cp_als(path, tensor, &backend);
+        assert_false(th_backend_has_init_factors(backend));
+        assert_int_equal(r->initial_factors, TH_INIT_HOST);
+        assert_int_equal(r->iterations->len, reference->iterations->len);
+        for (guint i = 0; i < r->iterations->len; i++) {
+            const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
+            const double b = g_array_index(reference->iterations, th_cpd_iteration, i).fit;
+            if (!(fabs(a - b) < 1e-10))
+                fail_msg("v%s, iteration %u: fit %.17g, cpu-reference %.17g", versions[v],
+                         i + 1, a, b);
+        }
+        th_backend_close(backend);
+    }
 }
 
 int main(void)
@@ -247,7 +341,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frozen_v1_0_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_2_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_sweeps_and_updates),
+        cmocka_unit_test(test_frozen_v1_2_sweeps_and_updates),
+        cmocka_unit_test(test_frozen_plugins_start_from_the_host_drawn_factors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

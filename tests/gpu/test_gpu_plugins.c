@@ -17,6 +17,7 @@
 
 #include "dense.h"
 #include "gpu_test_support.h"
+#include "initial_factors.h"
 #include "test_support.h"
 
 #define TOLERANCE 1e-5
@@ -147,13 +148,19 @@ static void test_als_update_matches_reference(void **state)
 {
     const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(7);
-    const size_t case_ids[] = {1, 0};
-    const uint32_t als_ranks[] = {16, 7, 128};
-    for (size_t ci = 0; ci < 2; ++ci) {
-        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[case_ids[ci]], 77 + ci);
-        for (size_t ri = 0; ri < 3; ++ri) {
+    /* A tall mode: many more tiles of rows than resident blocks, so every
+     * block of the update loops over several tiles, and a last partial tile. */
+    static const th_gpu_test_case tall = {"tall mode", 3, {300007, 40, 25}, 120011, {0.5, 0, 0}};
+    const th_gpu_test_case *als_cases[] = {&cases[1], &cases[0], &tall};
+    /* Ranks whose padded width is and is not their own (R % 4), one 4-wide
+     * column quad, one Gram block (<= 64) and several along y (128). */
+    const uint32_t als_ranks[] = {16, 7, 128, 1, 5, 32, 64};
+    for (size_t ci = 0; ci < G_N_ELEMENTS(als_cases); ++ci) {
+        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(als_cases[ci], 77 + ci);
+        for (size_t ri = 0; ri < G_N_ELEMENTS(als_ranks); ++ri) {
             const uint32_t rank = als_ranks[ri];
-            if (th_gpu_test_quick() && rank == 128)
+            /* Quick (sanitizer) runs: the small shapes at the usual ranks. */
+            if (th_gpu_test_quick() && (rank == 128 || rank == 64 || ci == 2))
                 continue;
             double **factors = th_test_random_factors(t, rank, rng);
             g_autofree double *w = th_test_random_matrix(rank, rank, rng);
@@ -205,6 +212,61 @@ static void test_als_update_matches_reference(void **state)
         }
     }
     g_rand_free(rng);
+}
+
+/* init_factors leaves what set_factor of the host's draw leaves, bit for
+ * bit (the fp32 rounding of the same doubles), and the Grams of it. */
+static void test_init_factors_match_the_host_draw(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    static const th_gpu_test_case tall = {"tall mode", 3, {300007, 40, 25}, 120011, {0.5, 0, 0}};
+    const th_gpu_test_case *init_cases[] = {&cases[0], &cases[1], &tall};
+    const uint64_t seeds[] = {0, 42, UINT64_MAX};
+    const uint32_t init_ranks[] = {5, 32, 128};
+    for (size_t ci = 0; ci < G_N_ELEMENTS(init_cases); ++ci) {
+        g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(init_cases[ci], 5 + ci);
+        for (size_t ri = 0; ri < G_N_ELEMENTS(init_ranks); ++ri) {
+            const uint32_t rank = init_ranks[ri];
+            if (th_gpu_test_quick() && (rank == 128 || ci == 2))
+                continue;
+            const uint64_t seed = seeds[(ci + ri) % G_N_ELEMENTS(seeds)];
+            const th_plugin *pl = p->gpu[ri % TH_GPU_TEST_N_PLUGINS];
+            char err[TH_ERROR_SIZE] = "";
+            th_instance *drawn = th_test_create_instance(pl, NULL);
+            th_instance *uploaded = th_test_create_instance(pl, NULL);
+            double **host = g_new0(double *, t->nmodes);
+            double **grams = g_new0(double *, t->nmodes);
+            for (uint32_t m = 0; m < t->nmodes; ++m) {
+                host[m] = g_new(double, (size_t)t->dims[m] * rank);
+                th_initial_factor_fill(host[m], t->dims[m], rank, seed, m);
+                grams[m] = g_new(double, (size_t)rank * rank);
+            }
+            th_test_load_and_set(pl, uploaded, t, rank, host);
+            th_test_load_and_set(pl, drawn, t, rank, host); /* then overwritten: */
+            th_init_factors_io io = {.struct_size = sizeof io, .nmodes = t->nmodes,
+                                     .seed = seed, .grams = grams};
+            th_test_assert_ok(pl->entry.init_factors(drawn, &io, err), err);
+            for (uint32_t m = 0; m < t->nmodes; ++m) {
+                const size_t n = (size_t)t->dims[m] * rank;
+                g_autofree double *a = g_new(double, n);
+                g_autofree double *b = g_new(double, n);
+                th_test_assert_ok(pl->entry.get_factor(drawn, m, a, err), err);
+                th_test_assert_ok(pl->entry.get_factor(uploaded, m, b, err), err);
+                if (memcmp(a, b, sizeof(double) * n) != 0)
+                    fail_msg("%s, rank %u, seed %" G_GUINT64_FORMAT ", mode %u: init_factors "
+                             "differs from set_factor of the host's draw",
+                             init_cases[ci]->name, rank, seed, m);
+                g_autofree double *want = g_new(double, (size_t)rank * rank);
+                th_dense_gram(b, t->dims[m], rank, want);
+                assert_close(grams[m], want, (size_t)rank * rank, "init Gram", pl->info->id,
+                             rank, 0);
+            }
+            pl->entry.destroy(drawn);
+            pl->entry.destroy(uploaded);
+            th_test_free_factors(host, t->nmodes);
+            th_test_free_factors(grams, t->nmodes);
+        }
+    }
 }
 
 static void expect_create_error(const th_plugin *plugin, const char *key, const char *value,
@@ -480,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_runtime_and_mode_info),
         cmocka_unit_test(test_mttkrp_matches_reference),
         cmocka_unit_test(test_als_update_matches_reference),
+        cmocka_unit_test(test_init_factors_match_the_host_draw),
         cmocka_unit_test(test_repeated_use_leaks_nothing),
     };
     return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);

@@ -1,0 +1,1108 @@
+/* The binary tensor format: the writer against an encoder of the layout
+ * the header documents (written here independently, checksums included),
+ * round trips with the text format, every way a file can be wrong (magic,
+ * versions, widths, every truncation point, every flipped byte, indices
+ * out of range and values not finite behind valid checksums, nnz 0),
+ * unsorted files, thread counts, files that shrink while mapped,
+ * interruption; and, as a second group run by its own ctest entry
+ * (test_convert, label e2e), `tensorhost convert` as a user runs it. */
+#define _DEFAULT_SOURCE /* truncate, mkfifo, open_memstream */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cancel.h"
+#include "sptensor.h"
+#include "tensor_binary.h"
+#include "tensor_reader.h"
+#include "tensor_writer.h"
+#include "test_support.h"
+
+/* ---- scratch folder ------------------------------------------------------ */
+
+static char *temp_dir;
+
+static int make_temp_dir(void **state)
+{
+    (void)state;
+    temp_dir = g_dir_make_tmp("th-binary-XXXXXX", NULL);
+    return temp_dir == NULL;
+}
+
+static int remove_temp_dir(void **state)
+{
+    (void)state;
+    th_test_remove_tree(temp_dir);
+    g_clear_pointer(&temp_dir, g_free);
+    return 0;
+}
+
+static char *temp_path(const char *name)
+{
+    return g_build_filename(temp_dir, name, NULL);
+}
+
+static char *write_temp(const char *name, const void *data, size_t length)
+{
+    char *path = temp_path(name);
+    if (!g_file_set_contents(path, data, (gssize)length, NULL))
+        fail_msg("cannot write %s", path);
+    return path;
+}
+
+/* ---- an encoder of the documented layout (tensor_binary.h) --------------- */
+
+/* What to write; zero fields take version 1.0's values. */
+typedef struct {
+    const th_sptensor *t; /* nmodes, nnz, dims and arrays (not checked) */
+    uint16_t major, minor;
+    uint32_t header_bytes;
+    uint8_t index_bytes;
+    uint8_t value_type;
+    uint64_t flags;
+    const char *note;
+} layout_spec;
+
+static void put_le(GByteArray *b, size_t at, uint64_t v, unsigned bytes)
+{
+    for (unsigned i = 0; i < bytes; ++i)
+        b->data[at + i] = (uint8_t)(v >> (8 * i));
+}
+
+static void append_le(GByteArray *b, uint64_t v, unsigned bytes)
+{
+    const size_t at = b->len;
+    g_byte_array_set_size(b, b->len + bytes);
+    put_le(b, at, v, bytes);
+}
+
+static void pad_to_64(GByteArray *b)
+{
+    while (b->len % 64u != 0)
+        append_le(b, 0, 1);
+}
+
+/* The file, byte for byte as the header comment describes it. */
+static GByteArray *encode(const layout_spec *spec)
+{
+    const th_sptensor *t = spec->t;
+    const uint32_t header_bytes = spec->header_bytes ? spec->header_bytes : 64u;
+    const unsigned index_bytes = spec->index_bytes ? spec->index_bytes : 4u;
+    const size_t note_bytes = spec->note ? strlen(spec->note) : 0;
+    GByteArray *b = g_byte_array_new();
+    g_byte_array_append(b, (const guint8 *)"THTENSOR", 8);
+    append_le(b, spec->major ? spec->major : 1u, 2);
+    append_le(b, spec->minor, 2);
+    append_le(b, header_bytes, 4);
+    append_le(b, t->nmodes, 4);
+    append_le(b, index_bytes, 1);
+    append_le(b, spec->value_type ? spec->value_type : 1u, 1);
+    append_le(b, 0, 2);
+    append_le(b, t->nnz, 8);
+    append_le(b, spec->flags, 8);
+    append_le(b, note_bytes, 8);
+    append_le(b, 0, 8);
+    append_le(b, 0, 8); /* the header checksum, computed last */
+    while (b->len < header_bytes)
+        append_le(b, 0, 1);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        append_le(b, t->dims[m], 8);
+    const size_t table = b->len;
+    for (uint32_t s = 0; s <= t->nmodes; ++s)
+        append_le(b, 0, 8);
+    g_byte_array_append(b, (const guint8 *)(spec->note ? spec->note : ""), (guint)note_bytes);
+    const size_t metadata_end = b->len;
+    for (uint32_t s = 0; s <= t->nmodes; ++s) {
+        pad_to_64(b);
+        const size_t start = b->len;
+        for (uint64_t i = 0; i < t->nnz; ++i) {
+            if (s < t->nmodes) {
+                append_le(b, t->indices[s][i], index_bytes);
+            } else {
+                uint64_t bits;
+                memcpy(&bits, &t->values[i], sizeof bits);
+                append_le(b, bits, 8);
+            }
+        }
+        put_le(b, table + 8u * s, XXH3_64bits(b->data + start, b->len - start), 8);
+    }
+    put_le(b, 56, XXH3_64bits(b->data, metadata_end), 8);
+    return b;
+}
+
+/* Where section s (a mode's indices, or the values at s = nmodes) starts, by
+ * the documented rule. */
+static size_t section_offset(const th_sptensor *t, size_t metadata_end, uint32_t s)
+{
+    size_t at = metadata_end;
+    for (uint32_t k = 0;; ++k) {
+        at = (at + 63u) / 64u * 64u;
+        if (k == s)
+            return at;
+        at += (size_t)t->nnz * (k < t->nmodes ? 4u : 8u);
+    }
+}
+
+static size_t metadata_end_of(const th_sptensor *t, const char *note)
+{
+    return 64u + 16u * t->nmodes + 8u + (note ? strlen(note) : 0u);
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* A small 3-mode tensor, sorted, with the given entries. */
+static th_sptensor *small_tensor(uint64_t nnz, const th_index *coords, const double *values,
+                                 const th_index *dims)
+{
+    th_sptensor *t = th_sptensor_new(3, nnz);
+    memcpy(t->dims, dims, 3 * sizeof *dims);
+    for (uint64_t i = 0; i < nnz; ++i) {
+        for (uint32_t m = 0; m < 3; ++m)
+            t->indices[m][i] = coords[3 * i + m];
+        t->values[i] = values[i];
+    }
+    return t;
+}
+
+static const th_index six_dims[3] = {4, 7, 5};
+static const th_index six_coords[18] = {0, 0, 0, 0, 1, 4, 1, 6, 2, 2, 3, 3, 3, 0, 1, 3, 6, 4};
+static const double six_values[6] = {1.5, -2.25, 1e-300, 0.0, 3e300, -7.0};
+
+static th_sptensor *six_nonzeros(void)
+{
+    return small_tensor(6, six_coords, six_values, six_dims);
+}
+
+static th_sptensor *random_tensor(uint32_t nmodes, uint64_t nnz, guint32 seed)
+{
+    static const uint32_t dims[8] = {40, 31, 17, 9, 5, 6, 7, 3};
+    g_autoptr(GRand) rng = g_rand_new_with_seed(seed);
+    return th_test_random_tensor(nmodes, dims, nnz, rng);
+}
+
+static void assert_same_tensor(const th_sptensor *a, const th_sptensor *b)
+{
+    assert_int_equal(a->nmodes, b->nmodes);
+    assert_int_equal(a->nnz, b->nnz);
+    assert_memory_equal(a->dims, b->dims, a->nmodes * sizeof *a->dims);
+    for (uint32_t m = 0; m < a->nmodes; ++m)
+        assert_memory_equal(a->indices[m], b->indices[m], a->nnz * sizeof(th_index));
+    assert_memory_equal(a->values, b->values, a->nnz * sizeof(double)); /* bitwise */
+}
+
+static th_sptensor *read_bytes(const GByteArray *b, GError **error)
+{
+    return th_tensor_binary_read_buffer("t.tnsb", b->data, b->len, error);
+}
+
+static th_sptensor *read_bytes_ok(const GByteArray *b)
+{
+    GError *error = NULL;
+    th_sptensor *t = read_bytes(b, &error);
+    if (error != NULL)
+        fail_msg("unexpected error: %s", error->message);
+    assert_non_null(t);
+    return t;
+}
+
+static void assert_error(GError *error, int code, const char *message)
+{
+    assert_non_null(error);
+    assert_true(error->domain == TH_TENSOR_READER_ERROR);
+    if (message != NULL && strcmp(error->message, message) != 0)
+        fail_msg("message\n  %s\nexpected\n  %s", error->message, message);
+    if (error->code != code)
+        fail_msg("code %d, expected %d (%s)", error->code, code, error->message);
+}
+
+static void assert_bytes_error(const GByteArray *b, int code, const char *message)
+{
+    GError *error = NULL;
+    th_sptensor *t = read_bytes(b, &error);
+    assert_null(t);
+    assert_error(error, code, message);
+    g_error_free(error);
+}
+
+/* The writer's bytes, through a memory stream. */
+static GByteArray *write_to_memory(const th_sptensor *t, const char *note)
+{
+    char *data = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&data, &size);
+    assert_non_null(out);
+    GError *error = NULL;
+    const gboolean ok = th_tensor_binary_write_stream(out, "mem.tnsb", t, note, &error);
+    assert_int_equal(fclose(out), 0);
+    if (!ok)
+        fail_msg("%s", error->message);
+    GByteArray *b = g_byte_array_new();
+    g_byte_array_append(b, (const guint8 *)data, (guint)size);
+    free(data);
+    return b;
+}
+
+static void assert_same_bytes(const GByteArray *a, const GByteArray *b)
+{
+    assert_int_equal(a->len, b->len);
+    for (guint i = 0; i < a->len; ++i)
+        if (a->data[i] != b->data[i])
+            fail_msg("byte %u differs: %u, expected %u", i, a->data[i], b->data[i]);
+}
+
+/* ---- the layout ---------------------------------------------------------- */
+
+/* The writer writes what the header documents, flagged sorted only when it
+ * is, with the note; the reader gives the tensor back. */
+static void test_writer_matches_documented_layout(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) unsorted = random_tensor(4, 500, 11);
+    g_autoptr(GByteArray) written = write_to_memory(unsorted, "a note");
+    g_autoptr(GByteArray) expected =
+        encode(&(layout_spec){.t = unsorted, .flags = 0, .note = "a note"});
+    assert_same_bytes(written, expected);
+    assert_int_equal(written->data[32], 0); /* the sorted flag, clear */
+
+    th_sptensor_sort_and_merge(unsorted);
+    g_autoptr(GByteArray) sorted_written = write_to_memory(unsorted, NULL);
+    g_autoptr(GByteArray) sorted_expected = encode(&(layout_spec){.t = unsorted, .flags = 1});
+    assert_same_bytes(sorted_written, sorted_expected);
+    assert_int_equal(sorted_written->len % 8u, 0);
+
+    g_autoptr(th_sptensor) back = read_bytes_ok(sorted_written);
+    assert_same_tensor(back, unsorted);
+    assert_int_equal(back->lines_read, unsorted->nnz);
+    assert_int_equal(back->duplicates_merged, 0);
+    assert_int_equal(back->underflowed_values, 0);
+    assert_true(back->value_scale == 1.0);
+}
+
+/* Resealing an altered file gives the checksums the encoder computes. */
+static void test_reseal(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1, .note = "x"});
+    const size_t values = section_offset(t, metadata_end_of(t, "x"), 3);
+    t->values[2] = 42.0;
+    memcpy(b->data + values + 2 * 8, &t->values[2], 8);
+    assert_true(th_tensor_binary_reseal(b->data, b->len));
+    g_autoptr(GByteArray) expected = encode(&(layout_spec){.t = t, .flags = 1, .note = "x"});
+    assert_same_bytes(b, expected);
+    assert_false(th_tensor_binary_reseal(b->data, 63));
+    assert_false(th_tensor_binary_reseal(b->data, b->len - 1)); /* sections cut */
+    b->data[0] = 'X';
+    assert_false(th_tensor_binary_reseal(b->data, b->len));
+}
+
+/* ---- round trips --------------------------------------------------------- */
+
+/* Text -> tensor -> binary -> tensor: the same dims, indices and values,
+ * to the bit (values that text writes and reads back exactly, including
+ * -0.0, a subnormal and the largest double); through every entry point. */
+static void test_round_trip_text_binary(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) source = random_tensor(4, 3000, 5);
+    source->values[0] = -0.0;
+    source->values[1] = 4.9406564584124654e-324;
+    source->values[2] = 1.7976931348623157e308;
+    source->values[3] = 0.1;
+    g_autofree char *text_path = temp_path("round.tns");
+    GError *error = NULL;
+    assert_true(th_tensor_write_tns(source, text_path, &error));
+    g_autoptr(th_sptensor) from_text = th_tensor_read_file(text_path, NULL, &error);
+    assert_non_null(from_text);
+
+    g_autofree char *binary_path = temp_path("round.tnsb");
+    assert_true(th_tensor_binary_write(binary_path, from_text, &error));
+    g_autoptr(th_sptensor) direct = th_tensor_binary_read(binary_path, NULL, &error);
+    assert_non_null(direct);
+    assert_same_tensor(direct, from_text);
+    assert_int_equal(direct->explicit_zeros, from_text->explicit_zeros);
+    assert_int_equal(direct->explicit_zeros, 1);
+    assert_int_equal(direct->lines_read, from_text->nnz);
+
+    /* Wherever a tensor path is taken: by content, whatever the name. */
+    g_autofree char *disguised = temp_path("disguised.tns");
+    assert_int_equal(g_rename(binary_path, disguised), 0);
+    g_autoptr(th_sptensor) by_content = th_tensor_read_file(disguised, NULL, &error);
+    assert_non_null(by_content);
+    assert_same_tensor(by_content, from_text);
+    char *contents = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(disguised, &contents, &length, NULL));
+    g_autoptr(th_sptensor) from_buffer = th_tensor_read_buffer("b", contents, length, &error);
+    g_free(contents);
+    assert_non_null(from_buffer);
+    assert_same_tensor(from_buffer, from_text);
+
+    /* And back to text, which reads as the same tensor. */
+    g_autofree char *text_again = temp_path("again.tns");
+    assert_true(th_tensor_write_tns(by_content, text_again, &error));
+    g_autoptr(th_sptensor) again = th_tensor_read_file(text_again, NULL, &error);
+    assert_non_null(again);
+    assert_same_tensor(again, from_text);
+}
+
+/* A later minor version with a longer header reads as 1.0 does. */
+static void test_later_minor_version(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b =
+        encode(&(layout_spec){.t = t, .minor = 7, .header_bytes = 80, .flags = 1});
+    g_autoptr(th_sptensor) back = read_bytes_ok(b);
+    assert_same_tensor(back, t);
+    assert_int_equal(back->explicit_zeros, 1);
+}
+
+/* ---- files that are not right --------------------------------------------- */
+
+static void test_not_binary(void **state)
+{
+    (void)state;
+    static const char text[] = "1 1 1 1.0\n2 2 2 2.0\n";
+    g_autofree char *path = write_temp("text.tns", text, sizeof text - 1);
+    GError *error = NULL;
+    assert_null(th_tensor_binary_read(path, NULL, &error));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: not a tensorhost binary tensor: it does not start with \"THTENSOR\"", path);
+    assert_error(error, TH_TENSOR_READER_ERROR_NOT_BINARY, expected);
+    g_clear_error(&error);
+    /* The general entry point reads it as text. */
+    g_autoptr(th_sptensor) t = th_tensor_read_file(path, NULL, &error);
+    assert_non_null(t);
+}
+
+static void test_other_major_version(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .major = 2, .minor = 3});
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                       "t.tnsb: binary tensor format version 2.3 is not supported by this "
+                       "reader, which reads version 1.x (written by another tensorhost?)");
+}
+
+static void test_index_width_8(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .index_bytes = 8});
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                       "t.tnsb: index width 8 is not supported by this reader (tensorhost "
+                       "indices are 32-bit)");
+    g_autoptr(GByteArray) b2 = encode(&(layout_spec){.t = t, .index_bytes = 2});
+    assert_bytes_error(b2, TH_TENSOR_READER_ERROR_HEADER,
+                       "t.tnsb: index width 2 bytes is invalid (expected 4)");
+}
+
+static void test_bad_header_fields(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) value_type = encode(&(layout_spec){.t = t, .value_type = 2});
+    assert_bytes_error(value_type, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                       "t.tnsb: value type 2 is not supported by this reader (it reads 1, "
+                       "float64)");
+    g_autoptr(GByteArray) header_size = encode(&(layout_spec){.t = t, .header_bytes = 68});
+    assert_bytes_error(header_size, TH_TENSOR_READER_ERROR_HEADER,
+                       "t.tnsb: header size 68 bytes is invalid (expected a multiple of 8 "
+                       "from 64 to 4096)");
+
+    t->dims[1] = 0;
+    g_autoptr(GByteArray) zero_dim = encode(&(layout_spec){.t = t});
+    assert_bytes_error(zero_dim, TH_TENSOR_READER_ERROR_HEADER,
+                       "t.tnsb: the header gives mode 2 size 0 (expected 1 to 4294967295: "
+                       "indices are 32-bit)");
+    t->dims[1] = 7;
+    g_autoptr(GByteArray) big_dim = encode(&(layout_spec){.t = t});
+    put_le(big_dim, 64 + 8, (uint64_t)1 << 32, 8);
+    assert_true(th_tensor_binary_reseal(big_dim->data, big_dim->len));
+    assert_bytes_error(big_dim, TH_TENSOR_READER_ERROR_HEADER,
+                       "t.tnsb: the header gives mode 2 size 4294967296 (expected 1 to "
+                       "4294967295: indices are 32-bit)");
+
+    g_autoptr(GByteArray) one_mode = encode(&(layout_spec){.t = t});
+    put_le(one_mode, 16, 1, 4);
+    assert_bytes_error(one_mode, TH_TENSOR_READER_ERROR_ORDER,
+                       "t.tnsb: the header gives 1 modes; tensorhost reads tensors of 2 to 64");
+    g_autoptr(GByteArray) long_note = encode(&(layout_spec){.t = t});
+    put_le(long_note, 40, 65537, 8);
+    assert_bytes_error(long_note, TH_TENSOR_READER_ERROR_HEADER,
+                       "t.tnsb: the header gives a note of 65537 bytes, more than the 65536 a "
+                       "note may take");
+    /* nnz so large that the size overflows: the checksum is valid. */
+    g_autoptr(GByteArray) huge = encode(&(layout_spec){.t = t});
+    put_le(huge, 24, UINT64_MAX / 4u, 8);
+    put_le(huge, 56, 0, 8);
+    put_le(huge, 56, XXH3_64bits(huge->data, metadata_end_of(t, NULL)), 8);
+    assert_bytes_error(huge, TH_TENSOR_READER_ERROR_TRUNCATED, NULL);
+}
+
+static void test_zero_nnz(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = th_sptensor_new(3, 0);
+    t->dims[0] = t->dims[1] = t->dims[2] = 2;
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t});
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_EMPTY,
+                       "t.tnsb: no nonzero found: the header gives nnz 0");
+}
+
+/* Every prefix of a file is refused as truncated, from memory and from a
+ * mapped file, through th_tensor_read_file too once the magic is whole. */
+static void test_every_truncation(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1, .note = "note"});
+    g_autofree char *path = temp_path("cut.tnsb");
+    for (guint length = 0; length < b->len; ++length) {
+        GError *error = NULL;
+        assert_null(th_tensor_binary_read_buffer("t.tnsb", b->data, length, &error));
+        assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED, NULL);
+        assert_non_null(strstr(error->message, "truncated binary tensor: expected "));
+        g_clear_error(&error);
+
+        assert_true(g_file_set_contents(path, (const char *)b->data, length, NULL));
+        assert_null(th_tensor_binary_read(path, NULL, &error));
+        assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED, NULL);
+        g_clear_error(&error);
+        if (length >= 8) {
+            assert_null(th_tensor_read_file(path, NULL, &error));
+            assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED, NULL);
+            g_clear_error(&error);
+        }
+    }
+    const size_t metadata_end = metadata_end_of(t, "note");
+    GError *error = NULL;
+    assert_null(th_tensor_binary_read_buffer("t.tnsb", b->data, 40, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED,
+                 "t.tnsb: truncated binary tensor: expected a header of at least 64 bytes, "
+                 "the file has 40 (cut short while copied or written?)");
+    g_clear_error(&error);
+    assert_null(th_tensor_binary_read_buffer("t.tnsb", b->data, metadata_end - 1, &error));
+    g_autofree char *in_metadata = g_strdup_printf(
+        "t.tnsb: truncated binary tensor: expected a header, dims, checksums and note of %zu "
+        "bytes, the file has %zu (cut short while copied or written?)",
+        metadata_end, metadata_end - 1);
+    assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED, in_metadata);
+    g_clear_error(&error);
+    assert_null(th_tensor_binary_read_buffer("t.tnsb", b->data, b->len - 8, &error));
+    g_autofree char *in_values = g_strdup_printf(
+        "t.tnsb: truncated binary tensor: expected %u bytes, the file has %u (cut short while "
+        "copied or written?)",
+        b->len, b->len - 8);
+    assert_error(error, TH_TENSOR_READER_ERROR_TRUNCATED, in_values);
+    g_clear_error(&error);
+
+    /* And bytes after the end. */
+    g_byte_array_append(b, (const guint8 *)"", 1);
+    g_autofree char *longer = g_strdup_printf(
+        "t.tnsb: the file has %u bytes, more than the %u its header gives (bytes appended "
+        "after the values?)",
+        b->len, b->len - 1);
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_TRUNCATED, longer);
+}
+
+static char *section_label(const th_sptensor *t, uint32_t s)
+{
+    return s < t->nmodes ? g_strdup_printf("mode %u indices", s + 1u) : g_strdup("values");
+}
+
+/* The error that flipping byte `at` must give; NULL for the fields that
+ * locate the metadata (magic, version, sizes), whose corruption gives
+ * other errors. */
+static char *expected_corruption(const th_sptensor *t, size_t metadata_end, size_t at)
+{
+    if (at < 10 || (at >= 12 && at < 20) || (at >= 40 && at < 48))
+        return NULL;
+    if (at < metadata_end)
+        return g_strdup_printf("t.tnsb: checksum mismatch in the header (bytes 0 to %zu): the "
+                               "file is corrupt",
+                               metadata_end - 1);
+    size_t previous_end = metadata_end;
+    for (uint32_t s = 0; s <= t->nmodes; ++s) {
+        const size_t start = section_offset(t, metadata_end, s);
+        const size_t end = start + t->nnz * (s < t->nmodes ? 4u : 8u);
+        g_autofree char *name = section_label(t, s);
+        if (at >= previous_end && at < start)
+            return g_strdup_printf(
+                "t.tnsb: the padding before the %s is not zero: the file is corrupt", name);
+        if (at >= start && at < end)
+            return g_strdup_printf("t.tnsb: checksum mismatch in the %s: the file is corrupt",
+                                   name);
+        previous_end = end;
+    }
+    fail_msg("byte %zu lies past the end", at);
+    return NULL;
+}
+
+/* Every byte flipped, anywhere, is an error; outside the few fields that
+ * locate the rest, the error names the corrupt section. */
+static void test_every_flipped_byte(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    const char *note = "seven b";
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1, .note = note});
+    const size_t metadata_end = metadata_end_of(t, note);
+    for (guint at = 0; at < b->len; ++at) {
+        for (unsigned bit = 0; bit < 8; bit += 3) {
+            b->data[at] ^= (uint8_t)(1u << bit);
+            GError *error = NULL;
+            th_sptensor *back = read_bytes(b, &error);
+            b->data[at] ^= (uint8_t)(1u << bit);
+            if (back != NULL)
+                fail_msg("byte %u bit %u flipped: read without an error", at, bit);
+            g_autofree char *expected = expected_corruption(t, metadata_end, at);
+            if (expected != NULL)
+                assert_error(error, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
+            else
+                assert_error(error, error->code, NULL);
+            g_error_free(error);
+        }
+    }
+}
+
+/* An index beyond its mode's size behind valid checksums: the earliest
+ * such nonzero is named, whatever the thread count. */
+static void test_index_out_of_range(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    t->indices[1][3] = 7; /* mode 2 has size 7 */
+    t->indices[2][5] = 9; /* later: not the one named */
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1});
+    for (uint32_t threads = 1; threads <= 4; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        assert_bytes_error(b, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                           "t.tnsb: nonzero 4 of 6: mode 2 index 7 is out of range: the header "
+                           "gives mode 2 size 7 (indices 0 to 6)");
+    }
+    th_tensor_binary_set_threads(0);
+}
+
+static void test_values_not_finite(void **state)
+{
+    (void)state;
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    const char *const shown[3] = {"nan", "inf", "-inf"};
+    for (int k = 0; k < 3; ++k) {
+        g_autoptr(th_sptensor) t = six_nonzeros();
+        t->values[4] = bad[k];
+        g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1});
+        g_autofree char *expected =
+            g_strdup_printf("t.tnsb: nonzero 5 of 6: value %s is not finite", shown[k]);
+        assert_bytes_error(b, TH_TENSOR_READER_ERROR_VALUE, expected);
+    }
+}
+
+/* ---- order --------------------------------------------------------------- */
+
+/* Unsorted, with repeated coordinates: sorted and merged, flag clear or
+ * (wrongly) set, with any thread count; the pairs that straddle two
+ * threads' chunks are checked too. */
+static void test_unsorted_is_sorted_and_merged(void **state)
+{
+    (void)state;
+    static const th_index dims[3] = {3, 3, 3};
+    static const th_index coords[21] = {2, 2, 2, 0, 1, 0, 1, 1, 1, 0, 1, 0,
+                                        0, 0, 2, 2, 0, 0, 1, 1, 1};
+    static const double values[7] = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0};
+    g_autoptr(th_sptensor) t = small_tensor(7, coords, values, dims);
+    static const th_index sorted_coords[15] = {0, 0, 2, 0, 1, 0, 1, 1, 1, 2, 0, 0, 2, 2, 2};
+    static const double merged_values[5] = {5.0, 6.0, 10.0, 6.0, 1.0};
+    g_autoptr(th_sptensor) expected = small_tensor(5, sorted_coords, merged_values, dims);
+    for (uint64_t flags = 0; flags < 2; ++flags) {
+        g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = flags});
+        for (uint32_t threads = 1; threads <= 5; ++threads) {
+            th_tensor_binary_set_threads(threads);
+            g_autoptr(th_sptensor) back = read_bytes_ok(b);
+            assert_same_tensor(back, expected);
+            assert_int_equal(back->duplicates_merged, 2);
+            assert_int_equal(back->lines_read, 7);
+        }
+    }
+    th_tensor_binary_set_threads(0);
+
+    /* Sorted except across what would be a chunk boundary. */
+    g_autoptr(th_sptensor) almost = six_nonzeros();
+    for (uint32_t m = 0; m < 3; ++m) { /* swap nonzeros 3 and 4 */
+        th_index tmp = almost->indices[m][3];
+        almost->indices[m][3] = almost->indices[m][4];
+        almost->indices[m][4] = tmp;
+    }
+    g_autoptr(th_sptensor) six = six_nonzeros();
+    g_autoptr(GByteArray) lying = encode(&(layout_spec){.t = almost, .flags = 1});
+    for (uint32_t threads = 1; threads <= 6; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        g_autoptr(th_sptensor) back = read_bytes_ok(lying);
+        assert_memory_equal(back->indices[0], six->indices[0], 6 * sizeof(th_index));
+        assert_memory_equal(back->indices[1], six->indices[1], 6 * sizeof(th_index));
+        assert_memory_equal(back->indices[2], six->indices[2], 6 * sizeof(th_index));
+    }
+    th_tensor_binary_set_threads(0);
+}
+
+/* Larger, through several threads: the same tensor whatever their number. */
+static void test_thread_counts_agree(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = random_tensor(5, 20000, 3);
+    g_autoptr(GByteArray) unsorted = write_to_memory(t, NULL);
+    th_sptensor_sort_and_merge(t);
+    g_autoptr(GByteArray) sorted = write_to_memory(t, NULL);
+    for (uint32_t threads = 0; threads <= 7; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        g_autoptr(th_sptensor) a = read_bytes_ok(unsorted);
+        g_autoptr(th_sptensor) b = read_bytes_ok(sorted);
+        assert_same_tensor(a, t);
+        assert_same_tensor(b, t);
+    }
+    th_tensor_binary_set_threads(0);
+}
+
+/* ---- the writer ---------------------------------------------------------- */
+
+/* What the reader would refuse, the writer refuses, leaving nothing. */
+static void test_writer_refuses_unreadable(void **state)
+{
+    (void)state;
+    g_autofree char *path = temp_path("refused.tnsb");
+    GError *error = NULL;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    t->values[1] = NAN;
+    assert_false(th_tensor_binary_write(path, t, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_VALUE, NULL);
+    g_clear_error(&error);
+    t->values[1] = 1.0;
+    t->indices[0][2] = 4;
+    assert_false(th_tensor_binary_write(path, t, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_INDEX_RANGE, NULL);
+    g_clear_error(&error);
+    g_autoptr(th_sptensor) empty = th_sptensor_new(3, 0);
+    empty->dims[0] = empty->dims[1] = empty->dims[2] = 1;
+    assert_false(th_tensor_binary_write(path, empty, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_EMPTY, NULL);
+    g_clear_error(&error);
+    g_autoptr(GDir) dir = g_dir_open(temp_dir, 0, NULL);
+    for (const char *name; (name = g_dir_read_name(dir));)
+        if (g_str_has_prefix(name, "refused"))
+            fail_msg("left behind: %s", name);
+
+    g_autofree char *nowhere = temp_path("missing-dir/x.tnsb");
+    t->indices[0][2] = 1;
+    assert_false(th_tensor_binary_write(nowhere, t, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_IO, NULL);
+    assert_true(g_str_has_prefix(error->message, nowhere));
+    g_clear_error(&error);
+}
+
+/* Files get the mode open() gives: 0666 less the umask. */
+static void test_writer_file_mode(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autofree char *path = temp_path("mode.tnsb");
+    const mode_t saved = umask(027);
+    GError *error = NULL;
+    const gboolean ok = th_tensor_binary_write(path, t, &error);
+    umask(saved);
+    assert_true(ok);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+}
+
+/* ---- the file under the reader -------------------------------------------- */
+
+/* A file of about 72 MB: enough chunks that the progress callback runs in
+ * the middle of a one-thread read. */
+static char *write_long_file(const char *name, th_sptensor **out)
+{
+    const uint64_t nnz = (uint64_t)72 << 20 >> 4; /* 16 bytes a nonzero, 2 modes */
+    th_sptensor *t = th_sptensor_new(2, nnz);
+    t->dims[0] = (th_index)(nnz / 1024u + 1u);
+    t->dims[1] = 1024;
+    for (uint64_t i = 0; i < nnz; ++i) {
+        t->indices[0][i] = (th_index)(i / 1024u);
+        t->indices[1][i] = (th_index)(i % 1024u);
+        t->values[i] = (double)(i % 7u) + 0.5;
+    }
+    char *path = temp_path(name);
+    GError *error = NULL;
+    if (!th_tensor_binary_write(path, t, &error))
+        fail_msg("%s", error->message);
+    *out = t;
+    return path;
+}
+
+typedef struct {
+    const char *path;
+    int calls_in_the_middle;
+    gboolean cancel; /* else truncate */
+    uint64_t last_done, last_total;
+} midway_action;
+
+static void act_midway(uint64_t done, uint64_t total, void *user_data)
+{
+    midway_action *a = user_data;
+    a->last_done = done;
+    a->last_total = total;
+    if (done >= total || a->calls_in_the_middle++ > 0)
+        return;
+    if (a->cancel)
+        th_cancel_request();
+    else
+        assert_int_equal(truncate(a->path, 4096), 0);
+}
+
+static void test_progress_and_shrinking_file(void **state)
+{
+    (void)state;
+    th_sptensor *t = NULL;
+    g_autofree char *path = write_long_file("long.tnsb", &t);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+
+    /* Undisturbed: progress ends at the total. */
+    midway_action watch = {.path = path, .calls_in_the_middle = 1};
+    th_tensor_read_options options = {.progress = act_midway, .user_data = &watch};
+    GError *error = NULL;
+    th_sptensor *back = th_tensor_read_file(path, &options, &error);
+    assert_non_null(back);
+    assert_same_tensor(back, t);
+    th_sptensor_free(back);
+    th_sptensor_free(t);
+    assert_int_equal(watch.last_total, (uint64_t)st.st_size);
+    assert_int_equal(watch.last_done, (uint64_t)st.st_size);
+
+    /* Interrupted from the callback: stops at the next chunk. */
+    midway_action stop = {.path = path, .cancel = TRUE};
+    options.user_data = &stop;
+    th_tensor_binary_set_threads(1);
+    back = th_tensor_read_file(path, &options, &error);
+    th_cancel_reset();
+    assert_null(back);
+    assert_int_equal(stop.calls_in_the_middle, 1);
+    assert_error(error, TH_TENSOR_READER_ERROR_CANCELLED, NULL);
+    g_autofree char *prefix = g_strdup_printf("%s: reading interrupted after ", path);
+    assert_true(g_str_has_prefix(error->message, prefix));
+    g_clear_error(&error);
+
+    /* Cut by another process in the middle: an error, not a crash. */
+    struct sigaction before, after;
+    assert_int_equal(sigaction(SIGBUS, NULL, &before), 0);
+    midway_action cut = {.path = path};
+    options.user_data = &cut;
+    back = th_tensor_read_file(path, &options, &error);
+    th_tensor_binary_set_threads(0);
+    assert_null(back);
+    assert_int_equal(cut.calls_in_the_middle, 1);
+    g_autofree char *shrank = g_strdup_printf(
+        "%s: the file shrank while it was read (truncated or rewritten by another process?); "
+        "read it again once it is complete",
+        path);
+    assert_error(error, TH_TENSOR_READER_ERROR_IO, shrank);
+    g_clear_error(&error);
+    assert_int_equal(sigaction(SIGBUS, NULL, &after), 0);
+    assert_true(after.sa_handler == before.sa_handler);
+}
+
+static void test_cancel_before_reading(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1});
+    th_cancel_request();
+    g_autofree char *expected =
+        g_strdup_printf("t.tnsb: reading interrupted after 0 of %u bytes", b->len);
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_CANCELLED, expected);
+    th_cancel_reset();
+    g_autoptr(th_sptensor) back = read_bytes_ok(b);
+    assert_same_tensor(back, t);
+}
+
+/* A pipe cannot be mapped: a clear error, and no wait for a writer. */
+static void test_fifo(void **state)
+{
+    (void)state;
+    g_autofree char *path = temp_path("fifo");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    GError *error = NULL;
+    assert_null(th_tensor_binary_read(path, NULL, &error));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: a binary tensor is read by mapping it, which takes a regular file (not a pipe or "
+        "a device): copy it to a file first",
+        path);
+    assert_error(error, TH_TENSOR_READER_ERROR_IO, expected);
+    g_clear_error(&error);
+    assert_null(th_tensor_binary_read(temp_dir, NULL, &error)); /* a folder */
+    assert_error(error, TH_TENSOR_READER_ERROR_IO, NULL);
+    g_clear_error(&error);
+}
+
+/* ---- tensorhost convert --------------------------------------------------- */
+
+typedef struct {
+    int status;
+    char *out;
+    char *err;
+} run_output;
+
+static void run_output_clear(run_output *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+/* Runs `tensorhost convert ARGS...` (NULL-terminated). */
+static run_output run_convert(const char *first, ...)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
+    g_ptr_array_add(argv, g_strdup("convert"));
+    va_list args;
+    va_start(args, first);
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
+        g_ptr_array_add(argv, g_strdup(a));
+    va_end(args);
+    g_ptr_array_add(argv, NULL);
+    run_output r = {0};
+    g_autoptr(GError) error = NULL;
+    int wait_status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                      &r.err, &wait_status, &error))
+        fail_msg("cannot run tensorhost: %s", error->message);
+    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    return r;
+}
+
+static void assert_status(const run_output *r, int status)
+{
+    if (r->status != status)
+        fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->status, status, r->out,
+                 r->err);
+}
+
+/* The names in `dir` other than those listed (NULL-terminated). */
+static void assert_only_files(const char *dir, ...)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    assert_non_null(d);
+    for (const char *name; (name = g_dir_read_name(d));) {
+        gboolean listed = FALSE;
+        va_list args;
+        va_start(args, dir);
+        for (const char *n = va_arg(args, const char *); n != NULL && !listed;
+             n = va_arg(args, const char *))
+            listed = strcmp(n, name) == 0;
+        va_end(args);
+        if (!listed)
+            fail_msg("unexpected file in %s: %s", dir, name);
+    }
+}
+
+static char *scratch_dir(void)
+{
+    char *dir = g_build_filename(temp_dir, "convert-XXXXXX", NULL);
+    if (!g_mkdtemp(dir))
+        fail_msg("cannot make a folder: %s", g_strerror(errno));
+    return dir;
+}
+
+/* Text -> binary -> text and .tns.gz, with the summary line, the files'
+ * modes from the umask, and the same tensor at every step. */
+static void test_convert_both_ways(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autoptr(th_sptensor) source = random_tensor(3, 2000, 9);
+    g_autofree char *text = g_build_filename(dir, "in.tns", NULL);
+    GError *error = NULL;
+    assert_true(th_tensor_write_tns(source, text, &error));
+    g_autoptr(th_sptensor) expected = th_tensor_read_file(text, NULL, &error);
+    assert_non_null(expected);
+
+    g_autofree char *binary = g_build_filename(dir, "out.tnsb", NULL);
+    const mode_t saved = umask(027); /* inherited by the program */
+    run_output r = run_convert(text, binary, NULL);
+    umask(saved);
+    assert_status(&r, 0);
+    g_autofree char *dims = g_strdup_printf("%ux%ux%u", expected->dims[0], expected->dims[1],
+                                            expected->dims[2]);
+    assert_true(g_str_has_prefix(r.out, "tensorhost convert: "));
+    assert_non_null(strstr(r.out, " -> "));
+    assert_non_null(strstr(r.out, "(binary): 2000 nonzeros, dims "));
+    assert_non_null(strstr(r.out, dims));
+    assert_string_equal(strchr(r.out, '\n'), "\n"); /* one line */
+    assert_string_equal(r.err, "");
+    run_output_clear(&r);
+    struct stat st;
+    assert_int_equal(stat(binary, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    g_autoptr(th_sptensor) from_binary = th_tensor_binary_read(binary, NULL, &error);
+    assert_non_null(from_binary);
+    assert_same_tensor(from_binary, expected);
+
+    g_autofree char *back = g_build_filename(dir, "back.tns", NULL);
+    g_autofree char *back_gz = g_build_filename(dir, "back.tns.gz", NULL);
+    g_autofree char *copy = g_build_filename(dir, "copy.bin", NULL);
+    const char *outputs[3] = {back, back_gz, copy};
+    for (int k = 0; k < 3; ++k) {
+        r = run_convert("-q", binary, outputs[k], NULL);
+        assert_status(&r, 0);
+        assert_string_equal(r.out, "");
+        run_output_clear(&r);
+        g_autoptr(th_sptensor) again = th_tensor_read_file(outputs[k], NULL, &error);
+        assert_non_null(again);
+        assert_same_tensor(again, expected);
+    }
+    /* .tns is text, .tns.gz gzip, anything else binary. */
+    char head[8];
+    FILE *f = fopen(back, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(head, 1, 2, f), 2);
+    fclose(f);
+    assert_true(g_ascii_isdigit(head[0]));
+    f = fopen(back_gz, "rb");
+    assert_int_equal(fread(head, 1, 2, f), 2);
+    fclose(f);
+    assert_true((uint8_t)head[0] == 0x1f && (uint8_t)head[1] == 0x8b);
+    f = fopen(copy, "rb");
+    assert_int_equal(fread(head, 1, 8, f), 8);
+    fclose(f);
+    assert_memory_equal(head, "THTENSOR", 8);
+    assert_only_files(dir, "in.tns", "out.tnsb", "back.tns", "back.tns.gz", "copy.bin", NULL);
+}
+
+/* Errors: one line, exit 1, and nothing written, not even a temporary file;
+ * an existing OUT is left as it was. */
+static void test_convert_errors_leave_nothing(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *missing = g_build_filename(dir, "missing.tns", NULL);
+    g_autofree char *out = g_build_filename(dir, "out.tnsb", NULL);
+    run_output r = run_convert(missing, out, NULL);
+    assert_status(&r, 1);
+    g_autofree char *expected =
+        g_strdup_printf("tensorhost: error: %s: cannot open: No such file or directory\n",
+                        missing);
+    assert_string_equal(r.err, expected);
+    assert_string_equal(r.out, "");
+    run_output_clear(&r);
+    assert_only_files(dir, NULL);
+
+    /* A corrupt binary input, over an existing OUT. */
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1});
+    const size_t values = section_offset(t, metadata_end_of(t, NULL), 3);
+    b->data[values + 3] ^= 0x10;
+    g_autofree char *corrupt = g_build_filename(dir, "corrupt.tnsb", NULL);
+    assert_true(g_file_set_contents(corrupt, (const char *)b->data, b->len, NULL));
+    assert_true(g_file_set_contents(out, "keep", 4, NULL));
+    r = run_convert(corrupt, out, NULL);
+    assert_status(&r, 1);
+    g_autofree char *corrupt_message = g_strdup_printf(
+        "tensorhost: error: %s: checksum mismatch in the values: the file is corrupt\n",
+        corrupt);
+    assert_string_equal(r.err, corrupt_message);
+    run_output_clear(&r);
+    g_autofree char *kept = NULL;
+    assert_true(g_file_get_contents(out, &kept, NULL, NULL));
+    assert_string_equal(kept, "keep");
+    assert_only_files(dir, "corrupt.tnsb", "out.tnsb", NULL);
+
+    /* An output folder that does not exist. */
+    g_autofree char *good = g_build_filename(dir, "good.tnsb", NULL);
+    b->data[values + 3] ^= 0x10;
+    assert_true(g_file_set_contents(good, (const char *)b->data, b->len, NULL));
+    g_autofree char *nowhere = g_build_filename(dir, "no", "such", "dir.tns", NULL);
+    r = run_convert(good, nowhere, NULL);
+    assert_status(&r, 1);
+    assert_true(g_str_has_prefix(r.err, "tensorhost: error: "));
+    assert_non_null(strstr(r.err, nowhere));
+    run_output_clear(&r);
+    assert_only_files(dir, "corrupt.tnsb", "out.tnsb", "good.tnsb", NULL);
+}
+
+static void test_convert_usage(void **state)
+{
+    (void)state;
+    run_output r = run_convert("only-one.tns", NULL);
+    assert_status(&r, 2);
+    assert_string_equal(r.err,
+                        "tensorhost convert: expected IN and OUT, got fewer (see --help)\n");
+    run_output_clear(&r);
+    r = run_convert("a", "b", "c", NULL);
+    assert_status(&r, 2);
+    run_output_clear(&r);
+    r = run_convert("--bogus", "a", "b", NULL);
+    assert_status(&r, 2);
+    assert_non_null(strstr(r.err, "--bogus"));
+    run_output_clear(&r);
+    r = run_convert("--help", NULL);
+    assert_status(&r, 0);
+    assert_non_null(strstr(r.out, "tensorhost convert"));
+    assert_non_null(strstr(r.out, ".tnsb"));
+    run_output_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest format_tests[] = {
+        cmocka_unit_test(test_writer_matches_documented_layout),
+        cmocka_unit_test(test_reseal),
+        cmocka_unit_test(test_round_trip_text_binary),
+        cmocka_unit_test(test_later_minor_version),
+        cmocka_unit_test(test_not_binary),
+        cmocka_unit_test(test_other_major_version),
+        cmocka_unit_test(test_index_width_8),
+        cmocka_unit_test(test_bad_header_fields),
+        cmocka_unit_test(test_zero_nnz),
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_every_flipped_byte),
+        cmocka_unit_test(test_index_out_of_range),
+        cmocka_unit_test(test_values_not_finite),
+        cmocka_unit_test(test_unsorted_is_sorted_and_merged),
+        cmocka_unit_test(test_thread_counts_agree),
+        cmocka_unit_test(test_writer_refuses_unreadable),
+        cmocka_unit_test(test_writer_file_mode),
+        cmocka_unit_test(test_progress_and_shrinking_file),
+        cmocka_unit_test(test_cancel_before_reading),
+        cmocka_unit_test(test_fifo),
+    };
+    const struct CMUnitTest convert_tests[] = {
+        cmocka_unit_test(test_convert_both_ways),
+        cmocka_unit_test(test_convert_errors_leave_nothing),
+        cmocka_unit_test(test_convert_usage),
+    };
+    /* "convert": the program's tests (ctest test_convert, label e2e). */
+    if (argc > 1 && strcmp(argv[1], "convert") == 0)
+        return cmocka_run_group_tests_name("tensorhost convert", convert_tests, make_temp_dir,
+                                           remove_temp_dir);
+    return cmocka_run_group_tests_name("binary tensor format", format_tests, make_temp_dir,
+                                       remove_temp_dir);
+}
