@@ -481,9 +481,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     gram_block_flush(s, lane, gacc, s_reduce, gram);
 }
 
-typedef void (*update_kernel_fn)(const float *, const float *, float *, uint32_t, tile_shape,
-                                 thg_als_acc, double *, int, const uint32_t *, double *);
-
 /* Rows per tile for a factor of I rows: the full tile when there are enough
  * rows for every resident block, else fewer (a small mode's update is
  * latency: more blocks with fewer rows each). */

@@ -390,6 +390,22 @@ unsigned th_factor_format_from_name(const char *name)
 }
 
 /* One matrix (cols > 0) or vector (cols == 0) in each format asked for. */
+/* File f of a result's outputs: modes 1..N, then lambda (a vector). */
+typedef struct output_matrix {
+    char *stem; /* "mode1", ..., "lambda" */
+    const double *data;
+    uint64_t rows;
+    uint32_t cols; /* 0: a vector */
+} output_matrix;
+
+static output_matrix output_matrix_of(const th_cpd_result *result, uint32_t f)
+{
+    if (f == result->nmodes)
+        return (output_matrix){g_strdup("lambda"), result->lambda, result->rank, 0};
+    return (output_matrix){g_strdup_printf("mode%u", f + 1), result->factors[f], result->dims[f],
+                           result->rank};
+}
+
 static char *output_path(const char *dir, const char *stem, const char *extension)
 {
     g_autofree char *name = g_strconcat(stem, extension, NULL);
@@ -399,31 +415,28 @@ static char *output_path(const char *dir, const char *stem, const char *extensio
 /* One .npy file of th_write_cpd_factors, written on a thread of its own. */
 typedef struct npy_job {
     char *path;
-    const double *data;
-    uint64_t rows;
-    uint32_t cols;
+    output_matrix matrix;
     GError *error;
 } npy_job;
 
 static gpointer write_npy_job(gpointer data)
 {
     npy_job *job = data;
-    th_write_npy(job->path, job->data, job->rows, job->cols, &job->error);
+    th_write_npy(job->path, job->matrix.data, job->matrix.rows, job->matrix.cols, &job->error);
     return NULL;
 }
 
 gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsigned formats,
                               GError **error)
 {
-    const uint32_t nfiles = result->nmodes + 1; /* the modes, then lambda */
+    const uint32_t nfiles = result->nmodes + 1;
     if (formats & TH_FACTORS_TEXT) {
         for (uint32_t f = 0; f < nfiles; ++f) {
-            const gboolean is_lambda = f == result->nmodes;
-            g_autofree char *stem = is_lambda ? g_strdup("lambda") : g_strdup_printf("mode%u", f + 1);
-            g_autofree char *path = output_path(dir, stem, ".mat");
-            if (!th_write_matrix(path, is_lambda ? result->lambda : result->factors[f],
-                                 is_lambda ? result->rank : result->dims[f],
-                                 is_lambda ? 1 : result->rank, error))
+            output_matrix matrix = output_matrix_of(result, f);
+            g_autofree char *path = output_path(dir, matrix.stem, ".mat");
+            g_free(matrix.stem);
+            /* A vector is written as one column. */
+            if (!th_write_matrix(path, matrix.data, matrix.rows, MAX(matrix.cols, 1u), error))
                 return FALSE;
         }
     }
@@ -435,14 +448,8 @@ gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsi
     npy_job *jobs = g_new0(npy_job, nfiles);
     GThread **threads = g_new0(GThread *, nfiles);
     for (uint32_t f = 0; f < nfiles; ++f) {
-        const gboolean is_lambda = f == result->nmodes;
-        g_autofree char *stem = is_lambda ? g_strdup("lambda") : g_strdup_printf("mode%u", f + 1);
-        jobs[f] = (npy_job){
-            .path = output_path(dir, stem, ".npy"),
-            .data = is_lambda ? result->lambda : result->factors[f],
-            .rows = is_lambda ? result->rank : result->dims[f],
-            .cols = is_lambda ? 0 : result->rank,
-        };
+        jobs[f].matrix = output_matrix_of(result, f);
+        jobs[f].path = output_path(dir, jobs[f].matrix.stem, ".npy");
         threads[f] = g_thread_try_new("th-write-npy", write_npy_job, &jobs[f], NULL);
         if (!threads[f])
             write_npy_job(&jobs[f]); /* no thread to be had: write it here */
@@ -457,6 +464,7 @@ gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsi
         }
         g_clear_error(&jobs[f].error);
         g_free(jobs[f].path);
+        g_free(jobs[f].matrix.stem);
     }
     g_free(jobs);
     g_free(threads);

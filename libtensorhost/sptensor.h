@@ -2,6 +2,7 @@
 #ifndef TH_SPTENSOR_H
 #define TH_SPTENSOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <glib.h>
 
@@ -33,6 +34,12 @@ typedef struct th_sptensor {
      * th_sptensor_scale_to_safe_range changed them). */
     double value_scale;
 } th_sptensor;
+
+/* count * size bytes, uninitialised, for arrays of tens of MB and more:
+ * backed by transparent huge pages where the system allows it. Freed with
+ * g_free (and resized with g_realloc) like any GLib allocation; aborts on
+ * overflow or out-of-memory as g_new does. */
+void *th_alloc_large(size_t count, size_t size);
 
 /* Allocates a tensor with room for `nnz` nonzeros and zeroed dims.
  * Aborts (g_malloc) on out-of-memory, like the rest of GLib. */

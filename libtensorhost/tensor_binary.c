@@ -628,39 +628,6 @@ static void run_workers(GThreadFunc fn, void *workers, size_t worker_size, uint3
     g_free(threads);
 }
 
-/* Arrays this large are backed by transparent huge pages when the system
- * allows it (madvise mode): first touching the copy's destination then
- * takes one page fault per 2 MB instead of one per 4 KB, which otherwise
- * costs about as much as the copy itself. Freed with g_free, as any array
- * of a tensor. */
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
-
-static void *alloc_array(size_t bytes)
-{
-    if (bytes < 2 * HUGE_PAGE_BYTES)
-        return g_malloc(bytes);
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_PAGE_BYTES, bytes) != 0)
-        g_error("%s: failed to allocate %zu bytes", G_STRLOC, bytes); /* as g_malloc does */
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only */
-    return p;
-}
-
-/* th_sptensor_new, with the arrays from alloc_array. */
-static th_sptensor *new_tensor(uint32_t nmodes, uint64_t nnz)
-{
-    th_sptensor *t = g_new0(th_sptensor, 1);
-    t->nmodes = nmodes;
-    t->nnz = nnz;
-    t->value_scale = 1.0;
-    t->dims = g_new0(th_index, nmodes);
-    t->indices = g_new0(th_index *, nmodes);
-    for (uint32_t m = 0; m < nmodes; ++m)
-        t->indices[m] = alloc_array((size_t)nnz * sizeof(th_index));
-    t->values = alloc_array((size_t)nnz * sizeof(double));
-    return t;
-}
-
 static uint32_t choose_thread_count(uint64_t bytes, uint64_t nchunks_at_most)
 {
     uint32_t forced = atomic_load(&forced_threads);
@@ -894,7 +861,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     if (!check_metadata(name, &r, &layout, error))
         return NULL;
 
-    g_autoptr(th_sptensor) t = new_tensor(layout.nmodes, layout.nnz);
+    g_autoptr(th_sptensor) t = th_sptensor_new(layout.nmodes, layout.nnz);
     for (uint32_t m = 0; m < layout.nmodes; ++m)
         t->dims[m] = (th_index)layout.dims[m];
     t->lines_read = layout.nnz;

@@ -23,23 +23,6 @@
 #include "number_format.h"
 #include "test_support.h"
 
-static char *scratch;
-
-static int make_scratch(void **state)
-{
-    (void)state;
-    scratch = g_dir_make_tmp("test_factor_io-XXXXXX", NULL);
-    return scratch ? 0 : -1;
-}
-
-static int remove_scratch(void **state)
-{
-    (void)state;
-    th_test_remove_tree(scratch);
-    g_clear_pointer(&scratch, g_free);
-    return 0;
-}
-
 /* What the writer wrote before {fmt}: one snprintf per value. */
 static GString *printf_text(const double *data, uint64_t rows, uint32_t cols)
 {
@@ -183,7 +166,7 @@ static char *file_text(const char *path, gsize *length)
 
 static void assert_no_temp_files(void)
 {
-    g_autoptr(GDir) d = g_dir_open(scratch, 0, NULL);
+    g_autoptr(GDir) d = g_dir_open(th_test_scratch, 0, NULL);
     assert_non_null(d);
     for (const char *name; (name = g_dir_read_name(d));)
         if (strstr(name, ".tmp-"))
@@ -202,7 +185,7 @@ static void test_write_matches_printf_for_any_threads(void **state)
     const uint32_t threads[] = {1, 2, 3, 8};
     const uint64_t block_rows[] = {1, 7, 64, 0};
     g_autoptr(GRand) rng = g_rand_new_with_seed(7);
-    g_autofree char *path = g_build_filename(scratch, "m.mat", NULL);
+    g_autofree char *path = g_build_filename(th_test_scratch, "m.mat", NULL);
     for (size_t s = 0; s < G_N_ELEMENTS(shapes); ++s) {
         const uint64_t rows = shapes[s].rows;
         const uint32_t cols = shapes[s].cols;
@@ -246,7 +229,7 @@ static void test_round_trip(void **state)
     data[1] = 4.9e-324;
     data[2] = 1.7976931348623157e308;
     data[3] = -1e-300;
-    g_autofree char *path = g_build_filename(scratch, "round.mat", NULL);
+    g_autofree char *path = g_build_filename(th_test_scratch, "round.mat", NULL);
     g_autoptr(GError) error = NULL;
     assert_true(th_write_matrix(path, data, rows, cols, &error));
     uint64_t back_rows = 0;
@@ -269,7 +252,7 @@ static void test_round_trip(void **state)
 static double *read_text(const char *name, const char *contents, uint64_t *rows, uint32_t *cols,
                          GError **error)
 {
-    g_autofree char *path = g_build_filename(scratch, name, NULL);
+    g_autofree char *path = g_build_filename(th_test_scratch, name, NULL);
     assert_true(g_file_set_contents(path, contents, -1, NULL));
     return th_read_matrix(path, rows, cols, error);
 }
@@ -324,8 +307,8 @@ static void test_abort_leaves_the_previous_file(void **state)
     g_autoptr(GRand) rng = g_rand_new_with_seed(3);
     const uint64_t rows = 5000;
     g_autofree double *data = th_test_random_matrix(rows, 4, rng);
-    g_autofree char *path = g_build_filename(scratch, "abort.mat", NULL);
-    g_autofree char *fresh = g_build_filename(scratch, "fresh.mat", NULL);
+    g_autofree char *path = g_build_filename(th_test_scratch, "abort.mat", NULL);
+    g_autofree char *fresh = g_build_filename(th_test_scratch, "fresh.mat", NULL);
     assert_true(g_file_set_contents(path, "previous\n", -1, NULL));
     th_write_matrix_set_parallelism(2, 100);
 
@@ -371,5 +354,5 @@ int main(void)
         cmocka_unit_test(test_read_layouts_and_errors),
         cmocka_unit_test(test_abort_leaves_the_previous_file),
     };
-    return cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    return cmocka_run_group_tests(tests, th_test_make_scratch, th_test_remove_scratch);
 }

@@ -14,28 +14,11 @@
 #include "npy_io.h"
 #include "test_support.h"
 
-static char *scratch;
-
-static int make_scratch(void **state)
-{
-    (void)state;
-    scratch = g_dir_make_tmp("test_npy-XXXXXX", NULL);
-    return scratch ? 0 : -1;
-}
-
-static int remove_scratch(void **state)
-{
-    (void)state;
-    th_test_remove_tree(scratch);
-    g_clear_pointer(&scratch, g_free);
-    return 0;
-}
-
 static void test_matrix_and_vector_round_trip(void **state)
 {
     (void)state;
     const double matrix[] = {1.0, -2.5, 3e-300, 4e300, 0.0, -0.0};
-    g_autofree char *path = g_build_filename(scratch, "m.npy", NULL);
+    g_autofree char *path = g_build_filename(th_test_scratch, "m.npy", NULL);
     g_autoptr(GError) error = NULL;
     assert_true(th_write_npy(path, matrix, 3, 2, &error));
     uint64_t rows = 0;
@@ -53,7 +36,7 @@ static void test_matrix_and_vector_round_trip(void **state)
     assert_non_null(strstr(contents + 10, "{'descr': '<f8', 'fortran_order': False, "
                                           "'shape': (3, 2), }"));
 
-    g_autofree char *vector_path = g_build_filename(scratch, "v.npy", NULL);
+    g_autofree char *vector_path = g_build_filename(th_test_scratch, "v.npy", NULL);
     assert_true(th_write_npy(vector_path, matrix, 4, 0, &error));
     g_autofree double *vector = th_read_npy(vector_path, &rows, &cols, &error);
     assert_non_null(vector);
@@ -134,5 +117,5 @@ int main(void)
         cmocka_unit_test(test_matrix_and_vector_round_trip),
         cmocka_unit_test(test_malformed_files_are_refused),
     };
-    return cmocka_run_group_tests(tests, make_scratch, remove_scratch);
+    return cmocka_run_group_tests(tests, th_test_make_scratch, th_test_remove_scratch);
 }

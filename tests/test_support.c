@@ -372,3 +372,20 @@ void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32
             fail_msg("component %u: %u modes with a negative largest entry", r + 1,
                      negative_modes[r]);
 }
+
+char *th_test_scratch;
+
+int th_test_make_scratch(void **state)
+{
+    (void)state;
+    th_test_scratch = g_dir_make_tmp("th-test-XXXXXX", NULL);
+    return th_test_scratch ? 0 : -1;
+}
+
+int th_test_remove_scratch(void **state)
+{
+    (void)state;
+    th_test_remove_tree(th_test_scratch);
+    g_clear_pointer(&th_test_scratch, g_free);
+    return 0;
+}

@@ -70,6 +70,13 @@ void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32
  * removed, not followed); missing paths are ignored. For test scratch folders. */
 void th_test_remove_tree(const char *path);
 
+/* A test group's scratch folder, made by th_test_make_scratch (the group's
+ * setup) and removed with its contents by th_test_remove_scratch (its
+ * teardown); NULL outside the group. */
+extern char *th_test_scratch;
+int th_test_make_scratch(void **state);
+int th_test_remove_scratch(void **state);
+
 /* Loads TH_PLUGIN_DIR/cpu-reference.so with the host's services; fails the
  * test with the loader's message if that does not work. */
 th_plugin *th_test_load_cpu_reference(void);
