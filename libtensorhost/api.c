@@ -191,7 +191,12 @@ int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nn
     t->lines_read = nnz;
     for (uint64_t k = 0; k < nnz; ++k)
         t->explicit_zeros += values[k] == 0.0;
-    th_sptensor_sort_and_merge(t);
+    if (!th_sptensor_sort_and_merge(t)) {
+        th_sptensor_free(t);
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "repeated coordinates have values whose sum is beyond the range of a "
+                         "double (repeated entries are added together)");
+    }
     *out = wrap_tensor(t);
     return TENSORHOST_OK;
 }

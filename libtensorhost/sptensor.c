@@ -286,14 +286,18 @@ static gboolean is_sorted(const th_sptensor *t, gboolean *has_duplicates)
 /* Sums runs of equal coordinates of a sorted tensor into their first entry.
  * Explicit zeros (and sums that cancel to zero) stay: they are nonzeros the
  * file stores, and dropping them would change nnz behind the user's back. */
-static void merge_sorted_duplicates(th_sptensor *t)
+/* FALSE when a sum of duplicates is not finite: finite values whose sum
+ * is beyond the range of a double. */
+static gboolean merge_sorted_duplicates(th_sptensor *t)
 {
     if (t->nnz == 0)
-        return;
+        return TRUE;
+    gboolean finite = TRUE;
     uint64_t out = 0;
     for (uint64_t i = 1; i < t->nnz; ++i) {
         if (compare_coords(t, out, i) == 0) {
             t->values[out] += t->values[i];
+            finite = finite && isfinite(t->values[out]);
             continue;
         }
         ++out;
@@ -308,17 +312,18 @@ static void merge_sorted_duplicates(th_sptensor *t)
         t->duplicates_merged += t->nnz - kept;
         th_sptensor_truncate(t, kept);
     }
+    return finite;
 }
 
-void th_sptensor_sort_and_merge(th_sptensor *t)
+gboolean th_sptensor_sort_and_merge(th_sptensor *t)
 {
-    g_return_if_fail(t != NULL);
+    g_return_val_if_fail(t != NULL, FALSE);
     /* FROSTT files are often sorted already: one comparison pass is cheaper
      * than any sort. */
     gboolean has_duplicates = TRUE;
     if (is_sorted(t, &has_duplicates)) {
         if (!has_duplicates)
-            return;
+            return TRUE;
     } else {
         key_word words[TH_MAX_MODES];
         if (plan_key_words(t, words) == 1) {
@@ -333,7 +338,7 @@ void th_sptensor_sort_and_merge(th_sptensor *t)
             g_free(perm);
         }
     }
-    merge_sorted_duplicates(t);
+    return merge_sorted_duplicates(t);
 }
 
 /* ---- statistics --------------------------------------------------------- */

@@ -51,8 +51,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_sptensor, th_sptensor_free)
 void th_sptensor_truncate(th_sptensor *t, uint64_t nnz);
 
 /* Sorts nonzeros lexicographically by coordinates and merges duplicates by
- * summing their values; adds the number merged to t->duplicates_merged. */
-void th_sptensor_sort_and_merge(th_sptensor *t);
+ * summing their values; adds the number merged to t->duplicates_merged.
+ * Returns FALSE when some sum is not finite (finite duplicates whose sum
+ * overflows a double): the tensor is merged all the same, with that value
+ * infinite or NaN, and not fit for a decomposition. */
+gboolean th_sptensor_sort_and_merge(th_sptensor *t);
 
 /* Sum of squared values. */
 double th_sptensor_norm_squared(const th_sptensor *t);

@@ -899,7 +899,8 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         set_cancelled_error(name, length, length, error);
         return NULL;
     }
-    th_sptensor_sort_and_merge(t);
+    if (!th_tensor_read_merge(t, name, error))
+        return NULL;
     return g_steal_pointer(&t);
 }
 

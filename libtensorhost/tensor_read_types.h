@@ -10,6 +10,8 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "sptensor.h"
+
 #define TH_TENSOR_READER_ERROR (th_tensor_reader_error_quark())
 GQuark th_tensor_reader_error_quark(void);
 
@@ -38,5 +40,10 @@ typedef struct th_tensor_read_options {
     void (*progress)(uint64_t done, uint64_t total, void *user_data);
     void *user_data;
 } th_tensor_read_options;
+
+/* th_sptensor_sort_and_merge for a reader: a sum of duplicates beyond the
+ * range of a double is TH_TENSOR_READER_ERROR_VALUE, "NAME: ..." naming
+ * the coordinates (1-based, as in .tns files). */
+gboolean th_tensor_read_merge(th_sptensor *t, const char *name, GError **error);
 
 #endif

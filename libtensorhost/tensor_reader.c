@@ -1004,7 +1004,10 @@ static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
         at += ws[k]->count;
         g_clear_pointer(&ws[k]->vals, g_free);
     }
-    th_sptensor_sort_and_merge(t);
+    if (!th_tensor_read_merge(t, name, error)) {
+        th_sptensor_free(t);
+        return NULL;
+    }
     return t;
 }
 

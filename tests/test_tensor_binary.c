@@ -271,6 +271,22 @@ static void assert_same_bytes(const GByteArray *a, const GByteArray *b)
 
 /* The writer writes what the header documents, flagged sorted only when it
  * is, with the note; the reader gives the tensor back. */
+/* Finite repeated entries whose sum is not: refused after the merge, as
+ * the text reader refuses them (fuzz_tensor_binary found the case). */
+static void test_duplicates_summing_beyond_double(void **state)
+{
+    (void)state;
+    const th_index dims[3] = {3, 3, 3};
+    const th_index coords[9] = {1, 0, 2, 0, 0, 0, 1, 0, 2};
+    const double values[3] = {1e308, 1.0, 1e308};
+    g_autoptr(th_sptensor) t = small_tensor(3, coords, values, dims);
+    g_autoptr(GByteArray) bytes = write_to_memory(t, NULL);
+    assert_bytes_error(bytes, TH_TENSOR_READER_ERROR_VALUE,
+                       "t.tnsb: the values given for coordinates 2 1 3 (1-based) sum to a number "
+                       "beyond the range of a double; the tensor's repeated entries are added "
+                       "together");
+}
+
 static void test_writer_matches_documented_layout(void **state)
 {
     (void)state;
@@ -1074,6 +1090,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest format_tests[] = {
         cmocka_unit_test(test_writer_matches_documented_layout),
+        cmocka_unit_test(test_duplicates_summing_beyond_double),
         cmocka_unit_test(test_reseal),
         cmocka_unit_test(test_round_trip_text_binary),
         cmocka_unit_test(test_later_minor_version),

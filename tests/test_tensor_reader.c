@@ -195,6 +195,11 @@ static void test_nan_and_inf_values(void **state)
                       "t.tns:2: column 4: value '-Inf' is not finite");
     assert_read_error("1 1 1e999\n", TH_TENSOR_READER_ERROR_VALUE,
                       "t.tns:1: column 3: value '1e999' is not finite");
+    /* Finite values whose sum, as repeated entries, is not. */
+    assert_read_error("2 1 3 1e308\n1 1 1 1\n2 1 3 1e308\n", TH_TENSOR_READER_ERROR_VALUE,
+                      "t.tns: the values given for coordinates 2 1 3 (1-based) sum to a number "
+                      "beyond the range of a double; the tensor's repeated entries are added "
+                      "together");
 }
 
 static void test_empty_input(void **state)
