@@ -19,7 +19,9 @@
 #
 # Environment: TENSORHOST_BIN (folder with tensorhost and tensorhost-synth;
 # default: build-device/install/bin, else build/bin), LOAD_BENCH (the
-# load_bench program; default .carry/bin/load_bench, else build/bin/load_bench).
+# load_bench program; default .carry/bin/load_bench, else build/bin/load_bench),
+# GPU_BENCH (gpu_bench, default .carry/bin/gpu_bench, else build/bin/gpu_bench:
+# its --ceilings gives the pinned PCIe bandwidth, the copies' bound).
 # Needs python3 for reading the reports. Files go to --work (default
 # /tmp/th-end-to-end), removed at the end unless --keep.
 set -euo pipefail
@@ -50,6 +52,10 @@ load_bench=${LOAD_BENCH:-}
 for candidate in "$REPO/.carry/bin/load_bench" "$REPO/build/bin/load_bench"; do
     [ -n "$load_bench" ] || { [ -x "$candidate" ] && load_bench=$candidate; }
 done
+gpu_bench=${GPU_BENCH:-}
+for candidate in "$REPO/.carry/bin/gpu_bench" "$REPO/build/bin/gpu_bench"; do
+    [ -n "$gpu_bench" ] || { [ -x "$candidate" ] && gpu_bench=$candidate; }
+done
 command -v python3 >/dev/null || die "python3 is needed to read the reports"
 
 mkdir -p "$work"
@@ -68,6 +74,7 @@ if [ -n "$tensor" ]; then
 fi
 echo "== $label, $plugin, rank $rank, $iters iterations, $(nproc) host cores"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+[ -n "$gpu_bench" ] && "$gpu_bench" --ceilings
 
 if [ -z "$tensor" ]; then
     t=$(now)
@@ -105,6 +112,7 @@ EOF
 }
 run binary "$binary"
 run text "$text"
+grep -m1 -oE "uploaded in [0-9.]+ ms, built in [0-9.]+ ms" "$work/binary.log" || true
 
 python3 - "$work" <<'EOF'
 import json, sys

@@ -5,6 +5,7 @@
  * GPU, R = 32 by default.
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...
+ *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe)
  *
  * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
  * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
@@ -55,6 +56,7 @@
 
 double gpu_bench_hbm_bandwidth(void);
 double gpu_bench_l2_bandwidth(void);
+double gpu_bench_pcie_bandwidth(int to_device);
 
 #define MAX_REPS 64
 #define MAX_MODES 16
@@ -516,6 +518,14 @@ int main(int argc, char **argv)
     const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2,cpu-reference";
     const char *out_path = NULL;
     int first = 1;
+    if (argc == 2 && strcmp(argv[1], "--ceilings") == 0) {
+        /* The bounds alone, for bench/end-to-end.sh's phases. */
+        printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, PCIe pinned %.1f GB/s to the "
+               "device, %.1f GB/s back\n",
+               gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
+               gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9);
+        return 0;
+    }
     while (first + 1 < argc && argv[first][0] == '-') {
         if (strcmp(argv[first], "--rank") == 0)
             rank = (uint32_t)atoi(argv[first + 1]);

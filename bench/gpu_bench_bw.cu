@@ -1,9 +1,12 @@
-/* The two ceilings gpu_bench divides by, measured on the device in the same
- * run: HBM bandwidth (a large device-to-device copy, bytes read + written)
- * and L2 bandwidth (a kernel re-reading a buffer that fits in L2). */
+/* The ceilings gpu_bench divides by, measured on the device in the same
+ * run: HBM bandwidth (a large device-to-device copy, bytes read + written),
+ * L2 bandwidth (a kernel re-reading a buffer that fits in L2), and the
+ * bus's pinned bandwidth each way (the bound of the copies between the
+ * host's memory and the device, bench/end-to-end.sh). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -90,4 +93,26 @@ extern "C" double gpu_bench_l2_bandwidth(void)
     cudaFree(buf);
     cudaFree(sink);
     return cudaGetLastError() == cudaSuccess ? (double)bytes * passes / (ms * 1e-3) : 0.0;
+}
+
+/* Bytes per second of a 256 MiB copy between pinned host memory and the
+ * device, to the device (to_device != 0) or back. */
+extern "C" double gpu_bench_pcie_bandwidth(int to_device)
+{
+    const size_t bytes = (size_t)256 << 20;
+    void *host = nullptr, *dev = nullptr;
+    if (cudaMallocHost(&host, bytes) != cudaSuccess || cudaMalloc(&dev, bytes) != cudaSuccess) {
+        cudaFreeHost(host);
+        return 0.0;
+    }
+    memset(host, 1, bytes);
+    const float ms = median_ms(5, [&] {
+        if (to_device)
+            cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, 0);
+        else
+            cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, 0);
+    });
+    cudaFreeHost(host);
+    cudaFree(dev);
+    return cudaGetLastError() == cudaSuccess ? bytes / (ms * 1e-3) : 0.0;
 }

@@ -1,5 +1,5 @@
-/* The on-device CP-ALS factor update: A <- M W, column norms, normalisation,
- * lambda, Gram A^T A and inner[r] = sum_i M(i,r) A(i,r), in two kernels.
+/* The on-device CP-ALS factor update: A <- M W, column norms, lambda, Gram
+ * A^T A and inner[r] = sum_i M(i,r) A(i,r), in one pass over M.
  *
  * On the small shapes an update costs its latency, not its arithmetic, and
  * that latency is longer than the mode's whole MTTKRP; every host round
@@ -13,9 +13,19 @@
  *      Gram and inner of the normalised A, using
  *        A = Ahat D^-1 -> A^T A = D^-1 (Ahat^T Ahat) D^-1, inner = inner_hat / d
  *      (the column sums of squares are the Gram's diagonal), writes
- *      [lambda | gram | inner] straight into mapped pinned host memory and
- *      re-zeroes the accumulators for the next update;
- *   2. scale_kernel: A(:,r) *= 1/lambda_r.
+ *      [lambda | gram | inner] and re-zeroes the accumulators;
+ *   2. scale_kernel: A(:,r) *= 1/lambda_r, only when a lambda is far
+ *      from 1 (rescale_bound); otherwise it returns at once.
+ * Normalising is otherwise deferred: the factor stays Ahat and 1/lambda
+ * becomes its column scale (thg_context::col_scale). An MTTKRP of
+ * unnormalised factors is the normalised one divided, column by column, by
+ * the product of the other modes' scales, which it records
+ * (result_scale); the next update folds that into W's rows, (M D) W =
+ * M (D W), and get_factor applies the column scale on its way out. On a
+ * 25.5M-row factor the separate normalising pass read and wrote 6.5 GB per
+ * update.
+ * Rows of M that no nonzero touches are not written by the MTTKRP (no
+ * zeroing pass either): their tile loads are zero-fills (row_present).
  * On tall factors (tens of millions of rows) the update is bound by the
  * shared-memory instructions of the two small products, not by memory: with
  * one scalar shared load per multiply-add, a 25.5M x 32 update took ~12 ms
@@ -214,28 +224,115 @@ __device__ void zero_padding(float *tile, const tile_shape &s, uint32_t tid)
 }
 
 /* Starts the copy of tile `tile`'s rows of M into `dst` (row stride RS);
- * the caller commits the batch. 16-byte copies when rows are whole quads. */
-__device__ __forceinline__ void load_tile_async(const float *M, uint32_t tile, uint32_t I,
-                                                const tile_shape &s, float *dst, uint32_t tid)
+ * the caller commits the batch. 16-byte copies when rows are whole quads.
+ * Rows absent from row_present (never written by the MTTKRP) arrive as
+ * zeros without being read: a zero-fill of the whole copy. */
+__device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *row_present,
+                                                uint32_t tile, uint32_t I, const tile_shape &s,
+                                                float *dst, uint32_t tid)
 {
     const uint64_t base = (uint64_t)tile * s.T;
     const uint32_t rows = (uint32_t)(I - base < s.T ? I - base : s.T);
     const float *m_tile = M + base * s.R;
     if (s.R % 4u == 0) {
         const uint32_t quads = s.R / 4u;
-        for (uint32_t t = tid; t < rows * quads; t += blockDim.x)
-            __pipeline_memcpy_async(dst + (t / quads) * s.RS + (t % quads) * 4u, m_tile + t * 4u,
-                                    16);
+        for (uint32_t t = tid; t < rows * quads; t += blockDim.x) {
+            const uint32_t row = t / quads;
+            const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 16 : 0;
+            __pipeline_memcpy_async(dst + row * s.RS + (t % quads) * 4u, m_tile + t * 4u, 16,
+                                    zfill);
+        }
     } else {
-        for (uint32_t t = tid; t < rows * s.R; t += blockDim.x)
-            __pipeline_memcpy_async(dst + (t / s.R) * s.RS + t % s.R, m_tile + t, 4);
+        for (uint32_t t = tid; t < rows * s.R; t += blockDim.x) {
+            const uint32_t row = t / s.R;
+            const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 4 : 0;
+            __pipeline_memcpy_async(dst + row * s.RS + t % s.R, m_tile + t, 4, zfill);
+        }
     }
+}
+
+/* What the update of one mode reads and writes besides M, W and A. */
+struct update_io {
+    const uint32_t *row_present; /* M's rows with nonzeros (the others are zero) */
+    const float *m_scale;        /* [R] M's true columns: M(:, r) * m_scale[r] */
+    float *col_scale;            /* [R] out: the stored A's column scale */
+    float rescale_bound;         /* lambdas within [1/bound, bound] stay unapplied */
+};
+
+/* Every block of an update, after adding its share into acc: the last
+ * block to arrive (threadFenceReduction) turns the totals into lambda, the
+ * normalised Gram and inner and the column scale, writes [lambda | gram |
+ * inner] to `out`, and re-zeroes acc. s_div: R shared doubles the block no
+ * longer uses. */
+__device__ void finish_update(const float *W, uint32_t R, const update_io &io,
+                              const thg_als_acc &acc, double *out, int out_mapped,
+                              double *gram_store, double *s_div)
+{
+    __shared__ bool s_last;
+    const uint32_t tid = threadIdx.x;
+    /* The last block to arrive finishes the reduction (threadFenceReduction). */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0)
+        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+
+    double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
+    /* The norm travels with W (after its R*R floats), so a captured graph
+     * of the update serves both norms. */
+    const int use_max_norm = *(const int *)(W + (size_t)R * R);
+    __shared__ uint32_t s_rescale;
+    if (tid == 0)
+        s_rescale = 0u;
+    __syncthreads();
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
+        const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
+        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
+        /* As the host's th_dense_normalize_columns: a zero column stays. */
+        s_div[t] = lam > 0.0 ? lam : 1.0;
+        lambda[t] = lam;
+        acc.scale[t] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
+        if (lam > 0.0 && (lam > io.rescale_bound || lam * io.rescale_bound < 1.0))
+            s_rescale = 1u;
+    }
+    __syncthreads();
+    /* The factor stays unnormalised, its 1/lambda kept as its column scale
+     * (read by the next MTTKRPs and by get_factor), unless a lambda is so
+     * far from 1 that the unnormalised factors' products could leave
+     * fp32's range: then the scale kernel normalises it. */
+    for (uint32_t t = tid; t < R; t += blockDim.x)
+        io.col_scale[t] = s_rescale ? 1.0f : acc.scale[t];
+    if (tid == 0)
+        *acc.rescale = s_rescale;
+    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+        const uint32_t r1 = e / R, r2 = e % R;
+        const double g_norm = __ldcg(&acc.gram[gram_entry(r1, r2, R)]) / (s_div[r1] * s_div[r2]);
+        gram[e] = g_norm;
+        if (gram_store)
+            gram_store[e] = g_norm;
+    }
+    __syncthreads(); /* every read of the accumulated Gram is done */
+    for (uint32_t e = tid; e < R * R; e += blockDim.x)
+        acc.gram[e] = 0.0;
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        inner[t] = __ldcg(&acc.inner[t]) * io.m_scale[t] / s_div[t];
+        acc.inner[t] = 0.0;
+        acc.maxbits[t] = 0u;
+    }
+    if (tid == 0)
+        *acc.done = 0u;
+    if (out_mapped)
+        __threadfence_system(); /* the host reads `out` after the stream synchronises */
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
     update_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
-                  thg_als_acc acc, double *out, int out_mapped, const uint32_t *failed,
-                  double *gram_store)
+                  update_io io, thg_als_acc acc, double *out, int out_mapped,
+                  const uint32_t *failed, double *gram_store)
 {
     extern __shared__ double sh[];
     /* The sweep's solve for this mode broke down: leave the factor and the
@@ -250,12 +347,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     double *s_inner = reinterpret_cast<double *>(
         reinterpret_cast<char *>(region) + tile_region_bytes(s)); /* [R] */
     uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);  /* [R] */
-    __shared__ bool s_last;
 
     const uint32_t tid = threadIdx.x;
+    /* M W with M's column scale folded into W's rows: (M D) W = M (D W). */
     for (uint32_t t = tid; t < RP * RP; t += blockDim.x) {
         const uint32_t k = t / RP, c = t % RP;
-        s_w[t] = k < R && c < R ? W[k * R + c] : 0.0f;
+        s_w[t] = k < R && c < R ? W[k * R + c] * io.m_scale[k] : 0.0f;
     }
     for (uint32_t t = tid; t < R; t += blockDim.x) {
         s_inner[t] = 0.0;
@@ -283,14 +380,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t ntiles = (I + T - 1) / T;
     uint32_t tile = blockIdx.x;
     if (tile < ntiles)
-        load_tile_async(M, tile, I, s, region, tid);
+        load_tile_async(M, io.row_present, tile, I, s, region, tid);
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
         const uint64_t base = (uint64_t)tile * T;
         const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
         const float *s_m = region + buf * tile_floats;
         if (tile + gridDim.x < ntiles)
-            load_tile_async(M, tile + gridDim.x, I, s, region + (buf ^ 1u) * tile_floats, tid);
+            load_tile_async(M, io.row_present, tile + gridDim.x, I, s,
+                            region + (buf ^ 1u) * tile_floats, tid);
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
         __syncthreads();
@@ -367,58 +465,278 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     gram_block_flush(s, lane, gacc, reinterpret_cast<double *>(region), acc.gram);
 
-    /* The last block to arrive finishes the reduction (threadFenceReduction). */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-
-    double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
-    double *s_div = s_inner; /* every block's use of s_inner ended above */
-    /* The norm travels with W (after its R*R floats), so a captured graph
-     * of the update serves both norms. */
-    const int use_max_norm = *(const int *)(W + (size_t)R * R);
-    for (uint32_t t = tid; t < R; t += blockDim.x) {
-        const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
-        const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
-        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
-        /* As the host's th_dense_normalize_columns: a zero column stays. */
-        s_div[t] = lam > 0.0 ? lam : 1.0;
-        lambda[t] = lam;
-        acc.scale[t] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
-    }
-    __syncthreads();
-    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        const uint32_t r1 = e / R, r2 = e % R;
-        const double g_norm = __ldcg(&acc.gram[gram_entry(r1, r2, R)]) / (s_div[r1] * s_div[r2]);
-        gram[e] = g_norm;
-        if (gram_store)
-            gram_store[e] = g_norm;
-    }
-    __syncthreads(); /* every read of the accumulated Gram is done */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x)
-        acc.gram[e] = 0.0;
-    for (uint32_t t = tid; t < R; t += blockDim.x) {
-        inner[t] = __ldcg(&acc.inner[t]) / s_div[t];
-        acc.inner[t] = 0.0;
-        acc.maxbits[t] = 0u;
-    }
-    if (tid == 0)
-        *acc.done = 0u;
-    if (out_mapped)
-        __threadfence_system(); /* the host reads `out` after the stream synchronises */
+    finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
-/* A(:, r) *= scale[r]. Each thread keeps one column quad (or column) for
- * the whole grid-stride loop over rows: no per-element index division. */
-__global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
-                             const uint32_t *failed)
+/* ---- Tall factors on the tensor cores (ranks 16 and 32).
+ * The update above issues ~1000 instructions per row at R = 32; at the two
+ * blocks per SM its registers allow it is latency-bound, at 2.6x its memory
+ * time on a 25.5M-row factor (ncu: issue slots 64% busy, DRAM 26%). Here
+ * both products run as TF32 mma.sync with the 3xTF32 split (x = hi + lo,
+ * hi holding TF32's bits of x; x y ~ lo hi + hi lo + hi hi, an error of
+ * ~2^-21 per product, fp32's order), on tiles of 128 rows and 8
+ * warps: warp w computes rows 16w..16w+15 of A = M (D W) (m16n8k8 over the
+ * rank); then each warp adds one upper 16 x 16 block of the Gram over a
+ * share of the tile's rows (m16n8k8 over rows, tc_role), while every thread
+ * adds up one column's inner product and maximum. Fragment layouts: PTX ISA, "Matrix
+ * Fragments for mma.m16n8k8" (.tf32); the strides below make every
+ * fragment load conflict-free. Larger ranks keep the SIMT kernel: their
+ * Gram accumulators would not fit in registers beside the rest. */
+constexpr uint32_t kTcRows = 128;
+
+__host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32u; }
+
+/* Row stride of W and of the tile of A: = 8 (mod 16), so the 4 k-rows x 8
+ * columns of a B fragment fall in 32 different banks. (M's stride RS =
+ * R + 4 = 4 (mod 8) does the same for A fragments.) */
+__host__ __device__ inline uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
+
+/* s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a [kTcRows x RW] |
+ * s_inner [R] doubles | s_max [R]. */
+size_t tc_smem_bytes(uint32_t R)
 {
+    const size_t RW = tc_w_stride(R), RS = R + 4u;
+    return sizeof(float) * (2 * R * RW + 2 * kTcRows * RS + kTcRows * RW) +
+           sizeof(double) * R + sizeof(uint32_t) * R;
+}
+
+/* x = hi + lo exactly, hi with TF32's 10 mantissa bits (truncated: two
+ * bit operations where a cvt.rna pair cost the Gram its speed). The tensor
+ * cores read lo's top 10 mantissa bits, so lo's own error is within 2^-21
+ * of x. */
+__device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo)
+{
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+/* c += a b, one m16n8k8 TF32 product with fp32 accumulation. */
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* c += a b in 3xTF32 (small terms first). */
+__device__ __forceinline__ void mma_3xtf32(float c[4], const uint32_t ah[4], const uint32_t al[4],
+                                           uint32_t bh0, uint32_t bh1, uint32_t bl0,
+                                           uint32_t bl1)
+{
+    mma_tf32(c, al, bh0, bh1);
+    mma_tf32(c, ah, bl0, bl1);
+    mma_tf32(c, ah, bh0, bh1);
+}
+
+/* A warp's share of the Gram: the 16 x 16 block at (m0, n0) (two m16n8
+ * tiles), over the tile's rows [k_begin, k_begin + k_len). At R = 32 the
+ * three upper blocks get 2, 4 and 2 warps: the off-diagonal block loads
+ * twice the fragments (a diagonal block's B fragments are its A's). */
+struct tc_gram_role {
+    uint32_t m0, n0, k_begin, k_len;
+};
+
+__device__ inline tc_gram_role tc_role(int NT, uint32_t warp)
+{
+    if (NT == 2)
+        return {0u, 0u, warp * 16u, 16u};
+    if (warp < 2u)
+        return {0u, 0u, warp * 64u, 64u};
+    if (warp < 6u)
+        return {0u, 16u, (warp - 2u) * 32u, 32u};
+    return {16u, 16u, (warp - 6u) * 64u, 64u};
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kThreads, 3)
+    update_tc_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
+                     update_io io, thg_als_acc acc, double *out, int out_mapped,
+                     const uint32_t *failed, double *gram_store)
+{
+    extern __shared__ double sh[];
     if (failed && *failed)
+        return;
+    constexpr uint32_t R = 8u * NT;
+    constexpr uint32_t RS = R + 4u;
+    const uint32_t RW = tc_w_stride(R);
+    float *s_wh = reinterpret_cast<float *>(sh);
+    float *s_wl = s_wh + R * RW;
+    float *s_m = s_wl + R * RW;
+    float *s_a = s_m + 2u * kTcRows * RS;
+    double *s_inner = reinterpret_cast<double *>(s_a + kTcRows * RW);
+    uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);
+    const uint32_t tid = threadIdx.x, warp = tid / 32u, lane = tid % 32u;
+    const uint32_t g = lane / 4u, t = lane % 4u;
+
+    /* W with M's column scale folded into its rows, (M D) W = M (D W),
+     * split once per block. */
+    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+        const uint32_t k = e / R, c = e % R;
+        uint32_t hi, lo;
+        split_tf32(W[e] * io.m_scale[k], hi, lo);
+        s_wh[k * RW + c] = __uint_as_float(hi);
+        s_wl[k * RW + c] = __uint_as_float(lo);
+    }
+    for (uint32_t c = tid; c < R; c += blockDim.x) {
+        s_inner[c] = 0.0;
+        s_max[c] = 0u;
+    }
+    /* Inner products and maxima: thread = (column, phase of the rows). */
+    const uint32_t col = tid % R, phase = tid / R;
+    constexpr uint32_t phases = kThreads / R;
+    double my_inner = 0.0;
+    float my_max = 0.0f;
+    /* This warp's Gram block, in double across tiles. */
+    const tc_gram_role role = tc_role(NT, warp);
+    const uint32_t m0 = role.m0, n0 = role.n0;
+    double gacc[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            gacc[h][e] = 0.0;
+
+    const uint32_t ntiles = (I + kTcRows - 1u) / kTcRows;
+    uint32_t tile = blockIdx.x;
+    if (tile < ntiles)
+        load_tile_async(M, io.row_present, tile, I, s, s_m, tid);
+    __pipeline_commit();
+    for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
+        const uint64_t base = (uint64_t)tile * kTcRows;
+        const uint32_t rows = (uint32_t)(I - base < kTcRows ? I - base : kTcRows);
+        const float *m = s_m + buf * kTcRows * RS;
+        if (tile + gridDim.x < ntiles)
+            load_tile_async(M, io.row_present, tile + gridDim.x, I, s,
+                            s_m + (buf ^ 1u) * kTcRows * RS, tid);
+        __pipeline_commit();
+        __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
+        __syncthreads();
+
+        /* A = M (D W) for this warp's 16 rows. Rows past the tile's end
+         * hold stale data: computed, but neither stored nor in the Gram. */
+        {
+            const uint32_t r0 = warp * 16u;
+            float c[NT][4];
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    c[j][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < NT; ++ks) {
+                const uint32_t k0 = 8u * ks;
+                uint32_t ah[4], al[4];
+                split_tf32(m[(r0 + g) * RS + k0 + t], ah[0], al[0]);
+                split_tf32(m[(r0 + g + 8u) * RS + k0 + t], ah[1], al[1]);
+                split_tf32(m[(r0 + g) * RS + k0 + t + 4u], ah[2], al[2]);
+                split_tf32(m[(r0 + g + 8u) * RS + k0 + t + 4u], ah[3], al[3]);
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    const uint32_t b = (k0 + t) * RW + 8u * j + g, b4 = b + 4u * RW;
+                    mma_3xtf32(c[j], ah, al, __float_as_uint(s_wh[b]), __float_as_uint(s_wh[b4]),
+                               __float_as_uint(s_wl[b]), __float_as_uint(s_wl[b4]));
+                }
+            }
+            const uint32_t ra = r0 + g, rb = ra + 8u;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint32_t c0 = 8u * j + 2u * t;
+                const float2 va = ra < rows ? make_float2(c[j][0], c[j][1]) : make_float2(0.f, 0.f);
+                const float2 vb = rb < rows ? make_float2(c[j][2], c[j][3]) : make_float2(0.f, 0.f);
+                *reinterpret_cast<float2 *>(s_a + ra * RW + c0) = va;
+                *reinterpret_cast<float2 *>(s_a + rb * RW + c0) = vb;
+                if (ra < rows)
+                    *reinterpret_cast<float2 *>(A + (base + ra) * R + c0) = va;
+                if (rb < rows)
+                    *reinterpret_cast<float2 *>(A + (base + rb) * R + c0) = vb;
+            }
+        }
+        __syncthreads();
+
+        {
+            float tile_inner = 0.0f; /* fp32 within a tile, double across */
+            for (uint32_t r = phase; r < rows; r += phases) {
+                const float av = s_a[r * RW + col];
+                tile_inner = fmaf(m[r * RS + col], av, tile_inner);
+                my_max = fmaxf(my_max, fabsf(av));
+            }
+            my_inner += (double)tile_inner;
+        }
+        /* The Gram: rows of the tile past `rows` are zero in s_a. */
+        {
+            float gc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+            const uint32_t krows = (rows + 7u) & ~7u;
+            const uint32_t kend =
+                role.k_begin + role.k_len < krows ? role.k_begin + role.k_len : krows;
+            for (uint32_t k = role.k_begin; k < kend; k += 8u) {
+                const float *row_t = s_a + (k + t) * RW, *row_t4 = row_t + 4u * RW;
+                uint32_t ah[4], al[4];
+                split_tf32(row_t[m0 + g], ah[0], al[0]);
+                split_tf32(row_t[m0 + g + 8u], ah[1], al[1]);
+                split_tf32(row_t4[m0 + g], ah[2], al[2]);
+                split_tf32(row_t4[m0 + g + 8u], ah[3], al[3]);
+                if (n0 == m0) { /* a diagonal block: B's fragments are A's */
+                    mma_3xtf32(gc[0], ah, al, ah[0], ah[2], al[0], al[2]);
+                    mma_3xtf32(gc[1], ah, al, ah[1], ah[3], al[1], al[3]);
+                } else {
+                    uint32_t bh[4], bl[4];
+                    split_tf32(row_t[n0 + g], bh[0], bl[0]);
+                    split_tf32(row_t4[n0 + g], bh[1], bl[1]);
+                    split_tf32(row_t[n0 + g + 8u], bh[2], bl[2]);
+                    split_tf32(row_t4[n0 + g + 8u], bh[3], bl[3]);
+                    mma_3xtf32(gc[0], ah, al, bh[0], bh[1], bl[0], bl[1]);
+                    mma_3xtf32(gc[1], ah, al, bh[2], bh[3], bl[2], bl[3]);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    gacc[h][e] += (double)gc[h][e];
+        }
+        __syncthreads(); /* the next tile overwrites s_a and this buffer of M */
+    }
+    __pipeline_wait_prior(0);
+
+    /* The block's sums: inner and max through shared memory, the Gram's
+     * warps of one row block added in the (now free) tile region, then one
+     * global atomic per entry. */
+    double *s_gram = reinterpret_cast<double *>(s_m); /* [R * R] */
+    for (uint32_t e = tid; e < R * R; e += blockDim.x)
+        s_gram[e] = 0.0;
+    __syncthreads();
+    atomicAdd(&s_inner[col], my_inner);
+    atomicMax(&s_max[col], __float_as_uint(my_max)); /* non-negative: bits order as values */
+#pragma unroll
+    for (uint32_t h = 0; h < 2u; ++h) {
+        const uint32_t r1 = m0 + g, r2 = n0 + 8u * h + 2u * t;
+        atomicAdd(&s_gram[r1 * R + r2], gacc[h][0]);
+        atomicAdd(&s_gram[r1 * R + r2 + 1u], gacc[h][1]);
+        atomicAdd(&s_gram[(r1 + 8u) * R + r2], gacc[h][2]);
+        atomicAdd(&s_gram[(r1 + 8u) * R + r2 + 1u], gacc[h][3]);
+    }
+    __syncthreads();
+    for (uint32_t c = tid; c < R; c += blockDim.x) {
+        atomicAdd(&acc.inner[c], s_inner[c]);
+        atomicMax(&acc.maxbits[c], s_max[c]);
+    }
+    /* The tiles cover every entry gram_entry() reads; the others are zero. */
+    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+        const uint32_t r1 = e / R, r2 = e % R;
+        if (r2 >= 16u * (r1 / 16u))
+            atomicAdd(&acc.gram[e], s_gram[e]);
+    }
+    finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
+}
+
+/* A(:, r) *= scale[r] when the update asked for it (*rescale). Each
+ * thread keeps one column quad (or column) for the whole grid-stride loop
+ * over rows: no per-element index division. */
+__global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
+                             const uint32_t *rescale, const uint32_t *failed)
+{
+    if ((failed && *failed) || !*rescale)
         return;
     const bool vector_rows = R % 4u == 0;
     const uint32_t lanes = vector_rows ? R / 4u : R;
@@ -493,6 +811,38 @@ tile_shape launch_shape(uint32_t R, uint32_t I, uint32_t resident_blocks)
     return s;
 }
 
+/* How far from 1 a lambda may be and stay unapplied. An MTTKRP multiplies
+ * N - 1 unnormalised rows, so its sums are the normalised ones times up to
+ * bound^(N-1) = 2^24: with values within 2^64 of 1
+ * (th_sptensor_scale_to_safe_range) and up to 2^32 nonzeros in a row,
+ * still inside fp32's normal range of 2^126. */
+float rescale_bound(uint32_t nmodes)
+{
+    const uint32_t others = nmodes > 1 ? nmodes - 1u : 1u;
+    return exp2f(24.0f / (float)others);
+}
+
+/* The tensor-core update of rank 8 NT, as a kernel pointer (attributes,
+ * occupancy) and launched. */
+template <int NT>
+void *tc_kernel_ptr()
+{
+    return reinterpret_cast<void *>(update_tc_kernel<NT>);
+}
+
+void *tc_kernel_for(uint32_t R)
+{
+    return R == 16u ? tc_kernel_ptr<2>() : tc_kernel_ptr<4>();
+}
+
+/* The tile shape the tensor-core kernel loads M's tiles with. */
+tile_shape tc_shape(uint32_t R)
+{
+    tile_shape s = shape_for(R);
+    s.T = s.Tmax = kTcRows;
+    return s;
+}
+
 uint32_t grid_blocks(uint32_t I, const tile_shape &s, uint32_t resident_blocks)
 {
     const uint32_t ntiles = (I + s.T - 1) / s.T;
@@ -517,7 +867,7 @@ size_t thg_als_acc_bytes(uint32_t rank)
 {
     const size_t R = rank;
     return sizeof(double) * (R * R + R) + sizeof(uint32_t) * R + sizeof(float) * R +
-           sizeof(uint32_t);
+           2 * sizeof(uint32_t);
 }
 
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc)
@@ -527,7 +877,8 @@ void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc)
     acc->inner = acc->gram + R * R;
     acc->maxbits = (uint32_t *)(acc->inner + R);
     acc->scale = (float *)(acc->maxbits + R);
-    acc->done = (uint32_t *)(acc->scale + R);
+    acc->rescale = (uint32_t *)(acc->scale + R);
+    acc->done = acc->rescale + 1;
 }
 
 thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
@@ -541,6 +892,18 @@ thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, kThreads,
                                                            (size_t)smem));
     ctx->als_resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)ctx->sm_count;
+    ctx->als_tc_resident_blocks = 0;
+    if (tc_rank(ctx->rank)) {
+        const void *tc = tc_kernel_for(ctx->rank);
+        const size_t tc_smem = tc_smem_bytes(ctx->rank);
+        THG_CUDA(cudaFuncSetAttribute(tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)tc_smem));
+        int tc_per_sm = 0;
+        THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&tc_per_sm, tc, kThreads,
+                                                               tc_smem));
+        ctx->als_tc_resident_blocks =
+            (uint32_t)(tc_per_sm > 0 ? tc_per_sm : 1) * (uint32_t)ctx->sm_count;
+    }
     return thg_solve_prepare(ctx->rank, err, errlen);
 }
 
@@ -552,11 +915,36 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     const uint32_t I = ctx->dims[mode];
     cudaStream_t st = ctx->stream;
     const tile_shape s = launch_shape(R, I, ctx->als_resident_blocks);
-    update_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)), kThreads,
-                    update_smem_bytes(s), st>>>(ctx->results[mode], ctx->als_w,
-                                                ctx->factors[mode], I, s, ctx->als_acc, out,
-                                                out == ctx->als_out_dev, failed, gram_store);
-    THG_LAUNCHED();
+    const uint64_t tc_tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
+    /* The tensor cores for tall factors only: a small mode's update is
+     * latency, better served by the SIMT kernel's shorter tiles. */
+    const bool tensor_cores =
+        ctx->als_tc_resident_blocks > 0 && tc_tiles >= ctx->als_tc_resident_blocks;
+    update_io io;
+    io.row_present = ctx->copies[mode].has_empty_rows ? ctx->copies[mode].row_present : nullptr;
+    io.m_scale = ctx->result_scale + (size_t)mode * R;
+    io.col_scale = ctx->col_scale + (size_t)mode * R;
+    io.rescale_bound = rescale_bound(ctx->nmodes);
+    const int out_mapped = out == ctx->als_out_dev;
+    if (tensor_cores) {
+        const tile_shape ts = tc_shape(R);
+        const float *M = ctx->results[mode];
+        const float *W = ctx->als_w;
+        float *A = ctx->factors[mode];
+        const thg_als_acc acc = ctx->als_acc;
+        void *args[] = {(void *)&M,   (void *)&W,          (void *)&A,
+                        (void *)&I,   (void *)&ts,         (void *)&io,
+                        (void *)&acc, (void *)&out,        (void *)&out_mapped,
+                        (void *)&failed, (void *)&gram_store};
+        THG_CUDA(cudaLaunchKernel(tc_kernel_for(R), dim3(ctx->als_tc_resident_blocks),
+                                  dim3(kThreads), args, tc_smem_bytes(R), st));
+    } else {
+        update_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
+                        kThreads, update_smem_bytes(s), st>>>(
+            ctx->results[mode], ctx->als_w, ctx->factors[mode], I, s, io, ctx->als_acc, out,
+            out_mapped, failed, gram_store);
+        THG_LAUNCHED();
+    }
     if (after_gemm)
         THG_CUDA(cudaEventRecord(after_gemm, st));
     const uint32_t lanes = R % 4u == 0 ? R / 4u : R;
@@ -564,7 +952,7 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     const uint64_t needed = ((uint64_t)I + rows_per_block - 1) / rows_per_block;
     const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
     scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0, st>>>(
-        ctx->factors[mode], I, R, ctx->als_acc.scale, failed);
+        ctx->factors[mode], I, R, ctx->als_acc.scale, ctx->als_acc.rescale, failed);
     THG_LAUNCHED();
     return THG_OK;
 }

@@ -150,6 +150,19 @@ __global__ void run_counts_kernel(const uint32_t *sorted, uint32_t nnz, uint32_t
     }
 }
 
+/* row_present (zeroed before): the bit of every row that starts a run of
+ * the sorted indices. */
+__global__ void mark_rows_kernel(const uint32_t *sorted, uint32_t nnz, uint32_t dim,
+                                 uint32_t *row_present)
+{
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz;
+         k += gridDim.x * blockDim.x) {
+        const uint32_t row = sorted[k];
+        if (row < dim && (k == 0 || sorted[k - 1] != row))
+            atomicOr(&row_present[row >> 5], 1u << (row & 31u));
+    }
+}
+
 /* Row j in count-descending order goes to partition j mod kappa. */
 __global__ void deal_rows_kernel(const uint32_t *rows_by_count, const uint32_t *counts_by_rank,
                                  uint32_t dim, uint32_t kappa, uint32_t *part_of_row,
@@ -271,7 +284,10 @@ thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
     const size_t nnz = ctx->nnz;
     const size_t copy_bytes = round_up(sizeof(uint32_t) * nnz * (ctx->nmodes + 1));
     const size_t offsets_bytes = round_up(sizeof(uint32_t) * (ctx->kappa + 1ull));
-    THG_CUDA(cudaMalloc(&ctx->copy_block, (copy_bytes + offsets_bytes) * ctx->nmodes));
+    size_t total = 0;
+    for (uint32_t d = 0; d < ctx->nmodes; ++d)
+        total += copy_bytes + offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
+    THG_CUDA(cudaMalloc(&ctx->copy_block, total));
     char *p = (char *)ctx->copy_block;
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
         thg_mode_copy &copy = ctx->copies[d];
@@ -280,33 +296,25 @@ thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
             copy.idx[m] = block + (size_t)m * nnz;
         copy.vals = (float *)(block + (size_t)ctx->nmodes * nnz);
         copy.offsets = (uint32_t *)(p + copy_bytes);
-        p += copy_bytes + offsets_bytes;
+        copy.row_present = (uint32_t *)(p + copy_bytes + offsets_bytes);
+        p += copy_bytes + offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
     }
     return THG_OK;
 }
 
-thg_status upload(const thg_context *ctx, const uint32_t *const *indices, const double *values,
+/* The indices as they are and the values converted to fp32 on the device
+ * (factors.cu's staging), large arrays through transfer.cu's pinned chunks. */
+thg_status upload(thg_context *ctx, const uint32_t *const *indices, const double *values,
                   staging &s, char *err, size_t errlen)
 {
     const size_t nnz = ctx->nnz;
-    for (uint32_t m = 0; m < ctx->nmodes; ++m)
-        THG_CUDA(cudaMemcpyAsync(s.idx + (size_t)m * nnz, indices[m], sizeof(uint32_t) * nnz,
-                                 cudaMemcpyHostToDevice, ctx->stream));
-    float *host_vals = (float *)malloc(sizeof(float) * nnz);
-    if (!host_vals)
-        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY,
-                        "out of host memory converting %zu values to fp32", nnz);
-    for (size_t k = 0; k < nnz; ++k)
-        host_vals[k] = (float)values[k];
-    const cudaError_t e = cudaMemcpyAsync(s.vals, host_vals, sizeof(float) * nnz,
-                                          cudaMemcpyHostToDevice, ctx->stream);
-    /* Pageable source: the copy is staged before cudaMemcpyAsync returns,
-     * but synchronise anyway so freeing the buffer is plainly safe and the
-     * upload's wall time is the upload's. */
-    const cudaError_t e2 = e == cudaSuccess ? cudaStreamSynchronize(ctx->stream) : e;
-    free(host_vals);
-    THG_CUDA(e2);
-    return THG_OK;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        const thg_status st = thg_copy_to_device(ctx, s.idx + (size_t)m * nnz, indices[m],
+                                                 sizeof(uint32_t) * nnz, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return thg_upload_as_float(ctx, s.vals, values, nnz, err, errlen);
 }
 
 /* How a mode's scheme is decided, with the reason's first part. */
@@ -384,10 +392,14 @@ thg_status order_mode(thg_context *ctx, uint32_t mode, decision how, staging &s,
     size_t temp_bytes = s.temp_bytes;
     THG_CUDA(cub::DeviceRadixSort::SortPairs(s.temp, temp_bytes, keys, perm, (int)nnz, 0,
                                              (int)bits_for(dim - 1), st));
+    THG_CUDA(cudaMemsetAsync(copy.row_present, 0, thg_row_present_bytes(dim), st));
+    mark_rows_kernel<<<grid_for(nnz), kThreads, 0, st>>>(keys.Current(), nnz, dim,
+                                                         copy.row_present);
+    THG_LAUNCHED();
 
     if (!scheme1_path) {
         copy.scheme = 2;
-        copy.has_empty_rows = 1; /* scheme 2 always zeroes before its atomics */
+        copy.has_empty_rows = 1; /* not counted on this path: row_present decides */
         offsets_kernel<<<(kappa + kThreads) / kThreads, kThreads, 0, st>>>(nullptr, nnz, kappa,
                                                                           nullptr, copy.offsets);
         THG_LAUNCHED();
@@ -438,7 +450,7 @@ thg_status read_decisions(thg_context *ctx, const uint32_t *host_words, const de
         thg_mode_copy &copy = ctx->copies[d];
         const uint32_t *w = host_words + (size_t)d * kWords;
         copy.scheme = (int)w[kWordScheme];
-        copy.has_empty_rows = copy.scheme == 2 || w[kWordHasEmpty] != 0;
+        copy.has_empty_rows = w[kWordHasEmpty] != 0;
         if (how[d] == kDeviceBalance) {
             const double ratio = w[kWordMaxLoad] / ((double)ctx->nnz / ctx->kappa);
             const size_t used = strlen(copy.reason);
@@ -505,6 +517,7 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
 thg_status thg_build_warmup(thg_context *ctx, char *err, size_t errlen)
 {
     const void *kernels[] = {(const void *)init_mode_kernel,    (const void *)run_counts_kernel,
+                             (const void *)mark_rows_kernel,
                              (const void *)deal_rows_kernel,    (const void *)decide_kernel,
                              (const void *)partition_keys_kernel, (const void *)offsets_kernel,
                              (const void *)gather_kernel};
@@ -584,6 +597,9 @@ void thg_free_tensor(thg_context *ctx)
         ctx->results[m] = nullptr;
     }
     thg_sweep_free(ctx);
+    thg_ring_free(ctx);
+    cudaFree(ctx->col_scale);
+    ctx->col_scale = ctx->result_scale = nullptr;
     cudaFree(ctx->transfer_dev);
     ctx->transfer_dev = nullptr;
     ctx->transfer_elems = 0;

@@ -92,6 +92,8 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     ctx->use_graphs = !(no_graphs && *no_graphs && strcmp(no_graphs, "0") != 0);
     snprintf(ctx->graph_note, sizeof(ctx->graph_note), "%s",
              ctx->use_graphs ? "on" : "off (TH_GPU_NO_GRAPHS)");
+    const char *poison = getenv("TH_GPU_POISON_RESULTS");
+    ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
     THG_CUDA(cudaEventCreate(&ctx->start));
     THG_CUDA(cudaEventCreate(&ctx->stop));
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
@@ -190,15 +192,18 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
 {
     uint32_t max_dim = 1;
     uint64_t factor_bytes = 0;
+    uint64_t row_bitmap_bytes = 0;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
         factor_bytes += 2ull * sizeof(float) * ctx->dims[m] * ctx->rank;
+        row_bitmap_bytes += thg_row_present_bytes(ctx->dims[m]);
     }
     const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
                                 (ctx->kappa + 1ull) * sizeof(uint32_t);
-    const uint64_t tensor_bytes = copy_bytes * ctx->nmodes;
+    const uint64_t tensor_bytes = copy_bytes * ctx->nmodes + row_bitmap_bytes;
+    const uint64_t scale_bytes = 2ull * sizeof(float) * ctx->nmodes * ctx->rank;
     const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank) +
-                               thg_sweep_bytes(ctx->nmodes, ctx->rank);
+                               thg_sweep_bytes(ctx->nmodes, ctx->rank) + scale_bytes;
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
     const uint64_t transfer_bytes =
         sizeof(double) * thg_transfer_elems(ctx->nmodes, ctx->dims, ctx->rank);
@@ -229,7 +234,20 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
         /* Defined contents until set_factor, so a premature mttkrp reads
          * zeros rather than garbage. */
         THG_CUDA(cudaMemsetAsync(ctx->factors[m], 0, bytes, ctx->stream));
+        /* The tests' check that no reader takes a result row the MTTKRP
+         * never writes (rows without nonzeros) for anything but zero. */
+        if (ctx->poison_results)
+            THG_CUDA(cudaMemsetAsync(ctx->results[m], 0xff, bytes, ctx->stream)); /* NaN */
     }
+    /* Every factor starts normalised (column scale 1); result scales are
+     * written by each MTTKRP. */
+    const size_t scale_floats = (size_t)ctx->nmodes * R;
+    THG_CUDA(cudaMalloc(&ctx->col_scale, 2 * sizeof(float) * scale_floats));
+    ctx->result_scale = ctx->col_scale + scale_floats;
+    const thg_status filled = thg_fill_floats(ctx, ctx->col_scale, 2 * scale_floats, 1.0f, err,
+                                              errlen);
+    if (filled != THG_OK)
+        return filled;
     ctx->transfer_elems = thg_transfer_elems(ctx->nmodes, ctx->dims, ctx->rank);
     THG_CUDA(cudaMalloc(&ctx->transfer_dev, sizeof(double) * ctx->transfer_elems));
     THG_CUDA(cudaMalloc(&ctx->als_w, thg_als_w_bytes(ctx->rank)));
@@ -384,8 +402,10 @@ extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *da
     if (!ctx->copies[mode].has_result)
         return thg_fail(err, errlen, THG_ERR_STATE, "no MTTKRP result for mode %u yet", mode);
     THG_CUDA(cudaSetDevice(ctx->device));
-    return thg_download_matrix(ctx, data, ctx->results[mode], (size_t)ctx->dims[mode] * ctx->rank,
-                           err, errlen);
+    const thg_mode_copy &copy = ctx->copies[mode];
+    return thg_download_matrix(ctx, data, ctx->results[mode], ctx->dims[mode],
+                               ctx->result_scale + (size_t)mode * ctx->rank,
+                               copy.has_empty_rows ? copy.row_present : nullptr, err, errlen);
 }
 
 extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w,

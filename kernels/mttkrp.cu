@@ -25,6 +25,8 @@ namespace {
 
 constexpr uint32_t kNoRow = 0xffffffffu;
 constexpr int kBatch = 4;
+/* Scheme 2's results up to this size are zeroed whole before the MTTKRP. */
+constexpr size_t kMemsetResultBytes = (size_t)4 << 20;
 
 __device__ __forceinline__ void add_to(float &a, const float b) { a += b; }
 __device__ __forceinline__ void add_to(float4 &a, const float4 b)
@@ -298,6 +300,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     __syncthreads();
     merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
+    thg_record_result_scale(a.col_scale, a.result_scale, a.nmodes, a.out_mode, R);
     stamp_end(a.stamp);
 }
 
@@ -323,6 +326,9 @@ struct vec_args {
     uint32_t nin;  /* input modes: nmodes - 1 */
     uint32_t cols; /* rank / 4 */
     unsigned long long *stamp; /* as thg_mttkrp_args::stamp */
+    const float *col_scale;    /* as thg_mttkrp_args */
+    float *result_scale;
+    uint32_t out_mode;
 };
 
 __device__ __forceinline__ void add4(float4 &a, const float4 b)
@@ -474,6 +480,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
     __syncthreads();
     merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
+    thg_record_result_scale(a.col_scale, a.result_scale, a.nin + 1u, a.out_mode, 4u * C);
     stamp_end(a.stamp);
 }
 
@@ -575,6 +582,9 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, ui
     a.out = (float4 *)ctx->results[mode];
     a.cols = ctx->rank / 4;
     a.stamp = stamp;
+    a.col_scale = ctx->col_scale;
+    a.result_scale = ctx->result_scale + (size_t)mode * ctx->rank;
+    a.out_mode = mode;
     const vec_config vc = vec_config_for(ctx->rank);
     const uint32_t R = ctx->rank;
     cudaStream_t st = ctx->stream;
@@ -593,6 +603,22 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, ui
     default:
         return launch_vec<8, 4>(owned, blocks, groups, st, a, R);
     }
+}
+
+/* Scheme 2: the first and last output row of every chunk <- 0 (what its
+ * atomics add to). */
+__global__ void zero_chunk_ends_kernel(const uint32_t *out_idx, const uint32_t *offsets,
+                                       uint32_t kappa, uint32_t rank, float *out)
+{
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= 2u * kappa * rank)
+        return;
+    const uint32_t chunk = t / (2u * rank), end = (t / rank) % 2u, r = t % rank;
+    const uint32_t begin = offsets[chunk], stop = offsets[chunk + 1];
+    if (begin == stop)
+        return;
+    const uint32_t row = out_idx[end == 0 ? begin : stop - 1];
+    out[(size_t)row * rank + r] = 0.0f;
 }
 
 } // namespace
@@ -637,12 +663,26 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
     a.out_mode = mode;
     a.rank = ctx->rank;
     a.stamp = stamp;
+    a.col_scale = ctx->col_scale;
+    a.result_scale = ctx->result_scale + (size_t)mode * ctx->rank;
 
     const bool owned = copy.scheme == 1;
-    if (copy.has_empty_rows)
-        THG_CUDA(cudaMemsetAsync(a.out, 0, sizeof(float) * ctx->dims[mode] * ctx->rank,
-                                 ctx->stream));
     const uint32_t R = ctx->rank;
+    /* Only rows with nonzeros are written (readers take the others as
+     * zero: row_present); scheme 2 adds its chunks' end rows with atomics,
+     * so those start from zero: zeroed alone on large results (a memset of
+     * Nell-1's 3.3 GB mode cost ~0.8 ms), all of it on small ones (a memset
+     * node is a microsecond cheaper than a kernel's, which small tensors'
+     * MTTKRPs of 10-20 us notice). */
+    const size_t out_bytes = sizeof(float) * ctx->dims[mode] * R;
+    if (!owned && out_bytes <= kMemsetResultBytes) {
+        THG_CUDA(cudaMemsetAsync(a.out, 0, out_bytes, ctx->stream));
+    } else if (!owned) {
+        const uint32_t items = 2u * ctx->kappa * R;
+        zero_chunk_ends_kernel<<<(items + 255u) / 256u, 256u, 0, ctx->stream>>>(
+            copy.idx[mode], copy.offsets, ctx->kappa, R, a.out);
+        THG_LAUNCHED();
+    }
     const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
     cudaError_t e;
     if (use_vec_kernel(R))

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <functional>
+
 #include "th_gpu.h"
 
 /* One mode-specific copy of the tensor: every mode's indices and the values,
@@ -17,7 +19,11 @@ struct thg_mode_copy {
     uint32_t *offsets;            /* [kappa + 1] */
     int scheme;                   /* 1 or 2 */
     char reason[96];              /* why that scheme (thg_mode_stats.reason) */
-    int has_empty_rows;           /* some output row has no nonzero: zero first */
+    int has_empty_rows;           /* some output row has no nonzero */
+    /* Bit r of word r / 32: output row r has a nonzero. The MTTKRP writes
+     * only those rows; readers of the result (the update, the copy to the
+     * host) take the others as zero, so no pass zeroes the result first. */
+    uint32_t *row_present;
     int has_result;               /* mttkrp ran since the last load */
     /* The latest mttkrp()'s events, read into last_seconds when
      * timing_pending (mttkrp() waits for its stop event). */
@@ -40,6 +46,7 @@ struct thg_als_acc {
     double *inner;     /* [R] unnormalised sum_i M(i,r) A(i,r) */
     uint32_t *maxbits; /* [R] max |A(:,r)| as float bits */
     float *scale;      /* [R] 1 / lambda (1 for a zero column), for the scale kernel */
+    uint32_t *rescale; /* the scale kernel runs (1) or returns at once (0) */
     uint32_t *done;    /* blocks finished */
 };
 
@@ -87,6 +94,8 @@ struct thg_context {
      * failed (graph_note says why): plain stream launches then. */
     int use_graphs;
     char graph_note[TH_GPU_NOTE_SIZE];
+    /* TH_GPU_POISON_RESULTS=1: every result buffer starts as NaN (tests). */
+    int poison_results;
 
     /* The loaded problem; nmodes == 0 before load. */
     uint32_t nmodes;
@@ -96,6 +105,13 @@ struct thg_context {
     thg_mode_copy copies[THG_MAX_MODES];
     float *factors[THG_MAX_MODES]; /* dims[m] x rank, row-major */
     float *results[THG_MAX_MODES]; /* dims[m] x rank, row-major */
+    /* Factors are stored unnormalised (als.cu): the normalised factor m is
+     * factors[m] with column r times col_scale[m * rank + r], and the
+     * MTTKRP of the normalised factors is results[m] with column r times
+     * result_scale[m * rank + r] (the product of the other modes'
+     * col_scale when that MTTKRP ran). Both [nmodes][rank], one block. */
+    float *col_scale;
+    float *result_scale;
 
     /* ALS workspace: W (rank x rank floats, then the norm as an int) on the
      * device and its pinned host staging; the accumulators; [lambda | gram | inner] written by
@@ -111,9 +127,16 @@ struct thg_context {
     /* Blocks of the update kernel resident on the device at once (its
      * occupancy times the SMs), set by thg_als_prepare. */
     uint32_t als_resident_blocks;
+    /* The same for the tensor-core update of tall factors (0: not for this
+     * rank). */
+    uint32_t als_tc_resident_blocks;
     /* Device staging of factor copies (factors.cu): transfer_elems doubles. */
     double *transfer_dev;
     size_t transfer_elems;
+    /* Pinned host chunks of large copies (transfer.cu), allocated on first
+     * use: thg_ring_chunk_bytes each, and an event per chunk. */
+    void *ring_pinned[2];
+    cudaEvent_t ring_events[2];
     /* One allocation holding every mode's copy and offsets. */
     void *copy_block;
 
@@ -153,7 +176,40 @@ struct thg_mttkrp_args {
     uint32_t out_mode;
     uint32_t rank;
     unsigned long long *stamp; /* nullptr, or the kernel's span (thg_sweep_state::stamps_dev) */
+    /* thg_context::col_scale (every mode) and result_scale (this mode's
+     * row), which block 0 fills with the product of the other modes'. */
+    const float *col_scale;
+    float *result_scale;
 };
+
+/* Block 0 of an MTTKRP of `out_mode`: result_scale[r] = the product of
+ * col_scale[m * rank + r] over the other modes m. */
+__device__ __forceinline__ void thg_record_result_scale(const float *col_scale,
+                                                        float *result_scale, uint32_t nmodes,
+                                                        uint32_t out_mode, uint32_t rank)
+{
+    if (blockIdx.x != 0)
+        return;
+    for (uint32_t r = threadIdx.x; r < rank; r += blockDim.x) {
+        float c = 1.0f;
+        for (uint32_t m = 0; m < nmodes; ++m)
+            if (m != out_mode)
+                c *= col_scale[(size_t)m * rank + r];
+        result_scale[r] = c;
+    }
+}
+
+/* Bytes of a row_present bitmap of `dim` rows. */
+inline size_t thg_row_present_bytes(uint32_t dim)
+{
+    return sizeof(uint32_t) * (((size_t)dim + 31u) / 32u);
+}
+
+/* Whether output row `row` has a nonzero (thg_mode_copy::row_present). */
+__device__ __forceinline__ bool thg_row_present(const uint32_t *row_present, uint64_t row)
+{
+    return (row_present[row >> 5] >> (row & 31u)) & 1u;
+}
 
 /* The GPU's nanosecond clock, comparable across SMs. */
 __device__ __forceinline__ unsigned long long thg_globaltimer()
@@ -167,10 +223,48 @@ __device__ __forceinline__ unsigned long long thg_globaltimer()
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* factors.cu: doubles of the staging buffer for factor copies. */
 size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank);
-/* n fp32 values on the device into fp64 `dst` on the host, converted on the
- * device through the staging buffer. */
-thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, size_t n,
+/* A rows x rank fp32 matrix on the device into fp64 `dst` on the host,
+ * converted on the device through the staging buffer: column r times
+ * col_scale[r] (nullable: 1), and rows absent from row_present (nullable:
+ * all present) as zeros. */
+thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, uint64_t rows,
+                               const float *col_scale, const uint32_t *row_present, char *err,
+                               size_t errlen);
+/* n fp64 host values into fp32 `dst` on the device, through the staging
+ * buffer; returns once `src` may change. */
+thg_status thg_upload_as_float(thg_context *ctx, float *dst, const double *src, size_t n,
                                char *err, size_t errlen);
+/* `bytes` host bytes into device memory, synchronous (through the pinned
+ * chunks of transfer.cu when large). */
+thg_status thg_copy_to_device(thg_context *ctx, void *dst, const void *src, size_t bytes,
+                              char *err, size_t errlen);
+/* transfer.cu: the pinned chunks' size. */
+constexpr size_t thg_ring_chunk_bytes = (size_t)64 << 20;
+/* A download's device side: enqueue on ctx->stream whatever produces the
+ * copy's bytes [off, off + bytes) and point *src at them. */
+typedef std::function<thg_status(size_t off, size_t bytes, const void **src, char *err,
+                                 size_t errlen)>
+    thg_ring_stage_fn;
+/* An upload's device side: enqueue on ctx->stream the copy of the `bytes`
+ * host bytes at `host` (the copy's [off, off + bytes)) to their place, and
+ * anything that consumes them. */
+typedef std::function<thg_status(size_t off, size_t bytes, const void *host,
+                                 cudaMemcpyKind kind, char *err, size_t errlen)>
+    thg_ring_place_fn;
+/* `total` bytes from the device into host `dst` / from host `src` to the
+ * device, in chunks of at most `chunk` bytes (thg_ring_chunk_bytes at most),
+ * synchronous. Large copies go through pinned chunks with the host's side
+ * on several threads. */
+thg_status thg_ring_download(thg_context *ctx, void *dst, size_t total, size_t chunk,
+                             const thg_ring_stage_fn &stage, char *err, size_t errlen);
+thg_status thg_ring_upload(thg_context *ctx, const void *src, size_t total, size_t chunk,
+                           const thg_ring_place_fn &place, char *err, size_t errlen);
+/* Releases the pinned chunks (with the tensor). */
+void thg_ring_free(thg_context *ctx);
+/* dst[0..n) <- value on ctx->stream (a column scale back to ones: the
+ * factor as stored is normalised). */
+thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, char *err,
+                           size_t errlen);
 /* mttkrp.cu */
 /* `stamp` (nullable): the kernel records its span there, for the sweep,
  * whose event records would cost more than the MTTKRP of a small mode. */

@@ -149,7 +149,8 @@ static void test_als_update_matches_reference(void **state)
     const th_gpu_test_plugins *p = *state;
     GRand *rng = g_rand_new_with_seed(7);
     /* A tall mode: many more tiles of rows than resident blocks, so every
-     * block of the update loops over several tiles, and a last partial tile. */
+     * block of the update loops over several tiles, and a last partial tile;
+     * at ranks 16, 32 and 64 it takes the tensor-core update (als.cu). */
     static const th_gpu_test_case tall = {"tall mode", 3, {300007, 40, 25}, 120011, {0.5, 0, 0}};
     const th_gpu_test_case *als_cases[] = {&cases[1], &cases[0], &tall};
     /* Ranks whose padded width is and is not their own (R % 4), one 4-wide
@@ -159,8 +160,10 @@ static void test_als_update_matches_reference(void **state)
         g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(als_cases[ci], 77 + ci);
         for (size_t ri = 0; ri < G_N_ELEMENTS(als_ranks); ++ri) {
             const uint32_t rank = als_ranks[ri];
-            /* Quick (sanitizer) runs: the small shapes at the usual ranks. */
-            if (th_gpu_test_quick() && (rank == 128 || rank == 64 || ci == 2))
+            /* Quick (sanitizer) runs: the small shapes at the usual ranks,
+             * and the tall mode (the tensor-core update) at rank 32. */
+            if (th_gpu_test_quick() &&
+                (rank == 128 || rank == 64 || (ci == 2 && rank != 32)))
                 continue;
             double **factors = th_test_random_factors(t, rank, rng);
             g_autofree double *w = th_test_random_matrix(rank, rank, rng);
@@ -537,6 +540,9 @@ int main(void)
 {
     if (!th_gpu_test_have_device())
         return 77;
+    /* Result rows the MTTKRP never writes start as NaN: any reader that
+     * takes them for anything but zero fails a comparison. */
+    g_setenv("TH_GPU_POISON_RESULTS", "1", TRUE);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_paths),
         cmocka_unit_test(test_runtime_and_mode_info),
