@@ -21,7 +21,8 @@
 # default: build-device/install/bin, else build/bin), LOAD_BENCH (the
 # load_bench program; default .carry/bin/load_bench, else build/bin/load_bench),
 # GPU_BENCH (gpu_bench, default .carry/bin/gpu_bench, else build/bin/gpu_bench:
-# its --ceilings gives the pinned PCIe bandwidth, the copies' bound).
+# its --ceilings gives the pinned PCIe bandwidth and the host's copy into
+# pinned memory, whose slower one bounds the copies to and from the device).
 # Needs python3 for reading the reports. Files go to --work (default
 # /tmp/th-end-to-end), removed at the end unless --keep.
 set -euo pipefail

@@ -5,7 +5,8 @@
  * GPU, R = 32 by default.
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...
- *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe)
+ *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
+ *                           staging)
  *
  * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
  * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
@@ -57,6 +58,7 @@
 double gpu_bench_hbm_bandwidth(void);
 double gpu_bench_l2_bandwidth(void);
 double gpu_bench_pcie_bandwidth(int to_device);
+double gpu_bench_host_staging_bandwidth(void);
 
 #define MAX_REPS 64
 #define MAX_MODES 16
@@ -521,9 +523,11 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "--ceilings") == 0) {
         /* The bounds alone, for bench/end-to-end.sh's phases. */
         printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, PCIe pinned %.1f GB/s to the "
-               "device, %.1f GB/s back\n",
+               "device, %.1f GB/s back, host copy from pageable into pinned memory %.1f "
+               "GB/s\n",
                gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
-               gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9);
+               gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
+               gpu_bench_host_staging_bandwidth() * 1e-9);
         return 0;
     }
     while (first + 1 < argc && argv[first][0] == '-') {

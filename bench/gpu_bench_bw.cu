@@ -1,12 +1,18 @@
 /* The ceilings gpu_bench divides by, measured on the device in the same
  * run: HBM bandwidth (a large device-to-device copy, bytes read + written),
- * L2 bandwidth (a kernel re-reading a buffer that fits in L2), and the
- * bus's pinned bandwidth each way (the bound of the copies between the
- * host's memory and the device, bench/end-to-end.sh). */
+ * L2 bandwidth (a kernel re-reading a buffer that fits in L2), the bus's
+ * pinned bandwidth each way, and the host's copy from pageable into pinned
+ * memory on the threads the GPU plugins use: data in pageable memory reaches
+ * the bus no faster than the slower of the last two (bench/end-to-end.sh). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -115,4 +121,41 @@ extern "C" double gpu_bench_pcie_bandwidth(int to_device)
     cudaFreeHost(host);
     cudaFree(dev);
     return cudaGetLastError() == cudaSuccess ? bytes / (ms * 1e-3) : 0.0;
+}
+
+/* Bytes per second of copying 1 GiB of pageable memory (touched before)
+ * into a 64 MB pinned buffer, each piece split over up to 16 host threads
+ * as kernels/transfer.cu splits its chunks; median of 5. */
+extern "C" double gpu_bench_host_staging_bandwidth(void)
+{
+    const size_t total = (size_t)1 << 30, chunk = (size_t)64 << 20;
+    char *pageable = (char *)malloc(total);
+    void *pinned = nullptr;
+    if (pageable == nullptr || cudaMallocHost(&pinned, chunk) != cudaSuccess) {
+        free(pageable);
+        return 0.0;
+    }
+    memset(pageable, 1, total);
+    const unsigned hw = std::thread::hardware_concurrency();
+    const unsigned threads = std::max(1u, std::min(hw, 16u));
+    double seconds[5];
+    for (double &t : seconds) {
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> pool;
+        for (unsigned w = 0; w < threads; ++w)
+            pool.emplace_back([=] {
+                const size_t per = (chunk + threads - 1) / threads;
+                const size_t begin = std::min(chunk, (size_t)w * per);
+                const size_t len = std::min(chunk, begin + per) - begin;
+                for (size_t off = 0; off < total; off += chunk)
+                    memcpy((char *)pinned + begin, pageable + off + begin, len);
+            });
+        for (std::thread &th : pool)
+            th.join();
+        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::sort(seconds, seconds + 5);
+    cudaFreeHost(pinned);
+    free(pageable);
+    return total / seconds[2];
 }

@@ -4,16 +4,25 @@
  * disk) and then N times; the best and the median time are printed with
  * the file's bytes per second, and the ratio of the first two files'
  * medians, so that one run compares, e.g., the text and the binary form of
- * one tensor:
+ * one tensor. Beside each file, the bound a load is measured against: the
+ * file's bytes copied from the page cache (a mapping) into fresh memory on
+ * every processor, the least any reader that returns its own arrays does
+ * (median of the same number of runs):
  *
  *   build/bin/load_bench -n 5 nell-2.tns nell-2.tnsb
  */
+#define _DEFAULT_SOURCE /* O_CLOEXEC */
+#include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "sptensor.h"
 #include "tensor_reader.h"
 
 typedef struct {
@@ -24,6 +33,7 @@ typedef struct {
     th_index dims[TH_MAX_MODES];
     double norm_squared;
     double best, median;
+    double bound; /* median seconds of the page-cache copy */
 } load_result;
 
 static int compare_doubles(const void *a, const void *b)
@@ -68,6 +78,60 @@ static gboolean measure(const char *path, int runs, load_result *r)
     return TRUE;
 }
 
+typedef struct {
+    char *dst;
+    const char *src;
+    size_t bytes;
+} copy_share;
+
+static gpointer copy_share_thread(gpointer arg)
+{
+    const copy_share *c = arg;
+    memcpy(c->dst, c->src, c->bytes);
+    return NULL;
+}
+
+/* Median seconds of copying the mapped file into fresh memory (allocated
+ * as the readers allocate their arrays) on every processor; 0 when the
+ * file cannot be mapped. */
+static double copy_bound(const char *path, guint64 bytes, int runs)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    void *map = fd >= 0 && bytes > 0 ? mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (map == NULL || map == MAP_FAILED)
+        return 0.0;
+    const guint threads = g_get_num_processors();
+    copy_share *shares = g_new(copy_share, threads);
+    GThread **pool = g_new(GThread *, threads);
+    double *seconds = g_new(double, runs);
+    for (int k = -1; k < runs; ++k) {
+        char *dst = th_alloc_large(bytes, 1);
+        const size_t per = (bytes + threads - 1) / threads;
+        const gint64 start = g_get_monotonic_time();
+        for (guint i = 0; i < threads; ++i) {
+            const size_t begin = MIN(bytes, (size_t)i * per);
+            shares[i] = (copy_share){dst + begin, (const char *)map + begin,
+                                     MIN(bytes, begin + per) - begin};
+            pool[i] = g_thread_new("copy-bound", copy_share_thread, &shares[i]);
+        }
+        for (guint i = 0; i < threads; ++i)
+            g_thread_join(pool[i]);
+        if (k >= 0)
+            seconds[k] = (double)(g_get_monotonic_time() - start) / 1e6;
+        g_free(dst);
+    }
+    qsort(seconds, (size_t)runs, sizeof *seconds, compare_doubles);
+    const double median =
+        runs % 2 ? seconds[runs / 2] : 0.5 * (seconds[runs / 2 - 1] + seconds[runs / 2]);
+    g_free(seconds);
+    g_free(pool);
+    g_free(shares);
+    munmap(map, bytes);
+    return median;
+}
+
 static gboolean same_tensor(const load_result *a, const load_result *b)
 {
     if (a->nnz != b->nnz || a->nmodes != b->nmodes || a->norm_squared != b->norm_squared)
@@ -99,17 +163,20 @@ int main(int argc, char **argv)
     load_result *results = g_new0(load_result, n);
     printf("load_bench: %d timed reads per file after one untimed, %u processors\n", runs,
            g_get_num_processors());
-    printf("%-40s %14s %12s %9s %9s %9s\n", "file", "bytes", "nnz", "best s", "median s",
-           "GB/s");
+    printf("%-40s %14s %12s %9s %9s %9s %9s %7s\n", "file", "bytes", "nnz", "best s",
+           "median s", "GB/s", "bound s", "x bound");
     for (guint i = 0; i < n; ++i) {
         if (!measure(paths[i], runs, &results[i])) {
             g_free(results);
             return 1;
         }
+        results[i].bound = copy_bound(paths[i], results[i].bytes, runs);
         const load_result *r = &results[i];
-        printf("%-40s %14" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %9.3f %9.3f %9.2f\n",
+        printf("%-40s %14" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT
+               " %9.3f %9.3f %9.2f %9.3f %7.2f\n",
                r->path, r->bytes, r->nnz, r->best, r->median,
-               r->median > 0 ? (double)r->bytes / 1e9 / r->median : 0.0);
+               r->median > 0 ? (double)r->bytes / 1e9 / r->median : 0.0, r->bound,
+               r->bound > 0 ? r->median / r->bound : 0.0);
         fflush(stdout);
     }
     if (n >= 2) {
