@@ -1,0 +1,136 @@
+#include "memory_plan.h"
+
+#include <stdlib.h>
+
+/* *sum += a * b; 0 when that leaves 64 bits. */
+static int add_product(uint64_t *sum, uint64_t a, uint64_t b)
+{
+    uint64_t product;
+    return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(*sum, product, sum);
+}
+
+static int valid_model(const thg_memory_model *m)
+{
+    if (m == NULL || m->nmodes < 1 || m->rank < 1 || m->kappa < 1 || m->dims == NULL ||
+        m->row_offsets == NULL)
+        return 0;
+    for (uint32_t k = 0; k < m->nmodes; ++k)
+        if (m->dims[k] < 1 || m->row_offsets[k] == NULL ||
+            m->row_offsets[k][m->dims[k]] != m->row_offsets[0][m->dims[0]])
+            return 0;
+    return 1;
+}
+
+/* Every mode's shares on `devices` devices: shares[k * devices + d].
+ * NULL when the offsets are not prefix sums. */
+static thg_share *plan_all_shares(const thg_memory_model *m, uint32_t devices)
+{
+    thg_share *shares = malloc(sizeof *shares * m->nmodes * devices);
+    if (shares == NULL)
+        return NULL;
+    for (uint32_t k = 0; k < m->nmodes; ++k)
+        if (thg_plan_shares(m->row_offsets[k], m->dims[k], devices, shares + (size_t)k * devices) != 0) {
+            free(shares);
+            return NULL;
+        }
+    return shares;
+}
+
+/* The first row rank d owns in a mode: its share's first row (row 0 for
+ * rank 0); the mode's end for an empty share (fewer nonzeros than devices:
+ * the empty shares are the last ones). */
+static uint64_t first_owned_row(const thg_share *mode_shares, uint32_t d, uint64_t rows)
+{
+    if (d == 0)
+        return 0;
+    const thg_share *s = &mode_shares[d];
+    return s->nnz_begin == s->nnz_end ? rows : s->row_begin;
+}
+
+static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
+                       const thg_share *shares, thg_rank_memory *out)
+{
+    thg_rank_memory r = {0};
+    const uint64_t bytes_per_nonzero = 4u * ((uint64_t)m->nmodes + 1u);
+    uint64_t largest_share = 0, longest_mode = 0;
+    int ok = 1;
+    for (uint32_t k = 0; k < m->nmodes && ok; ++k) {
+        const thg_share *mode_shares = shares + (size_t)k * devices;
+        const thg_share *s = &mode_shares[d];
+        const uint64_t rows = m->dims[k];
+        const uint64_t share = s->nnz_end - s->nnz_begin;
+        largest_share = share > largest_share ? share : largest_share;
+        longest_mode = rows > longest_mode ? rows : longest_mode;
+        ok = add_product(&r.copies, share, bytes_per_nonzero) &&
+             add_product(&r.copies, (uint64_t)m->kappa + 1u, 4u) &&
+             add_product(&r.copies, (rows + 31u) / 32u, 4u) &&
+             add_product(&r.factors, rows, 4u * (uint64_t)m->rank);
+        /* Owned: up to the next rank's first row, or further when this
+         * share's last row is split with it. */
+        const uint64_t lo = first_owned_row(mode_shares, d, rows);
+        uint64_t hi = d + 1u < devices ? first_owned_row(mode_shares, d + 1u, rows) : rows;
+        if (share > 0 && s->row_end > hi)
+            hi = s->row_end;
+        ok = ok && add_product(&r.results, hi > lo ? hi - lo : 0u, 4u * (uint64_t)m->rank);
+    }
+    r.fixed = m->fixed_bytes;
+    ok = ok && add_product(&r.build, largest_share, m->build_bytes_per_nonzero) &&
+         add_product(&r.build, longest_mode, m->build_bytes_per_row);
+    r.resident = r.copies;
+    ok = ok && !__builtin_add_overflow(r.resident, r.factors, &r.resident) &&
+         !__builtin_add_overflow(r.resident, r.results, &r.resident) &&
+         !__builtin_add_overflow(r.resident, r.fixed, &r.resident) &&
+         !__builtin_add_overflow(r.resident, r.build, &r.peak);
+    if (!ok)
+        return -1;
+    *out = r;
+    return 0;
+}
+
+int thg_plan_rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
+                         thg_rank_memory *out)
+{
+    if (!valid_model(m) || devices < 1 || devices > THG_MAX_DEVICES || d >= devices ||
+        out == NULL)
+        return -1;
+    thg_share *shares = plan_all_shares(m, devices);
+    if (shares == NULL)
+        return -1;
+    const int status = rank_memory(m, devices, d, shares, out);
+    free(shares);
+    return status;
+}
+
+int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
+                          thg_rank_memory *largest)
+{
+    if (!valid_model(m) || devices < 1 || devices > THG_MAX_DEVICES || largest == NULL)
+        return -1;
+    thg_share *shares = plan_all_shares(m, devices);
+    if (shares == NULL)
+        return -1;
+    int status = 0;
+    for (uint32_t d = 0; d < devices && status == 0; ++d) {
+        thg_rank_memory r;
+        status = rank_memory(m, devices, d, shares, &r);
+        if (status == 0 && (d == 0 || r.peak > largest->peak))
+            *largest = r;
+    }
+    free(shares);
+    return status;
+}
+
+uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
+                                 uint32_t max_devices)
+{
+    if (max_devices > THG_MAX_DEVICES)
+        max_devices = THG_MAX_DEVICES;
+    for (uint32_t devices = 1; devices <= max_devices; ++devices) {
+        thg_rank_memory largest;
+        if (thg_plan_largest_rank(m, devices, &largest) != 0)
+            return 0;
+        if (largest.peak <= free_bytes)
+            return devices;
+    }
+    return 0;
+}

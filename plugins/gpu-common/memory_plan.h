@@ -1,0 +1,66 @@
+/* Device memory per communicator rank of a run on G devices, computed
+ * before anything is allocated: plain C, free of CUDA and of "one
+ * process", like device_shares.h, whose shares it is built on.
+ *
+ * Rank d of G holds, for each of the N modes, its share of the mode's copy
+ * (the share's nonzeros: N indices and a value each, 4 bytes apiece; the
+ * kappa + 1 partition offsets; the mode's row bitmap), every factor whole
+ * (its MTTKRP gathers rows of any), the MTTKRP results of the rows it owns,
+ * and the kernels' fixed workspace; while the copies are built, also the
+ * build's staging for its largest share. For G = 1 these are the terms the
+ * single-GPU load checks against free memory (kernels/context.cu), so a
+ * plan is comparable with what one device holds today.
+ *
+ * Rows are owned in order: rank d owns from its share's first row up to
+ * the next rank's first row (the last rank up to the mode's end, rank 0
+ * from row 0), so rows without nonzeros have an owner too; a row split
+ * between two ranks (device_shares.h) counts for both. */
+#ifndef TH_MEMORY_PLAN_H
+#define TH_MEMORY_PLAN_H
+
+#include <stdint.h>
+
+#include "device_shares.h"
+
+typedef struct thg_memory_model {
+    uint32_t nmodes; /* N >= 1 */
+    uint32_t rank;   /* R >= 1 */
+    uint32_t kappa;  /* partitions of each mode's copy, >= 1 */
+    const uint32_t *dims; /* [N] rows of each mode, >= 1 */
+    /* [N] arrays of dims[m] + 1 prefix sums: row r of mode m holds
+     * row_offsets[m][r + 1] - row_offsets[m][r] nonzeros; every
+     * row_offsets[m][dims[m]] is the tensor's nnz. */
+    const uint64_t *const *row_offsets;
+    uint64_t fixed_bytes; /* per device whatever its shares: ALS and sweep workspace, staging */
+    uint64_t build_bytes_per_nonzero; /* the build's staging, per nonzero of a share */
+    uint64_t build_bytes_per_row;     /* and per row of the longest mode */
+} thg_memory_model;
+
+typedef struct thg_rank_memory {
+    uint64_t copies;   /* its share of every mode's copy */
+    uint64_t factors;  /* every factor, whole */
+    uint64_t results;  /* the MTTKRP rows it owns, every mode */
+    uint64_t fixed;    /* the model's fixed_bytes */
+    uint64_t build;    /* transient, while the copies are built */
+    uint64_t resident; /* copies + factors + results + fixed: held while iterating */
+    uint64_t peak;     /* resident + build: the load's high-water mark */
+} thg_rank_memory;
+
+/* Rank d's memory on `devices` devices (1 to THG_MAX_DEVICES, d < devices)
+ * into *out. Returns 0, or -1 for arguments out of range, row offsets that
+ * are not prefix sums or disagree on nnz, or a size past 2^64 bytes. */
+int thg_plan_rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
+                         thg_rank_memory *out);
+
+/* The rank with the highest peak on `devices` devices into *largest;
+ * 0 or -1 as thg_plan_rank_memory. */
+int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
+                          thg_rank_memory *largest);
+
+/* The fewest devices, 1 to max_devices (at most THG_MAX_DEVICES), on which
+ * every rank's peak fits in free_bytes; 0 when no such count does (or the
+ * model is invalid). */
+uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
+                                 uint32_t max_devices);
+
+#endif
