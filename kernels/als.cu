@@ -469,19 +469,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 /* ---- Tall factors on the tensor cores (ranks 16 and 32).
- * The update above issues ~1000 instructions per row at R = 32; at the two
- * blocks per SM its registers allow it is latency-bound, at 2.6x its memory
- * time on a 25.5M-row factor (ncu: issue slots 64% busy, DRAM 26%). Here
- * both products run as TF32 mma.sync with the 3xTF32 split (x = hi + lo,
- * hi holding TF32's bits of x; x y ~ lo hi + hi lo + hi hi, an error of
- * ~2^-21 per product, fp32's order), on tiles of 128 rows and 8
- * warps: warp w computes rows 16w..16w+15 of A = M (D W) (m16n8k8 over the
- * rank); then each warp adds one upper 16 x 16 block of the Gram over a
- * share of the tile's rows (m16n8k8 over rows, tc_role), while every thread
- * adds up one column's inner product and maximum. Fragment layouts: PTX ISA, "Matrix
- * Fragments for mma.m16n8k8" (.tf32); the strides below make every
- * fragment load conflict-free. Larger ranks keep the SIMT kernel: their
- * Gram accumulators would not fit in registers beside the rest. */
+ * At the two blocks per SM its 117 registers allow, the update above is
+ * latency-bound on a 25.5M-row factor: 2.6x its memory time (ncu: issue
+ * slots 64% busy, DRAM 26%). Here both products run as TF32 mma.sync with
+ * the 3xTF32 split (x = hi + lo, hi holding TF32's bits of x;
+ * x y ~ lo hi + hi lo + hi hi, an error of ~2^-21 per product, fp32's
+ * order), on tiles of 128 rows and 8 warps: warp w computes rows
+ * 16w..16w+15 of A = M (D W) (m16n8k8 over the rank); then each warp adds
+ * one upper 16 x 16 block of the Gram over a share of the tile's rows
+ * (m16n8k8 over rows, tc_role), while every thread adds up one column's
+ * inner product and maximum. Fragment layouts: PTX ISA, "Matrix Fragments
+ * for mma.m16n8k8" (.tf32); the strides below make every fragment load
+ * conflict-free. Larger ranks keep the SIMT kernel: their Gram
+ * accumulators would not fit in registers beside the rest. */
 constexpr uint32_t kTcRows = 128;
 
 __host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32u; }
