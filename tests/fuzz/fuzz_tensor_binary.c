@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_checks.h"
 #include "tensor_binary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -25,17 +26,7 @@ static void check_tensor(const th_sptensor *t)
     if (t->nnz + t->duplicates_merged != t->lines_read || t->explicit_zeros > t->lines_read ||
         t->underflowed_values != 0)
         abort();
-    for (uint64_t i = 0; i < t->nnz; ++i) {
-        int order = i == 0 ? -1 : 0; /* sorted, and no coordinate twice */
-        for (uint32_t m = 0; m < t->nmodes; ++m) {
-            if (t->dims[m] == 0 || t->indices[m][i] >= t->dims[m])
-                abort();
-            if (order == 0 && t->indices[m][i - 1] != t->indices[m][i])
-                order = t->indices[m][i - 1] < t->indices[m][i] ? -1 : 1;
-        }
-        if (order >= 0)
-            abort();
-    }
+    fuzz_check_sorted_in_range(t);
 }
 
 static void check_error(const GError *error)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_checks.h"
 #include "tensor_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,17 +21,7 @@ static void check_tensor(const th_sptensor *t)
         abort();
     if (t->explicit_zeros + t->underflowed_values > t->lines_read)
         abort();
-    for (uint64_t i = 0; i < t->nnz; ++i) {
-        int order = i == 0 ? -1 : 0; /* sorted, and no coordinate twice */
-        for (uint32_t m = 0; m < t->nmodes; ++m) {
-            if (t->indices[m][i] >= t->dims[m])
-                abort();
-            if (order == 0 && t->indices[m][i - 1] != t->indices[m][i])
-                order = t->indices[m][i - 1] < t->indices[m][i] ? -1 : 1;
-        }
-        if (order >= 0)
-            abort();
-    }
+    fuzz_check_sorted_in_range(t);
 }
 
 static void check_error(const GError *error)
