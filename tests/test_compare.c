@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "test_support.h"
@@ -911,26 +910,9 @@ static void test_table_lists_every_backend(void **state)
 
 /* ---- The command ---------------------------------------------------------------- */
 
-typedef struct run_output {
-    int status;
-    char *out, *err;
-} run_output;
-
-static run_output run_tensorhost(const char *const *args)
+static th_test_run run_tensorhost(const char *const *args)
 {
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
-    for (; *args; ++args)
-        g_ptr_array_add(argv, g_strdup(*args));
-    g_ptr_array_add(argv, NULL);
-    run_output r = {0};
-    GError *error = NULL;
-    int wait_status = 0;
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
-                      &r.err, &wait_status, &error))
-        fail_msg("cannot run tensorhost: %s", error->message);
-    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-    return r;
+    return th_test_run_program(TH_TENSORHOST_EXE, args);
 }
 
 static void test_command_compare_cpu(void **state)
@@ -941,7 +923,7 @@ static void test_command_compare_cpu(void **state)
     const char *const args[] = {"--config", TH_SOURCE_DIR "/configs/compare-cpu.toml",
                                 "--set", "compare.repeats=2", "--set", "compare.warmup=0",
                                 "--set", set_dir, NULL};
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     if (r.status != 0)
         fail_msg("exit %d: %s", r.status, r.err);
     assert_non_null(strstr(r.out, "Tensor uber-2014-sample: 183 x 24 x 874 x 1247, 353486 "
@@ -961,8 +943,7 @@ static void test_command_compare_cpu(void **state)
      * per-mode row has both speedups. */
     g_autofree char *csv = read_text(dir, "results.csv");
     assert_int_equal(check_per_mode_speedups(csv), 2 * 4 + 2 * 4);
-    g_free(r.out);
-    g_free(r.err);
+    th_test_run_clear(&r);
 }
 
 /* The user's report: threads = 100000 in a comparison crashed inside the
@@ -985,7 +966,7 @@ static void test_command_bad_option_exits_before_measuring(void **state)
     g_autofree char *path = g_build_filename(temp_dir, "bad-option.toml", NULL);
     assert_true(g_file_set_contents(path, text, -1, NULL));
     const char *const args[] = {"--config", path, NULL};
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     if (r.status != 1)
         fail_msg("exit %d (expected 1): %s", r.status, r.err);
     /* One line, ending in a newline. */
@@ -1000,8 +981,7 @@ static void test_command_bad_option_exits_before_measuring(void **state)
     assert_null(strstr(r.out, "Tensor "));
     assert_null(strstr(r.out, "Backend "));
     assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
-    g_free(r.out);
-    g_free(r.err);
+    th_test_run_clear(&r);
 }
 
 static void test_command_mismatch_exits_nonzero(void **state)
@@ -1012,7 +992,7 @@ static void test_command_mismatch_exits_nonzero(void **state)
     g_autofree char *path = g_build_filename(temp_dir, "wrong.toml", NULL);
     assert_true(g_file_set_contents(path, text, -1, NULL));
     const char *const args[] = {"--config", path, NULL};
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     assert_int_equal(r.status, 1);
     assert_string_equal(r.err,
                         "tensorhost: error: comparison failed: backend 'wrong' on tensor "
@@ -1021,8 +1001,7 @@ static void test_command_mismatch_exits_nonzero(void **state)
     assert_non_null(strstr(r.out, "wrong    MISMATCH"));
     g_autofree char *csv_path = g_build_filename(dir, "results.csv", NULL);
     assert_true(g_file_test(csv_path, G_FILE_TEST_IS_REGULAR));
-    g_free(r.out);
-    g_free(r.err);
+    th_test_run_clear(&r);
 }
 
 int main(void)

@@ -54,34 +54,10 @@ static char *scratch_dir(void)
     return dir;
 }
 
-typedef struct run_output {
-    int status;
-    char *out;
-    char *err;
-} run_output;
-
-static void run_output_clear(run_output *r)
+/* Runs tensorhost with `args` (NULL-terminated). */
+static th_test_run run_tensorhost(const char *const *args)
 {
-    g_free(r->out);
-    g_free(r->err);
-}
-
-/* Runs tensorhost with `args` (NULL-terminated) and returns its exit status. */
-static run_output run_tensorhost(const char *const *args)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
-    for (; *args; ++args)
-        g_ptr_array_add(argv, g_strdup(*args));
-    g_ptr_array_add(argv, NULL);
-    run_output r = {0};
-    g_autoptr(GError) error = NULL;
-    int wait_status = 0;
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
-                      &r.err, &wait_status, &error))
-        fail_msg("cannot run tensorhost: %s", error->message);
-    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-    return r;
+    return th_test_run_program(TH_TENSORHOST_EXE, args);
 }
 
 static char *write_temp(const char *dir, const char *name, const char *text)
@@ -150,7 +126,7 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     const char *args[] = {"--config", config_path, "--set", "cpd.rank=5", NULL};
     const mode_t saved_umask = umask(022); /* inherited by the program */
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     umask(saved_umask);
     if (r.status != 0)
         fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
@@ -207,7 +183,7 @@ static void test_quickstart_run_writes_consistent_outputs(void **state)
     th_test_assert_published_form(out_dir, t, 5);
     assert_file_modes(out_dir, 0644);
     assert_no_temp_files(out_dir);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 /* output.format = "both": numpy's .npy files beside the text ones, with the
@@ -223,7 +199,7 @@ static void test_npy_outputs(void **state)
         UBER);
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     const char *args[] = {"--config", config_path, NULL};
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     if (r.status != 0)
         fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
     assert_non_null(strstr(r.out, "mode*.npy, lambda.npy"));
@@ -259,7 +235,7 @@ static void test_npy_outputs(void **state)
     assert_string_equal(json_object_get_string_member(
                             json_object_get_object_member(cpd, "files"), "lambda"),
                         "lambda.mat");
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 /* A plugin with als_sweep (the ABI 1.1 test fixture): one call per
@@ -275,7 +251,7 @@ static void test_sweep_plugin_run_reports_the_sweep(void **state)
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
     const char *args[] = {"--config", config_path, NULL};
     const mode_t saved_umask = umask(027);
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     umask(saved_umask);
     if (r.status != 0)
         fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
@@ -317,7 +293,7 @@ static void test_sweep_plugin_run_reports_the_sweep(void **state)
                  json_object_get_double_member(cpd, "final_fit"));
     th_test_assert_published_form(out_dir, t, 3);
     assert_file_modes(out_dir, 0640);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 typedef struct bad_case {
@@ -363,7 +339,7 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
                                       : g_strconcat(body, good_tail, NULL);
         g_autofree char *config_path = write_temp(dir, "run.toml", config);
         const char *args[] = {"--config", config_path, NULL};
-        run_output r = run_tensorhost(args);
+        th_test_run r = run_tensorhost(args);
         if (r.status != 1 || !strstr(r.err, cases[c].expected))
             fail_msg("%s: exit %d, stderr:\n%s", cases[c].name, r.status, r.err);
         /* One error line, no crash, no output written. */
@@ -372,7 +348,7 @@ static void test_bad_inputs_end_in_one_clear_error(void **state)
         g_autofree char *default_dir = g_build_filename(dir, "tensorhost-out", NULL);
         assert_false(g_file_test(out_dir, G_FILE_TEST_EXISTS));
         assert_false(g_file_test(default_dir, G_FILE_TEST_EXISTS));
-        run_output_clear(&r);
+        th_test_run_clear(&r);
     }
 }
 
@@ -430,10 +406,10 @@ static void test_command_line(void **state)
 {
     (void)state;
     const char *version[] = {"--version", NULL};
-    run_output r = run_tensorhost(version);
+    th_test_run r = run_tensorhost(version);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "plugin ABI 1.3"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     const char *list[] = {"--list-plugins", NULL};
     r = run_tensorhost(list);
@@ -441,7 +417,7 @@ static void test_command_line(void **state)
     assert_non_null(strstr(r.out, "cpu-reference"));
     assert_non_null(strstr(r.out, "ABI 1.3"));
     assert_non_null(strstr(r.out, "als-update, init-factors"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     /* The capability shows where capabilities are listed. */
     const char *list_sweep[] = {"--list-plugins", "--config", "sweep.toml", NULL};
@@ -456,18 +432,18 @@ static void test_command_line(void **state)
     if (!sweep)
         fail_msg("no fixture_sweep line in:\n%s", r.out);
     assert_non_null(strstr(sweep, "max modes 16, max rank 256, f64, als-update, als-sweep\n"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     const char *nothing[] = {NULL};
     r = run_tensorhost(nothing);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--config"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     const char *bad_flag[] = {"--no-such-flag", NULL};
     r = run_tensorhost(bad_flag);
     assert_int_equal(r.status, 2);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     /* A malformed --set is a command-line error (2), found before the
      * config file is even opened. */
@@ -475,7 +451,7 @@ static void test_command_line(void **state)
     r = run_tensorhost(bad_set);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--set cpd.rank: expected KEY=VALUE"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 /* ---- The first hour: errors before the work, signals, messages ------------ */
@@ -487,7 +463,7 @@ static char *replace_all(const char *text, const char *needle, const char *repla
 }
 
 /* Runs tensorhost on a config text in a fresh folder; returns the folder. */
-static char *run_config(const char *config, const char *const *extra, run_output *r)
+static char *run_config(const char *config, const char *const *extra, th_test_run *r)
 {
     char *dir = scratch_dir();
     g_autofree char *config_path = write_temp(dir, "run.toml", config);
@@ -501,7 +477,7 @@ static char *run_config(const char *config, const char *const *extra, run_output
     return dir;
 }
 
-static void expect_one_error(const run_output *r, int status, const char *expected)
+static void expect_one_error(const th_test_run *r, int status, const char *expected)
 {
     if (r->status != status || !strstr(r->err, expected) ||
         count_lines_with(r->err, "tensorhost: error: ") != 1)
@@ -551,14 +527,14 @@ static void test_config_errors_come_before_the_read(void **state)
         const char *const *extra = strstr(cases[c].name, "rank")     ? rank_set
                                    : strstr(cases[c].name, "update") ? update_set
                                                                      : NULL;
-        run_output r;
+        th_test_run r;
         g_autofree char *dir = run_config(config, extra, &r);
         if (strstr(r.err, "never-read.tns"))
             fail_msg("%s: the tensor was read before the error:\n%s", cases[c].name, r.err);
         expect_one_error(&r, 1, expected);
         g_autofree char *out = g_build_filename(dir, "out", NULL);
         assert_false(g_file_test(out, G_FILE_TEST_EXISTS)); /* nothing created */
-        run_output_clear(&r);
+        th_test_run_clear(&r);
     }
 }
 
@@ -568,17 +544,17 @@ static void test_config_errors_come_before_the_read(void **state)
 static void test_messages_name_the_config_value(void **state)
 {
     (void)state;
-    run_output r;
+    th_test_run r;
     g_free(run_config("# a comment\n[tensor]\npath = \"nope.tns\"\n", NULL, &r));
     expect_one_error(&r, 1, "run.toml:3:1: tensor.path: ");
     assert_non_null(strstr(r.err, "nope.tns"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     const char *newline_plugin[] = {"--set", "backend.plugin=\"cpu\\nreference\"", NULL};
     g_free(run_config("[tensor]\npath = \"" UBER "\"\n", newline_plugin, &r));
     expect_one_error(&r, 1, "plugin 'cpu\\nreference' not found");
     assert_int_equal(count_lines_with(r.err, "\n"), 1);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 
     g_autofree char *zero_dir = scratch_dir();
     g_autofree char *zeros = write_temp(zero_dir, "zeros.tns", "1 1 1 0\n2 2 2 0.0\n");
@@ -591,7 +567,7 @@ static void test_messages_name_the_config_value(void **state)
                             "tensor with norm 0 has no CP decomposition");
     g_autofree char *out = g_build_filename(dir3, "out", NULL);
     assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 /* Values whose squares overflow or underflow still decompose: the fit is
@@ -616,7 +592,7 @@ static void test_extreme_values_are_scaled(void **state)
             "[tensor]\npath = \"%s\"\n[cpd]\nrank = 2\nmax_iters = 8\ntolerance = 0\n"
             "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
             tensor);
-        run_output r;
+        th_test_run r;
         g_autofree char *dir = run_config(config, NULL, &r);
         if (r.status != 0)
             fail_msg("exit %d: %s", r.status, r.err);
@@ -634,7 +610,7 @@ static void test_extreme_values_are_scaled(void **state)
             assert_true(fabs(fit - reference_fit) < 1e-12);
             (void)lambda0, (void)reference_lambda; /* LAMBDA-CHECK: once the output convention lands */
         }
-        run_output_clear(&r);
+        th_test_run_clear(&r);
     }
 }
 
@@ -761,7 +737,7 @@ static void test_readme_sample_runs_with_auto(void **state)
     g_autofree char *set_out = g_strdup_printf("output.dir=%s", out);
     const char *args[] = {"--config", TH_SOURCE_DIR "/configs/quickstart.toml", "--set",
                           "cpd.max_iters=2", "--set", set_out, NULL};
-    run_output r = run_tensorhost(args);
+    th_test_run r = run_tensorhost(args);
     if (r.status != 0)
         fail_msg("exit %d, stderr:\n%s", r.status, r.err);
     g_autoptr(JsonParser) parser = load_report(out);
@@ -769,7 +745,7 @@ static void test_readme_sample_runs_with_auto(void **state)
         json_object_get_object_member(json_node_get_object(json_parser_get_root(parser)), "backend");
     const char *id = json_object_get_string_member(backend, "id");
     assert_true(strcmp(id, "cpu-reference") == 0 || strcmp(id, "gpu-adaptive") == 0);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 int main(void)

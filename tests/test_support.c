@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -388,4 +389,28 @@ int th_test_remove_scratch(void **state)
     th_test_remove_tree(th_test_scratch);
     g_clear_pointer(&th_test_scratch, g_free);
     return 0;
+}
+
+th_test_run th_test_run_program(const char *program, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program));
+    for (; *args; ++args)
+        g_ptr_array_add(argv, g_strdup(*args));
+    g_ptr_array_add(argv, NULL);
+    th_test_run r = {0};
+    g_autoptr(GError) error = NULL;
+    int wait_status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
+                      &r.err, &wait_status, &error))
+        fail_msg("cannot run %s: %s", program, error->message);
+    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    return r;
+}
+
+void th_test_run_clear(th_test_run *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+    r->out = r->err = NULL;
 }

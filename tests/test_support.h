@@ -103,4 +103,17 @@ void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
                      th_status_name(th_test_status_), (err));                            \
     } while (0)
 
+/* What a program run wrote and how it ended: the exit code, or 128 + the
+ * signal that ended it, as a shell reports it. */
+typedef struct th_test_run {
+    int status;
+    char *out, *err;
+} th_test_run;
+
+/* Runs `program` with `args` (NULL-terminated, after the program's name),
+ * capturing its standard output and error; fails the test when it cannot
+ * be started. th_test_run_clear the result. */
+th_test_run th_test_run_program(const char *program, const char *const *args);
+void th_test_run_clear(th_test_run *r);
+
 #endif

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -881,41 +880,22 @@ static void test_fifo(void **state)
 
 /* ---- tensorhost convert --------------------------------------------------- */
 
-typedef struct {
-    int status;
-    char *out;
-    char *err;
-} run_output;
-
-static void run_output_clear(run_output *r)
-{
-    g_free(r->out);
-    g_free(r->err);
-}
-
 /* Runs `tensorhost convert ARGS...` (NULL-terminated). */
-static run_output run_convert(const char *first, ...)
+static th_test_run run_convert(const char *first, ...)
 {
-    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(argv, g_strdup(TH_TENSORHOST_EXE));
-    g_ptr_array_add(argv, g_strdup("convert"));
+    const char *argv[16] = {"convert"};
+    size_t n = 1;
     va_list args;
     va_start(args, first);
-    for (const char *a = first; a != NULL; a = va_arg(args, const char *))
-        g_ptr_array_add(argv, g_strdup(a));
+    for (const char *a = first; a != NULL; a = va_arg(args, const char *)) {
+        assert_true(n + 1 < G_N_ELEMENTS(argv));
+        argv[n++] = a;
+    }
     va_end(args);
-    g_ptr_array_add(argv, NULL);
-    run_output r = {0};
-    g_autoptr(GError) error = NULL;
-    int wait_status = 0;
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out,
-                      &r.err, &wait_status, &error))
-        fail_msg("cannot run tensorhost: %s", error->message);
-    r.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-    return r;
+    return th_test_run_program(TH_TENSORHOST_EXE, argv);
 }
 
-static void assert_status(const run_output *r, int status)
+static void assert_status(const th_test_run *r, int status)
 {
     if (r->status != status)
         fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->status, status, r->out,
@@ -963,7 +943,7 @@ static void test_convert_both_ways(void **state)
 
     g_autofree char *binary = g_build_filename(dir, "out.tnsb", NULL);
     const mode_t saved = umask(027); /* inherited by the program */
-    run_output r = run_convert(text, binary, NULL);
+    th_test_run r = run_convert(text, binary, NULL);
     umask(saved);
     assert_status(&r, 0);
     g_autofree char *dims = g_strdup_printf("%ux%ux%u", expected->dims[0], expected->dims[1],
@@ -974,7 +954,7 @@ static void test_convert_both_ways(void **state)
     assert_non_null(strstr(r.out, dims));
     assert_string_equal(strchr(r.out, '\n'), "\n"); /* one line */
     assert_string_equal(r.err, "");
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     struct stat st;
     assert_int_equal(stat(binary, &st), 0);
     assert_int_equal(st.st_mode & 07777, 0640);
@@ -990,7 +970,7 @@ static void test_convert_both_ways(void **state)
         r = run_convert("-q", binary, outputs[k], NULL);
         assert_status(&r, 0);
         assert_string_equal(r.out, "");
-        run_output_clear(&r);
+        th_test_run_clear(&r);
         g_autoptr(th_sptensor) again = th_tensor_read_file(outputs[k], NULL, &error);
         assert_non_null(again);
         assert_same_tensor(again, expected);
@@ -1021,14 +1001,14 @@ static void test_convert_errors_leave_nothing(void **state)
     g_autofree char *dir = scratch_dir();
     g_autofree char *missing = g_build_filename(dir, "missing.tns", NULL);
     g_autofree char *out = g_build_filename(dir, "out.tnsb", NULL);
-    run_output r = run_convert(missing, out, NULL);
+    th_test_run r = run_convert(missing, out, NULL);
     assert_status(&r, 1);
     g_autofree char *expected =
         g_strdup_printf("tensorhost: error: %s: cannot open: No such file or directory\n",
                         missing);
     assert_string_equal(r.err, expected);
     assert_string_equal(r.out, "");
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     assert_only_files(dir, NULL);
 
     /* A corrupt binary input, over an existing OUT. */
@@ -1045,7 +1025,7 @@ static void test_convert_errors_leave_nothing(void **state)
         "tensorhost: error: %s: checksum mismatch in the values: the file is corrupt\n",
         corrupt);
     assert_string_equal(r.err, corrupt_message);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     g_autofree char *kept = NULL;
     assert_true(g_file_get_contents(out, &kept, NULL, NULL));
     assert_string_equal(kept, "keep");
@@ -1060,30 +1040,30 @@ static void test_convert_errors_leave_nothing(void **state)
     assert_status(&r, 1);
     assert_true(g_str_has_prefix(r.err, "tensorhost: error: "));
     assert_non_null(strstr(r.err, nowhere));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     assert_only_files(dir, "corrupt.tnsb", "out.tnsb", "good.tnsb", NULL);
 }
 
 static void test_convert_usage(void **state)
 {
     (void)state;
-    run_output r = run_convert("only-one.tns", NULL);
+    th_test_run r = run_convert("only-one.tns", NULL);
     assert_status(&r, 2);
     assert_string_equal(r.err,
                         "tensorhost convert: expected IN and OUT, got fewer (see --help)\n");
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     r = run_convert("a", "b", "c", NULL);
     assert_status(&r, 2);
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     r = run_convert("--bogus", "a", "b", NULL);
     assert_status(&r, 2);
     assert_non_null(strstr(r.err, "--bogus"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
     r = run_convert("--help", NULL);
     assert_status(&r, 0);
     assert_non_null(strstr(r.out, "tensorhost convert"));
     assert_non_null(strstr(r.out, ".tnsb"));
-    run_output_clear(&r);
+    th_test_run_clear(&r);
 }
 
 int main(int argc, char **argv)
