@@ -15,14 +15,17 @@
 # binary file and from the text file. Their fits must agree. The phases of the
 # binary run come from its report.json: read, preprocess (upload and build),
 # initial factors, iterations, collecting the factors (copy back and
-# arrangement), writing the outputs, and the whole process (wall).
+# arrangement), writing the outputs, and the whole process (wall); dd
+# writing as many bytes, synced, gives the disk's bound for the outputs.
 #
 # Environment: TENSORHOST_BIN (folder with tensorhost and tensorhost-synth;
 # default: build-device/install/bin, else build/bin), LOAD_BENCH (the
 # load_bench program; default .carry/bin/load_bench, else build/bin/load_bench),
 # GPU_BENCH (gpu_bench, default .carry/bin/gpu_bench, else build/bin/gpu_bench:
 # its --ceilings gives the pinned PCIe bandwidth and the host's copy into
-# pinned memory, whose slower one bounds the copies to and from the device).
+# pinned memory, whose slower one bounds the copies to and from the device,
+# and the host memory's read and in-place passes, which bound the model's
+# arrangement: one pass of each over the factors).
 # Needs python3 for reading the reports. Files go to --work (default
 # /tmp/th-end-to-end), removed at the end unless --keep.
 set -euo pipefail
@@ -112,6 +115,13 @@ EOF
     echo "$(since "$t0")" >"$work/$1.wall"
 }
 run binary "$binary"
+# The disk's bound for writing the outputs: as many bytes written by dd and
+# synced, to the same folder.
+out_bytes=$(du -sb "$work/out-binary" | cut -f1)
+t=$(now)
+dd if=/dev/zero of="$work/dd.bin" bs=64M count=$(( (out_bytes + 67108863) / 67108864 )) conv=fsync status=none
+echo "disk bound: dd of $(( out_bytes / 1000000 )) MB with fsync: $(since "$t") s"
+rm -f "$work/dd.bin"
 run text "$text"
 grep -m1 -oE "uploaded in [0-9.]+ ms, built in [0-9.]+ ms" "$work/binary.log" || true
 
@@ -140,6 +150,7 @@ rows = [
     ("initial factors", get(b, "timings", "init_seconds")),
     (f"{len(iters)} iterations", iteration_seconds),
     ("copy the factors back", get(b, "timings", "fetch_seconds")),
+    ("  of which waiting for the result memory", get(b, "timings", "result_memory_seconds")),
     ("arrange the model (norms, signs, order)", get(b, "timings", "arrange_seconds")),
     ("write the outputs (npy)", get(b, "timings", "write_seconds")),
     ("whole process (wall)", b["wall"]),

@@ -302,12 +302,21 @@ thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
     return THG_OK;
 }
 
-/* The indices as they are and the values converted to fp32 on the device
- * (factors.cu's staging), large arrays through transfer.cu's pinned chunks. */
+/* The indices as they are and the values converted to fp32: a large
+ * tensor in one pass of transfer.cu's upload threads over every array, a
+ * small one array by array (factors.cu). */
 thg_status upload(thg_context *ctx, const uint32_t *const *indices, const double *values,
                   staging &s, char *err, size_t errlen)
 {
     const size_t nnz = ctx->nnz;
+    if (sizeof(double) * nnz >= thg_pinned_copy_min_bytes) {
+        thg_upload_array arrays[THG_MAX_MODES + 1];
+        for (uint32_t m = 0; m < ctx->nmodes; ++m)
+            arrays[m] = {s.idx + (size_t)m * nnz, indices[m], sizeof(uint32_t) * nnz,
+                         THG_UPLOAD_BYTES};
+        arrays[ctx->nmodes] = {s.vals, values, nnz, THG_UPLOAD_DOUBLE_TO_FLOAT};
+        return thg_pinned_upload(ctx, arrays, ctx->nmodes + 1, err, errlen);
+    }
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         const thg_status st = thg_copy_to_device(ctx, s.idx + (size_t)m * nnz, indices[m],
                                                  sizeof(uint32_t) * nnz, err, errlen);
@@ -597,7 +606,7 @@ void thg_free_tensor(thg_context *ctx)
         ctx->results[m] = nullptr;
     }
     thg_sweep_free(ctx);
-    thg_ring_free(ctx);
+    thg_transfer_free(ctx);
     cudaFree(ctx->col_scale);
     ctx->col_scale = ctx->result_scale = nullptr;
     cudaFree(ctx->transfer_dev);

@@ -1,23 +1,23 @@
 /* The factor matrices' contents: copies to and from the host, and the
  * counter-based initial factors drawn on the device.
  *
- * The host's factors are fp64 and the device's fp32. Converting on the host
- * took one core a second per ~200M values (a 25.5M x 32 factor: seconds
- * each way, plus a host buffer of its size), so the conversion runs on the
- * device: fp64 chunks cross the bus into a device staging buffer and a
- * kernel converts them in place of the factor (and back for get, applying
- * the factor's column scale, als.cu). The staging buffer is allocated with
- * the factors, within the memory plan; the host side of large copies goes
- * through transfer.cu's pinned chunks. */
+ * The host's factors are fp64 and the device's fp32; only fp32 crosses the
+ * bus. Large copies convert on transfer.cu's host threads while they pack
+ * or unpack the pinned pieces (no pass of its own: converting on one core
+ * took a second per ~200M values, and a 25.5M x 32 factor has 816M).
+ * Small ones convert on the device through a staging buffer of at most
+ * 32 MB (4M doubles), allocated with the factors within the memory plan,
+ * and cross the bus as fp64. */
+#include <algorithm>
 #include <string.h>
 
 #include "thg_internal.cuh"
 
 namespace {
 
-/* 8M doubles (64 MB): large enough that each copy runs at the bus's speed,
- * small beside any factor that needs chunking. */
-constexpr size_t kTransferChunk = (size_t)8 << 20;
+/* The staging buffer's doubles: at most what a copy that does not take the
+ * pinned memory moves (thg_pinned_copy_min_bytes). */
+constexpr size_t kTransferChunk = thg_pinned_copy_min_bytes / sizeof(double);
 constexpr uint32_t kConvertThreads = 256;
 
 __global__ void to_float_kernel(float *dst, const double *src, size_t n)
@@ -75,30 +75,34 @@ size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank)
 thg_status thg_copy_to_device(thg_context *ctx, void *dst, const void *src, size_t bytes,
                               char *err, size_t errlen)
 {
-    auto place = [ctx, dst](size_t off, size_t n, const void *host, cudaMemcpyKind kind,
-                            char *err, size_t errlen) -> thg_status {
-        THG_CUDA(cudaMemcpyAsync((char *)dst + off, host, n, kind, ctx->stream));
-        return THG_OK;
-    };
-    return thg_ring_upload(ctx, src, bytes, thg_ring_chunk_bytes, place, err, errlen);
+    if (bytes >= thg_pinned_copy_min_bytes) {
+        const thg_upload_array array = {dst, src, bytes, THG_UPLOAD_BYTES};
+        return thg_pinned_upload(ctx, &array, 1, err, errlen);
+    }
+    THG_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    return THG_OK;
 }
 
 thg_status thg_upload_as_float(thg_context *ctx, float *dst, const double *src, size_t n,
                                char *err, size_t errlen)
 {
+    if (sizeof(double) * n >= thg_pinned_copy_min_bytes) {
+        const thg_upload_array array = {dst, src, n, THG_UPLOAD_DOUBLE_TO_FLOAT};
+        return thg_pinned_upload(ctx, &array, 1, err, errlen);
+    }
     /* Each chunk crosses into the device staging, then a kernel converts
      * it; the stream orders the next chunk's copy after that kernel. */
-    auto place = [ctx, dst](size_t off, size_t bytes, const void *host, cudaMemcpyKind kind,
-                            char *err, size_t errlen) -> thg_status {
-        const size_t first = off / sizeof(double), count = bytes / sizeof(double);
-        THG_CUDA(cudaMemcpyAsync(ctx->transfer_dev, host, bytes, kind, ctx->stream));
+    for (size_t first = 0; first < n; first += ctx->transfer_elems) {
+        const size_t count = std::min(ctx->transfer_elems, n - first);
+        THG_CUDA(cudaMemcpyAsync(ctx->transfer_dev, src + first, sizeof(double) * count,
+                                 cudaMemcpyHostToDevice, ctx->stream));
         to_float_kernel<<<convert_blocks(ctx, count), kConvertThreads, 0, ctx->stream>>>(
             dst + first, ctx->transfer_dev, count);
         THG_LAUNCHED();
-        return THG_OK;
-    };
-    return thg_ring_upload(ctx, src, sizeof(double) * n, sizeof(double) * ctx->transfer_elems,
-                           place, err, errlen);
+    }
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    return THG_OK;
 }
 
 thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, uint64_t rows,
@@ -106,20 +110,20 @@ thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, 
                                size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    auto stage = [ctx, src, R, col_scale, row_present](size_t off, size_t bytes,
-                                                         const void **out, char *err,
-                                                         size_t errlen) -> thg_status {
-        const uint64_t first = off / sizeof(double);
-        const size_t count = bytes / sizeof(double);
+    const size_t n = (size_t)rows * R;
+    if (sizeof(double) * n >= thg_pinned_copy_min_bytes)
+        return thg_pinned_download(ctx, dst, src, rows, R, col_scale, row_present, err, errlen);
+    for (size_t first = 0; first < n; first += ctx->transfer_elems) {
+        const size_t count = std::min(ctx->transfer_elems, n - first);
         to_double_kernel<<<convert_blocks(ctx, count), kConvertThreads, 0, ctx->stream>>>(
             ctx->transfer_dev, src + first, count, first / R, (uint32_t)(first % R), R,
             col_scale, row_present);
         THG_LAUNCHED();
-        *out = ctx->transfer_dev;
-        return THG_OK;
-    };
-    return thg_ring_download(ctx, dst, sizeof(double) * rows * R,
-                             sizeof(double) * ctx->transfer_elems, stage, err, errlen);
+        THG_CUDA(cudaMemcpyAsync(dst + first, ctx->transfer_dev, sizeof(double) * count,
+                                 cudaMemcpyDeviceToHost, ctx->stream));
+    }
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    return THG_OK;
 }
 
 thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, char *err,

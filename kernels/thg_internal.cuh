@@ -6,8 +6,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <functional>
-
 #include "th_gpu.h"
 
 /* One mode-specific copy of the tensor: every mode's indices and the values,
@@ -76,6 +74,13 @@ struct thg_sweep_state {
     double last_seconds;
 };
 
+/* transfer.cu: copies of this many bytes and more go through pinned memory;
+ * the host threads that do a copy's host side; each thread's two pinned
+ * pieces. */
+constexpr size_t thg_pinned_copy_min_bytes = (size_t)32 << 20;
+constexpr unsigned thg_transfer_threads = 16;
+constexpr size_t thg_transfer_piece_bytes = (size_t)4 << 20;
+
 struct thg_context {
     int device;
     char device_name[128];
@@ -133,10 +138,12 @@ struct thg_context {
     /* Device staging of factor copies (factors.cu): transfer_elems doubles. */
     double *transfer_dev;
     size_t transfer_elems;
-    /* Pinned host chunks of large copies (transfer.cu), allocated on first
-     * use: thg_ring_chunk_bytes each, and an event per chunk. */
-    void *ring_pinned[2];
-    cudaEvent_t ring_events[2];
+    /* Pinned host memory of large copies (transfer.cu), allocated on first
+     * use: two pieces per transfer thread, with a stream per thread and an
+     * event per piece. */
+    void *pinned;
+    cudaStream_t transfer_streams[thg_transfer_threads];
+    cudaEvent_t transfer_events[2 * thg_transfer_threads];
     /* One allocation holding every mode's copy and offsets. */
     void *copy_block;
 
@@ -206,7 +213,7 @@ inline size_t thg_row_present_bytes(uint32_t dim)
 }
 
 /* Whether output row `row` has a nonzero (thg_mode_copy::row_present). */
-__device__ __forceinline__ bool thg_row_present(const uint32_t *row_present, uint64_t row)
+__host__ __device__ inline bool thg_row_present(const uint32_t *row_present, uint64_t row)
 {
     return (row_present[row >> 5] >> (row & 31u)) & 1u;
 }
@@ -223,44 +230,50 @@ __device__ __forceinline__ unsigned long long thg_globaltimer()
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* factors.cu: doubles of the staging buffer for factor copies. */
 size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank);
-/* A rows x rank fp32 matrix on the device into fp64 `dst` on the host,
- * converted on the device through the staging buffer: column r times
- * col_scale[r] (nullable: 1), and rows absent from row_present (nullable:
- * all present) as zeros. */
+/* A rows x rank fp32 matrix on the device into fp64 `dst` on the host:
+ * column r times col_scale[r] (nullable: 1), and rows absent from
+ * row_present (nullable: all present) as zeros. Small matrices convert on
+ * the device through the staging buffer, large ones on the host threads
+ * of thg_pinned_download. */
 thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, uint64_t rows,
                                const float *col_scale, const uint32_t *row_present, char *err,
                                size_t errlen);
-/* n fp64 host values into fp32 `dst` on the device, through the staging
- * buffer; returns once `src` may change. */
+/* n fp64 host values into fp32 `dst` on the device; returns once `src`
+ * may change. Small copies convert on the device through the staging
+ * buffer, large ones on the host threads of thg_pinned_upload. */
 thg_status thg_upload_as_float(thg_context *ctx, float *dst, const double *src, size_t n,
                                char *err, size_t errlen);
-/* `bytes` host bytes into device memory, synchronous (through the pinned
- * chunks of transfer.cu when large). */
+/* `bytes` host bytes into device memory, synchronous (through
+ * thg_pinned_upload when large). */
 thg_status thg_copy_to_device(thg_context *ctx, void *dst, const void *src, size_t bytes,
                               char *err, size_t errlen);
-/* transfer.cu: the pinned chunks' size. */
-constexpr size_t thg_ring_chunk_bytes = (size_t)64 << 20;
-/* A download's device side: enqueue on ctx->stream whatever produces the
- * copy's bytes [off, off + bytes) and point *src at them. */
-typedef std::function<thg_status(size_t off, size_t bytes, const void **src, char *err,
-                                 size_t errlen)>
-    thg_ring_stage_fn;
-/* An upload's device side: enqueue on ctx->stream the copy of the `bytes`
- * host bytes at `host` (the copy's [off, off + bytes)) to their place, and
- * anything that consumes them. */
-typedef std::function<thg_status(size_t off, size_t bytes, const void *host,
-                                 cudaMemcpyKind kind, char *err, size_t errlen)>
-    thg_ring_place_fn;
-/* `total` bytes from the device into host `dst` / from host `src` to the
- * device, in chunks of at most `chunk` bytes (thg_ring_chunk_bytes at most),
- * synchronous. Large copies go through pinned chunks with the host's side
- * on several threads. */
-thg_status thg_ring_download(thg_context *ctx, void *dst, size_t total, size_t chunk,
-                             const thg_ring_stage_fn &stage, char *err, size_t errlen);
-thg_status thg_ring_upload(thg_context *ctx, const void *src, size_t total, size_t chunk,
-                           const thg_ring_place_fn &place, char *err, size_t errlen);
-/* Releases the pinned chunks (with the tensor). */
-void thg_ring_free(thg_context *ctx);
+/* How an upload's elements change on the way to the device. */
+enum thg_upload_kind {
+    THG_UPLOAD_BYTES,           /* n bytes, as they are */
+    THG_UPLOAD_DOUBLE_TO_FLOAT, /* n fp64 values into n fp32, rounded to nearest */
+};
+/* One array of an upload: n elements of host `src` into device `dst`. */
+struct thg_upload_array {
+    void *dst;
+    const void *src;
+    size_t n;
+    thg_upload_kind kind;
+};
+/* The arrays into the device through the pinned memory, each host thread
+ * taking a share of every array on its own stream; synchronous
+ * (ctx->stream's earlier work is finished first). For copies of
+ * thg_pinned_copy_min_bytes and more. */
+thg_status thg_pinned_upload(thg_context *ctx, const thg_upload_array *arrays, size_t narrays,
+                             char *err, size_t errlen);
+/* thg_download_matrix's large case, its arguments the same (R: the rank):
+ * each host thread takes a share of the rows, fp32 across the bus into its
+ * pinned pieces on its own stream, converted and scaled while it unpacks
+ * them; synchronous (after ctx->stream's earlier work). */
+thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, uint64_t rows,
+                               uint32_t R, const float *col_scale, const uint32_t *row_present,
+                               char *err, size_t errlen);
+/* Releases the pinned memory, streams and events (with the tensor). */
+void thg_transfer_free(thg_context *ctx);
 /* dst[0..n) <- value on ctx->stream (a column scale back to ones: the
  * factor as stored is normalised). */
 thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, char *err,

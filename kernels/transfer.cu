@@ -6,18 +6,24 @@
  * page-locking the caller's range instead (cudaHostRegister) costs more
  * than the copy: for 6.5 GB, 0.17 s to register and 0.12 s to unregister
  * around a 0.12 s copy (NVIDIA H200 host, kernels/DESIGN.md). So large
- * copies go through two pinned chunks of ours, the device side of one
- * chunk overlapping the host side of the other, and the host side (a
- * memcpy between the caller's memory and the pinned chunk) split over
- * host threads: one thread's memcpy moves ~8 GB/s.
+ * copies go through 128 MB of pinned memory of ours, and their host side
+ * (~8 GB/s per thread) runs on up to 16 host threads.
  *
- * The pinned chunks are allocated on the first large copy and kept with
- * the loaded tensor (thg_free_tensor releases them). */
+ * Each thread takes a contiguous share of the copy and pipelines it alone,
+ * on its own stream, through two pinned pieces of its own: it fills one
+ * while the bus reads the other (uploads), or unpacks one while the bus
+ * fills the other (downloads). No thread waits for another: a hand-over of
+ * shared chunks between the bus and the threads reached 19.7 GB/s of 55
+ * (kernels/DESIGN.md). The host threads also convert: fp64 to fp32 while
+ * packing an upload, fp32 to fp64 with the column scale while unpacking a
+ * download, so only fp32 crosses the bus.
+ *
+ * The pinned memory is allocated on the first large copy and kept with the
+ * loaded tensor (thg_free_tensor releases it). */
 #include <algorithm>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <thread>
 #include <vector>
 
@@ -25,29 +31,9 @@
 
 namespace {
 
-/* Copies from this size up take the pinned chunks. */
-constexpr size_t kRingBytes = (size_t)32 << 20;
-/* Host threads splitting each chunk's memcpy: ~2 GB/s of the bus each. */
-constexpr unsigned kMaxHostThreads = 16;
-
-thg_status ring_alloc(thg_context *ctx, char *err, size_t errlen)
-{
-    if (ctx->ring_pinned[0])
-        return THG_OK;
-    for (int b = 0; b < 2; ++b) {
-        THG_CUDA(cudaHostAlloc(&ctx->ring_pinned[b], thg_ring_chunk_bytes, cudaHostAllocDefault));
-        THG_CUDA(cudaEventCreateWithFlags(&ctx->ring_events[b], cudaEventDisableTiming));
-    }
-    return THG_OK;
-}
-
-/* A large copy's chunk count, and the pinned chunks (on first use). */
-thg_status ring_begin(thg_context *ctx, size_t total, size_t chunk, size_t *nchunks, char *err,
-                      size_t errlen)
-{
-    *nchunks = (total + chunk - 1) / chunk;
-    return ring_alloc(ctx, err, errlen);
-}
+constexpr size_t kHugePage = (size_t)2 << 20;
+constexpr unsigned kMaxHostThreads = thg_transfer_threads;
+constexpr size_t kPinnedBytes = 2 * (size_t)thg_transfer_threads * thg_transfer_piece_bytes;
 
 unsigned host_threads()
 {
@@ -55,197 +41,276 @@ unsigned host_threads()
     return n == 0 ? 1u : std::min(n, kMaxHostThreads);
 }
 
-/* Which chunks the host threads may take and which they finished. */
-struct ring_state {
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t ready = 0;       /* chunks [0, ready) may be worked on */
-    size_t finished = 0;    /* chunks [0, finished) are done by every thread */
-    unsigned count[2] = {}; /* threads done with the current chunk of each buffer */
+/* Host threads for a copy of `bytes` (crossing the bus): each gets a
+ * pipeline's worth at least. */
+unsigned threads_for(uint64_t bytes)
+{
+    return (unsigned)std::max<uint64_t>(
+        1, std::min<uint64_t>(host_threads(), bytes / (4 * thg_transfer_piece_bytes)));
+}
+
+/* Creates what is missing (a failure part-way leaves the rest to the next
+ * call, or to thg_transfer_free). */
+thg_status transfer_alloc(thg_context *ctx, char *err, size_t errlen)
+{
+    if (!ctx->pinned) {
+        /* Ordinary (huge-page) memory, then page-locked: cudaHostAlloc took
+         * 85 ms for these 128 MB, most of an upload of 2.9 GB (NVIDIA H200
+         * host, kernels/DESIGN.md). */
+        void *block = aligned_alloc(kHugePage, kPinnedBytes);
+        if (block == nullptr)
+            return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY,
+                            "cannot allocate %zu MB of host memory for copies",
+                            kPinnedBytes >> 20);
+        (void)madvise(block, kPinnedBytes, MADV_HUGEPAGE); /* advice: changes speed only */
+        /* Faulted in (and zeroed by the kernel) on all threads, not page by
+         * page inside cudaHostRegister on this one. */
+        std::vector<std::thread> touch;
+        const unsigned threads = host_threads();
+        for (unsigned w = 0; w < threads; ++w)
+            touch.emplace_back([=] {
+                const size_t per = kPinnedBytes / threads;
+                memset((char *)block + w * per, 0,
+                       w + 1 == threads ? kPinnedBytes - w * per : per);
+            });
+        for (std::thread &t : touch)
+            t.join();
+        const cudaError_t e = cudaHostRegister(block, kPinnedBytes, cudaHostRegisterDefault);
+        if (e != cudaSuccess) {
+            free(block);
+            return thg_cuda_fail(err, errlen, e, "cudaHostRegister", __FILE__, __LINE__);
+        }
+        ctx->pinned = block;
+    }
+    for (unsigned w = 0; w < kMaxHostThreads; ++w) {
+        if (!ctx->transfer_streams[w])
+            THG_CUDA(cudaStreamCreateWithFlags(&ctx->transfer_streams[w],
+                                               cudaStreamNonBlocking));
+        for (unsigned b = 0; b < 2; ++b)
+            if (!ctx->transfer_events[2 * w + b])
+                THG_CUDA(cudaEventCreateWithFlags(&ctx->transfer_events[2 * w + b],
+                                                  cudaEventDisableTiming));
+    }
+    return THG_OK;
+}
+
+/* Thread `thread`'s pinned piece `which` (0 or 1). */
+void *transfer_piece(thg_context *ctx, unsigned thread, unsigned which)
+{
+    return (char *)ctx->pinned + (2 * (size_t)thread + which) * thg_transfer_piece_bytes;
+}
+
+/* A transfer thread's outcome. */
+struct thread_outcome {
+    char err[512] = {};
+    thg_status status = THG_OK;
 };
 
-/* Thread `w` of `threads`: its slice of each chunk once the chunk is
- * ready, `copy(j, offset in chunk, length)`. */
-void host_worker(ring_state &rs, unsigned w, unsigned threads, size_t nchunks, size_t total,
-                 size_t chunk, const std::function<void(size_t, size_t, size_t)> &copy)
+/* Runs body(w, err, errlen) for w in [0, threads), on this thread and
+ * threads - 1 others; the first failure's status and message. */
+template <typename Body>
+thg_status run_threads(unsigned threads, const Body &body, char *err, size_t errlen)
 {
-    for (size_t j = 0; j < nchunks; ++j) {
-        {
-            std::unique_lock<std::mutex> lock(rs.mu);
-            rs.cv.wait(lock, [&] { return rs.ready > j; });
-        }
-        const size_t bytes = std::min(chunk, total - j * chunk);
-        const size_t per = (bytes + threads - 1) / threads;
-        const size_t begin = std::min(bytes, (size_t)w * per);
-        const size_t end = std::min(bytes, begin + per);
-        if (end > begin)
-            copy(j, begin, end - begin);
-        std::lock_guard<std::mutex> lock(rs.mu);
-        if (++rs.count[j % 2] == threads) {
-            rs.count[j % 2] = 0;
-            rs.finished = j + 1;
-            rs.cv.notify_all();
-        }
-    }
-}
-
-void wait_finished(ring_state &rs, size_t chunks)
-{
-    std::unique_lock<std::mutex> lock(rs.mu);
-    rs.cv.wait(lock, [&] { return rs.finished >= chunks; });
-}
-
-void make_ready(ring_state &rs, size_t chunks)
-{
-    std::lock_guard<std::mutex> lock(rs.mu);
-    rs.ready = chunks;
-    rs.cv.notify_all();
-}
-
-/* Runs the host threads of one copy; `drive` is the main thread's part
- * and must make every chunk ready (or stop with an error, making all
- * ready so the threads finish). */
-thg_status run_ring(size_t total, size_t chunk,
-                    const std::function<void(size_t, size_t, size_t)> &copy,
-                    const std::function<thg_status(ring_state &)> &drive)
-{
-    const size_t nchunks = (total + chunk - 1) / chunk;
-    const unsigned threads = host_threads();
-    ring_state rs;
+    std::vector<thread_outcome> outcomes(threads);
     std::vector<std::thread> pool;
     pool.reserve(threads);
-    for (unsigned w = 0; w < threads; ++w)
-        pool.emplace_back(host_worker, std::ref(rs), w, threads, nchunks, total, chunk,
-                          std::cref(copy));
-    const thg_status st = drive(rs);
-    make_ready(rs, nchunks); /* after a failure: let the threads run out */
+    for (unsigned w = 1; w < threads; ++w)
+        pool.emplace_back([w, &outcomes, &body] {
+            thread_outcome &o = outcomes[w];
+            o.status = body(w, o.err, sizeof o.err);
+        });
+    outcomes[0].status = body(0u, outcomes[0].err, sizeof outcomes[0].err);
     for (std::thread &t : pool)
         t.join();
-    return st;
+    for (const thread_outcome &o : outcomes)
+        if (o.status != THG_OK) {
+            snprintf(err, errlen, "%s", o.err);
+            return o.status;
+        }
+    return THG_OK;
 }
 
 } // namespace
 
-void thg_ring_free(thg_context *ctx)
+void thg_transfer_free(thg_context *ctx)
 {
-    for (int b = 0; b < 2; ++b) {
-        if (ctx->ring_pinned[b])
-            cudaFreeHost(ctx->ring_pinned[b]);
-        if (ctx->ring_events[b])
-            cudaEventDestroy(ctx->ring_events[b]);
-        ctx->ring_pinned[b] = nullptr;
-        ctx->ring_events[b] = nullptr;
+    if (ctx->pinned) {
+        cudaHostUnregister(ctx->pinned);
+        free(ctx->pinned);
+        ctx->pinned = nullptr;
+    }
+    for (unsigned w = 0; w < kMaxHostThreads; ++w) {
+        if (ctx->transfer_streams[w])
+            cudaStreamDestroy(ctx->transfer_streams[w]);
+        ctx->transfer_streams[w] = nullptr;
+        for (unsigned b = 0; b < 2; ++b) {
+            if (ctx->transfer_events[2 * w + b])
+                cudaEventDestroy(ctx->transfer_events[2 * w + b]);
+            ctx->transfer_events[2 * w + b] = nullptr;
+        }
     }
 }
 
-thg_status thg_ring_download(thg_context *ctx, void *dst, size_t total, size_t chunk,
-                             const thg_ring_stage_fn &stage, char *err, size_t errlen)
+namespace {
+
+size_t out_size(thg_upload_kind kind)
 {
-    chunk = std::min(chunk, thg_ring_chunk_bytes);
-    if (total < kRingBytes) { /* one pageable copy per chunk the stage produces */
-        for (size_t off = 0; off < total; off += chunk) {
-            const size_t bytes = std::min(chunk, total - off);
-            const void *src = nullptr;
-            const thg_status st = stage(off, bytes, &src, err, errlen);
-            if (st != THG_OK)
-                return st;
-            THG_CUDA(cudaMemcpyAsync((char *)dst + off, src, bytes, cudaMemcpyDeviceToHost,
-                                     ctx->stream));
-        }
-        THG_CUDA(cudaStreamSynchronize(ctx->stream));
-        return THG_OK;
+    return kind == THG_UPLOAD_BYTES ? 1 : sizeof(float);
+}
+
+/* Elements [first, first + n) of `src` into `piece`, as they cross. */
+void pack(void *piece, const void *src, size_t first, size_t n, thg_upload_kind kind)
+{
+    if (kind == THG_UPLOAD_BYTES) {
+        memcpy(piece, (const char *)src + first, n);
+        return;
     }
-    size_t nchunks = 0;
-    thg_status st = ring_begin(ctx, total, chunk, &nchunks, err, errlen);
-    if (st != THG_OK)
-        return st;
-    auto copy = [ctx, dst, chunk](size_t j, size_t begin, size_t len) {
-        memcpy((char *)dst + j * chunk + begin,
-               (const char *)ctx->ring_pinned[j % 2] + begin, len);
-    };
-    /* Chunk j + 1 crosses the bus while the threads copy chunk j out; only
-     * this thread waits on the device (16 threads polling one event made
-     * every runtime call slower). */
-    auto enqueue = [&](size_t j) -> thg_status {
-        const size_t off = j * chunk;
-        const size_t bytes = std::min(chunk, total - off);
-        const void *src = nullptr;
-        const thg_status s = stage(off, bytes, &src, err, errlen);
-        if (s != THG_OK)
-            return s;
-        THG_CUDA(cudaMemcpyAsync(ctx->ring_pinned[j % 2], src, bytes, cudaMemcpyDeviceToHost,
-                                 ctx->stream));
-        THG_CUDA(cudaEventRecord(ctx->ring_events[j % 2], ctx->stream));
-        return THG_OK;
-    };
-    auto drive = [&](ring_state &rs) -> thg_status {
-        thg_status s = enqueue(0);
-        for (size_t j = 0; j < nchunks && s == THG_OK; ++j) {
-            if (j + 1 < nchunks) {
-                if (j >= 1)
-                    wait_finished(rs, j); /* the threads emptied chunk j - 1's buffer */
-                s = enqueue(j + 1);
-                if (s != THG_OK)
-                    break;
-            }
-            THG_CUDA(cudaEventSynchronize(ctx->ring_events[j % 2]));
-            make_ready(rs, j + 1);
+    const double *from = (const double *)src + first;
+    float *to = (float *)piece;
+    for (size_t k = 0; k < n; ++k)
+        to[k] = (float)from[k]; /* round to nearest, as __double2float_rn */
+}
+
+/* Upload thread w of `threads`: its share of every array in turn, one
+ * pipeline through its two pinned pieces on its own stream. */
+thg_status upload_thread(thg_context *ctx, unsigned w, unsigned threads,
+                         const thg_upload_array *arrays, size_t narrays, char *err,
+                         size_t errlen)
+{
+    cudaStream_t stream = ctx->transfer_streams[w];
+    size_t piece = 0;
+    for (size_t a = 0; a < narrays; ++a) {
+        const thg_upload_array &x = arrays[a];
+        const size_t size = out_size(x.kind);
+        const size_t piece_elems = thg_transfer_piece_bytes / size;
+        const size_t per = (x.n + threads - 1) / threads;
+        const size_t begin = std::min(x.n, (size_t)w * per), end = std::min(x.n, begin + per);
+        for (size_t first = begin; first < end; first += piece_elems, ++piece) {
+            const unsigned b = (unsigned)(piece % 2);
+            cudaEvent_t done = ctx->transfer_events[2 * w + b];
+            if (piece >= 2) /* the bus has read this piece's previous contents */
+                THG_CUDA(cudaEventSynchronize(done));
+            void *pinned = transfer_piece(ctx, w, b);
+            const size_t n = std::min(piece_elems, end - first);
+            pack(pinned, x.src, first, n, x.kind);
+            THG_CUDA(cudaMemcpyAsync((char *)x.dst + first * size, pinned, n * size,
+                                     cudaMemcpyHostToDevice, stream));
+            THG_CUDA(cudaEventRecord(done, stream));
         }
-        if (s == THG_OK)
-            wait_finished(rs, nchunks);
-        return s;
-    };
-    st = run_ring(total, chunk, copy, drive);
-    const cudaError_t e = cudaStreamSynchronize(ctx->stream); /* also after a failure */
-    if (st != THG_OK)
-        return st;
-    THG_CUDA(e);
+    }
+    THG_CUDA(cudaStreamSynchronize(stream));
     return THG_OK;
 }
 
-thg_status thg_ring_upload(thg_context *ctx, const void *src, size_t total, size_t chunk,
-                           const thg_ring_place_fn &place, char *err, size_t errlen)
+} // namespace
+
+thg_status thg_pinned_upload(thg_context *ctx, const thg_upload_array *arrays, size_t narrays,
+                             char *err, size_t errlen)
 {
-    chunk = std::min(chunk, thg_ring_chunk_bytes);
-    if (total < kRingBytes) {
-        for (size_t off = 0; off < total; off += chunk) {
-            const size_t bytes = std::min(chunk, total - off);
-            const thg_status st =
-                place(off, bytes, (const char *)src + off, cudaMemcpyHostToDevice, err, errlen);
-            if (st != THG_OK)
-                return st;
+    thg_status st = transfer_alloc(ctx, err, errlen);
+    if (st != THG_OK)
+        return st;
+    /* The streams below do not follow ctx->stream: what it still does
+     * with the destinations ends first. */
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    size_t bytes = 0;
+    for (size_t a = 0; a < narrays; ++a)
+        bytes += arrays[a].n * out_size(arrays[a].kind);
+    const unsigned threads = threads_for(bytes);
+    return run_threads(
+        threads,
+        [=](unsigned w, char *werr, size_t werrlen) {
+            return upload_thread(ctx, w, threads, arrays, narrays, werr, werrlen);
+        },
+        err, errlen);
+}
+
+namespace {
+
+/* Rows [first, first + n) of a download, fp32 in `piece`, into fp64 `dst`
+ * as to_double_kernel (factors.cu) writes them: times the column scale
+ * (fp32 products), absent rows zero. */
+void unpack(double *dst, const float *piece, uint64_t first, uint64_t n, uint32_t R,
+            const float *scale, const uint32_t *present)
+{
+    for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t row = first + i;
+        double *out = dst + row * R;
+        const float *in = piece + i * R;
+        if (present && !thg_row_present(present, row)) {
+            memset(out, 0, sizeof(double) * R);
+            continue;
         }
-        THG_CUDA(cudaStreamSynchronize(ctx->stream));
-        return THG_OK;
+        if (scale)
+            for (uint32_t c = 0; c < R; ++c)
+                out[c] = (double)(in[c] * scale[c]);
+        else
+            for (uint32_t c = 0; c < R; ++c)
+                out[c] = (double)in[c];
     }
-    size_t nchunks = 0;
-    thg_status st = ring_begin(ctx, total, chunk, &nchunks, err, errlen);
-    if (st != THG_OK)
-        return st;
-    auto copy = [ctx, src, chunk](size_t j, size_t begin, size_t len) {
-        memcpy((char *)ctx->ring_pinned[j % 2] + begin, (const char *)src + j * chunk + begin,
-               len);
-    };
-    auto drive = [&](ring_state &rs) -> thg_status {
-        for (size_t j = 0; j < nchunks; ++j) {
-            if (j >= 2) /* the bus has read this buffer's previous chunk */
-                THG_CUDA(cudaEventSynchronize(ctx->ring_events[j % 2]));
-            make_ready(rs, j + 1);
-            wait_finished(rs, j + 1);
-            const size_t off = j * chunk;
-            const size_t bytes = std::min(chunk, total - off);
-            const thg_status s = place(off, bytes, ctx->ring_pinned[j % 2],
-                                       cudaMemcpyHostToDevice, err, errlen);
-            if (s != THG_OK)
-                return s;
-            THG_CUDA(cudaEventRecord(ctx->ring_events[j % 2], ctx->stream));
-        }
+}
+
+/* Download thread w of `threads`: its share of the rows, each piece
+ * crossing the bus into one of its pinned pieces while it unpacks the
+ * other. */
+thg_status download_thread(thg_context *ctx, unsigned w, unsigned threads, double *dst,
+                           const float *src, uint64_t rows, uint32_t R, const float *scale,
+                           const uint32_t *present, char *err, size_t errlen)
+{
+    cudaStream_t stream = ctx->transfer_streams[w];
+    const uint64_t piece_rows = std::max<uint64_t>(1, thg_transfer_piece_bytes / (sizeof(float) * R));
+    const uint64_t per = (rows + threads - 1) / threads;
+    const uint64_t begin = std::min(rows, (uint64_t)w * per), end = std::min(rows, begin + per);
+    const uint64_t pieces = (end - begin + piece_rows - 1) / piece_rows;
+    auto fetch = [&](uint64_t i) -> thg_status {
+        const uint64_t first = begin + i * piece_rows, n = std::min(piece_rows, end - first);
+        THG_CUDA(cudaMemcpyAsync(transfer_piece(ctx, w, (unsigned)(i % 2)), src + first * R,
+                                 sizeof(float) * n * R, cudaMemcpyDeviceToHost, stream));
+        THG_CUDA(cudaEventRecord(ctx->transfer_events[2 * w + i % 2], stream));
         return THG_OK;
     };
-    st = run_ring(total, chunk, copy, drive);
-    const cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    for (uint64_t i = 0; i < pieces; ++i) {
+        thg_status st = i == 0 ? fetch(0) : THG_OK;
+        if (st == THG_OK && i + 1 < pieces)
+            st = fetch(i + 1); /* its piece was unpacked in the step before */
+        if (st != THG_OK)
+            return st;
+        THG_CUDA(cudaEventSynchronize(ctx->transfer_events[2 * w + i % 2]));
+        const uint64_t first = begin + i * piece_rows;
+        unpack(dst, (const float *)transfer_piece(ctx, w, (unsigned)(i % 2)), first,
+               std::min(piece_rows, end - first), R, scale, present);
+    }
+    THG_CUDA(cudaStreamSynchronize(stream));
+    return THG_OK;
+}
+
+} // namespace
+
+thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, uint64_t rows,
+                               uint32_t R, const float *col_scale, const uint32_t *row_present,
+                               char *err, size_t errlen)
+{
+    thg_status st = transfer_alloc(ctx, err, errlen);
     if (st != THG_OK)
         return st;
-    THG_CUDA(e);
-    return THG_OK;
+    /* What ctx->stream still computes into src, the scale or the bitmap
+     * ends first; then the two small arrays come to the host. */
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    std::vector<float> scale(col_scale ? R : 0);
+    std::vector<uint32_t> present(row_present ? (rows + 31) / 32 : 0);
+    if (col_scale)
+        THG_CUDA(cudaMemcpy(scale.data(), col_scale, sizeof(float) * R, cudaMemcpyDeviceToHost));
+    if (row_present)
+        THG_CUDA(cudaMemcpy(present.data(), row_present, sizeof(uint32_t) * present.size(),
+                            cudaMemcpyDeviceToHost));
+    const float *scale_host = col_scale ? scale.data() : nullptr;
+    const uint32_t *present_host = row_present ? present.data() : nullptr;
+    const unsigned threads = threads_for(sizeof(float) * rows * R);
+    return run_threads(
+        threads,
+        [=](unsigned w, char *werr, size_t werrlen) {
+            return download_thread(ctx, w, threads, dst, src, rows, R, scale_host, present_host,
+                                   werr, werrlen);
+        },
+        err, errlen);
 }

@@ -163,8 +163,10 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
     print_update_timings(r);
     th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
     th_log(TH_LOG_INFO, "  initial factors %10.4f", r->init_seconds);
-    th_log(TH_LOG_INFO, "  factors back    %10.4f  (arranged in %.4f)", r->fetch_seconds,
-           r->arrange_seconds);
+    th_log(TH_LOG_INFO,
+           "  factors back    %10.4f  (of which waiting for their memory %.4f; arranged in "
+           "%.4f)",
+           r->fetch_seconds, r->result_memory_seconds, r->arrange_seconds);
     th_log(TH_LOG_INFO, "  total           %10.4f", total_seconds);
     if (r->sweep_fallbacks)
         th_log(TH_LOG_INFO,

@@ -265,6 +265,7 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
     announce_phase(callbacks, "copying the factors from the backend");
     const gint64 fetch_start = g_get_monotonic_time();
     result_memory_join(memory); /* what it has not finished counts here */
+    r->result_memory_seconds = seconds_since(fetch_start);
     r->lambda = g_memdup2(s->lambda, sizeof(double) * s->rank);
     /* The backend decomposed the tensor times value_scale. */
     for (uint32_t k = 0; k < s->rank; ++k)

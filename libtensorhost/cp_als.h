@@ -114,6 +114,9 @@ typedef struct th_cpd_result {
      * them into the published form (cp_model.h). */
     double init_seconds;
     double fetch_seconds;
+    /* Of fetch_seconds: waiting for the fresh memory of the result factors,
+     * allocated and faulted in beside the iterations, to be ready. */
+    double result_memory_seconds;
     double arrange_seconds;
     double total_seconds;
 } th_cpd_result;

@@ -236,6 +236,7 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
         member_double(b, "algebra_seconds", r->algebra_seconds);
         member_double(b, "init_seconds", r->init_seconds);
         member_double(b, "fetch_seconds", r->fetch_seconds);
+        member_double(b, "result_memory_seconds", r->result_memory_seconds);
         member_double(b, "arrange_seconds", r->arrange_seconds);
         member_double(b, "cpd_seconds", r->total_seconds);
     }

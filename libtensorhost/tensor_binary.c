@@ -8,9 +8,11 @@
  * holds. Then worker threads take chunks of nonzeros in turn and copy them
  * from the mapping into the tensor, block by block, checking each block
  * while it is still in the cache (indices below their mode's size, values
- * finite, and, for a file flagged sorted, the order). Last, the checksums
- * of the copied arrays are computed, one array per thread: they cover the
- * arrays whole, so they are computed after the copy rather than inside it.
+ * finite, and, for a file flagged sorted, the order) and, in version 2,
+ * hashing it, since version 2's checksums are made of one checksum per
+ * block. Version 1's checksums cover each array whole, so they are
+ * computed after the copy, one array per thread (the values, 40% of a
+ * 3-mode file, then take one thread as long as the whole parallel copy).
  * A checksum mismatch is reported before any content error, since it
  * explains them.
  *
@@ -68,8 +70,10 @@ enum {
      TH_TENSOR_BINARY_MAX_NOTE_BYTES)
 
 /* Nonzeros copied and checked at once: their indices and values stay in
- * the cache between the copy and the checks (24 KB a mode). */
-#define BLOCK_NNZ ((uint64_t)6144)
+ * the cache between the copy, the checks and (version 2) the hashing (32
+ * KB a mode). Version 2's checksum block (tensor_binary.h), so a block
+ * hashed is a block copied. */
+#define BLOCK_NNZ ((uint64_t)TH_TENSOR_BINARY_CHECKSUM_BLOCK)
 /* Chunks handed to the threads: small enough to share the work out evenly
  * (about four a thread) and to poll the cancel flag every few ms, large
  * enough that handing them out costs nothing. */
@@ -216,7 +220,7 @@ static locate_result locate_metadata(const uint8_t *data, size_t length, binary_
     l->major = get_u16(data + OFF_MAJOR);
     l->minor = get_u16(data + OFF_MINOR);
     /* The version decides what the rest means: checked before the rest. */
-    if (l->major != TH_TENSOR_BINARY_VERSION_MAJOR)
+    if (l->major < TH_TENSOR_BINARY_OLDEST_MAJOR || l->major > TH_TENSOR_BINARY_VERSION_MAJOR)
         return LOCATE_VERSION;
     if (length < TH_TENSOR_BINARY_HEADER_BYTES)
         return LOCATE_TRUNCATED;
@@ -260,6 +264,36 @@ static uint64_t metadata_checksum(const uint8_t *metadata, uint64_t metadata_end
     return XXH3_64bits_digest(&state);
 }
 
+/* Version 1's checksum of a section: XXH3-64 of it whole. Version 2's: of
+ * the XXH3-64s (8 bytes each, little-endian) of its blocks of
+ * BLOCK_NNZ elements, so that threads can hash the blocks in any order. */
+static uint64_t blocks_checksum(const uint64_t *block_sums, uint64_t nblocks)
+{
+    return XXH3_64bits(block_sums, (size_t)nblocks * sizeof *block_sums);
+}
+
+static uint64_t blocks_of(uint64_t nnz)
+{
+    return (nnz + BLOCK_NNZ - 1u) / BLOCK_NNZ;
+}
+
+static uint64_t section_checksum(uint16_t major, const void *array, uint64_t nnz,
+                                 uint64_t element_bytes)
+{
+    if (major < 2u)
+        return XXH3_64bits(array, (size_t)(nnz * element_bytes));
+    const uint64_t nblocks = blocks_of(nnz);
+    uint64_t *sums = g_new(uint64_t, MAX(nblocks, 1u));
+    for (uint64_t b = 0; b < nblocks; ++b) {
+        const uint64_t first = b * BLOCK_NNZ, n = MIN(BLOCK_NNZ, nnz - first);
+        sums[b] = XXH3_64bits((const uint8_t *)array + first * element_bytes,
+                              (size_t)(n * element_bytes));
+    }
+    const uint64_t sum = blocks_checksum(sums, nblocks);
+    g_free(sums);
+    return sum;
+}
+
 gboolean th_tensor_binary_reseal(void *data, size_t length)
 {
     g_return_val_if_fail(data != NULL || length == 0, FALSE);
@@ -271,8 +305,8 @@ gboolean th_tensor_binary_reseal(void *data, size_t length)
         return FALSE;
     uint8_t *table = bytes + l.header_bytes + 8u * l.nmodes;
     for (uint32_t s = 0; s <= l.nmodes; ++s) {
-        const size_t n = (size_t)(l.nnz * section_element_bytes(&l, s));
-        put_u64(table + 8u * s, XXH3_64bits(bytes + l.offsets[s], n));
+        put_u64(table + 8u * s, section_checksum(l.major, bytes + l.offsets[s], l.nnz,
+                                                 section_element_bytes(&l, s)));
     }
     put_u64(bytes + OFF_HEADER_CHECKSUM, metadata_checksum(bytes, l.metadata_end));
     return TRUE;
@@ -326,8 +360,10 @@ static gboolean check_header(const char *name, const uint8_t *metadata, uint64_t
     case LOCATE_VERSION:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_UNSUPPORTED,
                            "binary tensor format version %u.%u is not supported by this "
-                           "reader, which reads version %u.x (written by another tensorhost?)",
-                           l->major, l->minor, TH_TENSOR_BINARY_VERSION_MAJOR);
+                           "reader, which reads versions %u.x to %u.x (written by another "
+                           "tensorhost?)",
+                           l->major, l->minor, TH_TENSOR_BINARY_OLDEST_MAJOR,
+                           TH_TENSOR_BINARY_VERSION_MAJOR);
     case LOCATE_HEADER_SIZE:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_HEADER,
                            "header size %u bytes is invalid (expected a multiple of 8 from %u "
@@ -411,6 +447,10 @@ typedef struct {
     const binary_layout *layout;
     th_sptensor *t;
     gboolean check_order; /* the file says it is sorted: verify */
+    /* Version 2: each section's block checksums, [section][block], filled
+     * by the copy; NULL for version 1 (hashed after the copy). */
+    uint64_t *block_sums;
+    uint64_t nblocks;
     const th_tensor_read_options *options;
 
     uint64_t chunk_nnz, nchunks;
@@ -533,6 +573,8 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
     for (uint32_t m = 0; m < l->nmodes; ++m) {
         th_index *dst = t->indices[m] + begin;
         memcpy(dst, r->data + l->offsets[m] + begin * sizeof *dst, n * sizeof *dst);
+        if (r->block_sums != NULL)
+            r->block_sums[m * r->nblocks + begin / BLOCK_NNZ] = XXH3_64bits(dst, n * sizeof *dst);
         const th_index dim = t->dims[m];
         if (G_UNLIKELY(any_index_beyond(dst, n, dim))) {
             uint64_t i = 0;
@@ -544,6 +586,9 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
     double *values = t->values + begin;
     memcpy(values, r->data + l->offsets[l->nmodes] + begin * sizeof *values,
            n * sizeof *values);
+    if (r->block_sums != NULL)
+        r->block_sums[l->nmodes * r->nblocks + begin / BLOCK_NNZ] =
+            XXH3_64bits(values, n * sizeof *values);
     if (G_UNLIKELY(count_non_finite(values, n, &w->zeros) > 0)) {
         uint64_t i = 0;
         while (isfinite(values[i]))
@@ -668,11 +713,19 @@ static gpointer checksum_thread(gpointer arg)
     }
 }
 
-/* The first section whose checksum does not match, or -1. */
-static int64_t first_checksum_mismatch(const binary_layout *l, const th_sptensor *t,
-                                       uint32_t nthreads)
+/* The first section whose checksum does not match, or -1: version 2's from
+ * the block checksums the copy made, version 1's by hashing each copied
+ * array whole, one array per thread. */
+static int64_t first_checksum_mismatch(const copy_run *r, uint32_t nthreads)
 {
-    checksum_run run = {.layout = l, .t = t};
+    const binary_layout *l = r->layout;
+    if (r->block_sums != NULL) {
+        for (uint32_t s = 0; s <= l->nmodes; ++s)
+            if (blocks_checksum(r->block_sums + s * r->nblocks, r->nblocks) != l->checksums[s])
+                return s;
+        return -1;
+    }
+    checksum_run run = {.layout = l, .t = r->t};
     atomic_init(&run.next, 0);
     run.order[0] = l->nmodes; /* the values, twice as long as an index array */
     for (uint32_t m = 0; m < l->nmodes; ++m)
@@ -807,7 +860,10 @@ static uint32_t plan_chunks(copy_run *r)
     const uint64_t chunks = (uint64_t)CHUNKS_PER_THREAD * nthreads;
     uint64_t chunk = (nnz + chunks - 1u) / chunks;
     chunk = forced == 0 ? CLAMP(chunk, MIN_CHUNK_NNZ, MAX_CHUNK_NNZ) : MIN(chunk, MAX_CHUNK_NNZ);
-    r->chunk_nnz = MAX(chunk, 1u);
+    chunk = MAX(chunk, 1u);
+    if (r->block_sums != NULL) /* whole checksum blocks, each hashed where it is copied */
+        chunk = (chunk + BLOCK_NNZ - 1u) / BLOCK_NNZ * BLOCK_NNZ;
+    r->chunk_nnz = chunk;
     r->nchunks = (nnz + r->chunk_nnz - 1u) / r->chunk_nnz;
     return nthreads;
 }
@@ -868,6 +924,12 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     r.layout = &layout;
     r.t = t;
     r.check_order = (layout.flags & TH_TENSOR_BINARY_FLAG_SORTED) != 0;
+    g_autofree uint64_t *block_sums = NULL;
+    if (layout.major >= 2u) {
+        r.nblocks = blocks_of(layout.nnz);
+        block_sums = g_new(uint64_t, (layout.nmodes + 1u) * MAX(r.nblocks, 1u));
+        r.block_sums = block_sums;
+    }
     const uint32_t nthreads = plan_chunks(&r);
     const copy_outcome copied = copy_arrays(&r, nthreads);
     if (copied.shrank) {
@@ -879,7 +941,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         return NULL;
     }
     /* Corruption explains any content error: it is reported first. */
-    const int64_t mismatch = first_checksum_mismatch(&layout, t, nthreads);
+    const int64_t mismatch = first_checksum_mismatch(&r, nthreads);
     if (mismatch >= 0) {
         g_autofree char *section = section_name(&layout, (uint32_t)mismatch);
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
@@ -1093,7 +1155,8 @@ gboolean th_tensor_binary_write_stream(FILE *out, const char *name, const th_spt
         put_u64(p, t->dims[m]);
     for (uint32_t s = 0; s <= l.nmodes; ++s, p += 8) {
         const void *array = s < l.nmodes ? (const void *)t->indices[s] : t->values;
-        put_u64(p, XXH3_64bits(array, (size_t)(l.nnz * section_element_bytes(&l, s))));
+        put_u64(p, section_checksum(TH_TENSOR_BINARY_VERSION_MAJOR, array, l.nnz,
+                                    section_element_bytes(&l, s)));
     }
     if (note_bytes > 0)
         memcpy(p, note, note_bytes);

@@ -5,11 +5,12 @@
  * its magic bytes, whatever the file's name. docs/tensor-format.md has the
  * same description for users.
  *
- * Layout, version 1.0. Every integer is little-endian; offsets in bytes.
+ * Layout, version 2.0 (1.0 differs only in its section checksums, below).
+ * Every integer is little-endian; offsets in bytes.
  *
- *   Fixed header (header_bytes bytes; 64 in version 1.0):
+ *   Fixed header (header_bytes bytes; 64 in versions 1.0 and 2.0):
  *     0  char[8]  magic "THTENSOR"
- *     8  u16      major version: 1
+ *     8  u16      major version: 2 (1 is read too)
  *    10  u16      minor version: 0
  *    12  u32      header_bytes: size of this fixed header, a multiple of 8
  *                 from 64 to 4096; a later minor version may grow it, its
@@ -21,15 +22,20 @@
  *    24  u64      nnz: number of nonzeros, at least 1
  *    32  u64      flags: bit 0 set = the coordinates are sorted
  *                 lexicographically (mode 1 first) and none repeats; other
- *                 bits are 0 in 1.0 and ignored by 1.0 readers
+ *                 bits are 0 in 2.0 and ignored by 2.0 readers
  *    40  u64      note_bytes: length of the note, at most 65536
  *    48  u64      reserved, 0
  *    56  u64      header checksum: XXH3-64 (seed 0) of bytes
  *                 [0, metadata_end) with these 8 bytes counted as zeros
  *   At header_bytes:
  *         u64[nmodes]      dims, each 1 to 2^32 - 1
- *         u64[nmodes + 1]  section checksums: XXH3-64 (seed 0) of each
- *                          index array, then of the values
+ *         u64[nmodes + 1]  section checksums, of each index array, then of
+ *                          the values. Version 2: XXH3-64 (seed 0) of the
+ *                          sequence of the XXH3-64s (seed 0; 8 bytes each,
+ *                          little-endian) of the array's consecutive blocks
+ *                          of 8192 elements (the last one shorter), so that
+ *                          a reader hashes blocks on all its threads.
+ *                          Version 1: XXH3-64 (seed 0) of the array whole
  *         u8[note_bytes]   note: free text (UTF-8), e.g. "synthetic tensor:
  *                          ..."; not part of the tensor
  *   metadata_end = header_bytes + 16 * nmodes + 8 + note_bytes
@@ -42,9 +48,10 @@
  *   The file ends with the values: its size is exactly what the header
  *   implies.
  *
- * Versions: a reader refuses another major version; it reads any minor
- * version of its major, since minors only add fields after byte 64 (and
- * flag bits that do not change what the arrays mean). */
+ * Versions: a reader refuses a major version it does not know; it reads
+ * any minor version of a major it knows, since minors only add fields
+ * after byte 64 (and flag bits that do not change what the arrays mean).
+ * This reader reads 1.x and 2.x; the writer writes 2.0. */
 #ifndef TH_TENSOR_BINARY_H
 #define TH_TENSOR_BINARY_H
 
@@ -60,9 +67,12 @@
 
 #define TH_TENSOR_BINARY_MAGIC "THTENSOR"
 #define TH_TENSOR_BINARY_MAGIC_BYTES 8u
-#define TH_TENSOR_BINARY_VERSION_MAJOR 1u
+#define TH_TENSOR_BINARY_VERSION_MAJOR 2u /* written; 1 to 2 read */
 #define TH_TENSOR_BINARY_VERSION_MINOR 0u
-#define TH_TENSOR_BINARY_HEADER_BYTES 64u    /* the fixed header of version 1.0 */
+#define TH_TENSOR_BINARY_OLDEST_MAJOR 1u
+/* Version 2's checksum block, in elements. */
+#define TH_TENSOR_BINARY_CHECKSUM_BLOCK 8192u
+#define TH_TENSOR_BINARY_HEADER_BYTES 64u    /* the fixed header of 1.0 and 2.0 */
 #define TH_TENSOR_BINARY_MAX_HEADER_BYTES 4096u
 #define TH_TENSOR_BINARY_MAX_NOTE_BYTES 65536u
 #define TH_TENSOR_BINARY_ALIGNMENT 64u

@@ -68,7 +68,7 @@ static char *write_temp(const char *name, const void *data, size_t length)
 
 /* ---- an encoder of the documented layout (tensor_binary.h) --------------- */
 
-/* What to write; zero fields take version 1.0's values. */
+/* What to write; zero fields take version 2.0's values. */
 typedef struct {
     const th_sptensor *t; /* nmodes, nnz, dims and arrays (not checked) */
     uint16_t major, minor;
@@ -98,16 +98,33 @@ static void pad_to_64(GByteArray *b)
         append_le(b, 0, 1);
 }
 
+/* A section's checksum as the header comment defines it: version 1, of
+ * the array whole; version 2, of its blocks' checksums. */
+static uint64_t documented_checksum(uint16_t major, const uint8_t *array, size_t elements,
+                                    size_t element_bytes)
+{
+    if (major == 1u)
+        return XXH3_64bits(array, elements * element_bytes);
+    const size_t block = 8192;
+    g_autoptr(GByteArray) sums = g_byte_array_new();
+    for (size_t first = 0; first < elements; first += block) {
+        const size_t n = MIN(block, elements - first);
+        append_le(sums, XXH3_64bits(array + first * element_bytes, n * element_bytes), 8);
+    }
+    return XXH3_64bits(sums->data, sums->len);
+}
+
 /* The file, byte for byte as the header comment describes it. */
 static GByteArray *encode(const layout_spec *spec)
 {
+    const uint16_t major = spec->major ? spec->major : 2u;
     const th_sptensor *t = spec->t;
     const uint32_t header_bytes = spec->header_bytes ? spec->header_bytes : 64u;
     const unsigned index_bytes = spec->index_bytes ? spec->index_bytes : 4u;
     const size_t note_bytes = spec->note ? strlen(spec->note) : 0;
     GByteArray *b = g_byte_array_new();
     g_byte_array_append(b, (const guint8 *)"THTENSOR", 8);
-    append_le(b, spec->major ? spec->major : 1u, 2);
+    append_le(b, major, 2);
     append_le(b, spec->minor, 2);
     append_le(b, header_bytes, 4);
     append_le(b, t->nmodes, 4);
@@ -140,7 +157,11 @@ static GByteArray *encode(const layout_spec *spec)
                 append_le(b, bits, 8);
             }
         }
-        put_le(b, table + 8u * s, XXH3_64bits(b->data + start, b->len - start), 8);
+        const size_t element_bytes = s < t->nmodes ? index_bytes : 8u;
+        put_le(b, table + 8u * s,
+               documented_checksum(major, b->data + start, (b->len - start) / element_bytes,
+                                   element_bytes),
+               8);
     }
     put_le(b, 56, XXH3_64bits(b->data, metadata_end), 8);
     return b;
@@ -302,6 +323,12 @@ static void test_writer_matches_documented_layout(void **state)
     assert_same_bytes(sorted_written, sorted_expected);
     assert_int_equal(sorted_written->len % 8u, 0);
 
+    /* Several checksum blocks, the last one partial. */
+    g_autoptr(th_sptensor) large = random_tensor(3, 20000, 12);
+    g_autoptr(GByteArray) large_written = write_to_memory(large, NULL);
+    g_autoptr(GByteArray) large_expected = encode(&(layout_spec){.t = large, .flags = 0});
+    assert_same_bytes(large_written, large_expected);
+
     g_autoptr(th_sptensor) back = read_bytes_ok(sorted_written);
     assert_same_tensor(back, unsorted);
     assert_int_equal(back->lines_read, unsorted->nnz);
@@ -378,7 +405,7 @@ static void test_round_trip_text_binary(void **state)
     assert_same_tensor(again, from_text);
 }
 
-/* A later minor version with a longer header reads as 1.0 does. */
+/* A later minor version with a longer header reads as 2.0 does. */
 static void test_later_minor_version(void **state)
 {
     (void)state;
@@ -412,10 +439,11 @@ static void test_other_major_version(void **state)
 {
     (void)state;
     g_autoptr(th_sptensor) t = six_nonzeros();
-    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .major = 2, .minor = 3});
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .major = 3, .minor = 1});
     assert_bytes_error(b, TH_TENSOR_READER_ERROR_UNSUPPORTED,
-                       "t.tnsb: binary tensor format version 2.3 is not supported by this "
-                       "reader, which reads version 1.x (written by another tensorhost?)");
+                       "t.tnsb: binary tensor format version 3.1 is not supported by this "
+                       "reader, which reads versions 1.x to 2.x (written by another "
+                       "tensorhost?)");
 }
 
 static void test_index_width_8(void **state)
@@ -580,24 +608,73 @@ static void test_every_flipped_byte(void **state)
     (void)state;
     g_autoptr(th_sptensor) t = six_nonzeros();
     const char *note = "seven b";
-    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1, .note = note});
     const size_t metadata_end = metadata_end_of(t, note);
-    for (guint at = 0; at < b->len; ++at) {
-        for (unsigned bit = 0; bit < 8; bit += 3) {
-            b->data[at] ^= (uint8_t)(1u << bit);
-            GError *error = NULL;
-            th_sptensor *back = read_bytes(b, &error);
-            b->data[at] ^= (uint8_t)(1u << bit);
-            if (back != NULL)
-                fail_msg("byte %u bit %u flipped: read without an error", at, bit);
-            g_autofree char *expected = expected_corruption(t, metadata_end, at);
-            if (expected != NULL)
-                assert_error(error, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
-            else
-                assert_error(error, error->code, NULL);
-            g_error_free(error);
+    for (uint16_t major = 1; major <= 2; ++major) {
+        g_autoptr(GByteArray) b =
+            encode(&(layout_spec){.t = t, .major = major, .flags = 1, .note = note});
+        for (guint at = 0; at < b->len; ++at) {
+            for (unsigned bit = 0; bit < 8; bit += 3) {
+                b->data[at] ^= (uint8_t)(1u << bit);
+                GError *error = NULL;
+                th_sptensor *back = read_bytes(b, &error);
+                b->data[at] ^= (uint8_t)(1u << bit);
+                if (back != NULL)
+                    fail_msg("byte %u bit %u flipped: read without an error", at, bit);
+                g_autofree char *expected = expected_corruption(t, metadata_end, at);
+                if (expected != NULL)
+                    assert_error(error, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
+                else
+                    assert_error(error, error->code, NULL);
+                g_error_free(error);
+            }
         }
     }
+}
+
+/* Version 2's checksums are of blocks: a byte flipped in any block of a
+ * long section is found, whatever the threads. */
+static void test_flipped_byte_in_later_block(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = random_tensor(3, 20000, 5);
+    th_sptensor_sort_and_merge(t);
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .flags = 1});
+    const size_t metadata_end = metadata_end_of(t, NULL);
+    /* mode 2's block 1 (of 0 to 2), and the values' last block */
+    const size_t at[2] = {section_offset(t, metadata_end, 1) + 4u * 9000u + 1u,
+                          section_offset(t, metadata_end, 3) + 8u * (t->nnz - 1u) + 7u};
+    const char *const named[2] = {"mode 2 indices", "values"};
+    for (int k = 0; k < 2; ++k)
+        for (uint32_t threads = 1; threads <= 3; ++threads) {
+            th_tensor_binary_set_threads(threads);
+            b->data[at[k]] ^= 0x10u;
+            g_autofree char *expected = g_strdup_printf(
+                "t.tnsb: checksum mismatch in the %s: the file is corrupt", named[k]);
+            assert_bytes_error(b, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
+            b->data[at[k]] ^= 0x10u;
+        }
+    th_tensor_binary_set_threads(0);
+    g_autoptr(th_sptensor) back = read_bytes_ok(b);
+    assert_same_tensor(back, t);
+}
+
+/* Files of version 1 (whole-array checksums) read as they did. */
+static void test_version_1_files(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = random_tensor(3, 20000, 8);
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = t, .major = 1, .flags = 0});
+    th_sptensor_sort_and_merge(t);
+    for (uint32_t threads = 0; threads <= 4; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        g_autoptr(th_sptensor) back = read_bytes_ok(b);
+        assert_same_tensor(back, t);
+    }
+    th_tensor_binary_set_threads(0);
+    const size_t values = section_offset(t, metadata_end_of(t, NULL), 3);
+    b->data[values + 8u * 15000u + 3u] ^= 0x01u;
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_CHECKSUM,
+                       "t.tnsb: checksum mismatch in the values: the file is corrupt");
 }
 
 /* An index beyond its mode's size behind valid checksums: the earliest
@@ -669,13 +746,35 @@ static void test_unsorted_is_sorted_and_merged(void **state)
         almost->indices[m][4] = tmp;
     }
     g_autoptr(th_sptensor) six = six_nonzeros();
-    g_autoptr(GByteArray) lying = encode(&(layout_spec){.t = almost, .flags = 1});
+    g_autoptr(GByteArray) lying = encode(&(layout_spec){.t = almost, .major = 1, .flags = 1});
     for (uint32_t threads = 1; threads <= 6; ++threads) {
         th_tensor_binary_set_threads(threads);
         g_autoptr(th_sptensor) back = read_bytes_ok(lying);
         assert_memory_equal(back->indices[0], six->indices[0], 6 * sizeof(th_index));
         assert_memory_equal(back->indices[1], six->indices[1], 6 * sizeof(th_index));
         assert_memory_equal(back->indices[2], six->indices[2], 6 * sizeof(th_index));
+    }
+    th_tensor_binary_set_threads(0);
+
+    /* Version 2's chunks are whole checksum blocks: out of order across
+     * the first block boundary. */
+    g_autoptr(th_sptensor) sorted = random_tensor(3, 20000, 9);
+    th_sptensor_sort_and_merge(sorted);
+    g_autoptr(th_sptensor) swapped = random_tensor(3, 20000, 9);
+    th_sptensor_sort_and_merge(swapped);
+    for (uint32_t m = 0; m < 3; ++m) { /* swap nonzeros 8191 and 8192 */
+        th_index tmp = swapped->indices[m][8191];
+        swapped->indices[m][8191] = swapped->indices[m][8192];
+        swapped->indices[m][8192] = tmp;
+    }
+    const double value = swapped->values[8191];
+    swapped->values[8191] = swapped->values[8192];
+    swapped->values[8192] = value;
+    g_autoptr(GByteArray) lying_v2 = encode(&(layout_spec){.t = swapped, .flags = 1});
+    for (uint32_t threads = 1; threads <= 3; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        g_autoptr(th_sptensor) back = read_bytes_ok(lying_v2);
+        assert_same_tensor(back, sorted);
     }
     th_tensor_binary_set_threads(0);
 }
@@ -1081,6 +1180,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zero_nnz),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_every_flipped_byte),
+        cmocka_unit_test(test_flipped_byte_in_later_block),
+        cmocka_unit_test(test_version_1_files),
         cmocka_unit_test(test_index_out_of_range),
         cmocka_unit_test(test_values_not_finite),
         cmocka_unit_test(test_unsorted_is_sorted_and_merged),

@@ -135,6 +135,41 @@ static void test_mttkrp_matches_reference(void **state)
     g_rand_free(rng);
 }
 
+/* Copies of 32 MB and more take other paths than the cases above
+ * (kernels/transfer.cu: host threads, each on its own stream through its
+ * own pinned pieces, converting between fp64 and fp32 on the host): a
+ * tensor whose index arrays (36 MB each) and values (72 MB) take them, with
+ * an uneven split over the threads, checked by its MTTKRP against
+ * cpu-reference (a 128 MB result with empty rows among them); and a factor
+ * of 128 MB that must come back exactly as its values rounded to fp32.
+ * (The tall case of the update test downloads large factors with column
+ * scales other than 1.) */
+static void test_large_transfers(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    static const th_gpu_test_case large = {
+        "9M nonzeros", 3, {2000003, 3001, 53}, 9000011, {0.5, 0, 0}};
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&large, 77);
+    GRand *rng = g_rand_new_with_seed(4242);
+    const uint32_t rank = 8;
+    double **factors = th_test_random_factors(t, rank, rng);
+    double **expected = reference_results(p, t, rank, factors);
+    th_instance *inst = th_test_create_instance(p->gpu[0], NULL);
+    check_against(p->gpu[0], inst, large.name, t, rank, factors, expected);
+
+    const size_t n = (size_t)t->dims[0] * rank;
+    char err[TH_ERROR_SIZE] = "";
+    g_autofree double *back = g_new(double, n);
+    th_test_assert_ok(p->gpu[0]->entry.get_factor(inst, 0, back, err), err);
+    for (size_t k = 0; k < n; ++k)
+        if (back[k] != (double)(float)factors[0][k])
+            fail_msg("factor element %zu: %.9g came back as %.9g", k, factors[0][k], back[k]);
+    p->gpu[0]->entry.destroy(inst);
+    th_test_free_factors(expected, t->nmodes);
+    th_test_free_factors(factors, t->nmodes);
+    g_rand_free(rng);
+}
+
 static void assert_close(const double *got, const double *want, size_t n, const char *what,
                          const char *plugin_id, uint32_t rank, int32_t norm)
 {
@@ -547,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_error_paths),
         cmocka_unit_test(test_runtime_and_mode_info),
         cmocka_unit_test(test_mttkrp_matches_reference),
+        cmocka_unit_test(test_large_transfers),
         cmocka_unit_test(test_als_update_matches_reference),
         cmocka_unit_test(test_init_factors_match_the_host_draw),
         cmocka_unit_test(test_repeated_use_leaks_nothing),
