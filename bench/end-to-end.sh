@@ -24,8 +24,9 @@
 # GPU_BENCH (gpu_bench, default .carry/bin/gpu_bench, else build/bin/gpu_bench:
 # its --ceilings gives the pinned PCIe bandwidth and the host's copy into
 # pinned memory, whose slower one bounds the copies to and from the device,
-# and the host memory's read and in-place passes, which bound the model's
-# arrangement: one pass of each over the factors).
+# the host memory's read and in-place passes, which bound the model's
+# arrangement (one pass of each over the factors), and writing into fresh
+# memory, which bounds the copy of the factors back into new arrays).
 # Needs python3 for reading the reports. Files go to --work (default
 # /tmp/th-end-to-end), removed at the end unless --keep.
 set -euo pipefail

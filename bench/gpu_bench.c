@@ -6,7 +6,7 @@
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...
  *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
- *                           staging, host memory passes)
+ *                           staging, host memory passes, fresh memory)
  *
  * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
  * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
@@ -60,6 +60,7 @@ double gpu_bench_l2_bandwidth(void);
 double gpu_bench_pcie_bandwidth(int to_device);
 double gpu_bench_host_staging_bandwidth(void);
 double gpu_bench_host_pass_bandwidth(int in_place);
+double gpu_bench_host_fresh_bandwidth(void);
 
 #define MAX_REPS 64
 #define MAX_MODES 16
@@ -525,11 +526,12 @@ int main(int argc, char **argv)
         /* The bounds alone, for bench/end-to-end.sh's phases. */
         printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, PCIe pinned %.1f GB/s to the "
                "device, %.1f GB/s back, host copy from pageable into pinned memory %.1f "
-               "GB/s, host memory passes: read %.1f GB/s, scale in place %.1f GB/s\n",
+               "GB/s, host memory passes: read %.1f GB/s, scale in place %.1f GB/s, write into "
+               "fresh memory %.1f GB/s\n",
                gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
                gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
                gpu_bench_host_staging_bandwidth() * 1e-9, gpu_bench_host_pass_bandwidth(0) * 1e-9,
-               gpu_bench_host_pass_bandwidth(1) * 1e-9);
+               gpu_bench_host_pass_bandwidth(1) * 1e-9, gpu_bench_host_fresh_bandwidth() * 1e-9);
         return 0;
     }
     while (first + 1 < argc && argv[first][0] == '-') {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -205,4 +206,36 @@ extern "C" double gpu_bench_host_pass_bandwidth(int in_place)
     (void)keep;
     free(data);
     return n * sizeof(double) / seconds[2];
+}
+
+/* Bytes per second of writing 2 GiB of fresh memory (allocated anew each
+ * time, huge pages advised, as th_alloc_large does) on up to 16 host
+ * threads: the kernel faults in and zeroes every page on the way. What a
+ * copy into freshly allocated host memory (the factors copied back from a
+ * backend) is bounded by; median of 5. */
+extern "C" double gpu_bench_host_fresh_bandwidth(void)
+{
+    const size_t bytes = (size_t)2 << 30;
+    const unsigned hw = std::thread::hardware_concurrency();
+    const unsigned threads = std::max(1u, std::min(hw, 16u));
+    double seconds[5];
+    for (double &t : seconds) {
+        void *p = nullptr;
+        if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
+            return 0.0;
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> pool;
+        for (unsigned w = 0; w < threads; ++w)
+            pool.emplace_back([=] {
+                const size_t per = bytes / threads;
+                memset((char *)p + w * per, 1, w + 1 == threads ? bytes - w * per : per);
+            });
+        for (std::thread &th : pool)
+            th.join();
+        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        free(p);
+    }
+    std::sort(seconds, seconds + 5);
+    return bytes / seconds[2];
 }

@@ -567,6 +567,11 @@ uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim)
     return layout_for(ctx->nmodes, ctx->nnz, max_dim, ctx->kappa).total;
 }
 
+uint64_t thg_build_bytes(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32_t kappa)
+{
+    return layout_for(nmodes, nnz, max_dim, kappa).total;
+}
+
 thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
                             const double *values, char *err, size_t errlen)
 {

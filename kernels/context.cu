@@ -94,6 +94,8 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
              ctx->use_graphs ? "on" : "off (TH_GPU_NO_GRAPHS)");
     const char *poison = getenv("TH_GPU_POISON_RESULTS");
     ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
+    const char *cap = getenv("TH_GPU_TEST_FREE_BYTES");
+    ctx->free_bytes_cap = cap && *cap ? strtoull(cap, nullptr, 10) : 0;
     THG_CUDA(cudaEventCreate(&ctx->start));
     THG_CUDA(cudaEventCreate(&ctx->stop));
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
@@ -187,6 +189,50 @@ static thg_status validate_problem(uint32_t nmodes, uint64_t nnz, const uint32_t
     return THG_OK;
 }
 
+/* Free memory on the context's device (within the test cap). */
+static thg_status free_device_bytes(thg_context *ctx, uint64_t *out, char *err, size_t errlen)
+{
+    size_t free_bytes = 0, total_bytes = 0;
+    THG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    *out = ctx->free_bytes_cap && ctx->free_bytes_cap < free_bytes ? ctx->free_bytes_cap
+                                                                    : free_bytes;
+    return THG_OK;
+}
+
+/* What one device holds whatever its share of the tensor: the ALS and
+ * sweep workspace, the column scales and the staging of factor copies. */
+static uint64_t fixed_bytes(uint32_t nmodes, const uint32_t *dims, uint32_t rank)
+{
+    const uint64_t scale_bytes = 2ull * sizeof(float) * nmodes * rank;
+    return thg_als_w_bytes(rank) + thg_als_acc_bytes(rank) + thg_sweep_bytes(nmodes, rank) +
+           scale_bytes + sizeof(double) * thg_transfer_elems(nmodes, dims, rank);
+}
+
+extern "C" thg_status thg_get_memory_terms(thg_context *ctx, uint32_t nmodes,
+                                           const uint32_t *dims, uint32_t rank,
+                                           thg_memory_terms *out, char *err, size_t errlen)
+{
+    if (nmodes < 1 || nmodes > THG_MAX_MODES || rank < 1)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "memory terms: %u modes, rank %u",
+                        nmodes, rank);
+    uint32_t max_dim = 1;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        max_dim = dims[m] > max_dim ? dims[m] : max_dim;
+    /* Per nonzero at the largest share a device takes, per row at the
+     * longest mode, each rounded up: both over-count the other's share. */
+    const uint64_t n = THG_MAX_NNZ;
+    out->fixed_bytes = fixed_bytes(nmodes, dims, rank);
+    out->build_bytes_per_nonzero = (thg_build_bytes(nmodes, n, 1, ctx->kappa) + n - 1) / n;
+    out->build_bytes_per_row =
+        (thg_build_bytes(nmodes, 1, max_dim, ctx->kappa) + max_dim - 1) / max_dim;
+    THG_CUDA(cudaSetDevice(ctx->device));
+    thg_status st = free_device_bytes(ctx, &out->free_bytes, err, errlen);
+    if (st != THG_OK)
+        return st;
+    out->kappa = ctx->kappa;
+    return THG_OK;
+}
+
 /* Everything load allocates, checked against free memory before any of it. */
 static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
 {
@@ -201,15 +247,13 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
                                 (ctx->kappa + 1ull) * sizeof(uint32_t);
     const uint64_t tensor_bytes = copy_bytes * ctx->nmodes + row_bitmap_bytes;
-    const uint64_t scale_bytes = 2ull * sizeof(float) * ctx->nmodes * ctx->rank;
-    const uint64_t als_bytes = thg_als_w_bytes(ctx->rank) + thg_als_acc_bytes(ctx->rank) +
-                               thg_sweep_bytes(ctx->nmodes, ctx->rank) + scale_bytes;
+    const uint64_t workspace_bytes = fixed_bytes(ctx->nmodes, ctx->dims, ctx->rank);
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
-    const uint64_t transfer_bytes =
-        sizeof(double) * thg_transfer_elems(ctx->nmodes, ctx->dims, ctx->rank);
-    const uint64_t needed = tensor_bytes + factor_bytes + als_bytes + transfer_bytes + build_bytes;
-    size_t free_bytes = 0, total_bytes = 0;
-    THG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const uint64_t needed = tensor_bytes + factor_bytes + workspace_bytes + build_bytes;
+    uint64_t free_bytes = 0;
+    const thg_status st = free_device_bytes(ctx, &free_bytes, err, errlen);
+    if (st != THG_OK)
+        return st;
     if (needed > free_bytes)
         return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY,
                         "tensor does not fit on %s: %llu bytes needed (%u mode copies "
@@ -220,7 +264,7 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
                         (unsigned long long)build_bytes, (unsigned long long)free_bytes);
     ctx->tensor_bytes = tensor_bytes;
     ctx->factor_bytes = factor_bytes;
-    ctx->workspace_bytes = als_bytes + transfer_bytes;
+    ctx->workspace_bytes = workspace_bytes;
     return THG_OK;
 }
 

@@ -83,6 +83,22 @@ thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz, const uint3
                     const uint32_t *const *indices, const double *values, uint32_t rank,
                     char *err, size_t errlen);
 
+/* The terms of a load's device memory that do not depend on how its
+ * nonzeros are shared out over devices (plugins/gpu-common/memory_plan.h):
+ * the fixed workspace of one device, and the build's staging per nonzero
+ * of a device's share and per row of the longest mode (rounded up, so a
+ * plan for one device asks at least what thg_load checks). */
+typedef struct thg_memory_terms {
+    uint64_t fixed_bytes;
+    uint64_t build_bytes_per_nonzero;
+    uint64_t build_bytes_per_row;
+    uint64_t free_bytes; /* free on the context's device now */
+    uint32_t kappa;      /* partitions of each mode's copy */
+} thg_memory_terms;
+thg_status thg_get_memory_terms(thg_context *ctx, uint32_t nmodes, const uint32_t *dims,
+                                uint32_t rank, thg_memory_terms *out, char *err,
+                                size_t errlen);
+
 /* Row-major dims[mode] x rank doubles, converted to/from fp32 on the way. */
 thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, char *err,
                           size_t errlen);

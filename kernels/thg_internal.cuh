@@ -101,6 +101,9 @@ struct thg_context {
     char graph_note[TH_GPU_NOTE_SIZE];
     /* TH_GPU_POISON_RESULTS=1: every result buffer starts as NaN (tests). */
     int poison_results;
+    /* TH_GPU_TEST_FREE_BYTES=N: the device's free memory counts as at most
+     * N bytes (tests of the memory checks); 0: unset. */
+    uint64_t free_bytes_cap;
 
     /* The loaded problem; nmodes == 0 before load. */
     uint32_t nmodes;
@@ -333,6 +336,8 @@ thg_status thg_enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_f
 thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
                             const double *values, char *err, size_t errlen);
 uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim);
+/* The same for nnz nonzeros (at most THG_MAX_NNZ) of an nmodes-mode tensor. */
+uint64_t thg_build_bytes(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32_t kappa);
 /* Once per context: makes the runtime load the build's kernels now. */
 thg_status thg_build_warmup(thg_context *ctx, char *err, size_t errlen);
 void thg_free_tensor(thg_context *ctx);

@@ -199,6 +199,17 @@ static void test_fewest_devices_that_fit(void **state)
     assert_true(peak[needed - 1] > peak[4]);
     /* Less than the factors and the fixed workspace, which every rank holds. */
     assert_int_equal(thg_plan_devices_needed(&t.model, 1000u, 8), 0);
+    /* A cap on each share's nonzeros (the kernels' 32-bit counts) raises
+     * the count to what the cap needs, even where memory would do with
+     * fewer; the largest rank reported is that count's. */
+    thg_rank_memory largest;
+    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, nnz, 8, &largest), 1);
+    const uint64_t cap = nnz / 5u + 1u; /* shares of nnz / 5 + 1 at most: 5 devices */
+    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, cap, 8, &largest), 5);
+    assert_true(largest.peak == peak[5]);
+    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, cap - 2u, 8, &largest), 6);
+    assert_true(largest.peak == peak[6]);
+    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, nnz / 9u, 8, &largest), 0);
     model_free(&t);
     free(a);
     free(b);

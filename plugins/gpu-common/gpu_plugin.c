@@ -1,6 +1,8 @@
 /* ABI glue over th_kernels, shared by the three GPU plugins. */
 #include "gpu_plugin.h"
 
+#include "memory_plan.h"
+
 #include <tensorhost/plugin_sdk.h>
 
 #include <errno.h>
@@ -213,6 +215,73 @@ static void log_layout(const th_instance *instance)
     }
 }
 
+/* Per mode, the prefix sums of its rows' nonzero counts (dims[m] + 1
+ * entries); NULL when the host cannot hold them. */
+static uint64_t **row_offsets_of(const th_coo_tensor *t)
+{
+    uint64_t **offsets = calloc(t->nmodes, sizeof *offsets);
+    for (uint32_t m = 0; offsets && m < t->nmodes; ++m) {
+        uint64_t *o = calloc((size_t)t->dims[m] + 1u, sizeof *o);
+        if (o == NULL) {
+            for (uint32_t k = 0; k < m; ++k)
+                free(offsets[k]);
+            free(offsets);
+            return NULL;
+        }
+        const uint32_t *idx = t->indices[m];
+        for (uint64_t i = 0; i < t->nnz; ++i)
+            ++o[idx[i] + 1u];
+        for (uint64_t r = 0; r < t->dims[m]; ++r)
+            o[r + 1u] += o[r];
+        offsets[m] = o;
+    }
+    return offsets;
+}
+
+/* After a load refused for memory or size: how many devices like this one
+ * the tensor would take, its nonzeros shared out by the memory plan
+ * (memory_plan.h), appended to `msg`. Nothing when the plan cannot be
+ * made. */
+static void append_device_advice(th_instance *instance, const th_coo_tensor *t, uint32_t rank,
+                                 char *msg, size_t size)
+{
+    thg_memory_terms terms;
+    char ignored[TH_ERROR_SIZE];
+    if (thg_get_memory_terms(instance->ctx, t->nmodes, t->dims, rank, &terms, ignored,
+                             sizeof ignored) != THG_OK)
+        return;
+    uint64_t **offsets = row_offsets_of(t);
+    if (offsets == NULL)
+        return;
+    const thg_memory_model model = {
+        .nmodes = t->nmodes,
+        .rank = rank,
+        .kappa = terms.kappa,
+        .dims = t->dims,
+        .row_offsets = (const uint64_t *const *)offsets,
+        .fixed_bytes = terms.fixed_bytes,
+        .build_bytes_per_nonzero = terms.build_bytes_per_nonzero,
+        .build_bytes_per_row = terms.build_bytes_per_row,
+    };
+    thg_rank_memory largest;
+    const uint32_t devices =
+        thg_plan_devices_for(&model, terms.free_bytes, THG_MAX_NNZ, THG_MAX_DEVICES, &largest);
+    const size_t used = strlen(msg);
+    if (devices > 1)
+        snprintf(msg + used, size - used,
+                 "; its nonzeros shared out over %u such devices would fit (%.1f GiB on the "
+                 "fullest, %.1f GiB free on this one)",
+                 devices, largest.peak / 1073741824.0, terms.free_bytes / 1073741824.0);
+    else if (devices == 0)
+        snprintf(msg + used, size - used,
+                 "; no sharing of its nonzeros over up to %u such devices fits (%.1f GiB free "
+                 "on this one)",
+                 THG_MAX_DEVICES, terms.free_bytes / 1073741824.0);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        free(offsets[m]);
+    free(offsets);
+}
+
 th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
                                  uint32_t rank, char *err)
 {
@@ -228,6 +297,8 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
                                    tensor->indices, tensor->values, rank, msg, sizeof(msg));
+    if (st == THG_ERR_OUT_OF_MEMORY || (st == THG_ERR_UNSUPPORTED && tensor->nnz > THG_MAX_NNZ))
+        append_device_advice(instance, tensor, rank, msg, sizeof(msg));
     if (st != THG_OK)
         return th_plugin_fail(err, to_th_status(st), "%s", msg);
     log_layout(instance);

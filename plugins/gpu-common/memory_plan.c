@@ -123,14 +123,26 @@ int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
 uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
                                  uint32_t max_devices)
 {
+    thg_rank_memory largest;
+    return thg_plan_devices_for(m, free_bytes, UINT64_MAX, max_devices, &largest);
+}
+
+uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
+                              uint64_t max_share_nnz, uint32_t max_devices,
+                              thg_rank_memory *largest)
+{
+    if (!valid_model(m) || max_share_nnz < 1 || largest == NULL)
+        return 0;
     if (max_devices > THG_MAX_DEVICES)
         max_devices = THG_MAX_DEVICES;
-    for (uint32_t devices = 1; devices <= max_devices; ++devices) {
-        thg_rank_memory largest;
-        if (thg_plan_largest_rank(m, devices, &largest) != 0)
+    const uint64_t nnz = m->row_offsets[0][m->dims[0]];
+    /* Shares differ by at most one nonzero (device_shares.h). */
+    const uint64_t first = (nnz + max_share_nnz - 1u) / max_share_nnz;
+    for (uint64_t devices = first < 1u ? 1u : first; devices <= max_devices; ++devices) {
+        if (thg_plan_largest_rank(m, (uint32_t)devices, largest) != 0)
             return 0;
-        if (largest.peak <= free_bytes)
-            return devices;
+        if (largest->peak <= free_bytes)
+            return (uint32_t)devices;
     }
     return 0;
 }

@@ -63,4 +63,11 @@ int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
 uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
                                  uint32_t max_devices);
 
+/* The same with each device's share of the nonzeros at most max_share_nnz
+ * (the kernels' limit), the largest rank of the count found into *largest;
+ * 0 when no count up to max_devices does. */
+uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
+                              uint64_t max_share_nnz, uint32_t max_devices,
+                              thg_rank_memory *largest);
+
 #endif

@@ -170,6 +170,44 @@ static void test_large_transfers(void **state)
     g_rand_free(rng);
 }
 
+/* A load refused for memory says, before allocating anything, how many
+ * devices like this one would hold the tensor shared out by its nonzeros
+ * (plugins/gpu-common/memory_plan.h): the free memory is capped
+ * (TH_GPU_TEST_FREE_BYTES, read at create) below the 4M-nonzero tensor's
+ * ~0.35 GB on one device, so a few devices would do; capped at one byte,
+ * none would. */
+static void test_memory_advice(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    static const th_gpu_test_case dense = {"4M nonzeros", 3, {1000, 1000, 1000}, 4000000, {0}};
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&dense, 5);
+    th_coo_tensor view;
+    th_test_coo_view(t, &view);
+    static const char *const caps[2] = {"150000000", "1"};
+    for (int k = 0; k < 2; ++k) {
+        g_setenv("TH_GPU_TEST_FREE_BYTES", caps[k], TRUE);
+        th_instance *inst = th_test_create_instance(p->gpu[0], NULL);
+        g_unsetenv("TH_GPU_TEST_FREE_BYTES");
+        char err[TH_ERROR_SIZE] = "";
+        assert_int_equal(p->gpu[0]->entry.load_tensor(inst, &view, 8, err),
+                         TH_ERR_OUT_OF_MEMORY);
+        printf("capped at %s bytes: %s\n", caps[k], err);
+        assert_non_null(strstr(err, "tensor does not fit on "));
+        if (k == 0) {
+            const char *advice = strstr(err, "; its nonzeros shared out over ");
+            assert_non_null(advice);
+            unsigned devices = 0;
+            assert_int_equal(sscanf(advice, "; its nonzeros shared out over %u such devices",
+                                    &devices), 1);
+            assert_true(devices >= 2 && devices <= 8);
+        } else {
+            assert_non_null(strstr(err, "; no sharing of its nonzeros over up to 1024 such "
+                                        "devices fits"));
+        }
+        p->gpu[0]->entry.destroy(inst);
+    }
+}
+
 static void assert_close(const double *got, const double *want, size_t n, const char *what,
                          const char *plugin_id, uint32_t rank, int32_t norm)
 {
@@ -583,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_runtime_and_mode_info),
         cmocka_unit_test(test_mttkrp_matches_reference),
         cmocka_unit_test(test_large_transfers),
+        cmocka_unit_test(test_memory_advice),
         cmocka_unit_test(test_als_update_matches_reference),
         cmocka_unit_test(test_init_factors_match_the_host_draw),
         cmocka_unit_test(test_repeated_use_leaks_nothing),
