@@ -6,7 +6,7 @@
 #   all = install tests sanitize bench
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
 #   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
-# tests: the GPU test programs (test_gpu_load, test_gpu_plugins, test_gpu_sweep,
+# tests: the GPU test programs (test_gpu_load, test_gpu_comm, test_gpu_plugins, test_gpu_sweep,
 #   test_gpu_cp_als).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
 #   quick subsets of test_gpu_plugins and test_gpu_sweep (every plugin, small runs).
@@ -67,13 +67,13 @@ if want install; then
 fi
 
 if want tests; then
-    for t in test_gpu_load test_gpu_plugins test_gpu_sweep test_gpu_cp_als; do
+    for t in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als; do
         t0=$(date +%s%N)
         timeout 300 "${test_env[@]}" "$bin/$t" > "$out/$t.log" 2>&1
         rc=$?
         t1=$(date +%s%N)
         note "$t rc=$rc ($(( (t1 - t0) / 1000000 )) ms): $(grep -cE '^\[       OK' "$out/$t.log") OK, $(grep -cE '^\[  FAILED' "$out/$t.log") FAILED, $(grep -cE '^\[  SKIPPED' "$out/$t.log") SKIPPED"
-        grep -E "checked|cycles|fit cpu-reference|FAIL|SKIPPED|error|Error" "$out/$t.log" | head -20
+        grep -E "checked|cycles|fit cpu-reference|FAIL|SKIPPED|error|Error|NCCL|ranks on|one rank" "$out/$t.log" | head -20
     done
 fi
 

@@ -1,0 +1,430 @@
+/* Collectives among the ranks of a multi-device run: see comm.cuh. */
+#include "comm.cuh"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef THG_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace {
+
+enum op_kind { kNoOp, kGatherv, kReduceSum };
+
+struct rank_part {
+    void *buf = nullptr;
+    cudaStream_t stream = nullptr;
+    bool given = false;
+};
+
+#ifdef THG_HAVE_NCCL
+/* The NCCL functions used, from the library dlopen found. */
+struct nccl_api {
+    void *lib = nullptr;
+    int version = 0;
+    ncclResult_t (*GetVersion)(int *) = nullptr;
+    ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *) = nullptr;
+    ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
+    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t) = nullptr;
+    ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                              ncclComm_t, cudaStream_t) = nullptr;
+    ncclResult_t (*GroupStart)(void) = nullptr;
+    ncclResult_t (*GroupEnd)(void) = nullptr;
+    const char *(*GetErrorString)(ncclResult_t) = nullptr;
+};
+#endif
+
+constexpr uint32_t kSumThreads = 256;
+
+__global__ void add_kernel(double *dst, const double *src, size_t n)
+{
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (size_t)gridDim.x * blockDim.x)
+        dst[k] += src[k];
+}
+
+} // namespace
+
+struct thg_comm {
+    thg_comm_kind kind = THG_COMM_SINGLE;
+    uint32_t G = 0;
+    int devices[THG_MAX_COMM_RANKS] = {};
+    char description[160] = {};
+    /* The group being given. */
+    bool in_group = false;
+    op_kind op = kNoOp;
+    const uint64_t *offsets = nullptr;
+    size_t count = 0;
+    rank_part parts[THG_MAX_COMM_RANKS];
+    /* Device copies: the ranks' streams meet on `leader`. */
+    cudaStream_t leader = nullptr;
+    cudaEvent_t ready[THG_MAX_COMM_RANKS] = {};
+    cudaEvent_t done = nullptr;
+#ifdef THG_HAVE_NCCL
+    nccl_api nccl;
+    ncclComm_t comms[THG_MAX_COMM_RANKS] = {};
+#endif
+};
+
+namespace {
+
+#ifdef THG_HAVE_NCCL
+#define THG_NCCL(comm, call)                                                               \
+    do {                                                                                   \
+        const ncclResult_t thg_r_ = (comm)->nccl.call;                                     \
+        if (thg_r_ != ncclSuccess)                                                         \
+            return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s", #call,     \
+                            (comm)->nccl.GetErrorString(thg_r_));                          \
+    } while (0)
+
+thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
+{
+    const char *env = getenv("TH_NCCL_LIBRARY");
+    const char *name = env && *env ? env : "libnccl.so.2";
+    nccl_api &n = c->nccl;
+    n.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!n.lib)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%u devices need NCCL, loaded at run time from %s, which did not load "
+                        "(%s): install NCCL 2 or run on one device",
+                        c->G, name, dlerror());
+    struct {
+        const char *symbol;
+        void **slot;
+    } const wanted[] = {
+        {"ncclGetVersion", (void **)&n.GetVersion},
+        {"ncclCommInitAll", (void **)&n.CommInitAll},
+        {"ncclCommDestroy", (void **)&n.CommDestroy},
+        {"ncclBroadcast", (void **)&n.Broadcast},
+        {"ncclAllReduce", (void **)&n.AllReduce},
+        {"ncclGroupStart", (void **)&n.GroupStart},
+        {"ncclGroupEnd", (void **)&n.GroupEnd},
+        {"ncclGetErrorString", (void **)&n.GetErrorString},
+    };
+    for (const auto &w : wanted) {
+        *w.slot = dlsym(n.lib, w.symbol);
+        if (!*w.slot)
+            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                            "%s lacks %s: not the NCCL 2 library this build expects", name,
+                            w.symbol);
+    }
+    if (n.GetVersion(&n.version) != ncclSuccess || n.version / 10000 != NCCL_MAJOR)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%s is NCCL version code %d; this build expects NCCL %d.x", name,
+                        n.version, NCCL_MAJOR);
+    return THG_OK;
+}
+#endif
+
+/* Which exchange the device list calls for. */
+thg_status choose_kind(const int *devices, uint32_t G, int force_nccl, thg_comm_kind *kind,
+                       char *err, size_t errlen)
+{
+    if (G == 0 || G > THG_MAX_COMM_RANKS)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "%u ranks: 1 to %u can share a run", G,
+                        THG_MAX_COMM_RANKS);
+    uint32_t distinct = 0;
+    for (uint32_t r = 0; r < G; ++r) {
+        if (devices[r] < 0)
+            return thg_fail(err, errlen, THG_ERR_INVALID, "device %d: devices count from 0",
+                            devices[r]);
+        bool seen = false;
+        for (uint32_t q = 0; q < r && !seen; ++q)
+            seen = devices[q] == devices[r];
+        distinct += seen ? 0 : 1;
+    }
+    if (force_nccl || (G > 1 && distinct == G)) {
+        if (distinct != G)
+            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                            "NCCL takes one rank per device; the list repeats a device");
+        *kind = THG_COMM_NCCL;
+        return THG_OK;
+    }
+    if (G == 1) {
+        *kind = THG_COMM_SINGLE;
+        return THG_OK;
+    }
+    if (distinct == 1) {
+        *kind = THG_COMM_DEVICE_COPIES;
+        return THG_OK;
+    }
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                    "%u ranks on %u devices: give each rank a device of its own, or every "
+                    "rank the same device (shards on one GPU, for testing); not a mix",
+                    G, distinct);
+}
+
+thg_status setup_device_copies(thg_comm *c, char *err, size_t errlen)
+{
+    THG_CUDA(cudaSetDevice(c->devices[0]));
+    THG_CUDA(cudaStreamCreateWithFlags(&c->leader, cudaStreamNonBlocking));
+    THG_CUDA(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+    for (uint32_t r = 0; r < c->G; ++r)
+        THG_CUDA(cudaEventCreateWithFlags(&c->ready[r], cudaEventDisableTiming));
+    return THG_OK;
+}
+
+thg_status check_devices(const thg_comm *c, char *err, size_t errlen)
+{
+    int count = 0;
+    THG_CUDA(cudaGetDeviceCount(&count));
+    for (uint32_t r = 0; r < c->G; ++r)
+        if (c->devices[r] >= count)
+            return thg_fail(err, errlen, THG_ERR_INVALID,
+                            "device %d does not exist: this host has %d (0 to %d)",
+                            c->devices[r], count, count - 1);
+    return THG_OK;
+}
+
+thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
+{
+    thg_status st = choose_kind(c->devices, c->G, force_nccl, &c->kind, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (c->kind == THG_COMM_NCCL) {
+#ifdef THG_HAVE_NCCL
+        st = load_nccl(c, err, errlen);
+#else
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%u devices need NCCL, and this build has no NCCL support (nccl.h was "
+                        "not found when it was built)",
+                        c->G);
+#endif
+    }
+    if (st == THG_OK)
+        st = check_devices(c, err, errlen);
+    if (st != THG_OK)
+        return st;
+    switch (c->kind) {
+    case THG_COMM_SINGLE:
+        snprintf(c->description, sizeof c->description, "one rank");
+        return THG_OK;
+    case THG_COMM_DEVICE_COPIES:
+        snprintf(c->description, sizeof c->description, "%u ranks on device %d (device copies)",
+                 c->G, c->devices[0]);
+        return setup_device_copies(c, err, errlen);
+    case THG_COMM_NCCL:
+#ifdef THG_HAVE_NCCL
+        THG_NCCL(c, CommInitAll(c->comms, (int)c->G, c->devices));
+        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s",
+                 c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
+                 c->G, c->G == 1 ? "" : "s");
+#endif
+        return THG_OK;
+    }
+    return THG_OK;
+}
+
+/* The common checks of a rank's part; records it. */
+thg_status give_part(thg_comm *c, uint32_t rank, op_kind op, void *buf, cudaStream_t stream,
+                     char *err, size_t errlen)
+{
+    if (!c->in_group)
+        return thg_fail(err, errlen, THG_ERR_STATE, "a collective's part outside a group");
+    if (rank >= c->G)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
+                        c->G);
+    if (c->op != kNoOp && c->op != op)
+        return thg_fail(err, errlen, THG_ERR_STATE, "two collectives in one group");
+    if (c->parts[rank].given)
+        return thg_fail(err, errlen, THG_ERR_STATE, "rank %u's part given twice", rank);
+    c->op = op;
+    c->parts[rank] = {buf, stream, true};
+    return THG_OK;
+}
+
+/* Device copies: every rank's stream reaches this point, then the leader
+ * exchanges, then every rank's stream waits for it. */
+thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
+{
+    THG_CUDA(cudaSetDevice(c->devices[0]));
+    for (uint32_t r = 0; r < c->G; ++r) {
+        THG_CUDA(cudaEventRecord(c->ready[r], c->parts[r].stream));
+        THG_CUDA(cudaStreamWaitEvent(c->leader, c->ready[r], 0));
+    }
+    if (c->op == kGatherv) {
+        for (uint32_t q = 0; q < c->G; ++q) {
+            const uint64_t begin = c->offsets[q], bytes = c->offsets[q + 1] - begin;
+            for (uint32_t r = 0; r < c->G && bytes > 0; ++r)
+                if (r != q)
+                    THG_CUDA(cudaMemcpyAsync((char *)c->parts[r].buf + begin,
+                                             (const char *)c->parts[q].buf + begin, bytes,
+                                             cudaMemcpyDeviceToDevice, c->leader));
+        }
+    } else if (c->count > 0) {
+        double *sum = (double *)c->parts[0].buf;
+        const size_t blocks = (c->count + kSumThreads - 1) / kSumThreads;
+        for (uint32_t r = 1; r < c->G; ++r) { /* in rank order: the same sum every time */
+            add_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), kSumThreads, 0, c->leader>>>(
+                sum, (const double *)c->parts[r].buf, c->count);
+            THG_LAUNCHED();
+        }
+        for (uint32_t r = 1; r < c->G; ++r)
+            THG_CUDA(cudaMemcpyAsync(c->parts[r].buf, sum, sizeof(double) * c->count,
+                                     cudaMemcpyDeviceToDevice, c->leader));
+    }
+    THG_CUDA(cudaEventRecord(c->done, c->leader));
+    for (uint32_t r = 0; r < c->G; ++r)
+        THG_CUDA(cudaStreamWaitEvent(c->parts[r].stream, c->done, 0));
+    return THG_OK;
+}
+
+#ifdef THG_HAVE_NCCL
+/* Every rank's part, in one NCCL group (one thread drives every rank). */
+thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
+{
+    for (uint32_t rank = 0; rank < c->G; ++rank) {
+        const rank_part &p = c->parts[rank];
+        if (c->op == kReduceSum) {
+            THG_NCCL(c, AllReduce(p.buf, p.buf, c->count, ncclFloat64, ncclSum, c->comms[rank],
+                                  p.stream));
+            continue;
+        }
+        for (uint32_t q = 0; q < c->G; ++q) {
+            char *block = (char *)p.buf + c->offsets[q];
+            if (c->offsets[q + 1] > c->offsets[q]) /* in place: the root sends its receive */
+                THG_NCCL(c, Broadcast(block, block, c->offsets[q + 1] - c->offsets[q],
+                                      ncclUint8, (int)q, c->comms[rank], p.stream));
+        }
+    }
+    return THG_OK;
+}
+#endif
+
+thg_status end_nccl(thg_comm *c, char *err, size_t errlen)
+{
+#ifdef THG_HAVE_NCCL
+    THG_NCCL(c, GroupStart());
+    const thg_status st = issue_nccl(c, err, errlen);
+    const ncclResult_t r = c->nccl.GroupEnd(); /* closes the group whatever happened */
+    if (st != THG_OK)
+        return st;
+    if (r != ncclSuccess)
+        return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in GroupEnd: %s",
+                        c->nccl.GetErrorString(r));
+    return THG_OK;
+#else
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "built without NCCL");
+#endif
+}
+
+void end_group(thg_comm *c)
+{
+    c->in_group = false;
+    c->op = kNoOp;
+    c->offsets = nullptr;
+    c->count = 0;
+    for (uint32_t r = 0; r < c->G; ++r)
+        c->parts[r] = rank_part{};
+}
+
+} // namespace
+
+thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_comm **out,
+                           char *err, size_t errlen)
+{
+    *out = nullptr;
+    if (devices == nullptr || G == 0 || G > THG_MAX_COMM_RANKS)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "%u ranks: 1 to %u can share a run", G,
+                        THG_MAX_COMM_RANKS);
+    thg_comm *c = new thg_comm;
+    c->G = G;
+    memcpy(c->devices, devices, sizeof(int) * G);
+    const thg_status st = create(c, force_nccl, err, errlen);
+    if (st != THG_OK) {
+        thg_comm_destroy(c);
+        return st;
+    }
+    *out = c;
+    return THG_OK;
+}
+
+void thg_comm_destroy(thg_comm *c)
+{
+    if (!c)
+        return;
+#ifdef THG_HAVE_NCCL
+    for (uint32_t r = 0; r < c->G; ++r)
+        if (c->comms[r])
+            c->nccl.CommDestroy(c->comms[r]);
+    if (c->nccl.lib)
+        dlclose(c->nccl.lib);
+#endif
+    if (c->leader) {
+        cudaSetDevice(c->devices[0]);
+        cudaStreamDestroy(c->leader);
+    }
+    if (c->done)
+        cudaEventDestroy(c->done);
+    for (uint32_t r = 0; r < c->G; ++r)
+        if (c->ready[r])
+            cudaEventDestroy(c->ready[r]);
+    delete c;
+}
+
+thg_comm_kind thg_comm_get_kind(const thg_comm *c)
+{
+    return c->kind;
+}
+
+const char *thg_comm_describe(const thg_comm *c)
+{
+    return c->description;
+}
+
+thg_status thg_comm_begin(thg_comm *c, char *err, size_t errlen)
+{
+    if (c->in_group)
+        return thg_fail(err, errlen, THG_ERR_STATE, "a group begun inside a group");
+    c->in_group = true;
+    return THG_OK;
+}
+
+thg_status thg_comm_all_gatherv(thg_comm *c, uint32_t rank, void *buf, const uint64_t *offsets,
+                                cudaStream_t stream, char *err, size_t errlen)
+{
+    thg_status st = give_part(c, rank, kGatherv, buf, stream, err, errlen);
+    if (st != THG_OK)
+        return st;
+    for (uint32_t q = 0; q < c->G; ++q)
+        if (offsets[q + 1] < offsets[q])
+            return thg_fail(err, errlen, THG_ERR_INVALID,
+                            "all-gather offsets decrease at rank %u", q);
+    c->offsets = offsets;
+    return THG_OK;
+}
+
+thg_status thg_comm_all_reduce_sum(thg_comm *c, uint32_t rank, double *buf, size_t count,
+                                   cudaStream_t stream, char *err, size_t errlen)
+{
+    thg_status st = give_part(c, rank, kReduceSum, buf, stream, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (c->count != 0 && c->count != count)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "all-reduce of %zu doubles on rank %u, "
+                        "%zu on another", count, rank, c->count);
+    c->count = count;
+    return THG_OK;
+}
+
+thg_status thg_comm_end(thg_comm *c, char *err, size_t errlen)
+{
+    if (!c->in_group)
+        return thg_fail(err, errlen, THG_ERR_STATE, "a group ended that was not begun");
+    uint32_t given = 0;
+    for (uint32_t r = 0; r < c->G; ++r)
+        given += c->parts[r].given ? 1 : 0;
+    thg_status st = THG_OK;
+    if (c->op != kNoOp && given != c->G)
+        st = thg_fail(err, errlen, THG_ERR_STATE, "a group ended with %u of %u ranks' parts",
+                      given, c->G);
+    else if (c->op != kNoOp && c->kind == THG_COMM_DEVICE_COPIES)
+        st = end_device_copies(c, err, errlen);
+    else if (c->op != kNoOp && c->kind == THG_COMM_NCCL)
+        st = end_nccl(c, err, errlen);
+    end_group(c);
+    return st;
+}

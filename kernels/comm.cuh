@@ -1,0 +1,69 @@
+/* Collectives among the ranks of a run over several devices, written per
+ * communicator rank (plugins/README.md, "Toward several GPUs").
+ *
+ * A communicator has G ranks, rank r on devices[r]. Each collective is one
+ * group: thg_comm_begin, then every rank's part (one process driving all G
+ * devices calls the part of every rank; a process per GPU would call its
+ * own rank's part only), then thg_comm_end, which enqueues the collective
+ * on every rank's stream: it is complete for a rank once that stream
+ * reaches it.
+ *
+ * How the ranks exchange data depends on their devices:
+ *   - one rank: nothing to exchange;
+ *   - G ranks on one device ("virtual shards", devices = "0,0,0,0"): device
+ *     copies and a summing kernel, since NCCL refuses two ranks on one GPU
+ *     (the distribution is tested this way before several GPUs are lent);
+ *   - G distinct devices: NCCL, loaded with dlopen at run time
+ *     (TH_NCCL_LIBRARY, default "libnccl.so.2"), so that the plugins build
+ *     and run where it is absent and only a multi-device request needs it.
+ * Several ranks on some of several devices (devices = "0,0,1,1") are
+ * refused.
+ *
+ * Not thread-safe: one thread drives a communicator. */
+#ifndef THG_COMM_CUH
+#define THG_COMM_CUH
+
+#include "thg_internal.cuh"
+
+enum thg_comm_kind {
+    THG_COMM_SINGLE,       /* one rank */
+    THG_COMM_DEVICE_COPIES, /* every rank on the same device */
+    THG_COMM_NCCL,         /* every rank on a device of its own */
+};
+
+struct thg_comm;
+
+/* G ranks (1 to THG_MAX_COMM_RANKS) on devices[0..G). force_nccl: NCCL even
+ * for one rank (tests of the library's binding on one GPU). Errors:
+ * THG_ERR_INVALID for a bad list, THG_ERR_UNSUPPORTED for mixed devices or
+ * a missing NCCL (the message names the library and dlopen's reason),
+ * THG_ERR_DEVICE for a CUDA or NCCL failure. */
+thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_comm **out,
+                           char *err, size_t errlen);
+/* Accepts NULL. */
+void thg_comm_destroy(thg_comm *comm);
+thg_comm_kind thg_comm_get_kind(const thg_comm *comm);
+/* "one rank", "4 ranks on device 0 (device copies)", "NCCL 2.28.9, 2
+ * devices". */
+const char *thg_comm_describe(const thg_comm *comm);
+
+/* The most ranks a communicator takes. */
+#define THG_MAX_COMM_RANKS 64u
+
+thg_status thg_comm_begin(thg_comm *comm, char *err, size_t errlen);
+/* Rank `rank`'s part of an all-gather of variable-sized blocks, in place:
+ * rank q holds bytes [offsets[q], offsets[q + 1]) of `buf` (a device
+ * buffer of offsets[G] bytes on its device) and, after the group, every
+ * rank holds every block. offsets (G + 1 entries, non-decreasing, the same
+ * on every rank) must live until thg_comm_end. */
+thg_status thg_comm_all_gatherv(thg_comm *comm, uint32_t rank, void *buf,
+                                const uint64_t *offsets, cudaStream_t stream, char *err,
+                                size_t errlen);
+/* Rank `rank`'s part of an in-place sum of `count` doubles over the ranks. */
+thg_status thg_comm_all_reduce_sum(thg_comm *comm, uint32_t rank, double *buf, size_t count,
+                                   cudaStream_t stream, char *err, size_t errlen);
+/* Ends the group: the collective is enqueued on every rank's stream. Every
+ * rank's part must have been given, all of one collective. */
+thg_status thg_comm_end(thg_comm *comm, char *err, size_t errlen);
+
+#endif

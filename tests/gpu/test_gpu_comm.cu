@@ -1,0 +1,185 @@
+/* The collectives of multi-device runs (kernels/comm.cuh), linked directly
+ * against th_kernels. The refusals (device lists, a missing NCCL) need no
+ * device and run everywhere; the exchanges need one: G ranks on one device
+ * through device copies, NCCL with one rank on one device (the library's
+ * binding), and NCCL across devices where the host has two or more. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+#include "comm.cuh"
+
+namespace {
+
+int device_count()
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+void expect_refusal(const std::vector<int> &devices, int force_nccl, thg_status status,
+                    const char *fragment)
+{
+    char err[512] = "";
+    thg_comm *c = nullptr;
+    assert_int_equal(thg_comm_create(devices.data(), (uint32_t)devices.size(), force_nccl, &c,
+                                     err, sizeof err),
+                     status);
+    assert_null(c);
+    if (!strstr(err, fragment))
+        fail_msg("message \"%s\" lacks \"%s\"", err, fragment);
+}
+
+void test_refusals(void **)
+{
+    expect_refusal({0, 0, 1}, 0, THG_ERR_UNSUPPORTED, "3 ranks on 2 devices");
+    expect_refusal({0, -1}, 0, THG_ERR_INVALID, "device -1");
+    expect_refusal({0, 0}, 1, THG_ERR_UNSUPPORTED, "NCCL takes one rank per device");
+    std::vector<int> many(THG_MAX_COMM_RANKS + 1, 0);
+    expect_refusal(many, 0, THG_ERR_INVALID, "1 to 64");
+    /* A missing NCCL is said before any device is touched (a build without
+     * nccl.h says so instead of naming the library). */
+    setenv("TH_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    expect_refusal({0, 1}, 0, THG_ERR_UNSUPPORTED, "2 devices need NCCL");
+#ifdef THG_HAVE_NCCL
+    expect_refusal({0, 1}, 0, THG_ERR_UNSUPPORTED,
+                   "2 devices need NCCL, loaded at run time from /nonexistent/libnccl.so.2, "
+                   "which did not load");
+#endif
+    unsetenv("TH_NCCL_LIBRARY");
+}
+
+/* Every exchange of one communicator, checked on the host: an all-gather
+ * of uneven blocks (one empty) and a sum whose terms are exact. */
+void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kind)
+{
+    const uint32_t G = (uint32_t)devices.size();
+    char err[512] = "";
+    thg_comm *c = nullptr;
+    if (thg_comm_create(devices.data(), G, force_nccl, &c, err, sizeof err) != THG_OK)
+        fail_msg("create: %s", err);
+    assert_int_equal(thg_comm_get_kind(c), kind);
+    printf("%s\n", thg_comm_describe(c));
+
+    std::vector<uint64_t> offsets(G + 1, 0);
+    static const uint64_t sizes[4] = {1000, 0, 37, 4096};
+    for (uint32_t q = 0; q < G; ++q)
+        offsets[q + 1] = offsets[q] + sizes[q % 4];
+    const uint64_t bytes = offsets[G];
+    const size_t count = 1000;
+    std::vector<void *> gathered(G);
+    std::vector<double *> sums(G);
+    std::vector<cudaStream_t> streams(G);
+    std::vector<unsigned char> expected(bytes);
+    for (uint32_t q = 0; q < G; ++q)
+        for (uint64_t b = offsets[q]; b < offsets[q + 1]; ++b)
+            expected[b] = (unsigned char)(q * 31 + b % 251);
+    for (uint32_t r = 0; r < G; ++r) {
+        assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
+        assert_int_equal(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking),
+                         cudaSuccess);
+        assert_int_equal(cudaMalloc(&gathered[r], bytes > 0 ? bytes : 1), cudaSuccess);
+        assert_int_equal(cudaMalloc(&sums[r], sizeof(double) * count), cudaSuccess);
+        /* Its own block right, every other block garbage. */
+        std::vector<unsigned char> mine(bytes, 0xee);
+        memcpy(mine.data() + offsets[r], expected.data() + offsets[r], offsets[r + 1] - offsets[r]);
+        assert_int_equal(cudaMemcpy(gathered[r], mine.data(), bytes, cudaMemcpyHostToDevice),
+                         cudaSuccess);
+        std::vector<double> terms(count);
+        for (size_t k = 0; k < count; ++k)
+            terms[k] = (double)(r * 1000 + k);
+        assert_int_equal(cudaMemcpy(sums[r], terms.data(), sizeof(double) * count,
+                                    cudaMemcpyHostToDevice),
+                         cudaSuccess);
+    }
+    for (int op = 0; op < 2; ++op) {
+        if (thg_comm_begin(c, err, sizeof err) != THG_OK)
+            fail_msg("begin: %s", err);
+        for (uint32_t r = 0; r < G; ++r) {
+            const thg_status st =
+                op == 0 ? thg_comm_all_gatherv(c, r, gathered[r], offsets.data(), streams[r], err,
+                                               sizeof err)
+                        : thg_comm_all_reduce_sum(c, r, sums[r], count, streams[r], err,
+                                                  sizeof err);
+            if (st != THG_OK)
+                fail_msg("part of rank %u: %s", r, err);
+        }
+        if (thg_comm_end(c, err, sizeof err) != THG_OK)
+            fail_msg("end: %s", err);
+    }
+    for (uint32_t r = 0; r < G; ++r) {
+        assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
+        assert_int_equal(cudaStreamSynchronize(streams[r]), cudaSuccess);
+        std::vector<unsigned char> got(bytes);
+        assert_int_equal(cudaMemcpy(got.data(), gathered[r], bytes, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        for (uint64_t b = 0; b < bytes; ++b)
+            if (got[b] != expected[b])
+                fail_msg("rank %u byte %llu: %u, expected %u", r, (unsigned long long)b, got[b],
+                         expected[b]);
+        std::vector<double> sum(count);
+        assert_int_equal(cudaMemcpy(sum.data(), sums[r], sizeof(double) * count,
+                                    cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        for (size_t k = 0; k < count; ++k) {
+            const double want = 1000.0 * G * (G - 1) / 2 + (double)G * k;
+            if (sum[k] != want)
+                fail_msg("rank %u sum %zu: %g, expected %g", r, k, sum[k], want);
+        }
+        cudaFree(gathered[r]);
+        cudaFree(sums[r]);
+        cudaStreamDestroy(streams[r]);
+    }
+    /* A group missing a rank's part is an error, and leaves the
+     * communicator usable. */
+    if (G > 1) {
+        assert_int_equal(thg_comm_begin(c, err, sizeof err), THG_OK);
+        assert_int_equal(thg_comm_all_reduce_sum(c, 0, nullptr, 0, nullptr, err, sizeof err),
+                         THG_OK);
+        assert_int_equal(thg_comm_end(c, err, sizeof err), THG_ERR_STATE);
+        assert_non_null(strstr(err, "with 1 of"));
+        assert_int_equal(thg_comm_begin(c, err, sizeof err), THG_OK);
+        assert_int_equal(thg_comm_end(c, err, sizeof err), THG_OK);
+    }
+    thg_comm_destroy(c);
+}
+
+void test_exchanges(void **)
+{
+    const int n = device_count();
+    if (n == 0) {
+        printf("no CUDA device: the exchanges are not run\n");
+        skip();
+    }
+    exercise({0}, 0, THG_COMM_SINGLE);
+    exercise({0, 0, 0, 0}, 0, THG_COMM_DEVICE_COPIES);
+    exercise({0, 0, 0, 0, 0}, 0, THG_COMM_DEVICE_COPIES);
+    exercise({0}, 1, THG_COMM_NCCL);
+    if (n >= 2)
+        exercise({0, 1}, 0, THG_COMM_NCCL);
+    else
+        printf("one device: NCCL across devices is not run\n");
+    if (n >= 4)
+        exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL);
+}
+
+} // namespace
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_exchanges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
