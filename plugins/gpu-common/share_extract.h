@@ -1,0 +1,41 @@
+/* What the host hands each communicator rank of a multi-device run: the
+ * nonzeros of its share of one mode (device_shares.h), as their own COO
+ * arrays in the mode's row order. Plain C with 64-bit counts, free of CUDA
+ * and of "one process": a process per GPU would extract its own rank's
+ * shares the same way (from the tensor, or a binary tensor file it maps).
+ *
+ * The mode's row order is the stable one: by row, and within a row in the
+ * tensor's own order, so the shares of one mode are the consecutive pieces
+ * of one ordering and a split row's nonzeros go to the two ranks in that
+ * order. One share of one mode is one pass over the tensor, so a rank's
+ * copy of a mode exists on the host only while it is handed over. */
+#ifndef TH_SHARE_EXTRACT_H
+#define TH_SHARE_EXTRACT_H
+
+#include <stdint.h>
+
+#include "device_shares.h"
+
+/* A COO tensor as the host holds it (the plugin ABI's th_coo_tensor). */
+typedef struct thg_coo_view {
+    uint32_t nmodes;
+    uint64_t nnz;
+    const uint32_t *dims;              /* [nmodes] */
+    const uint32_t *const *indices;    /* [nmodes] arrays of [nnz] */
+    const double *values;              /* [nnz] */
+} thg_coo_view;
+
+/* Row r of `mode` holds row_offsets[r + 1] - row_offsets[r] nonzeros: the
+ * dims[mode] + 1 prefix sums, computed into `row_offsets`. Returns 0, or
+ * -1 for a mode out of range or an index not below its mode's size. */
+int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets);
+
+/* The nonzeros of `share` (a share of `mode` planned from these row
+ * offsets) in the mode's stable row order: out_indices[m][k] and
+ * out_values[k] for k < share->nnz_end - share->nnz_begin, each array
+ * that long. Returns 0, or -1 for arguments that do not fit together. */
+int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                      const thg_share *share, uint32_t *const *out_indices,
+                      double *out_values);
+
+#endif

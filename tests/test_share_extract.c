@@ -1,0 +1,227 @@
+/* The nonzeros the host hands each rank of a multi-device run
+ * (plugins/gpu-common/share_extract.h): the shares of a mode are the
+ * consecutive pieces of its stable row order, and the distributed MTTKRP
+ * they imply (each rank's rows of its share, a split hot row summed from
+ * its two ranks' partials) is the whole tensor's MTTKRP, exactly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <glib.h>
+
+#include "share_extract.h"
+
+#define NMODES 3u
+#define RANK 4u
+
+typedef struct {
+    uint32_t dims[NMODES];
+    uint64_t nnz;
+    uint32_t *idx[NMODES];
+    double *values;
+    thg_coo_view view;
+} test_tensor;
+
+/* Integer values and a hot row (row 7 of mode 0 holds ~30% of the
+ * nonzeros), so that every sum below is exact in double. */
+static void make_tensor(test_tensor *t, uint64_t nnz, guint32 seed)
+{
+    static const uint32_t dims[NMODES] = {60, 40, 25};
+    GRand *rng = g_rand_new_with_seed(seed);
+    memcpy(t->dims, dims, sizeof dims);
+    t->nnz = nnz;
+    for (uint32_t m = 0; m < NMODES; ++m)
+        t->idx[m] = g_new(uint32_t, nnz);
+    t->values = g_new(double, nnz);
+    for (uint64_t i = 0; i < nnz; ++i) {
+        for (uint32_t m = 0; m < NMODES; ++m)
+            t->idx[m][i] = (uint32_t)g_rand_int_range(rng, 0, (gint32)dims[m]);
+        if (g_rand_int_range(rng, 0, 10) < 3)
+            t->idx[0][i] = 7;
+        t->values[i] = g_rand_int_range(rng, 1, 6);
+    }
+    g_rand_free(rng);
+    t->view = (thg_coo_view){NMODES, nnz, t->dims, (const uint32_t *const *)t->idx, t->values};
+}
+
+static void free_tensor(test_tensor *t)
+{
+    for (uint32_t m = 0; m < NMODES; ++m)
+        g_free(t->idx[m]);
+    g_free(t->values);
+}
+
+/* The stable row order of `mode`, computed the plain way: nonzero ids
+ * sorted by (row, id). */
+static const uint32_t *sort_rows;
+static int by_row_then_id(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    if (sort_rows[x] != sort_rows[y])
+        return sort_rows[x] < sort_rows[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static uint64_t *stable_row_order(const test_tensor *t, uint32_t mode)
+{
+    uint64_t *order = g_new(uint64_t, t->nnz);
+    for (uint64_t i = 0; i < t->nnz; ++i)
+        order[i] = i;
+    sort_rows = t->idx[mode];
+    qsort(order, t->nnz, sizeof *order, by_row_then_id);
+    return order;
+}
+
+/* out[row * RANK + r] += value * prod over the other modes of A_m(i_m, r). */
+static void add_mttkrp(uint32_t mode, uint64_t n, uint32_t *const *idx, const double *values,
+                       double *const *factors, double *out)
+{
+    for (uint64_t k = 0; k < n; ++k)
+        for (uint32_t r = 0; r < RANK; ++r) {
+            double p = values[k];
+            for (uint32_t m = 0; m < NMODES; ++m)
+                if (m != mode)
+                    p *= factors[m][(uint64_t)idx[m][k] * RANK + r];
+            out[(uint64_t)idx[mode][k] * RANK + r] += p;
+        }
+}
+
+static void test_shares_are_pieces_of_the_row_order(void **state)
+{
+    (void)state;
+    test_tensor t;
+    make_tensor(&t, 3001, 17);
+    for (uint32_t mode = 0; mode < NMODES; ++mode) {
+        uint64_t *offsets = g_new(uint64_t, t.dims[mode] + 1u);
+        assert_int_equal(thg_count_rows(&t.view, mode, offsets), 0);
+        assert_int_equal(offsets[t.dims[mode]], t.nnz);
+        g_autofree uint64_t *order = stable_row_order(&t, mode);
+        for (uint32_t devices = 1; devices <= 7; ++devices) {
+            thg_share shares[7];
+            assert_int_equal(thg_plan_shares(offsets, t.dims[mode], devices, shares), 0);
+            for (uint32_t d = 0; d < devices; ++d) {
+                const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
+                /* One element more, a sentinel that must stay. */
+                uint32_t *out_idx[NMODES];
+                for (uint32_t m = 0; m < NMODES; ++m) {
+                    out_idx[m] = g_new(uint32_t, n + 1u);
+                    out_idx[m][n] = 0xdeadbeefu;
+                }
+                double *out_values = g_new(double, n + 1u);
+                out_values[n] = -1.0;
+                assert_int_equal(thg_extract_share(&t.view, mode, offsets, &shares[d], out_idx,
+                                                   out_values),
+                                 0);
+                for (uint32_t m = 0; m < NMODES; ++m)
+                    assert_int_equal(out_idx[m][n], 0xdeadbeefu);
+                assert_true(out_values[n] == -1.0);
+                for (uint64_t k = 0; k < n; ++k) {
+                    const uint64_t id = order[shares[d].nnz_begin + k];
+                    for (uint32_t m = 0; m < NMODES; ++m)
+                        assert_int_equal(out_idx[m][k], t.idx[m][id]);
+                    assert_true(out_values[k] == t.values[id]);
+                }
+                for (uint32_t m = 0; m < NMODES; ++m)
+                    g_free(out_idx[m]);
+                g_free(out_values);
+            }
+        }
+        g_free(offsets);
+    }
+    free_tensor(&t);
+}
+
+static void test_distributed_mttkrp_is_the_mttkrp(void **state)
+{
+    (void)state;
+    test_tensor t;
+    make_tensor(&t, 4999, 23);
+    GRand *rng = g_rand_new_with_seed(5);
+    double *factors[NMODES];
+    for (uint32_t m = 0; m < NMODES; ++m) {
+        factors[m] = g_new(double, (size_t)t.dims[m] * RANK);
+        for (size_t k = 0; k < (size_t)t.dims[m] * RANK; ++k)
+            factors[m][k] = g_rand_int_range(rng, -3, 4);
+    }
+    g_rand_free(rng);
+    for (uint32_t mode = 0; mode < NMODES; ++mode) {
+        const size_t size = (size_t)t.dims[mode] * RANK;
+        g_autofree double *whole = g_new0(double, size);
+        add_mttkrp(mode, t.nnz, t.idx, t.values, factors, whole);
+        g_autofree uint64_t *offsets = g_new(uint64_t, t.dims[mode] + 1u);
+        assert_int_equal(thg_count_rows(&t.view, mode, offsets), 0);
+        for (uint32_t devices = 2; devices <= 6; ++devices) {
+            thg_share shares[6];
+            assert_int_equal(thg_plan_shares(offsets, t.dims[mode], devices, shares), 0);
+            /* Each rank's partial result, then the rows summed: a row that
+             * is not split has one contribution, a split one two or more. */
+            g_autofree double *combined = g_new0(double, size);
+            uint32_t split_rows = 0;
+            for (uint32_t d = 0; d < devices; ++d) {
+                const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
+                uint32_t *idx[NMODES];
+                for (uint32_t m = 0; m < NMODES; ++m)
+                    idx[m] = g_new(uint32_t, n + 1u);
+                double *values = g_new(double, n + 1u);
+                assert_int_equal(
+                    thg_extract_share(&t.view, mode, offsets, &shares[d], idx, values), 0);
+                double *partial = g_new0(double, size);
+                add_mttkrp(mode, n, idx, values, factors, partial);
+                /* A rank writes only the rows of its share. */
+                for (size_t k = 0; k < size; ++k) {
+                    const uint64_t row = k / RANK;
+                    if (n == 0 || row < shares[d].row_begin || row >= shares[d].row_end)
+                        assert_true(partial[k] == 0.0);
+                    combined[k] += partial[k];
+                }
+                split_rows += shares[d].splits_last_row;
+                for (uint32_t m = 0; m < NMODES; ++m)
+                    g_free(idx[m]);
+                g_free(values);
+                g_free(partial);
+            }
+            assert_memory_equal(combined, whole, sizeof(double) * size);
+            /* Mode 0's hot row (~30%) is split once two devices share it. */
+            if (mode == 0)
+                assert_true(split_rows >= 1);
+        }
+    }
+    for (uint32_t m = 0; m < NMODES; ++m)
+        g_free(factors[m]);
+    free_tensor(&t);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    test_tensor t;
+    make_tensor(&t, 50, 3);
+    uint64_t offsets[61];
+    assert_int_equal(thg_count_rows(&t.view, 3, offsets), -1);
+    assert_int_equal(thg_count_rows(&t.view, 0, offsets), 0);
+    thg_share share = {.nnz_begin = 10, .nnz_end = 51, .row_begin = 0, .row_end = 60};
+    uint32_t a[60], b[60], c[60];
+    uint32_t *out[NMODES] = {a, b, c};
+    double values[60];
+    assert_int_equal(thg_extract_share(&t.view, 0, offsets, &share, out, values), -1);
+    share.nnz_end = 5; /* ends before it begins */
+    assert_int_equal(thg_extract_share(&t.view, 0, offsets, &share, out, values), -1);
+    t.idx[1][4] = 40; /* mode 2 has 40 rows */
+    uint64_t offsets1[41];
+    assert_int_equal(thg_count_rows(&t.view, 1, offsets1), -1);
+    free_tensor(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shares_are_pieces_of_the_row_order),
+        cmocka_unit_test(test_distributed_mttkrp_is_the_mttkrp),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
