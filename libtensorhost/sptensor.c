@@ -13,6 +13,7 @@
 #include "sptensor.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -315,6 +316,13 @@ static gboolean merge_sorted_duplicates(th_sptensor *t)
     return finite;
 }
 
+static atomic_bool force_wide_sort = FALSE;
+
+void th_sptensor_set_wide_sort(gboolean wide)
+{
+    atomic_store(&force_wide_sort, wide != FALSE);
+}
+
 gboolean th_sptensor_sort_and_merge(th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, FALSE);
@@ -328,7 +336,7 @@ gboolean th_sptensor_sort_and_merge(th_sptensor *t)
         key_word words[TH_MAX_MODES];
         if (plan_key_words(t, words) == 1) {
             sort_single_word(t, &words[0]);
-        } else if (t->nnz <= UINT32_MAX) {
+        } else if (t->nnz <= UINT32_MAX && !atomic_load(&force_wide_sort)) {
             uint32_t *perm = sorted_permutation_u32(t);
             apply_permutation_u32(t, perm);
             g_free(perm);

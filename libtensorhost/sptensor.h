@@ -57,6 +57,11 @@ void th_sptensor_truncate(th_sptensor *t, uint64_t nnz);
  * infinite or NaN, and not fit for a decomposition. */
 gboolean th_sptensor_sort_and_merge(th_sptensor *t);
 
+/* Tests: TRUE makes th_sptensor_sort_and_merge sort through 64-bit
+ * permutations at any nnz, the path it otherwise takes only past 2^32
+ * nonzeros (with coordinates too wide for one 64-bit key). */
+void th_sptensor_set_wide_sort(gboolean wide);
+
 /* Sum of squared values. */
 double th_sptensor_norm_squared(const th_sptensor *t);
 

@@ -121,6 +121,16 @@ static void test_sort_merge_several_key_words(void **state)
     th_sptensor_free(t);
 }
 
+/* Coordinates wider than one 64-bit key, sorted through 64-bit
+ * permutations (the path of tensors past 2^32 nonzeros): the same result
+ * as the reference. */
+static void test_sort_merge_wide_permutations(void **state)
+{
+    th_sptensor_set_wide_sort(TRUE);
+    test_sort_merge_several_key_words(state);
+    th_sptensor_set_wide_sort(FALSE);
+}
+
 static void test_sort_merge_eight_modes(void **state)
 {
     (void)state;
@@ -402,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_sort_merge_one_key_word),
         cmocka_unit_test(test_sort_merge_several_key_words),
         cmocka_unit_test(test_sort_merge_eight_modes),
+        cmocka_unit_test(test_sort_merge_wide_permutations),
         cmocka_unit_test(test_sort_merge_already_sorted_and_zeros),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_statistics),
