@@ -216,9 +216,16 @@ static void log_layout(const th_instance *instance)
 }
 
 /* Per mode, the prefix sums of its rows' nonzero counts (dims[m] + 1
- * entries); NULL when the host cannot hold them. */
+ * entries); NULL when the host cannot hold them, or when they would take
+ * more host memory than the tensor itself (modes far longer than the
+ * nonzeros: the advice is not worth that). */
 static uint64_t **row_offsets_of(const th_coo_tensor *t)
 {
+    uint64_t offset_bytes = 0;
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        offset_bytes += sizeof(uint64_t) * ((uint64_t)t->dims[m] + 1u);
+    if (offset_bytes / (4u * t->nmodes + 8u) > t->nnz)
+        return NULL;
     uint64_t **offsets = calloc(t->nmodes, sizeof *offsets);
     for (uint32_t m = 0; offsets && m < t->nmodes; ++m) {
         uint64_t *o = calloc((size_t)t->dims[m] + 1u, sizeof *o);
