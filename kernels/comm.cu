@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <new>
+
 #ifdef THG_HAVE_NCCL
 #include <nccl.h>
 #endif
@@ -330,7 +332,9 @@ thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_c
     if (devices == nullptr || G == 0 || G > THG_MAX_COMM_RANKS)
         return thg_fail(err, errlen, THG_ERR_INVALID, "%u ranks: 1 to %u can share a run", G,
                         THG_MAX_COMM_RANKS);
-    thg_comm *c = new thg_comm;
+    thg_comm *c = new (std::nothrow) thg_comm;
+    if (c == nullptr)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
     c->G = G;
     memcpy(c->devices, devices, sizeof(int) * G);
     const thg_status st = create(c, force_nccl, err, errlen);
