@@ -89,12 +89,7 @@ static char *load_error(const char *text, const char *const *overrides, th_confi
 
 static const char *option_value(const th_config *config, const char *key)
 {
-    for (guint i = 0; i < config->plugin_options->len; i++) {
-        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
-        if (strcmp(option->key, key) == 0)
-            return option->value;
-    }
-    return NULL;
+    return th_test_option_value(config->plugin_options, key);
 }
 
 static char *in_temp(const char *relative)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "test_support.h"
 
 static char *temp_dir;
 static char *config_name;
@@ -81,12 +82,7 @@ static const th_compare_tensor_config *tensor_at(const th_config *config, guint 
 
 static const char *option_of(const th_compare_backend_config *backend, const char *key)
 {
-    for (guint i = 0; i < backend->options->len; i++) {
-        const th_config_option *option = g_ptr_array_index(backend->options, i);
-        if (strcmp(option->key, key) == 0)
-            return option->value;
-    }
-    return NULL;
+    return th_test_option_value(backend->options, key);
 }
 
 static char *in_temp(const char *relative)

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -413,4 +414,14 @@ void th_test_run_clear(th_test_run *r)
     g_free(r->out);
     g_free(r->err);
     r->out = r->err = NULL;
+}
+
+const char *th_test_option_value(const GPtrArray *options, const char *key)
+{
+    for (guint i = 0; i < options->len; i++) {
+        const th_config_option *option = g_ptr_array_index(options, i);
+        if (strcmp(option->key, key) == 0)
+            return option->value;
+    }
+    return NULL;
 }

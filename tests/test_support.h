@@ -10,6 +10,7 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "plugin_loader.h"
 #include "sptensor.h"
 
@@ -115,5 +116,8 @@ typedef struct th_test_run {
  * be started. th_test_run_clear the result. */
 th_test_run th_test_run_program(const char *program, const char *const *args);
 void th_test_run_clear(th_test_run *r);
+
+/* The value of option `key` among th_config_option pointers, or NULL. */
+const char *th_test_option_value(const GPtrArray *options, const char *key);
 
 #endif

@@ -1,11 +1,13 @@
 /* What every tensor reader promises of the tensor it returns, checked the
  * same way by each reader's fuzz target: every index inside its mode, the
- * nonzeros sorted with no coordinate twice. Aborts otherwise. */
+ * nonzeros sorted with no coordinate twice; and two reads of one input
+ * giving the same tensor. Each aborts otherwise. */
 #ifndef TH_FUZZ_CHECKS_H
 #define TH_FUZZ_CHECKS_H
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sptensor.h"
 
@@ -22,6 +24,18 @@ static inline void fuzz_check_sorted_in_range(const th_sptensor *t)
         if (order >= 0)
             abort();
     }
+}
+
+/* The same order, dims, nonzeros and values. */
+static inline void fuzz_check_same_arrays(const th_sptensor *a, const th_sptensor *b)
+{
+    if (a->nmodes != b->nmodes || a->nnz != b->nnz ||
+        memcmp(a->dims, b->dims, a->nmodes * sizeof *a->dims) != 0 ||
+        memcmp(a->values, b->values, a->nnz * sizeof *a->values) != 0)
+        abort();
+    for (uint32_t m = 0; m < a->nmodes; ++m)
+        if (memcmp(a->indices[m], b->indices[m], a->nnz * sizeof(th_index)) != 0)
+            abort();
 }
 
 #endif

@@ -36,17 +36,6 @@ static void check_error(const GError *error)
         abort();
 }
 
-static void check_same(const th_sptensor *a, const th_sptensor *b)
-{
-    if (a->nmodes != b->nmodes || a->nnz != b->nnz ||
-        memcmp(a->dims, b->dims, a->nmodes * sizeof *a->dims) != 0 ||
-        memcmp(a->values, b->values, a->nnz * sizeof *a->values) != 0)
-        abort();
-    for (uint32_t m = 0; m < a->nmodes; ++m)
-        if (memcmp(a->indices[m], b->indices[m], a->nnz * sizeof(th_index)) != 0)
-            abort();
-}
-
 static th_sptensor *read_with_threads(uint32_t threads, const uint8_t *data, size_t size,
                                       GError **error)
 {
@@ -73,7 +62,7 @@ static void check_round_trip(const th_sptensor *t)
     free(bytes);
     if (back == NULL || back->duplicates_merged != 0)
         abort();
-    check_same(t, back);
+    fuzz_check_same_arrays(t, back);
     th_sptensor_free(back);
 }
 
@@ -96,7 +85,7 @@ static void read_and_check(const uint8_t *data, size_t size)
     if (error != NULL || split == NULL || split_error != NULL)
         abort();
     check_tensor(t);
-    check_same(t, split);
+    fuzz_check_same_arrays(t, split);
     if (t->lines_read != split->lines_read || t->duplicates_merged != split->duplicates_merged ||
         t->explicit_zeros != split->explicit_zeros)
         abort();
