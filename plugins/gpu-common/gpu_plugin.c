@@ -2,6 +2,7 @@
 #include "gpu_plugin.h"
 
 #include "memory_plan.h"
+#include "share_extract.h"
 
 #include <tensorhost/plugin_sdk.h>
 
@@ -219,6 +220,13 @@ static void log_layout(const th_instance *instance)
  * entries); NULL when the host cannot hold them, or when they would take
  * more host memory than the tensor itself (modes far longer than the
  * nonzeros: the advice is not worth that). */
+static void free_row_offsets(uint64_t **offsets, uint32_t nmodes)
+{
+    for (uint32_t m = 0; offsets && m < nmodes; ++m)
+        free(offsets[m]);
+    free(offsets);
+}
+
 static uint64_t **row_offsets_of(const th_coo_tensor *t)
 {
     uint64_t offset_bytes = 0;
@@ -226,21 +234,14 @@ static uint64_t **row_offsets_of(const th_coo_tensor *t)
         offset_bytes += sizeof(uint64_t) * ((uint64_t)t->dims[m] + 1u);
     if (offset_bytes / (4u * t->nmodes + 8u) > t->nnz)
         return NULL;
+    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
     uint64_t **offsets = calloc(t->nmodes, sizeof *offsets);
     for (uint32_t m = 0; offsets && m < t->nmodes; ++m) {
-        uint64_t *o = calloc((size_t)t->dims[m] + 1u, sizeof *o);
-        if (o == NULL) {
-            for (uint32_t k = 0; k < m; ++k)
-                free(offsets[k]);
-            free(offsets);
+        offsets[m] = malloc(sizeof(uint64_t) * ((size_t)t->dims[m] + 1u));
+        if (offsets[m] == NULL || thg_count_rows(&view, m, offsets[m]) != 0) {
+            free_row_offsets(offsets, t->nmodes);
             return NULL;
         }
-        const uint32_t *idx = t->indices[m];
-        for (uint64_t i = 0; i < t->nnz; ++i)
-            ++o[idx[i] + 1u];
-        for (uint64_t r = 0; r < t->dims[m]; ++r)
-            o[r + 1u] += o[r];
-        offsets[m] = o;
     }
     return offsets;
 }
@@ -284,9 +285,7 @@ static void append_device_advice(th_instance *instance, const th_coo_tensor *t, 
                  "; no sharing of its nonzeros over up to %u such devices fits (%.1f GiB free "
                  "on this one)",
                  THG_MAX_DEVICES, terms.free_bytes / 1073741824.0);
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        free(offsets[m]);
-    free(offsets);
+    free_row_offsets(offsets, t->nmodes);
 }
 
 th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
