@@ -121,13 +121,11 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
 }
 #endif
 
-/* Which exchange the device list calls for. */
+/* Which exchange the device list (1 to THG_MAX_COMM_RANKS devices) calls
+ * for. */
 thg_status choose_kind(const int *devices, uint32_t G, int force_nccl, thg_comm_kind *kind,
                        char *err, size_t errlen)
 {
-    if (G == 0 || G > THG_MAX_COMM_RANKS)
-        return thg_fail(err, errlen, THG_ERR_INVALID, "%u ranks: 1 to %u can share a run", G,
-                        THG_MAX_COMM_RANKS);
     uint32_t distinct = 0;
     for (uint32_t r = 0; r < G; ++r) {
         if (devices[r] < 0)
