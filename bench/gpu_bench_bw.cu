@@ -59,6 +59,40 @@ template <typename F> float median_ms(int reps, F what)
     return t[reps / 2];
 }
 
+/* The host threads the GPU plugins copy with (kernels/transfer.cu). */
+unsigned host_threads()
+{
+    return std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
+}
+
+/* Thread w's share [*begin, *end) of n items split over `threads`. */
+void share_of(size_t n, unsigned threads, unsigned w, size_t *begin, size_t *end)
+{
+    const size_t per = (n + threads - 1) / threads;
+    *begin = std::min(n, (size_t)w * per);
+    *end = std::min(n, *begin + per);
+}
+
+/* Median of 5 runs of body(w) for w in [0, threads), a thread each
+ * (seconds); prepare() runs before each, untimed. */
+template <typename P, typename F> double median_seconds_on_threads(unsigned threads, P prepare,
+                                                                   F body)
+{
+    double seconds[5];
+    for (double &t : seconds) {
+        prepare();
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> pool;
+        for (unsigned w = 0; w < threads; ++w)
+            pool.emplace_back(body, w);
+        for (std::thread &th : pool)
+            th.join();
+        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::sort(seconds, seconds + 5);
+    return seconds[2];
+}
+
 } // namespace
 
 /* Bytes read + written per second by cudaMemcpy device to device (1 GiB). */
@@ -137,28 +171,16 @@ extern "C" double gpu_bench_host_staging_bandwidth(void)
         return 0.0;
     }
     memset(pageable, 1, total);
-    const unsigned hw = std::thread::hardware_concurrency();
-    const unsigned threads = std::max(1u, std::min(hw, 16u));
-    double seconds[5];
-    for (double &t : seconds) {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<std::thread> pool;
-        for (unsigned w = 0; w < threads; ++w)
-            pool.emplace_back([=] {
-                const size_t per = (chunk + threads - 1) / threads;
-                const size_t begin = std::min(chunk, (size_t)w * per);
-                const size_t len = std::min(chunk, begin + per) - begin;
-                for (size_t off = 0; off < total; off += chunk)
-                    memcpy((char *)pinned + begin, pageable + off + begin, len);
-            });
-        for (std::thread &th : pool)
-            th.join();
-        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    std::sort(seconds, seconds + 5);
+    const unsigned threads = host_threads();
+    const double seconds = median_seconds_on_threads(threads, [] {}, [=](unsigned w) {
+        size_t begin, end;
+        share_of(chunk, threads, w, &begin, &end);
+        for (size_t off = 0; off < total; off += chunk)
+            memcpy((char *)pinned + begin, pageable + off + begin, end - begin);
+    });
     cudaFreeHost(pinned);
     free(pageable);
-    return total / seconds[2];
+    return total / seconds;
 }
 
 /* Bytes per second of one pass over 2 GiB of pageable memory (touched
@@ -175,37 +197,25 @@ extern "C" double gpu_bench_host_pass_bandwidth(int in_place)
         return 0.0;
     for (size_t i = 0; i < n; ++i)
         data[i] = 1.0;
-    const unsigned hw = std::thread::hardware_concurrency();
-    const unsigned threads = std::max(1u, std::min(hw, 16u));
+    const unsigned threads = host_threads();
     std::vector<double> sums(threads);
-    double seconds[5];
-    for (double &t : seconds) {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<std::thread> pool;
-        for (unsigned w = 0; w < threads; ++w)
-            pool.emplace_back([=, &sums] {
-                const size_t per = (n + threads - 1) / threads;
-                const size_t begin = std::min(n, (size_t)w * per);
-                const size_t end = std::min(n, begin + per);
-                double acc[8] = {}; /* independent sums: not one chain of adds */
-                if (in_place)
-                    for (size_t i = begin; i < end; ++i)
-                        data[i] *= 1.0000001;
-                else
-                    for (size_t i = begin; i + 8 <= end; i += 8)
-                        for (int k = 0; k < 8; ++k)
-                            acc[k] += data[i + k];
-                sums[w] = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
-            });
-        for (std::thread &th : pool)
-            th.join();
-        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    std::sort(seconds, seconds + 5);
+    const double seconds = median_seconds_on_threads(threads, [] {}, [=, &sums](unsigned w) {
+        size_t begin, end;
+        share_of(n, threads, w, &begin, &end);
+        double acc[8] = {}; /* independent sums: not one chain of adds */
+        if (in_place)
+            for (size_t i = begin; i < end; ++i)
+                data[i] *= 1.0000001;
+        else
+            for (size_t i = begin; i + 8 <= end; i += 8)
+                for (int k = 0; k < 8; ++k)
+                    acc[k] += data[i + k];
+        sums[w] = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+    });
     volatile double keep = sums[0]; /* the reads are not dead code */
     (void)keep;
     free(data);
-    return n * sizeof(double) / seconds[2];
+    return n * sizeof(double) / seconds;
 }
 
 /* Bytes per second of writing 2 GiB of fresh memory (allocated anew each
@@ -216,26 +226,24 @@ extern "C" double gpu_bench_host_pass_bandwidth(int in_place)
 extern "C" double gpu_bench_host_fresh_bandwidth(void)
 {
     const size_t bytes = (size_t)2 << 30;
-    const unsigned hw = std::thread::hardware_concurrency();
-    const unsigned threads = std::max(1u, std::min(hw, 16u));
-    double seconds[5];
-    for (double &t : seconds) {
-        void *p = nullptr;
-        if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
-            return 0.0;
-        (void)madvise(p, bytes, MADV_HUGEPAGE);
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<std::thread> pool;
-        for (unsigned w = 0; w < threads; ++w)
-            pool.emplace_back([=] {
-                const size_t per = bytes / threads;
-                memset((char *)p + w * per, 1, w + 1 == threads ? bytes - w * per : per);
-            });
-        for (std::thread &th : pool)
-            th.join();
-        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        free(p);
-    }
-    std::sort(seconds, seconds + 5);
-    return bytes / seconds[2];
+    const unsigned threads = host_threads();
+    void *p = nullptr;
+    bool allocated = true;
+    const double seconds = median_seconds_on_threads(
+        threads,
+        [&] {
+            free(p);
+            p = nullptr;
+            allocated = allocated && posix_memalign(&p, (size_t)2 << 20, bytes) == 0;
+            if (allocated)
+                (void)madvise(p, bytes, MADV_HUGEPAGE);
+        },
+        [&](unsigned w) {
+            size_t begin, end;
+            share_of(bytes, threads, w, &begin, &end);
+            if (allocated)
+                memset((char *)p + begin, 1, end - begin);
+        });
+    free(p);
+    return allocated ? bytes / seconds : 0.0;
 }
