@@ -228,8 +228,8 @@ __device__ void zero_padding(float *tile, const tile_shape &s, uint32_t tid)
  * Rows absent from row_present (never written by the MTTKRP) arrive as
  * zeros without being read: a zero-fill of the whole copy. */
 __device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *row_present,
-                                                uint32_t tile, uint32_t I, const tile_shape &s,
-                                                float *dst, uint32_t tid)
+                                                uint64_t row_base, uint32_t tile, uint32_t I,
+                                                const tile_shape &s, float *dst, uint32_t tid)
 {
     const uint64_t base = (uint64_t)tile * s.T;
     const uint32_t rows = (uint32_t)(I - base < s.T ? I - base : s.T);
@@ -238,14 +238,16 @@ __device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *
         const uint32_t quads = s.R / 4u;
         for (uint32_t t = tid; t < rows * quads; t += blockDim.x) {
             const uint32_t row = t / quads;
-            const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 16 : 0;
+            const size_t zfill =
+                row_present && !thg_row_present(row_present, row_base + base + row) ? 16 : 0;
             __pipeline_memcpy_async(dst + row * s.RS + (t % quads) * 4u, m_tile + t * 4u, 16,
                                     zfill);
         }
     } else {
         for (uint32_t t = tid; t < rows * s.R; t += blockDim.x) {
             const uint32_t row = t / s.R;
-            const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 4 : 0;
+            const size_t zfill =
+                row_present && !thg_row_present(row_present, row_base + base + row) ? 4 : 0;
             __pipeline_memcpy_async(dst + row * s.RS + t % s.R, m_tile + t, 4, zfill);
         }
     }
@@ -254,32 +256,23 @@ __device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *
 /* What the update of one mode reads and writes besides M, W and A. */
 struct update_io {
     const uint32_t *row_present; /* M's rows with nonzeros (the others are zero) */
+    uint64_t row_base;           /* M's and A's first row: row_present's index of row 0 */
+    /* A rank's part of a multi-device update: the sums stay in acc for the
+     * other ranks' (finish_ranks_kernel); nothing is finished here. */
+    int partial;
     const float *m_scale;        /* [R] M's true columns: M(:, r) * m_scale[r] */
     float *col_scale;            /* [R] out: the stored A's column scale */
     float rescale_bound;         /* lambdas within [1/bound, bound] stay unapplied */
 };
 
-/* Every block of an update, after adding its share into acc: the last
- * block to arrive (threadFenceReduction) turns the totals into lambda, the
- * normalised Gram and inner and the column scale, writes [lambda | gram |
- * inner] to `out`, and re-zeroes acc. s_div: R shared doubles the block no
- * longer uses. */
-__device__ void finish_update(const float *W, uint32_t R, const update_io &io,
+/* One block, with the update's totals in acc: lambda, the normalised
+ * Gram and inner and the column scale, [lambda | gram | inner] written to
+ * `out`, acc re-zeroed. s_div: R shared doubles the block no longer uses. */
+__device__ void finish_totals(const float *W, uint32_t R, const update_io &io,
                               const thg_als_acc &acc, double *out, int out_mapped,
                               double *gram_store, double *s_div)
 {
-    __shared__ bool s_last;
     const uint32_t tid = threadIdx.x;
-    /* The last block to arrive finishes the reduction (threadFenceReduction). */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-
     double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
     /* The norm travels with W (after its R*R floats), so a captured graph
      * of the update serves both norms. */
@@ -327,6 +320,106 @@ __device__ void finish_update(const float *W, uint32_t R, const update_io &io,
         *acc.done = 0u;
     if (out_mapped)
         __threadfence_system(); /* the host reads `out` after the stream synchronises */
+}
+
+/* Every block of an update, after adding its share into acc: the last
+ * block to arrive (threadFenceReduction) finishes (finish_totals); a
+ * rank's partial update leaves its sums in acc. */
+__device__ void finish_update(const float *W, uint32_t R, const update_io &io,
+                              const thg_als_acc &acc, double *out, int out_mapped,
+                              double *gram_store, double *s_div)
+{
+    if (io.partial)
+        return;
+    __shared__ bool s_last;
+    const uint32_t tid = threadIdx.x;
+    /* The last block to arrive finishes the reduction (threadFenceReduction). */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0)
+        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    finish_totals(W, R, io, acc, out, out_mapped, gram_store, s_div);
+}
+
+/* The accumulators' layout in a block of thg_als_acc_bytes(R) bytes. */
+__host__ __device__ inline thg_als_acc acc_at(void *block, uint32_t rank)
+{
+    const size_t R = rank;
+    thg_als_acc acc;
+    acc.gram = (double *)block;
+    acc.inner = acc.gram + R * R;
+    acc.maxbits = (uint32_t *)(acc.inner + R);
+    acc.scale = (float *)(acc.maxbits + R);
+    acc.rescale = (uint32_t *)(acc.scale + R);
+    acc.done = acc.rescale + 1;
+    return acc;
+}
+
+/* A multi-device update's end, one block on every rank: the ranks' partial
+ * sums (G blocks of thg_als_acc_bytes, gathered) added in rank order into
+ * acc, this rank's block re-zeroed; then each folded row (thg_als_fold):
+ * its MTTKRP row summed from the partials, A's row = M (D W) written and
+ * added to the sums; then finish_totals. Every rank does the same
+ * arithmetic in the same order, so every rank finishes with the same bits. */
+__global__ void finish_ranks_kernel(const float *W, uint32_t R, update_io io, thg_als_acc acc,
+                                    char *parts, size_t part_bytes, uint32_t G, uint32_t self,
+                                    thg_als_fold fold, float *A, double *out, int out_mapped,
+                                    const uint32_t *failed, double *gram_store)
+{
+    __shared__ double s_div[THG_MAX_RANK];
+    __shared__ float s_m[THG_MAX_RANK], s_a[THG_MAX_RANK];
+    if (failed && *failed)
+        return;
+    const uint32_t tid = threadIdx.x;
+    const thg_als_acc mine = acc_at(parts + self * part_bytes, R);
+    for (uint32_t e = tid; e < R * R + R; e += blockDim.x) {
+        double sum = 0.0;
+        for (uint32_t q = 0; q < G; ++q)
+            sum += acc_at(parts + q * part_bytes, R).gram[e]; /* gram, then inner */
+        acc.gram[e] = sum;
+        mine.gram[e] = 0.0;
+    }
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        uint32_t most = 0u;
+        for (uint32_t q = 0; q < G; ++q) {
+            const uint32_t bits = acc_at(parts + q * part_bytes, R).maxbits[t];
+            most = bits > most ? bits : most;
+        }
+        acc.maxbits[t] = most;
+        mine.maxbits[t] = 0u;
+    }
+    __syncthreads();
+    for (uint32_t j = 0; j < fold.nrows; ++j) {
+        const uint32_t row = fold.rows[j];
+        for (uint32_t c = tid; c < R; c += blockDim.x) {
+            float m = 0.0f;
+            for (uint32_t k = 0; k < fold.npartials; ++k)
+                if (fold.partial_rows[k] == row)
+                    m += fold.partials[(size_t)(k / 2u) * fold.partial_stride + (k % 2u) * R + c];
+            s_m[c] = m;
+        }
+        __syncthreads();
+        for (uint32_t c = tid; c < R; c += blockDim.x) {
+            float a = 0.0f; /* as update_kernel: M (D W) in fp32 */
+            for (uint32_t k = 0; k < R; ++k)
+                a += s_m[k] * (W[(size_t)k * R + c] * io.m_scale[k]);
+            s_a[c] = a;
+            A[(size_t)row * R + c] = a;
+            acc.inner[c] += (double)s_m[c] * a;
+            acc.maxbits[c] = max(acc.maxbits[c], __float_as_uint(fabsf(a)));
+        }
+        __syncthreads();
+        for (uint32_t e = tid; e < R * R; e += blockDim.x)
+            acc.gram[e] += (double)s_a[e / R] * s_a[e % R]; /* both halves: gram_entry reads either */
+        __syncthreads();
+    }
+    __threadfence();
+    __syncthreads();
+    finish_totals(W, R, io, acc, out, out_mapped, gram_store, s_div);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -380,14 +473,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t ntiles = (I + T - 1) / T;
     uint32_t tile = blockIdx.x;
     if (tile < ntiles)
-        load_tile_async(M, io.row_present, tile, I, s, region, tid);
+        load_tile_async(M, io.row_present, io.row_base, tile, I, s, region, tid);
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
         const uint64_t base = (uint64_t)tile * T;
         const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
         const float *s_m = region + buf * tile_floats;
         if (tile + gridDim.x < ntiles)
-            load_tile_async(M, io.row_present, tile + gridDim.x, I, s,
+            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
                             region + (buf ^ 1u) * tile_floats, tid);
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
@@ -600,14 +693,14 @@ __global__ void __launch_bounds__(kThreads, 3)
     const uint32_t ntiles = (I + kTcRows - 1u) / kTcRows;
     uint32_t tile = blockIdx.x;
     if (tile < ntiles)
-        load_tile_async(M, io.row_present, tile, I, s, s_m, tid);
+        load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
         const uint64_t base = (uint64_t)tile * kTcRows;
         const uint32_t rows = (uint32_t)(I - base < kTcRows ? I - base : kTcRows);
         const float *m = s_m + buf * kTcRows * RS;
         if (tile + gridDim.x < ntiles)
-            load_tile_async(M, io.row_present, tile + gridDim.x, I, s,
+            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
                             s_m + (buf ^ 1u) * kTcRows * RS, tid);
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
@@ -872,13 +965,7 @@ size_t thg_als_acc_bytes(uint32_t rank)
 
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc)
 {
-    const size_t R = rank;
-    acc->gram = (double *)block;
-    acc->inner = acc->gram + R * R;
-    acc->maxbits = (uint32_t *)(acc->inner + R);
-    acc->scale = (float *)(acc->maxbits + R);
-    acc->rescale = (uint32_t *)(acc->scale + R);
-    acc->done = acc->rescale + 1;
+    *acc = acc_at(block, rank);
 }
 
 thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
@@ -907,31 +994,47 @@ thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
     return thg_solve_prepare(ctx->rank, err, errlen);
 }
 
-thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
-                          double *gram_store, cudaEvent_t after_gemm, char *err,
-                          size_t errlen)
+namespace {
+
+update_io io_for(const thg_context *ctx, uint32_t mode, const thg_als_part *part)
 {
     const uint32_t R = ctx->rank;
-    const uint32_t I = ctx->dims[mode];
+    update_io io;
+    io.row_present = ctx->copies[mode].has_empty_rows ? ctx->copies[mode].row_present : nullptr;
+    io.row_base = part ? part->row_begin : 0;
+    io.partial = part != nullptr;
+    io.m_scale = ctx->result_scale + (size_t)mode * R;
+    io.col_scale = ctx->col_scale + (size_t)mode * R;
+    io.rescale_bound = rescale_bound(ctx->nmodes);
+    return io;
+}
+
+} // namespace
+
+thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
+                          double *gram_store, cudaEvent_t after_gemm, const thg_als_part *part,
+                          char *err, size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const uint64_t row_begin = part ? part->row_begin : 0;
+    const uint32_t I = part ? part->rows : ctx->dims[mode];
     cudaStream_t st = ctx->stream;
+    const update_io io = io_for(ctx, mode, part);
+    const thg_als_acc acc = part ? part->acc : ctx->als_acc;
+    const int out_mapped = out == ctx->als_out_dev;
+    const float *M = ctx->results[mode] + row_begin * R;
+    const float *W = ctx->als_w;
+    float *A = ctx->factors[mode] + row_begin * R;
     const tile_shape s = launch_shape(R, I, ctx->als_resident_blocks);
     const uint64_t tc_tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
     /* The tensor cores for tall factors only: a small mode's update is
      * latency, better served by the SIMT kernel's shorter tiles. */
     const bool tensor_cores =
         ctx->als_tc_resident_blocks > 0 && tc_tiles >= ctx->als_tc_resident_blocks;
-    update_io io;
-    io.row_present = ctx->copies[mode].has_empty_rows ? ctx->copies[mode].row_present : nullptr;
-    io.m_scale = ctx->result_scale + (size_t)mode * R;
-    io.col_scale = ctx->col_scale + (size_t)mode * R;
-    io.rescale_bound = rescale_bound(ctx->nmodes);
-    const int out_mapped = out == ctx->als_out_dev;
-    if (tensor_cores) {
+    if (I == 0) {
+        /* A rank that owns no row of this mode adds nothing. */
+    } else if (tensor_cores) {
         const tile_shape ts = tc_shape(R);
-        const float *M = ctx->results[mode];
-        const float *W = ctx->als_w;
-        float *A = ctx->factors[mode];
-        const thg_als_acc acc = ctx->als_acc;
         void *args[] = {(void *)&M,   (void *)&W,          (void *)&A,
                         (void *)&I,   (void *)&ts,         (void *)&io,
                         (void *)&acc, (void *)&out,        (void *)&out_mapped,
@@ -940,19 +1043,47 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
                                   dim3(kThreads), args, tc_smem_bytes(R), st));
     } else {
         update_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
-                        kThreads, update_smem_bytes(s), st>>>(
-            ctx->results[mode], ctx->als_w, ctx->factors[mode], I, s, io, ctx->als_acc, out,
-            out_mapped, failed, gram_store);
+                        kThreads, update_smem_bytes(s), st>>>(M, W, A, I, s, io, acc, out,
+                                                               out_mapped, failed, gram_store);
         THG_LAUNCHED();
     }
     if (after_gemm)
         THG_CUDA(cudaEventRecord(after_gemm, st));
+    if (part)
+        return THG_OK; /* finished and scaled once every rank's sums are in */
+    return thg_launch_als_scale(ctx, mode, failed, err, errlen);
+}
+
+thg_status thg_launch_als_finish(thg_context *ctx, uint32_t mode, void *parts,
+                                 size_t part_stride, uint32_t G, uint32_t self,
+                                 const thg_als_fold *fold, double *out,
+                                 const uint32_t *failed, double *gram_store, char *err,
+                                 size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const update_io io = io_for(ctx, mode, nullptr);
+    thg_als_fold none;
+    memset(&none, 0, sizeof none);
+    finish_ranks_kernel<<<1, kThreads, 0, ctx->stream>>>(
+        ctx->als_w, R, io, ctx->als_acc, (char *)parts, part_stride, G, self,
+        fold ? *fold : none, ctx->factors[mode], out, out == ctx->als_out_dev, failed,
+        gram_store);
+    THG_LAUNCHED();
+    return THG_OK;
+}
+
+thg_status thg_launch_als_scale(thg_context *ctx, uint32_t mode, const uint32_t *failed,
+                                char *err, size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const uint32_t I = ctx->dims[mode];
     const uint32_t lanes = R % 4u == 0 ? R / 4u : R;
     const uint64_t rows_per_block = kScaleThreads / lanes;
     const uint64_t needed = ((uint64_t)I + rows_per_block - 1) / rows_per_block;
     const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
-    scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0, st>>>(
-        ctx->factors[mode], I, R, ctx->als_acc.scale, ctx->als_acc.rescale, failed);
+    scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0,
+                   ctx->stream>>>(ctx->factors[mode], I, R, ctx->als_acc.scale,
+                                  ctx->als_acc.rescale, failed);
     THG_LAUNCHED();
     return THG_OK;
 }

@@ -1,7 +1,8 @@
 /* Building the mode-specific copies on the device.
  *
- * The COO tensor is uploaded once into a staging area; for each mode d the
- * nonzeros are sorted by their mode-d index with CUB's radix sort (stable),
+ * The COO tensor is uploaded once into a staging area (a rank of a
+ * multi-device run uploads each mode's share before building that mode's
+ * copy, thg_load_shares); for each mode d the nonzeros are sorted by their mode-d index with CUB's radix sort (stable),
  * which is already the scheme-2 order. For scheme 1, each output row's
  * nonzero count comes from the run boundaries of the sorted indices; the
  * rows are sorted by count (descending) and dealt cyclically to the kappa
@@ -281,16 +282,17 @@ thg_status alloc_staging(const thg_context *ctx, uint32_t max_dim, staging &s, c
  * allocation, made before the timed build. */
 thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
 {
-    const size_t nnz = ctx->nnz;
-    const size_t copy_bytes = round_up(sizeof(uint32_t) * nnz * (ctx->nmodes + 1));
     const size_t offsets_bytes = round_up(sizeof(uint32_t) * (ctx->kappa + 1ull));
     size_t total = 0;
     for (uint32_t d = 0; d < ctx->nmodes; ++d)
-        total += copy_bytes + offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
+        total += round_up(sizeof(uint32_t) * ctx->copies[d].nnz * (ctx->nmodes + 1)) +
+                 offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
     THG_CUDA(cudaMalloc(&ctx->copy_block, total));
     char *p = (char *)ctx->copy_block;
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
         thg_mode_copy &copy = ctx->copies[d];
+        const size_t nnz = copy.nnz;
+        const size_t copy_bytes = round_up(sizeof(uint32_t) * nnz * (ctx->nmodes + 1));
         uint32_t *block = (uint32_t *)p;
         for (uint32_t m = 0; m < ctx->nmodes; ++m)
             copy.idx[m] = block + (size_t)m * nnz;
@@ -305,10 +307,12 @@ thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
 /* The indices as they are and the values converted to fp32: a large
  * tensor in one pass of transfer.cu's upload threads over every array, a
  * small one array by array (factors.cu). */
-thg_status upload(thg_context *ctx, const uint32_t *const *indices, const double *values,
-                  staging &s, char *err, size_t errlen)
+thg_status upload(thg_context *ctx, const thg_mode_input &input, staging &s, char *err,
+                  size_t errlen)
 {
-    const size_t nnz = ctx->nnz;
+    const size_t nnz = input.nnz;
+    const uint32_t *const *indices = input.indices;
+    const double *values = input.values;
     if (sizeof(double) * nnz >= thg_pinned_copy_min_bytes) {
         thg_upload_array arrays[THG_MAX_MODES + 1];
         for (uint32_t m = 0; m < ctx->nmodes; ++m)
@@ -361,9 +365,9 @@ decision choose_scheme(thg_context *ctx, uint32_t mode)
      * wins by ~3 us (kernels/DESIGN.md). */
     const thg_shape shape = thg_launch_shape(ctx->rank, ctx->P);
     const uint64_t one_chunk_each = (uint64_t)shape.groups * shape.lanes;
-    const uint64_t mean = ctx->nnz / ctx->kappa;
+    const uint64_t mean = copy.nnz / ctx->kappa;
     const uint64_t all_groups = (uint64_t)ctx->kappa * shape.groups;
-    const uint64_t busy_groups = ctx->nnz < all_groups ? ctx->nnz : all_groups;
+    const uint64_t busy_groups = copy.nnz < all_groups ? copy.nnz : all_groups;
     const uint64_t groups_per_row = busy_groups / dim;
     if (mean < one_chunk_each && groups_per_row < kSharedGroups) {
         const size_t used = strlen(copy.reason);
@@ -381,10 +385,10 @@ decision choose_scheme(thg_context *ctx, uint32_t mode)
 thg_status order_mode(thg_context *ctx, uint32_t mode, decision how, staging &s,
                       cub::DoubleBuffer<uint32_t> &perm, char *err, size_t errlen)
 {
-    const uint32_t nnz = ctx->nnz;
+    thg_mode_copy &copy = ctx->copies[mode];
+    const uint32_t nnz = copy.nnz;
     const uint32_t dim = ctx->dims[mode];
     const uint32_t kappa = ctx->kappa;
-    thg_mode_copy &copy = ctx->copies[mode];
     cudaStream_t st = ctx->stream;
     uint32_t *words = s.words + (size_t)mode * kWords;
     uint32_t *bad = s.words + (size_t)ctx->nmodes * kWords;
@@ -461,7 +465,7 @@ thg_status read_decisions(thg_context *ctx, const uint32_t *host_words, const de
         copy.scheme = (int)w[kWordScheme];
         copy.has_empty_rows = w[kWordHasEmpty] != 0;
         if (how[d] == kDeviceBalance) {
-            const double ratio = w[kWordMaxLoad] / ((double)ctx->nnz / ctx->kappa);
+            const double ratio = w[kWordMaxLoad] / ((double)copy.nnz / ctx->kappa);
             const size_t used = strlen(copy.reason);
             snprintf(copy.reason + used, sizeof(copy.reason) - used,
                      ", max partition %.2fx mean (%s)", ratio,
@@ -471,8 +475,15 @@ thg_status read_decisions(thg_context *ctx, const uint32_t *host_words, const de
     return THG_OK;
 }
 
-thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const double *values,
-                     staging &s, char *err, size_t errlen)
+/* Whether mode d's copy is built from the same nonzeros as mode d - 1's,
+ * already in the staging area (thg_load: every mode from one upload). */
+bool same_input(const thg_mode_input &a, const thg_mode_input &b)
+{
+    return a.nnz == b.nnz && a.indices == b.indices && a.values == b.values;
+}
+
+thg_status build_all(thg_context *ctx, const thg_mode_input *inputs, staging &s, char *err,
+                     size_t errlen)
 {
     uint32_t max_dim = 1;
     for (uint32_t m = 0; m < ctx->nmodes; ++m)
@@ -482,35 +493,44 @@ thg_status build_all(thg_context *ctx, const uint32_t *const *indices, const dou
         st = alloc_copies(ctx, err, errlen);
     if (st != THG_OK)
         return st;
-    const auto up0 = std::chrono::steady_clock::now();
-    st = upload(ctx, indices, values, s, err, errlen);
-    if (st != THG_OK)
-        return st;
-    ctx->upload_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - up0).count();
-    /* The build proper is timed from here: the upload is PCIe, not layout. */
-    THG_CUDA(cudaEventRecord(ctx->start, ctx->stream));
     const size_t word_bytes = sizeof(uint32_t) * ((size_t)ctx->nmodes * kWords + 1);
     THG_CUDA(cudaMemsetAsync(s.words, 0, word_bytes, ctx->stream));
-
+    ctx->upload_seconds = 0.0;
     decision how[THG_MAX_MODES];
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
         thg_mode_copy &copy = ctx->copies[d];
+        if (d == 0 || !same_input(inputs[d], inputs[d - 1])) {
+            const auto up0 = std::chrono::steady_clock::now();
+            st = upload(ctx, inputs[d], s, err, errlen);
+            if (st != THG_OK)
+                return st;
+            ctx->upload_seconds +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - up0).count();
+        }
+        /* The build proper is timed per mode from here: the upload is PCIe,
+         * not layout (the mode's MTTKRP events serve, unused until then). */
+        THG_CUDA(cudaEventRecord(copy.start, ctx->stream));
         how[d] = choose_scheme(ctx, d);
         cub::DoubleBuffer<uint32_t> perm;
         st = order_mode(ctx, d, how[d], s, perm, err, errlen);
         if (st != THG_OK)
             return st;
-        gather_kernel<<<grid_for(ctx->nnz), kThreads, 0, ctx->stream>>>(
-            s.idx, s.vals, perm.Current(), ctx->nnz, ctx->nmodes, copy.idx[0], copy.vals);
+        gather_kernel<<<grid_for(copy.nnz), kThreads, 0, ctx->stream>>>(
+            s.idx, s.vals, perm.Current(), copy.nnz, ctx->nmodes, copy.idx[0], copy.vals);
         THG_LAUNCHED();
+        THG_CUDA(cudaEventRecord(copy.stop, ctx->stream));
     }
-    THG_CUDA(cudaEventRecord(ctx->stop, ctx->stream));
     /* The build's one synchronisation (a pageable destination). */
     uint32_t host_words[THG_MAX_MODES * kWords + 1];
     THG_CUDA(cudaMemcpyAsync(host_words, s.words, word_bytes, cudaMemcpyDeviceToHost,
                              ctx->stream));
     THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    ctx->build_seconds = 0.0;
+    for (uint32_t d = 0; d < ctx->nmodes; ++d) {
+        float ms = 0.0f;
+        THG_CUDA(cudaEventElapsedTime(&ms, ctx->copies[d].start, ctx->copies[d].stop));
+        ctx->build_seconds += ms * 1e-3;
+    }
     return read_decisions(ctx, host_words, how, err, errlen);
 }
 
@@ -572,18 +592,11 @@ uint64_t thg_build_bytes(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32
     return layout_for(nmodes, nnz, max_dim, kappa).total;
 }
 
-thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
-                            const double *values, char *err, size_t errlen)
+thg_status thg_build_copies(thg_context *ctx, const thg_mode_input *inputs, char *err,
+                            size_t errlen)
 {
     staging s;
-    thg_status st = build_all(ctx, indices, values, s, err, errlen);
-    float ms = 0.0f;
-    if (st == THG_OK) {
-        const cudaError_t e = cudaEventElapsedTime(&ms, ctx->start, ctx->stop);
-        if (e != cudaSuccess)
-            st = thg_cuda_fail(err, errlen, e, "timing the build", __FILE__, __LINE__);
-    }
-    ctx->build_seconds = ms * 1e-3;
+    const thg_status st = build_all(ctx, inputs, s, err, errlen);
     /* Staging goes once the copies exist (or the build failed). */
     cudaStreamSynchronize(ctx->stream);
     cudaFree(s.block);
@@ -606,9 +619,10 @@ void thg_free_tensor(thg_context *ctx)
         copy.start = start;
         copy.stop = stop;
         cudaFree(ctx->factors[m]);
-        cudaFree(ctx->results[m]);
+        cudaFree(ctx->result_blocks[m]);
         ctx->factors[m] = nullptr;
-        ctx->results[m] = nullptr;
+        ctx->results[m] = ctx->result_blocks[m] = nullptr;
+        ctx->result_begin[m] = ctx->result_end[m] = 0;
     }
     thg_sweep_free(ctx);
     thg_transfer_free(ctx);

@@ -16,7 +16,8 @@ namespace {
 enum op_kind { kNoOp, kGatherv, kReduceSum };
 
 struct rank_part {
-    void *buf = nullptr;
+    void *buf = nullptr;                 /* the reduce's, or the first all-gather's */
+    void *more[THG_MAX_COMM_GATHERS] = {}; /* each all-gather's, the first included */
     cudaStream_t stream = nullptr;
     bool given = false;
 };
@@ -33,6 +34,8 @@ struct nccl_api {
                               cudaStream_t) = nullptr;
     ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                               ncclComm_t, cudaStream_t) = nullptr;
+    ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
+                              cudaStream_t) = nullptr;
     ncclResult_t (*GroupStart)(void) = nullptr;
     ncclResult_t (*GroupEnd)(void) = nullptr;
     const char *(*GetErrorString)(ncclResult_t) = nullptr;
@@ -58,7 +61,8 @@ struct thg_comm {
     /* The group being given. */
     bool in_group = false;
     op_kind op = kNoOp;
-    const uint64_t *offsets = nullptr;
+    const uint64_t *offsets[THG_MAX_COMM_GATHERS] = {}; /* each all-gather's blocks */
+    uint32_t gathers = 0;                                /* all-gathers in the group */
     size_t count = 0;
     rank_part parts[THG_MAX_COMM_RANKS];
     /* Device copies: the ranks' streams meet on `leader`. */
@@ -102,6 +106,7 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
         {"ncclCommDestroy", (void **)&n.CommDestroy},
         {"ncclBroadcast", (void **)&n.Broadcast},
         {"ncclAllReduce", (void **)&n.AllReduce},
+        {"ncclAllGather", (void **)&n.AllGather},
         {"ncclGroupStart", (void **)&n.GroupStart},
         {"ncclGroupEnd", (void **)&n.GroupEnd},
         {"ncclGetErrorString", (void **)&n.GetErrorString},
@@ -232,7 +237,10 @@ thg_status give_part(thg_comm *c, uint32_t rank, op_kind op, void *buf, cudaStre
     if (c->parts[rank].given)
         return thg_fail(err, errlen, THG_ERR_STATE, "rank %u's part given twice", rank);
     c->op = op;
-    c->parts[rank] = {buf, stream, true};
+    c->parts[rank] = rank_part{};
+    c->parts[rank].buf = buf;
+    c->parts[rank].stream = stream;
+    c->parts[rank].given = true;
     return THG_OK;
 }
 
@@ -246,14 +254,15 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
         THG_CUDA(cudaStreamWaitEvent(c->leader, c->ready[r], 0));
     }
     if (c->op == kGatherv) {
-        for (uint32_t q = 0; q < c->G; ++q) {
-            const uint64_t begin = c->offsets[q], bytes = c->offsets[q + 1] - begin;
-            for (uint32_t r = 0; r < c->G && bytes > 0; ++r)
-                if (r != q)
-                    THG_CUDA(cudaMemcpyAsync((char *)c->parts[r].buf + begin,
-                                             (const char *)c->parts[q].buf + begin, bytes,
-                                             cudaMemcpyDeviceToDevice, c->leader));
-        }
+        for (uint32_t k = 0; k < c->gathers; ++k)
+            for (uint32_t q = 0; q < c->G; ++q) {
+                const uint64_t begin = c->offsets[k][q], bytes = c->offsets[k][q + 1] - begin;
+                for (uint32_t r = 0; r < c->G && bytes > 0; ++r)
+                    if (r != q)
+                        THG_CUDA(cudaMemcpyAsync((char *)c->parts[r].more[k] + begin,
+                                                 (const char *)c->parts[q].more[k] + begin,
+                                                 bytes, cudaMemcpyDeviceToDevice, c->leader));
+            }
     } else if (c->count > 0) {
         double *sum = (double *)c->parts[0].buf;
         const size_t blocks = (c->count + kSumThreads - 1) / kSumThreads;
@@ -273,6 +282,17 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
 }
 
 #ifdef THG_HAVE_NCCL
+/* Blocks of one size, back to back: an all-gather rather than G
+ * broadcasts. */
+bool equal_blocks(const uint64_t *offsets, uint32_t G)
+{
+    const uint64_t block = offsets[1] - offsets[0];
+    for (uint32_t q = 1; q < G; ++q)
+        if (offsets[q + 1] - offsets[q] != block)
+            return false;
+    return block > 0;
+}
+
 /* Every rank's part, in one NCCL group (one thread drives every rank). */
 thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
 {
@@ -283,11 +303,21 @@ thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
                                   p.stream));
             continue;
         }
-        for (uint32_t q = 0; q < c->G; ++q) {
-            char *block = (char *)p.buf + c->offsets[q];
-            if (c->offsets[q + 1] > c->offsets[q]) /* in place: the root sends its receive */
-                THG_NCCL(c, Broadcast(block, block, c->offsets[q + 1] - c->offsets[q],
-                                      ncclUint8, (int)q, c->comms[rank], p.stream));
+        for (uint32_t k = 0; k < c->gathers; ++k) {
+            const uint64_t *offsets = c->offsets[k];
+            if (equal_blocks(offsets, c->G)) { /* one ring all-gather, in place */
+                char *base = (char *)p.more[k] + offsets[0];
+                const size_t block = offsets[1] - offsets[0];
+                THG_NCCL(c, AllGather(base + rank * block, base, block, ncclUint8,
+                                      c->comms[rank], p.stream));
+                continue;
+            }
+            for (uint32_t q = 0; q < c->G; ++q) {
+                char *block = (char *)p.more[k] + offsets[q];
+                if (offsets[q + 1] > offsets[q]) /* in place: the root sends its receive */
+                    THG_NCCL(c, Broadcast(block, block, offsets[q + 1] - offsets[q], ncclUint8,
+                                          (int)q, c->comms[rank], p.stream));
+            }
         }
     }
     return THG_OK;
@@ -315,7 +345,9 @@ void end_group(thg_comm *c)
 {
     c->in_group = false;
     c->op = kNoOp;
-    c->offsets = nullptr;
+    for (uint32_t k = 0; k < THG_MAX_COMM_GATHERS; ++k)
+        c->offsets[k] = nullptr;
+    c->gathers = 0;
     c->count = 0;
     for (uint32_t r = 0; r < c->G; ++r)
         c->parts[r] = rank_part{};
@@ -388,14 +420,32 @@ thg_status thg_comm_begin(thg_comm *c, char *err, size_t errlen)
 thg_status thg_comm_all_gatherv(thg_comm *c, uint32_t rank, void *buf, const uint64_t *offsets,
                                 cudaStream_t stream, char *err, size_t errlen)
 {
-    thg_status st = give_part(c, rank, kGatherv, buf, stream, err, errlen);
+    const thg_gather gather = {buf, offsets};
+    return thg_comm_all_gatherv_many(c, rank, &gather, 1, stream, err, errlen);
+}
+
+thg_status thg_comm_all_gatherv_many(thg_comm *c, uint32_t rank, const thg_gather *gathers,
+                                     uint32_t n, cudaStream_t stream, char *err, size_t errlen)
+{
+    if (n < 1 || n > THG_MAX_COMM_GATHERS)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "%u all-gathers in one group: 1 to %u", n,
+                        THG_MAX_COMM_GATHERS);
+    if (c->gathers != 0 && c->gathers != n)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "rank %u gives %u all-gathers, another rank %u", rank, n, c->gathers);
+    for (uint32_t k = 0; k < n; ++k)
+        for (uint32_t q = 0; q < c->G; ++q)
+            if (gathers[k].offsets[q + 1] < gathers[k].offsets[q])
+                return thg_fail(err, errlen, THG_ERR_INVALID,
+                                "all-gather offsets decrease at rank %u", q);
+    thg_status st = give_part(c, rank, kGatherv, gathers[0].buf, stream, err, errlen);
     if (st != THG_OK)
         return st;
-    for (uint32_t q = 0; q < c->G; ++q)
-        if (offsets[q + 1] < offsets[q])
-            return thg_fail(err, errlen, THG_ERR_INVALID,
-                            "all-gather offsets decrease at rank %u", q);
-    c->offsets = offsets;
+    for (uint32_t k = 0; k < n; ++k) {
+        c->parts[rank].more[k] = gathers[k].buf;
+        c->offsets[k] = gathers[k].offsets; /* the same on every rank */
+    }
+    c->gathers = n;
     return THG_OK;
 }
 

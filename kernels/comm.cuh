@@ -1,5 +1,6 @@
 /* Collectives among the ranks of a run over several devices, written per
- * communicator rank (plugins/README.md, "Toward several GPUs").
+ * communicator rank (plugins/README.md, "Several GPUs"); kernels/group.cu
+ * is their user.
  *
  * A communicator has G ranks, rank r on devices[r]. Each collective is one
  * group: thg_comm_begin, then every rank's part (one process driving all G
@@ -59,6 +60,16 @@ thg_status thg_comm_begin(thg_comm *comm, char *err, size_t errlen);
 thg_status thg_comm_all_gatherv(thg_comm *comm, uint32_t rank, void *buf,
                                 const uint64_t *offsets, cudaStream_t stream, char *err,
                                 size_t errlen);
+/* The same for several all-gathers in one group (one NCCL launch where
+ * there would be one each): gathers[k] names the k-th buffer and its
+ * offsets; every rank gives the same count, in the same order. */
+#define THG_MAX_COMM_GATHERS 4u
+struct thg_gather {
+    void *buf;
+    const uint64_t *offsets;
+};
+thg_status thg_comm_all_gatherv_many(thg_comm *comm, uint32_t rank, const thg_gather *gathers,
+                                     uint32_t n, cudaStream_t stream, char *err, size_t errlen);
 /* Rank `rank`'s part of an in-place sum of `count` doubles over the ranks. */
 thg_status thg_comm_all_reduce_sum(thg_comm *comm, uint32_t rank, double *buf, size_t count,
                                    cudaStream_t stream, char *err, size_t errlen);

@@ -70,6 +70,15 @@ extern "C" thg_status thg_probe_device(int device, char *err, size_t errlen)
     return THG_OK;
 }
 
+extern "C" thg_status thg_device_count(int *count, char *err, size_t errlen)
+{
+    const thg_status st = thg_probe_device(0, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaGetDeviceCount(count));
+    return THG_OK;
+}
+
 static thg_status init_context(thg_context *ctx, const thg_config *config, char *err,
                                size_t errlen)
 {
@@ -96,8 +105,6 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
     const char *cap = getenv("TH_GPU_TEST_FREE_BYTES");
     ctx->free_bytes_cap = cap && *cap ? strtoull(cap, nullptr, 10) : 0;
-    THG_CUDA(cudaEventCreate(&ctx->start));
-    THG_CUDA(cudaEventCreate(&ctx->stop));
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
         THG_CUDA(cudaEventCreate(&ctx->copies[m].start));
         THG_CUDA(cudaEventCreate(&ctx->copies[m].stop));
@@ -145,10 +152,6 @@ extern "C" void thg_destroy(thg_context *ctx)
         if (ctx->copies[m].stop)
             cudaEventDestroy(ctx->copies[m].stop);
     }
-    if (ctx->start)
-        cudaEventDestroy(ctx->start);
-    if (ctx->stop)
-        cudaEventDestroy(ctx->stop);
     if (ctx->fork_event)
         cudaEventDestroy(ctx->fork_event);
     if (ctx->join_event)
@@ -163,6 +166,7 @@ extern "C" void thg_destroy(thg_context *ctx)
 static thg_status validate_problem(uint32_t nmodes, uint64_t nnz, const uint32_t *dims,
                                    uint32_t rank, char *err, size_t errlen)
 {
+    /* nnz: the whole tensor's for thg_load, each share's for thg_load_shares. */
     if (nmodes < 2)
         return thg_fail(err, errlen, THG_ERR_INVALID, "tensor has %u modes; at least 2 needed",
                         nmodes);
@@ -241,12 +245,14 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     uint64_t row_bitmap_bytes = 0;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
-        factor_bytes += 2ull * sizeof(float) * ctx->dims[m] * ctx->rank;
+        factor_bytes += sizeof(float) * ((uint64_t)ctx->dims[m] + ctx->result_end[m] -
+                                         ctx->result_begin[m]) * ctx->rank;
         row_bitmap_bytes += thg_row_present_bytes(ctx->dims[m]);
     }
-    const uint64_t copy_bytes = (uint64_t)ctx->nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
-                                (ctx->kappa + 1ull) * sizeof(uint32_t);
-    const uint64_t tensor_bytes = copy_bytes * ctx->nmodes + row_bitmap_bytes;
+    uint64_t tensor_bytes = row_bitmap_bytes;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m)
+        tensor_bytes += (uint64_t)ctx->copies[m].nnz * (ctx->nmodes + 1) * sizeof(uint32_t) +
+                        (ctx->kappa + 1ull) * sizeof(uint32_t);
     const uint64_t workspace_bytes = fixed_bytes(ctx->nmodes, ctx->dims, ctx->rank);
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
     const uint64_t needed = tensor_bytes + factor_bytes + workspace_bytes + build_bytes;
@@ -274,14 +280,20 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         const size_t bytes = sizeof(float) * ctx->dims[m] * R;
         THG_CUDA(cudaMalloc(&ctx->factors[m], bytes));
-        THG_CUDA(cudaMalloc(&ctx->results[m], bytes));
+        const size_t held_rows = ctx->result_end[m] - ctx->result_begin[m];
+        const size_t result_bytes = sizeof(float) * (held_rows > 0 ? held_rows : 1) * R;
+        THG_CUDA(cudaMalloc(&ctx->result_blocks[m], result_bytes));
+        /* Indexed by row whatever the rows held: no reader or writer goes
+         * outside them (an address computation only). */
+        ctx->results[m] = ctx->result_blocks[m] - ctx->result_begin[m] * R;
         /* Defined contents until set_factor, so a premature mttkrp reads
          * zeros rather than garbage. */
         THG_CUDA(cudaMemsetAsync(ctx->factors[m], 0, bytes, ctx->stream));
         /* The tests' check that no reader takes a result row the MTTKRP
          * never writes (rows without nonzeros) for anything but zero. */
         if (ctx->poison_results)
-            THG_CUDA(cudaMemsetAsync(ctx->results[m], 0xff, bytes, ctx->stream)); /* NaN */
+            THG_CUDA(cudaMemsetAsync(ctx->result_blocks[m], 0xff, result_bytes,
+                                     ctx->stream)); /* NaN */
     }
     /* Every factor starts normalised (column scale 1); result scales are
      * written by each MTTKRP. */
@@ -312,6 +324,49 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
     return thg_als_prepare(ctx, err, errlen);
 }
 
+extern "C" thg_status thg_load_shares(thg_context *ctx, uint32_t nmodes, const uint32_t *dims,
+                                      const thg_mode_input *inputs, uint32_t rank, char *err,
+                                      size_t errlen)
+{
+    if (nmodes < 1 || nmodes > THG_MAX_MODES)
+        return validate_problem(nmodes, 1, dims, rank, err, errlen);
+    uint64_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        const thg_status st = validate_problem(nmodes, inputs[m].nnz, dims, rank, err, errlen);
+        if (st != THG_OK)
+            return st;
+        if (inputs[m].result_begin > inputs[m].result_end || inputs[m].result_end > dims[m])
+            return thg_fail(err, errlen, THG_ERR_INVALID,
+                            "mode %u: result rows [%llu, %llu) outside its %u rows", m,
+                            (unsigned long long)inputs[m].result_begin,
+                            (unsigned long long)inputs[m].result_end, dims[m]);
+        largest = inputs[m].nnz > largest ? inputs[m].nnz : largest;
+    }
+    THG_CUDA(cudaSetDevice(ctx->device));
+    THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    thg_free_tensor(ctx);
+    ctx->nmodes = nmodes;
+    ctx->nnz = (uint32_t)largest;
+    ctx->rank = rank;
+    memset(ctx->dims, 0, sizeof(ctx->dims));
+    memcpy(ctx->dims, dims, sizeof(uint32_t) * nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        ctx->copies[m].nnz = (uint32_t)inputs[m].nnz;
+        ctx->result_begin[m] = inputs[m].result_begin;
+        ctx->result_end[m] = inputs[m].result_end;
+    }
+    thg_status st = check_budget(ctx, err, errlen);
+    if (st == THG_OK)
+        st = alloc_dense(ctx, err, errlen);
+    if (st == THG_OK)
+        st = thg_build_copies(ctx, inputs, err, errlen);
+    if (st != THG_OK) {
+        cudaStreamSynchronize(ctx->stream);
+        thg_free_tensor(ctx);
+    }
+    return st;
+}
+
 extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
                                const uint32_t *dims, const uint32_t *const *indices,
                                const double *values, uint32_t rank, char *err, size_t errlen)
@@ -319,24 +374,10 @@ extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
     thg_status st = validate_problem(nmodes, nnz, dims, rank, err, errlen);
     if (st != THG_OK)
         return st;
-    THG_CUDA(cudaSetDevice(ctx->device));
-    THG_CUDA(cudaStreamSynchronize(ctx->stream));
-    thg_free_tensor(ctx);
-    ctx->nmodes = nmodes;
-    ctx->nnz = (uint32_t)nnz;
-    ctx->rank = rank;
-    memset(ctx->dims, 0, sizeof(ctx->dims));
-    memcpy(ctx->dims, dims, sizeof(uint32_t) * nmodes);
-    st = check_budget(ctx, err, errlen);
-    if (st == THG_OK)
-        st = alloc_dense(ctx, err, errlen);
-    if (st == THG_OK)
-        st = thg_build_copies(ctx, indices, values, err, errlen);
-    if (st != THG_OK) {
-        cudaStreamSynchronize(ctx->stream);
-        thg_free_tensor(ctx);
-    }
-    return st;
+    thg_mode_input inputs[THG_MAX_MODES];
+    for (uint32_t m = 0; m < nmodes; ++m)
+        inputs[m] = {nnz, indices, values, 0, dims[m]};
+    return thg_load_shares(ctx, nmodes, dims, inputs, rank, err, errlen);
 }
 
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen)
@@ -373,7 +414,8 @@ static thg_status enqueue_als(thg_context *ctx, uint32_t mode, unsigned record_f
     (void)record_flags;
     THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
                              cudaMemcpyHostToDevice, ctx->stream));
-    return thg_launch_als(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, err, errlen);
+    return thg_launch_als(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, nullptr, err,
+                          errlen);
 }
 
 static thg_status capture(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
@@ -449,7 +491,7 @@ extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *da
     const thg_mode_copy &copy = ctx->copies[mode];
     return thg_download_matrix(ctx, data, ctx->results[mode], ctx->dims[mode],
                                ctx->result_scale + (size_t)mode * ctx->rank,
-                               copy.has_empty_rows ? copy.row_present : nullptr, err, errlen);
+                               copy.has_empty_rows ? copy.row_present : nullptr, 0, err, errlen);
 }
 
 extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w,
@@ -487,6 +529,7 @@ extern "C" void thg_get_info(const thg_context *ctx, thg_info *info)
 {
     memset(info, 0, sizeof(*info));
     snprintf(info->device_name, sizeof(info->device_name), "%s", ctx->device_name);
+    info->device = ctx->device;
     info->kappa = ctx->kappa;
     info->P = ctx->P;
     info->rule = ctx->rule;

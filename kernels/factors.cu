@@ -106,17 +106,18 @@ thg_status thg_upload_as_float(thg_context *ctx, float *dst, const double *src, 
 }
 
 thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, uint64_t rows,
-                               const float *col_scale, const uint32_t *row_present, char *err,
-                               size_t errlen)
+                               const float *col_scale, const uint32_t *row_present,
+                               uint64_t row_base, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
     const size_t n = (size_t)rows * R;
     if (sizeof(double) * n >= thg_pinned_copy_min_bytes)
-        return thg_pinned_download(ctx, dst, src, rows, R, col_scale, row_present, err, errlen);
+        return thg_pinned_download(ctx, dst, src, rows, R, col_scale, row_present, row_base, err,
+                                   errlen);
     for (size_t first = 0; first < n; first += ctx->transfer_elems) {
         const size_t count = std::min(ctx->transfer_elems, n - first);
         to_double_kernel<<<convert_blocks(ctx, count), kConvertThreads, 0, ctx->stream>>>(
-            ctx->transfer_dev, src + first, count, first / R, (uint32_t)(first % R), R,
+            ctx->transfer_dev, src + first, count, row_base + first / R, (uint32_t)(first % R), R,
             col_scale, row_present);
         THG_LAUNCHED();
         THG_CUDA(cudaMemcpyAsync(dst + first, ctx->transfer_dev, sizeof(double) * count,
@@ -157,7 +158,8 @@ extern "C" thg_status thg_get_factor(thg_context *ctx, uint32_t mode, double *da
         return st;
     THG_CUDA(cudaSetDevice(ctx->device));
     return thg_download_matrix(ctx, data, ctx->factors[mode], ctx->dims[mode],
-                               ctx->col_scale + (size_t)mode * ctx->rank, nullptr, err, errlen);
+                               ctx->col_scale + (size_t)mode * ctx->rank, nullptr, 0, err,
+                               errlen);
 }
 
 extern "C" thg_status thg_init_factors(thg_context *ctx, uint64_t seed, double *const *grams,

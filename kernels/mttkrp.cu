@@ -673,10 +673,12 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
      * so those start from zero: zeroed alone on large results (a memset of
      * Nell-1's 3.3 GB mode cost ~0.8 ms), all of it on small ones (a memset
      * node is a microsecond cheaper than a kernel's, which small tensors'
-     * MTTKRPs of 10-20 us notice). */
-    const size_t out_bytes = sizeof(float) * ctx->dims[mode] * R;
+     * MTTKRPs of 10-20 us notice). A rank of a multi-device run holds only
+     * the rows its share touches. */
+    const size_t held_rows = ctx->result_end[mode] - ctx->result_begin[mode];
+    const size_t out_bytes = sizeof(float) * held_rows * R;
     if (!owned && out_bytes <= kMemsetResultBytes) {
-        THG_CUDA(cudaMemsetAsync(a.out, 0, out_bytes, ctx->stream));
+        THG_CUDA(cudaMemsetAsync(ctx->result_blocks[mode], 0, out_bytes, ctx->stream));
     } else if (!owned) {
         const uint32_t items = 2u * ctx->kappa * R;
         zero_chunk_ends_kernel<<<(items + 255u) / 256u, 256u, 0, ctx->stream>>>(

@@ -66,14 +66,13 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
     thg_sweep_state &sw = ctx->sweep;
     const uint32_t R = ctx->rank;
     const size_t RR = (size_t)R * R;
-    const sweep_layout l = layout_for(ctx->nmodes, R);
-    THG_CUDA(cudaMemsetAsync(sw.stamps_dev, 0, l.total - l.stamps, ctx->stream));
-    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+    thg_status st = thg_sweep_enqueue_start(ctx, err, errlen);
+    if (st != THG_OK)
+        return st;
     for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
         /* fork_event was last recorded after the previous mode's Gram. */
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
-        thg_status st = thg_launch_solve(ctx, mode, (int)use_max_norm, ctx->side_stream, err,
-                                         errlen);
+        st = thg_launch_solve(ctx, mode, (int)use_max_norm, ctx->side_stream, err, errlen);
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
@@ -82,20 +81,40 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
             return st;
         THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
         st = thg_launch_als(ctx, mode, sw.out_dev + mode * slot_doubles(R), sw.flags.failed,
-                            sw.grams_dev + mode * RR, ctx->fork_event, err, errlen);
+                            sw.grams_dev + mode * RR, ctx->fork_event, nullptr, err, errlen);
         if (st != THG_OK)
             return st;
     }
-    /* Every mode's results in one copy: the updates write device memory,
-     * not mapped host memory (no PCIe writes and system fence per mode). */
-    THG_CUDA(cudaMemcpyAsync(sw.out_host, sw.out_dev, results_bytes(ctx->nmodes, R),
-                             cudaMemcpyDeviceToHost, ctx->stream));
+    return thg_sweep_enqueue_results(ctx, err, errlen);
+}
+
+} // namespace
+
+thg_status thg_sweep_enqueue_start(thg_context *ctx, char *err, size_t errlen)
+{
+    const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
+    THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.total - l.stamps, ctx->stream));
+    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
     return THG_OK;
 }
 
-/* Uploads the host's Grams unless the device already holds exactly these
- * (the usual case: they are what the previous sweep returned). */
-thg_status sync_grams(thg_context *ctx, const double *const *grams, char *err, size_t errlen)
+thg_status thg_sweep_enqueue_results(thg_context *ctx, char *err, size_t errlen)
+{
+    /* Every mode's results in one copy: the updates write device memory,
+     * not mapped host memory (no PCIe writes and system fence per mode). */
+    THG_CUDA(cudaMemcpyAsync(ctx->sweep.out_host, ctx->sweep.out_dev,
+                             results_bytes(ctx->nmodes, ctx->rank), cudaMemcpyDeviceToHost,
+                             ctx->stream));
+    return THG_OK;
+}
+
+double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode)
+{
+    return ctx->sweep.out_dev + mode * slot_doubles(ctx->rank);
+}
+
+thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams, char *err,
+                                size_t errlen)
 {
     thg_sweep_state &sw = ctx->sweep;
     const size_t RR = (size_t)ctx->rank * ctx->rank;
@@ -113,8 +132,6 @@ thg_status sync_grams(thg_context *ctx, const double *const *grams, char *err, s
     sw.mirror_valid = 1;
     return THG_OK;
 }
-
-} // namespace
 
 uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank) { return layout_for(nmodes, rank).total; }
 
@@ -173,11 +190,9 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
     THG_CUDA(cudaSetDevice(ctx->device));
     thg_sweep_state &sw = ctx->sweep;
-    const uint32_t R = ctx->rank;
-    const size_t RR = (size_t)R * R;
     const int norm = use_max_norm ? 1 : 0;
 
-    thg_status st = sync_grams(ctx, grams, err, errlen);
+    thg_status st = thg_sweep_sync_grams(ctx, grams, err, errlen);
     /* The device has not started: a plain store is seen by the launch. */
     if (st == THG_OK)
         *(volatile uint32_t *)sw.status_host = 0u;
@@ -203,6 +218,16 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     float sweep_ms = 0.0f;
     THG_CUDA(cudaEventElapsedTime(&sweep_ms, sw.start, sw.stop));
     sw.last_seconds = sweep_ms * 1e-3;
+    thg_sweep_collect(ctx, grams, lambda, inner, modes_done);
+    return THG_OK;
+}
+
+void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,
+                       uint32_t *modes_done)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    const uint32_t R = ctx->rank;
+    const size_t RR = (size_t)R * R;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         thg_mode_copy &copy = ctx->copies[m];
         const unsigned long long first = ~sw.stamps_host[2 * m], last = sw.stamps_host[2 * m + 1];
@@ -225,5 +250,4 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
         memcpy(inner, last + R + RR, sizeof(double) * R);
     }
     *modes_done = done;
-    return THG_OK;
 }

@@ -69,6 +69,8 @@ typedef struct thg_context thg_context;
 /* Succeeds when `device` names a usable CUDA device; THG_ERR_NO_DEVICE with
  * the runtime's reason otherwise (no device, no or too old a driver). */
 thg_status thg_probe_device(int device, char *err, size_t errlen);
+/* The number of CUDA devices visible (THG_ERR_NO_DEVICE as thg_probe_device). */
+thg_status thg_device_count(int *count, char *err, size_t errlen);
 
 thg_status thg_create(const thg_config *config, thg_context **out, char *err, size_t errlen);
 
@@ -98,6 +100,28 @@ typedef struct thg_memory_terms {
 thg_status thg_get_memory_terms(thg_context *ctx, uint32_t nmodes, const uint32_t *dims,
                                 uint32_t rank, thg_memory_terms *out, char *err,
                                 size_t errlen);
+
+/* One mode's input to thg_load_shares: the nonzeros that mode's copy is
+ * built from (a communicator rank's share of that mode, in any order),
+ * as COO arrays. */
+typedef struct thg_mode_input {
+    uint64_t nnz;                   /* 1 to THG_MAX_NNZ */
+    const uint32_t *const *indices; /* [nmodes] arrays of [nnz] */
+    const double *values;           /* [nnz] */
+    /* The rows [result_begin, result_end) of the mode's MTTKRP result held
+     * on the device: every row these nonzeros touch (0 and dims[mode]: the
+     * whole result). */
+    uint64_t result_begin, result_end;
+} thg_mode_input;
+
+/* thg_load with each mode's copy built from its own nonzeros: inputs[d]
+ * for mode d (a rank of a multi-device run holds only its share of each
+ * copy). Consecutive modes given the same arrays share one upload, so
+ * thg_load is this with every input the whole tensor. The memory check
+ * counts each copy at its own size. */
+thg_status thg_load_shares(thg_context *ctx, uint32_t nmodes, const uint32_t *dims,
+                           const thg_mode_input *inputs, uint32_t rank, char *err,
+                           size_t errlen);
 
 /* Row-major dims[mode] x rank doubles, converted to/from fp32 on the way. */
 thg_status thg_set_factor(thg_context *ctx, uint32_t mode, const double *data, char *err,
@@ -138,6 +162,7 @@ thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_nor
 
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */
+    int device;            /* its CUDA ordinal */
     uint32_t kappa;
     uint32_t P;
     uint32_t nmodes; /* 0 before a tensor is loaded */
@@ -172,6 +197,73 @@ typedef struct thg_mode_stats {
  * already waited for that MTTKRP's end). */
 thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
                               char *err, size_t errlen);
+
+/* A run over several devices: G communicator ranks (2 to 64), rank q a
+ * context on devices[q] holding its share of every mode's copy, and the
+ * collectives between them (kernels/comm.cuh: NCCL between distinct
+ * devices, device copies between "virtual" ranks on one device). Each rank
+ * is loaded with thg_load_shares (its shares, the result rows they touch),
+ * then thg_group_set_layout says which output rows each rank owns; the
+ * calls below then act on the whole tensor, as the single-context calls
+ * of the same names do (kernels/group.cu says how). One thread at a time. */
+typedef struct thg_group thg_group;
+#define THG_MAX_GROUP_RANKS 64u
+
+thg_status thg_group_create(const thg_config *config, const int *devices, uint32_t G,
+                            thg_group **out, char *err, size_t errlen);
+/* Frees every rank's context and the collectives. Accepts NULL. */
+void thg_group_destroy(thg_group *group);
+uint32_t thg_group_size(const thg_group *group);
+/* Rank q's context, for thg_load_shares and thg_get_info. */
+thg_context *thg_group_rank(thg_group *group, uint32_t rank);
+/* The collectives' transport: "NCCL 2.28.9, 2 devices", "4 ranks on device 0 (device copies)". */
+const char *thg_group_describe(const thg_group *group);
+
+/* One mode's ownership over the ranks. */
+#define THG_NO_ROW 0xffffffffu
+typedef struct thg_group_mode {
+    /* Rank q owns output rows [own[q], own[q + 1]); own[0] = 0,
+     * own[G] = dims[mode], non-decreasing (G + 1 entries used). */
+    uint64_t own[THG_MAX_GROUP_RANKS + 1];
+    /* Rank q's share's first and last row when split with another rank's
+     * share (its MTTKRP gives a partial sum of it), else THG_NO_ROW; a share
+     * within one row names it once. */
+    uint32_t split_rows[2 * THG_MAX_GROUP_RANKS];
+} thg_group_mode;
+
+/* After every rank's thg_load_shares: modes[nmodes] of the loaded tensor. */
+thg_status thg_group_set_layout(thg_group *group, const thg_group_mode *modes, char *err,
+                                size_t errlen);
+thg_status thg_group_set_factor(thg_group *group, uint32_t mode, const double *data, char *err,
+                                size_t errlen);
+thg_status thg_group_get_factor(thg_group *group, uint32_t mode, double *data, char *err,
+                                size_t errlen);
+thg_status thg_group_init_factors(thg_group *group, uint64_t seed, double *const *grams,
+                                  char *err, size_t errlen);
+thg_status thg_group_mttkrp(thg_group *group, uint32_t mode, char *err, size_t errlen);
+thg_status thg_group_get_result(thg_group *group, uint32_t mode, double *data, char *err,
+                                size_t errlen);
+thg_status thg_group_als_update(thg_group *group, uint32_t mode, const double *w,
+                                int use_max_norm, double *lambda, double *gram, double *inner,
+                                char *err, size_t errlen);
+thg_status thg_group_als_sweep(thg_group *group, double *const *grams, int use_max_norm,
+                               double *lambda, double *inner, uint32_t *modes_done, char *err,
+                               size_t errlen);
+
+typedef struct thg_group_mode_stats {
+    thg_mode_stats rank0;        /* rank 0's scheme and why */
+    int scheme[THG_MAX_GROUP_RANKS]; /* each rank's scheme for its share */
+    /* The latest MTTKRP of the mode, the slowest rank's (negative before
+     * the first), and the time its collectives took on the slowest rank
+     * (the split rows' exchange; with the update, the sums' and the factor
+     * rows' gathers too). */
+    double last_mttkrp_seconds;
+    double last_comm_seconds;
+} thg_group_mode_stats;
+thg_status thg_group_get_mode_stats(thg_group *group, uint32_t mode,
+                                    thg_group_mode_stats *stats, char *err, size_t errlen);
+/* Device time of the latest thg_group_als_sweep on rank 0 (< 0 before). */
+double thg_group_last_sweep_seconds(const thg_group *group);
 
 #ifdef __cplusplus
 }

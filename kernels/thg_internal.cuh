@@ -12,6 +12,7 @@
  * reordered for this mode's output (see build.cu), plus the kappa+1
  * partition offsets into the nonzeros. */
 struct thg_mode_copy {
+    uint32_t nnz;                 /* the nonzeros this copy holds (a share's, on a rank) */
     uint32_t *idx[THG_MAX_MODES]; /* [nmodes] arrays of [nnz] */
     float *vals;                  /* [nnz] */
     uint32_t *offsets;            /* [kappa + 1] */
@@ -94,7 +95,6 @@ struct thg_context {
      * events fork it from and join it to `stream`. */
     cudaStream_t side_stream;
     cudaEvent_t fork_event, join_event;
-    cudaEvent_t start, stop;
     /* 0 with TH_GPU_NO_GRAPHS=1 in the environment, or after a capture
      * failed (graph_note says why): plain stream launches then. */
     int use_graphs;
@@ -107,12 +107,17 @@ struct thg_context {
 
     /* The loaded problem; nmodes == 0 before load. */
     uint32_t nmodes;
-    uint32_t nnz;
+    uint32_t nnz; /* the largest copy's nonzeros: it sizes the build's staging */
     uint32_t rank;
     uint32_t dims[THG_MAX_MODES];
     thg_mode_copy copies[THG_MAX_MODES];
     float *factors[THG_MAX_MODES]; /* dims[m] x rank, row-major */
-    float *results[THG_MAX_MODES]; /* dims[m] x rank, row-major */
+    /* dims[m] x rank, row-major, of which rows [result_begin[m],
+     * result_end[m]) are held (thg_mode_input): results[m] points at row 0,
+     * result_blocks[m] at the allocation, which starts at result_begin[m]. */
+    float *results[THG_MAX_MODES];
+    float *result_blocks[THG_MAX_MODES];
+    uint64_t result_begin[THG_MAX_MODES], result_end[THG_MAX_MODES];
     /* Factors are stored unnormalised (als.cu): the normalised factor m is
      * factors[m] with column r times col_scale[m * rank + r], and the
      * MTTKRP of the normalised factors is results[m] with column r times
@@ -235,12 +240,14 @@ thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size
 size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank);
 /* A rows x rank fp32 matrix on the device into fp64 `dst` on the host:
  * column r times col_scale[r] (nullable: 1), and rows absent from
- * row_present (nullable: all present) as zeros. Small matrices convert on
+ * row_present (nullable: all present) as zeros. The rows may be a slice
+ * [row_base, row_base + rows) of a larger matrix (src and dst pointing at
+ * its first row): row_present indexes the whole matrix. Small matrices convert on
  * the device through the staging buffer, large ones on the host threads
  * of thg_pinned_download. */
 thg_status thg_download_matrix(thg_context *ctx, double *dst, const float *src, uint64_t rows,
-                               const float *col_scale, const uint32_t *row_present, char *err,
-                               size_t errlen);
+                               const float *col_scale, const uint32_t *row_present,
+                               uint64_t row_base, char *err, size_t errlen);
 /* n fp64 host values into fp32 `dst` on the device; returns once `src`
  * may change. Small copies convert on the device through the staging
  * buffer, large ones on the host threads of thg_pinned_upload. */
@@ -274,7 +281,7 @@ thg_status thg_pinned_upload(thg_context *ctx, const thg_upload_array *arrays, s
  * them; synchronous (after ctx->stream's earlier work). */
 thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, uint64_t rows,
                                uint32_t R, const float *col_scale, const uint32_t *row_present,
-                               char *err, size_t errlen);
+                               uint64_t row_base, char *err, size_t errlen);
 /* Releases the pinned memory, streams and events (with the tensor). */
 void thg_transfer_free(thg_context *ctx);
 /* dst[0..n) <- value on ctx->stream (a column scale back to ones: the
@@ -293,6 +300,13 @@ void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
 thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen);
 /* Bytes of W plus the norm flag, as uploaded. */
 size_t thg_als_w_bytes(uint32_t rank);
+/* A rank's part of a multi-device update: the rows it owns, and where its
+ * blocks add their sums (zero before; nothing is finished). */
+struct thg_als_part {
+    uint64_t row_begin; /* rows [row_begin, row_begin + rows) of the mode */
+    uint32_t rows;
+    thg_als_acc acc;
+};
 /* Kernel 1 and 2 of the update; W and the norm must be on the device.
  * `out` receives [lambda | gram | inner] (device address, mapped host
  * memory in practice). The sweep also passes `failed` (return at once when
@@ -300,8 +314,37 @@ size_t thg_als_w_bytes(uint32_t rank);
  * `after_gemm` (recorded between the kernels: the next solve needs only the
  * Gram); the per-mode update passes nullptr for all three. */
 thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
-                          double *gram_store, cudaEvent_t after_gemm, char *err,
-                          size_t errlen);
+                          double *gram_store, cudaEvent_t after_gemm, const thg_als_part *part,
+                          char *err, size_t errlen);
+/* Rows that the ranks' partial updates left out, because their MTTKRP
+ * row is split over several ranks' shares: row rows[j]'s MTTKRP is the sum
+ * of the partial rows partials[k] (R floats each) with partial_rows[k] ==
+ * rows[j], added in k's order. */
+#define THG_MAX_FOLD_ROWS 64u
+struct thg_als_fold {
+    uint32_t nrows;
+    uint32_t rows[THG_MAX_FOLD_ROWS];
+    uint32_t npartials;
+    uint32_t partial_rows[2 * THG_MAX_FOLD_ROWS];
+    const float *partials; /* partial k at partials + (k / 2) * partial_stride + (k % 2) * R */
+    uint32_t partial_stride;
+};
+/* After every rank's partial update (part != nullptr above) and the
+ * gathering of their sums (`parts`: G blocks of thg_als_acc_bytes, rank q's
+ * at parts + q * part_stride, on this device; this rank's, `self`, is
+ * zeroed for the next update): the totals' lambda, Gram, inner and column scale, written as
+ * the whole update's last block does. With `fold` (nullable), first the
+ * rows it names: each row of the factor computed from its summed MTTKRP
+ * row and added to the totals, on every rank alike. */
+thg_status thg_launch_als_finish(thg_context *ctx, uint32_t mode, void *parts,
+                                 size_t part_stride, uint32_t G, uint32_t self,
+                                 const thg_als_fold *fold, double *out,
+                                 const uint32_t *failed, double *gram_store, char *err,
+                                 size_t errlen);
+/* The update's second kernel: A(:, r) *= 1/lambda_r over the whole factor
+ * when the finished update asked for it. */
+thg_status thg_launch_als_scale(thg_context *ctx, uint32_t mode, const uint32_t *failed,
+                                char *err, size_t errlen);
 /* The update and initial-factor kernels accumulate the upper micro-tiles of
  * a Gram only (4 x 4 blocks of entries with the row's block <= the column's);
  * this fills the rest of a host copy from them. */
@@ -322,6 +365,20 @@ thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_n
 uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank);
 thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
 void thg_sweep_free(thg_context *ctx);
+/* The pieces of a sweep, for the multi-device sweep (group.cu), which
+ * interleaves the ranks' kernels with collectives: the host's Grams onto
+ * the device (unless it holds them already); the stamps and failure flag
+ * zeroed and fork_event recorded; mode's [lambda | gram | inner] slot on
+ * the device; every slot and stamp copied to the host; and, after the
+ * stream synchronised, the MTTKRP spans, Grams, lambda, inner and the
+ * modes done read as thg_als_sweep returns them. */
+thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams, char *err,
+                                size_t errlen);
+thg_status thg_sweep_enqueue_start(thg_context *ctx, char *err, size_t errlen);
+double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode);
+thg_status thg_sweep_enqueue_results(thg_context *ctx, char *err, size_t errlen);
+void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,
+                       uint32_t *modes_done);
 /* context.cu: a fixed sequence of stream work, run as one CUDA graph
  * (captured on first use into *exec) or as plain launches when graphs are
  * off. `arg` is the sequence's own parameter (a mode, or the norm). */
@@ -333,8 +390,10 @@ thg_status thg_run_sequence(thg_context *ctx, uint32_t arg, thg_enqueue_fn fn,
 thg_status thg_enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_flags, char *err,
                               size_t errlen);
 /* build.cu */
-thg_status thg_build_copies(thg_context *ctx, const uint32_t *const *indices,
-                            const double *values, char *err, size_t errlen);
+/* Copy d from inputs[d]; consecutive modes with the same input share one
+ * upload. Sets build_seconds and upload_seconds. */
+thg_status thg_build_copies(thg_context *ctx, const thg_mode_input *inputs, char *err,
+                            size_t errlen);
 uint64_t thg_build_workspace_bytes(const thg_context *ctx, uint32_t max_dim);
 /* The same for nnz nonzeros (at most THG_MAX_NNZ) of an nmodes-mode tensor. */
 uint64_t thg_build_bytes(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32_t kappa);

@@ -229,15 +229,16 @@ namespace {
 
 /* Rows [first, first + n) of a download, fp32 in `piece`, into fp64 `dst`
  * as to_double_kernel (factors.cu) writes them: times the column scale
- * (fp32 products), absent rows zero. */
+ * (fp32 products), absent rows zero (`present` indexes rows from row_base
+ * on). */
 void unpack(double *dst, const float *piece, uint64_t first, uint64_t n, uint32_t R,
-            const float *scale, const uint32_t *present)
+            const float *scale, const uint32_t *present, uint64_t row_base)
 {
     for (uint64_t i = 0; i < n; ++i) {
         const uint64_t row = first + i;
         double *out = dst + row * R;
         const float *in = piece + i * R;
-        if (present && !thg_row_present(present, row)) {
+        if (present && !thg_row_present(present, row_base + row)) {
             memset(out, 0, sizeof(double) * R);
             continue;
         }
@@ -255,7 +256,7 @@ void unpack(double *dst, const float *piece, uint64_t first, uint64_t n, uint32_
  * other. */
 thg_status download_thread(thg_context *ctx, unsigned w, unsigned threads, double *dst,
                            const float *src, uint64_t rows, uint32_t R, const float *scale,
-                           const uint32_t *present, char *err, size_t errlen)
+                           const uint32_t *present, uint64_t row_base, char *err, size_t errlen)
 {
     cudaStream_t stream = ctx->transfer_streams[w];
     const uint64_t piece_rows = std::max<uint64_t>(1, thg_transfer_piece_bytes / (sizeof(float) * R));
@@ -278,7 +279,7 @@ thg_status download_thread(thg_context *ctx, unsigned w, unsigned threads, doubl
         THG_CUDA(cudaEventSynchronize(ctx->transfer_events[2 * w + i % 2]));
         const uint64_t first = begin + i * piece_rows;
         unpack(dst, (const float *)transfer_piece(ctx, w, (unsigned)(i % 2)), first,
-               std::min(piece_rows, end - first), R, scale, present);
+               std::min(piece_rows, end - first), R, scale, present, row_base);
     }
     THG_CUDA(cudaStreamSynchronize(stream));
     return THG_OK;
@@ -288,7 +289,7 @@ thg_status download_thread(thg_context *ctx, unsigned w, unsigned threads, doubl
 
 thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, uint64_t rows,
                                uint32_t R, const float *col_scale, const uint32_t *row_present,
-                               char *err, size_t errlen)
+                               uint64_t row_base, char *err, size_t errlen)
 {
     thg_status st = transfer_alloc(ctx, err, errlen);
     if (st != THG_OK)
@@ -297,7 +298,7 @@ thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, 
      * ends first; then the two small arrays come to the host. */
     THG_CUDA(cudaStreamSynchronize(ctx->stream));
     std::vector<float> scale(col_scale ? R : 0);
-    std::vector<uint32_t> present(row_present ? (rows + 31) / 32 : 0);
+    std::vector<uint32_t> present(row_present ? (row_base + rows + 31) / 32 : 0);
     if (col_scale)
         THG_CUDA(cudaMemcpy(scale.data(), col_scale, sizeof(float) * R, cudaMemcpyDeviceToHost));
     if (row_present)
@@ -310,7 +311,7 @@ thg_status thg_pinned_download(thg_context *ctx, double *dst, const float *src, 
         threads,
         [=](unsigned w, char *werr, size_t werrlen) {
             return download_thread(ctx, w, threads, dst, src, rows, R, scale_host, present_host,
-                                   werr, werrlen);
+                                   row_base, werr, werrlen);
         },
         err, errlen);
 }

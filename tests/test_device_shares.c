@@ -1,7 +1,8 @@
 /* Dealing a mode's nonzeros to devices (plugins/gpu-common/device_shares.h):
  * shares cover every nonzero once, differ by at most one nonzero whatever
  * the skew, split a hot row across devices with matching flags, and count
- * in 64 bits. */
+ * in 64 bits; the rows each rank owns cover the mode once, and each is
+ * owned where its nonzeros are. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,24 @@ static void check_plan(const uint64_t *offsets, uint64_t rows, uint32_t devices)
     }
     assert_int_equal(shares[devices - 1].nnz_end, nnz);
     assert_true(largest - smallest <= 1);
+    /* Ownership: consecutive ranges covering the mode; a rank's MTTKRP
+     * writes only rows of its window; every row with nonzeros is owned by
+     * a rank whose share holds some of them (so its MTTKRP row, summed
+     * with the split partials, is whole there). */
+    uint64_t next = 0;
+    for (uint32_t d = 0; d < devices; ++d) {
+        const thg_owned_rows o = thg_owned_rows_of(shares, devices, d, rows);
+        assert_int_equal(o.begin, next);
+        assert_true(o.begin <= o.end && o.end <= o.window_end && o.window_end <= rows);
+        next = o.end;
+        const thg_share *s = &shares[d];
+        if (s->nnz_end > s->nnz_begin)
+            assert_true(o.begin <= s->row_begin && s->row_end <= o.window_end);
+        for (uint64_t r = o.begin; r < o.end; ++r)
+            if (offsets[r + 1] > offsets[r])
+                assert_true(s->nnz_end > s->nnz_begin && s->row_begin <= r && r < s->row_end);
+    }
+    assert_int_equal(next, rows);
 }
 
 static void test_uniform_rows(void **state)

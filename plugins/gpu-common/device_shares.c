@@ -21,6 +21,27 @@ static uint64_t share_begin(uint64_t nnz, uint32_t devices, uint32_t d)
     return (uint64_t)d * quota + (d < rest ? d : rest);
 }
 
+static uint64_t first_owned_row(const thg_share *mode_shares, uint32_t d, uint64_t rows)
+{
+    if (d == 0)
+        return 0;
+    const thg_share *s = &mode_shares[d];
+    return s->nnz_begin == s->nnz_end ? rows : s->row_begin;
+}
+
+thg_owned_rows thg_owned_rows_of(const thg_share *mode_shares, uint32_t devices, uint32_t d,
+                                 uint64_t rows)
+{
+    thg_owned_rows o;
+    const thg_share *s = &mode_shares[d];
+    o.begin = first_owned_row(mode_shares, d, rows);
+    o.end = d + 1u < devices ? first_owned_row(mode_shares, d + 1u, rows) : rows;
+    o.window_end = o.end;
+    if (s->nnz_end > s->nnz_begin && s->row_end > o.window_end)
+        o.window_end = s->row_end;
+    return o;
+}
+
 int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
                     thg_share *shares)
 {

@@ -35,4 +35,21 @@ typedef struct thg_share {
 int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
                     thg_share *shares);
 
+/* The output rows of a mode that rank d owns, and the rows its MTTKRP
+ * writes. Rank d owns [begin, end): from its share's first row (row 0 for
+ * rank 0) up to the next rank's first row (the mode's end for the last
+ * rank); an empty share (fewer nonzeros than devices: the last shares)
+ * owns nothing, at the mode's end. A split row belongs to the later rank,
+ * whose share starts in it; the earlier ranks' partial sums of it go there.
+ * The MTTKRP of the share writes rows in [begin, window_end): past `end`
+ * by one row when the share's last row is split with the next rank. */
+typedef struct thg_owned_rows {
+    uint64_t begin, end, window_end;
+} thg_owned_rows;
+
+/* For mode_shares[devices] of a mode with `rows` rows, as planned by
+ * thg_plan_shares. */
+thg_owned_rows thg_owned_rows_of(const thg_share *mode_shares, uint32_t devices, uint32_t d,
+                                 uint64_t rows);
+
 #endif

@@ -1,6 +1,7 @@
 /* ABI glue over th_kernels, shared by the three GPU plugins. */
 #include "gpu_plugin.h"
 
+#include "group_load.h"
 #include "memory_plan.h"
 #include "share_extract.h"
 
@@ -13,13 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One device (ctx), or several (group: the option devices lists two or
+ * more, kernels/group.cu); exactly one of the two is set. */
 struct th_instance {
     thg_context *ctx;
+    thg_group *group;
     const th_host_services *host;
     const char *id; /* the plugin's static id string */
 };
 
-static th_status to_th_status(thg_status status)
+th_status gpu_plugin_status(thg_status status)
 {
     switch (status) {
     case THG_OK:
@@ -83,9 +87,61 @@ static th_status parse_rule(const char *value, thg_policy policy, const char *id
     return TH_OK;
 }
 
-static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
-                               thg_policy policy, thg_config *config, char *err)
+/* The devices option: "all", or ordinals separated by commas ("0,1,2,3";
+ * "0,0,0,0": ranks sharing one device, which tests the distribution on one
+ * GPU). */
+typedef struct device_list {
+    uint32_t count; /* 0: the option was not given */
+    int ordinal[THG_MAX_GROUP_RANKS];
+} device_list;
+
+static th_status parse_devices(const char *value, device_list *out, char *err)
 {
+    const char *text = value ? value : "(null)";
+    if (value && strcmp(value, "all") == 0) {
+        int count = 0;
+        char msg[TH_ERROR_SIZE / 2];
+        const thg_status st = thg_device_count(&count, msg, sizeof msg);
+        if (st != THG_OK)
+            return th_plugin_fail(err, gpu_plugin_status(st), "option devices=all: %s", msg);
+        if (count > (int)THG_MAX_GROUP_RANKS)
+            count = (int)THG_MAX_GROUP_RANKS;
+        out->count = (uint32_t)count;
+        for (int d = 0; d < count; ++d)
+            out->ordinal[d] = d;
+        return TH_OK;
+    }
+    out->count = 0;
+    const char *p = value;
+    int trailing_comma = 0;
+    while (p && *p) {
+        const char *comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[16];
+        unsigned long v = 0;
+        if (len == 0 || len >= sizeof item || out->count == THG_MAX_GROUP_RANKS)
+            break;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (!parse_uint(item, 0, 1023, &v))
+            break;
+        out->ordinal[out->count++] = (int)v;
+        p = comma ? comma + 1 : p + len;
+        trailing_comma = comma && *p == '\0';
+    }
+    if (p == NULL || *p != '\0' || out->count == 0 || trailing_comma)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "option devices: \"%s\" is not valid: expected \"all\" or 1 to "
+                              "%u device ordinals separated by commas, e.g. \"0,1\"",
+                              text, THG_MAX_GROUP_RANKS);
+    return TH_OK;
+}
+
+static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
+                               thg_policy policy, thg_config *config, device_list *devices,
+                               char *err)
+{
+    int device_given = 0;
     /* Bounds checked here, before the instance exists, so a bad value is an
      * error of create() rather than a failed launch or allocation later.
      * kappa is the grid size of every MTTKRP and sizes per-mode partition
@@ -106,12 +162,18 @@ static th_status parse_options(const th_option *options, uint32_t n_options, con
                 return st;
             continue;
         }
+        if (strcmp(key, "devices") == 0) {
+            const th_status st = parse_devices(options[i].value, devices, err);
+            if (st != TH_OK)
+                return st;
+            continue;
+        }
         size_t k = 0;
         while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
             ++k;
         if (k == sizeof(known) / sizeof(known[0]))
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                        "unknown option \"%s\": %s accepts kappa, P, device%s", key, id,
+                        "unknown option \"%s\": %s accepts kappa, P, device, devices%s", key, id,
                         policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
         unsigned long v = 0;
         if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v))
@@ -123,8 +185,17 @@ static th_status parse_options(const th_option *options, uint32_t n_options, con
             config->kappa = (uint32_t)v;
         else if (k == 1)
             config->P = (uint32_t)v;
-        else
+        else {
             config->device = (int)v;
+            device_given = 1;
+        }
+    }
+    if (device_given && devices->count > 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "options device and devices: give one (device=N is devices=\"N\")");
+    if (devices->count == 1) {
+        config->device = devices->ordinal[0];
+        devices->count = 0;
     }
     return TH_OK;
 }
@@ -145,19 +216,31 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
         return th_plugin_fail(err, TH_ERR_NO_DEVICE, "%s", probe);
     thg_config config = {
         .device = 0, .kappa = 0, .P = 0, .policy = policy, .rule = THG_RULE_BALANCED};
-    th_status st = parse_options(options, n_options, plugin_id, policy, &config, err);
+    device_list devices = {0};
+    th_status st = parse_options(options, n_options, plugin_id, policy, &config, &devices, err);
     if (st != TH_OK)
         return st;
     th_instance *instance = calloc(1, sizeof(*instance));
     if (!instance)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
     char msg[TH_ERROR_SIZE / 2]; /* room for the "option device=N: " prefix */
-    const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
-    if (gst != THG_OK) {
-        free(instance);
-        if (gst == THG_ERR_INVALID)
-            return th_plugin_fail(err, to_th_status(gst), "option device=%d: %s", config.device, msg);
-        return th_plugin_fail(err, to_th_status(gst), "%s", msg);
+    if (devices.count > 1) {
+        const thg_status gst = thg_group_create(&config, devices.ordinal, devices.count,
+                                                &instance->group, msg, sizeof(msg));
+        if (gst != THG_OK) {
+            free(instance);
+            return th_plugin_fail(err, gpu_plugin_status(gst), "option devices: %s", msg);
+        }
+        instance->ctx = thg_group_rank(instance->group, 0);
+    } else {
+        const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
+        if (gst != THG_OK) {
+            free(instance);
+            if (gst == THG_ERR_INVALID)
+                return th_plugin_fail(err, gpu_plugin_status(gst), "option device=%d: %s",
+                                      config.device, msg);
+            return th_plugin_fail(err, gpu_plugin_status(gst), "%s", msg);
+        }
     }
     instance->host = host;
     instance->id = plugin_id;
@@ -169,7 +252,10 @@ void gpu_plugin_destroy(th_instance *instance)
 {
     if (!instance)
         return;
-    thg_destroy(instance->ctx);
+    if (instance->group)
+        thg_group_destroy(instance->group); /* rank 0's context with it */
+    else
+        thg_destroy(instance->ctx);
     free(instance);
 }
 
@@ -205,6 +291,14 @@ static void log_layout(const th_instance *instance)
              info.factor_bytes / 1048576.0, info.upload_seconds * 1e3,
              info.build_seconds * 1e3);
     host->log(host->host_data, TH_LOG_INFO, line);
+    if (instance->group) {
+        snprintf(line, sizeof(line),
+                 "%s: nonzeros of every mode shared out over %u ranks (%s); rank 0's layout "
+                 "above",
+                 instance->id, thg_group_size(instance->group),
+                 thg_group_describe(instance->group));
+        host->log(host->host_data, TH_LOG_INFO, line);
+    }
     for (uint32_t m = 0; m < info.nmodes; ++m) {
         thg_mode_stats s;
         char scratch[TH_ERROR_SIZE];
@@ -300,13 +394,19 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
                               tensor->struct_size, (size_t)TH_COO_TENSOR_V1_0_SIZE);
     if (!tensor->dims || !tensor->indices || !tensor->values)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
+    if (instance->group) {
+        const th_status gst = thg_group_load_tensor(instance->group, tensor, rank, err);
+        if (gst == TH_OK)
+            log_layout(instance);
+        return gst;
+    }
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
                                    tensor->indices, tensor->values, rank, msg, sizeof(msg));
     if (st == THG_ERR_OUT_OF_MEMORY || (st == THG_ERR_UNSUPPORTED && tensor->nnz > THG_MAX_NNZ))
         append_device_advice(instance, tensor, rank, msg, sizeof(msg));
     if (st != THG_OK)
-        return th_plugin_fail(err, to_th_status(st), "%s", msg);
+        return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
     log_layout(instance);
     return TH_OK;
 }
@@ -319,7 +419,7 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
         char *const gpu_err = msg_;                                    \
         const thg_status st_ = (call);                                 \
         if (st_ != THG_OK)                                             \
-            return th_plugin_fail(err, to_th_status(st_), "%s", msg_);           \
+            return th_plugin_fail(err, gpu_plugin_status(st_), "%s", msg_);           \
     } while (0)
 
 th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
@@ -327,7 +427,8 @@ th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const doub
 {
     if (!instance || !data)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "set_factor: NULL argument");
-    GPU_CALL(thg_set_factor(instance->ctx, mode, data, gpu_err, errlen));
+    GPU_CALL(instance->group ? thg_group_set_factor(instance->group, mode, data, gpu_err, errlen)
+                             : thg_set_factor(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -335,7 +436,8 @@ th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *da
 {
     if (!instance || !data)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_factor: NULL argument");
-    GPU_CALL(thg_get_factor(instance->ctx, mode, data, gpu_err, errlen));
+    GPU_CALL(instance->group ? thg_group_get_factor(instance->group, mode, data, gpu_err, errlen)
+                             : thg_get_factor(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -343,7 +445,8 @@ th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err)
 {
     if (!instance)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "mttkrp: instance is NULL");
-    GPU_CALL(thg_mttkrp(instance->ctx, mode, gpu_err, errlen));
+    GPU_CALL(instance->group ? thg_group_mttkrp(instance->group, mode, gpu_err, errlen)
+                             : thg_mttkrp(instance->ctx, mode, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -352,7 +455,8 @@ th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, dou
 {
     if (!instance || !data)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: NULL argument");
-    GPU_CALL(thg_get_result(instance->ctx, mode, data, gpu_err, errlen));
+    GPU_CALL(instance->group ? thg_group_get_result(instance->group, mode, data, gpu_err, errlen)
+                             : thg_get_result(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -371,8 +475,11 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
     const th_status norm_status = check_norm("als_update", norm, err);
     if (norm_status != TH_OK)
         return norm_status;
-    GPU_CALL(thg_als_update(instance->ctx, mode, w, norm == TH_NORM_MAX, out->lambda, out->gram,
-                            out->inner, gpu_err, errlen));
+    GPU_CALL(instance->group
+                 ? thg_group_als_update(instance->group, mode, w, norm == TH_NORM_MAX,
+                                        out->lambda, out->gram, out->inner, gpu_err, errlen)
+                 : thg_als_update(instance->ctx, mode, w, norm == TH_NORM_MAX, out->lambda,
+                                  out->gram, out->inner, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -401,8 +508,11 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
         if (!io->grams[m])
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
     uint32_t done = 0;
-    GPU_CALL(thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
-                           io->inner, &done, gpu_err, errlen));
+    GPU_CALL(instance->group
+                 ? thg_group_als_sweep(instance->group, io->grams, io->norm == TH_NORM_MAX,
+                                       io->lambda, io->inner, &done, gpu_err, errlen)
+                 : thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
+                                 io->inner, &done, gpu_err, errlen));
     io->modes_done = done;
     return TH_OK;
 }
@@ -430,7 +540,9 @@ th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io,
         if (!io->grams[m])
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: grams[%u] is NULL",
                                   m);
-    GPU_CALL(thg_init_factors(instance->ctx, io->seed, io->grams, gpu_err, errlen));
+    GPU_CALL(instance->group
+                 ? thg_group_init_factors(instance->group, io->seed, io->grams, gpu_err, errlen)
+                 : thg_init_factors(instance->ctx, io->seed, io->grams, gpu_err, errlen));
     return TH_OK;
 }
 
@@ -447,10 +559,73 @@ static void append(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A group's runtime info: the devices and transport, memory summed over
+ * the ranks, each rank's schemes ("1,1,2/1,2,2"), the upload summed and
+ * the build of the slowest rank, and each mode's time in collectives. */
+static void group_runtime_info(th_instance *instance, th_runtime_info *r)
+{
+    thg_group *g = instance->group;
+    const uint32_t G = thg_group_size(g);
+    thg_info gi;
+    thg_get_info(instance->ctx, &gi);
+    char *paren = strstr(gi.device_name, " (device");
+    if (paren)
+        *paren = '\0';
+    snprintf(r->device, sizeof(r->device), "%.80s x %u (devices ", gi.device_name, G);
+    append(r->details, sizeof(r->details), "devices=");
+    double upload = 0.0, build = 0.0;
+    for (uint32_t q = 0; q < G; ++q) {
+        thg_info ri;
+        thg_get_info(thg_group_rank(g, q), &ri);
+        append(r->device, sizeof(r->device), "%s%d", q ? "," : "", ri.device);
+        append(r->details, sizeof(r->details), "%s%d", q ? "," : "", ri.device);
+        r->tensor_bytes += ri.tensor_bytes;
+        r->factor_bytes += ri.factor_bytes;
+        r->workspace_bytes += ri.workspace_bytes;
+        upload += ri.upload_seconds;
+        build = ri.build_seconds > build ? ri.build_seconds : build;
+    }
+    append(r->device, sizeof(r->device), ")");
+    append(r->details, sizeof(r->details), " comm=\"%s\" kappa=%u P=%u%s",
+           thg_group_describe(g), gi.kappa, gi.P, rule_text(instance, &gi));
+    if (gi.nmodes == 0)
+        return;
+    append(r->details, sizeof(r->details), " lanes=%u schemes=", gi.lanes);
+    for (uint32_t q = 0; q < G; ++q)
+        for (uint32_t m = 0; m < gi.nmodes; ++m) {
+            thg_mode_stats s;
+            char scratch[TH_ERROR_SIZE];
+            if (thg_get_mode_stats(thg_group_rank(g, q), m, &s, scratch, sizeof(scratch)) ==
+                THG_OK)
+                append(r->details, sizeof(r->details), "%s%d", m ? "," : q ? "/" : "", s.scheme);
+        }
+    append(r->details, sizeof(r->details), " upload_ms=%.3f build_ms=%.3f", upload * 1e3,
+           build * 1e3);
+    r->last_sweep_seconds = thg_group_last_sweep_seconds(g);
+    if (r->last_sweep_seconds >= 0)
+        append(r->details, sizeof(r->details), " sweep_ms=%.4f", r->last_sweep_seconds * 1e3);
+    append(r->details, sizeof(r->details), " comm_ms=");
+    for (uint32_t m = 0; m < gi.nmodes; ++m) {
+        thg_group_mode_stats s;
+        char scratch[TH_ERROR_SIZE];
+        if (thg_group_get_mode_stats(g, m, &s, scratch, sizeof(scratch)) == THG_OK)
+            append(r->details, sizeof(r->details), "%s%.4f", m ? "," : "",
+                   s.last_comm_seconds >= 0 ? s.last_comm_seconds * 1e3 : 0.0);
+    }
+}
+
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err)
 {
     if (!instance || !info)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_runtime_info: NULL argument");
+    if (instance->group) {
+        th_runtime_info r;
+        memset(&r, 0, sizeof(r));
+        r.struct_size = (uint32_t)sizeof(r);
+        group_runtime_info(instance, &r);
+        th_plugin_copy_out(info, &r, sizeof(r));
+        return TH_OK;
+    }
     thg_info gi;
     thg_get_info(instance->ctx, &gi);
     th_runtime_info r;
@@ -493,11 +668,24 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
 {
     if (!instance || !info)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mode_info: NULL argument");
-    thg_mode_stats s;
-    GPU_CALL(thg_get_mode_stats(instance->ctx, mode, &s, gpu_err, errlen));
     th_mode_info r;
     memset(&r, 0, sizeof(r));
     r.struct_size = (uint32_t)sizeof(r);
+    if (instance->group) {
+        /* Rank 0's scheme first, then every rank's; the slowest rank's time. */
+        thg_group_mode_stats gs;
+        GPU_CALL(thg_group_get_mode_stats(instance->group, mode, &gs, gpu_err, errlen));
+        r.partitions = gs.rank0.partitions;
+        snprintf(r.scheme, sizeof(r.scheme), "scheme%d (ranks ", gs.rank0.scheme);
+        for (uint32_t q = 0; q < thg_group_size(instance->group); ++q)
+            append(r.scheme, sizeof(r.scheme), "%s%d", q ? "," : "", gs.scheme[q]);
+        append(r.scheme, sizeof(r.scheme), "; rank 0 %s)", gs.rank0.reason);
+        r.last_mttkrp_seconds = gs.last_mttkrp_seconds;
+        th_plugin_copy_out(info, &r, sizeof(r));
+        return TH_OK;
+    }
+    thg_mode_stats s;
+    GPU_CALL(thg_get_mode_stats(instance->ctx, mode, &s, gpu_err, errlen));
     r.partitions = s.partitions;
     /* "scheme2 (rule=balanced: I_d=24 < kappa=132)": the scheme first, so
      * readers that compare the first word keep working. */

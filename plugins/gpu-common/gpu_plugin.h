@@ -9,6 +9,9 @@
 
 #include "th_gpu.h"
 
+/* The ABI's status for a th_kernels status. */
+th_status gpu_plugin_status(thg_status status);
+
 th_status gpu_plugin_create(thg_policy policy, const char *plugin_id,
                             const th_option *options, uint32_t n_options,
                             const th_host_services *host, th_instance **out, char *err);

@@ -36,17 +36,6 @@ static thg_share *plan_all_shares(const thg_memory_model *m, uint32_t devices)
     return shares;
 }
 
-/* The first row rank d owns in a mode: its share's first row (row 0 for
- * rank 0); the mode's end for an empty share (fewer nonzeros than devices:
- * the empty shares are the last ones). */
-static uint64_t first_owned_row(const thg_share *mode_shares, uint32_t d, uint64_t rows)
-{
-    if (d == 0)
-        return 0;
-    const thg_share *s = &mode_shares[d];
-    return s->nnz_begin == s->nnz_end ? rows : s->row_begin;
-}
-
 static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
                        const thg_share *shares, thg_rank_memory *out)
 {
@@ -65,13 +54,11 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
              add_product(&r.copies, (uint64_t)m->kappa + 1u, 4u) &&
              add_product(&r.copies, (rows + 31u) / 32u, 4u) &&
              add_product(&r.factors, rows, 4u * (uint64_t)m->rank);
-        /* Owned: up to the next rank's first row, or further when this
-         * share's last row is split with it. */
-        const uint64_t lo = first_owned_row(mode_shares, d, rows);
-        uint64_t hi = d + 1u < devices ? first_owned_row(mode_shares, d + 1u, rows) : rows;
-        if (share > 0 && s->row_end > hi)
-            hi = s->row_end;
-        ok = ok && add_product(&r.results, hi > lo ? hi - lo : 0u, 4u * (uint64_t)m->rank);
+        /* The rows its MTTKRP writes: those it owns, and its share's last
+         * row when that is split with the next rank. */
+        const thg_owned_rows owned = thg_owned_rows_of(mode_shares, devices, d, rows);
+        ok = ok && add_product(&r.results, owned.window_end - owned.begin,
+                               4u * (uint64_t)m->rank);
     }
     r.fixed = m->fixed_bytes;
     ok = ok && add_product(&r.build, largest_share, m->build_bytes_per_nonzero) &&

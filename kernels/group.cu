@@ -1,0 +1,753 @@
+/* A run over several devices (th_gpu.h, thg_group): G communicator ranks,
+ * each a thg_context holding its share of every mode's copy, and the
+ * collectives of comm.cuh between them.
+ *
+ * Per mode n, every rank:
+ *   1. computes the MTTKRP of its share (rows [row_begin, row_end) of its
+ *      share, the first and last partial when split with a neighbour);
+ *   2. puts its split rows' partial sums in its slot of the boundary
+ *      buffer, [G][2][R] floats; an all-gather gives every rank every slot,
+ *      and each rank adds the other ranks' partials of the split rows it
+ *      owns (in rank order: the same sum on any run);
+ *   3. updates the rows it owns (A = M W over them), leaving its sums of
+ *      the Gram, the inner products and the column maxima in its slot of
+ *      its block of the exchange buffer; an all-gather of
+ *      those sums and of the factor rows (each rank's owned rows) makes the
+ *      factor whole again on every rank, and every rank adds the sums in
+ *      rank order and finishes the update (lambda, the normalised Gram, the
+ *      column scale): the same bits on every rank, so their column scales
+ *      and solves agree; the scale kernel normalises the factor where the
+ *      finished update asked.
+ * Inside the sweep, steps 2 and 3 share one collective: the partial
+ * update leaves out the split rows, and the finishing kernel, after the
+ * one all-gather of the split rows' partials, the sums and the factor
+ * rows, computes those few rows (at most G - 1) from their summed MTTKRP
+ * rows on every rank (thg_als_fold). One collective a mode: on small
+ * payloads each costs its latency (tens of microseconds), the
+ * iteration's largest overhead over the MTTKRPs.
+ * The code is written per rank (its kernels, then its part of each
+ * collective), so a process per GPU would run the same steps for its own
+ * rank only. One thread drives the whole group. */
+#include <string.h>
+
+#include <new>
+
+#include "comm.cuh"
+#include "thg_internal.cuh"
+
+namespace {
+
+static_assert(THG_MAX_GROUP_RANKS == THG_MAX_COMM_RANKS, "one rank limit");
+constexpr uint32_t kNoRow = THG_NO_ROW;
+constexpr uint32_t kBoundaryThreads = 128;
+/* The collectives of one mode's step, each timed on every rank. */
+enum collective { kBoundary = 0, kParts = 1, kCollectives = 2 };
+
+/* The split rows at the two ends of every rank's share of a mode, by
+ * value in the kernels' parameters. */
+struct boundary_rows {
+    uint32_t row[2 * THG_MAX_COMM_RANKS]; /* [rank][first, last], kNoRow if not split */
+};
+
+/* slot[0..R) <- result row `first`, slot[R..2R) <- row `last` (zeros for
+ * kNoRow). */
+__global__ void pack_boundary_kernel(const float *result, uint32_t R, uint32_t first,
+                                     uint32_t last, float *slot)
+{
+    for (uint32_t c = threadIdx.x; c < R; c += blockDim.x) {
+        slot[c] = first != kNoRow ? result[(size_t)first * R + c] : 0.0f;
+        slot[R + c] = last != kNoRow ? result[(size_t)last * R + c] : 0.0f;
+    }
+}
+
+/* The other ranks' partial sums of the split rows this rank owns, added in
+ * rank order (rank q's pair at slots + q * stride). */
+__global__ void add_boundary_kernel(float *result, uint32_t R, boundary_rows rows,
+                                    const float *slots, uint32_t stride, uint32_t G,
+                                    uint32_t self, uint64_t own_begin, uint64_t own_end)
+{
+    for (uint32_t c = threadIdx.x; c < R; c += blockDim.x)
+        for (uint32_t k = 0; k < 2u * G; ++k) {
+            const uint32_t row = rows.row[k];
+            if (k / 2u == self || row == kNoRow || row < own_begin || row >= own_end)
+                continue;
+            result[(size_t)row * R + c] += slots[(size_t)(k / 2u) * stride + (k % 2u) * R + c];
+        }
+}
+
+} // namespace
+
+struct thg_group {
+    uint32_t G = 0;
+    int devices[THG_MAX_COMM_RANKS] = {};
+    thg_context *ranks[THG_MAX_COMM_RANKS] = {};
+    thg_comm *comm = nullptr;
+    char description[192] = {};
+    /* After thg_group_set_layout. */
+    uint32_t nmodes = 0;
+    uint32_t rank = 0;
+    struct mode_layout {
+        uint64_t own[THG_MAX_COMM_RANKS + 1]; /* rank q owns rows [own[q], own[q + 1]) */
+        /* The sweep's partial update of rank q starts here: past its first
+         * row when that is split (fold.rows names it). */
+        uint64_t update_begin[THG_MAX_COMM_RANKS];
+        thg_als_fold fold; /* partials: set per rank at launch */
+        /* The owners' split rows hold their own partial alone (after a
+         * sweep): a reader of the results combines them first. */
+        bool results_partial;
+        uint64_t factor_offsets[THG_MAX_COMM_RANKS + 1]; /* the same in bytes of a factor */
+        boundary_rows boundary;
+        double comm_seconds;   /* the latest step's collectives, the slowest rank's */
+        double mttkrp_seconds; /* the latest MTTKRP, the slowest rank's */
+    } modes[THG_MAX_MODES];
+    /* The exchange buffer: one block per rank, each its update's sums
+     * (thg_als_acc_bytes) then its split rows' partials (2 x R floats), so
+     * that one all-gather of equal blocks carries both. */
+    size_t block_bytes = 0;
+    uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
+    /* Per rank, on its device: the boundary slots, then the parts. */
+    void *buffers[THG_MAX_COMM_RANKS] = {};
+    char *exchange[THG_MAX_COMM_RANKS] = {};
+    /* Per rank, around each collective of each mode. */
+    cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
+    bool comm_timed[THG_MAX_MODES][kCollectives] = {};
+    cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
+    double last_sweep_seconds = -1.0;
+};
+
+namespace {
+
+void free_layout(thg_group *g)
+{
+    for (uint32_t q = 0; q < g->G; ++q) {
+        if (!g->ranks[q])
+            continue;
+        cudaSetDevice(g->devices[q]);
+        cudaFree(g->buffers[q]);
+        g->buffers[q] = nullptr;
+        g->exchange[q] = nullptr;
+    }
+    g->nmodes = 0;
+    g->rank = 0;
+}
+
+/* In rank `holder`'s copy of the exchange buffer, rank q's split-row
+ * partials (2 x R floats). */
+float *boundary_of(thg_group *g, uint32_t holder, uint32_t q)
+{
+    return (float *)(g->exchange[holder] + q * g->block_bytes + thg_als_acc_bytes(g->rank));
+}
+
+thg_status comm_begin_timed(thg_group *g, uint32_t mode, collective which, char *err,
+                            size_t errlen)
+{
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][0], g->ranks[q]->stream));
+    }
+    return thg_comm_begin(g->comm, err, errlen);
+}
+
+thg_status comm_end_timed(thg_group *g, uint32_t mode, collective which, char *err,
+                          size_t errlen)
+{
+    thg_status st = thg_comm_end(g->comm, err, errlen);
+    if (st != THG_OK)
+        return st;
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][1], g->ranks[q]->stream));
+    }
+    g->comm_timed[mode][which] = true;
+    return THG_OK;
+}
+
+/* In-place all-gathers in one group: for each k < n, the `offsets[k]`
+ * blocks of every rank's bufs[k][q]. */
+thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n,
+                       void *const *const *bufs, const uint64_t *const *offsets, char *err,
+                       size_t errlen)
+{
+    thg_status st = comm_begin_timed(g, mode, which, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        thg_gather parts[THG_MAX_COMM_GATHERS];
+        for (uint32_t k = 0; k < n; ++k)
+            parts[k] = {bufs[k][q], offsets[k]};
+        st = thg_comm_all_gatherv_many(g->comm, q, parts, n, g->ranks[q]->stream, err, errlen);
+    }
+    if (st != THG_OK) {
+        char ignored[64];
+        thg_comm_end(g->comm, ignored, sizeof ignored); /* close the group */
+        return st;
+    }
+    return comm_end_timed(g, mode, which, err, errlen);
+}
+
+thg_status gather(thg_group *g, uint32_t mode, collective which, void *const *bufs,
+                  const uint64_t *offsets, char *err, size_t errlen)
+{
+    return gather_many(g, mode, which, 1, &bufs, &offsets, err, errlen);
+}
+
+/* After the streams synchronised: the mode's collectives' time since the
+ * last read, the slowest rank's sum; added to the MTTKRP's when the update
+ * follows it (`add`). */
+thg_status read_comm_times(thg_group *g, uint32_t mode, bool add, char *err, size_t errlen)
+{
+    double slowest = 0.0;
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        double sum = 0.0;
+        for (uint32_t c = 0; c < kCollectives; ++c) {
+            if (!g->comm_timed[mode][c])
+                continue;
+            float ms = 0.0f;
+            THG_CUDA(cudaEventElapsedTime(&ms, g->comm_events[q][mode][c][0],
+                                          g->comm_events[q][mode][c][1]));
+            sum += ms * 1e-3;
+        }
+        slowest = sum > slowest ? sum : slowest;
+    }
+    g->modes[mode].comm_seconds = (add ? g->modes[mode].comm_seconds : 0.0) + slowest;
+    for (uint32_t c = 0; c < kCollectives; ++c)
+        g->comm_timed[mode][c] = false;
+    return THG_OK;
+}
+
+thg_status sync_all(thg_group *g, char *err, size_t errlen)
+{
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaStreamSynchronize(g->ranks[q]->stream));
+    }
+    return THG_OK;
+}
+
+thg_status check_loaded(const thg_group *g, uint32_t mode, char *err, size_t errlen)
+{
+    if (g->nmodes == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    return thg_check_mode(g->ranks[0], mode, err, errlen);
+}
+
+/* Rank q's split rows' partials into its slot of the boundary buffer. */
+thg_status pack_split_rows(thg_group *g, uint32_t mode, uint32_t q, char *err, size_t errlen)
+{
+    const thg_group::mode_layout &l = g->modes[mode];
+    thg_context *ctx = g->ranks[q];
+    pack_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
+        ctx->results[mode], g->rank, l.boundary.row[2 * q], l.boundary.row[2 * q + 1],
+        boundary_of(g, q, q));
+    THG_LAUNCHED();
+    return THG_OK;
+}
+
+/* Step 1's end and step 2: every rank's MTTKRP is enqueued; its split
+ * rows' partials are exchanged and added where they are owned. */
+thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t errlen)
+{
+    const uint32_t R = g->rank;
+    const thg_group::mode_layout &l = g->modes[mode];
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        const thg_status st = pack_split_rows(g, mode, q, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    thg_status st = gather(g, mode, kBoundary, (void *const *)g->exchange, g->block_offsets,
+                           err, errlen);
+    if (st != THG_OK)
+        return st;
+    for (uint32_t q = 0; q < g->G; ++q) {
+        thg_context *ctx = g->ranks[q];
+        THG_CUDA(cudaSetDevice(ctx->device));
+        add_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
+            ctx->results[mode], R, l.boundary, boundary_of(g, q, 0),
+            (uint32_t)(g->block_bytes / sizeof(float)), g->G, q, l.own[q], l.own[q + 1]);
+        THG_LAUNCHED();
+    }
+    g->modes[mode].results_partial = false;
+    return THG_OK;
+}
+
+
+/* Step 3 for mode `mode`, W already on every rank's device: `out` (per
+ * rank, nullable: the context's mapped slot) receives [lambda | gram |
+ * inner]. In the sweep (`in_sweep`: its failure flag and Gram store),
+ * the split rows are left to the finishing kernel and their partials
+ * travel with the sums and the factor rows (step 2 folded in); otherwise
+ * the results' split rows are whole already (combine_split_rows). */
+thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bool in_sweep,
+                             char *err, size_t errlen)
+{
+    const uint32_t R = g->rank;
+    const thg_group::mode_layout &l = g->modes[mode];
+    for (uint32_t q = 0; q < g->G; ++q) {
+        thg_context *ctx = g->ranks[q];
+        THG_CUDA(cudaSetDevice(ctx->device));
+        thg_als_part part;
+        part.row_begin = in_sweep ? l.update_begin[q] : l.own[q];
+        part.rows = (uint32_t)(l.own[q + 1] - part.row_begin);
+        thg_als_acc_view(g->exchange[q] + q * g->block_bytes, R, &part.acc);
+        const thg_status st = thg_launch_als(ctx, mode, nullptr,
+                                             in_sweep ? ctx->sweep.flags.failed : nullptr,
+                                             nullptr, nullptr, &part, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    void *factors[THG_MAX_COMM_RANKS];
+    for (uint32_t q = 0; q < g->G; ++q)
+        factors[q] = g->ranks[q]->factors[mode];
+    void *const *bufs[2] = {(void *const *)g->exchange, factors};
+    const uint64_t *offsets[2] = {g->block_offsets, l.factor_offsets};
+    thg_status st = gather_many(g, mode, kParts, 2, bufs, offsets, err, errlen);
+    if (st != THG_OK)
+        return st;
+    for (uint32_t q = 0; q < g->G; ++q) {
+        thg_context *ctx = g->ranks[q];
+        THG_CUDA(cudaSetDevice(ctx->device));
+        thg_als_fold fold = l.fold;
+        fold.partials = boundary_of(g, q, 0);
+        fold.partial_stride = (uint32_t)(g->block_bytes / sizeof(float));
+        st = thg_launch_als_finish(ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
+                                   in_sweep ? &fold : nullptr,
+                                   out ? out[q] : ctx->als_out_dev,
+                                   in_sweep ? ctx->sweep.flags.failed : nullptr,
+                                   in_sweep ? ctx->sweep.grams_dev + (size_t)mode * R * R
+                                            : nullptr,
+                                   err, errlen);
+        if (st != THG_OK)
+            return st;
+        /* The next solve of a sweep may overwrite W from here on. */
+        if (in_sweep)
+            THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+        st = thg_launch_als_scale(ctx, mode, in_sweep ? ctx->sweep.flags.failed : nullptr, err,
+                                  errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    if (in_sweep)
+        g->modes[mode].results_partial = true;
+    return THG_OK;
+}
+
+} // namespace
+
+extern "C" thg_status thg_group_create(const thg_config *config, const int *devices, uint32_t G,
+                                       thg_group **out, char *err, size_t errlen)
+{
+    *out = nullptr;
+    if (devices == nullptr || G < 2 || G > THG_MAX_COMM_RANKS)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "a group takes 2 to %u ranks (%u given)", THG_MAX_COMM_RANKS, G);
+    thg_group *g = new (std::nothrow) thg_group;
+    if (!g)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    g->G = G;
+    memcpy(g->devices, devices, sizeof(int) * G);
+    thg_status st = THG_OK;
+    for (uint32_t q = 0; q < G && st == THG_OK; ++q)
+        st = thg_probe_device(devices[q], err, errlen);
+    if (st == THG_OK)
+        st = thg_comm_create(devices, G, 0, &g->comm, err, errlen);
+    for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
+        thg_config c = *config;
+        c.device = devices[q];
+        st = thg_create(&c, &g->ranks[q], err, errlen);
+    }
+    for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
+        if (cudaSetDevice(devices[q]) != cudaSuccess) {
+            st = thg_fail(err, errlen, THG_ERR_DEVICE, "cannot select device %d", devices[q]);
+            break;
+        }
+        for (uint32_t m = 0; m < THG_MAX_MODES && st == THG_OK; ++m)
+            for (uint32_t c = 0; c < kCollectives && st == THG_OK; ++c)
+                for (uint32_t e = 0; e < 2 && st == THG_OK; ++e) {
+                    const cudaError_t ce = cudaEventCreate(&g->comm_events[q][m][c][e]);
+                    if (ce != cudaSuccess)
+                        st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__,
+                                           __LINE__);
+                }
+    }
+    if (st == THG_OK) {
+        cudaError_t ce = cudaSetDevice(devices[0]);
+        if (ce == cudaSuccess)
+            ce = cudaEventCreate(&g->sweep_start);
+        if (ce == cudaSuccess)
+            ce = cudaEventCreate(&g->sweep_stop);
+        if (ce != cudaSuccess)
+            st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    if (st != THG_OK) {
+        thg_group_destroy(g);
+        return st;
+    }
+    snprintf(g->description, sizeof g->description, "%s", thg_comm_describe(g->comm));
+    *out = g;
+    return THG_OK;
+}
+
+extern "C" void thg_group_destroy(thg_group *g)
+{
+    if (!g)
+        return;
+    free_layout(g);
+    for (uint32_t q = 0; q < g->G; ++q) {
+        if (cudaSetDevice(g->devices[q]) != cudaSuccess)
+            continue;
+        for (uint32_t m = 0; m < THG_MAX_MODES; ++m)
+            for (uint32_t c = 0; c < kCollectives; ++c)
+                for (uint32_t e = 0; e < 2; ++e)
+                    if (g->comm_events[q][m][c][e])
+                        cudaEventDestroy(g->comm_events[q][m][c][e]);
+    }
+    if (cudaSetDevice(g->devices[0]) == cudaSuccess) {
+        if (g->sweep_start)
+            cudaEventDestroy(g->sweep_start);
+        if (g->sweep_stop)
+            cudaEventDestroy(g->sweep_stop);
+    }
+    for (uint32_t q = 0; q < g->G; ++q)
+        thg_destroy(g->ranks[q]);
+    thg_comm_destroy(g->comm);
+    delete g;
+}
+
+extern "C" uint32_t thg_group_size(const thg_group *g) { return g->G; }
+
+extern "C" thg_context *thg_group_rank(thg_group *g, uint32_t rank)
+{
+    return rank < g->G ? g->ranks[rank] : nullptr;
+}
+
+extern "C" const char *thg_group_describe(const thg_group *g) { return g->description; }
+
+extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *modes,
+                                           char *err, size_t errlen)
+{
+    free_layout(g);
+    const thg_context *first = g->ranks[0];
+    const uint32_t N = first->nmodes, R = first->rank;
+    if (N == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded on rank 0");
+    for (uint32_t q = 1; q < g->G; ++q) {
+        const thg_context *c = g->ranks[q];
+        if (c->nmodes != N || c->rank != R || memcmp(c->dims, first->dims, sizeof c->dims) != 0)
+            return thg_fail(err, errlen, THG_ERR_STATE,
+                            "rank %u holds another tensor shape or rank than rank 0", q);
+    }
+    for (uint32_t m = 0; m < N; ++m) {
+        thg_group::mode_layout &l = g->modes[m];
+        memset(&l, 0, sizeof l);
+        for (uint32_t q = 0; q <= g->G; ++q) {
+            l.own[q] = modes[m].own[q];
+            if (l.own[q] > first->dims[m] || (q > 0 && l.own[q] < l.own[q - 1]) ||
+                (q == 0 && l.own[0] != 0) || (q == g->G && l.own[q] != first->dims[m]))
+                return thg_fail(err, errlen, THG_ERR_INVALID,
+                                "mode %u: owned rows are not consecutive ranges of its %u rows",
+                                m, first->dims[m]);
+            l.factor_offsets[q] = l.own[q] * R * sizeof(float);
+        }
+        l.fold.npartials = 2 * g->G;
+        for (uint32_t q = 0; q < g->G; ++q) {
+            const thg_context *c = g->ranks[q];
+            /* A rank owns a split row only as its first: the earlier ranks'
+             * shares end in it. */
+            const uint32_t first = modes[m].split_rows[2 * q];
+            const bool owns_split = first != kNoRow && first == l.own[q] && l.own[q] < l.own[q + 1];
+            l.update_begin[q] = l.own[q] + (owns_split ? 1u : 0u);
+            if (owns_split)
+                l.fold.rows[l.fold.nrows++] = first;
+            if (l.own[q] < l.own[q + 1] &&
+                (l.own[q] < c->result_begin[m] || l.own[q + 1] > c->result_end[m]))
+                return thg_fail(err, errlen, THG_ERR_INVALID,
+                                "mode %u: rank %u owns rows its result does not hold", m, q);
+            for (uint32_t b = 0; b < 2; ++b) {
+                const uint32_t row = modes[m].split_rows[2 * q + b];
+                if (row != kNoRow && (row < c->result_begin[m] || row >= c->result_end[m]))
+                    return thg_fail(err, errlen, THG_ERR_INVALID,
+                                    "mode %u: rank %u's split row %u is outside its result", m,
+                                    q, row);
+                l.boundary.row[2 * q + b] = row;
+                l.fold.partial_rows[2 * q + b] = row;
+            }
+        }
+    }
+    g->block_bytes = (thg_als_acc_bytes(R) + 2u * R * sizeof(float) + 15u) / 16u * 16u;
+    for (uint32_t q = 0; q <= g->G; ++q) {
+        g->block_offsets[q] = (uint64_t)q * g->block_bytes;
+    }
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaMalloc(&g->buffers[q], g->block_offsets[g->G]));
+        /* The finishing kernel re-zeroes a rank's sums after reading them. */
+        THG_CUDA(cudaMemset(g->buffers[q], 0, g->block_offsets[g->G]));
+        g->exchange[q] = (char *)g->buffers[q];
+    }
+    g->nmodes = N;
+    g->rank = R;
+    g->last_sweep_seconds = -1.0;
+    return THG_OK;
+}
+
+extern "C" thg_status thg_group_set_factor(thg_group *g, uint32_t mode, const double *data,
+                                           char *err, size_t errlen)
+{
+    thg_status st = check_loaded(g, mode, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+        st = thg_set_factor(g->ranks[q], mode, data, err, errlen);
+    return st;
+}
+
+extern "C" thg_status thg_group_get_factor(thg_group *g, uint32_t mode, double *data, char *err,
+                                           size_t errlen)
+{
+    const thg_status st = check_loaded(g, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    return thg_get_factor(g->ranks[0], mode, data, err, errlen); /* every rank holds it whole */
+}
+
+extern "C" thg_status thg_group_init_factors(thg_group *g, uint64_t seed, double *const *grams,
+                                             char *err, size_t errlen)
+{
+    if (g->nmodes == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    /* The same counter-based values on every rank: no exchange. Rank 0's
+     * Grams last, so they are the ones returned (all are equal). */
+    for (uint32_t q = g->G; q-- > 0;) {
+        const thg_status st = thg_init_factors(g->ranks[q], seed, grams, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return THG_OK;
+}
+
+extern "C" thg_status thg_group_mttkrp(thg_group *g, uint32_t mode, char *err, size_t errlen)
+{
+    thg_status st = check_loaded(g, mode, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        thg_context *ctx = g->ranks[q];
+        const cudaError_t e = cudaSetDevice(ctx->device);
+        if (e != cudaSuccess)
+            return thg_cuda_fail(err, errlen, e, "cudaSetDevice", __FILE__, __LINE__);
+        st = thg_enqueue_mttkrp(ctx, mode, cudaEventRecordDefault, err, errlen);
+    }
+    if (st == THG_OK)
+        st = combine_split_rows(g, mode, err, errlen);
+    const thg_status synced = sync_all(g, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (synced != THG_OK)
+        return synced;
+    double slowest = 0.0;
+    for (uint32_t q = 0; q < g->G; ++q) {
+        thg_mode_copy &copy = g->ranks[q]->copies[mode];
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        float ms = 0.0f;
+        THG_CUDA(cudaEventElapsedTime(&ms, copy.start, copy.stop));
+        copy.last_seconds = ms * 1e-3;
+        copy.timing_pending = 0;
+        copy.has_result = 1;
+        slowest = copy.last_seconds > slowest ? copy.last_seconds : slowest;
+    }
+    g->modes[mode].mttkrp_seconds = slowest;
+    return read_comm_times(g, mode, false, err, errlen);
+}
+
+extern "C" thg_status thg_group_get_result(thg_group *g, uint32_t mode, double *data, char *err,
+                                           size_t errlen)
+{
+    thg_status st = check_loaded(g, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (!g->ranks[0]->copies[mode].has_result)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no MTTKRP result for mode %u yet", mode);
+    if (g->modes[mode].results_partial) {
+        st = combine_split_rows(g, mode, err, errlen);
+        const thg_status synced = sync_all(g, err, errlen);
+        if (st != THG_OK || synced != THG_OK)
+            return st != THG_OK ? st : synced;
+    }
+    const uint32_t R = g->rank;
+    const thg_group::mode_layout &l = g->modes[mode];
+    /* Each rank's owned rows, which hold the whole sums. */
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        thg_context *ctx = g->ranks[q];
+        const uint64_t begin = l.own[q], rows = l.own[q + 1] - l.own[q];
+        if (rows == 0)
+            continue;
+        THG_CUDA(cudaSetDevice(ctx->device));
+        const thg_mode_copy &copy = ctx->copies[mode];
+        st = thg_download_matrix(ctx, data + begin * R, ctx->results[mode] + begin * R, rows,
+                                 ctx->result_scale + (size_t)mode * R,
+                                 copy.has_empty_rows ? copy.row_present : nullptr, begin, err,
+                                 errlen);
+    }
+    return st;
+}
+
+extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const double *w,
+                                           int use_max_norm, double *lambda, double *gram,
+                                           double *inner, char *err, size_t errlen)
+{
+    thg_status st = check_loaded(g, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (!g->ranks[0]->copies[mode].has_result)
+        return thg_fail(err, errlen, THG_ERR_STATE,
+                        "als_update on mode %u needs an MTTKRP result of that mode first",
+                        mode);
+    const size_t R = g->rank;
+    if (g->modes[mode].results_partial) {
+        st = combine_split_rows(g, mode, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    for (uint32_t q = 0; q < g->G; ++q) {
+        thg_context *ctx = g->ranks[q];
+        THG_CUDA(cudaSetDevice(ctx->device));
+        /* The staging buffer is free: the previous update synchronised. */
+        for (size_t k = 0; k < R * R; ++k)
+            ctx->als_w_host[k] = (float)w[k];
+        memcpy(ctx->als_w_host + R * R, &use_max_norm, sizeof(int));
+        THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
+                                 cudaMemcpyHostToDevice, ctx->stream));
+    }
+    st = update_owned_rows(g, mode, nullptr, false, err, errlen);
+    /* Also on failure, so no staging buffer is rewritten under a pending copy. */
+    const thg_status synced = sync_all(g, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (synced != THG_OK)
+        return synced;
+    const double *out = g->ranks[0]->als_out_host; /* [lambda | gram | inner] */
+    memcpy(lambda, out, sizeof(double) * R);
+    memcpy(gram, out + R, sizeof(double) * R * R);
+    memcpy(inner, out + R + R * R, sizeof(double) * R);
+    return read_comm_times(g, mode, true, err, errlen);
+}
+
+namespace {
+
+thg_status enqueue_group_sweep(thg_group *g, int use_max_norm, char *err, size_t errlen)
+{
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        const thg_status st = thg_sweep_enqueue_start(g->ranks[q], err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    for (uint32_t mode = 0; mode < g->nmodes; ++mode) {
+        /* Every rank solves for W from the same Grams, beside its MTTKRP
+         * (as thg_als_sweep does), and so gets the same W. */
+        for (uint32_t q = 0; q < g->G; ++q) {
+            thg_context *ctx = g->ranks[q];
+            THG_CUDA(cudaSetDevice(ctx->device));
+            THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
+            thg_status st =
+                thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
+            if (st != THG_OK)
+                return st;
+            THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
+            st = thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, err, errlen);
+            if (st == THG_OK)
+                st = pack_split_rows(g, mode, q, err, errlen);
+            if (st != THG_OK)
+                return st;
+            THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
+        }
+        double *out[THG_MAX_COMM_RANKS];
+        for (uint32_t q = 0; q < g->G; ++q)
+            out[q] = thg_sweep_out_slot(g->ranks[q], mode);
+        const thg_status st = update_owned_rows(g, mode, out, true, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        const thg_status st = thg_sweep_enqueue_results(g->ranks[q], err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return THG_OK;
+}
+
+} // namespace
+
+extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, int use_max_norm,
+                                          double *lambda, double *inner, uint32_t *modes_done,
+                                          char *err, size_t errlen)
+{
+    *modes_done = 0;
+    if (g->nmodes == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    thg_status st = THG_OK;
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        st = thg_sweep_sync_grams(g->ranks[q], grams, err, errlen);
+        /* The device has not started: a plain store is seen by the launch. */
+        *(volatile uint32_t *)g->ranks[q]->sweep.status_host = 0u;
+    }
+    if (st == THG_OK) {
+        THG_CUDA(cudaSetDevice(g->devices[0]));
+        THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
+        st = enqueue_group_sweep(g, use_max_norm ? 1 : 0, err, errlen);
+    }
+    if (st == THG_OK) {
+        THG_CUDA(cudaSetDevice(g->devices[0]));
+        THG_CUDA(cudaEventRecord(g->sweep_stop, g->ranks[0]->stream));
+    }
+    /* Also after a failure: no mirror may change under a pending copy. */
+    const thg_status synced = sync_all(g, err, errlen);
+    if (st != THG_OK || synced != THG_OK) {
+        for (uint32_t q = 0; q < g->G; ++q)
+            g->ranks[q]->sweep.mirror_valid = 0;
+        return st != THG_OK ? st : synced;
+    }
+    THG_CUDA(cudaSetDevice(g->devices[0]));
+    float ms = 0.0f;
+    THG_CUDA(cudaEventElapsedTime(&ms, g->sweep_start, g->sweep_stop));
+    g->last_sweep_seconds = ms * 1e-3;
+    /* Every rank finished with the same bits; rank 0's are read last. */
+    for (uint32_t q = g->G; q-- > 0;)
+        thg_sweep_collect(g->ranks[q], grams, lambda, inner, modes_done);
+    for (uint32_t m = 0; m < g->nmodes; ++m) {
+        double slowest = 0.0;
+        for (uint32_t q = 0; q < g->G; ++q) {
+            const double s = g->ranks[q]->copies[m].last_seconds;
+            slowest = s > slowest ? s : slowest;
+        }
+        g->modes[m].mttkrp_seconds = slowest;
+        st = read_comm_times(g, m, false, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return THG_OK;
+}
+
+extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
+                                               thg_group_mode_stats *stats, char *err,
+                                               size_t errlen)
+{
+    thg_status st = check_loaded(g, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    memset(stats, 0, sizeof *stats);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        thg_mode_stats s;
+        st = thg_get_mode_stats(g->ranks[q], mode, &s, err, errlen);
+        stats->scheme[q] = s.scheme;
+        if (q == 0)
+            stats->rank0 = s;
+    }
+    const bool ran = g->ranks[0]->copies[mode].has_result;
+    stats->last_mttkrp_seconds = ran ? g->modes[mode].mttkrp_seconds : -1.0;
+    stats->last_comm_seconds = ran ? g->modes[mode].comm_seconds : -1.0;
+    return st;
+}
+
+extern "C" double thg_group_last_sweep_seconds(const thg_group *g)
+{
+    return g->last_sweep_seconds;
+}

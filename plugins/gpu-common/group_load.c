@@ -1,0 +1,243 @@
+#include "group_load.h"
+
+#include "gpu_plugin.h"
+#include "memory_plan.h"
+#include "share_extract.h"
+
+#include <tensorhost/plugin_sdk.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every mode's row counts and shares over the G ranks. */
+typedef struct share_plan {
+    uint32_t nmodes, G;
+    uint64_t *row_offsets[THG_MAX_MODES]; /* [dims[m] + 1] each */
+    thg_share *shares;                    /* [nmodes][G] */
+} share_plan;
+
+static void free_plan(share_plan *p)
+{
+    for (uint32_t m = 0; m < p->nmodes; ++m)
+        free(p->row_offsets[m]);
+    free(p->shares);
+}
+
+static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, char *err)
+{
+    memset(p, 0, sizeof *p);
+    p->nmodes = t->nmodes;
+    p->G = G;
+    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
+    p->shares = malloc(sizeof *p->shares * t->nmodes * G);
+    if (p->shares == NULL)
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        p->row_offsets[m] = malloc(sizeof(uint64_t) * ((size_t)t->dims[m] + 1u));
+        if (p->row_offsets[m] == NULL)
+            return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+        if (thg_count_rows(&view, m, p->row_offsets[m]) != 0)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "tensor has an index outside mode %u's %u rows", m,
+                                  t->dims[m]);
+        if (thg_plan_shares(p->row_offsets[m], t->dims[m], G, p->shares + (size_t)m * G) != 0)
+            return th_plugin_fail(err, TH_ERR_INTERNAL, "mode %u: shares could not be planned",
+                                  m);
+    }
+    return TH_OK;
+}
+
+static double gib(uint64_t bytes) { return bytes / 1073741824.0; }
+
+/* Each device holds its ranks' resident memory and, while one of them
+ * builds (the ranks load one after another), that rank's build staging:
+ * checked for every device before any rank allocates. */
+static th_status check_memory(thg_group *group, const int *devices, const th_coo_tensor *t,
+                              uint32_t rank, const share_plan *p, char *err)
+{
+    const uint32_t G = p->G;
+    thg_memory_terms terms[THG_MAX_GROUP_RANKS];
+    char msg[TH_ERROR_SIZE];
+    for (uint32_t q = 0; q < G; ++q) {
+        const thg_status st = thg_get_memory_terms(thg_group_rank(group, q), t->nmodes, t->dims,
+                                                   rank, &terms[q], msg, sizeof msg);
+        if (st != THG_OK)
+            return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
+    }
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        for (uint32_t q = 0; q < G; ++q) {
+            const thg_share *s = &p->shares[(size_t)m * G + q];
+            if (s->nnz_end - s->nnz_begin > THG_MAX_NNZ)
+                return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                                      "tensor has %llu nonzeros: a share of mode %u over %u "
+                                      "devices has %llu, more than the %u one device takes",
+                                      (unsigned long long)t->nnz, m, G,
+                                      (unsigned long long)(s->nnz_end - s->nnz_begin),
+                                      THG_MAX_NNZ);
+        }
+    const thg_memory_model model = {
+        .nmodes = t->nmodes,
+        .rank = rank,
+        .kappa = terms[0].kappa,
+        .dims = t->dims,
+        .row_offsets = (const uint64_t *const *)p->row_offsets,
+        .fixed_bytes = terms[0].fixed_bytes,
+        .build_bytes_per_nonzero = terms[0].build_bytes_per_nonzero,
+        .build_bytes_per_row = terms[0].build_bytes_per_row,
+    };
+    uint64_t least_free = UINT64_MAX;
+    for (uint32_t q = 0; q < G; ++q)
+        least_free = terms[q].free_bytes < least_free ? terms[q].free_bytes : least_free;
+    for (uint32_t q = 0; q < G; ++q) {
+        int first_on_device = 1;
+        for (uint32_t o = 0; o < q; ++o)
+            first_on_device = first_on_device && devices[o] != devices[q];
+        if (!first_on_device)
+            continue;
+        uint64_t resident = 0, build = 0;
+        thg_rank_memory fullest = {0};
+        for (uint32_t o = q; o < G; ++o) {
+            if (devices[o] != devices[q])
+                continue;
+            thg_rank_memory r;
+            if (thg_plan_rank_memory(&model, G, o, &r) != 0)
+                return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                                      "the memory plan of rank %u cannot be made (a size past "
+                                      "2^64 bytes)",
+                                      o);
+            resident += r.resident;
+            build = r.build > build ? r.build : build;
+            if (r.peak > fullest.peak)
+                fullest = r;
+        }
+        if (resident + build <= terms[q].free_bytes)
+            continue;
+        thg_rank_memory largest;
+        const uint32_t needed = thg_plan_devices_for(&model, least_free, THG_MAX_NNZ,
+                                                     THG_MAX_DEVICES, &largest);
+        char advice[160];
+        if (needed > 0)
+            snprintf(advice, sizeof advice,
+                     "its nonzeros shared out over %u such devices would fit (%.2f GiB on the "
+                     "fullest)",
+                     needed, gib(largest.peak));
+        else
+            snprintf(advice, sizeof advice, "no sharing over up to %u such devices fits",
+                     THG_MAX_DEVICES);
+        return th_plugin_fail(
+            err, TH_ERR_OUT_OF_MEMORY,
+            "tensor does not fit on %u ranks: device %d would hold %.2f GiB (its fullest rank: "
+            "copies %.2f, factors %.2f, results %.2f, workspace %.2f, build %.2f GiB) with "
+            "%.2f GiB free; %s",
+            G, devices[q], gib(resident + build), gib(fullest.copies), gib(fullest.factors),
+            gib(fullest.results), gib(fullest.fixed), gib(fullest.build),
+            gib(terms[q].free_bytes), advice);
+    }
+    return TH_OK;
+}
+
+/* Rank q's shares of every mode, extracted and loaded into its context. */
+static th_status load_rank(thg_group *group, const int *devices, const th_coo_tensor *t,
+                           uint32_t rank, const share_plan *p, uint32_t q, char *err)
+{
+    const uint32_t N = t->nmodes, G = p->G;
+    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
+    void *blocks[THG_MAX_MODES] = {0};
+    uint32_t *indices[THG_MAX_MODES][THG_MAX_MODES];
+    thg_mode_input inputs[THG_MAX_MODES];
+    th_status status = TH_OK;
+    for (uint32_t m = 0; m < N && status == TH_OK; ++m) {
+        const thg_share *mode_shares = p->shares + (size_t)m * G;
+        const thg_share *s = &mode_shares[q];
+        const uint64_t n = s->nnz_end - s->nnz_begin;
+        blocks[m] = malloc((size_t)n * (sizeof(double) + sizeof(uint32_t) * N));
+        if (blocks[m] == NULL) {
+            status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                                    "out of host memory for rank %u's share of mode %u", q, m);
+            break;
+        }
+        double *values = blocks[m];
+        for (uint32_t k = 0; k < N; ++k)
+            indices[m][k] = (uint32_t *)(values + n) + (size_t)k * n;
+        if (thg_extract_share(&view, m, p->row_offsets[m], s, indices[m], values) != 0) {
+            status = th_plugin_fail(err, TH_ERR_INTERNAL,
+                                    "rank %u's share of mode %u could not be extracted", q, m);
+            break;
+        }
+        const thg_owned_rows owned = thg_owned_rows_of(mode_shares, G, q, t->dims[m]);
+        inputs[m] = (thg_mode_input){n, (const uint32_t *const *)indices[m], values,
+                                     owned.begin, owned.window_end};
+    }
+    if (status == TH_OK) {
+        char msg[TH_ERROR_SIZE - 64];
+        const thg_status st = thg_load_shares(thg_group_rank(group, q), N, t->dims, inputs, rank,
+                                              msg, sizeof msg);
+        if (st != THG_OK)
+            status = th_plugin_fail(err, gpu_plugin_status(st), "rank %u (device %d): %s", q,
+                                    devices[q], msg);
+    }
+    for (uint32_t m = 0; m < N; ++m)
+        free(blocks[m]);
+    return status;
+}
+
+th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32_t rank,
+                                char *err)
+{
+    const uint32_t G = thg_group_size(group);
+    int devices[THG_MAX_GROUP_RANKS];
+    for (uint32_t q = 0; q < G; ++q) {
+        thg_info info;
+        thg_get_info(thg_group_rank(group, q), &info);
+        devices[q] = info.device;
+    }
+    if (t->nnz < G)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "tensor has %llu nonzeros, fewer than the %u devices it would "
+                              "be shared out over",
+                              (unsigned long long)t->nnz, G);
+    if (t->nmodes < 2 || t->nmodes > THG_MAX_MODES)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "tensor has %u modes; the GPU kernels support 2 to %u",
+                              t->nmodes, THG_MAX_MODES);
+    if (rank < 1 || rank > THG_MAX_RANK)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "rank %u is not supported: the GPU kernels support ranks 1 to %u",
+                              rank, THG_MAX_RANK);
+    share_plan plan;
+    th_status status = make_plan(t, G, &plan, err);
+    if (status == TH_OK)
+        status = check_memory(group, devices, t, rank, &plan, err);
+    for (uint32_t q = 0; q < G && status == TH_OK; ++q)
+        status = load_rank(group, devices, t, rank, &plan, q, err);
+    if (status == TH_OK) {
+        thg_group_mode *modes = calloc(t->nmodes, sizeof *modes);
+        if (modes == NULL)
+            status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+        for (uint32_t m = 0; modes && m < t->nmodes; ++m) {
+            const thg_share *mode_shares = plan.shares + (size_t)m * G;
+            for (uint32_t q = 0; q < G; ++q) {
+                const thg_share *s = &mode_shares[q];
+                const thg_owned_rows owned = thg_owned_rows_of(mode_shares, G, q, t->dims[m]);
+                modes[m].own[q] = owned.begin;
+                const uint32_t first = s->splits_first_row ? (uint32_t)s->row_begin : THG_NO_ROW;
+                uint32_t last = s->splits_last_row ? (uint32_t)(s->row_end - 1u) : THG_NO_ROW;
+                if (last == first)
+                    last = THG_NO_ROW;
+                modes[m].split_rows[2 * q] = first;
+                modes[m].split_rows[2 * q + 1] = last;
+            }
+            modes[m].own[G] = t->dims[m];
+        }
+        if (modes) {
+            char msg[TH_ERROR_SIZE];
+            const thg_status st = thg_group_set_layout(group, modes, msg, sizeof msg);
+            if (st != THG_OK)
+                status = th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
+        }
+        free(modes);
+    }
+    free_plan(&plan);
+    return status;
+}
