@@ -216,12 +216,97 @@ static void test_refusals(void **state)
     free_tensor(&t);
 }
 
+/* The threaded forms give what the one-pass calls give: every mode's row
+ * counts, and every rank's share of every mode (4 ranks, so the hot row is
+ * split), on 1, 2 and 5 threads (more threads than modes, and jobs left
+ * for this thread alone); one bad job fails the call, the others still
+ * run. */
+static void test_threaded_passes(void **state)
+{
+    (void)state;
+    enum { DEVICES = 4 };
+    test_tensor t;
+    make_tensor(&t, 2003, 29);
+    uint64_t *offsets[NMODES];
+    thg_share shares[NMODES][DEVICES];
+    for (uint32_t m = 0; m < NMODES; ++m) {
+        offsets[m] = g_new(uint64_t, t.dims[m] + 1u);
+        assert_int_equal(thg_count_rows(&t.view, m, offsets[m]), 0);
+        assert_int_equal(thg_plan_shares(offsets[m], t.dims[m], DEVICES, shares[m]), 0);
+    }
+    static const uint32_t thread_counts[] = {1, 2, 5};
+    for (size_t c = 0; c < G_N_ELEMENTS(thread_counts); ++c) {
+        uint64_t *counted[NMODES];
+        for (uint32_t m = 0; m < NMODES; ++m)
+            counted[m] = g_new0(uint64_t, t.dims[m] + 1u);
+        assert_int_equal(thg_count_rows_all(&t.view, counted, thread_counts[c]), 0);
+        for (uint32_t m = 0; m < NMODES; ++m) {
+            assert_memory_equal(counted[m], offsets[m], sizeof(uint64_t) * (t.dims[m] + 1u));
+            g_free(counted[m]);
+        }
+        thg_share_job jobs[NMODES * DEVICES];
+        uint32_t *idx[NMODES * DEVICES][NMODES];
+        double *values[NMODES * DEVICES];
+        for (uint32_t m = 0; m < NMODES; ++m)
+            for (uint32_t d = 0; d < DEVICES; ++d) {
+                const uint32_t j = m * DEVICES + d;
+                const uint64_t n = shares[m][d].nnz_end - shares[m][d].nnz_begin;
+                for (uint32_t k = 0; k < NMODES; ++k)
+                    idx[j][k] = g_new(uint32_t, n);
+                values[j] = g_new(double, n);
+                jobs[j] = (thg_share_job){m, offsets[m], &shares[m][d], idx[j], values[j]};
+            }
+        assert_int_equal(thg_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
+                         0);
+        for (uint32_t j = 0; j < NMODES * DEVICES; ++j) {
+            const thg_share *sh = jobs[j].share;
+            const uint64_t n = sh->nnz_end - sh->nnz_begin;
+            uint32_t *want_idx[NMODES];
+            for (uint32_t k = 0; k < NMODES; ++k)
+                want_idx[k] = g_new(uint32_t, n);
+            double *want_values = g_new(double, n);
+            assert_int_equal(thg_extract_share(&t.view, jobs[j].mode, jobs[j].row_offsets, sh,
+                                               want_idx, want_values),
+                             0);
+            for (uint32_t k = 0; k < NMODES; ++k) {
+                assert_memory_equal(idx[j][k], want_idx[k], sizeof(uint32_t) * n);
+                g_free(want_idx[k]);
+            }
+            assert_memory_equal(values[j], want_values, sizeof(double) * n);
+            g_free(want_values);
+        }
+        /* A share past the tensor's end: that job fails, the call says so. */
+        thg_share bad = shares[0][DEVICES - 1];
+        bad.nnz_end = t.nnz + 1u;
+        jobs[DEVICES - 1].share = &bad;
+        assert_int_equal(thg_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
+                         -1);
+        for (uint32_t j = 0; j < NMODES * DEVICES; ++j) {
+            for (uint32_t k = 0; k < NMODES; ++k)
+                g_free(idx[j][k]);
+            g_free(values[j]);
+        }
+    }
+    /* An index outside its mode fails the counting of that mode. */
+    t.idx[2][5] = t.dims[2];
+    uint64_t *counted[NMODES];
+    for (uint32_t m = 0; m < NMODES; ++m)
+        counted[m] = g_new0(uint64_t, t.dims[m] + 1u);
+    assert_int_equal(thg_count_rows_all(&t.view, counted, 3), -1);
+    for (uint32_t m = 0; m < NMODES; ++m) {
+        g_free(counted[m]);
+        g_free(offsets[m]);
+    }
+    free_tensor(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shares_are_pieces_of_the_row_order),
         cmocka_unit_test(test_distributed_mttkrp_is_the_mttkrp),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_threaded_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Host threads for the passes over the tensor (one pass each). */
+static uint32_t host_threads(void)
+{
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1u : n > 64 ? 64u : (uint32_t)n;
+}
 
 /* Every mode's row counts and shares over the G ranks. */
 typedef struct share_plan {
@@ -37,10 +45,14 @@ static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, ch
         p->row_offsets[m] = malloc(sizeof(uint64_t) * ((size_t)t->dims[m] + 1u));
         if (p->row_offsets[m] == NULL)
             return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
-        if (thg_count_rows(&view, m, p->row_offsets[m]) != 0)
-            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                                  "tensor has an index outside mode %u's %u rows", m,
-                                  t->dims[m]);
+    }
+    if (thg_count_rows_all(&view, p->row_offsets, host_threads()) != 0)
+        for (uint32_t m = 0; m < t->nmodes; ++m) /* which mode: the error path only */
+            if (thg_count_rows(&view, m, p->row_offsets[m]) != 0)
+                return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                      "tensor has an index outside mode %u's %u rows", m,
+                                      t->dims[m]);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
         if (thg_plan_shares(p->row_offsets[m], t->dims[m], G, p->shares + (size_t)m * G) != 0)
             return th_plugin_fail(err, TH_ERR_INTERNAL, "mode %u: shares could not be planned",
                                   m);
@@ -146,6 +158,7 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
     void *blocks[THG_MAX_MODES] = {0};
     uint32_t *indices[THG_MAX_MODES][THG_MAX_MODES];
     thg_mode_input inputs[THG_MAX_MODES];
+    thg_share_job jobs[THG_MAX_MODES];
     th_status status = TH_OK;
     for (uint32_t m = 0; m < N && status == TH_OK; ++m) {
         const thg_share *mode_shares = p->shares + (size_t)m * G;
@@ -160,15 +173,15 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
         double *values = blocks[m];
         for (uint32_t k = 0; k < N; ++k)
             indices[m][k] = (uint32_t *)(values + n) + (size_t)k * n;
-        if (thg_extract_share(&view, m, p->row_offsets[m], s, indices[m], values) != 0) {
-            status = th_plugin_fail(err, TH_ERR_INTERNAL,
-                                    "rank %u's share of mode %u could not be extracted", q, m);
-            break;
-        }
+        jobs[m] = (thg_share_job){m, p->row_offsets[m], s, indices[m], values};
         const thg_owned_rows owned = thg_owned_rows_of(mode_shares, G, q, t->dims[m]);
         inputs[m] = (thg_mode_input){n, (const uint32_t *const *)indices[m], values,
                                      owned.begin, owned.window_end};
     }
+    /* The rank's N shares, a pass over the tensor each, side by side. */
+    if (status == TH_OK && thg_extract_shares(&view, jobs, N, host_threads()) != 0)
+        status = th_plugin_fail(err, TH_ERR_INTERNAL, "rank %u's shares could not be extracted",
+                                q);
     if (status == TH_OK) {
         char msg[TH_ERROR_SIZE - 64];
         const thg_status st = thg_load_shares(thg_group_rank(group, q), N, t->dims, inputs, rank,

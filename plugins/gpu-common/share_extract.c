@@ -1,5 +1,7 @@
 #include "share_extract.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,4 +57,74 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
     }
     free(cursor);
     return 0;
+}
+
+/* Jobs 0..n-1 taken in turn by up to `threads` threads; `failed` set when
+ * any returns nonzero. */
+typedef struct job_queue {
+    uint32_t n;
+    atomic_uint next;
+    atomic_int failed;
+    int (*run)(const struct job_queue *queue, uint32_t job);
+    const thg_coo_view *tensor;
+    const void *jobs;
+} job_queue;
+
+static void *work(void *arg)
+{
+    job_queue *q = arg;
+    for (uint32_t job = atomic_fetch_add(&q->next, 1u); job < q->n;
+         job = atomic_fetch_add(&q->next, 1u))
+        if (q->run(q, job) != 0)
+            atomic_store(&q->failed, 1);
+    return NULL;
+}
+
+static int run_jobs(job_queue *q, uint32_t threads)
+{
+    enum { kMaxThreads = 64 };
+    pthread_t ids[kMaxThreads];
+    uint32_t started = 0;
+    const uint32_t wanted = threads < q->n ? threads : q->n;
+    while (started + 1 < wanted && started < kMaxThreads &&
+           pthread_create(&ids[started], NULL, work, q) == 0)
+        ++started;
+    work(q); /* this thread too: every job runs even if no thread started */
+    for (uint32_t i = 0; i < started; ++i)
+        pthread_join(ids[i], NULL);
+    return atomic_load(&q->failed) ? -1 : 0;
+}
+
+static int count_job(const job_queue *q, uint32_t mode)
+{
+    uint64_t *const *row_offsets = q->jobs;
+    return thg_count_rows(q->tensor, mode, row_offsets[mode]);
+}
+
+int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads)
+{
+    if (t == NULL || row_offsets == NULL)
+        return -1;
+    job_queue q = {.n = t->nmodes, .run = count_job, .tensor = t, .jobs = row_offsets};
+    atomic_init(&q.next, 0u);
+    atomic_init(&q.failed, 0);
+    return run_jobs(&q, threads);
+}
+
+static int extract_job(const job_queue *q, uint32_t job)
+{
+    const thg_share_job *j = (const thg_share_job *)q->jobs + job;
+    return thg_extract_share(q->tensor, j->mode, j->row_offsets, j->share, j->out_indices,
+                             j->out_values);
+}
+
+int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
+                       uint32_t threads)
+{
+    if (t == NULL || (jobs == NULL && njobs > 0))
+        return -1;
+    job_queue q = {.n = njobs, .run = extract_job, .tensor = t, .jobs = jobs};
+    atomic_init(&q.next, 0u);
+    atomic_init(&q.failed, 0);
+    return run_jobs(&q, threads);
 }

@@ -38,4 +38,26 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
                       const thg_share *share, uint32_t *const *out_indices,
                       double *out_values);
 
+/* Each is a pass over the whole tensor, so a rank's shares of N modes, or
+ * every mode's row counts, take N passes: these run them on up to
+ * `threads` host threads at once (one pass a thread; fewer threads when
+ * one cannot be started). */
+
+/* thg_count_rows of every mode m into row_offsets[m]; 0, or -1 when any
+ * mode's is. */
+int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads);
+
+/* One thg_extract_share call's arguments. */
+typedef struct thg_share_job {
+    uint32_t mode;
+    const uint64_t *row_offsets;
+    const thg_share *share;
+    uint32_t *const *out_indices;
+    double *out_values;
+} thg_share_job;
+
+/* Every job's thg_extract_share; 0, or -1 when any job's is. */
+int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
+                       uint32_t threads);
+
 #endif
