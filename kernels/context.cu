@@ -494,9 +494,8 @@ extern "C" thg_status thg_get_result(thg_context *ctx, uint32_t mode, double *da
                                copy.has_empty_rows ? copy.row_present : nullptr, 0, err, errlen);
 }
 
-extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w,
-                                     int use_max_norm, double *lambda, double *gram,
-                                     double *inner, char *err, size_t errlen)
+thg_status thg_als_stage(thg_context *ctx, uint32_t mode, const double *w, int use_max_norm,
+                         char *err, size_t errlen)
 {
     thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
@@ -505,12 +504,31 @@ extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const doub
         return thg_fail(err, errlen, THG_ERR_STATE,
                         "als_update on mode %u needs an MTTKRP result of that mode first",
                         mode);
-    THG_CUDA(cudaSetDevice(ctx->device));
     const size_t R = ctx->rank;
     /* The staging buffer is free: the previous update synchronised. */
     for (size_t k = 0; k < R * R; ++k)
         ctx->als_w_host[k] = (float)w[k];
     memcpy(ctx->als_w_host + R * R, &use_max_norm, sizeof(int));
+    return THG_OK;
+}
+
+void thg_als_read_out(const thg_context *ctx, double *lambda, double *gram, double *inner)
+{
+    const size_t R = ctx->rank;
+    const double *out = ctx->als_out_host; /* [lambda | gram | inner] */
+    memcpy(lambda, out, sizeof(double) * R);
+    memcpy(gram, out + R, sizeof(double) * R * R);
+    memcpy(inner, out + R + R * R, sizeof(double) * R);
+}
+
+extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w,
+                                     int use_max_norm, double *lambda, double *gram,
+                                     double *inner, char *err, size_t errlen)
+{
+    thg_status st = thg_als_stage(ctx, mode, w, use_max_norm, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaSetDevice(ctx->device));
     st = thg_run_sequence(ctx, mode, enqueue_als, &ctx->copies[mode].als_graph, err, errlen);
     /* The only synchronisation of the update; also on failure, so the
      * staging buffer is not rewritten under a pending copy. */
@@ -518,10 +536,7 @@ extern "C" thg_status thg_als_update(thg_context *ctx, uint32_t mode, const doub
     if (st != THG_OK)
         return st;
     THG_CUDA(e);
-    const double *out = ctx->als_out_host; /* [lambda | gram | inner] */
-    memcpy(lambda, out, sizeof(double) * R);
-    memcpy(gram, out + R, sizeof(double) * R * R);
-    memcpy(inner, out + R + R * R, sizeof(double) * R);
+    thg_als_read_out(ctx, lambda, gram, inner);
     return THG_OK;
 }
 

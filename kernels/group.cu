@@ -592,13 +592,10 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
                                            double *inner, char *err, size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+        st = thg_als_stage(g->ranks[q], mode, w, use_max_norm, err, errlen);
     if (st != THG_OK)
         return st;
-    if (!g->ranks[0]->copies[mode].has_result)
-        return thg_fail(err, errlen, THG_ERR_STATE,
-                        "als_update on mode %u needs an MTTKRP result of that mode first",
-                        mode);
-    const size_t R = g->rank;
     if (g->modes[mode].results_partial) {
         st = combine_split_rows(g, mode, err, errlen);
         if (st != THG_OK)
@@ -607,10 +604,6 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
     for (uint32_t q = 0; q < g->G; ++q) {
         thg_context *ctx = g->ranks[q];
         THG_CUDA(cudaSetDevice(ctx->device));
-        /* The staging buffer is free: the previous update synchronised. */
-        for (size_t k = 0; k < R * R; ++k)
-            ctx->als_w_host[k] = (float)w[k];
-        memcpy(ctx->als_w_host + R * R, &use_max_norm, sizeof(int));
         THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
                                  cudaMemcpyHostToDevice, ctx->stream));
     }
@@ -621,10 +614,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
         return st;
     if (synced != THG_OK)
         return synced;
-    const double *out = g->ranks[0]->als_out_host; /* [lambda | gram | inner] */
-    memcpy(lambda, out, sizeof(double) * R);
-    memcpy(gram, out + R, sizeof(double) * R * R);
-    memcpy(inner, out + R + R * R, sizeof(double) * R);
+    thg_als_read_out(g->ranks[0], lambda, gram, inner);
     return read_comm_times(g, mode, true, err, errlen);
 }
 

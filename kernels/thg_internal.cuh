@@ -236,6 +236,14 @@ __device__ __forceinline__ unsigned long long thg_globaltimer()
 
 /* context.cu: a tensor is loaded and `mode` is one of its modes. */
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+/* thg_als_update's first steps (a multi-device update takes them on every
+ * rank): the mode has an MTTKRP result, and W (rounded to fp32) with the
+ * norm after it is in the pinned staging als_w_host. */
+thg_status thg_als_stage(thg_context *ctx, uint32_t mode, const double *w, int use_max_norm,
+                         char *err, size_t errlen);
+/* Its last: [lambda | gram | inner] from the mapped output, after the
+ * stream synchronised. */
+void thg_als_read_out(const thg_context *ctx, double *lambda, double *gram, double *inner);
 /* factors.cu: doubles of the staging buffer for factor copies. */
 size_t thg_transfer_elems(uint32_t nmodes, const uint32_t *dims, uint32_t rank);
 /* A rows x rank fp32 matrix on the device into fp64 `dst` on the host:

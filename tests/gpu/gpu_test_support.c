@@ -1,5 +1,6 @@
 #include "gpu_test_support.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,4 +76,15 @@ int th_gpu_test_have_device(void)
         return 1;
     printf("SKIPPED: no CUDA device: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     return 0;
+}
+
+void th_gpu_test_run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
+                          uint32_t rank, uint32_t mode, double *out)
+{
+    char err[TH_ERROR_SIZE] = "";
+    const size_t n = (size_t)t->dims[mode] * rank;
+    for (size_t k = 0; k < n; ++k)
+        out[k] = NAN;
+    th_test_assert_ok(plugin->entry.mttkrp(inst, mode, err), err);
+    th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, mode, out, err), err);
 }

@@ -39,6 +39,12 @@ typedef struct th_gpu_test_case {
 } th_gpu_test_case;
 th_sptensor *th_gpu_test_make_tensor(const th_gpu_test_case *c, uint64_t seed);
 
+/* Runs mttkrp on `mode` and copies the result out into out (dims[mode] x
+ * rank); the buffer is poisoned with NaN first, so an entry the plugin
+ * never writes cannot pass. Fails the test on an error. */
+void th_gpu_test_run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
+                          uint32_t rank, uint32_t mode, double *out);
+
 /* 1 with a CUDA device; else prints "SKIPPED: no CUDA device: why" and
  * returns 0, after which main returns 77 (ctest: skipped). */
 int th_gpu_test_have_device(void);

@@ -50,17 +50,6 @@ static int device_count(void)
 static const char *const virtual_lists[] = {"0,0", "0,0,0", "0,0,0,0,0"};
 static const char *const distinct_lists[] = {"0,1", "all"};
 
-static void run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
-                     uint32_t rank, uint32_t mode, double *out)
-{
-    char err[TH_ERROR_SIZE] = "";
-    const size_t n = (size_t)t->dims[mode] * rank;
-    for (size_t k = 0; k < n; ++k)
-        out[k] = NAN;
-    th_test_assert_ok(plugin->entry.mttkrp(inst, mode, err), err);
-    th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, mode, out, err), err);
-}
-
 static void check_mttkrp(const th_gpu_test_plugins *p, const char *devices, unsigned *checked)
 {
     GRand *rng = g_rand_new_with_seed(7);
@@ -83,8 +72,8 @@ static void check_mttkrp(const th_gpu_test_plugins *p, const char *devices, unsi
                     const size_t n = (size_t)t->dims[m] * rank;
                     g_autofree double *want = g_new(double, n);
                     g_autofree double *got = g_new(double, n);
-                    run_mode(p->ref, ref, t, rank, m, want);
-                    run_mode(p->gpu[g], inst, t, rank, m, got);
+                    th_gpu_test_run_mode(p->ref, ref, t, rank, m, want);
+                    th_gpu_test_run_mode(p->gpu[g], inst, t, rank, m, got);
                     const double e = th_test_relative_error(got, want, n);
                     if (!(e < TOLERANCE))
                         fail_msg("%s, devices %s (%s): rank %u mode %u (I=%u): relative error "

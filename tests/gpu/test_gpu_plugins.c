@@ -41,19 +41,6 @@ static const th_gpu_test_case cases[] = {
 static const uint32_t ranks[] = {1, 7, 8, 12, 16, 32, 64, 128};
 #define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
 
-/* Runs mttkrp on `mode` and copies the result out; the buffer is poisoned
- * first so an entry the plugin never writes cannot pass. */
-static void run_mode(const th_plugin *plugin, th_instance *inst, const th_sptensor *t,
-                     uint32_t rank, uint32_t mode, double *out)
-{
-    char err[TH_ERROR_SIZE] = "";
-    const size_t n = (size_t)t->dims[mode] * rank;
-    for (size_t k = 0; k < n; ++k)
-        out[k] = NAN;
-    th_test_assert_ok(plugin->entry.mttkrp(inst, mode, err), err);
-    th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, mode, out, err), err);
-}
-
 static double **reference_results(const th_gpu_test_plugins *p, const th_sptensor *t, uint32_t rank,
                                   double *const *factors)
 {
@@ -62,7 +49,7 @@ static double **reference_results(const th_gpu_test_plugins *p, const th_sptenso
     double **out = g_new0(double *, t->nmodes);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         out[m] = g_new(double, (size_t)t->dims[m] * rank);
-        run_mode(p->ref, ref, t, rank, m, out[m]);
+        th_gpu_test_run_mode(p->ref, ref, t, rank, m, out[m]);
     }
     p->ref->entry.destroy(ref);
     return out;
@@ -76,7 +63,7 @@ static void check_against(const th_plugin *plugin, th_instance *inst, const char
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         const size_t n = (size_t)t->dims[m] * rank;
         g_autofree double *got = g_new(double, n);
-        run_mode(plugin, inst, t, rank, m, got);
+        th_gpu_test_run_mode(plugin, inst, t, rank, m, got);
         const double e = th_test_relative_error(got, expected[m], n);
         if (!(e < TOLERANCE))
             fail_msg("%s (%s): rank %u mode %u (I=%u): relative error %.3g >= %g", what,
