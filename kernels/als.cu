@@ -399,7 +399,7 @@ __global__ void finish_ranks_kernel(const float *W, uint32_t R, update_io io, th
             float m = 0.0f;
             for (uint32_t k = 0; k < fold.npartials; ++k)
                 if (fold.partial_rows[k] == row)
-                    m += fold.partials[(size_t)(k / 2u) * fold.partial_stride + (k % 2u) * R + c];
+                    m += thg_fold_partial(fold, k, R)[c];
             s_m[c] = m;
         }
         __syncthreads();

@@ -2,8 +2,9 @@
  *
  * The COO tensor is uploaded once into a staging area (a rank of a
  * multi-device run uploads each mode's share before building that mode's
- * copy, thg_load_shares); for each mode d the nonzeros are sorted by their mode-d index with CUB's radix sort (stable),
- * which is already the scheme-2 order. For scheme 1, each output row's
+ * copy, thg_load_shares); for each mode d the nonzeros are sorted by their
+ * mode-d index with CUB's radix sort (stable), which is already the
+ * scheme-2 order. For scheme 1, each output row's
  * nonzero count comes from the run boundaries of the sorted indices; the
  * rows are sorted by count (descending) and dealt cyclically to the kappa
  * partitions, and a second stable radix sort by partition groups the
@@ -283,16 +284,18 @@ thg_status alloc_staging(const thg_context *ctx, uint32_t max_dim, staging &s, c
 thg_status alloc_copies(thg_context *ctx, char *err, size_t errlen)
 {
     const size_t offsets_bytes = round_up(sizeof(uint32_t) * (ctx->kappa + 1ull));
+    auto copy_bytes_of = [ctx](uint32_t d) {
+        return round_up(sizeof(uint32_t) * ctx->copies[d].nnz * (ctx->nmodes + 1));
+    };
     size_t total = 0;
     for (uint32_t d = 0; d < ctx->nmodes; ++d)
-        total += round_up(sizeof(uint32_t) * ctx->copies[d].nnz * (ctx->nmodes + 1)) +
-                 offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
+        total += copy_bytes_of(d) + offsets_bytes + round_up(thg_row_present_bytes(ctx->dims[d]));
     THG_CUDA(cudaMalloc(&ctx->copy_block, total));
     char *p = (char *)ctx->copy_block;
     for (uint32_t d = 0; d < ctx->nmodes; ++d) {
         thg_mode_copy &copy = ctx->copies[d];
         const size_t nnz = copy.nnz;
-        const size_t copy_bytes = round_up(sizeof(uint32_t) * nnz * (ctx->nmodes + 1));
+        const size_t copy_bytes = copy_bytes_of(d);
         uint32_t *block = (uint32_t *)p;
         for (uint32_t m = 0; m < ctx->nmodes; ++m)
             copy.idx[m] = block + (size_t)m * nnz;

@@ -5,13 +5,13 @@
  * Per mode n, every rank:
  *   1. computes the MTTKRP of its share (rows [row_begin, row_end) of its
  *      share, the first and last partial when split with a neighbour);
- *   2. puts its split rows' partial sums in its slot of the boundary
- *      buffer, [G][2][R] floats; an all-gather gives every rank every slot,
- *      and each rank adds the other ranks' partials of the split rows it
- *      owns (in rank order: the same sum on any run);
+ *   2. puts its split rows' partial sums in its block of the exchange
+ *      buffer (one block per rank); an all-gather gives every rank every
+ *      block, and each rank adds the other ranks' partials of the split
+ *      rows it owns (in rank order: the same sum on any run);
  *   3. updates the rows it owns (A = M W over them), leaving its sums of
- *      the Gram, the inner products and the column maxima in its slot of
- *      its block of the exchange buffer; an all-gather of
+ *      the Gram, the inner products and the column maxima in its block of
+ *      the exchange buffer; an all-gather of
  *      those sums and of the factor rows (each rank's owned rows) makes the
  *      factor whole again on every rank, and every rank adds the sums in
  *      rank order and finishes the update (lambda, the normalised Gram, the
@@ -43,12 +43,6 @@ constexpr uint32_t kBoundaryThreads = 128;
 /* The collectives of one mode's step, each timed on every rank. */
 enum collective { kBoundary = 0, kParts = 1, kCollectives = 2 };
 
-/* The split rows at the two ends of every rank's share of a mode, by
- * value in the kernels' parameters. */
-struct boundary_rows {
-    uint32_t row[2 * THG_MAX_COMM_RANKS]; /* [rank][first, last], kNoRow if not split */
-};
-
 /* slot[0..R) <- result row `first`, slot[R..2R) <- row `last` (zeros for
  * kNoRow). */
 __global__ void pack_boundary_kernel(const float *result, uint32_t R, uint32_t first,
@@ -60,18 +54,17 @@ __global__ void pack_boundary_kernel(const float *result, uint32_t R, uint32_t f
     }
 }
 
-/* The other ranks' partial sums of the split rows this rank owns, added in
- * rank order (rank q's pair at slots + q * stride). */
-__global__ void add_boundary_kernel(float *result, uint32_t R, boundary_rows rows,
-                                    const float *slots, uint32_t stride, uint32_t G,
-                                    uint32_t self, uint64_t own_begin, uint64_t own_end)
+/* The other ranks' partial sums of the split rows this rank owns
+ * (fold.partial_rows, fold.partials), added in rank order. */
+__global__ void add_boundary_kernel(float *result, uint32_t R, thg_als_fold fold, uint32_t self,
+                                    uint64_t own_begin, uint64_t own_end)
 {
     for (uint32_t c = threadIdx.x; c < R; c += blockDim.x)
-        for (uint32_t k = 0; k < 2u * G; ++k) {
-            const uint32_t row = rows.row[k];
+        for (uint32_t k = 0; k < fold.npartials; ++k) {
+            const uint32_t row = fold.partial_rows[k];
             if (k / 2u == self || row == kNoRow || row < own_begin || row >= own_end)
                 continue;
-            result[(size_t)row * R + c] += slots[(size_t)(k / 2u) * stride + (k % 2u) * R + c];
+            result[(size_t)row * R + c] += thg_fold_partial(fold, k, R)[c];
         }
 }
 
@@ -91,12 +84,14 @@ struct thg_group {
         /* The sweep's partial update of rank q starts here: past its first
          * row when that is split (fold.rows names it). */
         uint64_t update_begin[THG_MAX_COMM_RANKS];
-        thg_als_fold fold; /* partials: set per rank at launch */
+        /* partial_rows[2q], [2q + 1]: rank q's share's first and last row
+         * when split with another rank's (kNoRow if not); rows: the split
+         * rows, each named by its owner; partials: set per rank at launch. */
+        thg_als_fold fold;
         /* The owners' split rows hold their own partial alone (after a
          * sweep): a reader of the results combines them first. */
         bool results_partial;
         uint64_t factor_offsets[THG_MAX_COMM_RANKS + 1]; /* the same in bytes of a factor */
-        boundary_rows boundary;
         double comm_seconds;   /* the latest step's collectives, the slowest rank's */
         double mttkrp_seconds; /* the latest MTTKRP, the slowest rank's */
     } modes[THG_MAX_MODES];
@@ -105,8 +100,7 @@ struct thg_group {
      * that one all-gather of equal blocks carries both. */
     size_t block_bytes = 0;
     uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
-    /* Per rank, on its device: the boundary slots, then the parts. */
-    void *buffers[THG_MAX_COMM_RANKS] = {};
+    /* Per rank, on its device: the exchange buffer, G blocks. */
     char *exchange[THG_MAX_COMM_RANKS] = {};
     /* Per rank, around each collective of each mode. */
     cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
@@ -123,8 +117,7 @@ void free_layout(thg_group *g)
         if (!g->ranks[q])
             continue;
         cudaSetDevice(g->devices[q]);
-        cudaFree(g->buffers[q]);
-        g->buffers[q] = nullptr;
+        cudaFree(g->exchange[q]);
         g->exchange[q] = nullptr;
     }
     g->nmodes = 0;
@@ -136,6 +129,15 @@ void free_layout(thg_group *g)
 float *boundary_of(thg_group *g, uint32_t holder, uint32_t q)
 {
     return (float *)(g->exchange[holder] + q * g->block_bytes + thg_als_acc_bytes(g->rank));
+}
+
+/* The mode's fold with rank `holder`'s copy of every rank's partials. */
+thg_als_fold fold_on(thg_group *g, uint32_t mode, uint32_t holder)
+{
+    thg_als_fold fold = g->modes[mode].fold;
+    fold.partials = boundary_of(g, holder, 0);
+    fold.partial_stride = (uint32_t)(g->block_bytes / sizeof(float));
+    return fold;
 }
 
 thg_status comm_begin_timed(thg_group *g, uint32_t mode, collective which, char *err,
@@ -230,14 +232,13 @@ thg_status check_loaded(const thg_group *g, uint32_t mode, char *err, size_t err
     return thg_check_mode(g->ranks[0], mode, err, errlen);
 }
 
-/* Rank q's split rows' partials into its slot of the boundary buffer. */
+/* Rank q's split rows' partials into its block of the exchange buffer. */
 thg_status pack_split_rows(thg_group *g, uint32_t mode, uint32_t q, char *err, size_t errlen)
 {
-    const thg_group::mode_layout &l = g->modes[mode];
+    const uint32_t *rows = g->modes[mode].fold.partial_rows;
     thg_context *ctx = g->ranks[q];
     pack_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
-        ctx->results[mode], g->rank, l.boundary.row[2 * q], l.boundary.row[2 * q + 1],
-        boundary_of(g, q, q));
+        ctx->results[mode], g->rank, rows[2 * q], rows[2 * q + 1], boundary_of(g, q, q));
     THG_LAUNCHED();
     return THG_OK;
 }
@@ -262,8 +263,7 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
         thg_context *ctx = g->ranks[q];
         THG_CUDA(cudaSetDevice(ctx->device));
         add_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
-            ctx->results[mode], R, l.boundary, boundary_of(g, q, 0),
-            (uint32_t)(g->block_bytes / sizeof(float)), g->G, q, l.own[q], l.own[q + 1]);
+            ctx->results[mode], R, fold_on(g, mode, q), q, l.own[q], l.own[q + 1]);
         THG_LAUNCHED();
     }
     g->modes[mode].results_partial = false;
@@ -306,9 +306,7 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
     for (uint32_t q = 0; q < g->G; ++q) {
         thg_context *ctx = g->ranks[q];
         THG_CUDA(cudaSetDevice(ctx->device));
-        thg_als_fold fold = l.fold;
-        fold.partials = boundary_of(g, q, 0);
-        fold.partial_stride = (uint32_t)(g->block_bytes / sizeof(float));
+        const thg_als_fold fold = fold_on(g, mode, q);
         st = thg_launch_als_finish(ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
                                    in_sweep ? &fold : nullptr,
                                    out ? out[q] : ctx->als_out_dev,
@@ -468,21 +466,18 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
                     return thg_fail(err, errlen, THG_ERR_INVALID,
                                     "mode %u: rank %u's split row %u is outside its result", m,
                                     q, row);
-                l.boundary.row[2 * q + b] = row;
                 l.fold.partial_rows[2 * q + b] = row;
             }
         }
     }
     g->block_bytes = (thg_als_acc_bytes(R) + 2u * R * sizeof(float) + 15u) / 16u * 16u;
-    for (uint32_t q = 0; q <= g->G; ++q) {
+    for (uint32_t q = 0; q <= g->G; ++q)
         g->block_offsets[q] = (uint64_t)q * g->block_bytes;
-    }
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
-        THG_CUDA(cudaMalloc(&g->buffers[q], g->block_offsets[g->G]));
+        THG_CUDA(cudaMalloc(&g->exchange[q], g->block_offsets[g->G]));
         /* The finishing kernel re-zeroes a rank's sums after reading them. */
-        THG_CUDA(cudaMemset(g->buffers[q], 0, g->block_offsets[g->G]));
-        g->exchange[q] = (char *)g->buffers[q];
+        THG_CUDA(cudaMemset(g->exchange[q], 0, g->block_offsets[g->G]));
     }
     g->nmodes = N;
     g->rank = R;
@@ -724,9 +719,11 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
     if (st != THG_OK)
         return st;
     memset(stats, 0, sizeof *stats);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = 0; q < g->G; ++q) {
         thg_mode_stats s;
         st = thg_get_mode_stats(g->ranks[q], mode, &s, err, errlen);
+        if (st != THG_OK)
+            return st;
         stats->scheme[q] = s.scheme;
         if (q == 0)
             stats->rank0 = s;
@@ -734,7 +731,7 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
     const bool ran = g->ranks[0]->copies[mode].has_result;
     stats->last_mttkrp_seconds = ran ? g->modes[mode].mttkrp_seconds : -1.0;
     stats->last_comm_seconds = ran ? g->modes[mode].comm_seconds : -1.0;
-    return st;
+    return THG_OK;
 }
 
 extern "C" double thg_group_last_sweep_seconds(const thg_group *g)

@@ -337,6 +337,12 @@ struct thg_als_fold {
     const float *partials; /* partial k at partials + (k / 2) * partial_stride + (k % 2) * R */
     uint32_t partial_stride;
 };
+/* The R floats of partial k. */
+__host__ __device__ inline const float *thg_fold_partial(const thg_als_fold &fold, uint32_t k,
+                                                         uint32_t R)
+{
+    return fold.partials + (size_t)(k / 2u) * fold.partial_stride + (k % 2u) * R;
+}
 /* After every rank's partial update (part != nullptr above) and the
  * gathering of their sums (`parts`: G blocks of thg_als_acc_bytes, rank q's
  * at parts + q * part_stride, on this device; this rank's, `self`, is

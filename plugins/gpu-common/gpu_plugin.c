@@ -590,28 +590,28 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
            thg_group_describe(g), gi.kappa, gi.P, rule_text(instance, &gi));
     if (gi.nmodes == 0)
         return;
+    thg_group_mode_stats stats[THG_MAX_MODES];
+    int have[THG_MAX_MODES];
+    for (uint32_t m = 0; m < gi.nmodes; ++m) {
+        char scratch[TH_ERROR_SIZE];
+        have[m] = thg_group_get_mode_stats(g, m, &stats[m], scratch, sizeof(scratch)) == THG_OK;
+    }
     append(r->details, sizeof(r->details), " lanes=%u schemes=", gi.lanes);
     for (uint32_t q = 0; q < G; ++q)
-        for (uint32_t m = 0; m < gi.nmodes; ++m) {
-            thg_mode_stats s;
-            char scratch[TH_ERROR_SIZE];
-            if (thg_get_mode_stats(thg_group_rank(g, q), m, &s, scratch, sizeof(scratch)) ==
-                THG_OK)
-                append(r->details, sizeof(r->details), "%s%d", m ? "," : q ? "/" : "", s.scheme);
-        }
+        for (uint32_t m = 0; m < gi.nmodes; ++m)
+            if (have[m])
+                append(r->details, sizeof(r->details), "%s%d", m ? "," : q ? "/" : "",
+                       stats[m].scheme[q]);
     append(r->details, sizeof(r->details), " upload_ms=%.3f build_ms=%.3f", upload * 1e3,
            build * 1e3);
     r->last_sweep_seconds = thg_group_last_sweep_seconds(g);
     if (r->last_sweep_seconds >= 0)
         append(r->details, sizeof(r->details), " sweep_ms=%.4f", r->last_sweep_seconds * 1e3);
     append(r->details, sizeof(r->details), " comm_ms=");
-    for (uint32_t m = 0; m < gi.nmodes; ++m) {
-        thg_group_mode_stats s;
-        char scratch[TH_ERROR_SIZE];
-        if (thg_group_get_mode_stats(g, m, &s, scratch, sizeof(scratch)) == THG_OK)
+    for (uint32_t m = 0; m < gi.nmodes; ++m)
+        if (have[m])
             append(r->details, sizeof(r->details), "%s%.4f", m ? "," : "",
-                   s.last_comm_seconds >= 0 ? s.last_comm_seconds * 1e3 : 0.0);
-    }
+                   stats[m].last_comm_seconds >= 0 ? stats[m].last_comm_seconds * 1e3 : 0.0);
 }
 
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err)
