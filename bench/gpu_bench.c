@@ -4,10 +4,13 @@
  * libtensorhost/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
  * GPU, R = 32 by default.
  *
- *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] TENSOR...
+ *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST] TENSOR...
  *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
  *                           staging, host memory passes, fresh memory)
  *
+ * --devices hands the GPU plugins their `devices` option (e.g. "0,1": the
+ * tensor shared over two GPUs; plugins/README.md "Several GPUs"); the
+ * sweep's device time is then rank 0's events around the whole sweep.
  * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
  * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
  *   - MTTKRP time per mode and over all modes: the plugin's own timing
@@ -120,6 +123,9 @@ static double median(double *v, int n)
     } while (0)
 
 static int is_gpu_plugin(const char *name) { return strncmp(name, "gpu-", 4) == 0; }
+
+/* --devices LIST, or NULL: each GPU plugin's one device. */
+static const char *bench_devices = NULL;
 
 /* One sweep over all modes; per-mode times as the plugin reports them. */
 static double sweep(th_plugin *pl, th_instance *inst, uint32_t nmodes, double *mode_s,
@@ -293,7 +299,10 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    CHECK(th_call_create(pl, NULL, 0, &inst, err));
+    /* --devices: the GPU plugins' `devices` option (a share per device). */
+    const th_option devices = {.key = "devices", .value = bench_devices};
+    const int with_devices = bench_devices && is_gpu_plugin(plugin_name);
+    CHECK(th_call_create(pl, with_devices ? &devices : NULL, with_devices ? 1u : 0u, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -543,13 +552,15 @@ int main(int argc, char **argv)
             plugins = argv[first + 1];
         else if (strcmp(argv[first], "--out") == 0)
             out_path = argv[first + 1];
+        else if (strcmp(argv[first], "--devices") == 0)
+            bench_devices = argv[first + 1];
         else
             break;
         first += 2;
     }
     if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
         fprintf(stderr, "usage: gpu_bench [--rank R] [--reps 1..64] [--plugins a,b] "
-                        "[--out FILE] PRESET|PATH...\n");
+                        "[--out FILE] [--devices LIST] PRESET|PATH...\n");
         return 2;
     }
     th_log_set_level(TH_LOG_WARNING);

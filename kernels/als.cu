@@ -181,8 +181,11 @@ __device__ __forceinline__ void gram_accumulate(const float *s_a, const tile_sha
 /* The block's Gram entries into the R x R `gram`, upper micro-tiles only
  * (quad(r1) <= quad(r2); gram_entry() reads either half): the lanes of one
  * micro-tile first add up in shared memory (`s_reduce`, 16 doubles per
- * micro-tile of the block's share), so each entry costs one global atomic
- * per block. Called by every thread after the tile loop's last barrier. */
+ * micro-tile of the block's share, entry e of micro-tile l at
+ * e * here + l: a warp's lanes, consecutive micro-tiles, touch consecutive
+ * doubles, where a stride of 16 doubles put all of them in one bank), so
+ * each entry costs one global atomic per block. Called by every thread
+ * after the tile loop's last barrier. */
 __device__ void gram_block_flush(const tile_shape &s, const gram_lane &lane,
                                  const double gacc[16], double *s_reduce, double *gram)
 {
@@ -194,12 +197,13 @@ __device__ void gram_block_flush(const tile_shape &s, const gram_lane &lane,
     if (lane.active)
 #pragma unroll
         for (int e = 0; e < 16; ++e)
-            atomicAdd(&s_reduce[lane.local * 16u + (uint32_t)e], gacc[e]);
+            atomicAdd(&s_reduce[(uint32_t)e * here + lane.local], gacc[e]);
     __syncthreads();
     for (uint32_t t = threadIdx.x; t < here * 16u; t += blockDim.x) {
+        const uint32_t e = t / here;
         uint32_t c1, c2;
-        gram_tile_quads(first + t / 16u, s.CQ, &c1, &c2);
-        const uint32_t r1 = c1 * 4u + (t % 16u) / 4u, r2 = c2 * 4u + t % 4u;
+        gram_tile_quads(first + t % here, s.CQ, &c1, &c2);
+        const uint32_t r1 = c1 * 4u + e / 4u, r2 = c2 * 4u + e % 4u;
         if (r1 < s.R && r2 < s.R)
             atomicAdd(&gram[(size_t)r1 * s.R + r2], s_reduce[t]);
     }
@@ -260,10 +264,28 @@ struct update_io {
     /* A rank's part of a multi-device update: the sums stay in acc for the
      * other ranks' (finish_ranks_kernel); nothing is finished here. */
     int partial;
+    /* The split rows' partials to copy by block 0 (thg_als_part): M's
+     * rows pack_rows[0], [1] (THG_NO_ROW: zeros; indices from M's row 0)
+     * to pack_slot, nullptr for none. */
+    float *pack_slot;
+    uint32_t pack_rows[2];
     const float *m_scale;        /* [R] M's true columns: M(:, r) * m_scale[r] */
     float *col_scale;            /* [R] out: the stored A's column scale */
     float rescale_bound;         /* lambdas within [1/bound, bound] stay unapplied */
 };
+
+/* Block 0's copy of the split rows' partials (update_io::pack_slot), from
+ * the MTTKRP result `results` (row 0 of the mode at results). */
+__device__ __forceinline__ void pack_split_rows(const update_io &io, const float *results,
+                                                uint32_t R)
+{
+    if (!io.pack_slot || blockIdx.x != 0 || blockIdx.y != 0)
+        return;
+    for (uint32_t t = threadIdx.x; t < 2u * R; t += blockDim.x) {
+        const uint32_t row = io.pack_rows[t / R];
+        io.pack_slot[t] = row != THG_NO_ROW ? results[(size_t)row * R + t % R] : 0.0f;
+    }
+}
 
 /* One block, with the update's totals in acc: lambda, the normalised
  * Gram and inner and the column scale, [lambda | gram | inner] written to
@@ -432,6 +454,7 @@ __global__ void __launch_bounds__(kThreads, 2)
      * accumulators as they are (uniform, before any barrier). */
     if (failed && *failed)
         return;
+    pack_split_rows(io, M - io.row_base * s.R, s.R);
     const uint32_t R = s.R, RP = s.RP, RS = s.RS, T = s.T;
     float *s_w = reinterpret_cast<float *>(sh);                 /* [RP*RP] */
     float *s_a = s_w + (size_t)RP * RP;                          /* [Tmax*RS] */
@@ -541,7 +564,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     __pipeline_wait_prior(0);
 
-    if (primary && rg < row_groups) {
+    /* The lanes of one column quad add up by shuffles first when the
+     * quads tile the warp (every thread a GEMM lane): one shared atomic per
+     * column and warp, where 32 / CQ lanes of a warp contended for it. */
+    const bool warp_quads = 32u % s.CQ == 0u;
+    if (primary && warp_quads)
+        for (uint32_t off = s.CQ; off < 32u; off <<= 1)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                my_inner[j] += __shfl_xor_sync(0xffffffffu, my_inner[j], off);
+                my_max[j] = fmaxf(my_max[j], __shfl_xor_sync(0xffffffffu, my_max[j], off));
+            }
+    if (primary && (warp_quads ? tid % 32u < s.CQ : rg < row_groups)) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if (c0 + (uint32_t)j >= R)
@@ -651,6 +685,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     if (failed && *failed)
         return;
     constexpr uint32_t R = 8u * NT;
+    pack_split_rows(io, M - io.row_base * R, R);
     constexpr uint32_t RS = R + 4u;
     const uint32_t RW = tc_w_stride(R);
     float *s_wh = reinterpret_cast<float *>(sh);
@@ -795,8 +830,11 @@ __global__ void __launch_bounds__(kThreads, 3)
     /* The block's sums: inner and max through shared memory, the Gram's
      * warps of one row block added in the (now free) tile region, then one
      * global atomic per entry. */
-    double *s_gram = reinterpret_cast<double *>(s_m); /* [R * R] */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x)
+    /* [R x GS]: a row stride of R + 1 doubles spreads a warp's 8 rows g
+     * over the banks (R = 8 NT doubles put all of them in one). */
+    constexpr uint32_t GS = R + 1u;
+    double *s_gram = reinterpret_cast<double *>(s_m);
+    for (uint32_t e = tid; e < R * GS; e += blockDim.x)
         s_gram[e] = 0.0;
     __syncthreads();
     atomicAdd(&s_inner[col], my_inner);
@@ -804,10 +842,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
     for (uint32_t h = 0; h < 2u; ++h) {
         const uint32_t r1 = m0 + g, r2 = n0 + 8u * h + 2u * t;
-        atomicAdd(&s_gram[r1 * R + r2], gacc[h][0]);
-        atomicAdd(&s_gram[r1 * R + r2 + 1u], gacc[h][1]);
-        atomicAdd(&s_gram[(r1 + 8u) * R + r2], gacc[h][2]);
-        atomicAdd(&s_gram[(r1 + 8u) * R + r2 + 1u], gacc[h][3]);
+        atomicAdd(&s_gram[r1 * GS + r2], gacc[h][0]);
+        atomicAdd(&s_gram[r1 * GS + r2 + 1u], gacc[h][1]);
+        atomicAdd(&s_gram[(r1 + 8u) * GS + r2], gacc[h][2]);
+        atomicAdd(&s_gram[(r1 + 8u) * GS + r2 + 1u], gacc[h][3]);
     }
     __syncthreads();
     for (uint32_t c = tid; c < R; c += blockDim.x) {
@@ -818,7 +856,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (uint32_t e = tid; e < R * R; e += blockDim.x) {
         const uint32_t r1 = e / R, r2 = e % R;
         if (r2 >= 16u * (r1 / 16u))
-            atomicAdd(&acc.gram[e], s_gram[e]);
+            atomicAdd(&acc.gram[e], s_gram[r1 * GS + r2]);
     }
     finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
@@ -892,18 +930,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     gram_block_flush(s, lane, gacc, s_reduce, gram);
 }
 
-/* Rows per tile for a factor of I rows: the full tile when there are enough
- * rows for every resident block, else fewer (a small mode's update is
- * latency: more blocks with fewer rows each). */
-tile_shape launch_shape(uint32_t R, uint32_t I, uint32_t resident_blocks)
-{
-    tile_shape s = shape_for(R);
-    const uint64_t per_block = ((uint64_t)I + resident_blocks - 1) / resident_blocks;
-    const uint64_t rows = (per_block + 3u) & ~3ull;
-    s.T = rows < s.Tmax ? (rows < 4u ? 4u : (uint32_t)rows) : s.Tmax;
-    return s;
-}
-
 /* How far from 1 a lambda may be and stay unapplied. An MTTKRP multiplies
  * N - 1 unnormalised rows, so its sums are the normalised ones times up to
  * bound^(N-1) = 2^24: with values within 2^64 of 1
@@ -936,6 +962,12 @@ tile_shape tc_shape(uint32_t R)
     return s;
 }
 
+/* One block per tile of full height, up to the resident blocks. A small
+ * mode's update is latency, whatever its rows: a block's fixed work (W into
+ * shared memory, the Gram's flush, the global atomics) outweighs its tile,
+ * and every block adds its R x R sums into the same doubles. Full tiles, so
+ * fewer blocks, measured faster than shorter tiles over every resident
+ * block (kernels/DESIGN.md). */
 uint32_t grid_blocks(uint32_t I, const tile_shape &s, uint32_t resident_blocks)
 {
     const uint32_t ntiles = (I + s.T - 1) / s.T;
@@ -1003,6 +1035,9 @@ update_io io_for(const thg_context *ctx, uint32_t mode, const thg_als_part *part
     io.row_present = ctx->copies[mode].has_empty_rows ? ctx->copies[mode].row_present : nullptr;
     io.row_base = part ? part->row_begin : 0;
     io.partial = part != nullptr;
+    io.pack_slot = part ? part->pack_slot : nullptr;
+    io.pack_rows[0] = part ? part->pack_rows[0] : THG_NO_ROW;
+    io.pack_rows[1] = part ? part->pack_rows[1] : THG_NO_ROW;
     io.m_scale = ctx->result_scale + (size_t)mode * R;
     io.col_scale = ctx->col_scale + (size_t)mode * R;
     io.rescale_bound = rescale_bound(ctx->nmodes);
@@ -1025,10 +1060,10 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     const float *M = ctx->results[mode] + row_begin * R;
     const float *W = ctx->als_w;
     float *A = ctx->factors[mode] + row_begin * R;
-    const tile_shape s = launch_shape(R, I, ctx->als_resident_blocks);
+    const tile_shape s = shape_for(R);
     const uint64_t tc_tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
-    /* The tensor cores for tall factors only: a small mode's update is
-     * latency, better served by the SIMT kernel's shorter tiles. */
+    /* The tensor cores for tall factors only (a tile for every resident
+     * block at least); a shorter mode's update is latency, not arithmetic. */
     const bool tensor_cores =
         ctx->als_tc_resident_blocks > 0 && tc_tiles >= ctx->als_tc_resident_blocks;
     if (I == 0) {
@@ -1092,7 +1127,7 @@ thg_status thg_launch_init_factor(thg_context *ctx, uint32_t mode, uint64_t seed
                                   char *err, size_t errlen)
 {
     const uint32_t I = ctx->dims[mode];
-    const tile_shape s = launch_shape(ctx->rank, I, ctx->als_resident_blocks);
+    const tile_shape s = shape_for(ctx->rank);
     init_factor_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
                          kThreads, update_smem_bytes(s), ctx->stream>>>(
         ctx->factors[mode], I, s, seed, mode, gram);

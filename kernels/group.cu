@@ -289,6 +289,20 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
         part.row_begin = in_sweep ? l.update_begin[q] : l.own[q];
         part.rows = (uint32_t)(l.own[q + 1] - part.row_begin);
         thg_als_acc_view(g->exchange[q] + q * g->block_bytes, R, &part.acc);
+        /* In the sweep the split rows' partials travel in this step's
+         * collective: the update's first block copies them, or, for a rank
+         * with no rows to update, a kernel of their own. */
+        part.pack_slot = nullptr;
+        part.pack_rows[0] = part.pack_rows[1] = kNoRow;
+        if (in_sweep && part.rows > 0) {
+            part.pack_slot = boundary_of(g, q, q);
+            part.pack_rows[0] = l.fold.partial_rows[2 * q];
+            part.pack_rows[1] = l.fold.partial_rows[2 * q + 1];
+        } else if (in_sweep) {
+            const thg_status st = pack_split_rows(g, mode, q, err, errlen);
+            if (st != THG_OK)
+                return st;
+        }
         const thg_status st = thg_launch_als(ctx, mode, nullptr,
                                              in_sweep ? ctx->sweep.flags.failed : nullptr,
                                              nullptr, nullptr, &part, err, errlen);
@@ -630,16 +644,26 @@ thg_status enqueue_group_sweep(thg_group *g, int use_max_norm, char *err, size_t
             thg_context *ctx = g->ranks[q];
             THG_CUDA(cudaSetDevice(ctx->device));
             THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
-            thg_status st =
+            const thg_status st =
                 thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
             if (st != THG_OK)
                 return st;
             THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
-            st = thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, err, errlen);
-            if (st == THG_OK)
-                st = pack_split_rows(g, mode, q, err, errlen);
+        }
+        /* The ranks' MTTKRPs enqueued back to back: they start together
+         * (what one rank starts late, every rank waits for at the mode's
+         * collective). */
+        for (uint32_t q = 0; q < g->G; ++q) {
+            thg_context *ctx = g->ranks[q];
+            THG_CUDA(cudaSetDevice(ctx->device));
+            const thg_status st =
+                thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, err, errlen);
             if (st != THG_OK)
                 return st;
+        }
+        for (uint32_t q = 0; q < g->G; ++q) {
+            thg_context *ctx = g->ranks[q];
+            THG_CUDA(cudaSetDevice(ctx->device));
             THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
         }
         double *out[THG_MAX_COMM_RANKS];

@@ -314,6 +314,11 @@ struct thg_als_part {
     uint64_t row_begin; /* rows [row_begin, row_begin + rows) of the mode */
     uint32_t rows;
     thg_als_acc acc;
+    /* Nullable (rows > 0 only): the update's first block also copies the
+     * result's rows pack_rows[0] and [1] (THG_NO_ROW: zeros) to pack_slot
+     * ([2 x R] floats), the split rows' partials a collective sends on. */
+    float *pack_slot;
+    uint32_t pack_rows[2];
 };
 /* Kernel 1 and 2 of the update; W and the norm must be on the device.
  * `out` receives [lambda | gram | inner] (device address, mapped host

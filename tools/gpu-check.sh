@@ -9,7 +9,8 @@
 # tests: the GPU test programs (test_gpu_load, test_gpu_comm, test_gpu_plugins, test_gpu_sweep,
 #   test_gpu_cp_als).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
-#   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (every plugin, small runs).
+#   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (every plugin, small runs);
+#   SANITIZE_PROGS names others, or the same in another order.
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
@@ -78,7 +79,7 @@ if want tests; then
 fi
 
 if want sanitize; then
-    for prog in test_gpu_plugins test_gpu_sweep test_gpu_multi; do
+    for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
     for tool in memcheck racecheck; do
         extra=""
         [ "$tool" = memcheck ] && extra="--leak-check full"
@@ -127,7 +128,8 @@ if want bench-full; then
 fi
 
 # bench-multi: bench/multi-gpu.toml (one device against two and four), its
-# device lists cut to the GPUs this host has.
+# device lists cut to the GPUs this host has; then gpu_bench on enron and
+# nell-2 (synthetic) for each list (BENCHMARKS.md "Several GPUs").
 if want bench-multi; then
     ngpu=$(nvidia-smi -L | grep -c '^GPU')
     lists='"0"'
@@ -138,6 +140,17 @@ if want bench-multi; then
         --set compare.output.dir="$out/multi-gpu" ${MULTI_SETS:-} > "$out/bench-multi.log" 2>&1
     note "multi-device comparison rc=$? ($(( $(date +%s) - t_start )) s into the check)"
     tail -n 40 "$out/bench-multi.log"
+    # BENCHMARKS.md's table: gpu_bench's medians of 9 sweeps per device list.
+    dev_lists="0"
+    [ "$ngpu" -ge 2 ] && dev_lists="$dev_lists 0,1"
+    [ "$ngpu" -ge 4 ] && dev_lists="$dev_lists 0,1,2,3"
+    for list in $dev_lists; do
+        dev=(); [ "$list" != 0 ] && dev=(--devices "$list")
+        timeout "$(left 150)" "${test_env[@]}" "$bin/gpu_bench" --plugins gpu-adaptive --reps 9 "${dev[@]}" \
+            --out "$out/bench-devices-$list.md" enron nell-2 > /dev/null 2> "$out/bench-devices-$list.err"
+        note "gpu_bench devices $list rc=$?"
+        grep -o "^  gpu-adaptive .*ALS *[0-9.]* ms ([a-z_]*, device [0-9.]*" "$out/bench-devices-$list.err"
+    done
 fi
 
 if want profile; then
