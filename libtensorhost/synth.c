@@ -29,6 +29,12 @@ const th_synth_preset th_synth_presets[] = {
     {"nell-2", 3, {12092, 9184, 28818}, 76879419, {1.0, 1.0, 1.0}},
     /* The paper's largest: tall factors (25.5M rows), for end-to-end runs. */
     {"nell-1", 3, {2902330, 2143368, 25495389}, 143599552, {1.0, 1.0, 1.0}},
+    /* Past 2^32 nonzeros, more than one GPU holds (the multi-device runs).
+     * At full size a tensor takes 20 bytes a nonzero on the host (94 GB for
+     * reddit), about twice that while generating (the sorted unions); `nnz`
+     * scales them down to what a host holds. */
+    {"patents", 3, {46, 239172, 239172}, 3596640708ull, {0.5, 1.0, 1.0}},
+    {"reddit", 3, {8211298, 176962, 8116559}, 4687474081ull, {1.0, 1.0, 1.0}},
 };
 const size_t th_synth_preset_count = G_N_ELEMENTS(th_synth_presets);
 

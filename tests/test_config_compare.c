@@ -354,7 +354,7 @@ static void test_tensor_table_errors(void **state)
     g_autofree char *preset = g_strconcat("[[compare.tensor]]\nsynthetic = \"ubr\"\n", backend, NULL);
     ASSERT_LOAD_ERROR(preset, NULL, TH_CONFIG_ERROR_RANGE,
                       "FILE:2:13: key 'compare.tensor[0].synthetic': expected a synthetic preset "
-                      "(uber, chicago, nips, vast, enron, nell-2, nell-1), found the string \"ubr\"");
+                      "(uber, chicago, nips, vast, enron, nell-2, nell-1, patents, reddit), found the string \"ubr\"");
     g_autofree char *file_nnz = g_strconcat("[[compare.tensor]]\npath = \"a.tns\"\nnnz = 5\n",
                                             backend, NULL);
     ASSERT_LOAD_ERROR(file_nnz, NULL, TH_CONFIG_ERROR_CONFLICT,

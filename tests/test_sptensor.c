@@ -386,7 +386,7 @@ static void test_synth_dense_target_stays_at_or_below(void **state)
 static void test_synth_presets(void **state)
 {
     (void)state;
-    assert_int_equal(th_synth_preset_count, 7);
+    assert_int_equal(th_synth_preset_count, 9);
     const th_synth_preset *nell = th_synth_find_preset("nell-2");
     assert_non_null(nell);
     assert_int_equal(nell->nmodes, 3);
@@ -396,6 +396,12 @@ static void test_synth_presets(void **state)
     assert_non_null(nell1);
     assert_int_equal(nell1->nnz, 143599552);
     assert_int_equal(nell1->dims[2], 25495389);
+    const th_synth_preset *reddit = th_synth_find_preset("reddit");
+    assert_non_null(reddit);
+    assert_true(reddit->nnz > UINT32_MAX); /* 64-bit counts on every path it takes */
+    assert_int_equal(reddit->nnz, 4687474081ull);
+    assert_int_equal(reddit->dims[0], 8211298);
+    assert_non_null(th_synth_find_preset("patents"));
     assert_null(th_synth_find_preset("nell-3"));
     th_synth_params p;
     th_synth_params_from_preset(&p, th_synth_find_preset("vast"), 5);
