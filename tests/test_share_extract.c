@@ -219,8 +219,8 @@ static void test_refusals(void **state)
 /* The threaded forms give what the one-pass calls give: every mode's row
  * counts, and every rank's share of every mode (4 ranks, so the hot row is
  * split), on 1, 2 and 5 threads (more threads than modes, and jobs left
- * for this thread alone); one bad job fails the call, the others still
- * run. */
+ * for this thread alone) and on 40 and 200 (each job's pass cut into
+ * chunks); one bad job fails the call, the others still run. */
 static void test_threaded_passes(void **state)
 {
     (void)state;
@@ -234,7 +234,9 @@ static void test_threaded_passes(void **state)
         assert_int_equal(thg_count_rows(&t.view, m, offsets[m]), 0);
         assert_int_equal(thg_plan_shares(offsets[m], t.dims[m], DEVICES, shares[m]), 0);
     }
-    static const uint32_t thread_counts[] = {1, 2, 5};
+    /* 40 and 200: more threads than the 12 jobs, so each job's pass is cut
+     * into chunks (3 and 16 a job). */
+    static const uint32_t thread_counts[] = {1, 2, 5, 40, 200};
     for (size_t c = 0; c < G_N_ELEMENTS(thread_counts); ++c) {
         uint64_t *counted[NMODES];
         for (uint32_t m = 0; m < NMODES; ++m)
@@ -300,6 +302,53 @@ static void test_threaded_passes(void **state)
     free_tensor(&t);
 }
 
+/* One share cut into more chunks than the tensor has nonzeros, than the
+ * share has rows, and into a few: the same arrays as one pass, for every
+ * share of a split hot row and for tensors of 1 to 9 nonzeros. */
+static void test_chunked_pass_edges(void **state)
+{
+    (void)state;
+    static const uint64_t sizes[] = {1, 2, 9, 517};
+    for (size_t z = 0; z < G_N_ELEMENTS(sizes); ++z) {
+        test_tensor t;
+        make_tensor(&t, sizes[z], 41 + (guint32)z);
+        for (uint32_t m = 0; m < NMODES; ++m) {
+            uint64_t *offsets = g_new(uint64_t, t.dims[m] + 1u);
+            assert_int_equal(thg_count_rows(&t.view, m, offsets), 0);
+            thg_share shares[3];
+            assert_int_equal(thg_plan_shares(offsets, t.dims[m], 3, shares), 0);
+            for (uint32_t d = 0; d < 3; ++d) {
+                const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
+                uint32_t *want[NMODES], *got[NMODES];
+                for (uint32_t k = 0; k < NMODES; ++k) {
+                    want[k] = g_new0(uint32_t, n + 1u);
+                    got[k] = g_new0(uint32_t, n + 1u);
+                }
+                double *want_values = g_new0(double, n + 1u);
+                double *got_values = g_new0(double, n + 1u);
+                assert_int_equal(
+                    thg_extract_share(&t.view, m, offsets, &shares[d], want, want_values), 0);
+                static const uint32_t threads[] = {3, 7, 64};
+                for (size_t c = 0; c < G_N_ELEMENTS(threads); ++c) {
+                    const thg_share_job job = {m, offsets, &shares[d], got, got_values};
+                    assert_int_equal(thg_extract_shares(&t.view, &job, 1, threads[c]), 0);
+                    for (uint32_t k = 0; k < NMODES; ++k)
+                        assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
+                    assert_memory_equal(got_values, want_values, sizeof(double) * n);
+                }
+                for (uint32_t k = 0; k < NMODES; ++k) {
+                    g_free(want[k]);
+                    g_free(got[k]);
+                }
+                g_free(want_values);
+                g_free(got_values);
+            }
+            g_free(offsets);
+        }
+        free_tensor(&t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_distributed_mttkrp_is_the_mttkrp),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_threaded_passes),
+        cmocka_unit_test(test_chunked_pass_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,17 +22,28 @@ int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets)
     return 0;
 }
 
+/* Whether thg_extract_share's arguments fit together. */
+static int share_args_ok(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                         const thg_share *share, uint32_t *const *out_indices,
+                         const double *out_values)
+{
+    if (t == NULL || row_offsets == NULL || share == NULL || out_indices == NULL ||
+        out_values == NULL || mode >= t->nmodes || share->nnz_begin > share->nnz_end ||
+        share->row_begin > share->row_end || share->row_end > t->dims[mode] ||
+        share->nnz_end > row_offsets[t->dims[mode]] || row_offsets[t->dims[mode]] != t->nnz)
+        return 0;
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        if (out_indices[m] == NULL)
+            return 0;
+    return 1;
+}
+
 int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
                       const thg_share *share, uint32_t *const *out_indices,
                       double *out_values)
 {
-    if (t == NULL || row_offsets == NULL || share == NULL || out_values == NULL ||
-        mode >= t->nmodes || share->nnz_begin > share->nnz_end ||
-        share->nnz_end > row_offsets[t->dims[mode]] || row_offsets[t->dims[mode]] != t->nnz)
+    if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
         return -1;
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        if (out_indices[m] == NULL)
-            return -1;
     if (share->nnz_begin == share->nnz_end)
         return 0;
     /* Only the rows the share touches: a cursor per row, each at the row's
@@ -111,11 +122,127 @@ int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint
     return run_jobs(&q, threads);
 }
 
+/* One share's pass cut into chunks of the nonzeros, one a thread, in two
+ * rounds: each chunk counts its nonzeros per row of the share; the counts
+ * become each chunk's first position in every row (chunks in order, so the
+ * order stays the stable one); each chunk writes its nonzeros there. */
+typedef struct chunked_share {
+    const thg_coo_view *t;
+    uint32_t mode;
+    const thg_share *share;
+    uint32_t *const *out_indices;
+    double *out_values;
+    uint32_t chunks;
+    uint64_t rows;    /* the share's rows */
+    uint64_t *cursor; /* [chunks][rows]: counts, then positions */
+} chunked_share;
+
+typedef struct chunk_task {
+    chunked_share *c;
+    uint32_t chunk;
+    int write; /* 0: count, 1: write */
+} chunk_task;
+
+static void *run_chunk(void *arg)
+{
+    const chunk_task *task = arg;
+    const chunked_share *c = task->c;
+    const thg_coo_view *t = c->t;
+    const uint64_t begin = t->nnz * task->chunk / c->chunks;
+    const uint64_t end = t->nnz * (task->chunk + 1u) / c->chunks;
+    const uint64_t first_row = c->share->row_begin, row_end = c->share->row_end;
+    uint64_t *cursor = c->cursor + (size_t)task->chunk * c->rows;
+    const uint32_t *idx = t->indices[c->mode];
+    for (uint64_t i = begin; i < end; ++i) {
+        const uint64_t row = idx[i];
+        if (row < first_row || row >= row_end)
+            continue;
+        if (!task->write) {
+            ++cursor[row - first_row];
+            continue;
+        }
+        const uint64_t position = cursor[row - first_row]++;
+        if (position < c->share->nnz_begin || position >= c->share->nnz_end)
+            continue; /* a split row's nonzero that the neighbour takes */
+        const uint64_t k = position - c->share->nnz_begin;
+        for (uint32_t m = 0; m < t->nmodes; ++m)
+            c->out_indices[m][k] = t->indices[m][i];
+        c->out_values[k] = t->values[i];
+    }
+    return NULL;
+}
+
+/* Every chunk's task of one round on its own thread (this one runs the
+ * first, and any whose thread cannot start). */
+static void run_round(chunked_share *c, int write)
+{
+    enum { kMaxChunks = 64 };
+    chunk_task tasks[kMaxChunks];
+    pthread_t ids[kMaxChunks];
+    int started[kMaxChunks] = {0};
+    for (uint32_t k = 0; k < c->chunks; ++k)
+        tasks[k] = (chunk_task){c, k, write};
+    for (uint32_t k = 1; k < c->chunks; ++k)
+        started[k] = pthread_create(&ids[k], NULL, run_chunk, &tasks[k]) == 0;
+    run_chunk(&tasks[0]);
+    for (uint32_t k = 1; k < c->chunks; ++k) {
+        if (started[k])
+            pthread_join(ids[k], NULL);
+        else
+            run_chunk(&tasks[k]);
+    }
+}
+
+/* The counters of `chunks` chunks stay under this many bytes: a share of
+ * millions of rows takes fewer chunks. */
+#define CHUNK_CURSOR_BYTES ((uint64_t)512 << 20)
+
+/* thg_extract_share on up to `threads` threads. */
+static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
+                                  const uint64_t *row_offsets, const thg_share *share,
+                                  uint32_t *const *out_indices, double *out_values,
+                                  uint32_t threads)
+{
+    if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
+        return -1;
+    const uint64_t rows = share->row_end - share->row_begin;
+    uint64_t chunks = threads > 64u ? 64u : threads;
+    if (rows > 0 && chunks * rows * sizeof(uint64_t) > CHUNK_CURSOR_BYTES)
+        chunks = CHUNK_CURSOR_BYTES / (rows * sizeof(uint64_t));
+    if (chunks > t->nnz)
+        chunks = t->nnz;
+    /* One pass where one chunk is all (and for an empty share). */
+    if (chunks <= 1 || share->nnz_begin == share->nnz_end)
+        return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
+    chunked_share c = {t,        mode,           share, out_indices, out_values,
+                       (uint32_t)chunks, rows, calloc(chunks * rows, sizeof(uint64_t))};
+    if (c.cursor == NULL)
+        return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
+    run_round(&c, 0);
+    for (uint64_t r = 0; r < rows; ++r) {
+        uint64_t position = row_offsets[share->row_begin + r];
+        for (uint64_t k = 0; k < chunks; ++k) {
+            const uint64_t count = c.cursor[k * rows + r];
+            c.cursor[k * rows + r] = position;
+            position += count;
+        }
+    }
+    run_round(&c, 1);
+    free(c.cursor);
+    return 0;
+}
+
+typedef struct extract_jobs {
+    const thg_share_job *jobs;
+    uint32_t threads_each; /* threads a job's pass is cut over */
+} extract_jobs;
+
 static int extract_job(const job_queue *q, uint32_t job)
 {
-    const thg_share_job *j = (const thg_share_job *)q->jobs + job;
-    return thg_extract_share(q->tensor, j->mode, j->row_offsets, j->share, j->out_indices,
-                             j->out_values);
+    const extract_jobs *e = q->jobs;
+    const thg_share_job *j = e->jobs + job;
+    return extract_share_threaded(q->tensor, j->mode, j->row_offsets, j->share, j->out_indices,
+                                  j->out_values, e->threads_each);
 }
 
 int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
@@ -123,8 +250,11 @@ int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_
 {
     if (t == NULL || (jobs == NULL && njobs > 0))
         return -1;
-    job_queue q = {.n = njobs, .run = extract_job, .tensor = t, .jobs = jobs};
+    /* Threads beyond one a job cut each job's pass: every job at once, each
+     * over threads / njobs of them. */
+    const extract_jobs e = {jobs, njobs > 0 && threads > njobs ? threads / njobs : 1u};
+    job_queue q = {.n = njobs, .run = extract_job, .tensor = t, .jobs = &e};
     atomic_init(&q.next, 0u);
     atomic_init(&q.failed, 0);
-    return run_jobs(&q, threads);
+    return run_jobs(&q, threads < njobs ? threads : njobs);
 }

@@ -56,7 +56,12 @@ typedef struct thg_share_job {
     double *out_values;
 } thg_share_job;
 
-/* Every job's thg_extract_share; 0, or -1 when any job's is. */
+/* Every job's thg_extract_share, the same arrays; 0, or -1 when any job's
+ * is. With more threads than jobs, each job's pass is also cut into
+ * chunks of the nonzeros, threads / njobs of them (at most 64, fewer for a
+ * share of millions of rows: 8 bytes a row and chunk, up to 512 MiB): each
+ * chunk counts its nonzeros per row, then writes them where the counts
+ * say, two reads of the chunk instead of one. */
 int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
                        uint32_t threads);
 
