@@ -13,6 +13,7 @@
 #include "sptensor.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -82,6 +83,29 @@ void th_sptensor_truncate(th_sptensor *t, uint64_t nnz)
 #define RADIX_BITS 11u
 #define RADIX_BUCKETS (1u << RADIX_BITS)
 #define RADIX_MAX_PASSES ((64u + RADIX_BITS - 1u) / RADIX_BITS)
+/* A sort of fewer keys stays on one thread (unless a test sets the count). */
+#define RADIX_PARALLEL_MIN_KEYS ((uint64_t)1 << 20)
+#define RADIX_MAX_CHUNKS 64u
+
+static atomic_uint sort_threads_setting = 0u; /* 0: OpenMP's thread count */
+
+void th_sptensor_set_sort_threads(uint32_t threads)
+{
+    atomic_store(&sort_threads_setting, threads);
+}
+
+/* Chunks a radix sort of n keys is cut into: one a thread. */
+static uint32_t sort_threads(uint64_t n)
+{
+    uint32_t threads = atomic_load(&sort_threads_setting);
+    if (threads == 0) {
+        if (n < RADIX_PARALLEL_MIN_KEYS)
+            return 1u;
+        threads = (uint32_t)omp_get_max_threads();
+    }
+    threads = MIN(threads, RADIX_MAX_CHUNKS);
+    return (uint32_t)MAX(1u, MIN((uint64_t)threads, n));
+}
 
 /* Modes [first, last] packed into one 64-bit key, the last mode in the lowest
  * bits, so comparing keys compares those modes lexicographically. */
@@ -140,11 +164,75 @@ static inline uint64_t pack_key(const th_sptensor *t, const key_word *w, uint64_
 
 /* One radix sort of (keys, perm) pairs by the key bits [0, bits), stable, for
  * a permutation element type PERM_T. The result ends in keys/perm (the
- * buffers are swapped through the pointers as passes go). */
+ * buffers are swapped through the pointers as passes go).
+ * With several chunks each pass runs in two parallel loops over chunks of
+ * the keys: each chunk counts its digits; the counts become each chunk's
+ * first position per digit (digit by digit, chunks in order, so the sort
+ * stays stable and gives the same result for any number of chunks); each
+ * chunk moves its pairs there. */
 #define DEFINE_RADIX_SORT(SUFFIX, PERM_T)                                              \
+    static void radix_sort_threads_##SUFFIX(uint64_t **keys, uint64_t **keys_tmp,       \
+                                            PERM_T **perm, PERM_T **perm_tmp,           \
+                                            uint64_t n, uint32_t bits, uint32_t nchunks) \
+    {                                                                                   \
+        uint32_t npasses = (bits + RADIX_BITS - 1) / RADIX_BITS;                        \
+        /* where[k][b]: chunk k's count of digit b, then its next position. */         \
+        uint64_t *where = g_new(uint64_t, (size_t)nchunks * RADIX_BUCKETS);             \
+        for (uint32_t p = 0; p < npasses; ++p) {                                        \
+            const uint64_t *ks = *keys;                                                 \
+            const PERM_T *ps = *perm;                                                   \
+            uint64_t *kd = *keys_tmp;                                                   \
+            PERM_T *pd = *perm_tmp;                                                     \
+            const uint32_t shift = p * RADIX_BITS;                                      \
+            _Pragma("omp parallel for schedule(static)")                                \
+            for (uint32_t k = 0; k < nchunks; ++k) {                                    \
+                uint64_t *w = where + (size_t)k * RADIX_BUCKETS;                        \
+                memset(w, 0, sizeof(uint64_t) * RADIX_BUCKETS);                         \
+                const uint64_t end = n * (k + 1) / nchunks;                             \
+                for (uint64_t i = n * k / nchunks; i < end; ++i)                        \
+                    ++w[(ks[i] >> shift) & (RADIX_BUCKETS - 1)];                        \
+            }                                                                           \
+            gboolean trivial = FALSE;                                                   \
+            uint64_t sum = 0;                                                           \
+            for (uint32_t b = 0; b < RADIX_BUCKETS; ++b) {                              \
+                const uint64_t start = sum;                                             \
+                for (uint32_t k = 0; k < nchunks; ++k) {                                \
+                    const uint64_t here = where[(size_t)k * RADIX_BUCKETS + b];         \
+                    where[(size_t)k * RADIX_BUCKETS + b] = sum;                         \
+                    sum += here;                                                        \
+                }                                                                       \
+                trivial = trivial || sum - start == n;                                  \
+            }                                                                           \
+            if (trivial) /* every key has the same digit: the pass would copy */        \
+                continue;                                                               \
+            _Pragma("omp parallel for schedule(static)")                                \
+            for (uint32_t k = 0; k < nchunks; ++k) {                                    \
+                uint64_t *w = where + (size_t)k * RADIX_BUCKETS;                        \
+                const uint64_t end = n * (k + 1) / nchunks;                             \
+                for (uint64_t i = n * k / nchunks; i < end; ++i) {                      \
+                    const uint64_t dst = w[(ks[i] >> shift) & (RADIX_BUCKETS - 1)]++;   \
+                    kd[dst] = ks[i];                                                    \
+                    pd[dst] = ps[i];                                                    \
+                }                                                                       \
+            }                                                                           \
+            uint64_t *kswap = *keys;                                                    \
+            *keys = *keys_tmp;                                                          \
+            *keys_tmp = kswap;                                                          \
+            PERM_T *pswap = *perm;                                                      \
+            *perm = *perm_tmp;                                                          \
+            *perm_tmp = pswap;                                                          \
+        }                                                                               \
+        g_free(where);                                                                  \
+    }                                                                                   \
+                                                                                        \
     static void radix_sort_##SUFFIX(uint64_t **keys, uint64_t **keys_tmp, PERM_T **perm, \
                                     PERM_T **perm_tmp, uint64_t n, uint32_t bits)       \
     {                                                                                   \
+        const uint32_t nchunks = sort_threads(n);                                       \
+        if (nchunks > 1) {                                                              \
+            radix_sort_threads_##SUFFIX(keys, keys_tmp, perm, perm_tmp, n, bits, nchunks); \
+            return;                                                                     \
+        }                                                                               \
         uint32_t npasses = (bits + RADIX_BITS - 1) / RADIX_BITS;                        \
         uint64_t *counts = g_new0(uint64_t, (size_t)RADIX_MAX_PASSES * RADIX_BUCKETS);  \
         const uint64_t *k0 = *keys;                                                     \

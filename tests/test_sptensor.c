@@ -131,6 +131,27 @@ static void test_sort_merge_wide_permutations(void **state)
     th_sptensor_set_wide_sort(FALSE);
 }
 
+/* The radix sorts cut into chunks on several threads: the same result as
+ * the reference (a stable sort whatever the chunks), on the one-word path,
+ * the several-word path through 32- and 64-bit permutations, and with more
+ * threads than nonzeros. */
+static void test_sort_merge_threads(void **state)
+{
+    static const uint32_t thread_counts[] = {2, 3, 7, 64};
+    for (size_t c = 0; c < sizeof thread_counts / sizeof thread_counts[0]; ++c) {
+        th_sptensor_set_sort_threads(thread_counts[c]);
+        test_sort_merge_small_dims(state);
+        test_sort_merge_one_key_word(state);
+        test_sort_merge_several_key_words(state);
+        test_sort_merge_wide_permutations(state);
+        const th_index dims[] = {3, 2};
+        th_sptensor *t = random_tensor(2, 5, dims);
+        check_against_reference(t);
+        th_sptensor_free(t);
+    }
+    th_sptensor_set_sort_threads(0);
+}
+
 static void test_sort_merge_eight_modes(void **state)
 {
     (void)state;
@@ -417,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_sort_merge_small_dims),
         cmocka_unit_test(test_sort_merge_one_key_word),
         cmocka_unit_test(test_sort_merge_several_key_words),
+        cmocka_unit_test(test_sort_merge_threads),
         cmocka_unit_test(test_sort_merge_eight_modes),
         cmocka_unit_test(test_sort_merge_wide_permutations),
         cmocka_unit_test(test_sort_merge_already_sorted_and_zeros),
