@@ -8,13 +8,14 @@
 #include "rng.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <string.h>
 
 G_DEFINE_QUARK(th-synth-error-quark, th_synth_error)
 
 #define BLOCK_NNZ ((uint64_t)1 << 16)
-#define MAX_THREADS 16u
+#define MAX_THREADS 64u
 #define VALUE_STEPS 1000000u
 
 /* Stream tags: every RNG stream is derived from (seed, tag, a, b). */
@@ -254,39 +255,111 @@ static void copy_entry(th_sptensor *dst, uint64_t i, const th_sptensor *src, uin
     dst->values[i] = src->values[j];
 }
 
-/* Drops, in place, the entries of sorted `b` that sorted `a` holds. */
+/* The set operations below split their work into segments, one an OpenMP
+ * thread; the result is the same for any number of segments. */
+#define MAX_SEGMENTS 64u
+
+static atomic_uint segments_setting = 0u; /* 0: OpenMP's thread count */
+
+void th_synth_set_merge_segments(uint32_t segments)
+{
+    atomic_store(&segments_setting, segments);
+}
+
+static uint32_t merge_segments(void)
+{
+    uint32_t n = atomic_load(&segments_setting);
+    if (n == 0)
+        n = (uint32_t)omp_get_max_threads();
+    return MAX(1u, MIN(n, MAX_SEGMENTS));
+}
+
+/* Drops, in place, the entries of sorted `b` that sorted `a` holds: the
+ * look-ups (a binary search each) side by side, then one compacting pass. */
 static void remove_present(th_sptensor *b, const th_sptensor *a)
 {
+    guint8 *keep = g_new(guint8, MAX(b->nnz, 1));
+#pragma omp parallel for schedule(static) num_threads(merge_segments())
+    for (uint64_t j = 0; j < b->nnz; ++j)
+        keep[j] = !sorted_contains(a, b, j);
     uint64_t kept = 0;
     for (uint64_t j = 0; j < b->nnz; ++j) {
-        if (sorted_contains(a, b, j))
+        if (!keep[j])
             continue;
         if (kept != j)
             copy_entry(b, kept, b, j);
         ++kept;
     }
+    g_free(keep);
     th_sptensor_truncate(b, kept);
 }
 
-/* The sorted union of two sorted, duplicate-free tensors; frees both. */
+/* The first entry of sorted `b` not below entry i of `a`. */
+static uint64_t lower_bound(const th_sptensor *b, const th_sptensor *a, uint64_t i)
+{
+    uint64_t lo = 0, hi = b->nnz;
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (compare_entries(b, mid, a, i) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Merges a[i, i_end) and b[j, j_end) (an entry in both taken once, from a)
+ * into u from entry k on, or only counts when u is NULL; returns the count. */
+static uint64_t merge_segment(const th_sptensor *a, uint64_t i, uint64_t i_end,
+                              const th_sptensor *b, uint64_t j, uint64_t j_end, th_sptensor *u,
+                              uint64_t k)
+{
+    const uint64_t first = k;
+    while (i < i_end || j < j_end) {
+        const int c = i == i_end ? 1 : j == j_end ? -1 : compare_entries(a, i, b, j);
+        if (u != NULL)
+            copy_entry(u, k, c <= 0 ? a : b, c <= 0 ? i : j);
+        ++k;
+        if (c <= 0)
+            ++i;
+        if (c >= 0)
+            ++j;
+    }
+    return k - first;
+}
+
+/* The sorted union of two sorted, duplicate-free tensors; frees both. The
+ * segments cut `a` evenly and `b` where a's cut entries would go, so each
+ * merges on its own: a counting round gives each its place in the result,
+ * a second writes it there. */
 static th_sptensor *sorted_union(th_sptensor *a, th_sptensor *b)
 {
     if (b == NULL || b->nnz == 0) {
         th_sptensor_free(b);
         return a;
     }
-    th_sptensor *u = th_sptensor_new(a->nmodes, a->nnz + b->nnz);
-    uint64_t i = 0, j = 0, k = 0;
-    while (i < a->nnz || j < b->nnz) {
-        int c = i == a->nnz ? 1 : j == b->nnz ? -1 : compare_entries(a, i, b, j);
-        if (c <= 0)
-            copy_entry(u, k++, a, i++);
-        else
-            copy_entry(u, k++, b, j++);
-        if (c == 0)
-            ++j;
+    if (a->nnz == 0) {
+        th_sptensor_free(a);
+        return b;
     }
-    th_sptensor_truncate(u, k);
+    const uint32_t n = merge_segments();
+    uint64_t a_at[MAX_SEGMENTS + 1], b_at[MAX_SEGMENTS + 1], out_at[MAX_SEGMENTS + 1];
+    for (uint32_t s = 0; s <= n; ++s)
+        a_at[s] = a->nnz * s / n;
+    b_at[0] = 0;
+    b_at[n] = b->nnz;
+    for (uint32_t s = 1; s < n; ++s)
+        b_at[s] = lower_bound(b, a, a_at[s]);
+#pragma omp parallel for schedule(static) num_threads(n)
+    for (uint32_t s = 0; s < n; ++s)
+        out_at[s + 1] = merge_segment(a, a_at[s], a_at[s + 1], b, b_at[s], b_at[s + 1], NULL, 0);
+    out_at[0] = 0;
+    for (uint32_t s = 0; s < n; ++s)
+        out_at[s + 1] += out_at[s];
+    th_sptensor *u = th_sptensor_new(a->nmodes, out_at[n]);
+#pragma omp parallel for schedule(static) num_threads(n)
+    for (uint32_t s = 0; s < n; ++s)
+        merge_segment(a, a_at[s], a_at[s + 1], b, b_at[s], b_at[s + 1], u, out_at[s]);
     th_sptensor_free(a);
     th_sptensor_free(b);
     return u;

@@ -308,6 +308,34 @@ static void test_synth_is_deterministic(void **state)
     th_sptensor_free(c);
 }
 
+/* The merges cut into 1, 2, 3 and 64 segments (the last more than some
+ * top-up rounds have entries), and sorts into 1 and 5 chunks: the same
+ * tensor, bit for bit. */
+static void test_synth_same_on_any_segments(void **state)
+{
+    (void)state;
+    th_synth_params p = small_params();
+    th_synth_set_merge_segments(1);
+    th_sptensor_set_sort_threads(1);
+    th_sptensor *want = th_synth_generate(&p, NULL);
+    assert_valid_synthetic(want, &p);
+    static const uint32_t segments[] = {2, 3, 64};
+    for (size_t c = 0; c < sizeof segments / sizeof segments[0]; ++c) {
+        th_synth_set_merge_segments(segments[c]);
+        th_sptensor_set_sort_threads(c == 1 ? 5u : 0u);
+        th_sptensor *got = th_synth_generate(&p, NULL);
+        assert_int_equal(got->nnz, want->nnz);
+        assert_int_equal(got->duplicates_merged, want->duplicates_merged);
+        for (uint32_t m = 0; m < p.nmodes; ++m)
+            assert_memory_equal(got->indices[m], want->indices[m], want->nnz * sizeof(th_index));
+        assert_memory_equal(got->values, want->values, want->nnz * sizeof(double));
+        th_sptensor_free(got);
+    }
+    th_synth_set_merge_segments(0);
+    th_sptensor_set_sort_threads(0);
+    th_sptensor_free(want);
+}
+
 static void count_frequencies(const th_sptensor *t, uint32_t mode, uint64_t *counts)
 {
     memset(counts, 0, t->dims[mode] * sizeof *counts);
@@ -447,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_empty_slices_large_dim),
         cmocka_unit_test(test_synth_reaches_target_and_is_valid),
         cmocka_unit_test(test_synth_is_deterministic),
+        cmocka_unit_test(test_synth_same_on_any_segments),
         cmocka_unit_test(test_synth_skew_shapes_frequencies),
         cmocka_unit_test(test_synth_rejects_bad_parameters),
         cmocka_unit_test(test_synth_dense_target_stays_at_or_below),
