@@ -94,7 +94,7 @@ void th_sptensor_set_sort_threads(uint32_t threads)
     atomic_store(&sort_threads_setting, threads);
 }
 
-/* Chunks a radix sort of n keys is cut into: one a thread. */
+/* Chunks a radix sort of n keys is cut into: one an OpenMP thread by default. */
 static uint32_t sort_threads(uint64_t n)
 {
     uint32_t threads = atomic_load(&sort_threads_setting);

@@ -62,8 +62,8 @@ gboolean th_sptensor_sort_and_merge(th_sptensor *t);
  * nonzeros (with coordinates too wide for one 64-bit key). */
 void th_sptensor_set_wide_sort(gboolean wide);
 
-/* The chunks th_sptensor_sort_and_merge's radix sorts are cut into, one
- * an OpenMP thread: 0 (the default) is OpenMP's thread count, up to 64, for
+/* The chunks th_sptensor_sort_and_merge's radix sorts are cut into, spread
+ * over OpenMP's threads: 0 (the default) is OpenMP's thread count, up to 64, for
  * sorts of 2^20 keys or more and one chunk below; any other count applies
  * to every sort (tests). The result is the same for any number. */
 void th_sptensor_set_sort_threads(uint32_t threads);

@@ -255,8 +255,8 @@ static void copy_entry(th_sptensor *dst, uint64_t i, const th_sptensor *src, uin
     dst->values[i] = src->values[j];
 }
 
-/* The set operations below split their work into segments, one an OpenMP
- * thread; the result is the same for any number of segments. */
+/* The set operations below split their work into segments, spread over
+ * OpenMP's threads; the result is the same for any number of segments. */
 #define MAX_SEGMENTS 64u
 
 static atomic_uint segments_setting = 0u; /* 0: OpenMP's thread count */
@@ -279,7 +279,7 @@ static uint32_t merge_segments(void)
 static void remove_present(th_sptensor *b, const th_sptensor *a)
 {
     guint8 *keep = g_new(guint8, MAX(b->nnz, 1));
-#pragma omp parallel for schedule(static) num_threads(merge_segments())
+#pragma omp parallel for schedule(static)
     for (uint64_t j = 0; j < b->nnz; ++j)
         keep[j] = !sorted_contains(a, b, j);
     uint64_t kept = 0;
@@ -350,14 +350,14 @@ static th_sptensor *sorted_union(th_sptensor *a, th_sptensor *b)
     b_at[n] = b->nnz;
     for (uint32_t s = 1; s < n; ++s)
         b_at[s] = lower_bound(b, a, a_at[s]);
-#pragma omp parallel for schedule(static) num_threads(n)
+#pragma omp parallel for schedule(static)
     for (uint32_t s = 0; s < n; ++s)
         out_at[s + 1] = merge_segment(a, a_at[s], a_at[s + 1], b, b_at[s], b_at[s + 1], NULL, 0);
     out_at[0] = 0;
     for (uint32_t s = 0; s < n; ++s)
         out_at[s + 1] += out_at[s];
     th_sptensor *u = th_sptensor_new(a->nmodes, out_at[n]);
-#pragma omp parallel for schedule(static) num_threads(n)
+#pragma omp parallel for schedule(static)
     for (uint32_t s = 0; s < n; ++s)
         merge_segment(a, a_at[s], a_at[s + 1], b, b_at[s], b_at[s + 1], u, out_at[s]);
     th_sptensor_free(a);

@@ -63,9 +63,9 @@ void th_synth_params_from_preset(th_synth_params *params, const th_synth_preset 
  * draws that repeated one (so nnz = lines_read - duplicates_merged). */
 th_sptensor *th_synth_generate(const th_synth_params *params, GError **error);
 
-/* The segments the generator's merges are cut into, one an OpenMP thread:
- * 0 (the default) is OpenMP's thread count, up to 64; any other count for
- * tests. The tensor is the same for any number. */
+/* The segments the generator's merges are cut into, spread over OpenMP's
+ * threads: 0 (the default) is OpenMP's thread count, up to 64; any other
+ * count for tests. The tensor is the same for any number. */
 void th_synth_set_merge_segments(uint32_t segments);
 
 /* "tensorhost-synth dims=AxB... nnz=N skew=a,b,... seed=S", the label that
