@@ -126,6 +126,8 @@ int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint
  * rounds: each chunk counts its nonzeros per row of the share; the counts
  * become each chunk's first position in every row (chunks in order, so the
  * order stays the stable one); each chunk writes its nonzeros there. */
+#define MAX_CHUNKS 64u
+
 typedef struct chunked_share {
     const thg_coo_view *t;
     uint32_t mode;
@@ -176,10 +178,9 @@ static void *run_chunk(void *arg)
  * first, and any whose thread cannot start). */
 static void run_round(chunked_share *c, int write)
 {
-    enum { kMaxChunks = 64 };
-    chunk_task tasks[kMaxChunks];
-    pthread_t ids[kMaxChunks];
-    int started[kMaxChunks] = {0};
+    chunk_task tasks[MAX_CHUNKS];
+    pthread_t ids[MAX_CHUNKS];
+    int started[MAX_CHUNKS] = {0};
     for (uint32_t k = 0; k < c->chunks; ++k)
         tasks[k] = (chunk_task){c, k, write};
     for (uint32_t k = 1; k < c->chunks; ++k)
@@ -206,7 +207,7 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
     if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
         return -1;
     const uint64_t rows = share->row_end - share->row_begin;
-    uint64_t chunks = threads > 64u ? 64u : threads;
+    uint64_t chunks = threads > MAX_CHUNKS ? MAX_CHUNKS : threads;
     if (rows > 0 && chunks * rows * sizeof(uint64_t) > CHUNK_CURSOR_BYTES)
         chunks = CHUNK_CURSOR_BYTES / (rows * sizeof(uint64_t));
     if (chunks > t->nnz)
@@ -214,8 +215,14 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
     /* One pass where one chunk is all (and for an empty share). */
     if (chunks <= 1 || share->nnz_begin == share->nnz_end)
         return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
-    chunked_share c = {t,        mode,           share, out_indices, out_values,
-                       (uint32_t)chunks, rows, calloc(chunks * rows, sizeof(uint64_t))};
+    chunked_share c = {.t = t,
+                       .mode = mode,
+                       .share = share,
+                       .out_indices = out_indices,
+                       .out_values = out_values,
+                       .chunks = (uint32_t)chunks,
+                       .rows = rows,
+                       .cursor = calloc(chunks * rows, sizeof(uint64_t))};
     if (c.cursor == NULL)
         return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
     run_round(&c, 0);
