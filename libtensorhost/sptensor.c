@@ -133,6 +133,7 @@ static uint32_t plan_key_words(const th_sptensor *t, key_word *words)
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         th_index max_index = 0;
         const th_index *idx = t->indices[m];
+#pragma omp parallel for schedule(static) reduction(max : max_index) if (t->nnz >= RADIX_PARALLEL_MIN_KEYS)
         for (uint64_t i = 0; i < t->nnz; ++i)
             max_index = idx[i] > max_index ? idx[i] : max_index;
         mode_bits[m] = bit_width(max_index);
@@ -283,9 +284,11 @@ static inline uint64_t pack_key(const th_sptensor *t, const key_word *w, uint64_
         uint64_t *keys_tmp = g_new(uint64_t, n);                                        \
         PERM_T *perm = g_new(PERM_T, n);                                                \
         PERM_T *perm_tmp = g_new(PERM_T, n);                                            \
+        _Pragma("omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)")  \
         for (uint64_t i = 0; i < n; ++i)                                                \
             perm[i] = (PERM_T)i;                                                        \
         for (uint32_t w = 0; w < nwords; ++w) {                                         \
+            _Pragma("omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)") \
             for (uint64_t i = 0; i < n; ++i)                                            \
                 keys[i] = pack_key(t, &words[w], perm[i]);                              \
             radix_sort_##SUFFIX(&keys, &keys_tmp, &perm, &perm_tmp, n, words[w].bits);  \
@@ -302,6 +305,7 @@ static inline uint64_t pack_key(const th_sptensor *t, const key_word *w, uint64_
         th_index *idx_tmp = g_new(th_index, n);                                         \
         for (uint32_t m = 0; m < t->nmodes; ++m) {                                      \
             const th_index *src = t->indices[m];                                        \
+            _Pragma("omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)") \
             for (uint64_t i = 0; i < n; ++i)                                            \
                 idx_tmp[i] = src[perm[i]];                                              \
             th_index *old = t->indices[m];                                              \
@@ -310,6 +314,7 @@ static inline uint64_t pack_key(const th_sptensor *t, const key_word *w, uint64_
         }                                                                               \
         g_free(idx_tmp);                                                                \
         double *val_tmp = g_new(double, n);                                             \
+        _Pragma("omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)")  \
         for (uint64_t i = 0; i < n; ++i)                                                \
             val_tmp[i] = t->values[perm[i]];                                            \
         g_free(t->values);                                                              \
@@ -329,6 +334,7 @@ static void sort_single_word(th_sptensor *t, const key_word *w)
 {
     uint64_t n = t->nnz;
     uint64_t *keys = g_new(uint64_t, n);
+#pragma omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)
     for (uint64_t i = 0; i < n; ++i)
         keys[i] = pack_key(t, w, i);
     uint64_t *keys_tmp = g_new(uint64_t, n);
@@ -340,6 +346,7 @@ static void sort_single_word(th_sptensor *t, const key_word *w)
         uint32_t width = m == w->first ? w->bits - w->shift[m] : w->shift[m - 1] - w->shift[m];
         uint64_t mask = width >= 64 ? UINT64_MAX : ((uint64_t)1 << width) - 1u;
         th_index *idx = t->indices[m];
+#pragma omp parallel for schedule(static) if (n >= RADIX_PARALLEL_MIN_KEYS)
         for (uint64_t i = 0; i < n; ++i)
             idx[i] = (th_index)((keys[i] >> w->shift[m]) & mask);
     }
