@@ -38,23 +38,16 @@ static int share_args_ok(const thg_coo_view *t, uint32_t mode, const uint64_t *r
     return 1;
 }
 
-int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
-                      const thg_share *share, uint32_t *const *out_indices,
-                      double *out_values)
+/* The nonzeros [begin, end) of the tensor that fall in `share`, each to
+ * its place: cursor[r - share->row_begin] is the next position of row r in
+ * the mode's stable order, advanced as the row is met. */
+static void place_nonzeros(const thg_coo_view *t, uint32_t mode, const thg_share *share,
+                           uint64_t *cursor, uint64_t begin, uint64_t end,
+                           uint32_t *const *out_indices, double *out_values)
 {
-    if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
-        return -1;
-    if (share->nnz_begin == share->nnz_end)
-        return 0;
-    /* Only the rows the share touches: a cursor per row, each at the row's
-     * first position in the stable order. */
-    const uint64_t first_row = share->row_begin, rows = share->row_end - share->row_begin;
-    uint64_t *cursor = malloc(sizeof *cursor * rows);
-    if (cursor == NULL)
-        return -1;
-    memcpy(cursor, row_offsets + first_row, sizeof *cursor * rows);
+    const uint64_t first_row = share->row_begin;
     const uint32_t *idx = t->indices[mode];
-    for (uint64_t i = 0; i < t->nnz; ++i) {
+    for (uint64_t i = begin; i < end; ++i) {
         const uint64_t row = idx[i];
         if (row < first_row || row >= share->row_end)
             continue;
@@ -66,6 +59,24 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
             out_indices[m][k] = t->indices[m][i];
         out_values[k] = t->values[i];
     }
+}
+
+int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                      const thg_share *share, uint32_t *const *out_indices,
+                      double *out_values)
+{
+    if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
+        return -1;
+    if (share->nnz_begin == share->nnz_end)
+        return 0;
+    /* Only the rows the share touches: a cursor per row, each at the row's
+     * first position in the stable order. */
+    const uint64_t rows = share->row_end - share->row_begin;
+    uint64_t *cursor = malloc(sizeof *cursor * rows);
+    if (cursor == NULL)
+        return -1;
+    memcpy(cursor, row_offsets + share->row_begin, sizeof *cursor * rows);
+    place_nonzeros(t, mode, share, cursor, 0, t->nnz, out_indices, out_values);
     free(cursor);
     return 0;
 }
@@ -91,19 +102,25 @@ static void *work(void *arg)
     return NULL;
 }
 
-static int run_jobs(job_queue *q, uint32_t threads)
+/* run(queue, job) for every job < n; 0, or -1 when any returned nonzero.
+ * This thread works too: every job runs even if no thread starts. */
+static int run_jobs(uint32_t n, int (*run)(const job_queue *, uint32_t),
+                    const thg_coo_view *tensor, const void *jobs, uint32_t threads)
 {
     enum { kMaxThreads = 64 };
+    job_queue q = {.n = n, .run = run, .tensor = tensor, .jobs = jobs};
+    atomic_init(&q.next, 0u);
+    atomic_init(&q.failed, 0);
     pthread_t ids[kMaxThreads];
     uint32_t started = 0;
-    const uint32_t wanted = threads < q->n ? threads : q->n;
+    const uint32_t wanted = threads < n ? threads : n;
     while (started + 1 < wanted && started < kMaxThreads &&
-           pthread_create(&ids[started], NULL, work, q) == 0)
+           pthread_create(&ids[started], NULL, work, &q) == 0)
         ++started;
-    work(q); /* this thread too: every job runs even if no thread started */
+    work(&q);
     for (uint32_t i = 0; i < started; ++i)
         pthread_join(ids[i], NULL);
-    return atomic_load(&q->failed) ? -1 : 0;
+    return atomic_load(&q.failed) ? -1 : 0;
 }
 
 static int count_job(const job_queue *q, uint32_t mode)
@@ -116,10 +133,7 @@ int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint
 {
     if (t == NULL || row_offsets == NULL)
         return -1;
-    job_queue q = {.n = t->nmodes, .run = count_job, .tensor = t, .jobs = row_offsets};
-    atomic_init(&q.next, 0u);
-    atomic_init(&q.failed, 0);
-    return run_jobs(&q, threads);
+    return run_jobs(t->nmodes, count_job, t, row_offsets, threads);
 }
 
 /* One share's pass cut into chunks of the nonzeros, one a thread, in two
@@ -129,7 +143,6 @@ int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint
 #define MAX_CHUNKS 64u
 
 typedef struct chunked_share {
-    const thg_coo_view *t;
     uint32_t mode;
     const thg_share *share;
     uint32_t *const *out_indices;
@@ -137,61 +150,26 @@ typedef struct chunked_share {
     uint32_t chunks;
     uint64_t rows;    /* the share's rows */
     uint64_t *cursor; /* [chunks][rows]: counts, then positions */
+    int placing;      /* 0: count the rows' nonzeros; 1: place them */
 } chunked_share;
 
-typedef struct chunk_task {
-    chunked_share *c;
-    uint32_t chunk;
-    int write; /* 0: count, 1: write */
-} chunk_task;
-
-static void *run_chunk(void *arg)
+static int chunk_job(const job_queue *q, uint32_t chunk)
 {
-    const chunk_task *task = arg;
-    const chunked_share *c = task->c;
-    const thg_coo_view *t = c->t;
-    const uint64_t begin = t->nnz * task->chunk / c->chunks;
-    const uint64_t end = t->nnz * (task->chunk + 1u) / c->chunks;
+    const chunked_share *c = q->jobs;
+    const thg_coo_view *t = q->tensor;
+    const uint64_t begin = t->nnz * chunk / c->chunks;
+    const uint64_t end = t->nnz * (chunk + 1u) / c->chunks;
+    uint64_t *cursor = c->cursor + (size_t)chunk * c->rows;
+    if (c->placing) {
+        place_nonzeros(t, c->mode, c->share, cursor, begin, end, c->out_indices, c->out_values);
+        return 0;
+    }
     const uint64_t first_row = c->share->row_begin, row_end = c->share->row_end;
-    uint64_t *cursor = c->cursor + (size_t)task->chunk * c->rows;
     const uint32_t *idx = t->indices[c->mode];
-    for (uint64_t i = begin; i < end; ++i) {
-        const uint64_t row = idx[i];
-        if (row < first_row || row >= row_end)
-            continue;
-        if (!task->write) {
-            ++cursor[row - first_row];
-            continue;
-        }
-        const uint64_t position = cursor[row - first_row]++;
-        if (position < c->share->nnz_begin || position >= c->share->nnz_end)
-            continue; /* a split row's nonzero that the neighbour takes */
-        const uint64_t k = position - c->share->nnz_begin;
-        for (uint32_t m = 0; m < t->nmodes; ++m)
-            c->out_indices[m][k] = t->indices[m][i];
-        c->out_values[k] = t->values[i];
-    }
-    return NULL;
-}
-
-/* Every chunk's task of one round on its own thread (this one runs the
- * first, and any whose thread cannot start). */
-static void run_round(chunked_share *c, int write)
-{
-    chunk_task tasks[MAX_CHUNKS];
-    pthread_t ids[MAX_CHUNKS];
-    int started[MAX_CHUNKS] = {0};
-    for (uint32_t k = 0; k < c->chunks; ++k)
-        tasks[k] = (chunk_task){c, k, write};
-    for (uint32_t k = 1; k < c->chunks; ++k)
-        started[k] = pthread_create(&ids[k], NULL, run_chunk, &tasks[k]) == 0;
-    run_chunk(&tasks[0]);
-    for (uint32_t k = 1; k < c->chunks; ++k) {
-        if (started[k])
-            pthread_join(ids[k], NULL);
-        else
-            run_chunk(&tasks[k]);
-    }
+    for (uint64_t i = begin; i < end; ++i)
+        if (idx[i] >= first_row && idx[i] < row_end)
+            ++cursor[idx[i] - first_row];
+    return 0;
 }
 
 /* The counters of `chunks` chunks stay under this many bytes: a share of
@@ -215,8 +193,7 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
     /* One pass where one chunk is all (and for an empty share). */
     if (chunks <= 1 || share->nnz_begin == share->nnz_end)
         return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
-    chunked_share c = {.t = t,
-                       .mode = mode,
+    chunked_share c = {.mode = mode,
                        .share = share,
                        .out_indices = out_indices,
                        .out_values = out_values,
@@ -225,7 +202,7 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
                        .cursor = calloc(chunks * rows, sizeof(uint64_t))};
     if (c.cursor == NULL)
         return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);
-    run_round(&c, 0);
+    run_jobs(c.chunks, chunk_job, t, &c, c.chunks);
     for (uint64_t r = 0; r < rows; ++r) {
         uint64_t position = row_offsets[share->row_begin + r];
         for (uint64_t k = 0; k < chunks; ++k) {
@@ -234,7 +211,8 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
             position += count;
         }
     }
-    run_round(&c, 1);
+    c.placing = 1;
+    run_jobs(c.chunks, chunk_job, t, &c, c.chunks);
     free(c.cursor);
     return 0;
 }
@@ -260,8 +238,5 @@ int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_
     /* Threads beyond one a job cut each job's pass: every job at once, each
      * over threads / njobs of them. */
     const extract_jobs e = {jobs, njobs > 0 && threads > njobs ? threads / njobs : 1u};
-    job_queue q = {.n = njobs, .run = extract_job, .tensor = t, .jobs = &e};
-    atomic_init(&q.next, 0u);
-    atomic_init(&q.failed, 0);
-    return run_jobs(&q, threads < njobs ? threads : njobs);
+    return run_jobs(njobs, extract_job, t, &e, threads);
 }
