@@ -232,20 +232,25 @@ static int compare_entries(const th_sptensor *a, uint64_t i, const th_sptensor *
     return 0;
 }
 
-static gboolean sorted_contains(const th_sptensor *t, const th_sptensor *b, uint64_t j)
+/* The first entry of sorted `b` not below entry i of `a`. */
+static uint64_t lower_bound(const th_sptensor *b, const th_sptensor *a, uint64_t i)
 {
-    uint64_t lo = 0, hi = t->nnz;
+    uint64_t lo = 0, hi = b->nnz;
     while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        int c = compare_entries(t, mid, b, j);
-        if (c == 0)
-            return TRUE;
-        if (c < 0)
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (compare_entries(b, mid, a, i) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return FALSE;
+    return lo;
+}
+
+/* Whether sorted `t` holds entry j of `b`. */
+static gboolean sorted_contains(const th_sptensor *t, const th_sptensor *b, uint64_t j)
+{
+    const uint64_t k = lower_bound(t, b, j);
+    return k < t->nnz && compare_entries(t, k, b, j) == 0;
 }
 
 static void copy_entry(th_sptensor *dst, uint64_t i, const th_sptensor *src, uint64_t j)
@@ -292,20 +297,6 @@ static void remove_present(th_sptensor *b, const th_sptensor *a)
     }
     g_free(keep);
     th_sptensor_truncate(b, kept);
-}
-
-/* The first entry of sorted `b` not below entry i of `a`. */
-static uint64_t lower_bound(const th_sptensor *b, const th_sptensor *a, uint64_t i)
-{
-    uint64_t lo = 0, hi = b->nnz;
-    while (lo < hi) {
-        const uint64_t mid = lo + (hi - lo) / 2;
-        if (compare_entries(b, mid, a, i) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* Merges a[i, i_end) and b[j, j_end) (an entry in both taken once, from a)
