@@ -62,8 +62,7 @@ struct tile_shape {
     uint32_t R, RP, RS;
     uint32_t CQ;   /* column quads: RP / 4 */
     uint32_t NG;   /* Gram micro-tiles of the upper half: CQ (CQ + 1) / 2 */
-    uint32_t T;    /* rows per tile of this launch, a multiple of 4 */
-    uint32_t Tmax; /* rows per tile the shared memory is sized for */
+    uint32_t T;    /* rows per tile (the shared memory's size), a multiple of 4 */
 };
 
 __host__ __device__ inline uint32_t padded_rank(uint32_t R) { return (R + 3u) & ~3u; }
@@ -80,8 +79,7 @@ tile_shape shape_for(uint32_t R)
      * barriers, little enough for two blocks per SM at R = 128. */
     uint32_t rows = 4096u / s.RP;
     rows = rows > kMaxTileRows ? kMaxTileRows : rows < 16u ? 16u : rows;
-    s.Tmax = rows & ~3u;
-    s.T = s.Tmax;
+    s.T = rows & ~3u;
     return s;
 }
 
@@ -96,17 +94,17 @@ __host__ __device__ inline uint32_t block_gram_tiles(uint32_t NG)
  * reuses at the end. */
 __host__ __device__ size_t tile_region_bytes(const tile_shape &s)
 {
-    const size_t tiles = sizeof(float) * 2u * (size_t)s.Tmax * s.RS;
+    const size_t tiles = sizeof(float) * 2u * (size_t)s.T * s.RS;
     const size_t reduce = sizeof(double) * 16u * block_gram_tiles(s.NG);
     return tiles > reduce ? tiles : reduce;
 }
 
-/* Dynamic shared memory: W [RP*RP] and the tile of A [Tmax*RS] (floats),
+/* Dynamic shared memory: W [RP*RP] and the tile of A [T*RS] (floats),
  * the region of M's tiles, s_inner [R] doubles, s_max [R]; every part
  * 16-byte aligned. */
 size_t update_smem_bytes(const tile_shape &s)
 {
-    return sizeof(float) * ((size_t)s.RP * s.RP + (size_t)s.Tmax * s.RS) +
+    return sizeof(float) * ((size_t)s.RP * s.RP + (size_t)s.T * s.RS) +
            tile_region_bytes(s) + sizeof(double) * s.R + sizeof(uint32_t) * s.R;
 }
 
@@ -223,7 +221,7 @@ __device__ void zero_padding(float *tile, const tile_shape &s, uint32_t tid)
     const uint32_t pad = s.RP - s.R;
     if (pad == 0)
         return;
-    for (uint32_t t = tid; t < s.Tmax * pad; t += blockDim.x)
+    for (uint32_t t = tid; t < s.T * pad; t += blockDim.x)
         tile[(t / pad) * s.RS + s.R + t % pad] = 0.0f;
 }
 
@@ -279,12 +277,8 @@ struct update_io {
 __device__ __forceinline__ void pack_split_rows(const update_io &io, const float *results,
                                                 uint32_t R)
 {
-    if (!io.pack_slot || blockIdx.x != 0 || blockIdx.y != 0)
-        return;
-    for (uint32_t t = threadIdx.x; t < 2u * R; t += blockDim.x) {
-        const uint32_t row = io.pack_rows[t / R];
-        io.pack_slot[t] = row != THG_NO_ROW ? results[(size_t)row * R + t % R] : 0.0f;
-    }
+    if (io.pack_slot && blockIdx.x == 0 && blockIdx.y == 0)
+        thg_copy_split_rows(results, R, io.pack_rows, io.pack_slot, threadIdx.x, blockDim.x);
 }
 
 /* One block, with the update's totals in acc: lambda, the normalised
@@ -457,9 +451,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     pack_split_rows(io, M - io.row_base * s.R, s.R);
     const uint32_t R = s.R, RP = s.RP, RS = s.RS, T = s.T;
     float *s_w = reinterpret_cast<float *>(sh);                 /* [RP*RP] */
-    float *s_a = s_w + (size_t)RP * RP;                          /* [Tmax*RS] */
-    float *region = s_a + (size_t)s.Tmax * RS;                   /* tile_region_bytes */
-    const size_t tile_floats = (size_t)s.Tmax * RS;              /* per buffer of M */
+    float *s_a = s_w + (size_t)RP * RP;                          /* [T*RS] */
+    float *region = s_a + (size_t)s.T * RS;                   /* tile_region_bytes */
+    const size_t tile_floats = (size_t)s.T * RS;              /* per buffer of M */
     double *s_inner = reinterpret_cast<double *>(
         reinterpret_cast<char *>(region) + tile_region_bytes(s)); /* [R] */
     uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);  /* [R] */
@@ -903,7 +897,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     extern __shared__ double sh[];
     const uint32_t R = s.R, RS = s.RS, T = s.T;
     float *s_a = reinterpret_cast<float *>(sh) + (size_t)s.RP * s.RP; /* as update_kernel's */
-    double *s_reduce = reinterpret_cast<double *>(s_a + (size_t)s.Tmax * RS);
+    double *s_reduce = reinterpret_cast<double *>(s_a + (size_t)s.T * RS);
     const uint32_t tid = threadIdx.x;
     zero_padding(s_a, s, tid);
     const gram_lane lane = gram_lane_for(s, tid, blockIdx.y);
@@ -958,7 +952,7 @@ void *tc_kernel_for(uint32_t R)
 tile_shape tc_shape(uint32_t R)
 {
     tile_shape s = shape_for(R);
-    s.T = s.Tmax = kTcRows;
+    s.T = kTcRows;
     return s;
 }
 

@@ -16,8 +16,8 @@ namespace {
 enum op_kind { kNoOp, kGatherv, kReduceSum };
 
 struct rank_part {
-    void *buf = nullptr;                 /* the reduce's, or the first all-gather's */
-    void *more[THG_MAX_COMM_GATHERS] = {}; /* each all-gather's, the first included */
+    /* The reduce's buffer in bufs[0], or each all-gather's. */
+    void *bufs[THG_MAX_COMM_GATHERS] = {};
     cudaStream_t stream = nullptr;
     bool given = false;
 };
@@ -238,7 +238,7 @@ thg_status give_part(thg_comm *c, uint32_t rank, op_kind op, void *buf, cudaStre
         return thg_fail(err, errlen, THG_ERR_STATE, "rank %u's part given twice", rank);
     c->op = op;
     c->parts[rank] = rank_part{};
-    c->parts[rank].buf = buf;
+    c->parts[rank].bufs[0] = buf;
     c->parts[rank].stream = stream;
     c->parts[rank].given = true;
     return THG_OK;
@@ -259,20 +259,20 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
                 const uint64_t begin = c->offsets[k][q], bytes = c->offsets[k][q + 1] - begin;
                 for (uint32_t r = 0; r < c->G && bytes > 0; ++r)
                     if (r != q)
-                        THG_CUDA(cudaMemcpyAsync((char *)c->parts[r].more[k] + begin,
-                                                 (const char *)c->parts[q].more[k] + begin,
+                        THG_CUDA(cudaMemcpyAsync((char *)c->parts[r].bufs[k] + begin,
+                                                 (const char *)c->parts[q].bufs[k] + begin,
                                                  bytes, cudaMemcpyDeviceToDevice, c->leader));
             }
     } else if (c->count > 0) {
-        double *sum = (double *)c->parts[0].buf;
+        double *sum = (double *)c->parts[0].bufs[0];
         const size_t blocks = (c->count + kSumThreads - 1) / kSumThreads;
         for (uint32_t r = 1; r < c->G; ++r) { /* in rank order: the same sum every time */
             add_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), kSumThreads, 0, c->leader>>>(
-                sum, (const double *)c->parts[r].buf, c->count);
+                sum, (const double *)c->parts[r].bufs[0], c->count);
             THG_LAUNCHED();
         }
         for (uint32_t r = 1; r < c->G; ++r)
-            THG_CUDA(cudaMemcpyAsync(c->parts[r].buf, sum, sizeof(double) * c->count,
+            THG_CUDA(cudaMemcpyAsync(c->parts[r].bufs[0], sum, sizeof(double) * c->count,
                                      cudaMemcpyDeviceToDevice, c->leader));
     }
     THG_CUDA(cudaEventRecord(c->done, c->leader));
@@ -299,21 +299,21 @@ thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
     for (uint32_t rank = 0; rank < c->G; ++rank) {
         const rank_part &p = c->parts[rank];
         if (c->op == kReduceSum) {
-            THG_NCCL(c, AllReduce(p.buf, p.buf, c->count, ncclFloat64, ncclSum, c->comms[rank],
-                                  p.stream));
+            THG_NCCL(c, AllReduce(p.bufs[0], p.bufs[0], c->count, ncclFloat64, ncclSum,
+                                  c->comms[rank], p.stream));
             continue;
         }
         for (uint32_t k = 0; k < c->gathers; ++k) {
             const uint64_t *offsets = c->offsets[k];
             if (equal_blocks(offsets, c->G)) { /* one ring all-gather, in place */
-                char *base = (char *)p.more[k] + offsets[0];
+                char *base = (char *)p.bufs[k] + offsets[0];
                 const size_t block = offsets[1] - offsets[0];
                 THG_NCCL(c, AllGather(base + rank * block, base, block, ncclUint8,
                                       c->comms[rank], p.stream));
                 continue;
             }
             for (uint32_t q = 0; q < c->G; ++q) {
-                char *block = (char *)p.more[k] + offsets[q];
+                char *block = (char *)p.bufs[k] + offsets[q];
                 if (offsets[q + 1] > offsets[q]) /* in place: the root sends its receive */
                     THG_NCCL(c, Broadcast(block, block, offsets[q + 1] - offsets[q], ncclUint8,
                                           (int)q, c->comms[rank], p.stream));
@@ -442,7 +442,7 @@ thg_status thg_comm_all_gatherv_many(thg_comm *c, uint32_t rank, const thg_gathe
     if (st != THG_OK)
         return st;
     for (uint32_t k = 0; k < n; ++k) {
-        c->parts[rank].more[k] = gathers[k].buf;
+        c->parts[rank].bufs[k] = gathers[k].buf;
         c->offsets[k] = gathers[k].offsets; /* the same on every rank */
     }
     c->gathers = n;

@@ -43,15 +43,12 @@ constexpr uint32_t kBoundaryThreads = 128;
 /* The collectives of one mode's step, each timed on every rank. */
 enum collective { kBoundary = 0, kParts = 1, kCollectives = 2 };
 
-/* slot[0..R) <- result row `first`, slot[R..2R) <- row `last` (zeros for
- * kNoRow). */
+/* The split rows' partials of a rank whose update does not copy them. */
 __global__ void pack_boundary_kernel(const float *result, uint32_t R, uint32_t first,
                                      uint32_t last, float *slot)
 {
-    for (uint32_t c = threadIdx.x; c < R; c += blockDim.x) {
-        slot[c] = first != kNoRow ? result[(size_t)first * R + c] : 0.0f;
-        slot[R + c] = last != kNoRow ? result[(size_t)last * R + c] : 0.0f;
-    }
+    const uint32_t rows[2] = {first, last};
+    thg_copy_split_rows(result, R, rows, slot, threadIdx.x, blockDim.x);
 }
 
 /* The other ranks' partial sums of the split rows this rank owns
@@ -271,6 +268,13 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
 }
 
 
+/* The sweep's failure flag (its kernels return at once when it is set);
+ * the per-mode update has none. */
+const uint32_t *failed_flag(const thg_context *ctx, bool in_sweep)
+{
+    return in_sweep ? ctx->sweep.flags.failed : nullptr;
+}
+
 /* Step 3 for mode `mode`, W already on every rank's device: `out` (per
  * rank, nullable: the context's mapped slot) receives [lambda | gram |
  * inner]. In the sweep (`in_sweep`: its failure flag and Gram store),
@@ -303,8 +307,7 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
             if (st != THG_OK)
                 return st;
         }
-        const thg_status st = thg_launch_als(ctx, mode, nullptr,
-                                             in_sweep ? ctx->sweep.flags.failed : nullptr,
+        const thg_status st = thg_launch_als(ctx, mode, nullptr, failed_flag(ctx, in_sweep),
                                              nullptr, nullptr, &part, err, errlen);
         if (st != THG_OK)
             return st;
@@ -323,8 +326,7 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
         const thg_als_fold fold = fold_on(g, mode, q);
         st = thg_launch_als_finish(ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
                                    in_sweep ? &fold : nullptr,
-                                   out ? out[q] : ctx->als_out_dev,
-                                   in_sweep ? ctx->sweep.flags.failed : nullptr,
+                                   out ? out[q] : ctx->als_out_dev, failed_flag(ctx, in_sweep),
                                    in_sweep ? ctx->sweep.grams_dev + (size_t)mode * R * R
                                             : nullptr,
                                    err, errlen);
@@ -333,8 +335,7 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
         /* The next solve of a sweep may overwrite W from here on. */
         if (in_sweep)
             THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
-        st = thg_launch_als_scale(ctx, mode, in_sweep ? ctx->sweep.flags.failed : nullptr, err,
-                                  errlen);
+        st = thg_launch_als_scale(ctx, mode, failed_flag(ctx, in_sweep), err, errlen);
         if (st != THG_OK)
             return st;
     }

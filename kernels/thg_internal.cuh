@@ -214,6 +214,19 @@ __device__ __forceinline__ void thg_record_result_scale(const float *col_scale,
     }
 }
 
+/* A rank's split rows' partials for the collective that sends them:
+ * slot[0..R) <- result row rows[0], slot[R..2R) <- row rows[1] (zeros for
+ * THG_NO_ROW), by threads `thread` of `threads`. */
+__device__ __forceinline__ void thg_copy_split_rows(const float *result, uint32_t R,
+                                                    const uint32_t rows[2], float *slot,
+                                                    uint32_t thread, uint32_t threads)
+{
+    for (uint32_t t = thread; t < 2u * R; t += threads) {
+        const uint32_t row = rows[t / R];
+        slot[t] = row != THG_NO_ROW ? result[(size_t)row * R + t % R] : 0.0f;
+    }
+}
+
 /* Bytes of a row_present bitmap of `dim` rows. */
 inline size_t thg_row_present_bytes(uint32_t dim)
 {

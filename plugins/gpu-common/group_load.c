@@ -149,28 +149,61 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
     return TH_OK;
 }
 
-/* Rank q's shares of every mode, extracted and loaded into its context. */
+/* Host buffers for one rank's share of every mode, sized for the largest
+ * rank's and reused by each rank in turn: a fresh allocation per rank
+ * would page-fault its way through the same bytes again. */
+typedef struct share_buffers {
+    uint32_t nmodes;
+    void *blocks[THG_MAX_MODES];
+} share_buffers;
+
+static size_t share_bytes(uint64_t nnz, uint32_t nmodes)
+{
+    return (size_t)nnz * (sizeof(double) + sizeof(uint32_t) * nmodes);
+}
+
+static void free_share_buffers(share_buffers *b)
+{
+    for (uint32_t m = 0; m < b->nmodes; ++m)
+        free(b->blocks[m]);
+}
+
+static th_status alloc_share_buffers(const share_plan *p, share_buffers *b, char *err)
+{
+    memset(b, 0, sizeof *b);
+    b->nmodes = p->nmodes;
+    for (uint32_t m = 0; m < p->nmodes; ++m) {
+        uint64_t largest = 0;
+        for (uint32_t q = 0; q < p->G; ++q) {
+            const thg_share *s = &p->shares[(size_t)m * p->G + q];
+            largest = s->nnz_end - s->nnz_begin > largest ? s->nnz_end - s->nnz_begin : largest;
+        }
+        b->blocks[m] = malloc(share_bytes(largest > 0 ? largest : 1, p->nmodes));
+        if (b->blocks[m] == NULL)
+            return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                                  "out of host memory for the shares of mode %u (%llu nonzeros "
+                                  "on the largest rank)",
+                                  m, (unsigned long long)largest);
+    }
+    return TH_OK;
+}
+
+/* Rank q's shares of every mode, extracted into `buffers` and loaded into
+ * its context. */
 static th_status load_rank(thg_group *group, const int *devices, const th_coo_tensor *t,
-                           uint32_t rank, const share_plan *p, uint32_t q, char *err)
+                           uint32_t rank, const share_plan *p, const share_buffers *buffers,
+                           uint32_t q, char *err)
 {
     const uint32_t N = t->nmodes, G = p->G;
     const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
-    void *blocks[THG_MAX_MODES] = {0};
     uint32_t *indices[THG_MAX_MODES][THG_MAX_MODES];
     thg_mode_input inputs[THG_MAX_MODES];
     thg_share_job jobs[THG_MAX_MODES];
-    th_status status = TH_OK;
-    for (uint32_t m = 0; m < N && status == TH_OK; ++m) {
+    for (uint32_t m = 0; m < N; ++m) {
         const thg_share *mode_shares = p->shares + (size_t)m * G;
         const thg_share *s = &mode_shares[q];
         const uint64_t n = s->nnz_end - s->nnz_begin;
-        blocks[m] = malloc((size_t)n * (sizeof(double) + sizeof(uint32_t) * N));
-        if (blocks[m] == NULL) {
-            status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
-                                    "out of host memory for rank %u's share of mode %u", q, m);
-            break;
-        }
-        double *values = blocks[m];
+        double *values = buffers->blocks[m];
         for (uint32_t k = 0; k < N; ++k)
             indices[m][k] = (uint32_t *)(values + n) + (size_t)k * n;
         jobs[m] = (thg_share_job){m, p->row_offsets[m], s, indices[m], values};
@@ -179,20 +212,18 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
                                      owned.begin, owned.window_end};
     }
     /* The rank's N shares, a pass over the tensor each, side by side. */
-    if (status == TH_OK && thg_extract_shares(&view, jobs, N, host_threads()) != 0)
-        status = th_plugin_fail(err, TH_ERR_INTERNAL, "rank %u's shares could not be extracted",
-                                q);
-    if (status == TH_OK) {
-        char msg[TH_ERROR_SIZE - 64];
-        const thg_status st = thg_load_shares(thg_group_rank(group, q), N, t->dims, inputs, rank,
-                                              msg, sizeof msg);
-        if (st != THG_OK)
-            status = th_plugin_fail(err, gpu_plugin_status(st), "rank %u (device %d): %s", q,
-                                    devices[q], msg);
-    }
-    for (uint32_t m = 0; m < N; ++m)
-        free(blocks[m]);
-    return status;
+    if (thg_extract_shares(&view, jobs, N, host_threads()) != 0)
+        return th_plugin_fail(err, TH_ERR_INTERNAL, "rank %u's shares could not be extracted",
+                              q);
+    /* thg_load_shares has read the buffers when it returns (its upload
+     * waits for its transfer streams), so the next rank may refill them. */
+    char msg[TH_ERROR_SIZE - 64];
+    const thg_status st = thg_load_shares(thg_group_rank(group, q), N, t->dims, inputs, rank,
+                                          msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "rank %u (device %d): %s", q,
+                              devices[q], msg);
+    return TH_OK;
 }
 
 th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32_t rank,
@@ -219,11 +250,15 @@ th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32
                               "rank %u is not supported: the GPU kernels support ranks 1 to %u",
                               rank, THG_MAX_RANK);
     share_plan plan;
+    share_buffers buffers = {0};
     th_status status = make_plan(t, G, &plan, err);
     if (status == TH_OK)
         status = check_memory(group, devices, t, rank, &plan, err);
+    if (status == TH_OK)
+        status = alloc_share_buffers(&plan, &buffers, err);
     for (uint32_t q = 0; q < G && status == TH_OK; ++q)
-        status = load_rank(group, devices, t, rank, &plan, q, err);
+        status = load_rank(group, devices, t, rank, &plan, &buffers, q, err);
+    free_share_buffers(&buffers);
     if (status == TH_OK) {
         thg_group_mode *modes = calloc(t->nmodes, sizeof *modes);
         if (modes == NULL)
