@@ -9,8 +9,9 @@
 # tests: the GPU test programs (test_gpu_load, test_gpu_comm, test_gpu_plugins, test_gpu_sweep,
 #   test_gpu_cp_als).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
-#   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (every plugin, small runs);
-#   SANITIZE_PROGS names others, or the same in another order.
+#   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (small runs), each
+#   test a process of its own, SANITIZE_JOBS (default 8) at once; SANITIZE_PROGS names
+#   others, or the same in another order.
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
@@ -79,21 +80,40 @@ if want tests; then
 fi
 
 if want sanitize; then
+    # Each test of a program runs as its own process (TH_GPU_TEST_FILTER),
+    # memcheck and racecheck side by side, SANITIZE_JOBS at a time: a
+    # program's tests one after another under a sanitizer outlast a
+    # command's time limit.
+    jobs_max=${SANITIZE_JOBS:-8}
+    limit=$(left 400)
     for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
-    for tool in memcheck racecheck; do
-        extra=""
-        [ "$tool" = memcheck ] && extra="--leak-check full"
-        # NCCL's own initialisation makes CUDA calls that fail inside it
-        # (kernels/comm.cuh): not ours to report.
-        [ "$tool" = memcheck ] && [ "$prog" = test_gpu_multi ] && extra="$extra --report-api-errors no"
-        t0=$(date +%s)
-        log="$out/sanitizer-$tool-$prog.log"
-        TH_GPU_TEST_QUICK=1 timeout "$(left 200)" "${test_env[@]}" compute-sanitizer --tool $tool $extra \
-            --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
-        rc=$?
-        note "compute-sanitizer $tool $prog rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | tr '\n' ' ') $(grep -cE '^\[       OK' "$log") tests OK"
-        grep -E "^=========" "$log" | grep -v "SUMMARY" | head -8
+        for tool in memcheck racecheck; do
+            for test in $(grep -o 'cmocka_unit_test(test_[a-z0-9_]*' "tests/gpu/$prog.c" | sed 's/.*(//'); do
+                extra=""
+                [ "$tool" = memcheck ] && extra="--leak-check full"
+                # NCCL's own initialisation makes CUDA calls that fail inside it
+                # (kernels/comm.cuh): not ours to report.
+                [ "$tool" = memcheck ] && [ "$prog" = test_gpu_multi ] && extra="$extra --report-api-errors no"
+                while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 1; done
+                log="$out/sanitizer-$tool-$prog-$test.log"
+                ( t0=$(date +%s)
+                  TH_GPU_TEST_QUICK=1 TH_GPU_TEST_FILTER="$test" timeout "$limit" "${test_env[@]}" \
+                      compute-sanitizer --tool $tool $extra --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
+                  echo "rc=$? seconds=$(( $(date +%s) - t0 ))" >> "$log" ) &
+            done
+        done
     done
+    wait
+    for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
+        for tool in memcheck racecheck; do
+            logs=("$out"/sanitizer-$tool-$prog-*.log)
+            ok=$(cat "${logs[@]}" | grep -cE '^\[       OK')
+            tests=${#logs[@]}
+            bad=$(grep -L '^rc=0 ' "${logs[@]}" | xargs -r -n1 basename | tr '\n' ' ')
+            slowest=$(grep -h '^rc=' "${logs[@]}" | sed 's/.*seconds=//' | sort -n | tail -1)
+            note "compute-sanitizer $tool $prog: $ok of $tests tests OK in separate processes (slowest ${slowest} s); not rc 0: ${bad:-none}; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "${logs[@]}" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+            grep -hE "^=========" "${logs[@]}" | grep -v "SUMMARY" | head -8
+        done
     done
 fi
 

@@ -50,6 +50,13 @@ int th_gpu_test_quick(void)
     return q && strcmp(q, "0") != 0;
 }
 
+void th_gpu_test_apply_filter(void)
+{
+    const char *pattern = getenv("TH_GPU_TEST_FILTER");
+    if (pattern && *pattern)
+        cmocka_set_test_filter(pattern);
+}
+
 th_sptensor *th_gpu_test_make_tensor(const th_gpu_test_case *c, uint64_t seed)
 {
     th_synth_params params;

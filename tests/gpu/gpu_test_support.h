@@ -29,6 +29,12 @@ char *th_gpu_test_plugin_path(const char *id);
 /* TH_GPU_TEST_QUICK=1: a small subset, for compute-sanitizer. */
 int th_gpu_test_quick(void);
 
+/* TH_GPU_TEST_FILTER=PATTERN: only the tests whose names match (cmocka's
+ * pattern: * and ? wildcards), so a slow program's tests can run as
+ * separate processes side by side under a sanitizer. Call before
+ * cmocka_run_group_tests. */
+void th_gpu_test_apply_filter(void);
+
 /* A synthetic tensor (libtensorhost/synth.h) of the given shape and skew. */
 typedef struct th_gpu_test_case {
     const char *name;

@@ -284,6 +284,7 @@ int main(void)
 {
     if (!th_gpu_test_have_device())
         return 77;
+    th_gpu_test_apply_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mttkrp_virtual_ranks), cmocka_unit_test(test_mttkrp_devices),
         cmocka_unit_test(test_cp_als_virtual_ranks), cmocka_unit_test(test_cp_als_devices),

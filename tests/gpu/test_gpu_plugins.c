@@ -600,6 +600,7 @@ int main(void)
 {
     if (!th_gpu_test_have_device())
         return 77;
+    th_gpu_test_apply_filter();
     /* Result rows the MTTKRP never writes start as NaN: any reader that
      * takes them for anything but zero fails a comparison. */
     g_setenv("TH_GPU_POISON_RESULTS", "1", TRUE);
