@@ -219,8 +219,9 @@ static void test_refusals(void **state)
 /* The threaded forms give what the one-pass calls give: every mode's row
  * counts, and every rank's share of every mode (4 ranks, so the hot row is
  * split), on 1, 2 and 5 threads (more threads than modes, and jobs left
- * for this thread alone) and on 40 and 200 (each job's pass cut into
- * chunks); one bad job fails the call, the others still run. */
+ * for this thread alone) and on 40 and 200 (each mode's count and each
+ * job's pass cut into chunks); one bad job fails the call, the others
+ * still run; an index out of range fails the count, chunked or not. */
 static void test_threaded_passes(void **state)
 {
     (void)state;
@@ -295,6 +296,7 @@ static void test_threaded_passes(void **state)
     for (uint32_t m = 0; m < NMODES; ++m)
         counted[m] = g_new0(uint64_t, t.dims[m] + 1u);
     assert_int_equal(thg_count_rows_all(&t.view, counted, 3), -1);
+    assert_int_equal(thg_count_rows_all(&t.view, counted, 40), -1);
     for (uint32_t m = 0; m < NMODES; ++m) {
         g_free(counted[m]);
         g_free(offsets[m]);

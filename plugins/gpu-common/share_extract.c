@@ -123,24 +123,108 @@ static int run_jobs(uint32_t n, int (*run)(const job_queue *, uint32_t),
     return atomic_load(&q.failed) ? -1 : 0;
 }
 
+/* A pass cut into chunks of the nonzeros takes at most MAX_CHUNKS, and
+ * their counters (8 bytes a row and chunk) stay under CHUNK_CURSOR_BYTES:
+ * a pass over millions of rows takes fewer chunks. */
+#define MAX_CHUNKS 64u
+#define CHUNK_CURSOR_BYTES ((uint64_t)512 << 20)
+
+/* Chunks for a pass of `threads` threads counting into `rows` rows (at
+ * least 1, at most one a nonzero). */
+static uint64_t chunks_for(uint32_t threads, uint64_t rows, uint64_t nnz)
+{
+    uint64_t chunks = threads > MAX_CHUNKS ? MAX_CHUNKS : threads;
+    if (rows > 0 && chunks * rows * sizeof(uint64_t) > CHUNK_CURSOR_BYTES)
+        chunks = CHUNK_CURSOR_BYTES / (rows * sizeof(uint64_t));
+    if (chunks > nnz)
+        chunks = nnz;
+    return chunks < 1 ? 1 : chunks;
+}
+
+/* Every mode's row counts with each mode's pass cut into chunks: chunk k
+ * of mode m counts into counts[m][k], then a job a mode adds the chunks'
+ * counts (exact integers, so in any order) into the prefix sums. Tensors
+ * of more than MAX_CHUNKED_MODES modes take a pass a mode. */
+#define MAX_CHUNKED_MODES 64u
+
+typedef struct row_counts {
+    uint64_t *const *row_offsets;
+    uint32_t chunks[MAX_CHUNKED_MODES];
+    uint32_t first_job[MAX_CHUNKED_MODES + 1]; /* mode m's chunks: jobs [first_job[m], first_job[m + 1]) */
+    uint64_t *counts[MAX_CHUNKED_MODES];       /* [chunks[m]][dims[m]] */
+} row_counts;
+
+static int count_chunk_job(const job_queue *q, uint32_t job)
+{
+    const row_counts *c = q->jobs;
+    const thg_coo_view *t = q->tensor;
+    uint32_t mode = 0;
+    while (job >= c->first_job[mode + 1])
+        ++mode;
+    const uint32_t chunk = job - c->first_job[mode];
+    const uint64_t rows = t->dims[mode];
+    const uint64_t begin = t->nnz * chunk / c->chunks[mode];
+    const uint64_t end = t->nnz * (chunk + 1u) / c->chunks[mode];
+    uint64_t *counts = c->counts[mode] + (size_t)chunk * rows;
+    const uint32_t *idx = t->indices[mode];
+    for (uint64_t i = begin; i < end; ++i) {
+        if (idx[i] >= rows)
+            return -1;
+        ++counts[idx[i]];
+    }
+    return 0;
+}
+
+static int sum_counts_job(const job_queue *q, uint32_t mode)
+{
+    const row_counts *c = q->jobs;
+    const uint64_t rows = q->tensor->dims[mode];
+    uint64_t *offsets = c->row_offsets[mode];
+    offsets[0] = 0;
+    for (uint64_t r = 0; r < rows; ++r) {
+        uint64_t n = 0;
+        for (uint32_t k = 0; k < c->chunks[mode]; ++k)
+            n += c->counts[mode][(size_t)k * rows + r];
+        offsets[r + 1u] = offsets[r] + n;
+    }
+    return 0;
+}
+
 static int count_job(const job_queue *q, uint32_t mode)
 {
-    uint64_t *const *row_offsets = q->jobs;
-    return thg_count_rows(q->tensor, mode, row_offsets[mode]);
+    const row_counts *c = q->jobs;
+    return thg_count_rows(q->tensor, mode, c->row_offsets[mode]);
 }
 
 int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads)
 {
     if (t == NULL || row_offsets == NULL)
         return -1;
-    return run_jobs(t->nmodes, count_job, t, row_offsets, threads);
+    row_counts c = {.row_offsets = row_offsets};
+    /* A pass a mode while the threads are no more than the modes. */
+    if (threads <= t->nmodes || t->nmodes > MAX_CHUNKED_MODES)
+        return run_jobs(t->nmodes, count_job, t, &c, threads);
+    int status = 0;
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        c.chunks[m] = (uint32_t)chunks_for(threads / t->nmodes, t->dims[m], t->nnz);
+        c.first_job[m + 1] = c.first_job[m] + c.chunks[m];
+        c.counts[m] = calloc((size_t)c.chunks[m] * t->dims[m], sizeof(uint64_t));
+        if (c.counts[m] == NULL)
+            status = -1;
+    }
+    if (status == 0)
+        status = run_jobs(c.first_job[t->nmodes], count_chunk_job, t, &c, threads);
+    if (status == 0)
+        status = run_jobs(t->nmodes, sum_counts_job, t, &c, threads);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        free(c.counts[m]);
+    return status;
 }
 
 /* One share's pass cut into chunks of the nonzeros, one a thread, in two
  * rounds: each chunk counts its nonzeros per row of the share; the counts
  * become each chunk's first position in every row (chunks in order, so the
  * order stays the stable one); each chunk writes its nonzeros there. */
-#define MAX_CHUNKS 64u
 
 typedef struct chunked_share {
     uint32_t mode;
@@ -172,10 +256,6 @@ static int chunk_job(const job_queue *q, uint32_t chunk)
     return 0;
 }
 
-/* The counters of `chunks` chunks stay under this many bytes: a share of
- * millions of rows takes fewer chunks. */
-#define CHUNK_CURSOR_BYTES ((uint64_t)512 << 20)
-
 /* thg_extract_share on up to `threads` threads. */
 static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
                                   const uint64_t *row_offsets, const thg_share *share,
@@ -185,11 +265,7 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
     if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
         return -1;
     const uint64_t rows = share->row_end - share->row_begin;
-    uint64_t chunks = threads > MAX_CHUNKS ? MAX_CHUNKS : threads;
-    if (rows > 0 && chunks * rows * sizeof(uint64_t) > CHUNK_CURSOR_BYTES)
-        chunks = CHUNK_CURSOR_BYTES / (rows * sizeof(uint64_t));
-    if (chunks > t->nnz)
-        chunks = t->nnz;
+    const uint64_t chunks = chunks_for(threads, rows, t->nnz);
     /* One pass where one chunk is all (and for an empty share). */
     if (chunks <= 1 || share->nnz_begin == share->nnz_end)
         return thg_extract_share(t, mode, row_offsets, share, out_indices, out_values);

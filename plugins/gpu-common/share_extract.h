@@ -44,7 +44,9 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
  * one cannot be started). */
 
 /* thg_count_rows of every mode m into row_offsets[m]; 0, or -1 when any
- * mode's is. */
+ * mode's is. With more threads than modes, each mode's pass is cut into
+ * chunks of the nonzeros, threads / nmodes of them (bounded as below),
+ * each counting into counters of its own that are added up after. */
 int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads);
 
 /* One thg_extract_share call's arguments. */
