@@ -364,51 +364,119 @@ static inline int compare_coords(const th_sptensor *t, uint64_t a, uint64_t b)
     return 0;
 }
 
+/* The passes below over the nonzeros go in chunks of this many, each on
+ * an OpenMP thread. */
+#define ORDER_CHUNK ((uint64_t)1 << 20)
+
 /* Whether the nonzeros are already in order, and if so whether any two
  * neighbours share coordinates (so the merge pass can be skipped too). */
 static gboolean is_sorted(const th_sptensor *t, gboolean *has_duplicates)
 {
-    gboolean equal_seen = FALSE;
-    for (uint64_t i = 1; i < t->nnz; ++i) {
-        int c = compare_coords(t, i - 1, i);
-        if (c > 0)
-            return FALSE;
-        equal_seen = equal_seen || c == 0;
+    const uint64_t nchunks = (t->nnz + ORDER_CHUNK - 1) / ORDER_CHUNK;
+    atomic_int out_of_order = 0;
+    int equal_seen = 0;
+#pragma omp parallel for schedule(static) reduction(| : equal_seen)
+    for (uint64_t c = 0; c < nchunks; ++c) {
+        if (atomic_load_explicit(&out_of_order, memory_order_relaxed))
+            continue; /* the answer is known: the other chunks stop too */
+        const uint64_t end = MIN(t->nnz, (c + 1) * ORDER_CHUNK);
+        for (uint64_t i = MAX(c * ORDER_CHUNK, 1); i < end; ++i) {
+            const int order = compare_coords(t, i - 1, i);
+            if (order > 0) {
+                atomic_store_explicit(&out_of_order, 1, memory_order_relaxed);
+                break;
+            }
+            equal_seen |= order == 0;
+        }
     }
-    *has_duplicates = equal_seen;
-    return TRUE;
+    *has_duplicates = equal_seen != 0;
+    return atomic_load(&out_of_order) == 0;
 }
 
 /* Sums runs of equal coordinates of a sorted tensor into their first entry.
  * Explicit zeros (and sums that cancel to zero) stay: they are nonzeros the
- * file stores, and dropping them would change nnz behind the user's back. */
-/* FALSE when a sum of duplicates is not finite: finite values whose sum
- * is beyond the range of a double. */
+ * file stores, and dropping them would change nnz behind the user's back.
+ * FALSE when a sum of duplicates is not finite: finite values whose sum is
+ * beyond the range of a double.
+ *
+ * Every pass runs on OpenMP's threads: a bitmap marks where each run
+ * starts, then each array is compacted into a new one of the kept length,
+ * chunk by chunk (a chunk: the runs that start in its words of the bitmap;
+ * it writes from the count of run starts before it), one array at a time,
+ * so the memory beyond the tensor is the bitmap and one array. A run's
+ * values are added in file order by one thread, as a single pass would. */
 static gboolean merge_sorted_duplicates(th_sptensor *t)
 {
-    if (t->nnz == 0)
+    const uint64_t n = t->nnz;
+    if (n == 0)
         return TRUE;
-    gboolean finite = TRUE;
-    uint64_t out = 0;
-    for (uint64_t i = 1; i < t->nnz; ++i) {
-        if (compare_coords(t, out, i) == 0) {
-            t->values[out] += t->values[i];
-            finite = finite && isfinite(t->values[out]);
-            continue;
-        }
-        ++out;
-        if (out != i) {
-            for (uint32_t m = 0; m < t->nmodes; ++m)
-                t->indices[m][out] = t->indices[m][i];
-            t->values[out] = t->values[i];
-        }
+    const uint64_t words = (n + 63) / 64;
+    uint64_t *starts = th_alloc_large(words, sizeof(uint64_t));
+    uint64_t kept = 0;
+#pragma omp parallel for schedule(static) reduction(+ : kept)
+    for (uint64_t w = 0; w < words; ++w) {
+        uint64_t bits = 0;
+        const uint64_t end = MIN(n, (w + 1) * 64);
+        for (uint64_t i = w * 64; i < end; ++i)
+            if (i == 0 || compare_coords(t, i - 1, i) != 0)
+                bits |= (uint64_t)1 << (i - w * 64);
+        starts[w] = bits;
+        kept += (uint64_t)__builtin_popcountll(bits);
     }
-    uint64_t kept = out + 1;
-    if (kept < t->nnz) {
-        t->duplicates_merged += t->nnz - kept;
-        th_sptensor_truncate(t, kept);
+    if (kept == n) {
+        g_free(starts);
+        return TRUE;
     }
-    return finite;
+    const uint64_t chunk_words = ORDER_CHUNK / 64;
+    const uint64_t nchunks = (words + chunk_words - 1) / chunk_words;
+    uint64_t *out_at = g_new(uint64_t, nchunks + 1);
+    out_at[0] = 0;
+#pragma omp parallel for schedule(static)
+    for (uint64_t c = 0; c < nchunks; ++c) {
+        uint64_t runs = 0;
+        for (uint64_t w = c * chunk_words; w < MIN(words, (c + 1) * chunk_words); ++w)
+            runs += (uint64_t)__builtin_popcountll(starts[w]);
+        out_at[c + 1] = runs;
+    }
+    for (uint64_t c = 0; c < nchunks; ++c)
+        out_at[c + 1] += out_at[c];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        const th_index *from = t->indices[m];
+        th_index *to = th_alloc_large(kept, sizeof(th_index));
+#pragma omp parallel for schedule(static)
+        for (uint64_t c = 0; c < nchunks; ++c) {
+            uint64_t k = out_at[c];
+            for (uint64_t w = c * chunk_words; w < MIN(words, (c + 1) * chunk_words); ++w)
+                for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1)
+                    to[k++] = from[w * 64 + (uint64_t)__builtin_ctzll(bits)];
+        }
+        g_free(t->indices[m]);
+        t->indices[m] = to;
+    }
+    const double *from = t->values;
+    double *to = th_alloc_large(kept, sizeof(double));
+    int finite = 1;
+#pragma omp parallel for schedule(static) reduction(& : finite)
+    for (uint64_t c = 0; c < nchunks; ++c) {
+        uint64_t k = out_at[c];
+        for (uint64_t w = c * chunk_words; w < MIN(words, (c + 1) * chunk_words); ++w)
+            for (uint64_t bits = starts[w]; bits != 0; bits &= bits - 1) {
+                uint64_t i = w * 64 + (uint64_t)__builtin_ctzll(bits);
+                double sum = from[i];
+                /* The run goes on to the next start, in this chunk or past it. */
+                for (++i; i < n && !((starts[i / 64] >> (i % 64)) & 1u); ++i)
+                    sum += from[i];
+                finite &= isfinite(sum) != 0; /* inf or NaN once, never finite again */
+                to[k++] = sum;
+            }
+    }
+    g_free(t->values);
+    t->values = to;
+    g_free(starts);
+    g_free(out_at);
+    t->duplicates_merged += n - kept;
+    t->nnz = kept;
+    return finite != 0;
 }
 
 static atomic_bool force_wide_sort = FALSE;

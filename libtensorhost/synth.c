@@ -406,9 +406,12 @@ static mode_sampler *make_samplers(const th_synth_params *p)
     return samplers;
 }
 
+/* Each block of values draws from its own stream, so the blocks go on
+ * OpenMP's threads and the values do not depend on their number. */
 static void assign_values(th_sptensor *t, uint64_t seed)
 {
     uint64_t nblocks = (t->nnz + BLOCK_NNZ - 1) / BLOCK_NNZ;
+#pragma omp parallel for schedule(static)
     for (uint64_t b = 0; b < nblocks; ++b) {
         th_rng rng = th_rng_stream(seed, TAG_VALUES, b, 0);
         uint64_t end = MIN(t->nnz, (b + 1) * BLOCK_NNZ);

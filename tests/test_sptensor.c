@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,69 @@ static void test_sort_merge_eight_modes(void **state)
     const th_index dims[] = {3, 2, 4, 2, 3, 2, 2, 5};
     th_sptensor *t = random_tensor(8, 30000, dims);
     check_against_reference(t);
+    th_sptensor_free(t);
+}
+
+/* Tensors of several chunks of the order passes (2^20 nonzeros each), on
+ * every OpenMP thread: sorted input whose runs of equal coordinates
+ * straddle the chunks' edges (the sums as one pass adds them); sorted
+ * input with one pair out of order near the end (found, and sorted); and
+ * a sum past the largest double (reported). */
+static void test_merge_across_chunks(void **state)
+{
+    (void)state;
+    const uint64_t n = 3 * ((uint64_t)1 << 20) + 7;
+    th_sptensor *t = th_sptensor_new(2, n);
+    t->dims[0] = 2000;
+    t->dims[1] = 1000;
+    for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t cell = i / 3; /* runs of 3: 2^20 is not a multiple of 3 */
+        t->indices[0][i] = (th_index)(cell / 1000);
+        t->indices[1][i] = (th_index)(cell % 1000);
+        t->values[i] = (double)(i % 5) - 1.5;
+    }
+    assert_true(th_sptensor_sort_and_merge(t));
+    const uint64_t cells = (n + 2) / 3;
+    assert_int_equal(t->nnz, cells);
+    assert_int_equal(t->duplicates_merged, n - cells);
+    for (uint64_t c = 0; c < cells; ++c) {
+        assert_int_equal(t->indices[0][c], c / 1000);
+        assert_int_equal(t->indices[1][c], c % 1000);
+        double want = 0.0;
+        for (uint64_t i = 3 * c; i < MIN(n, 3 * c + 3); ++i)
+            want += (double)(i % 5) - 1.5;
+        assert_true(t->values[c] == want);
+    }
+    th_sptensor_free(t);
+
+    /* Sorted and distinct but for the last two, swapped. */
+    const uint64_t m = ((uint64_t)1 << 21) + 3;
+    t = th_sptensor_new(3, m);
+    for (uint32_t d = 0; d < 3; ++d)
+        t->dims[d] = 4000;
+    for (uint64_t i = 0; i < m; ++i) {
+        t->indices[0][i] = (th_index)(i / 1000000);
+        t->indices[1][i] = (th_index)(i / 1000 % 1000);
+        t->indices[2][i] = (th_index)(i % 1000);
+        t->values[i] = (double)i;
+    }
+    for (uint32_t d = 0; d < 3; ++d) {
+        const th_index x = t->indices[d][m - 2];
+        t->indices[d][m - 2] = t->indices[d][m - 1];
+        t->indices[d][m - 1] = x;
+    }
+    check_against_reference(t);
+    assert_int_equal(t->duplicates_merged, 0);
+    th_sptensor_free(t);
+
+    /* Two halves of the largest double at one place, past a chunk's edge. */
+    t = th_sptensor_new(1, ((uint64_t)1 << 20) + 2);
+    t->dims[0] = 3;
+    for (uint64_t i = 0; i < t->nnz; ++i) {
+        t->indices[0][i] = i <= ((uint64_t)1 << 20) ? 0 : 1;
+        t->values[i] = i + 1 >= ((uint64_t)1 << 20) && i <= ((uint64_t)1 << 20) ? DBL_MAX : 0.0;
+    }
+    assert_false(th_sptensor_sort_and_merge(t));
     th_sptensor_free(t);
 }
 
@@ -470,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_sort_merge_eight_modes),
         cmocka_unit_test(test_sort_merge_wide_permutations),
         cmocka_unit_test(test_sort_merge_already_sorted_and_zeros),
+        cmocka_unit_test(test_merge_across_chunks),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_statistics),
         cmocka_unit_test(test_empty_slices_large_dim),
