@@ -62,6 +62,23 @@ static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, ch
 
 static double gib(uint64_t bytes) { return bytes / 1073741824.0; }
 
+/* How many devices with `free_bytes` each would hold the tensor, within
+ * the memory plan and the kernels' limit on a share's nonzeros. */
+static void devices_advice(const thg_memory_model *model, uint64_t free_bytes, char *advice,
+                           size_t size)
+{
+    thg_rank_memory largest;
+    const uint32_t needed =
+        thg_plan_devices_for(model, free_bytes, THG_MAX_NNZ, THG_MAX_DEVICES, &largest);
+    if (needed > 0)
+        snprintf(advice, size,
+                 "its nonzeros shared out over %u such devices would fit (%.2f GiB on the "
+                 "fullest)",
+                 needed, gib(largest.peak));
+    else
+        snprintf(advice, size, "no sharing over up to %u such devices fits", THG_MAX_DEVICES);
+}
+
 /* Each device holds its ranks' resident memory and, while one of them
  * builds (the ranks load one after another), that rank's build staging:
  * checked for every device before any rank allocates. */
@@ -77,17 +94,6 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         if (st != THG_OK)
             return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
     }
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        for (uint32_t q = 0; q < G; ++q) {
-            const thg_share *s = &p->shares[(size_t)m * G + q];
-            if (s->nnz_end - s->nnz_begin > THG_MAX_NNZ)
-                return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
-                                      "tensor has %llu nonzeros: a share of mode %u over %u "
-                                      "devices has %llu, more than the %u one device takes",
-                                      (unsigned long long)t->nnz, m, G,
-                                      (unsigned long long)(s->nnz_end - s->nnz_begin),
-                                      THG_MAX_NNZ);
-        }
     const thg_memory_model model = {
         .nmodes = t->nmodes,
         .rank = rank,
@@ -101,6 +107,20 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
     uint64_t least_free = UINT64_MAX;
     for (uint32_t q = 0; q < G; ++q)
         least_free = terms[q].free_bytes < least_free ? terms[q].free_bytes : least_free;
+    char advice[160];
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        for (uint32_t q = 0; q < G; ++q) {
+            const thg_share *s = &p->shares[(size_t)m * G + q];
+            if (s->nnz_end - s->nnz_begin > THG_MAX_NNZ) {
+                devices_advice(&model, least_free, advice, sizeof advice);
+                return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                                      "tensor has %llu nonzeros: a share of mode %u over %u "
+                                      "devices has %llu, more than the %u one device takes; %s",
+                                      (unsigned long long)t->nnz, m, G,
+                                      (unsigned long long)(s->nnz_end - s->nnz_begin),
+                                      THG_MAX_NNZ, advice);
+            }
+        }
     for (uint32_t q = 0; q < G; ++q) {
         int first_on_device = 1;
         for (uint32_t o = 0; o < q; ++o)
@@ -125,18 +145,7 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         }
         if (resident + build <= terms[q].free_bytes)
             continue;
-        thg_rank_memory largest;
-        const uint32_t needed = thg_plan_devices_for(&model, least_free, THG_MAX_NNZ,
-                                                     THG_MAX_DEVICES, &largest);
-        char advice[160];
-        if (needed > 0)
-            snprintf(advice, sizeof advice,
-                     "its nonzeros shared out over %u such devices would fit (%.2f GiB on the "
-                     "fullest)",
-                     needed, gib(largest.peak));
-        else
-            snprintf(advice, sizeof advice, "no sharing over up to %u such devices fits",
-                     THG_MAX_DEVICES);
+        devices_advice(&model, least_free, advice, sizeof advice);
         return th_plugin_fail(
             err, TH_ERR_OUT_OF_MEMORY,
             "tensor does not fit on %u ranks: device %d would hold %.2f GiB (its fullest rank: "
