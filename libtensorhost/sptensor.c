@@ -364,23 +364,25 @@ static inline int compare_coords(const th_sptensor *t, uint64_t a, uint64_t b)
     return 0;
 }
 
-/* The passes below over the nonzeros go in chunks of this many, each on
- * an OpenMP thread. */
-#define ORDER_CHUNK ((uint64_t)1 << 20)
+/* Nonzeros per chunk of the parallel scans (the order checks and merge
+ * below, the statistics). Fixed, so sums are taken in the same order (and
+ * give the same bits) whatever the thread count. */
+#define SCAN_CHUNK ((uint64_t)1 << 20)
+_Static_assert(SCAN_CHUNK % 64 == 0, "the merge's chunks are whole words of its bitmap");
 
 /* Whether the nonzeros are already in order, and if so whether any two
  * neighbours share coordinates (so the merge pass can be skipped too). */
 static gboolean is_sorted(const th_sptensor *t, gboolean *has_duplicates)
 {
-    const uint64_t nchunks = (t->nnz + ORDER_CHUNK - 1) / ORDER_CHUNK;
+    const uint64_t nchunks = (t->nnz + SCAN_CHUNK - 1) / SCAN_CHUNK;
     atomic_int out_of_order = 0;
     int equal_seen = 0;
 #pragma omp parallel for schedule(static) reduction(| : equal_seen)
     for (uint64_t c = 0; c < nchunks; ++c) {
         if (atomic_load_explicit(&out_of_order, memory_order_relaxed))
             continue; /* the answer is known: the other chunks stop too */
-        const uint64_t end = MIN(t->nnz, (c + 1) * ORDER_CHUNK);
-        for (uint64_t i = MAX(c * ORDER_CHUNK, 1); i < end; ++i) {
+        const uint64_t end = MIN(t->nnz, (c + 1) * SCAN_CHUNK);
+        for (uint64_t i = MAX(c * SCAN_CHUNK, 1); i < end; ++i) {
             const int order = compare_coords(t, i - 1, i);
             if (order > 0) {
                 atomic_store_explicit(&out_of_order, 1, memory_order_relaxed);
@@ -427,7 +429,7 @@ static gboolean merge_sorted_duplicates(th_sptensor *t)
         g_free(starts);
         return TRUE;
     }
-    const uint64_t chunk_words = ORDER_CHUNK / 64;
+    const uint64_t chunk_words = SCAN_CHUNK / 64;
     const uint64_t nchunks = (words + chunk_words - 1) / chunk_words;
     uint64_t *out_at = g_new(uint64_t, nchunks + 1);
     out_at[0] = 0;
@@ -514,9 +516,6 @@ gboolean th_sptensor_sort_and_merge(th_sptensor *t)
 
 /* ---- statistics --------------------------------------------------------- */
 
-/* Nonzeros per chunk of the parallel scans. Fixed, so sums are taken in
- * the same order (and give the same bits) whatever the thread count. */
-#define SCAN_CHUNK ((uint64_t)1 << 20)
 
 double th_sptensor_norm_squared(const th_sptensor *t)
 {
