@@ -10,7 +10,7 @@
 #   test_gpu_cp_als).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
 #   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (small runs), each
-#   test a process of its own, SANITIZE_JOBS (default 8) at once; SANITIZE_PROGS names
+#   test a process of its own, SANITIZE_JOBS (default: one a processor) at once; SANITIZE_PROGS names
 #   others, or the same in another order.
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
@@ -81,11 +81,11 @@ fi
 
 if want sanitize; then
     # Each test of a program runs as its own process (TH_GPU_TEST_FILTER),
-    # memcheck and racecheck side by side, SANITIZE_JOBS at a time: a
-    # program's tests one after another under a sanitizer outlast a
-    # command's time limit.
-    jobs_max=${SANITIZE_JOBS:-8}
-    limit=$(left 400)
+    # memcheck and racecheck side by side, SANITIZE_JOBS at a time (default:
+    # one a processor): a program's tests one after another under a
+    # sanitizer outlast a command's time limit. Each process gets what is
+    # left of the budget when it starts (at most 400 s).
+    jobs_max=${SANITIZE_JOBS:-$(nproc)}
     for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
         for tool in memcheck racecheck; do
             for test in $(grep -o 'cmocka_unit_test(test_[a-z0-9_]*' "tests/gpu/$prog.c" | sed 's/.*(//'); do
@@ -96,6 +96,7 @@ if want sanitize; then
                 [ "$tool" = memcheck ] && [ "$prog" = test_gpu_multi ] && extra="$extra --report-api-errors no"
                 while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 1; done
                 log="$out/sanitizer-$tool-$prog-$test.log"
+                limit=$(left 400)
                 ( t0=$(date +%s)
                   TH_GPU_TEST_QUICK=1 TH_GPU_TEST_FILTER="$test" timeout "$limit" "${test_env[@]}" \
                       compute-sanitizer --tool $tool $extra --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
