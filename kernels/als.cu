@@ -452,8 +452,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t R = s.R, RP = s.RP, RS = s.RS, T = s.T;
     float *s_w = reinterpret_cast<float *>(sh);                 /* [RP*RP] */
     float *s_a = s_w + (size_t)RP * RP;                          /* [T*RS] */
-    float *region = s_a + (size_t)s.T * RS;                   /* tile_region_bytes */
-    const size_t tile_floats = (size_t)s.T * RS;              /* per buffer of M */
+    float *region = s_a + (size_t)s.T * RS;                      /* tile_region_bytes */
+    const size_t tile_floats = (size_t)s.T * RS;                 /* per buffer of M */
     double *s_inner = reinterpret_cast<double *>(
         reinterpret_cast<char *>(region) + tile_region_bytes(s)); /* [R] */
     uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);  /* [R] */

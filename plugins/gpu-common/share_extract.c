@@ -150,8 +150,9 @@ static uint64_t chunks_for(uint32_t threads, uint64_t rows, uint64_t nnz)
 typedef struct row_counts {
     uint64_t *const *row_offsets;
     uint32_t chunks[MAX_CHUNKED_MODES];
-    uint32_t first_job[MAX_CHUNKED_MODES + 1]; /* mode m's chunks: jobs [first_job[m], first_job[m + 1]) */
-    uint64_t *counts[MAX_CHUNKED_MODES];       /* [chunks[m]][dims[m]] */
+    /* Mode m's chunks are jobs [first_job[m], first_job[m + 1]). */
+    uint32_t first_job[MAX_CHUNKED_MODES + 1];
+    uint64_t *counts[MAX_CHUNKED_MODES]; /* [chunks[m]][dims[m]] */
 } row_counts;
 
 static int count_chunk_job(const job_queue *q, uint32_t job)
