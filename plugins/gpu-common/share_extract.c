@@ -5,18 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* counts[r - first_row] += 1 for each of the nonzeros [begin, end) whose
+ * row (idx) is in [first_row, row_end); returns how many were. */
+static uint64_t count_rows_in(const uint32_t *idx, uint64_t begin, uint64_t end,
+                              uint64_t first_row, uint64_t row_end, uint64_t *counts)
+{
+    uint64_t counted = 0;
+    for (uint64_t i = begin; i < end; ++i)
+        if (idx[i] >= first_row && idx[i] < row_end) {
+            ++counts[idx[i] - first_row];
+            ++counted;
+        }
+    return counted;
+}
+
 int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets)
 {
     if (t == NULL || row_offsets == NULL || mode >= t->nmodes)
         return -1;
     const uint64_t rows = t->dims[mode];
-    const uint32_t *idx = t->indices[mode];
     memset(row_offsets, 0, sizeof *row_offsets * (rows + 1u));
-    for (uint64_t i = 0; i < t->nnz; ++i) {
-        if (idx[i] >= rows)
-            return -1;
-        ++row_offsets[idx[i] + 1u];
-    }
+    /* An index outside the mode is not counted. */
+    if (count_rows_in(t->indices[mode], 0, t->nnz, 0, rows, row_offsets + 1) != t->nnz)
+        return -1;
     for (uint64_t r = 0; r < rows; ++r)
         row_offsets[r + 1u] += row_offsets[r];
     return 0;
@@ -143,16 +154,13 @@ static uint64_t chunks_for(uint32_t threads, uint64_t rows, uint64_t nnz)
 
 /* Every mode's row counts with each mode's pass cut into chunks: chunk k
  * of mode m counts into counts[m][k], then a job a mode adds the chunks'
- * counts (exact integers, so in any order) into the prefix sums. Tensors
- * of more than MAX_CHUNKED_MODES modes take a pass a mode. */
-#define MAX_CHUNKED_MODES 64u
-
+ * counts (exact integers, so in any order) into the prefix sums. */
 typedef struct row_counts {
     uint64_t *const *row_offsets;
-    uint32_t chunks[MAX_CHUNKED_MODES];
-    /* Mode m's chunks are jobs [first_job[m], first_job[m + 1]). */
-    uint32_t first_job[MAX_CHUNKED_MODES + 1];
-    uint64_t *counts[MAX_CHUNKED_MODES]; /* [chunks[m]][dims[m]] */
+    uint32_t *chunks; /* [nmodes] */
+    /* [nmodes + 1]: mode m's chunks are jobs [first_job[m], first_job[m + 1]). */
+    uint32_t *first_job;
+    uint64_t **counts; /* [nmodes][chunks[m]][dims[m]] */
 } row_counts;
 
 static int count_chunk_job(const job_queue *q, uint32_t job)
@@ -167,13 +175,8 @@ static int count_chunk_job(const job_queue *q, uint32_t job)
     const uint64_t begin = t->nnz * chunk / c->chunks[mode];
     const uint64_t end = t->nnz * (chunk + 1u) / c->chunks[mode];
     uint64_t *counts = c->counts[mode] + (size_t)chunk * rows;
-    const uint32_t *idx = t->indices[mode];
-    for (uint64_t i = begin; i < end; ++i) {
-        if (idx[i] >= rows)
-            return -1;
-        ++counts[idx[i]];
-    }
-    return 0;
+    /* An index outside the mode is not counted. */
+    return count_rows_in(t->indices[mode], begin, end, 0, rows, counts) == end - begin ? 0 : -1;
 }
 
 static int sum_counts_job(const job_queue *q, uint32_t mode)
@@ -191,34 +194,34 @@ static int sum_counts_job(const job_queue *q, uint32_t mode)
     return 0;
 }
 
-static int count_job(const job_queue *q, uint32_t mode)
-{
-    const row_counts *c = q->jobs;
-    return thg_count_rows(q->tensor, mode, c->row_offsets[mode]);
-}
-
 int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads)
 {
     if (t == NULL || row_offsets == NULL)
         return -1;
-    row_counts c = {.row_offsets = row_offsets};
+    const uint32_t N = t->nmodes;
+    row_counts c = {.row_offsets = row_offsets,
+                    .chunks = calloc(N, sizeof *c.chunks),
+                    .first_job = calloc(N + 1u, sizeof *c.first_job),
+                    .counts = calloc(N, sizeof *c.counts)};
+    int status = c.chunks && c.first_job && c.counts ? 0 : -1;
     /* A pass a mode while the threads are no more than the modes. */
-    if (threads <= t->nmodes || t->nmodes > MAX_CHUNKED_MODES)
-        return run_jobs(t->nmodes, count_job, t, &c, threads);
-    int status = 0;
-    for (uint32_t m = 0; m < t->nmodes; ++m) {
-        c.chunks[m] = (uint32_t)chunks_for(threads / t->nmodes, t->dims[m], t->nnz);
+    const uint32_t threads_each = threads > N ? threads / N : 1u;
+    for (uint32_t m = 0; m < N && status == 0; ++m) {
+        c.chunks[m] = (uint32_t)chunks_for(threads_each, t->dims[m], t->nnz);
         c.first_job[m + 1] = c.first_job[m] + c.chunks[m];
         c.counts[m] = calloc((size_t)c.chunks[m] * t->dims[m], sizeof(uint64_t));
         if (c.counts[m] == NULL)
             status = -1;
     }
     if (status == 0)
-        status = run_jobs(c.first_job[t->nmodes], count_chunk_job, t, &c, threads);
+        status = run_jobs(c.first_job[N], count_chunk_job, t, &c, threads);
     if (status == 0)
-        status = run_jobs(t->nmodes, sum_counts_job, t, &c, threads);
-    for (uint32_t m = 0; m < t->nmodes; ++m)
+        status = run_jobs(N, sum_counts_job, t, &c, threads);
+    for (uint32_t m = 0; c.counts && m < N; ++m)
         free(c.counts[m]);
+    free(c.counts);
+    free(c.first_job);
+    free(c.chunks);
     return status;
 }
 
@@ -249,11 +252,8 @@ static int chunk_job(const job_queue *q, uint32_t chunk)
         place_nonzeros(t, c->mode, c->share, cursor, begin, end, c->out_indices, c->out_values);
         return 0;
     }
-    const uint64_t first_row = c->share->row_begin, row_end = c->share->row_end;
-    const uint32_t *idx = t->indices[c->mode];
-    for (uint64_t i = begin; i < end; ++i)
-        if (idx[i] >= first_row && idx[i] < row_end)
-            ++cursor[idx[i] - first_row];
+    count_rows_in(t->indices[c->mode], begin, end, c->share->row_begin, c->share->row_end,
+                  cursor);
     return 0;
 }
 
