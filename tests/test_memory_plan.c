@@ -1,12 +1,13 @@
 /* Device memory per rank (plugins/gpu-common/memory_plan.h): on one device
  * the single-GPU load's terms; the copies fall as 1/G while the factors do
  * not; every row has an owner; a hot row does not unbalance the shares;
- * the fewest devices that fit; counts past 2^32 without overflow; bad
+ * the fewest devices that fit, and in words; counts past 2^32 without overflow; bad
  * models refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <cmocka.h>
 
@@ -210,6 +211,16 @@ static void test_fewest_devices_that_fit(void **state)
     assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, cap - 2u, 8, &largest), 6);
     assert_true(largest.peak == peak[6]);
     assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, nnz / 9u, 8, &largest), 0);
+    /* The same in words, for a refusal. */
+    char advice[160], want[160];
+    assert_int_equal(thg_plan_advice(&t.model, UINT64_MAX, cap, 8, advice, sizeof advice), 5);
+    snprintf(want, sizeof want,
+             "its nonzeros shared out over 5 such devices would fit (%.2f GiB on the fullest)",
+             peak[5] / 1073741824.0);
+    assert_string_equal(advice, want);
+    assert_int_equal(thg_plan_advice(&t.model, UINT64_MAX, nnz / 9u, 8, advice, sizeof advice),
+                     0);
+    assert_string_equal(advice, "no sharing of its nonzeros over up to 8 such devices fits");
     model_free(&t);
     free(a);
     free(b);

@@ -340,10 +340,26 @@ static uint64_t **row_offsets_of(const th_coo_tensor *t)
     return offsets;
 }
 
+thg_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
+                                  const thg_memory_terms *terms,
+                                  const uint64_t *const *row_offsets)
+{
+    return (thg_memory_model){
+        .nmodes = t->nmodes,
+        .rank = rank,
+        .kappa = terms->kappa,
+        .dims = t->dims,
+        .row_offsets = row_offsets,
+        .fixed_bytes = terms->fixed_bytes,
+        .build_bytes_per_nonzero = terms->build_bytes_per_nonzero,
+        .build_bytes_per_row = terms->build_bytes_per_row,
+    };
+}
+
 /* After a load refused for memory or size: how many devices like this one
  * the tensor would take, its nonzeros shared out by the memory plan
  * (memory_plan.h), appended to `msg`. Nothing when the plan cannot be
- * made. */
+ * made, or says one device. */
 static void append_device_advice(th_instance *instance, const th_coo_tensor *t, uint32_t rank,
                                  char *msg, size_t size)
 {
@@ -355,30 +371,15 @@ static void append_device_advice(th_instance *instance, const th_coo_tensor *t, 
     uint64_t **offsets = row_offsets_of(t);
     if (offsets == NULL)
         return;
-    const thg_memory_model model = {
-        .nmodes = t->nmodes,
-        .rank = rank,
-        .kappa = terms.kappa,
-        .dims = t->dims,
-        .row_offsets = (const uint64_t *const *)offsets,
-        .fixed_bytes = terms.fixed_bytes,
-        .build_bytes_per_nonzero = terms.build_bytes_per_nonzero,
-        .build_bytes_per_row = terms.build_bytes_per_row,
-    };
-    thg_rank_memory largest;
-    const uint32_t devices =
-        thg_plan_devices_for(&model, terms.free_bytes, THG_MAX_NNZ, THG_MAX_DEVICES, &largest);
+    const thg_memory_model model =
+        gpu_memory_model(t, rank, &terms, (const uint64_t *const *)offsets);
+    char advice[160];
+    const uint32_t devices = thg_plan_advice(&model, terms.free_bytes, THG_MAX_NNZ,
+                                             THG_MAX_DEVICES, advice, sizeof advice);
     const size_t used = strlen(msg);
-    if (devices > 1)
-        snprintf(msg + used, size - used,
-                 "; its nonzeros shared out over %u such devices would fit (%.1f GiB on the "
-                 "fullest, %.1f GiB free on this one)",
-                 devices, largest.peak / 1073741824.0, terms.free_bytes / 1073741824.0);
-    else if (devices == 0)
-        snprintf(msg + used, size - used,
-                 "; no sharing of its nonzeros over up to %u such devices fits (%.1f GiB free "
-                 "on this one)",
-                 THG_MAX_DEVICES, terms.free_bytes / 1073741824.0);
+    if (devices != 1)
+        snprintf(msg + used, size - used, "; %s; %.1f GiB free on this one", advice,
+                 terms.free_bytes / 1073741824.0);
     free_row_offsets(offsets, t->nmodes);
 }
 

@@ -62,23 +62,6 @@ static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, ch
 
 static double gib(uint64_t bytes) { return bytes / 1073741824.0; }
 
-/* How many devices with `free_bytes` each would hold the tensor, within
- * the memory plan and the kernels' limit on a share's nonzeros. */
-static void devices_advice(const thg_memory_model *model, uint64_t free_bytes, char *advice,
-                           size_t size)
-{
-    thg_rank_memory largest;
-    const uint32_t needed =
-        thg_plan_devices_for(model, free_bytes, THG_MAX_NNZ, THG_MAX_DEVICES, &largest);
-    if (needed > 0)
-        snprintf(advice, size,
-                 "its nonzeros shared out over %u such devices would fit (%.2f GiB on the "
-                 "fullest)",
-                 needed, gib(largest.peak));
-    else
-        snprintf(advice, size, "no sharing over up to %u such devices fits", THG_MAX_DEVICES);
-}
-
 /* Each device holds its ranks' resident memory and, while one of them
  * builds (the ranks load one after another), that rank's build staging:
  * checked for every device before any rank allocates. */
@@ -94,16 +77,8 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         if (st != THG_OK)
             return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
     }
-    const thg_memory_model model = {
-        .nmodes = t->nmodes,
-        .rank = rank,
-        .kappa = terms[0].kappa,
-        .dims = t->dims,
-        .row_offsets = (const uint64_t *const *)p->row_offsets,
-        .fixed_bytes = terms[0].fixed_bytes,
-        .build_bytes_per_nonzero = terms[0].build_bytes_per_nonzero,
-        .build_bytes_per_row = terms[0].build_bytes_per_row,
-    };
+    const thg_memory_model model =
+        gpu_memory_model(t, rank, &terms[0], (const uint64_t *const *)p->row_offsets);
     uint64_t least_free = UINT64_MAX;
     for (uint32_t q = 0; q < G; ++q)
         least_free = terms[q].free_bytes < least_free ? terms[q].free_bytes : least_free;
@@ -112,7 +87,8 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         for (uint32_t q = 0; q < G; ++q) {
             const thg_share *s = &p->shares[(size_t)m * G + q];
             if (s->nnz_end - s->nnz_begin > THG_MAX_NNZ) {
-                devices_advice(&model, least_free, advice, sizeof advice);
+                thg_plan_advice(&model, least_free, THG_MAX_NNZ, THG_MAX_DEVICES, advice,
+                                sizeof advice);
                 return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                                       "tensor has %llu nonzeros: a share of mode %u over %u "
                                       "devices has %llu, more than the %u one device takes; %s",
@@ -145,7 +121,8 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         }
         if (resident + build <= terms[q].free_bytes)
             continue;
-        devices_advice(&model, least_free, advice, sizeof advice);
+        thg_plan_advice(&model, least_free, THG_MAX_NNZ, THG_MAX_DEVICES, advice,
+                        sizeof advice);
         return th_plugin_fail(
             err, TH_ERR_OUT_OF_MEMORY,
             "tensor does not fit on %u ranks: device %d would hold %.2f GiB (its fullest rank: "

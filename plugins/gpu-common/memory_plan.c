@@ -1,5 +1,6 @@
 #include "memory_plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* *sum += a * b; 0 when that leaves 64 bits. */
@@ -132,4 +133,21 @@ uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
             return (uint32_t)devices;
     }
     return 0;
+}
+
+uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
+                         uint32_t max_devices, char *advice, size_t size)
+{
+    thg_rank_memory largest;
+    const uint32_t needed = thg_plan_devices_for(m, free_bytes, max_share_nnz, max_devices,
+                                                 &largest);
+    if (needed > 0)
+        snprintf(advice, size,
+                 "its nonzeros shared out over %u such devices would fit (%.2f GiB on the "
+                 "fullest)",
+                 needed, largest.peak / 1073741824.0);
+    else
+        snprintf(advice, size, "no sharing of its nonzeros over up to %u such devices fits",
+                 max_devices > THG_MAX_DEVICES ? THG_MAX_DEVICES : max_devices);
+    return needed;
 }

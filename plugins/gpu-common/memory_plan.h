@@ -18,6 +18,7 @@
 #ifndef TH_MEMORY_PLAN_H
 #define TH_MEMORY_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "device_shares.h"
@@ -69,5 +70,12 @@ uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
 uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
                               uint64_t max_share_nnz, uint32_t max_devices,
                               thg_rank_memory *largest);
+
+/* thg_plan_devices_for in words, for a refusal: "its nonzeros shared out
+ * over N such devices would fit (X.XX GiB on the fullest)", or "no sharing
+ * of its nonzeros over up to M such devices fits", into `advice` (`size`
+ * bytes, NUL-terminated). Returns N, 0 for none. */
+uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
+                         uint32_t max_devices, char *advice, size_t size);
 
 #endif
