@@ -267,7 +267,6 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
     return THG_OK;
 }
 
-
 /* The sweep's failure flag (its kernels return at once when it is set);
  * the per-mode update has none. */
 const uint32_t *failed_flag(const thg_context *ctx, bool in_sweep)

@@ -516,7 +516,6 @@ gboolean th_sptensor_sort_and_merge(th_sptensor *t)
 
 /* ---- statistics --------------------------------------------------------- */
 
-
 double th_sptensor_norm_squared(const th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, 0.0);

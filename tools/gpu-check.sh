@@ -7,7 +7,7 @@
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
 #   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
 # tests: the GPU test programs (test_gpu_load, test_gpu_comm, test_gpu_plugins, test_gpu_sweep,
-#   test_gpu_cp_als).
+#   test_gpu_cp_als, test_gpu_multi).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
 #   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (small runs), each
 #   test a process of its own, SANITIZE_JOBS (default: one a processor) at once; SANITIZE_PROGS names
@@ -86,7 +86,8 @@ if want sanitize; then
     # sanitizer outlast a command's time limit. Each process gets what is
     # left of the budget when it starts (at most 400 s).
     jobs_max=${SANITIZE_JOBS:-$(nproc)}
-    for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
+    progs=${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}
+    for prog in $progs; do
         for tool in memcheck racecheck; do
             for test in $(grep -o 'cmocka_unit_test(test_[a-z0-9_]*' "tests/gpu/$prog.c" | sed 's/.*(//'); do
                 extra=""
@@ -105,7 +106,7 @@ if want sanitize; then
         done
     done
     wait
-    for prog in ${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}; do
+    for prog in $progs; do
         for tool in memcheck racecheck; do
             logs=("$out"/sanitizer-$tool-$prog-*.log)
             ok=$(cat "${logs[@]}" | grep -cE '^\[       OK')
@@ -153,18 +154,17 @@ fi
 # nell-2 (synthetic) for each list (BENCHMARKS.md "Several GPUs").
 if want bench-multi; then
     ngpu=$(nvidia-smi -L | grep -c '^GPU')
-    lists='"0"'
-    [ "$ngpu" -ge 2 ] && lists="$lists, \"0,1\""
-    [ "$ngpu" -ge 4 ] && lists="$lists, \"0,1,2,3\""
+    dev_lists="0"
+    [ "$ngpu" -ge 2 ] && dev_lists="$dev_lists 0,1"
+    [ "$ngpu" -ge 4 ] && dev_lists="$dev_lists 0,1,2,3"
+    lists=$(printf '"%s", ' $dev_lists)
+    lists=${lists%, }
     sed "s/^sweep = { devices = .*/sweep = { devices = [$lists] }/" bench/multi-gpu.toml > "$out/multi-gpu.toml"
     timeout "$(left 500)" "${test_env[@]}" "$prefix/bin/tensorhost" --config "$out/multi-gpu.toml" \
         --set compare.output.dir="$out/multi-gpu" ${MULTI_SETS:-} > "$out/bench-multi.log" 2>&1
     note "multi-device comparison rc=$? ($(( $(date +%s) - t_start )) s into the check)"
     tail -n 40 "$out/bench-multi.log"
     # BENCHMARKS.md's table: gpu_bench's medians of 9 sweeps per device list.
-    dev_lists="0"
-    [ "$ngpu" -ge 2 ] && dev_lists="$dev_lists 0,1"
-    [ "$ngpu" -ge 4 ] && dev_lists="$dev_lists 0,1,2,3"
     for list in $dev_lists; do
         dev=(); [ "$list" != 0 ] && dev=(--devices "$list")
         timeout "$(left 150)" "${test_env[@]}" "$bin/gpu_bench" --plugins gpu-adaptive --reps 9 "${dev[@]}" \
