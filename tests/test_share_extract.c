@@ -351,6 +351,101 @@ static void test_chunked_pass_edges(void **state)
     }
 }
 
+/* The threaded extraction puts a share's rows into blocks looked up by
+ * granules of consecutive rows; granules hold several rows only past 2^18
+ * rows. Mode 0 here has 2^20: uniform rows, a hot row with a tenth of the
+ * nonzeros between two warm neighbours in its granule (a block of its own,
+ * sorted with the hot row moved in one piece and more nonzeros than a
+ * block's buffer going around it), split between ranks as their count
+ * grows; the
+ * tensor once in random order and once sorted by mode 0 (every block
+ * already in row order). Every rank's share of every mode is the one
+ * pass's, on 1, 4 and 16 threads. */
+static void test_blocked_extraction(void **state)
+{
+    (void)state;
+    enum { NNZ = 200000, HOT = 524294 }; /* inside its granule of 4 or 8 rows */
+    uint32_t dims[NMODES] = {1u << 20, 3000, 7};
+    test_tensor t = {.nnz = NNZ};
+    memcpy(t.dims, dims, sizeof dims);
+    GRand *rng = g_rand_new_with_seed(61);
+    for (uint32_t m = 0; m < NMODES; ++m)
+        t.idx[m] = g_new(uint32_t, NNZ);
+    t.values = g_new(double, NNZ);
+    for (uint64_t i = 0; i < NNZ; ++i) {
+        for (uint32_t m = 0; m < NMODES; ++m)
+            t.idx[m][i] = (uint32_t)g_rand_int_range(rng, 0, (gint32)dims[m]);
+        const gint32 pick = g_rand_int_range(rng, 0, 100);
+        if (pick < 16)
+            t.idx[0][i] = pick < 10 ? HOT : pick < 13 ? HOT - 1 : HOT + 1;
+        t.values[i] = g_rand_int_range(rng, 1, 6);
+    }
+    t.idx[0][0] = 0; /* the granules start at row 0 with one device */
+    g_rand_free(rng);
+    t.view = (thg_coo_view){NMODES, NNZ, t.dims, (const uint32_t *const *)t.idx, t.values};
+    for (int sorted = 0; sorted < 2; ++sorted) {
+        if (sorted) { /* by mode 0, stably */
+            g_autofree uint64_t *order = stable_row_order(&t, 0);
+            for (uint32_t m = 0; m < NMODES; ++m) {
+                uint32_t *moved = g_new(uint32_t, NNZ);
+                for (uint64_t i = 0; i < NNZ; ++i)
+                    moved[i] = t.idx[m][order[i]];
+                g_free(t.idx[m]);
+                t.idx[m] = moved;
+            }
+            double *moved = g_new(double, NNZ);
+            for (uint64_t i = 0; i < NNZ; ++i)
+                moved[i] = t.values[order[i]];
+            g_free(t.values);
+            t.values = moved;
+            t.view.indices = (const uint32_t *const *)t.idx;
+            t.view.values = t.values;
+        }
+        uint32_t hot_splits = 0;
+        for (uint32_t m = 0; m < NMODES; ++m) {
+            g_autofree uint64_t *offsets = g_new(uint64_t, (gsize)t.dims[m] + 1u);
+            assert_int_equal(thg_count_rows(&t.view, m, offsets), 0);
+            static const uint32_t device_counts[] = {1, 2, 3, 5};
+            for (size_t g = 0; g < G_N_ELEMENTS(device_counts); ++g) {
+                const uint32_t devices = device_counts[g];
+                thg_share shares[5];
+                assert_int_equal(thg_plan_shares(offsets, t.dims[m], devices, shares), 0);
+                for (uint32_t d = 0; d < devices; ++d) {
+                    const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
+                    hot_splits += m == 0 && shares[d].splits_last_row &&
+                                  shares[d].row_end - 1u == HOT;
+                    uint32_t *want[NMODES], *got[NMODES];
+                    for (uint32_t k = 0; k < NMODES; ++k) {
+                        want[k] = g_new0(uint32_t, n + 1u);
+                        got[k] = g_new0(uint32_t, n + 1u);
+                    }
+                    double *want_values = g_new0(double, n + 1u);
+                    double *got_values = g_new0(double, n + 1u);
+                    assert_int_equal(
+                        thg_extract_share(&t.view, m, offsets, &shares[d], want, want_values), 0);
+                    static const uint32_t threads[] = {1, 4, 16};
+                    for (size_t c = 0; c < G_N_ELEMENTS(threads); ++c) {
+                        const thg_share_job job = {m, offsets, &shares[d], got, got_values};
+                        assert_int_equal(thg_extract_shares(&t.view, &job, 1, threads[c]), 0);
+                        for (uint32_t k = 0; k < NMODES; ++k)
+                            assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
+                        assert_memory_equal(got_values, want_values, sizeof(double) * n);
+                    }
+                    for (uint32_t k = 0; k < NMODES; ++k) {
+                        g_free(want[k]);
+                        g_free(got[k]);
+                    }
+                    g_free(want_values);
+                    g_free(got_values);
+                }
+            }
+        }
+        /* Two devices split the hot row (it straddles the middle). */
+        assert_true(hot_splits >= 1);
+    }
+    free_tensor(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_threaded_passes),
         cmocka_unit_test(test_chunked_pass_edges),
+        cmocka_unit_test(test_blocked_extraction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,8 +199,8 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
     }
     /* The rank's N shares, a pass over the tensor each, side by side. */
     if (thg_extract_shares(&view, jobs, N, host_threads()) != 0)
-        return th_plugin_fail(err, TH_ERR_INTERNAL, "rank %u's shares could not be extracted",
-                              q);
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                              "out of host memory while extracting rank %u's shares", q);
     /* thg_load_shares has read the buffers when it returns (its upload
      * waits for its transfer streams), so the next rank may refill them. */
     char msg[TH_ERROR_SIZE - 64];

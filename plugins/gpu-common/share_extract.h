@@ -7,8 +7,9 @@
  * The mode's row order is the stable one: by row, and within a row in the
  * tensor's own order, so the shares of one mode are the consecutive pieces
  * of one ordering and a split row's nonzeros go to the two ranks in that
- * order. One share of one mode is one pass over the tensor, so a rank's
- * copy of a mode exists on the host only while it is handed over. */
+ * order. A share of one mode is read from the tensor on its own (one pass,
+ * or two on threads), so a rank's copy of a mode exists on the host only
+ * while it is handed over. */
 #ifndef TH_SHARE_EXTRACT_H
 #define TH_SHARE_EXTRACT_H
 
@@ -38,15 +39,16 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
                       const thg_share *share, uint32_t *const *out_indices,
                       double *out_values);
 
-/* Each is a pass over the whole tensor, so a rank's shares of N modes, or
- * every mode's row counts, take N passes: these run them on up to
- * `threads` host threads at once (one pass a thread; fewer threads when
- * one cannot be started). */
+/* Each reads the whole tensor, so a rank's shares of N modes, or every
+ * mode's row counts, take N passes at least: these run them on up to
+ * `threads` host threads at once (fewer threads when one cannot be
+ * started). */
 
 /* thg_count_rows of every mode m into row_offsets[m]; 0, or -1 when any
  * mode's is. With more threads than modes, each mode's pass is cut into
- * chunks of the nonzeros, threads / nmodes of them (bounded as below),
- * each counting into counters of its own that are added up after. */
+ * chunks of the nonzeros, threads / nmodes of them (at most 64, fewer
+ * where 8 bytes a row and chunk would pass 512 MiB), each counting into
+ * counters of its own that are added up after. */
 int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads);
 
 /* One thg_extract_share call's arguments. */
@@ -59,11 +61,17 @@ typedef struct thg_share_job {
 } thg_share_job;
 
 /* Every job's thg_extract_share, the same arrays; 0, or -1 when any job's
- * is. With more threads than jobs, each job's pass is also cut into
- * chunks of the nonzeros, threads / njobs of them (at most 64, fewer for a
- * share of millions of rows: 8 bytes a row and chunk, up to 512 MiB): each
- * chunk counts its nonzeros per row, then writes them where the counts
- * say, two reads of the chunk instead of one. */
+ * is or host memory is short. Every job at once, each over threads / njobs
+ * threads (at least one), in two stages rather than one pass: the share's
+ * rows grouped into blocks of consecutive rows, about 4096 of them
+ * balanced by nonzeros, each chunk of the tensor's nonzeros (a chunk a
+ * thread) counts its nonzeros per block and then writes them to their
+ * block's part of the arrays; then each block is put in row order on its
+ * own. A pass writing straight to each row's place scatters its writes over
+ * every row of the share (millions, on the large modes); these write to a
+ * few thousand places at a time, and the second stage within one block.
+ * Besides the arrays it needs a few cursors a block and chunk and, a
+ * thread, a buffer of one block's nonzeros. */
 int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
                        uint32_t threads);
 
