@@ -1,6 +1,7 @@
 #include "group_load.h"
 
 #include "gpu_plugin.h"
+#include "host_memory.h"
 #include "memory_plan.h"
 #include "share_extract.h"
 
@@ -154,16 +155,46 @@ static void free_share_buffers(share_buffers *b)
         free(b->blocks[m]);
 }
 
+/* The most nonzeros any rank's share of mode m has. */
+static uint64_t largest_share(const share_plan *p, uint32_t m)
+{
+    uint64_t largest = 0;
+    for (uint32_t q = 0; q < p->G; ++q) {
+        const thg_share *s = &p->shares[(size_t)m * p->G + q];
+        largest = s->nnz_end - s->nnz_begin > largest ? s->nnz_end - s->nnz_begin : largest;
+    }
+    return largest;
+}
+
+/* The buffers need the host's memory while the ranks load: asked first,
+ * so that an overcommitted host refuses here instead of killing the
+ * process when the buffers are filled (host_memory.h). A host that does
+ * not say is not asked; TH_GPU_TEST_HOST_FREE_BYTES=N says N instead, for
+ * the tests. */
+static th_status check_host_memory(const share_plan *p, char *err)
+{
+    uint64_t need = 0, available;
+    for (uint32_t m = 0; m < p->nmodes; ++m)
+        need += share_bytes(largest_share(p, m), p->nmodes);
+    char source[256];
+    const char *cap = getenv("TH_GPU_TEST_HOST_FREE_BYTES");
+    if (cap && *cap) {
+        available = strtoull(cap, NULL, 10);
+        snprintf(source, sizeof source, "TH_GPU_TEST_HOST_FREE_BYTES");
+    } else if (thg_host_available(&available, source, sizeof source) != 0)
+        return TH_OK;
+    char message[TH_ERROR_SIZE];
+    if (thg_host_check_shares(need, available, source, p->G, message, sizeof message) != 0)
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "%s", message);
+    return TH_OK;
+}
+
 static th_status alloc_share_buffers(const share_plan *p, share_buffers *b, char *err)
 {
     memset(b, 0, sizeof *b);
     b->nmodes = p->nmodes;
     for (uint32_t m = 0; m < p->nmodes; ++m) {
-        uint64_t largest = 0;
-        for (uint32_t q = 0; q < p->G; ++q) {
-            const thg_share *s = &p->shares[(size_t)m * p->G + q];
-            largest = s->nnz_end - s->nnz_begin > largest ? s->nnz_end - s->nnz_begin : largest;
-        }
+        const uint64_t largest = largest_share(p, m);
         b->blocks[m] = malloc(share_bytes(largest > 0 ? largest : 1, p->nmodes));
         if (b->blocks[m] == NULL)
             return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
@@ -240,6 +271,8 @@ th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32
     th_status status = make_plan(t, G, &plan, err);
     if (status == TH_OK)
         status = check_memory(group, devices, t, rank, &plan, err);
+    if (status == TH_OK)
+        status = check_host_memory(&plan, err);
     if (status == TH_OK)
         status = alloc_share_buffers(&plan, &buffers, err);
     for (uint32_t q = 0; q < G && status == TH_OK; ++q)

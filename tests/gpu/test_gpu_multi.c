@@ -251,6 +251,32 @@ static void test_memory_plan_refusal(void **state)
     p->gpu[0]->entry.destroy(inst);
 }
 
+/* The host's memory for the share buffers is asked before they are
+ * allocated: short, the load says what the largest rank's shares need and
+ * how many devices would lower it enough; the instance stays usable, and
+ * loads once the host has the memory. */
+static void test_host_memory_refusal(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    static const th_gpu_test_case dense = {"1M nonzeros", 3, {1000, 1000, 1000}, 1000000, {0}};
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&dense, 5);
+    th_coo_tensor view;
+    th_test_coo_view(t, &view);
+    th_instance *inst = th_test_create_instance(p->gpu[0], "devices", "0,0", NULL);
+    /* Three modes' shares of 500,000 nonzeros, 20 bytes each: 30 MB. */
+    g_setenv("TH_GPU_TEST_HOST_FREE_BYTES", "1000000", TRUE);
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), TH_ERR_OUT_OF_MEMORY);
+    g_unsetenv("TH_GPU_TEST_HOST_FREE_BYTES");
+    printf("two virtual ranks, the host capped at 1 MB: %s\n", err);
+    assert_non_null(strstr(err, "the host cannot hold the shares while they are handed over"));
+    assert_non_null(strstr(err, "1.0 MiB is free (TH_GPU_TEST_HOST_FREE_BYTES)"));
+    assert_non_null(strstr(err, "(over 60 devices: 1.0 MiB)"));
+    err[0] = '\0';
+    assert_int_equal(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), TH_OK);
+    p->gpu[0]->entry.destroy(inst);
+}
+
 /* Runtime and mode info name the ranks, their transport and each mode's
  * time in collectives. */
 static void test_runtime_info(void **state)
@@ -289,7 +315,7 @@ int main(void)
         cmocka_unit_test(test_mttkrp_virtual_ranks), cmocka_unit_test(test_mttkrp_devices),
         cmocka_unit_test(test_cp_als_virtual_ranks), cmocka_unit_test(test_cp_als_devices),
         cmocka_unit_test(test_option_refusals),      cmocka_unit_test(test_memory_plan_refusal),
-        cmocka_unit_test(test_runtime_info),
+        cmocka_unit_test(test_host_memory_refusal),  cmocka_unit_test(test_runtime_info),
     };
     return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }
