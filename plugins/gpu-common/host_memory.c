@@ -61,7 +61,7 @@ int thg_parse_cgroup_headroom(const char *limit_text, const char *usage_text, co
         find_number(stat, "active_file ", &active);
         find_number(stat, "inactive_file ", &inactive);
     }
-    const uint64_t cache = active + inactive < used ? active + inactive : used;
+    const uint64_t cache = active < used && inactive < used - active ? active + inactive : used;
     *bytes = limit > used - cache ? limit - (used - cache) : 0;
     return 1;
 }
