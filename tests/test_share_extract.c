@@ -304,6 +304,36 @@ static void test_threaded_passes(void **state)
     free_tensor(&t);
 }
 
+/* The threaded extraction of `share` on each of `counts` thread counts
+ * gives the one pass's arrays. */
+static void assert_threaded_is_one_pass(const thg_coo_view *view, uint32_t mode,
+                                        const uint64_t *offsets, const thg_share *share,
+                                        const uint32_t *threads, size_t counts)
+{
+    const uint64_t n = share->nnz_end - share->nnz_begin;
+    uint32_t *want[NMODES], *got[NMODES];
+    for (uint32_t k = 0; k < NMODES; ++k) {
+        want[k] = g_new0(uint32_t, n + 1u);
+        got[k] = g_new0(uint32_t, n + 1u);
+    }
+    double *want_values = g_new0(double, n + 1u);
+    double *got_values = g_new0(double, n + 1u);
+    assert_int_equal(thg_extract_share(view, mode, offsets, share, want, want_values), 0);
+    for (size_t c = 0; c < counts; ++c) {
+        const thg_share_job job = {mode, offsets, share, got, got_values};
+        assert_int_equal(thg_extract_shares(view, &job, 1, threads[c]), 0);
+        for (uint32_t k = 0; k < NMODES; ++k)
+            assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
+        assert_memory_equal(got_values, want_values, sizeof(double) * n);
+    }
+    for (uint32_t k = 0; k < NMODES; ++k) {
+        g_free(want[k]);
+        g_free(got[k]);
+    }
+    g_free(want_values);
+    g_free(got_values);
+}
+
 /* One share cut into more chunks than the tensor has nonzeros, than the
  * share has rows, and into a few: the same arrays as one pass, for every
  * share of a split hot row and for tensors of 1 to 9 nonzeros. */
@@ -319,32 +349,10 @@ static void test_chunked_pass_edges(void **state)
             assert_int_equal(thg_count_rows(&t.view, m, offsets), 0);
             thg_share shares[3];
             assert_int_equal(thg_plan_shares(offsets, t.dims[m], 3, shares), 0);
-            for (uint32_t d = 0; d < 3; ++d) {
-                const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
-                uint32_t *want[NMODES], *got[NMODES];
-                for (uint32_t k = 0; k < NMODES; ++k) {
-                    want[k] = g_new0(uint32_t, n + 1u);
-                    got[k] = g_new0(uint32_t, n + 1u);
-                }
-                double *want_values = g_new0(double, n + 1u);
-                double *got_values = g_new0(double, n + 1u);
-                assert_int_equal(
-                    thg_extract_share(&t.view, m, offsets, &shares[d], want, want_values), 0);
-                static const uint32_t threads[] = {3, 7, 64};
-                for (size_t c = 0; c < G_N_ELEMENTS(threads); ++c) {
-                    const thg_share_job job = {m, offsets, &shares[d], got, got_values};
-                    assert_int_equal(thg_extract_shares(&t.view, &job, 1, threads[c]), 0);
-                    for (uint32_t k = 0; k < NMODES; ++k)
-                        assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
-                    assert_memory_equal(got_values, want_values, sizeof(double) * n);
-                }
-                for (uint32_t k = 0; k < NMODES; ++k) {
-                    g_free(want[k]);
-                    g_free(got[k]);
-                }
-                g_free(want_values);
-                g_free(got_values);
-            }
+            static const uint32_t threads[] = {3, 7, 64};
+            for (uint32_t d = 0; d < 3; ++d)
+                assert_threaded_is_one_pass(&t.view, m, offsets, &shares[d], threads,
+                                            G_N_ELEMENTS(threads));
             g_free(offsets);
         }
         free_tensor(&t);
@@ -410,33 +418,12 @@ static void test_blocked_extraction(void **state)
                 const uint32_t devices = device_counts[g];
                 thg_share shares[5];
                 assert_int_equal(thg_plan_shares(offsets, t.dims[m], devices, shares), 0);
+                static const uint32_t threads[] = {1, 4, 16};
                 for (uint32_t d = 0; d < devices; ++d) {
-                    const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
                     hot_splits += m == 0 && shares[d].splits_last_row &&
                                   shares[d].row_end - 1u == HOT;
-                    uint32_t *want[NMODES], *got[NMODES];
-                    for (uint32_t k = 0; k < NMODES; ++k) {
-                        want[k] = g_new0(uint32_t, n + 1u);
-                        got[k] = g_new0(uint32_t, n + 1u);
-                    }
-                    double *want_values = g_new0(double, n + 1u);
-                    double *got_values = g_new0(double, n + 1u);
-                    assert_int_equal(
-                        thg_extract_share(&t.view, m, offsets, &shares[d], want, want_values), 0);
-                    static const uint32_t threads[] = {1, 4, 16};
-                    for (size_t c = 0; c < G_N_ELEMENTS(threads); ++c) {
-                        const thg_share_job job = {m, offsets, &shares[d], got, got_values};
-                        assert_int_equal(thg_extract_shares(&t.view, &job, 1, threads[c]), 0);
-                        for (uint32_t k = 0; k < NMODES; ++k)
-                            assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
-                        assert_memory_equal(got_values, want_values, sizeof(double) * n);
-                    }
-                    for (uint32_t k = 0; k < NMODES; ++k) {
-                        g_free(want[k]);
-                        g_free(got[k]);
-                    }
-                    g_free(want_values);
-                    g_free(got_values);
+                    assert_threaded_is_one_pass(&t.view, m, offsets, &shares[d], threads,
+                                                G_N_ELEMENTS(threads));
                 }
             }
         }
