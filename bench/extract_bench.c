@@ -89,8 +89,10 @@ int main(int argc, char **argv)
          "host threads (0: every processor, at most 64, as the plugin)", "N"},
         {"check", 0, 0, G_OPTION_ARG_NONE, &check, "compare with the one-pass extraction",
          NULL},
-        {NULL}};
-    g_autoptr(GOptionContext) context = g_option_context_new("[TENSOR] - time the shares' extraction");
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) context =
+        g_option_context_new("[TENSOR] - time the shares' extraction");
     g_option_context_add_main_entries(context, entries, NULL);
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(context, &argc, &argv, &error)) {
