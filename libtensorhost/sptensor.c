@@ -20,6 +20,8 @@
 
 #include <string.h>
 
+#include "host_memory.h"
+
 /* Arrays this large get transparent huge pages where the system allows
  * it (madvise mode): first touching them then takes one page fault per
  * 2 MB instead of one per 4 KB, which otherwise costs about as much as
@@ -53,6 +55,21 @@ th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz)
     t->values = th_alloc_large(nnz, sizeof(double));
     t->value_scale = 1.0;
     return t;
+}
+
+gboolean th_sptensor_host_has_room(uint64_t nnz, uint32_t nmodes, char **message)
+{
+    uint64_t need, available;
+    char source[256];
+    if (__builtin_mul_overflow(nnz, (uint64_t)nmodes * sizeof(th_index) + sizeof(double), &need))
+        need = UINT64_MAX;
+    if (th_host_available(&available, source, sizeof source) != 0 || need <= available)
+        return TRUE;
+    char need_text[32], free_text[32];
+    *message = g_strdup_printf("need %s of memory for their arrays, and %s is free (%s)",
+                               th_size_text(need, need_text, sizeof need_text),
+                               th_size_text(available, free_text, sizeof free_text), source);
+    return FALSE;
 }
 
 void th_sptensor_free(th_sptensor *t)

@@ -44,6 +44,14 @@ void *th_alloc_large(size_t count, size_t size);
 /* Allocates a tensor with room for `nnz` nonzeros and zeroed dims.
  * Aborts (g_malloc) on out-of-memory, like the rest of GLib. */
 th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz);
+
+/* Whether the host has the memory for the arrays of a tensor of `nnz`
+ * nonzeros and `nmodes` modes (nnz * (4 * nmodes + 8) bytes), asked of the
+ * host before they are allocated (common/host_memory.h: past what it has,
+ * a read or a generation would be killed midway): TRUE when it has, or
+ * does not say; FALSE otherwise, with "need X of memory for their arrays,
+ * and Y is free (SOURCE)" in *message (g_free it). */
+gboolean th_sptensor_host_has_room(uint64_t nnz, uint32_t nmodes, char **message);
 void th_sptensor_free(th_sptensor *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_sptensor, th_sptensor_free)
 

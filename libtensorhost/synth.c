@@ -425,6 +425,13 @@ th_sptensor *th_synth_generate(const th_synth_params *params, GError **error)
     g_return_val_if_fail(params != NULL, NULL);
     if (!validate(params, error))
         return NULL;
+    g_autofree char *short_of = NULL;
+    if (!th_sptensor_host_has_room(params->nnz, params->nmodes, &short_of)) {
+        g_set_error(error, TH_SYNTH_ERROR, TH_SYNTH_ERROR_MEMORY,
+                    "generating %" G_GUINT64_FORMAT " nonzeros: their arrays %s", params->nnz,
+                    short_of);
+        return NULL;
+    }
     mode_sampler *samplers = make_samplers(params);
     uint32_t max_rounds = params->max_rounds ? params->max_rounds : TH_SYNTH_DEFAULT_ROUNDS;
 

@@ -24,6 +24,7 @@ GQuark th_synth_error_quark(void);
 
 typedef enum {
     TH_SYNTH_ERROR_INVALID, /* parameters out of range */
+    TH_SYNTH_ERROR_MEMORY,  /* the host has not the memory for the tensor */
 } th_synth_error;
 
 #define TH_SYNTH_DEFAULT_ROUNDS 64u
@@ -58,7 +59,10 @@ const th_synth_preset *th_synth_find_preset(const char *name);
 void th_synth_params_from_preset(th_synth_params *params, const th_synth_preset *preset,
                                  uint64_t seed);
 
-/* Generates the tensor: sorted, no duplicate coordinates, dims as given.
+/* Generates the tensor: sorted, no duplicate coordinates, dims as given;
+ * first asks the host for the memory of its arrays at least
+ * (th_sptensor_host_has_room; the generation's peak is about twice that),
+ * TH_SYNTH_ERROR_MEMORY when it has not.
  * lines_read is the number of coordinates drawn and duplicates_merged the
  * draws that repeated one (so nnz = lines_read - duplicates_merged). */
 th_sptensor *th_synth_generate(const th_synth_params *params, GError **error);

@@ -916,6 +916,13 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     binary_layout layout;
     if (!check_metadata(name, &r, &layout, error))
         return NULL;
+    /* A file's arrays are asked of the host before they are allocated. */
+    g_autofree char *short_of = NULL;
+    if (mapped && !th_sptensor_host_has_room(layout.nnz, layout.nmodes, &short_of)) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY,
+                    "%s: its %" PRIu64 " nonzeros %s", name, layout.nnz, short_of);
+        return NULL;
+    }
 
     g_autoptr(th_sptensor) t = th_sptensor_new(layout.nmodes, layout.nnz);
     for (uint32_t m = 0; m < layout.nmodes; ++m)

@@ -95,7 +95,10 @@ gboolean th_tensor_binary_has_magic(const void *data, size_t length);
  * HEADER, ORDER, TRUNCATED (the size differs from the header's), CHECKSUM
  * (naming the section), INDEX_RANGE (naming the nonzero and the mode),
  * VALUE (not finite), EMPTY (nnz 0), IO, CANCELLED (th_cancel_requested(),
- * checked before, between chunks and before sorting). */
+ * checked before, between chunks and before sorting), MEMORY (the host has
+ * not the arrays' memory: th_sptensor_host_has_room, asked after the
+ * header and before any allocation; not asked of a buffer, which is in
+ * memory already). */
 th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_options *options,
                                    GError **error);
 

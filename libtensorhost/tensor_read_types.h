@@ -32,6 +32,7 @@ typedef enum {
     TH_TENSOR_READER_ERROR_UNSUPPORTED, /* another major version, index width or value type */
     TH_TENSOR_READER_ERROR_TRUNCATED,   /* not the size its header gives (cut, or extra bytes) */
     TH_TENSOR_READER_ERROR_CHECKSUM,    /* a section's checksum does not match: corrupt */
+    TH_TENSOR_READER_ERROR_MEMORY,      /* the host has not the memory for the arrays */
 } th_tensor_reader_error;
 
 typedef struct th_tensor_read_options {

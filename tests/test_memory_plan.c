@@ -9,9 +9,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "memory_plan.h"
+
+#define GIB ((uint64_t)1 << 30)
 
 #define MAX_TEST_MODES 4
 
@@ -292,6 +295,39 @@ static void test_fewer_nonzeros_than_devices(void **state)
     model_free(&t);
 }
 
+/* The host's refusal of a multi-device load's share buffers, in words. */
+static void test_host_refusal_in_words(void **state)
+{
+    (void)state;
+    char message[512] = "untouched";
+    assert_int_equal(thg_plan_host_refusal(10 * GIB, 10 * GIB, "MemAvailable", 2, message,
+                                           sizeof message),
+                     0);
+    assert_string_equal(message, "untouched");
+    /* 105 GiB of shares on two devices with 23 GiB free: ten devices take
+     * 21 GiB each. */
+    assert_int_equal(thg_plan_host_refusal(105 * GIB, 23 * GIB, "MemAvailable", 2, message,
+                                           sizeof message),
+                     -1);
+    assert_non_null(strstr(message, "needs 105.0 GiB of host memory"));
+    assert_non_null(strstr(message, "23.0 GiB is free (MemAvailable)"));
+    assert_non_null(strstr(message, "(over 10 devices: 21.0 GiB)"));
+    /* Nothing free: no count of devices helps. */
+    assert_int_equal(thg_plan_host_refusal(GIB, 0, "the memory limit of cgroup /sys/fs/cgroup/a",
+                                           4, message, sizeof message),
+                     -1);
+    assert_non_null(
+        strstr(message, "0.0 MiB is free (the memory limit of cgroup /sys/fs/cgroup/a)"));
+    assert_null(strstr(message, "devices:"));
+    /* Below one GiB, in MiB: 30 MB of shares on two devices with 1 MB
+     * free need 60 devices. */
+    assert_int_equal(thg_plan_host_refusal(30000000, 1000000, "MemAvailable", 2, message,
+                                           sizeof message),
+                     -1);
+    assert_non_null(strstr(message, "needs 28.6 MiB of host memory"));
+    assert_non_null(strstr(message, "(over 60 devices: 1.0 MiB)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_counts_past_2_32),
         cmocka_unit_test(test_bad_models_are_refused),
         cmocka_unit_test(test_fewer_nonzeros_than_devices),
+        cmocka_unit_test(test_host_refusal_in_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

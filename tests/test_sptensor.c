@@ -350,6 +350,24 @@ static void test_synth_reaches_target_and_is_valid(void **state)
     th_sptensor_free(t);
 }
 
+/* The generator asks the host for its arrays' memory before drawing. */
+static void test_synth_asks_the_host_first(void **state)
+{
+    (void)state;
+    th_synth_params p = small_params();
+    GError *error = NULL;
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "1000", TRUE);
+    th_sptensor *t = th_synth_generate(&p, &error);
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    assert_null(t);
+    assert_true(g_error_matches(error, TH_SYNTH_ERROR, TH_SYNTH_ERROR_MEMORY));
+    g_autofree char *want = g_strdup_printf(
+        "generating %" G_GUINT64_FORMAT " nonzeros: their arrays need ", p.nnz);
+    assert_true(g_str_has_prefix(error->message, want));
+    assert_non_null(strstr(error->message, "is free (TH_TEST_HOST_FREE_BYTES)"));
+    g_error_free(error);
+}
+
 static void test_synth_is_deterministic(void **state)
 {
     (void)state;
@@ -539,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_statistics),
         cmocka_unit_test(test_empty_slices_large_dim),
         cmocka_unit_test(test_synth_reaches_target_and_is_valid),
+        cmocka_unit_test(test_synth_asks_the_host_first),
         cmocka_unit_test(test_synth_is_deterministic),
         cmocka_unit_test(test_synth_same_on_any_segments),
         cmocka_unit_test(test_synth_skew_shapes_frequencies),

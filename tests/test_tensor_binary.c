@@ -405,6 +405,38 @@ static void test_round_trip_text_binary(void **state)
     assert_same_tensor(again, from_text);
 }
 
+/* A file's arrays are asked of the host before they are allocated: with
+ * less free than they need, the read stops there, naming the file, the
+ * need and what is free; a buffer (already in memory) is not asked. */
+static void test_host_memory_asked_first(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) source = random_tensor(3, 1000, 7);
+    g_autofree char *path = temp_path("asked.tnsb");
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(path, source, &error));
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
+    th_sptensor *refused = th_tensor_read_file(path, NULL, &error);
+    char *contents = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(path, &contents, &length, NULL));
+    g_autoptr(th_sptensor) from_buffer = th_tensor_binary_read_buffer("b", contents, length, NULL);
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    g_free(contents);
+    assert_null(refused);
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    assert_true(g_str_has_prefix(error->message, path));
+    /* 1000 nonzeros of 3 modes: 20 bytes each. */
+    assert_non_null(strstr(error->message, "its 1000 nonzeros need 0.0 MiB of memory for their "
+                                           "arrays, and 0.0 MiB is free "
+                                           "(TH_TEST_HOST_FREE_BYTES)"));
+    g_clear_error(&error);
+    assert_non_null(from_buffer);
+    g_autoptr(th_sptensor) read = th_tensor_read_file(path, NULL, &error);
+    assert_non_null(read);
+    assert_same_tensor(read, from_buffer);
+}
+
 /* A later minor version with a longer header reads as 2.0 does. */
 static void test_later_minor_version(void **state)
 {
@@ -1172,6 +1204,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_duplicates_summing_beyond_double),
         cmocka_unit_test(test_reseal),
         cmocka_unit_test(test_round_trip_text_binary),
+        cmocka_unit_test(test_host_memory_asked_first),
         cmocka_unit_test(test_later_minor_version),
         cmocka_unit_test(test_not_binary),
         cmocka_unit_test(test_other_major_version),

@@ -168,23 +168,18 @@ static uint64_t largest_share(const share_plan *p, uint32_t m)
 
 /* The buffers need the host's memory while the ranks load: asked first,
  * so that an overcommitted host refuses here instead of killing the
- * process when the buffers are filled (host_memory.h). A host that does
- * not say is not asked; TH_GPU_TEST_HOST_FREE_BYTES=N says N instead, for
- * the tests. */
+ * process when the buffers are filled (common/host_memory.h). A host that
+ * does not say is not asked. */
 static th_status check_host_memory(const share_plan *p, char *err)
 {
     uint64_t need = 0, available;
     for (uint32_t m = 0; m < p->nmodes; ++m)
         need += share_bytes(largest_share(p, m), p->nmodes);
     char source[256];
-    const char *cap = getenv("TH_GPU_TEST_HOST_FREE_BYTES");
-    if (cap && *cap) {
-        available = strtoull(cap, NULL, 10);
-        snprintf(source, sizeof source, "TH_GPU_TEST_HOST_FREE_BYTES");
-    } else if (thg_host_available(&available, source, sizeof source) != 0)
+    if (th_host_available(&available, source, sizeof source) != 0)
         return TH_OK;
     char message[TH_ERROR_SIZE];
-    if (thg_host_check_shares(need, available, source, p->G, message, sizeof message) != 0)
+    if (thg_plan_host_refusal(need, available, source, p->G, message, sizeof message) != 0)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "%s", message);
     return TH_OK;
 }

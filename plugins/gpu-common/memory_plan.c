@@ -1,7 +1,10 @@
 #include "memory_plan.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "host_memory.h"
 
 /* *sum += a * b; 0 when that leaves 64 bits. */
 static int add_product(uint64_t *sum, uint64_t a, uint64_t b)
@@ -150,4 +153,29 @@ uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_
         snprintf(advice, size, "no sharing of its nonzeros over up to %u such devices fits",
                  max_devices > THG_MAX_DEVICES ? THG_MAX_DEVICES : max_devices);
     return needed;
+}
+
+int thg_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
+                          uint32_t devices, char *message, size_t size)
+{
+    if (need <= available)
+        return 0;
+    char advice[128] = "", need_text[32], free_text[32], each_text[32];
+    /* The buffers are 1/G of every mode: over G' devices, need * G / G'. */
+    uint64_t scaled;
+    if (available > 0 && devices > 0 && !__builtin_mul_overflow(need, devices, &scaled)) {
+        const uint64_t wanted = scaled / available + (scaled % available != 0);
+        if (wanted <= THG_MAX_DEVICES)
+            snprintf(advice, sizeof advice, " (over %" PRIu64 " devices: %s)", wanted,
+                     th_size_text(scaled / wanted, each_text, sizeof each_text));
+    }
+    snprintf(message, size,
+             "the host cannot hold the shares while they are handed over: the largest rank's "
+             "share of every mode needs %s of host memory besides the tensor, and %s is free "
+             "(%s); sharing the tensor over more devices lowers the need in proportion%s, as "
+             "does freeing host memory",
+             th_size_text(need, need_text, sizeof need_text),
+             th_size_text(available, free_text, sizeof free_text),
+             source ? source : "the host's estimate", advice);
+    return -1;
 }

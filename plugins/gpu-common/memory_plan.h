@@ -78,4 +78,15 @@ uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
 uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
                          uint32_t max_devices, char *advice, size_t size);
 
+/* Whether a multi-device load's share buffers, `need` bytes of host
+ * memory (the largest rank's share of every mode), fit in the `available`
+ * bytes the host has (common/host_memory.h, from `source`): 0 when they
+ * do, or -1 with the refusal in words into `message` (`size` bytes): the
+ * need, what is free and where that comes from, and what lowers it (the
+ * buffers are 1/G of every mode of `devices`, so more devices lower them
+ * in proportion: the count that would do). Sizes in GiB, or MiB below
+ * one. */
+int thg_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
+                          uint32_t devices, char *message, size_t size);
+
 #endif

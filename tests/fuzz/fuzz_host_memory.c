@@ -1,5 +1,4 @@
-/* libFuzzer target for the host-memory parsers (plugins/gpu-common/
- * host_memory.h): /proc/meminfo's text, /proc/self/cgroup's, and a
+/* libFuzzer target for the host-memory parsers (common/host_memory.h): /proc/meminfo's text, /proc/self/cgroup's, and a
  * cgroup's limit, use and memory.stat. The input is cut at its first two
  * NUL bytes into three texts, each given to the parsers as its own
  * NUL-terminated copy; every call returns one of its documented values,
@@ -37,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *third = next_text(&data, end);
 
     uint64_t bytes = 0;
-    const int meminfo = thg_parse_meminfo_available(first, &bytes);
+    const int meminfo = th_parse_meminfo_available(first, &bytes);
     if (meminfo != 0 && meminfo != -1)
         abort();
     if (meminfo == 0 && bytes % 1024u != 0)
@@ -45,14 +44,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int version = 1; version <= 2; ++version) {
         char path[16];
         memset(path, 'x', sizeof path);
-        const int found = thg_parse_cgroup_path(first, version, path, sizeof path);
+        const int found = th_parse_cgroup_path(first, version, path, sizeof path);
         if (found != 0 && found != -1)
             abort();
         if (found == 0 && memchr(path, 0, sizeof path) == NULL)
             abort();
     }
     uint64_t headroom = 0;
-    const int limited = thg_parse_cgroup_headroom(first, second, third, &headroom);
+    const int limited = th_parse_cgroup_headroom(first, second, third, &headroom);
     if (limited != 1 && limited != 0 && limited != -1)
         abort();
     if (limited == 1 && headroom > strtoull(first, NULL, 10))

@@ -264,13 +264,13 @@ static void test_host_memory_refusal(void **state)
     th_test_coo_view(t, &view);
     th_instance *inst = th_test_create_instance(p->gpu[0], "devices", "0,0", NULL);
     /* Three modes' shares of 500,000 nonzeros, 20 bytes each: 30 MB. */
-    g_setenv("TH_GPU_TEST_HOST_FREE_BYTES", "1000000", TRUE);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "1000000", TRUE);
     char err[TH_ERROR_SIZE] = "";
     assert_int_equal(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), TH_ERR_OUT_OF_MEMORY);
-    g_unsetenv("TH_GPU_TEST_HOST_FREE_BYTES");
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
     printf("two virtual ranks, the host capped at 1 MB: %s\n", err);
     assert_non_null(strstr(err, "the host cannot hold the shares while they are handed over"));
-    assert_non_null(strstr(err, "1.0 MiB is free (TH_GPU_TEST_HOST_FREE_BYTES)"));
+    assert_non_null(strstr(err, "1.0 MiB is free (TH_TEST_HOST_FREE_BYTES)"));
     assert_non_null(strstr(err, "(over 60 devices: 1.0 MiB)"));
     err[0] = '\0';
     assert_int_equal(p->gpu[0]->entry.load_tensor(inst, &view, 8, err), TH_OK);

@@ -1,11 +1,8 @@
 #include "host_memory.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "device_shares.h"
 
 /* A cgroup v1 "limit" this large is none (the kernel's is 2^63 - 4096,
  * rounded to pages). */
@@ -30,7 +27,7 @@ static int find_number(const char *text, const char *key, uint64_t *value)
     return -1;
 }
 
-int thg_parse_meminfo_available(const char *meminfo, uint64_t *bytes)
+int th_parse_meminfo_available(const char *meminfo, uint64_t *bytes)
 {
     uint64_t kib;
     if (meminfo == NULL || bytes == NULL || find_number(meminfo, "MemAvailable:", &kib) != 0 ||
@@ -40,8 +37,8 @@ int thg_parse_meminfo_available(const char *meminfo, uint64_t *bytes)
     return 0;
 }
 
-int thg_parse_cgroup_headroom(const char *limit_text, const char *usage_text, const char *stat,
-                              uint64_t *bytes)
+int th_parse_cgroup_headroom(const char *limit_text, const char *usage_text, const char *stat,
+                             uint64_t *bytes)
 {
     if (limit_text == NULL || bytes == NULL)
         return -1;
@@ -91,7 +88,7 @@ static const cgroup_files cgroup_v2 = {"/sys/fs/cgroup", "0::", "memory.max",
 static const cgroup_files cgroup_v1 = {"/sys/fs/cgroup/memory", ":memory:",
                                        "memory.limit_in_bytes", "memory.usage_in_bytes"};
 
-int thg_parse_cgroup_path(const char *membership, int version, char *path, size_t size)
+int th_parse_cgroup_path(const char *membership, int version, char *path, size_t size)
 {
     if (membership == NULL || path == NULL || size == 0 || (version != 1 && version != 2))
         return -1;
@@ -117,7 +114,7 @@ static int cgroup_headroom(const char *membership, const cgroup_files *files, ui
                            char *source, size_t source_size)
 {
     char path[4096], dir[4096 + 64], file[sizeof dir + 32];
-    if (thg_parse_cgroup_path(membership, files == &cgroup_v2 ? 2 : 1, path, sizeof path) != 0)
+    if (th_parse_cgroup_path(membership, files == &cgroup_v2 ? 2 : 1, path, sizeof path) != 0)
         return 0;
     /* "/" is the namespace's root: the cgroup mounted at the root. */
     snprintf(dir, sizeof dir, "%s%s", files->root, strcmp(path, "/") == 0 ? "" : path);
@@ -133,7 +130,7 @@ static int cgroup_headroom(const char *membership, const cgroup_files *files, ui
         const int has_stat = read_text(file, stat, sizeof stat) == 0;
         uint64_t headroom;
         if (has_limit && has_usage &&
-            thg_parse_cgroup_headroom(limit, usage, has_stat ? stat : NULL, &headroom) == 1 &&
+            th_parse_cgroup_headroom(limit, usage, has_stat ? stat : NULL, &headroom) == 1 &&
             (!found || headroom < *bytes)) {
             *bytes = headroom;
             snprintf(source, source_size, "the memory limit of cgroup %.300s", dir);
@@ -147,13 +144,20 @@ static int cgroup_headroom(const char *membership, const cgroup_files *files, ui
     return found;
 }
 
-int thg_host_available(uint64_t *bytes, char *source, size_t source_size)
+int th_host_available(uint64_t *bytes, char *source, size_t source_size)
 {
     char meminfo[8192];
     uint64_t available;
-    if (bytes == NULL || source == NULL || source_size == 0 ||
-        read_text("/proc/meminfo", meminfo, sizeof meminfo) != 0 ||
-        thg_parse_meminfo_available(meminfo, &available) != 0)
+    if (bytes == NULL || source == NULL || source_size == 0)
+        return -1;
+    const char *cap = getenv("TH_TEST_HOST_FREE_BYTES");
+    if (cap != NULL && *cap != '\0') {
+        *bytes = strtoull(cap, NULL, 10);
+        snprintf(source, source_size, "TH_TEST_HOST_FREE_BYTES");
+        return 0;
+    }
+    if (read_text("/proc/meminfo", meminfo, sizeof meminfo) != 0 ||
+        th_parse_meminfo_available(meminfo, &available) != 0)
         return -1;
     snprintf(source, source_size, "MemAvailable");
     char membership[4096];
@@ -174,37 +178,11 @@ int thg_host_available(uint64_t *bytes, char *source, size_t source_size)
     return 0;
 }
 
-/* "X.X GiB", or "X.X MiB" below one GiB. */
-static const char *size_text(uint64_t bytes, char *text, size_t size)
+const char *th_size_text(uint64_t bytes, char *text, size_t size)
 {
     if (bytes >= ((uint64_t)1 << 30))
         snprintf(text, size, "%.1f GiB", bytes / 1073741824.0);
     else
         snprintf(text, size, "%.1f MiB", bytes / 1048576.0);
     return text;
-}
-
-int thg_host_check_shares(uint64_t need, uint64_t available, const char *source,
-                          uint32_t devices, char *message, size_t size)
-{
-    if (need <= available)
-        return 0;
-    char advice[128] = "", need_text[32], free_text[32], each_text[32];
-    /* The buffers are 1/G of every mode: over G' devices, need * G / G'. */
-    uint64_t scaled;
-    if (available > 0 && devices > 0 && !__builtin_mul_overflow(need, devices, &scaled)) {
-        const uint64_t wanted = scaled / available + (scaled % available != 0);
-        if (wanted <= THG_MAX_DEVICES)
-            snprintf(advice, sizeof advice, " (over %" PRIu64 " devices: %s)", wanted,
-                     size_text(scaled / wanted, each_text, sizeof each_text));
-    }
-    snprintf(message, size,
-             "the host cannot hold the shares while they are handed over: the largest rank's "
-             "share of every mode needs %s of host memory besides the tensor, and %s is free "
-             "(%s); sharing the tensor over more devices lowers the need in proportion%s, as "
-             "does freeing host memory",
-             size_text(need, need_text, sizeof need_text),
-             size_text(available, free_text, sizeof free_text),
-             source ? source : "the host's estimate", advice);
-    return -1;
 }
