@@ -78,21 +78,21 @@ static int read_text(const char *path, char *text, size_t size)
 
 /* Where a cgroup hierarchy keeps its memory limits. */
 typedef struct cgroup_files {
-    const char *root;     /* the hierarchy's mount */
-    const char *line_key; /* what precedes the path in /proc/self/cgroup */
+    int version;
+    const char *root; /* the hierarchy's mount */
     const char *limit, *usage;
 } cgroup_files;
 
-static const cgroup_files cgroup_v2 = {"/sys/fs/cgroup", "0::", "memory.max",
-                                       "memory.current"};
-static const cgroup_files cgroup_v1 = {"/sys/fs/cgroup/memory", ":memory:",
-                                       "memory.limit_in_bytes", "memory.usage_in_bytes"};
+static const cgroup_files cgroup_v2 = {2, "/sys/fs/cgroup", "memory.max", "memory.current"};
+static const cgroup_files cgroup_v1 = {1, "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                                       "memory.usage_in_bytes"};
 
 int th_parse_cgroup_path(const char *membership, int version, char *path, size_t size)
 {
     if (membership == NULL || path == NULL || size == 0 || (version != 1 && version != 2))
         return -1;
-    const char *line_key = version == 2 ? cgroup_v2.line_key : cgroup_v1.line_key;
+    /* What precedes the path on the hierarchy's line. */
+    const char *line_key = version == 2 ? "0::" : ":memory:";
     for (const char *line = membership; line != NULL && *line != '\0';) {
         const size_t length = strcspn(line, "\n");
         const char *key = strstr(line, line_key);
@@ -114,7 +114,7 @@ static int cgroup_headroom(const char *membership, const cgroup_files *files, ui
                            char *source, size_t source_size)
 {
     char path[4096], dir[4096 + 64], file[sizeof dir + 32];
-    if (th_parse_cgroup_path(membership, files == &cgroup_v2 ? 2 : 1, path, sizeof path) != 0)
+    if (th_parse_cgroup_path(membership, files->version, path, sizeof path) != 0)
         return 0;
     /* "/" is the namespace's root: the cgroup mounted at the root. */
     snprintf(dir, sizeof dir, "%s%s", files->root, strcmp(path, "/") == 0 ? "" : path);

@@ -223,7 +223,7 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
         inputs[m] = (thg_mode_input){n, (const uint32_t *const *)indices[m], values,
                                      owned.begin, owned.window_end};
     }
-    /* The rank's N shares, a pass over the tensor each, side by side. */
+    /* The rank's N shares, side by side on the host's threads. */
     if (thg_extract_shares(&view, jobs, N, host_threads()) != 0)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                               "out of host memory while extracting rank %u's shares", q);

@@ -17,12 +17,12 @@ typedef struct share_blocks {
     uint16_t *granule_block; /* [granules]: the block of each granule */
     uint32_t shift;
     uint64_t grid_begin;              /* the first granule's first row */
-    uint64_t split_first, split_last; /* the split rows; NO_SPLIT when not split */
+    uint64_t split_first, split_last; /* the split rows; NO_ROW when not split */
     uint64_t block_nnz;               /* the most nonzeros of a block of several granules */
     uint64_t most_rows;               /* the most rows of any block */
 } share_blocks;
 
-#define NO_SPLIT UINT64_MAX
+#define NO_ROW UINT64_MAX /* no such row */
 
 static inline uint64_t block_of_row(const share_blocks *b, uint64_t row)
 {
@@ -338,12 +338,14 @@ static uint64_t walk_granules(const uint64_t *row_offsets, const share_blocks *b
 static int make_blocks(const uint64_t *row_offsets, const thg_share *share, share_blocks *b)
 {
     memset(b, 0, sizeof *b);
-    b->split_first = share->splits_first_row ? share->row_begin : NO_SPLIT;
-    b->split_last = share->splits_last_row ? share->row_end - 1u : NO_SPLIT;
-    b->grid_begin = share->row_begin + (b->split_first != NO_SPLIT);
-    uint64_t grid_end = share->row_end;
-    if (b->split_last != NO_SPLIT && b->split_last >= b->grid_begin)
-        grid_end = share->row_end - 1u;
+    b->split_first = share->splits_first_row ? share->row_begin : NO_ROW;
+    b->split_last = share->splits_last_row ? share->row_end - 1u : NO_ROW;
+    /* The first split row's block, the granules', the last split row's
+     * (none of its own when the share is one row split on both sides). */
+    const uint64_t first = b->split_first != NO_ROW;
+    const uint64_t last = b->split_last != NO_ROW && b->split_last != b->split_first;
+    b->grid_begin = share->row_begin + first;
+    const uint64_t grid_end = share->row_end - last;
     const uint64_t grid_rows = grid_end - b->grid_begin;
     while ((grid_rows >> b->shift) >= MAX_GRANULES)
         ++b->shift;
@@ -352,11 +354,8 @@ static int make_blocks(const uint64_t *row_offsets, const thg_share *share, shar
         grid_rows / BLOCK_TARGET > BLOCK_MIN_ROWS ? grid_rows / BLOCK_TARGET : BLOCK_MIN_ROWS;
     const uint64_t block_granules =
         block_rows >> b->shift > 0 ? block_rows >> b->shift : 1u;
-    /* The first split row's block, the granules', the last split row's. */
-    const uint64_t first = b->split_first != NO_SPLIT;
     const uint64_t count =
-        walk_granules(row_offsets, b, grid_end, block_granules, first, NULL, NULL) +
-        (b->split_last != NO_SPLIT && b->split_last != b->split_first);
+        walk_granules(row_offsets, b, grid_end, block_granules, first, NULL, NULL) + last;
     if (count > (uint64_t)UINT16_MAX + 1u)
         return -1;
     const uint64_t granules = (grid_rows + ((uint64_t)1 << b->shift) - 1u) >> b->shift;
@@ -369,7 +368,7 @@ static int make_blocks(const uint64_t *row_offsets, const thg_share *share, shar
         b->first_row[0] = b->split_first;
     walk_granules(row_offsets, b, grid_end, block_granules, first, b->first_row,
                   b->granule_block);
-    if (b->split_last != NO_SPLIT && b->split_last != b->split_first)
+    if (last)
         b->first_row[count - 1u] = b->split_last;
     b->first_row[count] = share->row_end;
     for (uint32_t k = 0; k < b->count; ++k) {
@@ -431,7 +430,7 @@ static int sort_block(const blocked_share *c, uint32_t nmodes, uint32_t k, void 
         ++i;
     if (i >= n)
         return 0;
-    uint64_t kept = NO_SPLIT, kept_n = 0;
+    uint64_t kept = NO_ROW, kept_n = 0;
     if (n > c->blocks.block_nnz)
         for (uint64_t r = row_begin; r < row_end; ++r)
             if (offsets[r + 1u] - offsets[r] > kept_n) {
