@@ -30,12 +30,11 @@ struct nccl_api {
     ncclResult_t (*GetVersion)(int *) = nullptr;
     ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *) = nullptr;
     ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
-    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                              cudaStream_t) = nullptr;
     ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                               ncclComm_t, cudaStream_t) = nullptr;
-    ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
-                              cudaStream_t) = nullptr;
+    ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t,
+                         cudaStream_t) = nullptr;
+    ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
     ncclResult_t (*GroupStart)(void) = nullptr;
     ncclResult_t (*GroupEnd)(void) = nullptr;
     const char *(*GetErrorString)(ncclResult_t) = nullptr;
@@ -104,9 +103,9 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
         {"ncclGetVersion", (void **)&n.GetVersion},
         {"ncclCommInitAll", (void **)&n.CommInitAll},
         {"ncclCommDestroy", (void **)&n.CommDestroy},
-        {"ncclBroadcast", (void **)&n.Broadcast},
         {"ncclAllReduce", (void **)&n.AllReduce},
-        {"ncclAllGather", (void **)&n.AllGather},
+        {"ncclSend", (void **)&n.Send},
+        {"ncclRecv", (void **)&n.Recv},
         {"ncclGroupStart", (void **)&n.GroupStart},
         {"ncclGroupEnd", (void **)&n.GroupEnd},
         {"ncclGetErrorString", (void **)&n.GetErrorString},
@@ -282,18 +281,14 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
 }
 
 #ifdef THG_HAVE_NCCL
-/* Blocks of one size, back to back: an all-gather rather than G
- * broadcasts. */
-bool equal_blocks(const uint64_t *offsets, uint32_t G)
-{
-    const uint64_t block = offsets[1] - offsets[0];
-    for (uint32_t q = 1; q < G; ++q)
-        if (offsets[q + 1] - offsets[q] != block)
-            return false;
-    return block > 0;
-}
-
-/* Every rank's part, in one NCCL group (one thread drives every rank). */
+/* Every rank's part, in one NCCL group (one thread drives every rank).
+ * An all-gather of blocks is point-to-point: each rank sends its block to
+ * every other rank and receives theirs, all in the group's one launch.
+ * Within a node every pair of GPUs has a direct link (NVLink), so each
+ * block crosses one link, where a ring all-gather or broadcast passes it
+ * through G - 1 ranks one after another (kernels/DESIGN.md, open end 4,
+ * has the measurement); and the blocks may differ in size (a rank's owned
+ * rows), which ncclAllGather does not allow. */
 thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
 {
     for (uint32_t rank = 0; rank < c->G; ++rank) {
@@ -305,18 +300,18 @@ thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
         }
         for (uint32_t k = 0; k < c->gathers; ++k) {
             const uint64_t *offsets = c->offsets[k];
-            if (equal_blocks(offsets, c->G)) { /* one ring all-gather, in place */
-                char *base = (char *)p.bufs[k] + offsets[0];
-                const size_t block = offsets[1] - offsets[0];
-                THG_NCCL(c, AllGather(base + rank * block, base, block, ncclUint8,
-                                      c->comms[rank], p.stream));
-                continue;
-            }
+            char *buf = (char *)p.bufs[k];
+            const size_t mine = offsets[rank + 1] - offsets[rank];
             for (uint32_t q = 0; q < c->G; ++q) {
-                char *block = (char *)p.bufs[k] + offsets[q];
-                if (offsets[q + 1] > offsets[q]) /* in place: the root sends its receive */
-                    THG_NCCL(c, Broadcast(block, block, offsets[q + 1] - offsets[q], ncclUint8,
-                                          (int)q, c->comms[rank], p.stream));
+                if (q == rank)
+                    continue;
+                const size_t theirs = offsets[q + 1] - offsets[q];
+                if (mine > 0)
+                    THG_NCCL(c, Send(buf + offsets[rank], mine, ncclUint8, (int)q,
+                                     c->comms[rank], p.stream));
+                if (theirs > 0)
+                    THG_NCCL(c, Recv(buf + offsets[q], theirs, ncclUint8, (int)q,
+                                     c->comms[rank], p.stream));
             }
         }
     }
