@@ -94,7 +94,7 @@ struct thg_group {
     } modes[THG_MAX_MODES];
     /* The exchange buffer: one block per rank, each its update's sums
      * (thg_als_acc_bytes) then its split rows' partials (2 x R floats), so
-     * that one all-gather of equal blocks carries both. */
+     * that one all-gather carries both. */
     size_t block_bytes = 0;
     uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
     /* Per rank, on its device: the exchange buffer, G blocks. */
