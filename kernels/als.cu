@@ -260,7 +260,7 @@ struct update_io {
     const uint32_t *row_present; /* M's rows with nonzeros (the others are zero) */
     uint64_t row_base;           /* M's and A's first row: row_present's index of row 0 */
     /* A rank's part of a multi-device update: the sums stay in acc for the
-     * other ranks' (finish_ranks_kernel); nothing is finished here. */
+     * other ranks' (fold_kernel, group_finish_kernel); nothing is finished here. */
     int partial;
     /* The split rows' partials to copy by block 0 (thg_als_part): M's
      * rows pack_rows[0], [1] (THG_NO_ROW: zeros; indices from M's row 0)
@@ -375,67 +375,192 @@ __host__ __device__ inline thg_als_acc acc_at(void *block, uint32_t rank)
     return acc;
 }
 
-/* A multi-device update's end, one block on every rank: the ranks' partial
- * sums (G blocks of thg_als_acc_bytes, gathered) added in rank order into
- * acc, this rank's block re-zeroed; then each folded row (thg_als_fold):
- * its MTTKRP row summed from the partials, A's row = M (D W) written and
- * added to the sums; then finish_totals. Every rank does the same
- * arithmetic in the same order, so every rank finishes with the same bits. */
-__global__ void finish_ranks_kernel(const float *W, uint32_t R, update_io io, thg_als_acc acc,
-                                    char *parts, size_t part_bytes, uint32_t G, uint32_t self,
-                                    thg_als_fold fold, float *A, double *out, int out_mapped,
-                                    const uint32_t *failed, double *gram_store)
+/* ---- The end of a multi-device update (kernels/group.cu), after the
+ * collective that gathers every rank's sums (G blocks of
+ * thg_als_acc_bytes, rank q's at parts + q * part_bytes) and the split
+ * rows' partials. Two kernels, so that only the first stands between the
+ * collective and the next mode's MTTKRP:
+ *   fold_kernel: the factor rows the partial updates left out (the split
+ *     rows, thg_als_fold), lambda and the column scale, and, when a lambda
+ *     is far from 1, the factor normalised (what scale_kernel does on one
+ *     device): all that the next MTTKRP reads;
+ *   group_finish_kernel: the normalised Gram and inner products (the next
+ *     solve's and the host's), which in a sweep run on the side stream
+ *     beside the next MTTKRP.
+ * The first hands the second lambda and the split rows through a scratch
+ * block on the rank's device. Every rank does the same arithmetic in the
+ * same order, so every rank finishes with the same bits. */
+
+/* The scratch block: lambda [R] doubles, then the folded rows' MTTKRP
+ * rows and factor rows (unnormalised), [THG_MAX_FOLD_ROWS][R] floats each. */
+struct fold_scratch {
+    double *lambda;
+    float *m, *a;
+};
+
+__host__ __device__ inline fold_scratch scratch_at(void *block, uint32_t R)
 {
-    __shared__ double s_div[THG_MAX_RANK];
-    __shared__ float s_m[THG_MAX_RANK], s_a[THG_MAX_RANK];
+    fold_scratch s;
+    s.lambda = (double *)block;
+    s.m = (float *)(s.lambda + R);
+    s.a = s.m + (size_t)THG_MAX_FOLD_ROWS * R;
+    return s;
+}
+
+/* Entry e of [gram | inner], summed over the ranks in rank order. */
+__device__ __forceinline__ double summed_entry(char *parts, size_t part_bytes, uint32_t G,
+                                               uint32_t R, size_t e)
+{
+    double sum = 0.0;
+    for (uint32_t q = 0; q < G; ++q)
+        sum += acc_at(parts + q * part_bytes, R).gram[e];
+    return sum;
+}
+
+/* Folded rows computed per pass of fold_kernel (its shared memory). */
+constexpr uint32_t kFoldPass = 8;
+
+/* Every block computes the folded rows and lambda (a few microseconds, and
+ * no grid-wide barrier); block 0 writes the rows, the column scale and the
+ * scratch block; when a lambda is out of bounds (rescale_bound) every block
+ * normalises its rows of A, the folded rows being block 0's. */
+__global__ void __launch_bounds__(kThreads)
+    fold_kernel(const float *W, uint32_t R, const float *m_scale, char *parts, size_t part_bytes,
+                uint32_t G, thg_als_fold fold, float *A, uint32_t I, float *col_scale,
+                float bound, void *scratch_block, const uint32_t *failed)
+{
+    __shared__ float s_m[kFoldPass * THG_MAX_RANK], s_a[kFoldPass * THG_MAX_RANK];
+    __shared__ float s_scale[THG_MAX_RANK];
+    __shared__ uint32_t s_rescale;
     if (failed && *failed)
         return;
     const uint32_t tid = threadIdx.x;
-    const thg_als_acc mine = acc_at(parts + self * part_bytes, R);
-    for (uint32_t e = tid; e < R * R + R; e += blockDim.x) {
-        double sum = 0.0;
+    const bool writer = blockIdx.x == 0;
+    const fold_scratch sc = scratch_at(scratch_block, R);
+    if (tid == 0)
+        s_rescale = 0u;
+    /* Thread c < R: column c's sum of squares and maximum. */
+    double sumsq = 0.0;
+    uint32_t maxbits = 0u;
+    if (tid < R) {
+        sumsq = summed_entry(parts, part_bytes, G, R, (size_t)tid * R + tid);
         for (uint32_t q = 0; q < G; ++q)
-            sum += acc_at(parts + q * part_bytes, R).gram[e]; /* gram, then inner */
-        acc.gram[e] = sum;
-        mine.gram[e] = 0.0;
+            maxbits = max(maxbits, acc_at(parts + q * part_bytes, R).maxbits[tid]);
     }
-    for (uint32_t t = tid; t < R; t += blockDim.x) {
-        uint32_t most = 0u;
-        for (uint32_t q = 0; q < G; ++q) {
-            const uint32_t bits = acc_at(parts + q * part_bytes, R).maxbits[t];
-            most = bits > most ? bits : most;
-        }
-        acc.maxbits[t] = most;
-        mine.maxbits[t] = 0u;
-    }
-    __syncthreads();
-    for (uint32_t j = 0; j < fold.nrows; ++j) {
-        const uint32_t row = fold.rows[j];
-        for (uint32_t c = tid; c < R; c += blockDim.x) {
+    for (uint32_t j0 = 0; j0 < fold.nrows; j0 += kFoldPass) {
+        const uint32_t n = fold.nrows - j0 < kFoldPass ? fold.nrows - j0 : kFoldPass;
+        for (uint32_t t = tid; t < n * R; t += blockDim.x) {
+            const uint32_t row = fold.rows[j0 + t / R], c = t % R;
             float m = 0.0f;
             for (uint32_t k = 0; k < fold.npartials; ++k)
                 if (fold.partial_rows[k] == row)
                     m += thg_fold_partial(fold, k, R)[c];
-            s_m[c] = m;
+            s_m[t] = m;
         }
         __syncthreads();
-        for (uint32_t c = tid; c < R; c += blockDim.x) {
+        for (uint32_t t = tid; t < n * R; t += blockDim.x) {
+            const uint32_t j = t / R, c = t % R;
             float a = 0.0f; /* as update_kernel: M (D W) in fp32 */
             for (uint32_t k = 0; k < R; ++k)
-                a += s_m[k] * (W[(size_t)k * R + c] * io.m_scale[k]);
-            s_a[c] = a;
-            A[(size_t)row * R + c] = a;
-            acc.inner[c] += (double)s_m[c] * a;
-            acc.maxbits[c] = max(acc.maxbits[c], __float_as_uint(fabsf(a)));
+                a += s_m[j * R + k] * (W[(size_t)k * R + c] * m_scale[k]);
+            s_a[t] = a;
+            if (writer) {
+                sc.m[(size_t)j0 * R + t] = s_m[t];
+                sc.a[(size_t)j0 * R + t] = a;
+            }
         }
         __syncthreads();
-        for (uint32_t e = tid; e < R * R; e += blockDim.x)
-            acc.gram[e] += (double)s_a[e / R] * s_a[e % R]; /* both halves: gram_entry reads either */
-        __syncthreads();
+        if (tid < R)
+            for (uint32_t j = 0; j < n; ++j) {
+                const float a = s_a[j * R + tid];
+                sumsq += (double)a * a;
+                maxbits = max(maxbits, __float_as_uint(fabsf(a)));
+            }
+        __syncthreads(); /* the next pass overwrites s_m and s_a */
     }
-    __threadfence();
+    /* The norm travels with W, after its R*R floats. */
+    const int use_max_norm = *(const int *)(W + (size_t)R * R);
+    if (tid < R) {
+        const double maxabs = (double)__uint_as_float(maxbits);
+        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
+        s_scale[tid] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
+        if (lam > 0.0 && (lam > bound || lam * bound < 1.0))
+            atomicOr(&s_rescale, 1u);
+        if (writer)
+            sc.lambda[tid] = lam;
+    }
     __syncthreads();
-    finish_totals(W, R, io, acc, out, out_mapped, gram_store, s_div);
+    const bool rescale = s_rescale != 0u;
+    if (writer) {
+        /* As finish_totals: 1/lambda becomes the column scale, unless the
+         * factor is normalised here. */
+        for (uint32_t t = tid; t < R; t += blockDim.x)
+            col_scale[t] = rescale ? 1.0f : s_scale[t];
+        for (uint32_t t = tid; t < fold.nrows * R; t += blockDim.x) {
+            const float a = sc.a[t]; /* this block's own write, before the barrier */
+            A[(size_t)fold.rows[t / R] * R + t % R] = rescale ? a * s_scale[t % R] : a;
+        }
+    }
+    if (!rescale)
+        return;
+    const uint64_t n = (uint64_t)I * R;
+    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + tid; e < n;
+         e += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t row = e / R;
+        bool folded = false;
+        for (uint32_t j = 0; j < fold.nrows; ++j)
+            folded = folded || fold.rows[j] == row;
+        if (!folded)
+            A[e] *= s_scale[e % R];
+    }
+}
+
+/* One block: lambda and the folded rows from fold_kernel's scratch; the
+ * ranks' Gram and inner sums added in rank order, the folded rows' terms
+ * after them; [lambda | gram | inner] of the normalised factor written to
+ * `out` (and the Gram to gram_store), and this rank's (`self`) block of
+ * sums re-zeroed for its next update. */
+__global__ void __launch_bounds__(kThreads)
+    group_finish_kernel(uint32_t R, const float *m_scale, char *parts, size_t part_bytes,
+                        uint32_t G, uint32_t self, uint32_t nrows, void *scratch_block,
+                        double *out, int out_mapped, const uint32_t *failed, double *gram_store)
+{
+    __shared__ double s_div[THG_MAX_RANK];
+    if (failed && *failed)
+        return;
+    const uint32_t tid = threadIdx.x;
+    const fold_scratch sc = scratch_at(scratch_block, R);
+    double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        const double lam = sc.lambda[t];
+        s_div[t] = lam > 0.0 ? lam : 1.0; /* a zero column stays */
+        lambda[t] = lam;
+    }
+    __syncthreads();
+    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+        const uint32_t r1 = e / R, r2 = e % R;
+        double g = summed_entry(parts, part_bytes, G, R, gram_entry(r1, r2, R));
+        for (uint32_t j = 0; j < nrows; ++j)
+            g += (double)sc.a[(size_t)j * R + r1] * sc.a[(size_t)j * R + r2];
+        const double g_norm = g / (s_div[r1] * s_div[r2]);
+        gram[e] = g_norm;
+        if (gram_store)
+            gram_store[e] = g_norm;
+    }
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        double s = summed_entry(parts, part_bytes, G, R, (size_t)R * R + t);
+        for (uint32_t j = 0; j < nrows; ++j)
+            s += (double)sc.m[(size_t)j * R + t] * sc.a[(size_t)j * R + t];
+        inner[t] = s * m_scale[t] / s_div[t];
+    }
+    __syncthreads(); /* every read of this rank's block is done */
+    const thg_als_acc mine = acc_at(parts + self * part_bytes, R);
+    for (uint32_t e = tid; e < R * R + R; e += blockDim.x)
+        mine.gram[e] = 0.0; /* gram, then inner */
+    for (uint32_t t = tid; t < R; t += blockDim.x)
+        mine.maxbits[t] = 0u;
+    if (out_mapped)
+        __threadfence_system(); /* the host reads `out` after the stream synchronises */
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -1038,6 +1163,24 @@ update_io io_for(const thg_context *ctx, uint32_t mode, const thg_als_part *part
     return io;
 }
 
+/* The update's second kernel: A(:, r) *= 1/lambda_r over the whole factor
+ * when the finished update asked for it. */
+thg_status launch_scale(thg_context *ctx, uint32_t mode, const uint32_t *failed, char *err,
+                        size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const uint32_t I = ctx->dims[mode];
+    const uint32_t lanes = R % 4u == 0 ? R / 4u : R;
+    const uint64_t rows_per_block = kScaleThreads / lanes;
+    const uint64_t needed = ((uint64_t)I + rows_per_block - 1) / rows_per_block;
+    const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
+    scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0,
+                   ctx->stream>>>(ctx->factors[mode], I, R, ctx->als_acc.scale,
+                                  ctx->als_acc.rescale, failed);
+    THG_LAUNCHED();
+    return THG_OK;
+}
+
 } // namespace
 
 thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
@@ -1080,39 +1223,44 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
         THG_CUDA(cudaEventRecord(after_gemm, st));
     if (part)
         return THG_OK; /* finished and scaled once every rank's sums are in */
-    return thg_launch_als_scale(ctx, mode, failed, err, errlen);
+    return launch_scale(ctx, mode, failed, err, errlen);
 }
 
-thg_status thg_launch_als_finish(thg_context *ctx, uint32_t mode, void *parts,
-                                 size_t part_stride, uint32_t G, uint32_t self,
-                                 const thg_als_fold *fold, double *out,
-                                 const uint32_t *failed, double *gram_store, char *err,
-                                 size_t errlen)
+size_t thg_fold_scratch_bytes(uint32_t rank)
+{
+    return sizeof(double) * rank + 2u * sizeof(float) * THG_MAX_FOLD_ROWS * rank;
+}
+
+thg_status thg_launch_als_fold(thg_context *ctx, uint32_t mode, void *parts, size_t part_stride,
+                               uint32_t G, const thg_als_fold *fold, void *scratch,
+                               const uint32_t *failed, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    const update_io io = io_for(ctx, mode, nullptr);
     thg_als_fold none;
     memset(&none, 0, sizeof none);
-    finish_ranks_kernel<<<1, kThreads, 0, ctx->stream>>>(
-        ctx->als_w, R, io, ctx->als_acc, (char *)parts, part_stride, G, self,
-        fold ? *fold : none, ctx->factors[mode], out, out == ctx->als_out_dev, failed,
-        gram_store);
+    /* Blocks enough to normalise a tall factor in the rare case that asks
+     * for it; few enough that the usual case costs what one block does. */
+    const uint32_t I = ctx->dims[mode];
+    const uint64_t needed = ((uint64_t)I * R + kThreads - 1) / kThreads;
+    const uint64_t cap = (uint64_t)ctx->sm_count;
+    fold_kernel<<<(unsigned)(needed < cap ? needed : cap), kThreads, 0, ctx->stream>>>(
+        ctx->als_w, R, ctx->result_scale + (size_t)mode * R, (char *)parts, part_stride, G,
+        fold ? *fold : none, ctx->factors[mode], I, ctx->col_scale + (size_t)mode * R,
+        rescale_bound(ctx->nmodes), scratch, failed);
     THG_LAUNCHED();
     return THG_OK;
 }
 
-thg_status thg_launch_als_scale(thg_context *ctx, uint32_t mode, const uint32_t *failed,
-                                char *err, size_t errlen)
+thg_status thg_launch_als_group_finish(thg_context *ctx, uint32_t mode, void *parts,
+                                       size_t part_stride, uint32_t G, uint32_t self,
+                                       uint32_t folded_rows, void *scratch, double *out,
+                                       const uint32_t *failed, double *gram_store,
+                                       cudaStream_t stream, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    const uint32_t I = ctx->dims[mode];
-    const uint32_t lanes = R % 4u == 0 ? R / 4u : R;
-    const uint64_t rows_per_block = kScaleThreads / lanes;
-    const uint64_t needed = ((uint64_t)I + rows_per_block - 1) / rows_per_block;
-    const uint64_t scale_cap = (uint64_t)ctx->sm_count * 8;
-    scale_kernel<<<(unsigned)(needed < scale_cap ? needed : scale_cap), kScaleThreads, 0,
-                   ctx->stream>>>(ctx->factors[mode], I, R, ctx->als_acc.scale,
-                                  ctx->als_acc.rescale, failed);
+    group_finish_kernel<<<1, kThreads, 0, stream>>>(
+        R, ctx->result_scale + (size_t)mode * R, (char *)parts, part_stride, G, self,
+        folded_rows, scratch, out, out == ctx->als_out_dev, failed, gram_store);
     THG_LAUNCHED();
     return THG_OK;
 }

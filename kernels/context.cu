@@ -401,7 +401,7 @@ thg_status thg_enqueue_mttkrp(thg_context *ctx, uint32_t mode, unsigned record_f
 {
     thg_mode_copy &copy = ctx->copies[mode];
     THG_CUDA(cudaEventRecordWithFlags(copy.start, ctx->stream, record_flags));
-    const thg_status st = thg_launch_mttkrp(ctx, mode, nullptr, err, errlen);
+    const thg_status st = thg_launch_mttkrp(ctx, mode, nullptr, 1, err, errlen);
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaEventRecordWithFlags(copy.stop, ctx->stream, record_flags));

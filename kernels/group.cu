@@ -11,20 +11,26 @@
  *      rows it owns (in rank order: the same sum on any run);
  *   3. updates the rows it owns (A = M W over them), leaving its sums of
  *      the Gram, the inner products and the column maxima in its block of
- *      the exchange buffer; an all-gather of
- *      those sums and of the factor rows (each rank's owned rows) makes the
- *      factor whole again on every rank, and every rank adds the sums in
- *      rank order and finishes the update (lambda, the normalised Gram, the
- *      column scale): the same bits on every rank, so their column scales
- *      and solves agree; the scale kernel normalises the factor where the
- *      finished update asked.
+ *      the exchange buffer; an all-gather of those sums and of the factor
+ *      rows (each rank's owned rows) makes the factor whole again on every
+ *      rank; every rank adds the sums in rank order and finishes the
+ *      update: the same bits on every rank, so their column scales and
+ *      solves agree.
  * Inside the sweep, steps 2 and 3 share one collective: the partial
- * update leaves out the split rows, and the finishing kernel, after the
- * one all-gather of the split rows' partials, the sums and the factor
- * rows, computes those few rows (at most G - 1) from their summed MTTKRP
- * rows on every rank (thg_als_fold). One collective a mode: on small
- * payloads each costs its latency (tens of microseconds), the
- * iteration's largest overhead over the MTTKRPs.
+ * update leaves out the split rows, whose partials travel with the sums
+ * and the factor rows. The finish is then two kernels (als.cu): the fold,
+ * on the rank's stream, computes those few rows (at most G - 1) from
+ * their summed MTTKRP rows, lambda and the column scale (normalising the
+ * factor in the rare case that asks for it): all that the next MTTKRP
+ * reads; the Gram and the inner products follow on the side stream,
+ * beside the next mode's MTTKRP, ahead of the next solve, which needs
+ * them (the single-device sweep overlaps only the solve):
+ *
+ *   stream: mttkrp(n) --join-- update(n) collective(n) fold(n) --fork-- mttkrp(n+1) --join-- ...
+ *   side:   finish(n-1) solve(n) ---/                         finish(n) solve(n+1) ---/
+ *
+ * One collective a mode: on small payloads each costs its latency (tens
+ * of microseconds), the iteration's largest overhead over the MTTKRPs.
  * The code is written per rank (its kernels, then its part of each
  * collective), so a process per GPU would run the same steps for its own
  * rank only. One thread drives the whole group. */
@@ -97,7 +103,9 @@ struct thg_group {
      * that one all-gather carries both. */
     size_t block_bytes = 0;
     uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
-    /* Per rank, on its device: the exchange buffer, G blocks. */
+    size_t scratch_offset = 0; /* the fold's scratch block, after the G blocks */
+    /* Per rank, on its device: the exchange buffer, G blocks, then the
+     * scratch block. */
     char *exchange[THG_MAX_COMM_RANKS] = {};
     /* Per rank, around each collective of each mode. */
     cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
@@ -127,6 +135,10 @@ float *boundary_of(thg_group *g, uint32_t holder, uint32_t q)
 {
     return (float *)(g->exchange[holder] + q * g->block_bytes + thg_als_acc_bytes(g->rank));
 }
+
+/* Rank q's scratch block of the fold (thg_fold_scratch_bytes), after the
+ * G blocks of its exchange buffer. */
+void *scratch_of(thg_group *g, uint32_t q) { return g->exchange[q] + g->scratch_offset; }
 
 /* The mode's fold with rank `holder`'s copy of every rank's partials. */
 thg_als_fold fold_on(thg_group *g, uint32_t mode, uint32_t holder)
@@ -213,11 +225,14 @@ thg_status read_comm_times(thg_group *g, uint32_t mode, bool add, char *err, siz
     return THG_OK;
 }
 
+/* Every rank's streams: the side stream too, which a sweep that failed
+ * while enqueueing may have left working. */
 thg_status sync_all(thg_group *g, char *err, size_t errlen)
 {
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaStreamSynchronize(g->ranks[q]->stream));
+        THG_CUDA(cudaStreamSynchronize(g->ranks[q]->side_stream));
     }
     return THG_OK;
 }
@@ -274,40 +289,44 @@ const uint32_t *failed_flag(const thg_context *ctx, bool in_sweep)
     return in_sweep ? ctx->sweep.flags.failed : nullptr;
 }
 
-/* Step 3 for mode `mode`, W already on every rank's device: `out` (per
- * rank, nullable: the context's mapped slot) receives [lambda | gram |
- * inner]. In the sweep (`in_sweep`: its failure flag and Gram store),
- * the split rows are left to the finishing kernel and their partials
- * travel with the sums and the factor rows (step 2 folded in); otherwise
+/* Step 3's first half on rank q (its device current), W already there:
+ * the rank updates the rows it owns, leaving its sums in its block of the
+ * exchange buffer. In the sweep (`in_sweep`: its failure flag) the split
+ * rows are left to the fold, and their partials travel in the collective
+ * that follows (step 2 folded in): the update's first block copies them,
+ * or, for a rank with no rows to update, a kernel of their own; otherwise
  * the results' split rows are whole already (combine_split_rows). */
-thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bool in_sweep,
-                             char *err, size_t errlen)
+thg_status rank_update(thg_group *g, uint32_t q, uint32_t mode, bool in_sweep, char *err,
+                       size_t errlen)
 {
-    const uint32_t R = g->rank;
     const thg_group::mode_layout &l = g->modes[mode];
+    thg_context *ctx = g->ranks[q];
+    thg_als_part part;
+    part.row_begin = in_sweep ? l.update_begin[q] : l.own[q];
+    part.rows = (uint32_t)(l.own[q + 1] - part.row_begin);
+    thg_als_acc_view(g->exchange[q] + q * g->block_bytes, g->rank, &part.acc);
+    part.pack_slot = nullptr;
+    part.pack_rows[0] = part.pack_rows[1] = kNoRow;
+    if (in_sweep && part.rows > 0) {
+        part.pack_slot = boundary_of(g, q, q);
+        part.pack_rows[0] = l.fold.partial_rows[2 * q];
+        part.pack_rows[1] = l.fold.partial_rows[2 * q + 1];
+    } else if (in_sweep) {
+        const thg_status st = pack_split_rows(g, mode, q, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return thg_launch_als(ctx, mode, nullptr, failed_flag(ctx, in_sweep), nullptr, nullptr,
+                          &part, err, errlen);
+}
+
+/* Step 3's first half on every rank, then the one collective. */
+thg_status update_and_gather(thg_group *g, uint32_t mode, bool in_sweep, char *err,
+                             size_t errlen)
+{
     for (uint32_t q = 0; q < g->G; ++q) {
-        thg_context *ctx = g->ranks[q];
-        THG_CUDA(cudaSetDevice(ctx->device));
-        thg_als_part part;
-        part.row_begin = in_sweep ? l.update_begin[q] : l.own[q];
-        part.rows = (uint32_t)(l.own[q + 1] - part.row_begin);
-        thg_als_acc_view(g->exchange[q] + q * g->block_bytes, R, &part.acc);
-        /* In the sweep the split rows' partials travel in this step's
-         * collective: the update's first block copies them, or, for a rank
-         * with no rows to update, a kernel of their own. */
-        part.pack_slot = nullptr;
-        part.pack_rows[0] = part.pack_rows[1] = kNoRow;
-        if (in_sweep && part.rows > 0) {
-            part.pack_slot = boundary_of(g, q, q);
-            part.pack_rows[0] = l.fold.partial_rows[2 * q];
-            part.pack_rows[1] = l.fold.partial_rows[2 * q + 1];
-        } else if (in_sweep) {
-            const thg_status st = pack_split_rows(g, mode, q, err, errlen);
-            if (st != THG_OK)
-                return st;
-        }
-        const thg_status st = thg_launch_als(ctx, mode, nullptr, failed_flag(ctx, in_sweep),
-                                             nullptr, nullptr, &part, err, errlen);
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        const thg_status st = rank_update(g, q, mode, in_sweep, err, errlen);
         if (st != THG_OK)
             return st;
     }
@@ -315,32 +334,47 @@ thg_status update_owned_rows(thg_group *g, uint32_t mode, double *const *out, bo
     for (uint32_t q = 0; q < g->G; ++q)
         factors[q] = g->ranks[q]->factors[mode];
     void *const *bufs[2] = {(void *const *)g->exchange, factors};
-    const uint64_t *offsets[2] = {g->block_offsets, l.factor_offsets};
-    thg_status st = gather_many(g, mode, kParts, 2, bufs, offsets, err, errlen);
-    if (st != THG_OK)
-        return st;
+    const uint64_t *offsets[2] = {g->block_offsets, g->modes[mode].factor_offsets};
+    return gather_many(g, mode, kParts, 2, bufs, offsets, err, errlen);
+}
+
+/* Step 3's second half on rank q's stream (its device current): the split
+ * rows (in the sweep), lambda, the column scale and any normalisation: all
+ * that the next MTTKRP reads of this factor. */
+thg_status rank_fold(thg_group *g, uint32_t q, uint32_t mode, bool in_sweep, char *err,
+                     size_t errlen)
+{
+    thg_context *ctx = g->ranks[q];
+    const thg_als_fold fold = fold_on(g, mode, q);
+    return thg_launch_als_fold(ctx, mode, g->exchange[q], g->block_bytes, g->G,
+                               in_sweep ? &fold : nullptr, scratch_of(g, q),
+                               failed_flag(ctx, in_sweep), err, errlen);
+}
+
+thg_status fold_rows(thg_group *g, uint32_t mode, bool in_sweep, char *err, size_t errlen)
+{
     for (uint32_t q = 0; q < g->G; ++q) {
-        thg_context *ctx = g->ranks[q];
-        THG_CUDA(cudaSetDevice(ctx->device));
-        const thg_als_fold fold = fold_on(g, mode, q);
-        st = thg_launch_als_finish(ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
-                                   in_sweep ? &fold : nullptr,
-                                   out ? out[q] : ctx->als_out_dev, failed_flag(ctx, in_sweep),
-                                   in_sweep ? ctx->sweep.grams_dev + (size_t)mode * R * R
-                                            : nullptr,
-                                   err, errlen);
-        if (st != THG_OK)
-            return st;
-        /* The next solve of a sweep may overwrite W from here on. */
-        if (in_sweep)
-            THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
-        st = thg_launch_als_scale(ctx, mode, failed_flag(ctx, in_sweep), err, errlen);
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        const thg_status st = rank_fold(g, q, mode, in_sweep, err, errlen);
         if (st != THG_OK)
             return st;
     }
-    if (in_sweep)
-        g->modes[mode].results_partial = true;
     return THG_OK;
+}
+
+/* Rank q's last step of mode `mode`'s update, after its fold on `stream`:
+ * the normalised Gram and inner into `out` (the context's mapped slot when
+ * nullptr), and in the sweep the Gram kept for the next solve. */
+thg_status finish_rank(thg_group *g, uint32_t mode, uint32_t q, double *out, bool in_sweep,
+                       cudaStream_t stream, char *err, size_t errlen)
+{
+    thg_context *ctx = g->ranks[q];
+    return thg_launch_als_group_finish(
+        ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
+        in_sweep ? g->modes[mode].fold.nrows : 0u, scratch_of(g, q),
+        out ? out : ctx->als_out_dev, failed_flag(ctx, in_sweep),
+        in_sweep ? ctx->sweep.grams_dev + (size_t)mode * g->rank * g->rank : nullptr, stream,
+        err, errlen);
 }
 
 } // namespace
@@ -487,11 +521,13 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
     g->block_bytes = (thg_als_acc_bytes(R) + 2u * R * sizeof(float) + 15u) / 16u * 16u;
     for (uint32_t q = 0; q <= g->G; ++q)
         g->block_offsets[q] = (uint64_t)q * g->block_bytes;
+    g->scratch_offset = g->block_offsets[g->G];
+    const size_t exchange_bytes = g->scratch_offset + thg_fold_scratch_bytes(R);
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
-        THG_CUDA(cudaMalloc(&g->exchange[q], g->block_offsets[g->G]));
+        THG_CUDA(cudaMalloc(&g->exchange[q], exchange_bytes));
         /* The finishing kernel re-zeroes a rank's sums after reading them. */
-        THG_CUDA(cudaMemset(g->exchange[q], 0, g->block_offsets[g->G]));
+        THG_CUDA(cudaMemset(g->exchange[q], 0, exchange_bytes));
     }
     g->nmodes = N;
     g->rank = R;
@@ -616,7 +652,13 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
         THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
                                  cudaMemcpyHostToDevice, ctx->stream));
     }
-    st = update_owned_rows(g, mode, nullptr, false, err, errlen);
+    st = update_and_gather(g, mode, false, err, errlen);
+    if (st == THG_OK)
+        st = fold_rows(g, mode, false, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        st = finish_rank(g, mode, q, nullptr, false, g->ranks[q]->stream, err, errlen);
+    }
     /* Also on failure, so no staging buffer is rewritten under a pending copy. */
     const thg_status synced = sync_all(g, err, errlen);
     if (st != THG_OK)
@@ -629,53 +671,99 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
 
 namespace {
 
-thg_status enqueue_group_sweep(thg_group *g, int use_max_norm, char *err, size_t errlen)
+/* A sweep's steps for rank q (its device current) and a mode: the
+ * MTTKRP; the side stream's work; the wait for it; (the update and the
+ * collective, update_and_gather;) the fold. */
+
+/* The ranks' MTTKRPs go first, each with as little before it as can be:
+ * they start together (what one rank starts late, every rank waits for at
+ * the mode's collective). After the first mode, the side stream has
+ * zeroed what a scheme-2 MTTKRP adds to, beside the previous MTTKRP. */
+thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t errlen)
 {
-    for (uint32_t q = 0; q < g->G; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        const thg_status st = thg_sweep_enqueue_start(g->ranks[q], err, errlen);
-        if (st != THG_OK)
-            return st;
+    thg_context *ctx = g->ranks[q];
+    thg_status st = mode == 0 ? thg_sweep_enqueue_start(ctx, ctx->side_stream, err, errlen)
+                              : THG_OK;
+    if (st == THG_OK)
+        st = thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, mode == 0 ? 1 : 0,
+                               err, errlen);
+    return st;
+}
+
+/* On the side stream, after the previous mode's fold (the fork event,
+ * recorded before this mode's MTTKRP): its finish, then this mode's solve
+ * for W from the Grams, beside this mode's MTTKRP (as thg_als_sweep does),
+ * then the next MTTKRP's result zeroed; before the first solve, the host's
+ * Grams (when they changed). Every rank finishes and solves the same bits,
+ * and so gets the same W. mode == nmodes: the last mode's finish alone. */
+thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, double *const *grams,
+                      int use_max_norm, char *err, size_t errlen)
+{
+    thg_context *ctx = g->ranks[q];
+    thg_status st = THG_OK;
+    if (mode == 0) {
+        st = thg_sweep_sync_grams(ctx, grams, ctx->side_stream, err, errlen);
+    } else {
+        THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
+        st = finish_rank(g, mode - 1, q, thg_sweep_out_slot(ctx, mode - 1), true,
+                         ctx->side_stream, err, errlen);
     }
-    for (uint32_t mode = 0; mode < g->nmodes; ++mode) {
-        /* Every rank solves for W from the same Grams, beside its MTTKRP
-         * (as thg_als_sweep does), and so gets the same W. */
-        for (uint32_t q = 0; q < g->G; ++q) {
-            thg_context *ctx = g->ranks[q];
-            THG_CUDA(cudaSetDevice(ctx->device));
-            THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
-            const thg_status st =
-                thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
+    if (st == THG_OK && mode < g->nmodes)
+        st = thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
+    if (st == THG_OK && mode + 1 < g->nmodes)
+        st = thg_zero_mttkrp_result(ctx, mode + 1, ctx->side_stream, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
+    return THG_OK;
+}
+
+thg_status sweep_join(thg_group *g, uint32_t q, char *err, size_t errlen)
+{
+    THG_CUDA(cudaStreamWaitEvent(g->ranks[q]->stream, g->ranks[q]->join_event, 0));
+    return THG_OK;
+}
+
+/* After the collective: the fold, then the side stream's finish and the
+ * next solve (which overwrites W) may start. */
+thg_status sweep_fold(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t errlen)
+{
+    const thg_status st = rank_fold(g, q, mode, true, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaEventRecord(g->ranks[q]->fork_event, g->ranks[q]->stream));
+    return THG_OK;
+}
+
+/* The steps for every rank, mode by mode, each collective one group over
+ * the ranks. */
+thg_status enqueue_group_sweep(thg_group *g, double *const *grams, int use_max_norm, char *err,
+                               size_t errlen)
+{
+    for (uint32_t mode = 0; mode <= g->nmodes; ++mode) {
+        for (uint32_t q = 0; q < g->G && mode < g->nmodes; ++q) {
+            THG_CUDA(cudaSetDevice(g->devices[q]));
+            const thg_status st = sweep_mttkrp(g, q, mode, err, errlen);
             if (st != THG_OK)
                 return st;
-            THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
         }
-        /* The ranks' MTTKRPs enqueued back to back: they start together
-         * (what one rank starts late, every rank waits for at the mode's
-         * collective). */
         for (uint32_t q = 0; q < g->G; ++q) {
-            thg_context *ctx = g->ranks[q];
-            THG_CUDA(cudaSetDevice(ctx->device));
-            const thg_status st =
-                thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, err, errlen);
+            THG_CUDA(cudaSetDevice(g->devices[q]));
+            thg_status st = sweep_side(g, q, mode, grams, use_max_norm, err, errlen);
+            if (st == THG_OK)
+                st = sweep_join(g, q, err, errlen);
+            if (st == THG_OK && mode == g->nmodes)
+                st = thg_sweep_enqueue_results(g->ranks[q], 1, err, errlen);
             if (st != THG_OK)
                 return st;
         }
-        for (uint32_t q = 0; q < g->G; ++q) {
-            thg_context *ctx = g->ranks[q];
-            THG_CUDA(cudaSetDevice(ctx->device));
-            THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
+        if (mode == g->nmodes)
+            break;
+        thg_status st = update_and_gather(g, mode, true, err, errlen);
+        for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+            THG_CUDA(cudaSetDevice(g->devices[q]));
+            st = sweep_fold(g, q, mode, err, errlen);
         }
-        double *out[THG_MAX_COMM_RANKS];
-        for (uint32_t q = 0; q < g->G; ++q)
-            out[q] = thg_sweep_out_slot(g->ranks[q], mode);
-        const thg_status st = update_owned_rows(g, mode, out, true, err, errlen);
-        if (st != THG_OK)
-            return st;
-    }
-    for (uint32_t q = 0; q < g->G; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        const thg_status st = thg_sweep_enqueue_results(g->ranks[q], err, errlen);
         if (st != THG_OK)
             return st;
     }
@@ -691,18 +779,15 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     *modes_done = 0;
     if (g->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
-    thg_status st = THG_OK;
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        st = thg_sweep_sync_grams(g->ranks[q], grams, err, errlen);
-        /* The device has not started: a plain store is seen by the launch. */
+    /* The device has not started: a plain store is seen by the launches. */
+    for (uint32_t q = 0; q < g->G; ++q)
         *(volatile uint32_t *)g->ranks[q]->sweep.status_host = 0u;
-    }
-    if (st == THG_OK) {
-        THG_CUDA(cudaSetDevice(g->devices[0]));
-        THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
-        st = enqueue_group_sweep(g, use_max_norm ? 1 : 0, err, errlen);
-    }
+    THG_CUDA(cudaSetDevice(g->devices[0]));
+    THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
+    const int norm = use_max_norm ? 1 : 0;
+    thg_status st = enqueue_group_sweep(g, grams, norm, err, errlen);
+    for (uint32_t m = 0; m < g->nmodes; ++m)
+        g->modes[m].results_partial = true;
     if (st == THG_OK) {
         THG_CUDA(cudaSetDevice(g->devices[0]));
         THG_CUDA(cudaEventRecord(g->sweep_stop, g->ranks[0]->stream));
@@ -749,6 +834,7 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
         if (st != THG_OK)
             return st;
         stats->scheme[q] = s.scheme;
+        stats->rank_mttkrp_seconds[q] = s.last_mttkrp_seconds;
         if (q == 0)
             stats->rank0 = s;
     }

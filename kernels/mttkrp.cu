@@ -646,8 +646,34 @@ thg_shape thg_launch_shape(uint32_t rank, uint32_t P)
     return {lanes, groups};
 }
 
+thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStream_t stream,
+                                  char *err, size_t errlen)
+{
+    const thg_mode_copy &copy = ctx->copies[mode];
+    const bool owned = copy.scheme == 1;
+    const uint32_t R = ctx->rank;
+    /* Only rows with nonzeros are written (readers take the others as
+     * zero: row_present); scheme 2 adds its chunks' end rows with atomics,
+     * so those start from zero: zeroed alone on large results (a memset of
+     * Nell-1's 3.3 GB mode cost ~0.8 ms), all of it on small ones (a memset
+     * node is a microsecond cheaper than a kernel's, which small tensors'
+     * MTTKRPs of 10-20 us notice). A rank of a multi-device run holds only
+     * the rows its share touches. */
+    const size_t held_rows = ctx->result_end[mode] - ctx->result_begin[mode];
+    const size_t out_bytes = sizeof(float) * held_rows * R;
+    if (!owned && out_bytes <= kMemsetResultBytes) {
+        THG_CUDA(cudaMemsetAsync(ctx->result_blocks[mode], 0, out_bytes, stream));
+    } else if (!owned) {
+        const uint32_t items = 2u * ctx->kappa * R;
+        zero_chunk_ends_kernel<<<(items + 255u) / 256u, 256u, 0, stream>>>(
+            copy.idx[mode], copy.offsets, ctx->kappa, R, ctx->results[mode]);
+        THG_LAUNCHED();
+    }
+    return THG_OK;
+}
+
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
-                             char *err, size_t errlen)
+                             int zero_result, char *err, size_t errlen)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     thg_mttkrp_args a;
@@ -668,22 +694,10 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
 
     const bool owned = copy.scheme == 1;
     const uint32_t R = ctx->rank;
-    /* Only rows with nonzeros are written (readers take the others as
-     * zero: row_present); scheme 2 adds its chunks' end rows with atomics,
-     * so those start from zero: zeroed alone on large results (a memset of
-     * Nell-1's 3.3 GB mode cost ~0.8 ms), all of it on small ones (a memset
-     * node is a microsecond cheaper than a kernel's, which small tensors'
-     * MTTKRPs of 10-20 us notice). A rank of a multi-device run holds only
-     * the rows its share touches. */
-    const size_t held_rows = ctx->result_end[mode] - ctx->result_begin[mode];
-    const size_t out_bytes = sizeof(float) * held_rows * R;
-    if (!owned && out_bytes <= kMemsetResultBytes) {
-        THG_CUDA(cudaMemsetAsync(ctx->result_blocks[mode], 0, out_bytes, ctx->stream));
-    } else if (!owned) {
-        const uint32_t items = 2u * ctx->kappa * R;
-        zero_chunk_ends_kernel<<<(items + 255u) / 256u, 256u, 0, ctx->stream>>>(
-            copy.idx[mode], copy.offsets, ctx->kappa, R, a.out);
-        THG_LAUNCHED();
+    if (zero_result) {
+        const thg_status st = thg_zero_mttkrp_result(ctx, mode, ctx->stream, err, errlen);
+        if (st != THG_OK)
+            return st;
     }
     const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
     cudaError_t e;

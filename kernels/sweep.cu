@@ -66,7 +66,7 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
     thg_sweep_state &sw = ctx->sweep;
     const uint32_t R = ctx->rank;
     const size_t RR = (size_t)R * R;
-    thg_status st = thg_sweep_enqueue_start(ctx, err, errlen);
+    thg_status st = thg_sweep_enqueue_start(ctx, ctx->stream, err, errlen);
     if (st != THG_OK)
         return st;
     for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
@@ -76,7 +76,7 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
-        st = thg_launch_mttkrp(ctx, mode, sw.stamps_dev + 2u * mode, err, errlen);
+        st = thg_launch_mttkrp(ctx, mode, sw.stamps_dev + 2u * mode, 1, err, errlen);
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
@@ -85,26 +85,40 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
         if (st != THG_OK)
             return st;
     }
-    return thg_sweep_enqueue_results(ctx, err, errlen);
+    return thg_sweep_enqueue_results(ctx, 0, err, errlen);
 }
 
 } // namespace
 
-thg_status thg_sweep_enqueue_start(thg_context *ctx, char *err, size_t errlen)
+thg_status thg_sweep_enqueue_start(thg_context *ctx, cudaStream_t flag_stream, char *err,
+                                   size_t errlen)
 {
     const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
-    THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.total - l.stamps, ctx->stream));
-    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+    if (flag_stream == ctx->stream) {
+        ctx->sweep.stamps_zeroed = 0;
+        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.total - l.stamps, ctx->stream));
+        THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+        return THG_OK;
+    }
+    if (!ctx->sweep.stamps_zeroed)
+        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+    ctx->sweep.stamps_zeroed = 0;
+    THG_CUDA(cudaMemsetAsync(ctx->sweep.flags.failed, 0, l.total - l.failed, flag_stream));
     return THG_OK;
 }
 
-thg_status thg_sweep_enqueue_results(thg_context *ctx, char *err, size_t errlen)
+thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen)
 {
     /* Every mode's results in one copy: the updates write device memory,
      * not mapped host memory (no PCIe writes and system fence per mode). */
     THG_CUDA(cudaMemcpyAsync(ctx->sweep.out_host, ctx->sweep.out_dev,
                              results_bytes(ctx->nmodes, ctx->rank), cudaMemcpyDeviceToHost,
                              ctx->stream));
+    if (rezero) {
+        const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
+        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+        ctx->sweep.stamps_zeroed = 1;
+    }
     return THG_OK;
 }
 
@@ -113,8 +127,8 @@ double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode)
     return ctx->sweep.out_dev + mode * slot_doubles(ctx->rank);
 }
 
-thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams, char *err,
-                                size_t errlen)
+thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
+                                cudaStream_t stream, char *err, size_t errlen)
 {
     thg_sweep_state &sw = ctx->sweep;
     const size_t RR = (size_t)ctx->rank * ctx->rank;
@@ -128,7 +142,7 @@ thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams, ch
     /* The mirror stays unchanged until the sweep's synchronisation, so the
      * asynchronous copy reads stable memory. */
     THG_CUDA(cudaMemcpyAsync(sw.grams_dev, sw.grams_mirror, sizeof(double) * ctx->nmodes * RR,
-                             cudaMemcpyHostToDevice, ctx->stream));
+                             cudaMemcpyHostToDevice, stream));
     sw.mirror_valid = 1;
     return THG_OK;
 }
@@ -153,6 +167,7 @@ thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaHostAlloc(&sw.grams_mirror, sizeof(double) * ctx->nmodes * RR,
                            cudaHostAllocDefault));
     sw.mirror_valid = 0;
+    sw.stamps_zeroed = 0;
     /* Pinned and mapped: the slots and stamps arrive by one copy at the end
      * of the sweep; the status word after them is written by a solve that
      * breaks down, straight from the device. */
@@ -192,7 +207,7 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     thg_sweep_state &sw = ctx->sweep;
     const int norm = use_max_norm ? 1 : 0;
 
-    thg_status st = thg_sweep_sync_grams(ctx, grams, err, errlen);
+    thg_status st = thg_sweep_sync_grams(ctx, grams, ctx->stream, err, errlen);
     /* The device has not started: a plain store is seen by the launch. */
     if (st == THG_OK)
         *(volatile uint32_t *)sw.status_host = 0u;

@@ -259,6 +259,9 @@ typedef struct thg_group_mode_stats {
      * rows' gathers too). */
     double last_mttkrp_seconds;
     double last_comm_seconds;
+    /* Each rank's latest MTTKRP of the mode (negative before the first):
+     * their spread is the load imbalance the collective waits out. */
+    double rank_mttkrp_seconds[THG_MAX_GROUP_RANKS];
 } thg_group_mode_stats;
 thg_status thg_group_get_mode_stats(thg_group *group, uint32_t mode,
                                     thg_group_mode_stats *stats, char *err, size_t errlen);

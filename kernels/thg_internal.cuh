@@ -64,8 +64,12 @@ struct thg_sweep_state {
     double *out_host;     /* pinned: per mode [lambda | gram | inner], the stamps, the status word */
     double *out_dev;      /* device: the same slots and stamps, copied to out_host at the end */
     /* [nmodes][2] per mode's MTTKRP inside the sweep: max of ~start and of
-     * the end of its blocks (%globaltimer, ns), zeroed at the sweep's start. */
+     * the end of its blocks (%globaltimer, ns), zeroed at the sweep's start
+     * or, by the multi-device sweep, after the copy that brings them back
+     * (stamps_zeroed: so that nothing but the first MTTKRP's launch stands
+     * between a rank's sweep start and it). */
     unsigned long long *stamps_dev;
+    int stamps_zeroed;
     const unsigned long long *stamps_host;
     uint32_t *status_host; /* mapped, see thg_sweep_flags */
     thg_sweep_flags flags;
@@ -311,9 +315,16 @@ thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, 
                            size_t errlen);
 /* mttkrp.cu */
 /* `stamp` (nullable): the kernel records its span there, for the sweep,
- * whose event records would cost more than the MTTKRP of a small mode. */
+ * whose event records would cost more than the MTTKRP of a small mode.
+ * `zero_result`: the rows that scheme 2 adds to are zeroed first, on
+ * ctx->stream; otherwise the caller has done so (thg_zero_mttkrp_result)
+ * since the result was last read. */
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
-                             char *err, size_t errlen);
+                             int zero_result, char *err, size_t errlen);
+/* What a scheme-2 MTTKRP of `mode` adds to, zeroed on `stream` (nothing
+ * for scheme 1, which writes every row it touches). */
+thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStream_t stream,
+                                  char *err, size_t errlen);
 /* als.cu */
 size_t thg_als_acc_bytes(uint32_t rank);
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
@@ -361,22 +372,29 @@ __host__ __device__ inline const float *thg_fold_partial(const thg_als_fold &fol
 {
     return fold.partials + (size_t)(k / 2u) * fold.partial_stride + (k % 2u) * R;
 }
-/* After every rank's partial update (part != nullptr above) and the
- * gathering of their sums (`parts`: G blocks of thg_als_acc_bytes, rank q's
- * at parts + q * part_stride, on this device; this rank's, `self`, is
- * zeroed for the next update): the totals' lambda, Gram, inner and column scale, written as
- * the whole update's last block does. With `fold` (nullable), first the
- * rows it names: each row of the factor computed from its summed MTTKRP
- * row and added to the totals, on every rank alike. */
-thg_status thg_launch_als_finish(thg_context *ctx, uint32_t mode, void *parts,
-                                 size_t part_stride, uint32_t G, uint32_t self,
-                                 const thg_als_fold *fold, double *out,
-                                 const uint32_t *failed, double *gram_store, char *err,
-                                 size_t errlen);
-/* The update's second kernel: A(:, r) *= 1/lambda_r over the whole factor
- * when the finished update asked for it. */
-thg_status thg_launch_als_scale(thg_context *ctx, uint32_t mode, const uint32_t *failed,
-                                char *err, size_t errlen);
+/* The end of a multi-device update, after every rank's partial update
+ * (part != nullptr above) and the collective that gathers their sums
+ * (`parts`: G blocks of thg_als_acc_bytes, rank q's at parts + q *
+ * part_stride, on this device), in two kernels on every rank alike.
+ * First, on ctx->stream: the rows `fold` (nullable: none) names, each
+ * computed from its summed MTTKRP row; lambda and the column scale; the
+ * factor normalised when a lambda is far from 1: what the next MTTKRP
+ * reads. It leaves lambda and the folded rows in `scratch`
+ * (thg_fold_scratch_bytes, on this device) for the second, on `stream`:
+ * the normalised Gram and inner into `out` ([lambda | gram | inner]) and
+ * gram_store (nullable), and this rank's (`self`) block of sums zeroed
+ * for its next update. Nothing between them may change the parts, the
+ * scratch or the mode's result_scale; `folded_rows` is the first's
+ * fold->nrows. */
+size_t thg_fold_scratch_bytes(uint32_t rank);
+thg_status thg_launch_als_fold(thg_context *ctx, uint32_t mode, void *parts, size_t part_stride,
+                               uint32_t G, const thg_als_fold *fold, void *scratch,
+                               const uint32_t *failed, char *err, size_t errlen);
+thg_status thg_launch_als_group_finish(thg_context *ctx, uint32_t mode, void *parts,
+                                       size_t part_stride, uint32_t G, uint32_t self,
+                                       uint32_t folded_rows, void *scratch, double *out,
+                                       const uint32_t *failed, double *gram_store,
+                                       cudaStream_t stream, char *err, size_t errlen);
 /* The update and initial-factor kernels accumulate the upper micro-tiles of
  * a Gram only (4 x 4 blocks of entries with the row's block <= the column's);
  * this fills the rest of a host copy from them. */
@@ -399,16 +417,20 @@ thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
 void thg_sweep_free(thg_context *ctx);
 /* The pieces of a sweep, for the multi-device sweep (group.cu), which
  * interleaves the ranks' kernels with collectives: the host's Grams onto
- * the device (unless it holds them already); the stamps and failure flag
- * zeroed and fork_event recorded; mode's [lambda | gram | inner] slot on
- * the device; every slot and stamp copied to the host; and, after the
- * stream synchronised, the MTTKRP spans, Grams, lambda, inner and the
- * modes done read as thg_als_sweep returns them. */
-thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams, char *err,
-                                size_t errlen);
-thg_status thg_sweep_enqueue_start(thg_context *ctx, char *err, size_t errlen);
+ * the device on `stream` (unless it holds them already); the stamps zeroed
+ * on ctx->stream (unless stamps_zeroed) and the failure flag on
+ * `flag_stream`, then, when those are the same stream, fork_event recorded
+ * there; mode's [lambda | gram | inner] slot on the device; every slot and
+ * stamp copied to the host (with `rezero`, the stamps zeroed after the
+ * copy, for the next sweep); and, after the stream synchronised, the
+ * MTTKRP spans, Grams, lambda, inner and the modes done read as
+ * thg_als_sweep returns them. */
+thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
+                                cudaStream_t stream, char *err, size_t errlen);
+thg_status thg_sweep_enqueue_start(thg_context *ctx, cudaStream_t flag_stream, char *err,
+                                   size_t errlen);
 double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode);
-thg_status thg_sweep_enqueue_results(thg_context *ctx, char *err, size_t errlen);
+thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen);
 void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,
                        uint32_t *modes_done);
 /* context.cu: a fixed sequence of stream work, run as one CUDA graph

@@ -613,6 +613,16 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
         if (have[m])
             append(r->details, sizeof(r->details), "%s%.4f", m ? "," : "",
                    stats[m].last_comm_seconds >= 0 ? stats[m].last_comm_seconds * 1e3 : 0.0);
+    /* Each rank's MTTKRP of each mode (rank 0's modes, then rank 1's, ...):
+     * the spread between ranks is what the collectives wait out. */
+    append(r->details, sizeof(r->details), " rank_mttkrp_ms=");
+    for (uint32_t q = 0; q < G; ++q)
+        for (uint32_t m = 0; m < gi.nmodes; ++m)
+            if (have[m]) {
+                const double s = stats[m].rank_mttkrp_seconds[q];
+                append(r->details, sizeof(r->details), "%s%.3f", m ? "," : q ? "/" : "",
+                       s >= 0 ? s * 1e3 : 0.0);
+            }
 }
 
 th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err)
