@@ -11,7 +11,10 @@
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
 #   quick subsets of test_gpu_plugins, test_gpu_sweep and test_gpu_multi (small runs), each
 #   test a process of its own, SANITIZE_JOBS (default: one a processor) at once; SANITIZE_PROGS names
-#   others, or the same in another order.
+#   others (test_gpu_comm too), or the same in another order. The tests in
+#   SANITIZE_ALONE (default: test_repeated_use_leaks_nothing, which compares
+#   the device's free memory before and after, and so counts every other
+#   process's allocations) run afterwards, one at a time.
 # bench: gpu_bench on the real tensors and uber, chicago, nips (synthetic);
 # bench-full: the same plus vast, enron, nell-2 (the BENCHMARKS.md table).
 # Logs go to $OUT (or ./gpu-check-out); a summary is printed last.
@@ -87,25 +90,43 @@ if want sanitize; then
     # left of the budget when it starts (at most 400 s).
     jobs_max=${SANITIZE_JOBS:-$(nproc)}
     progs=${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi}
+    alone=" ${SANITIZE_ALONE-test_repeated_use_leaks_nothing} "
+    # One test under one tool, in the background; its log ends with its rc.
+    sanitize_one() {
+        local prog=$1 tool=$2 test=$3 extra=""
+        [ "$tool" = memcheck ] && extra="--leak-check full"
+        # NCCL's own initialisation makes CUDA calls that fail inside it
+        # (kernels/comm.cuh): not ours to report.
+        case "$prog" in test_gpu_multi|test_gpu_comm) [ "$tool" = memcheck ] && extra="$extra --report-api-errors no" ;; esac
+        local log="$out/sanitizer-$tool-$prog-$test.log" limit
+        limit=$(left 400)
+        ( t0=$(date +%s)
+          TH_GPU_TEST_QUICK=1 TH_GPU_TEST_FILTER="$test" timeout "$limit" "${test_env[@]}" \
+              compute-sanitizer --tool $tool $extra --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
+          echo "rc=$? seconds=$(( $(date +%s) - t0 ))" >> "$log" ) &
+    }
+    tests_of() {
+        local src=tests/gpu/$1.c
+        [ -f "$src" ] || src=tests/gpu/$1.cu
+        grep -o 'cmocka_unit_test(test_[a-z0-9_]*' "$src" | sed 's/.*(//'
+    }
     for prog in $progs; do
         for tool in memcheck racecheck; do
-            for test in $(grep -o 'cmocka_unit_test(test_[a-z0-9_]*' "tests/gpu/$prog.c" | sed 's/.*(//'); do
-                extra=""
-                [ "$tool" = memcheck ] && extra="--leak-check full"
-                # NCCL's own initialisation makes CUDA calls that fail inside it
-                # (kernels/comm.cuh): not ours to report.
-                [ "$tool" = memcheck ] && [ "$prog" = test_gpu_multi ] && extra="$extra --report-api-errors no"
+            for test in $(tests_of "$prog"); do
+                case "$alone" in *" $test "*) continue ;; esac
                 while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 1; done
-                log="$out/sanitizer-$tool-$prog-$test.log"
-                limit=$(left 400)
-                ( t0=$(date +%s)
-                  TH_GPU_TEST_QUICK=1 TH_GPU_TEST_FILTER="$test" timeout "$limit" "${test_env[@]}" \
-                      compute-sanitizer --tool $tool $extra --error-exitcode 99 "$bin/$prog" > "$log" 2>&1
-                  echo "rc=$? seconds=$(( $(date +%s) - t0 ))" >> "$log" ) &
+                sanitize_one "$prog" "$tool" "$test"
             done
         done
     done
     wait
+    for prog in $progs; do
+        for tool in memcheck racecheck; do
+            for test in $(tests_of "$prog"); do
+                case "$alone" in *" $test "*) sanitize_one "$prog" "$tool" "$test"; wait ;; esac
+            done
+        done
+    done
     for prog in $progs; do
         for tool in memcheck racecheck; do
             logs=("$out"/sanitizer-$tool-$prog-*.log)
@@ -168,9 +189,9 @@ if want bench-multi; then
     for list in $dev_lists; do
         dev=(); [ "$list" != 0 ] && dev=(--devices "$list")
         timeout "$(left 150)" "${test_env[@]}" "$bin/gpu_bench" --plugins gpu-adaptive --reps 9 "${dev[@]}" \
-            --out "$out/bench-devices-$list.md" enron nell-2 > /dev/null 2> "$out/bench-devices-$list.err"
+            --out "$out/bench-devices-${list//,/-}.md" enron nell-2 > /dev/null 2> "$out/bench-devices-${list//,/-}.err"
         note "gpu_bench devices $list rc=$?"
-        grep -o "^  gpu-adaptive .*ALS *[0-9.]* ms ([a-z_]*, device [0-9.]*" "$out/bench-devices-$list.err"
+        grep -o "^  gpu-adaptive .*ALS *[0-9.]* ms ([a-z_]*, device [0-9.]*" "$out/bench-devices-${list//,/-}.err"
     done
 fi
 

@@ -177,6 +177,11 @@ void test_exchanges(void **)
 
 int main(void)
 {
+    /* TH_GPU_TEST_FILTER, as the other GPU test programs take it
+     * (tools/gpu-check.sh runs each test as a process of its own). */
+    const char *pattern = getenv("TH_GPU_TEST_FILTER");
+    if (pattern && *pattern)
+        cmocka_set_test_filter(pattern);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_exchanges),
