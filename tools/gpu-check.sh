@@ -188,10 +188,11 @@ if want bench-multi; then
     # BENCHMARKS.md's table: gpu_bench's medians of 9 sweeps per device list.
     for list in $dev_lists; do
         dev=(); [ "$list" != 0 ] && dev=(--devices "$list")
+        name="$out/bench-devices-${list//,/-}" # no commas: some copy tools refuse them
         timeout "$(left 150)" "${test_env[@]}" "$bin/gpu_bench" --plugins gpu-adaptive --reps 9 "${dev[@]}" \
-            --out "$out/bench-devices-${list//,/-}.md" enron nell-2 > /dev/null 2> "$out/bench-devices-${list//,/-}.err"
+            --out "$name.md" enron nell-2 > /dev/null 2> "$name.err"
         note "gpu_bench devices $list rc=$?"
-        grep -o "^  gpu-adaptive .*ALS *[0-9.]* ms ([a-z_]*, device [0-9.]*" "$out/bench-devices-${list//,/-}.err"
+        grep -o "^  gpu-adaptive .*ALS *[0-9.]* ms ([a-z_]*, device [0-9.]*" "$name.err"
     done
 fi
 

@@ -178,7 +178,9 @@ void test_exchanges(void **)
 int main(void)
 {
     /* TH_GPU_TEST_FILTER, as the other GPU test programs take it
-     * (tools/gpu-check.sh runs each test as a process of its own). */
+     * (tools/gpu-check.sh runs each test as a process of its own); their
+     * th_gpu_test_apply_filter is not linked here, where th_kernels alone
+     * is, without the plugin loader gpu_test_support.c brings. */
     const char *pattern = getenv("TH_GPU_TEST_FILTER");
     if (pattern && *pattern)
         cmocka_set_test_filter(pattern);
