@@ -281,6 +281,73 @@ __device__ __forceinline__ void pack_split_rows(const update_io &io, const float
         thg_copy_split_rows(results, R, io.pack_rows, io.pack_slot, threadIdx.x, blockDim.x);
 }
 
+/* A column's lambda from its sum of squares and its largest magnitude
+ * (the max-norm floored at 1), its column scale 1 / lambda, and whether
+ * lambda is so far from 1 (outside [1/bound, bound]) that the factor must
+ * be normalised now, lest the unnormalised factors' products leave fp32's
+ * range. As the host's th_dense_normalize_columns, a zero column stays
+ * (scale 1). The one rule of one device's update and several's fold. */
+struct column_norm {
+    double lambda;
+    float scale;
+    bool out_of_bounds;
+};
+
+__device__ __forceinline__ column_norm norm_of_column(double sumsq, double maxabs,
+                                                      int use_max_norm, float bound)
+{
+    column_norm c;
+    c.lambda = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
+    c.scale = c.lambda > 0.0 ? (float)(1.0 / c.lambda) : 1.0f;
+    c.out_of_bounds = c.lambda > 0.0 && (c.lambda > bound || c.lambda * bound < 1.0);
+    return c;
+}
+
+/* Whether row is one of the fold's rows. */
+__device__ __forceinline__ bool is_folded(const thg_als_fold &fold, uint64_t row)
+{
+    bool folded = false;
+    for (uint32_t j = 0; j < fold.nrows; ++j)
+        folded = folded || fold.rows[j] == row;
+    return folded;
+}
+
+/* A(:, r) *= scale[r] (16-byte aligned) for A's I rows but the fold's
+ * (`skip`, nullable), by the whole grid. Each thread keeps one column quad
+ * (or column) for its grid-stride loop over rows: no per-element index
+ * division. Needs blockDim.x >= R. */
+__device__ void scale_rows(float *A, uint32_t I, uint32_t R, const float *scale,
+                           const thg_als_fold *skip)
+{
+    const bool vector_rows = R % 4u == 0;
+    const uint32_t lanes = vector_rows ? R / 4u : R;
+    const uint32_t rows_per_block = blockDim.x / lanes;
+    const uint32_t lane = threadIdx.x % lanes, sub = threadIdx.x / lanes;
+    if (sub >= rows_per_block)
+        return;
+    const uint64_t stride = (uint64_t)gridDim.x * rows_per_block;
+    const uint64_t first = (uint64_t)blockIdx.x * rows_per_block + sub;
+    if (vector_rows) {
+        const float4 f = *reinterpret_cast<const float4 *>(scale + lane * 4u);
+        for (uint64_t row = first; row < I; row += stride) {
+            if (skip && is_folded(*skip, row))
+                continue;
+            float4 *p = reinterpret_cast<float4 *>(A + row * R) + lane;
+            float4 v = *p;
+            v.x *= f.x;
+            v.y *= f.y;
+            v.z *= f.z;
+            v.w *= f.w;
+            *p = v;
+        }
+    } else {
+        const float f = scale[lane];
+        for (uint64_t row = first; row < I; row += stride)
+            if (!skip || !is_folded(*skip, row))
+                A[row * R + lane] *= f;
+    }
+}
+
 /* One block, with the update's totals in acc: lambda, the normalised
  * Gram and inner and the column scale, [lambda | gram | inner] written to
  * `out`, acc re-zeroed. s_div: R shared doubles the block no longer uses. */
@@ -300,12 +367,11 @@ __device__ void finish_totals(const float *W, uint32_t R, const update_io &io,
     for (uint32_t t = tid; t < R; t += blockDim.x) {
         const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
         const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
-        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
-        /* As the host's th_dense_normalize_columns: a zero column stays. */
-        s_div[t] = lam > 0.0 ? lam : 1.0;
-        lambda[t] = lam;
-        acc.scale[t] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
-        if (lam > 0.0 && (lam > io.rescale_bound || lam * io.rescale_bound < 1.0))
+        const column_norm c = norm_of_column(sumsq, maxabs, use_max_norm, io.rescale_bound);
+        s_div[t] = c.lambda > 0.0 ? c.lambda : 1.0;
+        lambda[t] = c.lambda;
+        acc.scale[t] = c.scale;
+        if (c.out_of_bounds)
             s_rescale = 1u;
     }
     __syncthreads();
@@ -430,7 +496,7 @@ __global__ void __launch_bounds__(kThreads)
                 float bound, void *scratch_block, const uint32_t *failed)
 {
     __shared__ float s_m[kFoldPass * THG_MAX_RANK], s_a[kFoldPass * THG_MAX_RANK];
-    __shared__ float s_scale[THG_MAX_RANK];
+    __shared__ __align__(16) float s_scale[THG_MAX_RANK];
     __shared__ uint32_t s_rescale;
     if (failed && *failed)
         return;
@@ -481,13 +547,13 @@ __global__ void __launch_bounds__(kThreads)
     /* The norm travels with W, after its R*R floats. */
     const int use_max_norm = *(const int *)(W + (size_t)R * R);
     if (tid < R) {
-        const double maxabs = (double)__uint_as_float(maxbits);
-        const double lam = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
-        s_scale[tid] = lam > 0.0 ? (float)(1.0 / lam) : 1.0f;
-        if (lam > 0.0 && (lam > bound || lam * bound < 1.0))
+        const column_norm c =
+            norm_of_column(sumsq, (double)__uint_as_float(maxbits), use_max_norm, bound);
+        s_scale[tid] = c.scale;
+        if (c.out_of_bounds)
             atomicOr(&s_rescale, 1u);
         if (writer)
-            sc.lambda[tid] = lam;
+            sc.lambda[tid] = c.lambda;
     }
     __syncthreads();
     const bool rescale = s_rescale != 0u;
@@ -501,18 +567,8 @@ __global__ void __launch_bounds__(kThreads)
             A[(size_t)fold.rows[t / R] * R + t % R] = rescale ? a * s_scale[t % R] : a;
         }
     }
-    if (!rescale)
-        return;
-    const uint64_t n = (uint64_t)I * R;
-    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + tid; e < n;
-         e += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t row = e / R;
-        bool folded = false;
-        for (uint32_t j = 0; j < fold.nrows; ++j)
-            folded = folded || fold.rows[j] == row;
-        if (!folded)
-            A[e] *= s_scale[e % R];
-    }
+    if (rescale)
+        scale_rows(A, I, R, s_scale, &fold);
 }
 
 /* One block: lambda and the folded rows from fold_kernel's scratch; the
@@ -980,37 +1036,13 @@ __global__ void __launch_bounds__(kThreads, 3)
     finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
-/* A(:, r) *= scale[r] when the update asked for it (*rescale). Each
- * thread keeps one column quad (or column) for the whole grid-stride loop
- * over rows: no per-element index division. */
+/* A(:, r) *= scale[r] when the update asked for it (*rescale). */
 __global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
                              const uint32_t *rescale, const uint32_t *failed)
 {
     if ((failed && *failed) || !*rescale)
         return;
-    const bool vector_rows = R % 4u == 0;
-    const uint32_t lanes = vector_rows ? R / 4u : R;
-    const uint32_t rows_per_block = blockDim.x / lanes;
-    const uint32_t lane = threadIdx.x % lanes, sub = threadIdx.x / lanes;
-    if (sub >= rows_per_block)
-        return;
-    const uint64_t stride = (uint64_t)gridDim.x * rows_per_block;
-    if (vector_rows) {
-        const float4 f = *reinterpret_cast<const float4 *>(scale + lane * 4u);
-        for (uint64_t row = (uint64_t)blockIdx.x * rows_per_block + sub; row < I; row += stride) {
-            float4 *p = reinterpret_cast<float4 *>(A + row * R) + lane;
-            float4 v = *p;
-            v.x *= f.x;
-            v.y *= f.y;
-            v.z *= f.z;
-            v.w *= f.w;
-            *p = v;
-        }
-    } else {
-        const float f = scale[lane];
-        for (uint64_t row = (uint64_t)blockIdx.x * rows_per_block + sub; row < I; row += stride)
-            A[row * R + lane] *= f;
-    }
+    scale_rows(A, I, R, scale, nullptr);
 }
 
 /* Factor `mode` <- the counter-based initial values (plugin_sdk.h), and

@@ -38,6 +38,11 @@ struct nccl_api {
     ncclResult_t (*GroupStart)(void) = nullptr;
     ncclResult_t (*GroupEnd)(void) = nullptr;
     const char *(*GetErrorString)(ncclResult_t) = nullptr;
+    /* Zero-copy buffers (NCCL 2.19 and later; nullptr before). */
+    ncclResult_t (*MemAlloc)(void **, size_t) = nullptr;
+    ncclResult_t (*MemFree)(void *) = nullptr;
+    ncclResult_t (*CommRegister)(ncclComm_t, void *, size_t, void **) = nullptr;
+    ncclResult_t (*CommDeregister)(ncclComm_t, void *) = nullptr;
 };
 #endif
 
@@ -121,6 +126,14 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
         return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
                         "%s is NCCL version code %d; this build expects NCCL %d.x", name,
                         n.version, NCCL_MAJOR);
+    /* Optional: without all four, buffers are plain device memory. */
+    n.MemAlloc = (ncclResult_t(*)(void **, size_t))dlsym(n.lib, "ncclMemAlloc");
+    n.MemFree = (ncclResult_t(*)(void *))dlsym(n.lib, "ncclMemFree");
+    n.CommRegister =
+        (ncclResult_t(*)(ncclComm_t, void *, size_t, void **))dlsym(n.lib, "ncclCommRegister");
+    n.CommDeregister = (ncclResult_t(*)(ncclComm_t, void *))dlsym(n.lib, "ncclCommDeregister");
+    if (!n.MemAlloc || !n.MemFree || !n.CommRegister || !n.CommDeregister)
+        n.MemAlloc = nullptr;
     return THG_OK;
 }
 #endif
@@ -213,9 +226,10 @@ thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
     case THG_COMM_NCCL:
 #ifdef THG_HAVE_NCCL
         THG_NCCL(c, CommInitAll(c->comms, (int)c->G, c->devices));
-        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s",
+        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s%s",
                  c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
-                 c->G, c->G == 1 ? "" : "s");
+                 c->G, c->G == 1 ? "" : "s",
+                 c->nccl.MemAlloc ? ", factors registered (zero-copy)" : "");
 #endif
         return THG_OK;
     }
@@ -402,6 +416,81 @@ thg_comm_kind thg_comm_get_kind(const thg_comm *c)
 const char *thg_comm_describe(const thg_comm *c)
 {
     return c->description;
+}
+
+namespace {
+
+/* Whether buffers come from NCCL and are registered (thg_comm_alloc). */
+[[maybe_unused]] bool zero_copy(const thg_comm *c)
+{
+#ifdef THG_HAVE_NCCL
+    return c->kind == THG_COMM_NCCL && c->nccl.MemAlloc != nullptr;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
+} // namespace
+
+thg_status thg_comm_alloc(thg_comm *c, uint32_t rank, size_t bytes, void **ptr, char *err,
+                          size_t errlen)
+{
+    *ptr = nullptr;
+    if (rank >= c->G)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
+                        c->G);
+    THG_CUDA(cudaSetDevice(c->devices[rank]));
+#ifdef THG_HAVE_NCCL
+    if (zero_copy(c)) {
+        THG_NCCL(c, MemAlloc(ptr, bytes));
+        return THG_OK;
+    }
+#endif
+    THG_CUDA(cudaMalloc(ptr, bytes));
+    return THG_OK;
+}
+
+void thg_comm_free(thg_comm *c, uint32_t rank, void *ptr)
+{
+    if (!ptr || rank >= c->G || cudaSetDevice(c->devices[rank]) != cudaSuccess)
+        return;
+#ifdef THG_HAVE_NCCL
+    if (zero_copy(c)) {
+        c->nccl.MemFree(ptr);
+        return;
+    }
+#endif
+    cudaFree(ptr);
+}
+
+thg_status thg_comm_register(thg_comm *c, uint32_t rank, void *ptr, size_t bytes, void **handle,
+                             char *err, size_t errlen)
+{
+    *handle = nullptr;
+    if (rank >= c->G)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
+                        c->G);
+#ifdef THG_HAVE_NCCL
+    if (zero_copy(c))
+        THG_NCCL(c, CommRegister(c->comms[rank], ptr, bytes, handle));
+#else
+    (void)ptr;
+    (void)bytes;
+#endif
+    return THG_OK;
+}
+
+void thg_comm_deregister(thg_comm *c, uint32_t rank, void *handle)
+{
+#ifdef THG_HAVE_NCCL
+    if (handle && rank < c->G && zero_copy(c))
+        c->nccl.CommDeregister(c->comms[rank], handle);
+#else
+    (void)c;
+    (void)rank;
+    (void)handle;
+#endif
 }
 
 thg_status thg_comm_begin(thg_comm *c, char *err, size_t errlen)

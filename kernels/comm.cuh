@@ -45,7 +45,7 @@ thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_c
 void thg_comm_destroy(thg_comm *comm);
 thg_comm_kind thg_comm_get_kind(const thg_comm *comm);
 /* "one rank", "4 ranks on device 0 (device copies)", "NCCL 2.28.9, 2
- * devices". */
+ * devices, factors registered (zero-copy)". */
 const char *thg_comm_describe(const thg_comm *comm);
 
 /* The most ranks a communicator takes. */
@@ -76,5 +76,25 @@ thg_status thg_comm_all_reduce_sum(thg_comm *comm, uint32_t rank, double *buf, s
 /* Ends the group: the collective is enqueued on every rank's stream. Every
  * rank's part must have been given, all of one collective. */
 thg_status thg_comm_end(thg_comm *comm, char *err, size_t errlen);
+
+/* Buffers that the collectives move in bulk (the factors). Between NCCL's
+ * devices they come from NCCL's allocator (ncclMemAlloc: memory its peers
+ * can map) and, once registered with a rank's communicator
+ * (ncclCommRegister, a local call), its point-to-point transfers read and
+ * write them directly instead of through NCCL's own staging buffers (the
+ * collective of enron's 244K-row factor between two H200s: 86 -> 70 us,
+ * BENCHMARKS.md "Several GPUs"). Otherwise plain device memory, and
+ * registering does nothing. NCCL's rule:
+ * a transfer's buffers are registered on every rank or on none.
+ * thg_comm_alloc makes rank's device current; thg_comm_free accepts NULL;
+ * a registered buffer is deregistered before it is freed. */
+thg_status thg_comm_alloc(thg_comm *comm, uint32_t rank, size_t bytes, void **ptr, char *err,
+                          size_t errlen);
+void thg_comm_free(thg_comm *comm, uint32_t rank, void *ptr);
+/* *handle: for thg_comm_deregister (NULL where nothing was registered). */
+thg_status thg_comm_register(thg_comm *comm, uint32_t rank, void *ptr, size_t bytes,
+                             void **handle, char *err, size_t errlen);
+/* Accepts NULL. */
+void thg_comm_deregister(thg_comm *comm, uint32_t rank, void *handle);
 
 #endif

@@ -279,7 +279,14 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
     const size_t R = ctx->rank;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         const size_t bytes = sizeof(float) * ctx->dims[m] * R;
-        THG_CUDA(cudaMalloc(&ctx->factors[m], bytes));
+        const thg_factor_allocator &a = ctx->factor_allocator;
+        if (a.alloc) {
+            const thg_status st = a.alloc(a.user, bytes, (void **)&ctx->factors[m], err, errlen);
+            if (st != THG_OK)
+                return st;
+        } else {
+            THG_CUDA(cudaMalloc(&ctx->factors[m], bytes));
+        }
         const size_t held_rows = ctx->result_end[m] - ctx->result_begin[m];
         const size_t result_bytes = sizeof(float) * (held_rows > 0 ? held_rows : 1) * R;
         THG_CUDA(cudaMalloc(&ctx->result_blocks[m], result_bytes));

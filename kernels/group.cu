@@ -107,6 +107,14 @@ struct thg_group {
     /* Per rank, on its device: the exchange buffer, G blocks, then the
      * scratch block. */
     char *exchange[THG_MAX_COMM_RANKS] = {};
+    /* Each rank's factors come from the communicator (thg_comm_alloc),
+     * through its context's factor_allocator with this as its user data,
+     * and are registered with it while a layout is set. */
+    struct rank_of {
+        thg_comm *comm;
+        uint32_t rank;
+    } allocators[THG_MAX_COMM_RANKS] = {};
+    void *factor_handles[THG_MAX_COMM_RANKS][THG_MAX_MODES] = {};
     /* Per rank, around each collective of each mode. */
     cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
     bool comm_timed[THG_MAX_MODES][kCollectives] = {};
@@ -116,17 +124,35 @@ struct thg_group {
 
 namespace {
 
+/* Deregisters the factors (before any rank frees them) and frees the
+ * exchange buffers. */
 void free_layout(thg_group *g)
 {
     for (uint32_t q = 0; q < g->G; ++q) {
         if (!g->ranks[q])
             continue;
+        for (void *&handle : g->factor_handles[q]) {
+            thg_comm_deregister(g->comm, q, handle);
+            handle = nullptr;
+        }
         cudaSetDevice(g->devices[q]);
         cudaFree(g->exchange[q]);
         g->exchange[q] = nullptr;
     }
     g->nmodes = 0;
     g->rank = 0;
+}
+
+thg_status alloc_factor(void *user, size_t bytes, void **ptr, char *err, size_t errlen)
+{
+    const thg_group::rank_of *r = (const thg_group::rank_of *)user;
+    return thg_comm_alloc(r->comm, r->rank, bytes, ptr, err, errlen);
+}
+
+void free_factor(void *user, void *ptr)
+{
+    const thg_group::rank_of *r = (const thg_group::rank_of *)user;
+    thg_comm_free(r->comm, r->rank, ptr);
 }
 
 /* In rank `holder`'s copy of the exchange buffer, rank q's split-row
@@ -400,6 +426,10 @@ extern "C" thg_status thg_group_create(const thg_config *config, const int *devi
         thg_config c = *config;
         c.device = devices[q];
         st = thg_create(&c, &g->ranks[q], err, errlen);
+        if (st == THG_OK) {
+            g->allocators[q] = {g->comm, q};
+            g->ranks[q]->factor_allocator = {alloc_factor, free_factor, &g->allocators[q]};
+        }
     }
     for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
         if (cudaSetDevice(devices[q]) != cudaSuccess) {
@@ -457,6 +487,12 @@ extern "C" void thg_group_destroy(thg_group *g)
         thg_destroy(g->ranks[q]);
     thg_comm_destroy(g->comm);
     delete g;
+}
+
+extern "C" void thg_group_unload(thg_group *g)
+{
+    if (g)
+        free_layout(g);
 }
 
 extern "C" uint32_t thg_group_size(const thg_group *g) { return g->G; }
@@ -529,6 +565,18 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
         /* The finishing kernel re-zeroes a rank's sums after reading them. */
         THG_CUDA(cudaMemset(g->exchange[q], 0, exchange_bytes));
     }
+    /* Every rank's factors, or none (NCCL's rule for a transfer's buffers):
+     * a failure here leaves no layout, and free_layout undoes the rest. */
+    for (uint32_t q = 0; q < g->G; ++q)
+        for (uint32_t m = 0; m < N; ++m) {
+            const thg_status st = thg_comm_register(
+                g->comm, q, g->ranks[q]->factors[m], sizeof(float) * first->dims[m] * R,
+                &g->factor_handles[q][m], err, errlen);
+            if (st != THG_OK) {
+                free_layout(g);
+                return st;
+            }
+        }
     g->nmodes = N;
     g->rank = R;
     g->last_sweep_seconds = -1.0;
@@ -682,8 +730,7 @@ namespace {
 thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t errlen)
 {
     thg_context *ctx = g->ranks[q];
-    thg_status st = mode == 0 ? thg_sweep_enqueue_start(ctx, ctx->side_stream, err, errlen)
-                              : THG_OK;
+    thg_status st = mode == 0 ? thg_sweep_zero_stamps(ctx, err, errlen) : THG_OK;
     if (st == THG_OK)
         st = thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, mode == 0 ? 1 : 0,
                                err, errlen);
@@ -693,8 +740,9 @@ thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, char *err, size
 /* On the side stream, after the previous mode's fold (the fork event,
  * recorded before this mode's MTTKRP): its finish, then this mode's solve
  * for W from the Grams, beside this mode's MTTKRP (as thg_als_sweep does),
- * then the next MTTKRP's result zeroed; before the first solve, the host's
- * Grams (when they changed). Every rank finishes and solves the same bits,
+ * then the next MTTKRP's result zeroed; before the first solve, the
+ * failure flag zeroed and the host's Grams copied (when they changed),
+ * after every rank's first MTTKRP. Every rank finishes and solves the same bits,
  * and so gets the same W. mode == nmodes: the last mode's finish alone. */
 thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, double *const *grams,
                       int use_max_norm, char *err, size_t errlen)
@@ -702,7 +750,9 @@ thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, double *const *gr
     thg_context *ctx = g->ranks[q];
     thg_status st = THG_OK;
     if (mode == 0) {
-        st = thg_sweep_sync_grams(ctx, grams, ctx->side_stream, err, errlen);
+        st = thg_sweep_zero_flag(ctx, ctx->side_stream, err, errlen);
+        if (st == THG_OK)
+            st = thg_sweep_sync_grams(ctx, grams, ctx->side_stream, err, errlen);
     } else {
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
         st = finish_rank(g, mode - 1, q, thg_sweep_out_slot(ctx, mode - 1), true,
@@ -747,6 +797,9 @@ thg_status enqueue_group_sweep(thg_group *g, double *const *grams, int use_max_n
             if (st != THG_OK)
                 return st;
         }
+        /* The sweep's updates leave the split rows' partials uncombined. */
+        if (mode < g->nmodes)
+            g->modes[mode].results_partial = true;
         for (uint32_t q = 0; q < g->G; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
             thg_status st = sweep_side(g, q, mode, grams, use_max_norm, err, errlen);
@@ -786,8 +839,10 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
     const int norm = use_max_norm ? 1 : 0;
     thg_status st = enqueue_group_sweep(g, grams, norm, err, errlen);
-    for (uint32_t m = 0; m < g->nmodes; ++m)
-        g->modes[m].results_partial = true;
+    if (st != THG_OK) /* the results are whatever part of the sweep ran left */
+        for (uint32_t q = 0; q < g->G; ++q)
+            for (uint32_t m = 0; m < g->nmodes; ++m)
+                g->ranks[q]->copies[m].has_result = 0;
     if (st == THG_OK) {
         THG_CUDA(cudaSetDevice(g->devices[0]));
         THG_CUDA(cudaEventRecord(g->sweep_stop, g->ranks[0]->stream));

@@ -66,9 +66,13 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
     thg_sweep_state &sw = ctx->sweep;
     const uint32_t R = ctx->rank;
     const size_t RR = (size_t)R * R;
-    thg_status st = thg_sweep_enqueue_start(ctx, ctx->stream, err, errlen);
-    if (st != THG_OK)
-        return st;
+    /* The stamps and the failure flag in one memset; the first solve forks
+     * after it. */
+    const sweep_layout l = layout_for(ctx->nmodes, R);
+    sw.stamps_zeroed = 0;
+    THG_CUDA(cudaMemsetAsync(sw.stamps_dev, 0, l.total - l.stamps, ctx->stream));
+    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+    thg_status st = THG_OK;
     for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
         /* fork_event was last recorded after the previous mode's Gram. */
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
@@ -90,20 +94,19 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
 
 } // namespace
 
-thg_status thg_sweep_enqueue_start(thg_context *ctx, cudaStream_t flag_stream, char *err,
-                                   size_t errlen)
+thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen)
 {
     const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
-    if (flag_stream == ctx->stream) {
-        ctx->sweep.stamps_zeroed = 0;
-        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.total - l.stamps, ctx->stream));
-        THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
-        return THG_OK;
-    }
     if (!ctx->sweep.stamps_zeroed)
         THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
     ctx->sweep.stamps_zeroed = 0;
-    THG_CUDA(cudaMemsetAsync(ctx->sweep.flags.failed, 0, l.total - l.failed, flag_stream));
+    return THG_OK;
+}
+
+thg_status thg_sweep_zero_flag(thg_context *ctx, cudaStream_t stream, char *err, size_t errlen)
+{
+    const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
+    THG_CUDA(cudaMemsetAsync(ctx->sweep.flags.failed, 0, l.total - l.failed, stream));
     return THG_OK;
 }
 

@@ -216,7 +216,8 @@ void thg_group_destroy(thg_group *group);
 uint32_t thg_group_size(const thg_group *group);
 /* Rank q's context, for thg_load_shares and thg_get_info. */
 thg_context *thg_group_rank(thg_group *group, uint32_t rank);
-/* The collectives' transport: "NCCL 2.28.9, 2 devices", "4 ranks on device 0 (device copies)". */
+/* The collectives' transport: "NCCL 2.28.9, 2 devices, factors registered
+ * (zero-copy)", "4 ranks on device 0 (device copies)". */
 const char *thg_group_describe(const thg_group *group);
 
 /* One mode's ownership over the ranks. */
@@ -230,6 +231,11 @@ typedef struct thg_group_mode {
      * within one row names it once. */
     uint32_t split_rows[2 * THG_MAX_GROUP_RANKS];
 } thg_group_mode;
+
+/* Before the ranks load another tensor: what thg_group_set_layout made
+ * goes, the factors' registration with the collectives first (their
+ * memory is freed by the load). Accepts NULL. */
+void thg_group_unload(thg_group *group);
 
 /* After every rank's thg_load_shares: modes[nmodes] of the loaded tensor. */
 thg_status thg_group_set_layout(thg_group *group, const thg_group_mode *modes, char *err,

@@ -86,6 +86,16 @@ constexpr size_t thg_pinned_copy_min_bytes = (size_t)32 << 20;
 constexpr unsigned thg_transfer_threads = 16;
 constexpr size_t thg_transfer_piece_bytes = (size_t)4 << 20;
 
+/* Where a context's factors come from: cudaMalloc when `alloc` is null,
+ * else (a rank of a group) the collective layer's buffers, which its
+ * transfers between devices read and write in place (comm.cuh,
+ * thg_comm_alloc). Called with the context's device current. */
+struct thg_factor_allocator {
+    thg_status (*alloc)(void *user, size_t bytes, void **ptr, char *err, size_t errlen);
+    void (*free)(void *user, void *ptr);
+    void *user;
+};
+
 struct thg_context {
     int device;
     char device_name[128];
@@ -116,6 +126,7 @@ struct thg_context {
     uint32_t dims[THG_MAX_MODES];
     thg_mode_copy copies[THG_MAX_MODES];
     float *factors[THG_MAX_MODES]; /* dims[m] x rank, row-major */
+    thg_factor_allocator factor_allocator; /* set by a group before any load */
     /* dims[m] x rank, row-major, of which rows [result_begin[m],
      * result_end[m]) are held (thg_mode_input): results[m] points at row 0,
      * result_blocks[m] at the allocation, which starts at result_begin[m]. */
@@ -417,18 +428,17 @@ thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
 void thg_sweep_free(thg_context *ctx);
 /* The pieces of a sweep, for the multi-device sweep (group.cu), which
  * interleaves the ranks' kernels with collectives: the host's Grams onto
- * the device on `stream` (unless it holds them already); the stamps zeroed
- * on ctx->stream (unless stamps_zeroed) and the failure flag on
- * `flag_stream`, then, when those are the same stream, fork_event recorded
- * there; mode's [lambda | gram | inner] slot on the device; every slot and
- * stamp copied to the host (with `rezero`, the stamps zeroed after the
- * copy, for the next sweep); and, after the stream synchronised, the
- * MTTKRP spans, Grams, lambda, inner and the modes done read as
- * thg_als_sweep returns them. */
+ * the device on `stream` (unless it holds them already); the MTTKRP stamps
+ * zeroed on ctx->stream (unless the last sweep's end did: stamps_zeroed);
+ * the failure flag zeroed on `stream`; mode's [lambda | gram | inner] slot
+ * on the device; every slot and stamp copied to the host (with `rezero`,
+ * the stamps zeroed after the copy, for the next sweep); and, after the
+ * stream synchronised, the MTTKRP spans, Grams, lambda, inner and the
+ * modes done read as thg_als_sweep returns them. */
 thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
                                 cudaStream_t stream, char *err, size_t errlen);
-thg_status thg_sweep_enqueue_start(thg_context *ctx, cudaStream_t flag_stream, char *err,
-                                   size_t errlen);
+thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen);
+thg_status thg_sweep_zero_flag(thg_context *ctx, cudaStream_t stream, char *err, size_t errlen);
 double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode);
 thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen);
 void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,

@@ -263,6 +263,7 @@ th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32
                               rank, THG_MAX_RANK);
     share_plan plan;
     share_buffers buffers = {0};
+    thg_group_unload(group); /* before any rank frees its factors */
     th_status status = make_plan(t, G, &plan, err);
     if (status == TH_OK)
         status = check_memory(group, devices, t, rank, &plan, err);

@@ -185,6 +185,70 @@ static void test_cp_als_devices(void **state)
     check_fits(*state, distinct_lists, 1);
 }
 
+/* One instance loaded with one tensor, then another of other sizes: the
+ * ranks' factors are freed and allocated again, and on NCCL's devices
+ * deregistered and registered again (thg_group_unload); both tensors'
+ * MTTKRPs match cpu-reference. */
+static void test_reload(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    const char *lists[] = {"0,0", device_count() >= 2 ? "0,1" : NULL};
+    GRand *rng = g_rand_new_with_seed(11);
+    for (size_t d = 0; d < G_N_ELEMENTS(lists) && lists[d]; ++d) {
+        th_instance *inst = th_test_create_instance(p->gpu[0], "devices", lists[d], NULL);
+        for (size_t c = 0; c < 2; ++c) {
+            g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[c], 900 + c);
+            const uint32_t rank = 8;
+            double **factors = th_test_random_factors(t, rank, rng);
+            th_instance *ref = th_test_create_instance(p->ref, NULL);
+            th_test_load_and_set(p->ref, ref, t, rank, factors);
+            th_test_load_and_set(p->gpu[0], inst, t, rank, factors);
+            for (uint32_t m = 0; m < t->nmodes; ++m) {
+                const size_t n = (size_t)t->dims[m] * rank;
+                g_autofree double *want = g_new(double, n);
+                g_autofree double *got = g_new(double, n);
+                th_gpu_test_run_mode(p->ref, ref, t, rank, m, want);
+                th_gpu_test_run_mode(p->gpu[0], inst, t, rank, m, got);
+                const double e = th_test_relative_error(got, want, n);
+                printf("devices %s, tensor %zu (%s) mode %u: relative error %.2e\n", lists[d],
+                       c + 1, cases[c].name, m, e);
+                if (!(e < TOLERANCE))
+                    fail_msg("devices %s, tensor %zu after a reload: mode %u relative error %.3g",
+                             lists[d], c + 1, m, e);
+            }
+            p->ref->entry.destroy(ref);
+            th_test_free_factors(factors, t->nmodes);
+        }
+        p->gpu[0]->entry.destroy(inst);
+    }
+    g_rand_free(rng);
+}
+
+/* Values a million times larger: every update's lambda is out of bounds,
+ * so every fold normalises its factor (fold_kernel's rare path), on every
+ * rank alike, in the sweep and on the per-mode path. The fits equal one
+ * device's, which normalises in its own scale kernel. */
+static void test_cp_als_rescaled(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 700);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        t->values[k] *= 1e6;
+    const char *lists[] = {"0,0,0", device_count() >= 2 ? "0,1" : NULL};
+    static const th_update_path paths[] = {TH_UPDATE_SWEEP, TH_UPDATE_MODE};
+    for (size_t k = 0; k < G_N_ELEMENTS(paths); ++k) {
+        const double single = run_fit(p->gpu[0], NULL, t, 16, paths[k]);
+        for (size_t d = 0; d < G_N_ELEMENTS(lists) && lists[d]; ++d) {
+            const double fit = run_fit(p->gpu[0], lists[d], t, 16, paths[k]);
+            printf("values x 1e6, %s: fit %.8f on one device, %+.2e on devices %s\n",
+                   th_update_path_name(paths[k]), single, fit - single, lists[d]);
+            if (!(fabs(fit - single) < FIT_TOLERANCE))
+                fail_msg("values x 1e6, %s path, devices %s: fit %.8f, on one device %.8f",
+                         th_update_path_name(paths[k]), lists[d], fit, single);
+        }
+    }
+}
+
 /* create() with devices=`value` (and device=0 when `with_device`) fails
  * with `want` and a message holding `fragment`. */
 static void expect_create_error(const th_plugin *plugin, const char *value, int with_device,
@@ -314,6 +378,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mttkrp_virtual_ranks), cmocka_unit_test(test_mttkrp_devices),
         cmocka_unit_test(test_cp_als_virtual_ranks), cmocka_unit_test(test_cp_als_devices),
+        cmocka_unit_test(test_cp_als_rescaled),     cmocka_unit_test(test_reload),
         cmocka_unit_test(test_option_refusals),      cmocka_unit_test(test_memory_plan_refusal),
         cmocka_unit_test(test_host_memory_refusal),  cmocka_unit_test(test_runtime_info),
     };
