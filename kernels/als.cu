@@ -293,12 +293,19 @@ struct column_norm {
     bool out_of_bounds;
 };
 
+/* What a column is divided by to normalise it: its lambda, or 1 for a zero
+ * column, which stays as it is. */
+__device__ __forceinline__ double column_divisor(double lambda)
+{
+    return lambda > 0.0 ? lambda : 1.0;
+}
+
 __device__ __forceinline__ column_norm norm_of_column(double sumsq, double maxabs,
                                                       int use_max_norm, float bound)
 {
     column_norm c;
     c.lambda = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
-    c.scale = c.lambda > 0.0 ? (float)(1.0 / c.lambda) : 1.0f;
+    c.scale = (float)(1.0 / column_divisor(c.lambda));
     c.out_of_bounds = c.lambda > 0.0 && (c.lambda > bound || c.lambda * bound < 1.0);
     return c;
 }
@@ -368,7 +375,7 @@ __device__ void finish_totals(const float *W, uint32_t R, const update_io &io,
         const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
         const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
         const column_norm c = norm_of_column(sumsq, maxabs, use_max_norm, io.rescale_bound);
-        s_div[t] = c.lambda > 0.0 ? c.lambda : 1.0;
+        s_div[t] = column_divisor(c.lambda);
         lambda[t] = c.lambda;
         acc.scale[t] = c.scale;
         if (c.out_of_bounds)
@@ -589,7 +596,7 @@ __global__ void __launch_bounds__(kThreads)
     double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
     for (uint32_t t = tid; t < R; t += blockDim.x) {
         const double lam = sc.lambda[t];
-        s_div[t] = lam > 0.0 ? lam : 1.0; /* a zero column stays */
+        s_div[t] = column_divisor(lam);
         lambda[t] = lam;
     }
     __syncthreads();

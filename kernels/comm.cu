@@ -9,18 +9,39 @@
 
 #ifdef THG_HAVE_NCCL
 #include <nccl.h>
+/* NCCL's device API (2.28 on): the direct exchange. Its structures are
+ * compiled into the kernel below, so it runs only against the library
+ * version whose headers the build used (setup_direct). */
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && __has_include(<nccl_device.h>)
+#include <nccl_device.h>
+#define THG_HAVE_NCCL_DEVICE 1
+#endif
 #endif
 
 namespace {
 
-enum op_kind { kNoOp, kGatherv, kReduceSum };
+enum op_kind { kNoOp, kGatherv, kReduceSum, kRegister, kDeregister };
 
 struct rank_part {
-    /* The reduce's buffer in bufs[0], or each all-gather's. */
+    /* The reduce's buffer in bufs[0], or each all-gather's; the buffer to
+     * register or the handle to deregister. */
     void *bufs[THG_MAX_COMM_GATHERS] = {};
+    size_t bytes = 0;           /* the buffer to register's */
+    void **handle = nullptr;    /* where its handle goes */
     cudaStream_t stream = nullptr;
     bool given = false;
 };
+
+/* A registered buffer of a rank: its handle (an ncclWindow_t for the
+ * direct exchange, else ncclCommRegister's). */
+struct registration {
+    void *ptr = nullptr;
+    size_t bytes = 0;
+    void *handle = nullptr;
+};
+/* Registrations a rank holds at once: a tensor's factors and the group's
+ * exchange buffer, and as many again while a reload overlaps. */
+constexpr uint32_t kMaxRegistrations = 2u * (THG_MAX_MODES + 1u);
 
 #ifdef THG_HAVE_NCCL
 /* The NCCL functions used, from the library dlopen found. */
@@ -43,6 +64,14 @@ struct nccl_api {
     ncclResult_t (*MemFree)(void *) = nullptr;
     ncclResult_t (*CommRegister)(ncclComm_t, void *, size_t, void **) = nullptr;
     ncclResult_t (*CommDeregister)(ncclComm_t, void *) = nullptr;
+#ifdef THG_HAVE_NCCL_DEVICE
+    /* The direct exchange's (NCCL 2.28 and later). */
+    ncclResult_t (*CommWindowRegister)(ncclComm_t, void *, size_t, ncclWindow_t *, int) = nullptr;
+    ncclResult_t (*CommWindowDeregister)(ncclComm_t, ncclWindow_t) = nullptr;
+    ncclResult_t (*DevCommCreate)(ncclComm_t, const ncclDevCommRequirements *,
+                                  ncclDevComm *) = nullptr;
+    ncclResult_t (*DevCommDestroy)(ncclComm_t, const ncclDevComm *) = nullptr;
+#endif
 };
 #endif
 
@@ -73,13 +102,34 @@ struct thg_comm {
     cudaStream_t leader = nullptr;
     cudaEvent_t ready[THG_MAX_COMM_RANKS] = {};
     cudaEvent_t done = nullptr;
+    registration registered[THG_MAX_COMM_RANKS][kMaxRegistrations] = {};
+    /* Handles of the registrations of the group being ended. */
+    void *pending[THG_MAX_COMM_RANKS] = {};
 #ifdef THG_HAVE_NCCL
     nccl_api nccl;
     ncclComm_t comms[THG_MAX_COMM_RANKS] = {};
 #endif
+    /* The direct exchange: every rank's device communicator, as NCCL made
+     * it (for its destruction) and a copy on its device (for the kernel). */
+    bool direct = false;
+#ifdef THG_HAVE_NCCL_DEVICE
+    ncclDevComm dev_comms[THG_MAX_COMM_RANKS] = {};
+    ncclDevComm *dev_comms_on_device[THG_MAX_COMM_RANKS] = {};
+#endif
 };
 
 namespace {
+
+/* Whether buffers come from NCCL's allocator and are registered. */
+[[maybe_unused]] bool zero_copy(const thg_comm *c)
+{
+#ifdef THG_HAVE_NCCL
+    return c->kind == THG_COMM_NCCL && c->nccl.MemAlloc != nullptr;
+#else
+    (void)c;
+    return false;
+#endif
+}
 
 #ifdef THG_HAVE_NCCL
 #define THG_NCCL(comm, call)                                                               \
@@ -134,7 +184,79 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
     n.CommDeregister = (ncclResult_t(*)(ncclComm_t, void *))dlsym(n.lib, "ncclCommDeregister");
     if (!n.MemAlloc || !n.MemFree || !n.CommRegister || !n.CommDeregister)
         n.MemAlloc = nullptr;
+#ifdef THG_HAVE_NCCL_DEVICE
+    n.CommWindowRegister = (decltype(n.CommWindowRegister))dlsym(n.lib, "ncclCommWindowRegister");
+    n.CommWindowDeregister =
+        (decltype(n.CommWindowDeregister))dlsym(n.lib, "ncclCommWindowDeregister");
+    n.DevCommCreate = (decltype(n.DevCommCreate))dlsym(n.lib, "ncclDevCommCreate");
+    n.DevCommDestroy = (decltype(n.DevCommDestroy))dlsym(n.lib, "ncclDevCommDestroy");
+#endif
     return THG_OK;
+}
+#endif
+
+#ifdef THG_HAVE_NCCL_DEVICE
+/* The direct exchange's kernel: the same number of blocks on every rank,
+ * block b meeting block b of every other rank at barrier b. Few blocks
+ * for small blocks of data, whose exchange is the barriers' latency; one
+ * per SM for large ones (a factor's rows), bound by the links. (On four
+ * H200s 8, 16 or 32 blocks and 132 or 264 changed nothing beyond the
+ * runs' spread.) */
+constexpr uint32_t kDirectBlocksSmall = 32;
+constexpr uint32_t kDirectBlocksLarge = 132;
+constexpr uint64_t kDirectLargeBytes = 1u << 20; /* a rank's block from here on */
+constexpr uint32_t kDirectThreads = 512;
+
+/* This rank's block of one all-gather: bytes [offset, offset + bytes) of
+ * its window, to the same place in every other rank's. */
+struct direct_block {
+    ncclWindow_t window;
+    const char *local;
+    uint64_t offset, bytes;
+};
+struct direct_gather {
+    direct_block blocks[THG_MAX_COMM_GATHERS];
+    uint32_t n;
+};
+
+/* This block's share of one block, in units of T (which divide its
+ * offset and size), to every other rank in turn. */
+template <typename T>
+__device__ void push_units(const direct_block &b, const ncclDevComm &comm)
+{
+    const uint64_t units = b.bytes / sizeof(T);
+    const T *src = reinterpret_cast<const T *>(b.local + b.offset);
+    for (int step = 1; step < comm.lsaSize; ++step) {
+        const int peer = (comm.lsaRank + step) % comm.lsaSize; /* spread over the links */
+        T *dst = reinterpret_cast<T *>(ncclGetLsaPointer(b.window, b.offset, peer));
+        for (uint64_t u = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; u < units;
+             u += (uint64_t)gridDim.x * blockDim.x)
+            dst[u] = src[u];
+    }
+}
+
+/* The all-gather as stores: every rank at the first barrier (each has
+ * finished reading what the stores overwrite: its earlier kernels are
+ * done), the stores into the other ranks' windows over NVLink, then the
+ * second barrier (each rank's stores released, every other rank's
+ * acquired). Block b meets block b of every rank; the next kernel on the
+ * stream runs after all of this rank's blocks, so it sees every store. */
+__global__ void __launch_bounds__(kDirectThreads)
+    direct_gather_kernel(const ncclDevComm *comm, direct_gather g)
+{
+    ncclLsaBarrierSession<ncclCoopCta> barrier(ncclCoopCta(), *comm, ncclTeamTagLsa(),
+                                               blockIdx.x);
+    barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    for (uint32_t k = 0; k < g.n; ++k) {
+        const direct_block &b = g.blocks[k];
+        if ((b.offset | b.bytes) % sizeof(uint4) == 0)
+            push_units<uint4>(b, *comm);
+        else if ((b.offset | b.bytes) % sizeof(uint32_t) == 0)
+            push_units<uint32_t>(b, *comm);
+        else
+            push_units<unsigned char>(b, *comm);
+    }
+    barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
 }
 #endif
 
@@ -196,6 +318,78 @@ thg_status check_devices(const thg_comm *c, char *err, size_t errlen)
     return THG_OK;
 }
 
+#ifdef THG_HAVE_NCCL_DEVICE
+/* The direct exchange, where the library and the devices allow it; else
+ * why not, in `why` (empty when it is on), and the point-to-point path. */
+thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t errlen)
+{
+    nccl_api &n = c->nccl;
+    const char *env = getenv("TH_NCCL_DIRECT");
+    if (env && strcmp(env, "0") == 0) {
+        snprintf(why, whylen, "direct exchange off (TH_NCCL_DIRECT=0)");
+        return THG_OK;
+    }
+    if (!n.MemAlloc || !n.CommWindowRegister || !n.CommWindowDeregister || !n.DevCommCreate ||
+        !n.DevCommDestroy) {
+        snprintf(why, whylen, "direct exchange off: no device API in the library");
+        return THG_OK;
+    }
+    if (n.version != NCCL_VERSION_CODE) {
+        snprintf(why, whylen, "direct exchange off: built against NCCL %d.%d.%d", NCCL_MAJOR,
+                 NCCL_MINOR, NCCL_PATCH);
+        return THG_OK;
+    }
+    ncclDevCommRequirements reqs;
+    memset(&reqs, 0, sizeof reqs);
+    reqs.lsaBarrierCount = (int)kDirectBlocksLarge;
+    THG_NCCL(c, GroupStart());
+    for (uint32_t r = 0; r < c->G; ++r) {
+        const ncclResult_t res = n.DevCommCreate(c->comms[r], &reqs, &c->dev_comms[r]);
+        if (res != ncclSuccess) {
+            n.GroupEnd();
+            snprintf(why, whylen, "direct exchange off: ncclDevCommCreate: %s",
+                     n.GetErrorString(res));
+            return THG_OK;
+        }
+    }
+    const ncclResult_t res = n.GroupEnd();
+    if (res != ncclSuccess) {
+        snprintf(why, whylen, "direct exchange off: ncclDevCommCreate: %s", n.GetErrorString(res));
+        return THG_OK;
+    }
+    c->direct = true; /* from here thg_comm_destroy destroys the device communicators */
+    bool all_reach = true;
+    for (uint32_t r = 0; r < c->G; ++r)
+        all_reach = all_reach && c->dev_comms[r].lsaSize == (int)c->G;
+    if (!all_reach) {
+        snprintf(why, whylen, "direct exchange off: not every device reaches every other");
+        return THG_OK; /* c->direct is cleared once the communicators are destroyed */
+    }
+    for (uint32_t r = 0; r < c->G; ++r) {
+        THG_CUDA(cudaSetDevice(c->devices[r]));
+        THG_CUDA(cudaMalloc(&c->dev_comms_on_device[r], sizeof(ncclDevComm)));
+        THG_CUDA(cudaMemcpy(c->dev_comms_on_device[r], &c->dev_comms[r], sizeof(ncclDevComm),
+                            cudaMemcpyHostToDevice));
+    }
+    why[0] = '\0';
+    return THG_OK;
+}
+
+void destroy_direct(thg_comm *c)
+{
+    if (!c->direct)
+        return;
+    c->nccl.GroupStart();
+    for (uint32_t r = 0; r < c->G; ++r)
+        c->nccl.DevCommDestroy(c->comms[r], &c->dev_comms[r]);
+    c->nccl.GroupEnd();
+    for (uint32_t r = 0; r < c->G; ++r)
+        if (c->dev_comms_on_device[r] && cudaSetDevice(c->devices[r]) == cudaSuccess)
+            cudaFree(c->dev_comms_on_device[r]);
+    c->direct = false;
+}
+#endif
+
 thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
 {
     thg_status st = choose_kind(c->devices, c->G, force_nccl, &c->kind, err, errlen);
@@ -225,14 +419,36 @@ thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
         return setup_device_copies(c, err, errlen);
     case THG_COMM_NCCL:
 #ifdef THG_HAVE_NCCL
+    {
         THG_NCCL(c, CommInitAll(c->comms, (int)c->G, c->devices));
-        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s%s",
+        char why[96] = "";
+#ifdef THG_HAVE_NCCL_DEVICE
+        st = setup_direct(c, why, sizeof why, err, errlen);
+        if (st != THG_OK)
+            return st;
+        if (why[0] && c->direct)
+            destroy_direct(c); /* made, but of no use: not every device reaches every other */
+#endif
+        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s, %s%s%s",
                  c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
                  c->G, c->G == 1 ? "" : "s",
-                 c->nccl.MemAlloc ? ", factors registered (zero-copy)" : "");
+                 c->direct             ? "direct exchange (device API)"
+                 : c->nccl.MemAlloc    ? "buffers registered (zero-copy)"
+                                       : "staged transfers",
+                 why[0] ? "; " : "", why);
+        return THG_OK;
+    }
 #endif
         return THG_OK;
     }
+    return THG_OK;
+}
+
+thg_status check_rank(const thg_comm *c, uint32_t rank, char *err, size_t errlen)
+{
+    if (rank >= c->G)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
+                        c->G);
     return THG_OK;
 }
 
@@ -242,9 +458,9 @@ thg_status give_part(thg_comm *c, uint32_t rank, op_kind op, void *buf, cudaStre
 {
     if (!c->in_group)
         return thg_fail(err, errlen, THG_ERR_STATE, "a collective's part outside a group");
-    if (rank >= c->G)
-        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
-                        c->G);
+    const thg_status st = check_rank(c, rank, err, errlen);
+    if (st != THG_OK)
+        return st;
     if (c->op != kNoOp && c->op != op)
         return thg_fail(err, errlen, THG_ERR_STATE, "two collectives in one group");
     if (c->parts[rank].given)
@@ -350,6 +566,145 @@ thg_status end_nccl(thg_comm *c, char *err, size_t errlen)
 #endif
 }
 
+/* Rank r's registration whose buffer is ptr, or nullptr. */
+registration *find_registration(thg_comm *c, uint32_t r, const void *ptr)
+{
+    for (registration &reg : c->registered[r])
+        if (reg.handle && reg.ptr == ptr)
+            return &reg;
+    return nullptr;
+}
+
+registration *free_registration_slot(thg_comm *c, uint32_t r)
+{
+    for (registration &reg : c->registered[r])
+        if (!reg.handle)
+            return &reg;
+    return nullptr;
+}
+
+/* The group's registrations (or deregistrations), one a rank: windows,
+ * collectively in one NCCL group, for the direct exchange; local
+ * registrations otherwise; nothing for the kinds without NCCL. */
+thg_status end_registration(thg_comm *c, char *err, size_t errlen)
+{
+    const bool add = c->op == kRegister;
+    if (!zero_copy(c))
+        return THG_OK; /* the handles stay NULL */
+#ifdef THG_HAVE_NCCL
+    nccl_api &n = c->nccl;
+    for (uint32_t r = 0; r < c->G; ++r) {
+        c->pending[r] = nullptr;
+        if (add && !free_registration_slot(c, r))
+            return thg_fail(err, errlen, THG_ERR_STATE,
+                            "rank %u holds %u registrations already", r, kMaxRegistrations);
+    }
+    thg_status st = THG_OK;
+    if (c->direct) {
+#ifdef THG_HAVE_NCCL_DEVICE
+        THG_NCCL(c, GroupStart());
+        for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
+            const rank_part &p = c->parts[r];
+            ncclResult_t res = ncclSuccess;
+            if (add)
+                res = n.CommWindowRegister(c->comms[r], p.bufs[0], p.bytes,
+                                           (ncclWindow_t *)&c->pending[r],
+                                           NCCL_WIN_COLL_SYMMETRIC);
+            else if (p.bufs[0])
+                res = n.CommWindowDeregister(c->comms[r], (ncclWindow_t)p.bufs[0]);
+            if (res != ncclSuccess)
+                st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s",
+                              add ? "ncclCommWindowRegister" : "ncclCommWindowDeregister",
+                              n.GetErrorString(res));
+        }
+        const ncclResult_t res = n.GroupEnd();
+        if (st == THG_OK && res != ncclSuccess)
+            st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in GroupEnd (%s): %s",
+                          add ? "window registration" : "window deregistration",
+                          n.GetErrorString(res));
+#endif
+    } else {
+        for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
+            const rank_part &p = c->parts[r];
+            ncclResult_t res = ncclSuccess;
+            if (add)
+                res = n.CommRegister(c->comms[r], p.bufs[0], p.bytes, &c->pending[r]);
+            else if (p.bufs[0])
+                res = n.CommDeregister(c->comms[r], p.bufs[0]);
+            if (res != ncclSuccess)
+                st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s",
+                              add ? "ncclCommRegister" : "ncclCommDeregister",
+                              n.GetErrorString(res));
+        }
+    }
+    /* The book follows what NCCL did, also after a failure (the caller
+     * deregisters what was registered). */
+    for (uint32_t r = 0; r < c->G; ++r) {
+        const rank_part &p = c->parts[r];
+        if (add && c->pending[r]) {
+            *free_registration_slot(c, r) = {p.bufs[0], p.bytes, c->pending[r]};
+            *p.handle = c->pending[r];
+        } else if (!add && p.bufs[0]) {
+            for (registration &reg : c->registered[r])
+                if (reg.handle == p.bufs[0])
+                    reg = registration{};
+        }
+    }
+    return st;
+#else
+    (void)add;
+    (void)err;
+    (void)errlen;
+    return THG_OK;
+#endif
+}
+
+#ifdef THG_HAVE_NCCL_DEVICE
+/* The all-gathers of the group as the direct exchange, when every rank's
+ * every buffer is a window of that rank: one kernel a rank. false: not
+ * all are (the point-to-point path then). */
+bool direct_gather_ready(thg_comm *c)
+{
+    if (!c->direct || c->op != kGatherv)
+        return false;
+    for (uint32_t r = 0; r < c->G; ++r)
+        for (uint32_t k = 0; k < c->gathers; ++k)
+            if (!find_registration(c, r, c->parts[r].bufs[k]))
+                return false;
+    return true;
+}
+
+thg_status end_direct_gather(thg_comm *c, char *err, size_t errlen)
+{
+    /* Every rank takes the same count: from the offsets, which every rank shares. */
+    uint64_t largest = 0;
+    for (uint32_t q = 0; q < c->G; ++q) {
+        uint64_t bytes = 0;
+        for (uint32_t k = 0; k < c->gathers; ++k)
+            bytes += c->offsets[k][q + 1] - c->offsets[k][q];
+        largest = bytes > largest ? bytes : largest;
+    }
+    const uint32_t blocks = largest >= kDirectLargeBytes ? kDirectBlocksLarge : kDirectBlocksSmall;
+    for (uint32_t r = 0; r < c->G; ++r) {
+        const rank_part &p = c->parts[r];
+        direct_gather g = {};
+        g.n = c->gathers;
+        for (uint32_t k = 0; k < c->gathers; ++k) {
+            const registration *reg = find_registration(c, r, p.bufs[k]);
+            g.blocks[k].window = (ncclWindow_t)reg->handle;
+            g.blocks[k].local = (const char *)p.bufs[k];
+            g.blocks[k].offset = c->offsets[k][r];
+            g.blocks[k].bytes = c->offsets[k][r + 1] - c->offsets[k][r];
+        }
+        THG_CUDA(cudaSetDevice(c->devices[r]));
+        direct_gather_kernel<<<blocks, kDirectThreads, 0, p.stream>>>(
+            c->dev_comms_on_device[r], g);
+        THG_LAUNCHED();
+    }
+    return THG_OK;
+}
+#endif
+
 void end_group(thg_comm *c)
 {
     c->in_group = false;
@@ -390,6 +745,9 @@ void thg_comm_destroy(thg_comm *c)
     if (!c)
         return;
 #ifdef THG_HAVE_NCCL
+#ifdef THG_HAVE_NCCL_DEVICE
+    destroy_direct(c);
+#endif
     for (uint32_t r = 0; r < c->G; ++r)
         if (c->comms[r])
             c->nccl.CommDestroy(c->comms[r]);
@@ -418,28 +776,14 @@ const char *thg_comm_describe(const thg_comm *c)
     return c->description;
 }
 
-namespace {
-
-/* Whether buffers come from NCCL and are registered (thg_comm_alloc). */
-[[maybe_unused]] bool zero_copy(const thg_comm *c)
-{
-#ifdef THG_HAVE_NCCL
-    return c->kind == THG_COMM_NCCL && c->nccl.MemAlloc != nullptr;
-#else
-    (void)c;
-    return false;
-#endif
-}
-
-} // namespace
 
 thg_status thg_comm_alloc(thg_comm *c, uint32_t rank, size_t bytes, void **ptr, char *err,
                           size_t errlen)
 {
     *ptr = nullptr;
-    if (rank >= c->G)
-        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
-                        c->G);
+    const thg_status st = check_rank(c, rank, err, errlen);
+    if (st != THG_OK)
+        return st;
     THG_CUDA(cudaSetDevice(c->devices[rank]));
 #ifdef THG_HAVE_NCCL
     if (zero_copy(c)) {
@@ -467,31 +811,22 @@ void thg_comm_free(thg_comm *c, uint32_t rank, void *ptr)
 thg_status thg_comm_register(thg_comm *c, uint32_t rank, void *ptr, size_t bytes, void **handle,
                              char *err, size_t errlen)
 {
+    thg_status st = give_part(c, rank, kRegister, ptr, nullptr, err, errlen);
+    if (st != THG_OK)
+        return st;
     *handle = nullptr;
-    if (rank >= c->G)
-        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
-                        c->G);
-#ifdef THG_HAVE_NCCL
-    if (zero_copy(c))
-        THG_NCCL(c, CommRegister(c->comms[rank], ptr, bytes, handle));
-#else
-    (void)ptr;
-    (void)bytes;
-#endif
+    c->parts[rank].bytes = bytes;
+    c->parts[rank].handle = handle;
     return THG_OK;
 }
 
-void thg_comm_deregister(thg_comm *c, uint32_t rank, void *handle)
+thg_status thg_comm_deregister(thg_comm *c, uint32_t rank, void *handle, char *err,
+                               size_t errlen)
 {
-#ifdef THG_HAVE_NCCL
-    if (handle && rank < c->G && zero_copy(c))
-        c->nccl.CommDeregister(c->comms[rank], handle);
-#else
-    (void)c;
-    (void)rank;
-    (void)handle;
-#endif
+    return give_part(c, rank, kDeregister, handle, nullptr, err, errlen);
 }
+
+int thg_comm_is_direct(const thg_comm *c) { return c->direct ? 1 : 0; }
 
 thg_status thg_comm_begin(thg_comm *c, char *err, size_t errlen)
 {
@@ -557,8 +892,14 @@ thg_status thg_comm_end(thg_comm *c, char *err, size_t errlen)
     if (c->op != kNoOp && given != c->G)
         st = thg_fail(err, errlen, THG_ERR_STATE, "a group ended with %u of %u ranks' parts",
                       given, c->G);
+    else if (c->op == kRegister || c->op == kDeregister)
+        st = end_registration(c, err, errlen);
     else if (c->op != kNoOp && c->kind == THG_COMM_DEVICE_COPIES)
         st = end_device_copies(c, err, errlen);
+#ifdef THG_HAVE_NCCL_DEVICE
+    else if (direct_gather_ready(c))
+        st = end_direct_gather(c, err, errlen);
+#endif
     else if (c->op != kNoOp && c->kind == THG_COMM_NCCL)
         st = end_nccl(c, err, errlen);
     end_group(c);

@@ -16,7 +16,10 @@
  *     (the distribution is tested this way before several GPUs are lent);
  *   - G distinct devices: NCCL, loaded with dlopen at run time
  *     (TH_NCCL_LIBRARY, default "libnccl.so.2"), so that the plugins build
- *     and run where it is absent and only a multi-device request needs it.
+ *     and run where it is absent and only a multi-device request needs it;
+ *     all-gathers among registered buffers take the direct exchange (its
+ *     device API, a kernel of ours) where it can, point-to-point sends and
+ *     receives otherwise (thg_comm_register).
  * Several ranks on some of several devices (devices = "0,0,1,1") are
  * refused.
  *
@@ -44,8 +47,8 @@ thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_c
 /* Accepts NULL. */
 void thg_comm_destroy(thg_comm *comm);
 thg_comm_kind thg_comm_get_kind(const thg_comm *comm);
-/* "one rank", "4 ranks on device 0 (device copies)", "NCCL 2.28.9, 2
- * devices, factors registered (zero-copy)". */
+/* "one rank", "4 ranks on device 0 (device copies)", "NCCL 2.28.3, 4
+ * devices, direct exchange (device API)". */
 const char *thg_comm_describe(const thg_comm *comm);
 
 /* The most ranks a communicator takes. */
@@ -77,24 +80,42 @@ thg_status thg_comm_all_reduce_sum(thg_comm *comm, uint32_t rank, double *buf, s
  * rank's part must have been given, all of one collective. */
 thg_status thg_comm_end(thg_comm *comm, char *err, size_t errlen);
 
-/* Buffers that the collectives move in bulk (the factors). Between NCCL's
- * devices they come from NCCL's allocator (ncclMemAlloc: memory its peers
- * can map) and, once registered with a rank's communicator
- * (ncclCommRegister, a local call), its point-to-point transfers read and
- * write them directly instead of through NCCL's own staging buffers (the
- * collective of enron's 244K-row factor between two H200s: 86 -> 70 us,
- * BENCHMARKS.md "Several GPUs"). Otherwise plain device memory, and
- * registering does nothing. NCCL's rule:
- * a transfer's buffers are registered on every rank or on none.
+/* Buffers that the collectives move in bulk (the factors, the exchange
+ * blocks). Between NCCL's devices they come from NCCL's allocator
+ * (ncclMemAlloc: memory its peers can map); otherwise plain device memory.
  * thg_comm_alloc makes rank's device current; thg_comm_free accepts NULL;
  * a registered buffer is deregistered before it is freed. */
 thg_status thg_comm_alloc(thg_comm *comm, uint32_t rank, size_t bytes, void **ptr, char *err,
                           size_t errlen);
 void thg_comm_free(thg_comm *comm, uint32_t rank, void *ptr);
-/* *handle: for thg_comm_deregister (NULL where nothing was registered). */
+
+/* Registering a buffer of thg_comm_alloc with the communicator, so that
+ * all-gathers in it move without NCCL's staging. Collective, as a group:
+ * thg_comm_begin, every rank's buffer (the same size on every rank, the
+ * ranks' groups in the same order), thg_comm_end, which registers them and
+ * sets each *handle (it must live until then; NULL where nothing was
+ * registered). What registering gives depends on the communicator
+ * (thg_comm_describe says which):
+ *   - the direct exchange: NCCL's device API, when the library found at
+ *     run time is the version whose headers the build used, and every rank
+ *     reaches every other by loads and stores (NVLink): the buffers become
+ *     symmetric windows (ncclCommWindowRegister), and an all-gather whose
+ *     buffers are all windows is one kernel a rank that stores its block
+ *     into every other rank's window and meets them at a barrier
+ *     (ncclLsaBarrierSession), with no NCCL launch;
+ *   - otherwise, local registration (ncclCommRegister): NCCL's
+ *     point-to-point transfers read and write the buffers directly (the
+ *     collective of enron's 244K-row factor between two H200s: 86 -> 70
+ *     us, BENCHMARKS.md "Several GPUs");
+ *   - for the other kinds, nothing.
+ * TH_NCCL_DIRECT=0 turns the direct exchange off (A/B comparisons). */
 thg_status thg_comm_register(thg_comm *comm, uint32_t rank, void *ptr, size_t bytes,
                              void **handle, char *err, size_t errlen);
-/* Accepts NULL. */
-void thg_comm_deregister(thg_comm *comm, uint32_t rank, void *handle);
+/* The same, collective, as a group: every rank's handle of one
+ * registration (NULL accepted: nothing to do for that rank). */
+thg_status thg_comm_deregister(thg_comm *comm, uint32_t rank, void *handle, char *err,
+                               size_t errlen);
+/* Whether all-gathers among registered buffers take the direct exchange. */
+int thg_comm_is_direct(const thg_comm *comm);
 
 #endif

@@ -29,8 +29,12 @@
  *   stream: mttkrp(n) --join-- update(n) collective(n) fold(n) --fork-- mttkrp(n+1) --join-- ...
  *   side:   finish(n-1) solve(n) ---/                         finish(n) solve(n+1) ---/
  *
- * One collective a mode: on small payloads each costs its latency (tens
- * of microseconds), the iteration's largest overhead over the MTTKRPs.
+ * One collective a mode: on small payloads each costs its latency, the
+ * iteration's largest overhead over the MTTKRPs; between NCCL's devices the
+ * factors and the exchange buffers are registered with the communicator
+ * (thg_group_set_layout), so that it can be the direct exchange of
+ * comm.cuh (on four H200s, 14-19 us a mode against 20-35 for NCCL's
+ * point-to-point sends).
  * The code is written per rank (its kernels, then its part of each
  * collective), so a process per GPU would run the same steps for its own
  * rank only. One thread drives the whole group. */
@@ -104,8 +108,8 @@ struct thg_group {
     size_t block_bytes = 0;
     uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
     size_t scratch_offset = 0; /* the fold's scratch block, after the G blocks */
-    /* Per rank, on its device: the exchange buffer, G blocks, then the
-     * scratch block. */
+    /* Per rank, on its device (from the communicator, thg_comm_alloc): the
+     * exchange buffer, G blocks, then the scratch block. */
     char *exchange[THG_MAX_COMM_RANKS] = {};
     /* Each rank's factors come from the communicator (thg_comm_alloc),
      * through its context's factor_allocator with this as its user data,
@@ -114,29 +118,67 @@ struct thg_group {
         thg_comm *comm;
         uint32_t rank;
     } allocators[THG_MAX_COMM_RANKS] = {};
-    void *factor_handles[THG_MAX_COMM_RANKS][THG_MAX_MODES] = {};
+    /* Registrations with the communicator: per mode, every rank's factor;
+     * every rank's exchange buffer. */
+    void *factor_handles[THG_MAX_MODES][THG_MAX_COMM_RANKS] = {};
+    void *exchange_handles[THG_MAX_COMM_RANKS] = {};
     /* Per rank, around each collective of each mode. */
     cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
     bool comm_timed[THG_MAX_MODES][kCollectives] = {};
+    /* A sweep's collectives of the mode, timed and not yet read: read when
+     * asked for (thg_group_get_mode_stats), so that an iteration's host time
+     * does not carry G event reads a mode; the next step of the mode
+     * replaces them. */
+    bool comm_unread[THG_MAX_MODES] = {};
     cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
     double last_sweep_seconds = -1.0;
 };
 
 namespace {
 
-/* Deregisters the factors (before any rank frees them) and frees the
- * exchange buffers. */
+/* Rank q's handle of one registration, for each q, deregistered
+ * together (collective) and cleared. */
+void deregister_all(thg_group *g, void *(&handles)[THG_MAX_COMM_RANKS])
+{
+    bool any = false;
+    for (uint32_t q = 0; q < g->G; ++q)
+        any = any || handles[q];
+    if (!any)
+        return;
+    char ignored[160];
+    thg_status st = thg_comm_begin(g->comm, ignored, sizeof ignored);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+        st = thg_comm_deregister(g->comm, q, handles[q], ignored, sizeof ignored);
+    thg_comm_end(g->comm, ignored, sizeof ignored);
+    for (void *&h : handles)
+        h = nullptr;
+}
+
+/* Every rank's buffer of one kind (`bufs`, `bytes` each) registered
+ * together (collective) into handles[q]. */
+thg_status register_all(thg_group *g, void *const *bufs, size_t bytes,
+                        void *(&handles)[THG_MAX_COMM_RANKS], char *err, size_t errlen)
+{
+    thg_status st = thg_comm_begin(g->comm, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+        st = thg_comm_register(g->comm, q, bufs[q], bytes, &handles[q], err, errlen);
+    if (st != THG_OK) {
+        char ignored[64];
+        thg_comm_end(g->comm, ignored, sizeof ignored); /* close the group */
+        return st;
+    }
+    return thg_comm_end(g->comm, err, errlen);
+}
+
+/* Deregisters the factors and the exchange buffers (before any rank frees
+ * them) and frees the exchange buffers. */
 void free_layout(thg_group *g)
 {
+    for (auto &mode_handles : g->factor_handles)
+        deregister_all(g, mode_handles);
+    deregister_all(g, g->exchange_handles);
     for (uint32_t q = 0; q < g->G; ++q) {
-        if (!g->ranks[q])
-            continue;
-        for (void *&handle : g->factor_handles[q]) {
-            thg_comm_deregister(g->comm, q, handle);
-            handle = nullptr;
-        }
-        cudaSetDevice(g->devices[q]);
-        cudaFree(g->exchange[q]);
+        thg_comm_free(g->comm, q, g->exchange[q]);
         g->exchange[q] = nullptr;
     }
     g->nmodes = 0;
@@ -178,6 +220,12 @@ thg_als_fold fold_on(thg_group *g, uint32_t mode, uint32_t holder)
 thg_status comm_begin_timed(thg_group *g, uint32_t mode, collective which, char *err,
                             size_t errlen)
 {
+    if (g->comm_unread[mode]) { /* replaced by this step's */
+        for (bool &timed : g->comm_timed[mode])
+            timed = false;
+        g->modes[mode].comm_seconds = 0.0;
+        g->comm_unread[mode] = false;
+    }
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][0], g->ranks[q]->stream));
@@ -559,24 +607,31 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
         g->block_offsets[q] = (uint64_t)q * g->block_bytes;
     g->scratch_offset = g->block_offsets[g->G];
     const size_t exchange_bytes = g->scratch_offset + thg_fold_scratch_bytes(R);
-    for (uint32_t q = 0; q < g->G; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        THG_CUDA(cudaMalloc(&g->exchange[q], exchange_bytes));
+    thg_status st = THG_OK;
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        st = thg_comm_alloc(g->comm, q, exchange_bytes, (void **)&g->exchange[q], err, errlen);
         /* The finishing kernel re-zeroes a rank's sums after reading them. */
-        THG_CUDA(cudaMemset(g->exchange[q], 0, exchange_bytes));
+        if (st == THG_OK && cudaMemset(g->exchange[q], 0, exchange_bytes) != cudaSuccess)
+            st = thg_fail(err, errlen, THG_ERR_DEVICE, "cannot zero rank %u's exchange buffer",
+                          q);
     }
-    /* Every rank's factors, or none (NCCL's rule for a transfer's buffers):
-     * a failure here leaves no layout, and free_layout undoes the rest. */
-    for (uint32_t q = 0; q < g->G; ++q)
-        for (uint32_t m = 0; m < N; ++m) {
-            const thg_status st = thg_comm_register(
-                g->comm, q, g->ranks[q]->factors[m], sizeof(float) * first->dims[m] * R,
-                &g->factor_handles[q][m], err, errlen);
-            if (st != THG_OK) {
-                free_layout(g);
-                return st;
-            }
-        }
+    /* Every rank's buffers of a kind together (registration is collective,
+     * and NCCL takes a transfer's buffers registered on every rank or on
+     * none): a failure leaves no layout, free_layout undoing the rest. */
+    if (st == THG_OK)
+        st = register_all(g, (void *const *)g->exchange, exchange_bytes, g->exchange_handles,
+                          err, errlen);
+    for (uint32_t m = 0; m < N && st == THG_OK; ++m) {
+        void *factors[THG_MAX_COMM_RANKS];
+        for (uint32_t q = 0; q < g->G; ++q)
+            factors[q] = g->ranks[q]->factors[m];
+        st = register_all(g, factors, sizeof(float) * first->dims[m] * R, g->factor_handles[m],
+                          err, errlen);
+    }
+    if (st != THG_OK) {
+        free_layout(g);
+        return st;
+    }
     g->nmodes = N;
     g->rank = R;
     g->last_sweep_seconds = -1.0;
@@ -868,9 +923,7 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
             slowest = s > slowest ? s : slowest;
         }
         g->modes[m].mttkrp_seconds = slowest;
-        st = read_comm_times(g, m, false, err, errlen);
-        if (st != THG_OK)
-            return st;
+        g->comm_unread[m] = true;
     }
     return THG_OK;
 }
@@ -880,6 +933,10 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
                                                size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
+    if (st == THG_OK && g->comm_unread[mode]) {
+        st = read_comm_times(g, mode, false, err, errlen);
+        g->comm_unread[mode] = false;
+    }
     if (st != THG_OK)
         return st;
     memset(stats, 0, sizeof *stats);

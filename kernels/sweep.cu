@@ -92,13 +92,23 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
     return thg_sweep_enqueue_results(ctx, 0, err, errlen);
 }
 
+/* The MTTKRPs' stamps zeroed on the context's stream. */
+thg_status enqueue_stamps_zero(thg_context *ctx, char *err, size_t errlen)
+{
+    const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
+    THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+    return THG_OK;
+}
+
 } // namespace
 
 thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen)
 {
-    const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
-    if (!ctx->sweep.stamps_zeroed)
-        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+    if (!ctx->sweep.stamps_zeroed) {
+        const thg_status st = enqueue_stamps_zero(ctx, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
     ctx->sweep.stamps_zeroed = 0;
     return THG_OK;
 }
@@ -118,8 +128,9 @@ thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, si
                              results_bytes(ctx->nmodes, ctx->rank), cudaMemcpyDeviceToHost,
                              ctx->stream));
     if (rezero) {
-        const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
-        THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+        const thg_status st = enqueue_stamps_zero(ctx, err, errlen);
+        if (st != THG_OK)
+            return st;
         ctx->sweep.stamps_zeroed = 1;
     }
     return THG_OK;

@@ -216,8 +216,8 @@ void thg_group_destroy(thg_group *group);
 uint32_t thg_group_size(const thg_group *group);
 /* Rank q's context, for thg_load_shares and thg_get_info. */
 thg_context *thg_group_rank(thg_group *group, uint32_t rank);
-/* The collectives' transport: "NCCL 2.28.9, 2 devices, factors registered
- * (zero-copy)", "4 ranks on device 0 (device copies)". */
+/* The collectives' transport: "NCCL 2.28.3, 2 devices, direct exchange
+ * (device API)", "4 ranks on device 0 (device copies)". */
 const char *thg_group_describe(const thg_group *group);
 
 /* One mode's ownership over the ranks. */

@@ -59,9 +59,41 @@ void test_refusals(void **)
     unsetenv("TH_NCCL_LIBRARY");
 }
 
+/* Every rank's handle of one registration (collective: one group). */
+void register_all(thg_comm *c, const std::vector<void *> &bufs, size_t bytes,
+                  std::vector<void *> &handles)
+{
+    char err[512] = "";
+    handles.assign(bufs.size(), nullptr);
+    assert_int_equal(thg_comm_begin(c, err, sizeof err), THG_OK);
+    for (uint32_t r = 0; r < bufs.size(); ++r)
+        if (thg_comm_register(c, r, bufs[r], bytes, &handles[r], err, sizeof err) != THG_OK)
+            fail_msg("register rank %u: %s", r, err);
+    if (thg_comm_end(c, err, sizeof err) != THG_OK)
+        fail_msg("registration: %s", err);
+}
+
+void deregister_all(thg_comm *c, const std::vector<void *> &handles)
+{
+    char err[512] = "";
+    assert_int_equal(thg_comm_begin(c, err, sizeof err), THG_OK);
+    for (uint32_t r = 0; r < handles.size(); ++r)
+        if (thg_comm_deregister(c, r, handles[r], err, sizeof err) != THG_OK)
+            fail_msg("deregister rank %u: %s", r, err);
+    if (thg_comm_end(c, err, sizeof err) != THG_OK)
+        fail_msg("deregistration: %s", err);
+}
+
 /* Every exchange of one communicator, checked on the host: an all-gather
- * of uneven blocks (one empty) and a sum whose terms are exact. */
-void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kind)
+ * of uneven blocks (one empty, one of an odd size) and a sum whose terms
+ * are exact. `registered`: the all-gather's buffers come from the
+ * communicator and are registered with it, so that between NCCL's
+ * devices it takes the direct exchange where the build and the library
+ * allow (the description says which), the point-to-point path otherwise;
+ * it runs three times, each block's bytes changed between runs (each run
+ * must overwrite the last). */
+void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kind,
+              bool registered = false)
 {
     const uint32_t G = (uint32_t)devices.size();
     char err[512] = "";
@@ -69,7 +101,9 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
     if (thg_comm_create(devices.data(), G, force_nccl, &c, err, sizeof err) != THG_OK)
         fail_msg("create: %s", err);
     assert_int_equal(thg_comm_get_kind(c), kind);
-    printf("%s\n", thg_comm_describe(c));
+    printf("%s%s\n", thg_comm_describe(c), registered ? " (registered buffers)" : "");
+    if (thg_comm_is_direct(c) && !strstr(thg_comm_describe(c), "direct exchange"))
+        fail_msg("a direct communicator described as \"%s\"", thg_comm_describe(c));
 
     std::vector<uint64_t> offsets(G + 1, 0);
     static const uint64_t sizes[4] = {1000, 0, 37, 4096};
@@ -80,21 +114,30 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
     std::vector<void *> gathered(G);
     std::vector<double *> sums(G);
     std::vector<cudaStream_t> streams(G);
-    std::vector<unsigned char> expected(bytes);
-    for (uint32_t q = 0; q < G; ++q)
-        for (uint64_t b = offsets[q]; b < offsets[q + 1]; ++b)
-            expected[b] = (unsigned char)(q * 31 + b % 251);
+    /* Run `round`'s bytes of rank q's block. */
+    auto expected = [&](uint32_t q, uint64_t b, int round) {
+        return (unsigned char)(q * 31 + b % 251 + (uint64_t)round * 7);
+    };
+    auto owner = [&](uint64_t b) {
+        uint32_t q = 0;
+        while (b >= offsets[q + 1])
+            ++q;
+        return q;
+    };
     for (uint32_t r = 0; r < G; ++r) {
         assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
         assert_int_equal(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking),
                          cudaSuccess);
-        assert_int_equal(cudaMalloc(&gathered[r], bytes > 0 ? bytes : 1), cudaSuccess);
+        if (registered) {
+            if (thg_comm_alloc(c, r, bytes > 0 ? bytes : 1, &gathered[r], err, sizeof err) !=
+                THG_OK)
+                fail_msg("alloc rank %u: %s", r, err);
+        } else {
+            assert_int_equal(cudaMalloc(&gathered[r], bytes > 0 ? bytes : 1), cudaSuccess);
+        }
+        /* Every block garbage at first. */
+        assert_int_equal(cudaMemset(gathered[r], 0xee, bytes > 0 ? bytes : 1), cudaSuccess);
         assert_int_equal(cudaMalloc(&sums[r], sizeof(double) * count), cudaSuccess);
-        /* Its own block right, every other block garbage. */
-        std::vector<unsigned char> mine(bytes, 0xee);
-        memcpy(mine.data() + offsets[r], expected.data() + offsets[r], offsets[r + 1] - offsets[r]);
-        assert_int_equal(cudaMemcpy(gathered[r], mine.data(), bytes, cudaMemcpyHostToDevice),
-                         cudaSuccess);
         std::vector<double> terms(count);
         for (size_t k = 0; k < count; ++k)
             terms[k] = (double)(r * 1000 + k);
@@ -102,31 +145,53 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
                                     cudaMemcpyHostToDevice),
                          cudaSuccess);
     }
-    for (int op = 0; op < 2; ++op) {
+    std::vector<void *> handles(G, nullptr);
+    if (registered)
+        register_all(c, gathered, bytes > 0 ? bytes : 1, handles);
+    const int rounds = registered ? 3 : 1;
+    for (int round = 0; round < rounds; ++round) {
+        /* Each rank's own block this round's; the others as the last round left them. */
+        for (uint32_t r = 0; r < G; ++r) {
+            std::vector<unsigned char> mine(offsets[r + 1] - offsets[r]);
+            for (uint64_t b = offsets[r]; b < offsets[r + 1]; ++b)
+                mine[b - offsets[r]] = expected(r, b, round);
+            assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
+            assert_int_equal(cudaMemcpy((char *)gathered[r] + offsets[r], mine.data(),
+                                        mine.size(), cudaMemcpyHostToDevice),
+                             cudaSuccess);
+        }
         if (thg_comm_begin(c, err, sizeof err) != THG_OK)
             fail_msg("begin: %s", err);
-        for (uint32_t r = 0; r < G; ++r) {
-            const thg_status st =
-                op == 0 ? thg_comm_all_gatherv(c, r, gathered[r], offsets.data(), streams[r], err,
-                                               sizeof err)
-                        : thg_comm_all_reduce_sum(c, r, sums[r], count, streams[r], err,
-                                                  sizeof err);
-            if (st != THG_OK)
+        for (uint32_t r = 0; r < G; ++r)
+            if (thg_comm_all_gatherv(c, r, gathered[r], offsets.data(), streams[r], err,
+                                     sizeof err) != THG_OK)
                 fail_msg("part of rank %u: %s", r, err);
-        }
         if (thg_comm_end(c, err, sizeof err) != THG_OK)
             fail_msg("end: %s", err);
+        for (uint32_t r = 0; r < G; ++r) {
+            assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
+            assert_int_equal(cudaStreamSynchronize(streams[r]), cudaSuccess);
+            std::vector<unsigned char> got(bytes);
+            assert_int_equal(cudaMemcpy(got.data(), gathered[r], bytes, cudaMemcpyDeviceToHost),
+                             cudaSuccess);
+            for (uint64_t b = 0; b < bytes; ++b)
+                if (got[b] != expected(owner(b), b, round))
+                    fail_msg("round %d, rank %u byte %llu: %u, expected %u", round, r,
+                             (unsigned long long)b, got[b], expected(owner(b), b, round));
+        }
     }
+    if (thg_comm_begin(c, err, sizeof err) != THG_OK)
+        fail_msg("begin: %s", err);
+    for (uint32_t r = 0; r < G; ++r)
+        if (thg_comm_all_reduce_sum(c, r, sums[r], count, streams[r], err, sizeof err) != THG_OK)
+            fail_msg("part of rank %u: %s", r, err);
+    if (thg_comm_end(c, err, sizeof err) != THG_OK)
+        fail_msg("end: %s", err);
+    if (registered)
+        deregister_all(c, handles);
     for (uint32_t r = 0; r < G; ++r) {
         assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
         assert_int_equal(cudaStreamSynchronize(streams[r]), cudaSuccess);
-        std::vector<unsigned char> got(bytes);
-        assert_int_equal(cudaMemcpy(got.data(), gathered[r], bytes, cudaMemcpyDeviceToHost),
-                         cudaSuccess);
-        for (uint64_t b = 0; b < bytes; ++b)
-            if (got[b] != expected[b])
-                fail_msg("rank %u byte %llu: %u, expected %u", r, (unsigned long long)b, got[b],
-                         expected[b]);
         std::vector<double> sum(count);
         assert_int_equal(cudaMemcpy(sum.data(), sums[r], sizeof(double) * count,
                                     cudaMemcpyDeviceToHost),
@@ -136,7 +201,10 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
             if (sum[k] != want)
                 fail_msg("rank %u sum %zu: %g, expected %g", r, k, sum[k], want);
         }
-        cudaFree(gathered[r]);
+        if (registered)
+            thg_comm_free(c, r, gathered[r]);
+        else
+            cudaFree(gathered[r]);
         cudaFree(sums[r]);
         cudaStreamDestroy(streams[r]);
     }
@@ -164,13 +232,19 @@ void test_exchanges(void **)
     exercise({0}, 0, THG_COMM_SINGLE);
     exercise({0, 0, 0, 0}, 0, THG_COMM_DEVICE_COPIES);
     exercise({0, 0, 0, 0, 0}, 0, THG_COMM_DEVICE_COPIES);
+    exercise({0, 0, 0}, 0, THG_COMM_DEVICE_COPIES, true);
     exercise({0}, 1, THG_COMM_NCCL);
-    if (n >= 2)
+    exercise({0}, 1, THG_COMM_NCCL, true);
+    if (n >= 2) {
         exercise({0, 1}, 0, THG_COMM_NCCL);
-    else
+        exercise({0, 1}, 0, THG_COMM_NCCL, true);
+    } else {
         printf("one device: NCCL across devices is not run\n");
-    if (n >= 4)
+    }
+    if (n >= 4) {
         exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL);
+        exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL, true);
+    }
 }
 
 } // namespace

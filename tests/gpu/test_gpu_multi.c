@@ -55,6 +55,19 @@ static const char *const distinct_lists[] = {"0,1", "all"};
  * sanitizer every instance's NCCL set-up costs tens of seconds. */
 static uint32_t quick_plugins(void) { return th_gpu_test_quick() ? 1u : TH_GPU_TEST_N_PLUGINS; }
 
+/* Mode m's MTTKRP by `plugin`'s `inst` against cpu-reference's `ref`
+ * (both loaded with t and the same factors): the relative error. */
+static double mode_error(const th_gpu_test_plugins *p, th_instance *ref, const th_plugin *plugin,
+                         th_instance *inst, const th_sptensor *t, uint32_t rank, uint32_t m)
+{
+    const size_t n = (size_t)t->dims[m] * rank;
+    g_autofree double *want = g_new(double, n);
+    g_autofree double *got = g_new(double, n);
+    th_gpu_test_run_mode(p->ref, ref, t, rank, m, want);
+    th_gpu_test_run_mode(plugin, inst, t, rank, m, got);
+    return th_test_relative_error(got, want, n);
+}
+
 static void check_mttkrp(const th_gpu_test_plugins *p, const char *devices, unsigned *checked)
 {
     GRand *rng = g_rand_new_with_seed(7);
@@ -74,12 +87,7 @@ static void check_mttkrp(const th_gpu_test_plugins *p, const char *devices, unsi
                 th_instance *inst = th_test_create_instance(p->gpu[g], "devices", devices, NULL);
                 th_test_load_and_set(p->gpu[g], inst, t, rank, factors);
                 for (uint32_t m = 0; m < t->nmodes; ++m) {
-                    const size_t n = (size_t)t->dims[m] * rank;
-                    g_autofree double *want = g_new(double, n);
-                    g_autofree double *got = g_new(double, n);
-                    th_gpu_test_run_mode(p->ref, ref, t, rank, m, want);
-                    th_gpu_test_run_mode(p->gpu[g], inst, t, rank, m, got);
-                    const double e = th_test_relative_error(got, want, n);
+                    const double e = mode_error(p, ref, p->gpu[g], inst, t, rank, m);
                     if (!(e < TOLERANCE))
                         fail_msg("%s, devices %s (%s): rank %u mode %u (I=%u): relative error "
                                  "%.3g >= %g",
@@ -204,12 +212,7 @@ static void test_reload(void **state)
             th_test_load_and_set(p->ref, ref, t, rank, factors);
             th_test_load_and_set(p->gpu[0], inst, t, rank, factors);
             for (uint32_t m = 0; m < t->nmodes; ++m) {
-                const size_t n = (size_t)t->dims[m] * rank;
-                g_autofree double *want = g_new(double, n);
-                g_autofree double *got = g_new(double, n);
-                th_gpu_test_run_mode(p->ref, ref, t, rank, m, want);
-                th_gpu_test_run_mode(p->gpu[0], inst, t, rank, m, got);
-                const double e = th_test_relative_error(got, want, n);
+                const double e = mode_error(p, ref, p->gpu[0], inst, t, rank, m);
                 printf("devices %s, tensor %zu (%s) mode %u: relative error %.2e\n", lists[d],
                        c + 1, cases[c].name, m, e);
                 if (!(e < TOLERANCE))
