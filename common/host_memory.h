@@ -1,7 +1,7 @@
 /* Host memory this process can still take, asked before the large
- * allocations whose size is known ahead: reading a binary tensor or
- * generating one (libtensorhost), a multi-device load's share buffers (the
- * GPU plugins). Memory is overcommitted on Linux, so an allocation past
+ * allocations whose size is known (or estimated) ahead: reading a tensor
+ * file or generating one (libtensorhost), a multi-device load's share
+ * buffers (the GPU plugins). Memory is overcommitted on Linux, so an allocation past
  * what the host has succeeds and the process is killed later, midway,
  * when the pages are touched; asking first turns that into an error that
  * says what is short. Plain C with no GLib or CUDA, shared by the library

@@ -45,6 +45,7 @@
 
 #include "cancel.h"
 #include "sigbus_guard.h"
+#include "sptensor.h"
 #include "tensor_binary.h"
 
 /* Largest 0-based index: dims (index + 1) must still fit a th_index. */
@@ -1086,8 +1087,54 @@ static const char *chunk_boundary(const char *target, const char *end)
     return target + span;
 }
 
+/* About how many nonzero lines `bytes` of text at `begin` hold: every line
+ * of a small input; else the line density of kDensityWindows windows spread
+ * over it (a sorted file's lines lengthen as its indices grow, so its start
+ * alone would overstate the count). Comment lines count as nonzeros. */
+static uint64_t estimate_nonzeros(const char *begin, size_t bytes)
+{
+    enum { kDensityWindows = 16 };
+    const size_t window = (size_t)64 << 10;
+    const size_t sampled = bytes <= kDensityWindows * window ? bytes : kDensityWindows * window;
+    const uint32_t windows = bytes <= kDensityWindows * window ? 1u : kDensityWindows;
+    const size_t each = sampled / windows;
+    uint64_t lines = 0;
+    for (uint32_t k = 0; k < windows; ++k) {
+        const char *p = begin + (windows == 1 ? 0 : (bytes - each) / (windows - 1u) * k);
+        for (const char *end = p + each; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; ++p)
+            ++lines;
+    }
+    if (windows == 1)
+        return lines + 1u; /* a last line without its newline */
+    return (uint64_t)((double)lines / (double)sampled * (double)bytes);
+}
+
+/* A mapped file's arrays are asked of the host before the workers reserve
+ * them, as a binary file's are: a text tensor the host cannot hold stops
+ * here, before minutes of parsing end in the process being killed. The
+ * count is an estimate (the header's, or the lines' density), so the host
+ * is asked for nine tenths of it: no tensor that fits is refused for a
+ * high guess. */
+static gboolean check_host_room(worker *w0, const char *p, const char *end)
+{
+    if (p >= end)
+        return TRUE;
+    const uint64_t estimate =
+        w0->count + (w0->sptensor ? w0->declared_nnz : estimate_nonzeros(p, (size_t)(end - p)));
+    const uint64_t at_least = estimate - estimate / 10u;
+    g_autofree char *short_of = NULL;
+    if (th_sptensor_host_has_room(at_least, w0->nmodes, &short_of))
+        return TRUE;
+    fail(w0, TH_TENSOR_READER_ERROR_MEMORY,
+         "%s puts it at %" PRIu64 " nonzeros or more, which %s",
+         w0->sptensor ? "its header" : "the density of its lines", at_least, short_of);
+    w0->err_whole_file = TRUE;
+    return FALSE;
+}
+
 /* The first phase, in the main thread: the header (if any) and the order,
- * then the split of the rest into chunks, one worker each. */
+ * the host's memory for a mapped file's arrays, then the split of the rest
+ * into chunks, one worker each. */
 static void parse_header_and_plan(void *arg)
 {
     memory_read *r = arg;
@@ -1095,6 +1142,8 @@ static void parse_header_and_plan(void *arg)
     const char *end = r->data + r->length;
     const char *p = r->data;
     if (!worker_parse(w0, p, end, TRUE, TRUE, &p))
+        return;
+    if (r->mapped && !check_host_room(w0, p, end))
         return;
     uint32_t nchunks = p < end ? choose_thread_count((size_t)(end - p)) : 1u;
     const char *chunk_begin = p;

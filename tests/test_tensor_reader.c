@@ -591,6 +591,67 @@ static void test_threaded_read_keeps_lines_and_data(void **state)
     g_string_free(text, TRUE);
 }
 
+/* A text file's arrays are asked of the host before it is parsed, as a
+ * binary file's are: with far less free than its lines' density puts them
+ * at, the read stops there, naming the file, the estimate, the need and
+ * what is free; with exactly what the tensor needs free, it is read (the
+ * estimate, over lines that lengthen through a sorted file, stays within
+ * the margin); an sptensor file's estimate is its header's count; a
+ * buffer (already in memory) is not asked. */
+static void test_host_memory_asked_before_parsing(void **state)
+{
+    (void)state;
+    const uint64_t n = 120000; /* ~2.7 MB: the density comes from windows spread over it */
+    GString *text = g_string_new("# sorted: the lines lengthen\n");
+    for (uint64_t i = 1; i <= n; ++i)
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+                               " %" G_GUINT64_FORMAT " 1.5\n", i, i * 7, i * 131);
+    g_autofree char *path = write_temp("sorted.tns", text->str, text->len);
+    const uint64_t need = n * (3 * sizeof(th_index) + sizeof(double));
+    GError *error = NULL;
+
+    g_autofree char *half = g_strdup_printf("%" G_GUINT64_FORMAT, need / 2);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", half, TRUE);
+    th_sptensor *refused = th_tensor_read_file(path, NULL, &error);
+    th_sptensor *from_buffer = th_tensor_read_buffer("buffer", text->str, text->len, NULL);
+    g_autofree char *exact = g_strdup_printf("%" G_GUINT64_FORMAT, need);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", exact, TRUE);
+    th_sptensor *read = th_tensor_read_file(path, NULL, NULL);
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+
+    assert_null(refused);
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    g_autofree char *prefix = g_strdup_printf("%s: the density of its lines puts it at ", path);
+    if (!g_str_has_prefix(error->message, prefix) ||
+        !strstr(error->message, " nonzeros or more, which need ") ||
+        !strstr(error->message, "is free (TH_TEST_HOST_FREE_BYTES)"))
+        fail_msg("message: %s", error->message);
+    g_clear_error(&error);
+    assert_non_null(from_buffer);
+    assert_int_equal(from_buffer->nnz, n);
+    assert_non_null(read);
+    assert_int_equal(read->nnz, n);
+    th_sptensor_free(from_buffer);
+    th_sptensor_free(read);
+    g_string_free(text, TRUE);
+
+    /* 0-based lines after an sptensor header declaring 1000 nonzeros. */
+    GString *spt = g_string_new("sptensor\n3\n10 10 1000\n1000\n");
+    for (uint32_t i = 0; i < 1000; ++i)
+        g_string_append_printf(spt, "%u %u %u 2.0\n", i % 10, i / 10 % 10, i / 100);
+    g_autofree char *spt_path = write_temp("declared.sptensor.txt", spt->str, spt->len);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
+    assert_null(th_tensor_read_file(spt_path, NULL, &error));
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    g_autofree char *spt_prefix =
+        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", spt_path);
+    if (!g_str_has_prefix(error->message, spt_prefix))
+        fail_msg("message: %s", error->message);
+    g_clear_error(&error);
+    g_string_free(spt, TRUE);
+}
+
 static void test_write_round_trip(void **state)
 {
     (void)state;
@@ -1323,6 +1384,7 @@ int main(void)
         cmocka_unit_test(test_cancel_before_reading),
         cmocka_unit_test(test_cancel_while_reading),
         cmocka_unit_test(test_thread_count_does_not_change_result),
+        cmocka_unit_test(test_host_memory_asked_before_parsing),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }
