@@ -457,15 +457,22 @@ static uint64_t min_line_bytes(uint32_t nmodes)
     return 2u * ((uint64_t)nmodes + 1u);
 }
 
+/* The newlines in `bytes` of text at `begin`. */
+static uint64_t count_newlines(const char *begin, size_t bytes)
+{
+    uint64_t lines = 0;
+    for (const char *p = begin, *end = begin + bytes;
+         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; ++p)
+        ++lines;
+    return lines;
+}
+
 /* Room for the nonzeros in `bytes` of input, from the line density of its
  * first 64 KB; growth covers a low guess. */
 static uint64_t estimate_capacity(const worker *w, const char *begin, size_t bytes)
 {
     size_t sample = MIN(bytes, (size_t)64 << 10);
-    uint64_t lines = 1;
-    for (const char *p = begin, *end = begin + sample;
-         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; ++p)
-        ++lines;
+    uint64_t lines = 1 + count_newlines(begin, sample);
     uint64_t guess = (uint64_t)((double)bytes / (double)MAX(sample, 1u) * (double)lines * 1.02) + 64u;
     guess = MIN(guess, bytes / min_line_bytes(w->nmodes) + 1u);
     if (w->sptensor)
@@ -1095,18 +1102,12 @@ static uint64_t estimate_nonzeros(const char *begin, size_t bytes)
 {
     enum { kDensityWindows = 16 };
     const size_t window = (size_t)64 << 10;
-    const size_t sampled = bytes <= kDensityWindows * window ? bytes : kDensityWindows * window;
-    const uint32_t windows = bytes <= kDensityWindows * window ? 1u : kDensityWindows;
-    const size_t each = sampled / windows;
+    if (bytes <= kDensityWindows * window)
+        return count_newlines(begin, bytes) + 1u; /* a last line without its newline */
     uint64_t lines = 0;
-    for (uint32_t k = 0; k < windows; ++k) {
-        const char *p = begin + (windows == 1 ? 0 : (bytes - each) / (windows - 1u) * k);
-        for (const char *end = p + each; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; ++p)
-            ++lines;
-    }
-    if (windows == 1)
-        return lines + 1u; /* a last line without its newline */
-    return (uint64_t)((double)lines / (double)sampled * (double)bytes);
+    for (uint32_t k = 0; k < kDensityWindows; ++k)
+        lines += count_newlines(begin + (bytes - window) / (kDensityWindows - 1u) * k, window);
+    return (uint64_t)((double)lines / (double)(kDensityWindows * window) * (double)bytes);
 }
 
 /* A mapped file's arrays are asked of the host before the workers reserve
@@ -1119,8 +1120,8 @@ static gboolean check_host_room(worker *w0, const char *p, const char *end)
 {
     if (p >= end)
         return TRUE;
-    const uint64_t estimate =
-        w0->count + (w0->sptensor ? w0->declared_nnz : estimate_nonzeros(p, (size_t)(end - p)));
+    const uint64_t estimate = w0->sptensor ? w0->declared_nnz
+                                           : w0->count + estimate_nonzeros(p, (size_t)(end - p));
     const uint64_t at_least = estimate - estimate / 10u;
     g_autofree char *short_of = NULL;
     if (th_sptensor_host_has_room(at_least, w0->nmodes, &short_of))
