@@ -621,10 +621,7 @@ void thg_free_tensor(thg_context *ctx)
         memset(&copy, 0, sizeof(copy));
         copy.start = start;
         copy.stop = stop;
-        if (ctx->factor_allocator.free)
-            ctx->factor_allocator.free(ctx->factor_allocator.user, ctx->factors[m]);
-        else
-            cudaFree(ctx->factors[m]);
+        ctx->factor_allocator.free(ctx->factor_allocator.user, ctx->factors[m]);
         cudaFree(ctx->result_blocks[m]);
         ctx->factors[m] = nullptr;
         ctx->results[m] = ctx->result_blocks[m] = nullptr;

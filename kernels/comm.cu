@@ -28,6 +28,7 @@ struct rank_part {
     void *bufs[THG_MAX_COMM_GATHERS] = {};
     size_t bytes = 0;           /* the buffer to register's */
     void **handle = nullptr;    /* where its handle goes */
+    thg_gather_rank_options options = {}; /* the all-gathers' */
     cudaStream_t stream = nullptr;
     bool given = false;
 };
@@ -103,8 +104,6 @@ struct thg_comm {
     cudaEvent_t ready[THG_MAX_COMM_RANKS] = {};
     cudaEvent_t done = nullptr;
     registration registered[THG_MAX_COMM_RANKS][kMaxRegistrations] = {};
-    /* Handles of the registrations of the group being ended. */
-    void *pending[THG_MAX_COMM_RANKS] = {};
 #ifdef THG_HAVE_NCCL
     nccl_api nccl;
     ncclComm_t comms[THG_MAX_COMM_RANKS] = {};
@@ -121,7 +120,7 @@ struct thg_comm {
 namespace {
 
 /* Whether buffers come from NCCL's allocator and are registered. */
-[[maybe_unused]] bool zero_copy(const thg_comm *c)
+bool zero_copy(const thg_comm *c)
 {
 #ifdef THG_HAVE_NCCL
     return c->kind == THG_COMM_NCCL && c->nccl.MemAlloc != nullptr;
@@ -217,36 +216,50 @@ struct direct_block {
 struct direct_gather {
     direct_block blocks[THG_MAX_COMM_GATHERS];
     uint32_t n;
+    /* Whether the ranks meet before the stores (thg_gather_rank_options). */
+    uint32_t entry_barrier;
+    unsigned long long *span; /* nullptr, or the span's two stamps */
 };
 
-/* This block's share of one block, in units of T (which divide its
- * offset and size), to every other rank in turn. */
+/* This block's share of one block, in units of T (which divide its offset
+ * and size), to its peer: the grid's blocks are dealt to the other ranks
+ * in turn, an equal number each (the launch takes a multiple of G - 1),
+ * so that every link carries a stream of its own from the start (on four
+ * H200s, 7.8 MB to each of three peers: 76.5 us against 89.6 for every
+ * block storing to one peer after another, bench/nvlink_push_bench.cu). */
 template <typename T>
 __device__ void push_units(const direct_block &b, const ncclDevComm &comm)
 {
+    const uint32_t lanes = (uint32_t)comm.lsaSize - 1u;
+    const uint32_t lane = blockIdx.x % lanes, mine = blockIdx.x / lanes;
+    const uint32_t blocks_per_lane = gridDim.x / lanes;
+    const int peer = (comm.lsaRank + 1 + (int)lane) % comm.lsaSize;
     const uint64_t units = b.bytes / sizeof(T);
     const T *src = reinterpret_cast<const T *>(b.local + b.offset);
-    for (int step = 1; step < comm.lsaSize; ++step) {
-        const int peer = (comm.lsaRank + step) % comm.lsaSize; /* spread over the links */
-        T *dst = reinterpret_cast<T *>(ncclGetLsaPointer(b.window, b.offset, peer));
-        for (uint64_t u = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; u < units;
-             u += (uint64_t)gridDim.x * blockDim.x)
-            dst[u] = src[u];
-    }
+    T *dst = reinterpret_cast<T *>(ncclGetLsaPointer(b.window, b.offset, peer));
+    for (uint64_t u = (uint64_t)mine * blockDim.x + threadIdx.x; u < units;
+         u += (uint64_t)blocks_per_lane * blockDim.x)
+        dst[u] = src[u];
 }
 
-/* The all-gather as stores: every rank at the first barrier (each has
+/* The all-gather as stores: every rank at the entry barrier (each has
  * finished reading what the stores overwrite: its earlier kernels are
- * done), the stores into the other ranks' windows over NVLink, then the
- * second barrier (each rank's stores released, every other rank's
- * acquired). Block b meets block b of every rank; the next kernel on the
- * stream runs after all of this rank's blocks, so it sees every store. */
+ * done; left out where the caller knows it), the stores into the other
+ * ranks' windows over NVLink, then the exit barrier (each rank's stores
+ * released, every other rank's acquired). Block b meets block b of every
+ * rank; the next kernel on the stream runs after all of this rank's
+ * blocks, so it sees every store. The span: the complement of the first
+ * block's start and the last block's end on the global timer (as the
+ * MTTKRPs stamp theirs). */
 __global__ void __launch_bounds__(kDirectThreads)
     direct_gather_kernel(const ncclDevComm *comm, direct_gather g)
 {
+    if (g.span && threadIdx.x == 0)
+        atomicMax(g.span, ~thg_globaltimer());
     ncclLsaBarrierSession<ncclCoopCta> barrier(ncclCoopCta(), *comm, ncclTeamTagLsa(),
                                                blockIdx.x);
-    barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    if (g.entry_barrier)
+        barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
     for (uint32_t k = 0; k < g.n; ++k) {
         const direct_block &b = g.blocks[k];
         if ((b.offset | b.bytes) % sizeof(uint4) == 0)
@@ -257,6 +270,8 @@ __global__ void __launch_bounds__(kDirectThreads)
             push_units<unsigned char>(b, *comm);
     }
     barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    if (g.span && threadIdx.x == 0)
+        atomicMax(g.span + 1, thg_globaltimer());
 }
 #endif
 
@@ -319,6 +334,42 @@ thg_status check_devices(const thg_comm *c, char *err, size_t errlen)
 }
 
 #ifdef THG_HAVE_NCCL_DEVICE
+void destroy_direct(thg_comm *c)
+{
+    if (!c->direct)
+        return;
+    c->nccl.GroupStart();
+    for (uint32_t r = 0; r < c->G; ++r)
+        c->nccl.DevCommDestroy(c->comms[r], &c->dev_comms[r]);
+    c->nccl.GroupEnd();
+    for (uint32_t r = 0; r < c->G; ++r)
+        if (c->dev_comms_on_device[r] && cudaSetDevice(c->devices[r]) == cudaSuccess)
+            cudaFree(c->dev_comms_on_device[r]);
+    c->direct = false;
+}
+
+/* Every rank's device communicator, in one NCCL group; NCCL's failure is
+ * the reason the direct exchange is off, not an error. */
+bool create_dev_comms(thg_comm *c, char *why, size_t whylen)
+{
+    nccl_api &n = c->nccl;
+    ncclDevCommRequirements reqs;
+    memset(&reqs, 0, sizeof reqs);
+    reqs.lsaBarrierCount = (int)kDirectBlocksLarge;
+    ncclResult_t res = n.GroupStart();
+    for (uint32_t r = 0; r < c->G && res == ncclSuccess; ++r)
+        res = n.DevCommCreate(c->comms[r], &reqs, &c->dev_comms[r]);
+    const ncclResult_t ended = n.GroupEnd(); /* closes the group whatever happened */
+    if (res == ncclSuccess)
+        res = ended;
+    if (res != ncclSuccess) {
+        snprintf(why, whylen, "direct exchange off: ncclDevCommCreate: %s",
+                 n.GetErrorString(res));
+        return false;
+    }
+    return true;
+}
+
 /* The direct exchange, where the library and the devices allow it; else
  * why not, in `why` (empty when it is on), and the point-to-point path. */
 thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t errlen)
@@ -339,31 +390,16 @@ thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t
                  NCCL_MINOR, NCCL_PATCH);
         return THG_OK;
     }
-    ncclDevCommRequirements reqs;
-    memset(&reqs, 0, sizeof reqs);
-    reqs.lsaBarrierCount = (int)kDirectBlocksLarge;
-    THG_NCCL(c, GroupStart());
-    for (uint32_t r = 0; r < c->G; ++r) {
-        const ncclResult_t res = n.DevCommCreate(c->comms[r], &reqs, &c->dev_comms[r]);
-        if (res != ncclSuccess) {
-            n.GroupEnd();
-            snprintf(why, whylen, "direct exchange off: ncclDevCommCreate: %s",
-                     n.GetErrorString(res));
-            return THG_OK;
-        }
-    }
-    const ncclResult_t res = n.GroupEnd();
-    if (res != ncclSuccess) {
-        snprintf(why, whylen, "direct exchange off: ncclDevCommCreate: %s", n.GetErrorString(res));
+    if (!create_dev_comms(c, why, whylen))
         return THG_OK;
-    }
-    c->direct = true; /* from here thg_comm_destroy destroys the device communicators */
+    c->direct = true; /* from here destroy_direct destroys the device communicators */
     bool all_reach = true;
     for (uint32_t r = 0; r < c->G; ++r)
         all_reach = all_reach && c->dev_comms[r].lsaSize == (int)c->G;
     if (!all_reach) {
+        destroy_direct(c);
         snprintf(why, whylen, "direct exchange off: not every device reaches every other");
-        return THG_OK; /* c->direct is cleared once the communicators are destroyed */
+        return THG_OK;
     }
     for (uint32_t r = 0; r < c->G; ++r) {
         THG_CUDA(cudaSetDevice(c->devices[r]));
@@ -373,20 +409,6 @@ thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t
     }
     why[0] = '\0';
     return THG_OK;
-}
-
-void destroy_direct(thg_comm *c)
-{
-    if (!c->direct)
-        return;
-    c->nccl.GroupStart();
-    for (uint32_t r = 0; r < c->G; ++r)
-        c->nccl.DevCommDestroy(c->comms[r], &c->dev_comms[r]);
-    c->nccl.GroupEnd();
-    for (uint32_t r = 0; r < c->G; ++r)
-        if (c->dev_comms_on_device[r] && cudaSetDevice(c->devices[r]) == cudaSuccess)
-            cudaFree(c->dev_comms_on_device[r]);
-    c->direct = false;
 }
 #endif
 
@@ -426,8 +448,6 @@ thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
         st = setup_direct(c, why, sizeof why, err, errlen);
         if (st != THG_OK)
             return st;
-        if (why[0] && c->direct)
-            destroy_direct(c); /* made, but of no use: not every device reaches every other */
 #endif
         snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s, %s%s%s",
                  c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
@@ -583,6 +603,32 @@ registration *free_registration_slot(thg_comm *c, uint32_t r)
     return nullptr;
 }
 
+#ifdef THG_HAVE_NCCL
+/* Rank r's part of the group's registration (`add`) or deregistration:
+ * a window for the direct exchange, else a local registration. Returns
+ * NCCL's result and the call's name; *handle, a registration's. */
+ncclResult_t register_rank(thg_comm *c, uint32_t r, bool add, void **handle, const char **call)
+{
+    nccl_api &n = c->nccl;
+    const rank_part &p = c->parts[r];
+    *handle = nullptr;
+#ifdef THG_HAVE_NCCL_DEVICE
+    if (c->direct) {
+        *call = add ? "ncclCommWindowRegister" : "ncclCommWindowDeregister";
+        if (add)
+            return n.CommWindowRegister(c->comms[r], p.bufs[0], p.bytes, (ncclWindow_t *)handle,
+                                        NCCL_WIN_COLL_SYMMETRIC);
+        return p.bufs[0] ? n.CommWindowDeregister(c->comms[r], (ncclWindow_t)p.bufs[0])
+                         : ncclSuccess;
+    }
+#endif
+    *call = add ? "ncclCommRegister" : "ncclCommDeregister";
+    if (add)
+        return n.CommRegister(c->comms[r], p.bufs[0], p.bytes, handle);
+    return p.bufs[0] ? n.CommDeregister(c->comms[r], p.bufs[0]) : ncclSuccess;
+}
+#endif
+
 /* The group's registrations (or deregistrations), one a rank: windows,
  * collectively in one NCCL group, for the direct exchange; local
  * registrations otherwise; nothing for the kinds without NCCL. */
@@ -593,57 +639,36 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
         return THG_OK; /* the handles stay NULL */
 #ifdef THG_HAVE_NCCL
     nccl_api &n = c->nccl;
-    for (uint32_t r = 0; r < c->G; ++r) {
-        c->pending[r] = nullptr;
-        if (add && !free_registration_slot(c, r))
+    for (uint32_t r = 0; r < c->G && add; ++r)
+        if (!free_registration_slot(c, r))
             return thg_fail(err, errlen, THG_ERR_STATE,
                             "rank %u holds %u registrations already", r, kMaxRegistrations);
-    }
-    thg_status st = THG_OK;
-    if (c->direct) {
-#ifdef THG_HAVE_NCCL_DEVICE
+    /* Windows are collective: every rank's in one group. */
+    if (c->direct)
         THG_NCCL(c, GroupStart());
-        for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
-            const rank_part &p = c->parts[r];
-            ncclResult_t res = ncclSuccess;
-            if (add)
-                res = n.CommWindowRegister(c->comms[r], p.bufs[0], p.bytes,
-                                           (ncclWindow_t *)&c->pending[r],
-                                           NCCL_WIN_COLL_SYMMETRIC);
-            else if (p.bufs[0])
-                res = n.CommWindowDeregister(c->comms[r], (ncclWindow_t)p.bufs[0]);
-            if (res != ncclSuccess)
-                st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s",
-                              add ? "ncclCommWindowRegister" : "ncclCommWindowDeregister",
-                              n.GetErrorString(res));
-        }
+    void *handles[THG_MAX_COMM_RANKS] = {};
+    thg_status st = THG_OK;
+    for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
+        const char *call = "";
+        const ncclResult_t res = register_rank(c, r, add, &handles[r], &call);
+        if (res != ncclSuccess)
+            st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s", call,
+                          n.GetErrorString(res));
+    }
+    if (c->direct) {
         const ncclResult_t res = n.GroupEnd();
         if (st == THG_OK && res != ncclSuccess)
             st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in GroupEnd (%s): %s",
                           add ? "window registration" : "window deregistration",
                           n.GetErrorString(res));
-#endif
-    } else {
-        for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
-            const rank_part &p = c->parts[r];
-            ncclResult_t res = ncclSuccess;
-            if (add)
-                res = n.CommRegister(c->comms[r], p.bufs[0], p.bytes, &c->pending[r]);
-            else if (p.bufs[0])
-                res = n.CommDeregister(c->comms[r], p.bufs[0]);
-            if (res != ncclSuccess)
-                st = thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s",
-                              add ? "ncclCommRegister" : "ncclCommDeregister",
-                              n.GetErrorString(res));
-        }
     }
     /* The book follows what NCCL did, also after a failure (the caller
      * deregisters what was registered). */
     for (uint32_t r = 0; r < c->G; ++r) {
         const rank_part &p = c->parts[r];
-        if (add && c->pending[r]) {
-            *free_registration_slot(c, r) = {p.bufs[0], p.bytes, c->pending[r]};
-            *p.handle = c->pending[r];
+        if (add && handles[r]) {
+            *free_registration_slot(c, r) = {p.bufs[0], p.bytes, handles[r]};
+            *p.handle = handles[r];
         } else if (!add && p.bufs[0]) {
             for (registration &reg : c->registered[r])
                 if (reg.handle == p.bufs[0])
@@ -661,22 +686,32 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
 
 #ifdef THG_HAVE_NCCL_DEVICE
 /* The all-gathers of the group as the direct exchange, when every rank's
- * every buffer is a window of that rank: one kernel a rank. false: not
- * all are (the point-to-point path then). */
-bool direct_gather_ready(thg_comm *c)
+ * every buffer is a window of that rank: one kernel a rank. *ran false:
+ * not all are, nothing launched (the point-to-point path then). */
+thg_status try_direct_gather(thg_comm *c, bool *ran, char *err, size_t errlen)
 {
-    if (!c->direct || c->op != kGatherv)
-        return false;
-    for (uint32_t r = 0; r < c->G; ++r)
-        for (uint32_t k = 0; k < c->gathers; ++k)
-            if (!find_registration(c, r, c->parts[r].bufs[k]))
-                return false;
-    return true;
-}
-
-thg_status end_direct_gather(thg_comm *c, char *err, size_t errlen)
-{
-    /* Every rank takes the same count: from the offsets, which every rank shares. */
+    *ran = false;
+    if (!c->direct || c->op != kGatherv || c->G < 2)
+        return THG_OK;
+    direct_gather args[THG_MAX_COMM_RANKS] = {};
+    for (uint32_t r = 0; r < c->G; ++r) {
+        const rank_part &p = c->parts[r];
+        direct_gather &g = args[r];
+        g.n = c->gathers;
+        g.entry_barrier = p.options.peers_done_reading ? 0u : 1u;
+        g.span = p.options.span;
+        for (uint32_t k = 0; k < c->gathers; ++k) {
+            const registration *reg = find_registration(c, r, p.bufs[k]);
+            if (!reg)
+                return THG_OK;
+            g.blocks[k].window = (ncclWindow_t)reg->handle;
+            g.blocks[k].local = (const char *)p.bufs[k];
+            g.blocks[k].offset = c->offsets[k][r];
+            g.blocks[k].bytes = c->offsets[k][r + 1] - c->offsets[k][r];
+        }
+    }
+    /* Every rank takes the same count: from the offsets, which every rank
+     * shares; a multiple of the G - 1 peers (push_units). */
     uint64_t largest = 0;
     for (uint32_t q = 0; q < c->G; ++q) {
         uint64_t bytes = 0;
@@ -684,21 +719,14 @@ thg_status end_direct_gather(thg_comm *c, char *err, size_t errlen)
             bytes += c->offsets[k][q + 1] - c->offsets[k][q];
         largest = bytes > largest ? bytes : largest;
     }
-    const uint32_t blocks = largest >= kDirectLargeBytes ? kDirectBlocksLarge : kDirectBlocksSmall;
+    const uint32_t lanes = c->G - 1;
+    const uint32_t wanted = largest >= kDirectLargeBytes ? kDirectBlocksLarge : kDirectBlocksSmall;
+    const uint32_t blocks = wanted / lanes > 0 ? wanted / lanes * lanes : lanes;
+    *ran = true;
     for (uint32_t r = 0; r < c->G; ++r) {
-        const rank_part &p = c->parts[r];
-        direct_gather g = {};
-        g.n = c->gathers;
-        for (uint32_t k = 0; k < c->gathers; ++k) {
-            const registration *reg = find_registration(c, r, p.bufs[k]);
-            g.blocks[k].window = (ncclWindow_t)reg->handle;
-            g.blocks[k].local = (const char *)p.bufs[k];
-            g.blocks[k].offset = c->offsets[k][r];
-            g.blocks[k].bytes = c->offsets[k][r + 1] - c->offsets[k][r];
-        }
         THG_CUDA(cudaSetDevice(c->devices[r]));
-        direct_gather_kernel<<<blocks, kDirectThreads, 0, p.stream>>>(
-            c->dev_comms_on_device[r], g);
+        direct_gather_kernel<<<blocks, kDirectThreads, 0, c->parts[r].stream>>>(
+            c->dev_comms_on_device[r], args[r]);
         THG_LAUNCHED();
     }
     return THG_OK;
@@ -840,11 +868,12 @@ thg_status thg_comm_all_gatherv(thg_comm *c, uint32_t rank, void *buf, const uin
                                 cudaStream_t stream, char *err, size_t errlen)
 {
     const thg_gather gather = {buf, offsets};
-    return thg_comm_all_gatherv_many(c, rank, &gather, 1, stream, err, errlen);
+    return thg_comm_all_gatherv_many(c, rank, &gather, 1, nullptr, stream, err, errlen);
 }
 
 thg_status thg_comm_all_gatherv_many(thg_comm *c, uint32_t rank, const thg_gather *gathers,
-                                     uint32_t n, cudaStream_t stream, char *err, size_t errlen)
+                                     uint32_t n, const thg_gather_rank_options *options,
+                                     cudaStream_t stream, char *err, size_t errlen)
 {
     if (n < 1 || n > THG_MAX_COMM_GATHERS)
         return thg_fail(err, errlen, THG_ERR_INVALID, "%u all-gathers in one group: 1 to %u", n,
@@ -864,6 +893,8 @@ thg_status thg_comm_all_gatherv_many(thg_comm *c, uint32_t rank, const thg_gathe
         c->parts[rank].bufs[k] = gathers[k].buf;
         c->offsets[k] = gathers[k].offsets; /* the same on every rank */
     }
+    if (options)
+        c->parts[rank].options = *options;
     c->gathers = n;
     return THG_OK;
 }
@@ -896,12 +927,14 @@ thg_status thg_comm_end(thg_comm *c, char *err, size_t errlen)
         st = end_registration(c, err, errlen);
     else if (c->op != kNoOp && c->kind == THG_COMM_DEVICE_COPIES)
         st = end_device_copies(c, err, errlen);
+    else if (c->op != kNoOp && c->kind == THG_COMM_NCCL) {
+        bool ran = false;
 #ifdef THG_HAVE_NCCL_DEVICE
-    else if (direct_gather_ready(c))
-        st = end_direct_gather(c, err, errlen);
+        st = try_direct_gather(c, &ran, err, errlen);
 #endif
-    else if (c->op != kNoOp && c->kind == THG_COMM_NCCL)
-        st = end_nccl(c, err, errlen);
+        if (st == THG_OK && !ran)
+            st = end_nccl(c, err, errlen);
+    }
     end_group(c);
     return st;
 }

@@ -57,9 +57,11 @@ const char *thg_comm_describe(const thg_comm *comm);
 thg_status thg_comm_begin(thg_comm *comm, char *err, size_t errlen);
 /* Rank `rank`'s part of an all-gather of variable-sized blocks, in place:
  * rank q holds bytes [offsets[q], offsets[q + 1]) of `buf` (a device
- * buffer of offsets[G] bytes on its device) and, after the group, every
- * rank holds every block. offsets (G + 1 entries, non-decreasing, the same
- * on every rank) must live until thg_comm_end. */
+ * buffer of offsets[G] bytes on its device, rounded up to a multiple of
+ * 16: NCCL's point-to-point kernels read whole words past an unaligned
+ * end) and, after the group, every rank holds every block. offsets (G + 1
+ * entries, non-decreasing, the same on every rank) must live until
+ * thg_comm_end. */
 thg_status thg_comm_all_gatherv(thg_comm *comm, uint32_t rank, void *buf,
                                 const uint64_t *offsets, cudaStream_t stream, char *err,
                                 size_t errlen);
@@ -71,8 +73,24 @@ struct thg_gather {
     void *buf;
     const uint64_t *offsets;
 };
+/* What the direct exchange (thg_comm_is_direct) takes of a rank's part;
+ * the other paths ignore it. */
+struct thg_gather_rank_options {
+    /* Since any rank last read what the all-gathers overwrite in another
+     * rank's buffers, every rank has completed a collective of this
+     * communicator (all ranks give the same): the stores start without
+     * the entry barrier. */
+    int peers_done_reading;
+    /* nullptr, or two unsigned long long on the rank's device, zeroed
+     * before: the collective's span on the GPU's global timer (ns), kept
+     * by atomicMax as [~start, end], so that several collectives widen
+     * one span. */
+    unsigned long long *span;
+};
+/* options: nullptr for none. */
 thg_status thg_comm_all_gatherv_many(thg_comm *comm, uint32_t rank, const thg_gather *gathers,
-                                     uint32_t n, cudaStream_t stream, char *err, size_t errlen);
+                                     uint32_t n, const thg_gather_rank_options *options,
+                                     cudaStream_t stream, char *err, size_t errlen);
 /* Rank `rank`'s part of an in-place sum of `count` doubles over the ranks. */
 thg_status thg_comm_all_reduce_sum(thg_comm *comm, uint32_t rank, double *buf, size_t count,
                                    cudaStream_t stream, char *err, size_t errlen);

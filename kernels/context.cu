@@ -125,6 +125,7 @@ extern "C" thg_status thg_create(const thg_config *config, thg_context **out, ch
     ctx->device = config->device;
     ctx->policy = config->policy;
     ctx->rule = config->rule;
+    ctx->factor_allocator = thg_device_allocator;
     st = init_context(ctx, config, err, errlen);
     if (st == THG_OK)
         st = thg_build_warmup(ctx, err, errlen);
@@ -274,19 +275,25 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     return THG_OK;
 }
 
+static thg_status device_alloc(void *, size_t bytes, void **ptr, char *err, size_t errlen)
+{
+    THG_CUDA(cudaMalloc(ptr, bytes));
+    return THG_OK;
+}
+
+static void device_free(void *, void *ptr) { cudaFree(ptr); }
+
+const thg_factor_allocator thg_device_allocator = {device_alloc, device_free, nullptr};
+
 static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
 {
     const size_t R = ctx->rank;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         const size_t bytes = sizeof(float) * ctx->dims[m] * R;
         const thg_factor_allocator &a = ctx->factor_allocator;
-        if (a.alloc) {
-            const thg_status st = a.alloc(a.user, bytes, (void **)&ctx->factors[m], err, errlen);
-            if (st != THG_OK)
-                return st;
-        } else {
-            THG_CUDA(cudaMalloc(&ctx->factors[m], bytes));
-        }
+        const thg_status st = a.alloc(a.user, bytes, (void **)&ctx->factors[m], err, errlen);
+        if (st != THG_OK)
+            return st;
         const size_t held_rows = ctx->result_end[m] - ctx->result_begin[m];
         const size_t result_bytes = sizeof(float) * (held_rows > 0 ? held_rows : 1) * R;
         THG_CUDA(cudaMalloc(&ctx->result_blocks[m], result_bytes));

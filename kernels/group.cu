@@ -33,7 +33,8 @@
  * iteration's largest overhead over the MTTKRPs; between NCCL's devices the
  * factors and the exchange buffers are registered with the communicator
  * (thg_group_set_layout), so that it can be the direct exchange of
- * comm.cuh (on four H200s, 14-19 us a mode against 20-35 for NCCL's
+ * comm.cuh (on four H200s, 7-11 us a mode on the small factors, without
+ * the entry barrier inside the sweep, against 20-35 for NCCL's
  * point-to-point sends).
  * The code is written per rank (its kernels, then its part of each
  * collective), so a process per GPU would run the same steps for its own
@@ -99,17 +100,23 @@ struct thg_group {
          * sweep): a reader of the results combines them first. */
         bool results_partial;
         uint64_t factor_offsets[THG_MAX_COMM_RANKS + 1]; /* the same in bytes of a factor */
-        double comm_seconds;   /* the latest step's collectives, the slowest rank's */
+        /* The latest step's collectives, the slowest rank's: what was read
+         * (the sweep's stamps, events read) plus what comm_timed says the
+         * events hold and no one has read yet. */
+        double comm_seconds;
         double mttkrp_seconds; /* the latest MTTKRP, the slowest rank's */
     } modes[THG_MAX_MODES];
-    /* The exchange buffer: one block per rank, each its update's sums
-     * (thg_als_acc_bytes) then its split rows' partials (2 x R floats), so
-     * that one all-gather carries both. */
+    /* The exchange buffer: two halves, the even modes' and the odd modes',
+     * each one block per rank: its update's sums (thg_als_acc_bytes) then
+     * its split rows' partials (2 x R floats), so that one all-gather
+     * carries both. Two halves, so that inside the sweep a rank may store
+     * its sums of mode n + 1 while another still reads those of mode n
+     * (the sweep's collectives then need no entry barrier). */
     size_t block_bytes = 0;
-    uint64_t block_offsets[THG_MAX_COMM_RANKS + 1] = {};
-    size_t scratch_offset = 0; /* the fold's scratch block, after the G blocks */
+    uint64_t block_offsets[2][THG_MAX_COMM_RANKS + 1] = {}; /* per half, from the buffer's start */
+    size_t scratch_offset = 0; /* the fold's scratch block, after the halves */
     /* Per rank, on its device (from the communicator, thg_comm_alloc): the
-     * exchange buffer, G blocks, then the scratch block. */
+     * exchange buffer, the two halves, then the scratch block. */
     char *exchange[THG_MAX_COMM_RANKS] = {};
     /* Each rank's factors come from the communicator (thg_comm_alloc),
      * through its context's factor_allocator with this as its user data,
@@ -122,14 +129,13 @@ struct thg_group {
      * every rank's exchange buffer. */
     void *factor_handles[THG_MAX_MODES][THG_MAX_COMM_RANKS] = {};
     void *exchange_handles[THG_MAX_COMM_RANKS] = {};
-    /* Per rank, around each collective of each mode. */
+    /* Per rank, around each collective of each mode where no stamps time
+     * it (only the sweep's direct exchange stamps itself); comm_timed: the
+     * events hold a time not yet read. They are read when asked for
+     * (thg_group_get_mode_stats), so that a step's host time carries no
+     * event reads; the next step that starts the mode replaces them. */
     cudaEvent_t comm_events[THG_MAX_COMM_RANKS][THG_MAX_MODES][kCollectives][2] = {};
     bool comm_timed[THG_MAX_MODES][kCollectives] = {};
-    /* A sweep's collectives of the mode, timed and not yet read: read when
-     * asked for (thg_group_get_mode_stats), so that an iteration's host time
-     * does not carry G event reads a mode; the next step of the mode
-     * replaces them. */
-    bool comm_unread[THG_MAX_MODES] = {};
     cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
     double last_sweep_seconds = -1.0;
 };
@@ -197,47 +203,95 @@ void free_factor(void *user, void *ptr)
     thg_comm_free(r->comm, r->rank, ptr);
 }
 
-/* In rank `holder`'s copy of the exchange buffer, rank q's split-row
- * partials (2 x R floats). */
-float *boundary_of(thg_group *g, uint32_t holder, uint32_t q)
+/* Which half of the exchange buffer a mode's collectives use. */
+uint32_t half_of(uint32_t mode) { return mode & 1u; }
+
+/* Rank `holder`'s copy of the mode's half of the exchange buffer: G blocks. */
+char *blocks_of(const thg_group *g, uint32_t holder, uint32_t mode)
 {
-    return (float *)(g->exchange[holder] + q * g->block_bytes + thg_als_acc_bytes(g->rank));
+    return g->exchange[holder] + g->block_offsets[half_of(mode)][0];
+}
+
+/* In rank `holder`'s copy of the mode's half, rank q's block. */
+char *block_of(const thg_group *g, uint32_t holder, uint32_t q, uint32_t mode)
+{
+    return blocks_of(g, holder, mode) + q * g->block_bytes;
+}
+
+/* In rank `holder`'s copy of the mode's half, rank q's split-row partials
+ * (2 x R floats). */
+float *boundary_of(const thg_group *g, uint32_t holder, uint32_t q, uint32_t mode)
+{
+    return (float *)(block_of(g, holder, q, mode) + thg_als_acc_bytes(g->rank));
 }
 
 /* Rank q's scratch block of the fold (thg_fold_scratch_bytes), after the
- * G blocks of its exchange buffer. */
+ * halves of its exchange buffer. */
 void *scratch_of(thg_group *g, uint32_t q) { return g->exchange[q] + g->scratch_offset; }
 
 /* The mode's fold with rank `holder`'s copy of every rank's partials. */
 thg_als_fold fold_on(thg_group *g, uint32_t mode, uint32_t holder)
 {
     thg_als_fold fold = g->modes[mode].fold;
-    fold.partials = boundary_of(g, holder, 0);
+    fold.partials = boundary_of(g, holder, 0, mode);
     fold.partial_stride = (uint32_t)(g->block_bytes / sizeof(float));
     return fold;
 }
 
-thg_status comm_begin_timed(thg_group *g, uint32_t mode, collective which, char *err,
-                            size_t errlen)
+/* A step that starts the mode (its MTTKRP, per mode or in the sweep):
+ * its collectives' time replaces the last step's. */
+void begin_mode_timing(thg_group *g, uint32_t mode)
 {
-    if (g->comm_unread[mode]) { /* replaced by this step's */
-        for (bool &timed : g->comm_timed[mode])
-            timed = false;
-        g->modes[mode].comm_seconds = 0.0;
-        g->comm_unread[mode] = false;
-    }
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (bool &timed : g->comm_timed[mode])
+        timed = false;
+    g->modes[mode].comm_seconds = 0.0;
+}
+
+/* Whether the mode's collective in the sweep stamps itself: the direct
+ * exchange does, into the sweep's stamps (thg_sweep_comm_span), which the
+ * sweep's results copy brings back with the MTTKRPs'. */
+bool sweep_stamps_comm(const thg_group *g) { return thg_comm_is_direct(g->comm) != 0; }
+
+/* In-place all-gathers in one group: for each k < n, the `offsets[k]`
+ * blocks of every rank's bufs[k][q]. In the sweep, through the direct
+ * exchange: timed by its own stamps, and without the entry barrier, since
+ * what mode n's collective overwrites on another rank (its factor n
+ * outside its own rows, the other ranks' blocks in the mode's half of the
+ * exchange buffer) has no reader left there. Those readers are the
+ * MTTKRPs of the other modes and the fold and finish of mode n - 2 (the
+ * same half): for n > 0 each precedes that rank's arrival at mode n - 1's
+ * collective, which this rank has passed; for n = 0 they precede the
+ * sweep, and each call into the group returns with every rank's streams
+ * idle. Otherwise timed by events around it on every rank. */
+thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n,
+                       void *const *const *bufs, const uint64_t *const *offsets, bool in_sweep,
+                       char *err, size_t errlen)
+{
+    const bool stamped = in_sweep && sweep_stamps_comm(g);
+    for (uint32_t q = 0; q < g->G && !stamped; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][0], g->ranks[q]->stream));
     }
-    return thg_comm_begin(g->comm, err, errlen);
-}
-
-thg_status comm_end_timed(thg_group *g, uint32_t mode, collective which, char *err,
-                          size_t errlen)
-{
-    thg_status st = thg_comm_end(g->comm, err, errlen);
-    if (st != THG_OK)
+    thg_status st = thg_comm_begin(g->comm, err, errlen);
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        thg_gather parts[THG_MAX_COMM_GATHERS];
+        for (uint32_t k = 0; k < n; ++k)
+            parts[k] = {bufs[k][q], offsets[k]};
+        thg_gather_rank_options options = {};
+        if (stamped) {
+            options.peers_done_reading = 1;
+            options.span = thg_sweep_comm_span(g->ranks[q], mode);
+        }
+        st = thg_comm_all_gatherv_many(g->comm, q, parts, n, &options, g->ranks[q]->stream, err,
+                                       errlen);
+    }
+    if (st != THG_OK) {
+        char ignored[64];
+        thg_comm_end(g->comm, ignored, sizeof ignored); /* close the group */
+        return st;
+    }
+    st = thg_comm_end(g->comm, err, errlen);
+    if (st != THG_OK || stamped)
         return st;
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
@@ -247,38 +301,21 @@ thg_status comm_end_timed(thg_group *g, uint32_t mode, collective which, char *e
     return THG_OK;
 }
 
-/* In-place all-gathers in one group: for each k < n, the `offsets[k]`
- * blocks of every rank's bufs[k][q]. */
-thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n,
-                       void *const *const *bufs, const uint64_t *const *offsets, char *err,
-                       size_t errlen)
-{
-    thg_status st = comm_begin_timed(g, mode, which, err, errlen);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
-        thg_gather parts[THG_MAX_COMM_GATHERS];
-        for (uint32_t k = 0; k < n; ++k)
-            parts[k] = {bufs[k][q], offsets[k]};
-        st = thg_comm_all_gatherv_many(g->comm, q, parts, n, g->ranks[q]->stream, err, errlen);
-    }
-    if (st != THG_OK) {
-        char ignored[64];
-        thg_comm_end(g->comm, ignored, sizeof ignored); /* close the group */
-        return st;
-    }
-    return comm_end_timed(g, mode, which, err, errlen);
-}
-
 thg_status gather(thg_group *g, uint32_t mode, collective which, void *const *bufs,
                   const uint64_t *offsets, char *err, size_t errlen)
 {
-    return gather_many(g, mode, which, 1, &bufs, &offsets, err, errlen);
+    return gather_many(g, mode, which, 1, &bufs, &offsets, false, err, errlen);
 }
 
-/* After the streams synchronised: the mode's collectives' time since the
- * last read, the slowest rank's sum; added to the MTTKRP's when the update
- * follows it (`add`). */
-thg_status read_comm_times(thg_group *g, uint32_t mode, bool add, char *err, size_t errlen)
+/* After the streams synchronised: the time the mode's events hold and no
+ * one has read, the slowest rank's sum, added to comm_seconds. */
+thg_status read_comm_events(thg_group *g, uint32_t mode, char *err, size_t errlen)
 {
+    bool any = false;
+    for (bool timed : g->comm_timed[mode])
+        any = any || timed;
+    if (!any)
+        return THG_OK;
     double slowest = 0.0;
     for (uint32_t q = 0; q < g->G; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
@@ -293,9 +330,9 @@ thg_status read_comm_times(thg_group *g, uint32_t mode, bool add, char *err, siz
         }
         slowest = sum > slowest ? sum : slowest;
     }
-    g->modes[mode].comm_seconds = (add ? g->modes[mode].comm_seconds : 0.0) + slowest;
-    for (uint32_t c = 0; c < kCollectives; ++c)
-        g->comm_timed[mode][c] = false;
+    g->modes[mode].comm_seconds += slowest;
+    for (bool &timed : g->comm_timed[mode])
+        timed = false;
     return THG_OK;
 }
 
@@ -324,7 +361,7 @@ thg_status pack_split_rows(thg_group *g, uint32_t mode, uint32_t q, char *err, s
     const uint32_t *rows = g->modes[mode].fold.partial_rows;
     thg_context *ctx = g->ranks[q];
     pack_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
-        ctx->results[mode], g->rank, rows[2 * q], rows[2 * q + 1], boundary_of(g, q, q));
+        ctx->results[mode], g->rank, rows[2 * q], rows[2 * q + 1], boundary_of(g, q, q, mode));
     THG_LAUNCHED();
     return THG_OK;
 }
@@ -341,8 +378,8 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
         if (st != THG_OK)
             return st;
     }
-    thg_status st = gather(g, mode, kBoundary, (void *const *)g->exchange, g->block_offsets,
-                           err, errlen);
+    thg_status st = gather(g, mode, kBoundary, (void *const *)g->exchange,
+                           g->block_offsets[half_of(mode)], err, errlen);
     if (st != THG_OK)
         return st;
     for (uint32_t q = 0; q < g->G; ++q) {
@@ -378,11 +415,11 @@ thg_status rank_update(thg_group *g, uint32_t q, uint32_t mode, bool in_sweep, c
     thg_als_part part;
     part.row_begin = in_sweep ? l.update_begin[q] : l.own[q];
     part.rows = (uint32_t)(l.own[q + 1] - part.row_begin);
-    thg_als_acc_view(g->exchange[q] + q * g->block_bytes, g->rank, &part.acc);
+    thg_als_acc_view(block_of(g, q, q, mode), g->rank, &part.acc);
     part.pack_slot = nullptr;
     part.pack_rows[0] = part.pack_rows[1] = kNoRow;
     if (in_sweep && part.rows > 0) {
-        part.pack_slot = boundary_of(g, q, q);
+        part.pack_slot = boundary_of(g, q, q, mode);
         part.pack_rows[0] = l.fold.partial_rows[2 * q];
         part.pack_rows[1] = l.fold.partial_rows[2 * q + 1];
     } else if (in_sweep) {
@@ -408,8 +445,9 @@ thg_status update_and_gather(thg_group *g, uint32_t mode, bool in_sweep, char *e
     for (uint32_t q = 0; q < g->G; ++q)
         factors[q] = g->ranks[q]->factors[mode];
     void *const *bufs[2] = {(void *const *)g->exchange, factors};
-    const uint64_t *offsets[2] = {g->block_offsets, g->modes[mode].factor_offsets};
-    return gather_many(g, mode, kParts, 2, bufs, offsets, err, errlen);
+    const uint64_t *offsets[2] = {g->block_offsets[half_of(mode)],
+                                  g->modes[mode].factor_offsets};
+    return gather_many(g, mode, kParts, 2, bufs, offsets, in_sweep, err, errlen);
 }
 
 /* Step 3's second half on rank q's stream (its device current): the split
@@ -420,7 +458,7 @@ thg_status rank_fold(thg_group *g, uint32_t q, uint32_t mode, bool in_sweep, cha
 {
     thg_context *ctx = g->ranks[q];
     const thg_als_fold fold = fold_on(g, mode, q);
-    return thg_launch_als_fold(ctx, mode, g->exchange[q], g->block_bytes, g->G,
+    return thg_launch_als_fold(ctx, mode, blocks_of(g, q, mode), g->block_bytes, g->G,
                                in_sweep ? &fold : nullptr, scratch_of(g, q),
                                failed_flag(ctx, in_sweep), err, errlen);
 }
@@ -444,7 +482,7 @@ thg_status finish_rank(thg_group *g, uint32_t mode, uint32_t q, double *out, boo
 {
     thg_context *ctx = g->ranks[q];
     return thg_launch_als_group_finish(
-        ctx, mode, g->exchange[q], g->block_bytes, g->G, q,
+        ctx, mode, blocks_of(g, q, mode), g->block_bytes, g->G, q,
         in_sweep ? g->modes[mode].fold.nrows : 0u, scratch_of(g, q),
         out ? out : ctx->als_out_dev, failed_flag(ctx, in_sweep),
         in_sweep ? ctx->sweep.grams_dev + (size_t)mode * g->rank * g->rank : nullptr, stream,
@@ -603,9 +641,10 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
         }
     }
     g->block_bytes = (thg_als_acc_bytes(R) + 2u * R * sizeof(float) + 15u) / 16u * 16u;
-    for (uint32_t q = 0; q <= g->G; ++q)
-        g->block_offsets[q] = (uint64_t)q * g->block_bytes;
-    g->scratch_offset = g->block_offsets[g->G];
+    for (uint32_t h = 0; h < 2; ++h)
+        for (uint32_t q = 0; q <= g->G; ++q)
+            g->block_offsets[h][q] = (uint64_t)(h * g->G + q) * g->block_bytes;
+    g->scratch_offset = g->block_offsets[1][g->G];
     const size_t exchange_bytes = g->scratch_offset + thg_fold_scratch_bytes(R);
     thg_status st = THG_OK;
     for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
@@ -674,6 +713,8 @@ extern "C" thg_status thg_group_init_factors(thg_group *g, uint64_t seed, double
 extern "C" thg_status thg_group_mttkrp(thg_group *g, uint32_t mode, char *err, size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
+    if (st == THG_OK)
+        begin_mode_timing(g, mode);
     for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
         thg_context *ctx = g->ranks[q];
         const cudaError_t e = cudaSetDevice(ctx->device);
@@ -700,7 +741,7 @@ extern "C" thg_status thg_group_mttkrp(thg_group *g, uint32_t mode, char *err, s
         slowest = copy.last_seconds > slowest ? copy.last_seconds : slowest;
     }
     g->modes[mode].mttkrp_seconds = slowest;
-    return read_comm_times(g, mode, false, err, errlen);
+    return THG_OK;
 }
 
 extern "C" thg_status thg_group_get_result(thg_group *g, uint32_t mode, double *data, char *err,
@@ -769,7 +810,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
     if (synced != THG_OK)
         return synced;
     thg_als_read_out(g->ranks[0], lambda, gram, inner);
-    return read_comm_times(g, mode, true, err, errlen);
+    return THG_OK;
 }
 
 namespace {
@@ -893,6 +934,8 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     THG_CUDA(cudaSetDevice(g->devices[0]));
     THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
     const int norm = use_max_norm ? 1 : 0;
+    for (uint32_t m = 0; m < g->nmodes; ++m)
+        begin_mode_timing(g, m);
     thg_status st = enqueue_group_sweep(g, grams, norm, err, errlen);
     if (st != THG_OK) /* the results are whatever part of the sweep ran left */
         for (uint32_t q = 0; q < g->G; ++q)
@@ -916,14 +959,17 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     /* Every rank finished with the same bits; rank 0's are read last. */
     for (uint32_t q = g->G; q-- > 0;)
         thg_sweep_collect(g->ranks[q], grams, lambda, inner, modes_done);
+    const bool stamped = sweep_stamps_comm(g);
     for (uint32_t m = 0; m < g->nmodes; ++m) {
-        double slowest = 0.0;
+        double slowest = 0.0, slowest_comm = 0.0;
         for (uint32_t q = 0; q < g->G; ++q) {
             const double s = g->ranks[q]->copies[m].last_seconds;
             slowest = s > slowest ? s : slowest;
+            const double c = stamped ? thg_sweep_comm_seconds(g->ranks[q], m) : 0.0;
+            slowest_comm = c > slowest_comm ? c : slowest_comm;
         }
         g->modes[m].mttkrp_seconds = slowest;
-        g->comm_unread[m] = true;
+        g->modes[m].comm_seconds = slowest_comm; /* events, if any, are read when asked for */
     }
     return THG_OK;
 }
@@ -933,10 +979,8 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
                                                size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
-    if (st == THG_OK && g->comm_unread[mode]) {
-        st = read_comm_times(g, mode, false, err, errlen);
-        g->comm_unread[mode] = false;
-    }
+    if (st == THG_OK)
+        st = read_comm_events(g, mode, err, errlen);
     if (st != THG_OK)
         return st;
     memset(stats, 0, sizeof *stats);

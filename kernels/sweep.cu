@@ -35,8 +35,10 @@ namespace {
 size_t slot_doubles(uint32_t R) { return (size_t)R * R + 2u * R; }
 
 /* The device block: grams [nmodes][R*R] doubles | slots [nmodes][slot] doubles |
- * stamps [nmodes][2] u64 | failed u32. The slots and stamps travel to the
- * host in one copy; the stamps and the failed word are zeroed by one memset. */
+ * stamps [nmodes][2] u64 (the MTTKRPs') then [nmodes][2] u64 (the
+ * collectives' of a group's sweep, thg_sweep_comm_span) | failed u32. The
+ * slots and stamps travel to the host in one copy; the stamps and the
+ * failed word are zeroed by one memset. */
 struct sweep_layout {
     size_t grams, slots, stamps, failed, total;
 };
@@ -47,7 +49,7 @@ sweep_layout layout_for(uint32_t nmodes, uint32_t R)
     l.grams = 0;
     l.slots = l.grams + sizeof(double) * nmodes * (size_t)R * R;
     l.stamps = l.slots + sizeof(double) * nmodes * slot_doubles(R);
-    l.failed = l.stamps + sizeof(unsigned long long) * 2u * nmodes;
+    l.failed = l.stamps + sizeof(unsigned long long) * 4u * nmodes;
     l.total = l.failed + 8;
     return l;
 }
@@ -134,6 +136,18 @@ thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, si
         ctx->sweep.stamps_zeroed = 1;
     }
     return THG_OK;
+}
+
+unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode)
+{
+    return ctx->sweep.stamps_dev + 2u * (ctx->nmodes + mode);
+}
+
+double thg_sweep_comm_seconds(const thg_context *ctx, uint32_t mode)
+{
+    const unsigned long long *span = ctx->sweep.stamps_host + 2u * (ctx->nmodes + mode);
+    const unsigned long long first = ~span[0], last = span[1];
+    return span[1] != 0 && last >= first ? (double)(last - first) * 1e-9 : 0.0;
 }
 
 double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode)

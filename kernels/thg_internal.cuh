@@ -63,8 +63,9 @@ struct thg_sweep_state {
     int mirror_valid;     /* grams_dev == grams_mirror */
     double *out_host;     /* pinned: per mode [lambda | gram | inner], the stamps, the status word */
     double *out_dev;      /* device: the same slots and stamps, copied to out_host at the end */
-    /* [nmodes][2] per mode's MTTKRP inside the sweep: max of ~start and of
-     * the end of its blocks (%globaltimer, ns), zeroed at the sweep's start
+    /* [nmodes][2] per mode's MTTKRP inside the sweep, then [nmodes][2] per
+     * mode's collective in a group's sweep: max of ~start and of the end
+     * of its blocks (%globaltimer, ns), zeroed at the sweep's start
      * or, by the multi-device sweep, after the copy that brings them back
      * (stamps_zeroed: so that nothing but the first MTTKRP's launch stands
      * between a rank's sweep start and it). */
@@ -86,15 +87,16 @@ constexpr size_t thg_pinned_copy_min_bytes = (size_t)32 << 20;
 constexpr unsigned thg_transfer_threads = 16;
 constexpr size_t thg_transfer_piece_bytes = (size_t)4 << 20;
 
-/* Where a context's factors come from: cudaMalloc when `alloc` is null,
- * else (a rank of a group) the collective layer's buffers, which its
- * transfers between devices read and write in place (comm.cuh,
+/* Where a context's factors come from: cudaMalloc (thg_device_allocator,
+ * the default), or for a rank of a group the collective layer's buffers,
+ * which its transfers between devices read and write in place (comm.cuh,
  * thg_comm_alloc). Called with the context's device current. */
 struct thg_factor_allocator {
     thg_status (*alloc)(void *user, size_t bytes, void **ptr, char *err, size_t errlen);
     void (*free)(void *user, void *ptr);
     void *user;
 };
+extern const thg_factor_allocator thg_device_allocator;
 
 struct thg_context {
     int device;
@@ -440,6 +442,11 @@ thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
 thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen);
 thg_status thg_sweep_zero_flag(thg_context *ctx, cudaStream_t stream, char *err, size_t errlen);
 double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode);
+/* A group's sweep: the span of mode's collective on this rank (two stamps
+ * on the device, zeroed with the MTTKRPs'), and after thg_sweep_collect
+ * its length in seconds (0 when nothing stamped it). */
+unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode);
+double thg_sweep_comm_seconds(const thg_context *ctx, uint32_t mode);
 thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen);
 void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,
                        uint32_t *modes_done);

@@ -5,7 +5,8 @@
 #   BUILD/install  `cmake --install BUILD --prefix BUILD/install --strip`: the
 #                  relocatable tree (bin/, lib/tensorhost/plugins/, the
 #                  bundled shared libraries; see cmake/TensorhostBundle.cmake)
-#   .carry/bin     the GPU test programs, gpu_bench, load_bench and extract_bench
+#   .carry/bin     the GPU test programs, gpu_bench, nvlink_push_bench, load_bench
+#                  and extract_bench
 #                  from BUILD/bin
 #   .carry/lib     libcmocka (the tests' only library the install lacks)
 #   .carry/shared-data/kg  ../shared/data/real/kg (outside the checkout, so
@@ -26,7 +27,7 @@ cmake --build "$build" -j "${JOBS:-$(nproc)}"
 rm -rf "$build/install" .carry
 cmake --install "$build" --prefix "$build/install" --strip > /dev/null
 mkdir -p .carry/bin .carry/lib .carry/shared-data
-for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi gpu_bench load_bench extract_bench; do
+for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi gpu_bench nvlink_push_bench load_bench extract_bench; do
     cp "$build/bin/$prog" .carry/bin/
     strip --strip-unneeded .carry/bin/$prog
 done

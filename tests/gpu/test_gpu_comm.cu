@@ -91,9 +91,13 @@ void deregister_all(thg_comm *c, const std::vector<void *> &handles)
  * devices it takes the direct exchange where the build and the library
  * allow (the description says which), the point-to-point path otherwise;
  * it runs three times, each block's bytes changed between runs (each run
- * must overwrite the last). */
+ * must overwrite the last), the later runs with the options the sweep
+ * gives (no entry barrier: the last run's collective came after every
+ * read; a span to stamp, which only the direct exchange fills). `scale`
+ * multiplies the blocks' sizes (300: past the direct exchange's 1 MiB,
+ * where it launches a block per SM). */
 void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kind,
-              bool registered = false)
+              bool registered = false, uint64_t scale = 1)
 {
     const uint32_t G = (uint32_t)devices.size();
     char err[512] = "";
@@ -108,12 +112,16 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
     std::vector<uint64_t> offsets(G + 1, 0);
     static const uint64_t sizes[4] = {1000, 0, 37, 4096};
     for (uint32_t q = 0; q < G; ++q)
-        offsets[q + 1] = offsets[q] + sizes[q % 4];
+        offsets[q + 1] = offsets[q] + sizes[q % 4] * scale;
     const uint64_t bytes = offsets[G];
+    /* What each buffer is allocated: NCCL's point-to-point kernels read
+     * whole words past a block's unaligned end (comm.cuh). */
+    const uint64_t allocated = (bytes + 15) / 16 * 16 + (bytes == 0 ? 16 : 0);
     const size_t count = 1000;
     std::vector<void *> gathered(G);
     std::vector<double *> sums(G);
     std::vector<cudaStream_t> streams(G);
+    std::vector<unsigned long long *> spans(G);
     /* Run `round`'s bytes of rank q's block. */
     auto expected = [&](uint32_t q, uint64_t b, int round) {
         return (unsigned char)(q * 31 + b % 251 + (uint64_t)round * 7);
@@ -129,15 +137,16 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
         assert_int_equal(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking),
                          cudaSuccess);
         if (registered) {
-            if (thg_comm_alloc(c, r, bytes > 0 ? bytes : 1, &gathered[r], err, sizeof err) !=
+            if (thg_comm_alloc(c, r, allocated, &gathered[r], err, sizeof err) !=
                 THG_OK)
                 fail_msg("alloc rank %u: %s", r, err);
         } else {
-            assert_int_equal(cudaMalloc(&gathered[r], bytes > 0 ? bytes : 1), cudaSuccess);
+            assert_int_equal(cudaMalloc(&gathered[r], allocated), cudaSuccess);
         }
         /* Every block garbage at first. */
-        assert_int_equal(cudaMemset(gathered[r], 0xee, bytes > 0 ? bytes : 1), cudaSuccess);
+        assert_int_equal(cudaMemset(gathered[r], 0xee, allocated), cudaSuccess);
         assert_int_equal(cudaMalloc(&sums[r], sizeof(double) * count), cudaSuccess);
+        assert_int_equal(cudaMalloc(&spans[r], 2 * sizeof(unsigned long long)), cudaSuccess);
         std::vector<double> terms(count);
         for (size_t k = 0; k < count; ++k)
             terms[k] = (double)(r * 1000 + k);
@@ -147,7 +156,7 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
     }
     std::vector<void *> handles(G, nullptr);
     if (registered)
-        register_all(c, gathered, bytes > 0 ? bytes : 1, handles);
+        register_all(c, gathered, allocated, handles);
     const int rounds = registered ? 3 : 1;
     for (int round = 0; round < rounds; ++round) {
         /* Each rank's own block this round's; the others as the last round left them. */
@@ -159,18 +168,36 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
             assert_int_equal(cudaMemcpy((char *)gathered[r] + offsets[r], mine.data(),
                                         mine.size(), cudaMemcpyHostToDevice),
                              cudaSuccess);
+            assert_int_equal(cudaMemset(spans[r], 0, 2 * sizeof(unsigned long long)),
+                             cudaSuccess);
         }
+        const bool with_options = round > 0;
         if (thg_comm_begin(c, err, sizeof err) != THG_OK)
             fail_msg("begin: %s", err);
-        for (uint32_t r = 0; r < G; ++r)
-            if (thg_comm_all_gatherv(c, r, gathered[r], offsets.data(), streams[r], err,
-                                     sizeof err) != THG_OK)
+        for (uint32_t r = 0; r < G; ++r) {
+            const thg_gather part = {gathered[r], offsets.data()};
+            const thg_gather_rank_options options = {1, spans[r]};
+            if (thg_comm_all_gatherv_many(c, r, &part, 1, with_options ? &options : nullptr,
+                                          streams[r], err, sizeof err) != THG_OK)
                 fail_msg("part of rank %u: %s", r, err);
+        }
         if (thg_comm_end(c, err, sizeof err) != THG_OK)
             fail_msg("end: %s", err);
         for (uint32_t r = 0; r < G; ++r) {
             assert_int_equal(cudaSetDevice(devices[r]), cudaSuccess);
             assert_int_equal(cudaStreamSynchronize(streams[r]), cudaSuccess);
+            unsigned long long span[2] = {0, 0};
+            assert_int_equal(cudaMemcpy(span, spans[r], sizeof span, cudaMemcpyDeviceToHost),
+                             cudaSuccess);
+            if (with_options && thg_comm_is_direct(c)) {
+                if (span[0] == 0 || span[1] == 0 || span[1] < ~span[0])
+                    fail_msg("round %d, rank %u: span [~%llu, %llu] not stamped", round, r,
+                             span[0], span[1]);
+            } else if (span[0] != 0 || span[1] != 0) {
+                fail_msg("round %d, rank %u: a span stamped by an exchange that does not "
+                         "stamp",
+                         round, r);
+            }
             std::vector<unsigned char> got(bytes);
             assert_int_equal(cudaMemcpy(got.data(), gathered[r], bytes, cudaMemcpyDeviceToHost),
                              cudaSuccess);
@@ -206,6 +233,7 @@ void exercise(const std::vector<int> &devices, int force_nccl, thg_comm_kind kin
         else
             cudaFree(gathered[r]);
         cudaFree(sums[r]);
+        cudaFree(spans[r]);
         cudaStreamDestroy(streams[r]);
     }
     /* A group missing a rank's part is an error, and leaves the
@@ -238,12 +266,14 @@ void test_exchanges(void **)
     if (n >= 2) {
         exercise({0, 1}, 0, THG_COMM_NCCL);
         exercise({0, 1}, 0, THG_COMM_NCCL, true);
+        exercise({0, 1}, 0, THG_COMM_NCCL, true, 300);
     } else {
         printf("one device: NCCL across devices is not run\n");
     }
     if (n >= 4) {
         exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL);
         exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL, true);
+        exercise({0, 1, 2, 3}, 0, THG_COMM_NCCL, true, 300);
     }
 }
 

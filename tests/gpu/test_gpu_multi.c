@@ -373,6 +373,54 @@ static void test_runtime_info(void **state)
     g_rand_free(rng);
 }
 
+/* The per-mode collective times (details' comm_ms) after CP-ALS on
+ * `devices` through `path`: every mode's is positive, whether stamped by
+ * the direct exchange (the sweep between NCCL's devices) or timed by
+ * events (the per-mode path, device copies, point-to-point). */
+static void check_comm_times(th_plugin *plugin, const char *devices, th_update_path path)
+{
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[1], 11);
+    th_instance *inst = th_test_create_instance(plugin, "devices", devices, NULL);
+    th_coo_tensor view;
+    th_test_coo_view(t, &view);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(plugin->entry.load_tensor(inst, &view, 8, err), err);
+    th_backend backend = th_backend_borrow(plugin, inst, t->nmodes, 8, t->dims);
+    th_cpd_params params = {.rank = 8, .max_iters = 2, .tolerance = 0, .seed = 5, .update = path};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_cpd_result) r = th_cp_als(&backend, t, &params, NULL, &error);
+    if (!r)
+        fail_msg("devices %s: cp_als: %s", devices, error->message);
+    assert_int_equal(r->update_path, path);
+    th_runtime_info info = {.struct_size = sizeof info};
+    th_test_assert_ok(plugin->entry.get_runtime_info(inst, &info, err), err);
+    const char *list = strstr(info.details, " comm_ms=");
+    assert_non_null(list);
+    printf("devices %s, %s path: %.*s\n", devices, th_update_path_name(path),
+           (int)strcspn(list + 1, " "), list + 1);
+    const char *p = list + strlen(" comm_ms=");
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        char *end = NULL;
+        const double ms = g_ascii_strtod(p, &end);
+        if (end == p || !(ms > 0))
+            fail_msg("devices %s, %s path: mode %u's collectives took %g ms (%s)", devices,
+                     th_update_path_name(path), m, ms, list);
+        p = end + (*end == ',' ? 1 : 0);
+    }
+    plugin->entry.destroy(inst);
+}
+
+static void test_comm_times(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    static const th_update_path paths[] = {TH_UPDATE_SWEEP, TH_UPDATE_MODE};
+    for (size_t k = 0; k < G_N_ELEMENTS(paths); ++k) {
+        check_comm_times(p->gpu[0], "0,0,0", paths[k]);
+        if (device_count() >= 2)
+            check_comm_times(p->gpu[0], "all", paths[k]);
+    }
+}
+
 int main(void)
 {
     if (!th_gpu_test_have_device())
@@ -384,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_cp_als_rescaled),     cmocka_unit_test(test_reload),
         cmocka_unit_test(test_option_refusals),      cmocka_unit_test(test_memory_plan_refusal),
         cmocka_unit_test(test_host_memory_refusal),  cmocka_unit_test(test_runtime_info),
+        cmocka_unit_test(test_comm_times),
     };
     return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }
