@@ -248,14 +248,12 @@ __device__ void push_units(const direct_block &b, const ncclDevComm &comm)
  * ranks' windows over NVLink, then the exit barrier (each rank's stores
  * released, every other rank's acquired). Block b meets block b of every
  * rank; the next kernel on the stream runs after all of this rank's
- * blocks, so it sees every store. The span: the complement of the first
- * block's start and the last block's end on the global timer (as the
- * MTTKRPs stamp theirs). */
+ * blocks, so it sees every store. The span: thg_stamp_start/end, as the
+ * MTTKRPs stamp theirs. */
 __global__ void __launch_bounds__(kDirectThreads)
     direct_gather_kernel(const ncclDevComm *comm, direct_gather g)
 {
-    if (g.span && threadIdx.x == 0)
-        atomicMax(g.span, ~thg_globaltimer());
+    thg_stamp_start(g.span);
     ncclLsaBarrierSession<ncclCoopCta> barrier(ncclCoopCta(), *comm, ncclTeamTagLsa(),
                                                blockIdx.x);
     if (g.entry_barrier)
@@ -270,8 +268,7 @@ __global__ void __launch_bounds__(kDirectThreads)
             push_units<unsigned char>(b, *comm);
     }
     barrier.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
-    if (g.span && threadIdx.x == 0)
-        atomicMax(g.span + 1, thg_globaltimer());
+    thg_stamp_end(g.span);
 }
 #endif
 

@@ -252,6 +252,18 @@ void begin_mode_timing(thg_group *g, uint32_t mode)
  * sweep's results copy brings back with the MTTKRPs'. */
 bool sweep_stamps_comm(const thg_group *g) { return thg_comm_is_direct(g->comm) != 0; }
 
+/* The event before (edge 0) or after (edge 1) a collective, on every rank's
+ * stream. */
+thg_status record_comm_events(thg_group *g, uint32_t mode, collective which, int edge,
+                              char *err, size_t errlen)
+{
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][edge], g->ranks[q]->stream));
+    }
+    return THG_OK;
+}
+
 /* In-place all-gathers in one group: for each k < n, the `offsets[k]`
  * blocks of every rank's bufs[k][q]. In the sweep, through the direct
  * exchange: timed by its own stamps, and without the entry barrier, since
@@ -268,9 +280,10 @@ thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n
                        char *err, size_t errlen)
 {
     const bool stamped = in_sweep && sweep_stamps_comm(g);
-    for (uint32_t q = 0; q < g->G && !stamped; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][0], g->ranks[q]->stream));
+    if (!stamped) {
+        const thg_status recorded = record_comm_events(g, mode, which, 0, err, errlen);
+        if (recorded != THG_OK)
+            return recorded;
     }
     thg_status st = thg_comm_begin(g->comm, err, errlen);
     for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
@@ -293,12 +306,10 @@ thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n
     st = thg_comm_end(g->comm, err, errlen);
     if (st != THG_OK || stamped)
         return st;
-    for (uint32_t q = 0; q < g->G; ++q) {
-        THG_CUDA(cudaSetDevice(g->devices[q]));
-        THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][1], g->ranks[q]->stream));
-    }
-    g->comm_timed[mode][which] = true;
-    return THG_OK;
+    st = record_comm_events(g, mode, which, 1, err, errlen);
+    if (st == THG_OK)
+        g->comm_timed[mode][which] = true;
+    return st;
 }
 
 thg_status gather(thg_group *g, uint32_t mode, collective which, void *const *bufs,

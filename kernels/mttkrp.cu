@@ -166,24 +166,6 @@ __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, ui
     }
 }
 
-/* The kernel's span for the sweep, two fire-and-forget atomics a block:
- * stamp[0] = max(~start) (= ~ the first block's start, so that zero is the
- * initial value of both words), stamp[1] = max(end). */
-__device__ __forceinline__ void stamp_start(unsigned long long *stamp)
-{
-    if (stamp && threadIdx.x == 0)
-        atomicMax(stamp, ~thg_globaltimer());
-}
-
-__device__ __forceinline__ void stamp_end(unsigned long long *stamp)
-{
-    if (!stamp) /* uniform */
-        return;
-    __syncthreads();
-    if (threadIdx.x == 0)
-        atomicMax(stamp + 1, thg_globaltimer());
-}
-
 template <int RL, int RPT, bool OWNED>
 __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
 {
@@ -211,7 +193,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
         block_ends[0] = len > 0 ? out_idx[pbegin] : kNoRow;
         block_ends[1] = len > 0 ? out_idx[pbegin + len - 1] : kNoRow;
     }
-    stamp_start(a.stamp);
+    thg_stamp_start(a.stamp);
     /* Lane 0's writes of srow happen before its own later writes; other
      * lanes read srow only after the barrier below. */
 
@@ -301,7 +283,7 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
     merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
     thg_record_result_scale(a.col_scale, a.result_scale, a.nmodes, a.out_mode, R);
-    stamp_end(a.stamp);
+    thg_stamp_end(a.stamp);
 }
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
@@ -391,7 +373,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
         block_ends[0] = len > 0 ? __ldg(a.out_idx + pbegin) : kNoRow;
         block_ends[1] = len > 0 ? __ldg(a.out_idx + pbegin + len - 1) : kNoRow;
     }
-    stamp_start(a.stamp);
+    thg_stamp_start(a.stamp);
 
     float4 acc[RPT];
 #pragma unroll
@@ -481,7 +463,7 @@ __global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(con
     merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out, !OWNED,
                             OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
     thg_record_result_scale(a.col_scale, a.result_scale, a.nin + 1u, a.out_mode, 4u * C);
-    stamp_end(a.stamp);
+    thg_stamp_end(a.stamp);
 }
 
 /* Lanes per group and float4 columns per lane for a rank (multiple of 4). */

@@ -138,6 +138,13 @@ thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, si
     return THG_OK;
 }
 
+/* A span's seconds (thg_stamp_start/end), 0 when nothing stamped it. */
+static double span_seconds(const unsigned long long *span)
+{
+    const unsigned long long first = ~span[0], last = span[1];
+    return last >= first ? (double)(last - first) * 1e-9 : 0.0;
+}
+
 unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode)
 {
     return ctx->sweep.stamps_dev + 2u * (ctx->nmodes + mode);
@@ -145,9 +152,7 @@ unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode)
 
 double thg_sweep_comm_seconds(const thg_context *ctx, uint32_t mode)
 {
-    const unsigned long long *span = ctx->sweep.stamps_host + 2u * (ctx->nmodes + mode);
-    const unsigned long long first = ~span[0], last = span[1];
-    return span[1] != 0 && last >= first ? (double)(last - first) * 1e-9 : 0.0;
+    return span_seconds(ctx->sweep.stamps_host + 2u * (ctx->nmodes + mode));
 }
 
 double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode)
@@ -273,10 +278,9 @@ void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, d
     const size_t RR = (size_t)R * R;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         thg_mode_copy &copy = ctx->copies[m];
-        const unsigned long long first = ~sw.stamps_host[2 * m], last = sw.stamps_host[2 * m + 1];
         copy.has_result = 1;
         copy.timing_pending = 0; /* the events hold an earlier mttkrp() */
-        copy.last_seconds = last >= first ? (double)(last - first) * 1e-9 : 0.0;
+        copy.last_seconds = span_seconds(sw.stamps_host + 2u * m);
     }
 
     const uint32_t status = *(volatile uint32_t *)sw.status_host;

@@ -264,6 +264,25 @@ __device__ __forceinline__ unsigned long long thg_globaltimer()
     return t;
 }
 
+/* A kernel's span (the sweep's MTTKRPs, a group sweep's collectives), two
+ * fire-and-forget atomics a block: stamp[0] = max(~start) (= ~ the first
+ * block's start, so that zero is the initial value of both words),
+ * stamp[1] = max(end). nullptr: not stamped. */
+__device__ __forceinline__ void thg_stamp_start(unsigned long long *stamp)
+{
+    if (stamp && threadIdx.x == 0)
+        atomicMax(stamp, ~thg_globaltimer());
+}
+
+__device__ __forceinline__ void thg_stamp_end(unsigned long long *stamp)
+{
+    if (!stamp) /* uniform */
+        return;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        atomicMax(stamp + 1, thg_globaltimer());
+}
+
 /* context.cu: a tensor is loaded and `mode` is one of its modes. */
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* thg_als_update's first steps (a multi-device update takes them on every
