@@ -402,10 +402,21 @@ static gboolean time_mttkrp(tensor_session *s, th_backend *backend, th_compare_r
     return ok;
 }
 
+double th_compare_iteration_seconds(const th_cpd_result *cpd)
+{
+    const guint n = cpd->iterations->len;
+    if (n == 0)
+        return cpd->total_seconds;
+    g_autofree double *seconds = g_new(double, n);
+    for (guint k = 0; k < n; ++k)
+        seconds[k] = g_array_index(cpd->iterations, th_cpd_iteration, k).seconds;
+    return th_compare_stat_of(seconds, n).median;
+}
+
 /* job = "cpd": whole CP-ALS runs (each starts from the same factors, made
  * from cpd.seed by th_cp_als, updated as cpd.update says); MTTKRP times are
  * means per iteration, the seconds per iteration each run's median
- * iteration (th_cpd_median_iteration_seconds). A backend that runs whole iterations through
+ * iteration (th_compare_iteration_seconds). A backend that runs whole iterations through
  * als_sweep has no host time per MTTKRP: its host times stay "not
  * measured" (and so does its host-timed speedup); its own timer's per-mode
  * times and the seconds per iteration still compare. */
@@ -441,7 +452,7 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
         run->fit = cpd->fit;
         run->iterations = cpd->iterations->len;
         if (pass >= warmup)
-            samples_add(&x, host, own, th_cpd_median_iteration_seconds(cpd));
+            samples_add(&x, host, own, th_compare_iteration_seconds(cpd));
     }
     if (ok && run->status == TH_COMPARE_OK) {
         samples_summarise(&x, run, TRUE);

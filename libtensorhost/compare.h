@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "compare_result.h"
 #include "config.h"
+#include "cp_als.h"
 #include "sptensor.h"
 
 #define TH_COMPARE_ERROR (th_compare_error_quark())
@@ -54,5 +55,12 @@ gboolean th_compare_execute(const th_config *config, gboolean *interrupted, GErr
 th_backend *th_compare_open_backend(const th_compare_backend_config *backend,
                                     GPtrArray *search_path, const th_sptensor *tensor,
                                     uint32_t rank, double *const *factors, GError **error);
+
+/* A CP-ALS run's seconds per iteration: the median of its iterations' wall
+ * times (each iteration's MTTKRPs, updates and fit), so that neither what
+ * a run does once (the tensor's norm, the initial factors, collecting and
+ * arranging the final ones) nor a first iteration's one-off costs stand
+ * in it; total_seconds when no iteration completed. */
+double th_compare_iteration_seconds(const th_cpd_result *cpd);
 
 #endif

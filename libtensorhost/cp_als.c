@@ -1,7 +1,6 @@
 #include "cp_als.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cancel.h"
@@ -175,24 +174,6 @@ void th_cpd_free_factors(double **factors, uint32_t nmodes)
     for (uint32_t m = 0; m < nmodes; ++m)
         g_free(factors[m]);
     g_free(factors);
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double th_cpd_median_iteration_seconds(const th_cpd_result *result)
-{
-    const guint n = result->iterations->len;
-    if (n == 0)
-        return result->total_seconds;
-    g_autofree double *seconds = g_new(double, n);
-    for (guint k = 0; k < n; ++k)
-        seconds[k] = g_array_index(result->iterations, th_cpd_iteration, k).seconds;
-    qsort(seconds, n, sizeof(double), compare_doubles);
-    return n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
 }
 
 void th_cpd_result_free(th_cpd_result *result)

@@ -121,13 +121,6 @@ typedef struct th_cpd_result {
     double total_seconds;
 } th_cpd_result;
 
-/* The run's time per iteration: the median of its iterations' wall times
- * (each iteration's MTTKRPs, updates and fit), so that neither what a run
- * does once (the tensor's norm, the initial factors, collecting and
- * arranging the final ones) nor a first iteration's one-off costs stand
- * in it; total_seconds when no iteration completed. */
-double th_cpd_median_iteration_seconds(const th_cpd_result *result);
-
 /* The factors were updated in the backend: update_path is SWEEP or MODE. */
 static inline gboolean th_cpd_backend_updated(const th_cpd_result *r)
 {

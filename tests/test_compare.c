@@ -116,6 +116,26 @@ static void test_stat_of(void **state)
     assert_true(s.median < 0.0 && s.min < 0.0 && s.max < 0.0);
 }
 
+/* A run's time per iteration is its median iteration, whatever the run
+ * did outside its iterations (total_seconds) or in a slow first one. */
+static void test_iteration_time_is_the_median_iteration(void **state)
+{
+    (void)state;
+    th_cpd_result r = {.total_seconds = 9.0};
+    r.iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
+    assert_true(th_compare_iteration_seconds(&r) == 9.0); /* none completed */
+    const double seconds[] = {0.5, 0.001, 0.003, 0.002};
+    for (uint32_t k = 0; k < 3; ++k) {
+        const th_cpd_iteration it = {.iteration = k + 1, .seconds = seconds[k]};
+        g_array_append_val(r.iterations, it);
+    }
+    assert_true(th_compare_iteration_seconds(&r) == 0.003);
+    const th_cpd_iteration fourth = {.iteration = 4, .seconds = seconds[3]};
+    g_array_append_val(r.iterations, fourth);
+    assert_true(fabs(th_compare_iteration_seconds(&r) - 0.0025) < 1e-15);
+    g_array_free(r.iterations, TRUE);
+}
+
 static void test_relative_error(void **state)
 {
     (void)state;
@@ -1009,6 +1029,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_geometric_mean),
         cmocka_unit_test(test_stat_of),
+        cmocka_unit_test(test_iteration_time_is_the_median_iteration),
         cmocka_unit_test(test_relative_error),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_same_initial_factors_reach_every_backend),

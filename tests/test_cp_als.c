@@ -478,26 +478,6 @@ static void test_aminoacid_rank_three_fit(void **state)
     assert_true(r->fit > 0.97);
 }
 
-/* A run's time per iteration is its median iteration, whatever the run
- * did outside its iterations (total_seconds) or in a slow first one. */
-static void test_iteration_time_is_the_median_iteration(void **state)
-{
-    (void)state;
-    th_cpd_result r = {.total_seconds = 9.0};
-    r.iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
-    assert_true(th_cpd_median_iteration_seconds(&r) == 9.0); /* none completed */
-    const double seconds[] = {0.5, 0.001, 0.003, 0.002};
-    for (uint32_t k = 0; k < 3; ++k) {
-        const th_cpd_iteration it = {.iteration = k + 1, .seconds = seconds[k]};
-        g_array_append_val(r.iterations, it);
-    }
-    assert_true(th_cpd_median_iteration_seconds(&r) == 0.003);
-    const th_cpd_iteration fourth = {.iteration = 4, .seconds = seconds[3]};
-    g_array_append_val(r.iterations, fourth);
-    assert_true(fabs(th_cpd_median_iteration_seconds(&r) - 0.0025) < 1e-15);
-    g_array_free(r.iterations, TRUE);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,7 +492,6 @@ int main(void)
         cmocka_unit_test(test_callback_stops_the_run),
         cmocka_unit_test(test_cancelled_call_ends_the_run_mid_iteration),
         cmocka_unit_test(test_aminoacid_rank_three_fit),
-        cmocka_unit_test(test_iteration_time_is_the_median_iteration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
