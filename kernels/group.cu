@@ -35,7 +35,9 @@
  * (thg_group_set_layout), so that it can be the direct exchange of
  * comm.cuh (on four H200s, 7-11 us a mode on the small factors, without
  * the entry barrier inside the sweep, against 20-35 for NCCL's
- * point-to-point sends).
+ * point-to-point sends). With the direct exchange, each rank's whole
+ * sweep is captured once as a CUDA graph of its own (the ranks meet only
+ * inside the exchange's kernels) and replayed: one launch a rank.
  * The code is written per rank (its kernels, then its part of each
  * collective), so a process per GPU would run the same steps for its own
  * rank only. One thread drives the whole group. */
@@ -138,6 +140,12 @@ struct thg_group {
     bool comm_timed[THG_MAX_MODES][kCollectives] = {};
     cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
     double last_sweep_seconds = -1.0;
+    /* The sweep as one CUDA graph a rank, per norm (0: 2-norm, 1:
+     * max-norm), captured on first use where sweep_as_graphs allows;
+     * destroyed with the layout. graphs_note: "on", or "off (why)". */
+    cudaGraphExec_t sweep_graphs[2][THG_MAX_COMM_RANKS] = {};
+    bool graphs_failed = false;
+    char graphs_note[TH_GPU_NOTE_SIZE] = "off (no tensor loaded)";
 };
 
 namespace {
@@ -176,10 +184,23 @@ thg_status register_all(thg_group *g, void *const *bufs, size_t bytes,
     return thg_comm_end(g->comm, err, errlen);
 }
 
+/* The sweep's graphs, which name the layout's buffers. */
+void destroy_sweep_graphs(thg_group *g)
+{
+    for (auto &per_norm : g->sweep_graphs)
+        for (uint32_t q = 0; q < g->G; ++q)
+            if (per_norm[q]) {
+                cudaSetDevice(g->devices[q]);
+                cudaGraphExecDestroy(per_norm[q]);
+                per_norm[q] = nullptr;
+            }
+}
+
 /* Deregisters the factors and the exchange buffers (before any rank frees
- * them) and frees the exchange buffers. */
+ * them), frees the exchange buffers and drops the sweep's graphs. */
 void free_layout(thg_group *g)
 {
+    destroy_sweep_graphs(g);
     for (auto &mode_handles : g->factor_handles)
         deregister_all(g, mode_handles);
     deregister_all(g, g->exchange_handles);
@@ -251,6 +272,35 @@ void begin_mode_timing(thg_group *g, uint32_t mode)
  * exchange does, into the sweep's stamps (thg_sweep_comm_span), which the
  * sweep's results copy brings back with the MTTKRPs'. */
 bool sweep_stamps_comm(const thg_group *g) { return thg_comm_is_direct(g->comm) != 0; }
+
+/* Whether the sweep runs as one CUDA graph a rank: where every collective
+ * in it is the direct exchange (a kernel of ours on each rank, which a
+ * rank's graph holds like any other; NCCL advises against capturing its
+ * own collectives over several GPUs driven by one thread), so that every
+ * buffer it moves must be registered. The graph replaces some 60 host
+ * calls a rank and their launch gaps (kernels/DESIGN.md). */
+bool sweep_as_graphs(thg_group *g)
+{
+    const char *why = nullptr;
+    if (!g->ranks[0]->use_graphs)
+        why = "off (TH_GPU_NO_GRAPHS)";
+    else if (g->graphs_failed)
+        why = nullptr; /* the note says why already */
+    else if (!thg_comm_is_direct(g->comm))
+        why = "off (no direct exchange)";
+    for (uint32_t q = 0; q < g->G && !why && !g->graphs_failed; ++q) {
+        bool registered = g->exchange_handles[q] != nullptr;
+        for (uint32_t m = 0; m < g->nmodes; ++m)
+            registered = registered && g->factor_handles[m][q] != nullptr;
+        if (!registered)
+            why = "off (a buffer not registered)";
+    }
+    if (why)
+        snprintf(g->graphs_note, sizeof g->graphs_note, "%s", why);
+    else if (!g->graphs_failed)
+        snprintf(g->graphs_note, sizeof g->graphs_note, "on");
+    return !why && !g->graphs_failed;
+}
 
 /* The event before (edge 0) or after (edge 1) a collective, on every rank's
  * stream. */
@@ -601,6 +651,8 @@ extern "C" thg_context *thg_group_rank(thg_group *g, uint32_t rank)
 
 extern "C" const char *thg_group_describe(const thg_group *g) { return g->description; }
 
+extern "C" const char *thg_group_graphs(const thg_group *g) { return g->graphs_note; }
+
 extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *modes,
                                            char *err, size_t errlen)
 {
@@ -685,6 +737,7 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
     g->nmodes = N;
     g->rank = R;
     g->last_sweep_seconds = -1.0;
+    sweep_as_graphs(g); /* the note, for the runtime info */
     return THG_OK;
 }
 
@@ -828,16 +881,23 @@ namespace {
 
 /* A sweep's steps for rank q (its device current) and a mode: the
  * MTTKRP; the side stream's work; the wait for it; (the update and the
- * collective, update_and_gather;) the fold. */
+ * collective, update_and_gather;) the fold.
+ *
+ * `captured`: the steps are being captured into the rank's graph
+ * (sweep_as_graphs); what depends on the host's state at the call (the
+ * stamps' zeroing, the host's Grams) is then left to launch_rank_sweep,
+ * before each launch of the graph, and the side stream joins the capture
+ * at the sweep's start. */
 
 /* The ranks' MTTKRPs go first, each with as little before it as can be:
  * they start together (what one rank starts late, every rank waits for at
  * the mode's collective). After the first mode, the side stream has
  * zeroed what a scheme-2 MTTKRP adds to, beside the previous MTTKRP. */
-thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t errlen)
+thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, bool captured, char *err,
+                        size_t errlen)
 {
     thg_context *ctx = g->ranks[q];
-    thg_status st = mode == 0 ? thg_sweep_zero_stamps(ctx, err, errlen) : THG_OK;
+    thg_status st = mode == 0 && !captured ? thg_sweep_zero_stamps(ctx, err, errlen) : THG_OK;
     if (st == THG_OK)
         st = thg_launch_mttkrp(ctx, mode, ctx->sweep.stamps_dev + 2u * mode, mode == 0 ? 1 : 0,
                                err, errlen);
@@ -851,15 +911,18 @@ thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, char *err, size
  * failure flag zeroed and the host's Grams copied (when they changed),
  * after every rank's first MTTKRP. Every rank finishes and solves the same bits,
  * and so gets the same W. mode == nmodes: the last mode's finish alone. */
-thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, double *const *grams,
-                      int use_max_norm, char *err, size_t errlen)
+thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, const double *const *grams,
+                      int use_max_norm, bool captured, char *err, size_t errlen)
 {
     thg_context *ctx = g->ranks[q];
     thg_status st = THG_OK;
     if (mode == 0) {
+        /* In a capture, the fork event marks the sweep's start. */
+        if (captured)
+            THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
         st = thg_sweep_zero_flag(ctx, ctx->side_stream, err, errlen);
-        if (st == THG_OK)
-            st = thg_sweep_sync_grams(ctx, grams, ctx->side_stream, err, errlen);
+        if (st == THG_OK && grams && !captured)
+            st = thg_sweep_copy_grams(ctx, grams, ctx->side_stream, err, errlen);
     } else {
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
         st = finish_rank(g, mode - 1, q, thg_sweep_out_slot(ctx, mode - 1), true,
@@ -893,23 +956,23 @@ thg_status sweep_fold(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t
 }
 
 /* The steps for every rank, mode by mode, each collective one group over
- * the ranks. */
-thg_status enqueue_group_sweep(thg_group *g, double *const *grams, int use_max_norm, char *err,
-                               size_t errlen)
+ * the ranks; grams: the host's Grams where the devices' differ, else
+ * NULL. */
+thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use_max_norm,
+                               bool captured, char *err, size_t errlen)
 {
     for (uint32_t mode = 0; mode <= g->nmodes; ++mode) {
         for (uint32_t q = 0; q < g->G && mode < g->nmodes; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
-            const thg_status st = sweep_mttkrp(g, q, mode, err, errlen);
+            if (mode == 0 && captured)
+                THG_CUDA(cudaEventRecord(g->ranks[q]->fork_event, g->ranks[q]->stream));
+            const thg_status st = sweep_mttkrp(g, q, mode, captured, err, errlen);
             if (st != THG_OK)
                 return st;
         }
-        /* The sweep's updates leave the split rows' partials uncombined. */
-        if (mode < g->nmodes)
-            g->modes[mode].results_partial = true;
         for (uint32_t q = 0; q < g->G; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
-            thg_status st = sweep_side(g, q, mode, grams, use_max_norm, err, errlen);
+            thg_status st = sweep_side(g, q, mode, grams, use_max_norm, captured, err, errlen);
             if (st == THG_OK)
                 st = sweep_join(g, q, err, errlen);
             if (st == THG_OK && mode == g->nmodes)
@@ -924,6 +987,112 @@ thg_status enqueue_group_sweep(thg_group *g, double *const *grams, int use_max_n
             THG_CUDA(cudaSetDevice(g->devices[q]));
             st = sweep_fold(g, q, mode, err, errlen);
         }
+        if (st != THG_OK)
+            return st;
+    }
+    return THG_OK;
+}
+
+/* Every rank's sweep captured into g->sweep_graphs[norm], one graph a
+ * rank (each rank's stream captures its own steps: no step of one rank
+ * waits on another's stream; they meet inside the direct exchange). The
+ * capture runs nothing, but its steps mark the stamps as re-zeroed: the
+ * flags are put back. */
+thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen)
+{
+    int zeroed[THG_MAX_COMM_RANKS];
+    uint32_t capturing = 0;
+    thg_status st = THG_OK;
+    for (uint32_t q = 0; q < g->G; ++q)
+        zeroed[q] = g->ranks[q]->sweep.stamps_zeroed;
+    for (; capturing < g->G && st == THG_OK; ++capturing) {
+        cudaError_t e = cudaSetDevice(g->devices[capturing]);
+        if (e == cudaSuccess)
+            e = cudaStreamBeginCapture(g->ranks[capturing]->stream,
+                                       cudaStreamCaptureModeThreadLocal);
+        if (e != cudaSuccess) {
+            st = thg_cuda_fail(err, errlen, e, "cudaStreamBeginCapture", __FILE__, __LINE__);
+            break;
+        }
+    }
+    if (st == THG_OK)
+        st = enqueue_group_sweep(g, nullptr, norm, true, err, errlen);
+    /* Every capture ended (also after a failure) before any graph is
+     * instantiated: instantiating is not permitted while a stream of this
+     * thread still captures. */
+    cudaGraph_t graphs[THG_MAX_COMM_RANKS] = {};
+    for (uint32_t q = 0; q < capturing; ++q) {
+        cudaError_t e = cudaSetDevice(g->devices[q]);
+        if (e == cudaSuccess)
+            e = cudaStreamEndCapture(g->ranks[q]->stream, &graphs[q]);
+        if (st == THG_OK && e != cudaSuccess)
+            st = thg_cuda_fail(err, errlen, e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
+    for (uint32_t q = 0; q < capturing; ++q) {
+        cudaError_t e = cudaSetDevice(g->devices[q]);
+        if (st == THG_OK && e == cudaSuccess)
+            e = cudaGraphInstantiate(&g->sweep_graphs[norm][q], graphs[q], 0);
+        if (graphs[q])
+            cudaGraphDestroy(graphs[q]);
+        if (st == THG_OK && e != cudaSuccess)
+            st = thg_cuda_fail(err, errlen, e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    }
+    for (uint32_t q = 0; q < g->G; ++q)
+        g->ranks[q]->sweep.stamps_zeroed = zeroed[q];
+    if (st != THG_OK) {
+        cudaGetLastError(); /* capture errors are not sticky; clear the record */
+        destroy_sweep_graphs(g);
+    }
+    return st;
+}
+
+/* Rank q's graph launched (its device made current), after what the
+ * graph leaves to the host: the stamps zeroed where the last sweep did
+ * not re-zero them, and the host's Grams copied where the devices' differ
+ * (`grams`, else NULL). */
+thg_status launch_rank_sweep(thg_group *g, uint32_t q, const double *const *grams, int norm,
+                             char *err, size_t errlen)
+{
+    thg_context *ctx = g->ranks[q];
+    THG_CUDA(cudaSetDevice(g->devices[q]));
+    thg_status st = thg_sweep_zero_stamps(ctx, err, errlen);
+    if (st == THG_OK && grams)
+        st = thg_sweep_copy_grams(ctx, grams, ctx->stream, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaGraphLaunch(g->sweep_graphs[norm][q], ctx->stream));
+    ctx->sweep.stamps_zeroed = 1; /* the graph's last step */
+    return THG_OK;
+}
+
+/* The sweep on every rank: its graph (captured on first use; a capture
+ * that fails turns the graphs off, with the reason in graphs_note), or
+ * its steps as stream launches. The host's Grams are compared with rank
+ * 0's mirror alone: every rank's sweep leaves the same bits, and a copy
+ * goes to every rank; so the other ranks' mirrors go unread (and their
+ * results uncopied, thg_group_als_sweep), a compare and two copies of
+ * every Gram less a rank. */
+thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, char *err,
+                           size_t errlen)
+{
+    const double *const *changed =
+        thg_sweep_grams_current(g->ranks[0], grams) ? nullptr : grams;
+    bool graphs = sweep_as_graphs(g);
+    if (graphs && !g->sweep_graphs[norm][0]) {
+        char why[TH_GPU_NOTE_SIZE];
+        if (capture_sweep_graphs(g, norm, why, sizeof why) != THG_OK) {
+            g->graphs_failed = true;
+            /* The reason without thg_cuda_fail's "CUDA error at file:line in call: ". */
+            const char *reason = strstr(why, ": ");
+            snprintf(g->graphs_note, sizeof g->graphs_note, "off (capture failed: %.70s)",
+                     reason ? reason + 2 : why);
+            graphs = false;
+        }
+    }
+    if (!graphs)
+        return enqueue_group_sweep(g, changed, norm, false, err, errlen);
+    for (uint32_t q = 0; q < g->G; ++q) {
+        const thg_status st = launch_rank_sweep(g, q, changed, norm, err, errlen);
         if (st != THG_OK)
             return st;
     }
@@ -945,9 +1114,12 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     THG_CUDA(cudaSetDevice(g->devices[0]));
     THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
     const int norm = use_max_norm ? 1 : 0;
-    for (uint32_t m = 0; m < g->nmodes; ++m)
+    for (uint32_t m = 0; m < g->nmodes; ++m) {
         begin_mode_timing(g, m);
-    thg_status st = enqueue_group_sweep(g, grams, norm, err, errlen);
+        /* The sweep's updates leave the split rows' partials uncombined. */
+        g->modes[m].results_partial = true;
+    }
+    thg_status st = run_group_sweep(g, grams, norm, err, errlen);
     if (st != THG_OK) /* the results are whatever part of the sweep ran left */
         for (uint32_t q = 0; q < g->G; ++q)
             for (uint32_t m = 0; m < g->nmodes; ++m)
@@ -967,9 +1139,10 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     float ms = 0.0f;
     THG_CUDA(cudaEventElapsedTime(&ms, g->sweep_start, g->sweep_stop));
     g->last_sweep_seconds = ms * 1e-3;
-    /* Every rank finished with the same bits; rank 0's are read last. */
-    for (uint32_t q = g->G; q-- > 0;)
-        thg_sweep_collect(g->ranks[q], grams, lambda, inner, modes_done);
+    /* Every rank finished with the same bits: rank 0's are read; the
+     * others' spans alone. */
+    for (uint32_t q = 0; q < g->G; ++q)
+        thg_sweep_collect(g->ranks[q], q == 0 ? grams : nullptr, lambda, inner, modes_done);
     const bool stamped = sweep_stamps_comm(g);
     for (uint32_t m = 0; m < g->nmodes; ++m) {
         double slowest = 0.0, slowest_comm = 0.0;

@@ -643,7 +643,10 @@ thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStr
      * the rows its share touches. */
     const size_t held_rows = ctx->result_end[mode] - ctx->result_begin[mode];
     const size_t out_bytes = sizeof(float) * held_rows * R;
-    if (!owned && out_bytes <= kMemsetResultBytes) {
+    if (held_rows == 0) {
+        /* A rank whose share has no row of this mode: nothing to zero (and
+         * a captured graph takes no memset of zero bytes). */
+    } else if (!owned && out_bytes <= kMemsetResultBytes) {
         THG_CUDA(cudaMemsetAsync(ctx->result_blocks[mode], 0, out_bytes, stream));
     } else if (!owned) {
         const uint32_t items = 2u * ctx->kappa * R;

@@ -160,16 +160,21 @@ double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode)
     return ctx->sweep.out_dev + mode * slot_doubles(ctx->rank);
 }
 
-thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
-                                cudaStream_t stream, char *err, size_t errlen)
+int thg_sweep_grams_current(const thg_context *ctx, const double *const *grams)
 {
-    thg_sweep_state &sw = ctx->sweep;
+    const thg_sweep_state &sw = ctx->sweep;
     const size_t RR = (size_t)ctx->rank * ctx->rank;
     int same = sw.mirror_valid;
     for (uint32_t m = 0; same && m < ctx->nmodes; ++m)
         same = memcmp(sw.grams_mirror + m * RR, grams[m], sizeof(double) * RR) == 0;
-    if (same)
-        return THG_OK;
+    return same;
+}
+
+thg_status thg_sweep_copy_grams(thg_context *ctx, const double *const *grams,
+                                cudaStream_t stream, char *err, size_t errlen)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    const size_t RR = (size_t)ctx->rank * ctx->rank;
     for (uint32_t m = 0; m < ctx->nmodes; ++m)
         memcpy(sw.grams_mirror + m * RR, grams[m], sizeof(double) * RR);
     /* The mirror stays unchanged until the sweep's synchronisation, so the
@@ -178,6 +183,14 @@ thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
                              cudaMemcpyHostToDevice, stream));
     sw.mirror_valid = 1;
     return THG_OK;
+}
+
+thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
+                                cudaStream_t stream, char *err, size_t errlen)
+{
+    if (thg_sweep_grams_current(ctx, grams))
+        return THG_OK;
+    return thg_sweep_copy_grams(ctx, grams, stream, err, errlen);
 }
 
 uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank) { return layout_for(nmodes, rank).total; }
@@ -283,6 +296,10 @@ void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, d
         copy.last_seconds = span_seconds(sw.stamps_host + 2u * m);
     }
 
+    if (!grams) {
+        sw.mirror_valid = 0;
+        return;
+    }
     const uint32_t status = *(volatile uint32_t *)sw.status_host;
     const uint32_t done = status == 0 ? ctx->nmodes : status - 1u;
     for (uint32_t m = 0; m < done; ++m) {

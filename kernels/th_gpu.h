@@ -219,6 +219,9 @@ thg_context *thg_group_rank(thg_group *group, uint32_t rank);
 /* The collectives' transport: "NCCL 2.28.3, 2 devices, direct exchange
  * (device API)", "4 ranks on device 0 (device copies)". */
 const char *thg_group_describe(const thg_group *group);
+/* "on": thg_group_als_sweep runs as one CUDA graph a rank, captured on
+ * first use; or "off (why)": as stream launches. */
+const char *thg_group_graphs(const thg_group *group);
 
 /* One mode's ownership over the ranks. */
 #define THG_NO_ROW 0xffffffffu

@@ -448,14 +448,20 @@ uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank);
 thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
 void thg_sweep_free(thg_context *ctx);
 /* The pieces of a sweep, for the multi-device sweep (group.cu), which
- * interleaves the ranks' kernels with collectives: the host's Grams onto
- * the device on `stream` (unless it holds them already); the MTTKRP stamps
+ * interleaves the ranks' kernels with collectives: whether the device
+ * holds the host's Grams already; the host's Grams onto the device on
+ * `stream` (copy: always; sync: unless it holds them); the MTTKRP stamps
  * zeroed on ctx->stream (unless the last sweep's end did: stamps_zeroed);
  * the failure flag zeroed on `stream`; mode's [lambda | gram | inner] slot
  * on the device; every slot and stamp copied to the host (with `rezero`,
  * the stamps zeroed after the copy, for the next sweep); and, after the
  * stream synchronised, the MTTKRP spans, Grams, lambda, inner and the
- * modes done read as thg_als_sweep returns them. */
+ * modes done read as thg_als_sweep returns them (grams NULL: the spans
+ * alone, for a rank whose results another rank's give; its Gram mirror is
+ * then no longer consulted, and invalid). */
+int thg_sweep_grams_current(const thg_context *ctx, const double *const *grams);
+thg_status thg_sweep_copy_grams(thg_context *ctx, const double *const *grams,
+                                cudaStream_t stream, char *err, size_t errlen);
 thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
                                 cudaStream_t stream, char *err, size_t errlen);
 thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen);

@@ -97,7 +97,7 @@ if want sanitize; then
         [ "$tool" = memcheck ] && extra="--leak-check full"
         # NCCL's own initialisation makes CUDA calls that fail inside it
         # (kernels/comm.cuh): not ours to report.
-        case "$prog" in test_gpu_multi|test_gpu_comm) [ "$tool" = memcheck ] && extra="$extra --report-api-errors no" ;; esac
+        case "$prog" in test_gpu_multi|test_gpu_comm|test_gpu_sweep) [ "$tool" = memcheck ] && extra="$extra --report-api-errors no" ;; esac
         local log="$out/sanitizer-$tool-$prog-$test.log" limit
         limit=$(left 400)
         ( t0=$(date +%s)

@@ -603,8 +603,8 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
             if (have[m])
                 append(r->details, sizeof(r->details), "%s%d", m ? "," : q ? "/" : "",
                        stats[m].scheme[q]);
-    append(r->details, sizeof(r->details), " upload_ms=%.3f build_ms=%.3f", upload * 1e3,
-           build * 1e3);
+    append(r->details, sizeof(r->details), " upload_ms=%.3f build_ms=%.3f graphs=%s",
+           upload * 1e3, build * 1e3, thg_group_graphs(g));
     r->last_sweep_seconds = thg_group_last_sweep_seconds(g);
     if (r->last_sweep_seconds >= 0)
         append(r->details, sizeof(r->details), " sweep_ms=%.4f", r->last_sweep_seconds * 1e3);

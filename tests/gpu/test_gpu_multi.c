@@ -193,6 +193,27 @@ static void test_cp_als_devices(void **state)
     check_fits(*state, distinct_lists, 1);
 }
 
+/* The sweep on several devices as stream launches (TH_GPU_NO_GRAPHS=1,
+ * read when the instance is created) instead of a graph a rank: the fit
+ * of one device. */
+static void test_cp_als_devices_without_graphs(void **state)
+{
+    if (device_count() < 2)
+        skip();
+    const th_gpu_test_plugins *p = *state;
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 500);
+    const uint32_t rank = 16;
+    const double single = run_fit(p->gpu[0], NULL, t, rank, TH_UPDATE_SWEEP);
+    g_setenv("TH_GPU_NO_GRAPHS", "1", TRUE);
+    const double fit = run_fit(p->gpu[0], "all", t, rank, TH_UPDATE_SWEEP);
+    g_unsetenv("TH_GPU_NO_GRAPHS");
+    printf("%s, %s/sweep without graphs: fit %.8f on one device, %+.2e on all devices\n",
+           cases[0].name, p->gpu[0]->info->id, single, fit - single);
+    if (!(fabs(fit - single) < FIT_TOLERANCE))
+        fail_msg("%s without graphs on all devices: fit %.8f, on one device %.8f",
+                 cases[0].name, fit, single);
+}
+
 /* One instance loaded with one tensor, then another of other sizes: the
  * ranks' factors are freed and allocated again, and on NCCL's devices
  * deregistered and registered again (thg_group_unload); both tensors'
@@ -394,6 +415,14 @@ static void check_comm_times(th_plugin *plugin, const char *devices, th_update_p
     assert_int_equal(r->update_path, path);
     th_runtime_info info = {.struct_size = sizeof info};
     th_test_assert_ok(plugin->entry.get_runtime_info(inst, &info, err), err);
+    /* The sweep runs as a graph a rank exactly where the direct exchange
+     * carries its collectives and graphs are not turned off. */
+    const char *no_graphs = g_getenv("TH_GPU_NO_GRAPHS");
+    const int graphs = strstr(info.details, "direct exchange (device API)") &&
+                       !(no_graphs && strcmp(no_graphs, "1") == 0);
+    if (!strstr(info.details, graphs ? " graphs=on " : " graphs=off ("))
+        fail_msg("devices %s: expected graphs %s: %s", devices, graphs ? "on" : "off",
+                 info.details);
     const char *list = strstr(info.details, " comm_ms=");
     assert_non_null(list);
     printf("devices %s, %s path: %.*s\n", devices, th_update_path_name(path),
@@ -419,6 +448,11 @@ static void test_comm_times(void **state)
         if (device_count() >= 2)
             check_comm_times(p->gpu[0], "all", paths[k]);
     }
+    if (device_count() >= 2) {
+        g_setenv("TH_GPU_NO_GRAPHS", "1", TRUE);
+        check_comm_times(p->gpu[0], "all", TH_UPDATE_SWEEP);
+        g_unsetenv("TH_GPU_NO_GRAPHS");
+    }
 }
 
 int main(void)
@@ -429,6 +463,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mttkrp_virtual_ranks), cmocka_unit_test(test_mttkrp_devices),
         cmocka_unit_test(test_cp_als_virtual_ranks), cmocka_unit_test(test_cp_als_devices),
+        cmocka_unit_test(test_cp_als_devices_without_graphs),
         cmocka_unit_test(test_cp_als_rescaled),     cmocka_unit_test(test_reload),
         cmocka_unit_test(test_option_refusals),      cmocka_unit_test(test_memory_plan_refusal),
         cmocka_unit_test(test_host_memory_refusal),  cmocka_unit_test(test_runtime_info),

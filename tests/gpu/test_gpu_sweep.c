@@ -15,6 +15,8 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include <cuda_runtime_api.h>
+
 #include "dense.h"
 #include "gpu_test_support.h"
 #include "test_support.h"
@@ -263,6 +265,34 @@ static void test_sweep_matches_reference(void **state)
     g_rand_free(rng);
 }
 
+/* The sweep over several ranks (the devices option): on three ranks of
+ * device 0 (device copies, stream launches) and, where there are two
+ * devices or more, on all of them (NCCL; a graph a rank where the direct
+ * exchange carries the collectives). The third iteration's Grams, the
+ * reference's, reach every rank. */
+static void test_sweep_on_ranks_matches_reference(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess)
+        devices = 0;
+    static const char *const lists[] = {"0,0,0", "all"};
+    GRand *rng = g_rand_new_with_seed(777);
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[1], 71);
+    static const uint32_t sweep_ranks[] = {7, 32};
+    for (size_t r = 0; r < G_N_ELEMENTS(sweep_ranks); ++r) {
+        double **factors = zero_mean_factors(t, sweep_ranks[r], rng);
+        for (size_t k = 0; k < G_N_ELEMENTS(lists) && (k == 0 || devices >= 2); ++k) {
+            th_instance *inst = th_test_create_instance(p->gpu[0], "devices", lists[k], NULL);
+            g_autofree char *name = g_strdup_printf("%s, devices %s", cases[1].name, lists[k]);
+            check_plugin_on(p, p->gpu[0], t, sweep_ranks[r], factors, name, inst);
+            p->gpu[0]->entry.destroy(inst);
+        }
+        th_test_free_factors(factors, t->nmodes);
+    }
+    g_rand_free(rng);
+}
+
 /* The same sweep as plain stream launches (TH_GPU_NO_GRAPHS=1, read when
  * the instance is created), and with few partitions and the paper's rule
  * (scheme 1 with many rows per partition inside the sweep). */
@@ -408,6 +438,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_errors),
         cmocka_unit_test(test_sweep_matches_reference),
+        cmocka_unit_test(test_sweep_on_ranks_matches_reference),
         cmocka_unit_test(test_sweep_without_graphs_and_options),
         cmocka_unit_test(test_sweep_breakdown_stops_at_the_mode),
     };
