@@ -801,7 +801,6 @@ const char *thg_comm_describe(const thg_comm *c)
     return c->description;
 }
 
-
 thg_status thg_comm_alloc(thg_comm *c, uint32_t rank, size_t bytes, void **ptr, char *err,
                           size_t errlen)
 {

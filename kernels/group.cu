@@ -141,8 +141,10 @@ struct thg_group {
     cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
     double last_sweep_seconds = -1.0;
     /* The sweep as one CUDA graph a rank, per norm (0: 2-norm, 1:
-     * max-norm), captured on first use where sweep_as_graphs allows;
-     * destroyed with the layout. graphs_note: "on", or "off (why)". */
+     * max-norm), captured on first use unless why_no_sweep_graphs says
+     * why not or a capture failed (graphs_failed); destroyed with the
+     * layout. graphs_note: "on", or "off (why)", set with the layout and
+     * by a failed capture. */
     cudaGraphExec_t sweep_graphs[2][THG_MAX_COMM_RANKS] = {};
     bool graphs_failed = false;
     char graphs_note[TH_GPU_NOTE_SIZE] = "off (no tensor loaded)";
@@ -273,33 +275,27 @@ void begin_mode_timing(thg_group *g, uint32_t mode)
  * sweep's results copy brings back with the MTTKRPs'. */
 bool sweep_stamps_comm(const thg_group *g) { return thg_comm_is_direct(g->comm) != 0; }
 
-/* Whether the sweep runs as one CUDA graph a rank: where every collective
- * in it is the direct exchange (a kernel of ours on each rank, which a
- * rank's graph holds like any other; NCCL advises against capturing its
- * own collectives over several GPUs driven by one thread), so that every
- * buffer it moves must be registered. The graph replaces some 60 host
- * calls a rank and their launch gaps (kernels/DESIGN.md). */
-bool sweep_as_graphs(thg_group *g)
+/* Why the layout's sweep cannot run as one CUDA graph a rank (the note),
+ * or nullptr when it can: where every collective in it is the direct
+ * exchange (a kernel of ours on each rank, which a rank's graph holds like
+ * any other; NCCL advises against capturing its own collectives over
+ * several GPUs driven by one thread), so that every buffer it moves must
+ * be registered. The graph replaces some 60 host calls a rank and their
+ * launch gaps (kernels/DESIGN.md). */
+const char *why_no_sweep_graphs(const thg_group *g)
 {
-    const char *why = nullptr;
     if (!g->ranks[0]->use_graphs)
-        why = "off (TH_GPU_NO_GRAPHS)";
-    else if (g->graphs_failed)
-        why = nullptr; /* the note says why already */
-    else if (!thg_comm_is_direct(g->comm))
-        why = "off (no direct exchange)";
-    for (uint32_t q = 0; q < g->G && !why && !g->graphs_failed; ++q) {
+        return "off (TH_GPU_NO_GRAPHS)";
+    if (!thg_comm_is_direct(g->comm))
+        return "off (no direct exchange)";
+    for (uint32_t q = 0; q < g->G; ++q) {
         bool registered = g->exchange_handles[q] != nullptr;
         for (uint32_t m = 0; m < g->nmodes; ++m)
             registered = registered && g->factor_handles[m][q] != nullptr;
         if (!registered)
-            why = "off (a buffer not registered)";
+            return "off (a buffer not registered)";
     }
-    if (why)
-        snprintf(g->graphs_note, sizeof g->graphs_note, "%s", why);
-    else if (!g->graphs_failed)
-        snprintf(g->graphs_note, sizeof g->graphs_note, "on");
-    return !why && !g->graphs_failed;
+    return nullptr;
 }
 
 /* The event before (edge 0) or after (edge 1) a collective, on every rank's
@@ -737,7 +733,10 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
     g->nmodes = N;
     g->rank = R;
     g->last_sweep_seconds = -1.0;
-    sweep_as_graphs(g); /* the note, for the runtime info */
+    if (!g->graphs_failed) { /* a failed capture's note stays */
+        const char *why = why_no_sweep_graphs(g);
+        snprintf(g->graphs_note, sizeof g->graphs_note, "%s", why ? why : "on");
+    }
     return THG_OK;
 }
 
@@ -884,7 +883,7 @@ namespace {
  * collective, update_and_gather;) the fold.
  *
  * `captured`: the steps are being captured into the rank's graph
- * (sweep_as_graphs); what depends on the host's state at the call (the
+ * (run_group_sweep); what depends on the host's state at the call (the
  * stamps' zeroing, the host's Grams) is then left to launch_rank_sweep,
  * before each launch of the graph, and the side stream joins the capture
  * at the sweep's start. */
@@ -921,7 +920,7 @@ thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, const double *con
         if (captured)
             THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
         st = thg_sweep_zero_flag(ctx, ctx->side_stream, err, errlen);
-        if (st == THG_OK && grams && !captured)
+        if (st == THG_OK && grams)
             st = thg_sweep_copy_grams(ctx, grams, ctx->side_stream, err, errlen);
     } else {
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
@@ -957,7 +956,7 @@ thg_status sweep_fold(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t
 
 /* The steps for every rank, mode by mode, each collective one group over
  * the ranks; grams: the host's Grams where the devices' differ, else
- * NULL. */
+ * NULL (always in a capture). */
 thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use_max_norm,
                                bool captured, char *err, size_t errlen)
 {
@@ -1005,7 +1004,7 @@ thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen
     thg_status st = THG_OK;
     for (uint32_t q = 0; q < g->G; ++q)
         zeroed[q] = g->ranks[q]->sweep.stamps_zeroed;
-    for (; capturing < g->G && st == THG_OK; ++capturing) {
+    for (; capturing < g->G; ++capturing) {
         cudaError_t e = cudaSetDevice(g->devices[capturing]);
         if (e == cudaSuccess)
             e = cudaStreamBeginCapture(g->ranks[capturing]->stream,
@@ -1077,7 +1076,7 @@ thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, char *e
 {
     const double *const *changed =
         thg_sweep_grams_current(g->ranks[0], grams) ? nullptr : grams;
-    bool graphs = sweep_as_graphs(g);
+    bool graphs = !g->graphs_failed && !why_no_sweep_graphs(g);
     if (graphs && !g->sweep_graphs[norm][0]) {
         char why[TH_GPU_NOTE_SIZE];
         if (capture_sweep_graphs(g, norm, why, sizeof why) != THG_OK) {

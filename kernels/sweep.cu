@@ -185,8 +185,9 @@ thg_status thg_sweep_copy_grams(thg_context *ctx, const double *const *grams,
     return THG_OK;
 }
 
-thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
-                                cudaStream_t stream, char *err, size_t errlen)
+/* The host's Grams onto the device, unless it holds them already. */
+static thg_status sync_grams(thg_context *ctx, const double *const *grams, cudaStream_t stream,
+                             char *err, size_t errlen)
 {
     if (thg_sweep_grams_current(ctx, grams))
         return THG_OK;
@@ -253,7 +254,7 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     thg_sweep_state &sw = ctx->sweep;
     const int norm = use_max_norm ? 1 : 0;
 
-    thg_status st = thg_sweep_sync_grams(ctx, grams, ctx->stream, err, errlen);
+    thg_status st = sync_grams(ctx, grams, ctx->stream, err, errlen);
     /* The device has not started: a plain store is seen by the launch. */
     if (st == THG_OK)
         *(volatile uint32_t *)sw.status_host = 0u;

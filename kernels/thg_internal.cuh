@@ -450,7 +450,7 @@ void thg_sweep_free(thg_context *ctx);
 /* The pieces of a sweep, for the multi-device sweep (group.cu), which
  * interleaves the ranks' kernels with collectives: whether the device
  * holds the host's Grams already; the host's Grams onto the device on
- * `stream` (copy: always; sync: unless it holds them); the MTTKRP stamps
+ * `stream`; the MTTKRP stamps
  * zeroed on ctx->stream (unless the last sweep's end did: stamps_zeroed);
  * the failure flag zeroed on `stream`; mode's [lambda | gram | inner] slot
  * on the device; every slot and stamp copied to the host (with `rezero`,
@@ -461,8 +461,6 @@ void thg_sweep_free(thg_context *ctx);
  * then no longer consulted, and invalid). */
 int thg_sweep_grams_current(const thg_context *ctx, const double *const *grams);
 thg_status thg_sweep_copy_grams(thg_context *ctx, const double *const *grams,
-                                cudaStream_t stream, char *err, size_t errlen);
-thg_status thg_sweep_sync_grams(thg_context *ctx, const double *const *grams,
                                 cudaStream_t stream, char *err, size_t errlen);
 thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen);
 thg_status thg_sweep_zero_flag(thg_context *ctx, cudaStream_t stream, char *err, size_t errlen);
