@@ -1,7 +1,8 @@
 /* CP-ALS through each GPU plugin (libtensorhost/cp_als.h over libtensorhost/backend.h, the
  * same code path as `tensorhost`) against cpu-reference, same seed, same
- * number of iterations: the final fits agree within 1e-4 on a planted
- * exactly-low-rank tensor and on the real tensors (data/ and
+ * number of iterations: the final fits agree within 1e-4 (plus the
+ * reported fit's own fp32 error near a perfect fit, reported_fit_margin)
+ * on a planted exactly-low-rank tensor and on the real tensors (data/ and
  * ../shared/data/real/kg). fp32 factors and MTTKRP on the GPU, double on
  * the CPU: the tolerance is what that difference leaves after 25 sweeps.
  * Every run's factor files are in the published form (unit 2-norm columns,
@@ -58,10 +59,16 @@ static th_backend *open_backend(const char *id)
 /* The factor files of the run are in the published form, and the fit
  * recomputed from them in double is the fit the run reported (computed from
  * the backend's fp32 terms). The reported fit takes ||X - M|| from
- * ||X||^2 + ||M||^2 - 2 <X, M>, whose terms carry fp32's relative error
- * (~6e-8 per Gram entry) while the result is (1 - fit)^2 ||X||^2: near a
- * perfect fit the cancellation magnifies that error by about 1 / (1 - fit),
- * so the tolerance is FILE_FIT_TOLERANCE plus 1e-7 / (1 - fit). */
+ * ||X||^2 + ||M||^2 - 2 <X, M>, whose inner product comes from an fp32
+ * MTTKRP (summed in no fixed order where partitions meet by atomics) and
+ * so carries a relative error of a few eps32 (~6e-8) of ||X||^2, while the
+ * result is (1 - fit)^2 ||X||^2: near a perfect fit the cancellation
+ * magnifies that error by about 1 / (1 - fit). On the planted tensor (fit
+ * 0.9968) the reported fit's distance from the files' was 1.3e-5 rms and
+ * 4.4e-5 at most over 68 runs (1.4e-7 / (1 - fit)); the tolerance is
+ * FILE_FIT_TOLERANCE plus 3e-7 / (1 - fit), some seven times the rms. */
+static double reported_fit_margin(double fit) { return 3e-7 / fmax(1.0 - fit, 1e-7); }
+
 static void assert_written_model_matches(const char *id, const th_sptensor *t,
                                          const th_cpd_result *r)
 {
@@ -73,7 +80,7 @@ static void assert_written_model_matches(const char *id, const th_sptensor *t,
     th_test_assert_published_form(dir, t, r->rank);
     const double fit = th_test_fit_from_files(t, dir, r->rank);
     th_test_remove_tree(dir);
-    const double tolerance = FILE_FIT_TOLERANCE + 1e-7 / fmax(1.0 - fit, 1e-7);
+    const double tolerance = FILE_FIT_TOLERANCE + reported_fit_margin(fit);
     if (!(fabs(fit - r->fit) < tolerance))
         fail_msg("%s: fit from the written files %.8f, reported %.8f", id, fit, r->fit);
 }
@@ -113,11 +120,13 @@ static void compare_fits(const char *what, const th_sptensor *t, uint32_t rank)
             const double fit = run_fit(plugin_ids[p], t, rank, gpu_paths[k]);
             print_message(", %s/%s %+.2e", plugin_ids[p], th_update_path_name(gpu_paths[k]),
                           fit - reference);
-            if (!(fabs(fit - reference) < FIT_TOLERANCE))
+            /* The reported fit's own error beside the models' difference. */
+            const double tolerance = FIT_TOLERANCE + reported_fit_margin(reference);
+            if (!(fabs(fit - reference) < tolerance))
                 fail_msg("%s: %s (%s path) fit %.8f, cpu-reference %.8f: differ by more "
                          "than %g",
                          what, plugin_ids[p], th_update_path_name(gpu_paths[k]), fit,
-                         reference, FIT_TOLERANCE);
+                         reference, tolerance);
         }
     print_message("\n");
 }
