@@ -1,5 +1,7 @@
 #include "host_memory.h"
 
+#include <inttypes.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,7 +184,11 @@ const char *th_size_text(uint64_t bytes, char *text, size_t size)
 {
     if (bytes >= ((uint64_t)1 << 30))
         snprintf(text, size, "%.1f GiB", bytes / 1073741824.0);
-    else
+    else if (bytes >= ((uint64_t)1 << 20))
         snprintf(text, size, "%.1f MiB", bytes / 1048576.0);
+    else if (bytes >= 1024u)
+        snprintf(text, size, "%.1f KiB", bytes / 1024.0);
+    else
+        snprintf(text, size, "%" PRIu64 " B", bytes);
     return text;
 }

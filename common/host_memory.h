@@ -49,7 +49,8 @@ int th_parse_cgroup_path(const char *membership, int version, char *path, size_t
  * for the tests. */
 int th_host_available(uint64_t *bytes, char *source, size_t source_size);
 
-/* "X.X GiB", or "X.X MiB" below one GiB, into `text`; returns it. */
+/* "X.X GiB", or below one GiB "X.X MiB", "X.X KiB" or "N B", into `text`;
+ * returns it. */
 const char *th_size_text(uint64_t bytes, char *text, size_t size);
 
 #endif

@@ -1213,6 +1213,19 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
                 g_autofree char *option_name = dotted_name(name, option->key);
                 call_with_option(fn, option_name, option->value, option->kind, user_data);
             }
+            /* Then the [KEY.NAME] tables, as KEY.NAME.OPTION (only the
+             * top-level [backend.options] has them: `target` is the config). */
+            const GPtrArray *tables =
+                key->per_plugin_tables ? ((const th_config *)target)->plugin_option_tables : NULL;
+            for (guint t = 0; tables && t < tables->len; t++) {
+                const th_config_plugin_options *table = g_ptr_array_index(tables, t);
+                g_autofree char *table_name = dotted_name(name, table->plugin);
+                for (guint j = 0; table->options && j < table->options->len; j++) {
+                    const th_config_option *option = g_ptr_array_index(table->options, j);
+                    g_autofree char *option_name = dotted_name(table_name, option->key);
+                    call_with_option(fn, option_name, option->value, option->kind, user_data);
+                }
+            }
             continue;
         }
         case TH_KEY_SWEEP: { /* empty once expanded into backends */

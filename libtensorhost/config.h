@@ -171,8 +171,9 @@ typedef struct th_config_value {
 } th_config_value;
 
 /* Calls `fn` for every schema key with its resolved value, in schema order
- * ("cpd.rank" -> the integer 16; backend options as "backend.options.KEY",
- * with the type they were written with; the [compare] keys only when the
+ * ("cpd.rank" -> the integer 16; backend options as "backend.options.KEY"
+ * and a [backend.options.NAME] table's as "backend.options.NAME.KEY", with
+ * the type they were written with; the [compare] keys only when the
  * config has that section, array elements as "compare.backend[0].label",
  * sweeps as their expanded options; unset optional strings are left out).
  * For reports. */

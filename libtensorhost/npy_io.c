@@ -2,13 +2,31 @@
 
 #include <string.h>
 
+#include <gio/gio.h> /* G_IO_ERROR_CANCELLED */
+
 #include "atomic_file.h"
+#include "cancel.h"
 #include "tensor_reader.h"
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 /* numpy pads the header so that the data starts at a multiple of 64 bytes. */
 #define NPY_ALIGN 64u
+/* Values written between two looks at th_cancel_abort_requested(): 64 MB. */
+#define NPY_CHUNK_VALUES ((uint64_t)8 << 20)
+
+/* A second stop while outputs are written (cancel.h): the file is left as
+ * it was. */
+static gboolean write_aborted(th_atomic_file *file, const char *path, uint64_t done,
+                              uint64_t count, GError **error)
+{
+    th_atomic_file_abort(file);
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                "%s: writing aborted after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                " values; the file was not replaced",
+                path, done, count);
+    return FALSE;
+}
 
 gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint32_t cols,
                       GError **error)
@@ -35,16 +53,23 @@ gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint3
     fwrite(length, 1, 2, out);
     fwrite(text, 1, header_length, out);
     const uint64_t count = rows * (cols ? cols : 1);
+    for (uint64_t done = 0; done < count; done += NPY_CHUNK_VALUES) {
+        if (th_cancel_abort_requested())
+            return write_aborted(file, path, done, count, error);
+        const uint64_t n = MIN(NPY_CHUNK_VALUES, count - done);
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN
-    fwrite(data, sizeof(double), count, out);
+        fwrite(data + done, sizeof(double), n, out);
 #else
-    for (uint64_t i = 0; i < count; ++i) {
-        uint64_t bits;
-        memcpy(&bits, &data[i], sizeof bits);
-        bits = GUINT64_TO_LE(bits);
-        fwrite(&bits, sizeof bits, 1, out);
-    }
+        for (uint64_t i = done; i < done + n; ++i) {
+            uint64_t bits;
+            memcpy(&bits, &data[i], sizeof bits);
+            bits = GUINT64_TO_LE(bits);
+            fwrite(&bits, sizeof bits, 1, out);
+        }
 #endif
+    }
+    if (th_cancel_abort_requested())
+        return write_aborted(file, path, count, count, error);
     return th_atomic_file_commit(file, error);
 }
 

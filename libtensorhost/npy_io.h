@@ -12,7 +12,11 @@
 #include <stdint.h>
 
 /* Writes `rows` x `cols` doubles (row-major) as a 2-D array, or, with
- * cols == 0, `rows` doubles as a 1-D array, atomically (atomic_file.h). */
+ * cols == 0, `rows` doubles as a 1-D array, atomically (atomic_file.h). A
+ * th_cancel_abort_requested() (a second Ctrl-C while outputs are written)
+ * stops it between blocks of 64 MB, or before the file replaces `path`,
+ * with a G_IO_ERROR_CANCELLED error naming the file, which is left as it
+ * was. */
 gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint32_t cols,
                       GError **error);
 

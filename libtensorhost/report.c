@@ -3,7 +3,10 @@
 #include <math.h>
 #include <string.h>
 
+#include <gio/gio.h> /* G_IO_ERROR_CANCELLED */
+
 #include "atomic_file.h"
+#include "cancel.h"
 #include "factor_io.h"
 
 const char *th_run_status(const th_cpd_result *result)
@@ -247,6 +250,12 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
 
 gboolean th_report_write(const char *path, const th_run_summary *s, GError **error)
 {
+    /* A second stop while outputs are written (cancel.h), as th_write_matrix. */
+    if (th_cancel_abort_requested()) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                    "%s: writing aborted; the file was not replaced", path);
+        return FALSE;
+    }
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     member_string(b, "tensorhost_version", TH_VERSION);

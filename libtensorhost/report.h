@@ -32,6 +32,9 @@ JsonNode *th_report_config_node(const th_config *config);
 /* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
 JsonNode *th_report_backend_node(const th_backend_facts *facts);
 
+/* report.json at `path`, atomically; a th_cancel_abort_requested() (a
+ * second Ctrl-C while outputs are written) leaves it as it was, with a
+ * G_IO_ERROR_CANCELLED error naming it. */
 gboolean th_report_write(const char *path, const th_run_summary *summary, GError **error);
 
 #endif

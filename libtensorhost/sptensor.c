@@ -57,11 +57,16 @@ th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz)
     return t;
 }
 
+uint64_t th_sptensor_bytes_per_nonzero(uint32_t nmodes)
+{
+    return (uint64_t)nmodes * sizeof(th_index) + sizeof(double);
+}
+
 gboolean th_sptensor_host_has_room(uint64_t nnz, uint32_t nmodes, char **message)
 {
     uint64_t need, available;
     char source[256];
-    if (__builtin_mul_overflow(nnz, (uint64_t)nmodes * sizeof(th_index) + sizeof(double), &need))
+    if (__builtin_mul_overflow(nnz, th_sptensor_bytes_per_nonzero(nmodes), &need))
         need = UINT64_MAX;
     if (th_host_available(&available, source, sizeof source) != 0 || need <= available)
         return TRUE;

@@ -45,6 +45,9 @@ void *th_alloc_large(size_t count, size_t size);
  * Aborts (g_malloc) on out-of-memory, like the rest of GLib. */
 th_sptensor *th_sptensor_new(uint32_t nmodes, uint64_t nnz);
 
+/* Bytes of the arrays a nonzero takes: nmodes indices and a value. */
+uint64_t th_sptensor_bytes_per_nonzero(uint32_t nmodes);
+
 /* Whether the host has the memory for the arrays of a tensor of `nnz`
  * nonzeros and `nmodes` modes (nnz * (4 * nmodes + 8) bytes), asked of the
  * host before they are allocated (common/host_memory.h: past what it has,

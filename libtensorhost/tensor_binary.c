@@ -617,8 +617,7 @@ static void copy_chunks(void *arg)
 {
     copy_worker *w = arg;
     copy_run *r = w->run;
-    const uint64_t bytes_per_nonzero =
-        (uint64_t)r->layout->nmodes * sizeof(th_index) + sizeof(double);
+    const uint64_t bytes_per_nonzero = th_sptensor_bytes_per_nonzero(r->layout->nmodes);
     while (!atomic_load(&r->stop)) {
         if (th_cancel_requested()) {
             w->cancelled = TRUE;

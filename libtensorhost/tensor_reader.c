@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "host_memory.h"
 #include "sigbus_guard.h"
 #include "sptensor.h"
 #include "tensor_binary.h"
@@ -107,6 +108,9 @@ typedef struct {
 
     uint64_t lines; /* lines seen; absolute for the first worker, local for clones */
     size_t bytes_seen;
+    /* A stream's worker (gzip, a pipe), whose input's size is not known
+     * ahead: its storage grows within what the host has (worker_grow). */
+    gboolean guard_growth;
     gboolean bom_checked; /* the start of the input was looked at for a BOM */
 
     gboolean failed;
@@ -445,9 +449,47 @@ static void worker_reserve(worker *w, uint64_t capacity)
     w->capacity = capacity;
 }
 
-static void worker_grow(worker *w)
+/* Whether the host can take the arrays of `at_least` nonzeros, which
+ * `basis` puts the input at; else the read's error (about the whole
+ * file). */
+static gboolean host_has_room_for(worker *w, const char *basis, uint64_t at_least)
 {
-    worker_reserve(w, w->capacity + w->capacity / 2u + 1024u);
+    g_autofree char *short_of = NULL;
+    if (th_sptensor_host_has_room(at_least, w->nmodes, &short_of))
+        return TRUE;
+    fail(w, TH_TENSOR_READER_ERROR_MEMORY, "%s puts it at %" PRIu64 " nonzeros or more, which %s",
+         basis, at_least, short_of);
+    w->err_whole_file = TRUE;
+    return FALSE;
+}
+
+/* Room for half again as many nonzeros. A stream's worker first asks the
+ * host (th_host_available) and grows by at most three quarters of what it
+ * can still take, so that an input larger than the host's memory stops
+ * with an error once not even a small step (1/64 of what is held) is
+ * left, instead of the process being killed midway as the pages of an
+ * overcommitted allocation are touched; an input that fits grows as
+ * before. */
+static gboolean worker_grow(worker *w)
+{
+    uint64_t step = w->capacity / 2u + 1024u;
+    uint64_t available = 0;
+    char source[256];
+    if (w->guard_growth && th_host_available(&available, source, sizeof source) == 0) {
+        const uint64_t per_nonzero = th_sptensor_bytes_per_nonzero(w->nmodes);
+        step = MIN(step, available / per_nonzero / 4u * 3u);
+        if (step < MAX((uint64_t)1024u, w->count / 64u)) {
+            char held[32], free_text[32];
+            return fail(w, TH_TENSOR_READER_ERROR_MEMORY,
+                        "the %" PRIu64 " nonzeros read so far take %s, and %s is free (%s): "
+                        "too little to read on (the input is a stream, whose size is not known "
+                        "ahead; an uncompressed or binary file is checked before it is read)",
+                        w->count, th_size_text(w->count * per_nonzero, held, sizeof held),
+                        th_size_text(available, free_text, sizeof free_text), source);
+        }
+    }
+    worker_reserve(w, w->capacity + step);
+    return TRUE;
 }
 
 /* The fewest bytes a nonzero line can take ("0 0 0 1\n"), to bound what
@@ -618,8 +660,8 @@ static inline gboolean parse_data_line(worker *w, const char *line, const char *
     const char *p = skip_blanks(line, eol);
     if (p == eol || *p == '#')
         return check_comment(w, line, p, eol);
-    if (G_UNLIKELY(w->count == w->capacity))
-        worker_grow(w);
+    if (G_UNLIKELY(w->count == w->capacity) && !worker_grow(w))
+        return FALSE;
     const uint64_t n = w->count;
     const uint32_t nmodes = w->nmodes;
     const uint64_t base = w->sptensor ? 0u : 1u;
@@ -749,6 +791,9 @@ static gboolean parse_spt_nnz(worker *w, const char *p, const char *eol)
     }
     w->declared_nnz = nnz;
     w->declared_nnz_line = w->lines;
+    /* A stream's one estimate ahead (a mapped file's: check_host_room). */
+    if (w->guard_growth && !host_has_room_for(w, "its header", nnz - nnz / 10u))
+        return FALSE;
     worker_set_order(w, w->nmodes);
     w->state = STATE_DATA;
     /* The header may claim anything: growth, not the claim, sizes storage. */
@@ -1122,15 +1167,8 @@ static gboolean check_host_room(worker *w0, const char *p, const char *end)
         return TRUE;
     const uint64_t estimate = w0->sptensor ? w0->declared_nnz
                                            : w0->count + estimate_nonzeros(p, (size_t)(end - p));
-    const uint64_t at_least = estimate - estimate / 10u;
-    g_autofree char *short_of = NULL;
-    if (th_sptensor_host_has_room(at_least, w0->nmodes, &short_of))
-        return TRUE;
-    fail(w0, TH_TENSOR_READER_ERROR_MEMORY,
-         "%s puts it at %" PRIu64 " nonzeros or more, which %s",
-         w0->sptensor ? "its header" : "the density of its lines", at_least, short_of);
-    w0->err_whole_file = TRUE;
-    return FALSE;
+    return host_has_room_for(w0, w0->sptensor ? "its header" : "the density of its lines",
+                             estimate - estimate / 10u);
 }
 
 /* The first phase, in the main thread: the header (if any) and the order,
@@ -1311,6 +1349,7 @@ static th_sptensor *read_stream(const char *name, text_source *source,
     }
     worker *w = g_new0(worker, 1);
     w->state = STATE_DETECT;
+    w->guard_growth = TRUE;
     const size_t capacity = STREAM_BUFFER;
     size_t have = 0;
     char *buffer = g_malloc(capacity);

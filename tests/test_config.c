@@ -130,6 +130,8 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
     (void)state;
     g_autoptr(th_config) config = load_ok("[output]\nwrite_factors = false\n"
                                           "[backend.options]\nthreads = 4\nmode = \"fast\"\n"
+                                          "[backend.options.gpu-adaptive]\nrule = \"balanced\"\n"
+                                          "kappa = 264\n"
                                           "[backend]\nsearch_path = [\"/p\"]\n"
                                           "[tensor]\npath = \"/t.tns\"\n",
                                           NULL);
@@ -145,6 +147,8 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "backend.search_path=[\"/p\"]\n"
                                                 "backend.options.threads=4\n"
                                                 "backend.options.mode=fast\n"
+                                                "backend.options.gpu-adaptive.rule=balanced\n"
+                                                "backend.options.gpu-adaptive.kappa=264\n"
                                                 "output.dir=%s/tensorhost-out\n"
                                                 "output.write_factors=false\n"
                                                 "output.format=text\n",

@@ -20,7 +20,9 @@
 
 #include "cancel.h"
 #include "factor_io.h"
+#include "npy_io.h"
 #include "number_format.h"
+#include "report.h"
 #include "test_support.h"
 
 /* What the writer wrote before {fmt}: one snprintf per value. */
@@ -299,8 +301,9 @@ static void test_read_layouts_and_errors(void **state)
 }
 
 /* A second stop while outputs are written (cancel.h) aborts the write: the
- * file keeps its previous contents and no temporary file stays. A first
- * stop alone asks to stop after the outputs, so the write goes on. */
+ * file keeps its previous contents and no temporary file stays, for the
+ * text factors, the .npy files and report.json alike. A first stop alone
+ * asks to stop after the outputs, so the write goes on. */
 static void test_abort_leaves_the_previous_file(void **state)
 {
     (void)state;
@@ -332,11 +335,29 @@ static void test_abort_leaves_the_previous_file(void **state)
     assert_non_null(strstr(error->message, path));
     g_clear_error(&error);
     assert_false(th_write_matrix(fresh, data, rows, 4, &error));
+    g_clear_error(&error);
+    /* The .npy files and report.json alike. */
+    g_autofree char *npy = g_build_filename(th_test_scratch, "abort.npy", NULL);
+    g_autofree char *report = g_build_filename(th_test_scratch, "report.json", NULL);
+    assert_true(g_file_set_contents(npy, "previous\n", -1, NULL));
+    assert_true(g_file_set_contents(report, "previous\n", -1, NULL));
+    assert_false(th_write_npy(npy, data, rows, 4, &error));
+    assert_true(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    assert_non_null(strstr(error->message, npy));
+    g_clear_error(&error);
+    const th_run_summary summary = {0};
+    assert_false(th_report_write(report, &summary, &error));
+    assert_true(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    assert_non_null(strstr(error->message, report));
     th_cancel_reset();
     th_write_matrix_set_parallelism(0, 0);
 
     g_autofree char *kept = file_text(path, &length);
     assert_string_equal(kept, "previous\n");
+    g_autofree char *kept_npy = file_text(npy, &length);
+    assert_string_equal(kept_npy, "previous\n");
+    g_autofree char *kept_report = file_text(report, &length);
+    assert_string_equal(kept_report, "previous\n");
     g_autofree char *still = file_text(fresh, &length);
     assert_string_equal(still, written);
     assert_no_temp_files();

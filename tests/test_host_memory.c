@@ -110,6 +110,8 @@ static void test_size_text(void **state)
     char text[32];
     assert_string_equal(th_size_text(105 * GIB, text, sizeof text), "105.0 GiB");
     assert_string_equal(th_size_text(30000000, text, sizeof text), "28.6 MiB");
+    assert_string_equal(th_size_text(20480, text, sizeof text), "20.0 KiB");
+    assert_string_equal(th_size_text(1000, text, sizeof text), "1000 B");
 }
 
 int main(void)

@@ -317,15 +317,15 @@ static void test_host_refusal_in_words(void **state)
                                            4, message, sizeof message),
                      -1);
     assert_non_null(
-        strstr(message, "0.0 MiB is free (the memory limit of cgroup /sys/fs/cgroup/a)"));
+        strstr(message, "0 B is free (the memory limit of cgroup /sys/fs/cgroup/a)"));
     assert_null(strstr(message, "devices:"));
-    /* Below one GiB, in MiB: 30 MB of shares on two devices with 1 MB
+    /* Below one GiB, in MiB and KiB: 30 MB of shares on two devices with 1 MB
      * free need 60 devices. */
     assert_int_equal(thg_plan_host_refusal(30000000, 1000000, "MemAvailable", 2, message,
                                            sizeof message),
                      -1);
     assert_non_null(strstr(message, "needs 28.6 MiB of host memory"));
-    assert_non_null(strstr(message, "(over 60 devices: 1.0 MiB)"));
+    assert_non_null(strstr(message, "(over 60 devices: 976.6 KiB)"));
 }
 
 int main(void)

@@ -427,8 +427,8 @@ static void test_host_memory_asked_first(void **state)
     assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
     assert_true(g_str_has_prefix(error->message, path));
     /* 1000 nonzeros of 3 modes: 20 bytes each. */
-    assert_non_null(strstr(error->message, "its 1000 nonzeros need 0.0 MiB of memory for their "
-                                           "arrays, and 0.0 MiB is free "
+    assert_non_null(strstr(error->message, "its 1000 nonzeros need 19.5 KiB of memory for their "
+                                           "arrays, and 100 B is free "
                                            "(TH_TEST_HOST_FREE_BYTES)"));
     g_clear_error(&error);
     assert_non_null(from_buffer);

@@ -652,6 +652,67 @@ static void test_host_memory_asked_before_parsing(void **state)
     g_string_free(spt, TRUE);
 }
 
+/* A stream (here gzip) has no size ahead: its arrays grow within what the
+ * host has free, and with far too little free the read stops at a growth,
+ * naming the file and line, what the nonzeros read take and what is
+ * free; with enough, it is read. An sptensor header's count is asked of
+ * the host ahead, as for a mapped file. */
+static void test_host_memory_guards_a_stream(void **state)
+{
+    (void)state;
+    const uint64_t n = 5000, per_nonzero = 3 * sizeof(th_index) + sizeof(double);
+    GString *text = g_string_new(NULL);
+    for (uint64_t i = 0; i < n; ++i)
+        g_string_append_printf(text, "%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " 1 0.5\n",
+                               i + 1, i % 7 + 1);
+    g_autoptr(GBytes) gz = gzip_bytes(text->str);
+    gsize length = 0;
+    const char *data = g_bytes_get_data(gz, &length);
+    g_autofree char *path = write_temp("stream.tns.gz", data, length);
+    GError *error = NULL;
+
+    /* Room for a thousand nonzeros: the first growth, past the first 1024, stops. */
+    g_autofree char *little = g_strdup_printf("%" G_GUINT64_FORMAT, 1000 * per_nonzero);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", little, TRUE);
+    th_sptensor *refused = th_tensor_read_file(path, NULL, &error);
+    g_autofree char *ample = g_strdup_printf("%" G_GUINT64_FORMAT, 2 * n * per_nonzero);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", ample, TRUE);
+    th_sptensor *read = th_tensor_read_file(path, NULL, NULL);
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+
+    assert_null(refused);
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    g_autofree char *prefix =
+        g_strdup_printf("%s:1025: the 1024 nonzeros read so far take ", path);
+    if (!g_str_has_prefix(error->message, prefix) ||
+        !strstr(error->message, "is free (TH_TEST_HOST_FREE_BYTES): too little to read on") ||
+        !strstr(error->message, "the input is a stream"))
+        fail_msg("message: %s", error->message);
+    g_clear_error(&error);
+    assert_non_null(read);
+    assert_int_equal(read->nnz, n);
+    th_sptensor_free(read);
+    g_string_free(text, TRUE);
+
+    GString *spt = g_string_new("sptensor\n3\n10 10 1000\n1000\n");
+    for (uint32_t i = 0; i < 1000; ++i)
+        g_string_append_printf(spt, "%u %u %u 2.0\n", i % 10, i / 10 % 10, i / 100);
+    g_autoptr(GBytes) spt_gz = gzip_bytes(spt->str);
+    gsize spt_length = 0;
+    const char *spt_data = g_bytes_get_data(spt_gz, &spt_length);
+    g_autofree char *spt_path = write_temp("declared.sptensor.txt.gz", spt_data, spt_length);
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
+    assert_null(th_tensor_read_file(spt_path, NULL, &error));
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    g_autofree char *spt_prefix =
+        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", spt_path);
+    if (!g_str_has_prefix(error->message, spt_prefix))
+        fail_msg("message: %s", error->message);
+    g_clear_error(&error);
+    g_string_free(spt, TRUE);
+}
+
 static void test_write_round_trip(void **state)
 {
     (void)state;
@@ -1385,6 +1446,7 @@ int main(void)
         cmocka_unit_test(test_cancel_while_reading),
         cmocka_unit_test(test_thread_count_does_not_change_result),
         cmocka_unit_test(test_host_memory_asked_before_parsing),
+        cmocka_unit_test(test_host_memory_guards_a_stream),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

@@ -8,7 +8,8 @@
  * Compiles as C11, C++ and CUDA (nvcc: the generator is also device code).
  *
  * Thread rules: every function here is reentrant; th_plugin_log calls the
- * host's log() and so follows its rule (any thread). */
+ * host's log() and so follows its rule (only from the thread that called
+ * into the plugin, plugin.h). */
 #ifndef TENSORHOST_PLUGIN_SDK_H
 #define TENSORHOST_PLUGIN_SDK_H
 

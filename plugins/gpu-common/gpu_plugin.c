@@ -589,6 +589,7 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
     append(r->device, sizeof(r->device), ")");
     append(r->details, sizeof(r->details), " comm=\"%s\" kappa=%u P=%u%s",
            thg_group_describe(g), gi.kappa, gi.P, rule_text(instance, &gi));
+    r->last_sweep_seconds = -1.0; /* no sweep before a tensor is loaded (plugin.h) */
     if (gi.nmodes == 0)
         return;
     thg_group_mode_stats stats[THG_MAX_MODES];

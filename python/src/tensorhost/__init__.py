@@ -251,6 +251,8 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     callback(iteration, fit): called after each iteration; returning False
        stops the run (status "interrupted", with the model so far).
     update: "auto", "sweep", "mode" or "host": where factor updates run.
+    search_path: a folder or a list of folders searched for plugins first,
+       then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
     KeyboardInterrupt. Errors raise TensorhostError with the library's
     message (ValueError/TypeError for malformed arguments).
