@@ -1,13 +1,13 @@
 /* ABI glue over th_kernels, shared by the three GPU plugins. */
 #include "gpu_plugin.h"
 
+#include "gpu_options.h"
 #include "group_load.h"
 #include "memory_plan.h"
 #include "share_extract.h"
 
 #include <tensorhost/plugin_sdk.h>
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -53,150 +53,23 @@ static th_status check_norm(const char *call, int32_t norm, char *err)
                 (int)norm, TH_NORM_2, TH_NORM_MAX);
 }
 
-/* Strict decimal: digits only, no sign or spaces, within [lo, hi]. */
-static int parse_uint(const char *text, unsigned long lo, unsigned long hi, unsigned long *out)
+/* devices = "all": every visible device (at most THG_MAX_GROUP_RANKS),
+ * one of them being the single-device path. */
+static th_status resolve_all_devices(thg_config *config, gpu_device_list *devices, char *err)
 {
-    if (!text || text[0] < '0' || text[0] > '9')
-        return 0;
-    errno = 0;
-    char *end = NULL;
-    const unsigned long v = strtoul(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
-/* "rule" is gpu-adaptive's only: the forced plugins have no choice to make. */
-static th_status parse_rule(const char *value, thg_policy policy, const char *id,
-                            thg_config *config, char *err)
-{
-    if (policy != THG_POLICY_ADAPTIVE)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                    "option rule: %s forces its scheme on every mode; rule applies to "
-                    "gpu-adaptive only",
-                    id);
-    if (value && strcmp(value, "balanced") == 0)
-        config->rule = THG_RULE_BALANCED;
-    else if (value && strcmp(value, "paper") == 0)
-        config->rule = THG_RULE_PAPER;
-    else
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                    "option rule: \"%s\" is not valid: expected \"balanced\" or \"paper\"",
-                    value ? value : "(null)");
-    return TH_OK;
-}
-
-/* The devices option: "all", or ordinals separated by commas ("0,1,2,3";
- * "0,0,0,0": ranks sharing one device, which tests the distribution on one
- * GPU). */
-typedef struct device_list {
-    uint32_t count; /* 0: the option was not given */
-    int ordinal[THG_MAX_GROUP_RANKS];
-} device_list;
-
-static th_status parse_devices(const char *value, device_list *out, char *err)
-{
-    const char *text = value ? value : "(null)";
-    if (value && strcmp(value, "all") == 0) {
-        int count = 0;
-        char msg[TH_ERROR_SIZE / 2];
-        const thg_status st = thg_device_count(&count, msg, sizeof msg);
-        if (st != THG_OK)
-            return th_plugin_fail(err, gpu_plugin_status(st), "option devices=all: %s", msg);
-        if (count > (int)THG_MAX_GROUP_RANKS)
-            count = (int)THG_MAX_GROUP_RANKS;
-        out->count = (uint32_t)count;
-        for (int d = 0; d < count; ++d)
-            out->ordinal[d] = d;
-        return TH_OK;
-    }
-    out->count = 0;
-    const char *p = value;
-    int trailing_comma = 0;
-    while (p && *p) {
-        const char *comma = strchr(p, ',');
-        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char item[16];
-        unsigned long v = 0;
-        if (len == 0 || len >= sizeof item || out->count == THG_MAX_GROUP_RANKS)
-            break;
-        memcpy(item, p, len);
-        item[len] = '\0';
-        if (!parse_uint(item, 0, 1023, &v))
-            break;
-        out->ordinal[out->count++] = (int)v;
-        p = comma ? comma + 1 : p + len;
-        trailing_comma = comma && *p == '\0';
-    }
-    if (p == NULL || *p != '\0' || out->count == 0 || trailing_comma)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                              "option devices: \"%s\" is not valid: expected \"all\" or 1 to "
-                              "%u device ordinals separated by commas, e.g. \"0,1\"",
-                              text, THG_MAX_GROUP_RANKS);
-    return TH_OK;
-}
-
-static th_status parse_options(const th_option *options, uint32_t n_options, const char *id,
-                               thg_policy policy, thg_config *config, device_list *devices,
-                               char *err)
-{
-    int device_given = 0;
-    /* Bounds checked here, before the instance exists, so a bad value is an
-     * error of create() rather than a failed launch or allocation later.
-     * kappa is the grid size of every MTTKRP and sizes per-mode partition
-     * tables of kappa + 1 words on the device: 2^20 is thousands of times
-     * the SM count of any GPU (the useful range is about 1 to 8 x SMs) and
-     * keeps those tables at 4 MiB. P is capped by what one 1024-thread block
-     * holds (THG_MAX_P). device is an ordinal; thg_create checks it against
-     * the devices actually visible. */
-    static const struct {
-        const char *key;
-        unsigned long lo, hi;
-    } known[] = {{"kappa", 1, 1048576}, {"P", 1, THG_MAX_P}, {"device", 0, 1023}};
-    for (uint32_t i = 0; i < n_options; ++i) {
-        const char *key = options[i].key ? options[i].key : "(null)";
-        if (strcmp(key, "rule") == 0) {
-            const th_status st = parse_rule(options[i].value, policy, id, config, err);
-            if (st != TH_OK)
-                return st;
-            continue;
-        }
-        if (strcmp(key, "devices") == 0) {
-            const th_status st = parse_devices(options[i].value, devices, err);
-            if (st != TH_OK)
-                return st;
-            continue;
-        }
-        size_t k = 0;
-        while (k < sizeof(known) / sizeof(known[0]) && strcmp(known[k].key, key) != 0)
-            ++k;
-        if (k == sizeof(known) / sizeof(known[0]))
-            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                        "unknown option \"%s\": %s accepts kappa, P, device, devices%s", key, id,
-                        policy == THG_POLICY_ADAPTIVE ? " and rule" : "");
-        unsigned long v = 0;
-        if (!parse_uint(options[i].value, known[k].lo, known[k].hi, &v))
-            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                        "option %s: \"%s\" is not valid: expected an integer from %lu to %lu",
-                        key, options[i].value ? options[i].value : "(null)", known[k].lo,
-                        known[k].hi);
-        if (k == 0)
-            config->kappa = (uint32_t)v;
-        else if (k == 1)
-            config->P = (uint32_t)v;
-        else {
-            config->device = (int)v;
-            device_given = 1;
-        }
-    }
-    if (device_given && devices->count > 0)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                              "options device and devices: give one (device=N is devices=\"N\")");
-    if (devices->count == 1) {
-        config->device = devices->ordinal[0];
-        devices->count = 0;
-    }
+    int count = 0;
+    char msg[TH_ERROR_SIZE / 2];
+    const thg_status st = thg_device_count(&count, msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "option devices=all: %s", msg);
+    if (count > (int)THG_MAX_GROUP_RANKS)
+        count = (int)THG_MAX_GROUP_RANKS;
+    devices->all = 0;
+    devices->count = count > 1 ? (uint32_t)count : 0u;
+    for (int d = 0; d < count; ++d)
+        devices->ordinal[d] = d;
+    if (count == 1)
+        config->device = 0;
     return TH_OK;
 }
 
@@ -216,8 +89,10 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
         return th_plugin_fail(err, TH_ERR_NO_DEVICE, "%s", probe);
     thg_config config = {
         .device = 0, .kappa = 0, .P = 0, .policy = policy, .rule = THG_RULE_BALANCED};
-    device_list devices = {0};
-    th_status st = parse_options(options, n_options, plugin_id, policy, &config, &devices, err);
+    gpu_device_list devices = {0};
+    th_status st = gpu_parse_options(options, n_options, plugin_id, &config, &devices, err);
+    if (st == TH_OK && devices.all)
+        st = resolve_all_devices(&config, &devices, err);
     if (st != TH_OK)
         return st;
     th_instance *instance = calloc(1, sizeof(*instance));
