@@ -2,10 +2,15 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "compare.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include "cp_als.h"
 #include "cancel.h"
@@ -565,9 +570,30 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
     tensor->label = g_strdup(input->label);
     tensor->runs = g_ptr_array_new_with_free_func(th_compare_run_free);
     g_ptr_array_add(result->tensors, tensor);
-    g_autoptr(th_sptensor) data = read_input(input, tensor, error);
-    if (!data)
-        return FALSE;
+    /* Once stopped (Ctrl-C, SIGTERM), no further tensor is read or
+     * generated, and one stopped while it was read is not an error: their
+     * runs are skipped, the tensors measured before keep their results. */
+    const gboolean stopped = result->interrupted || th_cancel_requested();
+    g_autoptr(GError) read_error = NULL;
+    g_autoptr(th_sptensor) data = stopped ? NULL : read_input(input, tensor, &read_error);
+    if (!data) {
+        if (!stopped && !g_error_matches(read_error, TH_TENSOR_READER_ERROR,
+                                         TH_TENSOR_READER_ERROR_CANCELLED)) {
+            g_propagate_error(error, g_steal_pointer(&read_error));
+            return FALSE;
+        }
+        result->interrupted = TRUE;
+        if (!tensor->source)
+            tensor->source = g_strdup(input->synthetic ? input->synthetic : input->path);
+        for (guint i = 0; i < compare->backends->len; i++) {
+            const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
+            th_compare_run *run =
+                run_new(backend, strcmp(backend->label, compare->baseline) == 0, 0);
+            run_set_status(run, TH_COMPARE_SKIPPED, "interrupted (Ctrl-C) before it ran");
+            g_ptr_array_add(tensor->runs, run);
+        }
+        return TRUE;
+    }
 
     tensor_session s = {
         .config = config,
@@ -680,6 +706,27 @@ static gboolean check_backends(const th_config *config, GPtrArray *open_skips, G
     return TRUE;
 }
 
+/* Every tensor file can be opened, before anything is measured: a typo in
+ * the last one's path stops the comparison here, not after the others. */
+static gboolean check_tensor_files(const th_compare_config *compare, GError **error)
+{
+    for (guint t = 0; t < compare->tensors->len; t++) {
+        const th_compare_tensor_config *input = g_ptr_array_index(compare->tensors, t);
+        if (!input->path)
+            continue;
+        const int fd = g_open(input->path, O_RDONLY, 0);
+        if (fd < 0) {
+            const int saved = errno;
+            g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                        "%s: tensor '%s': %s: cannot open: %s", input->where, input->label,
+                        input->path, g_strerror(saved));
+            return FALSE;
+        }
+        close(fd);
+    }
+    return TRUE;
+}
+
 th_compare_result *th_compare_run_all(const th_config *config, GError **error)
 {
     g_return_val_if_fail(config != NULL && config->compare != NULL, NULL);
@@ -706,7 +753,7 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
            compare->baseline, compare->warmup, compare->repeats, compare->tolerance);
     g_autoptr(GPtrArray) open_skips = g_ptr_array_new_full(compare->backends->len, g_free);
     g_ptr_array_set_size(open_skips, (gint)compare->backends->len);
-    if (!check_backends(config, open_skips, error))
+    if (!check_backends(config, open_skips, error) || !check_tensor_files(compare, error))
         return NULL;
     for (guint t = 0; t < compare->tensors->len; t++) {
         if (!run_tensor(result, config, g_ptr_array_index(compare->tensors, t), open_skips,

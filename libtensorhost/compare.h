@@ -37,17 +37,20 @@ typedef enum {
 
 /* Runs the comparison `config->compare` describes. Returns NULL only when
  * there is nothing to report: a backend's plugin refuses its options or
- * cannot be loaded (checked first, before any tensor is read; the plugin's
- * error, prefixed with the backend's table and label), a tensor cannot be
- * read, or the baseline cannot run. Mismatches and failed backends are
- * recorded in the result (failures, per-run status), not returned as
- * errors. */
+ * cannot be loaded, or a tensor file cannot be opened (both checked first,
+ * before any tensor is read; the plugin's error prefixed with the
+ * backend's table and label), a tensor cannot be read, or the baseline
+ * cannot run. Mismatches and failed backends are recorded in the result
+ * (failures, per-run status), not returned as errors. Once stopped
+ * (Ctrl-C, SIGTERM: result->interrupted), the runs not done, and every
+ * run of the tensors not yet read, are skipped; what was measured stays. */
 th_compare_result *th_compare_run_all(const th_config *config, GError **error);
 
 /* Runs the comparison, prints the table, writes the outputs into
  * compare.output.dir (compare_command.c: the runner itself writes nothing). FALSE with `error` when the comparison failed (after
  * writing what it has, marked failed) or could not run. `*interrupted` is
- * set when Ctrl-C stopped it (outputs written, no error). */
+ * set when Ctrl-C or SIGTERM stopped it (outputs written, no error; a
+ * failure before the stop is logged as a warning). */
 gboolean th_compare_execute(const th_config *config, gboolean *interrupted, GError **error);
 
 /* Opens the backend, loads `tensor` at `rank` and sets `factors` (one per

@@ -7,6 +7,7 @@
 
 #include "atomic_file.h"
 #include "charts.h"
+#include "json_text.h"
 #include "report.h"
 
 /* ---- Numbers as text ------------------------------------------------------ */
@@ -662,10 +663,7 @@ gboolean th_compare_write_outputs(const th_compare_result *result, const char *d
     g_autofree char *csv = th_compare_format_csv(result);
     g_autofree char *geomean = th_compare_format_geomean_csv(result);
     g_autoptr(JsonNode) root = th_compare_json(result);
-    g_autoptr(JsonGenerator) generator = json_generator_new();
-    json_generator_set_root(generator, root);
-    json_generator_set_pretty(generator, TRUE);
-    g_autofree char *json = json_generator_to_data(generator, NULL);
+    g_autofree char *json = th_json_to_text(root, TRUE, NULL);
     if (!write_text(dir, "table.txt", table, error) || !write_text(dir, "results.csv", csv, error)
         || !write_text(dir, "geomean.csv", geomean, error)
         || !write_text(dir, "results.json", json, error))

@@ -8,6 +8,7 @@
 #include "atomic_file.h"
 #include "cancel.h"
 #include "factor_io.h"
+#include "json_text.h"
 
 const char *th_run_status(const th_cpd_result *result)
 {
@@ -279,11 +280,8 @@ gboolean th_report_write(const char *path, const th_run_summary *s, GError **err
     add_timings(b, s);
     json_builder_end_object(b);
 
-    g_autoptr(JsonGenerator) generator = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(generator, root);
-    json_generator_set_pretty(generator, TRUE);
     gsize length = 0;
-    g_autofree char *text = json_generator_to_data(generator, &length);
+    g_autofree char *text = th_json_to_text(root, TRUE, &length);
     return th_atomic_write_string(path, text, length, error);
 }

@@ -97,9 +97,11 @@ static char *nearest_existing(const char *path, char **blocker)
 /* A bad output.dir must not cost a whole decomposition: the folder exists
  * and takes new files, or can be created. Nothing is created here, so a run
  * that fails later leaves no empty folder behind. */
-static gboolean check_output_dir(const th_config *config, GError **error)
+/* The output folder `dir` (the config's `key`) is a folder this process
+ * can write, or can be created. */
+static gboolean check_output_dir(const th_config *config, const char *dir, const char *key,
+                                 GError **error)
 {
-    const char *dir = config->output_dir;
     g_autofree char *blocker = NULL;
     g_autofree char *existing = nearest_existing(dir, &blocker);
     if (!existing) {
@@ -123,7 +125,7 @@ static gboolean check_output_dir(const th_config *config, GError **error)
         g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
                     "cannot write into %s: %s", dir, g_strerror(saved));
     }
-    blame_key(error, config, "output.dir");
+    blame_key(error, config, key);
     return FALSE;
 }
 
@@ -267,6 +269,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return th_run_fail(error);
     th_cancel_install_handlers();
     if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
+        if (!check_output_dir(config, config->compare->output_dir, "compare.output.dir", &error))
+            return th_run_fail(error);
         gboolean interrupted = FALSE;
         if (!th_compare_execute(config, &interrupted, &error)) {
             if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
@@ -278,7 +282,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
 
     /* Everything a config can get wrong is found before the tensor is read. */
     th_cancel_set_activity("now: nothing is written");
-    if (!check_output_dir(config, &error))
+    if (!check_output_dir(config, config->output_dir, "output.dir", &error))
         return th_run_fail(error);
     g_autoptr(th_backend) backend = open_backend(config, &error);
     if (!backend)

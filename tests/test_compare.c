@@ -19,6 +19,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
+#include "cancel.h"
 #include "compare.h"
 #include "compare_output.h"
 #include "cp_als.h"
@@ -456,6 +457,54 @@ static void test_bad_option_fails_before_any_tensor_is_read(void **state)
 }
 
 /* ---- Sweeps reach the plugin ------------------------------------------------ */
+
+/* A tensor file that cannot be opened stops the comparison before any
+ * tensor is read, whichever tensor it is, naming its table and label. */
+static void test_missing_tensor_fails_before_any_is_read(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config =
+        load("[compare]\nrepeats = 1\nwarmup = 0\n"
+             "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
+             "[[compare.tensor]]\npath = \"/nonexistent/late.tns\"\n"
+             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    assert_null(result);
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO));
+    if (!strstr(error->message, ": tensor 'late': /nonexistent/late.tns: cannot open: "))
+        fail_msg("message: %s", error->message);
+}
+
+/* Stopped (Ctrl-C, SIGTERM) before a tensor is read: no tensor is read or
+ * generated, every run is skipped, and the result is still reported (the
+ * tensors measured before a stop keep their results). */
+static void test_stop_skips_the_tensors_not_read(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config =
+        load("[compare]\nrepeats = 1\nwarmup = 0\n"
+             "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
+             "[[compare.tensor]]\nsynthetic = \"nell-1\"\nnnz = 1000\n"
+             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n");
+    th_cancel_reset();
+    th_cancel_request();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    th_cancel_reset();
+    g_assert_no_error(error);
+    assert_non_null(result);
+    assert_true(result->interrupted);
+    assert_int_equal(result->tensors->len, 2);
+    for (guint t = 0; t < 2; t++) {
+        const th_compare_tensor *tensor = tensor_at(result, t);
+        assert_int_equal(tensor->runs->len, 1);
+        const th_compare_run *run = g_ptr_array_index(tensor->runs, 0);
+        assert_int_equal(run->status, TH_COMPARE_SKIPPED);
+        assert_true(run->is_baseline);
+        assert_int_equal(tensor->nnz, 0); /* not read */
+    }
+}
 
 static void test_sweep_options_reach_the_plugin(void **state)
 {
@@ -1040,6 +1089,8 @@ int main(void)
         cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
         cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),
+        cmocka_unit_test(test_missing_tensor_fails_before_any_is_read),
+        cmocka_unit_test(test_stop_skips_the_tensors_not_read),
         cmocka_unit_test(test_sweep_options_reach_the_plugin),
         cmocka_unit_test(test_csv_shape),
         cmocka_unit_test(test_per_mode_speedups),
