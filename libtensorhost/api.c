@@ -27,7 +27,9 @@ struct tensorhost_tensor {
 
 struct tensorhost_backend {
     th_backend *backend;
-    char *device;
+    /* Every device string handed out (the last one last): each stays valid
+     * until the backend is closed, as the header promises. */
+    GPtrArray *devices;
 };
 
 struct tensorhost_cpd {
@@ -207,15 +209,20 @@ int32_t tensorhost_tensor_read(const char *path, tensorhost_tensor **out, char *
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "tensorhost_tensor_read: %s is NULL", !path ? "path" : "out");
     g_autoptr(GError) error = NULL;
+    th_cancel_reset(); /* a stop asked before this call is not for it */
     th_sptensor *t = th_tensor_read_file(path, NULL, &error);
+    th_cancel_reset();
+    /* Not a tensor: the file's contents; the rest is reading it at all. */
+    const gboolean io = error && (error->domain == G_FILE_ERROR || error->domain == G_IO_ERROR ||
+                                  g_error_matches(error, TH_TENSOR_READER_ERROR,
+                                                  TH_TENSOR_READER_ERROR_IO) ||
+                                  g_error_matches(error, TH_TENSOR_READER_ERROR,
+                                                  TH_TENSOR_READER_ERROR_MEMORY) ||
+                                  g_error_matches(error, TH_TENSOR_READER_ERROR,
+                                                  TH_TENSOR_READER_ERROR_CANCELLED));
     if (!t)
-        return set_error(err,
-                         error->domain == G_FILE_ERROR || error->domain == G_IO_ERROR ||
-                                 g_error_matches(error, TH_TENSOR_READER_ERROR,
-                                                 TH_TENSOR_READER_ERROR_IO)
-                             ? TENSORHOST_ERR_IO
-                             : TENSORHOST_ERR_FORMAT,
-                         "%s", error->message);
+        return set_error(err, io ? TENSORHOST_ERR_IO : TENSORHOST_ERR_FORMAT, "%s",
+                         error->message);
     *out = wrap_tensor(t);
     return TENSORHOST_OK;
 }
@@ -330,7 +337,8 @@ void tensorhost_backend_close(tensorhost_backend *backend)
     if (!backend || !handle_ok(backend, BACKEND_HANDLE, TRUE))
         return;
     th_backend_close(backend->backend);
-    g_free(backend->device);
+    if (backend->devices)
+        g_ptr_array_unref(backend->devices);
     g_free(backend);
 }
 
@@ -353,9 +361,12 @@ const char *tensorhost_backend_device(tensorhost_backend *backend)
     if (!backend || !handle_ok(backend, BACKEND_HANDLE, FALSE))
         return "";
     g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend->backend);
-    g_free(backend->device);
-    backend->device = g_strdup(facts->device);
-    return backend->device;
+    if (!backend->devices)
+        backend->devices = g_ptr_array_new_with_free_func(g_free);
+    GPtrArray *given = backend->devices;
+    if (given->len == 0 || strcmp(g_ptr_array_index(given, given->len - 1), facts->device) != 0)
+        g_ptr_array_add(given, g_strdup(facts->device));
+    return g_ptr_array_index(given, given->len - 1);
 }
 
 int32_t tensorhost_list_plugins(const char *search_path, tensorhost_plugin_fn each,
@@ -409,7 +420,19 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
                   given ? given->struct_size : 0u);
         return FALSE;
     }
-    memcpy(params, given, MIN((size_t)given->struct_size, sizeof *params));
+    /* Whole fields only: a size that ends inside one (a pointer cut in
+     * half) leaves that field at its default. */
+    static const size_t field_ends[] = {
+        offsetof(tensorhost_cpd_params, update) + sizeof(int32_t),
+        offsetof(tensorhost_cpd_params, initial_factors) + sizeof(void *),
+        offsetof(tensorhost_cpd_params, on_iteration) + sizeof(tensorhost_iteration_fn),
+        offsetof(tensorhost_cpd_params, user_data) + sizeof(void *),
+    };
+    size_t covered = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(field_ends); ++i)
+        if (field_ends[i] <= given->struct_size)
+            covered = field_ends[i];
+    memcpy(params, given, covered);
     params->struct_size = sizeof *params;
     return TRUE;
 }
@@ -429,6 +452,29 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "update %d: expected TENSORHOST_UPDATE_AUTO, _SWEEP, _MODE or _HOST",
                          p->update);
+    return TENSORHOST_OK;
+}
+
+/* The caller's initial factors: every one there and finite (a NULL entry
+ * would be dereferenced, a NaN would surface an iteration later as the
+ * backend's numeric failure). */
+static int32_t check_initial_factors(const double *const *factors, const th_sptensor *t,
+                                     uint32_t rank, char *err)
+{
+    for (uint32_t m = 0; factors && m < t->nmodes; ++m) {
+        if (!factors[m])
+            return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                             "initial_factors[%u] is NULL: give all %u factors, or none", m,
+                             t->nmodes);
+        const uint64_t n = (uint64_t)t->dims[m] * rank;
+        for (uint64_t i = 0; i < n; ++i)
+            if (!isfinite(factors[m][i]))
+                return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                                 "initial_factors[%u] row %" G_GUINT64_FORMAT
+                                 ", column %" G_GUINT64_FORMAT " is %g: expected a finite "
+                                 "number",
+                                 m, i / rank, i % rank, factors[m][i]);
+    }
     return TENSORHOST_OK;
 }
 
@@ -491,6 +537,9 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     int32_t status = check_params(&p, err);
     if (status != TENSORHOST_OK)
         return status;
+    /* A stop asked before this call is not for it; one asked from here on
+     * (the checks below scan every nonzero) is. */
+    th_cancel_reset();
     th_backend *b = backend->backend;
     g_autoptr(GError) error = NULL;
     g_autoptr(th_sptensor) scaled = safe_range_copy(tensor->tensor);
@@ -507,8 +556,10 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     };
     if (!th_cpd_plan(b, &params, NULL, &error))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
+    status = check_initial_factors(p.initial_factors, t, p.rank, err);
+    if (status != TENSORHOST_OK)
+        return status;
     const gint64 start = g_get_monotonic_time();
-    th_cancel_reset();
     if (!th_backend_load_tensor(b, t, p.rank, &error))
         return set_error(err, status_of_backend_error(error), "%s", error->message);
     iteration_forward forward = {p.on_iteration, p.user_data};

@@ -208,10 +208,69 @@ static void test_initial_factors(void **state)
     if (!(tensorhost_cpd_fit(r) > 1.0 - 1e-6))
         fail_msg("fit %.12f from the exact factors", tensorhost_cpd_fit(r));
     tensorhost_cpd_free(r);
+
+    /* A missing or non-finite initial factor is refused, naming it. */
+    const double *const missing[] = {a0, NULL, a2};
+    params.initial_factors = missing;
+    r = NULL;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "initial_factors[1] is NULL: give all 3 factors, or none");
+    assert_null(r);
+    double bad[6];
+    memcpy(bad, a1, sizeof bad);
+    bad[3] = NAN;
+    const double *const not_finite[] = {a0, bad, a2};
+    params.initial_factors = not_finite;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err,
+                        "initial_factors[1] row 1, column 1 is nan: expected a finite number");
+
+    /* A struct_size that ends inside initial_factors (a pointer cut in
+     * half) leaves it at its default: the seed's factors. */
+    params.initial_factors = exact;
+    params.struct_size = (uint32_t)(offsetof(tensorhost_cpd_params, initial_factors) + 4);
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    if (!(tensorhost_cpd_fit(r) < 0.999))
+        fail_msg("fit %.12f: the half-covered initial_factors were used", tensorhost_cpd_fit(r));
+    tensorhost_cpd_free(r);
+    params.struct_size = (uint32_t)sizeof params;
+
     params.initial_factors = NULL;
     expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
     if (!(tensorhost_cpd_fit(r) < 0.999))
         fail_msg("fit %.12f from the seed's factors after one iteration", tensorhost_cpd_fit(r));
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+/* A stop asked between calls is forgotten: the next read and run go to
+ * their end. A device string stays valid until the backend is closed,
+ * however often it is asked for (ASan sees a use after free). */
+static void test_stop_between_calls_and_device_strings(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_request_stop();
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_backend *backend = open_cpu();
+    const char *before = tensorhost_backend_device(backend);
+    tensorhost_request_stop();
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 3;
+    params.max_iters = 3;
+    params.tolerance = 0.0;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_MAX_ITERS);
+    assert_int_equal(tensorhost_cpd_iterations(r), 3);
+    const char *after = tensorhost_backend_device(backend);
+    assert_non_null(strstr(after, "CPU"));
+    assert_true(strlen(before) < 1000); /* still readable */
+    assert_string_equal(tensorhost_backend_device(backend), after);
     tensorhost_cpd_free(r);
     tensorhost_backend_close(backend);
     tensorhost_tensor_free(t);
@@ -318,6 +377,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tensor_read_errors), cmocka_unit_test(test_cp_als_result),
         cmocka_unit_test(test_initial_factors),   cmocka_unit_test(test_backend_errors),
         cmocka_unit_test(test_list_plugins),      cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_stop_between_calls_and_device_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

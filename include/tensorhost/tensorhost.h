@@ -28,7 +28,9 @@
  *   tensorhost_request_stop() (process-wide) and the plugins' own. Distinct
  *   handles may be used from distinct threads; one handle must not be used
  *   by two threads at once. A backend and everything run on it belong to
- *   one thread at a time. tensorhost_request_stop() may be called from any
+ *   one thread at a time, and so do all the backends of one plugin (the
+ *   plugin ABI calls a plugin from one thread at a time): backends of
+ *   distinct plugins may run side by side. tensorhost_request_stop() may be called from any
  *   thread and from a signal handler.
  *
  * Versioning
@@ -68,7 +70,8 @@ extern "C" {
 typedef enum tensorhost_status {
     TENSORHOST_OK = 0,
     TENSORHOST_ERR_INVALID_ARGUMENT = -1, /* a bad value, named in the message */
-    TENSORHOST_ERR_IO = -2,               /* a file cannot be read */
+    TENSORHOST_ERR_IO = -2,               /* a file cannot be read (or the host cannot hold it,
+                                             or its read was stopped) */
     TENSORHOST_ERR_FORMAT = -3,           /* a file's contents are not a tensor */
     TENSORHOST_ERR_PLUGIN = -4,           /* the backend cannot be found, loaded or created */
     TENSORHOST_ERR_NO_DEVICE = -5,        /* the backend found no usable device */
@@ -175,7 +178,7 @@ typedef enum tensorhost_update {
 
 /* Called after every iteration, on the calling thread; return 0 to go on,
  * anything else to stop (the run then ends as interrupted, with a valid
- * model). */
+ * model; one that converged on that iteration says converged). */
 typedef int32_t (*tensorhost_iteration_fn)(uint32_t iteration, double fit, double delta,
                                            double seconds, void *user_data);
 
@@ -247,9 +250,12 @@ typedef struct tensorhost_cpd_timings {
 TENSORHOST_API int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *result,
                                                   tensorhost_cpd_timings *timings, char *err);
 
-/* Asks the run in progress, if any, to stop after its current iteration (or
- * within about a second inside a long one); the next run starts afresh.
- * Async-signal-safe; any thread. */
+/* Asks the call in progress, if any, to stop: tensorhost_cp_als after its
+ * current iteration (its result says interrupted), tensorhost_tensor_read
+ * between chunks of the file (TENSORHOST_ERR_IO, "interrupted"). Each of
+ * those calls starts afresh: a request made before it began, or after the
+ * last one ended, is forgotten. The request is process-wide, so it reaches
+ * every such call in progress. Async-signal-safe; any thread. */
 TENSORHOST_API void tensorhost_request_stop(void);
 
 #ifdef __cplusplus

@@ -178,11 +178,29 @@ def test_library_errors_carry_the_library_s_message():
         tensorhost.cp_als(UBER, rank=2, backend="no-such-backend")
     with pytest.raises(tensorhost.TensorhostError, match="threads"):
         tensorhost.cp_als(UBER, rank=2, backend="cpu-reference", options={"threads": 100000})
-    for rank in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="rank must be a positive integer"):
+    # Every value the C fields (fixed-width) cannot hold is refused, not wrapped.
+    for rank in (0, -1, 2.5, True, 4097, 2**32 + 5):
+        with pytest.raises(ValueError, match="rank must be an integer from 1 to 4096"):
             tensorhost.cp_als(UBER, rank=rank, **CPU)
+    for max_iters in (0, -1, 2**32):
+        with pytest.raises(ValueError, match="max_iters must be an integer"):
+            tensorhost.cp_als(UBER, rank=2, max_iters=max_iters, **CPU)
+    for seed in (-1, 2**64):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            tensorhost.cp_als(UBER, rank=2, seed=seed, **CPU)
     with pytest.raises(ValueError, match="update must be one of"):
         tensorhost.cp_als(UBER, rank=2, update="gpu", **CPU)
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    """Paths go to the library as the file system's bytes (os.fsencode), so
+    a name that is not UTF-8 is read, given as bytes or as str."""
+    name = os.fsencode(tmp_path) + b"/fluor\xff.sptensor.txt"
+    with open(name, "wb") as out:
+        out.write(Path(AMINOACID).read_bytes())
+    a = tensorhost.cp_als(name, rank=3, max_iters=3, tol=0, **CPU)
+    b = tensorhost.cp_als(os.fsdecode(name), rank=3, max_iters=3, tol=0, **CPU)
+    assert a.fit == b.fit and a.iterations == 3
 
 
 def test_initial_factors_are_used_and_checked():

@@ -104,9 +104,9 @@ class CPResult:
 def _search_path_text(search_path) -> Optional[bytes]:
     if search_path is None:
         return None
-    if isinstance(search_path, (str, os.PathLike)):
+    if isinstance(search_path, (str, bytes, os.PathLike)):
         search_path = [search_path]
-    return ":".join(os.fspath(p) for p in search_path).encode()
+    return b":".join(os.fsencode(p) for p in search_path)
 
 
 class _Handle:
@@ -161,9 +161,9 @@ def _coo_arrays(indices, values, shape):
 def _tensor_handle(X) -> _Handle:
     handle = _Handle(_lib.tensorhost_tensor_free)
     err = _library.error_buffer()
-    if isinstance(X, (str, os.PathLike)):
-        status = _lib.tensorhost_tensor_read(os.fspath(X).encode(), ctypes.byref(handle.pointer),
-                                             err)
+    if isinstance(X, (str, bytes, os.PathLike)):
+        # The file system's own bytes: a name that is not UTF-8 is still a name.
+        status = _lib.tensorhost_tensor_read(os.fsencode(X), ctypes.byref(handle.pointer), err)
         _check(status, err)
         return handle
     if isinstance(X, tuple) and len(X) == 3:
@@ -199,14 +199,18 @@ def _initial_factors(init, dims, rank):
     return pointers, arrays
 
 
-def _run_in_worker(call: Callable[[], int]):
+def _run_in_worker(call: Callable[[], int], interrupted: list):
     """Runs `call` (a foreign call that releases the GIL) on a worker thread
     and waits for it, with a SIGINT handler of our own while it runs: Ctrl-C
     then asks the run to stop after its current iteration instead of raising
     at an arbitrary point, which would free the run's handles under it.
+    `interrupted` gets an entry for every Ctrl-C (the run's iteration
+    callback reads it too, so a request that came before the library's run
+    began is not lost). Any other exception while waiting (a signal
+    handler's, say) stops the run and waits for the worker before it is
+    raised: the handles the call uses stay alive until it returns.
     Returns (status, whether Ctrl-C came)."""
     outcome: dict = {}
-    interrupted: list = []
 
     def work():
         try:
@@ -219,15 +223,24 @@ def _run_in_worker(call: Callable[[], int]):
         _lib.tensorhost_request_stop()
 
     in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    previous = signal.getsignal(signal.SIGINT) if in_main else None
+    if in_main:
+        signal.signal(signal.SIGINT, on_sigint)
     try:
         worker = threading.Thread(target=work, name="tensorhost-cp-als", daemon=True)
         worker.start()
-        while worker.is_alive():
-            worker.join(0.05)
+        try:
+            while worker.is_alive():
+                worker.join(0.05)
+        except BaseException:
+            interrupted.append(None)
+            _lib.tensorhost_request_stop()
+            worker.join()
+            raise
     finally:
         if in_main:
-            signal.signal(signal.SIGINT, previous)
+            # None: a handler not installed from Python, which cannot be put back.
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["status"], bool(interrupted)
@@ -244,7 +257,9 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
        of 0-based coordinates. Duplicate coordinates are summed.
     backend: "auto" (a GPU backend when a usable GPU exists, else
        "cpu-reference"), a plugin name, or a path to a plugin .so.
-    options: the backend's options, e.g. {"threads": 8}.
+    options: the backend's options, e.g. {"threads": 8} for cpu-reference;
+       with backend="auto" they go to whichever plugin runs, which must
+       accept them (plugins/README.md lists each plugin's).
     tol: stop when |fit change| < tol (never before iteration 2).
     seed: the initial factors' seed (the same factors on every backend);
        init: a list of (dims[m], rank) arrays to start from instead.
@@ -257,8 +272,15 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     KeyboardInterrupt. Errors raise TensorhostError with the library's
     message (ValueError/TypeError for malformed arguments).
     """
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    # The C fields are fixed-width: a value past them would wrap silently.
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= rank <= 4096:
+        raise ValueError(f"rank must be an integer from 1 to 4096, got {rank!r}")
+    if (isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer))
+            or not 1 <= max_iters <= 2**32 - 1):
+        raise ValueError(f"max_iters must be an integer from 1 to 2**32 - 1, got {max_iters!r}")
+    if (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed <= 2**64 - 1):
+        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {seed!r}")
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
     with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
@@ -275,7 +297,11 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
         initial, keep_alive = _initial_factors(init, dims, int(rank))
         callback_error: list = []
 
+        interrupted_by: list = []
+
         def on_iteration(iteration, fit, _delta, _seconds, _user_data):
+            if interrupted_by:  # Ctrl-C, also one the library's run began after
+                return 1
             if callback is None:
                 return 0
             try:
@@ -295,7 +321,7 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
         result = _Handle(_lib.tensorhost_cpd_free)
         status, interrupted = _run_in_worker(lambda: _lib.tensorhost_cp_als(
             opened.pointer, tensor.pointer, ctypes.byref(params), ctypes.byref(result.pointer),
-            err))
+            err), interrupted_by)
         del keep_alive
         with result:
             if callback_error:
