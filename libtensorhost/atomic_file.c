@@ -51,6 +51,41 @@ static void atomic_file_free(th_atomic_file *file)
     g_free(file);
 }
 
+gboolean th_atomic_file_sync(th_atomic_file *file, GError **error)
+{
+    int failed_errno = 0;
+    if (fflush(file->stream) != 0 || ferror(file->stream))
+        failed_errno = errno ? errno : EIO;
+    else if (fsync(fileno(file->stream)) != 0)
+        failed_errno = errno;
+    if (!failed_errno)
+        return TRUE;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed_errno),
+                "%s: cannot write: %s", file->path, g_strerror(failed_errno));
+    return FALSE;
+}
+
+gboolean th_atomic_file_check_target(const char *path, GError **error)
+{
+    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_ISDIR,
+                    "%s is a folder; name the file to write", path);
+        return FALSE;
+    }
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
+    const int fd = g_mkstemp(probe);
+    if (fd < 0) {
+        const int saved = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
+                    "%s: cannot write into %s: %s", path, dir, g_strerror(saved));
+        return FALSE;
+    }
+    close(fd);
+    g_unlink(probe);
+    return TRUE;
+}
+
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
 {
     int failed_errno = 0;

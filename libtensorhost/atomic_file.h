@@ -13,6 +13,9 @@ typedef struct th_atomic_file th_atomic_file;
 th_atomic_file *th_atomic_file_open(const char *path, GError **error);
 /* The stream to write to; valid until commit/abort. */
 FILE *th_atomic_file_stream(th_atomic_file *file);
+/* Flushes and fsyncs (the slow part of a commit), so that a caller may
+ * still abort after it; the file stays open. */
+gboolean th_atomic_file_sync(th_atomic_file *file, GError **error);
 /* Flushes, fsyncs, closes and renames into place; frees `file` in all cases.
  * On failure the temporary file is removed and nothing replaces `path`. */
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error);
@@ -22,6 +25,12 @@ void th_atomic_file_abort(th_atomic_file *file);
 /* Creates the output folder `dir` and its parents if missing; the error
  * names the folder. */
 gboolean th_make_output_dir(const char *dir, GError **error);
+
+/* Whether a file can be written at `path`, asked before long work that
+ * ends in writing it: its folder exists and takes a new file (one is
+ * created and removed), and `path` is not a folder. The error names what
+ * is wrong. */
+gboolean th_atomic_file_check_target(const char *path, GError **error);
 
 /* Whole contents in one go. */
 gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,

@@ -9,6 +9,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "atomic_file.h"
 #include "cancel.h"
 #include "console_report.h"
 #include "message_text.h"
@@ -65,12 +66,9 @@ static th_sptensor *read_input(const char *path, GError **error)
 
 static gboolean write_output(const char *path, const th_sptensor *t, GError **error)
 {
-    if (th_convert_wants_text(path)) {
-        /* The text writer runs to its end: a stop takes effect after it. */
-        th_cancel_set_activity("after the output is written");
-        return th_tensor_write_tns(t, path, error);
-    }
     th_cancel_set_activity("now: the output is abandoned and nothing is written");
+    if (th_convert_wants_text(path))
+        return th_tensor_write_tns(t, path, error);
     th_progress_show(TRUE, "writing %s...", path);
     const gboolean ok = th_tensor_binary_write(path, t, error);
     th_progress_clear();
@@ -136,6 +134,9 @@ int th_convert_main(int argc, char **argv)
     const char *in = operands[0], *out = operands[1];
 
     th_cancel_install_handlers();
+    /* Where OUT goes is checked before the read, which may take minutes. */
+    if (!th_atomic_file_check_target(out, &error))
+        return fail(g_steal_pointer(&error));
     const gint64 start = g_get_monotonic_time();
     g_autoptr(th_sptensor) t = read_input(in, &error);
     if (!t)

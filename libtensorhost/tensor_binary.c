@@ -1198,7 +1198,18 @@ gboolean th_tensor_binary_write_full(const char *path, const th_sptensor *t, con
         th_atomic_file_abort(file);
         return FALSE;
     }
-    if (!th_atomic_file_commit(file, &file_error)) {
+    /* The flush to disk is the long part for a large file: a stop during
+     * it still leaves no file, as one during the writes does. */
+    gboolean synced = th_atomic_file_sync(file, &file_error);
+    if (synced && th_cancel_requested()) {
+        th_atomic_file_abort(file);
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED,
+                    "%s: writing interrupted", path);
+        return FALSE;
+    }
+    if (!synced || !th_atomic_file_commit(file, &file_error)) {
+        if (!synced)
+            th_atomic_file_abort(file);
         g_set_error_literal(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
                             file_error->message);
         g_error_free(file_error);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "tensor_reader.h"
 
 /* 10^d, exact in a double, for the d <= 9 fractional digits written: the
@@ -144,8 +145,15 @@ static gboolean write_lines(tns_writer *w, const th_sptensor *t, const char *com
     /* The longest line: 64 indices of 10 digits, a %.17g value, blanks. */
     const size_t max_line = TH_MAX_MODES * 11u + 40u;
     for (uint64_t i = 0; i < t->nnz; ++i) {
-        if (w->used + max_line > WRITE_BUFFER && !writer_flush(w, FALSE, error))
-            return FALSE;
+        if (w->used + max_line > WRITE_BUFFER) {
+            if (th_cancel_requested()) {
+                g_set_error_literal(error, TH_TENSOR_READER_ERROR,
+                                    TH_TENSOR_READER_ERROR_CANCELLED, "writing interrupted");
+                return FALSE;
+            }
+            if (!writer_flush(w, FALSE, error))
+                return FALSE;
+        }
         char *p = w->text + w->used;
         for (uint32_t m = 0; m < t->nmodes; ++m) {
             p = format_uint(p, (uint64_t)t->indices[m][i] + 1u);
@@ -198,8 +206,12 @@ gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const 
     g_clear_object(&w.gzip);
     if (!ok) {
         g_unlink(tmp_path);
-        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
-                    "%s: cannot write: %s", path, write_error->message);
+        const gboolean cancelled = g_error_matches(write_error, TH_TENSOR_READER_ERROR,
+                                                   TH_TENSOR_READER_ERROR_CANCELLED);
+        g_set_error(error, TH_TENSOR_READER_ERROR,
+                    cancelled ? TH_TENSOR_READER_ERROR_CANCELLED : TH_TENSOR_READER_ERROR_IO,
+                    cancelled ? "%s: %s; the file was not written" : "%s: cannot write: %s",
+                    path, write_error->message);
         g_error_free(write_error);
         return FALSE;
     }

@@ -10,7 +10,9 @@
  * directory, fsync, rename); gzip-compressed when PATH ends in ".gz". Values
  * are written so that reading them back gives the same doubles. Errors are
  * TH_TENSOR_READER_ERROR_IO (tensor_reader.h: one domain for a tensor file's
- * I/O, read or written), with messages that start with "PATH: ". */
+ * I/O, read or written), with messages that start with "PATH: "; a stop
+ * request (th_cancel_requested, polled between 1 MB blocks) abandons the
+ * write with TH_TENSOR_READER_ERROR_CANCELLED, PATH as it was. */
 gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error);
 
 /* Same, with `comment` (may be NULL; may hold several lines) written first as

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
+#include "cancel.h"
 #include "synth.h"
 #include "tensor_binary.h"
 #include "tensor_reader.h"
@@ -221,22 +223,34 @@ int main(int argc, char **argv)
         fprintf(stderr, "tensorhost-synth: give --output FILE\n");
         return 2;
     }
+    /* Where the output goes is checked before the generation, which may
+     * take minutes; the generation itself is a run (its errors exit 1). */
+    if (!th_atomic_file_check_target(opt_output, &error)) {
+        fprintf(stderr, "tensorhost-synth: %s\n", error->message);
+        return 1;
+    }
     gint64 start = g_get_monotonic_time();
     g_autoptr(th_sptensor) t = th_synth_generate(&params, &error);
     if (t == NULL) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
-        return 2;
+        return 1;
     }
     double gen_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     g_autofree char *label = th_synth_describe(&params);
     g_autofree char *comment = g_strdup_printf("synthetic tensor: %s", label);
     start = g_get_monotonic_time();
-    /* A binary file keeps the label as its note. */
+    /* A binary file keeps the label as its note. Until here a signal ends
+     * the process (nothing is written yet); from here a stop abandons the
+     * write, so that no temporary file is left. */
+    th_cancel_install_handlers();
+    th_cancel_set_activity("now: the output is abandoned and nothing is written");
     const gboolean binary = g_str_has_suffix(opt_output, TH_TENSOR_BINARY_EXTENSION);
     if (binary ? !th_tensor_binary_write_full(opt_output, t, comment, &error)
                : !th_tensor_write_tns_full(t, opt_output, comment, &error)) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
-        return 1;
+        return g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED)
+                   ? th_cancel_exit_status()
+                   : 1;
     }
     double write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     fprintf(stderr,

@@ -1173,6 +1173,16 @@ static void test_convert_errors_leave_nothing(void **state)
     assert_non_null(strstr(r.err, nowhere));
     th_test_run_clear(&r);
     assert_only_files(dir, "corrupt.tnsb", "out.tnsb", "good.tnsb", NULL);
+
+    /* Where OUT goes is checked before the input is read: a folder as OUT
+     * is the error even with a missing input. */
+    r = run_convert(missing, dir, NULL);
+    assert_status(&r, 1);
+    g_autofree char *folder = g_strdup_printf(
+        "tensorhost: error: %s is a folder; name the file to write\n", dir);
+    assert_string_equal(r.err, folder);
+    th_test_run_clear(&r);
+    assert_only_files(dir, "corrupt.tnsb", "out.tnsb", "good.tnsb", NULL);
 }
 
 static void test_convert_usage(void **state)

@@ -713,6 +713,45 @@ static void test_host_memory_guards_a_stream(void **state)
     g_string_free(spt, TRUE);
 }
 
+/* A stop request abandons a text write between blocks: no file, no
+ * temporary file, and an existing file keeps its contents. */
+static void test_write_stops_on_request(void **state)
+{
+    (void)state;
+    const uint64_t n = 200000; /* some 4 MB of text: several blocks */
+    th_sptensor *t = th_sptensor_new(3, n);
+    for (uint64_t i = 0; i < n; ++i) {
+        t->indices[0][i] = (th_index)(i % 1000);
+        t->indices[1][i] = (th_index)(i / 1000);
+        t->indices[2][i] = 7;
+        t->values[i] = 1.0 / (double)(i + 1);
+    }
+    t->dims[0] = 1000, t->dims[1] = 200, t->dims[2] = 8;
+    g_autofree char *dir = g_build_filename(temp_dir, "stopped", NULL);
+    assert_int_equal(g_mkdir(dir, 0700), 0);
+    g_autofree char *kept = g_build_filename(dir, "kept.tns", NULL);
+    assert_true(g_file_set_contents(kept, "previous\n", -1, NULL));
+    th_cancel_reset();
+    th_cancel_request();
+    GError *error = NULL;
+    assert_false(th_tensor_write_tns(t, kept, &error));
+    th_cancel_reset();
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED));
+    g_autofree char *expected =
+        g_strdup_printf("%s: writing interrupted; the file was not written", kept);
+    assert_string_equal(error->message, expected);
+    g_clear_error(&error);
+    g_autofree char *contents = NULL;
+    assert_true(g_file_get_contents(kept, &contents, NULL, NULL));
+    assert_string_equal(contents, "previous\n");
+    g_autoptr(GDir) listing = g_dir_open(dir, 0, NULL);
+    assert_string_equal(g_dir_read_name(listing), "kept.tns");
+    assert_null(g_dir_read_name(listing));
+    g_unlink(kept);
+    g_rmdir(dir);
+    th_sptensor_free(t);
+}
+
 static void test_write_round_trip(void **state)
 {
     (void)state;
@@ -1447,6 +1486,7 @@ int main(void)
         cmocka_unit_test(test_thread_count_does_not_change_result),
         cmocka_unit_test(test_host_memory_asked_before_parsing),
         cmocka_unit_test(test_host_memory_guards_a_stream),
+        cmocka_unit_test(test_write_stops_on_request),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }
