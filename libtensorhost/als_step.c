@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "dense.h"
 #include "log.h"
 
@@ -201,8 +202,17 @@ gboolean th_als_step(th_als_state *s, uint32_t iteration, int32_t norm,
         !run_sweep(s, iteration, norm, callbacks, &first_mode, error))
         return FALSE;
     /* lambda and inner end up those of the last mode, whoever updated it. */
-    for (uint32_t mode = first_mode; mode < s->nmodes; ++mode)
+    for (uint32_t mode = first_mode; mode < s->nmodes; ++mode) {
+        /* A stop asked a grace period ago (cancel.h) cuts a long iteration
+         * between two modes, as a backend that gives a call up does: the
+         * modes updated so far make a valid model. */
+        if (th_cancel_stop_now()) {
+            g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED,
+                        "stopped on request before mode %u", mode + 1);
+            return FALSE;
+        }
         if (!update_one_mode(s, iteration, mode, norm, callbacks, error))
             return FALSE;
+    }
     return TRUE;
 }

@@ -439,6 +439,41 @@ static void test_cancelled_call_ends_the_run_mid_iteration(void **state)
     assert_true(isnan(r->fit));
 }
 
+/* Asks for a stop before mode 2 of iteration 2 and waits out the grace
+ * period inside that mode, as a long mode would take it. */
+static void stop_inside_iteration_two(uint32_t iteration, uint32_t mode, uint32_t nmodes,
+                                      void *user_data)
+{
+    (void)nmodes;
+    (void)user_data;
+    if (iteration == 2 && mode == 1) {
+        th_cancel_request();
+        g_usleep((gulong)(TH_CANCEL_GRACE_SECONDS * 1.2 * G_USEC_PER_SEC));
+    }
+}
+
+/* A stop older than the grace period cuts an iteration between two modes
+ * (the host checks, whatever the backend does): the run ends at once with
+ * the modes updated so far, a valid model whose fit is the reported one. */
+static void test_stop_cuts_a_long_iteration_between_modes(void **state)
+{
+    (void)state;
+    const th_index dims[] = {6, 7, 8};
+    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 3, 1);
+    g_autoptr(th_backend) backend = open_cpu_reference();
+    th_cpd_params params = {.rank = 3, .max_iters = 100, .tolerance = 0, .seed = 4,
+                            .update = TH_UPDATE_HOST};
+    th_cancel_reset();
+    th_cpd_callbacks callbacks = {.mode = stop_inside_iteration_two};
+    g_autoptr(th_cpd_result) r = run(backend, t, &params, &callbacks);
+    th_cancel_reset();
+    assert_true(r->interrupted);
+    assert_int_equal(r->iterations->len, 1);
+    assert_int_equal(r->partial_modes, 2);
+    assert_non_null(r->factors);
+    assert_fit_matches_model(t, r);
+}
+
 /* Ctrl-C ends the run after the current iteration, with factors. */
 static void test_cancellation_stops_after_the_current_iteration(void **state)
 {
@@ -489,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_v1_0_entry_runs_the_mode_path),
         cmocka_unit_test(test_update_path_names),
         cmocka_unit_test(test_cancellation_stops_after_the_current_iteration),
+        cmocka_unit_test(test_stop_cuts_a_long_iteration_between_modes),
         cmocka_unit_test(test_callback_stops_the_run),
         cmocka_unit_test(test_cancelled_call_ends_the_run_mid_iteration),
         cmocka_unit_test(test_aminoacid_rank_three_fit),
