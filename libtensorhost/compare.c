@@ -515,6 +515,13 @@ static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GEr
         g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
         record_facts(facts, run);
     }
+    /* A call given up on a stop request (a plugin polling is_cancelled) is
+     * the stop, not the backend's failure. */
+    if (local && g_error_matches(local, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED)) {
+        s->result->interrupted = TRUE;
+        run_set_status(run, TH_COMPARE_SKIPPED, "interrupted (Ctrl-C)");
+        return TRUE;
+    }
     if (run->is_baseline && (local || run->status != TH_COMPARE_OK) && !s->result->interrupted) {
         g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_BASELINE,
                     "the baseline '%s' cannot run on tensor '%s': %s", run->label, s->label,

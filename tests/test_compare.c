@@ -506,6 +506,29 @@ static void test_stop_skips_the_tensors_not_read(void **state)
     }
 }
 
+/* A backend that gives a call up on a stop request (TH_ERR_CANCELLED) is
+ * interrupted, not failed: the comparison says interrupted and records no
+ * failure. */
+static void test_cancelled_call_is_an_interruption(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config =
+        load("[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\n"
+             "[compare]\nbaseline = \"cpu\"\nrepeats = 2\nwarmup = 0\n"
+             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+             "[[compare.backend]]\nlabel = \"gives-up\"\nplugin = \"" FIXTURE_SWEEP "\"\n"
+             "options = { cancel_after_mttkrps = 4 }\n");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    g_assert_no_error(error);
+    assert_non_null(result);
+    assert_true(result->interrupted);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *run = g_ptr_array_index(tensor_at(result, 0)->runs, 1);
+    assert_int_equal(run->status, TH_COMPARE_SKIPPED);
+    assert_string_equal(run->reason, "interrupted (Ctrl-C)");
+}
+
 static void test_sweep_options_reach_the_plugin(void **state)
 {
     (void)state;
@@ -1091,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),
         cmocka_unit_test(test_missing_tensor_fails_before_any_is_read),
         cmocka_unit_test(test_stop_skips_the_tensors_not_read),
+        cmocka_unit_test(test_cancelled_call_is_an_interruption),
         cmocka_unit_test(test_sweep_options_reach_the_plugin),
         cmocka_unit_test(test_csv_shape),
         cmocka_unit_test(test_per_mode_speedups),
