@@ -105,6 +105,13 @@ gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
         atomic_file_free(file);
         return FALSE;
     }
+    /* The rename itself made durable; failing here loses nothing written. */
+    g_autofree char *dir = g_path_get_dirname(file->path);
+    const int dir_fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        (void)fsync(dir_fd);
+        close(dir_fd);
+    }
     atomic_file_free(file);
     return TRUE;
 }

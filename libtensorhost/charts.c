@@ -1,20 +1,15 @@
 /* Bar charts with cairo; see charts.h. The same drawing code renders onto
  * an image surface (PNG) and an SVG surface, so the two files match. */
-#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
-
 #include "charts.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <fontconfig/fontconfig.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <glib/gstdio.h>
+#include "atomic_file.h"
 
 #define FONT "DejaVu Sans"
 
@@ -490,45 +485,42 @@ static gboolean cairo_failed(cairo_status_t status, const char *path, GError **e
     return TRUE;
 }
 
-/* Renders into PATH.tmp-XXXXXX with `render`, then renames into place. */
+/* cairo's output into an atomic file's stream. */
+static cairo_status_t write_to_stream(void *stream, const unsigned char *data,
+                                      unsigned int length)
+{
+    return fwrite(data, 1, length, stream) == length ? CAIRO_STATUS_SUCCESS
+                                                      : CAIRO_STATUS_WRITE_ERROR;
+}
+
+/* Renders through an atomic file (atomic_file.h: flushed to disk, then
+ * renamed into place), as every other output is written. */
 static gboolean write_atomically(const char *path, const th_bar_chart *chart, gboolean svg,
                                  GError **error)
 {
-    g_autofree char *temporary = g_strdup_printf("%s.tmp-XXXXXX", path);
-    int fd = g_mkstemp_full(temporary, O_RDWR | O_CLOEXEC, 0666); /* mode from the umask */
-    if (fd < 0) {
-        int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot create: %s",
-                    temporary, g_strerror(saved));
+    th_atomic_file *file = th_atomic_file_open(path, error);
+    if (!file)
         return FALSE;
-    }
-    close(fd);
+    FILE *stream = th_atomic_file_stream(file);
     double height = chart_height(chart);
     cairo_surface_t *surface =
-        svg ? cairo_svg_surface_create(temporary, WIDTH, height)
+        svg ? cairo_svg_surface_create_for_stream(write_to_stream, stream, WIDTH, height)
             : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, WIDTH, (int)height);
     cairo_t *cr = cairo_create(surface);
     draw_chart(cr, chart, height);
     cairo_status_t status = cairo_status(cr);
     cairo_destroy(cr);
     if (status == CAIRO_STATUS_SUCCESS && !svg)
-        status = cairo_surface_write_to_png(surface, temporary);
-    cairo_surface_finish(surface);
+        status = cairo_surface_write_to_png_stream(surface, write_to_stream, stream);
+    cairo_surface_finish(surface); /* an SVG surface writes its end here */
     if (status == CAIRO_STATUS_SUCCESS)
         status = cairo_surface_status(surface);
     cairo_surface_destroy(surface);
     if (cairo_failed(status, path, error)) {
-        g_remove(temporary);
+        th_atomic_file_abort(file);
         return FALSE;
     }
-    if (g_rename(temporary, path) != 0) {
-        int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "%s: cannot rename into place: %s", path, g_strerror(saved));
-        g_remove(temporary);
-        return FALSE;
-    }
-    return TRUE;
+    return th_atomic_file_commit(file, error);
 }
 
 gboolean th_bar_chart_write(const th_bar_chart *chart, const char *base, GError **error)
