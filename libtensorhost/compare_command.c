@@ -5,19 +5,27 @@
 
 #include <stdio.h>
 
+#include "cancel.h"
 #include "compare_output.h"
 #include "log.h"
 
 gboolean th_compare_execute(const th_config *config, gboolean *was_interrupted, GError **error)
 {
     *was_interrupted = FALSE;
+    th_cancel_set_activity("after the current run; what was measured is written");
     g_autoptr(th_compare_result) result = th_compare_run_all(config, error);
     if (!result)
         return FALSE;
     g_autofree char *table = th_compare_format_table(result);
     fputs(table, stdout);
     fflush(stdout);
-    if (!th_compare_write_outputs(result, config->compare->output_dir, error))
+    /* The outputs are small: a second signal while they are written lets
+     * them finish (a third kills), so no temporary file is left. */
+    th_cancel_set_activity("after the outputs are written");
+    th_cancel_defer_abort(TRUE);
+    const gboolean written = th_compare_write_outputs(result, config->compare->output_dir, error);
+    th_cancel_defer_abort(FALSE);
+    if (!written)
         return FALSE;
     th_log(TH_LOG_INFO, "Output  %s (table.txt, results.csv, geomean.csv, results.json%s)",
            config->compare->output_dir, config->compare->charts ? ", charts" : "");

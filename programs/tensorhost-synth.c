@@ -23,7 +23,7 @@ static char *opt_output = NULL;
 static char *opt_read = NULL;
 static gint64 opt_nnz = 0;
 static gint64 opt_seed = 1;
-static gint opt_rounds = 0;
+static gint opt_rounds = -1; /* not given: the library's default */
 static gboolean opt_list = FALSE;
 
 static const GOptionEntry entries[] = {
@@ -132,7 +132,17 @@ static gboolean build_params(th_synth_params *p, GError **error)
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "give --nnz");
         return FALSE;
     }
+    if (opt_seed < 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--seed %" G_GINT64_FORMAT ": expected 0 or more", opt_seed);
+        return FALSE;
+    }
     p->seed = (uint64_t)opt_seed;
+    if (opt_rounds == 0 || opt_rounds < -1) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--rounds %d: expected 1 or more", opt_rounds);
+        return FALSE;
+    }
     p->max_rounds = opt_rounds > 0 ? (uint32_t)opt_rounds : 0u;
     return TRUE;
 }
@@ -212,8 +222,15 @@ int main(int argc, char **argv)
         list_presets();
         return 0;
     }
-    if (opt_read != NULL)
+    if (opt_read != NULL) {
+        if (opt_preset || opt_dims || opt_skew || opt_nnz || opt_output || opt_rounds != -1) {
+            fprintf(stderr, "tensorhost-synth: --read times loading a file and generates "
+                            "nothing: it takes no --preset, --dims, --skew, --nnz, --rounds or "
+                            "--output\n");
+            return 2;
+        }
         return run_read(opt_read);
+    }
     th_synth_params params;
     if (!build_params(&params, &error)) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
