@@ -183,6 +183,13 @@ int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nn
                              "nonzero %" G_GUINT64_FORMAT ": value %g is not finite", k,
                              values[k]);
     }
+    /* Asked before the copy, as a file's read asks: past what the host has,
+     * the copy would be killed midway. */
+    g_autofree char *short_of = NULL;
+    if (!th_sptensor_host_has_room(nnz, nmodes, &short_of))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "a tensor of %" G_GUINT64_FORMAT " nonzeros and %u modes: %s", nnz,
+                         nmodes, short_of);
     th_sptensor *t = th_sptensor_new(nmodes, nnz);
     for (uint32_t m = 0; m < nmodes; ++m) {
         t->dims[m] = (th_index)dims[m];
@@ -236,6 +243,24 @@ void tensorhost_tensor_free(tensorhost_tensor *tensor)
     g_free(tensor);
 }
 
+/* ||X||_F in the file's units without overflow or underflow: the values
+ * scaled by their largest magnitude first (values near 1e154 and beyond,
+ * which a run accepts by scaling them, would square to Inf). */
+static double norm_without_overflow(const th_sptensor *t)
+{
+    double largest = 0.0;
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        largest = fmax(largest, fabs(t->values[k]));
+    if (largest == 0.0)
+        return 0.0;
+    double sum = 0.0;
+    for (uint64_t k = 0; k < t->nnz; ++k) {
+        const double v = t->values[k] / largest;
+        sum += v * v;
+    }
+    return sqrt(sum) * largest / t->value_scale;
+}
+
 int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
                                     tensorhost_tensor_stats *stats, char *err)
 {
@@ -251,7 +276,7 @@ int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
     stats->duplicates_merged = t->duplicates_merged;
     stats->explicit_zeros = t->explicit_zeros;
     stats->underflowed_values = t->underflowed_values;
-    stats->norm = sqrt(th_sptensor_norm_squared(t)) / t->value_scale;
+    stats->norm = norm_without_overflow(t);
     stats->density = th_sptensor_density(t);
     return TENSORHOST_OK;
 }

@@ -79,6 +79,23 @@ static void test_tensor_from_coo(void **state)
                      TENSORHOST_ERR_INVALID_ARGUMENT);
     assert_int_equal(tensorhost_tensor_new(3, dims, 0, indices, values, &bad, err),
                      TENSORHOST_ERR_INVALID_ARGUMENT);
+
+    /* A tensor the host cannot hold is refused before the copy. */
+    setenv("TH_TEST_HOST_FREE_BYTES", "40", 1);
+    const int32_t refused = tensorhost_tensor_new(3, dims, 4, indices, values, &bad, err);
+    unsetenv("TH_TEST_HOST_FREE_BYTES");
+    assert_int_equal(refused, TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "a tensor of 4 nonzeros and 3 modes: need 80 B of memory for "
+                             "their arrays, and 40 B is free (TH_TEST_HOST_FREE_BYTES)");
+    assert_null(bad);
+
+    /* The norm of values whose squares overflow a double is still finite. */
+    const double huge[] = {3e200, 4e200, 0.0, 0.0};
+    expect_ok(tensorhost_tensor_new(3, dims, 2, indices, huge, &t, err), err);
+    expect_ok(tensorhost_tensor_get_stats(t, &stats, err), err);
+    if (!(fabs(stats.norm / 5e200 - 1.0) < 1e-15))
+        fail_msg("norm %g, expected 5e200", stats.norm);
+    tensorhost_tensor_free(t);
 }
 
 static void test_tensor_read_errors(void **state)

@@ -95,7 +95,9 @@ typedef struct tensorhost_tensor tensorhost_tensor;
  * lengths `dims`, `nnz` (>= 1) nonzeros, `indices` nnz x nmodes row-major
  * (nonzero k's coordinate in mode m at indices[k * nmodes + m]), 0-based and
  * below dims[m]; `values` finite. Duplicate coordinates are summed (as the
- * reader does). dims[m] and indices fit in 32 bits. The arrays are copied. */
+ * reader does). dims[m] and indices fit in 32 bits. The arrays are copied;
+ * a tensor the host has not the memory for is refused before the copy
+ * (TENSORHOST_ERR_INVALID_ARGUMENT, with the memory needed and free). */
 TENSORHOST_API int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nnz,
                                              const uint64_t *indices, const double *values,
                                              tensorhost_tensor **out, char *err);

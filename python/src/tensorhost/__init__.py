@@ -159,7 +159,17 @@ def _coo_arrays(indices, values, shape):
 
 
 def _tensor_handle(X) -> _Handle:
+    """X as a tensor handle; closed again if anything (a Ctrl-C noticed as
+    the C call returns, say) raises before it is returned."""
     handle = _Handle(_lib.tensorhost_tensor_free)
+    try:
+        return _fill_tensor_handle(handle, X)
+    except BaseException:
+        handle.close()
+        raise
+
+
+def _fill_tensor_handle(handle: _Handle, X) -> _Handle:
     err = _library.error_buffer()
     if isinstance(X, (str, bytes, os.PathLike)):
         # The file system's own bytes: a name that is not UTF-8 is still a name.
