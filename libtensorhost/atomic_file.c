@@ -51,13 +51,17 @@ static void atomic_file_free(th_atomic_file *file)
     g_free(file);
 }
 
+/* fflush and fsync: 0, or the errno of the first that failed. */
+static int flush_to_disk(th_atomic_file *file)
+{
+    if (fflush(file->stream) != 0 || ferror(file->stream))
+        return errno ? errno : EIO;
+    return fsync(fileno(file->stream)) != 0 ? errno : 0;
+}
+
 gboolean th_atomic_file_sync(th_atomic_file *file, GError **error)
 {
-    int failed_errno = 0;
-    if (fflush(file->stream) != 0 || ferror(file->stream))
-        failed_errno = errno ? errno : EIO;
-    else if (fsync(fileno(file->stream)) != 0)
-        failed_errno = errno;
+    const int failed_errno = flush_to_disk(file);
     if (!failed_errno)
         return TRUE;
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed_errno),
@@ -88,11 +92,7 @@ gboolean th_atomic_file_check_target(const char *path, GError **error)
 
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
 {
-    int failed_errno = 0;
-    if (fflush(file->stream) != 0 || ferror(file->stream))
-        failed_errno = errno ? errno : EIO;
-    else if (fsync(fileno(file->stream)) != 0)
-        failed_errno = errno;
+    int failed_errno = flush_to_disk(file);
     if (fclose(file->stream) != 0 && !failed_errno)
         failed_errno = errno;
     file->stream = NULL;

@@ -458,16 +458,25 @@ static void test_bad_option_fails_before_any_tensor_is_read(void **state)
 
 /* ---- Sweeps reach the plugin ------------------------------------------------ */
 
+/* A comparison of cpu-reference alone on aminoacid and a second tensor,
+ * the keys of its [[compare.tensor]] table given. */
+static th_config *load_two_tensors(const char *second)
+{
+    g_autofree char *text = g_strdup_printf(
+        "[compare]\nrepeats = 1\nwarmup = 0\n"
+        "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
+        "[[compare.tensor]]\n%s\n"
+        "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n",
+        second);
+    return load(text);
+}
+
 /* A tensor file that cannot be opened stops the comparison before any
  * tensor is read, whichever tensor it is, naming its table and label. */
 static void test_missing_tensor_fails_before_any_is_read(void **state)
 {
     (void)state;
-    g_autoptr(th_config) config =
-        load("[compare]\nrepeats = 1\nwarmup = 0\n"
-             "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
-             "[[compare.tensor]]\npath = \"/nonexistent/late.tns\"\n"
-             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n");
+    g_autoptr(th_config) config = load_two_tensors("path = \"/nonexistent/late.tns\"");
     g_autoptr(GError) error = NULL;
     g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
     assert_null(result);
@@ -482,11 +491,7 @@ static void test_missing_tensor_fails_before_any_is_read(void **state)
 static void test_stop_skips_the_tensors_not_read(void **state)
 {
     (void)state;
-    g_autoptr(th_config) config =
-        load("[compare]\nrepeats = 1\nwarmup = 0\n"
-             "[[compare.tensor]]\npath = \"" AMINOACID "\"\n"
-             "[[compare.tensor]]\nsynthetic = \"nell-1\"\nnnz = 1000\n"
-             "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n");
+    g_autoptr(th_config) config = load_two_tensors("synthetic = \"nell-1\"\nnnz = 1000");
     th_cancel_reset();
     th_cancel_request();
     g_autoptr(GError) error = NULL;

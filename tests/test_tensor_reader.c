@@ -591,6 +591,32 @@ static void test_threaded_read_keeps_lines_and_data(void **state)
     g_string_free(text, TRUE);
 }
 
+/* An sptensor file whose header declares 1000 nonzeros (0-based lines
+ * after it), mapped or gzip-compressed, with 100 bytes free: refused at
+ * its header's count, before the lines are parsed. */
+static void assert_declared_count_refused(gboolean gzip)
+{
+    GString *spt = g_string_new("sptensor\n3\n10 10 1000\n1000\n");
+    for (uint32_t i = 0; i < 1000; ++i)
+        g_string_append_printf(spt, "%u %u %u 2.0\n", i % 10, i / 10 % 10, i / 100);
+    g_autoptr(GBytes) bytes = gzip ? gzip_bytes(spt->str) : g_bytes_new(spt->str, spt->len);
+    gsize length = 0;
+    const char *data = g_bytes_get_data(bytes, &length);
+    g_autofree char *path =
+        write_temp(gzip ? "declared.sptensor.txt.gz" : "declared.sptensor.txt", data, length);
+    GError *error = NULL;
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
+    assert_null(th_tensor_read_file(path, NULL, &error));
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
+    g_autofree char *prefix =
+        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", path);
+    if (!g_str_has_prefix(error->message, prefix))
+        fail_msg("message: %s", error->message);
+    g_clear_error(&error);
+    g_string_free(spt, TRUE);
+}
+
 /* A text file's arrays are asked of the host before it is parsed, as a
  * binary file's are: with far less free than its lines' density puts them
  * at, the read stops there, naming the file, the estimate, the need and
@@ -635,21 +661,7 @@ static void test_host_memory_asked_before_parsing(void **state)
     th_sptensor_free(read);
     g_string_free(text, TRUE);
 
-    /* 0-based lines after an sptensor header declaring 1000 nonzeros. */
-    GString *spt = g_string_new("sptensor\n3\n10 10 1000\n1000\n");
-    for (uint32_t i = 0; i < 1000; ++i)
-        g_string_append_printf(spt, "%u %u %u 2.0\n", i % 10, i / 10 % 10, i / 100);
-    g_autofree char *spt_path = write_temp("declared.sptensor.txt", spt->str, spt->len);
-    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
-    assert_null(th_tensor_read_file(spt_path, NULL, &error));
-    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
-    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
-    g_autofree char *spt_prefix =
-        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", spt_path);
-    if (!g_str_has_prefix(error->message, spt_prefix))
-        fail_msg("message: %s", error->message);
-    g_clear_error(&error);
-    g_string_free(spt, TRUE);
+    assert_declared_count_refused(FALSE);
 }
 
 /* A stream (here gzip) has no size ahead: its arrays grow within what the
@@ -694,23 +706,7 @@ static void test_host_memory_guards_a_stream(void **state)
     th_sptensor_free(read);
     g_string_free(text, TRUE);
 
-    GString *spt = g_string_new("sptensor\n3\n10 10 1000\n1000\n");
-    for (uint32_t i = 0; i < 1000; ++i)
-        g_string_append_printf(spt, "%u %u %u 2.0\n", i % 10, i / 10 % 10, i / 100);
-    g_autoptr(GBytes) spt_gz = gzip_bytes(spt->str);
-    gsize spt_length = 0;
-    const char *spt_data = g_bytes_get_data(spt_gz, &spt_length);
-    g_autofree char *spt_path = write_temp("declared.sptensor.txt.gz", spt_data, spt_length);
-    g_setenv("TH_TEST_HOST_FREE_BYTES", "100", TRUE);
-    assert_null(th_tensor_read_file(spt_path, NULL, &error));
-    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
-    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
-    g_autofree char *spt_prefix =
-        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", spt_path);
-    if (!g_str_has_prefix(error->message, spt_prefix))
-        fail_msg("message: %s", error->message);
-    g_clear_error(&error);
-    g_string_free(spt, TRUE);
+    assert_declared_count_refused(TRUE);
 }
 
 /* A stop request abandons a text write between blocks: no file, no
