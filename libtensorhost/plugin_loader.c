@@ -438,6 +438,12 @@ static void plugin_free(th_plugin *plugin)
     g_free(plugin);
 }
 
+/* The plugins loaded, by absolute path (th_plugin_load). */
+static GMutex loaded_lock;
+static GHashTable *loaded_plugins; /* char *path (the plugin's own) -> th_plugin * */
+
+static th_plugin *load_new(char *absolute, const th_host_services *services, GError **error);
+
 th_plugin *th_plugin_load(const char *path, const th_host_services *services, GError **error)
 {
     g_return_val_if_fail(path != NULL && services != NULL, NULL);
@@ -446,9 +452,29 @@ th_plugin *th_plugin_load(const char *path, const th_host_services *services, GE
     g_autofree char *absolute = resolve_path(path, error);
     if (absolute == NULL)
         return NULL;
+    g_mutex_lock(&loaded_lock);
+    th_plugin *plugin = loaded_plugins ? g_hash_table_lookup(loaded_plugins, absolute) : NULL;
+    if (plugin) {
+        plugin->users++;
+    } else {
+        plugin = load_new(g_steal_pointer(&absolute), services, error);
+        if (plugin) {
+            if (!loaded_plugins)
+                loaded_plugins = g_hash_table_new(g_str_hash, g_str_equal);
+            plugin->users = 1;
+            g_hash_table_insert(loaded_plugins, plugin->path, plugin);
+        }
+    }
+    g_mutex_unlock(&loaded_lock);
+    return plugin;
+}
 
+/* dlopen, the entry's checks, init() and get_info()'s: a new th_plugin
+ * owning `absolute`. */
+static th_plugin *load_new(char *absolute, const th_host_services *services, GError **error)
+{
     th_plugin *plugin = g_new0(th_plugin, 1);
-    plugin->path = g_steal_pointer(&absolute);
+    plugin->path = absolute;
     plugin->services = *services;
 
     plugin->handle = dlopen(plugin->path, RTLD_NOW | RTLD_LOCAL);
@@ -493,9 +519,15 @@ void th_plugin_unload(th_plugin *plugin)
 {
     if (plugin == NULL)
         return;
-    if (plugin->entry.deinit != NULL)
-        plugin->entry.deinit();
-    plugin_free(plugin);
+    g_mutex_lock(&loaded_lock);
+    const gboolean last = --plugin->users == 0;
+    if (last) {
+        g_hash_table_remove(loaded_plugins, plugin->path);
+        if (plugin->entry.deinit != NULL)
+            plugin->entry.deinit();
+        plugin_free(plugin);
+    }
+    g_mutex_unlock(&loaded_lock);
 }
 
 /* ------------------------------------------------------------------------ */

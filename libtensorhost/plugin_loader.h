@@ -35,6 +35,7 @@ typedef struct th_plugin {
     uint32_t plugin_entry_size; /* struct_size the plugin declared */
     const th_plugin_info *info;
     th_host_services services; /* handed to init() and create(); lives here */
+    uint32_t users;            /* th_plugin_load calls not yet unloaded (the loader's) */
 } th_plugin;
 
 /* The directories searched for a plugin given by name, in order: `extra`
@@ -56,11 +57,16 @@ GPtrArray *th_plugin_installed_names(GPtrArray *search_path);
 
 /* dlopen(RTLD_NOW|RTLD_LOCAL), validate the entry (see plugin.h, steps 1-6),
  * call init(). `services` is copied. Every failure is one GError naming the
- * path and what was wrong. */
+ * path and what was wrong. A plugin already loaded (the same absolute path,
+ * not yet unloaded by every caller that loaded it) is shared: the same
+ * th_plugin, init() not called again, its first loader's services kept, as
+ * plugin.h has init() once after loading and deinit() once after every
+ * instance is destroyed. Thread-safe. */
 th_plugin *th_plugin_load(const char *path, const th_host_services *services, GError **error);
 
-/* Calls deinit() (if any), then dlclose(). Every instance must be destroyed
- * before. Accepts NULL. */
+/* One th_plugin_load undone: the last calls deinit() (if any), then
+ * dlclose(). Every instance the caller made must be destroyed before.
+ * Accepts NULL. Thread-safe. */
 void th_plugin_unload(th_plugin *plugin);
 
 /* Turns a failed status and the plugin's message into a GError in

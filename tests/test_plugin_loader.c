@@ -317,6 +317,38 @@ static void test_failing_calls_report_plugin_text(void **state)
     g_ptr_array_unref(capture.lines);
 }
 
+/* A plugin loaded twice is one: init() once, the same th_plugin, and
+ * deinit() only when the last loader unloads it (plugin.h: init once after
+ * loading, deinit once after every instance is destroyed). */
+static void test_loading_twice_shares_the_plugin(void **state)
+{
+    (void)state;
+    log_capture capture;
+    th_host_services services = capture_services(&capture);
+    g_autoptr(GError) error = NULL;
+    th_plugin *first = th_plugin_load(FIXTURE("failing"), &services, &error);
+    th_plugin *second = th_plugin_load(FIXTURE("failing"), &services, &error);
+    assert_non_null(first);
+    assert_ptr_equal(first, second);
+    guint inits = 0;
+    for (guint i = 0; i < capture.lines->len; i++)
+        inits += strcmp(g_ptr_array_index(capture.lines, i), "fixture_failing: init") == 0;
+    assert_int_equal(inits, 1);
+    th_plugin_unload(first);
+    assert_false(captured(&capture, "fixture_failing: deinit"));
+    th_plugin_unload(second);
+    assert_true(captured(&capture, "fixture_failing: deinit"));
+    /* Loaded again after: a new init(). */
+    th_plugin *again = th_plugin_load(FIXTURE("failing"), &services, &error);
+    assert_non_null(again);
+    inits = 0;
+    for (guint i = 0; i < capture.lines->len; i++)
+        inits += strcmp(g_ptr_array_index(capture.lines, i), "fixture_failing: init") == 0;
+    assert_int_equal(inits, 2);
+    th_plugin_unload(again);
+    g_ptr_array_unref(capture.lines);
+}
+
 static void test_init_failure(void **state)
 {
     (void)state;
@@ -904,6 +936,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_null_function_is_named),
         cmocka_unit_test(test_failing_calls_report_plugin_text),
         cmocka_unit_test(test_init_failure),
+        cmocka_unit_test(test_loading_twice_shares_the_plugin),
         cmocka_unit_test(test_bad_info),
         cmocka_unit_test(test_capability_comes_from_the_function),
         cmocka_unit_test(test_sweep_plugin_loads),
