@@ -31,7 +31,7 @@
 # /tmp/th-end-to-end), removed at the end unless --keep.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-preset=nell-1 tensor= plugin=gpu-adaptive rank=32 iters=20 work=/tmp/th-end-to-end keep=0
+preset=nell-1 tensor='' plugin=gpu-adaptive rank=32 iters=20 work=/tmp/th-end-to-end keep=0
 while [ $# -gt 0 ]; do
     case $1 in
     --preset) preset=$2; shift ;;

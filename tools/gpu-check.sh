@@ -129,7 +129,7 @@ if want sanitize; then
     done
     for prog in $progs; do
         for tool in memcheck racecheck; do
-            logs=("$out"/sanitizer-$tool-$prog-*.log)
+            logs=("$out"/sanitizer-"$tool"-"$prog"-*.log)
             ok=$(cat "${logs[@]}" | grep -cE '^\[       OK')
             tests=${#logs[@]}
             bad=$(grep -L '^rc=0 ' "${logs[@]}" | xargs -r -n1 basename | tr '\n' ' ')
