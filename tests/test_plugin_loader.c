@@ -54,12 +54,17 @@ static th_host_services capture_services(log_capture *capture)
     return services;
 }
 
+static guint times_captured(const log_capture *capture, const char *line)
+{
+    guint times = 0;
+    for (guint i = 0; i < capture->lines->len; i++)
+        times += strcmp(g_ptr_array_index(capture->lines, i), line) == 0;
+    return times;
+}
+
 static gboolean captured(const log_capture *capture, const char *line)
 {
-    for (guint i = 0; i < capture->lines->len; i++)
-        if (strcmp(g_ptr_array_index(capture->lines, i), line) == 0)
-            return TRUE;
-    return FALSE;
+    return times_captured(capture, line) > 0;
 }
 
 static char *canonical(const char *path)
@@ -330,10 +335,7 @@ static void test_loading_twice_shares_the_plugin(void **state)
     th_plugin *second = th_plugin_load(FIXTURE("failing"), &services, &error);
     assert_non_null(first);
     assert_ptr_equal(first, second);
-    guint inits = 0;
-    for (guint i = 0; i < capture.lines->len; i++)
-        inits += strcmp(g_ptr_array_index(capture.lines, i), "fixture_failing: init") == 0;
-    assert_int_equal(inits, 1);
+    assert_int_equal(times_captured(&capture, "fixture_failing: init"), 1);
     th_plugin_unload(first);
     assert_false(captured(&capture, "fixture_failing: deinit"));
     th_plugin_unload(second);
@@ -341,10 +343,7 @@ static void test_loading_twice_shares_the_plugin(void **state)
     /* Loaded again after: a new init(). */
     th_plugin *again = th_plugin_load(FIXTURE("failing"), &services, &error);
     assert_non_null(again);
-    inits = 0;
-    for (guint i = 0; i < capture.lines->len; i++)
-        inits += strcmp(g_ptr_array_index(capture.lines, i), "fixture_failing: init") == 0;
-    assert_int_equal(inits, 2);
+    assert_int_equal(times_captured(&capture, "fixture_failing: init"), 2);
     th_plugin_unload(again);
     g_ptr_array_unref(capture.lines);
 }
