@@ -243,24 +243,6 @@ void tensorhost_tensor_free(tensorhost_tensor *tensor)
     g_free(tensor);
 }
 
-/* ||X||_F in the file's units without overflow or underflow: the values
- * scaled by their largest magnitude first (values near 1e154 and beyond,
- * which a run accepts by scaling them, would square to Inf). */
-static double norm_without_overflow(const th_sptensor *t)
-{
-    double largest = 0.0;
-    for (uint64_t k = 0; k < t->nnz; ++k)
-        largest = fmax(largest, fabs(t->values[k]));
-    if (largest == 0.0)
-        return 0.0;
-    double sum = 0.0;
-    for (uint64_t k = 0; k < t->nnz; ++k) {
-        const double v = t->values[k] / largest;
-        sum += v * v;
-    }
-    return sqrt(sum) * largest / t->value_scale;
-}
-
 int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
                                     tensorhost_tensor_stats *stats, char *err)
 {
@@ -276,7 +258,7 @@ int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
     stats->duplicates_merged = t->duplicates_merged;
     stats->explicit_zeros = t->explicit_zeros;
     stats->underflowed_values = t->underflowed_values;
-    stats->norm = norm_without_overflow(t);
+    stats->norm = th_sptensor_norm(t);
     stats->density = th_sptensor_density(t);
     return TENSORHOST_OK;
 }

@@ -69,6 +69,17 @@ gboolean th_atomic_file_sync(th_atomic_file *file, GError **error)
     return FALSE;
 }
 
+int th_atomic_file_probe_folder(const char *dir)
+{
+    g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
+    const int fd = g_mkstemp(probe);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    g_unlink(probe);
+    return 0;
+}
+
 gboolean th_atomic_file_check_target(const char *path, GError **error)
 {
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
@@ -77,17 +88,22 @@ gboolean th_atomic_file_check_target(const char *path, GError **error)
         return FALSE;
     }
     g_autofree char *dir = g_path_get_dirname(path);
-    g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
-    const int fd = g_mkstemp(probe);
-    if (fd < 0) {
-        const int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "%s: cannot write into %s: %s", path, dir, g_strerror(saved));
-        return FALSE;
+    const int failed = th_atomic_file_probe_folder(dir);
+    if (!failed)
+        return TRUE;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed),
+                "%s: cannot write into %s: %s", path, dir, g_strerror(failed));
+    return FALSE;
+}
+
+void th_atomic_file_sync_folder(const char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    const int dir_fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        (void)fsync(dir_fd);
+        close(dir_fd);
     }
-    close(fd);
-    g_unlink(probe);
-    return TRUE;
 }
 
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
@@ -105,13 +121,7 @@ gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
         atomic_file_free(file);
         return FALSE;
     }
-    /* The rename itself made durable; failing here loses nothing written. */
-    g_autofree char *dir = g_path_get_dirname(file->path);
-    const int dir_fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        (void)fsync(dir_fd);
-        close(dir_fd);
-    }
+    th_atomic_file_sync_folder(file->path);
     atomic_file_free(file);
     return TRUE;
 }

@@ -16,7 +16,11 @@ FILE *th_atomic_file_stream(th_atomic_file *file);
 /* Flushes and fsyncs (the slow part of a commit), so that a caller may
  * still abort after it; the file stays open. */
 gboolean th_atomic_file_sync(th_atomic_file *file, GError **error);
-/* Flushes, fsyncs, closes and renames into place; frees `file` in all cases.
+/* fsyncs the folder of `path`, so that a rename into it is durable;
+ * failing there loses nothing written, so it is not an error. */
+void th_atomic_file_sync_folder(const char *path);
+/* Flushes, fsyncs, closes and renames into place (the rename made durable,
+ * th_atomic_file_sync_folder); frees `file` in all cases.
  * On failure the temporary file is removed and nothing replaces `path`. */
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error);
 /* Removes the temporary file and frees `file`. Accepts NULL. */
@@ -25,6 +29,10 @@ void th_atomic_file_abort(th_atomic_file *file);
 /* Creates the output folder `dir` and its parents if missing; the error
  * names the folder. */
 gboolean th_make_output_dir(const char *dir, GError **error);
+
+/* Whether the existing folder `dir` takes a new file: one is created and
+ * removed. 0, or the errno of the attempt. */
+int th_atomic_file_probe_folder(const char *dir);
 
 /* Whether a file can be written at `path`, asked before long work that
  * ends in writing it: its folder exists and takes a new file (one is

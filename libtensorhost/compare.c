@@ -566,6 +566,23 @@ static void compute_speedups(th_compare_tensor *tensor, const th_compare_run *ba
     }
 }
 
+/* One run a backend in the tensor's runs, in config order, the baseline's
+ * marked; returns the baseline's index. */
+static guint add_runs(th_compare_tensor *tensor, const th_compare_config *compare,
+                      uint32_t nmodes)
+{
+    guint baseline_index = 0;
+    for (guint i = 0; i < compare->backends->len; i++) {
+        const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
+        if (strcmp(backend->label, compare->baseline) == 0)
+            baseline_index = i;
+        g_ptr_array_add(tensor->runs, run_new(backend, FALSE, nmodes));
+    }
+    th_compare_run *baseline = g_ptr_array_index(tensor->runs, baseline_index);
+    baseline->is_baseline = TRUE;
+    return baseline_index;
+}
+
 /* Runs every backend on one tensor, the baseline first (its results are
  * the reference), the rest in config order; runs are stored in config order. */
 static gboolean run_tensor(th_compare_result *result, const th_config *config,
@@ -592,13 +609,10 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
         result->interrupted = TRUE;
         if (!tensor->source)
             tensor->source = g_strdup(input->synthetic ? input->synthetic : input->path);
-        for (guint i = 0; i < compare->backends->len; i++) {
-            const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
-            th_compare_run *run =
-                run_new(backend, strcmp(backend->label, compare->baseline) == 0, 0);
-            run_set_status(run, TH_COMPARE_SKIPPED, "interrupted (Ctrl-C) before it ran");
-            g_ptr_array_add(tensor->runs, run);
-        }
+        add_runs(tensor, compare, 0);
+        for (guint i = 0; i < tensor->runs->len; i++)
+            run_set_status(g_ptr_array_index(tensor->runs, i), TH_COMPARE_SKIPPED,
+                           "interrupted (Ctrl-C) before it ran");
         return TRUE;
     }
 
@@ -612,15 +626,8 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
         .factors = th_cpd_initial_factors(data->dims, data->nmodes, compare->rank, config->seed),
         .open_skips = open_skips,
     };
-    guint baseline_index = 0;
-    for (guint i = 0; i < compare->backends->len; i++) {
-        const th_compare_backend_config *backend = g_ptr_array_index(compare->backends, i);
-        if (strcmp(backend->label, compare->baseline) == 0)
-            baseline_index = i;
-        g_ptr_array_add(tensor->runs, run_new(backend, FALSE, data->nmodes));
-    }
+    const guint baseline_index = add_runs(tensor, compare, data->nmodes);
     th_compare_run *baseline = g_ptr_array_index(tensor->runs, baseline_index);
-    baseline->is_baseline = TRUE;
     gboolean ok = run_backend(&s, tensor->runs, baseline_index, error);
     for (guint i = 0; ok && i < compare->backends->len; i++) {
         if (i != baseline_index)

@@ -1165,6 +1165,17 @@ static void foreach_sweep(const th_config_sweep *sweep, const char *name, foreac
 }
 
 /* `target` is th_config or an object's struct; `prefix` its dotted name. */
+/* Each option of `options` (may be NULL) as PREFIX.KEY. */
+static void foreach_option(const GPtrArray *options, const char *prefix, foreach_fn fn,
+                           void *user_data)
+{
+    for (guint j = 0; options && j < options->len; j++) {
+        const th_config_option *option = g_ptr_array_index(options, j);
+        g_autofree char *option_name = dotted_name(prefix, option->key);
+        call_with_option(fn, option_name, option->value, option->kind, user_data);
+    }
+}
+
 static void foreach_in_table(const void *target, const th_table_schema *schema,
                              const char *prefix, foreach_fn fn, void *user_data)
 {
@@ -1207,12 +1218,7 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
             text = g_strdup(value.boolean ? "true" : "false");
             break;
         case TH_KEY_OPTIONS: {
-            const GPtrArray *options = *(GPtrArray *const *)field;
-            for (guint j = 0; options && j < options->len; j++) {
-                const th_config_option *option = g_ptr_array_index(options, j);
-                g_autofree char *option_name = dotted_name(name, option->key);
-                call_with_option(fn, option_name, option->value, option->kind, user_data);
-            }
+            foreach_option(*(GPtrArray *const *)field, name, fn, user_data);
             /* Then the [KEY.NAME] tables, as KEY.NAME.OPTION (only the
              * top-level [backend.options] has them: `target` is the config). */
             const GPtrArray *tables =
@@ -1220,11 +1226,7 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
             for (guint t = 0; tables && t < tables->len; t++) {
                 const th_config_plugin_options *table = g_ptr_array_index(tables, t);
                 g_autofree char *table_name = dotted_name(name, table->plugin);
-                for (guint j = 0; table->options && j < table->options->len; j++) {
-                    const th_config_option *option = g_ptr_array_index(table->options, j);
-                    g_autofree char *option_name = dotted_name(table_name, option->key);
-                    call_with_option(fn, option_name, option->value, option->kind, user_data);
-                }
+                foreach_option(table->options, table_name, fn, user_data);
             }
             continue;
         }

@@ -114,16 +114,11 @@ static gboolean check_output_dir(const th_config *config, const char *dir, const
         g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
                     "cannot create %s: %s: %s", dir, existing, g_strerror(saved));
     } else {
-        g_autofree char *probe = g_build_filename(dir, ".tensorhost-write-test-XXXXXX", NULL);
-        const int fd = g_mkstemp(probe);
-        if (fd >= 0) {
-            close(fd);
-            g_unlink(probe);
+        const int failed = th_atomic_file_probe_folder(dir);
+        if (!failed)
             return TRUE;
-        }
-        const int saved = errno;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),
-                    "cannot write into %s: %s", dir, g_strerror(saved));
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed),
+                    "cannot write into %s: %s", dir, g_strerror(failed));
     }
     blame_key(error, config, key);
     return FALSE;

@@ -538,23 +538,40 @@ gboolean th_sptensor_sort_and_merge(th_sptensor *t)
 
 /* ---- statistics --------------------------------------------------------- */
 
-double th_sptensor_norm_squared(const th_sptensor *t)
+/* Sum of (value / divisor)^2, on all cores. */
+static double sum_of_squares(const th_sptensor *t, double divisor)
 {
-    g_return_val_if_fail(t != NULL, 0.0);
     const uint64_t nchunks = (t->nnz + SCAN_CHUNK - 1) / SCAN_CHUNK;
     g_autofree double *part = g_new0(double, MAX(nchunks, 1));
 #pragma omp parallel for schedule(static)
     for (uint64_t c = 0; c < nchunks; ++c) {
         double sum = 0.0;
         const uint64_t end = MIN(t->nnz, (c + 1) * SCAN_CHUNK);
-        for (uint64_t i = c * SCAN_CHUNK; i < end; ++i)
-            sum += t->values[i] * t->values[i];
+        for (uint64_t i = c * SCAN_CHUNK; i < end; ++i) {
+            const double v = t->values[i] / divisor;
+            sum += v * v;
+        }
         part[c] = sum;
     }
     double sum = 0.0;
     for (uint64_t c = 0; c < nchunks; ++c)
         sum += part[c];
     return sum;
+}
+
+double th_sptensor_norm_squared(const th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, 0.0);
+    return sum_of_squares(t, 1.0);
+}
+
+double th_sptensor_norm(const th_sptensor *t)
+{
+    g_return_val_if_fail(t != NULL, 0.0);
+    const double largest = th_sptensor_max_abs(t);
+    if (largest == 0.0)
+        return 0.0;
+    return sqrt(sum_of_squares(t, largest)) * largest / t->value_scale;
 }
 
 double th_sptensor_max_abs(const th_sptensor *t)

@@ -82,6 +82,12 @@ void th_sptensor_set_sort_threads(uint32_t threads);
 /* Sum of squared values. */
 double th_sptensor_norm_squared(const th_sptensor *t);
 
+/* ||X||_F in the file's units (value_scale undone) without overflow or
+ * underflow: the values divided by the largest magnitude before they are
+ * squared (values near 1e154 and beyond, which a run accepts by scaling
+ * them, would square to Inf). */
+double th_sptensor_norm(const th_sptensor *t);
+
 /* Largest |value|. */
 double th_sptensor_max_abs(const th_sptensor *t);
 

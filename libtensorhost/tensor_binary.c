@@ -1181,40 +1181,42 @@ gboolean th_tensor_binary_write_stream(FILE *out, const char *name, const th_spt
     return ok;
 }
 
+/* An atomic file's error (its message names the path already) in the
+ * tensor's domain. */
+static gboolean fail_with_file_error(GError **error, GError *file_error)
+{
+    g_set_error_literal(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                        file_error->message);
+    g_error_free(file_error);
+    return FALSE;
+}
+
 gboolean th_tensor_binary_write_full(const char *path, const th_sptensor *t, const char *note,
                                      GError **error)
 {
     g_return_val_if_fail(path != NULL && t != NULL, FALSE);
     GError *file_error = NULL;
     th_atomic_file *file = th_atomic_file_open(path, &file_error);
-    if (file == NULL) {
-        /* Its message names the path already; the domain is the tensor's. */
-        g_set_error_literal(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
-                            file_error->message);
-        g_error_free(file_error);
-        return FALSE;
-    }
+    if (file == NULL)
+        return fail_with_file_error(error, file_error);
     if (!th_tensor_binary_write_stream(th_atomic_file_stream(file), path, t, note, error)) {
         th_atomic_file_abort(file);
         return FALSE;
     }
     /* The flush to disk is the long part for a large file: a stop during
      * it still leaves no file, as one during the writes does. */
-    gboolean synced = th_atomic_file_sync(file, &file_error);
-    if (synced && th_cancel_requested()) {
+    if (!th_atomic_file_sync(file, &file_error)) {
+        th_atomic_file_abort(file);
+        return fail_with_file_error(error, file_error);
+    }
+    if (th_cancel_requested()) {
         th_atomic_file_abort(file);
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED,
                     "%s: writing interrupted", path);
         return FALSE;
     }
-    if (!synced || !th_atomic_file_commit(file, &file_error)) {
-        if (!synced)
-            th_atomic_file_abort(file);
-        g_set_error_literal(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
-                            file_error->message);
-        g_error_free(file_error);
-        return FALSE;
-    }
+    if (!th_atomic_file_commit(file, &file_error))
+        return fail_with_file_error(error, file_error);
     return TRUE;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "cancel.h"
 #include "tensor_reader.h"
 
@@ -215,13 +216,7 @@ gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const 
         g_error_free(write_error);
         return FALSE;
     }
-    /* Make the rename itself durable; failing here loses nothing written. */
-    g_autofree char *dir = g_path_get_dirname(path);
-    int dir_fd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        (void)fsync(dir_fd);
-        close(dir_fd);
-    }
+    th_atomic_file_sync_folder(path);
     return TRUE;
 }
 

@@ -256,6 +256,13 @@ def _run_in_worker(call: Callable[[], int], interrupted: list):
     return outcome["status"], bool(interrupted)
 
 
+def _check_integer(name: str, value, low: int, high: int, bounds: str) -> None:
+    """ValueError unless `value` is an integer (not a bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {bounds}, got {value!r}")
+
+
 def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
            max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
            callback: Optional[Callable[[int, float], Optional[bool]]] = None,
@@ -283,14 +290,9 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     message (ValueError/TypeError for malformed arguments).
     """
     # The C fields are fixed-width: a value past them would wrap silently.
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 1 <= rank <= 4096:
-        raise ValueError(f"rank must be an integer from 1 to 4096, got {rank!r}")
-    if (isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer))
-            or not 1 <= max_iters <= 2**32 - 1):
-        raise ValueError(f"max_iters must be an integer from 1 to 2**32 - 1, got {max_iters!r}")
-    if (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-            or not 0 <= seed <= 2**64 - 1):
-        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {seed!r}")
+    _check_integer("rank", rank, 1, 4096, "1 to 4096")
+    _check_integer("max_iters", max_iters, 1, 2**32 - 1, "1 to 2**32 - 1")
+    _check_integer("seed", seed, 0, 2**64 - 1, "0 to 2**64 - 1")
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
     with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
