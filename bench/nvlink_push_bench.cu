@@ -2,14 +2,20 @@
  * other at once, as the direct exchange of kernels/comm.cu does for a
  * factor's rows: G devices with peer access, each holding a buffer of G
  * blocks, each pushing its own block to the same place in every other
- * device's buffer. Four ways of dealing the work, each at several grid
- * shapes (the direct exchange takes the second, BENCHMARKS.md "The sweep's
- * collective without its entry barrier"):
+ * device's buffer. Ways of dealing the work, each at several grid shapes
+ * (the direct exchange takes the second, BENCHMARKS.md "The sweep's
+ * collective without its entry barrier" and "The next sweep's first MTTKRP
+ * run ahead"):
  *   peer-major   every thread block stores to one peer, then the next;
  *   dealt        thread blocks dealt to the peers in turn (block b to peer
  *                1 + b mod (G - 1));
  *   every-peer   each thread loads a unit once and stores it to every peer;
- *   copy-engine  one cudaMemcpyAsync a peer, each on a stream of its own.
+ *   copy-engine  one cudaMemcpyAsync a peer, each on a stream of its own;
+ *   dealt-x4     dealt, four units in flight a thread (loads, then stores);
+ *   pull, pull-x4, pull-x8
+ *                the same exchange the other way: each device's blocks,
+ *                dealt to the peers in turn, load the peer's own block
+ *                and store it locally (one, four or eight units in flight).
  * The time of a run is the slowest device's (CUDA events around its work);
  * printed: the median over 12 runs after 3 warm-ups, and each device's
  * outgoing rate at that time.
@@ -42,6 +48,8 @@ constexpr int kWarmups = 3, kRuns = 12;
 
 struct peers {
     uint4 *dst[kMaxDevices]; /* device d's copy of this device's block */
+    const uint4 *peer_src[kMaxDevices]; /* device d's own block, on device d */
+    uint4 *local_dst[kMaxDevices];      /* this device's copy of device d's block */
     int G, self;
 };
 
@@ -75,8 +83,34 @@ __global__ void push_every_peer(const uint4 *src, size_t units, peers p)
     }
 }
 
-enum method { kPeerMajor, kDealt, kEveryPeer, kCopyEngine };
-const char *const kNames[] = {"peer-major", "dealt", "every-peer", "copy-engine"};
+/* dealt, with U units a thread in flight (their loads before their
+ * stores); PULL: each device loads its peers' blocks and stores them
+ * locally instead of storing its own into theirs. */
+template <int U, bool PULL>
+__global__ void move_dealt(const uint4 *src, size_t units, peers p)
+{
+    const unsigned lanes = (unsigned)p.G - 1u, lane = blockIdx.x % lanes;
+    const unsigned mine = blockIdx.x / lanes, per_lane = gridDim.x / lanes;
+    const int peer = (p.self + 1 + (int)lane) % p.G;
+    const uint4 *from = PULL ? p.peer_src[peer] : src;
+    uint4 *to = PULL ? p.local_dst[peer] : p.dst[peer];
+    const size_t stride = (size_t)per_lane * blockDim.x;
+    for (size_t u = mine * (size_t)blockDim.x + threadIdx.x; u < units; u += U * stride) {
+        uint4 v[U];
+#pragma unroll
+        for (int i = 0; i < U; ++i)
+            if (u + i * stride < units)
+                v[i] = from[u + i * stride];
+#pragma unroll
+        for (int i = 0; i < U; ++i)
+            if (u + i * stride < units)
+                to[u + i * stride] = v[i];
+    }
+}
+
+enum method { kPeerMajor, kDealt, kEveryPeer, kCopyEngine, kDealt4, kPull, kPull4, kPull8 };
+const char *const kNames[] = {"peer-major", "dealt",  "every-peer", "copy-engine",
+                              "dealt-x4",   "pull",   "pull-x4",    "pull-x8"};
 
 struct device_state {
     uint4 *buf = nullptr;
@@ -101,8 +135,11 @@ float run_once(std::vector<device_state> &ds, method how, size_t bytes, unsigned
         peers p = {};
         p.G = G;
         p.self = g;
-        for (int h = 0; h < G; ++h)
+        for (int h = 0; h < G; ++h) {
             p.dst[h] = ds[h].buf + (size_t)g * units;
+            p.peer_src[h] = ds[h].buf + (size_t)h * units;
+            p.local_dst[h] = d.buf + (size_t)h * units;
+        }
         const uint4 *src = d.buf + (size_t)g * units;
         CHECK(cudaEventRecord(d.start, d.streams[0]));
         switch (how) {
@@ -114,6 +151,18 @@ float run_once(std::vector<device_state> &ds, method how, size_t bytes, unsigned
             break;
         case kEveryPeer:
             push_every_peer<<<blocks, threads, 0, d.streams[0]>>>(src, units, p);
+            break;
+        case kDealt4:
+            move_dealt<4, false><<<blocks, threads, 0, d.streams[0]>>>(src, units, p);
+            break;
+        case kPull:
+            move_dealt<1, true><<<blocks, threads, 0, d.streams[0]>>>(src, units, p);
+            break;
+        case kPull4:
+            move_dealt<4, true><<<blocks, threads, 0, d.streams[0]>>>(src, units, p);
+            break;
+        case kPull8:
+            move_dealt<8, true><<<blocks, threads, 0, d.streams[0]>>>(src, units, p);
             break;
         case kCopyEngine:
             CHECK(cudaEventRecord(d.fork, d.streams[0]));
@@ -185,14 +234,14 @@ int main(int argc, char **argv)
     const unsigned sms = (unsigned)prop.multiProcessorCount;
     const unsigned grids[] = {sms / 4, sms / 2, sms, 2 * sms};
     const unsigned shapes[] = {256, 512, 1024};
-    for (int how = kPeerMajor; how <= kCopyEngine; ++how)
+    for (int how = kPeerMajor; how <= kPull8; ++how)
         for (unsigned blocks : grids)
             for (unsigned threads : shapes) {
                 if (how == kCopyEngine && (blocks != sms || threads != 512))
                     continue; /* no grid of ours */
                 /* dealt: a multiple of the peers, as the direct exchange launches */
-                const unsigned grid = how == kDealt ? std::max(1u, blocks / (G - 1)) * (G - 1)
-                                                    : blocks;
+                const bool dealt = how == kDealt || how >= kDealt4;
+                const unsigned grid = dealt ? std::max(1u, blocks / (G - 1)) * (G - 1) : blocks;
                 std::vector<float> ms;
                 for (int r = 0; r < kWarmups + kRuns; ++r) {
                     const float t = run_once(ds, (method)how, bytes, grid, threads);
@@ -205,8 +254,9 @@ int main(int argc, char **argv)
                     printf("%-12s                        %8.1f us  %6.1f GB/s out of each\n",
                            kNames[how], us, (double)bytes * (G - 1) / us * 1e-3);
                 else
-                    printf("%-12s %4u blocks x %4u threads %8.1f us  %6.1f GB/s out of each\n",
-                           kNames[how], grid, threads, us, (double)bytes * (G - 1) / us * 1e-3);
+                    printf("%-12s %4u blocks x %4u threads %8.1f us  %6.1f GB/s %s each\n",
+                           kNames[how], grid, threads, us, (double)bytes * (G - 1) / us * 1e-3,
+                           how >= kPull ? "into" : "out of");
             }
     for (int g = 0; g < G; ++g) {
         CHECK(cudaSetDevice(g));

@@ -29,6 +29,13 @@
  *   stream: mttkrp(n) --join-- update(n) collective(n) fold(n) --fork-- mttkrp(n+1) --join-- ...
  *   side:   finish(n-1) solve(n) ---/                         finish(n) solve(n+1) ---/
  *
+ * A captured sweep ends with the next sweep's first MTTKRP run ahead
+ * (thg_group::ahead), beside the last finish and the results copy; the
+ * next sweep, if no factor changed, starts at the update:
+ *
+ *   stream: ... fold(N-1) mttkrp(0 of the next sweep, into ahead) --join--|
+ *   side:       finish(N-1) results copy, results_ready ------------/
+ *
  * One collective a mode: on small payloads each costs its latency, the
  * iteration's largest overhead over the MTTKRPs; between NCCL's devices the
  * factors and the exchange buffers are registered with the communicator
@@ -140,13 +147,31 @@ struct thg_group {
     bool comm_timed[THG_MAX_MODES][kCollectives] = {};
     cudaEvent_t sweep_start = nullptr, sweep_stop = nullptr; /* rank 0's */
     double last_sweep_seconds = -1.0;
-    /* The sweep as one CUDA graph a rank, per norm (0: 2-norm, 1:
+    /* The sweep as one CUDA graph a rank, per start (0: its own first
+     * MTTKRP; 1: the one run ahead, below) and norm (0: 2-norm, 1:
      * max-norm), captured on first use unless why_no_sweep_graphs says
      * why not or a capture failed (graphs_failed); destroyed with the
      * layout. graphs_note: "on", or "off (why)", set with the layout and
      * by a failed capture. */
-    cudaGraphExec_t sweep_graphs[2][THG_MAX_COMM_RANKS] = {};
+    cudaGraphExec_t sweep_graphs[2][2][THG_MAX_COMM_RANKS] = {};
     bool graphs_failed = false;
+    /* The run-ahead: each rank's graph ends with the next sweep's first
+     * MTTKRP into ahead[q] (mode 0's result and result scale as the rank
+     * holds them), beside the results copy after which results_ready
+     * (what the host waits for) is recorded. A sweep's first MTTKRP reads no factor of its
+     * own mode, so that one is the next sweep's as long as no factor
+     * changes in between: ahead_valid, cleared by every call that changes
+     * a factor or the layout and by a sweep that stopped early. The next
+     * sweep then copies it into the mode's result and starts at the
+     * update: the host's return, its next call and the ranks' launches,
+     * one after another, overlap that MTTKRP instead of leaving the GPUs
+     * idle and the ranks ~20 us apart (kernels/DESIGN.md, open end 4).
+     * ahead[q]: one allocation, the rows, the R scale factors, then the
+     * run-ahead's span (its two stamps), which the next sweep moves to
+     * mode 0's before its results copy. */
+    float *ahead[THG_MAX_COMM_RANKS] = {};
+    cudaEvent_t results_ready[THG_MAX_COMM_RANKS] = {};
+    bool ahead_valid = false;
     char graphs_note[TH_GPU_NOTE_SIZE] = "off (no tensor loaded)";
 };
 
@@ -189,20 +214,66 @@ thg_status register_all(thg_group *g, void *const *bufs, size_t bytes,
 /* The sweep's graphs, which name the layout's buffers. */
 void destroy_sweep_graphs(thg_group *g)
 {
-    for (auto &per_norm : g->sweep_graphs)
-        for (uint32_t q = 0; q < g->G; ++q)
-            if (per_norm[q]) {
-                cudaSetDevice(g->devices[q]);
-                cudaGraphExecDestroy(per_norm[q]);
-                per_norm[q] = nullptr;
-            }
+    for (auto &per_start : g->sweep_graphs)
+        for (auto &per_norm : per_start)
+            for (uint32_t q = 0; q < g->G; ++q)
+                if (per_norm[q]) {
+                    cudaSetDevice(g->devices[q]);
+                    cudaGraphExecDestroy(per_norm[q]);
+                    per_norm[q] = nullptr;
+                }
 }
 
+/* Rows of mode 0's result that rank q holds, at least one (an allocation's). */
+size_t ahead_rows(const thg_context *ctx)
+{
+    const size_t held = ctx->result_end[0] - ctx->result_begin[0];
+    return held > 0 ? held : 1;
+}
+
+/* Bytes of the run-ahead's buffer before its stamps, and in all. */
+size_t ahead_stamps_offset(const thg_context *ctx)
+{
+    return (sizeof(float) * (ahead_rows(ctx) + 1u) * ctx->rank + 7u) / 8u * 8u;
+}
+size_t ahead_bytes(const thg_context *ctx)
+{
+    return ahead_stamps_offset(ctx) + 2u * sizeof(unsigned long long);
+}
+
+unsigned long long *ahead_stamps(const thg_group *g, uint32_t q)
+{
+    return (unsigned long long *)((char *)g->ahead[q] + ahead_stamps_offset(g->ranks[q]));
+}
+
+/* Where rank q's run-ahead MTTKRP writes. */
+thg_result_target ahead_target(const thg_group *g, uint32_t q)
+{
+    const thg_context *ctx = g->ranks[q];
+    float *block = g->ahead[q];
+    return {block - ctx->result_begin[0] * ctx->rank, block, block + ahead_rows(ctx) * ctx->rank};
+}
+
+/* The run-ahead MTTKRP no longer matches the next sweep's (a factor or
+ * the layout changes): the next sweep computes its own. */
+void drop_run_ahead(thg_group *g) { g->ahead_valid = false; }
+
 /* Deregisters the factors and the exchange buffers (before any rank frees
- * them), frees the exchange buffers and drops the sweep's graphs. */
+ * them), frees the exchange buffers and drops the sweep's graphs; first
+ * waits for whatever the ranks still run (a run-ahead MTTKRP). */
 void free_layout(thg_group *g)
 {
+    drop_run_ahead(g);
+    for (uint32_t q = 0; q < g->G; ++q)
+        if (g->ranks[q] && cudaSetDevice(g->devices[q]) == cudaSuccess)
+            cudaStreamSynchronize(g->ranks[q]->stream);
     destroy_sweep_graphs(g);
+    for (uint32_t q = 0; q < g->G; ++q)
+        if (g->ahead[q]) {
+            cudaSetDevice(g->devices[q]);
+            cudaFree(g->ahead[q]);
+            g->ahead[q] = nullptr;
+        }
     for (auto &mode_handles : g->factor_handles)
         deregister_all(g, mode_handles);
     deregister_all(g, g->exchange_handles);
@@ -588,6 +659,13 @@ extern "C" thg_status thg_group_create(const thg_config *config, const int *devi
                                            __LINE__);
                 }
     }
+    for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
+        cudaError_t ce = cudaSetDevice(devices[q]);
+        if (ce == cudaSuccess) /* timed: rank 0's is the sweep's end */
+            ce = cudaEventCreate(&g->results_ready[q]);
+        if (ce != cudaSuccess)
+            st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__, __LINE__);
+    }
     if (st == THG_OK) {
         cudaError_t ce = cudaSetDevice(devices[0]);
         if (ce == cudaSuccess)
@@ -619,6 +697,8 @@ extern "C" void thg_group_destroy(thg_group *g)
                 for (uint32_t e = 0; e < 2; ++e)
                     if (g->comm_events[q][m][c][e])
                         cudaEventDestroy(g->comm_events[q][m][c][e]);
+        if (g->results_ready[q])
+            cudaEventDestroy(g->results_ready[q]);
     }
     if (cudaSetDevice(g->devices[0]) == cudaSuccess) {
         if (g->sweep_start)
@@ -726,6 +806,14 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
         st = register_all(g, factors, sizeof(float) * first->dims[m] * R, g->factor_handles[m],
                           err, errlen);
     }
+    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        cudaError_t e = cudaSetDevice(g->devices[q]);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&g->ahead[q], ahead_bytes(g->ranks[q]));
+        if (e != cudaSuccess)
+            st = thg_cuda_fail(err, errlen, e, "cudaMalloc (the run-ahead result)", __FILE__,
+                               __LINE__);
+    }
     if (st != THG_OK) {
         free_layout(g);
         return st;
@@ -744,6 +832,8 @@ extern "C" thg_status thg_group_set_factor(thg_group *g, uint32_t mode, const do
                                            char *err, size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
+    if (st == THG_OK)
+        drop_run_ahead(g);
     for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
         st = thg_set_factor(g->ranks[q], mode, data, err, errlen);
     return st;
@@ -763,6 +853,7 @@ extern "C" thg_status thg_group_init_factors(thg_group *g, uint64_t seed, double
 {
     if (g->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
+    drop_run_ahead(g);
     /* The same counter-based values on every rank: no exchange. Rank 0's
      * Grams last, so they are the ones returned (all are equal). */
     for (uint32_t q = g->G; q-- > 0;) {
@@ -844,6 +935,8 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
                                            double *inner, char *err, size_t errlen)
 {
     thg_status st = check_loaded(g, mode, err, errlen);
+    if (st == THG_OK)
+        drop_run_ahead(g);
     for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
         st = thg_als_stage(g->ranks[q], mode, w, use_max_norm, err, errlen);
     if (st != THG_OK)
@@ -909,16 +1002,28 @@ thg_status sweep_mttkrp(thg_group *g, uint32_t q, uint32_t mode, bool captured, 
  * then the next MTTKRP's result zeroed; before the first solve, the
  * failure flag zeroed and the host's Grams copied (when they changed),
  * after every rank's first MTTKRP. Every rank finishes and solves the same bits,
- * and so gets the same W. mode == nmodes: the last mode's finish alone. */
+ * and so gets the same W. mode == nmodes: the last mode's finish, and in a
+ * capture the results copy and results_ready. */
 thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, const double *const *grams,
-                      int use_max_norm, bool captured, char *err, size_t errlen)
+                      int use_max_norm, bool captured, bool from_ahead, char *err,
+                      size_t errlen)
 {
     thg_context *ctx = g->ranks[q];
     thg_status st = THG_OK;
     if (mode == 0) {
-        /* In a capture, the fork event marks the sweep's start. */
-        if (captured)
+        /* In a capture, the fork event marks the sweep's start. The
+         * run-ahead's span (the previous sweep's, when this one takes its
+         * result) goes where mode 0's MTTKRP stamps, and its stamps are
+         * zeroed for this sweep's run-ahead. */
+        if (captured) {
             THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
+            if (from_ahead)
+                THG_CUDA(cudaMemcpyAsync(thg_sweep_mttkrp_span(ctx, 0), ahead_stamps(g, q),
+                                         2u * sizeof(unsigned long long),
+                                         cudaMemcpyDeviceToDevice, ctx->side_stream));
+            THG_CUDA(cudaMemsetAsync(ahead_stamps(g, q), 0, 2u * sizeof(unsigned long long),
+                                     ctx->side_stream));
+        }
         st = thg_sweep_zero_flag(ctx, ctx->side_stream, err, errlen);
         if (st == THG_OK && grams)
             st = thg_sweep_copy_grams(ctx, grams, ctx->side_stream, err, errlen);
@@ -931,6 +1036,13 @@ thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, const double *con
         st = thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
     if (st == THG_OK && mode + 1 < g->nmodes)
         st = thg_zero_mttkrp_result(ctx, mode + 1, ctx->side_stream, err, errlen);
+    /* A captured sweep's results leave from here, beside the run-ahead. */
+    if (st == THG_OK && mode == g->nmodes && captured) {
+        st = thg_sweep_enqueue_results(ctx, 1, ctx->side_stream, err, errlen);
+        if (st == THG_OK)
+            THG_CUDA(cudaEventRecordWithFlags(g->results_ready[q], ctx->side_stream,
+                                              cudaEventRecordExternal));
+    }
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
@@ -954,28 +1066,60 @@ thg_status sweep_fold(thg_group *g, uint32_t q, uint32_t mode, char *err, size_t
     return THG_OK;
 }
 
+/* Instead of rank q's first MTTKRP: the one the previous sweep ran ahead,
+ * copied into the mode's result, where the update and mttkrp() results
+ * read it (the run-ahead's buffer is rewritten at the sweep's end). */
+thg_status take_run_ahead(thg_group *g, uint32_t q, char *err, size_t errlen)
+{
+    thg_context *ctx = g->ranks[q];
+    const thg_result_target from = ahead_target(g, q), to = thg_result_of(ctx, 0);
+    const size_t R = ctx->rank, held = ctx->result_end[0] - ctx->result_begin[0];
+    if (held > 0)
+        THG_CUDA(cudaMemcpyAsync(to.block, from.block, sizeof(float) * held * R,
+                                 cudaMemcpyDeviceToDevice, ctx->stream));
+    THG_CUDA(cudaMemcpyAsync(to.scale, from.scale, sizeof(float) * R, cudaMemcpyDeviceToDevice,
+                             ctx->stream));
+    return THG_OK;
+}
+
+/* The end of rank q's captured sweep, right after the last fold, beside
+ * the side stream's finish and results copy: the next sweep's first
+ * MTTKRP run ahead, its span stamped into the run-ahead's buffer. */
+thg_status run_ahead(thg_group *g, uint32_t q, char *err, size_t errlen)
+{
+    return thg_launch_mttkrp_into(g->ranks[q], 0, ahead_target(g, q), ahead_stamps(g, q), 1,
+                                  err, errlen);
+}
+
 /* The steps for every rank, mode by mode, each collective one group over
  * the ranks; grams: the host's Grams where the devices' differ, else
- * NULL (always in a capture). */
+ * NULL (always in a capture). A captured sweep ends with the run-ahead;
+ * `from_ahead`: it starts from the previous one's (captured only). */
 thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use_max_norm,
-                               bool captured, char *err, size_t errlen)
+                               bool captured, bool from_ahead, char *err, size_t errlen)
 {
     for (uint32_t mode = 0; mode <= g->nmodes; ++mode) {
         for (uint32_t q = 0; q < g->G && mode < g->nmodes; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
             if (mode == 0 && captured)
                 THG_CUDA(cudaEventRecord(g->ranks[q]->fork_event, g->ranks[q]->stream));
-            const thg_status st = sweep_mttkrp(g, q, mode, captured, err, errlen);
+            const thg_status st = mode == 0 && from_ahead
+                                      ? take_run_ahead(g, q, err, errlen)
+                                      : sweep_mttkrp(g, q, mode, captured, err, errlen);
             if (st != THG_OK)
                 return st;
         }
         for (uint32_t q = 0; q < g->G; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
-            thg_status st = sweep_side(g, q, mode, grams, use_max_norm, captured, err, errlen);
+            thg_status st = sweep_side(g, q, mode, grams, use_max_norm, captured, from_ahead,
+                                       err, errlen);
+            if (st == THG_OK && mode == g->nmodes && captured)
+                st = run_ahead(g, q, err, errlen);
             if (st == THG_OK)
                 st = sweep_join(g, q, err, errlen);
-            if (st == THG_OK && mode == g->nmodes)
-                st = thg_sweep_enqueue_results(g->ranks[q], 1, err, errlen);
+            if (st == THG_OK && mode == g->nmodes && !captured)
+                st = thg_sweep_enqueue_results(g->ranks[q], 1, g->ranks[q]->stream, err,
+                                               errlen);
             if (st != THG_OK)
                 return st;
         }
@@ -992,12 +1136,13 @@ thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use
     return THG_OK;
 }
 
-/* Every rank's sweep captured into g->sweep_graphs[norm], one graph a
- * rank (each rank's stream captures its own steps: no step of one rank
- * waits on another's stream; they meet inside the direct exchange). The
- * capture runs nothing, but its steps mark the stamps as re-zeroed: the
- * flags are put back. */
-thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen)
+/* Every rank's sweep captured into g->sweep_graphs[from_ahead][norm],
+ * one graph a rank (each rank's stream captures its own steps: no step of
+ * one rank waits on another's stream; they meet inside the direct
+ * exchange). The capture runs nothing, but its steps mark the stamps as
+ * re-zeroed: the flags are put back. */
+thg_status capture_sweep_graphs(thg_group *g, int from_ahead, int norm, char *err,
+                                size_t errlen)
 {
     int zeroed[THG_MAX_COMM_RANKS];
     uint32_t capturing = 0;
@@ -1015,7 +1160,7 @@ thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen
         }
     }
     if (st == THG_OK)
-        st = enqueue_group_sweep(g, nullptr, norm, true, err, errlen);
+        st = enqueue_group_sweep(g, nullptr, norm, true, from_ahead != 0, err, errlen);
     /* Every capture ended (also after a failure) before any graph is
      * instantiated: instantiating is not permitted while a stream of this
      * thread still captures. */
@@ -1030,7 +1175,7 @@ thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen
     for (uint32_t q = 0; q < capturing; ++q) {
         cudaError_t e = cudaSetDevice(g->devices[q]);
         if (st == THG_OK && e == cudaSuccess)
-            e = cudaGraphInstantiate(&g->sweep_graphs[norm][q], graphs[q], 0);
+            e = cudaGraphInstantiate(&g->sweep_graphs[from_ahead][norm][q], graphs[q], 0);
         if (graphs[q])
             cudaGraphDestroy(graphs[q]);
         if (st == THG_OK && e != cudaSuccess)
@@ -1049,8 +1194,8 @@ thg_status capture_sweep_graphs(thg_group *g, int norm, char *err, size_t errlen
  * graph leaves to the host: the stamps zeroed where the last sweep did
  * not re-zero them, and the host's Grams copied where the devices' differ
  * (`grams`, else NULL). */
-thg_status launch_rank_sweep(thg_group *g, uint32_t q, const double *const *grams, int norm,
-                             char *err, size_t errlen)
+thg_status launch_rank_sweep(thg_group *g, uint32_t q, const double *const *grams,
+                             int from_ahead, int norm, char *err, size_t errlen)
 {
     thg_context *ctx = g->ranks[q];
     THG_CUDA(cudaSetDevice(g->devices[q]));
@@ -1059,8 +1204,8 @@ thg_status launch_rank_sweep(thg_group *g, uint32_t q, const double *const *gram
         st = thg_sweep_copy_grams(ctx, grams, ctx->stream, err, errlen);
     if (st != THG_OK)
         return st;
-    THG_CUDA(cudaGraphLaunch(g->sweep_graphs[norm][q], ctx->stream));
-    ctx->sweep.stamps_zeroed = 1; /* the graph's last step */
+    THG_CUDA(cudaGraphLaunch(g->sweep_graphs[from_ahead][norm][q], ctx->stream));
+    ctx->sweep.stamps_zeroed = 1; /* after the graph's results copy */
     return THG_OK;
 }
 
@@ -1070,16 +1215,19 @@ thg_status launch_rank_sweep(thg_group *g, uint32_t q, const double *const *gram
  * 0's mirror alone: every rank's sweep leaves the same bits, and a copy
  * goes to every rank; so the other ranks' mirrors go unread (and their
  * results uncopied, thg_group_als_sweep), a compare and two copies of
- * every Gram less a rank. */
-thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, char *err,
-                           size_t errlen)
+ * every Gram less a rank. *graphed: whether the graphs ran (and so the
+ * run-ahead). */
+thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, bool *graphed,
+                           char *err, size_t errlen)
 {
+    *graphed = false;
     const double *const *changed =
         thg_sweep_grams_current(g->ranks[0], grams) ? nullptr : grams;
     bool graphs = !g->graphs_failed && !why_no_sweep_graphs(g);
-    if (graphs && !g->sweep_graphs[norm][0]) {
+    const int from_ahead = g->ahead_valid ? 1 : 0;
+    if (graphs && !g->sweep_graphs[from_ahead][norm][0]) {
         char why[TH_GPU_NOTE_SIZE];
-        if (capture_sweep_graphs(g, norm, why, sizeof why) != THG_OK) {
+        if (capture_sweep_graphs(g, from_ahead, norm, why, sizeof why) != THG_OK) {
             g->graphs_failed = true;
             /* The reason without thg_cuda_fail's "CUDA error at file:line in call: ". */
             const char *reason = strstr(why, ": ");
@@ -1089,11 +1237,25 @@ thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, char *e
         }
     }
     if (!graphs)
-        return enqueue_group_sweep(g, changed, norm, false, err, errlen);
+        return enqueue_group_sweep(g, changed, norm, false, false, err, errlen);
     for (uint32_t q = 0; q < g->G; ++q) {
-        const thg_status st = launch_rank_sweep(g, q, changed, norm, err, errlen);
+        const thg_status st = launch_rank_sweep(g, q, changed, from_ahead, norm, err, errlen);
         if (st != THG_OK)
             return st;
+    }
+    *graphed = true;
+    return THG_OK;
+}
+
+/* The host's wait for a sweep: where the graphs ran, for every rank's
+ * results (the run-ahead MTTKRP goes on); else for everything. */
+thg_status wait_for_sweep(thg_group *g, bool graphed, char *err, size_t errlen)
+{
+    if (!graphed)
+        return sync_all(g, err, errlen);
+    for (uint32_t q = 0; q < g->G; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        THG_CUDA(cudaEventSynchronize(g->results_ready[q]));
     }
     return THG_OK;
 }
@@ -1118,30 +1280,43 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
         /* The sweep's updates leave the split rows' partials uncombined. */
         g->modes[m].results_partial = true;
     }
-    thg_status st = run_group_sweep(g, grams, norm, err, errlen);
+    const bool from_ahead = g->ahead_valid;
+    bool graphed = false;
+    thg_status st = run_group_sweep(g, grams, norm, &graphed, err, errlen);
+    g->ahead_valid = st == THG_OK && graphed;
     if (st != THG_OK) /* the results are whatever part of the sweep ran left */
         for (uint32_t q = 0; q < g->G; ++q)
             for (uint32_t m = 0; m < g->nmodes; ++m)
                 g->ranks[q]->copies[m].has_result = 0;
-    if (st == THG_OK) {
+    if (st == THG_OK && !graphed) {
         THG_CUDA(cudaSetDevice(g->devices[0]));
         THG_CUDA(cudaEventRecord(g->sweep_stop, g->ranks[0]->stream));
     }
     /* Also after a failure: no mirror may change under a pending copy. */
-    const thg_status synced = sync_all(g, err, errlen);
+    const thg_status synced = st == THG_OK ? wait_for_sweep(g, graphed, err, errlen)
+                                           : sync_all(g, err, errlen);
     if (st != THG_OK || synced != THG_OK) {
+        drop_run_ahead(g);
         for (uint32_t q = 0; q < g->G; ++q)
             g->ranks[q]->sweep.mirror_valid = 0;
         return st != THG_OK ? st : synced;
     }
     THG_CUDA(cudaSetDevice(g->devices[0]));
     float ms = 0.0f;
-    THG_CUDA(cudaEventElapsedTime(&ms, g->sweep_start, g->sweep_stop));
-    g->last_sweep_seconds = ms * 1e-3;
+    THG_CUDA(cudaEventElapsedTime(&ms, g->sweep_start,
+                                  graphed ? g->results_ready[0] : g->sweep_stop));
     /* Every rank finished with the same bits: rank 0's are read; the
      * others' spans alone. */
     for (uint32_t q = 0; q < g->G; ++q)
         thg_sweep_collect(g->ranks[q], q == 0 ? grams : nullptr, lambda, inner, modes_done);
+    /* A sweep that took the run-ahead MTTKRP started (sweep_start) at its
+     * end, or at the launch when it had finished before: its device time
+     * is that MTTKRP's span and the rest. */
+    g->last_sweep_seconds = ms * 1e-3 + (from_ahead ? g->ranks[0]->copies[0].last_seconds : 0.0);
+    /* A sweep stopped by a solve's breakdown: the host finishes the
+     * iteration with its own updates (which drop the run-ahead too). */
+    if (*modes_done < g->nmodes)
+        drop_run_ahead(g);
     const bool stamped = sweep_stamps_comm(g);
     for (uint32_t m = 0; m < g->nmodes; ++m) {
         double slowest = 0.0, slowest_comm = 0.0;

@@ -543,8 +543,8 @@ cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_
     }
 }
 
-cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, uint32_t groups,
-                           unsigned long long *stamp)
+cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_result_target &to,
+                           bool owned, uint32_t groups, unsigned long long *stamp)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     vec_args a;
@@ -561,11 +561,11 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, bool owned, ui
     a.out_idx = copy.idx[mode];
     a.vals = copy.vals;
     a.offsets = copy.offsets;
-    a.out = (float4 *)ctx->results[mode];
+    a.out = (float4 *)to.rows;
     a.cols = ctx->rank / 4;
     a.stamp = stamp;
     a.col_scale = ctx->col_scale;
-    a.result_scale = ctx->result_scale + (size_t)mode * ctx->rank;
+    a.result_scale = to.scale;
     a.out_mode = mode;
     const vec_config vc = vec_config_for(ctx->rank);
     const uint32_t R = ctx->rank;
@@ -628,8 +628,21 @@ thg_shape thg_launch_shape(uint32_t rank, uint32_t P)
     return {lanes, groups};
 }
 
+thg_result_target thg_result_of(const thg_context *ctx, uint32_t mode)
+{
+    return {ctx->results[mode], ctx->result_blocks[mode],
+            ctx->result_scale + (size_t)mode * ctx->rank};
+}
+
 thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStream_t stream,
                                   char *err, size_t errlen)
+{
+    return thg_zero_mttkrp_result_of(ctx, mode, thg_result_of(ctx, mode), stream, err, errlen);
+}
+
+thg_status thg_zero_mttkrp_result_of(const thg_context *ctx, uint32_t mode,
+                                     const thg_result_target &to, cudaStream_t stream, char *err,
+                                     size_t errlen)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     const bool owned = copy.scheme == 1;
@@ -647,11 +660,11 @@ thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStr
         /* A rank whose share has no row of this mode: nothing to zero (and
          * a captured graph takes no memset of zero bytes). */
     } else if (!owned && out_bytes <= kMemsetResultBytes) {
-        THG_CUDA(cudaMemsetAsync(ctx->result_blocks[mode], 0, out_bytes, stream));
+        THG_CUDA(cudaMemsetAsync(to.block, 0, out_bytes, stream));
     } else if (!owned) {
         const uint32_t items = 2u * ctx->kappa * R;
         zero_chunk_ends_kernel<<<(items + 255u) / 256u, 256u, 0, stream>>>(
-            copy.idx[mode], copy.offsets, ctx->kappa, R, ctx->results[mode]);
+            copy.idx[mode], copy.offsets, ctx->kappa, R, to.rows);
         THG_LAUNCHED();
     }
     return THG_OK;
@@ -659,6 +672,14 @@ thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStr
 
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
                              int zero_result, char *err, size_t errlen)
+{
+    return thg_launch_mttkrp_into(ctx, mode, thg_result_of(ctx, mode), stamp, zero_result, err,
+                                  errlen);
+}
+
+thg_status thg_launch_mttkrp_into(const thg_context *ctx, uint32_t mode,
+                                  const thg_result_target &to, unsigned long long *stamp,
+                                  int zero_result, char *err, size_t errlen)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     thg_mttkrp_args a;
@@ -669,25 +690,25 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
     }
     a.vals = copy.vals;
     a.offsets = copy.offsets;
-    a.out = ctx->results[mode];
+    a.out = to.rows;
     a.nmodes = ctx->nmodes;
     a.out_mode = mode;
     a.rank = ctx->rank;
     a.stamp = stamp;
     a.col_scale = ctx->col_scale;
-    a.result_scale = ctx->result_scale + (size_t)mode * ctx->rank;
+    a.result_scale = to.scale;
 
     const bool owned = copy.scheme == 1;
     const uint32_t R = ctx->rank;
     if (zero_result) {
-        const thg_status st = thg_zero_mttkrp_result(ctx, mode, ctx->stream, err, errlen);
+        const thg_status st = thg_zero_mttkrp_result_of(ctx, mode, to, ctx->stream, err, errlen);
         if (st != THG_OK)
             return st;
     }
     const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
     cudaError_t e;
     if (use_vec_kernel(R))
-        e = launch_vec_any(ctx, mode, owned, groups, stamp);
+        e = launch_vec_any(ctx, mode, to, owned, groups, stamp);
     else if (R <= 8)
         e = launch<8, 1>(owned, ctx->kappa, groups, ctx->stream, a);
     else if (R <= 16)

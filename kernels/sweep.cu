@@ -91,14 +91,14 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
         if (st != THG_OK)
             return st;
     }
-    return thg_sweep_enqueue_results(ctx, 0, err, errlen);
+    return thg_sweep_enqueue_results(ctx, 0, ctx->stream, err, errlen);
 }
 
-/* The MTTKRPs' stamps zeroed on the context's stream. */
-thg_status enqueue_stamps_zero(thg_context *ctx, char *err, size_t errlen)
+/* The MTTKRPs' stamps zeroed on `stream`. */
+thg_status enqueue_stamps_zero(thg_context *ctx, cudaStream_t stream, char *err, size_t errlen)
 {
     const sweep_layout l = layout_for(ctx->nmodes, ctx->rank);
-    THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, ctx->stream));
+    THG_CUDA(cudaMemsetAsync(ctx->sweep.stamps_dev, 0, l.failed - l.stamps, stream));
     return THG_OK;
 }
 
@@ -107,7 +107,7 @@ thg_status enqueue_stamps_zero(thg_context *ctx, char *err, size_t errlen)
 thg_status thg_sweep_zero_stamps(thg_context *ctx, char *err, size_t errlen)
 {
     if (!ctx->sweep.stamps_zeroed) {
-        const thg_status st = enqueue_stamps_zero(ctx, err, errlen);
+        const thg_status st = enqueue_stamps_zero(ctx, ctx->stream, err, errlen);
         if (st != THG_OK)
             return st;
     }
@@ -122,15 +122,16 @@ thg_status thg_sweep_zero_flag(thg_context *ctx, cudaStream_t stream, char *err,
     return THG_OK;
 }
 
-thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen)
+thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, cudaStream_t stream,
+                                     char *err, size_t errlen)
 {
     /* Every mode's results in one copy: the updates write device memory,
      * not mapped host memory (no PCIe writes and system fence per mode). */
     THG_CUDA(cudaMemcpyAsync(ctx->sweep.out_host, ctx->sweep.out_dev,
                              results_bytes(ctx->nmodes, ctx->rank), cudaMemcpyDeviceToHost,
-                             ctx->stream));
+                             stream));
     if (rezero) {
-        const thg_status st = enqueue_stamps_zero(ctx, err, errlen);
+        const thg_status st = enqueue_stamps_zero(ctx, stream, err, errlen);
         if (st != THG_OK)
             return st;
         ctx->sweep.stamps_zeroed = 1;
@@ -143,6 +144,11 @@ static double span_seconds(const unsigned long long *span)
 {
     const unsigned long long first = ~span[0], last = span[1];
     return last >= first ? (double)(last - first) * 1e-9 : 0.0;
+}
+
+unsigned long long *thg_sweep_mttkrp_span(thg_context *ctx, uint32_t mode)
+{
+    return ctx->sweep.stamps_dev + 2u * mode;
 }
 
 unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode)

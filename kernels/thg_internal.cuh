@@ -353,10 +353,24 @@ thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, 
  * since the result was last read. */
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
                              int zero_result, char *err, size_t errlen);
+/* Where an MTTKRP of a mode writes: its result (indexed by row, `block`
+ * at the first row held) and the R column factors of its result scale.
+ * thg_result_of: the context's own, which mttkrp() and the updates read. */
+struct thg_result_target {
+    float *rows, *block, *scale;
+};
+thg_result_target thg_result_of(const thg_context *ctx, uint32_t mode);
+/* thg_launch_mttkrp into `to`, a buffer shaped as the mode's result. */
+thg_status thg_launch_mttkrp_into(const thg_context *ctx, uint32_t mode,
+                                  const thg_result_target &to, unsigned long long *stamp,
+                                  int zero_result, char *err, size_t errlen);
 /* What a scheme-2 MTTKRP of `mode` adds to, zeroed on `stream` (nothing
  * for scheme 1, which writes every row it touches). */
 thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStream_t stream,
                                   char *err, size_t errlen);
+thg_status thg_zero_mttkrp_result_of(const thg_context *ctx, uint32_t mode,
+                                     const thg_result_target &to, cudaStream_t stream, char *err,
+                                     size_t errlen);
 /* als.cu */
 size_t thg_als_acc_bytes(uint32_t rank);
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);
@@ -470,7 +484,12 @@ double *thg_sweep_out_slot(thg_context *ctx, uint32_t mode);
  * its length in seconds (0 when nothing stamped it). */
 unsigned long long *thg_sweep_comm_span(thg_context *ctx, uint32_t mode);
 double thg_sweep_comm_seconds(const thg_context *ctx, uint32_t mode);
-thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, char *err, size_t errlen);
+/* The slots and stamps copied to the host on `stream` (then, with
+ * `rezero`, the stamps zeroed for the next sweep). */
+thg_status thg_sweep_enqueue_results(thg_context *ctx, int rezero, cudaStream_t stream,
+                                     char *err, size_t errlen);
+/* The stamps of mode `mode`'s MTTKRP (two words, as thg_stamp_start/end). */
+unsigned long long *thg_sweep_mttkrp_span(thg_context *ctx, uint32_t mode);
 void thg_sweep_collect(thg_context *ctx, double *const *grams, double *lambda, double *inner,
                        uint32_t *modes_done);
 /* context.cu: a fixed sequence of stream work, run as one CUDA graph

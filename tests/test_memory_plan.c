@@ -72,6 +72,7 @@ static void test_one_device_is_the_single_gpu_budget(void **state)
     assert_int_equal(r.copies, 3u * (20u * 16u + 3u * 4u + 4u));
     assert_int_equal(r.factors, (5u + 7u + 3u) * 4u * 4u);
     assert_int_equal(r.results, r.factors); /* one device owns every row */
+    assert_int_equal(r.run_ahead, 0u);      /* a multi-device sweep's alone */
     assert_int_equal(r.fixed, 1000u);
     assert_int_equal(r.build, 20u * 10u + 7u * 3u);
     assert_int_equal(r.resident, r.copies + r.factors + r.results + r.fixed);
@@ -110,10 +111,20 @@ static void test_copies_fall_and_every_row_has_an_owner(void **state)
     thg_rank_memory one;
     assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &one), 0);
     for (uint32_t g = 1; g <= 16; ++g) {
-        uint64_t owned_rows = 0;
+        uint64_t owned_rows = 0, ahead_rows = 0;
         for (uint32_t d = 0; d < g; ++d) {
             thg_rank_memory r;
             assert_int_equal(thg_plan_rank_memory(&t.model, g, d, &r), 0);
+            assert_int_equal(r.resident,
+                             r.copies + r.factors + r.results + r.run_ahead + r.fixed);
+            /* Mode 0's rows (at least one) and its scale, once more. */
+            if (g == 1) {
+                assert_int_equal(r.run_ahead, 0u);
+            } else {
+                assert_int_equal(r.run_ahead % (32u * 4u), 0u);
+                assert_true(r.run_ahead >= 2u * 32u * 4u);
+                ahead_rows += r.run_ahead / (32u * 4u) - 1u;
+            }
             /* Shares differ by one nonzero at most: copies as 1/G, beside
              * each mode's offsets and bitmap. */
             const uint64_t quota = (nnz + g - 1u) / g;
@@ -127,6 +138,10 @@ static void test_copies_fall_and_every_row_has_an_owner(void **state)
          * and mode. */
         assert_true(owned_rows >= 1000u + 37u + 5000u);
         assert_true(owned_rows <= 1000u + 37u + 5000u + 3u * (g - 1u));
+        if (g > 1) { /* mode 0's 1000 rows, a split row twice */
+            assert_true(ahead_rows >= 1000u);
+            assert_true(ahead_rows <= 1000u + (g - 1u));
+        }
         thg_rank_memory largest;
         assert_int_equal(thg_plan_largest_rank(&t.model, g, &largest), 0);
         assert_true(largest.peak <= one.peak);

@@ -130,7 +130,7 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
             "copies %.2f, factors %.2f, results %.2f, workspace %.2f, build %.2f GiB) with "
             "%.2f GiB free; %s",
             G, devices[q], gib(resident + build), gib(fullest.copies), gib(fullest.factors),
-            gib(fullest.results), gib(fullest.fixed), gib(fullest.build),
+            gib(fullest.results + fullest.run_ahead), gib(fullest.fixed), gib(fullest.build),
             gib(terms[q].free_bytes), advice);
     }
     return TH_OK;

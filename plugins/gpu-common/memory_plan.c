@@ -63,6 +63,12 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
         const thg_owned_rows owned = thg_owned_rows_of(mode_shares, devices, d, rows);
         ok = ok && add_product(&r.results, owned.window_end - owned.begin,
                                4u * (uint64_t)m->rank);
+        if (k == 0 && devices > 1) /* at least one row, and the scale */
+            ok = ok && add_product(&r.run_ahead,
+                                   (owned.window_end > owned.begin
+                                        ? owned.window_end - owned.begin
+                                        : 1u) + 1u,
+                                   4u * (uint64_t)m->rank);
     }
     r.fixed = m->fixed_bytes;
     ok = ok && add_product(&r.build, largest_share, m->build_bytes_per_nonzero) &&
@@ -70,6 +76,7 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
     r.resident = r.copies;
     ok = ok && !__builtin_add_overflow(r.resident, r.factors, &r.resident) &&
          !__builtin_add_overflow(r.resident, r.results, &r.resident) &&
+         !__builtin_add_overflow(r.resident, r.run_ahead, &r.resident) &&
          !__builtin_add_overflow(r.resident, r.fixed, &r.resident) &&
          !__builtin_add_overflow(r.resident, r.build, &r.peak);
     if (!ok)

@@ -5,7 +5,8 @@
  * Rank d of G holds, for each of the N modes, its share of the mode's copy
  * (the share's nonzeros: N indices and a value each, 4 bytes apiece; the
  * kappa + 1 partition offsets; the mode's row bitmap), every factor whole
- * (its MTTKRP gathers rows of any), the MTTKRP results of the rows it owns,
+ * (its MTTKRP gathers rows of any), the MTTKRP results of the rows it owns
+ * (and, for G > 1, mode 0's once more: the sweep's first MTTKRP run ahead),
  * and the kernels' fixed workspace; while the copies are built, also the
  * build's staging for its largest share. For G = 1 these are the terms the
  * single-GPU load checks against free memory (kernels/context.cu), so a
@@ -41,9 +42,12 @@ typedef struct thg_rank_memory {
     uint64_t copies;   /* its share of every mode's copy */
     uint64_t factors;  /* every factor, whole */
     uint64_t results;  /* the MTTKRP rows it owns, every mode */
+    uint64_t run_ahead; /* on several devices, mode 0's rows and scale again: the
+                           sweep's MTTKRP run ahead (kernels/group.cu) */
     uint64_t fixed;    /* the model's fixed_bytes */
     uint64_t build;    /* transient, while the copies are built */
-    uint64_t resident; /* copies + factors + results + fixed: held while iterating */
+    uint64_t resident; /* copies + factors + results + run_ahead + fixed: held while
+                          iterating */
     uint64_t peak;     /* resident + build: the load's high-water mark */
 } thg_rank_memory;
 

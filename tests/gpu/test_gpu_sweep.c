@@ -189,8 +189,9 @@ static void compare_outcomes(const outcome *got, const outcome *want, const th_s
 
 /* Three iterations: 2-norm, max-norm (the second graph, with the Grams the
  * device returned: no upload), then max-norm from the reference's Grams
- * (different bits: the upload path). After each, everything the sweep
- * returns and every factor against the double reference. */
+ * (different bits: the upload path); then a fourth after set_factor.
+ * After each, everything the sweep returns (the MTTKRP results too) and
+ * every factor against the double reference. */
 static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, const th_sptensor *t,
                             uint32_t rank, double *const *factors, const char *case_name,
                             th_instance *inst)
@@ -217,6 +218,27 @@ static void check_plugin_on(const th_gpu_test_plugins *p, const th_plugin *pl, c
             break;
     }
     char err[TH_ERROR_SIZE] = "";
+    /* A factor set between two sweeps (mode 1's with two columns swapped:
+     * as well conditioned, another MTTKRP of mode 0): the next sweep's
+     * first MTTKRP reads it, not the one a multi-device sweep ran ahead. */
+    if (want.modes_done == t->nmodes && rank >= 2) {
+        const size_t n1 = (size_t)t->dims[1] * rank;
+        g_autofree double *swapped = g_memdup2(want.factors[1], sizeof(double) * n1);
+        for (size_t i = 0; i < t->dims[1]; ++i) {
+            const double c0 = swapped[i * rank];
+            swapped[i * rank] = swapped[i * rank + 1];
+            swapped[i * rank + 1] = c0;
+        }
+        th_test_assert_ok(p->ref->entry.set_factor(ref, 1, swapped, err), err);
+        th_test_assert_ok(pl->entry.set_factor(inst, 1, swapped, err), err);
+        th_dense_gram(swapped, t->dims[1], rank, want.grams[1]);
+        th_dense_gram(swapped, t->dims[1], rank, got.grams[1]);
+        reference_iteration(p->ref, ref, t, rank, TH_NORM_MAX, &want);
+        sweep_wall = gpu_sweep(pl, inst, t, TH_NORM_MAX, &got);
+        g_autofree char *context = g_strdup_printf("%s, %s, rank %u, after set_factor",
+                                                   pl->info->id, case_name, rank);
+        compare_outcomes(&got, &want, t, rank, context);
+    }
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         th_mode_info mi = {.struct_size = sizeof(mi)};
         th_test_assert_ok(pl->entry.get_mode_info(inst, m, &mi, err), err);
