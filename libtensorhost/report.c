@@ -82,7 +82,7 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
     member_int(b, "nnz", (gint64)tensor->nnz);
     member_double(b, "density", th_sptensor_density(tensor));
-    member_double(b, "norm", sqrt(th_sptensor_norm_squared(tensor)));
+    member_double(b, "norm", th_sptensor_norm(tensor)); /* the file's units */
     member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
     member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
     member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);

@@ -934,6 +934,26 @@ static void test_explicit_zeros_and_underflow_counted(void **state)
     th_sptensor_free(t);
 }
 
+/* The report's norm is the file's ||X||_F: values whose squares overflow
+ * give a finite norm, and after the run's scaling into the safe range
+ * (value_scale) still the file's units, not the scaled ones. */
+static void test_report_norm_in_the_files_units(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok("1 1 3e200\n2 2 4e200\n");
+    for (int scaled = 0; scaled < 2; ++scaled) {
+        if (scaled)
+            assert_true(th_sptensor_scale_to_safe_range(t));
+        JsonNode *node = th_report_tensor_node(t, "t.tns");
+        const double norm = json_object_get_double_member(json_node_get_object(node), "norm");
+        if (!(fabs(norm / 5e200 - 1.0) < 1e-12))
+            fail_msg("%s: report norm %g, the file's is 5e200", scaled ? "scaled" : "as read",
+                     norm);
+        json_node_unref(node);
+    }
+    th_sptensor_free(t);
+}
+
 /* "\v1.5" must not read as 1.5 (strtod skips leading white space). */
 static void test_value_with_leading_control_character(void **state)
 {
@@ -1470,6 +1490,7 @@ int main(void)
         cmocka_unit_test(test_utf16_refused),
         cmocka_unit_test(test_invisible_characters_escaped),
         cmocka_unit_test(test_explicit_zeros_and_underflow_counted),
+        cmocka_unit_test(test_report_norm_in_the_files_units),
         cmocka_unit_test(test_value_with_leading_control_character),
         cmocka_unit_test(test_nul_byte),
         cmocka_unit_test(test_carriage_return_inside_line),

@@ -24,19 +24,23 @@ char *th_gpu_test_plugin_path(const char *id)
 
 int th_gpu_test_setup_plugins(void **state)
 {
+    /* The state first: a plugin that fails to load ends the setup at once,
+     * and the teardown then unloads what did load. */
     th_gpu_test_plugins *p = g_new0(th_gpu_test_plugins, 1);
+    *state = p;
     p->ref = th_test_load_cpu_reference();
     for (uint32_t i = 0; i < TH_GPU_TEST_N_PLUGINS; ++i) {
         g_autofree char *path = th_gpu_test_plugin_path(th_gpu_test_plugin_ids[i]);
         p->gpu[i] = th_test_load_plugin(path);
     }
-    *state = p;
     return 0;
 }
 
 int th_gpu_test_teardown_plugins(void **state)
 {
     th_gpu_test_plugins *p = *state;
+    if (p == NULL)
+        return 0;
     for (uint32_t i = 0; i < TH_GPU_TEST_N_PLUGINS; ++i)
         th_plugin_unload(p->gpu[i]);
     th_plugin_unload(p->ref);
