@@ -390,8 +390,11 @@ thg_status record_comm_events(thg_group *g, uint32_t mode, collective which, int
  * MTTKRPs of the other modes and the fold and finish of mode n - 2 (the
  * same half): for n > 0 each precedes that rank's arrival at mode n - 1's
  * collective, which this rank has passed; for n = 0 they precede the
- * sweep, and each call into the group returns with every rank's streams
- * idle. Otherwise timed by events around it on every rank. */
+ * previous call's return (a graphed sweep returns once every rank's
+ * results_ready is reached, after its folds and finishes; what may still
+ * run then, the MTTKRP of mode 0 run ahead, reads neither factor 0 nor the
+ * exchange buffer; every other call returns with the ranks' streams
+ * idle). Otherwise timed by events around it on every rank. */
 thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n,
                        void *const *const *bufs, const uint64_t *const *offsets, bool in_sweep,
                        char *err, size_t errlen)
@@ -1310,9 +1313,12 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     for (uint32_t q = 0; q < g->G; ++q)
         thg_sweep_collect(g->ranks[q], q == 0 ? grams : nullptr, lambda, inner, modes_done);
     /* A sweep that took the run-ahead MTTKRP started (sweep_start) at its
-     * end, or at the launch when it had finished before: its device time
-     * is that MTTKRP's span and the rest. */
-    g->last_sweep_seconds = ms * 1e-3 + (from_ahead ? g->ranks[0]->copies[0].last_seconds : 0.0);
+     * end, or at the call when it had finished before: its device time is
+     * that MTTKRP's span and the rest. (A sweep that could not take it, its
+     * graph's capture having failed, computed its own inside the rest.) */
+    const bool took_ahead = from_ahead && graphed;
+    g->last_sweep_seconds =
+        ms * 1e-3 + (took_ahead ? g->ranks[0]->copies[0].last_seconds : 0.0);
     /* A sweep stopped by a solve's breakdown: the host finishes the
      * iteration with its own updates (which drop the run-ahead too). */
     if (*modes_done < g->nmodes)

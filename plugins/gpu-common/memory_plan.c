@@ -63,12 +63,15 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
         const thg_owned_rows owned = thg_owned_rows_of(mode_shares, devices, d, rows);
         ok = ok && add_product(&r.results, owned.window_end - owned.begin,
                                4u * (uint64_t)m->rank);
-        if (k == 0 && devices > 1) /* at least one row, and the scale */
-            ok = ok && add_product(&r.run_ahead,
-                                   (owned.window_end > owned.begin
-                                        ? owned.window_end - owned.begin
-                                        : 1u) + 1u,
-                                   4u * (uint64_t)m->rank);
+        /* At least one row, the scale, and the span's two stamps with
+         * their alignment (kernels/group.cu, ahead_bytes). */
+        if (k == 0 && devices > 1)
+            ok = ok &&
+                 add_product(&r.run_ahead,
+                             (owned.window_end > owned.begin ? owned.window_end - owned.begin
+                                                             : 1u) + 1u,
+                             4u * (uint64_t)m->rank) &&
+                 !__builtin_add_overflow(r.run_ahead, THG_RUN_AHEAD_STAMP_BYTES, &r.run_ahead);
     }
     r.fixed = m->fixed_bytes;
     ok = ok && add_product(&r.build, largest_share, m->build_bytes_per_nonzero) &&

@@ -38,12 +38,16 @@ typedef struct thg_memory_model {
     uint64_t build_bytes_per_row;     /* and per row of the longest mode */
 } thg_memory_model;
 
+/* The run-ahead's stamps beside its rows: two 8-byte words, aligned to 8. */
+#define THG_RUN_AHEAD_STAMP_BYTES 24u
+
 typedef struct thg_rank_memory {
     uint64_t copies;   /* its share of every mode's copy */
     uint64_t factors;  /* every factor, whole */
     uint64_t results;  /* the MTTKRP rows it owns, every mode */
-    uint64_t run_ahead; /* on several devices, mode 0's rows and scale again: the
-                           sweep's MTTKRP run ahead (kernels/group.cu) */
+    uint64_t run_ahead; /* on several devices, mode 0's rows and scale again and
+                           two stamps: the sweep's MTTKRP run ahead (kernels/group.cu;
+                           planned whether or not the sweep runs as graphs) */
     uint64_t fixed;    /* the model's fixed_bytes */
     uint64_t build;    /* transient, while the copies are built */
     uint64_t resident; /* copies + factors + results + run_ahead + fixed: held while
