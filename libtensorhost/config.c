@@ -1164,7 +1164,6 @@ static void foreach_sweep(const th_config_sweep *sweep, const char *name, foreac
     }
 }
 
-/* `target` is th_config or an object's struct; `prefix` its dotted name. */
 /* Each option of `options` (may be NULL) as PREFIX.KEY. */
 static void foreach_option(const GPtrArray *options, const char *prefix, foreach_fn fn,
                            void *user_data)
@@ -1176,6 +1175,7 @@ static void foreach_option(const GPtrArray *options, const char *prefix, foreach
     }
 }
 
+/* `target` is th_config or an object's struct; `prefix` its dotted name. */
 static void foreach_in_table(const void *target, const th_table_schema *schema,
                              const char *prefix, foreach_fn fn, void *user_data)
 {

@@ -94,11 +94,10 @@ static char *nearest_existing(const char *path, char **blocker)
     return NULL;
 }
 
-/* A bad output.dir must not cost a whole decomposition: the folder exists
- * and takes new files, or can be created. Nothing is created here, so a run
- * that fails later leaves no empty folder behind. */
-/* The output folder `dir` (the config's `key`) is a folder this process
- * can write, or can be created. */
+/* A bad output folder must not cost a whole decomposition or comparison:
+ * `dir` (the config's `key`) exists and takes new files, or can be
+ * created. Nothing is created here, so a run that fails later leaves no
+ * empty folder behind. */
 static gboolean check_output_dir(const th_config *config, const char *dir, const char *key,
                                  GError **error)
 {
