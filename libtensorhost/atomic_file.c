@@ -15,8 +15,19 @@ struct th_atomic_file {
     FILE *stream;
 };
 
+static th_atomic_file_open_hook open_hook = NULL;
+static void *open_hook_data = NULL;
+
+void th_atomic_file_set_open_hook(th_atomic_file_open_hook hook, void *user_data)
+{
+    open_hook = hook;
+    open_hook_data = user_data;
+}
+
 th_atomic_file *th_atomic_file_open(const char *path, GError **error)
 {
+    if (open_hook)
+        open_hook(path, open_hook_data);
     g_autofree char *template = g_strconcat(path, ".tmp-XXXXXX", NULL);
     /* 0666 as open() and fopen() create files: the umask decides the mode. */
     int fd = g_mkstemp_full(template, O_RDWR | O_CLOEXEC, 0666);
@@ -106,23 +117,46 @@ void th_atomic_file_sync_folder(const char *path)
     }
 }
 
-gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
+const char *th_atomic_file_path(const th_atomic_file *file) { return file->path; }
+
+/* Removes the temporary file, sets `error` for `failed_errno` and frees
+ * `file`: how every step after the writes fails. */
+static gboolean fail_and_free(th_atomic_file *file, int failed_errno, GError **error)
+{
+    g_unlink(file->temp_path);
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed_errno),
+                "%s: cannot write: %s", file->path, g_strerror(failed_errno));
+    atomic_file_free(file);
+    return FALSE;
+}
+
+gboolean th_atomic_file_finish(th_atomic_file *file, GError **error)
 {
     int failed_errno = flush_to_disk(file);
     if (fclose(file->stream) != 0 && !failed_errno)
         failed_errno = errno;
     file->stream = NULL;
-    if (!failed_errno && g_rename(file->temp_path, file->path) != 0)
-        failed_errno = errno;
-    if (failed_errno) {
-        g_unlink(file->temp_path);
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(failed_errno),
-                    "%s: cannot write: %s", file->path, g_strerror(failed_errno));
-        atomic_file_free(file);
-        return FALSE;
-    }
-    th_atomic_file_sync_folder(file->path);
+    if (failed_errno)
+        return fail_and_free(file, failed_errno, error);
+    return TRUE;
+}
+
+gboolean th_atomic_file_install(th_atomic_file *file, GError **error)
+{
+    g_return_val_if_fail(file->stream == NULL, FALSE); /* finished first */
+    if (g_rename(file->temp_path, file->path) != 0)
+        return fail_and_free(file, errno, error);
     atomic_file_free(file);
+    return TRUE;
+}
+
+gboolean th_atomic_file_commit(th_atomic_file *file, GError **error)
+{
+    g_autofree char *path = g_strdup(file->path);
+    if ((file->stream && !th_atomic_file_finish(file, error)) ||
+        !th_atomic_file_install(file, error))
+        return FALSE;
+    th_atomic_file_sync_folder(path);
     return TRUE;
 }
 
@@ -138,7 +172,8 @@ void th_atomic_file_abort(th_atomic_file *file)
 
 gboolean th_make_output_dir(const char *dir, GError **error)
 {
-    if (g_mkdir_with_parents(dir, 0755) == 0)
+    /* 0777 as mkdir(1) creates folders: the umask decides the mode. */
+    if (g_mkdir_with_parents(dir, 0777) == 0)
         return TRUE;
     int saved = errno;
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved),

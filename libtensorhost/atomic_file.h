@@ -21,13 +21,27 @@ gboolean th_atomic_file_sync(th_atomic_file *file, GError **error);
 void th_atomic_file_sync_folder(const char *path);
 /* Flushes, fsyncs, closes and renames into place (the rename made durable,
  * th_atomic_file_sync_folder); frees `file` in all cases.
- * On failure the temporary file is removed and nothing replaces `path`. */
+ * On failure the temporary file is removed and nothing replaces `path`.
+ * th_atomic_file_finish (unless done already), then th_atomic_file_install. */
 gboolean th_atomic_file_commit(th_atomic_file *file, GError **error);
+
+/* The first half of a commit, for files installed later as a set
+ * (output_set.h): flushes, fsyncs and closes the temporary file, which
+ * stays beside its destination, complete, until th_atomic_file_install or
+ * th_atomic_file_abort. On failure the temporary file is removed and
+ * `file` freed. */
+gboolean th_atomic_file_finish(th_atomic_file *file, GError **error);
+/* The second half: renames a finished file into place (not made durable:
+ * th_atomic_file_sync_folder once for a set) and frees `file` in all
+ * cases; on failure the temporary file is removed. */
+gboolean th_atomic_file_install(th_atomic_file *file, GError **error);
+/* The destination the file replaces; valid while `file` lives. */
+const char *th_atomic_file_path(const th_atomic_file *file);
 /* Removes the temporary file and frees `file`. Accepts NULL. */
 void th_atomic_file_abort(th_atomic_file *file);
 
-/* Creates the output folder `dir` and its parents if missing; the error
- * names the folder. */
+/* Creates the output folder `dir` and its parents if missing, with the
+ * mode the umask leaves of 0777; the error names the folder. */
 gboolean th_make_output_dir(const char *dir, GError **error);
 
 /* Whether the existing folder `dir` takes a new file: one is created and
@@ -39,6 +53,14 @@ int th_atomic_file_probe_folder(const char *dir);
  * created and removed), and `path` is not a folder. The error names what
  * is wrong. */
 gboolean th_atomic_file_check_target(const char *path, GError **error);
+
+/* Tests: `hook` (NULL: none) is called with the destination's path at
+ * the start of every th_atomic_file_open, on the opening thread (the .npy
+ * outputs open theirs on threads of their own), so that a test can stop a
+ * run at a chosen file of its outputs. Process-wide; set it while no file
+ * is written. */
+typedef void (*th_atomic_file_open_hook)(const char *path, void *user_data);
+void th_atomic_file_set_open_hook(th_atomic_file_open_hook hook, void *user_data);
 
 /* Whole contents in one go. */
 gboolean th_atomic_write_string(const char *path, const char *contents, gsize length,

@@ -28,11 +28,23 @@ static void record_request_time(void)
 
 static void write_text(const char *text) { (void)!write(STDERR_FILENO, text, strlen(text)); }
 
+/* On a terminal a message starts on a line of its own: the shell's "^C"
+ * echo or a progress line (progress.h) may stand where the cursor is. A
+ * batch log gets no blank lines. Decided when the handlers are installed. */
+static volatile sig_atomic_t stderr_is_terminal = 0;
+
+static void start_line(void)
+{
+    if (stderr_is_terminal)
+        write_text("\n");
+}
+
 static void acknowledge(int signum)
 {
     const char *what = activity ? activity : "now";
-    write_text(signum == SIGTERM ? "\ntensorhost: SIGTERM received: stopping "
-                                 : "\ntensorhost: interrupt received: stopping ");
+    start_line();
+    write_text(signum == SIGTERM ? "tensorhost: SIGTERM received: stopping "
+                                 : "tensorhost: interrupt received: stopping ");
     write_text(what);
     write_text(signum == SIGTERM ? " (send it again to abort)\n" : " (Ctrl-C again to abort)\n");
 }
@@ -49,7 +61,8 @@ static void on_signal(int signum)
     }
     if (abort_deferred && !abort_requested) {
         abort_requested = 1;
-        write_text("\ntensorhost: aborting the write; the previous outputs are kept\n");
+        start_line();
+        write_text("tensorhost: aborting the write; the previous outputs are kept\n");
         return;
     }
     /* Abort: die of the signal, so the parent sees how the process ended. */
@@ -61,6 +74,7 @@ void th_cancel_install_handlers(void)
 {
     if (handlers_installed)
         return;
+    stderr_is_terminal = isatty(STDERR_FILENO) ? 1 : 0;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_signal;

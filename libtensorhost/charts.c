@@ -493,14 +493,16 @@ static cairo_status_t write_to_stream(void *stream, const unsigned char *data,
                                                       : CAIRO_STATUS_WRITE_ERROR;
 }
 
-/* Renders through an atomic file (atomic_file.h: flushed to disk, then
- * renamed into place), as every other output is written. */
-static gboolean write_atomically(const char *path, const th_bar_chart *chart, gboolean svg,
-                                 GError **error)
+/* Renders into a finished file of `set` (output_set.h: flushed to disk,
+ * swapped in with the rest of the outputs), as every other output is
+ * written. */
+static gboolean write_atomically(th_output_set *set, const char *name, const th_bar_chart *chart,
+                                 gboolean svg, GError **error)
 {
-    th_atomic_file *file = th_atomic_file_open(path, error);
+    th_atomic_file *file = th_output_set_open(set, name, error);
     if (!file)
         return FALSE;
+    const char *path = th_atomic_file_path(file);
     FILE *stream = th_atomic_file_stream(file);
     double height = chart_height(chart);
     cairo_surface_t *surface =
@@ -520,16 +522,21 @@ static gboolean write_atomically(const char *path, const th_bar_chart *chart, gb
         th_atomic_file_abort(file);
         return FALSE;
     }
-    return th_atomic_file_commit(file, error);
+    if (!th_atomic_file_finish(file, error))
+        return FALSE;
+    th_output_set_add(set, file);
+    return TRUE;
 }
 
-gboolean th_bar_chart_write(const th_bar_chart *chart, const char *base, GError **error)
+gboolean th_bar_chart_stage(const th_bar_chart *chart, th_output_set *set, const char *stem,
+                            GError **error)
 {
     g_return_val_if_fail(chart->n_groups > 0 && chart->n_series > 0 && chart->n_stack > 0,
                          FALSE);
-    g_autofree char *png = g_strconcat(base, ".png", NULL);
-    g_autofree char *svg = g_strconcat(base, ".svg", NULL);
-    return write_atomically(png, chart, FALSE, error) && write_atomically(svg, chart, TRUE, error);
+    g_autofree char *png = g_strconcat(stem, ".png", NULL);
+    g_autofree char *svg = g_strconcat(stem, ".svg", NULL);
+    return write_atomically(set, png, chart, FALSE, error) &&
+           write_atomically(set, svg, chart, TRUE, error);
 }
 
 /* ---- The comparison's charts ------------------------------------------- */
@@ -598,7 +605,7 @@ static const th_compare_stat *timed(const comparison_data *d, const th_compare_s
     return d->by_backend ? own : host;
 }
 
-static gboolean write_total_time(const comparison_data *d, const char *dir, GError **error)
+static gboolean write_total_time(const comparison_data *d, th_output_set *set, GError **error)
 {
     gsize n = (gsize)d->n_tensors * d->n_backends;
     g_autofree double *values = g_new(double, n);
@@ -635,11 +642,10 @@ static gboolean write_total_time(const comparison_data *d, const char *dir, GErr
         .high = high,
         .notes = (const char *const *)d->notes->pdata,
     };
-    g_autofree char *base = g_build_filename(dir, "time-total", NULL);
-    return th_bar_chart_write(&chart, base, error);
+    return th_bar_chart_stage(&chart, set, "time-total", error);
 }
 
-static gboolean write_per_mode(const comparison_data *d, const char *dir, GError **error)
+static gboolean write_per_mode(const comparison_data *d, th_output_set *set, GError **error)
 {
     guint max_modes = 1;
     for (guint t = 0; t < d->n_tensors; t++) {
@@ -685,11 +691,10 @@ static gboolean write_per_mode(const comparison_data *d, const char *dir, GError
         .values = values,
         .notes = (const char *const *)d->notes->pdata,
     };
-    g_autofree char *base = g_build_filename(dir, "time-per-mode", NULL);
-    return th_bar_chart_write(&chart, base, error);
+    return th_bar_chart_stage(&chart, set, "time-per-mode", error);
 }
 
-static gboolean write_memory(const comparison_data *d, const char *dir, GError **error)
+static gboolean write_memory(const comparison_data *d, th_output_set *set, GError **error)
 {
     static const char *const parts[] = {"tensor copies", "factors and results", "workspace"};
     gsize n = (gsize)d->n_tensors * d->n_backends * G_N_ELEMENTS(parts);
@@ -721,19 +726,18 @@ static gboolean write_memory(const comparison_data *d, const char *dir, GError *
         .values = values,
         .notes = (const char *const *)d->notes->pdata,
     };
-    g_autofree char *base = g_build_filename(dir, "memory", NULL);
-    return th_bar_chart_write(&chart, base, error);
+    return th_bar_chart_stage(&chart, set, "memory", error);
 }
 
-gboolean th_charts_write_comparison(const th_compare_result *result, const char *dir,
+gboolean th_charts_stage_comparison(const th_compare_result *result, th_output_set *set,
                                     GError **error)
 {
     if (result->tensors->len == 0 || result->geomeans->len == 0)
         return TRUE; /* nothing to draw */
     comparison_data d;
     comparison_data_init(&d, result);
-    gboolean ok = write_total_time(&d, dir, error) && write_per_mode(&d, dir, error)
-                  && write_memory(&d, dir, error);
+    gboolean ok = write_total_time(&d, set, error) && write_per_mode(&d, set, error)
+                  && write_memory(&d, set, error);
     comparison_data_clear(&d);
     /* Drops cairo's font caches and fontconfig's state (both rebuilt on the
      * next use): no cairo object is alive any more, and leak checkers then

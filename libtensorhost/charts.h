@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "compare_result.h"
+#include "output_set.h"
 
 typedef enum {
     TH_CHART_SECONDS, /* ticks in µs, ms or s, chosen from the largest value */
@@ -39,15 +40,16 @@ typedef struct th_bar_chart {
     const char *const *notes; /* [n_groups * n_series], may be NULL */
 } th_bar_chart;
 
-/* Writes BASE.png and BASE.svg (each atomically: a temporary file renamed
- * into place). */
-gboolean th_bar_chart_write(const th_bar_chart *chart, const char *base, GError **error);
+/* Writes STEM.png and STEM.svg as finished files of `set` (output_set.h),
+ * to be swapped in with the rest of the outputs. */
+gboolean th_bar_chart_stage(const th_bar_chart *chart, th_output_set *set, const char *stem,
+                            GError **error);
 
-/* The comparison's charts in `dir`: time-total (MTTKRP over all modes per
+/* The comparison's charts, as files of `set`: time-total (MTTKRP over all modes per
  * tensor per backend, log scale, min-max whiskers), time-per-mode (one
  * panel per tensor, bars stacked by mode) and memory (one panel per
  * tensor, tensor copies + factors + workspace), each as .png and .svg. */
-gboolean th_charts_write_comparison(const th_compare_result *result, const char *dir,
+gboolean th_charts_stage_comparison(const th_compare_result *result, th_output_set *set,
                                     GError **error);
 
 #endif

@@ -693,8 +693,8 @@ static char *distinct_devices(const th_compare_result *result)
  * that refuses its options (or cannot be loaded) stops the comparison before
  * anything is measured, as a single run does, instead of failing after the
  * backends before it have run. A backend that cannot run here (not
- * installed, no device) is recorded in `open_skips` and skipped later; the
- * baseline is left to run_backend, which makes that an error. */
+ * installed, no device) is recorded in `open_skips` and skipped later,
+ * unless it is the baseline: that is an error here. */
 static gboolean check_backends(const th_config *config, GPtrArray *open_skips, GError **error)
 {
     const th_compare_config *compare = config->compare;
@@ -712,10 +712,18 @@ static gboolean check_backends(const th_config *config, GPtrArray *open_skips, G
                                        backend->where ? ": " : "", backend->label);
             return FALSE;
         }
-        if (strcmp(backend->label, compare->baseline) != 0) {
-            th_log(TH_LOG_WARNING, "backend '%s' skipped: %s", backend->label, local->message);
-            g_ptr_array_index(open_skips, i) = g_strdup(local->message);
+        /* Every speedup is against the baseline: without it there is
+         * nothing to compare, so say so before any tensor is read. */
+        if (strcmp(backend->label, compare->baseline) == 0) {
+            g_set_error(error, TH_COMPARE_ERROR, TH_COMPARE_ERROR_BASELINE,
+                        "%s%sthe baseline '%s' cannot run here: %s; nothing was read or measured "
+                        "(compare.baseline names another backend)",
+                        backend->where ? backend->where : "", backend->where ? ": " : "",
+                        backend->label, local->message);
+            return FALSE;
         }
+        th_log(TH_LOG_WARNING, "backend '%s' skipped: %s", backend->label, local->message);
+        g_ptr_array_index(open_skips, i) = g_strdup(local->message);
     }
     return TRUE;
 }

@@ -7,6 +7,7 @@
 
 #include "cancel.h"
 #include "compare_output.h"
+#include "output_set.h"
 #include "log.h"
 
 gboolean th_compare_execute(const th_config *config, gboolean *was_interrupted, GError **error)
@@ -16,19 +17,24 @@ gboolean th_compare_execute(const th_config *config, gboolean *was_interrupted, 
     g_autoptr(th_compare_result) result = th_compare_run_all(config, error);
     if (!result)
         return FALSE;
-    g_autofree char *table = th_compare_format_table(result);
-    fputs(table, stdout);
-    fflush(stdout);
+    if (th_log_get_level() >= TH_LOG_INFO) { /* -q: the table is in table.txt */
+        g_autofree char *table = th_compare_format_table(result);
+        fputs(table, stdout);
+        fflush(stdout);
+    }
     /* The outputs are small: a second signal while they are written lets
      * them finish (a third kills), so no temporary file is left. */
     th_cancel_set_activity("after the outputs are written");
     th_cancel_defer_abort(TRUE);
-    const gboolean written = th_compare_write_outputs(result, config->compare->output_dir, error);
+    g_autoptr(GPtrArray) removed = NULL;
+    const gboolean written =
+        th_compare_write_outputs(result, config->compare->output_dir, &removed, error);
     th_cancel_defer_abort(FALSE);
     if (!written)
         return FALSE;
     th_log(TH_LOG_INFO, "Output  %s (table.txt, results.csv, geomean.csv, results.json%s)",
            config->compare->output_dir, config->compare->charts ? ", charts" : "");
+    th_output_set_log_removed(removed);
     *was_interrupted = result->interrupted;
     if (result->failures->len > 0) {
         const char *first = g_ptr_array_index(result->failures, 0);

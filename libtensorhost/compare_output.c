@@ -1,6 +1,7 @@
 /* The comparison's table, CSV and JSON; see compare_output.h. */
 #include "compare_output.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -648,14 +649,28 @@ JsonNode *th_compare_json(const th_compare_result *result)
 
 /* ---- Files ---------------------------------------------------------------- */
 
-static gboolean write_text(const char *dir, const char *name, const char *text, GError **error)
+static gboolean stage_text(th_output_set *set, const char *name, const char *text,
+                           GError **error)
 {
-    g_autofree char *path = g_build_filename(dir, name, NULL);
-    return th_atomic_write_string(path, text, strlen(text), error);
+    th_atomic_file *file = th_output_set_open(set, name, error);
+    if (!file)
+        return FALSE;
+    const size_t length = strlen(text);
+    if (fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
+        const int saved = errno ? errno : EIO;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                    th_atomic_file_path(file), g_strerror(saved));
+        th_atomic_file_abort(file);
+        return FALSE;
+    }
+    if (!th_atomic_file_finish(file, error))
+        return FALSE;
+    th_output_set_add(set, file);
+    return TRUE;
 }
 
 gboolean th_compare_write_outputs(const th_compare_result *result, const char *dir,
-                                  GError **error)
+                                  GPtrArray **removed, GError **error)
 {
     if (!th_make_output_dir(dir, error))
         return FALSE;
@@ -664,11 +679,14 @@ gboolean th_compare_write_outputs(const th_compare_result *result, const char *d
     g_autofree char *geomean = th_compare_format_geomean_csv(result);
     g_autoptr(JsonNode) root = th_compare_json(result);
     g_autofree char *json = th_json_to_text(root, TRUE, NULL);
-    if (!write_text(dir, "table.txt", table, error) || !write_text(dir, "results.csv", csv, error)
-        || !write_text(dir, "geomean.csv", geomean, error)
-        || !write_text(dir, "results.json", json, error))
+    g_autoptr(th_output_set) set =
+        th_output_set_new(dir, TH_COMPARE_OUTPUT_NAMES, TH_COMPARE_INDEX_NAME);
+    if (!stage_text(set, "table.txt", table, error) || !stage_text(set, "results.csv", csv, error)
+        || !stage_text(set, "geomean.csv", geomean, error)
+        || !stage_text(set, TH_COMPARE_INDEX_NAME, json, error))
         return FALSE;
-    if (result->config && !result->config->compare->charts)
-        return TRUE;
-    return th_charts_write_comparison(result, dir, error);
+    const gboolean charts = !result->config || result->config->compare->charts;
+    if (charts && !th_charts_stage_comparison(result, set, error))
+        return FALSE;
+    return th_output_set_install(set, removed, error);
 }

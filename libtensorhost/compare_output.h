@@ -30,10 +30,20 @@ char *th_compare_format_geomean_csv(const th_compare_result *result);
 /* The JSON document of results.json. */
 JsonNode *th_compare_json(const th_compare_result *result);
 
+/* The names of the files a comparison writes into its folder, as a
+ * regular expression (output_set.h), and the one that indexes them. */
+#define TH_COMPARE_OUTPUT_NAMES                                                               \
+    "^(table\\.txt|results\\.csv|geomean\\.csv|results\\.json|"                             \
+    "(time-total|time-per-mode|memory)\\.(png|svg))$"
+#define TH_COMPARE_INDEX_NAME "results.json"
+
 /* Creates `dir` and writes table.txt, results.csv, geomean.csv,
- * results.json and (unless compare.output.charts is false) the charts. */
+ * results.json and (unless compare.output.charts is false) the charts, as
+ * one set (output_set.h): the previous comparison's files there make way.
+ * `removed` (may be NULL) receives the names of the previous files this
+ * comparison did not write (its charts, when this one draws none). */
 gboolean th_compare_write_outputs(const th_compare_result *result, const char *dir,
-                                  GError **error);
+                                  GPtrArray **removed, GError **error);
 
 /* "12.3 ms", "850 µs", "1.20 s" (three digits); "-" when negative (not measured). */
 char *th_compare_format_seconds(double seconds);

@@ -87,6 +87,13 @@ static gboolean resolve_update_path(const th_backend *backend, th_update_path re
     return FALSE;
 }
 
+gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance)
+{
+    /* Iteration 1's change is from the fit of no model. A fit that drops by
+     * the tolerance or more is moving, not converged. */
+    return iteration > 1 && fabs(delta) < tolerance;
+}
+
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
 {
     th_cpd_params params = {
@@ -401,7 +408,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         r->fit = fit;
         const gboolean go_on = !(callbacks && callbacks->iteration) ||
                                callbacks->iteration(&record, callbacks->user_data);
-        if (it > 1 && fabs(record.delta) < params->tolerance) {
+        if (th_cpd_converged(it, record.delta, params->tolerance)) {
             r->converged = TRUE;
             break;
         }

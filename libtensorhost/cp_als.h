@@ -65,6 +65,11 @@ typedef struct th_cpd_params {
  * is AUTO. */
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
 
+/* The stopping rule (Tensor Toolbox's cp_als): after iteration `iteration`
+ * (1-based), whose fit changed by `delta`, the run has converged when
+ * |delta| < tolerance, from iteration 2 on. A tolerance of 0 never stops. */
+gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance);
+
 typedef struct th_cpd_iteration {
     uint32_t iteration; /* 1-based */
     double fit;

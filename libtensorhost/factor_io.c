@@ -14,6 +14,7 @@
 #include "atomic_file.h"
 #include "cancel.h"
 #include "npy_io.h"
+#include "output_set.h"
 #include "number_format.h"
 #include "progress.h"
 
@@ -187,8 +188,8 @@ static gboolean write_blocks(text_writer *w, FILE *out, const char *path, gboole
     return TRUE;
 }
 
-gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
-                         GError **error)
+th_atomic_file *th_write_matrix_staged(const char *path, const double *data, uint64_t rows,
+                                       uint32_t cols, GError **error)
 {
     const size_t row_bytes = th_format_rows_bound(1, cols);
     const uint64_t block_rows = forced_block_rows ? forced_block_rows
@@ -208,7 +209,7 @@ gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, ui
     w.nslots = nworkers ? SLOTS_PER_THREAD * nworkers : 1;
     th_atomic_file *file = th_atomic_file_open(path, error);
     if (!file)
-        return FALSE;
+        return NULL;
     w.slots = g_new0(text_slot, w.nslots);
     for (uint32_t s = 0; s < w.nslots; ++s)
         w.slots[s].bytes = g_malloc(w.slot_bytes);
@@ -237,9 +238,16 @@ gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, ui
     g_free(w.slots);
     if (!ok) {
         th_atomic_file_abort(file);
-        return FALSE;
+        return NULL;
     }
-    return th_atomic_file_commit(file, error);
+    return th_atomic_file_finish(file, error) ? file : NULL;
+}
+
+gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
+                         GError **error)
+{
+    th_atomic_file *file = th_write_matrix_staged(path, data, rows, cols, error);
+    return file && th_atomic_file_commit(file, error);
 }
 
 /* Whitespace between values; '\n' ends a row. */
@@ -389,7 +397,6 @@ unsigned th_factor_format_from_name(const char *name)
     return 0;
 }
 
-/* One matrix (cols > 0) or vector (cols == 0) in each format asked for. */
 /* File f of a result's outputs: modes 1..N, then lambda (a vector). */
 typedef struct output_matrix {
     char *stem; /* "mode1", ..., "lambda" */
@@ -406,50 +413,53 @@ static output_matrix output_matrix_of(const th_cpd_result *result, uint32_t f)
                            result->rank};
 }
 
-static char *output_path(const char *dir, const char *stem, const char *extension)
-{
-    g_autofree char *name = g_strconcat(stem, extension, NULL);
-    return g_build_filename(dir, name, NULL);
-}
-
-/* One .npy file of th_write_cpd_factors, written on a thread of its own. */
+/* One .npy file of th_stage_cpd_factors, written on a thread of its own. */
 typedef struct npy_job {
     char *path;
     output_matrix matrix;
+    th_atomic_file *file; /* finished, once written */
     GError *error;
 } npy_job;
 
 static gpointer write_npy_job(gpointer data)
 {
     npy_job *job = data;
-    th_write_npy(job->path, job->matrix.data, job->matrix.rows, job->matrix.cols, &job->error);
+    job->file = th_write_npy_staged(job->path, job->matrix.data, job->matrix.rows,
+                                    job->matrix.cols, &job->error);
     return NULL;
 }
 
-gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsigned formats,
-                              GError **error)
+static gboolean stage_text_factors(th_output_set *set, const th_cpd_result *result,
+                                   GError **error)
+{
+    for (uint32_t f = 0; f < result->nmodes + 1; ++f) {
+        output_matrix matrix = output_matrix_of(result, f);
+        g_autofree char *name = g_strconcat(matrix.stem, ".mat", NULL);
+        g_autofree char *path = th_output_set_path(set, name);
+        g_free(matrix.stem);
+        /* A vector is written as one column. */
+        th_atomic_file *file =
+            th_write_matrix_staged(path, matrix.data, matrix.rows, MAX(matrix.cols, 1u), error);
+        if (!file)
+            return FALSE;
+        th_output_set_add(set, file);
+    }
+    return TRUE;
+}
+
+/* The .npy files are written side by side: each is one copy into the page
+ * cache and a flush to disk (fsync), and several flushes keep the disk's
+ * queue fuller than one. */
+static gboolean stage_npy_factors(th_output_set *set, const th_cpd_result *result,
+                                  GError **error)
 {
     const uint32_t nfiles = result->nmodes + 1;
-    if (formats & TH_FACTORS_TEXT) {
-        for (uint32_t f = 0; f < nfiles; ++f) {
-            output_matrix matrix = output_matrix_of(result, f);
-            g_autofree char *path = output_path(dir, matrix.stem, ".mat");
-            g_free(matrix.stem);
-            /* A vector is written as one column. */
-            if (!th_write_matrix(path, matrix.data, matrix.rows, MAX(matrix.cols, 1u), error))
-                return FALSE;
-        }
-    }
-    if (!(formats & TH_FACTORS_NPY))
-        return TRUE;
-    /* The .npy files are written side by side: each is one copy into the
-     * page cache and a flush to disk (fsync), and several flushes keep the
-     * disk's queue fuller than one. */
     npy_job *jobs = g_new0(npy_job, nfiles);
     GThread **threads = g_new0(GThread *, nfiles);
     for (uint32_t f = 0; f < nfiles; ++f) {
         jobs[f].matrix = output_matrix_of(result, f);
-        jobs[f].path = output_path(dir, jobs[f].matrix.stem, ".npy");
+        g_autofree char *name = g_strconcat(jobs[f].matrix.stem, ".npy", NULL);
+        jobs[f].path = th_output_set_path(set, name);
         threads[f] = g_thread_try_new("th-write-npy", write_npy_job, &jobs[f], NULL);
         if (!threads[f])
             write_npy_job(&jobs[f]); /* no thread to be had: write it here */
@@ -463,10 +473,28 @@ gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsi
             g_propagate_error(error, g_steal_pointer(&jobs[f].error));
         }
         g_clear_error(&jobs[f].error);
+        if (jobs[f].file)
+            th_output_set_add(set, jobs[f].file); /* removed with the set when !ok */
         g_free(jobs[f].path);
         g_free(jobs[f].matrix.stem);
     }
     g_free(jobs);
     g_free(threads);
     return ok;
+}
+
+gboolean th_stage_cpd_factors(th_output_set *set, const th_cpd_result *result, unsigned formats,
+                              GError **error)
+{
+    if ((formats & TH_FACTORS_TEXT) && !stage_text_factors(set, result, error))
+        return FALSE;
+    return !(formats & TH_FACTORS_NPY) || stage_npy_factors(set, result, error);
+}
+
+gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsigned formats,
+                              GError **error)
+{
+    g_autoptr(th_output_set) set = th_output_set_new(dir, TH_RUN_OUTPUT_NAMES, TH_RUN_REPORT_NAME);
+    return th_stage_cpd_factors(set, result, formats, error) &&
+           th_output_set_install(set, NULL, error);
 }

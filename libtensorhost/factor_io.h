@@ -6,7 +6,9 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include "atomic_file.h"
 #include "cp_als.h"
+#include "output_set.h"
 
 /* Writes rows x cols values (row-major) as text (number_format.h), byte for
  * byte what fprintf(out, "%+0.8e ", v) per value and '\n' per row would
@@ -18,6 +20,10 @@
  * stop after the outputs are written. */
 gboolean th_write_matrix(const char *path, const double *data, uint64_t rows, uint32_t cols,
                          GError **error);
+/* The same, left finished beside `path` (th_atomic_file_finish), for a set
+ * of files installed together (output_set.h); NULL on failure. */
+th_atomic_file *th_write_matrix_staged(const char *path, const double *data, uint64_t rows,
+                                       uint32_t cols, GError **error);
 
 /* Past this many formatting threads the disk is the limit. */
 #define TH_WRITE_MATRIX_MAX_THREADS 16u
@@ -45,8 +51,20 @@ typedef enum th_factor_format {
  * is "text" (the default); 0 for any other text. */
 unsigned th_factor_format_from_name(const char *name);
 
-/* Writes into the existing folder `dir` (see th_make_output_dir) the factor
- * matrices and lambda in the formats `formats` (th_factor_format flags). */
+/* The names of the files a run writes into its output folder, as a
+ * regular expression (output_set.h), and the one that indexes them. */
+#define TH_RUN_OUTPUT_NAMES "^((mode[1-9][0-9]*|lambda)\\.(mat|npy)|report\\.json)$"
+#define TH_RUN_REPORT_NAME "report.json"
+
+/* Writes the factor matrices and lambda in the formats `formats`
+ * (th_factor_format flags) into `set`'s folder (an existing one: see
+ * th_make_output_dir) as finished files of the set, to be installed with
+ * the rest of the run's outputs. */
+gboolean th_stage_cpd_factors(th_output_set *set, const th_cpd_result *result, unsigned formats,
+                              GError **error);
+
+/* th_stage_cpd_factors and the install, for a folder of factors alone: the
+ * previous run's files there, its report.json too, make way. */
 gboolean th_write_cpd_factors(const char *dir, const th_cpd_result *result, unsigned formats,
                               GError **error);
 

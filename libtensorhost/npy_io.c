@@ -17,7 +17,7 @@ static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 /* A second stop while outputs are written (cancel.h): the file is left as
  * it was. */
-static gboolean write_aborted(th_atomic_file *file, const char *path, uint64_t done,
+static void write_aborted(th_atomic_file *file, const char *path, uint64_t done,
                               uint64_t count, GError **error)
 {
     th_atomic_file_abort(file);
@@ -25,11 +25,10 @@ static gboolean write_aborted(th_atomic_file *file, const char *path, uint64_t d
                 "%s: writing aborted after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
                 " values; the file was not replaced",
                 path, done, count);
-    return FALSE;
 }
 
-gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint32_t cols,
-                      GError **error)
+th_atomic_file *th_write_npy_staged(const char *path, const double *data, uint64_t rows,
+                                    uint32_t cols, GError **error)
 {
     g_autofree char *shape = cols == 0 ? g_strdup_printf("(%" G_GUINT64_FORMAT ",)", rows)
                                        : g_strdup_printf("(%" G_GUINT64_FORMAT ", %u)", rows, cols);
@@ -44,7 +43,7 @@ gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint3
 
     th_atomic_file *file = th_atomic_file_open(path, error);
     if (!file)
-        return FALSE;
+        return NULL;
     FILE *out = th_atomic_file_stream(file);
     const uint8_t version[2] = {1, 0};
     const uint8_t length[2] = {(uint8_t)(header_length & 0xff), (uint8_t)(header_length >> 8)};
@@ -54,8 +53,10 @@ gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint3
     fwrite(text, 1, header_length, out);
     const uint64_t count = rows * (cols ? cols : 1);
     for (uint64_t done = 0; done < count; done += NPY_CHUNK_VALUES) {
-        if (th_cancel_abort_requested())
-            return write_aborted(file, path, done, count, error);
+        if (th_cancel_abort_requested()) {
+            write_aborted(file, path, done, count, error);
+            return NULL;
+        }
         const uint64_t n = MIN(NPY_CHUNK_VALUES, count - done);
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN
         fwrite(data + done, sizeof(double), n, out);
@@ -68,9 +69,18 @@ gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint3
         }
 #endif
     }
-    if (th_cancel_abort_requested())
-        return write_aborted(file, path, count, count, error);
-    return th_atomic_file_commit(file, error);
+    if (th_cancel_abort_requested()) {
+        write_aborted(file, path, count, count, error);
+        return NULL;
+    }
+    return th_atomic_file_finish(file, error) ? file : NULL;
+}
+
+gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint32_t cols,
+                      GError **error)
+{
+    th_atomic_file *file = th_write_npy_staged(path, data, rows, cols, error);
+    return file && th_atomic_file_commit(file, error);
 }
 
 /* ---- Reading -------------------------------------------------------------- */

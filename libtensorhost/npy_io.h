@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomic_file.h"
+
 /* Writes `rows` x `cols` doubles (row-major) as a 2-D array, or, with
  * cols == 0, `rows` doubles as a 1-D array, atomically (atomic_file.h). A
  * th_cancel_abort_requested() (a second Ctrl-C while outputs are written)
@@ -19,6 +21,10 @@
  * was. */
 gboolean th_write_npy(const char *path, const double *data, uint64_t rows, uint32_t cols,
                       GError **error);
+/* The same, left finished beside `path` (th_atomic_file_finish), for a set
+ * of files installed together (output_set.h); NULL on failure. */
+th_atomic_file *th_write_npy_staged(const char *path, const double *data, uint64_t rows,
+                                    uint32_t cols, GError **error);
 
 /* Parses a .npy image of `length` bytes holding '<f8' values in C order, 1-D
  * (then *cols = 0) or 2-D, with at least one value; `name` stands for the

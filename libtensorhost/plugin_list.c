@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "backend.h"
 #include "log.h"
 #include "message_text.h"
 #include "plugin_loader.h"
@@ -28,6 +29,21 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
         g_string_append(out, ", init-factors");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
+}
+
+/* Whether the plugin runs here, as `auto` and a run would find out: an
+ * instance with no options (a GPU plugin on a host without a usable device
+ * refuses it). Said only when it does not. */
+static void print_usability(const char *file)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(file, NULL, NULL, NULL, &error);
+    if (backend) {
+        th_backend_close(backend);
+        return;
+    }
+    g_autofree char *why = th_escape_control(error->message);
+    printf("    NOT USABLE HERE: %s\n", why);
 }
 
 int th_print_plugin_list(GPtrArray *config_search_path)
@@ -73,6 +89,7 @@ int th_print_plugin_list(GPtrArray *config_search_path)
                    plugin->entry.abi_version.major, plugin->entry.abi_version.minor, title,
                    description, caps->str, plugin->path);
             th_plugin_unload(plugin);
+            print_usability(file);
             ++found;
         }
     }

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -249,10 +250,11 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
     json_builder_end_object(b);
 }
 
-gboolean th_report_write(const char *path, const th_run_summary *s, GError **error)
+gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **error)
 {
     /* A second stop while outputs are written (cancel.h), as th_write_matrix. */
     if (th_cancel_abort_requested()) {
+        g_autofree char *path = th_output_set_path(set, TH_RUN_REPORT_NAME);
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
                     "%s: writing aborted; the file was not replaced", path);
         return FALSE;
@@ -283,5 +285,18 @@ gboolean th_report_write(const char *path, const th_run_summary *s, GError **err
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     gsize length = 0;
     g_autofree char *text = th_json_to_text(root, TRUE, &length);
-    return th_atomic_write_string(path, text, length, error);
+    th_atomic_file *file = th_output_set_open(set, TH_RUN_REPORT_NAME, error);
+    if (!file)
+        return FALSE;
+    if (fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
+        const int saved = errno ? errno : EIO;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                    th_atomic_file_path(file), g_strerror(saved));
+        th_atomic_file_abort(file);
+        return FALSE;
+    }
+    if (!th_atomic_file_finish(file, error))
+        return FALSE;
+    th_output_set_add(set, file);
+    return TRUE;
 }

@@ -1,5 +1,5 @@
 /* report.json: what a run read, ran on, computed and how long it took,
- * written with json-glib, atomically. */
+ * written with json-glib, as the index of the run's output set. */
 #ifndef TH_REPORT_H
 #define TH_REPORT_H
 
@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "config.h"
 #include "cp_als.h"
+#include "output_set.h"
 #include "sptensor.h"
 
 typedef struct th_run_summary {
@@ -32,9 +33,10 @@ JsonNode *th_report_config_node(const th_config *config);
 /* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
 JsonNode *th_report_backend_node(const th_backend_facts *facts);
 
-/* report.json at `path`, atomically; a th_cancel_abort_requested() (a
- * second Ctrl-C while outputs are written) leaves it as it was, with a
+/* report.json, written as a finished file of `set` (output_set.h: the
+ * set's index, installed last); a th_cancel_abort_requested() (a second
+ * Ctrl-C while outputs are written) writes nothing, with a
  * G_IO_ERROR_CANCELLED error naming it. */
-gboolean th_report_write(const char *path, const th_run_summary *summary, GError **error);
+gboolean th_report_stage(th_output_set *set, const th_run_summary *summary, GError **error);
 
 #endif

@@ -25,6 +25,7 @@
 #include "factor_io.h"
 #include "log.h"
 #include "message_text.h"
+#include "output_set.h"
 #include "plugin_loader.h"
 #include "progress.h"
 #include "report.h"
@@ -52,29 +53,40 @@ static void blame_key(GError **error, const th_config *config, const char *key)
     g_prefix_error(error, "%s: %s: ", th_config_where(config, key), key);
 }
 
+/* The factor files and report.json, swapped in as one set (output_set.h):
+ * the folder then holds this run's outputs alone. */
 static gboolean write_outputs(const th_config *config, th_run_summary *summary, GError **error)
 {
     if (!th_make_output_dir(config->output_dir, error))
         return FALSE;
+    g_autoptr(th_output_set) set =
+        th_output_set_new(config->output_dir, TH_RUN_OUTPUT_NAMES, TH_RUN_REPORT_NAME);
+    const unsigned formats = th_factor_format_from_name(config->output_format);
     if (config->write_factors && summary->result->factors) {
         th_progress_show(TRUE, "writing the factors to %s...", config->output_dir);
         const gint64 start = g_get_monotonic_time();
-        const gboolean written = th_write_cpd_factors(
-            config->output_dir, summary->result,
-            th_factor_format_from_name(config->output_format), error);
+        const gboolean written = th_stage_cpd_factors(set, summary->result, formats, error);
         th_progress_clear();
         if (!written)
             return FALSE;
         summary->write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
         summary->factors_written = TRUE;
     }
-    g_autofree char *report = g_build_filename(config->output_dir, "report.json", NULL);
-    if (!th_report_write(report, summary, error))
+    if (!th_report_stage(set, summary, error))
         return FALSE;
-    const unsigned formats = th_factor_format_from_name(config->output_format);
+    /* The last moment a second stop can abort: the swap is not cut. */
+    if (th_cancel_abort_requested()) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "%s: writing aborted",
+                    config->output_dir);
+        return FALSE;
+    }
+    g_autoptr(GPtrArray) removed = NULL;
+    if (!th_output_set_install(set, &removed, error))
+        return FALSE;
     th_log(TH_LOG_INFO, "Output  %s (%s%sreport.json)", config->output_dir,
            summary->factors_written && (formats & TH_FACTORS_TEXT) ? "mode*.mat, lambda.mat, " : "",
            summary->factors_written && (formats & TH_FACTORS_NPY) ? "mode*.npy, lambda.npy, " : "");
+    th_output_set_log_removed(removed);
     return TRUE;
 }
 
@@ -242,13 +254,13 @@ static int report_read_interruption(GError *error)
     return th_cancel_exit_status();
 }
 
-/* A second stop while the outputs are written aborts the file being
- * written (it keeps its previous contents) and the ones after it. */
+/* A second stop while the outputs are written aborts them before any is
+ * swapped in: the folder keeps the previous run's outputs whole. */
 static int report_write_abort(GError *error)
 {
     g_autofree char *message = th_escape_control(error->message);
-    fprintf(stderr, "tensorhost: aborted while writing the outputs (%s); the files not "
-                    "written keep their previous contents\n",
+    fprintf(stderr, "tensorhost: aborted while writing the outputs (%s); the output folder "
+                    "keeps the previous run's outputs, unchanged\n",
             message);
     g_error_free(error);
     return th_cancel_exit_status();
@@ -342,5 +354,14 @@ int th_run_file(const char *config_path, const char *const *overrides)
     }
     if (result->interrupted)
         return report_interruption(result);
-    return th_cancel_requested() ? th_cancel_exit_status() : 0;
+    if (th_cancel_requested()) {
+        /* The stop came once the run had ended: nothing was cut, but the
+         * caller (a shell loop, a scheduler) still learns of the stop. */
+        th_log(TH_LOG_WARNING,
+               "the stop came after the last iteration: the run is complete (status %s) and "
+               "so are its outputs",
+               th_run_status(result));
+        return th_cancel_exit_status();
+    }
+    return 0;
 }

@@ -60,6 +60,11 @@ static int parse_command_line(int *argc, char ***argv, cli_options *o)
         fprintf(stderr, "tensorhost: unexpected argument '%s' (see --help)\n", (*argv)[1]);
         return EXIT_USAGE;
     }
+    if (o->quiet && o->verbose) {
+        fprintf(stderr, "tensorhost: -q/--quiet and -v/--verbose contradict each other; give "
+                        "one (see --help)\n");
+        return EXIT_USAGE;
+    }
     if (!o->config_path && !o->list_plugins && !o->version) {
         fprintf(stderr, "tensorhost: nothing to do: give --config FILE (see --help)\n");
         return EXIT_USAGE;

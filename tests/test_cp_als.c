@@ -497,6 +497,26 @@ static void test_cancellation_stops_after_the_current_iteration(void **state)
  * fit of about 0.97 on its 5 x 51 x 201 copy; this copy (GenTen's) is
  * 5 x 201 x 61. We measure 0.974951 with seed 42 after 110 iterations
  * (recorded in README). */
+/* Tensor Toolbox's rule: |fit change| < tolerance from iteration 2 on. A
+ * fit that drops by more than the tolerance is not converged, however
+ * negative the change; the first iteration never converges; a tolerance
+ * of 0 never stops. */
+static void test_stopping_rule(void **state)
+{
+    (void)state;
+    assert_true(th_cpd_converged(2, 5e-6, 1e-5));
+    assert_true(th_cpd_converged(2, -5e-6, 1e-5));
+    assert_true(th_cpd_converged(7, 0.0, 1e-5));
+    assert_false(th_cpd_converged(2, -1e-3, 1e-5));
+    assert_false(th_cpd_converged(2, -1e-5, 1e-5));
+    assert_false(th_cpd_converged(2, 1e-5, 1e-5));
+    assert_false(th_cpd_converged(2, 2e-5, 1e-5));
+    assert_false(th_cpd_converged(1, 0.0, 1e-5));
+    assert_false(th_cpd_converged(1, -1e-9, 1e-5));
+    assert_false(th_cpd_converged(50, 0.0, 0.0));
+    assert_false(th_cpd_converged(50, -0.0, 0.0));
+}
+
 static void test_aminoacid_rank_three_fit(void **state)
 {
     (void)state;
@@ -527,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_stop_cuts_a_long_iteration_between_modes),
         cmocka_unit_test(test_callback_stops_the_run),
         cmocka_unit_test(test_cancelled_call_ends_the_run_mid_iteration),
+        cmocka_unit_test(test_stopping_rule),
         cmocka_unit_test(test_aminoacid_rank_three_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -155,6 +155,82 @@ static void test_fix_signs_flips_pairs_as_tensor_toolbox(void **state)
     model_clear(&k);
 }
 
+/* A negative weight's sign goes to mode 0's column, in normalize and in
+ * arrange alike: with no other negative mode it stays there (fixsigns
+ * cannot flip one mode alone), so the published model says which mode
+ * carries it. */
+static void test_negative_weight_sign_goes_to_mode_0(void **state)
+{
+    (void)state;
+    for (int arrange = 0; arrange < 2; ++arrange) {
+        model k = {.nmodes = 3, .rank = 1, .dims = {2, 2, 2}};
+        const double a0[] = {0.6, 0.8}, a1[] = {0.8, 0.6}, a2[] = {0.6, 0.8};
+        k.factors[0] = g_memdup2(a0, sizeof a0);
+        k.factors[1] = g_memdup2(a1, sizeof a1);
+        k.factors[2] = g_memdup2(a2, sizeof a2);
+        k.lambda[0] = -2.0;
+        if (arrange)
+            th_cp_model_arrange(k.lambda, k.factors, k.dims, 3, 1);
+        else
+            th_cp_model_normalize(k.lambda, k.factors, k.dims, 3, 1);
+        assert_true(k.lambda[0] == 2.0);
+        const double *want[3] = {NULL, a1, a2};
+        const double negated[2] = {-0.6, -0.8};
+        want[0] = negated;
+        for (uint32_t m = 0; m < 3; ++m)
+            for (uint32_t i = 0; i < 2; ++i)
+                if (fabs(k.factors[m][i] - want[m][i]) > 1e-15)
+                    fail_msg("%s: mode %u row %u: %g, expected %g",
+                             arrange ? "arrange" : "normalize", m, i, k.factors[m][i],
+                             want[m][i]);
+        model_clear(&k);
+    }
+}
+
+/* fixsigns reads the sign of each column's first entry of largest
+ * magnitude: on a tie in magnitude the earlier row decides, within one
+ * chunk of the parallel read and across chunks (16384 rows each). */
+static void test_first_largest_entry_decides_the_sign(void **state)
+{
+    (void)state;
+    for (int arrange = 0; arrange < 2; ++arrange) {
+        /* Within a chunk: mode 0's tie -0.6 / +0.6 reads negative, and with
+         * mode 1 negative too both flip. */
+        model k = {.nmodes = 2, .rank = 1, .dims = {3, 2}};
+        const double a0[] = {-0.6, 0.6, sqrt(0.28)}, a1[] = {-0.8, 0.6};
+        k.factors[0] = g_memdup2(a0, sizeof a0);
+        k.factors[1] = g_memdup2(a1, sizeof a1);
+        k.lambda[0] = 1.0;
+        if (arrange)
+            th_cp_model_arrange(k.lambda, k.factors, k.dims, 2, 1);
+        else
+            th_cp_model_fix_signs(k.factors, k.dims, 2, 1);
+        assert_true(fabs(k.factors[0][0] - 0.6) < 1e-15);
+        assert_true(fabs(k.factors[1][0] - 0.8) < 1e-15);
+        model_clear(&k);
+
+        /* Across chunks: +0.5 at row 100 comes before -0.5 at row 39000,
+         * so mode 0 reads positive, mode 1 is the only negative mode, and
+         * nothing flips. */
+        model tall = {.nmodes = 2, .rank = 1, .dims = {40000, 2}};
+        tall.factors[0] = g_new(double, 40000);
+        for (uint32_t i = 0; i < 40000; ++i)
+            tall.factors[0][i] = 1e-3;
+        tall.factors[0][100] = 0.5;
+        tall.factors[0][39000] = -0.5;
+        tall.factors[1] = g_memdup2(a1, sizeof a1);
+        tall.lambda[0] = 1.0;
+        if (arrange)
+            th_cp_model_arrange(tall.lambda, tall.factors, tall.dims, 2, 1);
+        else
+            th_cp_model_fix_signs(tall.factors, tall.dims, 2, 1);
+        assert_true(tall.factors[0][100] > 0.0);
+        assert_true(tall.factors[0][39000] < 0.0);
+        assert_true(tall.factors[1][0] < 0.0);
+        model_clear(&tall);
+    }
+}
+
 static void test_sort_orders_by_decreasing_lambda_stably(void **state)
 {
     (void)state;
@@ -303,6 +379,8 @@ int main(void)
         cmocka_unit_test(test_normalize_moves_norms_into_lambda),
         cmocka_unit_test(test_normalize_keeps_a_zero_column),
         cmocka_unit_test(test_fix_signs_flips_pairs_as_tensor_toolbox),
+        cmocka_unit_test(test_negative_weight_sign_goes_to_mode_0),
+        cmocka_unit_test(test_first_largest_entry_decides_the_sign),
         cmocka_unit_test(test_sort_orders_by_decreasing_lambda_stably),
         cmocka_unit_test(test_arrange_gives_the_published_form),
         cmocka_unit_test(test_arrange_equals_the_three_steps),

@@ -434,6 +434,31 @@ static void test_command_line(void **state)
     assert_non_null(strstr(sweep, "max modes 16, max rank 256, f64, als-update, als-sweep\n"));
     th_test_run_clear(&r);
 
+    /* A plugin that loads but cannot run here (as a GPU plugin on a host
+     * without a device) says why, under its entry; one that runs says
+     * nothing more. */
+    const char *list_no_device[] = {"--list-plugins", "--config", "no-device.toml", NULL};
+    g_autofree char *no_device_path = write_temp(
+        dir, "no-device.toml",
+        "[tensor]\npath = \"t.tns\"\n[backend]\nsearch_path = [\"" TH_ABI_PLUGIN_DIR "\"]\n");
+    list_no_device[2] = no_device_path;
+    r = run_tensorhost(list_no_device);
+    assert_int_equal(r.status, 0);
+    const char *entry = strstr(r.out, "fixture_no_device");
+    if (!entry)
+        fail_msg("no fixture_no_device line in:\n%s", r.out);
+    const char *next = strstr(entry + 1, "\nfixture_");
+    const char *verdict = strstr(entry, "    NOT USABLE HERE: ");
+    if (!verdict || (next && verdict > next))
+        fail_msg("fixture_no_device is not said to be unusable:\n%s", r.out);
+    const char *frozen = strstr(r.out, "fixture_frozen_v1_0");
+    assert_non_null(frozen);
+    const char *after_frozen = strstr(frozen + 1, "\nfixture_");
+    const char *frozen_verdict = strstr(frozen, "NOT USABLE HERE");
+    if (frozen_verdict && (!after_frozen || frozen_verdict < after_frozen))
+        fail_msg("a usable plugin is said to be unusable:\n%s", r.out);
+    th_test_run_clear(&r);
+
     const char *nothing[] = {NULL};
     r = run_tensorhost(nothing);
     assert_int_equal(r.status, 2);
@@ -443,6 +468,12 @@ static void test_command_line(void **state)
     const char *bad_flag[] = {"--no-such-flag", NULL};
     r = run_tensorhost(bad_flag);
     assert_int_equal(r.status, 2);
+    th_test_run_clear(&r);
+
+    const char *quiet_and_verbose[] = {"-q", "-v", "--config", "x.toml", NULL};
+    r = run_tensorhost(quiet_and_verbose);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "-q/--quiet and -v/--verbose"));
     th_test_run_clear(&r);
 
     /* A malformed --set is a command-line error (2), found before the
@@ -657,6 +688,9 @@ static void test_sigterm_stops_with_143(void **state)
     assert_true(WIFEXITED(wait_status));
     assert_int_equal(WEXITSTATUS(wait_status), 143);
     assert_non_null(strstr(err->str, "SIGTERM received: stopping after this iteration"));
+    /* A batch log (stderr not a terminal) gets no blank line before it. */
+    if (err->str[0] == '\n' || strstr(err->str, "\n\n"))
+        fail_msg("a blank line on stderr:\n%s", err->str);
     g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
     g_autoptr(JsonParser) parser = load_report(out_dir);
     JsonObject *root = json_node_get_object(json_parser_get_root(parser));

@@ -346,7 +346,9 @@ static void test_abort_leaves_the_previous_file(void **state)
     assert_non_null(strstr(error->message, npy));
     g_clear_error(&error);
     const th_run_summary summary = {0};
-    assert_false(th_report_write(report, &summary, &error));
+    g_autoptr(th_output_set) set =
+        th_output_set_new(th_test_scratch, TH_RUN_OUTPUT_NAMES, TH_RUN_REPORT_NAME);
+    assert_false(th_report_stage(set, &summary, &error));
     assert_true(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
     assert_non_null(strstr(error->message, report));
     th_cancel_reset();

@@ -225,6 +225,48 @@ static void test_merge_across_chunks(void **state)
     th_sptensor_free(t);
 }
 
+/* The order check compares every pair of neighbours, the pairs that
+ * straddle a chunk's edge (nonzeros 2^20 - 1 and 2^20) too: sorted,
+ * distinct nonzeros but for one pair there, out of order or equal. */
+static void test_order_check_sees_the_chunk_edges(void **state)
+{
+    (void)state;
+    const uint64_t edge = (uint64_t)1 << 20, n = 2 * edge + 5;
+    for (int equal = 0; equal < 2; ++equal) {
+        th_sptensor *t = th_sptensor_new(2, n);
+        t->dims[0] = 4000;
+        t->dims[1] = 1000;
+        for (uint64_t i = 0; i < n; ++i) {
+            t->indices[0][i] = (th_index)(i / 1000);
+            t->indices[1][i] = (th_index)(i % 1000);
+            t->values[i] = (double)i;
+        }
+        for (uint32_t d = 0; d < 2; ++d) {
+            if (equal) {
+                t->indices[d][edge] = t->indices[d][edge - 1];
+            } else {
+                const th_index x = t->indices[d][edge - 1];
+                t->indices[d][edge - 1] = t->indices[d][edge];
+                t->indices[d][edge] = x;
+            }
+        }
+        assert_true(th_sptensor_sort_and_merge(t));
+        assert_int_equal(t->nnz, equal ? n - 1 : n);
+        assert_int_equal(t->duplicates_merged, equal ? 1 : 0);
+        for (uint64_t i = 1; i < t->nnz; ++i) {
+            const uint64_t a = (uint64_t)t->indices[0][i - 1] * 1000 + t->indices[1][i - 1];
+            const uint64_t b = (uint64_t)t->indices[0][i] * 1000 + t->indices[1][i];
+            if (a >= b)
+                fail_msg("%s at the edge: nonzeros %" G_GUINT64_FORMAT " and %" G_GUINT64_FORMAT
+                         " not in order after the sort",
+                         equal ? "a duplicate" : "a swap", i - 1, i);
+        }
+        if (equal)
+            assert_true(t->values[edge - 1] == (double)(edge - 1) + (double)edge);
+        th_sptensor_free(t);
+    }
+}
+
 static void test_sort_merge_already_sorted_and_zeros(void **state)
 {
     (void)state;
@@ -551,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_sort_merge_threads),
         cmocka_unit_test(test_sort_merge_eight_modes),
         cmocka_unit_test(test_sort_merge_wide_permutations),
+        cmocka_unit_test(test_order_check_sees_the_chunk_edges),
         cmocka_unit_test(test_sort_merge_already_sorted_and_zeros),
         cmocka_unit_test(test_merge_across_chunks),
         cmocka_unit_test(test_truncate),
