@@ -6,6 +6,12 @@
 set -eu
 source_dir=$1
 shift
+# An interpreter named by TH_PYTHON (scripts/test.sh: one with pyttb and
+# TensorLy, so the comparisons against them run) is the one, or an error.
+if [ -n "${TH_PYTHON:-}" ] && ! "$TH_PYTHON" -c "import numpy, pytest" >/dev/null 2>&1; then
+    echo "run-python-tests: TH_PYTHON=$TH_PYTHON has no numpy and pytest" >&2
+    exit 1
+fi
 for python in ${TH_PYTHON:-} /usr/bin/python3 python3; do
     if command -v "$python" >/dev/null 2>&1 &&
         "$python" -c "import numpy, pytest" >/dev/null 2>&1; then
