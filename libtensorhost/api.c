@@ -15,6 +15,7 @@
 #include "cancel.h"
 #include "config.h"
 #include "cp_als.h"
+#include "cpd_warnings.h"
 #include "log.h"
 #include "message_text.h"
 #include "plugin_loader.h"
@@ -23,6 +24,7 @@
 struct tensorhost_tensor {
     th_sptensor *tensor;
     uint64_t *dims; /* [nmodes], 64-bit for the API */
+    char *path;     /* the file read, for the warnings; NULL from arrays */
 };
 
 struct tensorhost_backend {
@@ -37,7 +39,19 @@ struct tensorhost_cpd {
     uint64_t *dims;
     double *fits, *seconds; /* [iterations] */
     double load_seconds;
+    GPtrArray *warnings; /* th_cpd_warning, messages one line each */
 };
+
+/* The public warning codes are cpd_warnings.h's. */
+G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_ABOVE_BOUND == (int)TH_CPD_WARN_RANK_ABOVE_BOUND);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_DEFICIENT == (int)TH_CPD_WARN_RANK_DEFICIENT);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_NOT_CONVERGED == (int)TH_CPD_WARN_NOT_CONVERGED);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_UNDERFLOWED_VALUES == (int)TH_CPD_WARN_UNDERFLOWED_VALUES);
+/* And the log levels the plugin ABI's. */
+G_STATIC_ASSERT((int)TENSORHOST_LOG_ERROR == (int)TH_LOG_ERROR &&
+                (int)TENSORHOST_LOG_WARNING == (int)TH_LOG_WARNING &&
+                (int)TENSORHOST_LOG_INFO == (int)TH_LOG_INFO &&
+                (int)TENSORHOST_LOG_DEBUG == (int)TH_LOG_DEBUG);
 
 static int32_t set_error(char *err, int32_t status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
@@ -138,6 +152,17 @@ const char *tensorhost_status_name(int32_t status)
     return "?";
 }
 
+/* A library speaks only when something goes wrong: the program's
+ * informational lines (which backend "auto" chose, and why) stay quiet. */
+static void quiet_logging(void)
+{
+    static gsize done = 0;
+    if (g_once_init_enter(&done)) {
+        th_log_set_level(TH_LOG_WARNING);
+        g_once_init_leave(&done, 1);
+    }
+}
+
 /* ---- Tensors ---------------------------------------------------------------- */
 
 static tensorhost_tensor *wrap_tensor(th_sptensor *t)
@@ -217,6 +242,7 @@ int32_t tensorhost_tensor_read(const char *path, tensorhost_tensor **out, char *
                          "tensorhost_tensor_read: %s is NULL", !path ? "path" : "out");
     g_autoptr(GError) error = NULL;
     th_cancel_reset(); /* a stop asked before this call is not for it */
+    quiet_logging();
     th_sptensor *t = th_tensor_read_file(path, NULL, &error);
     th_cancel_reset();
     /* Not a tensor: the file's contents; the rest is reading it at all. */
@@ -231,6 +257,7 @@ int32_t tensorhost_tensor_read(const char *path, tensorhost_tensor **out, char *
         return set_error(err, io ? TENSORHOST_ERR_IO : TENSORHOST_ERR_FORMAT, "%s",
                          error->message);
     *out = wrap_tensor(t);
+    (*out)->path = g_strdup(path);
     return TENSORHOST_OK;
 }
 
@@ -240,6 +267,7 @@ void tensorhost_tensor_free(tensorhost_tensor *tensor)
         return;
     th_sptensor_free(tensor->tensor);
     g_free(tensor->dims);
+    g_free(tensor->path);
     g_free(tensor);
 }
 
@@ -261,17 +289,6 @@ int32_t tensorhost_tensor_get_stats(const tensorhost_tensor *tensor,
     stats->norm = th_sptensor_norm(t);
     stats->density = th_sptensor_density(t);
     return TENSORHOST_OK;
-}
-
-/* A library speaks only when something goes wrong: the program's
- * informational lines (which backend "auto" chose, and why) stay quiet. */
-static void quiet_logging(void)
-{
-    static gsize done = 0;
-    if (g_once_init_enter(&done)) {
-        th_log_set_level(TH_LOG_WARNING);
-        g_once_init_leave(&done, 1);
-    }
 }
 
 /* ---- Backends --------------------------------------------------------------- */
@@ -511,12 +528,36 @@ static th_sptensor *safe_range_copy(const th_sptensor *t)
     return copy;
 }
 
-static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds)
+/* The run's warnings (cpd_warnings.h) in the words of the API's
+ * parameters, each one line. */
+static GPtrArray *run_warnings(const tensorhost_tensor *tensor, const th_cpd_params *params,
+                               const th_cpd_result *r)
+{
+    const th_cpd_warning_terms terms = {
+        .tensor = tensor->path ? tensor->path : "the tensor",
+        .rank = "rank",
+        .max_iters = "max_iters",
+        .tolerance = "tolerance",
+    };
+    GPtrArray *warnings = th_cpd_warnings_new();
+    th_cpd_tensor_warnings(warnings, tensor->tensor, params->rank, &terms);
+    th_cpd_result_warnings(warnings, params, r, &terms);
+    for (guint i = 0; i < warnings->len; ++i) {
+        th_cpd_warning *warning = g_ptr_array_index(warnings, i);
+        char *line = th_escape_control(warning->message);
+        g_free(warning->message);
+        warning->message = line;
+    }
+    return warnings;
+}
+
+static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds, GPtrArray *warnings)
 {
     tensorhost_cpd *h = g_new0(tensorhost_cpd, 1);
     register_handle(h, CPD_HANDLE);
     h->result = r;
     h->load_seconds = load_seconds;
+    h->warnings = warnings;
     h->dims = g_new(uint64_t, r->nmodes);
     for (uint32_t m = 0; m < r->nmodes; ++m)
         h->dims[m] = r->dims[m];
@@ -541,6 +582,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     tensorhost_cpd_params p;
     if (!read_params(given, &p, err))
         return TENSORHOST_ERR_INVALID_ARGUMENT;
+    quiet_logging();
     int32_t status = check_params(&p, err);
     if (status != TENSORHOST_OK)
         return status;
@@ -579,7 +621,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     if (!r)
         return set_error(err, status_of_run_error(error), "%s", error->message);
     r->total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    *out = wrap_result(r, b->load_seconds);
+    *out = wrap_result(r, b->load_seconds, run_warnings(tensor, &params, r));
     return TENSORHOST_OK;
 }
 
@@ -591,6 +633,7 @@ void tensorhost_cpd_free(tensorhost_cpd *result)
     g_free(result->dims);
     g_free(result->fits);
     g_free(result->seconds);
+    g_ptr_array_unref(result->warnings);
     g_free(result);
 }
 
@@ -680,6 +723,51 @@ int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *h, tensorhost_cpd_timin
     timings->update = r->update_seconds;
     timings->algebra = r->algebra_seconds;
     return TENSORHOST_OK;
+}
+
+uint32_t tensorhost_cpd_warning_count(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->warnings->len : 0;
+}
+
+int32_t tensorhost_cpd_warning(const tensorhost_cpd *h, uint32_t index, int32_t *code,
+                               const char **message, char *err)
+{
+    CHECK_HANDLE(h, CPD_HANDLE, "the result");
+    if (index >= h->warnings->len)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "warning %u: the result has %u warnings", index, h->warnings->len);
+    const th_cpd_warning *warning = g_ptr_array_index(h->warnings, index);
+    if (code)
+        *code = (int32_t)warning->code;
+    if (message)
+        *message = warning->message;
+    return TENSORHOST_OK;
+}
+
+const char *tensorhost_warning_name(int32_t code)
+{
+    switch (code) {
+    case TENSORHOST_WARN_RANK_ABOVE_BOUND:
+        return "TENSORHOST_WARN_RANK_ABOVE_BOUND";
+    case TENSORHOST_WARN_RANK_DEFICIENT:
+        return "TENSORHOST_WARN_RANK_DEFICIENT";
+    case TENSORHOST_WARN_NOT_CONVERGED:
+        return "TENSORHOST_WARN_NOT_CONVERGED";
+    case TENSORHOST_WARN_UNDERFLOWED_VALUES:
+        return "TENSORHOST_WARN_UNDERFLOWED_VALUES";
+    }
+    return "?";
+}
+
+/* ---- Log lines -------------------------------------------------------------- */
+
+/* log.h's sink has the handler's signature: the handler is the sink. */
+void tensorhost_set_log_handler(tensorhost_log_fn fn, void *user_data)
+{
+    quiet_logging();
+    const th_log_sink_fn sink = fn;
+    th_log_set_sink(sink, user_data);
 }
 
 void tensorhost_request_stop(void) { th_cancel_request(); }

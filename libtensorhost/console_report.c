@@ -34,15 +34,13 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
     th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
                         "read in %.3fs",
            t->duplicates_merged, empty->str, seconds);
-    /* Zeros the file stores are kept (they are entries of the file), but a
-     * user who wrote 1e-400 should learn it became 0. */
-    if (t->explicit_zeros > 0 || t->underflowed_values > 0)
+    /* Zeros the file stores are kept (they are entries of the file), but
+     * worth a word; values that underflowed to zero are cpd_warnings.h's. */
+    if (t->explicit_zeros > 0)
         th_log(TH_LOG_WARNING,
-               "%s: %" G_GUINT64_FORMAT " values are written as zero and %" G_GUINT64_FORMAT
-               " are too small for a double (below about 4.9e-324) and read as zero; they are "
-               "kept as stored entries (report.json: tensor.explicit_zeros, "
-               "tensor.underflowed_values)",
-               path, t->explicit_zeros, t->underflowed_values);
+               "%s: %" G_GUINT64_FORMAT " values are written as zero; they are kept as stored "
+               "entries (report.json: tensor.explicit_zeros)",
+               path, t->explicit_zeros);
 }
 
 void th_console_backend_summary(const th_backend_facts *f)
@@ -173,9 +171,4 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                "als_sweep stopped early (a Cholesky breakdown) in %u of %u iterations; the host "
                "finished those per mode",
                r->sweep_fallbacks, r->iterations->len);
-    if (r->pinv_fallbacks)
-        th_log(TH_LOG_WARNING,
-               "%u normal-equation solves were rank deficient and used the pseudo-inverse; "
-               "the rank may exceed what the tensor supports",
-               r->pinv_fallbacks);
 }

@@ -16,7 +16,8 @@
 void th_console_read_progress(uint64_t done, uint64_t total, void *user_data);
 
 /* "Tensor PATH", order, dims, nnz, density, duplicates, empty slices, the
- * read time, and warnings about zero and underflowed values. */
+ * read time, and a warning about values written as zero (the warnings of
+ * cpd_warnings.h are the caller's to log). */
 void th_console_tensor_summary(const th_sptensor *tensor, const char *path, double seconds);
 
 /* "Backend ID VERSION (PATH)", device, memory, details, preprocessing. */
@@ -37,7 +38,8 @@ void th_console_phase(const char *what, void *user_data);
 
 /* "Result ...", then the timing table (read, preprocessing, MTTKRP per mode
  * with the backend's time and scheme, the update path's times, algebra,
- * total) and the solve fallbacks. */
+ * total) and how often als_sweep stopped early (rank-deficient solves are
+ * cpd_warnings.h's). */
 void th_console_run_summary(const th_backend_facts *facts, const th_cpd_result *result,
                             double read_seconds, double total_seconds);
 

@@ -12,6 +12,15 @@ void th_log_set_level(int32_t level);
 int32_t th_log_get_level(void);
 void th_log(int32_t level, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
+/* Where lines go instead of the console: `fn` gets every line, at every
+ * level (the console's level does not apply), one at a time, with the
+ * control characters escaped and no "tensorhost: warning: " decoration
+ * (plugins' lines keep their "[plugin] " prefix). NULL: the console again.
+ * Once this returns, the previous sink is not running and is not called
+ * again. Any thread; `fn` may call this. */
+typedef void (*th_log_sink_fn)(int32_t level, const char *line, void *user_data);
+void th_log_set_sink(th_log_sink_fn fn, void *user_data);
+
 /* The services a plugin gets: log() prints through th_log with a
  * "[plugin] " prefix; is_cancelled() is th_cancel_stop_now(). */
 th_host_services th_host_services_make(void);

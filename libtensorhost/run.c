@@ -22,6 +22,7 @@
 #include "config.h"
 #include "console_report.h"
 #include "cp_als.h"
+#include "cpd_warnings.h"
 #include "factor_io.h"
 #include "log.h"
 #include "message_text.h"
@@ -178,10 +179,23 @@ static th_sptensor *read_tensor(const th_config *config, double *seconds, GError
     return tensor;
 }
 
+/* How the program's warnings name things: the config's keys. */
+static th_cpd_warning_terms warning_terms(const th_config *config, const char *rank_key)
+{
+    return (th_cpd_warning_terms){
+        .tensor = config->tensor_path,
+        .rank = rank_key,
+        .max_iters = "cpd.max_iters",
+        .tolerance = "cpd.tolerance",
+    };
+}
+
 /* What CP-ALS needs of the tensor, said before any long work: a norm above
  * 0 (values scaled first when their squares would overflow or underflow),
- * and a rank the data can support (a warning). */
-static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor, GError **error)
+ * and the warnings of cpd_warnings.h known now (values read as zero, a rank
+ * the data cannot support), logged into `warnings`. */
+static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor,
+                               GPtrArray *warnings, GError **error)
 {
     const double largest = th_sptensor_max_abs(tensor);
     if (th_sptensor_scale_to_safe_range(tensor))
@@ -191,14 +205,12 @@ static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor, GEr
                (int)round(log2(tensor->value_scale)), largest);
     if (!th_cpd_check_tensor(tensor, error))
         return FALSE;
-    const uint64_t bound = th_cpd_rank_bound(tensor);
-    if (config->rank > bound)
-        th_log(TH_LOG_WARNING,
-               "%s: cpd.rank %u is above the largest rank this tensor can have (%" G_GUINT64_FORMAT
-               ": at most its nonzero count and, for each mode, the product of the other "
-               "modes' lengths); the extra components are undetermined, the solves will be "
-               "rank deficient and the fit will stop improving",
-               th_config_where(config, "cpd.rank"), config->rank, bound);
+    g_autofree char *rank_key =
+        g_strdup_printf("%s: cpd.rank", th_config_where(config, "cpd.rank"));
+    const th_cpd_warning_terms terms = warning_terms(config, rank_key);
+    const guint from = warnings->len;
+    th_cpd_tensor_warnings(warnings, tensor, config->rank, &terms);
+    th_cpd_log_warnings(warnings, from);
     return TRUE;
 }
 
@@ -212,19 +224,15 @@ static gboolean load_into_backend(th_backend *backend, const th_sptensor *tensor
     return ok;
 }
 
-/* A run that ran out of iterations says so: its fit may still be rising. A
- * tolerance of 0 asks for exactly max_iters iterations, so it says nothing. */
-static void warn_if_not_converged(const th_config *config, const th_cpd_result *result)
+/* What the run found (rank-deficient solves, not converged), after its
+ * summary. */
+static void warn_of_result(const th_config *config, const th_cpd_params *params,
+                           const th_cpd_result *result, GPtrArray *warnings)
 {
-    if (result->converged || result->interrupted || config->tolerance == 0.0 ||
-        result->iterations->len == 0)
-        return;
-    const th_cpd_iteration *last =
-        &g_array_index(result->iterations, th_cpd_iteration, result->iterations->len - 1);
-    th_log(TH_LOG_WARNING,
-           "not converged: stopped at cpd.max_iters = %u with |fit change| %.3e, above "
-           "cpd.tolerance %g; raise max_iters or loosen the tolerance",
-           config->max_iters, fabs(last->delta), config->tolerance);
+    const th_cpd_warning_terms terms = warning_terms(config, "cpd.rank");
+    const guint from = warnings->len;
+    th_cpd_result_warnings(warnings, params, result, &terms);
+    th_cpd_log_warnings(warnings, from);
 }
 
 static int report_interruption(const th_cpd_result *result)
@@ -305,7 +313,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return th_run_fail(error);
     }
     th_console_tensor_summary(tensor, config->tensor_path, read_seconds);
-    if (!prepare_tensor(config, tensor, &error))
+    g_autoptr(GPtrArray) warnings = th_cpd_warnings_new();
+    if (!prepare_tensor(config, tensor, warnings, &error))
         return th_run_fail(error);
     if (!load_into_backend(backend, tensor, config->rank, &error))
         return th_run_fail(error);
@@ -342,7 +351,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
     };
     summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     th_console_run_summary(facts, result, read_seconds, summary.total_seconds);
-    warn_if_not_converged(config, result);
+    warn_of_result(config, &params, result, warnings);
     th_cancel_set_activity("after the outputs are written");
     th_cancel_defer_abort(TRUE);
     const gboolean written = write_outputs(config, &summary, &error);

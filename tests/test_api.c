@@ -1,7 +1,8 @@
 #define _POSIX_C_SOURCE 200809L /* setenv, fork */
 /* libtensorhost through its public header only, as a C user links it:
  * tensors from COO arrays and files, a backend by name, CP-ALS with a
- * callback that stops, the result in the published form, and misuse. */
+ * callback that stops, the result in the published form, its warnings,
+ * the log handler, and misuse. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -263,6 +264,239 @@ static void test_initial_factors(void **state)
     tensorhost_tensor_free(t);
 }
 
+/* The warning of `code` among the result's, or NULL; fails on a result
+ * that has it twice. */
+static const char *warning_of(const tensorhost_cpd *r, int32_t code)
+{
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    const char *found = NULL;
+    for (uint32_t i = 0; i < tensorhost_cpd_warning_count(r); ++i) {
+        int32_t c = 0;
+        const char *message = NULL;
+        expect_ok(tensorhost_cpd_warning(r, i, &c, &message, err), err);
+        assert_non_null(message);
+        assert_null(strchr(message, '\n'));
+        if (c == code) {
+            if (found)
+                fail_msg("%s twice: %s / %s", tensorhost_warning_name(code), found, message);
+            found = message;
+        }
+    }
+    return found;
+}
+
+/* A rank above what the tensor can have (3 nonzeros: at most rank 3) is
+ * said, and so are the rank-deficient solves it brings; a rank the tensor
+ * can have gets neither. */
+static void test_warnings_rank(void **state)
+{
+    (void)state;
+    const uint64_t dims[] = {2, 2, 2};
+    const uint64_t indices[] = {0, 0, 0, 1, 1, 0, 0, 1, 1};
+    const double values[] = {1.0, 2.0, 3.0};
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(3, dims, 3, indices, values, &t, err), err);
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 5;
+    params.max_iters = 5;
+    params.tolerance = 0.0;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    const char *above = warning_of(r, TENSORHOST_WARN_RANK_ABOVE_BOUND);
+    assert_non_null(above);
+    assert_non_null(strstr(above, "rank 5 is above the largest rank this tensor can have (3:"));
+    const char *deficient = warning_of(r, TENSORHOST_WARN_RANK_DEFICIENT);
+    assert_non_null(deficient);
+    assert_non_null(strstr(deficient, "normal-equation solves were rank deficient"));
+    assert_null(warning_of(r, TENSORHOST_WARN_NOT_CONVERGED)); /* tolerance 0 */
+    /* In the documented order: the tensor's warnings before the run's. */
+    int32_t first = 0;
+    expect_ok(tensorhost_cpd_warning(r, 0, &first, NULL, err), err);
+    assert_int_equal(first, TENSORHOST_WARN_RANK_ABOVE_BOUND);
+    tensorhost_cpd_free(r);
+
+    params.rank = 1;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_null(warning_of(r, TENSORHOST_WARN_RANK_ABOVE_BOUND));
+    assert_null(warning_of(r, TENSORHOST_WARN_RANK_DEFICIENT));
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+/* A run that stops at max_iters with a tolerance above 0 says so, naming
+ * both; one that converged, ran with tolerance 0, or was stopped does not. */
+static void test_warnings_not_converged(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 3;
+    params.max_iters = 2;
+    params.tolerance = 1e-12;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_MAX_ITERS);
+    assert_int_equal(tensorhost_cpd_warning_count(r), 1);
+    const char *message = warning_of(r, TENSORHOST_WARN_NOT_CONVERGED);
+    assert_non_null(message);
+    assert_non_null(strstr(message, "not converged: stopped at max_iters = 2 with |fit change|"));
+    assert_non_null(strstr(message, "above tolerance 1e-12"));
+    tensorhost_cpd_free(r);
+
+    params.tolerance = 0.0; /* exactly max_iters iterations, as asked */
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_warning_count(r), 0);
+    tensorhost_cpd_free(r);
+
+    params.tolerance = 1e-4;
+    params.max_iters = 500;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_CONVERGED);
+    assert_int_equal(tensorhost_cpd_warning_count(r), 0);
+    tensorhost_cpd_free(r);
+
+    uint32_t last = 0;
+    params.tolerance = 1e-12;
+    params.on_iteration = stop_after_two;
+    params.user_data = &last;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_INTERRUPTED);
+    assert_int_equal(tensorhost_cpd_warning_count(r), 0);
+
+    /* Past the count, and on no result. */
+    assert_int_equal(tensorhost_cpd_warning(r, 0, NULL, NULL, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "warning 0: the result has 0 warnings");
+    tensorhost_cpd_free(r);
+    assert_int_equal(tensorhost_cpd_warning_count(NULL), 0);
+    assert_int_equal(tensorhost_cpd_warning(NULL, 0, NULL, NULL, err), TENSORHOST_ERR_MISUSE);
+    assert_string_equal(tensorhost_warning_name(TENSORHOST_WARN_NOT_CONVERGED),
+                        "TENSORHOST_WARN_NOT_CONVERGED");
+    assert_string_equal(tensorhost_warning_name(0), "?");
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+/* Values of the file too small for a double are read as zero; the run
+ * says how many, naming the file. */
+static void test_warnings_underflowed_values(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_api_underflow_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char text[] = "1 1 1 1.0\n2 1 1 1e-400\n1 2 1 2.0\n2 2 2 -1e-999\n1 1 2 3.0\n";
+    assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(path, &t, err), err);
+    unlink(path);
+    tensorhost_tensor_stats stats = TENSORHOST_TENSOR_STATS_INIT;
+    expect_ok(tensorhost_tensor_get_stats(t, &stats, err), err);
+    assert_int_equal(stats.underflowed_values, 2);
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 1;
+    params.max_iters = 3;
+    params.tolerance = 0.0;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    const char *message = warning_of(r, TENSORHOST_WARN_UNDERFLOWED_VALUES);
+    assert_non_null(message);
+    assert_non_null(strstr(message, path));
+    assert_non_null(strstr(message, ": 2 values are too small for a double"));
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+
+    /* From arrays there is nothing to underflow: no warning. */
+    const uint64_t dims[] = {2, 2};
+    const uint64_t indices[] = {0, 0, 1, 1};
+    const double values[] = {1.0, 2.0};
+    expect_ok(tensorhost_tensor_new(2, dims, 2, indices, values, &t, err), err);
+    backend = open_cpu();
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_null(warning_of(r, TENSORHOST_WARN_UNDERFLOWED_VALUES));
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+    tensorhost_tensor_free(t);
+}
+
+typedef struct log_seen {
+    int lines;
+    int instance_debug; /* the plugin's "instance with 2 threads" at DEBUG */
+    int warnings;       /* lines at WARNING */
+    int replaced;       /* set when the handler replaced itself */
+} log_seen;
+
+static void note_log(int32_t level, const char *message, void *user_data)
+{
+    log_seen *seen = user_data;
+    assert_non_null(message);
+    assert_null(strchr(message, '\n'));
+    assert_null(strstr(message, "tensorhost: ")); /* no console decoration */
+    seen->lines++;
+    if (level == TENSORHOST_LOG_DEBUG &&
+        strcmp(message, "[plugin] cpu-reference: instance with 2 threads") == 0)
+        seen->instance_debug++;
+    if (level == TENSORHOST_LOG_WARNING)
+        seen->warnings++;
+}
+
+static void replace_self(int32_t level, const char *message, void *user_data)
+{
+    (void)level, (void)message;
+    log_seen *seen = user_data;
+    seen->replaced++;
+    tensorhost_set_log_handler(note_log, seen); /* allowed inside the handler */
+}
+
+/* The handler gets every level, the plugins' lines included; the run's
+ * warnings are not log lines; NULL puts the default back. */
+static void test_log_handler(void **state)
+{
+    (void)state;
+    log_seen seen = {0};
+    tensorhost_set_log_handler(note_log, &seen);
+    tensorhost_backend *backend = open_cpu();
+    assert_int_equal(seen.instance_debug, 1);
+
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 3;
+    params.max_iters = 2;
+    params.tolerance = 1e-12;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_non_null(warning_of(r, TENSORHOST_WARN_NOT_CONVERGED));
+    assert_int_equal(seen.warnings, 0); /* on the result only */
+    tensorhost_cpd_free(r);
+    tensorhost_backend_close(backend);
+
+    log_seen again = {0};
+    tensorhost_set_log_handler(replace_self, &again);
+    backend = open_cpu();
+    tensorhost_backend_close(backend);
+    assert_int_equal(again.replaced, 1);
+    assert_true(again.lines >= 1); /* the lines after the first went to note_log */
+
+    const int before = seen.lines + again.lines;
+    tensorhost_set_log_handler(NULL, NULL);
+    backend = open_cpu();
+    tensorhost_backend_close(backend);
+    assert_int_equal(seen.lines + again.lines, before);
+    tensorhost_tensor_free(t);
+}
+
 /* A stop asked between calls is forgotten: the next read and run go to
  * their end. A device string stays valid until the backend is closed,
  * however often it is asked for (ASan sees a use after free). */
@@ -395,6 +629,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_initial_factors),   cmocka_unit_test(test_backend_errors),
         cmocka_unit_test(test_list_plugins),      cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_stop_between_calls_and_device_strings),
+        cmocka_unit_test(test_warnings_rank),     cmocka_unit_test(test_warnings_not_converged),
+        cmocka_unit_test(test_warnings_underflowed_values),
+        cmocka_unit_test(test_log_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,8 @@
  *
  * Threads
  *   The library keeps no hidden global state except the stop request of
- *   tensorhost_request_stop() (process-wide) and the plugins' own. Distinct
+ *   tensorhost_request_stop() and the log handler of
+ *   tensorhost_set_log_handler() (both process-wide) and the plugins' own. Distinct
  *   handles may be used from distinct threads; one handle must not be used
  *   by two threads at once. A backend and everything run on it belong to
  *   one thread at a time, and so do all the backends of one plugin (the
@@ -44,6 +45,10 @@
  *
  * Changelog
  *   1.0  first version.
+ *   1.1  the library's messages: tensorhost_set_log_handler (log lines to
+ *        the caller instead of stderr); a run's warnings on its result:
+ *        tensorhost_cpd_warning_count, tensorhost_cpd_warning,
+ *        tensorhost_warning_name, TENSORHOST_WARN_*; TENSORHOST_LOG_*.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -56,7 +61,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 0u
+#define TENSORHOST_API_VERSION_MINOR 1u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -103,7 +108,8 @@ TENSORHOST_API int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *di
                                              tensorhost_tensor **out, char *err);
 
 /* A tensor from a file in any format the program reads (FROSTT .tns, gzip,
- * the sptensor text variant), dims taken from the file. */
+ * the sptensor text variant, tensorhost's binary .tnsb), dims taken from
+ * the file. */
 TENSORHOST_API int32_t tensorhost_tensor_read(const char *path, tensorhost_tensor **out,
                                               char *err);
 
@@ -251,6 +257,78 @@ typedef struct tensorhost_cpd_timings {
 
 TENSORHOST_API int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *result,
                                                   tensorhost_cpd_timings *timings, char *err);
+
+/* ---- Warnings of a run (1.1) ------------------------------------------- */
+
+/* What a run that succeeded may still have to say about its model. A later
+ * minor may add codes: treat an unknown one as a warning of no known kind. */
+typedef enum tensorhost_warning_code {
+    /* The rank is above what the tensor can have: its nonzero count or, for
+     * a mode, the product of the other modes' lengths. The extra components
+     * are undetermined. */
+    TENSORHOST_WARN_RANK_ABOVE_BOUND = 1,
+    /* Normal-equation solves were rank deficient and used the
+     * pseudo-inverse (the message says how many). */
+    TENSORHOST_WARN_RANK_DEFICIENT = 2,
+    /* Stopped at max_iters with |fit change| still above a tolerance > 0
+     * (a tolerance of 0 asks for exactly max_iters iterations: no warning;
+     * an interrupted run gets none either). */
+    TENSORHOST_WARN_NOT_CONVERGED = 3,
+    /* The tensor's file held nonzero values too small for a double, which
+     * were read as zero (tensorhost_tensor_stats.underflowed_values). */
+    TENSORHOST_WARN_UNDERFLOWED_VALUES = 4,
+} tensorhost_warning_code;
+
+/* How many warnings the run has (0 for a NULL or freed result). Warnings
+ * come with the result only: the library does not also log them. They are
+ * in a fixed order: underflowed values, rank above the bound, rank
+ * deficient, not converged. */
+TENSORHOST_API uint32_t tensorhost_cpd_warning_count(const tensorhost_cpd *result);
+/* Warning `index` (0 to count - 1): its code (a tensorhost_warning_code)
+ * into *code and its message, one line naming the parameter or file at
+ * fault, into *message (valid while the result lives). Either out pointer
+ * may be NULL. TENSORHOST_ERR_INVALID_ARGUMENT for an index past the
+ * count. */
+TENSORHOST_API int32_t tensorhost_cpd_warning(const tensorhost_cpd *result, uint32_t index,
+                                              int32_t *code, const char **message, char *err);
+/* "TENSORHOST_WARN_NOT_CONVERGED" etc.; static storage; "?" for an unknown
+ * code. */
+TENSORHOST_API const char *tensorhost_warning_name(int32_t code);
+
+/* ---- Log lines (1.1) ---------------------------------------------------- */
+
+/* The levels of the log lines (the plugin ABI's TH_LOG_* values). */
+typedef enum tensorhost_log_level {
+    TENSORHOST_LOG_ERROR = 0,
+    TENSORHOST_LOG_WARNING = 1,
+    TENSORHOST_LOG_INFO = 2,
+    TENSORHOST_LOG_DEBUG = 3,
+} tensorhost_log_level;
+
+/* One log line: `level` a tensorhost_log_level (a later minor may add
+ * levels above DEBUG, for more detail), `message` one line with control
+ * characters escaped, without a trailing newline or a "tensorhost:"
+ * prefix; a plugin's lines start with "[plugin] ". `message` is valid
+ * during the call only. */
+typedef void (*tensorhost_log_fn)(int32_t level, const char *message, void *user_data);
+
+/* Sends the library's and the plugins' log lines (which backend "auto"
+ * chose, a plugin's own warnings, debug detail of plugin loading) to `fn`
+ * with `user_data`, at every level: `fn` does its own filtering. The
+ * warnings of a run are not log lines (tensorhost_cpd_warning). With `fn`
+ * NULL (the default) lines at WARNING and ERROR go to stderr as
+ * "tensorhost: warning: ..." and the rest are dropped; for silence, pass a
+ * function that does nothing.
+ *
+ * Process-wide: the last call wins. Any thread. `fn` is called on the
+ * thread of the tensorhost_* call that logs (plugins log on the thread that
+ * called into them), so when the library is used from several threads it
+ * is called from each of them; calls never overlap (a lock is held while
+ * `fn` runs). Once this function returns, the previous `fn` is not running
+ * and is not called again, so its user_data may be freed. `fn` may call
+ * tensorhost_set_log_handler and tensorhost_request_stop, no other
+ * tensorhost_* function. */
+TENSORHOST_API void tensorhost_set_log_handler(tensorhost_log_fn fn, void *user_data);
 
 /* Asks the call in progress, if any, to stop: tensorhost_cp_als after its
  * current iteration (its result says interrupted), tensorhost_tensor_read

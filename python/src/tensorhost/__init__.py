@@ -9,14 +9,25 @@ The model comes back in the published form of the program's factor files:
 every factor column has unit 2-norm, the weights hold the component sizes,
 components are sorted by decreasing weight, and signs follow Tensor
 Toolbox's fixsigns.
+
+What a run that succeeded still has to say about its model (a rank above
+what the tensor can have, rank-deficient solves, not converged, values read
+as zero) comes as `warnings.warn` with a TensorhostWarning category and in
+`CPResult.warnings`; the library's and the plugins' log lines go to the
+`logging` logger "tensorhost".
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import logging
+import math
+import numbers
 import os
 import signal
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -24,7 +35,9 @@ import numpy as np
 
 from . import _library
 
-__all__ = ["cp_als", "plugins", "CPResult", "PluginInfo", "TensorhostError", "__version__"]
+__all__ = ["cp_als", "plugins", "CPResult", "CPWarning", "PluginInfo", "TensorhostError",
+           "TensorhostValueError", "TensorhostWarning", "RankWarning", "ConvergenceWarning",
+           "UnderflowWarning", "__version__"]
 
 _lib = _library.load()
 __version__ = _lib.tensorhost_version_string().decode()
@@ -42,9 +55,97 @@ class TensorhostError(RuntimeError):
         super().__init__(message)
 
 
+class TensorhostValueError(TensorhostError, ValueError):
+    """A value the library refused (TENSORHOST_ERR_INVALID_ARGUMENT: an index
+    past the shape, a backend option, a rank above the backend's maximum).
+    Also a ValueError, so `except ValueError` catches a bad argument whether
+    Python or the library found it."""
+
+
 def _check(status: int, err: ctypes.Array) -> None:
     if status != _library.OK:
-        raise TensorhostError(status, err.value.decode(errors="replace"))
+        kind = TensorhostValueError if status == _library.ERR_INVALID_ARGUMENT else TensorhostError
+        raise kind(status, err.value.decode(errors="replace"))
+
+
+# ---- Warnings and log lines ------------------------------------------------
+
+class TensorhostWarning(UserWarning):
+    """What a tensorhost run that succeeded still has to say about its model;
+    the base of the categories below, and the category of a kind of warning
+    newer than this package."""
+
+
+class RankWarning(TensorhostWarning):
+    """The rank is above what the tensor can have (its nonzero count, or for
+    a mode the product of the other modes' lengths), or normal-equation
+    solves were rank deficient and used the pseudo-inverse."""
+
+
+class ConvergenceWarning(TensorhostWarning):
+    """The run stopped at max_iters with |fit change| still above tol."""
+
+
+class UnderflowWarning(TensorhostWarning):
+    """The tensor's file held values too small for a double, read as zero."""
+
+
+# The library's warning codes: (CPWarning.code, category).
+_WARNING_KINDS = {
+    _library.WARN_RANK_ABOVE_BOUND: ("rank_above_bound", RankWarning),
+    _library.WARN_RANK_DEFICIENT: ("rank_deficient", RankWarning),
+    _library.WARN_NOT_CONVERGED: ("not_converged", ConvergenceWarning),
+    _library.WARN_UNDERFLOWED_VALUES: ("underflowed_values", UnderflowWarning),
+}
+
+
+@dataclass(frozen=True)
+class CPWarning:
+    """One warning of a run: `code` "rank_above_bound", "rank_deficient",
+    "not_converged" or "underflowed_values" (or "warning_N" for a code this
+    package does not know), its category and the library's message."""
+
+    code: str
+    category: type
+    message: str
+
+
+def _result_warnings(result) -> list:
+    found = []
+    err = _library.error_buffer()
+    for i in range(_lib.tensorhost_cpd_warning_count(result)):
+        code, message = ctypes.c_int32(), ctypes.c_char_p()
+        _check(_lib.tensorhost_cpd_warning(result, i, ctypes.byref(code), ctypes.byref(message),
+                                           err), err)
+        name, category = _WARNING_KINDS.get(code.value, (f"warning_{code.value}",
+                                                          TensorhostWarning))
+        found.append(CPWarning(name, category, message.value.decode(errors="replace")))
+    return found
+
+
+_logger = logging.getLogger("tensorhost")
+_LOG_LEVELS = {_library.LOG_ERROR: logging.ERROR, _library.LOG_WARNING: logging.WARNING,
+               _library.LOG_INFO: logging.INFO, _library.LOG_DEBUG: logging.DEBUG}
+
+
+def _on_log_line(level, message, _user_data):
+    """The library's log handler: called on the thread that logs (a run's
+    worker thread, mostly), one call at a time; ctypes takes the GIL for it.
+    Nothing may raise out of it into the C frames beneath."""
+    try:
+        python_level = _LOG_LEVELS.get(level, logging.DEBUG)  # levels past DEBUG: more detail
+        if _logger.isEnabledFor(python_level):
+            _logger.log(python_level, "%s", message.decode(errors="replace"))
+    except Exception:  # pragma: no cover - a broken logging handler
+        pass
+
+
+# Kept for the life of the process: the library holds its address.
+_LOG_CALLBACK = _library.LOG_FN(_on_log_line)
+_lib.tensorhost_set_log_handler(_LOG_CALLBACK, None)
+# Before the interpreter goes, so no line arrives into a Python being torn
+# down (a daemon run still going at exit); the library then prints to stderr.
+atexit.register(_lib.tensorhost_set_log_handler, _library.LOG_FN(), None)
 
 
 @dataclass
@@ -85,6 +186,8 @@ class CPResult:
     backend: str                # the plugin that ran, e.g. "gpu-adaptive"
     device: str
     timings: dict = field(default_factory=dict)  # seconds: total, load, mttkrp, ...
+    # What the run still had to say (also given to warnings.warn): CPWarning records.
+    warnings: list = field(default_factory=list)
 
     def to_pyttb(self):
         """The model as a pyttb.ktensor (imports pyttb only now)."""
@@ -128,6 +231,19 @@ class _Handle:
         self.close()
 
 
+def _check_shape(shape) -> tuple:
+    """`shape` as a tuple of ints, each 1 to 2**32 - 1 (the library's
+    32-bit indices): ValueError for a negative, zero, fractional or too
+    large length, TypeError when it is not a sequence at all."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"shape must be a sequence of integers, got {type(shape).__name__}")
+    lengths = list(shape)
+    for m, n in enumerate(lengths):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= 2**32 - 1:
+            raise ValueError(f"shape[{m}] must be an integer from 1 to 2**32 - 1, got {n!r}")
+    return tuple(int(n) for n in lengths)
+
+
 def _coo_arrays(indices, values, shape):
     """(indices, values, shape) as the C API takes them, with every check a
     user can fail named in a ValueError or TypeError."""
@@ -143,7 +259,7 @@ def _coo_arrays(indices, values, shape):
     nnz, order = indices.shape
     if values.shape[0] != nnz:
         raise ValueError(f"{nnz} index rows but {values.shape[0]} values")
-    shape = tuple(int(n) for n in shape)
+    shape = _check_shape(shape)
     if len(shape) != order:
         raise ValueError(f"shape has {len(shape)} modes but indices have {order} columns")
     if nnz and indices.min() < 0:
@@ -196,13 +312,22 @@ def _initial_factors(init, dims, rank):
     """Borrowed double** for the C call, and the arrays that keep it alive."""
     if init is None:
         return None, []
+    if isinstance(init, (str, bytes)) or not hasattr(init, "__len__"):
+        raise TypeError(f"init must be a list of arrays, one per mode, got {type(init).__name__}")
     if len(init) != len(dims):
         raise ValueError(f"init has {len(init)} factors for a tensor of {len(dims)} modes")
     arrays = []
     for m, factor in enumerate(init):
+        factor = np.asarray(factor)
+        if not (np.issubdtype(factor.dtype, np.floating) or np.issubdtype(factor.dtype, np.integer)):
+            raise TypeError(f"init[{m}] must hold real numbers, got {factor.dtype}")
         factor = np.ascontiguousarray(factor, dtype=np.float64)
         if factor.shape != (dims[m], rank):
             raise ValueError(f"init[{m}] has shape {factor.shape}, expected ({dims[m]}, {rank})")
+        if not np.all(np.isfinite(factor)):
+            row, column = (int(i) for i in np.argwhere(~np.isfinite(factor))[0])
+            raise ValueError(f"init[{m}] row {row}, column {column} is {factor[row, column]}: "
+                             "expected a finite number")
         arrays.append(factor)
     pointers = (ctypes.POINTER(ctypes.c_double) * len(arrays))(
         *[a.ctypes.data_as(ctypes.POINTER(ctypes.c_double)) for a in arrays])
@@ -258,9 +383,23 @@ def _run_in_worker(call: Callable[[], int], interrupted: list):
 
 def _check_integer(name: str, value, low: int, high: int, bounds: str) -> None:
     """ValueError unless `value` is an integer (not a bool) in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
             or not low <= value <= high:
         raise ValueError(f"{name} must be an integer from {bounds}, got {value!r}")
+
+
+def _check_tolerance(tol) -> None:
+    """ValueError unless `tol` is a finite real number >= 0 (not a bool)."""
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) \
+            or not (math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+
+
+def _warn(found: list, stacklevel: int) -> None:
+    """Each warning through warnings.warn, `stacklevel` counted from the
+    caller of this function."""
+    for warning in found:
+        warnings.warn(warning.message, warning.category, stacklevel=stacklevel + 1)
 
 
 def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
@@ -269,9 +408,12 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
            update: str = "auto", search_path=None) -> CPResult:
     """CP decomposition of a sparse tensor by alternating least squares.
 
-    X: a file path (FROSTT .tns, .tns.gz, sptensor text), a pyttb.sptensor,
-       or (indices, values, shape) with indices an (nnz, order) integer array
-       of 0-based coordinates. Duplicate coordinates are summed.
+    X: a file path in any format the program reads (FROSTT .tns, .tns.gz,
+       sptensor text, tensorhost's binary .tnsb; the format is told by the
+       contents), a pyttb.sptensor, or (indices, values, shape) with indices
+       an (nnz, order) integer array of 0-based coordinates and shape the
+       mode lengths (integers from 1 to 2**32 - 1). Duplicate coordinates
+       are summed.
     backend: "auto" (a GPU backend when a usable GPU exists, else
        "cpu-reference"), a plugin name, or a path to a plugin .so.
     options: the backend's options, e.g. {"threads": 8} for cpu-reference;
@@ -286,15 +428,48 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
-    KeyboardInterrupt. Errors raise TensorhostError with the library's
-    message (ValueError/TypeError for malformed arguments).
+    KeyboardInterrupt.
+
+    Errors: arguments are checked before the library is called where Python
+    can: TypeError for an argument of the wrong kind (X neither a path, a
+    pyttb.sptensor nor a tuple; arrays that do not hold numbers; a callback
+    that is not callable), ValueError for a wrong value (a rank outside 1 to
+    4096, max_iters 0, a negative or NaN tol, a negative, zero or fractional
+    shape, arrays whose shapes disagree, NaN or Inf values or init entries).
+    What the library finds raises TensorhostError with its message and
+    `status`; a value it refuses (an index past the shape, a backend
+    option) raises TensorhostValueError, which is also a ValueError.
+
+    Warnings: what the run still has to say about its model is given to
+    warnings.warn, pointing at the caller's line, with a TensorhostWarning
+    category: RankWarning (a rank above what the tensor can have,
+    rank-deficient solves), ConvergenceWarning (stopped at max_iters with
+    tol > 0), UnderflowWarning (values of the file read as zero); the
+    result's `warnings` lists them as CPWarning records. They are not also
+    logged. The library's and the plugins' log lines (which backend "auto"
+    chose, a plugin's warnings, debug detail) go to logging.getLogger(
+    "tensorhost") at their level.
     """
     # The C fields are fixed-width: a value past them would wrap silently.
     _check_integer("rank", rank, 1, 4096, "1 to 4096")
     _check_integer("max_iters", max_iters, 1, 2**32 - 1, "1 to 2**32 - 1")
     _check_integer("seed", seed, 0, 2**64 - 1, "0 to 2**64 - 1")
+    _check_tolerance(tol)
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
+    if not isinstance(backend, (str, os.PathLike)):
+        raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    result = _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
+                        search_path)
+    _warn(result.warnings, stacklevel=2)
+    return result
+
+
+def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
+               search_path) -> CPResult:
+    """cp_als once its arguments are checked: the library's run."""
     with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
         stats = _library.TensorStats(struct_size=ctypes.sizeof(_library.TensorStats))
         err = _library.error_buffer()
@@ -303,7 +478,7 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
         option_items = [(str(k), _option_text(v)) for k, v in (options or {}).items()]
         c_options = (_library.Option * max(len(option_items), 1))(
             *[_library.Option(k.encode(), v.encode()) for k, v in option_items])
-        _check(_lib.tensorhost_backend_open(str(backend).encode(), _search_path_text(search_path),
+        _check(_lib.tensorhost_backend_open(os.fsencode(backend), _search_path_text(search_path),
                                             c_options, len(option_items),
                                             ctypes.byref(opened.pointer), err), err)
         initial, keep_alive = _initial_factors(init, dims, int(rank))
@@ -373,4 +548,5 @@ def _collect(result, backend) -> CPResult:
         backend=_lib.tensorhost_backend_id(backend).decode(),
         device=_lib.tensorhost_backend_device(backend).decode(),
         timings={name: getattr(timings, name)
-                 for name in ("total", "load", "mttkrp", "sweep", "update", "algebra")})
+                 for name in ("total", "load", "mttkrp", "sweep", "update", "algebra")},
+        warnings=_result_warnings(result))

@@ -16,6 +16,7 @@ from pathlib import Path
 ERROR_SIZE = 1024
 
 OK = 0
+ERR_INVALID_ARGUMENT = -1
 STATUS_NAMES = {
     -1: "TENSORHOST_ERR_INVALID_ARGUMENT",
     -2: "TENSORHOST_ERR_IO",
@@ -51,6 +52,17 @@ ITERATION_FN = ctypes.CFUNCTYPE(
     ctypes.c_void_p)
 PLUGIN_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                              ctypes.c_void_p)
+# tensorhost_log_fn (API 1.1): level, message, user_data.
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
+
+# tensorhost_log_level (API 1.1).
+LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
+
+# tensorhost_warning_code (API 1.1).
+WARN_RANK_ABOVE_BOUND = 1
+WARN_RANK_DEFICIENT = 2
+WARN_NOT_CONVERGED = 3
+WARN_UNDERFLOWED_VALUES = 4
 
 
 class CpdParams(ctypes.Structure):
@@ -131,6 +143,11 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "tensorhost_cpd_iteration_seconds": (pdbl, [vp]),
         "tensorhost_cpd_get_timings": (i32, [vp, ctypes.POINTER(CpdTimings), err]),
         "tensorhost_request_stop": (None, []),
+        # 1.1
+        "tensorhost_cpd_warning_count": (u32, [vp]),
+        "tensorhost_cpd_warning": (i32, [vp, u32, ctypes.POINTER(i32), ctypes.POINTER(cp), err]),
+        "tensorhost_warning_name": (cp, [i32]),
+        "tensorhost_set_log_handler": (None, [LOG_FN, vp]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -145,9 +162,11 @@ def load() -> ctypes.CDLL:
         lib = ctypes.CDLL(str(path))
     except OSError as error:
         raise ImportError(f"cannot load {path}: {error}") from error
-    major = lib.tensorhost_api_version() >> 16
-    if major != 1:
-        raise ImportError(f"{path} has API {major}.x; this package speaks 1.x")
+    version = lib.tensorhost_api_version()
+    major, minor = version >> 16, version & 0xFFFF
+    # 1.1 brought the warnings and the log handler this package relies on.
+    if major != 1 or minor < 1:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.1 or a later 1.x")
     return _declare(lib)
 
 
