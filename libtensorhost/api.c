@@ -15,6 +15,7 @@
 #include "cancel.h"
 #include "config.h"
 #include "cp_als.h"
+#include "cpd_session.h"
 #include "cpd_warnings.h"
 #include "log.h"
 #include "message_text.h"
@@ -511,44 +512,29 @@ static int32_t status_of_run_error(const GError *error)
     return status_of_backend_error(error);
 }
 
-/* The tensor the backend decomposes: the caller's, or a copy scaled into
- * the range where squares neither overflow nor underflow (the caller's
- * tensor is never changed). */
-static th_sptensor *safe_range_copy(const th_sptensor *t)
+/* How the library's warnings name things: its parameters. */
+static th_cpd_warning_terms warning_terms(const tensorhost_tensor *tensor)
 {
-    if (th_sptensor_in_safe_range(t))
-        return NULL;
-    th_sptensor *copy = th_sptensor_new(t->nmodes, t->nnz);
-    memcpy(copy->dims, t->dims, sizeof(th_index) * t->nmodes);
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        memcpy(copy->indices[m], t->indices[m], sizeof(th_index) * t->nnz);
-    memcpy(copy->values, t->values, sizeof(double) * t->nnz);
-    copy->value_scale = t->value_scale;
-    th_sptensor_scale_to_safe_range(copy);
-    return copy;
-}
-
-/* The run's warnings (cpd_warnings.h) in the words of the API's
- * parameters, each one line. */
-static GPtrArray *run_warnings(const tensorhost_tensor *tensor, const th_cpd_params *params,
-                               const th_cpd_result *r)
-{
-    const th_cpd_warning_terms terms = {
+    return (th_cpd_warning_terms){
         .tensor = tensor->path ? tensor->path : "the tensor",
         .rank = "rank",
         .max_iters = "max_iters",
         .tolerance = "tolerance",
     };
-    GPtrArray *warnings = th_cpd_warnings_new();
-    th_cpd_tensor_warnings(warnings, tensor->tensor, params->rank, &terms);
-    th_cpd_result_warnings(warnings, params, r, &terms);
+}
+
+/* The session's warnings as the result keeps them: each one line. */
+static GPtrArray *one_line_warnings(const GPtrArray *warnings)
+{
+    GPtrArray *lines = th_cpd_warnings_new();
     for (guint i = 0; i < warnings->len; ++i) {
-        th_cpd_warning *warning = g_ptr_array_index(warnings, i);
-        char *line = th_escape_control(warning->message);
-        g_free(warning->message);
-        warning->message = line;
+        const th_cpd_warning *warning = g_ptr_array_index(warnings, i);
+        th_cpd_warning *line = g_new0(th_cpd_warning, 1);
+        line->code = warning->code;
+        line->message = th_escape_control(warning->message);
+        g_ptr_array_add(lines, line);
     }
-    return warnings;
+    return lines;
 }
 
 static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds, GPtrArray *warnings)
@@ -591,11 +577,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     th_cancel_reset();
     th_backend *b = backend->backend;
     g_autoptr(GError) error = NULL;
-    g_autoptr(th_sptensor) scaled = safe_range_copy(tensor->tensor);
-    const th_sptensor *t = scaled ? scaled : tensor->tensor;
-    if (!th_cpd_check_tensor(t, &error))
-        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
-    th_cpd_params params = {
+    const th_cpd_params params = {
         .rank = p.rank,
         .max_iters = p.max_iters,
         .tolerance = p.tolerance,
@@ -603,25 +585,29 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .update = (th_update_path)p.update,
         .initial_factors = p.initial_factors,
     };
-    if (!th_cpd_plan(b, &params, NULL, &error))
+    const th_cpd_warning_terms terms = warning_terms(tensor);
+    /* The caller's tensor is never changed: a copy is scaled when its values
+     * need it. */
+    g_autoptr(th_cpd_session) session = th_cpd_session_new(b, &params, NULL, &terms, &error);
+    if (!session || !th_cpd_session_prepare_copy(session, tensor->tensor, &error))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
-    status = check_initial_factors(p.initial_factors, t, p.rank, err);
+    status = check_initial_factors(p.initial_factors, tensor->tensor, p.rank, err);
     if (status != TENSORHOST_OK)
         return status;
     const gint64 start = g_get_monotonic_time();
-    if (!th_backend_load_tensor(b, t, p.rank, &error))
+    if (!th_cpd_session_load(session, &error))
         return set_error(err, status_of_backend_error(error), "%s", error->message);
     iteration_forward forward = {p.on_iteration, p.user_data};
     const th_cpd_callbacks callbacks = {
         .iteration = p.on_iteration ? forward_iteration : NULL,
         .user_data = &forward,
     };
-    th_cpd_result *r = th_cp_als(b, t, &params, &callbacks, &error);
+    th_cpd_result *r = th_cpd_session_run(session, &callbacks, &error);
     th_cancel_reset();
     if (!r)
         return set_error(err, status_of_run_error(error), "%s", error->message);
     r->total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    *out = wrap_result(r, b->load_seconds, run_warnings(tensor, &params, r));
+    *out = wrap_result(r, b->load_seconds, one_line_warnings(th_cpd_session_warnings(session)));
     return TENSORHOST_OK;
 }
 

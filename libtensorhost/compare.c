@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 
 #include "cp_als.h"
+#include "cpd_session.h"
 #include "cancel.h"
 #include "log.h"
 #include "synth.h"
@@ -109,11 +110,10 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare
         out->source = g_strdup(input->path);
     }
     out->read_seconds = now_seconds() - start;
-    /* As a single run does: extreme values scaled, a norm-0 tensor refused
-     * before any backend works on it. */
+    /* The session's tensor step, once for every backend: extreme values
+     * scaled, a norm-0 tensor refused before any backend works on it. */
     if (tensor) {
-        th_sptensor_scale_to_safe_range(tensor);
-        if (!th_cpd_check_tensor(tensor, error)) {
+        if (!th_cpd_prepare_tensor(tensor, NULL, error)) {
             g_prefix_error(error, "%s: %s: ", input->where, input->label);
             th_sptensor_free(g_steal_pointer(&tensor));
         }
@@ -131,8 +131,18 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare
 /* Where opening a backend stopped, to tell "cannot run here" from a defect. */
 typedef enum { STAGE_OPEN, STAGE_LOAD, STAGE_SET } open_stage;
 
+/* A comparison's backend says nothing of the tensor's warnings: the words
+ * are its keys'. */
+static const th_cpd_warning_terms compare_terms = {
+    .tensor = "the tensor", .rank = "rank", .max_iters = "cpd.max_iters",
+    .tolerance = "cpd.tolerance"};
+
+/* Opens the backend and runs the session's steps up to the load (the
+ * tensor is prepared: read_input scaled and checked it), then sets the
+ * initial factors. The session (in *session) borrows the backend. */
 static th_backend *open_backend(const th_compare_backend_config *config, GPtrArray *search_path,
-                                const th_sptensor *tensor, uint32_t rank, double *const *factors,
+                                const th_sptensor *tensor, const th_cpd_params *params,
+                                double *const *factors, th_cpd_session **session,
                                 open_stage *stage, GError **error)
 {
     *stage = STAGE_OPEN;
@@ -141,13 +151,17 @@ static th_backend *open_backend(const th_compare_backend_config *config, GPtrArr
     if (!backend)
         return NULL;
     *stage = STAGE_LOAD;
-    if (!th_backend_load_tensor(backend, tensor, rank, error))
+    g_autoptr(th_cpd_session) planned =
+        th_cpd_session_new(backend, params, NULL, &compare_terms, error);
+    if (!planned || !th_cpd_session_prepare_copy(planned, tensor, error) ||
+        !th_cpd_session_load(planned, error))
         return NULL;
     *stage = STAGE_SET;
     for (uint32_t m = 0; m < tensor->nmodes; m++) {
         if (!th_backend_set_factor(backend, m, factors[m], error))
             return NULL;
     }
+    *session = g_steal_pointer(&planned);
     return g_steal_pointer(&backend);
 }
 
@@ -156,7 +170,9 @@ th_backend *th_compare_open_backend(const th_compare_backend_config *backend,
                                     uint32_t rank, double *const *factors, GError **error)
 {
     open_stage stage;
-    return open_backend(backend, search_path, tensor, rank, factors, &stage, error);
+    const th_cpd_params params = {.rank = rank};
+    g_autoptr(th_cpd_session) session = NULL;
+    return open_backend(backend, search_path, tensor, &params, factors, &session, &stage, error);
 }
 
 static gboolean error_has_status(const GError *error, th_status status)
@@ -173,7 +189,8 @@ static gboolean cannot_run_here(const GError *error, open_stage stage)
                || error_has_status(error, TH_ERR_NO_DEVICE);
     if (stage == STAGE_LOAD)
         return error_has_status(error, TH_ERR_UNSUPPORTED)
-               || error_has_status(error, TH_ERR_OUT_OF_MEMORY);
+               || error_has_status(error, TH_ERR_OUT_OF_MEMORY)
+               || g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_RANK);
     return FALSE;
 }
 
@@ -425,12 +442,11 @@ double th_compare_iteration_seconds(const th_cpd_result *cpd)
  * als_sweep has no host time per MTTKRP: its host times stay "not
  * measured" (and so does its host-timed speedup); its own timer's per-mode
  * times and the seconds per iteration still compare. */
-static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run *run,
+static gboolean time_cpd(tensor_session *s, th_cpd_session *session, th_compare_run *run,
                          GError **error)
 {
     const uint32_t nmodes = s->tensor->nmodes;
     const uint32_t warmup = s->compare->warmup, repeats = s->compare->repeats;
-    const th_cpd_params params = th_cpd_params_from_config(s->config, s->rank);
     samples x;
     samples_init(&x, nmodes, repeats);
     g_autofree double *host = g_new(double, nmodes);
@@ -439,7 +455,7 @@ static gboolean time_cpd(tensor_session *s, th_backend *backend, th_compare_run 
     for (uint32_t pass = 0; ok && pass < warmup + repeats; pass++) {
         if (interrupted(s, run))
             break;
-        g_autoptr(th_cpd_result) cpd = th_cp_als(backend, s->tensor, &params, NULL, error);
+        g_autoptr(th_cpd_result) cpd = th_cpd_session_run(session, NULL, error);
         ok = cpd != NULL;
         if (!ok)
             break;
@@ -500,8 +516,11 @@ static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GEr
            run->is_baseline ? ", the baseline" : "");
     g_autoptr(GError) local = NULL;
     open_stage stage;
-    g_autoptr(th_backend) backend = open_backend(config, s->config->search_path, s->tensor,
-                                                 s->rank, s->factors, &stage, &local);
+    const th_cpd_params params = th_cpd_params_from_config(s->config, s->rank);
+    g_autoptr(th_backend) backend = NULL;
+    g_autoptr(th_cpd_session) session = NULL; /* borrows the backend: freed first */
+    backend = open_backend(config, s->config->search_path, s->tensor, &params, s->factors,
+                           &session, &stage, &local);
     if (backend) {
         g_free(run->plugin_id);
         run->plugin_id = g_strdup(th_backend_info(backend)->id);
@@ -510,7 +529,7 @@ static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GEr
         gboolean is_cpd = strcmp(s->compare->job, "cpd") == 0;
         if (check_factors(s, backend, run, &local) && run->status == TH_COMPARE_OK
             && verify(s, backend, run, &local) && run->status == TH_COMPARE_OK)
-            (void)(is_cpd ? time_cpd(s, backend, run, &local)
+            (void)(is_cpd ? time_cpd(s, session, run, &local)
                           : time_mttkrp(s, backend, run, &local));
         g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
         record_facts(facts, run);

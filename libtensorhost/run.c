@@ -22,7 +22,7 @@
 #include "config.h"
 #include "console_report.h"
 #include "cp_als.h"
-#include "cpd_warnings.h"
+#include "cpd_session.h"
 #include "factor_io.h"
 #include "log.h"
 #include "message_text.h"
@@ -152,16 +152,29 @@ static th_backend *open_backend(const th_config *config, GError **error)
     return backend;
 }
 
-/* The rank and update path, checked against the plugin before any work. */
-static gboolean plan_run(const th_config *config, th_backend *backend, th_cpd_params *params,
-                         GError **error)
+/* How the program's warnings name things: the config's keys. */
+static th_cpd_warning_terms warning_terms(const th_config *config, const char *rank_key)
 {
-    *params = th_cpd_params_from_config(config, config->rank);
-    if (th_cpd_plan(backend, params, th_config_where(config, "cpd.rank"), error))
-        return TRUE;
-    if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
+    return (th_cpd_warning_terms){
+        .tensor = config->tensor_path,
+        .rank = rank_key,
+        .max_iters = "cpd.max_iters",
+        .tolerance = "cpd.tolerance",
+    };
+}
+
+/* The run's plan: the rank and update path, checked against the plugin
+ * before any work. */
+static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GError **error)
+{
+    const th_cpd_params params = th_cpd_params_from_config(config, config->rank);
+    const char *where = th_config_where(config, "cpd.rank");
+    g_autofree char *rank_key = g_strdup_printf("%s: cpd.rank", where);
+    const th_cpd_warning_terms terms = warning_terms(config, rank_key);
+    th_cpd_session *session = th_cpd_session_new(backend, &params, where, &terms, error);
+    if (!session && g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
         blame_key(error, config, "cpd.update");
-    return FALSE;
+    return session;
 }
 
 static th_sptensor *read_tensor(const th_config *config, double *seconds, GError **error)
@@ -179,60 +192,32 @@ static th_sptensor *read_tensor(const th_config *config, double *seconds, GError
     return tensor;
 }
 
-/* How the program's warnings name things: the config's keys. */
-static th_cpd_warning_terms warning_terms(const th_config *config, const char *rank_key)
-{
-    return (th_cpd_warning_terms){
-        .tensor = config->tensor_path,
-        .rank = rank_key,
-        .max_iters = "cpd.max_iters",
-        .tolerance = "cpd.tolerance",
-    };
-}
-
-/* What CP-ALS needs of the tensor, said before any long work: a norm above
- * 0 (values scaled first when their squares would overflow or underflow),
- * and the warnings of cpd_warnings.h known now (values read as zero, a rank
- * the data cannot support), logged into `warnings`. */
-static gboolean prepare_tensor(const th_config *config, th_sptensor *tensor,
-                               GPtrArray *warnings, GError **error)
+/* What CP-ALS needs of the tensor, said before any long work (the
+ * session's prepare): values scaled when their squares would overflow or
+ * underflow, a norm above 0, and the warnings known now (values read as
+ * zero, a rank the data cannot support). */
+static gboolean prepare_tensor(th_cpd_session *session, th_sptensor *tensor, GError **error)
 {
     const double largest = th_sptensor_max_abs(tensor);
-    if (th_sptensor_scale_to_safe_range(tensor))
+    gboolean scaled = FALSE;
+    if (!th_cpd_session_prepare(session, tensor, &scaled, error))
+        return FALSE;
+    if (scaled)
         th_log(TH_LOG_INFO,
                "  values scaled by 2^%d for the computation (largest |value| %.3g); lambda "
                "is reported in the file's units",
                (int)round(log2(tensor->value_scale)), largest);
-    if (!th_cpd_check_tensor(tensor, error))
-        return FALSE;
-    g_autofree char *rank_key =
-        g_strdup_printf("%s: cpd.rank", th_config_where(config, "cpd.rank"));
-    const th_cpd_warning_terms terms = warning_terms(config, rank_key);
-    const guint from = warnings->len;
-    th_cpd_tensor_warnings(warnings, tensor, config->rank, &terms);
-    th_cpd_log_warnings(warnings, from);
+    th_cpd_log_warnings(th_cpd_session_warnings(session), 0);
     return TRUE;
 }
 
-static gboolean load_into_backend(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
-                                  GError **error)
+static gboolean load_into_backend(th_cpd_session *session, th_backend *backend, GError **error)
 {
     th_cancel_set_activity("after the backend has built its layouts");
     th_progress_show(TRUE, "building %s's layouts of the tensor...", th_backend_info(backend)->id);
-    const gboolean ok = th_backend_load_tensor(backend, tensor, rank, error);
+    const gboolean ok = th_cpd_session_load(session, error);
     th_progress_clear();
     return ok;
-}
-
-/* What the run found (rank-deficient solves, not converged), after its
- * summary. */
-static void warn_of_result(const th_config *config, const th_cpd_params *params,
-                           const th_cpd_result *result, GPtrArray *warnings)
-{
-    const th_cpd_warning_terms terms = warning_terms(config, "cpd.rank");
-    const guint from = warnings->len;
-    th_cpd_result_warnings(warnings, params, result, &terms);
-    th_cpd_log_warnings(warnings, from);
 }
 
 static int report_interruption(const th_cpd_result *result)
@@ -301,9 +286,10 @@ int th_run_file(const char *config_path, const char *const *overrides)
     g_autoptr(th_backend) backend = open_backend(config, &error);
     if (!backend)
         return th_run_fail(error);
-    th_cpd_params params;
-    if (!plan_run(config, backend, &params, &error))
+    g_autoptr(th_cpd_session) session = plan_run(config, backend, &error);
+    if (!session)
         return th_run_fail(error);
+    const th_cpd_params params = *th_cpd_session_params(session);
 
     double read_seconds = 0.0;
     g_autoptr(th_sptensor) tensor = read_tensor(config, &read_seconds, &error);
@@ -313,10 +299,9 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return th_run_fail(error);
     }
     th_console_tensor_summary(tensor, config->tensor_path, read_seconds);
-    g_autoptr(GPtrArray) warnings = th_cpd_warnings_new();
-    if (!prepare_tensor(config, tensor, warnings, &error))
+    if (!prepare_tensor(session, tensor, &error))
         return th_run_fail(error);
-    if (!load_into_backend(backend, tensor, config->rank, &error))
+    if (!load_into_backend(session, backend, &error))
         return th_run_fail(error);
     {
         g_autoptr(th_backend_facts) loaded = th_backend_facts_take(backend);
@@ -335,7 +320,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
         .mode = th_console_iteration_progress,
         .phase = th_console_phase,
         .user_data = &display};
-    g_autoptr(th_cpd_result) result = th_cp_als(backend, tensor, &params, &callbacks, &error);
+    const guint tensor_warnings = th_cpd_session_warnings(session)->len;
+    g_autoptr(th_cpd_result) result = th_cpd_session_run(session, &callbacks, &error);
     th_progress_clear();
     if (!result)
         return th_run_fail(error);
@@ -351,7 +337,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
     };
     summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     th_console_run_summary(facts, result, read_seconds, summary.total_seconds);
-    warn_of_result(config, &params, result, warnings);
+    th_cpd_log_warnings(th_cpd_session_warnings(session), tensor_warnings); /* what the run found */
     th_cancel_set_activity("after the outputs are written");
     th_cancel_defer_abort(TRUE);
     const gboolean written = write_outputs(config, &summary, &error);

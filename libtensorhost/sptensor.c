@@ -77,6 +77,21 @@ gboolean th_sptensor_host_has_room(uint64_t nnz, uint32_t nmodes, char **message
     return FALSE;
 }
 
+th_sptensor *th_sptensor_copy(const th_sptensor *t)
+{
+    th_sptensor *copy = th_sptensor_new(t->nmodes, t->nnz);
+    memcpy(copy->dims, t->dims, sizeof(th_index) * t->nmodes);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        memcpy(copy->indices[m], t->indices[m], sizeof(th_index) * t->nnz);
+    memcpy(copy->values, t->values, sizeof(double) * t->nnz);
+    copy->duplicates_merged = t->duplicates_merged;
+    copy->lines_read = t->lines_read;
+    copy->explicit_zeros = t->explicit_zeros;
+    copy->underflowed_values = t->underflowed_values;
+    copy->value_scale = t->value_scale;
+    return copy;
+}
+
 void th_sptensor_free(th_sptensor *t)
 {
     if (t == NULL)

@@ -55,6 +55,8 @@ uint64_t th_sptensor_bytes_per_nonzero(uint32_t nmodes);
  * does not say; FALSE otherwise, with "need X of memory for their arrays,
  * and Y is free (SOURCE)" in *message (g_free it). */
 gboolean th_sptensor_host_has_room(uint64_t nnz, uint32_t nmodes, char **message);
+/* A deep copy: the nonzeros, the dims and what loading saw. */
+th_sptensor *th_sptensor_copy(const th_sptensor *t);
 void th_sptensor_free(th_sptensor *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_sptensor, th_sptensor_free)
 

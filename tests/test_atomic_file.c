@@ -37,8 +37,10 @@ static char *name_of_fd(int fd)
 
 int fsync(int fd)
 {
-    if (events)
-        g_ptr_array_add(events, g_strdup_printf("fsync %s", name_of_fd(fd)));
+    if (events) {
+        g_autofree char *name = name_of_fd(fd);
+        g_ptr_array_add(events, g_strdup_printf("fsync %s", name));
+    }
     void *symbol = dlsym(RTLD_NEXT, "fsync");
     int (*real)(int);
     memcpy(&real, &symbol, sizeof real); /* ISO C has no object-to-function cast */
