@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "message_text.h"
 #include "progress.h"
 #include "report.h"
 
@@ -29,6 +30,10 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
                                th_sptensor_empty_slices(t, m));
     }
     th_log(TH_LOG_INFO, "Tensor  %s", path);
+    if (t->label != NULL) {
+        g_autofree char *label = th_escape_control(t->label);
+        th_log(TH_LOG_INFO, "  label: %s", label);
+    }
     th_log(TH_LOG_INFO, "  order %u, dims %s, nnz %" G_GUINT64_FORMAT ", density %.3e", t->nmodes,
            dims->str, t->nnz, th_sptensor_density(t));
     th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "

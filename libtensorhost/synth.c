@@ -459,5 +459,7 @@ th_sptensor *th_synth_generate(const th_synth_params *params, GError **error)
     assign_values(t, params->seed);
     t->lines_read = drawn;
     t->duplicates_merged = drawn - t->nnz;
+    g_autofree char *description = th_synth_describe(params);
+    t->label = g_strconcat(TH_SYNTH_LABEL_PREFIX, description, NULL);
     return t;
 }

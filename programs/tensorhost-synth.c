@@ -1,6 +1,6 @@
-/* tensorhost-synth: writes a synthetic tensor (labelled as such in its first
- * comment line), or with --read, loads a tensor file and reports how long
- * parsing took (the parse benchmark uses that). */
+/* tensorhost-synth: writes a synthetic tensor (labelled as such: a text
+ * file's header, a binary file's note), or with --read, loads a tensor file
+ * and reports how long parsing took (the parse benchmark uses that). */
 #define _POSIX_C_SOURCE 200809L /* isatty */
 
 #include <glib/gstdio.h>
@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "synth.h"
 #include "tensor_binary.h"
 #include "tensor_reader.h"
@@ -186,6 +187,10 @@ static int run_read(const char *path)
            "\nduplicates_merged: %" G_GUINT64_FORMAT "\nseconds: %.3f\nMB_per_s: %.1f\n",
            t->nnz, t->lines_read, t->duplicates_merged, seconds,
            seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0);
+    if (t->label != NULL) {
+        g_autofree char *label = th_escape_control(t->label);
+        printf("label: %s\n", label);
+    }
     return 0;
 }
 
@@ -207,7 +212,8 @@ int main(int argc, char **argv)
     g_option_context_set_description(
         context, "Indices per mode follow a Zipf law (P(i) ~ 1/i^a over a random permutation\n"
                  "of the mode); duplicates are merged and redrawn up to --rounds times.\n"
-                 "The output's first line says it is synthetic.\n\n"
+                 "The output is labelled synthetic (a .tns file in its header, a binary file\n"
+                 "in its note; docs/tensor-format.md).\n\n"
                  "Example: tensorhost-synth --preset uber --seed 1 --output uber-synth.tns\n");
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(context, &argc, &argv, &error)) {
@@ -253,17 +259,16 @@ int main(int argc, char **argv)
         return 1;
     }
     double gen_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    g_autofree char *label = th_synth_describe(&params);
-    g_autofree char *comment = g_strdup_printf("synthetic tensor: %s", label);
     start = g_get_monotonic_time();
-    /* A binary file keeps the label as its note. Until here a signal ends
+    /* The files keep t's label (a binary file's note, a text file's header),
+     * so that they stay labelled as synthetic. Until here a signal ends
      * the process (nothing is written yet); from here a stop abandons the
      * write, so that no temporary file is left. */
     th_cancel_install_handlers();
     th_cancel_set_activity("now: the output is abandoned and nothing is written");
     const gboolean binary = g_str_has_suffix(opt_output, TH_TENSOR_BINARY_EXTENSION);
-    if (binary ? !th_tensor_binary_write_full(opt_output, t, comment, &error)
-               : !th_tensor_write_tns_full(t, opt_output, comment, &error)) {
+    if (binary ? !th_tensor_binary_write(opt_output, t, &error)
+               : !th_tensor_write_tns(t, opt_output, &error)) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
         return g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED)
                    ? th_cancel_exit_status()

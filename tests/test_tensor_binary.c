@@ -1009,6 +1009,78 @@ static void test_fifo(void **state)
     g_clear_error(&error);
 }
 
+/* ---- the label ------------------------------------------------------------ */
+
+static void assert_same_label(const char *label, const char *expected)
+{
+    if (g_strcmp0(label, expected) != 0)
+        fail_msg("label %s%s%s, expected %s%s%s", label ? "'" : "", label ? label : "NULL",
+                 label ? "'" : "", expected ? "'" : "", expected ? expected : "NULL",
+                 expected ? "'" : "");
+}
+
+/* The note is the tensor's label both ways: read into it, and written from
+ * it by th_tensor_binary_write; a note that is not UTF-8 still reads. */
+static void test_note_is_the_label(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) with_note = write_to_memory(t, "synthetic tensor: x");
+    g_autoptr(th_sptensor) labelled = read_bytes_ok(with_note);
+    assert_same_label(labelled->label, "synthetic tensor: x");
+    g_autoptr(GByteArray) without = write_to_memory(t, NULL);
+    g_autoptr(th_sptensor) unlabelled = read_bytes_ok(without);
+    assert_same_label(unlabelled->label, NULL);
+    g_autoptr(GByteArray) not_utf8 = write_to_memory(t, "a\xff" "b");
+    g_autoptr(th_sptensor) replaced = read_bytes_ok(not_utf8);
+    assert_same_label(replaced->label, "a\xef\xbf\xbd" "b");
+
+    t->label = g_strdup("from the tensor");
+    g_autofree char *path = temp_path("labelled.tnsb");
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(path, t, &error));
+    g_autoptr(th_sptensor) back = th_tensor_read_file(path, NULL, &error);
+    assert_non_null(back);
+    assert_same_label(back->label, "from the tensor");
+}
+
+/* Binary -> text -> binary keeps every nonzero, the dims (here larger than
+ * any index: empty last slices) and the label: the two binary files are
+ * the same bytes. */
+static void test_round_trip_keeps_dims_and_label(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    t->dims[0] = 1000;
+    t->dims[2] = 70000;
+    t->label = g_strdup("synthetic tensor: tensorhost-synth dims=1000x7x70000 \\ # x");
+    g_autofree char *first = temp_path("first.tnsb");
+    g_autofree char *text = temp_path("middle.tns");
+    g_autofree char *gzip = temp_path("middle.tns.gz");
+    g_autofree char *second = temp_path("second.tnsb");
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(first, t, &error));
+    g_autoptr(th_sptensor) from_binary = th_tensor_read_file(first, NULL, &error);
+    assert_non_null(from_binary);
+    assert_true(th_tensor_write_tns(from_binary, text, &error));
+    assert_true(th_tensor_write_tns(from_binary, gzip, &error));
+    g_autoptr(th_sptensor) from_gzip = th_tensor_read_file(gzip, NULL, &error);
+    assert_non_null(from_gzip);
+    assert_same_tensor(from_gzip, t);
+    assert_same_label(from_gzip->label, t->label);
+    g_autoptr(th_sptensor) from_text = th_tensor_read_file(text, NULL, &error);
+    assert_non_null(from_text);
+    assert_same_tensor(from_text, t);
+    assert_same_label(from_text->label, t->label);
+    assert_true(th_tensor_binary_write(second, from_text, &error));
+    g_autofree char *a = NULL, *b = NULL;
+    gsize a_length = 0, b_length = 0;
+    assert_true(g_file_get_contents(first, &a, &a_length, NULL));
+    assert_true(g_file_get_contents(second, &b, &b_length, NULL));
+    assert_int_equal(a_length, b_length);
+    assert_memory_equal(a, b, a_length);
+}
+
 /* ---- tensorhost convert --------------------------------------------------- */
 
 /* Runs `tensorhost convert ARGS...` (NULL-terminated). */
@@ -1107,12 +1179,12 @@ static void test_convert_both_ways(void **state)
         assert_same_tensor(again, expected);
     }
     /* .tns is text, .tns.gz gzip, anything else binary. */
-    char head[8];
+    char head[32];
     FILE *f = fopen(back, "rb");
     assert_non_null(f);
-    assert_int_equal(fread(head, 1, 2, f), 2);
+    assert_int_equal(fread(head, 1, 25, f), 25);
     fclose(f);
-    assert_true(g_ascii_isdigit(head[0]));
+    assert_memory_equal(head, "# tensorhost header: 1.0\n", 25);
     f = fopen(back_gz, "rb");
     assert_int_equal(fread(head, 1, 2, f), 2);
     fclose(f);
@@ -1234,6 +1306,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_progress_and_shrinking_file),
         cmocka_unit_test(test_cancel_before_reading),
         cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_note_is_the_label),
+        cmocka_unit_test(test_round_trip_keeps_dims_and_label),
     };
     const struct CMUnitTest convert_tests[] = {
         cmocka_unit_test(test_convert_both_ways),
