@@ -1279,6 +1279,141 @@ static void test_convert_usage(void **state)
     th_test_run_clear(&r);
 }
 
+/* What the program printed on stdout, checked to be one summary line. */
+static const char *summary_line(const th_test_run *r)
+{
+    assert_true(g_str_has_prefix(r->out, "tensorhost convert: "));
+    assert_string_equal(strchr(r->out, '\n'), "\n");
+    return r->out;
+}
+
+/* The issue's case: a synthetic tensor of the vast shape, whose modes' last
+ * indices hold no nonzero, to text and back keeps its dims and its label,
+ * and the summaries say what was written. */
+static void test_convert_keeps_dims_and_label(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *synthetic = g_build_filename(dir, "vast.tnsb", NULL);
+    const char *synth_args[] = {"--preset", "vast", "--nnz", "40", "--output", synthetic, NULL};
+    th_test_run r = th_test_run_program(TH_SYNTH_EXE, synth_args);
+    assert_status(&r, 0);
+    th_test_run_clear(&r);
+    GError *error = NULL;
+    g_autoptr(th_sptensor) original = th_tensor_read_file(synthetic, NULL, &error);
+    assert_non_null(original);
+    assert_non_null(original->label);
+    assert_true(g_str_has_prefix(original->label, "synthetic tensor: tensorhost-synth dims="
+                                                  "165427x11374x2x100x89 nnz=40 "));
+    const char *dims = "dims 165427x11374x2x100x89";
+
+    const char *texts[] = {"vast.tns", "vast.tns.gz"};
+    for (size_t k = 0; k < G_N_ELEMENTS(texts); ++k) {
+        g_autofree char *text = g_build_filename(dir, texts[k], NULL);
+        g_autofree char *back = g_build_filename(dir, "back.tnsb", NULL);
+        r = run_convert(synthetic, text, NULL);
+        assert_status(&r, 0);
+        const char *line = summary_line(&r);
+        assert_non_null(strstr(line, "(text): 40 nonzeros, "));
+        assert_non_null(strstr(line, dims));
+        g_autofree char *label = g_strdup_printf("; label: %s\n", original->label);
+        assert_true(g_str_has_suffix(line, label));
+        th_test_run_clear(&r);
+
+        r = run_convert(text, back, NULL);
+        assert_status(&r, 0);
+        line = summary_line(&r);
+        assert_non_null(strstr(line, dims));
+        assert_true(g_str_has_suffix(line, label));
+        th_test_run_clear(&r);
+        g_autoptr(th_sptensor) again = th_tensor_read_file(back, NULL, &error);
+        assert_non_null(again);
+        assert_same_tensor(again, original);
+        assert_same_label(again->label, original->label);
+    }
+}
+
+/* The summary's counts in the singular; a tensor without a label says so. */
+static void test_convert_summary_of_one_nonzero(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *in = g_build_filename(dir, "one.tns", NULL);
+    g_autofree char *out = g_build_filename(dir, "one.tnsb", NULL);
+    assert_true(g_file_set_contents(in, "2 3 1.5\n2 3 1.0\n", -1, NULL));
+    th_test_run r = run_convert(in, out, NULL);
+    assert_status(&r, 0);
+    const char *line = summary_line(&r);
+    assert_non_null(strstr(line, "(binary): 1 nonzero (1 duplicate summed), dims 2x3, "));
+    assert_true(g_str_has_suffix(line, "; no label\n"));
+    th_test_run_clear(&r);
+}
+
+/* Bytes and modification time of a file, to see that it was not touched. */
+static char *file_state(const char *path)
+{
+    g_autofree char *contents = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(path, &contents, &length, NULL));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return g_strdup_printf("%" G_GSIZE_FORMAT " bytes, ino %lu, mtime %ld.%09ld: %s", length,
+                           (unsigned long)st.st_ino, (long)st.st_mtim.tv_sec,
+                           (long)st.st_mtim.tv_nsec, contents);
+}
+
+/* OUT naming IN's file, by the same path, another path, a symbolic link or a
+ * hard link, either way round: one error before any work, the input as it
+ * was, nothing else written. */
+static void test_convert_refuses_output_as_input(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *in = g_build_filename(dir, "in.tns", NULL);
+    g_autofree char *dotted = g_build_filename(dir, ".", "sub", "..", "in.tns", NULL);
+    g_autofree char *symlink_path = g_build_filename(dir, "symlink.tns", NULL);
+    g_autofree char *hardlink = g_build_filename(dir, "hardlink.tns", NULL);
+    assert_true(g_file_set_contents(in, "1 1 1.0\n2 2 2.0\n", -1, NULL));
+    g_autofree char *sub = g_build_filename(dir, "sub", NULL);
+    assert_int_equal(g_mkdir(sub, 0700), 0);
+    assert_int_equal(symlink("in.tns", symlink_path), 0);
+    assert_int_equal(link(in, hardlink), 0);
+    g_autofree char *before = file_state(in);
+    const struct {
+        const char *in, *out;
+        gboolean same_path;
+    } cases[] = {
+        {in, in, TRUE},
+        {in, dotted, TRUE},
+        {in, symlink_path, FALSE},
+        {symlink_path, in, FALSE},
+        {in, hardlink, FALSE},
+        {hardlink, in, FALSE},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        th_test_run r = run_convert(cases[k].in, cases[k].out, NULL);
+        assert_status(&r, 1);
+        g_autofree char *expected =
+            cases[k].same_path
+                ? g_strdup_printf("tensorhost: error: OUT %s is IN itself: converting would "
+                                  "replace the input; name another file to write\n",
+                                  cases[k].out)
+                : g_strdup_printf("tensorhost: error: OUT %s is the same file as IN %s (a link "
+                                  "to it, or another path to it): converting would replace "
+                                  "the input; name another file to write\n",
+                                  cases[k].out, cases[k].in);
+        assert_string_equal(r.err, expected);
+        assert_string_equal(r.out, "");
+        th_test_run_clear(&r);
+        g_autofree char *after = file_state(in);
+        assert_string_equal(after, before);
+        assert_only_files(dir, "in.tns", "sub", "symlink.tns", "hardlink.tns", NULL);
+    }
+    struct stat st;
+    assert_int_equal(lstat(symlink_path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest format_tests[] = {
@@ -1313,6 +1448,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_convert_both_ways),
         cmocka_unit_test(test_convert_errors_leave_nothing),
         cmocka_unit_test(test_convert_usage),
+        cmocka_unit_test(test_convert_keeps_dims_and_label),
+        cmocka_unit_test(test_convert_summary_of_one_nonzero),
+        cmocka_unit_test(test_convert_refuses_output_as_input),
     };
     /* "convert": the program's tests (ctest test_convert, label e2e). */
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
