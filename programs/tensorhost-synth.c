@@ -22,7 +22,9 @@ static char *opt_skew = NULL;
 static char *opt_preset = NULL;
 static char *opt_output = NULL;
 static char *opt_read = NULL;
-static gint64 opt_nnz = 0;
+/* --nnz not given: the preset's count (a count given is checked, 0 too). */
+#define NNZ_NOT_GIVEN G_MININT64
+static gint64 opt_nnz = NNZ_NOT_GIVEN;
 static gint64 opt_seed = 1;
 static gint opt_rounds = -1; /* not given: the library's default */
 static gboolean opt_list = FALSE;
@@ -123,14 +125,20 @@ static gboolean build_params(th_synth_params *p, GError **error)
     }
     if (opt_skew != NULL && !parse_skew(opt_skew, p, error))
         return FALSE;
-    if (opt_nnz < 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--nnz must be positive");
-        return FALSE;
-    }
-    if (opt_nnz > 0)
+    if (opt_nnz != NNZ_NOT_GIVEN) {
+        if (opt_nnz < 1) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--nnz %" G_GINT64_FORMAT ": expected 1 or more (the number of "
+                        "distinct nonzeros to generate)",
+                        opt_nnz);
+            return FALSE;
+        }
         p->nnz = (uint64_t)opt_nnz;
+    }
     if (p->nnz == 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "give --nnz");
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--dims gives no count: give --nnz N too (the number of distinct "
+                    "nonzeros, 1 or more)");
         return FALSE;
     }
     if (opt_seed < 0) {
@@ -229,7 +237,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (opt_read != NULL) {
-        if (opt_preset || opt_dims || opt_skew || opt_nnz || opt_output || opt_rounds != -1) {
+        if (opt_preset || opt_dims || opt_skew || opt_nnz != NNZ_NOT_GIVEN || opt_output ||
+            opt_rounds != -1) {
             fprintf(stderr, "tensorhost-synth: --read times loading a file and generates "
                             "nothing: it takes no --preset, --dims, --skew, --nnz, --rounds or "
                             "--output\n");

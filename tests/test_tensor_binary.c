@@ -1414,6 +1414,39 @@ static void test_convert_refuses_output_as_input(void **state)
     assert_true(S_ISLNK(st.st_mode));
 }
 
+/* tensorhost-synth's counts: 0 and negative named as what is wrong. */
+static void test_synth_nnz_messages(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *out = g_build_filename(dir, "s.tns", NULL);
+    const struct {
+        const char *dims_or_preset, *value, *nnz, *expected;
+    } cases[] = {
+        {"--dims", "10x10", "0",
+         "tensorhost-synth: --nnz 0: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--preset", "uber", "0",
+         "tensorhost-synth: --nnz 0: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--dims", "10x10", "-3",
+         "tensorhost-synth: --nnz -3: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--dims", "10x10", NULL,
+         "tensorhost-synth: --dims gives no count: give --nnz N too (the number of distinct "
+         "nonzeros, 1 or more)\n"},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        const char *args[] = {cases[k].dims_or_preset, cases[k].value, "--output", out,
+                              cases[k].nnz ? "--nnz" : NULL, cases[k].nnz, NULL};
+        th_test_run r = th_test_run_program(TH_SYNTH_EXE, args);
+        assert_status(&r, 2);
+        assert_string_equal(r.err, cases[k].expected);
+        th_test_run_clear(&r);
+    }
+    assert_only_files(dir, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest format_tests[] = {
@@ -1451,6 +1484,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_convert_keeps_dims_and_label),
         cmocka_unit_test(test_convert_summary_of_one_nonzero),
         cmocka_unit_test(test_convert_refuses_output_as_input),
+        cmocka_unit_test(test_synth_nnz_messages),
     };
     /* "convert": the program's tests (ctest test_convert, label e2e). */
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
