@@ -43,11 +43,12 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
      * user who wrote 1e-400 should learn it became 0. */
     if (t->explicit_zeros > 0 || t->underflowed_values > 0)
         th_log(TH_LOG_WARNING,
-               "%s: %" G_GUINT64_FORMAT " values are written as zero and %" G_GUINT64_FORMAT
-               " are too small for a double (below about 4.9e-324) and read as zero; they are "
+               "%s: %" G_GUINT64_FORMAT " %s written as zero and %" G_GUINT64_FORMAT
+               " %s too small for a double (below about 4.9e-324) and read as zero; they are "
                "kept as stored entries (report.json: tensor.explicit_zeros, "
                "tensor.underflowed_values)",
-               path, t->explicit_zeros, t->underflowed_values);
+               path, t->explicit_zeros, th_plural(t->explicit_zeros, "value is", "values are"),
+               t->underflowed_values, th_plural(t->underflowed_values, "is", "are"));
 }
 
 void th_console_backend_summary(const th_backend_facts *f)
@@ -159,8 +160,8 @@ static void print_update_timings(const th_cpd_result *r)
 void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                               double read_seconds, double total_seconds)
 {
-    th_log(TH_LOG_INFO, "Result  %s after %u iterations: final fit %.6f",
-           th_run_status(r), r->iterations->len, r->fit);
+    th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
+           r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"), r->fit);
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);

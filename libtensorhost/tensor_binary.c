@@ -41,6 +41,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "sigbus_guard.h"
 
 /* The arrays are copied as they are: on a big-endian host every element
@@ -372,8 +373,8 @@ static gboolean check_header(const char *name, const uint8_t *metadata, uint64_t
                            TH_TENSOR_BINARY_MAX_HEADER_BYTES);
     case LOCATE_ORDER:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_ORDER,
-                           "the header gives %u modes; tensorhost reads tensors of 2 to %u",
-                           l->nmodes, TH_MAX_MODES);
+                           "the header gives %u %s; tensorhost reads tensors of 2 to %u",
+                           l->nmodes, th_plural(l->nmodes, "mode", "modes"), TH_MAX_MODES);
     case LOCATE_NOTE:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_HEADER,
                            "the header gives a note of %" PRIu64 " bytes, more than the %u a "

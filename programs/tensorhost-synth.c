@@ -285,9 +285,10 @@ int main(int argc, char **argv)
     }
     double write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     fprintf(stderr,
-            "tensorhost-synth: %s: %" G_GUINT64_FORMAT " nonzeros (target %" G_GUINT64_FORMAT
-            ", %" G_GUINT64_FORMAT " duplicate draws merged), dims ",
-            opt_output, t->nnz, params.nnz, t->duplicates_merged);
+            "tensorhost-synth: %s: %" G_GUINT64_FORMAT " %s (target %" G_GUINT64_FORMAT
+            ", %" G_GUINT64_FORMAT " duplicate %s merged), dims ",
+            opt_output, t->nnz, th_plural(t->nnz, "nonzero", "nonzeros"), params.nnz,
+            t->duplicates_merged, th_plural(t->duplicates_merged, "draw", "draws"));
     print_dims(stderr, t);
     fprintf(stderr, "; generated in %.2f s, written in %.2f s\n", gen_seconds, write_seconds);
     return 0;

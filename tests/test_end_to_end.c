@@ -658,6 +658,33 @@ static void test_header_dims_and_label_reach_the_run(void **state)
     assert_int_equal(count_lines_with(rows, "\n"), 6);
 }
 
+/* Counts of one read in the singular: one value stored as zero, one
+ * iteration at most. */
+static void test_messages_count_in_the_singular(void **state)
+{
+    (void)state;
+    g_autofree char *tdir = scratch_dir();
+    g_autofree char *tensor = write_temp(tdir, "t.tns", "1 1 1 1.0\n2 2 2 3.0\n1 2 2 0\n");
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 1\nmax_iters = 1\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        tensor);
+    th_test_run r;
+    g_autofree char *dir = run_config(config, NULL, &r);
+    if (r.status != 0)
+        fail_msg("exit %d: %s", r.status, r.err);
+    g_autofree char *all = g_strconcat(r.out, r.err, NULL);
+    const char *expected[] = {
+        "1 value is written as zero and 0 are too small for a double",
+        "max 1 iteration, ",
+        " after 1 iteration: final fit ",
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(expected); ++k)
+        if (!strstr(all, expected[k]))
+            fail_msg("'%s' not in:\n%s", expected[k], all);
+    th_test_run_clear(&r);
+}
+
 /* SIGTERM, as a batch scheduler sends it: acknowledged, the run stops after
  * the current iteration, outputs are written, exit 143 (128 + SIGTERM). */
 static void test_sigterm_stops_with_143(void **state)
@@ -805,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_messages_name_the_config_value),
         cmocka_unit_test(test_extreme_values_are_scaled),
         cmocka_unit_test(test_header_dims_and_label_reach_the_run),
+        cmocka_unit_test(test_messages_count_in_the_singular),
         cmocka_unit_test(test_sigterm_stops_with_143),
         cmocka_unit_test(test_interrupt_during_the_read),
         cmocka_unit_test(test_readme_sample_runs_with_auto),

@@ -520,7 +520,7 @@ static void test_bad_header_fields(void **state)
     g_autoptr(GByteArray) one_mode = encode(&(layout_spec){.t = t});
     put_le(one_mode, 16, 1, 4);
     assert_bytes_error(one_mode, TH_TENSOR_READER_ERROR_ORDER,
-                       "t.tnsb: the header gives 1 modes; tensorhost reads tensors of 2 to 64");
+                       "t.tnsb: the header gives 1 mode; tensorhost reads tensors of 2 to 64");
     g_autoptr(GByteArray) long_note = encode(&(layout_spec){.t = t});
     put_le(long_note, 40, 65537, 8);
     assert_bytes_error(long_note, TH_TENSOR_READER_ERROR_HEADER,
