@@ -187,7 +187,8 @@ int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nn
                          !out ? "out" : !dims ? "dims" : !indices ? "indices" : "values");
     if (nmodes < 2 || nmodes > TH_MAX_MODES)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                         "the tensor has %u modes; expected 2 to %u", nmodes, TH_MAX_MODES);
+                         "the tensor has %u %s; expected 2 to %u", nmodes,
+                         th_plural(nmodes, "mode", "modes"), TH_MAX_MODES);
     if (nnz == 0)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "the tensor has no nonzeros; expected at least one");
@@ -214,8 +215,8 @@ int32_t tensorhost_tensor_new(uint32_t nmodes, const uint64_t *dims, uint64_t nn
     g_autofree char *short_of = NULL;
     if (!th_sptensor_host_has_room(nnz, nmodes, &short_of))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                         "a tensor of %" G_GUINT64_FORMAT " nonzeros and %u modes: %s", nnz,
-                         nmodes, short_of);
+                         "a tensor of %" G_GUINT64_FORMAT " %s and %u modes: %s", nnz,
+                         th_plural(nnz, "nonzero", "nonzeros"), nmodes, short_of);
     th_sptensor *t = th_sptensor_new(nmodes, nnz);
     for (uint32_t m = 0; m < nmodes; ++m) {
         t->dims[m] = (th_index)dims[m];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "message_text.h"
 
 #define FONT "DejaVu Sans"
 
@@ -584,8 +585,9 @@ static void comparison_data_init(comparison_data *d, const th_compare_result *re
     }
     g_autofree char *date = g_strndup(result->date, 10);
     const char *devices = *result->devices ? result->devices : "device not reported";
-    d->subtitle = g_strdup_printf("%s  |  %s  |  rank %u  |  median of %u runs  |  %s", devices,
+    d->subtitle = g_strdup_printf("%s  |  %s  |  rank %u  |  median of %u %s  |  %s", devices,
                                   date, result->rank, result->repeats,
+                                  th_plural(result->repeats, "run", "runs"),
                                   d->by_backend ? "backends' own timers" : "host wall time");
     d->memory_subtitle = g_strdup_printf("%s  |  %s  |  rank %u", devices, date, result->rank);
 }

@@ -16,6 +16,7 @@
 #include "cpd_session.h"
 #include "cancel.h"
 #include "log.h"
+#include "message_text.h"
 #include "synth.h"
 #include "tensor_reader.h"
 
@@ -99,8 +100,8 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare
         th_synth_params_from_preset(&params, preset, input->seed);
         if (input->nnz > 0)
             params.nnz = input->nnz;
-        th_log(TH_LOG_INFO, "Tensor  %s: generating %" G_GUINT64_FORMAT " nonzeros", input->label,
-               params.nnz);
+        th_log(TH_LOG_INFO, "Tensor  %s: generating %" G_GUINT64_FORMAT " %s", input->label,
+               params.nnz, th_plural(params.nnz, "nonzero", "nonzeros"));
         tensor = th_synth_generate(&params, error);
         out->source = th_synth_describe(&params);
         out->synthetic = TRUE;

@@ -9,6 +9,7 @@
 #include "atomic_file.h"
 #include "charts.h"
 #include "json_text.h"
+#include "message_text.h"
 #include "report.h"
 
 /* ---- Numbers as text ------------------------------------------------------ */
@@ -199,16 +200,18 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
                             GString *out)
 {
     g_autofree char *dims = format_dims(tensor);
-    g_string_append_printf(out, "Tensor %s: %s, %" G_GUINT64_FORMAT " nonzeros%s\n  %s\n",
+    g_string_append_printf(out, "Tensor %s: %s, %" G_GUINT64_FORMAT " %s%s\n  %s\n",
                            tensor->label, dims, tensor->nnz,
+                           th_plural(tensor->nnz, "nonzero", "nonzeros"),
                            tensor->synthetic ? " (SYNTHETIC)" : "", tensor->source);
     gboolean cpd = strcmp(result->job, "cpd") == 0;
     g_string_append_printf(
         out,
-        "  %s, rank %u; median of %u timed runs after %u warm-up%s; all modes: median (min-max);\n"
+        "  %s, rank %u; median of %u timed %s after %u warm-up%s; all modes: median (min-max);\n"
         "  speedup = baseline's time / backend's time over all modes, by %s\n\n",
         cpd ? "CP-ALS (MTTKRP times are per iteration)" : "MTTKRP", result->rank,
-        result->repeats, result->warmup, result->warmup == 1 ? "" : "s",
+        result->repeats, th_plural(result->repeats, "run", "runs"), result->warmup,
+        result->warmup == 1 ? "" : "s",
         strcmp(result->timer, "backend") == 0 ? "the backends' own timers" : "host wall time");
 }
 
@@ -290,8 +293,9 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
 
 static void format_geomeans(const th_compare_result *result, GString *out)
 {
-    g_string_append_printf(out, "Geometric-mean speedup over %u tensors vs '%s' (%s):\n",
-                           result->tensors->len, result->baseline,
+    g_string_append_printf(out, "Geometric-mean speedup over %u %s vs '%s' (%s):\n",
+                           result->tensors->len,
+                           th_plural(result->tensors->len, "tensor", "tensors"), result->baseline,
                            strcmp(result->timer, "backend") == 0 ? "the backends' own timers"
                                                                   : "host wall time");
     text_table t;

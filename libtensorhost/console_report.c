@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "message_text.h"
 #include "progress.h"
 #include "report.h"
 
@@ -29,6 +30,10 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
                                th_sptensor_empty_slices(t, m));
     }
     th_log(TH_LOG_INFO, "Tensor  %s", path);
+    if (t->label != NULL) {
+        g_autofree char *label = th_escape_control(t->label);
+        th_log(TH_LOG_INFO, "  label: %s", label);
+    }
     th_log(TH_LOG_INFO, "  order %u, dims %s, nnz %" G_GUINT64_FORMAT ", density %.3e", t->nmodes,
            dims->str, t->nnz, th_sptensor_density(t));
     th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
@@ -38,9 +43,11 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
      * worth a word; values that underflowed to zero are cpd_warnings.h's. */
     if (t->explicit_zeros > 0)
         th_log(TH_LOG_WARNING,
-               "%s: %" G_GUINT64_FORMAT " values are written as zero; they are kept as stored "
-               "entries (report.json: tensor.explicit_zeros)",
-               path, t->explicit_zeros);
+               "%s: %" G_GUINT64_FORMAT " %s written as zero; %s (report.json: "
+               "tensor.explicit_zeros)",
+               path, t->explicit_zeros, th_plural(t->explicit_zeros, "value is", "values are"),
+               th_plural(t->explicit_zeros, "it is kept as a stored entry",
+                         "they are kept as stored entries"));
 }
 
 void th_console_backend_summary(const th_backend_facts *f)
@@ -152,8 +159,8 @@ static void print_update_timings(const th_cpd_result *r)
 void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                               double read_seconds, double total_seconds)
 {
-    th_log(TH_LOG_INFO, "Result  %s after %u iterations: final fit %.6f",
-           th_run_status(r), r->iterations->len, r->fit);
+    th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
+           r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"), r->fit);
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);

@@ -46,6 +46,33 @@ static int report_interruption(GError *error)
     return th_cancel_exit_status();
 }
 
+/* OUT must not be IN's file: the same path once "." and ".." are resolved,
+ * or, OUT existing, the same file (device and inode) through another name:
+ * a hard link, a symbolic link, another relative path. Writing it would
+ * replace the input with its own conversion (in place, or OUT's name no
+ * longer a link to it), which is never what a conversion is for. */
+static gboolean check_output_is_not_input(const char *in, const char *out, GError **error)
+{
+    g_autofree char *in_path = g_canonicalize_filename(in, NULL);
+    g_autofree char *out_path = g_canonicalize_filename(out, NULL);
+    if (strcmp(in_path, out_path) == 0) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                    "OUT %s is IN itself: converting would replace the input; name another "
+                    "file to write",
+                    out);
+        return FALSE;
+    }
+    GStatBuf in_st, out_st;
+    if (g_stat(in, &in_st) != 0 || g_stat(out, &out_st) != 0 || in_st.st_dev != out_st.st_dev ||
+        in_st.st_ino != out_st.st_ino)
+        return TRUE;
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                "OUT %s is the same file as IN %s (a link to it, or another path to it): "
+                "converting would replace the input; name another file to write",
+                out, in);
+    return FALSE;
+}
+
 static int fail(GError *error)
 {
     if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
@@ -75,6 +102,7 @@ static gboolean write_output(const char *path, const th_sptensor *t, GError **er
     return ok;
 }
 
+/* What was written: both writers keep t's nonzeros, dims and label. */
 static void print_summary(const char *in, const char *out, const th_sptensor *t,
                           double read_seconds, double write_seconds)
 {
@@ -83,13 +111,19 @@ static void print_summary(const char *in, const char *out, const th_sptensor *t,
         g_string_append_printf(dims, "%s%u", m ? "x" : "", t->dims[m]);
     g_autofree char *merged =
         t->duplicates_merged > 0
-            ? g_strdup_printf(" (%" G_GUINT64_FORMAT " duplicates summed)", t->duplicates_merged)
+            ? g_strdup_printf(" (%" G_GUINT64_FORMAT " %s summed)", t->duplicates_merged,
+                              th_plural(t->duplicates_merged, "duplicate", "duplicates"))
             : g_strdup("");
-    printf("tensorhost convert: %s -> %s (%s): %" G_GUINT64_FORMAT " nonzeros%s, dims %s, "
-           "%" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT " bytes, read in %.3f s, written in "
-           "%.3f s\n",
-           in, out, th_convert_wants_text(out) ? "text" : "binary", t->nnz, merged, dims->str,
-           file_bytes(in), file_bytes(out), read_seconds, write_seconds);
+    g_autofree char *label_text = t->label != NULL ? th_escape_control(t->label) : NULL;
+    g_autofree char *label =
+        label_text != NULL ? g_strdup_printf("; label: %s", label_text) : g_strdup("; no label");
+    const guint64 in_bytes = file_bytes(in), out_bytes = file_bytes(out);
+    printf("tensorhost convert: %s -> %s (%s): %" G_GUINT64_FORMAT " %s%s, dims %s, "
+           "%" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT " %s, read in %.3f s, written in "
+           "%.3f s%s\n",
+           in, out, th_convert_wants_text(out) ? "text" : "binary", t->nnz,
+           th_plural(t->nnz, "nonzero", "nonzeros"), merged, dims->str, in_bytes, out_bytes,
+           th_plural(out_bytes, "byte", "bytes"), read_seconds, write_seconds, label);
     fflush(stdout);
 }
 
@@ -116,7 +150,9 @@ int th_convert_main(int argc, char **argv)
         "binary format (by convention named " TH_TENSOR_BINARY_EXTENSION
         "), which loads at the disk's or the page\n"
         "cache's speed instead of the parser's. Written atomically: an error or Ctrl-C\n"
-        "leaves no partial OUT.\n\n"
+        "leaves no partial OUT. The dims and the label (a synthetic tensor's) are kept:\n"
+        "text gets them in a header of comment lines. OUT may not be IN, nor a link to\n"
+        "it.\n\n"
         "Exit status: 0 done, 1 an error, 2 a bad command line, 130/143 interrupted.\n"
         "Example: tensorhost convert nell-2.tns nell-2" TH_TENSOR_BINARY_EXTENSION "\n"
         "The format: docs/tensor-format.md.\n");
@@ -135,7 +171,8 @@ int th_convert_main(int argc, char **argv)
 
     th_cancel_install_handlers();
     /* Where OUT goes is checked before the read, which may take minutes. */
-    if (!th_atomic_file_check_target(out, &error))
+    if (!th_atomic_file_check_target(out, &error) ||
+        !check_output_is_not_input(in, out, &error))
         return fail(g_steal_pointer(&error));
     const gint64 start = g_get_monotonic_time();
     g_autoptr(th_sptensor) t = read_input(in, &error);

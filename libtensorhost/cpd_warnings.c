@@ -4,6 +4,7 @@
 #include <stdarg.h>
 
 #include "log.h"
+#include "message_text.h"
 
 static void warning_free(gpointer data)
 {
@@ -33,9 +34,11 @@ void th_cpd_tensor_warnings(GPtrArray *warnings, const th_sptensor *tensor, uint
     /* A user who wrote 1e-400 should learn it became 0. */
     if (tensor->underflowed_values > 0)
         add(warnings, TH_CPD_WARN_UNDERFLOWED_VALUES,
-            "%s: %" G_GUINT64_FORMAT " values are too small for a double (below about "
-            "4.9e-324) and were read as zero; they are kept as stored entries",
-            terms->tensor, tensor->underflowed_values);
+            "%s: %" G_GUINT64_FORMAT " %s too small for a double (below about "
+            "4.9e-324) and %s read as zero; they are kept as stored entries",
+            terms->tensor, tensor->underflowed_values,
+            th_plural(tensor->underflowed_values, "value is", "values are"),
+            th_plural(tensor->underflowed_values, "was", "were"));
     const uint64_t bound = th_cpd_rank_bound(tensor);
     if (rank > bound)
         add(warnings, TH_CPD_WARN_RANK_ABOVE_BOUND,
@@ -51,9 +54,10 @@ void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
 {
     if (result->pinv_fallbacks > 0)
         add(warnings, TH_CPD_WARN_RANK_DEFICIENT,
-            "%u normal-equation solves were rank deficient and used the pseudo-inverse; "
+            "%u normal-equation %s rank deficient and used the pseudo-inverse; "
             "the rank may exceed what the tensor supports",
-            result->pinv_fallbacks);
+            result->pinv_fallbacks,
+            th_plural(result->pinv_fallbacks, "solve was", "solves were"));
     /* A run that ran out of iterations says so: its fit may still be rising. */
     if (!result->converged && !result->interrupted && params->tolerance > 0.0 &&
         result->iterations->len > 0) {

@@ -13,6 +13,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "npy_io.h"
 #include "output_set.h"
 #include "number_format.h"
@@ -370,8 +371,8 @@ double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError 
         if (count > 0) {
             if (nrows > 0 && count != ncols) {
                 g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-                            "%s:%" G_GUINT64_FORMAT ": expected %u columns, found %u", path, line,
-                            ncols, count);
+                            "%s:%" G_GUINT64_FORMAT ": expected %u %s, found %u", path, line,
+                            ncols, th_plural(ncols, "column", "columns"), count);
                 return NULL;
             }
             ncols = count;

@@ -36,6 +36,11 @@ char *th_escape_control(const char *text)
     return g_string_free(out, FALSE);
 }
 
+const char *th_plural(uint64_t count, const char *singular, const char *plural)
+{
+    return count == 1 ? singular : plural;
+}
+
 size_t th_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);

@@ -6,6 +6,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "tensor_reader.h"
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
@@ -236,9 +237,10 @@ double *th_parse_npy(const char *name, const uint8_t *data, size_t length, uint6
     const size_t body = length - start - header_length;
     if (count > body / sizeof(double) || body != count * sizeof(double)) {
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_HEADER,
-                    "%s: the header says %" G_GUINT64_FORMAT " values but the file holds %zu "
-                    "bytes of data (truncated or padded)",
-                    name, count, body);
+                    "%s: the header says %" G_GUINT64_FORMAT " %s but the file holds %zu "
+                    "%s of data (truncated or padded)",
+                    name, count, th_plural(count, "value", "values"), body,
+                    th_plural(body, "byte", "bytes"));
         return NULL;
     }
     double *values = g_new(double, count);

@@ -79,6 +79,12 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     member_string(b, "path", path);
+    /* What the file says the tensor is (a synthetic tensor's parameters). */
+    json_builder_set_member_name(b, "label");
+    if (tensor->label != NULL)
+        json_builder_add_string_value(b, tensor->label);
+    else
+        json_builder_add_null_value(b);
     member_int(b, "order", tensor->nmodes);
     add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
     member_int(b, "nnz", (gint64)tensor->nnz);

@@ -308,9 +308,10 @@ int th_run_file(const char *config_path, const char *const *overrides)
         th_console_backend_summary(loaded);
     }
 
-    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u iterations, tolerance %g, seed %" G_GUINT64_FORMAT
+    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
                         ", update %s%s",
-           params.rank, params.max_iters, params.tolerance, params.seed,
+           params.rank, params.max_iters, th_plural(params.max_iters, "iteration", "iterations"),
+           params.tolerance, params.seed,
            th_update_path_name(backend->update_path),
            params.update == TH_UPDATE_AUTO ? " (auto)" : "");
     th_cancel_set_activity("after this iteration");

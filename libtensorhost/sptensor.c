@@ -103,6 +103,7 @@ void th_sptensor_free(th_sptensor *t)
     g_free(t->indices);
     g_free(t->dims);
     g_free(t->values);
+    g_free(t->label);
     g_free(t);
 }
 

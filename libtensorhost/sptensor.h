@@ -33,6 +33,11 @@ typedef struct th_sptensor {
     /* `values` hold the file's values times this power of two (1 unless
      * th_sptensor_scale_to_safe_range changed them). */
     double value_scale;
+    /* What the file says the tensor is (a binary file's note, a text file's
+     * "# tensorhost label:" line; tns_header.h), e.g. "synthetic tensor:
+     * tensorhost-synth dims=..."; NULL for none. UTF-8, owned (g_free); the
+     * writers carry it into the files they write. */
+    char *label;
 } th_sptensor;
 
 /* count * size bytes, uninitialised, for arrays of tens of MB and more:

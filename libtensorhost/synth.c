@@ -5,6 +5,7 @@
  * into the table, so a draw touches one 12-byte entry. */
 #include "synth.h"
 
+#include "message_text.h"
 #include "rng.h"
 
 #include <math.h>
@@ -362,7 +363,8 @@ static gboolean validate(const th_synth_params *p, GError **error)
 {
     if (p->nmodes < 2 || p->nmodes > TH_MAX_MODES) {
         g_set_error(error, TH_SYNTH_ERROR, TH_SYNTH_ERROR_INVALID,
-                    "synthetic tensor: %u modes; expected 2 to %u", p->nmodes, TH_MAX_MODES);
+                    "synthetic tensor: %u %s; expected 2 to %u", p->nmodes,
+                    th_plural(p->nmodes, "mode", "modes"), TH_MAX_MODES);
         return FALSE;
     }
     double cells = 1.0;
@@ -384,8 +386,8 @@ static gboolean validate(const th_synth_params *p, GError **error)
     if (p->nnz == 0 || (double)p->nnz > cells || p->nnz > UINT32_MAX * (uint64_t)16) {
         g_set_error(error, TH_SYNTH_ERROR, TH_SYNTH_ERROR_INVALID,
                     "synthetic tensor: %" G_GUINT64_FORMAT
-                    " nonzeros requested; expected 1 to the number of cells (%.0f)",
-                    p->nnz, cells);
+                    " %s requested; expected 1 to the number of cells (%.0f)",
+                    p->nnz, th_plural(p->nnz, "nonzero", "nonzeros"), cells);
         return FALSE;
     }
     return TRUE;
@@ -428,8 +430,8 @@ th_sptensor *th_synth_generate(const th_synth_params *params, GError **error)
     g_autofree char *short_of = NULL;
     if (!th_sptensor_host_has_room(params->nnz, params->nmodes, &short_of)) {
         g_set_error(error, TH_SYNTH_ERROR, TH_SYNTH_ERROR_MEMORY,
-                    "generating %" G_GUINT64_FORMAT " nonzeros: their arrays %s", params->nnz,
-                    short_of);
+                    "generating %" G_GUINT64_FORMAT " %s: their arrays %s", params->nnz,
+                    th_plural(params->nnz, "nonzero", "nonzeros"), short_of);
         return NULL;
     }
     mode_sampler *samplers = make_samplers(params);
@@ -459,5 +461,7 @@ th_sptensor *th_synth_generate(const th_synth_params *params, GError **error)
     assign_values(t, params->seed);
     t->lines_read = drawn;
     t->duplicates_merged = drawn - t->nnz;
+    g_autofree char *description = th_synth_describe(params);
+    t->label = g_strconcat(TH_SYNTH_LABEL_PREFIX, description, NULL);
     return t;
 }

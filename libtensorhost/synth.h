@@ -59,7 +59,13 @@ const th_synth_preset *th_synth_find_preset(const char *name);
 void th_synth_params_from_preset(th_synth_params *params, const th_synth_preset *preset,
                                  uint64_t seed);
 
-/* Generates the tensor: sorted, no duplicate coordinates, dims as given;
+/* What a synthetic tensor's label starts with; th_synth_describe follows. */
+#define TH_SYNTH_LABEL_PREFIX "synthetic tensor: "
+
+/* Generates the tensor: sorted, no duplicate coordinates, dims as given,
+ * labelled TH_SYNTH_LABEL_PREFIX + th_synth_describe(params), which the
+ * writers carry into the files (a binary file's note, a text file's
+ * header);
  * first asks the host for the memory of its arrays at least
  * (th_sptensor_host_has_room; the generation's peak is about twice that),
  * TH_SYNTH_ERROR_MEMORY when it has not.

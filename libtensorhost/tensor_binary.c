@@ -41,6 +41,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "sigbus_guard.h"
 
 /* The arrays are copied as they are: on a big-endian host every element
@@ -372,8 +373,8 @@ static gboolean check_header(const char *name, const uint8_t *metadata, uint64_t
                            TH_TENSOR_BINARY_MAX_HEADER_BYTES);
     case LOCATE_ORDER:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_ORDER,
-                           "the header gives %u modes; tensorhost reads tensors of 2 to %u",
-                           l->nmodes, TH_MAX_MODES);
+                           "the header gives %u %s; tensorhost reads tensors of 2 to %u",
+                           l->nmodes, th_plural(l->nmodes, "mode", "modes"), TH_MAX_MODES);
     case LOCATE_NOTE:
         return fail_header(error, name, TH_TENSOR_READER_ERROR_HEADER,
                            "the header gives a note of %" PRIu64 " bytes, more than the %u a "
@@ -819,8 +820,20 @@ static void set_shrank_error(const char *name, GError **error)
 
 /* The header and the padding, checked before any array is read; fills
  * `layout`. */
+/* The note as the tensor's label: NULL for none; UTF-8 whatever the bytes
+ * (the note is free text, not part of the tensor: a byte that is not UTF-8,
+ * or a NUL, shows as U+FFFD rather than failing the read). */
+static char *label_from_note(const uint8_t *metadata, const binary_layout *l)
+{
+    if (l->note_bytes == 0)
+        return NULL;
+    const char *note = (const char *)metadata + (l->metadata_end - l->note_bytes);
+    return g_utf8_make_valid(note, (gssize)l->note_bytes);
+}
+
+/* The header checked, and the padding; *label from the note. */
 static gboolean check_metadata(const char *name, const copy_run *r, binary_layout *layout,
-                               GError **error)
+                               char **label, GError **error)
 {
     /* The header, from a copy: nothing below reads the mapping unguarded. */
     metadata_copy meta = {.data = r->data, .length = (size_t)MIN(r->length, MAX_METADATA_BYTES)};
@@ -831,6 +844,7 @@ static gboolean check_metadata(const char *name, const copy_run *r, binary_layou
         return FALSE;
     }
     const gboolean ok = check_header(name, meta.copy, r->length, layout, error);
+    *label = ok ? label_from_note(meta.copy, layout) : NULL;
     g_free(meta.copy);
     if (!ok)
         return FALSE;
@@ -913,7 +927,8 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     copy_run r = {.data = data, .length = length, .mapped = mapped, .options = options,
                   .next_report = PROGRESS_EVERY};
     binary_layout layout;
-    if (!check_metadata(name, &r, &layout, error))
+    g_autofree char *label = NULL;
+    if (!check_metadata(name, &r, &layout, &label, error))
         return NULL;
     /* A file's arrays are asked of the host before they are allocated. */
     g_autofree char *short_of = NULL;
@@ -926,6 +941,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     g_autoptr(th_sptensor) t = th_sptensor_new(layout.nmodes, layout.nnz);
     for (uint32_t m = 0; m < layout.nmodes; ++m)
         t->dims[m] = (th_index)layout.dims[m];
+    t->label = g_steal_pointer(&label);
     t->lines_read = layout.nnz;
     r.layout = &layout;
     r.t = t;
@@ -1222,5 +1238,5 @@ gboolean th_tensor_binary_write_full(const char *path, const th_sptensor *t, con
 
 gboolean th_tensor_binary_write(const char *path, const th_sptensor *t, GError **error)
 {
-    return th_tensor_binary_write_full(path, t, NULL, error);
+    return th_tensor_binary_write_full(path, t, t->label, error);
 }

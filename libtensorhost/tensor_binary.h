@@ -90,7 +90,8 @@ gboolean th_tensor_binary_has_magic(const void *data, size_t length);
  * error, not a crash). A tensor flagged sorted is checked to be so (and
  * sorted anyway if it is not); any other is sorted with duplicates merged.
  * lines_read is the file's nnz; explicit_zeros counts the values that are
- * zero. Errors are in TH_TENSOR_READER_ERROR, with messages that start with
+ * zero; the label is the note (NULL when empty; bytes that are not UTF-8
+ * replaced by U+FFFD). Errors are in TH_TENSOR_READER_ERROR, with messages that start with
  * "PATH: ": NOT_BINARY, UNSUPPORTED (version, index width, value type),
  * HEADER, ORDER, TRUNCATED (the size differs from the header's), CHECKSUM
  * (naming the section), INDEX_RANGE (naming the nonzero and the mode),
@@ -108,8 +109,9 @@ th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, si
 
 /* Writes `t` atomically (PATH.tmp-XXXXXX beside it, fsync, rename: never a
  * half-written file; mode 0666 less the umask), flagged sorted only when it
- * is sorted without repeated coordinates. `note` (NULL for none; at most
- * TH_TENSOR_BINARY_MAX_NOTE_BYTES) is stored as the note. Errors are
+ * is sorted without repeated coordinates, with t->label as the note (the
+ * _full variant: `note` instead; NULL for none; at most
+ * TH_TENSOR_BINARY_MAX_NOTE_BYTES). Errors are
  * TH_TENSOR_READER_ERROR_IO with messages that start with "PATH: ", or
  * TH_TENSOR_READER_ERROR_CANCELLED when th_cancel_requested() turned true
  * (checked between chunks; nothing is left behind). */

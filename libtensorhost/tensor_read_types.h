@@ -22,14 +22,15 @@ typedef enum {
     TH_TENSOR_READER_ERROR_NUMBER,      /* a field is not a number of the expected kind */
     TH_TENSOR_READER_ERROR_INDEX_RANGE, /* 0 in a 1-based file, > 2^32-1, or beyond header dims */
     TH_TENSOR_READER_ERROR_VALUE,       /* NaN or Inf */
-    TH_TENSOR_READER_ERROR_HEADER,      /* malformed sptensor header, or binary header */
+    TH_TENSOR_READER_ERROR_HEADER,      /* malformed sptensor, tensorhost or binary header */
     TH_TENSOR_READER_ERROR_ORDER,       /* fewer than 2 or more than TH_MAX_MODES modes */
     TH_TENSOR_READER_ERROR_NOT_TEXT,    /* a NUL byte, a carriage return inside a line, or a
                                            line longer than TH_TENSOR_MAX_LINE_BYTES */
     TH_TENSOR_READER_ERROR_CANCELLED,   /* th_cancel_requested() turned true (Ctrl-C) */
     /* The binary format (tensor_binary.h): */
     TH_TENSOR_READER_ERROR_NOT_BINARY,  /* no THTENSOR magic: not a binary tensor */
-    TH_TENSOR_READER_ERROR_UNSUPPORTED, /* another major version, index width or value type */
+    TH_TENSOR_READER_ERROR_UNSUPPORTED, /* another major version (binary format or tensorhost
+                                           header), index width or value type */
     TH_TENSOR_READER_ERROR_TRUNCATED,   /* not the size its header gives (cut, or extra bytes) */
     TH_TENSOR_READER_ERROR_CHECKSUM,    /* a section's checksum does not match: corrupt */
     TH_TENSOR_READER_ERROR_MEMORY,      /* the host has not the memory for the arrays */

@@ -21,8 +21,11 @@
  *    NUL byte anywhere, or a line longer than TH_TENSOR_MAX_LINE_BYTES is an
  *    error;
  *  - th_cancel_requested() is polled every CHECK_EVERY bytes of each thread;
- *  - in a .tns file dims are the largest index per mode; in an sptensor file
- *    they come from the header and indices must lie inside them;
+ *  - in a .tns file dims are the largest index per mode, unless the
+ *    tensorhost header (tns_header.h: comment lines before the first nonzero
+ *    line) gives them; in an sptensor file they come from its header; given
+ *    dims, indices must lie inside them. The tensorhost header's label is
+ *    the tensor's;
  *  - the number of fields of the first nonzero line fixes the order.
  * Input that starts with the binary format's magic bytes goes to its reader
  * (tensor_binary.c) instead.
@@ -45,9 +48,11 @@
 
 #include "cancel.h"
 #include "host_memory.h"
+#include "message_text.h"
 #include "sigbus_guard.h"
 #include "sptensor.h"
 #include "tensor_binary.h"
+#include "tns_header.h"
 
 /* Largest 0-based index: dims (index + 1) must still fit a th_index. */
 #define TH_MAX_INDEX0 ((uint64_t)UINT32_MAX - 1u)
@@ -60,6 +65,9 @@
 #define STREAM_BUFFER ((size_t)4 << 20)
 #define QUOTE_MAX 60u
 #define MAX_LINE TH_TENSOR_MAX_LINE_BYTES
+/* An sptensor header's count must be below this: 2^40 nonzeros would take
+ * 20 TB of arrays and more of text. */
+#define MAX_DECLARED_NNZ ((uint64_t)1 << 40)
 
 /* A stream buffer always holds a whole line or more than MAX_LINE bytes. */
 G_STATIC_ASSERT(MAX_LINE + 2u < STREAM_BUFFER);
@@ -98,6 +106,16 @@ typedef struct {
     uint64_t index_limit[TH_MAX_MODES]; /* largest 0-based index allowed */
     uint64_t declared_nnz;
     uint64_t declared_nnz_line;
+    /* The tensorhost header (tns_header.h), before the first nonzero line;
+     * each *_line is 0 until its line is read. With dims_line, dims[] holds
+     * the header's dims, which an sptensor header must repeat. */
+    uint64_t version_line;
+    uint32_t version_minor;
+    uint64_t dims_line;
+    uint32_t dims_nmodes;
+    uint64_t label_line;
+    char *label;
+    char *legacy_label; /* an older tensorhost-synth's first line */
 
     th_index *cols[TH_MAX_MODES];
     double *vals;
@@ -303,6 +321,7 @@ static inline gboolean check_comment(worker *w, const char *line, const char *co
 
 /* Parses a whole field of decimal digits as an unsigned integer; values past
  * 2^40 saturate (they are out of every range anyway). */
+#define UINT_FIELD_SATURATES ((uint64_t)1 << 40)
 static gboolean parse_uint_field(const char *field, const char *eol, uint64_t *out)
 {
     const char *end = field_end(field, eol);
@@ -312,7 +331,7 @@ static gboolean parse_uint_field(const char *field, const char *eol, uint64_t *o
     for (const char *p = field; p < end; ++p) {
         if (!is_digit(*p))
             return FALSE;
-        if (v < ((uint64_t)1 << 40))
+        if (v < UINT_FIELD_SATURATES)
             v = v * 10u + (uint64_t)(*p - '0');
     }
     *out = v;
@@ -530,14 +549,23 @@ static void worker_free(worker *w)
         g_free(w->cols[m]);
     g_free(w->vals);
     g_free(w->err_msg);
+    g_free(w->label);
+    g_free(w->legacy_label);
     g_free(w);
+}
+
+/* Whether the file gives the dims (an sptensor header, or the tensorhost
+ * header's dims line), which the indices must then fit. */
+static gboolean worker_has_dims(const worker *w)
+{
+    return w->sptensor || w->dims_line != 0;
 }
 
 static void worker_set_order(worker *w, uint32_t nmodes)
 {
     w->nmodes = nmodes;
     for (uint32_t m = 0; m < nmodes; ++m)
-        w->index_limit[m] = w->sptensor ? (uint64_t)w->dims[m] - 1u : TH_MAX_INDEX0;
+        w->index_limit[m] = worker_has_dims(w) ? (uint64_t)w->dims[m] - 1u : TH_MAX_INDEX0;
 }
 
 /* A worker for a later chunk: same format, empty storage, local lines. */
@@ -546,6 +574,8 @@ static worker *worker_clone_format(const worker *w0)
     worker *w = g_new0(worker, 1);
     w->state = STATE_DATA;
     w->sptensor = w0->sptensor;
+    w->dims_line = w0->dims_line;
+    w->dims_nmodes = w0->dims_nmodes;
     memcpy(w->dims, w0->dims, sizeof w->dims);
     w->declared_nnz = w0->declared_nnz;
     worker_set_order(w, w0->nmodes);
@@ -634,10 +664,15 @@ static gboolean fail_index(worker *w, uint32_t mode, uint64_t value, const char 
                     "column %u: index '%s' does not fit the 32-bit index type "
                     "(at most %" PRIu64 " in a %s file)",
                     column, text, max_allowed, w->sptensor ? "0-based" : "1-based");
+    if (w->sptensor)
+        return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                    "column %u: index %" PRIu64 " is out of range: the header gives mode %u "
+                    "size %u (indices 0 to %u)",
+                    column, value, column, w->dims[mode], w->dims[mode] - 1u);
     return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
-                "column %u: index %" PRIu64 " is out of range: the header gives mode %u "
-                "size %u (indices 0 to %u)",
-                column, value, column, w->dims[mode], w->dims[mode] - 1u);
+                "column %u: index %" PRIu64 " is out of range: the tensorhost header's dims "
+                "(line %" PRIu64 ") give mode %u size %u (indices 1 to %u)",
+                column, value, w->dims_line, column, w->dims[mode], w->dims[mode]);
 }
 
 static gboolean fail_value(worker *w, const char *field, const char *line, const char *eol,
@@ -654,12 +689,50 @@ static gboolean fail_value(worker *w, const char *field, const char *line, const
                 w->nmodes + 1u, text);
 }
 
+/* [*key, *key_end) of a tensorhost header line, "# tensorhost KEY: VALUE"
+ * (tns_header.h), when the comment at `p` is one. */
+static gboolean header_line_key(const char *p, const char *eol, const char **key,
+                                const char **key_end)
+{
+    const size_t prefix = strlen(TH_TNS_HEADER_PREFIX);
+    if ((size_t)(eol - p) <= prefix || memcmp(p, TH_TNS_HEADER_PREFIX, prefix) != 0)
+        return FALSE;
+    const char *k = p + prefix, *e = k;
+    while (e < eol && (g_ascii_islower(*e) || g_ascii_isdigit(*e) || *e == '_'))
+        ++e;
+    if (e == k || e == eol || *e != ':')
+        return FALSE;
+    *key = k;
+    *key_end = e;
+    return TRUE;
+}
+
+static gboolean is_header_line(const char *p, const char *eol)
+{
+    const char *key, *key_end;
+    return header_line_key(p, eol, &key, &key_end);
+}
+
+/* A header line after the header's place: taking it would change what
+ * lines already read meant; skipping it would drop it unseen. */
+static gboolean fail_misplaced_header(worker *w)
+{
+    return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                "a tensorhost header line ('" TH_TNS_HEADER_PREFIX "KEY: ...') must come "
+                "before the nonzero lines and before an sptensor header");
+}
+
 /* The hot loop: one nonzero line, or a blank or comment line. */
 static inline gboolean parse_data_line(worker *w, const char *line, const char *eol)
 {
     const char *p = skip_blanks(line, eol);
-    if (p == eol || *p == '#')
+    if (p == eol)
+        return TRUE;
+    if (*p == '#') {
+        if (G_UNLIKELY(is_header_line(p, eol)))
+            return fail_misplaced_header(w);
         return check_comment(w, line, p, eol);
+    }
     if (G_UNLIKELY(w->count == w->capacity) && !worker_grow(w))
         return FALSE;
     const uint64_t n = w->count;
@@ -721,6 +794,11 @@ static gboolean line_is_word(const char *p, const char *eol, const char *word)
 static gboolean start_tns(worker *w, const char *line, const char *eol)
 {
     uint32_t found = count_fields(line, eol);
+    if (w->dims_line != 0 && found != w->dims_nmodes + 1u)
+        return fail(w, TH_TENSOR_READER_ERROR_COLUMNS,
+                    "expected %u fields (%u indices and a value, as the tensorhost header's "
+                    "dims on line %" PRIu64 " give %u modes), found %u",
+                    w->dims_nmodes + 1u, w->dims_nmodes, w->dims_line, w->dims_nmodes, found);
     if (found < 3)
         return fail(w, TH_TENSOR_READER_ERROR_ORDER,
                     "found %u field%s; a nonzero line needs at least 2 indices and a value",
@@ -751,6 +829,11 @@ static gboolean parse_spt_order(worker *w, const char *p, const char *eol)
                     "sptensor header: order %s is out of range (2 to %u modes)", text,
                     TH_MAX_MODES);
     }
+    if (w->dims_line != 0 && order != w->dims_nmodes)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "sptensor header: order %" PRIu64 " differs from the tensorhost header's "
+                    "dims (line %" PRIu64 "), which give %u modes",
+                    order, w->dims_line, w->dims_nmodes);
     w->nmodes = (uint32_t)order;
     w->state = STATE_SPT_DIMS;
     return TRUE;
@@ -771,6 +854,11 @@ static gboolean parse_spt_dims(worker *w, const char *p, const char *eol)
                         "sptensor header: dimension %u is '%s'; expected a size from 1 to %u",
                         m + 1u, text, UINT32_MAX);
         }
+        if (w->dims_line != 0 && dim != w->dims[m])
+            return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                        "sptensor header: dimension %u is %" PRIu64 ", but the tensorhost "
+                        "header's dims (line %" PRIu64 ") give %u",
+                        m + 1u, dim, w->dims_line, w->dims[m]);
         w->dims[m] = (th_index)dim;
         p = skip_blanks(field_end(p, eol), eol);
     }
@@ -778,27 +866,204 @@ static gboolean parse_spt_dims(worker *w, const char *p, const char *eol)
     return TRUE;
 }
 
+/* Whether the host can take the arrays of the nonzeros the sptensor header
+ * declares; else the read's error, on the header's line. The count is not
+ * an estimate (a file with another stops at its end), so all of it is
+ * asked. `rest` is the bytes after the header (UINT64_MAX when not known,
+ * in a stream): a count more than they can hold lines is the header's
+ * error, not the host's. */
+static gboolean host_has_room_for_declared(worker *w, uint64_t rest)
+{
+    const uint64_t declared = w->declared_nnz;
+    g_autofree char *short_of = NULL;
+    if (th_sptensor_host_has_room(declared, w->nmodes, &short_of))
+        return TRUE;
+    /* The last line may lack its newline. */
+    const uint64_t most =
+        rest == UINT64_MAX ? UINT64_MAX : (rest + 1u) / min_line_bytes(w->nmodes);
+    if (declared > most)
+        fail(w, TH_TENSOR_READER_ERROR_HEADER,
+             "the sptensor header declares %" PRIu64 " %s, but the %" PRIu64 " %s after it can "
+             "hold at most %" PRIu64 " nonzero %s",
+             declared, th_plural(declared, "nonzero", "nonzeros"), rest,
+             th_plural(rest, "byte", "bytes"), most, th_plural(most, "line", "lines"));
+    else
+        fail(w, TH_TENSOR_READER_ERROR_MEMORY,
+             "the sptensor header declares %" PRIu64 " %s, which %s", declared,
+             th_plural(declared, "nonzero", "nonzeros"), short_of);
+    w->err_line = w->declared_nnz_line;
+    return FALSE;
+}
+
 static gboolean parse_spt_nnz(worker *w, const char *p, const char *eol)
 {
     uint64_t nnz = 0;
-    if (count_fields(p, eol) != 1 || !parse_uint_field(p, eol, &nnz) ||
-        nnz >= ((uint64_t)1 << 40)) {
+    if (count_fields(p, eol) != 1 || !parse_uint_field(p, eol, &nnz)) {
         g_autofree char *text = quote_content(p, eol);
         return fail(w, TH_TENSOR_READER_ERROR_HEADER,
                     "sptensor header: expected the number of nonzeros alone on this line, "
                     "found '%s'",
                     text);
     }
+    /* parse_uint_field saturates here: beyond, the number is not known. */
+    if (nnz >= MAX_DECLARED_NNZ) {
+        g_autofree char *text = quote_field(p, eol);
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "sptensor header: %s nonzeros are more than tensorhost reads (at most "
+                    "%" PRIu64 ")",
+                    text, MAX_DECLARED_NNZ - 1u);
+    }
     w->declared_nnz = nnz;
     w->declared_nnz_line = w->lines;
-    /* A stream's one estimate ahead (a mapped file's: check_host_room). */
-    if (w->guard_growth && !host_has_room_for(w, "its header", nnz - nnz / 10u))
+    /* A stream's one check ahead (a mapped file's: check_host_room). */
+    if (w->guard_growth && !host_has_room_for_declared(w, UINT64_MAX))
         return FALSE;
     worker_set_order(w, w->nmodes);
     w->state = STATE_DATA;
     /* The header may claim anything: growth, not the claim, sizes storage. */
     worker_reserve(w, MIN(nnz, (uint64_t)1 << 12) + 1u);
     return TRUE;
+}
+
+/* ---- the tensorhost header (tns_header.h) --------------------------------- */
+
+/* "header: MAJOR.MINOR", the header's first line. */
+static gboolean parse_header_version(worker *w, const char *value, const char *end)
+{
+    if (w->version_line != 0)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: a second 'header:' line (the first is line %" PRIu64 ")",
+                    w->version_line);
+    uint64_t major = 0, minor = 0;
+    const char *dot = memchr(value, '.', (size_t)(end - value));
+    if (dot == NULL || !parse_uint_field(value, dot, &major) ||
+        !parse_uint_field(dot + 1, end, &minor) || field_end(dot + 1, end) != end) {
+        g_autofree char *text = quote_text(value, end);
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: version '%s' is not MAJOR.MINOR (e.g. %u.%u)", text,
+                    TH_TNS_HEADER_MAJOR, TH_TNS_HEADER_MINOR);
+    }
+    if (major != TH_TNS_HEADER_MAJOR) {
+        g_autofree char *text = quote_text(value, end);
+        return fail(w, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                    "tensorhost header: version %s is not supported by this reader, which reads "
+                    "versions %u.x (written by another tensorhost?)",
+                    text, TH_TNS_HEADER_MAJOR);
+    }
+    w->version_line = w->lines;
+    w->version_minor = (uint32_t)MIN(minor, (uint64_t)UINT32_MAX);
+    return TRUE;
+}
+
+/* "dims: D1 ... DN": the tensor's dims, which the nonzero lines must fit. */
+static gboolean parse_header_dims(worker *w, const char *value, const char *end)
+{
+    if (w->dims_line != 0)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: a second 'dims:' line (the first is line %" PRIu64 ")",
+                    w->dims_line);
+    const uint32_t found = count_fields(value, end);
+    if (found < 2 || found > TH_MAX_MODES)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: dims: expected 2 to %u sizes (one per mode), found %u",
+                    TH_MAX_MODES, found);
+    const char *p = value;
+    for (uint32_t m = 0; m < found; ++m) {
+        uint64_t dim = 0;
+        if (!parse_uint_field(p, end, &dim) || dim == 0 || dim > UINT32_MAX) {
+            g_autofree char *text = quote_field(p, end);
+            return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                        "tensorhost header: dims: size %u is '%s'; expected a size from 1 to %u",
+                        m + 1u, text, UINT32_MAX);
+        }
+        w->dims[m] = (th_index)dim;
+        p = skip_blanks(field_end(p, end), end);
+    }
+    w->dims_nmodes = found;
+    w->dims_line = w->lines;
+    return TRUE;
+}
+
+/* "label: TEXT", with the escapes tns_header.h gives. */
+static gboolean parse_header_label(worker *w, const char *value, const char *end)
+{
+    if (w->label_line != 0)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: a second 'label:' line (the first is line %" PRIu64 ")",
+                    w->label_line);
+    if (value == end)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: the label is empty (leave the line out for none)");
+    g_autofree char *problem = NULL;
+    w->label = th_tns_label_unescape(value, (size_t)(end - value), &problem);
+    if (w->label == NULL)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER, "tensorhost header: label: %s", problem);
+    w->label_line = w->lines;
+    return TRUE;
+}
+
+static gboolean key_is(const char *key, const char *key_end, const char *name)
+{
+    return (size_t)(key_end - key) == strlen(name) && memcmp(key, name, strlen(name)) == 0;
+}
+
+/* One header line; [key, key_end) is its key. */
+static gboolean parse_tns_header_line(worker *w, const char *key, const char *key_end,
+                                      const char *eol)
+{
+    /* The blanks around a value are not part of it (tns_header.h). */
+    const char *value = skip_blanks(key_end + 1, eol);
+    const char *end = eol;
+    while (end > value && is_blank(end[-1]))
+        --end;
+    if (key_is(key, key_end, "header"))
+        return parse_header_version(w, value, end);
+    const int key_length = (int)(key_end - key);
+    if (w->version_line == 0)
+        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                    "tensorhost header: '%.*s:' comes before the header's first line, "
+                    "'" TH_TNS_HEADER_PREFIX "header: %u.%u'",
+                    key_length, key, TH_TNS_HEADER_MAJOR, TH_TNS_HEADER_MINOR);
+    if (key_is(key, key_end, "dims"))
+        return parse_header_dims(w, value, end);
+    if (key_is(key, key_end, "label"))
+        return parse_header_label(w, value, end);
+    /* A later minor version's key, which this reader may skip. */
+    if (w->version_minor > TH_TNS_HEADER_MINOR)
+        return TRUE;
+    return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                "tensorhost header: unknown key '%.*s' (version %u.%u has header, dims and "
+                "label)",
+                key_length, key, TH_TNS_HEADER_MAJOR, TH_TNS_HEADER_MINOR);
+}
+
+/* Files an older tensorhost-synth wrote, before the header, start with
+ * their label as a comment: kept as the label, so that they stay labelled
+ * (a header's label line wins). */
+static void take_legacy_label(worker *w, const char *p, const char *eol)
+{
+    static const char mark[] = "# synthetic tensor: tensorhost-synth ";
+    const size_t length = (size_t)(eol - p);
+    if (w->lines != 1 || length < strlen(mark) || length - 2u > TH_TNS_MAX_LABEL_BYTES ||
+        memcmp(p, mark, strlen(mark)) != 0 || !g_utf8_validate_len(p, length, NULL))
+        return;
+    while (eol > p && is_blank(eol[-1]))
+        --eol;
+    w->legacy_label = g_strndup(p + 2, (size_t)(eol - p) - 2u);
+}
+
+/* A comment line before the first nonzero line: a header line, or a
+ * comment. */
+static gboolean parse_comment_line(worker *w, const char *p, const char *eol)
+{
+    const char *key, *key_end;
+    if (!header_line_key(p, eol, &key, &key_end)) {
+        take_legacy_label(w, p, eol);
+        return TRUE;
+    }
+    if (w->state != STATE_DETECT)
+        return fail_misplaced_header(w);
+    return parse_tns_header_line(w, key, key_end, eol);
 }
 
 static gboolean parse_header_line(worker *w, const char *line, const char *eol)
@@ -808,8 +1073,10 @@ static gboolean parse_header_line(worker *w, const char *line, const char *eol)
     if (nul != NULL)
         return fail_nul(w, line, nul);
     const char *p = skip_blanks(line, eol);
-    if (p == eol || *p == '#')
+    if (p == eol)
         return TRUE;
+    if (*p == '#')
+        return parse_comment_line(w, p, eol);
     switch (w->state) {
     case STATE_DETECT:
         if (line_is_word(p, eol, "sptensor")) {
@@ -981,8 +1248,9 @@ static gboolean check_end_of_input(const worker *w0, const char *name, uint64_t 
     if (w0->sptensor && total_nnz != w0->declared_nnz) {
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_HEADER,
                     "%s:%" PRIu64 ": the sptensor header declares %" PRIu64
-                    " nonzeros, but the file has %" PRIu64,
-                    name, w0->declared_nnz_line, w0->declared_nnz, total_nnz);
+                    " %s, but the file has %" PRIu64,
+                    name, w0->declared_nnz_line, w0->declared_nnz,
+                    th_plural(w0->declared_nnz, "nonzero", "nonzeros"), total_nnz);
         return FALSE;
     }
     if (total_nnz == 0) {
@@ -1035,7 +1303,7 @@ static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
         th_index max_index = 0;
         for (uint32_t k = 0; k < nworkers; ++k)
             max_index = MAX(max_index, ws[k]->max_index[m]);
-        t->dims[m] = w0->sptensor ? w0->dims[m] : max_index + 1u;
+        t->dims[m] = worker_has_dims(w0) ? w0->dims[m] : max_index + 1u;
 
         th_index *col = g_renew(th_index, w0->cols[m], total_nnz);
         w0->cols[m] = NULL;
@@ -1050,6 +1318,7 @@ static th_sptensor *assemble(worker **ws, uint32_t nworkers, const char *name,
     }
     t->values = g_renew(double, w0->vals, total_nnz);
     w0->vals = NULL;
+    t->label = w0->label != NULL ? g_steal_pointer(&w0->label) : g_steal_pointer(&w0->legacy_label);
     uint64_t at = w0->count;
     for (uint32_t k = 1; k < nworkers; ++k) {
         if (ws[k]->count > 0)
@@ -1165,10 +1434,10 @@ static gboolean check_host_room(worker *w0, const char *p, const char *end)
 {
     if (p >= end)
         return TRUE;
-    const uint64_t estimate = w0->sptensor ? w0->declared_nnz
-                                           : w0->count + estimate_nonzeros(p, (size_t)(end - p));
-    return host_has_room_for(w0, w0->sptensor ? "its header" : "the density of its lines",
-                             estimate - estimate / 10u);
+    if (w0->sptensor)
+        return host_has_room_for_declared(w0, (uint64_t)(end - p));
+    const uint64_t estimate = w0->count + estimate_nonzeros(p, (size_t)(end - p));
+    return host_has_room_for(w0, "the density of its lines", estimate - estimate / 10u);
 }
 
 /* The first phase, in the main thread: the header (if any) and the order,

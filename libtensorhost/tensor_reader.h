@@ -26,7 +26,8 @@
 /* Reads `path` (a plain file is memory-mapped and parsed by several threads;
  * gzip and pipes are streamed); format from content (a first line "sptensor" selects the
  * 0-based header variant) and compression from the gzip magic bytes. A
- * leading UTF-8 byte-order mark is skipped. Returns a tensor whose duplicates
+ * leading UTF-8 byte-order mark is skipped. The tensorhost header
+ * (tns_header.h) gives the dims and the label when the file has it. Returns a tensor whose duplicates
  * are merged, or NULL with `error` set; messages start with "PATH:LINE: ", or
  * with "PATH: " for what concerns the whole file: a file that shrank while it
  * was mapped (TH_TENSOR_READER_ERROR_IO), and a read stopped because

@@ -1,6 +1,7 @@
-/* Writing sparse tensors as FROSTT .tns text: lines formatted by hand into
- * a 1 MB buffer (gzip through GIO's GZlibCompressor when the path ends in
- * ".gz"), into a temporary file next to the target that is synced and
+/* Writing sparse tensors as FROSTT .tns text, after the tensorhost header
+ * (tns_header.h) that keeps the dims and the label: lines formatted by hand
+ * into a 1 MB buffer (gzip through GIO's GZlibCompressor when the path ends
+ * in ".gz"), into a temporary file next to the target that is synced and
  * renamed over it, so no reader ever sees half a tensor. */
 #define _DEFAULT_SOURCE /* fsync, O_CLOEXEC */
 
@@ -17,6 +18,7 @@
 #include "atomic_file.h"
 #include "cancel.h"
 #include "tensor_reader.h"
+#include "tns_header.h"
 
 /* 10^d, exact in a double, for the d <= 9 fractional digits written: the
  * reader's fast path divides by the same exact powers, so k / 10^d here is
@@ -127,22 +129,40 @@ static char *format_value(char *out, double v)
     return out + g_snprintf(out, 32, "%.17g", v);
 }
 
-static gboolean write_lines(tns_writer *w, const th_sptensor *t, const char *comment,
-                            GError **error)
+/* Appends `length` bytes of text, through as many flushes as they take. */
+static gboolean writer_append(tns_writer *w, const char *text, size_t length, GError **error)
 {
-    if (comment != NULL) {
-        g_auto(GStrv) lines = g_strsplit(comment, "\n", -1);
-        for (char **l = lines; *l != NULL; ++l) {
-            g_autofree char *line = g_strdup_printf("# %s\n", *l);
-            size_t len = strlen(line);
-            if (w->used + len > WRITE_BUFFER && !writer_flush(w, FALSE, error))
-                return FALSE;
-            if (len > WRITE_BUFFER)
-                len = WRITE_BUFFER; /* a comment longer than 1 MB is cut */
-            memcpy(w->text + w->used, line, len);
-            w->used += len;
-        }
+    while (length > 0) {
+        if (w->used == WRITE_BUFFER && !writer_flush(w, FALSE, error))
+            return FALSE;
+        const size_t n = MIN(length, WRITE_BUFFER - w->used);
+        memcpy(w->text + w->used, text, n);
+        w->used += n;
+        text += n;
+        length -= n;
     }
+    return TRUE;
+}
+
+/* `comment`'s lines as "# " comment lines. */
+static gboolean write_comment(tns_writer *w, const char *comment, GError **error)
+{
+    g_auto(GStrv) lines = g_strsplit(comment, "\n", -1);
+    for (char **l = lines; *l != NULL; ++l) {
+        g_autofree char *line = g_strdup_printf("# %s\n", *l);
+        if (!writer_append(w, line, strlen(line), error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean write_lines(tns_writer *w, const th_sptensor *t, const char *header,
+                            const char *comment, GError **error)
+{
+    if (!writer_append(w, header, strlen(header), error))
+        return FALSE;
+    if (comment != NULL && !write_comment(w, comment, error))
+        return FALSE;
     /* The longest line: 64 indices of 10 digits, a %.17g value, blanks. */
     const size_t max_line = TH_MAX_MODES * 11u + 40u;
     for (uint64_t i = 0; i < t->nnz; ++i) {
@@ -157,7 +177,17 @@ static gboolean write_lines(tns_writer *w, const th_sptensor *t, const char *com
         }
         char *p = w->text + w->used;
         for (uint32_t m = 0; m < t->nmodes; ++m) {
-            p = format_uint(p, (uint64_t)t->indices[m][i] + 1u);
+            const th_index index = t->indices[m][i];
+            /* The header's dims would contradict the line: no reader would
+             * take the file. */
+            if (G_UNLIKELY(index >= t->dims[m])) {
+                g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                            "nonzero %" G_GUINT64_FORMAT ": mode %u index %u (1-based) is "
+                            "beyond the tensor's mode size %u",
+                            i + 1u, m + 1u, index + 1u, t->dims[m]);
+                return FALSE;
+            }
+            p = format_uint(p, (uint64_t)index + 1u);
             *p++ = ' ';
         }
         p = format_value(p, t->values[i]);
@@ -171,6 +201,13 @@ gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const 
                                   GError **error)
 {
     g_return_val_if_fail(t != NULL && path != NULL, FALSE);
+    g_autofree char *problem = NULL;
+    g_autofree char *header = th_tns_header_text(t, &problem);
+    if (header == NULL) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot write the tensor: %s", path, problem);
+        return FALSE;
+    }
     g_autofree char *tmp_path = g_strconcat(path, ".tmp-XXXXXX", NULL);
     int fd = g_mkstemp_full(tmp_path, O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -186,7 +223,7 @@ gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const 
         w.compressed = g_malloc(WRITE_BUFFER);
     }
     GError *write_error = NULL;
-    gboolean ok = write_lines(&w, t, comment, &write_error);
+    gboolean ok = write_lines(&w, t, header, comment, &write_error);
     if (ok && fsync(fd) != 0) {
         ok = FALSE;
         g_set_error(&write_error, G_IO_ERROR, g_io_error_from_errno(errno), "fsync: %s",

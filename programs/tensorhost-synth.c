@@ -1,6 +1,6 @@
-/* tensorhost-synth: writes a synthetic tensor (labelled as such in its first
- * comment line), or with --read, loads a tensor file and reports how long
- * parsing took (the parse benchmark uses that). */
+/* tensorhost-synth: writes a synthetic tensor (labelled as such: a text
+ * file's header, a binary file's note), or with --read, loads a tensor file
+ * and reports how long parsing took (the parse benchmark uses that). */
 #define _POSIX_C_SOURCE 200809L /* isatty */
 
 #include <glib/gstdio.h>
@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "cancel.h"
+#include "message_text.h"
 #include "synth.h"
 #include "tensor_binary.h"
 #include "tensor_reader.h"
@@ -21,7 +22,9 @@ static char *opt_skew = NULL;
 static char *opt_preset = NULL;
 static char *opt_output = NULL;
 static char *opt_read = NULL;
-static gint64 opt_nnz = 0;
+/* --nnz not given: the preset's count (a count given is checked, 0 too). */
+#define NNZ_NOT_GIVEN G_MININT64
+static gint64 opt_nnz = NNZ_NOT_GIVEN;
 static gint64 opt_seed = 1;
 static gint opt_rounds = -1; /* not given: the library's default */
 static gboolean opt_list = FALSE;
@@ -122,14 +125,20 @@ static gboolean build_params(th_synth_params *p, GError **error)
     }
     if (opt_skew != NULL && !parse_skew(opt_skew, p, error))
         return FALSE;
-    if (opt_nnz < 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--nnz must be positive");
-        return FALSE;
-    }
-    if (opt_nnz > 0)
+    if (opt_nnz != NNZ_NOT_GIVEN) {
+        if (opt_nnz < 1) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "--nnz %" G_GINT64_FORMAT ": expected 1 or more (the number of "
+                        "distinct nonzeros to generate)",
+                        opt_nnz);
+            return FALSE;
+        }
         p->nnz = (uint64_t)opt_nnz;
+    }
     if (p->nnz == 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "give --nnz");
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--dims gives no count: give --nnz N too (the number of distinct "
+                    "nonzeros, 1 or more)");
         return FALSE;
     }
     if (opt_seed < 0) {
@@ -186,6 +195,10 @@ static int run_read(const char *path)
            "\nduplicates_merged: %" G_GUINT64_FORMAT "\nseconds: %.3f\nMB_per_s: %.1f\n",
            t->nnz, t->lines_read, t->duplicates_merged, seconds,
            seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0);
+    if (t->label != NULL) {
+        g_autofree char *label = th_escape_control(t->label);
+        printf("label: %s\n", label);
+    }
     return 0;
 }
 
@@ -207,7 +220,8 @@ int main(int argc, char **argv)
     g_option_context_set_description(
         context, "Indices per mode follow a Zipf law (P(i) ~ 1/i^a over a random permutation\n"
                  "of the mode); duplicates are merged and redrawn up to --rounds times.\n"
-                 "The output's first line says it is synthetic.\n\n"
+                 "The output is labelled synthetic (a .tns file in its header, a binary file\n"
+                 "in its note; docs/tensor-format.md).\n\n"
                  "Example: tensorhost-synth --preset uber --seed 1 --output uber-synth.tns\n");
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(context, &argc, &argv, &error)) {
@@ -223,7 +237,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (opt_read != NULL) {
-        if (opt_preset || opt_dims || opt_skew || opt_nnz || opt_output || opt_rounds != -1) {
+        if (opt_preset || opt_dims || opt_skew || opt_nnz != NNZ_NOT_GIVEN || opt_output ||
+            opt_rounds != -1) {
             fprintf(stderr, "tensorhost-synth: --read times loading a file and generates "
                             "nothing: it takes no --preset, --dims, --skew, --nnz, --rounds or "
                             "--output\n");
@@ -253,17 +268,16 @@ int main(int argc, char **argv)
         return 1;
     }
     double gen_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    g_autofree char *label = th_synth_describe(&params);
-    g_autofree char *comment = g_strdup_printf("synthetic tensor: %s", label);
     start = g_get_monotonic_time();
-    /* A binary file keeps the label as its note. Until here a signal ends
+    /* The files keep t's label (a binary file's note, a text file's header),
+     * so that they stay labelled as synthetic. Until here a signal ends
      * the process (nothing is written yet); from here a stop abandons the
      * write, so that no temporary file is left. */
     th_cancel_install_handlers();
     th_cancel_set_activity("now: the output is abandoned and nothing is written");
     const gboolean binary = g_str_has_suffix(opt_output, TH_TENSOR_BINARY_EXTENSION);
-    if (binary ? !th_tensor_binary_write_full(opt_output, t, comment, &error)
-               : !th_tensor_write_tns_full(t, opt_output, comment, &error)) {
+    if (binary ? !th_tensor_binary_write(opt_output, t, &error)
+               : !th_tensor_write_tns(t, opt_output, &error)) {
         fprintf(stderr, "tensorhost-synth: %s\n", error->message);
         return g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED)
                    ? th_cancel_exit_status()
@@ -271,9 +285,10 @@ int main(int argc, char **argv)
     }
     double write_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     fprintf(stderr,
-            "tensorhost-synth: %s: %" G_GUINT64_FORMAT " nonzeros (target %" G_GUINT64_FORMAT
-            ", %" G_GUINT64_FORMAT " duplicate draws merged), dims ",
-            opt_output, t->nnz, params.nnz, t->duplicates_merged);
+            "tensorhost-synth: %s: %" G_GUINT64_FORMAT " %s (target %" G_GUINT64_FORMAT
+            ", %" G_GUINT64_FORMAT " duplicate %s merged), dims ",
+            opt_output, t->nnz, th_plural(t->nnz, "nonzero", "nonzeros"), params.nnz,
+            t->duplicates_merged, th_plural(t->duplicates_merged, "draw", "draws"));
     print_dims(stderr, t);
     fprintf(stderr, "; generated in %.2f s, written in %.2f s\n", gen_seconds, write_seconds);
     return 0;

@@ -645,6 +645,77 @@ static void test_extreme_values_are_scaled(void **state)
     }
 }
 
+/* A .tns file with the tensorhost header: the run takes the declared dims
+ * (factor rows for the empty last slices too) and shows the label, on the
+ * console and in report.json. */
+static void test_header_dims_and_label_reach_the_run(void **state)
+{
+    (void)state;
+    g_autofree char *tdir = scratch_dir();
+    g_autofree char *tensor = write_temp(tdir, "t.tns",
+                                         "# tensorhost header: 1.0\n"
+                                         "# tensorhost dims: 4 5 6\n"
+                                         "# tensorhost label: synthetic tensor: by hand\n"
+                                         "1 1 1 1.0\n2 2 2 3.0\n1 2 2 0.5\n2 1 2 2.0\n");
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 2\nmax_iters = 3\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        tensor);
+    th_test_run r;
+    g_autofree char *dir = run_config(config, NULL, &r);
+    if (r.status != 0)
+        fail_msg("exit %d: %s", r.status, r.err);
+    if (!strstr(r.out, "label: synthetic tensor: by hand") &&
+        !strstr(r.err, "label: synthetic tensor: by hand"))
+        fail_msg("no label in the console output:\n%s\n%s", r.out, r.err);
+    if (!strstr(r.out, "dims 4 x 5 x 6") && !strstr(r.err, "dims 4 x 5 x 6"))
+        fail_msg("not the declared dims:\n%s\n%s", r.out, r.err);
+    th_test_run_clear(&r);
+    g_autofree char *out = g_build_filename(dir, "out", NULL);
+    g_autoptr(JsonParser) parser = load_report(out);
+    JsonObject *t = json_object_get_object_member(
+        json_node_get_object(json_parser_get_root(parser)), "tensor");
+    assert_string_equal(json_object_get_string_member(t, "label"), "synthetic tensor: by hand");
+    JsonArray *dims = json_object_get_array_member(t, "dims");
+    assert_int_equal(json_array_get_length(dims), 3);
+    assert_int_equal(json_array_get_int_element(dims, 0), 4);
+    assert_int_equal(json_array_get_int_element(dims, 1), 5);
+    assert_int_equal(json_array_get_int_element(dims, 2), 6);
+    JsonArray *empty = json_object_get_array_member(t, "empty_slices");
+    assert_int_equal(json_array_get_int_element(empty, 2), 4); /* indices 3 to 6 */
+    g_autofree char *mode3 = g_build_filename(out, "mode3.mat", NULL);
+    g_autofree char *rows = NULL;
+    assert_true(g_file_get_contents(mode3, &rows, NULL, NULL));
+    assert_int_equal(count_lines_with(rows, "\n"), 6);
+}
+
+/* Counts of one read in the singular: one value stored as zero, one
+ * iteration at most. */
+static void test_messages_count_in_the_singular(void **state)
+{
+    (void)state;
+    g_autofree char *tdir = scratch_dir();
+    g_autofree char *tensor = write_temp(tdir, "t.tns", "1 1 1 1.0\n2 2 2 3.0\n1 2 2 0\n");
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 1\nmax_iters = 1\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        tensor);
+    th_test_run r;
+    g_autofree char *dir = run_config(config, NULL, &r);
+    if (r.status != 0)
+        fail_msg("exit %d: %s", r.status, r.err);
+    g_autofree char *all = g_strconcat(r.out, r.err, NULL);
+    const char *expected[] = {
+        "1 value is written as zero; it is kept as a stored entry",
+        "max 1 iteration, ",
+        " after 1 iteration: final fit ",
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(expected); ++k)
+        if (!strstr(all, expected[k]))
+            fail_msg("'%s' not in:\n%s", expected[k], all);
+    th_test_run_clear(&r);
+}
+
 /* SIGTERM, as a batch scheduler sends it: acknowledged, the run stops after
  * the current iteration, outputs are written, exit 143 (128 + SIGTERM). */
 static void test_sigterm_stops_with_143(void **state)
@@ -794,6 +865,8 @@ int main(void)
         cmocka_unit_test(test_config_errors_come_before_the_read),
         cmocka_unit_test(test_messages_name_the_config_value),
         cmocka_unit_test(test_extreme_values_are_scaled),
+        cmocka_unit_test(test_header_dims_and_label_reach_the_run),
+        cmocka_unit_test(test_messages_count_in_the_singular),
         cmocka_unit_test(test_sigterm_stops_with_143),
         cmocka_unit_test(test_interrupt_during_the_read),
         cmocka_unit_test(test_readme_sample_runs_with_auto),

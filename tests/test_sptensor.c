@@ -528,6 +528,11 @@ static void test_synth_rejects_bad_parameters(void **state)
                                         "expected 1 to the number of cells (15000000)");
     g_clear_error(&error);
     p = small_params();
+    p.nmodes = 1;
+    assert_null(th_synth_generate(&p, &error));
+    assert_string_equal(error->message, "synthetic tensor: 1 mode; expected 2 to 64");
+    g_clear_error(&error);
+    p = small_params();
     p.dims[1] = 0;
     assert_null(th_synth_generate(&p, &error));
     assert_string_equal(error->message, "synthetic tensor: mode 2 has size 0; sizes start at 1");

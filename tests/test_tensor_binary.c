@@ -520,7 +520,7 @@ static void test_bad_header_fields(void **state)
     g_autoptr(GByteArray) one_mode = encode(&(layout_spec){.t = t});
     put_le(one_mode, 16, 1, 4);
     assert_bytes_error(one_mode, TH_TENSOR_READER_ERROR_ORDER,
-                       "t.tnsb: the header gives 1 modes; tensorhost reads tensors of 2 to 64");
+                       "t.tnsb: the header gives 1 mode; tensorhost reads tensors of 2 to 64");
     g_autoptr(GByteArray) long_note = encode(&(layout_spec){.t = t});
     put_le(long_note, 40, 65537, 8);
     assert_bytes_error(long_note, TH_TENSOR_READER_ERROR_HEADER,
@@ -1009,6 +1009,78 @@ static void test_fifo(void **state)
     g_clear_error(&error);
 }
 
+/* ---- the label ------------------------------------------------------------ */
+
+static void assert_same_label(const char *label, const char *expected)
+{
+    if (g_strcmp0(label, expected) != 0)
+        fail_msg("label %s%s%s, expected %s%s%s", label ? "'" : "", label ? label : "NULL",
+                 label ? "'" : "", expected ? "'" : "", expected ? expected : "NULL",
+                 expected ? "'" : "");
+}
+
+/* The note is the tensor's label both ways: read into it, and written from
+ * it by th_tensor_binary_write; a note that is not UTF-8 still reads. */
+static void test_note_is_the_label(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    g_autoptr(GByteArray) with_note = write_to_memory(t, "synthetic tensor: x");
+    g_autoptr(th_sptensor) labelled = read_bytes_ok(with_note);
+    assert_same_label(labelled->label, "synthetic tensor: x");
+    g_autoptr(GByteArray) without = write_to_memory(t, NULL);
+    g_autoptr(th_sptensor) unlabelled = read_bytes_ok(without);
+    assert_same_label(unlabelled->label, NULL);
+    g_autoptr(GByteArray) not_utf8 = write_to_memory(t, "a\xff" "b");
+    g_autoptr(th_sptensor) replaced = read_bytes_ok(not_utf8);
+    assert_same_label(replaced->label, "a\xef\xbf\xbd" "b");
+
+    t->label = g_strdup("from the tensor");
+    g_autofree char *path = temp_path("labelled.tnsb");
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(path, t, &error));
+    g_autoptr(th_sptensor) back = th_tensor_read_file(path, NULL, &error);
+    assert_non_null(back);
+    assert_same_label(back->label, "from the tensor");
+}
+
+/* Binary -> text -> binary keeps every nonzero, the dims (here larger than
+ * any index: empty last slices) and the label: the two binary files are
+ * the same bytes. */
+static void test_round_trip_keeps_dims_and_label(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = six_nonzeros();
+    t->dims[0] = 1000;
+    t->dims[2] = 70000;
+    t->label = g_strdup("synthetic tensor: tensorhost-synth dims=1000x7x70000 \\ # x");
+    g_autofree char *first = temp_path("first.tnsb");
+    g_autofree char *text = temp_path("middle.tns");
+    g_autofree char *gzip = temp_path("middle.tns.gz");
+    g_autofree char *second = temp_path("second.tnsb");
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(first, t, &error));
+    g_autoptr(th_sptensor) from_binary = th_tensor_read_file(first, NULL, &error);
+    assert_non_null(from_binary);
+    assert_true(th_tensor_write_tns(from_binary, text, &error));
+    assert_true(th_tensor_write_tns(from_binary, gzip, &error));
+    g_autoptr(th_sptensor) from_gzip = th_tensor_read_file(gzip, NULL, &error);
+    assert_non_null(from_gzip);
+    assert_same_tensor(from_gzip, t);
+    assert_same_label(from_gzip->label, t->label);
+    g_autoptr(th_sptensor) from_text = th_tensor_read_file(text, NULL, &error);
+    assert_non_null(from_text);
+    assert_same_tensor(from_text, t);
+    assert_same_label(from_text->label, t->label);
+    assert_true(th_tensor_binary_write(second, from_text, &error));
+    g_autofree char *a = NULL, *b = NULL;
+    gsize a_length = 0, b_length = 0;
+    assert_true(g_file_get_contents(first, &a, &a_length, NULL));
+    assert_true(g_file_get_contents(second, &b, &b_length, NULL));
+    assert_int_equal(a_length, b_length);
+    assert_memory_equal(a, b, a_length);
+}
+
 /* ---- tensorhost convert --------------------------------------------------- */
 
 /* Runs `tensorhost convert ARGS...` (NULL-terminated). */
@@ -1107,12 +1179,12 @@ static void test_convert_both_ways(void **state)
         assert_same_tensor(again, expected);
     }
     /* .tns is text, .tns.gz gzip, anything else binary. */
-    char head[8];
+    char head[32];
     FILE *f = fopen(back, "rb");
     assert_non_null(f);
-    assert_int_equal(fread(head, 1, 2, f), 2);
+    assert_int_equal(fread(head, 1, 25, f), 25);
     fclose(f);
-    assert_true(g_ascii_isdigit(head[0]));
+    assert_memory_equal(head, "# tensorhost header: 1.0\n", 25);
     f = fopen(back_gz, "rb");
     assert_int_equal(fread(head, 1, 2, f), 2);
     fclose(f);
@@ -1207,6 +1279,174 @@ static void test_convert_usage(void **state)
     th_test_run_clear(&r);
 }
 
+/* What the program printed on stdout, checked to be one summary line. */
+static const char *summary_line(const th_test_run *r)
+{
+    assert_true(g_str_has_prefix(r->out, "tensorhost convert: "));
+    assert_string_equal(strchr(r->out, '\n'), "\n");
+    return r->out;
+}
+
+/* The issue's case: a synthetic tensor of the vast shape, whose modes' last
+ * indices hold no nonzero, to text and back keeps its dims and its label,
+ * and the summaries say what was written. */
+static void test_convert_keeps_dims_and_label(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *synthetic = g_build_filename(dir, "vast.tnsb", NULL);
+    const char *synth_args[] = {"--preset", "vast", "--nnz", "40", "--output", synthetic, NULL};
+    th_test_run r = th_test_run_program(TH_SYNTH_EXE, synth_args);
+    assert_status(&r, 0);
+    th_test_run_clear(&r);
+    GError *error = NULL;
+    g_autoptr(th_sptensor) original = th_tensor_read_file(synthetic, NULL, &error);
+    assert_non_null(original);
+    assert_non_null(original->label);
+    assert_true(g_str_has_prefix(original->label, "synthetic tensor: tensorhost-synth dims="
+                                                  "165427x11374x2x100x89 nnz=40 "));
+    const char *dims = "dims 165427x11374x2x100x89";
+
+    const char *texts[] = {"vast.tns", "vast.tns.gz"};
+    for (size_t k = 0; k < G_N_ELEMENTS(texts); ++k) {
+        g_autofree char *text = g_build_filename(dir, texts[k], NULL);
+        g_autofree char *back = g_build_filename(dir, "back.tnsb", NULL);
+        r = run_convert(synthetic, text, NULL);
+        assert_status(&r, 0);
+        const char *line = summary_line(&r);
+        assert_non_null(strstr(line, "(text): 40 nonzeros, "));
+        assert_non_null(strstr(line, dims));
+        g_autofree char *label = g_strdup_printf("; label: %s\n", original->label);
+        assert_true(g_str_has_suffix(line, label));
+        th_test_run_clear(&r);
+
+        r = run_convert(text, back, NULL);
+        assert_status(&r, 0);
+        line = summary_line(&r);
+        assert_non_null(strstr(line, dims));
+        assert_true(g_str_has_suffix(line, label));
+        th_test_run_clear(&r);
+        g_autoptr(th_sptensor) again = th_tensor_read_file(back, NULL, &error);
+        assert_non_null(again);
+        assert_same_tensor(again, original);
+        assert_same_label(again->label, original->label);
+    }
+}
+
+/* The summary's counts in the singular; a tensor without a label says so. */
+static void test_convert_summary_of_one_nonzero(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *in = g_build_filename(dir, "one.tns", NULL);
+    g_autofree char *out = g_build_filename(dir, "one.tnsb", NULL);
+    assert_true(g_file_set_contents(in, "2 3 1.5\n2 3 1.0\n", -1, NULL));
+    th_test_run r = run_convert(in, out, NULL);
+    assert_status(&r, 0);
+    const char *line = summary_line(&r);
+    assert_non_null(strstr(line, "(binary): 1 nonzero (1 duplicate summed), dims 2x3, "));
+    assert_true(g_str_has_suffix(line, "; no label\n"));
+    th_test_run_clear(&r);
+}
+
+/* Bytes and modification time of a file, to see that it was not touched. */
+static char *file_state(const char *path)
+{
+    g_autofree char *contents = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(path, &contents, &length, NULL));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return g_strdup_printf("%" G_GSIZE_FORMAT " bytes, ino %lu, mtime %ld.%09ld: %s", length,
+                           (unsigned long)st.st_ino, (long)st.st_mtim.tv_sec,
+                           (long)st.st_mtim.tv_nsec, contents);
+}
+
+/* OUT naming IN's file, by the same path, another path, a symbolic link or a
+ * hard link, either way round: one error before any work, the input as it
+ * was, nothing else written. */
+static void test_convert_refuses_output_as_input(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *in = g_build_filename(dir, "in.tns", NULL);
+    g_autofree char *dotted = g_build_filename(dir, ".", "sub", "..", "in.tns", NULL);
+    g_autofree char *symlink_path = g_build_filename(dir, "symlink.tns", NULL);
+    g_autofree char *hardlink = g_build_filename(dir, "hardlink.tns", NULL);
+    assert_true(g_file_set_contents(in, "1 1 1.0\n2 2 2.0\n", -1, NULL));
+    g_autofree char *sub = g_build_filename(dir, "sub", NULL);
+    assert_int_equal(g_mkdir(sub, 0700), 0);
+    assert_int_equal(symlink("in.tns", symlink_path), 0);
+    assert_int_equal(link(in, hardlink), 0);
+    g_autofree char *before = file_state(in);
+    const struct {
+        const char *in, *out;
+        gboolean same_path;
+    } cases[] = {
+        {in, in, TRUE},
+        {in, dotted, TRUE},
+        {in, symlink_path, FALSE},
+        {symlink_path, in, FALSE},
+        {in, hardlink, FALSE},
+        {hardlink, in, FALSE},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        th_test_run r = run_convert(cases[k].in, cases[k].out, NULL);
+        assert_status(&r, 1);
+        g_autofree char *expected =
+            cases[k].same_path
+                ? g_strdup_printf("tensorhost: error: OUT %s is IN itself: converting would "
+                                  "replace the input; name another file to write\n",
+                                  cases[k].out)
+                : g_strdup_printf("tensorhost: error: OUT %s is the same file as IN %s (a link "
+                                  "to it, or another path to it): converting would replace "
+                                  "the input; name another file to write\n",
+                                  cases[k].out, cases[k].in);
+        assert_string_equal(r.err, expected);
+        assert_string_equal(r.out, "");
+        th_test_run_clear(&r);
+        g_autofree char *after = file_state(in);
+        assert_string_equal(after, before);
+        assert_only_files(dir, "in.tns", "sub", "symlink.tns", "hardlink.tns", NULL);
+    }
+    struct stat st;
+    assert_int_equal(lstat(symlink_path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+}
+
+/* tensorhost-synth's counts: 0 and negative named as what is wrong. */
+static void test_synth_nnz_messages(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *out = g_build_filename(dir, "s.tns", NULL);
+    const struct {
+        const char *dims_or_preset, *value, *nnz, *expected;
+    } cases[] = {
+        {"--dims", "10x10", "0",
+         "tensorhost-synth: --nnz 0: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--preset", "uber", "0",
+         "tensorhost-synth: --nnz 0: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--dims", "10x10", "-3",
+         "tensorhost-synth: --nnz -3: expected 1 or more (the number of distinct nonzeros to "
+         "generate)\n"},
+        {"--dims", "10x10", NULL,
+         "tensorhost-synth: --dims gives no count: give --nnz N too (the number of distinct "
+         "nonzeros, 1 or more)\n"},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        const char *args[] = {cases[k].dims_or_preset, cases[k].value, "--output", out,
+                              cases[k].nnz ? "--nnz" : NULL, cases[k].nnz, NULL};
+        th_test_run r = th_test_run_program(TH_SYNTH_EXE, args);
+        assert_status(&r, 2);
+        assert_string_equal(r.err, cases[k].expected);
+        th_test_run_clear(&r);
+    }
+    assert_only_files(dir, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest format_tests[] = {
@@ -1234,11 +1474,17 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_progress_and_shrinking_file),
         cmocka_unit_test(test_cancel_before_reading),
         cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_note_is_the_label),
+        cmocka_unit_test(test_round_trip_keeps_dims_and_label),
     };
     const struct CMUnitTest convert_tests[] = {
         cmocka_unit_test(test_convert_both_ways),
         cmocka_unit_test(test_convert_errors_leave_nothing),
         cmocka_unit_test(test_convert_usage),
+        cmocka_unit_test(test_convert_keeps_dims_and_label),
+        cmocka_unit_test(test_convert_summary_of_one_nonzero),
+        cmocka_unit_test(test_convert_refuses_output_as_input),
+        cmocka_unit_test(test_synth_nnz_messages),
     };
     /* "convert": the program's tests (ctest test_convert, label e2e). */
     if (argc > 1 && strcmp(argv[1], "convert") == 0)

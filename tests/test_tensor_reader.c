@@ -24,6 +24,7 @@
 #include "sigbus_guard.h"
 #include "tensor_reader.h"
 #include "tensor_writer.h"
+#include "tns_header.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -265,7 +266,7 @@ static void test_sptensor_count_mismatch(void **state)
     assert_read_error("sptensor\n2\n3 3\n3\n0 0 1\n1 1 2\n", TH_TENSOR_READER_ERROR_HEADER,
                       "t.tns:4: the sptensor header declares 3 nonzeros, but the file has 2");
     assert_read_error("sptensor\n2\n3 3\n1\n0 0 1\n1 1 2\n", TH_TENSOR_READER_ERROR_HEADER,
-                      "t.tns:4: the sptensor header declares 1 nonzeros, but the file has 2");
+                      "t.tns:4: the sptensor header declares 1 nonzero, but the file has 2");
     assert_read_error("sptensor\n2\n3 3\n0\n", TH_TENSOR_READER_ERROR_EMPTY,
                       "t.tns:4: no nonzero found: the file has only blank lines, comments and "
                       "headers");
@@ -610,7 +611,7 @@ static void assert_declared_count_refused(gboolean gzip)
     g_unsetenv("TH_TEST_HOST_FREE_BYTES");
     assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY));
     g_autofree char *prefix =
-        g_strdup_printf("%s: its header puts it at 900 nonzeros or more, which need ", path);
+        g_strdup_printf("%s:4: the sptensor header declares 1000 nonzeros, which need ", path);
     if (!g_str_has_prefix(error->message, prefix))
         fail_msg("message: %s", error->message);
     g_clear_error(&error);
@@ -752,6 +753,9 @@ static void test_write_round_trip(void **state)
 {
     (void)state;
     th_sptensor *t = th_sptensor_new(3, 6);
+    t->dims[0] = 6;
+    t->dims[1] = 5001;
+    t->dims[2] = 4294967295u;
     const double values[] = {0.1, -2.5, 1.0 / 3.0, 1e-300, 123456789.125, -0.0};
     for (uint64_t i = 0; i < 6; ++i) {
         t->indices[0][i] = (th_index)i;
@@ -778,7 +782,9 @@ static void test_write_round_trip(void **state)
     g_autofree char *plain = g_build_filename(temp_dir, "out.tns", NULL);
     g_autofree char *contents = NULL;
     assert_true(g_file_get_contents(plain, &contents, NULL, NULL));
-    assert_true(g_str_has_prefix(contents, "# first\n# second\n1 1 4294967295 0.1\n2 1001 "
+    assert_true(g_str_has_prefix(contents, "# tensorhost header: 1.0\n"
+                                           "# tensorhost dims: 6 5001 4294967295\n"
+                                           "# first\n# second\n1 1 4294967295 0.1\n2 1001 "
                                            "4294967294 -2.5\n"));
     /* No temporary file is left behind. */
     g_autoptr(GDir) dir = g_dir_open(temp_dir, 0, NULL);
@@ -1454,6 +1460,289 @@ static void test_thread_count_does_not_change_result(void **state)
     g_string_free(text, TRUE);
 }
 
+/* ---- the tensorhost header (tns_header.h) --------------------------------- */
+
+#define HEADER_1_0 "# tensorhost header: 1.0\n"
+
+/* The header's dims are the tensor's, also past the largest index of a
+ * mode, whatever the thread count; its label is the tensor's. */
+static void test_tns_header_dims_and_label(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok(HEADER_1_0 "# tensorhost dims: 5 6 7\n"
+                                        "# tensorhost label: synthetic tensor: a\\\\b\\tc\\x20\n"
+                                        "1 1 1 1.0\n2 3 4 2.0\n");
+    assert_int_equal(t->nmodes, 3);
+    assert_int_equal(t->dims[0], 5);
+    assert_int_equal(t->dims[1], 6);
+    assert_int_equal(t->dims[2], 7);
+    assert_string_equal(t->label, "synthetic tensor: a\\b\tc ");
+    th_sptensor_free(t);
+
+    /* Without the header: the largest indices, no label. */
+    t = read_ok("# an ordinary comment\n# tensorhost rocks\n# tensorhost: x\n1 1 1 1.0\n"
+                "2 3 4 2.0\n");
+    assert_int_equal(t->dims[1], 3);
+    assert_null(t->label);
+    th_sptensor_free(t);
+
+    /* Chunks after the first know the dims: an index beyond them, far into
+     * the file, is found by whichever thread reads it. */
+    GString *text = g_string_new(HEADER_1_0 "# tensorhost dims: 100 10\n");
+    for (int i = 1; i <= 30000; ++i)
+        g_string_append_printf(text, "%d %d 1.5\n", i % 100 + 1, i % 10 + 1);
+    const uint32_t threads[] = {1, 3};
+    for (size_t k = 0; k < G_N_ELEMENTS(threads); ++k) {
+        th_tensor_reader_set_threads(threads[k]);
+        t = read_ok(text->str);
+        assert_int_equal(t->dims[0], 100);
+        assert_int_equal(t->dims[1], 10);
+        th_sptensor_free(t);
+    }
+    g_string_append(text, "5 11 1.0\n");
+    for (size_t k = 0; k < G_N_ELEMENTS(threads); ++k) {
+        th_tensor_reader_set_threads(threads[k]);
+        assert_read_error(text->str, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                          "t.tns:30003: column 2: index 11 is out of range: the tensorhost "
+                          "header's dims (line 2) give mode 2 size 10 (indices 1 to 10)");
+    }
+    th_tensor_reader_set_threads(0);
+    g_string_free(text, TRUE);
+}
+
+static void test_tns_header_errors(void **state)
+{
+    (void)state;
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 5 6 7\n1 1 1 1.0\n2 7 4 2.0\n",
+                      TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                      "t.tns:4: column 2: index 7 is out of range: the tensorhost header's dims "
+                      "(line 2) give mode 2 size 6 (indices 1 to 6)");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 5 6\n1 1 1 1.0\n",
+                      TH_TENSOR_READER_ERROR_COLUMNS,
+                      "t.tns:3: expected 3 fields (2 indices and a value, as the tensorhost "
+                      "header's dims on line 2 give 2 modes), found 4");
+    assert_read_error("# tensorhost dims: 5 6\n" HEADER_1_0 "1 1 1.0\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:1: tensorhost header: 'dims:' comes before the header's first "
+                      "line, '# tensorhost header: 1.0'");
+    assert_read_error(HEADER_1_0 HEADER_1_0, TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: a second 'header:' line (the first is line "
+                      "1)");
+    assert_read_error("# tensorhost header: 2.0\n1 1 1.0\n", TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                      "t.tns:1: tensorhost header: version 2.0 is not supported by this "
+                      "reader, which reads versions 1.x (written by another tensorhost?)");
+    assert_read_error("# tensorhost header: 1\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:1: tensorhost header: version '1' is not MAJOR.MINOR (e.g. 1.0)");
+    assert_read_error("# tensorhost header: 1.0 beta\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:1: tensorhost header: version '1.0 beta' is not MAJOR.MINOR (e.g. "
+                      "1.0)");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 5 6\n# tensorhost dims: 5 6\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:3: tensorhost header: a second 'dims:' line (the first is line 2)");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 5\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: dims: expected 2 to 64 sizes (one per "
+                      "mode), found 1");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 5 0\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: dims: size 2 is '0'; expected a size from 1 "
+                      "to 4294967295");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 4294967296 2\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: dims: size 1 is '4294967296'; expected a "
+                      "size from 1 to 4294967295");
+    assert_read_error(HEADER_1_0 "# tensorhost dim: 5 6\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: unknown key 'dim' (version 1.0 has header, "
+                      "dims and label)");
+    /* After the nonzeros (a cat of two files?) or inside an sptensor
+     * header, a header line would change what was read: refused. */
+    assert_read_error("1 1 1.0\n" HEADER_1_0, TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: a tensorhost header line ('# tensorhost KEY: ...') must come "
+                      "before the nonzero lines and before an sptensor header");
+    assert_read_error("sptensor\n" HEADER_1_0, TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: a tensorhost header line ('# tensorhost KEY: ...') must come "
+                      "before the nonzero lines and before an sptensor header");
+}
+
+static void test_tns_header_label_errors(void **state)
+{
+    (void)state;
+    assert_read_error(HEADER_1_0 "# tensorhost label:   \n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: the label is empty (leave the line out for "
+                      "none)");
+    assert_read_error(HEADER_1_0 "# tensorhost label: a\\qb\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: label: '\\q' is not an escape of a label "
+                      "(\\\\, \\n, \\r, \\t and \\xHH are)");
+    assert_read_error(HEADER_1_0 "# tensorhost label: a\\\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: label: it ends in a lone backslash (write "
+                      "\\\\ for one)");
+    assert_read_error(HEADER_1_0 "# tensorhost label: a\\x00b\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: label: \\x00: a label is text and holds no "
+                      "NUL byte");
+    assert_read_error(HEADER_1_0 "# tensorhost label: a\\xffb\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:2: tensorhost header: label: not UTF-8 text once its escapes are "
+                      "decoded");
+    assert_read_error(HEADER_1_0 "# tensorhost label: a\n# tensorhost label: b\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:3: tensorhost header: a second 'label:' line (the first is line 2)");
+}
+
+/* A later minor version's keys are skipped; its dims and label are read. */
+static void test_tns_header_later_minor_version(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok("# tensorhost header: 1.7\n# tensorhost dims: 3 3\n"
+                             "# tensorhost checksum: 1234\n# tensorhost label: x\n1 1 1.0\n");
+    assert_int_equal(t->dims[0], 3);
+    assert_string_equal(t->label, "x");
+    th_sptensor_free(t);
+}
+
+/* A file an older tensorhost-synth wrote keeps its label: its first line. */
+static void test_legacy_synthetic_label(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok("# synthetic tensor: tensorhost-synth dims=3x3 nnz=1 skew=0,0 "
+                             "seed=1\n1 1 1.0\n");
+    assert_string_equal(t->label, "synthetic tensor: tensorhost-synth dims=3x3 nnz=1 skew=0,0 "
+                                  "seed=1");
+    th_sptensor_free(t);
+    /* Anywhere else it is a comment. */
+    t = read_ok("# x\n# synthetic tensor: tensorhost-synth dims=3x3\n1 1 1.0\n");
+    assert_null(t->label);
+    th_sptensor_free(t);
+}
+
+/* Before an sptensor header, the label is read and the dims must agree. */
+static void test_tns_header_with_sptensor(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_ok(HEADER_1_0 "# tensorhost dims: 3 4\n# tensorhost label: s\n"
+                                        "sptensor\n2\n3 4\n1\n0 3 1.0\n");
+    assert_int_equal(t->dims[1], 4);
+    assert_string_equal(t->label, "s");
+    th_sptensor_free(t);
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 3 4\nsptensor\n3\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:4: sptensor header: order 3 differs from the tensorhost header's "
+                      "dims (line 2), which give 2 modes");
+    assert_read_error(HEADER_1_0 "# tensorhost dims: 3 4\nsptensor\n2\n3 5\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:5: sptensor header: dimension 2 is 5, but the tensorhost header's "
+                      "dims (line 2) give 4");
+}
+
+/* Escapes both ways give back every label, blanks at its ends included. */
+static void test_label_escapes_round_trip(void **state)
+{
+    (void)state;
+    const char *labels[] = {"plain", " lead and trail ", "a\\b\nc\rd\te\x01\x7f", "#x: y",
+                            "\xc3\xa9t\xc3\xa9", "\\x41"};
+    for (size_t i = 0; i < G_N_ELEMENTS(labels); ++i) {
+        g_autofree char *escaped = th_tns_label_escape(labels[i]);
+        assert_null(strpbrk(escaped, "\n\r\t"));
+        g_autofree char *problem = NULL;
+        g_autofree char *back = th_tns_label_unescape(escaped, strlen(escaped), &problem);
+        assert_null(problem);
+        assert_string_equal(back, labels[i]);
+    }
+    /* The longest label a binary note takes; one byte more is refused. */
+    g_autofree char *longest = g_strnfill(TH_TNS_MAX_LABEL_BYTES, 'a');
+    g_autofree char *problem = NULL;
+    g_autofree char *kept = th_tns_label_unescape(longest, TH_TNS_MAX_LABEL_BYTES, &problem);
+    assert_non_null(kept);
+    g_autofree char *too_long = g_strnfill(TH_TNS_MAX_LABEL_BYTES + 1u, 'a');
+    assert_null(th_tns_label_unescape(too_long, TH_TNS_MAX_LABEL_BYTES + 1u, &problem));
+    assert_string_equal(problem, "65537 bytes, more than the 65536 a label may take");
+}
+
+/* The writer's header gives the reader back the dims and the label; an
+ * index beyond the dims is refused before a contradicting file is
+ * written. */
+static void test_write_keeps_dims_and_label(void **state)
+{
+    (void)state;
+    th_sptensor *t = th_sptensor_new(2, 2);
+    t->dims[0] = 10;
+    t->dims[1] = 20;
+    t->indices[0][0] = 0, t->indices[1][0] = 1, t->values[0] = 1.0;
+    t->indices[0][1] = 2, t->indices[1][1] = 3, t->values[1] = 2.0;
+    t->label = g_strdup("synthetic tensor: tensorhost-synth dims=10x20 \\ \n end");
+    const char *names[] = {"dims.tns", "dims.tns.gz"};
+    for (size_t n = 0; n < G_N_ELEMENTS(names); ++n) {
+        g_autofree char *path = g_build_filename(temp_dir, names[n], NULL);
+        GError *error = NULL;
+        assert_true(th_tensor_write_tns(t, path, &error));
+        th_sptensor *back = th_tensor_read_file(path, NULL, &error);
+        if (back == NULL)
+            fail_msg("%s", error->message);
+        assert_int_equal(back->dims[0], 10);
+        assert_int_equal(back->dims[1], 20);
+        assert_string_equal(back->label, t->label);
+        th_sptensor_free(back);
+    }
+    g_autofree char *plain = g_build_filename(temp_dir, "dims.tns", NULL);
+    g_autofree char *contents = NULL;
+    assert_true(g_file_get_contents(plain, &contents, NULL, NULL));
+    assert_string_equal(contents, "# tensorhost header: 1.0\n"
+                                  "# tensorhost dims: 10 20\n"
+                                  "# tensorhost label: synthetic tensor: tensorhost-synth "
+                                  "dims=10x20 \\\\ \\n end\n"
+                                  "1 2 1\n3 4 2\n");
+
+    t->dims[1] = 3;
+    GError *error = NULL;
+    g_autofree char *refused = g_build_filename(temp_dir, "refused.tns", NULL);
+    assert_false(th_tensor_write_tns(t, refused, &error));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: cannot write: nonzero 2: mode 2 index 4 (1-based) is beyond the tensor's mode "
+        "size 3",
+        refused);
+    assert_string_equal(error->message, expected);
+    g_error_free(error);
+    assert_false(g_file_test(refused, G_FILE_TEST_EXISTS));
+    th_sptensor_free(t);
+}
+
+/* A huge sptensor count is reported as written, on its line: past what the
+ * reader takes; past what the rest of the file can hold; past the host's
+ * memory (a stream, whose size is not known ahead); or, from memory, as
+ * the count the file does not have. */
+static void test_sptensor_huge_count(void **state)
+{
+    (void)state;
+    assert_read_error("sptensor\n2\n3 3\n99999999999999999999\n0 0 1\n",
+                      TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:4: sptensor header: 99999999999999999999 nonzeros are more than "
+                      "tensorhost reads (at most 1099511627775)");
+    assert_read_error("sptensor\n2\n3 3\n4294967296\n0 0 1\n", TH_TENSOR_READER_ERROR_HEADER,
+                      "t.tns:4: the sptensor header declares 4294967296 nonzeros, but the file "
+                      "has 1");
+    const char *text = "sptensor\n2\n3 3\n4294967296\n0 0 1\n";
+    g_autofree char *path = write_temp("huge.sptensor.txt", text, strlen(text));
+    g_autoptr(GBytes) gz = gzip_bytes(text);
+    gsize length = 0;
+    const char *data = g_bytes_get_data(gz, &length);
+    g_autofree char *gz_path = write_temp("huge.sptensor.txt.gz", data, length);
+    GError *error = NULL, *gz_error = NULL;
+    g_setenv("TH_TEST_HOST_FREE_BYTES", "1048576", TRUE);
+    assert_null(th_tensor_read_file(path, NULL, &error));
+    assert_null(th_tensor_read_file(gz_path, NULL, &gz_error));
+    g_unsetenv("TH_TEST_HOST_FREE_BYTES");
+    g_autofree char *expected = g_strdup_printf(
+        "%s:4: the sptensor header declares 4294967296 nonzeros, but the 6 bytes after it can "
+        "hold at most 1 nonzero line",
+        path);
+    assert_string_equal(error->message, expected);
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_HEADER);
+    g_autofree char *gz_expected = g_strdup_printf(
+        "%s:4: the sptensor header declares 4294967296 nonzeros, which need 64.0 GiB of "
+        "memory for their arrays, and 1.0 MiB is free (TH_TEST_HOST_FREE_BYTES)",
+        gz_path);
+    assert_string_equal(gz_error->message, gz_expected);
+    assert_int_equal(gz_error->code, TH_TENSOR_READER_ERROR_MEMORY);
+    g_error_free(error);
+    g_error_free(gz_error);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1504,6 +1793,15 @@ int main(void)
         cmocka_unit_test(test_host_memory_asked_before_parsing),
         cmocka_unit_test(test_host_memory_guards_a_stream),
         cmocka_unit_test(test_write_stops_on_request),
+        cmocka_unit_test(test_tns_header_dims_and_label),
+        cmocka_unit_test(test_tns_header_errors),
+        cmocka_unit_test(test_tns_header_label_errors),
+        cmocka_unit_test(test_tns_header_later_minor_version),
+        cmocka_unit_test(test_legacy_synthetic_label),
+        cmocka_unit_test(test_tns_header_with_sptensor),
+        cmocka_unit_test(test_label_escapes_round_trip),
+        cmocka_unit_test(test_write_keeps_dims_and_label),
+        cmocka_unit_test(test_sptensor_huge_count),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

@@ -10,6 +10,7 @@
 
 #include "fuzz_checks.h"
 #include "tensor_reader.h"
+#include "tns_header.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,6 +21,10 @@ static void check_tensor(const th_sptensor *t)
     if (t->nnz + t->duplicates_merged != t->lines_read)
         abort();
     if (t->explicit_zeros + t->underflowed_values > t->lines_read)
+        abort();
+    /* A label fits a binary file's note and is UTF-8 (tns_header.h). */
+    if (t->label != NULL &&
+        (strlen(t->label) > TH_TNS_MAX_LABEL_BYTES || !g_utf8_validate(t->label, -1, NULL)))
         abort();
     fuzz_check_sorted_in_range(t);
 }
@@ -36,7 +41,8 @@ static void check_same(const th_sptensor *a, const th_sptensor *b)
 {
     fuzz_check_same_arrays(a, b);
     if (a->lines_read != b->lines_read || a->duplicates_merged != b->duplicates_merged ||
-        a->explicit_zeros != b->explicit_zeros || a->underflowed_values != b->underflowed_values)
+        a->explicit_zeros != b->explicit_zeros || a->underflowed_values != b->underflowed_values ||
+        g_strcmp0(a->label, b->label) != 0)
         abort();
 }
 
