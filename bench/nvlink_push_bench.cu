@@ -3,9 +3,8 @@
  * factor's rows: G devices with peer access, each holding a buffer of G
  * blocks, each pushing its own block to the same place in every other
  * device's buffer. Ways of dealing the work, each at several grid shapes
- * (the direct exchange takes the second, BENCHMARKS.md "The sweep's
- * collective without its entry barrier" and "The next sweep's first MTTKRP
- * run ahead"):
+ * (the direct exchange takes the second, BENCHMARKS.md "Several GPUs",
+ * "What the scaling rests on"):
  *   peer-major   every thread block stores to one peer, then the next;
  *   dealt        thread blocks dealt to the peers in turn (block b to peer
  *                1 + b mod (G - 1));

@@ -533,9 +533,9 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
  * every other rank and receives theirs, all in the group's one launch.
  * Within a node every pair of GPUs has a direct link (NVLink), so each
  * block crosses one link, where a ring all-gather or broadcast passes it
- * through G - 1 ranks one after another (kernels/DESIGN.md, open end 4,
- * has the measurement); and the blocks may differ in size (a rank's owned
- * rows), which ncclAllGather does not allow. */
+ * through G - 1 ranks one after another (BENCHMARKS.md, "What the scaling
+ * rests on", has the measurement); and the blocks may differ in size (a
+ * rank's owned rows), which ncclAllGather does not allow. */
 thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
 {
     for (uint32_t rank = 0; rank < c->G; ++rank) {

@@ -165,7 +165,7 @@ struct thg_group {
      * sweep then copies it into the mode's result and starts at the
      * update: the host's return, its next call and the ranks' launches,
      * one after another, overlap that MTTKRP instead of leaving the GPUs
-     * idle and the ranks ~20 us apart (kernels/DESIGN.md, open end 4).
+     * idle and the ranks ~20 us apart (BENCHMARKS.md, "Several GPUs").
      * ahead[q]: one allocation, the rows, the R scale factors, then the
      * run-ahead's span (its two stamps), which the next sweep moves to
      * mode 0's before its results copy. */
