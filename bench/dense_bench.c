@@ -1,4 +1,4 @@
-/* Times the host's R x R algebra (libtensorhost/dense.c) on this CPU and prints a
+/* Times the host's R x R algebra (libtensorhost/cpd/dense.c) on this CPU and prints a
  * markdown table: per rank, one Cholesky inverse of an SPD matrix, one
  * pseudo-inverse of a rank-deficient one (both Hadamard products of Grams
  * of random factors, as CP-ALS forms them) and the Gram of a 10000 x R
@@ -16,8 +16,8 @@
 
 #include <glib.h>
 
-#include "dense.h"
-#include "rng.h"
+#include "cpd/dense.h"
+#include "base/rng.h"
 
 enum { GRAM_ROWS = 10000, MAX_RUNS = 3 };
 static const double RUN_BUDGET_SECONDS = 2.0;

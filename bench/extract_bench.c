@@ -22,8 +22,8 @@
 
 #include "device_shares.h"
 #include "share_extract.h"
-#include "synth.h"
-#include "tensor_reader.h"
+#include "tensor/synth.h"
+#include "tensor/tensor_reader.h"
 
 static int compare_doubles(const void *a, const void *b)
 {

@@ -1,7 +1,7 @@
 /* GPU MTTKRP benchmark and the GPU backends' performance targets ("bars"):
  * the GPU plugins and cpu-reference, through the plugin ABI, on real
  * tensors (file paths) and FROSTT-shaped synthetic ones (the presets of
- * libtensorhost/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
+ * libtensorhost/tensor/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
  * GPU, R = 32 by default.
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST] TENSOR...
@@ -50,13 +50,13 @@
 #include <cuda_runtime_api.h>
 #include <glib.h>
 
-#include "dense.h"
-#include "log.h"
-#include "als_step.h"
-#include "backend.h"
-#include "plugin_loader.h"
-#include "synth.h"
-#include "tensor_reader.h"
+#include "cpd/dense.h"
+#include "base/log.h"
+#include "cpd/als_step.h"
+#include "plugin/backend.h"
+#include "plugin/plugin_loader.h"
+#include "tensor/synth.h"
+#include "tensor/tensor_reader.h"
 
 double gpu_bench_hbm_bandwidth(void);
 double gpu_bench_l2_bandwidth(void);

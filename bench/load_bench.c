@@ -22,8 +22,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sptensor.h"
-#include "tensor_reader.h"
+#include "tensor/sptensor.h"
+#include "tensor/tensor_reader.h"
 
 typedef struct {
     const char *path;

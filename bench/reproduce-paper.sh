@@ -200,7 +200,7 @@ section=$OUT/strategy-comparison.md
     echo "times from the backends' own CUDA events, every backend verified against"
     echo "\`gpu-scheme1\` (relative error <= 1e-4) before it was timed. Synthetic tensors"
     echo "are generated with the FROSTT tensors' shapes, nonzero counts and per-mode skew"
-    echo "(\`libtensorhost/synth.h\`), not the FROSTT data."
+    echo "(\`libtensorhost/tensor/synth.h\`), not the FROSTT data."
     echo
     echo "Geometric-mean speedup of \`gpu-adaptive\` over the single-scheme backends,"
     echo "with its default rule (\`balanced\`: scheme 1 for I_d >= kappa only when no"

@@ -18,10 +18,10 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "atomic_file.h"
-#include "factor_io.h"
-#include "npy_io.h"
-#include "rng.h"
+#include "base/atomic_file.h"
+#include "output/factor_io.h"
+#include "output/npy_io.h"
+#include "base/rng.h"
 
 /* th_write_matrix as it was before {fmt}. */
 static gboolean write_matrix_fprintf(const char *path, const double *data, uint64_t rows,

@@ -5,7 +5,7 @@
  * One block inverts V in place in shared memory by Gauss-Jordan
  * elimination without pivoting, which is stable for a symmetric positive
  * definite V: its pivots are exactly the Cholesky pivots (the squares of
- * L's diagonal), so the breakdown test is the host's (libtensorhost/dense.c,
+ * L's diagonal), so the breakdown test is the host's (libtensorhost/cpd/dense.c,
  * the ABI's als_sweep): pivot <= max diag(V) * R * DBL_EPSILON *
  * TH_SOLVE_BREAKDOWN_FACTOR (plugin.h). Each of
  * the R steps is one parallel rank-one update of all R x R entries, so the

@@ -1,7 +1,7 @@
 /* tensorhost-check-plugin: the conformance checker for MTTKRP backend
  * plugins. See check_plugin.h and docs/plugin-guide.md. */
 #include "check_plugin.h"
-#include "log.h"
+#include "base/log.h"
 
 #include <stdlib.h>
 

@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
-#include "cancel.h"
-#include "message_text.h"
-#include "synth.h"
-#include "tensor_binary.h"
-#include "tensor_reader.h"
-#include "tensor_writer.h"
+#include "base/atomic_file.h"
+#include "base/cancel.h"
+#include "base/message_text.h"
+#include "tensor/synth.h"
+#include "tensor/tensor_binary.h"
+#include "tensor/tensor_reader.h"
+#include "tensor/tensor_writer.h"
 
 static char *opt_dims = NULL;
 static char *opt_skew = NULL;

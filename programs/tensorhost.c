@@ -1,5 +1,5 @@
 /* tensorhost: CP decomposition of sparse tensors through MTTKRP plugins.
- * The command line around the library's run (libtensorhost/run.c). */
+ * The command line around the library's run (programs/cmds/run.c). */
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,9 +7,9 @@
 #include <glib.h>
 #include <tensorhost/plugin.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "convert_command.h"
-#include "log.h"
+#include "base/log.h"
 #include "plugin_list.h"
 #include "run.h"
 

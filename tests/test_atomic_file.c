@@ -20,9 +20,9 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "atomic_file.h"
-#include "factor_io.h"
-#include "output_set.h"
+#include "base/atomic_file.h"
+#include "output/factor_io.h"
+#include "base/output_set.h"
 #include "test_support.h"
 
 /* "fsync NAME" and "rename NAME -> NAME" (base names), in call order. */

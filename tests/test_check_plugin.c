@@ -1,4 +1,4 @@
-/* The plugin conformance checker (libtensorhost/check_plugin.c): correct plugins pass
+/* The plugin conformance checker (programs/cmds/check_plugin.c): correct plugins pass
  * with the expected lines, and each deliberately broken fixture fails the
  * one check that names its fault while the others still pass. */
 #define _GNU_SOURCE /* open_memstream() */

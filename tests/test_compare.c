@@ -19,13 +19,14 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "cancel.h"
-#include "compare.h"
-#include "compare_output.h"
-#include "cp_als.h"
-#include "log.h"
-#include "synth.h"
-#include "tensor_reader.h"
+#include "base/cancel.h"
+#include "compare/compare.h"
+#include "compare_command.h"
+#include "compare/compare_output.h"
+#include "cpd/cp_als.h"
+#include "base/log.h"
+#include "tensor/synth.h"
+#include "tensor/tensor_reader.h"
 
 #define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
 #define FIXTURE_GOOD TH_FIXTURE_PLUGIN_DIR "/fixture_good.so"

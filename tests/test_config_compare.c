@@ -12,7 +12,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "test_support.h"
 
 static char *temp_dir;

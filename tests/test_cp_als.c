@@ -12,13 +12,13 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "config.h"
-#include "cp_als.h"
-#include "cancel.h"
-#include "log.h"
-#include "rng.h"
-#include "tensor_reader.h"
+#include "plugin/backend.h"
+#include "config/config.h"
+#include "cpd/cp_als.h"
+#include "base/cancel.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "tensor/tensor_reader.h"
 #include "test_support.h"
 
 static th_backend *open_cpu_reference(void)

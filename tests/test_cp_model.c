@@ -12,7 +12,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "cp_model.h"
+#include "cpd/cp_model.h"
 
 /* The dense tensor of the model, row-major with mode 0 slowest. */
 static double *model_tensor(const double *lambda, double *const *factors, const th_index *dims,

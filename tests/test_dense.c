@@ -9,8 +9,8 @@
 
 #include <glib.h>
 
-#include "dense.h"
-#include "rng.h"
+#include "cpd/dense.h"
+#include "base/rng.h"
 
 static double max_abs_diff(const double *a, const double *b, size_t n)
 {

@@ -19,11 +19,11 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "dense.h"
+#include "cpd/dense.h"
 #include "test_support.h"
-#include "factor_io.h"
-#include "npy_io.h"
-#include "tensor_reader.h"
+#include "output/factor_io.h"
+#include "output/npy_io.h"
+#include "tensor/tensor_reader.h"
 
 #define UBER TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz"
 

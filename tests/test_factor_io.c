@@ -18,11 +18,11 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "cancel.h"
-#include "factor_io.h"
-#include "npy_io.h"
-#include "number_format.h"
-#include "report.h"
+#include "base/cancel.h"
+#include "output/factor_io.h"
+#include "output/npy_io.h"
+#include "base/number_format.h"
+#include "output/report.h"
 #include "test_support.h"
 
 /* What the writer wrote before {fmt}: one snprintf per value. */

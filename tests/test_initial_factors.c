@@ -16,11 +16,11 @@
 #include <glib.h>
 #include <tensorhost/plugin_sdk.h>
 
-#include "backend.h"
-#include "cp_als.h"
-#include "dense.h"
-#include "initial_factors.h"
-#include "log.h"
+#include "plugin/backend.h"
+#include "cpd/cp_als.h"
+#include "cpd/dense.h"
+#include "cpd/initial_factors.h"
+#include "base/log.h"
 #include "test_support.h"
 
 /* Known answers of F_mode(row, column) for a seed, from an independent

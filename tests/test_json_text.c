@@ -1,4 +1,4 @@
-/* JSON text any parser reads (libtensorhost/json_text.h): doubles in
+/* JSON text any parser reads (libtensorhost/base/json_text.h): doubles in
  * exponent form come out without json-glib 1.6's ".0" after the exponent
  * (1e-10, not 1e-10.0), other numbers and every string as the generator
  * wrote them, and the text parses back to the same values. */
@@ -12,7 +12,7 @@
 
 #include <json-glib/json-glib.h>
 
-#include "json_text.h"
+#include "base/json_text.h"
 
 static char *repaired(const char *text)
 {

@@ -9,8 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
-#include "log.h"
+#include "plugin/backend.h"
+#include "base/log.h"
 #include "test_support.h"
 
 #define TOLERANCE 1e-12

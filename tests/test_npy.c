@@ -11,7 +11,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "npy_io.h"
+#include "output/npy_io.h"
 #include "test_support.h"
 
 static void test_matrix_and_vector_round_trip(void **state)

@@ -19,11 +19,11 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "atomic_file.h"
-#include "cancel.h"
-#include "factor_io.h"
-#include "log.h"
-#include "output_set.h"
+#include "base/atomic_file.h"
+#include "base/cancel.h"
+#include "output/factor_io.h"
+#include "base/log.h"
+#include "base/output_set.h"
 #include "run.h"
 #include "test_support.h"
 

@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "config.h"
-#include "log.h"
-#include "plugin_loader.h"
+#include "plugin/backend.h"
+#include "config/config.h"
+#include "base/log.h"
+#include "plugin/plugin_loader.h"
 
 #define FIXTURE(name) TH_FIXTURE_PLUGIN_DIR "/fixture_" name ".so"
 

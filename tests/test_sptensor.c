@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sptensor.h"
-#include "synth.h"
+#include "tensor/sptensor.h"
+#include "tensor/synth.h"
 
 /* A deterministic generator for test data, independent of the code under
  * test. */

@@ -1,6 +1,6 @@
 #include "test_support.h"
 
-#include "rng.h"
+#include "base/rng.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -11,9 +11,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "log.h"
-#include "factor_io.h"
-#include "dense.h"
+#include "base/log.h"
+#include "output/factor_io.h"
+#include "cpd/dense.h"
 
 /* ------------------------------------------------------------------------ */
 /* Random data                                                               */

@@ -10,9 +10,9 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "plugin_loader.h"
-#include "sptensor.h"
+#include "config/config.h"
+#include "plugin/plugin_loader.h"
+#include "tensor/sptensor.h"
 
 /* A random tensor with exactly `nnz` distinct coordinates, chosen uniformly
  * among the prod(dims) cells (nnz <= prod(dims), which must fit in 63 bits),
@@ -62,7 +62,7 @@ void th_test_coo_view(const th_sptensor *t, th_coo_tensor *view);
 double th_test_fit_from_files(const th_sptensor *t, const char *dir, uint32_t rank);
 
 /* Fails the test unless the files in `dir` are in the published form
- * (libtensorhost/cp_model.h): columns of unit 2-norm (to the files' 9 digits),
+ * (libtensorhost/cpd/cp_model.h): columns of unit 2-norm (to the files' 9 digits),
  * lambda >= 0 and non-increasing, and in each component at most one mode
  * whose largest-magnitude entry is negative. */
 void th_test_assert_published_form(const char *dir, const th_sptensor *t, uint32_t rank);

@@ -27,11 +27,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "cancel.h"
-#include "sptensor.h"
-#include "tensor_binary.h"
-#include "tensor_reader.h"
-#include "tensor_writer.h"
+#include "base/cancel.h"
+#include "tensor/sptensor.h"
+#include "tensor/tensor_binary.h"
+#include "tensor/tensor_reader.h"
+#include "tensor/tensor_writer.h"
 #include "test_support.h"
 
 /* ---- scratch folder ------------------------------------------------------ */

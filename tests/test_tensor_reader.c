@@ -19,12 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cancel.h"
-#include "report.h"
-#include "sigbus_guard.h"
-#include "tensor_reader.h"
-#include "tensor_writer.h"
-#include "tns_header.h"
+#include "base/cancel.h"
+#include "output/report.h"
+#include "base/sigbus_guard.h"
+#include "tensor/tensor_reader.h"
+#include "tensor/tensor_writer.h"
+#include "tensor/tns_header.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

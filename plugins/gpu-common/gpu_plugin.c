@@ -1,5 +1,6 @@
 /* ABI glue over th_kernels, shared by the three GPU plugins. */
 #include "gpu_plugin.h"
+#include "kernel_bridge.h"
 
 #include "gpu_options.h"
 #include "group_load.h"
@@ -22,27 +23,6 @@ struct th_instance {
     const th_host_services *host;
     const char *id; /* the plugin's static id string */
 };
-
-th_status gpu_plugin_status(thg_status status)
-{
-    switch (status) {
-    case THG_OK:
-        return TH_OK;
-    case THG_ERR_INVALID:
-        return TH_ERR_INVALID_ARGUMENT;
-    case THG_ERR_UNSUPPORTED:
-        return TH_ERR_UNSUPPORTED;
-    case THG_ERR_OUT_OF_MEMORY:
-        return TH_ERR_OUT_OF_MEMORY;
-    case THG_ERR_NO_DEVICE:
-        return TH_ERR_NO_DEVICE;
-    case THG_ERR_DEVICE:
-        return TH_ERR_DEVICE;
-    case THG_ERR_STATE:
-        return TH_ERR_BAD_STATE;
-    }
-    return TH_ERR_INTERNAL;
-}
 
 /* The norm argument of als_update and als_sweep. */
 static th_status check_norm(const char *call, int32_t norm, char *err)
@@ -213,22 +193,6 @@ static uint64_t **row_offsets_of(const th_coo_tensor *t)
         }
     }
     return offsets;
-}
-
-thg_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
-                                  const thg_memory_terms *terms,
-                                  const uint64_t *const *row_offsets)
-{
-    return (thg_memory_model){
-        .nmodes = t->nmodes,
-        .rank = rank,
-        .kappa = terms->kappa,
-        .dims = t->dims,
-        .row_offsets = row_offsets,
-        .fixed_bytes = terms->fixed_bytes,
-        .build_bytes_per_nonzero = terms->build_bytes_per_nonzero,
-        .build_bytes_per_row = terms->build_bytes_per_row,
-    };
 }
 
 /* After a load refused for memory or size: how many devices like this one

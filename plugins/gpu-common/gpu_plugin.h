@@ -7,18 +7,7 @@
 
 #include <tensorhost/plugin.h>
 
-#include "memory_plan.h"
 #include "th_gpu.h"
-
-/* The ABI's status for a th_kernels status. */
-th_status gpu_plugin_status(thg_status status);
-
-/* The memory plan's model of tensor `t` at `rank` (memory_plan.h), from a
- * device's terms (thg_get_memory_terms) and the modes' row offsets
- * (borrowed by the model). */
-thg_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
-                                  const thg_memory_terms *terms,
-                                  const uint64_t *const *row_offsets);
 
 th_status gpu_plugin_create(thg_policy policy, const char *plugin_id,
                             const th_option *options, uint32_t n_options,

@@ -1,6 +1,6 @@
 #include "group_load.h"
 
-#include "gpu_plugin.h"
+#include "kernel_bridge.h"
 #include "host_memory.h"
 #include "memory_plan.h"
 #include "share_extract.h"

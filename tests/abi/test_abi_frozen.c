@@ -14,10 +14,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "log.h"
-#include "backend.h"
-#include "cp_als.h"
-#include "plugin_loader.h"
+#include "base/log.h"
+#include "plugin/backend.h"
+#include "cpd/cp_als.h"
+#include "plugin/plugin_loader.h"
 
 #define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sptensor.h"
+#include "tensor/sptensor.h"
 
 static inline void fuzz_check_sorted_in_range(const th_sptensor *t)
 {

@@ -8,7 +8,7 @@
 
 #include <glib.h>
 
-#include "npy_io.h"
+#include "output/npy_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "fuzz_checks.h"
-#include "tensor_binary.h"
+#include "tensor/tensor_binary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

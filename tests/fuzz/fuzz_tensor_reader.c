@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "fuzz_checks.h"
-#include "tensor_reader.h"
-#include "tns_header.h"
+#include "tensor/tensor_reader.h"
+#include "tensor/tns_header.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

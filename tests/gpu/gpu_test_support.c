@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
-#include "synth.h"
+#include "tensor/synth.h"
 #include "test_support.h"
 
 const char *const th_gpu_test_plugin_ids[TH_GPU_TEST_N_PLUGINS] = {"gpu-adaptive", "gpu-scheme1",

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "plugin_loader.h"
-#include "sptensor.h"
+#include "plugin/plugin_loader.h"
+#include "tensor/sptensor.h"
 
 #define TH_GPU_TEST_N_PLUGINS 3u
 
@@ -35,7 +35,7 @@ int th_gpu_test_quick(void);
  * cmocka_run_group_tests. */
 void th_gpu_test_apply_filter(void);
 
-/* A synthetic tensor (libtensorhost/synth.h) of the given shape and skew. */
+/* A synthetic tensor (libtensorhost/tensor/synth.h) of the given shape and skew. */
 typedef struct th_gpu_test_case {
     const char *name;
     uint32_t nmodes;

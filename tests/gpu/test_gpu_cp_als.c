@@ -1,4 +1,4 @@
-/* CP-ALS through each GPU plugin (libtensorhost/cp_als.h over libtensorhost/backend.h, the
+/* CP-ALS through each GPU plugin (libtensorhost/cpd/cp_als.h over libtensorhost/plugin/backend.h, the
  * same code path as `tensorhost`) against cpu-reference, same seed, same
  * number of iterations: the final fits agree within 1e-4 (plus the
  * reported fit's own fp32 error near a perfect fit, reported_fit_margin)
@@ -28,13 +28,13 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "cp_als.h"
-#include "factor_io.h"
+#include "plugin/backend.h"
+#include "cpd/cp_als.h"
+#include "output/factor_io.h"
 #include "gpu_test_support.h"
-#include "log.h"
-#include "rng.h"
-#include "tensor_reader.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "tensor/tensor_reader.h"
 #include "test_support.h"
 
 #define FIT_TOLERANCE 1e-4

@@ -23,8 +23,8 @@
 #include <cuda_runtime_api.h>
 #include <glib.h>
 
-#include "backend.h"
-#include "cp_als.h"
+#include "plugin/backend.h"
+#include "cpd/cp_als.h"
 #include "gpu_test_support.h"
 #include "test_support.h"
 

@@ -15,9 +15,9 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 
-#include "dense.h"
+#include "cpd/dense.h"
 #include "gpu_test_support.h"
-#include "initial_factors.h"
+#include "cpd/initial_factors.h"
 #include "test_support.h"
 
 #define TOLERANCE 1e-5

@@ -17,7 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "dense.h"
+#include "cpd/dense.h"
 #include "gpu_test_support.h"
 #include "test_support.h"
 

@@ -1,0 +1,122 @@
+/* What a comparison measured: the result types the runner (compare.c)
+ * fills and the outputs (compare_output.c, charts.c) read, and the
+ * statistics both use. Plain data: nothing here calls a backend. */
+#ifndef TH_COMPARE_RESULT_H
+#define TH_COMPARE_RESULT_H
+
+#include <glib.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "tensor/sptensor.h"
+
+/* Seconds; all three negative when not measured (e.g. a backend without its
+ * own timer). */
+typedef struct th_compare_stat {
+    double median, min, max;
+} th_compare_stat;
+
+typedef enum {
+    TH_COMPARE_OK,       /* verified and timed */
+    TH_COMPARE_SKIPPED,  /* could not run here (see reason); not a failure */
+    TH_COMPARE_MISMATCH, /* results disagree with the baseline beyond the tolerance */
+    TH_COMPARE_FAILED,   /* a call failed (see reason) */
+} th_compare_status;
+
+typedef struct th_compare_mode {
+    char *scheme;        /* th_mode_info.scheme; "" when not reported */
+    uint32_t partitions;
+    th_compare_stat host;    /* wall time around one mttkrp() (cpd: mean per iteration) */
+    th_compare_stat backend; /* the backend's own time for it */
+    double error;        /* relative Frobenius error vs the baseline; NAN if not checked */
+    double speedup;      /* baseline median / this median by the comparison's timer; NAN n/a */
+    double speedup_host;    /* the same by host wall time */
+    double speedup_backend; /* the same by the backends' own times; NAN unless both report them */
+} th_compare_mode;
+
+/* One backend on one tensor. */
+typedef struct th_compare_run {
+    char *label;
+    char *plugin;    /* as configured */
+    char *plugin_id; /* as the plugin reports itself; "" when it did not open */
+    char *options;   /* "key=value key=value", as handed to the plugin */
+    gboolean is_baseline;
+    th_compare_status status;
+    char *reason;    /* why skipped / failed; NULL when OK */
+    char *device;    /* th_runtime_info.device */
+    char *details;   /* th_runtime_info.details */
+    uint32_t nmodes;
+    th_compare_mode *modes; /* [nmodes]; NULL when it never ran */
+    th_compare_stat total_host;    /* all modes per run (cpd: per iteration) */
+    th_compare_stat total_backend; /* negative unless every mode reports its own time */
+    double speedup;         /* by the comparison's timer; NAN n/a */
+    double speedup_host;    /* by host wall time */
+    double speedup_backend; /* by the backends' own times; NAN unless both report them */
+    double max_error;       /* over the modes; NAN if not checked */
+    double preprocess_seconds;             /* load_tensor wall time */
+    uint64_t tensor_bytes, factor_bytes, workspace_bytes; /* th_runtime_info */
+    /* job = "cpd" */
+    double fit;              /* final fit; NAN otherwise */
+    double fit_difference;   /* fit - baseline's fit */
+    uint32_t iterations;
+    th_compare_stat seconds_per_iteration;
+} th_compare_run;
+
+typedef struct th_compare_tensor {
+    char *label;
+    char *source;        /* the file, or th_synth_describe() of a synthetic tensor */
+    gboolean synthetic;
+    uint32_t nmodes;
+    th_index *dims;
+    uint64_t nnz;
+    double read_seconds; /* reading or generating it */
+    GPtrArray *runs;     /* th_compare_run*, in the config's backend order */
+} th_compare_tensor;
+
+/* Geometric mean over the tensors of one backend's speedups. */
+typedef struct th_compare_geomean {
+    char *label;
+    double speedup;         /* by the comparison's timer; NAN when no tensor had one */
+    double speedup_host;
+    double speedup_backend;
+    guint tensors;          /* how many tensors entered `speedup` */
+} th_compare_geomean;
+
+typedef struct th_compare_result {
+    const th_config *config; /* borrowed */
+    char *job, *baseline, *timer;
+    uint32_t rank, repeats, warmup;
+    double tolerance;
+    uint64_t seed;
+    char *date;        /* ISO 8601, local time, when the comparison started */
+    char *devices;     /* the distinct devices of the backends that ran, "; "-joined */
+    GPtrArray *tensors;  /* th_compare_tensor* */
+    GPtrArray *geomeans; /* th_compare_geomean*, in backend order */
+    GPtrArray *failures; /* char*: one line per mismatch or failed call */
+    gboolean interrupted; /* stopped by Ctrl-C; later runs are marked skipped */
+} th_compare_result;
+
+void th_compare_result_free(th_compare_result *result);
+/* GDestroyNotify for the arrays of the result: th_compare_run*,
+ * th_compare_tensor* (its runs too), th_compare_geomean*. */
+void th_compare_run_free(gpointer run);
+void th_compare_tensor_free(gpointer tensor);
+void th_compare_geomean_free(gpointer geomean);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_compare_result, th_compare_result_free)
+
+/* The geometric mean of the finite, positive entries of `values` (others
+ * are left out); NAN when there is none. */
+double th_compare_geometric_mean(const double *values, size_t n);
+
+/* Median (mean of the middle two for an even count), min and max of
+ * `samples`, which are sorted in place; all -1 when n is 0. */
+th_compare_stat th_compare_stat_of(double *samples, size_t n);
+
+/* ||a - b||_F / ||b||_F; ||a - b||_F when b is zero; NAN if any entry of a
+ * is not finite. */
+double th_compare_relative_error(const double *a, const double *b, size_t n);
+
+const char *th_compare_status_name(th_compare_status status);
+
+#endif

@@ -1,0 +1,218 @@
+#include "cpd/als_step.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/cancel.h"
+#include "cpd/dense.h"
+#include "base/log.h"
+
+static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
+th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
+{
+    g_return_val_if_fail(path != TH_UPDATE_AUTO && backend->nmodes > 0, NULL);
+    const uint32_t nmodes = backend->nmodes, rank = backend->rank;
+    th_als_state *s = g_new0(th_als_state, 1);
+    s->backend = backend;
+    s->nmodes = nmodes;
+    s->rank = rank;
+    s->path = path;
+    s->grams = g_new0(double *, nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        s->grams[m] = g_new0(double, (size_t)rank * rank);
+    s->lambda = g_new0(double, rank);
+    s->inner = g_new0(double, rank);
+    s->hadamard = g_new(double, (size_t)rank * rank);
+    s->w = g_new(double, (size_t)rank * rank);
+    s->timings.mttkrp_seconds = g_new0(double, nmodes);
+    s->timings.mttkrp_device_seconds = g_new0(double, nmodes);
+    if (path == TH_UPDATE_SWEEP)
+        for (uint32_t m = 0; m < nmodes; ++m)
+            s->timings.mttkrp_seconds[m] = TH_CPD_NOT_MEASURED;
+    if (path == TH_UPDATE_HOST) {
+        th_index largest = 0;
+        for (uint32_t m = 0; m < nmodes; ++m)
+            largest = MAX(largest, backend->dims[m]);
+        s->host_mttkrp = g_new(double, (size_t)largest * rank);
+        s->host_factor = g_new(double, (size_t)largest * rank);
+    }
+    return s;
+}
+
+void th_als_state_free(th_als_state *s)
+{
+    if (!s)
+        return;
+    for (uint32_t m = 0; m < s->nmodes; ++m)
+        g_free(s->grams[m]);
+    g_free(s->grams);
+    g_free(s->lambda);
+    g_free(s->inner);
+    g_free(s->hadamard);
+    g_free(s->w);
+    g_free(s->host_mttkrp);
+    g_free(s->host_factor);
+    g_free(s->timings.mttkrp_seconds);
+    g_free(s->timings.mttkrp_device_seconds);
+    g_free(s);
+}
+
+gboolean th_als_state_set_factors(th_als_state *s, double *const *factors, GError **error)
+{
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        th_dense_gram(factors[m], s->backend->dims[m], s->rank, s->grams[m]);
+        if (!th_backend_set_factor(s->backend, m, factors[m], error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **error)
+{
+    return th_backend_init_factors(s->backend, seed, s->grams, error);
+}
+
+/* Host-side twin of the ABI's als_update, for backends without it. */
+static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
+{
+    const uint64_t rows = s->backend->dims[mode];
+    if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
+        return FALSE;
+    th_dense_matmul(s->host_mttkrp, s->w, rows, s->rank, s->rank, s->host_factor);
+    th_dense_normalize_columns(s->host_factor, rows, s->rank, norm == TH_NORM_MAX, s->lambda);
+    th_dense_gram(s->host_factor, rows, s->rank, s->grams[mode]);
+    th_dense_column_inner(s->host_mttkrp, s->host_factor, rows, s->rank, s->inner);
+    return th_backend_set_factor(s->backend, mode, s->host_factor, error);
+}
+
+double th_als_state_fit(th_als_state *s, double norm_x_squared)
+{
+    /* ||M||^2 = lambda^T (hadamard of all grams) lambda and
+     * <X, M> = sum_r lambda_r inner_r from the last mode's MTTKRP. */
+    th_dense_hadamard_except(s->grams, s->nmodes, UINT32_MAX, s->rank, s->hadamard);
+    double norm_model_squared = 0.0, inner_product = 0.0;
+    for (uint32_t r = 0; r < s->rank; ++r) {
+        inner_product += s->lambda[r] * s->inner[r];
+        for (uint32_t q = 0; q < s->rank; ++q)
+            norm_model_squared += s->lambda[r] * s->lambda[q] * s->hadamard[(size_t)r * s->rank + q];
+    }
+    double residual_squared = norm_x_squared + norm_model_squared - 2.0 * inner_product;
+    /* Rounding can push a near-perfect fit slightly negative. */
+    if (residual_squared < 0.0)
+        residual_squared = 0.0;
+    return 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
+}
+
+/* Adds the backend's own time of the latest MTTKRP of `mode`; one mode
+ * without it makes the whole sum "not reported". */
+static gboolean add_device_time(th_als_state *s, uint32_t mode, GError **error)
+{
+    th_mode_info info;
+    if (!th_backend_mode_info(s->backend, mode, &info, error))
+        return FALSE;
+    double *sum = &s->timings.mttkrp_device_seconds[mode];
+    if (info.last_mttkrp_seconds >= 0.0 && *sum >= 0.0)
+        *sum += info.last_mttkrp_seconds;
+    else
+        *sum = -1.0;
+    return TRUE;
+}
+
+static void announce_mode(const th_als_step_callbacks *callbacks, uint32_t iteration,
+                          uint32_t mode, uint32_t nmodes)
+{
+    if (callbacks && callbacks->mode)
+        callbacks->mode(iteration, mode, nmodes, callbacks->user_data);
+}
+
+/* One mode the classic way: mttkrp(), the host's solve, then als_update()
+ * or the host's update. On the sweep path this finishes an iteration whose
+ * sweep stopped early; its MTTKRP time then belongs to sweep_seconds, as the
+ * other iterations' MTTKRPs of that mode are inside als_sweep. */
+static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mode,
+                                int32_t norm, const th_als_step_callbacks *callbacks,
+                                GError **error)
+{
+    th_als_timings *t = &s->timings;
+    announce_mode(callbacks, iteration, mode, s->nmodes);
+    gint64 start = g_get_monotonic_time();
+    if (!th_backend_mttkrp(s->backend, mode, error))
+        return FALSE;
+    if (s->path == TH_UPDATE_SWEEP)
+        t->sweep_seconds += seconds_since(start);
+    else
+        t->mttkrp_seconds[mode] += seconds_since(start);
+    if (!add_device_time(s, mode, error))
+        return FALSE;
+
+    start = g_get_monotonic_time();
+    th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
+    s->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
+    t->algebra_seconds += seconds_since(start);
+
+    start = g_get_monotonic_time();
+    gboolean ok = s->path == TH_UPDATE_HOST
+                      ? host_update(s, mode, norm, error)
+                      : th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
+                                              s->grams[mode], s->inner, error);
+    t->update_seconds += seconds_since(start);
+    if (ok) {
+        s->modes_updated = mode + 1;
+        s->any_update = TRUE;
+    }
+    return ok;
+}
+
+/* One als_sweep(); *modes_done says where the host must take over. The
+ * host's Gram array is the sweep's in/out format as it is. */
+static gboolean run_sweep(th_als_state *s, uint32_t iteration, int32_t norm,
+                          const th_als_step_callbacks *callbacks, uint32_t *modes_done,
+                          GError **error)
+{
+    announce_mode(callbacks, iteration, 0, s->nmodes);
+    const gint64 start = g_get_monotonic_time();
+    gboolean ok = th_backend_als_sweep(s->backend, norm, s->grams, s->lambda, s->inner,
+                                       modes_done, error);
+    s->timings.sweep_seconds += seconds_since(start);
+    /* A cancelled sweep still says which modes it finished. */
+    s->modes_updated = MIN(*modes_done, s->nmodes);
+    s->any_update = s->any_update || s->modes_updated > 0;
+    if (!ok)
+        return FALSE;
+    for (uint32_t mode = 0; mode < *modes_done; ++mode)
+        if (!add_device_time(s, mode, error))
+            return FALSE;
+    if (*modes_done < s->nmodes) {
+        s->sweep_fallbacks++;
+        th_log(TH_LOG_DEBUG,
+               "iteration %u: als_sweep stopped at mode %u of %u (Cholesky breakdown); the "
+               "host finishes the iteration",
+               iteration, *modes_done + 1, s->nmodes);
+    }
+    return TRUE;
+}
+
+gboolean th_als_step(th_als_state *s, uint32_t iteration, int32_t norm,
+                     const th_als_step_callbacks *callbacks, GError **error)
+{
+    uint32_t first_mode = 0;
+    s->modes_updated = 0;
+    if (s->path == TH_UPDATE_SWEEP &&
+        !run_sweep(s, iteration, norm, callbacks, &first_mode, error))
+        return FALSE;
+    /* lambda and inner end up those of the last mode, whoever updated it. */
+    for (uint32_t mode = first_mode; mode < s->nmodes; ++mode) {
+        /* A stop asked a grace period ago (cancel.h) cuts a long iteration
+         * between two modes, as a backend that gives a call up does: the
+         * modes updated so far make a valid model. */
+        if (th_cancel_stop_now()) {
+            g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED,
+                        "stopped on request before mode %u", mode + 1);
+            return FALSE;
+        }
+        if (!update_one_mode(s, iteration, mode, norm, callbacks, error))
+            return FALSE;
+    }
+    return TRUE;
+}

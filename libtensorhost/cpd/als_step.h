@@ -1,0 +1,91 @@
+/* One CP-ALS iteration on a backend, as Tensor Toolbox's cp_als does it:
+ * for each mode, the MTTKRP, the Hadamard product of the other modes'
+ * Grams, its (pseudo-)inverse and the factor update, on whichever path the
+ * backend offers (one als_sweep, als_update per mode, or the host's update).
+ * The one implementation of the iteration: tensorhost's runs (cp_als.c),
+ * the plugin checker and the benchmark all step through it. */
+#ifndef TH_ALS_STEP_H
+#define TH_ALS_STEP_H
+
+#include <glib.h>
+
+#include "plugin/backend.h"
+
+/* A time the host could not measure (see th_als_timings). */
+#define TH_CPD_NOT_MEASURED (-1.0)
+
+/* Seconds, summed over the steps taken. On the sweep path the MTTKRPs run
+ * inside als_sweep, so the host cannot time them one by one:
+ * mttkrp_seconds[m] is then TH_CPD_NOT_MEASURED for every mode and their
+ * wall time is in sweep_seconds; the backend's own per-mode times are still
+ * collected (get_mode_info after each sweep). */
+typedef struct th_als_timings {
+    double *mttkrp_seconds;        /* [nmodes] host wall time; < 0: not measured */
+    double *mttkrp_device_seconds; /* [nmodes] backend-reported; < 0 if not reported */
+    /* Sweep path: the als_sweep calls, plus the mttkrp() calls of the modes
+     * the host finished after a sweep stopped early; 0 on the other paths. */
+    double sweep_seconds;
+    double update_seconds;  /* factor updates incl. transfers outside als_sweep */
+    double algebra_seconds; /* host R x R work */
+} th_als_timings;
+
+/* The R x R side of CP-ALS between iterations; the tall data (factors,
+ * MTTKRP results) stays in the backend. Members are read by the caller;
+ * only the th_als_* functions change them. */
+typedef struct th_als_state {
+    th_backend *backend; /* borrowed; its tensor loaded */
+    uint32_t nmodes, rank;
+    th_update_path path; /* SWEEP, MODE or HOST, never AUTO */
+    double **grams;      /* [nmodes] rank x rank: Grams of the backend's current factors */
+    double *lambda;      /* [rank], of the last mode updated */
+    double *inner;       /* [rank], <M, A> of the last mode updated */
+    uint32_t modes_updated; /* by the latest step (fewer than nmodes after a failure) */
+    gboolean any_update;    /* lambda and inner hold some mode's update */
+    uint32_t pinv_fallbacks;  /* host solves that needed the pseudo-inverse */
+    /* Steps whose als_sweep stopped early (a Cholesky breakdown) and that
+     * the host finished per mode; always 0 off the sweep path. */
+    uint32_t sweep_fallbacks;
+    th_als_timings timings;
+    /* scratch */
+    double *hadamard, *w, *host_mttkrp, *host_factor;
+} th_als_state;
+
+/* What a caller hears of a step; every member may be NULL. */
+typedef struct th_als_step_callbacks {
+    /* Before each mode's update (on the sweep path: once per step, with
+     * mode 0), for progress displays of long iterations. */
+    void (*mode)(uint32_t iteration, uint32_t mode, uint32_t nmodes, void *user_data);
+    void *user_data;
+} th_als_step_callbacks;
+
+/* A state for `backend` (tensor loaded, rank = backend->rank) on the
+ * resolved `path` (not AUTO). Grams are zero until set with
+ * th_als_state_set_factors or th_als_state_init_factors, or written by the
+ * caller. */
+th_als_state *th_als_state_new(th_backend *backend, th_update_path path);
+void th_als_state_free(th_als_state *state);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
+
+/* Hands `factors` ([nmodes] of dims[m] x rank) to the backend and keeps
+ * their Grams. */
+gboolean th_als_state_set_factors(th_als_state *state, double *const *factors, GError **error);
+
+/* Has the backend draw the seed's initial factors itself (init_factors,
+ * ABI 1.3; th_backend_has_init_factors) and keeps the Grams it returns:
+ * the state th_als_state_set_factors would leave with
+ * th_cpd_initial_factors(seed), without a factor crossing to the backend. */
+gboolean th_als_state_init_factors(th_als_state *state, uint64_t seed, GError **error);
+
+/* One iteration with column norm `norm` (TH_NORM_2 or TH_NORM_MAX; cp_als
+ * takes the 2-norm in its first iteration). `iteration` is only passed on
+ * to the callbacks and messages. On failure state->modes_updated says how
+ * far it got (the modes before it hold a valid model). */
+gboolean th_als_step(th_als_state *state, uint32_t iteration, int32_t norm,
+                     const th_als_step_callbacks *callbacks, GError **error);
+
+/* fit = 1 - ||X - M|| / ||X|| of the model the state describes, without
+ * forming M: ||M||^2 from lambda and the Grams, <X, M> from the last
+ * mode's inner products. */
+double th_als_state_fit(th_als_state *state, double norm_x_squared);
+
+#endif

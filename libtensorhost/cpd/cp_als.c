@@ -1,0 +1,432 @@
+#include "cpd/cp_als.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/cancel.h"
+#include "cpd/cp_model.h"
+#include "cpd/initial_factors.h"
+#include "base/log.h"
+
+G_DEFINE_QUARK(th-cpd-error-quark, th_cpd_error)
+
+static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
+static const char *const update_path_names[] = {
+    [TH_UPDATE_AUTO] = "auto",
+    [TH_UPDATE_SWEEP] = "sweep",
+    [TH_UPDATE_MODE] = "mode",
+    [TH_UPDATE_HOST] = "host",
+};
+
+static const char *const init_source_names[] = {
+    [TH_INIT_HOST] = "host",
+    [TH_INIT_BACKEND] = "backend",
+    [TH_INIT_GIVEN] = "given",
+};
+
+const char *th_init_source_name(th_init_source source)
+{
+    return (size_t)source < G_N_ELEMENTS(init_source_names) ? init_source_names[source] : "?";
+}
+
+const char *th_update_path_name(th_update_path path)
+{
+    return (size_t)path < G_N_ELEMENTS(update_path_names) ? update_path_names[path] : "?";
+}
+
+gboolean th_update_path_from_name(const char *name, th_update_path *path)
+{
+    for (size_t i = 0; name && i < G_N_ELEMENTS(update_path_names); ++i) {
+        if (strcmp(name, update_path_names[i]) == 0) {
+            *path = (th_update_path)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* An explicit request for a backend-side path must not silently become a
+ * slower one: the user asked for it to measure or test exactly that path. */
+static gboolean require_capability(const th_backend *backend, th_update_path requested,
+                                   gboolean present, const char *function, const char *flag,
+                                   GError **error)
+{
+    if (present)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                "update path \"%s\" (cpd.update) needs %s (capability %s), which plugin "
+                "'%s' does not implement; use \"auto\" to take the best path the plugin has",
+                th_update_path_name(requested), function, flag, th_backend_info(backend)->id);
+    return FALSE;
+}
+
+static gboolean resolve_update_path(const th_backend *backend, th_update_path requested,
+                                    th_update_path *resolved, GError **error)
+{
+    const gboolean sweep = th_backend_has_als_sweep(backend);
+    const gboolean update = th_backend_has_als_update(backend);
+    switch (requested) {
+    case TH_UPDATE_AUTO:
+        *resolved = sweep ? TH_UPDATE_SWEEP : update ? TH_UPDATE_MODE : TH_UPDATE_HOST;
+        return TRUE;
+    case TH_UPDATE_SWEEP:
+        *resolved = requested;
+        return require_capability(backend, requested, sweep, "als_sweep",
+                                  "TH_CAP_ALS_SWEEP, plugin ABI 1.1", error);
+    case TH_UPDATE_MODE:
+        *resolved = requested;
+        return require_capability(backend, requested, update, "als_update", "TH_CAP_ALS_UPDATE",
+                                  error);
+    case TH_UPDATE_HOST:
+        *resolved = requested;
+        return TRUE;
+    }
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH, "unknown update path %d",
+                (int)requested);
+    return FALSE;
+}
+
+gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance)
+{
+    /* Iteration 1's change is from the fit of no model. A fit that drops by
+     * the tolerance or more is moving, not converged. */
+    return iteration > 1 && fabs(delta) < tolerance;
+}
+
+th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
+{
+    th_cpd_params params = {
+        .rank = rank,
+        .max_iters = config->max_iters,
+        .tolerance = config->tolerance,
+        .seed = config->seed,
+        .update = TH_UPDATE_AUTO,
+    };
+    (void)th_update_path_from_name(config->update, &params.update);
+    return params;
+}
+
+gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
+{
+    if (th_sptensor_norm_squared(tensor) > 0.0)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
+                "every value of the tensor is zero (%" G_GUINT64_FORMAT " stored entries, norm "
+                "0): a tensor with norm 0 has no CP decomposition",
+                tensor->nnz);
+    return FALSE;
+}
+
+/* a * b, or UINT64_MAX when that overflows. */
+static uint64_t saturating_product(uint64_t a, uint64_t b)
+{
+    return (b != 0 && a > UINT64_MAX / b) ? UINT64_MAX : a * b;
+}
+
+uint64_t th_cpd_rank_bound(const th_sptensor *tensor)
+{
+    uint64_t bound = tensor->nnz;
+    for (uint32_t n = 0; n < tensor->nmodes; ++n) {
+        uint64_t others = 1;
+        for (uint32_t m = 0; m < tensor->nmodes; ++m)
+            if (m != n)
+                others = saturating_product(others, tensor->dims[m]);
+        bound = MIN(bound, others);
+    }
+    return bound;
+}
+
+static gboolean check_rank(const th_backend *backend, uint32_t rank, const char *where,
+                           GError **error)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    if (rank <= info->max_rank)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_RANK,
+                "%s%scpd.rank: %u is above the largest rank plugin '%s' supports (%u)",
+                where ? where : "", where ? ": " : "", rank, info->id, info->max_rank);
+    return FALSE;
+}
+
+gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
+                     GError **error)
+{
+    th_update_path path;
+    if (!check_rank(backend, params->rank, where, error) ||
+        !resolve_update_path(backend, params->update, &path, error))
+        return FALSE;
+    backend->planned = TRUE;
+    backend->planned_rank = params->rank;
+    backend->requested_update = params->update;
+    backend->update_path = path;
+    return TRUE;
+}
+
+double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
+                                uint64_t seed)
+{
+    double **factors = g_new0(double *, nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        factors[m] = g_new(double, (size_t)dims[m] * rank);
+        th_initial_factor_fill(factors[m], dims[m], rank, seed, m);
+    }
+    return factors;
+}
+
+void th_cpd_free_factors(double **factors, uint32_t nmodes)
+{
+    if (!factors)
+        return;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        g_free(factors[m]);
+    g_free(factors);
+}
+
+void th_cpd_result_free(th_cpd_result *result)
+{
+    if (!result)
+        return;
+    th_cpd_free_factors(result->factors, result->nmodes);
+    g_free(result->dims);
+    g_free(result->lambda);
+    g_free(result->mttkrp_seconds);
+    g_free(result->mttkrp_device_seconds);
+    if (result->iterations)
+        g_array_unref(result->iterations);
+    g_free(result);
+}
+
+/* The backend gave a call up because a stop was requested. */
+static gboolean is_cancellation(const GError *error)
+{
+    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
+}
+
+/* `n` doubles whose pages are already mapped, touched on all cores: a
+ * backend's copy into fresh memory otherwise takes every page fault, and
+ * zeroes every page, on the one thread that copies (a 25.5M x 32 factor
+ * is 6.5 GB). */
+static double *new_prefaulted(size_t n)
+{
+    double *a = th_alloc_large(n, sizeof(double));
+    const size_t per_page = 4096 / sizeof(double);
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < n; k += per_page)
+        a[k] = 0.0;
+    return a;
+}
+
+/* The result factors, allocated and pre-faulted on a thread of their own
+ * while the backend iterates: for Nell-1's 7.8 GB of factors that work
+ * otherwise sat between the last iteration and the copy back. */
+typedef struct result_memory {
+    GThread *thread;
+    uint32_t nmodes;
+    size_t sizes[TH_MAX_MODES];
+    double *factors[TH_MAX_MODES]; /* taken by collect_factors, else freed */
+} result_memory;
+
+static gpointer fault_in_results(gpointer data)
+{
+    result_memory *m = data;
+    for (uint32_t k = 0; k < m->nmodes; ++k)
+        m->factors[k] = new_prefaulted(m->sizes[k]);
+    return NULL;
+}
+
+static void result_memory_start(result_memory *m, const th_index *dims, uint32_t nmodes,
+                                uint32_t rank)
+{
+    m->nmodes = nmodes;
+    for (uint32_t k = 0; k < nmodes; ++k)
+        m->sizes[k] = (size_t)dims[k] * rank;
+    m->thread = g_thread_new("th-result-memory", fault_in_results, m);
+}
+
+static void result_memory_join(result_memory *m)
+{
+    if (m->thread)
+        g_thread_join(m->thread);
+    m->thread = NULL;
+}
+
+static void result_memory_clear(result_memory *m)
+{
+    result_memory_join(m);
+    for (uint32_t k = 0; k < m->nmodes; ++k)
+        g_free(m->factors[k]);
+}
+
+static void announce_phase(const th_cpd_callbacks *callbacks, const char *what)
+{
+    if (callbacks && callbacks->phase)
+        callbacks->phase(what, callbacks->user_data);
+}
+
+/* The model the state describes, in the published form (cp_model.h). */
+static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r,
+                                result_memory *memory, const th_cpd_callbacks *callbacks,
+                                GError **error)
+{
+    announce_phase(callbacks, "copying the factors from the backend");
+    const gint64 fetch_start = g_get_monotonic_time();
+    result_memory_join(memory); /* what it has not finished counts here */
+    r->result_memory_seconds = seconds_since(fetch_start);
+    r->lambda = g_memdup2(s->lambda, sizeof(double) * s->rank);
+    /* The backend decomposed the tensor times value_scale. */
+    for (uint32_t k = 0; k < s->rank; ++k)
+        r->lambda[k] /= tensor->value_scale;
+    r->factors = g_new0(double *, s->nmodes);
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        r->factors[m] = g_steal_pointer(&memory->factors[m]);
+        if (!th_backend_get_factor(s->backend, m, r->factors[m], error))
+            return FALSE;
+    }
+    r->fetch_seconds = seconds_since(fetch_start);
+    announce_phase(callbacks, "arranging the model (norms, signs, order)");
+    const gint64 arrange_start = g_get_monotonic_time();
+    th_cp_model_arrange(r->lambda, r->factors, r->dims, r->nmodes, r->rank);
+    r->arrange_seconds = seconds_since(arrange_start);
+    return TRUE;
+}
+
+/* The state at the initial factors: those given, else the seed's, drawn
+ * by the backend itself when it can (no factor crosses to it), else drawn
+ * here and uploaded. *source says which. */
+static th_als_state *start_run(th_backend *backend, th_update_path path,
+                               const th_cpd_params *params, th_init_source *source,
+                               GError **error)
+{
+    g_autoptr(th_als_state) s = th_als_state_new(backend, path);
+    gboolean ok;
+    if (params->initial_factors) {
+        *source = TH_INIT_GIVEN;
+        ok = th_als_state_set_factors(s, (double *const *)(uintptr_t)params->initial_factors,
+                                      error);
+    } else if (th_backend_has_init_factors(backend)) {
+        *source = TH_INIT_BACKEND;
+        ok = th_als_state_init_factors(s, params->seed, error);
+    } else {
+        *source = TH_INIT_HOST;
+        double **initial =
+            th_cpd_initial_factors(backend->dims, s->nmodes, s->rank, params->seed);
+        ok = th_als_state_set_factors(s, initial, error);
+        th_cpd_free_factors(initial, s->nmodes);
+    }
+    return ok ? g_steal_pointer(&s) : NULL;
+}
+
+/* The state's counters and times, into the result. */
+static void record_state(const th_als_state *s, th_cpd_result *r)
+{
+    memcpy(r->mttkrp_seconds, s->timings.mttkrp_seconds, sizeof(double) * s->nmodes);
+    memcpy(r->mttkrp_device_seconds, s->timings.mttkrp_device_seconds,
+           sizeof(double) * s->nmodes);
+    r->sweep_seconds = s->timings.sweep_seconds;
+    r->update_seconds = s->timings.update_seconds;
+    r->algebra_seconds += s->timings.algebra_seconds;
+    r->pinv_fallbacks = s->pinv_fallbacks;
+    r->sweep_fallbacks = s->sweep_fallbacks;
+}
+
+th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
+                         const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                         GError **error)
+{
+    g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
+    const gint64 run_start = g_get_monotonic_time();
+    const uint32_t nmodes = tensor->nmodes;
+    const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
+                             backend->requested_update == params->update;
+    if (!planned && !th_cpd_plan(backend, params, NULL, error))
+        return NULL;
+    const th_update_path path = backend->update_path;
+
+    th_cpd_result *r = g_new0(th_cpd_result, 1);
+    r->nmodes = nmodes;
+    r->rank = params->rank;
+    r->dims = g_memdup2(tensor->dims, sizeof(th_index) * nmodes);
+    r->iterations = g_array_new(FALSE, FALSE, sizeof(th_cpd_iteration));
+    r->mttkrp_seconds = g_new0(double, nmodes);
+    r->mttkrp_device_seconds = g_new0(double, nmodes);
+    r->update_path = path;
+
+    const th_als_step_callbacks step_callbacks = {
+        .mode = callbacks ? callbacks->mode : NULL,
+        .user_data = callbacks ? callbacks->user_data : NULL,
+    };
+    const double norm_x_squared = th_sptensor_norm_squared(tensor);
+    announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
+                                                      : "drawing the initial factors");
+    const gint64 init_start = g_get_monotonic_time();
+    g_autoptr(th_als_state) s = start_run(backend, path, params, &r->initial_factors, error);
+    r->init_seconds = seconds_since(init_start);
+    gboolean ok = s != NULL;
+    result_memory memory = {0};
+    if (ok)
+        result_memory_start(&memory, tensor->dims, nmodes, params->rank);
+    double previous_fit = 0.0;
+    for (uint32_t it = 1; ok && it <= params->max_iters; ++it) {
+        const gint64 start = g_get_monotonic_time();
+        const int32_t norm = it == 1 ? TH_NORM_2 : TH_NORM_MAX;
+        g_autoptr(GError) iteration_error = NULL;
+        if (!th_als_step(s, it, norm, &step_callbacks, &iteration_error)) {
+            if (!is_cancellation(iteration_error)) {
+                g_propagate_error(error, g_steal_pointer(&iteration_error));
+                ok = FALSE;
+                break;
+            }
+            /* Cut inside a long iteration: keep the ALS state after the last
+             * mode that was updated, a valid model with a computable fit. */
+            th_log(TH_LOG_DEBUG, "iteration %u stopped after %u of %u modes: %s", it,
+                   s->modes_updated, nmodes, iteration_error->message);
+            r->interrupted = TRUE;
+            r->partial_modes = s->modes_updated;
+            r->fit = s->any_update ? th_als_state_fit(s, norm_x_squared) : NAN;
+            break;
+        }
+        const gint64 fit_start = g_get_monotonic_time();
+        const double fit = th_als_state_fit(s, norm_x_squared);
+        r->algebra_seconds += seconds_since(fit_start);
+        if (!isfinite(fit)) {
+            /* Going on would only carry NaN into every later factor. */
+            g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_NOT_FINITE,
+                        "iteration %u: the fit is not finite (%g): the backend's results or "
+                        "the normal equations overflowed or produced NaN (plugin '%s')",
+                        it, fit, th_backend_info(backend)->id);
+            ok = FALSE;
+            break;
+        }
+        th_cpd_iteration record = {
+            .iteration = it,
+            .fit = fit,
+            .delta = fit - previous_fit,
+            .seconds = seconds_since(start),
+        };
+        g_array_append_val(r->iterations, record);
+        r->fit = fit;
+        const gboolean go_on = !(callbacks && callbacks->iteration) ||
+                               callbacks->iteration(&record, callbacks->user_data);
+        if (th_cpd_converged(it, record.delta, params->tolerance)) {
+            r->converged = TRUE;
+            break;
+        }
+        previous_fit = fit;
+        if (!go_on || th_cancel_requested()) {
+            r->interrupted = TRUE;
+            break;
+        }
+    }
+    if (s)
+        record_state(s, r);
+    if (ok && s->any_update)
+        ok = collect_factors(s, tensor, r, &memory, callbacks, error);
+    result_memory_clear(&memory);
+    r->total_seconds = seconds_since(run_start);
+    if (!ok) {
+        th_cpd_result_free(r);
+        return NULL;
+    }
+    return r;
+}

@@ -1,0 +1,192 @@
+/* CP-ALS driven through a backend: the backend does MTTKRP (and, when it
+ * offers als_update, the factor update on its own memory; when it offers
+ * als_sweep, a whole iteration with the R x R solves in one call); the host
+ * does the R x R algebra otherwise, the fit and the stopping rule, as Tensor
+ * Toolbox's cp_als:
+ * columns normalised by 2-norm in the first iteration and max-norm after
+ * (the inner loop's rule; the result is then put in the published form of
+ * cp_model.h: unit 2-norm columns, weights in lambda, sorted),
+ * fit = 1 - ||X - M|| / ||X|| computed without forming M, stop when
+ * |fit change| < tolerance (never before the second iteration) or at
+ * max_iters. */
+#ifndef TH_CP_ALS_H
+#define TH_CP_ALS_H
+
+#include <glib.h>
+#include "cpd/als_step.h"
+#include "plugin/backend.h"
+#include "config/config.h"
+#include "tensor/sptensor.h"
+
+#define TH_CPD_ERROR (th_cpd_error_quark())
+GQuark th_cpd_error_quark(void);
+
+typedef enum {
+    TH_CPD_ERROR_UPDATE_PATH, /* the update path asked for needs a function the plugin lacks */
+    TH_CPD_ERROR_ZERO_TENSOR, /* every value is zero: no decomposition exists */
+    TH_CPD_ERROR_RANK,        /* a rank the backend cannot take */
+    TH_CPD_ERROR_NOT_FINITE,  /* an iteration's fit came out NaN or infinite */
+} th_cpd_error;
+
+/* Where a run's initial factors came from. */
+typedef enum th_init_source {
+    TH_INIT_HOST = 0, /* drawn by the host from the seed, uploaded with set_factor */
+    TH_INIT_BACKEND,  /* drawn by the backend from the seed (init_factors, ABI 1.3) */
+    TH_INIT_GIVEN,    /* th_cpd_params.initial_factors, uploaded with set_factor */
+} th_init_source;
+
+/* "host", "backend", "given" (report.json's cpd.initial_factors). */
+const char *th_init_source_name(th_init_source source);
+
+/* "auto", "sweep", "mode", "host" (the config's cpd.update values). */
+const char *th_update_path_name(th_update_path path);
+/* The inverse; FALSE for any other text. */
+gboolean th_update_path_from_name(const char *name, th_update_path *path);
+
+typedef struct th_cpd_params {
+    uint32_t rank;
+    uint32_t max_iters;
+    double tolerance;
+    uint64_t seed;
+    /* Zero (TH_UPDATE_AUTO) picks the best path the backend offers; SWEEP or
+     * MODE on a backend without als_sweep / als_update is an error
+     * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
+    th_update_path update;
+    /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
+     * instead of the seed's (borrowed for the call). NULL: the seed's
+     * counter-based factors (th_cpd_initial_factors), drawn by the backend
+     * when it has init_factors (ABI 1.3), else by the host and uploaded. */
+    const double *const *initial_factors;
+} th_cpd_params;
+
+/* The [cpd] keys of `config` as parameters, at `rank` (a comparison may run
+ * several). cpd.update's text (the loader accepts only th_update_path_name()'s)
+ * becomes its path; any other text, from a config not made by the loader,
+ * is AUTO. */
+th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
+
+/* The stopping rule (Tensor Toolbox's cp_als): after iteration `iteration`
+ * (1-based), whose fit changed by `delta`, the run has converged when
+ * |delta| < tolerance, from iteration 2 on. A tolerance of 0 never stops. */
+gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance);
+
+typedef struct th_cpd_iteration {
+    uint32_t iteration; /* 1-based */
+    double fit;
+    double delta;   /* fit - previous fit (the first: fit itself) */
+    double seconds; /* wall time of this iteration */
+} th_cpd_iteration;
+
+typedef struct th_cpd_result {
+    uint32_t nmodes;
+    uint32_t rank;
+    th_index *dims;
+    /* The model in cp_model.h's form: lambda >= 0 decreasing, columns of unit
+     * 2-norm, signs fixed as Tensor Toolbox's fixsigns. */
+    double *lambda;   /* [rank] */
+    double **factors; /* [nmodes] arrays of dims[m] x rank, row-major */
+    GArray *iterations; /* th_cpd_iteration */
+    double fit;
+    gboolean converged;   /* stopped by the tolerance */
+    gboolean interrupted; /* stopped on request: a signal, or a callback said stop */
+    /* Set with `interrupted` when the stop came inside an iteration (a long
+     * one, cut after TH_CANCEL_GRACE_SECONDS): the model is the ALS state
+     * after that iteration's first partial_modes mode updates, a valid CP
+     * model whose fit is `fit`; `iterations` holds the completed ones. 0
+     * otherwise. With 0 modes updated at all there is no model: factors and
+     * lambda are NULL and fit is NaN. */
+    uint32_t partial_modes;
+    th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
+    th_init_source initial_factors; /* who drew the factors the run started from */
+    uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
+    /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and
+     * that the host finished per mode; always 0 off the sweep path. */
+    uint32_t sweep_fallbacks;
+    /* Timings in seconds. On the sweep path the MTTKRPs run inside
+     * als_sweep, so the host cannot time them one by one: mttkrp_seconds[m]
+     * is then TH_CPD_NOT_MEASURED (negative) for every mode, and their wall
+     * time is in sweep_seconds. The backend's own per-mode times are still
+     * collected (get_mode_info after each sweep). */
+    double *mttkrp_seconds;        /* [nmodes] host wall time, summed; < 0: not measured */
+    double *mttkrp_device_seconds; /* [nmodes] backend-reported, summed; < 0 if not reported */
+    /* Sweep path: the als_sweep calls, plus the mttkrp() calls of the modes
+     * the host finished after a sweep stopped early; 0 on the other paths. */
+    double sweep_seconds;
+    double update_seconds;  /* factor updates incl. transfers outside als_sweep */
+    double algebra_seconds; /* host R x R work and fit */
+    /* Outside the iterations: drawing (or setting) the initial factors and
+     * their Grams; copying the factors back from the backend; bringing
+     * them into the published form (cp_model.h). */
+    double init_seconds;
+    double fetch_seconds;
+    /* Of fetch_seconds: waiting for the fresh memory of the result factors,
+     * allocated and faulted in beside the iterations, to be ready. */
+    double result_memory_seconds;
+    double arrange_seconds;
+    double total_seconds;
+} th_cpd_result;
+
+/* The factors were updated in the backend: update_path is SWEEP or MODE. */
+static inline gboolean th_cpd_backend_updated(const th_cpd_result *r)
+{
+    return r->update_path != TH_UPDATE_HOST;
+}
+
+/* What a caller hears of a run; every member may be NULL. */
+typedef struct th_cpd_callbacks {
+    /* After each iteration. Returning FALSE stops the run there, as an
+     * interruption (result->interrupted). */
+    gboolean (*iteration)(const th_cpd_iteration *iteration, void *user_data);
+    /* Before each mode's update (on the sweep path: once per iteration, with
+     * mode 0), for progress displays of long iterations. */
+    void (*mode)(uint32_t iteration, uint32_t mode, uint32_t nmodes, void *user_data);
+    /* When a phase outside the iterations starts ("drawing the initial
+     * factors", ...), which on tall factors takes seconds; for progress. */
+    void (*phase)(const char *what, void *user_data);
+    void *user_data;
+} th_cpd_callbacks;
+
+/* The seed's initial factors: factor m holds F_m(i, r) =
+ * th_initial_factor_value(seed, m, i, r), uniform in [0, 1) (plugin.h,
+ * "Initial factors"), drawn on all cores with the same result whatever the
+ * thread count. Every backend starts from these, whether it draws them
+ * itself (init_factors) or the host uploads them. Free with
+ * th_cpd_free_factors. */
+double **th_cpd_initial_factors(const th_index *dims, uint32_t nmodes, uint32_t rank,
+                                uint64_t seed);
+void th_cpd_free_factors(double **factors, uint32_t nmodes);
+
+/* A tensor CP-ALS can decompose: FALSE with TH_CPD_ERROR_ZERO_TENSOR when
+ * its norm is 0 (the fit, 1 - ||X - M|| / ||X||, would be 0 / 0). Call it
+ * after th_sptensor_scale_to_safe_range, whose scaling keeps tiny values
+ * from squaring to 0. */
+gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error);
+
+/* The largest rank this tensor can have: min(nnz, min over modes n of the
+ * product of the other modes' lengths), saturating at UINT64_MAX. A CP rank
+ * above it only adds components the data cannot determine: the normal
+ * equations turn rank deficient and the fit stops improving. */
+uint64_t th_cpd_rank_bound(const th_sptensor *tensor);
+
+/* Plans a run of `params` on `backend` before any work: its rank against
+ * the plugin's maximum (FALSE with TH_CPD_ERROR_RANK naming both) and
+ * params->update resolved to the path the backend has (never AUTO; FALSE
+ * with TH_CPD_ERROR_UPDATE_PATH naming the plugin and the capability), both
+ * kept in the backend (planned_rank, update_path) for th_cp_als. `where`
+ * (the location of cpd.rank in a config, or NULL) prefixes a rank error. */
+gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
+                     GError **error);
+
+/* Runs CP-ALS on a backend whose tensor is already loaded with params->rank,
+ * on the plan th_cpd_plan made (made here when there is none for `params`).
+ * A stop request (cancel.h) ends the run after the current iteration, or
+ * inside it once the backend gives up a call as cancelled (a long
+ * iteration, TH_CANCEL_GRACE_SECONDS after the request), with
+ * result->interrupted set; that is not an error. `callbacks` may be NULL. */
+th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
+                         const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                         GError **error);
+void th_cpd_result_free(th_cpd_result *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_cpd_result, th_cpd_result_free)
+
+#endif

@@ -1,0 +1,114 @@
+#include "cpd/cpd_session.h"
+
+struct th_cpd_session {
+    th_backend *backend; /* borrowed, planned */
+    th_cpd_params params;
+    /* The warning terms, owned copies of the caller's. */
+    char *tensor_term, *rank_term, *max_iters_term, *tolerance_term;
+    const th_sptensor *tensor; /* prepared: the caller's, or scaled_copy */
+    th_sptensor *scaled_copy;
+    GPtrArray *warnings;    /* th_cpd_warning */
+    guint tensor_warnings;  /* the first ones, from prepare */
+};
+
+th_cpd_session *th_cpd_session_new(th_backend *backend, const th_cpd_params *params,
+                                   const char *where, const th_cpd_warning_terms *terms,
+                                   GError **error)
+{
+    if (!th_cpd_plan(backend, params, where, error))
+        return NULL;
+    th_cpd_session *s = g_new0(th_cpd_session, 1);
+    s->backend = backend;
+    s->params = *params;
+    s->tensor_term = g_strdup(terms->tensor);
+    s->rank_term = g_strdup(terms->rank);
+    s->max_iters_term = g_strdup(terms->max_iters);
+    s->tolerance_term = g_strdup(terms->tolerance);
+    s->warnings = th_cpd_warnings_new();
+    return s;
+}
+
+void th_cpd_session_free(th_cpd_session *s)
+{
+    if (!s)
+        return;
+    th_sptensor_free(s->scaled_copy);
+    g_ptr_array_unref(s->warnings);
+    g_free(s->tensor_term);
+    g_free(s->rank_term);
+    g_free(s->max_iters_term);
+    g_free(s->tolerance_term);
+    g_free(s);
+}
+
+const th_cpd_params *th_cpd_session_params(const th_cpd_session *s) { return &s->params; }
+
+static th_cpd_warning_terms terms_of(const th_cpd_session *s)
+{
+    return (th_cpd_warning_terms){
+        .tensor = s->tensor_term,
+        .rank = s->rank_term,
+        .max_iters = s->max_iters_term,
+        .tolerance = s->tolerance_term,
+    };
+}
+
+/* The checks of a tensor in the safe range, and the warnings known before
+ * the run. */
+static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError **error)
+{
+    if (!th_cpd_check_tensor(tensor, error))
+        return FALSE;
+    s->tensor = tensor;
+    g_ptr_array_set_size(s->warnings, 0);
+    const th_cpd_warning_terms terms = terms_of(s);
+    th_cpd_tensor_warnings(s->warnings, tensor, s->params.rank, &terms);
+    s->tensor_warnings = s->warnings->len;
+    return TRUE;
+}
+
+gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **error)
+{
+    const gboolean did_scale = th_sptensor_scale_to_safe_range(tensor);
+    if (scaled)
+        *scaled = did_scale;
+    return th_cpd_check_tensor(tensor, error);
+}
+
+gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean *scaled,
+                                GError **error)
+{
+    return th_cpd_prepare_tensor(tensor, scaled, error) && take_tensor(s, tensor, error);
+}
+
+gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tensor,
+                                     GError **error)
+{
+    g_clear_pointer(&s->scaled_copy, th_sptensor_free);
+    if (!th_sptensor_in_safe_range(tensor)) {
+        s->scaled_copy = th_sptensor_copy(tensor);
+        th_sptensor_scale_to_safe_range(s->scaled_copy);
+    }
+    return take_tensor(s, s->scaled_copy ? s->scaled_copy : tensor, error);
+}
+
+gboolean th_cpd_session_load(th_cpd_session *s, GError **error)
+{
+    g_return_val_if_fail(s->tensor != NULL, FALSE); /* prepared first */
+    return th_backend_load_tensor(s->backend, s->tensor, s->params.rank, error);
+}
+
+th_cpd_result *th_cpd_session_run(th_cpd_session *s, const th_cpd_callbacks *callbacks,
+                                  GError **error)
+{
+    g_return_val_if_fail(s->tensor != NULL, NULL);
+    th_cpd_result *result = th_cp_als(s->backend, s->tensor, &s->params, callbacks, error);
+    if (!result)
+        return NULL;
+    g_ptr_array_set_size(s->warnings, s->tensor_warnings);
+    const th_cpd_warning_terms terms = terms_of(s);
+    th_cpd_result_warnings(s->warnings, &s->params, result, &terms);
+    return result;
+}
+
+const GPtrArray *th_cpd_session_warnings(const th_cpd_session *s) { return s->warnings; }

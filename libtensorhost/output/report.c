@@ -1,0 +1,308 @@
+#include "output/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include <gio/gio.h> /* G_IO_ERROR_CANCELLED */
+
+#include "base/atomic_file.h"
+#include "base/cancel.h"
+#include "output/factor_io.h"
+#include "base/json_text.h"
+
+const char *th_run_status(const th_cpd_result *result)
+{
+    if (result->interrupted)
+        return "interrupted";
+    return result->converged ? "converged" : "max_iters";
+}
+
+static void add_uint_array(JsonBuilder *b, const char *name, const th_index *v, uint32_t n)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (uint32_t i = 0; i < n; ++i)
+        json_builder_add_int_value(b, v[i]);
+    json_builder_end_array(b);
+}
+
+/* JSON has no NaN or Inf: a value that is not finite is written as null. */
+static void add_double_value(JsonBuilder *b, double value)
+{
+    if (isfinite(value))
+        json_builder_add_double_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+/* Negative entries (not measured or not reported) become null. */
+static void add_double_array(JsonBuilder *b, const char *name, const double *v, uint32_t n)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_array(b);
+    for (uint32_t i = 0; i < n; ++i) {
+        if (v[i] < 0.0)
+            json_builder_add_null_value(b); /* not reported by the backend */
+        else
+            add_double_value(b, v[i]);
+    }
+    json_builder_end_array(b);
+}
+
+static void member_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static void member_double(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    add_double_value(b, value);
+}
+
+static void member_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value ? value : "");
+}
+
+static void member_bool(JsonBuilder *b, const char *name, gboolean value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "path", path);
+    /* What the file says the tensor is (a synthetic tensor's parameters). */
+    json_builder_set_member_name(b, "label");
+    if (tensor->label != NULL)
+        json_builder_add_string_value(b, tensor->label);
+    else
+        json_builder_add_null_value(b);
+    member_int(b, "order", tensor->nmodes);
+    add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
+    member_int(b, "nnz", (gint64)tensor->nnz);
+    member_double(b, "density", th_sptensor_density(tensor));
+    member_double(b, "norm", th_sptensor_norm(tensor)); /* the file's units */
+    member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
+    member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
+    member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);
+    json_builder_set_member_name(b, "empty_slices");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < tensor->nmodes; ++m)
+        json_builder_add_int_value(b, (gint64)th_sptensor_empty_slices(tensor, m));
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+JsonNode *th_report_backend_node(const th_backend_facts *f)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "id", f->id);
+    member_string(b, "name", f->name);
+    member_string(b, "version", f->version);
+    member_string(b, "path", f->path);
+    member_string(b, "abi", f->abi);
+    member_string(b, "value_type", f->f32 ? "f32" : "f64");
+    member_bool(b, "als_update", f->has_als_update);
+    member_bool(b, "als_sweep", f->has_als_sweep);
+    member_bool(b, "init_factors", f->has_init_factors);
+    member_string(b, "device", f->device);
+    member_string(b, "details", f->details);
+    member_double(b, "preprocess_seconds", f->load_seconds);
+    json_builder_set_member_name(b, "memory_bytes");
+    json_builder_begin_object(b);
+    member_int(b, "tensor", (gint64)f->tensor_bytes);
+    member_int(b, "factors", (gint64)f->factor_bytes);
+    member_int(b, "workspace", (gint64)f->workspace_bytes);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "modes");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < f->nmodes; ++m) {
+        if (!f->modes[m].reported)
+            continue;
+        json_builder_begin_object(b);
+        member_int(b, "mode", m + 1);
+        member_string(b, "scheme", f->modes[m].scheme);
+        member_int(b, "partitions", f->modes[m].partitions);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+static void add_config_member(const char *key, const th_config_value *value, void *user_data)
+{
+    JsonBuilder *b = user_data;
+    json_builder_set_member_name(b, key);
+    switch (value->kind) {
+    case TH_CONFIG_VALUE_INTEGER:
+        json_builder_add_int_value(b, value->integer);
+        break;
+    case TH_CONFIG_VALUE_NUMBER:
+        add_double_value(b, value->number);
+        break;
+    case TH_CONFIG_VALUE_BOOLEAN:
+        json_builder_add_boolean_value(b, value->boolean);
+        break;
+    case TH_CONFIG_VALUE_STRING_LIST:
+        json_builder_begin_array(b);
+        for (guint i = 0; value->items && i < value->items->len; ++i)
+            json_builder_add_string_value(b, g_ptr_array_index(value->items, i));
+        json_builder_end_array(b);
+        break;
+    case TH_CONFIG_VALUE_STRING:
+        json_builder_add_string_value(b, value->text);
+        break;
+    }
+}
+
+JsonNode *th_report_config_node(const th_config *config)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    /* Absolute, as every path the config resolves is. */
+    g_autofree char *file = g_canonicalize_filename(config->source_path, NULL);
+    member_string(b, "file", file);
+    th_config_foreach(config, add_config_member, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+/* The factor files of one format: "lambda": "lambda.EXT", "factors": [...]. */
+static void add_factor_files(JsonBuilder *b, const char *member, const th_cpd_result *r,
+                             const char *extension)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_begin_object(b);
+    g_autofree char *lambda = g_strconcat("lambda", extension, NULL);
+    member_string(b, "lambda", lambda);
+    json_builder_set_member_name(b, "factors");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u%s", m + 1, extension);
+        json_builder_add_string_value(b, name);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
+static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
+{
+    json_builder_set_member_name(b, "cpd");
+    json_builder_begin_object(b);
+    member_int(b, "rank", r->rank);
+    member_string(b, "status", th_run_status(r));
+    member_double(b, "final_fit", r->fit);
+    member_bool(b, "converged", r->converged);
+    member_bool(b, "interrupted", r->interrupted);
+    member_string(b, "update_path", th_update_path_name(r->update_path));
+    member_string(b, "initial_factors", th_init_source_name(r->initial_factors));
+    member_bool(b, "backend_update", th_cpd_backend_updated(r));
+    member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
+    member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
+    json_builder_set_member_name(b, "iterations");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < r->iterations->len; ++i) {
+        const th_cpd_iteration *it = &g_array_index(r->iterations, th_cpd_iteration, i);
+        json_builder_begin_object(b);
+        member_int(b, "iteration", it->iteration);
+        member_double(b, "fit", it->fit);
+        member_double(b, "delta", it->delta);
+        member_double(b, "seconds", it->seconds);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    add_double_array(b, "lambda", r->lambda, r->rank);
+    /* "files": the text files (SPLATT's layout); "npy_files": numpy's. */
+    if (formats & TH_FACTORS_TEXT)
+        add_factor_files(b, "files", r, ".mat");
+    if (formats & TH_FACTORS_NPY)
+        add_factor_files(b, "npy_files", r, ".npy");
+    json_builder_end_object(b);
+}
+
+static void add_timings(JsonBuilder *b, const th_run_summary *s)
+{
+    const th_cpd_result *r = s->result;
+    json_builder_set_member_name(b, "timings");
+    json_builder_begin_object(b);
+    member_double(b, "read_seconds", s->read_seconds);
+    member_double(b, "preprocess_seconds", s->backend->load_seconds);
+    if (r) {
+        /* null per mode where the host could not time it (inside als_sweep). */
+        add_double_array(b, "mttkrp_seconds", r->mttkrp_seconds, r->nmodes);
+        add_double_array(b, "mttkrp_backend_seconds", r->mttkrp_device_seconds, r->nmodes);
+        member_double(b, "sweep_seconds", r->sweep_seconds);
+        member_double(b, "update_seconds", r->update_seconds);
+        member_double(b, "algebra_seconds", r->algebra_seconds);
+        member_double(b, "init_seconds", r->init_seconds);
+        member_double(b, "fetch_seconds", r->fetch_seconds);
+        member_double(b, "result_memory_seconds", r->result_memory_seconds);
+        member_double(b, "arrange_seconds", r->arrange_seconds);
+        member_double(b, "cpd_seconds", r->total_seconds);
+    }
+    member_double(b, "write_seconds", s->write_seconds);
+    member_double(b, "total_seconds", s->total_seconds);
+    json_builder_end_object(b);
+}
+
+gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **error)
+{
+    /* A second stop while outputs are written (cancel.h), as th_write_matrix. */
+    if (th_cancel_abort_requested()) {
+        g_autofree char *path = th_output_set_path(set, TH_RUN_REPORT_NAME);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                    "%s: writing aborted; the file was not replaced", path);
+        return FALSE;
+    }
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    member_string(b, "tensorhost_version", TH_VERSION);
+    g_autofree char *abi = g_strdup_printf("%u.%u", TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR);
+    member_string(b, "host_abi", abi);
+    g_autoptr(GDateTime) now = g_date_time_new_now_local();
+    g_autofree char *date = g_date_time_format_iso8601(now);
+    member_string(b, "date", date);
+    member_string(b, "status", s->result ? th_run_status(s->result) : "failed");
+
+    json_builder_set_member_name(b, "config");
+    json_builder_add_value(b, th_report_config_node(s->config));
+
+    json_builder_set_member_name(b, "tensor");
+    json_builder_add_value(b, th_report_tensor_node(s->tensor, s->config->tensor_path));
+    json_builder_set_member_name(b, "backend");
+    json_builder_add_value(b, th_report_backend_node(s->backend));
+    if (s->result)
+        add_cpd(b, s->result,
+                s->factors_written ? th_factor_format_from_name(s->config->output_format) : 0);
+    add_timings(b, s);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    gsize length = 0;
+    g_autofree char *text = th_json_to_text(root, TRUE, &length);
+    th_atomic_file *file = th_output_set_open(set, TH_RUN_REPORT_NAME, error);
+    if (!file)
+        return FALSE;
+    if (fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
+        const int saved = errno ? errno : EIO;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                    th_atomic_file_path(file), g_strerror(saved));
+        th_atomic_file_abort(file);
+        return FALSE;
+    }
+    if (!th_atomic_file_finish(file, error))
+        return FALSE;
+    th_output_set_add(set, file);
+    return TRUE;
+}

@@ -1,0 +1,42 @@
+/* report.json: what a run read, ran on, computed and how long it took,
+ * written with json-glib, as the index of the run's output set. */
+#ifndef TH_REPORT_H
+#define TH_REPORT_H
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "plugin/backend.h"
+#include "config/config.h"
+#include "cpd/cp_als.h"
+#include "base/output_set.h"
+#include "tensor/sptensor.h"
+
+typedef struct th_run_summary {
+    const th_config *config;
+    const th_sptensor *tensor;
+    double read_seconds;
+    const th_backend_facts *backend; /* taken after the run */
+    const th_cpd_result *result;  /* may be NULL if the run failed before CP-ALS */
+    gboolean factors_written;
+    double write_seconds; /* the factor files (report.json is written after them) */
+    double total_seconds;
+} th_run_summary;
+
+/* "converged", "max_iters" or "interrupted". */
+const char *th_run_status(const th_cpd_result *result);
+
+/* Tensor facts: path, order, dims, nnz, density, norm, duplicates, empty slices. */
+JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
+/* The resolved config: "file" (absolute) and every key with its TOML type
+ * (th_config_foreach), non-finite numbers as null. */
+JsonNode *th_report_config_node(const th_config *config);
+/* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
+JsonNode *th_report_backend_node(const th_backend_facts *facts);
+
+/* report.json, written as a finished file of `set` (output_set.h: the
+ * set's index, installed last); a th_cancel_abort_requested() (a second
+ * Ctrl-C while outputs are written) writes nothing, with a
+ * G_IO_ERROR_CANCELLED error naming it. */
+gboolean th_report_stage(th_output_set *set, const th_run_summary *summary, GError **error);
+
+#endif

@@ -1,0 +1,178 @@
+/* A backend in use: a loaded plugin plus one instance of it, with the ABI's
+ * status codes turned into GErrors. This module is the one place the host
+ * calls instance functions, so every call is checked the same way: the
+ * program, the comparison, the checker and the benchmark all come through
+ * here (the th_call_* door at the end serves the two that must see a
+ * plugin's raw answers). */
+#ifndef TH_BACKEND_H
+#define TH_BACKEND_H
+
+#include <glib.h>
+#include "plugin/plugin_loader.h"
+#include "tensor/sptensor.h"
+
+/* Where an iteration's factor updates run. */
+typedef enum th_update_path {
+    TH_UPDATE_AUTO = 0, /* the best the backend has: SWEEP, else MODE, else HOST */
+    TH_UPDATE_SWEEP,    /* one als_sweep() per iteration (ABI 1.1); the backend solves */
+    TH_UPDATE_MODE,     /* per mode: mttkrp(), host solve, als_update() in the backend */
+    TH_UPDATE_HOST,     /* per mode: mttkrp(), host solve, factor update on the host */
+} th_update_path;
+
+typedef struct th_backend {
+    th_plugin *plugin;
+    th_instance *instance;
+    uint32_t nmodes; /* of the loaded tensor, 0 before */
+    uint32_t rank;
+    th_index *dims;  /* copy of the loaded tensor's dims */
+    double load_seconds; /* wall time of load_tensor (preprocessing) */
+    /* The run planned on this backend (th_cpd_plan): its rank, checked
+     * against the plugin's maximum, and the update path asked for and the
+     * one it resolved to; a run of the same plan checks nothing again. */
+    gboolean planned;
+    uint32_t planned_rank;
+    th_update_path requested_update, update_path;
+} th_backend;
+
+/* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
+ * NULL), loads it and creates an instance. The plugin gets `options`
+ * (th_config_option*, for whichever plugin runs; may be NULL), then the
+ * entries of the table in `option_tables` (th_config_plugin_options*; may
+ * be NULL) named after its id, which replace common keys of the same name.
+ * "auto" tries "gpu-adaptive" first and falls back to "cpu-reference" when
+ * that plugin is missing or reports no usable device, logging why. A table
+ * naming neither the plugin that runs nor an installed one is an error. */
+th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                            GPtrArray *option_tables, GError **error);
+/* A th_backend over a (plugin, instance) pair the caller owns, whose loaded
+ * tensor has `nmodes` modes of lengths `dims` (borrowed) at `rank`: lets the
+ * checker and the benchmark step their own instances through the same code
+ * as a run (als_step.h). Never th_backend_close it. */
+th_backend th_backend_borrow(th_plugin *plugin, th_instance *instance, uint32_t nmodes,
+                             uint32_t rank, const th_index *dims);
+
+/* Destroys the instance, then unloads the plugin. Accepts NULL. */
+void th_backend_close(th_backend *backend);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend, th_backend_close)
+
+const th_plugin_info *th_backend_info(const th_backend *backend);
+
+/* load_tensor, timed into backend->load_seconds. */
+gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
+                                GError **error);
+
+gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,
+                               GError **error);
+gboolean th_backend_get_factor(th_backend *backend, uint32_t mode, double *data,
+                               GError **error);
+gboolean th_backend_mttkrp(th_backend *backend, uint32_t mode, GError **error);
+gboolean th_backend_get_mttkrp_result(th_backend *backend, uint32_t mode, double *data,
+                                      GError **error);
+gboolean th_backend_has_als_update(const th_backend *backend);
+gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double *w, int32_t norm,
+                               double *lambda, double *gram, double *inner, GError **error);
+gboolean th_backend_has_als_sweep(const th_backend *backend);
+/* One whole CP-ALS iteration in the backend (ABI 1.1 als_sweep): `grams`
+ * holds backend->nmodes rank x rank Grams of the current factors and gets
+ * those of the updated modes back; `lambda` and `inner` ([rank]) are those
+ * of the last updated mode. `*modes_done` says how many modes (0 ..) were
+ * updated: fewer than nmodes when the backend's Cholesky broke down and the
+ * caller must finish the iteration from that mode. On failure it is 0,
+ * except after TH_ERR_CANCELLED, when it counts the modes the backend
+ * finished before it stopped. A modes_done beyond
+ * nmodes is an error (TH_ERR_INTERNAL), as is calling it on a backend
+ * without als_sweep (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
+                              double *lambda, double *inner, uint32_t *modes_done,
+                              GError **error);
+gboolean th_backend_has_init_factors(const th_backend *backend);
+/* The backend draws its own initial factors (ABI 1.3 init_factors): every
+ * mode's factor becomes F_m(i, r) = th_initial_factor_value(seed, m, i, r)
+ * (<tensorhost/plugin_sdk.h>) as set_factor would hold it, and `grams`
+ * (backend->nmodes rank x rank arrays) gets their Grams. Calling it on a
+ * backend without init_factors is an error (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_init_factors(th_backend *backend, uint64_t seed, double *const *grams,
+                                 GError **error);
+gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
+gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
+                              GError **error);
+
+/* What a backend says of itself at one moment, taken in one go
+ * (th_backend_facts_take) so that the console summary, report.json and a
+ * comparison read the same plain facts instead of calling into the plugin
+ * again each. Strings are owned copies, "" when not reported. */
+typedef struct th_backend_mode_facts {
+    char *scheme;        /* th_mode_info.scheme */
+    uint32_t partitions;
+    gboolean reported;   /* FALSE when get_mode_info failed (a plugin without it
+                            reports an empty scheme and 0 partitions) */
+} th_backend_mode_facts;
+
+typedef struct th_backend_facts {
+    char *id, *name, *version; /* th_plugin_info */
+    char *path;                /* the .so */
+    char *abi;                 /* the plugin's ABI, "1.1" */
+    gboolean f32;              /* value_type is TH_VALUE_F32 */
+    gboolean has_als_update, has_als_sweep;
+    gboolean has_init_factors; /* ABI 1.3 */
+    char *device, *details;    /* th_runtime_info */
+    uint64_t tensor_bytes, factor_bytes, workspace_bytes;
+    double load_seconds;       /* preprocessing: load_tensor's wall time */
+    uint32_t nmodes;           /* of the loaded tensor; 0 before */
+    th_backend_mode_facts *modes; /* [nmodes] */
+} th_backend_facts;
+
+/* The facts of `backend` now; a plugin whose info calls fail gives the
+ * empty values above (the failure is logged at debug level). */
+th_backend_facts *th_backend_facts_take(th_backend *backend);
+void th_backend_facts_free(th_backend_facts *facts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_backend_facts, th_backend_facts_free)
+
+/* ---- The door: instance calls on a bare (plugin, instance) pair ----------
+ * For the conformance checker and the benchmark, which drive instances of
+ * their own (several per plugin, misused on purpose) and must see exactly
+ * what a plugin answers. Each passes its arguments on as they are and
+ * returns the plugin's status with its message in `err` (TH_ERROR_SIZE
+ * bytes); an optional function the plugin lacks gives TH_ERR_UNSUPPORTED and
+ * a message saying so. create() gets the plugin's own host services.
+ * th_call_destroy accepts a NULL instance and passes it on (the ABI says a
+ * plugin must accept it). */
+th_status th_call_create(const th_plugin *plugin, const th_option *options, uint32_t n_options,
+                         th_instance **out, char *err);
+void th_call_destroy(const th_plugin *plugin, th_instance *instance);
+th_status th_call_load_tensor(const th_plugin *plugin, th_instance *instance,
+                              const th_coo_tensor *tensor, uint32_t rank, char *err);
+th_status th_call_set_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *data, char *err);
+th_status th_call_get_factor(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             double *data, char *err);
+th_status th_call_mttkrp(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                         char *err);
+th_status th_call_get_mttkrp_result(const th_plugin *plugin, th_instance *instance,
+                                    uint32_t mode, double *data, char *err);
+th_status th_call_als_update(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                             const double *w, int32_t norm, th_als_output *out, char *err);
+th_status th_call_get_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                   th_runtime_info *info, char *err);
+th_status th_call_get_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                                th_mode_info *info, char *err);
+th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
+                            th_als_sweep_io *io, char *err);
+th_status th_call_init_factors(const th_plugin *plugin, th_instance *instance,
+                               th_init_factors_io *io, char *err);
+
+/* Runtime and mode info as GErrors: the structs are zeroed first (strings
+ * empty, times negative) and stay so when the plugin lacks the function;
+ * their strings are terminated whatever the plugin wrote. FALSE with the
+ * error only when the call itself fails. */
+gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
+                                  th_runtime_info *info, GError **error);
+gboolean th_instance_mode_info(const th_plugin *plugin, th_instance *instance, uint32_t mode,
+                               th_mode_info *info, GError **error);
+/* als_sweep as a GError (TH_PLUGIN_STATUS_ERROR, code = the status;
+ * TH_ERR_UNSUPPORTED when the plugin has none). `io` is passed as it is:
+ * the caller fills struct_size and the inputs and checks the outputs. */
+gboolean th_instance_als_sweep(const th_plugin *plugin, th_instance *instance,
+                               th_als_sweep_io *io, GError **error);
+
+#endif

@@ -1,0 +1,1588 @@
+/* The plugin conformance checker; see check_plugin.h.
+ *
+ * The checks go from the outside in: first what the loader sees (the raw
+ * entry, then th_plugin_load and the info), then the error paths of a fresh
+ * instance, then the numbers against cpu-reference, then the life-cycle
+ * stress. A problem early on stops only what depends on it, so one run lists
+ * as many faults as it can. */
+#define _GNU_SOURCE /* realpath() */
+
+#include "check_plugin.h"
+
+#include "cpd/dense.h"
+#include "base/log.h"
+#include "cpd/als_step.h"
+#include "plugin/backend.h"
+#include "cpd/cp_als.h"
+#include "plugin/plugin_loader.h"
+#include "base/rng.h"
+#include "tensor/sptensor.h"
+#include "tensor/synth.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define UNKNOWN_OPTION_KEY "th-check-no-such-option"
+#define CREATE_DESTROY_CYCLES 50
+#define LOAD_TENSOR_CYCLES 20
+#define LOAD_UNLOAD_CYCLES 20
+#define CHECK_MAX_ORDER 8u /* the orders the GPU backends are tested on: 3 to 8 */
+
+/* ------------------------------------------------------------------------ */
+/* Reporting                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct checker {
+    const th_check_options *opts;
+    FILE *out;
+    th_check_counts counts;
+    th_host_services services;
+    th_plugin *plugin;    /* under test */
+    th_plugin *reference; /* NULL when it could not be loaded; may equal plugin */
+    gboolean reference_is_plugin;
+    th_instance *inst;     /* the plugin's instance for the numeric checks */
+    th_instance *ref_inst; /* the reference's */
+    double tolerance;      /* relative Frobenius error allowed */
+} checker;
+
+/* The line a crash prints; written by begin(), read by the signal handler. */
+static char crash_line[256] = "FAIL (before the first check): crashed\n";
+static volatile sig_atomic_t crash_fd = STDOUT_FILENO;
+
+static void begin(checker *c, const char *name)
+{
+    fflush(c->out);
+    int fd = fileno(c->out);
+    crash_fd = fd >= 0 ? fd : STDERR_FILENO;
+    g_snprintf(crash_line, sizeof crash_line, "FAIL %s: crashed (signal ", name);
+}
+
+static void report(checker *c, const char *verdict, const char *name, const char *separator,
+                   const char *format, va_list args) G_GNUC_PRINTF(5, 0);
+
+static void report(checker *c, const char *verdict, const char *name, const char *separator,
+                   const char *format, va_list args)
+{
+    g_autofree char *why = format ? g_strdup_vprintf(format, args) : NULL;
+    if (why != NULL && why[0] != '\0')
+        fprintf(c->out, "%s %s%s%s%s\n", verdict, name, separator, why,
+                strcmp(separator, " (") == 0 ? ")" : "");
+    else
+        fprintf(c->out, "%s %s\n", verdict, name);
+    fflush(c->out);
+}
+
+static void pass(checker *c, const char *name, const char *format, ...) G_GNUC_PRINTF(3, 4);
+static void fail(checker *c, const char *name, const char *format, ...) G_GNUC_PRINTF(3, 4);
+static void skip(checker *c, const char *name, const char *format, ...) G_GNUC_PRINTF(3, 4);
+
+static void pass(checker *c, const char *name, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    report(c, "PASS", name, " (", format, args);
+    va_end(args);
+    c->counts.passed++;
+}
+
+static void fail(checker *c, const char *name, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    report(c, "FAIL", name, ": ", format, args);
+    va_end(args);
+    c->counts.failed++;
+}
+
+static void skip(checker *c, const char *name, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    report(c, "SKIP", name, ": ", format, args);
+    va_end(args);
+    c->counts.skipped++;
+}
+
+/* A plugin's message is untrusted: bound it, and say when there is none. */
+static const char *message_of(char *err)
+{
+    err[TH_ERROR_SIZE - 1] = '\0';
+    return err[0] != '\0' ? err : "(no message)";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Crash report (command-line tool only)                                     */
+/* ------------------------------------------------------------------------ */
+
+static void on_crash(int signal_number)
+{
+    char digits[4] = {(char)('0' + signal_number / 10 % 10), (char)('0' + signal_number % 10),
+                      ')', '\n'};
+    ssize_t ignored = write(crash_fd, crash_line, strlen(crash_line));
+    ignored = write(crash_fd, digits, sizeof digits);
+    (void)ignored;
+    _exit(1);
+}
+
+void th_check_install_crash_report(void)
+{
+    const int signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < G_N_ELEMENTS(signals); i++) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_crash;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = (int)SA_RESETHAND;
+        sigaction(signals[i], &action, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { SKEW_UNIFORM, SKEW_ZIPF, SKEW_DEGENERATE, SKEW_COUNT } skew_kind;
+
+static const char *const skew_names[SKEW_COUNT] = {"uniform", "zipf", "dim1-empty-slices"};
+
+/* A generated tensor and the borrowed ABI view of it. */
+typedef struct test_tensor {
+    th_sptensor *t;
+    const uint32_t *index_ptrs[TH_MAX_MODES];
+    th_coo_tensor coo;
+} test_tensor;
+
+static void test_tensor_free(test_tensor *tt)
+{
+    if (tt == NULL)
+        return;
+    th_sptensor_free(tt->t);
+    g_free(tt);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(test_tensor, test_tensor_free)
+
+static test_tensor *wrap(th_sptensor *t)
+{
+    test_tensor *tt = g_new0(test_tensor, 1);
+    tt->t = t;
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        tt->index_ptrs[m] = t->indices[m];
+    tt->coo = (th_coo_tensor){
+        .struct_size = (uint32_t)sizeof(th_coo_tensor),
+        .nmodes = t->nmodes,
+        .nnz = t->nnz,
+        .dims = t->dims,
+        .indices = tt->index_ptrs,
+        .values = t->values,
+        .norm_squared = th_sptensor_norm_squared(t),
+    };
+    return tt;
+}
+
+static uint32_t uniform_between(th_rng *rng, uint32_t low, uint32_t high)
+{
+    return low + (uint32_t)(th_rng_next(rng) % (uint64_t)(high - low + 1));
+}
+
+/* Uniform: every slice likely hit. Zipf: a few slices hold most nonzeros and
+ * many are empty. Degenerate: mode 0 has a single slice and the others are
+ * long and sparsely hit, so empty slices are certain. */
+static test_tensor *make_tensor(uint32_t nmodes, skew_kind skew, uint64_t nnz, uint64_t seed,
+                                GError **error)
+{
+    th_synth_params params;
+    memset(&params, 0, sizeof params);
+    params.nmodes = nmodes;
+    params.seed = seed;
+    th_rng rng;
+    th_rng_seed(&rng, seed ^ 0x5eedc0de);
+    double cells = 1.0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        switch (skew) {
+        case SKEW_UNIFORM:
+            params.dims[m] = uniform_between(&rng, 8, 40);
+            params.skew[m] = 0.0;
+            break;
+        case SKEW_ZIPF:
+            params.dims[m] = uniform_between(&rng, 30, 200);
+            params.skew[m] = 1.6;
+            break;
+        default:
+            params.dims[m] = m == 0 ? 1 : uniform_between(&rng, 3 * 40, 3 * 80);
+            params.skew[m] = 0.8;
+            break;
+        }
+        cells *= params.dims[m];
+    }
+    if (skew == SKEW_DEGENERATE)
+        nnz = MIN(nnz, 40); /* far fewer nonzeros than slices */
+    params.nnz = (uint64_t)MIN((double)nnz, cells / 2.0);
+    th_sptensor *t = th_synth_generate(&params, error);
+    return t ? wrap(t) : NULL;
+}
+
+static double *random_matrix(th_rng *rng, size_t count)
+{
+    double *data = g_new(double, count);
+    for (size_t i = 0; i < count; i++)
+        data[i] = th_rng_uniform(rng);
+    return data;
+}
+
+/* The checker's own MTTKRP: obviously right, used to vouch for the reference. */
+static void naive_mttkrp(const th_sptensor *t, double *const *factors, uint32_t rank,
+                         uint32_t mode, double *out)
+{
+    memset(out, 0, (size_t)t->dims[mode] * rank * sizeof *out);
+    for (uint64_t k = 0; k < t->nnz; k++)
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = t->values[k];
+            for (uint32_t m = 0; m < t->nmodes; m++)
+                if (m != mode)
+                    term *= factors[m][(size_t)t->indices[m][k] * rank + r];
+            out[(size_t)t->indices[mode][k] * rank + r] += term;
+        }
+}
+
+/* ||a - b||_F / ||b||_F (absolute when b is zero). NaN stays NaN, so callers
+ * compare with !(error <= tolerance). */
+static double relative_error(const double *a, const double *b, size_t count)
+{
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        diff += (a[i] - b[i]) * (a[i] - b[i]);
+        norm += b[i] * b[i];
+    }
+    return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry and info                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* What the loader checks, looked at directly so each fault gets its own line.
+ * Returns FALSE when the loader cannot possibly accept the plugin. */
+static gboolean check_raw_entry(checker *c, const char *path)
+{
+    begin(c, "dlopen");
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        fail(c, "dlopen", "%s", dlerror());
+        return FALSE;
+    }
+    pass(c, "dlopen", NULL);
+
+    const th_plugin_entry *raw = dlsym(handle, TH_PLUGIN_ENTRY_SYMBOL);
+    if (raw == NULL) {
+        fail(c, "entry symbol", "no symbol '%s' exported", TH_PLUGIN_ENTRY_SYMBOL);
+        dlclose(handle);
+        return FALSE;
+    }
+    pass(c, "entry symbol", NULL);
+
+    gboolean ok = TRUE;
+    th_abi_version v = raw->abi_version;
+    if (v.major != TH_ABI_VERSION_MAJOR) {
+        fail(c, "entry version", "ABI %u.%u, but this host speaks ABI %u.x", v.major, v.minor,
+             TH_ABI_VERSION_MAJOR);
+        ok = FALSE;
+    } else {
+        pass(c, "entry version", "ABI %u.%u, host %u.%u%s", v.major, v.minor,
+             TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR,
+             v.minor > TH_ABI_VERSION_MINOR ? "; the host ignores the newer fields" : "");
+    }
+
+    /* A plugin of the host's own minor must declare exactly the host's size;
+     * of an older minor, no more; of a newer one, at least as much. */
+    uint32_t size = raw->struct_size;
+    size_t full = sizeof(th_plugin_entry);
+    gboolean newer = v.minor > TH_ABI_VERSION_MINOR;
+    gboolean older = !newer && v.minor != TH_ABI_VERSION_MINOR;
+    if (size < TH_PLUGIN_ENTRY_V1_0_SIZE)
+        fail(c, "entry size", "struct_size %u is below the %zu bytes of ABI 1.0", size,
+             (size_t)TH_PLUGIN_ENTRY_V1_0_SIZE);
+    else if (v.minor == TH_ABI_VERSION_MINOR && size != full)
+        fail(c, "entry size", "struct_size %u for ABI %u.%u, whose entry is %zu bytes", size,
+             v.major, v.minor, full);
+    else if ((older && size > full) || (newer && size < full))
+        fail(c, "entry size", "struct_size %u does not fit ABI %u.%u (this host's is %zu bytes)",
+             size, v.major, v.minor, full);
+    else
+        pass(c, "entry size", "%u bytes", size);
+    ok = ok && size >= TH_PLUGIN_ENTRY_V1_0_SIZE;
+
+    if (size >= TH_PLUGIN_ENTRY_V1_0_SIZE) {
+        const struct {
+            const char *name;
+            gboolean present;
+        } required[] = {
+            {"get_info", raw->get_info != NULL},       {"create", raw->create != NULL},
+            {"destroy", raw->destroy != NULL},         {"load_tensor", raw->load_tensor != NULL},
+            {"set_factor", raw->set_factor != NULL},   {"get_factor", raw->get_factor != NULL},
+            {"mttkrp", raw->mttkrp != NULL},
+            {"get_mttkrp_result", raw->get_mttkrp_result != NULL},
+        };
+        g_autoptr(GString) missing = g_string_new(NULL);
+        for (size_t i = 0; i < G_N_ELEMENTS(required); i++)
+            if (!required[i].present)
+                g_string_append_printf(missing, "%s%s", missing->len ? ", " : "",
+                                       required[i].name);
+        if (missing->len > 0) {
+            fail(c, "required functions", "NULL: %s", missing->str);
+            ok = FALSE;
+        } else {
+            pass(c, "required functions", NULL);
+        }
+    }
+    dlclose(handle);
+    return ok;
+}
+
+static gboolean info_string_ok(checker *c, const char *field, const char *value)
+{
+    if (value != NULL && value[0] != '\0')
+        return TRUE;
+    fail(c, "info", "%s is %s", field, value == NULL ? "NULL" : "empty");
+    return FALSE;
+}
+
+static void check_info(checker *c)
+{
+    begin(c, "info");
+    const th_plugin_info *info = c->plugin->info;
+    if (!info_string_ok(c, "id", info->id) || !info_string_ok(c, "name", info->name) ||
+        !info_string_ok(c, "version", info->version) ||
+        !info_string_ok(c, "description", info->description))
+        return;
+    if (info->max_modes < 3 || info->max_rank < 1) {
+        fail(c, "info", "max_modes %u, max_rank %u: expected max_modes >= 3, max_rank >= 1",
+             info->max_modes, info->max_rank);
+        return;
+    }
+    gboolean flag = (info->flags & TH_CAP_ALS_UPDATE) != 0;
+    if (flag != (c->plugin->entry.als_update != NULL)) {
+        fail(c, "info", "TH_CAP_ALS_UPDATE is %s but als_update is %s", flag ? "set" : "clear",
+             c->plugin->entry.als_update ? "present" : "NULL");
+        return;
+    }
+    if (info->value_type != TH_VALUE_F32 && info->value_type != TH_VALUE_F64) {
+        fail(c, "info", "value_type %u: expected TH_VALUE_F32 or TH_VALUE_F64", info->value_type);
+        return;
+    }
+    gboolean sweep = (info->flags & TH_CAP_ALS_SWEEP) != 0;
+    if (sweep != (c->plugin->entry.als_sweep != NULL)) {
+        fail(c, "info", "TH_CAP_ALS_SWEEP is %s but als_sweep is %s", sweep ? "set" : "clear",
+             c->plugin->entry.als_sweep ? "present" : "NULL (or beyond the entry's struct_size)");
+        return;
+    }
+    if (sweep && !flag) {
+        fail(c, "info", "als_sweep without als_update: a sweep that stops early needs it");
+        return;
+    }
+    pass(c, "info", "id '%s', version %s, %s, max_modes %u, max_rank %u%s%s%s%s", info->id,
+         info->version, info->value_type == TH_VALUE_F32 ? "f32" : "f64", info->max_modes,
+         info->max_rank, flag ? ", als_update" : "", sweep ? ", als_sweep" : "",
+         c->plugin->entry.init_factors ? ", init_factors" : "",
+         (info->flags & TH_CAP_GPU) ? ", gpu" : "");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static char *real_path_of(const char *path)
+{
+    char *resolved = realpath(path, NULL);
+    char *copy = g_strdup(resolved ? resolved : path);
+    free(resolved);
+    return copy;
+}
+
+static void load_reference(checker *c, const char *plugin_path)
+{
+    const char *name = c->opts->reference ? c->opts->reference : "cpu-reference";
+    begin(c, "reference");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) search = th_plugin_search_path(NULL);
+    g_autofree char *path = th_plugin_resolve(name, search, &error);
+    if (path == NULL) {
+        fail(c, "reference", "%s", error->message);
+        return;
+    }
+    g_autofree char *real_ref = real_path_of(path);
+    g_autofree char *real_plugin = real_path_of(plugin_path);
+    if (strcmp(real_ref, real_plugin) == 0) {
+        /* Loading one object twice would run its init() twice. The checker's
+         * own naive MTTKRP still vouches for the numbers. */
+        c->reference = c->plugin;
+        c->reference_is_plugin = TRUE;
+        pass(c, "reference", "the plugin is the reference: %s", path);
+        return;
+    }
+    c->reference = th_plugin_load(path, &c->services, &error);
+    if (c->reference == NULL)
+        fail(c, "reference", "%s", error->message);
+    else
+        pass(c, "reference", "%s %s", c->reference->info->id, path);
+}
+
+/* create() with `options`; TRUE when it returned TH_OK and an instance. */
+static th_status create_instance(th_plugin *plugin, const th_option *options, uint32_t n,
+                                 th_instance **out, char *err)
+{
+    *out = NULL;
+    err[0] = '\0';
+    return th_call_create(plugin, options, n, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Error paths                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Checks that a call failed (any error status) and said why. Returns the
+ * text of the problem, or NULL when the call behaved. */
+static char *expect_error(const char *call, th_status status, char *err)
+{
+    if (status == TH_OK)
+        return g_strdup_printf("%s returned TH_OK", call);
+    err[TH_ERROR_SIZE - 1] = '\0';
+    if (err[0] == '\0')
+        return g_strdup_printf("%s returned %s but wrote no message", call,
+                               th_status_name(status));
+    return NULL;
+}
+
+static void check_unknown_option(checker *c)
+{
+    const char *name = "unknown option";
+    begin(c, name);
+    const th_option option = {.key = UNKNOWN_OPTION_KEY, .value = "1"};
+    char err[TH_ERROR_SIZE];
+    th_instance *inst = NULL;
+    th_status status = create_instance(c->plugin, &option, 1, &inst, err);
+    if (status == TH_OK) {
+        th_call_destroy(c->plugin, inst);
+        fail(c, name, "create() accepted option '%s'; unknown keys must be errors",
+             UNKNOWN_OPTION_KEY);
+    } else if (status != TH_ERR_INVALID_ARGUMENT) {
+        fail(c, name, "create() returned %s, expected TH_ERR_INVALID_ARGUMENT: %s",
+             th_status_name(status), message_of(err));
+    } else if (strstr(message_of(err), UNKNOWN_OPTION_KEY) == NULL) {
+        fail(c, name, "the message does not name the key '%s': %s", UNKNOWN_OPTION_KEY,
+             message_of(err));
+    } else {
+        pass(c, name, "%s", message_of(err));
+    }
+}
+
+static void check_before_load(checker *c)
+{
+    const char *name = "mttkrp before load_tensor";
+    begin(c, name);
+    char err[TH_ERROR_SIZE];
+    th_instance *inst = NULL;
+    if (create_instance(c->plugin, NULL, 0, &inst, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    double sink[64] = {0};
+    err[0] = '\0';
+    g_autofree char *problem = expect_error("mttkrp(0)", th_call_mttkrp(c->plugin, inst, 0, err), err);
+    if (problem == NULL) {
+        err[0] = '\0';
+        problem = expect_error("get_mttkrp_result(0)",
+                               th_call_get_mttkrp_result(c->plugin, inst, 0, sink, err), err);
+    }
+    th_call_destroy(c->plugin, inst);
+    if (problem)
+        fail(c, name, "%s", problem);
+    else
+        pass(c, name, NULL);
+}
+
+/* load_tensor() on the shared instance, reporting a failure under `name`. */
+static gboolean load_on(checker *c, th_plugin *plugin, th_instance *inst, const test_tensor *tt,
+                        uint32_t rank, const char *name)
+{
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_load_tensor(plugin, inst, &tt->coo, rank, err);
+    if (status == TH_OK)
+        return TRUE;
+    fail(c, name, "%s load_tensor(%u modes, %" G_GUINT64_FORMAT " nonzeros, rank %u): %s (%s)",
+         plugin == c->plugin ? "plugin" : "reference", tt->coo.nmodes, tt->coo.nnz, rank,
+         message_of(err), th_status_name(status));
+    return FALSE;
+}
+
+static void check_bad_rank(checker *c, const test_tensor *tt, uint32_t rank, const char *name)
+{
+    begin(c, name);
+    char err[TH_ERROR_SIZE] = "";
+    g_autofree char *call = g_strdup_printf("load_tensor(rank %u)", rank);
+    g_autofree char *problem =
+        expect_error(call, th_call_load_tensor(c->plugin, c->inst, &tt->coo, rank, err), err);
+    if (problem)
+        fail(c, name, "%s", problem);
+    else
+        pass(c, name, "%s", message_of(err));
+}
+
+static void check_mode_out_of_range(checker *c, const test_tensor *tt)
+{
+    const char *name = "mode out of range";
+    begin(c, name);
+    if (!load_on(c, c->plugin, c->inst, tt, 2, name))
+        return;
+    uint32_t bad = tt->coo.nmodes;
+    uint32_t largest = 0;
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++)
+        largest = MAX(largest, tt->coo.dims[m]);
+    /* Room for any mode's matrix, so a plugin that wrongly accepts the mode
+     * fails this check instead of corrupting the checker. */
+    g_autofree double *buffer = g_new0(double, (size_t)largest * 2);
+    const th_plugin_entry *e = &c->plugin->entry;
+    char err[TH_ERROR_SIZE] = "";
+    char *problem = expect_error("mttkrp", e->mttkrp(c->inst, bad, err), err);
+    if (!problem) {
+        err[0] = '\0';
+        problem = expect_error("set_factor", e->set_factor(c->inst, bad, buffer, err), err);
+    }
+    if (!problem) {
+        err[0] = '\0';
+        problem = expect_error("get_factor", e->get_factor(c->inst, bad, buffer, err), err);
+    }
+    if (!problem) {
+        err[0] = '\0';
+        problem = expect_error("get_mttkrp_result",
+                               e->get_mttkrp_result(c->inst, bad, buffer, err), err);
+    }
+    if (problem)
+        fail(c, name, "mode %u of a %u-mode tensor: %s", bad, tt->coo.nmodes, problem);
+    else
+        pass(c, name, "mode %u", bad);
+    g_free(problem);
+}
+
+static void check_too_many_modes(checker *c)
+{
+    const char *name = "tensor it cannot hold";
+    begin(c, name);
+    uint32_t max_modes = c->plugin->info->max_modes;
+    if (max_modes >= TH_MAX_MODES) {
+        skip(c, name, "max_modes %u reaches the host's limit of %u modes", max_modes,
+             TH_MAX_MODES);
+        return;
+    }
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(max_modes + 1, SKEW_UNIFORM, 16, c->opts->seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_load_tensor(c->plugin, c->inst, &tt->coo, 1, err);
+    if (status == TH_ERR_UNSUPPORTED || status == TH_ERR_INVALID_ARGUMENT)
+        pass(c, name, "%u modes: %s", max_modes + 1, message_of(err));
+    else
+        fail(c, name, "load_tensor of %u modes (max_modes %u) returned %s, expected "
+             "TH_ERR_UNSUPPORTED or TH_ERR_INVALID_ARGUMENT",
+             max_modes + 1, max_modes, th_status_name(status));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Numbers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The same random factors on both instances; returns them for the naive MTTKRP. */
+static double **set_factors(checker *c, const test_tensor *tt, uint32_t rank, uint64_t seed,
+                            const char *name)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    uint32_t n = tt->coo.nmodes;
+    double **factors = g_new0(double *, n);
+    gboolean ok = TRUE;
+    for (uint32_t m = 0; m < n && ok; m++) {
+        factors[m] = random_matrix(&rng, (size_t)tt->coo.dims[m] * rank);
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = th_call_set_factor(c->plugin, c->inst, m, factors[m], err);
+        if (status != TH_OK) {
+            fail(c, name, "plugin set_factor(%u): %s (%s)", m, message_of(err),
+                 th_status_name(status));
+            ok = FALSE;
+        } else if ((status = th_call_set_factor(c->reference, c->ref_inst, m, factors[m], err)) !=
+                   TH_OK) {
+            fail(c, name, "reference set_factor(%u): %s (%s)", m, message_of(err),
+                 th_status_name(status));
+            ok = FALSE;
+        }
+    }
+    if (!ok) {
+        for (uint32_t m = 0; m < n; m++)
+            g_free(factors[m]);
+        g_clear_pointer(&factors, g_free);
+    }
+    return factors;
+}
+
+static void free_factors(double **factors, uint32_t n)
+{
+    for (uint32_t m = 0; factors && m < n; m++)
+        g_free(factors[m]);
+    g_free(factors);
+}
+
+/* mttkrp + get_mttkrp_result on one instance. */
+static gboolean run_mttkrp(checker *c, th_plugin *plugin, th_instance *inst, uint32_t mode,
+                           double *out, const char *name)
+{
+    const char *who = plugin == c->plugin && inst == c->inst ? "plugin" : "reference";
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_mttkrp(plugin, inst, mode, err);
+    if (status == TH_OK)
+        status = th_call_get_mttkrp_result(plugin, inst, mode, out, err);
+    if (status == TH_OK)
+        return TRUE;
+    fail(c, name, "%s mode %u: %s (%s)", who, mode, message_of(err), th_status_name(status));
+    return FALSE;
+}
+
+/* Every mode of the loaded tensor: plugin vs reference, reference vs naive.
+ * Returns the largest relative error seen, or a negative value after a FAIL. */
+static double compare_all_modes(checker *c, const test_tensor *tt, uint32_t rank,
+                                double *const *factors, const char *name)
+{
+    double worst = 0.0;
+    size_t largest = 0;
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++)
+        largest = MAX(largest, (size_t)tt->coo.dims[m] * rank);
+    g_autofree double *got = g_new(double, largest);
+    g_autofree double *expected = g_new(double, largest);
+    g_autofree double *naive = g_new(double, largest);
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++) {
+        size_t count = (size_t)tt->coo.dims[m] * rank;
+        if (!run_mttkrp(c, c->plugin, c->inst, m, got, name) ||
+            !run_mttkrp(c, c->reference, c->ref_inst, m, expected, name))
+            return -1.0;
+        naive_mttkrp(tt->t, factors, rank, m, naive);
+        double reference_error = relative_error(expected, naive, count);
+        if (!(reference_error <= 1e-12)) {
+            fail(c, name, "mode %u: the reference disagrees with the checker's naive MTTKRP "
+                 "(relative error %.3g)", m, reference_error);
+            return -1.0;
+        }
+        double error = relative_error(got, expected, count);
+        if (!(error <= c->tolerance)) {
+            fail(c, name, "mode %u: relative Frobenius error %.3g > tolerance %.0e", m, error,
+                 c->tolerance);
+            return -1.0;
+        }
+        worst = MAX(worst, error);
+    }
+    return worst;
+}
+
+typedef struct als_arrays {
+    double *lambda, *gram, *inner, *factor;
+} als_arrays;
+
+static gboolean run_als(checker *c, th_plugin *plugin, th_instance *inst, uint32_t mode,
+                        const double *w, int32_t norm, uint32_t rank, als_arrays *a,
+                        const char *name)
+{
+    th_als_output out = {.struct_size = (uint32_t)sizeof out,
+                         .lambda = a->lambda, .gram = a->gram, .inner = a->inner};
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_als_update(plugin, inst, mode, w, norm, &out, err);
+    if (status == TH_OK)
+        status = th_call_get_factor(plugin, inst, mode, a->factor, err);
+    (void)rank;
+    if (status == TH_OK)
+        return TRUE;
+    fail(c, name, "%s mode %u: %s (%s)", inst == c->inst ? "plugin" : "reference", mode,
+         message_of(err), th_status_name(status));
+    return FALSE;
+}
+
+/* One als_update on `mode` (whose MTTKRP both instances just computed) with
+ * the same well-conditioned w on both sides, compared field by field. */
+static void check_als_update(checker *c, const test_tensor *tt, uint32_t rank, uint32_t mode,
+                             int32_t norm, uint64_t seed, const char *case_name)
+{
+    g_autofree char *name = g_strdup_printf("als_update %s mode=%u norm=%s", case_name, mode,
+                                            norm == TH_NORM_2 ? "2" : "max");
+    begin(c, name);
+    if (c->reference->entry.als_update == NULL) {
+        skip(c, name, "the reference %s has no als_update", c->reference->info->id);
+        return;
+    }
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    g_autofree double *w = random_matrix(&rng, (size_t)rank * rank);
+    for (uint32_t r = 0; r < rank; r++)
+        w[(size_t)r * rank + r] += rank; /* diagonally dominant: small condition number */
+    size_t rows = (size_t)tt->coo.dims[mode] * rank;
+    g_autofree double *buffers = g_new0(double, 2 * (2 * rank + (size_t)rank * rank + rows));
+    als_arrays got = {buffers, got.lambda + rank, got.gram + (size_t)rank * rank,
+                      got.inner + rank};
+    als_arrays want = {got.factor + rows, want.lambda + rank, want.gram + (size_t)rank * rank,
+                       want.inner + rank};
+    if (!run_als(c, c->plugin, c->inst, mode, w, norm, rank, &got, name) ||
+        !run_als(c, c->reference, c->ref_inst, mode, w, norm, rank, &want, name))
+        return;
+    const struct {
+        const char *what;
+        const double *a, *b;
+        size_t count;
+    } parts[] = {
+        {"lambda", got.lambda, want.lambda, rank},
+        {"gram", got.gram, want.gram, (size_t)rank * rank},
+        {"inner", got.inner, want.inner, rank},
+        {"factor (get_factor)", got.factor, want.factor, rows},
+    };
+    double worst = 0.0;
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        double error = relative_error(parts[i].a, parts[i].b, parts[i].count);
+        if (!(error <= c->tolerance)) {
+            fail(c, name, "%s: relative error %.3g > tolerance %.0e", parts[i].what, error,
+                 c->tolerance);
+            return;
+        }
+        worst = MAX(worst, error);
+    }
+    pass(c, name, "max relative error %.2g", worst);
+}
+
+static void check_mttkrp_case(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                              uint64_t nnz, uint64_t case_seed)
+{
+    g_autofree char *case_name =
+        g_strdup_printf("modes=%u skew=%s rank=%u", nmodes, skew_names[skew], rank);
+    g_autofree char *name = g_strdup_printf("mttkrp %s", case_name);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, nnz, case_seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name) ||
+        !load_on(c, c->reference, c->ref_inst, tt, rank, name))
+        return;
+    double **factors = set_factors(c, tt, rank, case_seed + 1, name);
+    if (factors == NULL)
+        return;
+    double worst = compare_all_modes(c, tt, rank, factors, name);
+    free_factors(factors, nmodes);
+    if (worst < 0.0)
+        return;
+    uint64_t empty = 0;
+    for (uint32_t m = 0; m < nmodes; m++)
+        empty += th_sptensor_empty_slices(tt->t, m);
+    pass(c, name, "%" G_GUINT64_FORMAT " nonzeros, %" G_GUINT64_FORMAT
+         " empty slices, max relative error %.2g", tt->coo.nnz, empty, worst);
+
+    if (c->plugin->entry.als_update == NULL)
+        return;
+    /* The last MTTKRP computed was of the last mode on both instances. */
+    check_als_update(c, tt, rank, nmodes - 1, (rank % 2) ? TH_NORM_2 : TH_NORM_MAX,
+                     case_seed + 2, case_name);
+}
+
+static void check_all_mttkrp(checker *c)
+{
+    static const uint32_t ranks[] = {1, 7, 16, 32};
+    static const uint32_t quick_ranks[] = {1, 16};
+    const th_plugin_info *info = c->plugin->info;
+    uint32_t top = MIN(info->max_modes, CHECK_MAX_ORDER);
+    uint64_t nnz = c->opts->quick ? 400 : 1500;
+    const uint32_t *rank_list = c->opts->quick ? quick_ranks : ranks;
+    size_t n_ranks = c->opts->quick ? G_N_ELEMENTS(quick_ranks) : G_N_ELEMENTS(ranks);
+    uint64_t case_seed = c->opts->seed * 1000003u;
+    for (uint32_t nmodes = 3; nmodes <= top; nmodes++) {
+        if (c->opts->quick && nmodes != 3 && nmodes != 4 && nmodes != top)
+            continue;
+        for (size_t r = 0; r < n_ranks; r++) {
+            for (int skew = 0; skew < SKEW_COUNT; skew++) {
+                case_seed += 7919;
+                if (rank_list[r] > info->max_rank) {
+                    g_autofree char *name = g_strdup_printf(
+                        "mttkrp modes=%u skew=%s rank=%u", nmodes, skew_names[skew], rank_list[r]);
+                    skip(c, name, "rank above max_rank %u", info->max_rank);
+                    continue;
+                }
+                check_mttkrp_case(c, nmodes, (skew_kind)skew, rank_list[r], nnz, case_seed);
+            }
+        }
+    }
+    if (c->plugin->entry.als_update == NULL)
+        skip(c, "als_update", "not implemented (optional; the host updates the factors itself)");
+}
+
+/* ------------------------------------------------------------------------ */
+/* als_sweep (ABI 1.1)                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* What one CP-ALS iteration leaves behind, on either side. */
+typedef struct iteration_state {
+    uint32_t nmodes, rank;
+    double *grams[TH_MAX_MODES];   /* rank x rank each */
+    double *factors[TH_MAX_MODES]; /* dims[m] x rank each, read back with get_factor */
+    double *lambda, *inner;        /* [rank], of the last mode */
+} iteration_state;
+
+static void iteration_state_init(iteration_state *st, const test_tensor *tt, uint32_t rank,
+                                 double *const *initial)
+{
+    memset(st, 0, sizeof *st);
+    st->nmodes = tt->coo.nmodes;
+    st->rank = rank;
+    for (uint32_t m = 0; m < st->nmodes; m++) {
+        st->grams[m] = g_new(double, (size_t)rank * rank);
+        th_dense_gram(initial[m], tt->coo.dims[m], rank, st->grams[m]);
+        st->factors[m] = g_new0(double, (size_t)tt->coo.dims[m] * rank);
+    }
+    st->lambda = g_new0(double, rank);
+    st->inner = g_new0(double, rank);
+}
+
+static void iteration_state_clear(iteration_state *st)
+{
+    for (uint32_t m = 0; m < st->nmodes; m++) {
+        g_free(st->grams[m]);
+        g_free(st->factors[m]);
+    }
+    g_free(st->lambda);
+    g_free(st->inner);
+}
+
+static gboolean set_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
+                                double *const *factors, uint32_t nmodes, const char *name)
+{
+    for (uint32_t m = 0; m < nmodes; m++) {
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = th_call_set_factor(plugin, inst, m, factors[m], err);
+        if (status != TH_OK) {
+            fail(c, name, "%s set_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
+                 m, message_of(err), th_status_name(status));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean get_factors_into(checker *c, th_plugin *plugin, th_instance *inst,
+                                 double *const *factors, uint32_t nmodes, const char *name)
+{
+    for (uint32_t m = 0; m < nmodes; m++) {
+        char err[TH_ERROR_SIZE] = "";
+        th_status status = th_call_get_factor(plugin, inst, m, factors[m], err);
+        if (status != TH_OK) {
+            fail(c, name, "%s get_factor(%u): %s (%s)", inst == c->inst ? "plugin" : "reference",
+                 m, message_of(err), th_status_name(status));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean get_all_factors(checker *c, th_plugin *plugin, th_instance *inst,
+                                iteration_state *st, const char *name)
+{
+    return get_factors_into(c, plugin, inst, st->factors, st->nmodes, name);
+}
+
+/* The host's iteration (als_step.h: per mode mttkrp(), the host's solve,
+ * als_update()) on `inst`, from the Grams in `st`; its results back into
+ * `st`. *pinv_used tells whether a solve needed the pseudo-inverse (then
+ * the sweep was entitled to stop early, and the case proves nothing). */
+static gboolean per_mode_iteration(checker *c, th_plugin *plugin, th_instance *inst,
+                                   const test_tensor *tt, int32_t norm, iteration_state *st,
+                                   gboolean *pinv_used, const char *name)
+{
+    const uint32_t rank = st->rank;
+    const size_t gram_bytes = sizeof(double) * rank * rank;
+    th_backend view = th_backend_borrow(plugin, inst, st->nmodes, rank, tt->coo.dims);
+    g_autoptr(th_als_state) als = th_als_state_new(&view, TH_UPDATE_MODE);
+    for (uint32_t m = 0; m < st->nmodes; m++)
+        memcpy(als->grams[m], st->grams[m], gram_bytes);
+    g_autoptr(GError) error = NULL;
+    if (!th_als_step(als, 1, norm, NULL, &error)) {
+        fail(c, name, "%s per-mode iteration, mode %u: %s",
+             inst == c->inst ? "plugin" : "reference", als->modes_updated, error->message);
+        return FALSE;
+    }
+    *pinv_used = als->pinv_fallbacks > 0;
+    for (uint32_t m = 0; m < st->nmodes; m++)
+        memcpy(st->grams[m], als->grams[m], gram_bytes);
+    memcpy(st->lambda, als->lambda, sizeof(double) * rank);
+    memcpy(st->inner, als->inner, sizeof(double) * rank);
+    return get_all_factors(c, plugin, inst, st, name);
+}
+
+static th_als_sweep_io sweep_io(iteration_state *st, int32_t norm)
+{
+    return (th_als_sweep_io){
+        .struct_size = (uint32_t)sizeof(th_als_sweep_io),
+        .norm = norm,
+        .nmodes = st->nmodes,
+        .modes_done = UINT32_MAX, /* the plugin must set it */
+        .grams = st->grams,
+        .lambda = st->lambda,
+        .inner = st->inner,
+    };
+}
+
+/* Field by field, within the checker's tolerance; FALSE after a FAIL. */
+static gboolean compare_iterations(checker *c, const iteration_state *got,
+                                   const iteration_state *want, const test_tensor *tt,
+                                   double *worst, const char *name)
+{
+    const uint32_t rank = got->rank;
+    *worst = 0.0;
+    for (uint32_t part = 0; part < 2 + 2 * got->nmodes; part++) {
+        const double *a, *b;
+        size_t count;
+        g_autofree char *what = NULL;
+        if (part == 0) {
+            a = got->lambda, b = want->lambda, count = rank, what = g_strdup("lambda");
+        } else if (part == 1) {
+            a = got->inner, b = want->inner, count = rank, what = g_strdup("inner");
+        } else if (part < 2 + got->nmodes) {
+            uint32_t m = part - 2;
+            a = got->grams[m], b = want->grams[m], count = (size_t)rank * rank;
+            what = g_strdup_printf("gram of mode %u", m);
+        } else {
+            uint32_t m = part - 2 - got->nmodes;
+            a = got->factors[m], b = want->factors[m], count = (size_t)tt->coo.dims[m] * rank;
+            what = g_strdup_printf("factor of mode %u (get_factor)", m);
+        }
+        double error = relative_error(a, b, count);
+        if (!(error <= c->tolerance)) {
+            fail(c, name, "%s: relative error %.3g > tolerance %.0e", what, error, c->tolerance);
+            return FALSE;
+        }
+        *worst = MAX(*worst, error);
+    }
+    return TRUE;
+}
+
+/* Uniform in [-0.5, 0.5): nearly orthogonal columns, so every Hadamard
+ * product of Grams is well conditioned and an f32 backend's Cholesky agrees
+ * with the host's solve to its own precision. */
+static double **centred_factors(const test_tensor *tt, uint32_t rank, uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    double **factors = g_new0(double *, tt->coo.nmodes);
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++) {
+        size_t count = (size_t)tt->coo.dims[m] * rank;
+        factors[m] = g_new(double, count);
+        for (size_t i = 0; i < count; i++)
+            factors[m][i] = th_rng_uniform(&rng) - 0.5;
+    }
+    return factors;
+}
+
+/* One sweep on the plugin against one per-mode iteration (mttkrp, the
+ * host's solve, als_update) from the same factors on the reference, or on
+ * the plugin itself when the reference has no als_update. */
+static void check_als_sweep_case(checker *c, uint32_t nmodes, uint32_t rank, int32_t norm,
+                                 uint64_t seed)
+{
+    g_autofree char *name = g_strdup_printf("als_sweep modes=%u rank=%u norm=%s", nmodes, rank,
+                                            norm == TH_NORM_2 ? "2" : "max");
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, SKEW_UNIFORM, 400, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    gboolean use_reference = c->ref_inst != NULL && c->reference->entry.als_update != NULL;
+    th_plugin *oracle = use_reference ? c->reference : c->plugin;
+    th_instance *oracle_inst = use_reference ? c->ref_inst : c->inst;
+    double **initial = centred_factors(tt, rank, seed + 1);
+    iteration_state want, got;
+    iteration_state_init(&want, tt, rank, initial);
+    iteration_state_init(&got, tt, rank, initial);
+    gboolean pinv_used = FALSE;
+    if (!load_on(c, oracle, oracle_inst, tt, rank, name) ||
+        !set_all_factors(c, oracle, oracle_inst, initial, nmodes, name) ||
+        !per_mode_iteration(c, oracle, oracle_inst, tt, norm, &want, &pinv_used, name))
+        goto done;
+    if (pinv_used) {
+        skip(c, name, "the host's solve needed the pseudo-inverse on this case");
+        goto done;
+    }
+    /* On the plugin's own instance the tensor is loaded; only reset factors. */
+    if ((use_reference && !load_on(c, c->plugin, c->inst, tt, rank, name)) ||
+        !set_all_factors(c, c->plugin, c->inst, initial, nmodes, name))
+        goto done;
+    th_als_sweep_io io = sweep_io(&got, norm);
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_als_sweep(c->plugin, c->inst, &io, err);
+    if (status != TH_OK) {
+        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+        goto done;
+    }
+    if (io.modes_done != nmodes) {
+        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
+             io.modes_done, nmodes);
+        goto done;
+    }
+    double worst = 0.0;
+    if (get_all_factors(c, c->plugin, c->inst, &got, name) &&
+        compare_iterations(c, &got, &want, tt, &worst, name))
+        pass(c, name, "vs %s per-mode iteration, max relative error %.2g",
+             use_reference ? "the reference's" : "its own", worst);
+done:
+    iteration_state_clear(&want);
+    iteration_state_clear(&got);
+    free_factors(initial, nmodes);
+}
+
+/* A call that must fail: `status` and `err` are what `call` answered;
+ * `wanted` the exact status required (0: any error). */
+static void judge_call_error(checker *c, const char *name, const char *call, th_status status,
+                             char *err, th_status wanted)
+{
+    g_autofree char *problem = expect_error(call, status, err);
+    if (problem)
+        fail(c, name, "%s", problem);
+    else if (wanted != TH_OK && status != wanted)
+        fail(c, name, "%s returned %s, expected %s: %s", call, th_status_name(status),
+             th_status_name(wanted), message_of(err));
+    else
+        pass(c, name, "%s: %s", th_status_name(status), message_of(err));
+}
+
+static void check_sweep_before_load(checker *c)
+{
+    const char *name = "als_sweep before load_tensor";
+    begin(c, name);
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    if (create_instance(c->plugin, NULL, 0, &inst, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    /* Room for rank 8 on three modes, should the plugin wrongly go ahead. */
+    double sink[3][64] = {{0}}, lambda[8] = {0}, inner[8] = {0};
+    double *grams[3] = {sink[0], sink[1], sink[2]};
+    th_als_sweep_io io = {.struct_size = (uint32_t)sizeof io, .norm = TH_NORM_2, .nmodes = 3,
+                          .grams = grams, .lambda = lambda, .inner = inner};
+    err[0] = '\0';
+    th_status status = th_call_als_sweep(c->plugin, inst, &io, err);
+    th_call_destroy(c->plugin, inst);
+    judge_call_error(c, name, "als_sweep", status, err, TH_ERR_BAD_STATE);
+}
+
+/* A struct one field short, then a wrong order: both refused, on a loaded
+ * instance with buffers large enough that a plugin going ahead anyway
+ * fails the check instead of corrupting the checker. */
+static void check_sweep_bad_io(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 41, &error);
+    const char *short_name = "als_sweep short io";
+    const char *order_name = "als_sweep nmodes mismatch";
+    begin(c, short_name);
+    if (tt == NULL) {
+        fail(c, short_name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, short_name))
+        return;
+    double **initial = centred_factors(tt, rank, c->opts->seed + 42);
+    iteration_state st;
+    iteration_state_init(&st, tt, rank, initial);
+    /* One more Gram than the tensor has modes, for the mismatch below. */
+    st.grams[3] = g_new0(double, (size_t)rank * rank);
+    if (set_all_factors(c, c->plugin, c->inst, initial, 3, short_name)) {
+        th_als_sweep_io io = sweep_io(&st, TH_NORM_2);
+        io.struct_size = (uint32_t)offsetof(th_als_sweep_io, inner);
+        char err[TH_ERROR_SIZE] = "";
+        judge_call_error(c, short_name, "als_sweep",
+                         th_call_als_sweep(c->plugin, c->inst, &io, err), err,
+                         TH_ERR_INVALID_ARGUMENT);
+
+        begin(c, order_name);
+        io = sweep_io(&st, TH_NORM_2);
+        io.nmodes = 4;
+        err[0] = '\0';
+        judge_call_error(c, order_name, "als_sweep",
+                         th_call_als_sweep(c->plugin, c->inst, &io, err), err, TH_OK);
+    }
+    g_free(st.grams[3]);
+    st.grams[3] = NULL;
+    iteration_state_clear(&st);
+    free_factors(initial, 3);
+}
+
+static void check_all_sweep(checker *c)
+{
+    if (c->plugin->entry.als_sweep == NULL) {
+        skip(c, "als_sweep", "not implemented (optional, ABI 1.1; the host runs each mode "
+                             "itself)");
+        return;
+    }
+    const uint32_t max_rank = c->plugin->info->max_rank;
+    check_als_sweep_case(c, 3, MIN(4u, max_rank), TH_NORM_2, c->opts->seed * 31 + 1);
+    if (c->plugin->info->max_modes >= 4)
+        check_als_sweep_case(c, 4, MIN(7u, max_rank), TH_NORM_MAX, c->opts->seed * 31 + 2);
+    check_sweep_before_load(c);
+    check_sweep_bad_io(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* init_factors (ABI 1.3)                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The first entry where two factors differ, as a FAIL line. */
+static void fail_factor_mismatch(checker *c, const char *name, uint32_t mode, uint32_t rank,
+                                 const double *drawn, const double *uploaded, size_t count)
+{
+    size_t k = 0;
+    while (k < count && memcmp(&drawn[k], &uploaded[k], sizeof *drawn) == 0)
+        k++;
+    fail(c, name, "mode %u row %zu column %zu: %.17g after init_factors, %.17g after set_factor "
+         "of the host's draw (they must be bitwise identical)",
+         mode, k / rank, k % rank, drawn[k], uploaded[k]);
+}
+
+/* init_factors(seed) on the plugin against the host's draw of the same
+ * seed (th_cpd_initial_factors): every factor read back with get_factor
+ * must be bitwise what get_factor gives after set_factor of the host's
+ * draw (so an f32 backend rounds as its set_factor does), and the Grams it
+ * returned must match the host's Gram of those factors within the
+ * tolerance. */
+static void check_init_factors_case(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                                    uint64_t seed, uint64_t tensor_seed)
+{
+    g_autofree char *name =
+        g_strdup_printf("init_factors modes=%u skew=%s rank=%u seed=%" G_GUINT64_FORMAT, nmodes,
+                        skew_names[skew], rank, seed);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, tensor_seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const uint32_t *dims = tt->coo.dims;
+    const size_t gram_count = (size_t)rank * rank;
+    double *grams[TH_MAX_MODES] = {NULL}, *drawn[TH_MAX_MODES] = {NULL};
+    double **host = th_cpd_initial_factors(dims, nmodes, rank, seed);
+    g_autofree double *want = g_new(double, gram_count);
+    size_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        /* NaN: a Gram the plugin leaves unwritten fails the comparison. */
+        grams[m] = g_new(double, gram_count);
+        for (size_t k = 0; k < gram_count; k++)
+            grams[m][k] = NAN;
+        drawn[m] = g_new0(double, (size_t)dims[m] * rank);
+        largest = MAX(largest, (size_t)dims[m] * rank);
+    }
+    g_autofree double *uploaded = g_new0(double, largest);
+    th_init_factors_io io = {.struct_size = (uint32_t)sizeof io, .nmodes = nmodes, .seed = seed,
+                             .grams = grams};
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_init_factors(c->plugin, c->inst, &io, err);
+    if (status != TH_OK) {
+        fail(c, name, "init_factors: %s (%s)", message_of(err), th_status_name(status));
+        goto done;
+    }
+    if (!get_factors_into(c, c->plugin, c->inst, drawn, nmodes, name) ||
+        !set_all_factors(c, c->plugin, c->inst, host, nmodes, name))
+        goto done;
+    double worst = 0.0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        const size_t count = (size_t)dims[m] * rank;
+        status = th_call_get_factor(c->plugin, c->inst, m, uploaded, err);
+        if (status != TH_OK) {
+            fail(c, name, "plugin get_factor(%u): %s (%s)", m, message_of(err),
+                 th_status_name(status));
+            goto done;
+        }
+        if (memcmp(drawn[m], uploaded, count * sizeof *uploaded) != 0) {
+            fail_factor_mismatch(c, name, m, rank, drawn[m], uploaded, count);
+            goto done;
+        }
+        th_dense_gram(uploaded, dims[m], rank, want);
+        const double gram_error = relative_error(grams[m], want, gram_count);
+        if (!(gram_error <= c->tolerance)) {
+            fail(c, name, "gram of mode %u: relative error %.3g > tolerance %.0e against the "
+                 "host's Gram of the factor", m, gram_error, c->tolerance);
+            goto done;
+        }
+        worst = MAX(worst, gram_error);
+    }
+    pass(c, name, "factors bitwise those of set_factor, Grams max relative error %.2g", worst);
+done:
+    for (uint32_t m = 0; m < nmodes; m++) {
+        g_free(grams[m]);
+        g_free(drawn[m]);
+    }
+    th_cpd_free_factors(host, nmodes);
+}
+
+static void check_init_factors_before_load(checker *c)
+{
+    const char *name = "init_factors before load_tensor";
+    begin(c, name);
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    if (create_instance(c->plugin, NULL, 0, &inst, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    /* Room for rank 8 on three modes, should the plugin wrongly go ahead. */
+    double sink[3][64] = {{0}};
+    double *grams[3] = {sink[0], sink[1], sink[2]};
+    th_init_factors_io io = {.struct_size = (uint32_t)sizeof io, .nmodes = 3, .seed = 1,
+                             .grams = grams};
+    err[0] = '\0';
+    th_status status = th_call_init_factors(c->plugin, inst, &io, err);
+    th_call_destroy(c->plugin, inst);
+    judge_call_error(c, name, "init_factors", status, err, TH_ERR_BAD_STATE);
+}
+
+/* A struct one field short, then a wrong order: both refused, on a loaded
+ * instance with Gram buffers for one mode more than the tensor has. */
+static void check_init_factors_bad_io(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    const char *short_name = "init_factors short io";
+    const char *order_name = "init_factors nmodes mismatch";
+    begin(c, short_name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 43, &error);
+    if (tt == NULL) {
+        fail(c, short_name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, short_name))
+        return;
+    double sink[4][16] = {{0}};
+    double *grams[4] = {sink[0], sink[1], sink[2], sink[3]};
+    th_init_factors_io io = {.struct_size = (uint32_t)offsetof(th_init_factors_io, grams),
+                             .nmodes = 3, .seed = 1, .grams = grams};
+    char err[TH_ERROR_SIZE] = "";
+    judge_call_error(c, short_name, "init_factors",
+                     th_call_init_factors(c->plugin, c->inst, &io, err), err,
+                     TH_ERR_INVALID_ARGUMENT);
+
+    begin(c, order_name);
+    io.struct_size = (uint32_t)sizeof io;
+    io.nmodes = 4;
+    err[0] = '\0';
+    judge_call_error(c, order_name, "init_factors",
+                     th_call_init_factors(c->plugin, c->inst, &io, err), err, TH_OK);
+}
+
+/* Several seeds (0 and UINT64_MAX among them) and shapes, a mode of length
+ * 1 included, then the error paths. */
+static void check_all_init_factors(checker *c)
+{
+    if (c->plugin->entry.init_factors == NULL) {
+        skip(c, "init_factors", "not implemented (optional, ABI 1.3; the host draws the "
+                                "initial factors and uploads them)");
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint32_t four = MIN(4u, info->max_modes), top = MIN(info->max_modes, 6u);
+    const uint64_t s = c->opts->seed;
+    const struct {
+        uint32_t nmodes;
+        skew_kind skew;
+        uint32_t rank;
+        uint64_t seed;
+    } cases[] = {
+        {3, SKEW_UNIFORM, 4, 0},
+        {four, SKEW_ZIPF, 16, UINT64_MAX},
+        {3, SKEW_DEGENERATE, 7, s},
+        {top, SKEW_UNIFORM, 32, s ^ UINT64_C(0x8000000000000000)},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        check_init_factors_case(c, cases[i].nmodes, cases[i].skew,
+                                MIN(cases[i].rank, info->max_rank), cases[i].seed,
+                                s * 37 + 11 + i);
+    check_init_factors_before_load(c);
+    check_init_factors_bad_io(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optional queries and life cycles                                          */
+/* ------------------------------------------------------------------------ */
+
+static void check_optional_info(checker *c, uint32_t nmodes)
+{
+    begin(c, "runtime info");
+    g_autoptr(GError) error = NULL;
+    th_runtime_info runtime;
+    if (c->plugin->entry.get_runtime_info == NULL)
+        skip(c, "runtime info", "get_runtime_info not implemented (optional)");
+    else if (!th_instance_runtime_info(c->plugin, c->inst, &runtime, &error))
+        fail(c, "runtime info", "%s", error->message);
+    else
+        pass(c, "runtime info", "device '%s'", runtime.device);
+
+    begin(c, "mode info");
+    if (c->plugin->entry.get_mode_info == NULL) {
+        skip(c, "mode info", "get_mode_info not implemented (optional)");
+        return;
+    }
+    for (uint32_t m = 0; m < nmodes; m++) {
+        th_mode_info info;
+        if (!th_instance_mode_info(c->plugin, c->inst, m, &info, &error)) {
+            fail(c, "mode info", "%s", error->message);
+            return;
+        }
+    }
+    pass(c, "mode info", "%u modes", nmodes);
+}
+
+/* load_tensor() again and again on one instance, alternating shapes and
+ * ranks; the last tensor must then compute right. */
+static void check_repeated_load(checker *c)
+{
+    g_autofree char *name = g_strdup_printf("load_tensor x%d", LOAD_TENSOR_CYCLES);
+    begin(c, name);
+    const uint32_t top = MIN(c->plugin->info->max_modes, 4u);
+    const struct {
+        uint32_t nmodes, rank;
+        skew_kind skew;
+    } shapes[] = {{3, 5, SKEW_UNIFORM}, {top, 3, SKEW_ZIPF}, {3, 8, SKEW_DEGENERATE}};
+    test_tensor *tensors[G_N_ELEMENTS(shapes)] = {NULL};
+    uint32_t ranks[G_N_ELEMENTS(shapes)];
+    for (size_t i = 0; i < G_N_ELEMENTS(shapes); i++) {
+        g_autoptr(GError) error = NULL;
+        ranks[i] = MIN(shapes[i].rank, c->plugin->info->max_rank);
+        tensors[i] = make_tensor(shapes[i].nmodes, shapes[i].skew, 300, c->opts->seed + 17 + i,
+                                 &error);
+        if (tensors[i] == NULL) {
+            fail(c, name, "cannot generate the tensor: %s", error->message);
+            goto done;
+        }
+    }
+    size_t last = 0;
+    for (int cycle = 0; cycle < LOAD_TENSOR_CYCLES; cycle++) {
+        last = (size_t)cycle % G_N_ELEMENTS(shapes);
+        if (!load_on(c, c->plugin, c->inst, tensors[last], ranks[last], name))
+            goto done;
+    }
+    if (c->reference == NULL || c->ref_inst == NULL) {
+        pass(c, name, "results not compared: no reference");
+        goto done;
+    }
+    if (!load_on(c, c->reference, c->ref_inst, tensors[last], ranks[last], name))
+        goto done;
+    double **factors = set_factors(c, tensors[last], ranks[last], c->opts->seed + 99, name);
+    if (factors == NULL)
+        goto done;
+    double worst = compare_all_modes(c, tensors[last], ranks[last], factors, name);
+    free_factors(factors, tensors[last]->coo.nmodes);
+    if (worst >= 0.0) {
+        pass(c, name, "then max relative error %.2g", worst);
+        check_optional_info(c, tensors[last]->coo.nmodes);
+    }
+done:
+    for (size_t i = 0; i < G_N_ELEMENTS(shapes); i++)
+        test_tensor_free(tensors[i]);
+}
+
+static void check_create_destroy(checker *c)
+{
+    g_autofree char *name = g_strdup_printf("create/destroy x%d", CREATE_DESTROY_CYCLES);
+    begin(c, name);
+    for (int cycle = 0; cycle < CREATE_DESTROY_CYCLES; cycle++) {
+        char err[TH_ERROR_SIZE];
+        th_instance *inst = NULL;
+        th_status status = create_instance(c->plugin, NULL, 0, &inst, err);
+        if (status != TH_OK || inst == NULL) {
+            fail(c, name, "cycle %d: create() %s: %s", cycle + 1,
+                 status == TH_OK ? "gave no instance" : th_status_name(status), message_of(err));
+            return;
+        }
+        th_call_destroy(c->plugin, inst);
+    }
+    begin(c, "destroy(NULL)");
+    th_call_destroy(c->plugin, NULL);
+    pass(c, name, "and destroy(NULL)");
+}
+
+/* The whole object: dlopen, init, an instance with a tensor and one MTTKRP,
+ * destroy, deinit, dlclose, again and again. Run after the checker let go
+ * of the plugin, so dlclose() really unloads it (unless it asks to stay). */
+static void check_load_unload(checker *c, const char *path)
+{
+    g_autofree char *name = g_strdup_printf("load/unload x%d", LOAD_UNLOAD_CYCLES);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 100, c->opts->seed + 5, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    for (int cycle = 0; cycle < LOAD_UNLOAD_CYCLES; cycle++) {
+        th_plugin *plugin = th_plugin_load(path, &c->services, &error);
+        if (plugin == NULL) {
+            fail(c, name, "cycle %d: %s", cycle + 1, error->message);
+            return;
+        }
+        char err[TH_ERROR_SIZE] = "";
+        th_instance *inst = NULL;
+        th_status status = create_instance(plugin, NULL, 0, &inst, err);
+        if (status == TH_OK)
+            status = th_call_load_tensor(plugin, inst, &tt->coo, 1, err);
+        if (status == TH_OK)
+            status = th_call_mttkrp(plugin, inst, 0, err);
+        if (inst != NULL)
+            th_call_destroy(plugin, inst);
+        th_plugin_unload(plugin);
+        if (status != TH_OK) {
+            fail(c, name, "cycle %d: %s (%s)", cycle + 1, message_of(err),
+                 th_status_name(status));
+            return;
+        }
+    }
+    pass(c, name, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Everything that needs an instance: all of it is skipped without a device. */
+static const char *const device_checks[] = {
+    "reference",        "unknown option",  "mttkrp before load_tensor",
+    "rank 0",           "rank max_rank+1", "mode out of range",
+    "tensor it cannot hold", "mttkrp",     "als_update",
+    "als_sweep",        "init_factors",     "load_tensor x20",    "create/destroy x50",
+    "load/unload x20",
+};
+
+static void check_with_instances(checker *c)
+{
+    begin(c, "create");
+    char err[TH_ERROR_SIZE];
+    th_status status = create_instance(c->plugin, NULL, 0, &c->inst, err);
+    if (status == TH_ERR_NO_DEVICE) {
+        c->counts.no_device = TRUE;
+        skip(c, "create", "no device: %s", message_of(err));
+        for (size_t i = 0; i < G_N_ELEMENTS(device_checks); i++)
+            skip(c, device_checks[i], "no device");
+        return;
+    }
+    if (status != TH_OK || c->inst == NULL) {
+        fail(c, "create", "create() without options %s: %s",
+             status == TH_OK ? "gave no instance" : th_status_name(status), message_of(err));
+        c->inst = NULL;
+        return;
+    }
+    pass(c, "create", NULL);
+
+    load_reference(c, c->plugin->path);
+    check_unknown_option(c);
+    check_before_load(c);
+
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) small = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 3, &error);
+    if (small == NULL) {
+        fail(c, "rank 0", "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    check_bad_rank(c, small, 0, "rank 0");
+    uint32_t max_rank = c->plugin->info->max_rank;
+    if (max_rank < UINT32_MAX)
+        check_bad_rank(c, small, max_rank + 1, "rank max_rank+1");
+    else
+        skip(c, "rank max_rank+1", "max_rank is the largest uint32_t");
+    check_mode_out_of_range(c, small);
+    check_too_many_modes(c);
+
+    if (c->reference != NULL) {
+        status = create_instance(c->reference, NULL, 0, &c->ref_inst, err);
+        if (status != TH_OK || c->ref_inst == NULL) {
+            fail(c, "reference", "create(): %s (%s)", message_of(err), th_status_name(status));
+            c->ref_inst = NULL;
+        }
+    }
+    if (c->ref_inst != NULL)
+        check_all_mttkrp(c);
+    else
+        skip(c, "mttkrp", "no reference to compare with");
+    check_all_sweep(c);
+    check_all_init_factors(c);
+    check_repeated_load(c);
+    check_create_destroy(c);
+}
+
+static void release(checker *c)
+{
+    if (c->inst != NULL)
+        th_call_destroy(c->plugin, c->inst);
+    if (c->ref_inst != NULL)
+        th_call_destroy(c->reference, c->ref_inst);
+    if (!c->reference_is_plugin)
+        th_plugin_unload(c->reference);
+    th_plugin_unload(c->plugin);
+    c->inst = c->ref_inst = NULL;
+    c->plugin = c->reference = NULL;
+}
+
+static void run_checks(checker *c)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) search = th_plugin_search_path(NULL);
+    begin(c, "load");
+    g_autofree char *path = th_plugin_resolve(c->opts->plugin, search, &error);
+    if (path == NULL) {
+        fail(c, "load", "%s", error->message);
+        return;
+    }
+    if (!check_raw_entry(c, path))
+        return;
+    begin(c, "load");
+    c->plugin = th_plugin_load(path, &c->services, &error);
+    if (c->plugin == NULL) {
+        fail(c, "load", "%s", error->message);
+        return;
+    }
+    pass(c, "load", "%s", path);
+    check_info(c);
+    c->tolerance = c->plugin->info->value_type == TH_VALUE_F32 ? 1e-5 : 1e-10;
+    check_with_instances(c);
+    gboolean no_device = c->counts.no_device;
+    release(c);
+    if (!no_device)
+        check_load_unload(c, path);
+}
+
+int th_check_plugin(const th_check_options *options, th_check_counts *counts)
+{
+    g_return_val_if_fail(options != NULL && options->plugin != NULL, 1);
+    checker c;
+    memset(&c, 0, sizeof c);
+    c.opts = options;
+    c.out = options->out ? options->out : stdout;
+    c.services = th_host_services_make();
+    run_checks(&c);
+    fprintf(c.out, "%u passed, %u failed, %u skipped\n", c.counts.passed, c.counts.failed,
+            c.counts.skipped);
+    fflush(c.out);
+    if (counts != NULL)
+        *counts = c.counts;
+    if (c.counts.failed > 0)
+        return 1;
+    return c.counts.no_device ? TH_CHECK_EXIT_NO_DEVICE : 0;
+}

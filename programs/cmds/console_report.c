@@ -1,0 +1,181 @@
+/* What a run prints on the console: the tensor, the backend, one line per
+ * iteration, progress inside long phases and the timing summary. */
+#include "console_report.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "base/log.h"
+#include "base/message_text.h"
+#include "base/progress.h"
+#include "output/report.h"
+
+void th_console_read_progress(uint64_t done, uint64_t total, void *user_data)
+{
+    (void)user_data;
+    if (total > 0)
+        th_progress_show(FALSE, "reading: %.0f / %.0f MB (%.0f%%)", done / 1e6, total / 1e6,
+                         100.0 * (double)done / (double)total);
+    else
+        th_progress_show(FALSE, "reading: %.0f MB", done / 1e6);
+}
+
+void th_console_tensor_summary(const th_sptensor *t, const char *path, double seconds)
+{
+    g_autoptr(GString) dims = g_string_new(NULL);
+    g_autoptr(GString) empty = g_string_new(NULL);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        g_string_append_printf(dims, "%s%u", m ? " x " : "", t->dims[m]);
+        g_string_append_printf(empty, "%s%" G_GUINT64_FORMAT, m ? " " : "",
+                               th_sptensor_empty_slices(t, m));
+    }
+    th_log(TH_LOG_INFO, "Tensor  %s", path);
+    if (t->label != NULL) {
+        g_autofree char *label = th_escape_control(t->label);
+        th_log(TH_LOG_INFO, "  label: %s", label);
+    }
+    th_log(TH_LOG_INFO, "  order %u, dims %s, nnz %" G_GUINT64_FORMAT ", density %.3e", t->nmodes,
+           dims->str, t->nnz, th_sptensor_density(t));
+    th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
+                        "read in %.3fs",
+           t->duplicates_merged, empty->str, seconds);
+    /* Zeros the file stores are kept (they are entries of the file), but
+     * worth a word; values that underflowed to zero are cpd_warnings.h's. */
+    if (t->explicit_zeros > 0)
+        th_log(TH_LOG_WARNING,
+               "%s: %" G_GUINT64_FORMAT " %s written as zero; %s (report.json: "
+               "tensor.explicit_zeros)",
+               path, t->explicit_zeros, th_plural(t->explicit_zeros, "value is", "values are"),
+               th_plural(t->explicit_zeros, "it is kept as a stored entry",
+                         "they are kept as stored entries"));
+}
+
+void th_console_backend_summary(const th_backend_facts *f)
+{
+    th_log(TH_LOG_INFO, "Backend %s %s (%s)", f->id, f->version, f->path);
+    th_log(TH_LOG_INFO, "  device %s; memory: tensor %.1f MB, factors %.1f MB; %s",
+           f->device[0] ? f->device : "(not reported)", f->tensor_bytes / 1e6,
+           f->factor_bytes / 1e6, f->details);
+    th_log(TH_LOG_INFO, "  preprocessing %.3fs", f->load_seconds);
+}
+
+
+gboolean th_console_iteration(const th_cpd_iteration *it, void *user_data)
+{
+    (void)user_data;
+    th_progress_clear();
+    th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
+           it->seconds, it->fit, it->delta);
+    return TRUE;
+}
+
+void th_console_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t nmodes,
+                                    void *user_data)
+{
+    th_console_iteration_display *d = user_data;
+    const gint64 now = g_get_monotonic_time();
+    if (iteration != d->iteration) {
+        d->iteration = iteration;
+        d->started = now;
+    }
+    const double elapsed = (double)(now - d->started) / 1e6;
+    if (elapsed >= 1.0)
+        th_progress_show(FALSE, "  iteration %u: mode %u of %u (%.0fs)", iteration, mode + 1,
+                         nmodes, elapsed);
+}
+
+void th_console_phase(const char *what, void *user_data)
+{
+    (void)user_data;
+    th_progress_show(TRUE, "  %s...", what);
+}
+
+/* "  1.2345" or, for a time the host could not take, a "-" in its place. */
+static char *format_time_column(double seconds)
+{
+    return seconds >= 0.0 ? g_strdup_printf("%10.4f", seconds) : g_strdup_printf("%10s", "-");
+}
+
+/* "  (backend 0.0123, scheme1)": what else is known about one mode's MTTKRP. */
+static char *describe_mode_timing(const th_backend_facts *f, const th_cpd_result *r,
+                                  uint32_t mode)
+{
+    g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(g_free);
+    if (r->mttkrp_seconds[mode] < 0.0)
+        g_ptr_array_add(parts, g_strdup("inside als_sweep"));
+    if (r->mttkrp_device_seconds[mode] >= 0.0)
+        g_ptr_array_add(parts, g_strdup_printf("backend %.4f", r->mttkrp_device_seconds[mode]));
+    if (!f->modes[mode].reported)
+        g_ptr_array_add(parts, g_strdup("?"));
+    else if (f->modes[mode].scheme[0] != '\0')
+        g_ptr_array_add(parts, g_strdup(f->modes[mode].scheme));
+    if (parts->len == 0)
+        return g_strdup("");
+    g_ptr_array_add(parts, NULL);
+    g_autofree char *joined = g_strjoinv(", ", (char **)parts->pdata);
+    return g_strdup_printf("  (%s)", joined);
+}
+
+static void print_mttkrp_timings(const th_backend_facts *f, const th_cpd_result *r)
+{
+    double host_total = 0.0, device_total = 0.0;
+    gboolean host_measured = TRUE, device_measured = TRUE;
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        host_measured = host_measured && r->mttkrp_seconds[m] >= 0.0;
+        device_measured = device_measured && r->mttkrp_device_seconds[m] >= 0.0;
+        host_total += r->mttkrp_seconds[m];
+        device_total += r->mttkrp_device_seconds[m];
+        g_autofree char *host = format_time_column(r->mttkrp_seconds[m]);
+        g_autofree char *detail = describe_mode_timing(f, r, m);
+        th_log(TH_LOG_INFO, "  mttkrp mode %-3u %s%s", m + 1, host, detail);
+    }
+    g_autofree char *total = format_time_column(host_measured ? host_total : -1.0);
+    if (device_measured)
+        th_log(TH_LOG_INFO, "  mttkrp total    %s  (backend %.4f)", total, device_total);
+    else
+        th_log(TH_LOG_INFO, "  mttkrp total    %s", total);
+}
+
+static void print_update_timings(const th_cpd_result *r)
+{
+    switch (r->update_path) {
+    case TH_UPDATE_SWEEP:
+        th_log(TH_LOG_INFO, "  als sweep       %10.4f  (in the backend: one als_sweep per "
+                            "iteration: MTTKRPs, solves, updates)",
+               r->sweep_seconds);
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (als_update of modes the host finished)",
+               r->update_seconds);
+        break;
+    case TH_UPDATE_MODE:
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: als_update per mode)",
+               r->update_seconds);
+        break;
+    default:
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (on the host)", r->update_seconds);
+        break;
+    }
+}
+
+void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
+                              double read_seconds, double total_seconds)
+{
+    th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
+           r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"), r->fit);
+    th_log(TH_LOG_INFO, "Timing (seconds)");
+    th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
+    th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);
+    print_mttkrp_timings(f, r);
+    print_update_timings(r);
+    th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
+    th_log(TH_LOG_INFO, "  initial factors %10.4f", r->init_seconds);
+    th_log(TH_LOG_INFO,
+           "  factors back    %10.4f  (of which waiting for their memory %.4f; arranged in "
+           "%.4f)",
+           r->fetch_seconds, r->result_memory_seconds, r->arrange_seconds);
+    th_log(TH_LOG_INFO, "  total           %10.4f", total_seconds);
+    if (r->sweep_fallbacks)
+        th_log(TH_LOG_INFO,
+               "als_sweep stopped early (a Cholesky breakdown) in %u of %u iterations; the host "
+               "finished those per mode",
+               r->sweep_fallbacks, r->iterations->len);
+}

@@ -1,0 +1,31 @@
+# libtensorhost.so needs only what its public API uses: no TOML parser (the
+# API takes options as text), no JSON or chart library (it writes no
+# report), no C++ runtime. Reads its DT_NEEDED entries (readelf -d).
+#
+#   cmake -DREADELF=<readelf> -DLIBRARY=<libtensorhost.so.1> -P check_library_needs.cmake
+cmake_minimum_required(VERSION 3.20)
+if(NOT READELF OR NOT LIBRARY)
+  message(FATAL_ERROR "usage: cmake -DREADELF=readelf -DLIBRARY=... -P check_library_needs.cmake")
+endif()
+execute_process(COMMAND ${READELF} -d "${LIBRARY}" OUTPUT_VARIABLE dynamic RESULT_VARIABLE failed)
+if(failed)
+  message(FATAL_ERROR "FAIL: ${READELF} -d ${LIBRARY} failed")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^[]*\\[[^]]*\\]" needed "${dynamic}")
+list(LENGTH needed n_needed)
+if(n_needed EQUAL 0)
+  message(FATAL_ERROR "FAIL: no NEEDED entry read from ${LIBRARY}")
+endif()
+set(status 0)
+foreach(entry ${needed})
+  string(REGEX REPLACE ".*\\[([^]]*)\\]" "\\1" name "${entry}")
+  if(name MATCHES "^lib(tomlplusplus|json-glib|cairo|fontconfig|freetype|pixman|png|fmt|stdc\\+\\+)")
+    message(SEND_ERROR "FAIL ${name}: libtensorhost needs it, but its API does not")
+    set(status 1)
+  else()
+    message(STATUS "needs ${name}")
+  endif()
+endforeach()
+if(status)
+  message(FATAL_ERROR "libtensorhost links more than its API needs")
+endif()
