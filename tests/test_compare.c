@@ -565,7 +565,7 @@ static void test_sweep_options_reach_the_plugin(void **state)
         assert_string_equal(run->options, options);
         assert_int_equal(run->status, TH_COMPARE_OK);
         /* cpu-reference reports its thread count in its runtime details. */
-        assert_true(g_str_has_prefix(run->details, details));
+        assert_true(g_str_has_prefix(run->facts->details, details));
     }
     assert_string_equal(result->baseline, "cpu[threads=1]");
 }

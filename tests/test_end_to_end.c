@@ -702,6 +702,7 @@ static void test_messages_count_in_the_singular(void **state)
         tensor);
     th_test_run r;
     g_autofree char *dir = run_config(config, NULL, &r);
+    (void)dir; /* the run's folder, removed with the scratch root */
     if (r.status != 0)
         fail_msg("exit %d: %s", r.status, r.err);
     g_autofree char *all = g_strconcat(r.out, r.err, NULL);

@@ -1,5 +1,7 @@
 #include "base/json_text.h"
 
+#include <math.h>
+
 #include <string.h>
 
 static gboolean is_number_char(char c)
@@ -56,4 +58,50 @@ char *th_json_to_text(JsonNode *root, gboolean pretty, gsize *length)
     if (length)
         *length = n;
     return text;
+}
+
+void th_json_member_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+void th_json_member_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+void th_json_member_bool(JsonBuilder *b, const char *name, gboolean value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+void th_json_add_number(JsonBuilder *b, double value)
+{
+    if (isfinite(value))
+        json_builder_add_double_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+void th_json_add_measured(JsonBuilder *b, double value)
+{
+    th_json_add_number(b, value < 0.0 ? NAN : value);
+}
+
+void th_json_member_number(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    th_json_add_number(b, value);
+}
+
+void th_json_member_measured(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    th_json_add_measured(b, value);
 }

@@ -706,9 +706,10 @@ static gboolean write_memory(const comparison_data *d, th_output_set *set, GErro
             const th_compare_run *run = run_at(d, t, b);
             gsize i = ((gsize)t * d->n_backends + b) * G_N_ELEMENTS(parts);
             gboolean ran = run->status == TH_COMPARE_OK;
-            values[i] = ran ? (double)run->tensor_bytes : NAN;
-            values[i + 1] = ran ? (double)run->factor_bytes : NAN;
-            values[i + 2] = ran ? (double)run->workspace_bytes : NAN;
+            const th_backend_facts *f = run->facts;
+            values[i] = ran && f ? (double)f->tensor_bytes : NAN;
+            values[i + 1] = ran && f ? (double)f->factor_bytes : NAN;
+            values[i + 2] = ran && f ? (double)f->workspace_bytes : NAN;
         }
     }
     th_bar_chart chart = {

@@ -52,15 +52,12 @@ static th_compare_run *run_new(const th_compare_backend_config *config, gboolean
     run->plugin_id = g_strdup("");
     run->options = render_options(config->options);
     run->is_baseline = is_baseline;
-    run->device = g_strdup("");
-    run->details = g_strdup("");
     run->nmodes = nmodes;
     run->total_host = run->total_backend = unmeasured;
     run->seconds_per_iteration = unmeasured;
     run->speedup = run->speedup_host = run->speedup_backend = NAN;
     run->max_error = NAN;
     run->fit = run->fit_difference = NAN;
-    run->preprocess_seconds = -1.0;
     return run;
 }
 
@@ -75,7 +72,6 @@ static void run_alloc_modes(th_compare_run *run)
 {
     run->modes = g_new0(th_compare_mode, run->nmodes);
     for (uint32_t m = 0; m < run->nmodes; m++) {
-        run->modes[m].scheme = g_strdup("");
         run->modes[m].host = run->modes[m].backend = unmeasured;
         run->modes[m].error = NAN;
         run->modes[m].speedup = run->modes[m].speedup_host = run->modes[m].speedup_backend = NAN;
@@ -288,24 +284,6 @@ static gboolean verify(tensor_session *s, th_backend *backend, th_compare_run *r
 }
 
 /* The backend's own account after its runs: schemes, device, memory. */
-static void record_facts(const th_backend_facts *f, th_compare_run *run)
-{
-    for (uint32_t m = 0; m < run->nmodes && m < f->nmodes; m++) {
-        if (!f->modes[m].reported)
-            continue;
-        g_free(run->modes[m].scheme);
-        run->modes[m].scheme = g_strdup(f->modes[m].scheme);
-        run->modes[m].partitions = f->modes[m].partitions;
-    }
-    g_free(run->device);
-    g_free(run->details);
-    run->device = g_strdup(f->device);
-    run->details = g_strdup(f->details);
-    run->tensor_bytes = f->tensor_bytes;
-    run->factor_bytes = f->factor_bytes;
-    run->workspace_bytes = f->workspace_bytes;
-}
-
 /* Samples of one timed quantity per mode and for the sum over modes. */
 typedef struct samples {
     uint32_t nmodes, count, capacity;
@@ -392,9 +370,24 @@ static gboolean interrupted(tensor_session *s, th_compare_run *run)
     return TRUE;
 }
 
-/* job = "mttkrp": warm-up passes over the modes, then `repeats` timed ones. */
-static gboolean time_mttkrp(tensor_session *s, th_backend *backend, th_compare_run *run,
-                            GError **error)
+/* What one pass measures: per mode the host's time and the backend's own
+ * (< 0: not reported), and the seconds per iteration (< 0: none). `*done`
+ * ends the passes early without an error (a CP-ALS run stopped on
+ * request). */
+typedef struct pass_times {
+    double *host, *own;
+    double per_iteration;
+    gboolean done;
+} pass_times;
+
+typedef gboolean (*measure_pass)(tensor_session *s, void *subject, th_compare_run *run,
+                                 pass_times *times, GError **error);
+
+/* The comparison's one timing loop: `warmup` passes, then `repeats` timed
+ * ones, summarised into the run (medians, min, max); a stop request ends it
+ * between passes. */
+static gboolean time_passes(tensor_session *s, th_compare_run *run, measure_pass measure,
+                            void *subject, gboolean per_iteration, GError **error)
 {
     const uint32_t nmodes = s->tensor->nmodes;
     const uint32_t warmup = s->compare->warmup, repeats = s->compare->repeats;
@@ -406,23 +399,37 @@ static gboolean time_mttkrp(tensor_session *s, th_backend *backend, th_compare_r
     for (uint32_t pass = 0; ok && pass < warmup + repeats; pass++) {
         if (interrupted(s, run))
             break;
-        for (uint32_t m = 0; ok && m < nmodes; m++) {
-            double start = now_seconds();
-            ok = th_backend_mttkrp(backend, m, error);
-            host[m] = now_seconds() - start;
-            th_mode_info info;
-            g_autoptr(GError) ignored = NULL;
-            own[m] = ok && th_backend_mode_info(backend, m, &info, &ignored)
-                         ? info.last_mttkrp_seconds
-                         : -1.0;
-        }
-        if (ok && pass >= warmup)
-            samples_add(&x, host, own, -1.0);
+        pass_times times = {.host = host, .own = own, .per_iteration = -1.0};
+        ok = measure(s, subject, run, &times, error);
+        if (!ok || times.done)
+            break;
+        if (pass >= warmup)
+            samples_add(&x, host, own, times.per_iteration);
     }
     if (ok && run->status == TH_COMPARE_OK)
-        samples_summarise(&x, run, FALSE);
+        samples_summarise(&x, run, per_iteration);
     samples_clear(&x);
     return ok;
+}
+
+/* job = "mttkrp": a pass is one MTTKRP of every mode. */
+static gboolean measure_mttkrps(tensor_session *s, void *subject, th_compare_run *run,
+                                pass_times *times, GError **error)
+{
+    (void)run;
+    th_backend *backend = subject;
+    for (uint32_t m = 0; m < s->tensor->nmodes; m++) {
+        double start = now_seconds();
+        if (!th_backend_mttkrp(backend, m, error))
+            return FALSE;
+        times->host[m] = now_seconds() - start;
+        th_mode_info info;
+        g_autoptr(GError) ignored = NULL;
+        times->own[m] = th_backend_mode_info(backend, m, &info, &ignored)
+                            ? info.last_mttkrp_seconds
+                            : -1.0;
+    }
+    return TRUE;
 }
 
 double th_compare_iteration_seconds(const th_cpd_result *cpd)
@@ -436,65 +443,61 @@ double th_compare_iteration_seconds(const th_cpd_result *cpd)
     return th_compare_stat_of(seconds, n).median;
 }
 
-/* job = "cpd": whole CP-ALS runs (each starts from the same factors, made
- * from cpd.seed by th_cp_als, updated as cpd.update says); MTTKRP times are
- * means per iteration, the seconds per iteration each run's median
- * iteration (th_compare_iteration_seconds). A backend that runs whole iterations through
- * als_sweep has no host time per MTTKRP: its host times stay "not
- * measured" (and so does its host-timed speedup); its own timer's per-mode
- * times and the seconds per iteration still compare. */
+/* job = "cpd": a pass is a whole CP-ALS run (each starts from the same
+ * factors, made from cpd.seed by th_cp_als, updated as cpd.update says);
+ * MTTKRP times are means per iteration, the seconds per iteration each
+ * run's median iteration (th_compare_iteration_seconds). A backend that
+ * runs whole iterations through als_sweep has no host time per MTTKRP: its
+ * host times stay "not measured" (and so does its host-timed speedup); its
+ * own timer's per-mode times and the seconds per iteration still compare. */
+static gboolean measure_cpd(tensor_session *s, void *subject, th_compare_run *run,
+                            pass_times *times, GError **error)
+{
+    th_cpd_session *session = subject;
+    g_autoptr(th_cpd_result) cpd = th_cpd_session_run(session, NULL, error);
+    if (!cpd)
+        return FALSE;
+    if (cpd->interrupted) {
+        (void)interrupted(s, run);
+        times->done = TRUE;
+        return TRUE;
+    }
+    const double iterations = MAX(1.0, (double)cpd->iterations->len);
+    for (uint32_t m = 0; m < s->tensor->nmodes; m++) {
+        times->host[m] =
+            cpd->mttkrp_seconds[m] < 0.0 ? -1.0 : cpd->mttkrp_seconds[m] / iterations;
+        times->own[m] = cpd->mttkrp_device_seconds[m] < 0.0
+                            ? -1.0
+                            : cpd->mttkrp_device_seconds[m] / iterations;
+    }
+    times->per_iteration = th_compare_iteration_seconds(cpd);
+    run->fit = cpd->fit;
+    run->iterations = cpd->iterations->len;
+    return TRUE;
+}
+
+/* The CP-ALS runs timed, and the final fit against the baseline's. */
 static gboolean time_cpd(tensor_session *s, th_cpd_session *session, th_compare_run *run,
                          GError **error)
 {
-    const uint32_t nmodes = s->tensor->nmodes;
-    const uint32_t warmup = s->compare->warmup, repeats = s->compare->repeats;
-    samples x;
-    samples_init(&x, nmodes, repeats);
-    g_autofree double *host = g_new(double, nmodes);
-    g_autofree double *own = g_new(double, nmodes);
-    gboolean ok = TRUE;
-    for (uint32_t pass = 0; ok && pass < warmup + repeats; pass++) {
-        if (interrupted(s, run))
-            break;
-        g_autoptr(th_cpd_result) cpd = th_cpd_session_run(session, NULL, error);
-        ok = cpd != NULL;
-        if (!ok)
-            break;
-        if (cpd->interrupted) {
-            (void)interrupted(s, run);
-            break;
-        }
-        double iterations = MAX(1.0, (double)cpd->iterations->len);
-        for (uint32_t m = 0; m < nmodes; m++) {
-            host[m] = cpd->mttkrp_seconds[m] < 0.0 ? -1.0 : cpd->mttkrp_seconds[m] / iterations;
-            own[m] = cpd->mttkrp_device_seconds[m] < 0.0
-                         ? -1.0
-                         : cpd->mttkrp_device_seconds[m] / iterations;
-        }
-        run->fit = cpd->fit;
-        run->iterations = cpd->iterations->len;
-        if (pass >= warmup)
-            samples_add(&x, host, own, th_compare_iteration_seconds(cpd));
+    if (!time_passes(s, run, measure_cpd, session, TRUE, error))
+        return FALSE;
+    if (run->status != TH_COMPARE_OK)
+        return TRUE;
+    if (run->is_baseline) {
+        s->baseline_fit = run->fit;
+        run->fit_difference = 0.0;
+        return TRUE;
     }
-    if (ok && run->status == TH_COMPARE_OK) {
-        samples_summarise(&x, run, TRUE);
-        if (run->is_baseline) {
-            s->baseline_fit = run->fit;
-            run->fit_difference = 0.0;
-        } else {
-            run->fit_difference = run->fit - s->baseline_fit;
-            if (!(fabs(run->fit_difference) <= s->compare->tolerance)) {
-                g_autofree char *message = g_strdup_printf(
-                    "final fit %.9f differs from baseline '%s' (%.9f) by %.3g, beyond "
-                    "tolerance %g",
-                    run->fit, s->compare->baseline, s->baseline_fit, fabs(run->fit_difference),
-                    s->compare->tolerance);
-                add_failure(s, run, TH_COMPARE_MISMATCH, message);
-            }
-        }
+    run->fit_difference = run->fit - s->baseline_fit;
+    if (!(fabs(run->fit_difference) <= s->compare->tolerance)) {
+        g_autofree char *message = g_strdup_printf(
+            "final fit %.9f differs from baseline '%s' (%.9f) by %.3g, beyond tolerance %g",
+            run->fit, s->compare->baseline, s->baseline_fit, fabs(run->fit_difference),
+            s->compare->tolerance);
+        add_failure(s, run, TH_COMPARE_MISMATCH, message);
     }
-    samples_clear(&x);
-    return ok;
+    return TRUE;
 }
 
 /* Open, load, set, check, verify, time, close: one backend on one tensor.
@@ -525,15 +528,14 @@ static gboolean run_backend(tensor_session *s, GPtrArray *runs, guint index, GEr
     if (backend) {
         g_free(run->plugin_id);
         run->plugin_id = g_strdup(th_backend_info(backend)->id);
-        run->preprocess_seconds = backend->load_seconds;
         run_alloc_modes(run);
         gboolean is_cpd = strcmp(s->compare->job, "cpd") == 0;
         if (check_factors(s, backend, run, &local) && run->status == TH_COMPARE_OK
             && verify(s, backend, run, &local) && run->status == TH_COMPARE_OK)
             (void)(is_cpd ? time_cpd(s, session, run, &local)
-                          : time_mttkrp(s, backend, run, &local));
-        g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
-        record_facts(facts, run);
+                          : time_passes(s, run, measure_mttkrps, backend, FALSE, &local));
+        th_backend_facts_free(run->facts);
+        run->facts = th_backend_facts_take(backend);
     }
     /* A call given up on a stop request (a plugin polling is_cancelled) is
      * the stop, not the backend's failure. */
@@ -689,18 +691,19 @@ static void compute_geomeans(th_compare_result *result, const th_compare_config 
 
 static char *distinct_devices(const th_compare_result *result)
 {
-    g_autoptr(GPtrArray) seen = g_ptr_array_new();
+    g_autoptr(GPtrArray) seen = g_ptr_array_new_with_free_func(g_free);
     for (guint t = 0; t < result->tensors->len; t++) {
         const th_compare_tensor *tensor = g_ptr_array_index(result->tensors, t);
         for (guint i = 0; i < tensor->runs->len; i++) {
             const th_compare_run *run = g_ptr_array_index(tensor->runs, i);
-            if (run->status != TH_COMPARE_OK || !*run->device)
+            const char *device = th_compare_run_device(run);
+            if (run->status != TH_COMPARE_OK || !*device)
                 continue;
             gboolean known = FALSE;
             for (guint k = 0; k < seen->len && !known; k++)
-                known = strcmp(g_ptr_array_index(seen, k), run->device) == 0;
+                known = strcmp(g_ptr_array_index(seen, k), device) == 0;
             if (!known)
-                g_ptr_array_add(seen, run->device);
+                g_ptr_array_add(seen, g_strdup(device));
         }
     }
     GString *text = g_string_new(NULL);

@@ -107,9 +107,9 @@ static char *format_schemes(const th_compare_run *run)
         return g_strdup("-");
     GString *text = g_string_new(NULL);
     gboolean same = TRUE;
-    g_autofree char *first = scheme_name(run->modes[0].scheme);
+    g_autofree char *first = scheme_name(th_compare_run_scheme(run, 0));
     for (uint32_t m = 0; m < run->nmodes; m++) {
-        g_autofree char *name = scheme_name(run->modes[m].scheme);
+        g_autofree char *name = scheme_name(th_compare_run_scheme(run, m));
         same = same && strcmp(name, first) == 0;
         g_string_append_printf(text, "%s%s", m ? "," : "", name);
     }
@@ -239,8 +239,8 @@ static void add_run_row(text_table *t, const th_compare_result *result,
                                                                          : &run->total_backend;
     cell(row, th_compare_format_seconds(other->median));
     cell(row, format_speedup(run->speedup));
-    cell(row, th_compare_format_seconds(run->preprocess_seconds));
-    uint64_t bytes = run->tensor_bytes + run->factor_bytes + run->workspace_bytes;
+    cell(row, th_compare_format_seconds(th_compare_run_preprocess_seconds(run)));
+    const uint64_t bytes = th_compare_run_memory(run);
     cell(row, bytes ? th_compare_format_bytes(bytes) : g_strdup("-")); /* 0: not reported */
     cell(row, format_error(run->max_error));
     if (strcmp(result->job, "cpd") == 0) {
@@ -402,8 +402,8 @@ static void csv_row(GString *out, const th_compare_tensor *tensor, const th_comp
     if (m) {
         g_autofree char *number = g_strdup_printf("%d", mode + 1);
         csv_text(line, number);
-        csv_text(line, m->scheme);
-        csv_unsigned(line, m->partitions);
+        csv_text(line, th_compare_run_scheme(run, (uint32_t)mode));
+        csv_unsigned(line, th_compare_run_partitions(run, (uint32_t)mode));
         csv_stat(line, &m->host);
         csv_stat(line, &m->backend);
         csv_number(line, m->speedup, FALSE);
@@ -422,10 +422,11 @@ static void csv_row(GString *out, const th_compare_tensor *tensor, const th_comp
         csv_number(line, run->speedup_backend, FALSE);
         csv_number(line, run->max_error, FALSE);
     }
-    csv_number(line, run->preprocess_seconds, TRUE);
-    csv_unsigned(line, run->tensor_bytes);
-    csv_unsigned(line, run->factor_bytes);
-    csv_unsigned(line, run->workspace_bytes);
+    const th_backend_facts *f = run->facts;
+    csv_number(line, th_compare_run_preprocess_seconds(run), TRUE);
+    csv_unsigned(line, f ? f->tensor_bytes : 0);
+    csv_unsigned(line, f ? f->factor_bytes : 0);
+    csv_unsigned(line, f ? f->workspace_bytes : 0);
     csv_number(line, run->fit, FALSE);
     csv_number(line, run->fit_difference, FALSE);
     if (run->iterations)
@@ -433,7 +434,7 @@ static void csv_row(GString *out, const th_compare_tensor *tensor, const th_comp
     else
         csv_text(line, "");
     csv_number(line, run->seconds_per_iteration.median, TRUE);
-    csv_text(line, run->device);
+    csv_text(line, th_compare_run_device(run));
     csv_text(line, run->reason ? run->reason : "");
     g_string_append_printf(out, "%s\n", line->str);
     g_string_free(line, TRUE);
@@ -479,30 +480,14 @@ char *th_compare_format_geomean_csv(const th_compare_result *result)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
-static void json_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
 /* null for NaN, and for negative values where those mean "not measured". */
 static void json_number(JsonBuilder *b, const char *name, double value,
                         gboolean negative_is_missing)
 {
-    json_builder_set_member_name(b, name);
-    if (isfinite(value) && !(negative_is_missing && value < 0.0))
-        json_builder_add_double_value(b, value);
+    if (negative_is_missing)
+        th_json_member_measured(b, name, value);
     else
-        json_builder_add_null_value(b);
+        th_json_member_number(b, name, value);
 }
 
 static void json_stat(JsonBuilder *b, const char *name, const th_compare_stat *stat)
@@ -522,31 +507,23 @@ static void json_stat(JsonBuilder *b, const char *name, const th_compare_stat *s
 static void json_run(JsonBuilder *b, const th_compare_result *result, const th_compare_run *run)
 {
     json_builder_begin_object(b);
-    json_string(b, "label", run->label);
-    json_string(b, "plugin", run->plugin);
-    json_string(b, "plugin_id", run->plugin_id);
-    json_string(b, "options", run->options);
+    th_json_member_string(b, "label", run->label);
+    th_json_member_string(b, "plugin", run->plugin);
+    th_json_member_string(b, "plugin_id", run->plugin_id);
+    th_json_member_string(b, "options", run->options);
     json_builder_set_member_name(b, "baseline");
     json_builder_add_boolean_value(b, run->is_baseline);
-    json_string(b, "status", th_compare_status_name(run->status));
-    json_string(b, "reason", run->reason);
-    json_string(b, "device", run->device);
-    json_string(b, "details", run->details);
-    json_number(b, "preprocess_seconds", run->preprocess_seconds, TRUE);
-    json_builder_set_member_name(b, "memory_bytes");
-    json_builder_begin_object(b);
-    json_int(b, "tensor", (gint64)run->tensor_bytes);
-    json_int(b, "factors", (gint64)run->factor_bytes);
-    json_int(b, "workspace", (gint64)run->workspace_bytes);
-    json_builder_end_object(b);
+    th_json_member_string(b, "status", th_compare_status_name(run->status));
+    th_json_member_string(b, "reason", run->reason);
+    th_report_add_backend_facts(b, run->facts); /* as report.json gives them */
     json_builder_set_member_name(b, "modes");
     json_builder_begin_array(b);
     for (uint32_t m = 0; run->modes && m < run->nmodes; m++) {
         const th_compare_mode *mode = &run->modes[m];
         json_builder_begin_object(b);
-        json_int(b, "mode", m + 1);
-        json_string(b, "scheme", mode->scheme);
-        json_int(b, "partitions", mode->partitions);
+        th_json_member_int(b, "mode", m + 1);
+        th_json_member_string(b, "scheme", th_compare_run_scheme(run, m));
+        th_json_member_int(b, "partitions", th_compare_run_partitions(run, m));
         json_stat(b, "host_seconds", &mode->host);
         json_stat(b, "backend_seconds", &mode->backend);
         json_number(b, "relative_error", mode->error, FALSE);
@@ -570,7 +547,7 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
         json_builder_begin_object(b);
         json_number(b, "fit", run->fit, FALSE);
         json_number(b, "fit_difference", run->fit_difference, FALSE);
-        json_int(b, "iterations", run->iterations);
+        th_json_member_int(b, "iterations", run->iterations);
         json_stat(b, "seconds_per_iteration", &run->seconds_per_iteration);
         json_builder_end_object(b);
     }
@@ -581,17 +558,17 @@ static void json_tensor(JsonBuilder *b, const th_compare_result *result,
                         const th_compare_tensor *tensor)
 {
     json_builder_begin_object(b);
-    json_string(b, "label", tensor->label);
+    th_json_member_string(b, "label", tensor->label);
     json_builder_set_member_name(b, "synthetic");
     json_builder_add_boolean_value(b, tensor->synthetic);
-    json_string(b, "source", tensor->source);
-    json_int(b, "order", tensor->nmodes);
+    th_json_member_string(b, "source", tensor->source);
+    th_json_member_int(b, "order", tensor->nmodes);
     json_builder_set_member_name(b, "dims");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < tensor->nmodes; m++)
         json_builder_add_int_value(b, tensor->dims[m]);
     json_builder_end_array(b);
-    json_int(b, "nnz", (gint64)tensor->nnz);
+    th_json_member_int(b, "nnz", (gint64)tensor->nnz);
     json_number(b, "read_seconds", tensor->read_seconds, TRUE);
     json_builder_set_member_name(b, "backends");
     json_builder_begin_array(b);
@@ -605,21 +582,21 @@ JsonNode *th_compare_json(const th_compare_result *result)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    json_string(b, "tensorhost_version", TH_VERSION);
-    json_string(b, "date", result->date);
-    json_string(b, "devices", result->devices);
+    th_json_member_string(b, "tensorhost_version", TH_VERSION);
+    th_json_member_string(b, "date", result->date);
+    th_json_member_string(b, "devices", result->devices);
     const char *status = result->failures->len ? "failed"
                          : result->interrupted ? "interrupted"
                                                : "ok";
-    json_string(b, "status", status);
-    json_string(b, "job", result->job);
-    json_string(b, "baseline", result->baseline);
-    json_string(b, "timer", result->timer);
-    json_int(b, "rank", result->rank);
-    json_int(b, "repeats", result->repeats);
-    json_int(b, "warmup", result->warmup);
+    th_json_member_string(b, "status", status);
+    th_json_member_string(b, "job", result->job);
+    th_json_member_string(b, "baseline", result->baseline);
+    th_json_member_string(b, "timer", result->timer);
+    th_json_member_int(b, "rank", result->rank);
+    th_json_member_int(b, "repeats", result->repeats);
+    th_json_member_int(b, "warmup", result->warmup);
     json_number(b, "tolerance", result->tolerance, FALSE);
-    json_int(b, "seed", (gint64)result->seed);
+    th_json_member_int(b, "seed", (gint64)result->seed);
     json_builder_set_member_name(b, "failures");
     json_builder_begin_array(b);
     for (guint i = 0; i < result->failures->len; i++)
@@ -635,11 +612,11 @@ JsonNode *th_compare_json(const th_compare_result *result)
     for (guint i = 0; i < result->geomeans->len; i++) {
         const th_compare_geomean *geomean = g_ptr_array_index(result->geomeans, i);
         json_builder_begin_object(b);
-        json_string(b, "backend", geomean->label);
+        th_json_member_string(b, "backend", geomean->label);
         json_number(b, "speedup", geomean->speedup, FALSE);
         json_number(b, "speedup_host", geomean->speedup_host, FALSE);
         json_number(b, "speedup_backend", geomean->speedup_backend, FALSE);
-        json_int(b, "tensors", geomean->tensors);
+        th_json_member_int(b, "tensors", geomean->tensors);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

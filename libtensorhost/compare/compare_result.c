@@ -74,12 +74,43 @@ void th_compare_run_free(gpointer data)
     g_free(run->plugin_id);
     g_free(run->options);
     g_free(run->reason);
-    g_free(run->device);
-    g_free(run->details);
-    for (uint32_t m = 0; run->modes && m < run->nmodes; m++)
-        g_free(run->modes[m].scheme);
+    th_backend_facts_free(run->facts);
     g_free(run->modes);
     g_free(run);
+}
+
+static const th_backend_mode_facts *mode_facts(const th_compare_run *run, uint32_t mode)
+{
+    const th_backend_facts *f = run->facts;
+    return f && mode < f->nmodes && f->modes[mode].reported ? &f->modes[mode] : NULL;
+}
+
+const char *th_compare_run_scheme(const th_compare_run *run, uint32_t mode)
+{
+    const th_backend_mode_facts *m = mode_facts(run, mode);
+    return m && m->scheme ? m->scheme : "";
+}
+
+uint32_t th_compare_run_partitions(const th_compare_run *run, uint32_t mode)
+{
+    const th_backend_mode_facts *m = mode_facts(run, mode);
+    return m ? m->partitions : 0;
+}
+
+const char *th_compare_run_device(const th_compare_run *run)
+{
+    return run->facts && run->facts->device ? run->facts->device : "";
+}
+
+uint64_t th_compare_run_memory(const th_compare_run *run)
+{
+    const th_backend_facts *f = run->facts;
+    return f ? f->tensor_bytes + f->factor_bytes + f->workspace_bytes : 0;
+}
+
+double th_compare_run_preprocess_seconds(const th_compare_run *run)
+{
+    return run->facts ? run->facts->load_seconds : -1.0;
 }
 
 void th_compare_tensor_free(gpointer data)

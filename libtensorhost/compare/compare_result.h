@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugin/backend.h"
 #include "config/config.h"
 #include "tensor/sptensor.h"
 
@@ -25,8 +26,6 @@ typedef enum {
 } th_compare_status;
 
 typedef struct th_compare_mode {
-    char *scheme;        /* th_mode_info.scheme; "" when not reported */
-    uint32_t partitions;
     th_compare_stat host;    /* wall time around one mttkrp() (cpd: mean per iteration) */
     th_compare_stat backend; /* the backend's own time for it */
     double error;        /* relative Frobenius error vs the baseline; NAN if not checked */
@@ -44,8 +43,10 @@ typedef struct th_compare_run {
     gboolean is_baseline;
     th_compare_status status;
     char *reason;    /* why skipped / failed; NULL when OK */
-    char *device;    /* th_runtime_info.device */
-    char *details;   /* th_runtime_info.details */
+    /* What the backend said of itself once loaded and run (its device,
+     * memory, preprocessing time, each mode's scheme): the facts
+     * report.json gives too, kept whole; NULL when it never loaded. */
+    th_backend_facts *facts;
     uint32_t nmodes;
     th_compare_mode *modes; /* [nmodes]; NULL when it never ran */
     th_compare_stat total_host;    /* all modes per run (cpd: per iteration) */
@@ -54,8 +55,6 @@ typedef struct th_compare_run {
     double speedup_host;    /* by host wall time */
     double speedup_backend; /* by the backends' own times; NAN unless both report them */
     double max_error;       /* over the modes; NAN if not checked */
-    double preprocess_seconds;             /* load_tensor wall time */
-    uint64_t tensor_bytes, factor_bytes, workspace_bytes; /* th_runtime_info */
     /* job = "cpd" */
     double fit;              /* final fit; NAN otherwise */
     double fit_difference;   /* fit - baseline's fit */
@@ -98,6 +97,16 @@ typedef struct th_compare_result {
 } th_compare_result;
 
 void th_compare_result_free(th_compare_result *result);
+
+/* A run's facts, with what a run that never loaded shows: mode m's scheme
+ * ("" when not reported) and partitions, its device (""), the memory it
+ * held in all (0: not reported) and its preprocessing time (< 0: not
+ * measured). */
+const char *th_compare_run_scheme(const th_compare_run *run, uint32_t mode);
+uint32_t th_compare_run_partitions(const th_compare_run *run, uint32_t mode);
+const char *th_compare_run_device(const th_compare_run *run);
+uint64_t th_compare_run_memory(const th_compare_run *run);
+double th_compare_run_preprocess_seconds(const th_compare_run *run);
 /* GDestroyNotify for the arrays of the result: th_compare_run*,
  * th_compare_tensor* (its runs too), th_compare_geomean*. */
 void th_compare_run_free(gpointer run);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/decimal.h"
 #include "base/atomic_file.h"
 #include "base/cancel.h"
 #include "base/message_text.h"
@@ -262,71 +263,6 @@ static gboolean ends_field(const char *at, const char *end)
     return at == end || *at == '\n' || is_separator(*at);
 }
 
-static const double exact_powers_of_ten[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-};
-
-/* The value at `at`, when it is plain decimal ([+-]d[.d][e[+-]d]) ending a
- * field, with at most 19 significant digits making a mantissa up to 2^53
- * and a power of ten up to 22 (Clinger's fast path: one exact IEEE division
- * or multiplication, so correctly rounded, as strtod would). That holds for
- * every value th_write_matrix writes from 1e-14 to 1e31 in magnitude.
- * Returns the end of the value, or NULL for anything else. */
-static const char *parse_plain_decimal(const char *at, const char *end, double *value)
-{
-    const char *p = at;
-    const gboolean negative = p < end && *p == '-';
-    if (p < end && (*p == '-' || *p == '+'))
-        ++p;
-    uint64_t mantissa = 0;
-    int digits = 0, exp10 = 0;
-    gboolean any_digit = FALSE, in_fraction = FALSE;
-    for (; p < end; ++p) {
-        if (*p == '.' && !in_fraction) {
-            in_fraction = TRUE;
-            continue;
-        }
-        if (!g_ascii_isdigit(*p))
-            break;
-        any_digit = TRUE;
-        if (mantissa == 0 && *p == '0') { /* leading zeros are not significant */
-            exp10 -= in_fraction;
-            continue;
-        }
-        if (++digits > 19)
-            return NULL;
-        mantissa = mantissa * 10u + (uint64_t)(*p - '0');
-        exp10 -= in_fraction;
-    }
-    if (!any_digit)
-        return NULL;
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        ++p;
-        const gboolean exp_negative = p < end && *p == '-';
-        if (p < end && (*p == '-' || *p == '+'))
-            ++p;
-        if (p == end || !g_ascii_isdigit(*p))
-            return NULL;
-        int e = 0;
-        for (; p < end && g_ascii_isdigit(*p); ++p)
-            if (e < 100000)
-                e = e * 10 + (*p - '0');
-        exp10 += exp_negative ? -e : e;
-    }
-    if (!ends_field(p, end) || mantissa > ((uint64_t)1 << 53))
-        return NULL;
-    if (mantissa == 0)
-        exp10 = 0;
-    if (exp10 < -22 || exp10 > 22)
-        return NULL;
-    const double v = (double)mantissa;
-    const double magnitude =
-        exp10 < 0 ? v / exact_powers_of_ten[-exp10] : v * exact_powers_of_ten[exp10];
-    *value = negative ? -magnitude : magnitude;
-    return p;
-}
-
 double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError **error)
 {
     g_autofree char *text = NULL;
@@ -347,7 +283,11 @@ double *th_read_matrix(const char *path, uint64_t *rows, uint32_t *cols, GError 
             if (at == end || *at == '\n')
                 break;
             double v;
-            const char *stop = parse_plain_decimal(at, end, &v);
+            /* Every value th_write_matrix writes from 1e-14 to 1e31 in
+             * magnitude takes the fast path. */
+            const char *stop = th_decimal_parse_fast(at, end, &v);
+            if (stop && !ends_field(stop, end))
+                stop = NULL;
             if (stop == NULL) {
                 /* g_file_get_contents ends the text with a NUL, so the
                  * parse stops at `end` at the latest. */

@@ -27,72 +27,35 @@ static void add_uint_array(JsonBuilder *b, const char *name, const th_index *v, 
     json_builder_end_array(b);
 }
 
-/* JSON has no NaN or Inf: a value that is not finite is written as null. */
-static void add_double_value(JsonBuilder *b, double value)
-{
-    if (isfinite(value))
-        json_builder_add_double_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
 /* Negative entries (not measured or not reported) become null. */
 static void add_double_array(JsonBuilder *b, const char *name, const double *v, uint32_t n)
 {
     json_builder_set_member_name(b, name);
     json_builder_begin_array(b);
-    for (uint32_t i = 0; i < n; ++i) {
-        if (v[i] < 0.0)
-            json_builder_add_null_value(b); /* not reported by the backend */
-        else
-            add_double_value(b, v[i]);
-    }
+    for (uint32_t i = 0; i < n; ++i)
+        th_json_add_measured(b, v[i]);
     json_builder_end_array(b);
-}
-
-static void member_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
-static void member_double(JsonBuilder *b, const char *name, double value)
-{
-    json_builder_set_member_name(b, name);
-    add_double_value(b, value);
-}
-
-static void member_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, value ? value : "");
-}
-
-static void member_bool(JsonBuilder *b, const char *name, gboolean value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
 }
 
 JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    member_string(b, "path", path);
+    th_json_member_string(b, "path", path);
     /* What the file says the tensor is (a synthetic tensor's parameters). */
     json_builder_set_member_name(b, "label");
     if (tensor->label != NULL)
         json_builder_add_string_value(b, tensor->label);
     else
         json_builder_add_null_value(b);
-    member_int(b, "order", tensor->nmodes);
+    th_json_member_int(b, "order", tensor->nmodes);
     add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
-    member_int(b, "nnz", (gint64)tensor->nnz);
-    member_double(b, "density", th_sptensor_density(tensor));
-    member_double(b, "norm", th_sptensor_norm(tensor)); /* the file's units */
-    member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
-    member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
-    member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);
+    th_json_member_int(b, "nnz", (gint64)tensor->nnz);
+    th_json_member_number(b, "density", th_sptensor_density(tensor));
+    th_json_member_number(b, "norm", th_sptensor_norm(tensor)); /* the file's units */
+    th_json_member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
+    th_json_member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
+    th_json_member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);
     json_builder_set_member_name(b, "empty_slices");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < tensor->nmodes; ++m)
@@ -102,37 +65,42 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     return json_builder_get_root(b);
 }
 
+void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *f)
+{
+    th_json_member_string(b, "device", f && f->device ? f->device : "");
+    th_json_member_string(b, "details", f && f->details ? f->details : "");
+    th_json_member_measured(b, "preprocess_seconds", f ? f->load_seconds : -1.0);
+    json_builder_set_member_name(b, "memory_bytes");
+    json_builder_begin_object(b);
+    th_json_member_int(b, "tensor", f ? (gint64)f->tensor_bytes : 0);
+    th_json_member_int(b, "factors", f ? (gint64)f->factor_bytes : 0);
+    th_json_member_int(b, "workspace", f ? (gint64)f->workspace_bytes : 0);
+    json_builder_end_object(b);
+}
+
 JsonNode *th_report_backend_node(const th_backend_facts *f)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    member_string(b, "id", f->id);
-    member_string(b, "name", f->name);
-    member_string(b, "version", f->version);
-    member_string(b, "path", f->path);
-    member_string(b, "abi", f->abi);
-    member_string(b, "value_type", f->f32 ? "f32" : "f64");
-    member_bool(b, "als_update", f->has_als_update);
-    member_bool(b, "als_sweep", f->has_als_sweep);
-    member_bool(b, "init_factors", f->has_init_factors);
-    member_string(b, "device", f->device);
-    member_string(b, "details", f->details);
-    member_double(b, "preprocess_seconds", f->load_seconds);
-    json_builder_set_member_name(b, "memory_bytes");
-    json_builder_begin_object(b);
-    member_int(b, "tensor", (gint64)f->tensor_bytes);
-    member_int(b, "factors", (gint64)f->factor_bytes);
-    member_int(b, "workspace", (gint64)f->workspace_bytes);
-    json_builder_end_object(b);
+    th_json_member_string(b, "id", f->id);
+    th_json_member_string(b, "name", f->name);
+    th_json_member_string(b, "version", f->version);
+    th_json_member_string(b, "path", f->path);
+    th_json_member_string(b, "abi", f->abi);
+    th_json_member_string(b, "value_type", f->f32 ? "f32" : "f64");
+    th_json_member_bool(b, "als_update", f->has_als_update);
+    th_json_member_bool(b, "als_sweep", f->has_als_sweep);
+    th_json_member_bool(b, "init_factors", f->has_init_factors);
+    th_report_add_backend_facts(b, f);
     json_builder_set_member_name(b, "modes");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < f->nmodes; ++m) {
         if (!f->modes[m].reported)
             continue;
         json_builder_begin_object(b);
-        member_int(b, "mode", m + 1);
-        member_string(b, "scheme", f->modes[m].scheme);
-        member_int(b, "partitions", f->modes[m].partitions);
+        th_json_member_int(b, "mode", m + 1);
+        th_json_member_string(b, "scheme", f->modes[m].scheme);
+        th_json_member_int(b, "partitions", f->modes[m].partitions);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -149,7 +117,7 @@ static void add_config_member(const char *key, const th_config_value *value, voi
         json_builder_add_int_value(b, value->integer);
         break;
     case TH_CONFIG_VALUE_NUMBER:
-        add_double_value(b, value->number);
+        th_json_add_number(b, value->number);
         break;
     case TH_CONFIG_VALUE_BOOLEAN:
         json_builder_add_boolean_value(b, value->boolean);
@@ -172,7 +140,7 @@ JsonNode *th_report_config_node(const th_config *config)
     json_builder_begin_object(b);
     /* Absolute, as every path the config resolves is. */
     g_autofree char *file = g_canonicalize_filename(config->source_path, NULL);
-    member_string(b, "file", file);
+    th_json_member_string(b, "file", file);
     th_config_foreach(config, add_config_member, b);
     json_builder_end_object(b);
     return json_builder_get_root(b);
@@ -185,7 +153,7 @@ static void add_factor_files(JsonBuilder *b, const char *member, const th_cpd_re
     json_builder_set_member_name(b, member);
     json_builder_begin_object(b);
     g_autofree char *lambda = g_strconcat("lambda", extension, NULL);
-    member_string(b, "lambda", lambda);
+    th_json_member_string(b, "lambda", lambda);
     json_builder_set_member_name(b, "factors");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < r->nmodes; ++m) {
@@ -200,25 +168,25 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
 {
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
-    member_int(b, "rank", r->rank);
-    member_string(b, "status", th_run_status(r));
-    member_double(b, "final_fit", r->fit);
-    member_bool(b, "converged", r->converged);
-    member_bool(b, "interrupted", r->interrupted);
-    member_string(b, "update_path", th_update_path_name(r->update_path));
-    member_string(b, "initial_factors", th_init_source_name(r->initial_factors));
-    member_bool(b, "backend_update", th_cpd_backend_updated(r));
-    member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
-    member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
+    th_json_member_int(b, "rank", r->rank);
+    th_json_member_string(b, "status", th_run_status(r));
+    th_json_member_number(b, "final_fit", r->fit);
+    th_json_member_bool(b, "converged", r->converged);
+    th_json_member_bool(b, "interrupted", r->interrupted);
+    th_json_member_string(b, "update_path", th_update_path_name(r->update_path));
+    th_json_member_string(b, "initial_factors", th_init_source_name(r->initial_factors));
+    th_json_member_bool(b, "backend_update", th_cpd_backend_updated(r));
+    th_json_member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
+    th_json_member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
     json_builder_set_member_name(b, "iterations");
     json_builder_begin_array(b);
     for (guint i = 0; i < r->iterations->len; ++i) {
         const th_cpd_iteration *it = &g_array_index(r->iterations, th_cpd_iteration, i);
         json_builder_begin_object(b);
-        member_int(b, "iteration", it->iteration);
-        member_double(b, "fit", it->fit);
-        member_double(b, "delta", it->delta);
-        member_double(b, "seconds", it->seconds);
+        th_json_member_int(b, "iteration", it->iteration);
+        th_json_member_number(b, "fit", it->fit);
+        th_json_member_number(b, "delta", it->delta);
+        th_json_member_number(b, "seconds", it->seconds);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -236,23 +204,23 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
     const th_cpd_result *r = s->result;
     json_builder_set_member_name(b, "timings");
     json_builder_begin_object(b);
-    member_double(b, "read_seconds", s->read_seconds);
-    member_double(b, "preprocess_seconds", s->backend->load_seconds);
+    th_json_member_number(b, "read_seconds", s->read_seconds);
+    th_json_member_number(b, "preprocess_seconds", s->backend->load_seconds);
     if (r) {
         /* null per mode where the host could not time it (inside als_sweep). */
         add_double_array(b, "mttkrp_seconds", r->mttkrp_seconds, r->nmodes);
         add_double_array(b, "mttkrp_backend_seconds", r->mttkrp_device_seconds, r->nmodes);
-        member_double(b, "sweep_seconds", r->sweep_seconds);
-        member_double(b, "update_seconds", r->update_seconds);
-        member_double(b, "algebra_seconds", r->algebra_seconds);
-        member_double(b, "init_seconds", r->init_seconds);
-        member_double(b, "fetch_seconds", r->fetch_seconds);
-        member_double(b, "result_memory_seconds", r->result_memory_seconds);
-        member_double(b, "arrange_seconds", r->arrange_seconds);
-        member_double(b, "cpd_seconds", r->total_seconds);
+        th_json_member_number(b, "sweep_seconds", r->sweep_seconds);
+        th_json_member_number(b, "update_seconds", r->update_seconds);
+        th_json_member_number(b, "algebra_seconds", r->algebra_seconds);
+        th_json_member_number(b, "init_seconds", r->init_seconds);
+        th_json_member_number(b, "fetch_seconds", r->fetch_seconds);
+        th_json_member_number(b, "result_memory_seconds", r->result_memory_seconds);
+        th_json_member_number(b, "arrange_seconds", r->arrange_seconds);
+        th_json_member_number(b, "cpd_seconds", r->total_seconds);
     }
-    member_double(b, "write_seconds", s->write_seconds);
-    member_double(b, "total_seconds", s->total_seconds);
+    th_json_member_number(b, "write_seconds", s->write_seconds);
+    th_json_member_number(b, "total_seconds", s->total_seconds);
     json_builder_end_object(b);
 }
 
@@ -267,13 +235,13 @@ gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **e
     }
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    member_string(b, "tensorhost_version", TH_VERSION);
+    th_json_member_string(b, "tensorhost_version", TH_VERSION);
     g_autofree char *abi = g_strdup_printf("%u.%u", TH_ABI_VERSION_MAJOR, TH_ABI_VERSION_MINOR);
-    member_string(b, "host_abi", abi);
+    th_json_member_string(b, "host_abi", abi);
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     g_autofree char *date = g_date_time_format_iso8601(now);
-    member_string(b, "date", date);
-    member_string(b, "status", s->result ? th_run_status(s->result) : "failed");
+    th_json_member_string(b, "date", date);
+    th_json_member_string(b, "status", s->result ? th_run_status(s->result) : "failed");
 
     json_builder_set_member_name(b, "config");
     json_builder_add_value(b, th_report_config_node(s->config));

@@ -32,6 +32,12 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
 JsonNode *th_report_config_node(const th_config *config);
 /* Backend facts: id, name, version, path, device, memory, per-mode schemes. */
 JsonNode *th_report_backend_node(const th_backend_facts *facts);
+/* The facts report.json and a comparison's results.json both give of a
+ * loaded backend, as members of the object being built: "device",
+ * "details", "preprocess_seconds" (null when not measured) and
+ * "memory_bytes" {tensor, factors, workspace}. `facts` NULL (a backend that
+ * never loaded): "", "", null and zeros. */
+void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *facts);
 
 /* report.json, written as a finished file of `set` (output_set.h: the
  * set's index, installed last); a th_cancel_abort_requested() (a second

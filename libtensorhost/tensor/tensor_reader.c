@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/decimal.h"
 #include "base/cancel.h"
 #include "host_memory.h"
 #include "base/message_text.h"
@@ -340,11 +341,6 @@ static gboolean parse_uint_field(const char *field, const char *eol, uint64_t *o
 
 /* ---- values -------------------------------------------------------------- */
 
-static const double exact_powers_of_ten[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-};
-
 /* Anything the fast path declines: copy the field and let g_ascii_strtod
  * (correctly rounded, locale independent) have it. */
 static const char *parse_double_slow(const char *field, const char *eol, double *out)
@@ -374,65 +370,10 @@ static const char *parse_double_slow(const char *field, const char *eol, double 
 /* Returns the end of the value field, or NULL if it is not a number. */
 static inline const char *parse_double(const char *field, const char *eol, double *out)
 {
-    const char *p = field;
-    gboolean negative = FALSE;
-    if (p < eol && (*p == '-' || *p == '+')) {
-        negative = *p == '-';
-        ++p;
-    }
-    uint64_t mantissa = 0;
-    int digits = 0, exp10 = 0;
-    gboolean any_digit = FALSE, inexact = FALSE;
-    for (; p < eol && is_digit(*p); ++p) {
-        any_digit = TRUE;
-        if (mantissa == 0 && *p == '0')
-            continue;
-        if (digits < 19) {
-            mantissa = mantissa * 10u + (uint64_t)(*p - '0');
-            ++digits;
-        } else {
-            inexact = TRUE;
-        }
-    }
-    if (p < eol && *p == '.') {
-        for (++p; p < eol && is_digit(*p); ++p) {
-            any_digit = TRUE;
-            if (digits < 19 && (mantissa != 0 || *p != '0')) {
-                mantissa = mantissa * 10u + (uint64_t)(*p - '0');
-                ++digits;
-                --exp10;
-            } else if (mantissa == 0) {
-                --exp10;
-            } else {
-                inexact = TRUE;
-            }
-        }
-    }
-    if (!any_digit)
-        return parse_double_slow(field, eol, out);
-    if (p < eol && (*p == 'e' || *p == 'E')) {
-        ++p;
-        gboolean exp_negative = FALSE;
-        if (p < eol && (*p == '-' || *p == '+')) {
-            exp_negative = *p == '-';
-            ++p;
-        }
-        if (p == eol || !is_digit(*p))
-            return parse_double_slow(field, eol, out);
-        int e = 0;
-        for (; p < eol && is_digit(*p); ++p)
-            if (e < 100000)
-                e = e * 10 + (*p - '0');
-        exp10 += exp_negative ? -e : e;
-    }
-    if (p < eol && !is_field_end(*p))
-        return parse_double_slow(field, eol, out);
-    if (inexact || mantissa > ((uint64_t)1 << 53) || exp10 < -22 || exp10 > 22)
-        return parse_double_slow(field, eol, out);
-    double v = (double)mantissa;
-    v = exp10 < 0 ? v / exact_powers_of_ten[-exp10] : v * exact_powers_of_ten[exp10];
-    *out = negative ? -v : v;
-    return p;
+    const char *p = th_decimal_parse_fast(field, eol, out);
+    if (p && (p == eol || is_field_end(*p)))
+        return p;
+    return parse_double_slow(field, eol, out);
 }
 
 /* Whether the significand of a numeric literal (decimal or hexadecimal,

@@ -15,16 +15,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/decimal.h"
 #include "base/atomic_file.h"
 #include "base/cancel.h"
 #include "tensor/tensor_reader.h"
 #include "tensor/tns_header.h"
 
-/* 10^d, exact in a double, for the d <= 9 fractional digits written: the
- * reader's fast path divides by the same exact powers, so k / 10^d here is
- * the double a read gives back. */
-static const double exact_powers_of_ten[10] = {1e0, 1e1, 1e2, 1e3, 1e4,
-                                               1e5, 1e6, 1e7, 1e8, 1e9};
+/* At most 9 fractional digits are written, each value k / 10^d with the
+ * reader's exact powers of ten (decimal.h), so k / 10^d here is the double
+ * a read gives back. */
+#define MAX_FRACTION_DIGITS 9
 
 #define WRITE_BUFFER ((size_t)1 << 20)
 
@@ -102,9 +102,9 @@ static char *format_uint(char *out, uint64_t v)
 static char *format_value(char *out, double v)
 {
     double magnitude = fabs(v);
-    for (int d = 0; d <= 9; ++d) {
-        double scaled = nearbyint(magnitude * exact_powers_of_ten[d]);
-        if (scaled >= 9007199254740992.0 || scaled / exact_powers_of_ten[d] != magnitude)
+    for (int d = 0; d <= MAX_FRACTION_DIGITS; ++d) {
+        double scaled = nearbyint(magnitude * th_exact_powers_of_ten[d]);
+        if (scaled >= 9007199254740992.0 || scaled / th_exact_powers_of_ten[d] != magnitude)
             continue;
         if (signbit(v))
             *out++ = '-';
