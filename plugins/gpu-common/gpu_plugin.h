@@ -1,7 +1,9 @@
 /* The plugin ABI glue shared by gpu-adaptive, gpu-scheme1 and gpu-scheme2:
  * option parsing, status mapping and the instance functions over th_kernels.
- * Compiled into each plugin; each plugin's entry file only picks a policy
- * and names itself (see GPU_PLUGIN_DEFINE). */
+ * Built once, with the kernels, as libtensorhost-gpu.so, which exports
+ * these functions alone; each plugin's entry file only picks a policy and
+ * names itself (see GPU_PLUGIN_DEFINE). The library keeps no state between
+ * instances, so plugins loaded side by side (a comparison's) share it. */
 #ifndef TH_GPU_PLUGIN_H
 #define TH_GPU_PLUGIN_H
 
@@ -9,24 +11,27 @@
 
 #include "th_gpu.h"
 
-th_status gpu_plugin_create(thg_policy policy, const char *plugin_id,
+/* What libtensorhost-gpu exports. */
+#define GPU_PLUGIN_API __attribute__((visibility("default")))
+
+GPU_PLUGIN_API th_status gpu_plugin_create(thg_policy policy, const char *plugin_id,
                             const th_option *options, uint32_t n_options,
                             const th_host_services *host, th_instance **out, char *err);
-void gpu_plugin_destroy(th_instance *instance);
-th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
+GPU_PLUGIN_API void gpu_plugin_destroy(th_instance *instance);
+GPU_PLUGIN_API th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
                                  uint32_t rank, char *err);
-th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
+GPU_PLUGIN_API th_status gpu_plugin_set_factor(th_instance *instance, uint32_t mode, const double *data,
                                 char *err);
-th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *data, char *err);
-th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err);
-th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, double *data,
+GPU_PLUGIN_API th_status gpu_plugin_get_factor(th_instance *instance, uint32_t mode, double *data, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, double *data,
                                        char *err);
-th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
+GPU_PLUGIN_API th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const double *w,
                                 int32_t norm, th_als_output *out, char *err);
-th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err);
-th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io, char *err);
-th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
-th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
+GPU_PLUGIN_API th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
 
 /* Defines the exported entry of a GPU plugin with the given policy. The
