@@ -61,10 +61,13 @@
  * on two cores: the stop's latency there. */
 #define CPU_REF_UPDATE_BLOCK_BYTES ((size_t)8 << 20)
 #define CPU_REF_UPDATE_MIN_ROWS 256
-/* The update's own passes over fewer values than this run on one thread:
- * waking a team costs more than they do (tens of microseconds), and far
- * more on a machine whose cores are busy with other work. */
-#define CPU_REF_UPDATE_PARALLEL_MIN (1 << 16)
+/* An update of fewer multiply-adds than this (rows x rank x rank; about a
+ * millisecond on one core) runs on one thread, BLAS included: it makes four
+ * parallel regions a block, and waking a team for each costs more than the
+ * work (tens of microseconds each; milliseconds on a machine whose cores
+ * are busy with other work, where rank 16 on 11541-row modes took 10x the
+ * host's update). */
+#define CPU_REF_UPDATE_SERIAL_WORK ((int64_t)1 << 24)
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
@@ -787,10 +790,10 @@ static void blas_threads_end(int previous)
     omp_set_num_threads(previous);
 }
 
-/* Threads for one of the update's passes over `values` values. */
-static int update_pass_threads(const th_instance *inst, int64_t values)
+/* Threads for the update of a mode of `rows` rows (CPU_REF_UPDATE_SERIAL_WORK). */
+static int update_threads(const th_instance *inst, int64_t rows)
 {
-    return values < CPU_REF_UPDATE_PARALLEL_MIN ? 1 : inst->threads;
+    return rows * inst->rank * inst->rank < CPU_REF_UPDATE_SERIAL_WORK ? 1 : inst->threads;
 }
 
 /* Mirrors the upper triangle of the row-major n x n `a` into its lower one. */
@@ -894,15 +897,15 @@ static th_status ensure_update_workspace(th_instance *inst, char *err)
  * the workspace. BLAS runs outside any parallel region (see
  * blas_threads_begin). */
 static void update_block(th_instance *inst, const double *m_rows, const double *w,
-                         int64_t first, int64_t rows, int32_t norm)
+                         int64_t first, int64_t rows, int32_t norm, int threads)
 {
     const int64_t rank = inst->rank;
     const double *m = m_rows + first * rank;
     double *a = inst->update_rows + first * rank;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rank, (int)rank, 1.0,
                 m, (int)rank, w, (int)rank, 0.0, a, (int)rank);
-    add_column_sums(a, m, rows, rank, norm, update_pass_threads(inst, rows * rank),
-                    inst->update_sums, inst->update_sums + inst->scratch_stride);
+    add_column_sums(a, m, rows, rank, norm, threads, inst->update_sums,
+                    inst->update_sums + inst->scratch_stride);
     add_gram_upper(a, rows, rank, first == 0 ? 0.0 : 1.0, inst->update_gram);
 }
 
@@ -911,7 +914,8 @@ static void update_block(th_instance *inst, const double *m_rows, const double *
  * is divided by it. Then what the workspace holds of the unnormalised A,
  * divided by lambda: the factor A / lambda, its Gram G_rs / (lambda_r
  * lambda_s) and inner_r / lambda_r, into the instance and `out`. */
-static void commit_update(th_instance *inst, uint32_t mode, int32_t norm, th_als_output *out)
+static void commit_update(th_instance *inst, uint32_t mode, int32_t norm, int threads,
+                          th_als_output *out)
 {
     const int64_t rows = inst->dims[mode], rank = inst->rank;
     double *divisor = inst->update_sums; /* the norm sums, replaced */
@@ -929,7 +933,7 @@ static void commit_update(th_instance *inst, uint32_t mode, int32_t norm, th_als
     mirror_upper(out->gram, rank);
     const double *a = inst->update_rows;
     double *factor = inst->factors[mode];
-#pragma omp parallel for schedule(static) num_threads(update_pass_threads(inst, rows * rank))
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < rows; i++)
         for (int64_t r = 0; r < rank; r++)
             factor[i * rank + r] = a[i * rank + r] / divisor[r];
@@ -959,7 +963,8 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
     const int64_t rows = inst->dims[mode];
     const int64_t block = update_block_rows(inst->rank);
     memset(inst->update_sums, 0, 2 * inst->scratch_stride * sizeof *inst->update_sums);
-    const int previous_threads = blas_threads_begin(inst->threads);
+    const int threads = update_threads(inst, rows);
+    const int previous_threads = blas_threads_begin(threads);
     for (int64_t first = 0; first < rows; first += block) {
         if (first > 0 && stop_requested(inst->host)) {
             blas_threads_end(previous_threads);
@@ -969,10 +974,10 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
                                   mode, (long long)first, (long long)rows);
         }
         update_block(inst, inst->results[mode], w, first,
-                     rows - first < block ? rows - first : block, norm);
+                     rows - first < block ? rows - first : block, norm, threads);
     }
     blas_threads_end(previous_threads);
-    commit_update(inst, mode, norm, out);
+    commit_update(inst, mode, norm, threads, out);
     return TH_OK;
 }
 
