@@ -278,18 +278,18 @@ static void test_set_get_factor_round_trip(void **state)
 /* als_update                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* The update as the host would do it without the plugin's help. */
+/* The update as the host would do it without the plugin's help: plain
+ * loops, each sum taken in index order (the loops run row by row so that a
+ * tall case stays quick). */
 static void host_als_update(const double *m, const double *w, uint64_t rows, uint32_t rank,
                             int32_t norm, double *a, double *lambda, double *gram,
                             double *inner)
 {
+    memset(a, 0, rows * rank * sizeof *a);
     for (uint64_t i = 0; i < rows; i++)
-        for (uint32_t r = 0; r < rank; r++) {
-            double acc = 0.0;
-            for (uint32_t s = 0; s < rank; s++)
-                acc += m[i * rank + s] * w[s * rank + r];
-            a[i * rank + r] = acc;
-        }
+        for (uint32_t s = 0; s < rank; s++)
+            for (uint32_t r = 0; r < rank; r++)
+                a[i * rank + r] += m[i * rank + s] * w[s * rank + r];
     for (uint32_t r = 0; r < rank; r++) {
         double acc = 0.0;
         for (uint64_t i = 0; i < rows; i++)
@@ -300,25 +300,39 @@ static void host_als_update(const double *m, const double *w, uint64_t rows, uin
             for (uint64_t i = 0; i < rows; i++)
                 a[i * rank + r] /= lambda[r];
     }
-    for (uint32_t r = 0; r < rank; r++) {
-        inner[r] = 0.0;
-        for (uint64_t i = 0; i < rows; i++)
-            inner[r] += m[i * rank + r] * a[i * rank + r];
-        for (uint32_t s = 0; s < rank; s++) {
-            double acc = 0.0;
-            for (uint64_t i = 0; i < rows; i++)
-                acc += a[i * rank + r] * a[i * rank + s];
-            gram[r * rank + s] = acc;
+    memset(inner, 0, rank * sizeof *inner);
+    memset(gram, 0, (size_t)rank * rank * sizeof *gram);
+    for (uint64_t i = 0; i < rows; i++) {
+        const double *a_row = a + i * rank;
+        for (uint32_t r = 0; r < rank; r++) {
+            inner[r] += m[i * rank + r] * a_row[r];
+            for (uint32_t s = 0; s < rank; s++)
+                gram[r * rank + s] += a_row[r] * a_row[s];
         }
     }
 }
 
-static void check_als_update(const fixture *f, uint32_t rank, int32_t norm, gboolean zero_column)
+/* A tensor shape for the update and the mode it updates. */
+typedef struct als_case {
+    uint32_t nmodes;
+    uint32_t dims[4];
+    uint32_t mode;
+    uint64_t nnz;
+} als_case;
+
+static const als_case small_case = {4, {9, 6, 7, 5}, 2, 80};
+/* The update works in blocks of 8 MiB of new rows (3495 rows at rank 300),
+ * so mode 0's 7200 rows span three blocks at that rank. */
+static const als_case tall_case = {3, {7200, 5, 4}, 0, 20000};
+enum { TALL_RANK = 300 };
+
+static void check_als_update_of(const fixture *f, const als_case *c, uint32_t rank, int32_t norm,
+                                gboolean zero_column)
 {
-    const uint32_t dims[4] = {9, 6, 7, 5};
-    const uint32_t mode = 2;
+    const uint32_t *dims = c->dims;
+    const uint32_t mode = c->mode;
     const th_plugin_entry *e = &f->plugin->entry;
-    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 80, f->rng);
+    g_autoptr(th_sptensor) t = th_test_random_tensor(c->nmodes, dims, c->nnz, f->rng);
     double **factors = th_test_random_factors(t, rank, f->rng);
     g_autofree double *w = th_test_random_matrix(rank, rank, f->rng);
     if (zero_column) /* column 0 of A = M w becomes exactly zero */
@@ -367,7 +381,12 @@ static void check_als_update(const fixture *f, uint32_t rank, int32_t norm, gboo
     factors[mode] = memcpy(factors[mode], a, cells * sizeof(double));
     check_all_modes(f, inst, t, rank, factors, "after als_update");
     e->destroy(inst);
-    th_test_free_factors(factors, 4);
+    th_test_free_factors(factors, c->nmodes);
+}
+
+static void check_als_update(const fixture *f, uint32_t rank, int32_t norm, gboolean zero_column)
+{
+    check_als_update_of(f, &small_case, rank, norm, zero_column);
 }
 
 static void test_als_update_matches_host(void **state)
@@ -384,6 +403,93 @@ static void test_als_update_zero_column(void **state)
     fixture *f = *state;
     check_als_update(f, 4, TH_NORM_2, TRUE);
     check_als_update(f, 4, TH_NORM_MAX, TRUE);
+}
+
+/* A mode of several update blocks: every block's rows, column sums and
+ * Gram must come out as one plain computation over all rows. */
+static void test_als_update_in_blocks(void **state)
+{
+    fixture *f = *state;
+    check_als_update_of(f, &tall_case, TALL_RANK, TH_NORM_2, FALSE);
+    check_als_update_of(f, &tall_case, TALL_RANK, TH_NORM_MAX, FALSE);
+    check_als_update_of(f, &tall_case, TALL_RANK, TH_NORM_2, TRUE);
+}
+
+/* Host services whose is_cancelled() says stop from its `stop_at`-th call
+ * on (0: never), counting the calls. */
+typedef struct stop_switch {
+    int calls;
+    int stop_at;
+} stop_switch;
+
+static int32_t stop_switch_is_cancelled(void *host_data)
+{
+    stop_switch *s = host_data;
+    s->calls++;
+    return s->stop_at > 0 && s->calls >= s->stop_at;
+}
+
+/* A stop inside the update gives it up with TH_ERR_CANCELLED and leaves
+ * the factor and the outputs as they were; the instance then updates
+ * normally once the stop is withdrawn. */
+static void test_als_update_stops_between_blocks(void **state)
+{
+    fixture *f = *state;
+    const als_case *c = &tall_case;
+    const uint32_t rank = TALL_RANK, mode = c->mode;
+    const th_plugin_entry *e = &f->plugin->entry;
+    g_autoptr(th_sptensor) t = th_test_random_tensor(c->nmodes, c->dims, c->nnz, f->rng);
+    double **factors = th_test_random_factors(t, rank, f->rng);
+    g_autofree double *w = th_test_random_matrix(rank, rank, f->rng);
+    stop_switch stop = {.calls = 0, .stop_at = 1};
+    th_host_services services = f->plugin->services;
+    services.host_data = &stop;
+    services.is_cancelled = stop_switch_is_cancelled;
+    const th_option option = {.key = "threads", .value = "2"};
+    th_instance *inst = NULL;
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(e->create(&option, 1, &services, &inst, err), err);
+    th_test_load_and_set(f->plugin, inst, t, rank, factors);
+    th_test_assert_ok(e->mttkrp(inst, mode, err), err);
+
+    const size_t cells = (size_t)c->dims[mode] * rank, grams = (size_t)rank * rank;
+    g_autofree double *lambda = g_new(double, rank);
+    g_autofree double *gram = g_new(double, grams);
+    g_autofree double *inner = g_new(double, rank);
+    g_autofree double *a = g_new(double, cells);
+    for (uint32_t r = 0; r < rank; r++)
+        lambda[r] = inner[r] = -7.0;
+    for (size_t k = 0; k < grams; k++)
+        gram[k] = -7.0;
+    th_als_output out = {.struct_size = sizeof out, .lambda = lambda, .gram = gram, .inner = inner};
+    assert_int_equal(e->als_update(inst, mode, w, TH_NORM_2, &out, err), TH_ERR_CANCELLED);
+    assert_non_null(strstr(err, "stop requested"));
+    assert_int_equal(stop.calls, 1); /* asked once, after the first block */
+    th_test_assert_ok(e->get_factor(inst, mode, a, err), err);
+    assert_memory_equal(a, factors[mode], cells * sizeof(double));
+    for (uint32_t r = 0; r < rank; r++)
+        assert_true(lambda[r] == -7.0 && inner[r] == -7.0);
+    for (size_t k = 0; k < grams; k++)
+        assert_true(gram[k] == -7.0);
+
+    stop.stop_at = 0;
+    th_test_assert_ok(e->als_update(inst, mode, w, TH_NORM_2, &out, err), err);
+    assert_true(stop.calls > 1);
+    g_autofree double *m = g_new(double, cells);
+    g_autofree double *a_expected = g_new(double, cells);
+    g_autofree double *lambda_expected = g_new(double, rank);
+    g_autofree double *gram_expected = g_new(double, grams);
+    g_autofree double *inner_expected = g_new(double, rank);
+    th_test_assert_ok(e->get_mttkrp_result(inst, mode, m, err), err);
+    host_als_update(m, w, c->dims[mode], rank, TH_NORM_2, a_expected, lambda_expected,
+                    gram_expected, inner_expected);
+    th_test_assert_ok(e->get_factor(inst, mode, a, err), err);
+    assert_true(th_test_relative_error(a, a_expected, cells) < TOLERANCE);
+    assert_true(th_test_relative_error(lambda, lambda_expected, rank) < TOLERANCE);
+    assert_true(th_test_relative_error(gram, gram_expected, grams) < TOLERANCE);
+    assert_true(th_test_relative_error(inner, inner_expected, rank) < TOLERANCE);
+    e->destroy(inst);
+    th_test_free_factors(factors, c->nmodes);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -437,8 +543,11 @@ static void test_runtime_info(void **state)
     assert_int_equal(info.tensor_bytes, 3 * 100 * 16 + (11 + 21 + 31) * 8);
     assert_int_equal(info.factor_bytes, (10 + 20 + 30) * 4 * 2 * 8);
     /* Per thread a rank-4 scratch row padded to a cache line, plus two
-     * boundary rows for the one chunk of 100 nonzeros. */
-    assert_int_equal(info.workspace_bytes, 3 * 8 * 8 + 1 * 2 * 4 * 8);
+     * boundary rows for the one chunk of 100 nonzeros, plus als_update's
+     * work matrix of the longest mode, its Gram and two rows of column
+     * sums padded to a cache line. */
+    assert_int_equal(info.workspace_bytes,
+                     3 * 8 * 8 + 1 * 2 * 4 * 8 + (30 * 4 + 4 * 4 + 2 * 8) * 8);
 
     /* A host with an older, shorter struct gets only the fields it has. */
     th_runtime_info older;
@@ -582,6 +691,8 @@ int main(void)
         cmocka_unit_test(test_set_get_factor_round_trip),
         cmocka_unit_test(test_als_update_matches_host),
         cmocka_unit_test(test_als_update_zero_column),
+        cmocka_unit_test(test_als_update_in_blocks),
+        cmocka_unit_test(test_als_update_stops_between_blocks),
         cmocka_unit_test(test_option_errors),
         cmocka_unit_test(test_runtime_info),
         cmocka_unit_test(test_load_errors),

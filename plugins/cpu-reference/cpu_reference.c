@@ -12,13 +12,17 @@
  * chunk boundaries do not depend on the thread count, neither does the result,
  * to the last bit. All arithmetic is in double.
  *
- * Self-contained by design: libc, libm and OpenMP only (no GLib), so that a
- * third party can read it as an example of the ABI. */
+ * The factor update (als_update) and the Grams are dense algebra: BLAS
+ * (dgemm, dsyrk), the OpenBLAS the host links too.
+ *
+ * Self-contained by design: libc, libm, OpenMP and CBLAS only (no GLib), so
+ * that a third party can read it as an example of the ABI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include <tensorhost/plugin.h>
 #include <tensorhost/plugin_sdk.h>
 
+#include <cblas.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -48,6 +52,22 @@
  * threads of the largest two-socket servers (768), so no useful setting is
  * refused, and far below the counts where the runtime breaks. */
 #define CPU_REF_MAX_THREADS 1024
+/* The update runs in blocks of rows (dgemm, then the column sums and the
+ * dsyrk of that block) and asks the host between blocks whether to stop.
+ * A block holds about this many bytes of the new factor, and at least
+ * CPU_REF_UPDATE_MIN_ROWS rows: every block repacks the R x R operand and
+ * rewrites the R x R Gram, a cost a few hundred rows make small (8% at
+ * rank 4096). At rank 4096 such a block is about 13 GFLOP, half a second
+ * on two cores: the stop's latency there. */
+#define CPU_REF_UPDATE_BLOCK_BYTES ((size_t)8 << 20)
+#define CPU_REF_UPDATE_MIN_ROWS 256
+/* An update of fewer multiply-adds than this (rows x rank x rank; about a
+ * millisecond on one core) runs on one thread, BLAS included: it makes four
+ * parallel regions a block, and waking a team for each costs more than the
+ * work (tens of microseconds each; milliseconds on a machine whose cores
+ * are busy with other work, where rank 16 on 11541-row modes took 10x the
+ * host's update). */
+#define CPU_REF_UPDATE_SERIAL_WORK ((int64_t)1 << 24)
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
@@ -74,6 +94,12 @@ struct th_instance {
     double *last_seconds;   /* [nmodes]; negative before the first MTTKRP */
     double *scratch;        /* [threads * scratch_stride]: per-thread Hadamard terms */
     double *boundary;       /* [2 * largest chunk count * rank]: chunk end-row slots */
+    /* als_update's workspace, allocated at its first call (a run on the
+     * host's update path never needs it) and kept: freeing it would hand the
+     * pages back and fault them in again at every update. */
+    double *update_rows;    /* [largest dim * rank]: the new factor before it is committed */
+    double *update_gram;    /* [rank * rank]: Gram of update_rows */
+    double *update_sums;    /* [2 * scratch_stride]: per column, norm and inner-product sums */
     size_t scratch_stride;  /* rank rounded up to whole cache lines: no false sharing */
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -225,6 +251,9 @@ static void release_tensor(th_instance *inst)
     free(inst->dims);
     free(inst->scratch);
     free(inst->boundary);
+    free(inst->update_rows);
+    free(inst->update_gram);
+    free(inst->update_sums);
     const th_host_services *host = inst->host;
     int threads = inst->threads;
     memset(inst, 0, sizeof *inst);
@@ -348,6 +377,7 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
 {
     uint64_t per_nonzero = sizeof(double) + (uint64_t)(t->nmodes - 1) * sizeof(uint32_t);
     uint64_t tensor = 0, factors = 0, workspace = 0, layout = 0, rows = 0, matrix = 0;
+    uint32_t largest = 0;
     bool ok = mul_u64(t->nnz, per_nonzero, &layout);
     for (uint32_t m = 0; ok && m < t->nmodes; m++) {
         ok = add_u64(tensor, layout, &tensor) &&
@@ -355,10 +385,16 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
              add_u64(tensor, rows, &tensor) &&
              mul_u64((uint64_t)t->dims[m] * rank, 2 * sizeof(double), &matrix) &&
              add_u64(factors, matrix, &factors);
+        largest = t->dims[m] > largest ? t->dims[m] : largest;
     }
     uint64_t chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ, slots = 0;
+    /* als_update's workspace is counted although it is allocated on first use. */
+    uint64_t update = 0;
     ok = ok && mul_u64((uint64_t)threads * scratch_stride(rank), sizeof(double), &workspace) &&
-         mul_u64(chunks * 2 * sizeof(double), rank, &slots) && add_u64(workspace, slots, &workspace);
+         mul_u64(chunks * 2 * sizeof(double), rank, &slots) && add_u64(workspace, slots, &workspace) &&
+         mul_u64((uint64_t)largest + rank, (uint64_t)rank * sizeof(double), &update) &&
+         add_u64(workspace, update, &workspace) &&
+         add_u64(workspace, 2 * scratch_stride(rank) * sizeof(double), &workspace);
     uint64_t total = 0;
     ok = ok && add_u64(tensor, factors, &total) && add_u64(total, workspace, &total);
     if (!ok || total > (uint64_t)SIZE_MAX)
@@ -728,97 +764,220 @@ static th_status check_als_arguments(const th_instance *inst, uint32_t mode, con
     return TH_OK;
 }
 
-/* Tensor Toolbox's choice: 2-norm, or max(max_i |a_ir|, 1) so that columns
- * are only ever shrunk. A zero 2-norm stays 0 and the caller does not divide. */
-static double column_norm(const double *column, size_t rows, int32_t norm)
+/* Rows per update block: CPU_REF_UPDATE_BLOCK_BYTES of the new factor, at
+ * least CPU_REF_UPDATE_MIN_ROWS. */
+static int64_t update_block_rows(int64_t rank)
 {
-    double acc = 0.0;
-    if (norm == TH_NORM_2) {
-        for (size_t i = 0; i < rows; i++)
-            acc += column[i] * column[i];
-        return sqrt(acc);
-    }
-    for (size_t i = 0; i < rows; i++)
-        acc = fmax(acc, fabs(column[i]));
-    return fmax(acc, 1.0);
+    const int64_t rows = (int64_t)(CPU_REF_UPDATE_BLOCK_BYTES / ((size_t)rank * sizeof(double)));
+    return rows > CPU_REF_UPDATE_MIN_ROWS ? rows : CPU_REF_UPDATE_MIN_ROWS;
 }
 
-/* Gram = A^T A of a column-major rows x rank matrix: the upper triangle,
- * mirrored, each entry one sequential loop over two contiguous columns (the
- * same sums in the same order whatever the thread count). An orphaned
- * worksharing loop: call it from inside a parallel region. Row r has
- * rank - r entries, hence the dynamic schedule. */
-static void gram_of_columns(const double *columns, int64_t rows, int64_t rank, double *gram)
+/* OpenBLAS's OpenMP build (what scripts/install-deps.sh installs) runs each
+ * call on the calling thread's OpenMP default number of threads, one thread
+ * inside a parallel region. The plugin's BLAS calls therefore stay outside
+ * its parallel regions and set that default to the `threads` option for
+ * their span; OpenBLAS's pthreads build keeps a pool of its own and ignores
+ * it. Returns the default to restore with blas_threads_end(). */
+static int blas_threads_begin(int threads)
 {
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < rank; r++) {
-        const double *cr = columns + r * rows;
-        for (int64_t s = r; s < rank; s++) {
-            const double *cs = columns + s * rows;
-            double acc = 0.0;
-            for (int64_t i = 0; i < rows; i++)
-                acc += cr[i] * cs[i];
-            gram[r * rank + s] = acc;
-            gram[s * rank + r] = acc;
+    const int previous = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    return previous;
+}
+
+static void blas_threads_end(int previous)
+{
+    omp_set_num_threads(previous);
+}
+
+/* Threads for the update of a mode of `rows` rows (CPU_REF_UPDATE_SERIAL_WORK). */
+static int update_threads(const th_instance *inst, int64_t rows)
+{
+    return rows * inst->rank * inst->rank < CPU_REF_UPDATE_SERIAL_WORK ? 1 : inst->threads;
+}
+
+/* Mirrors the upper triangle of the row-major n x n `a` into its lower one. */
+static void mirror_upper(double *a, int64_t n)
+{
+    for (int64_t r = 1; r < n; r++)
+        for (int64_t s = 0; s < r; s++)
+            a[r * n + s] = a[s * n + r];
+}
+
+/* The upper triangle of gram = A^T A (beta 0) or gram + A^T A (beta 1) for a
+ * row-major rows x rank A: dsyrk of A transposed, as the host's Gram. */
+static void add_gram_upper(const double *a, int64_t rows, int64_t rank, double beta, double *gram)
+{
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)rank, (int)rows, 1.0, a, (int)rank,
+                beta, gram, (int)rank);
+}
+
+/* gram = A^T A of a row-major rows x rank A, in blocks of rows that BLAS's
+ * int dimensions hold. */
+static void gram_of_rows(const double *a, int64_t rows, int64_t rank, double *gram)
+{
+    for (int64_t first = 0; first < rows; first += INT_MAX) {
+        const int64_t block = rows - first < INT_MAX ? rows - first : INT_MAX;
+        add_gram_upper(a + first * rank, block, rank, first == 0 ? 0.0 : 1.0, gram);
+    }
+    mirror_upper(gram, rank);
+}
+
+/* The columns [*first, *last) that thread `t` of `n` owns in the column
+ * sums: whole cache lines, so that no two threads write to one line. */
+static void column_share(int64_t rank, int t, int n, int64_t *first, int64_t *last)
+{
+    const int64_t per_line = (int64_t)(CPU_REF_CACHE_LINE / sizeof(double));
+    const int64_t lines = (rank + per_line - 1) / per_line;
+    const int64_t end = lines * (t + 1) / n * per_line;
+    *first = lines * t / n * per_line;
+    *last = end < rank ? end : rank;
+}
+
+/* Adds one block's rows to the per-column sums: the squares (TH_NORM_2) or
+ * the largest magnitude (TH_NORM_MAX) of the new rows `a`, and their
+ * products with the MTTKRP rows `m`. Each thread owns whole columns and
+ * walks the rows in order, so every sum is taken in row order whatever the
+ * thread count. A NaN never wins the maximum, as with fmax. */
+static void add_column_sums(const double *restrict a, const double *restrict m, int64_t rows,
+                            int64_t rank, int32_t norm, int threads, double *restrict size,
+                            double *restrict inner)
+{
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t first = 0, last = 0;
+        column_share(rank, omp_get_thread_num(), omp_get_num_threads(), &first, &last);
+        for (int64_t i = 0; i < rows; i++) {
+            const double *restrict a_row = a + i * rank;
+            const double *restrict m_row = m + i * rank;
+            if (norm == TH_NORM_2) {
+                for (int64_t r = first; r < last; r++) {
+                    size[r] += a_row[r] * a_row[r];
+                    inner[r] += m_row[r] * a_row[r];
+                }
+            } else {
+                for (int64_t r = first; r < last; r++) {
+                    const double magnitude = fabs(a_row[r]);
+                    size[r] = magnitude > size[r] ? magnitude : size[r];
+                    inner[r] += m_row[r] * a_row[r];
+                }
+            }
         }
     }
 }
 
-/* Works on a column-major copy of the new factor so that every reduction
- * (norm, inner product, Gram entry) is one sequential loop over a contiguous
- * column: the same sums in the same order whatever the thread count. */
+/* The workspace of als_update (see th_instance), at the first call. */
+static th_status ensure_update_workspace(th_instance *inst, char *err)
+{
+    if (inst->update_rows != NULL)
+        return TH_OK;
+    uint32_t largest = 0;
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        largest = inst->dims[m] > largest ? inst->dims[m] : largest;
+    const size_t rank = inst->rank;
+    double *rows = malloc((size_t)largest * rank * sizeof *rows);
+    double *gram = malloc(rank * rank * sizeof *gram);
+    double *sums = aligned_alloc(CPU_REF_CACHE_LINE, 2 * inst->scratch_stride * sizeof *sums);
+    if (rows == NULL || gram == NULL || sums == NULL) {
+        free(rows);
+        free(gram);
+        free(sums);
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                              "als_update: out of memory for its %u x %zu work matrix", largest,
+                              rank);
+    }
+    inst->update_rows = rows;
+    inst->update_gram = gram;
+    inst->update_sums = sums;
+    return TH_OK;
+}
+
+/* Rows [first, first + rows) of the update: A = M w (one dgemm), then their
+ * column sums, and their Gram added to the block's before (dsyrk), all into
+ * the workspace. BLAS runs outside any parallel region (see
+ * blas_threads_begin). */
+static void update_block(th_instance *inst, const double *m_rows, const double *w,
+                         int64_t first, int64_t rows, int32_t norm, int threads)
+{
+    const int64_t rank = inst->rank;
+    const double *m = m_rows + first * rank;
+    double *a = inst->update_rows + first * rank;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rank, (int)rank, 1.0,
+                m, (int)rank, w, (int)rank, 0.0, a, (int)rank);
+    add_column_sums(a, m, rows, rank, norm, threads, inst->update_sums,
+                    inst->update_sums + inst->scratch_stride);
+    add_gram_upper(a, rows, rank, first == 0 ? 0.0 : 1.0, inst->update_gram);
+}
+
+/* Tensor Toolbox's choice of lambda: the 2-norm, or max(max_i |a_ir|, 1)
+ * so that columns are only ever shrunk; a zero 2-norm stays 0 and nothing
+ * is divided by it. Then what the workspace holds of the unnormalised A,
+ * divided by lambda: the factor A / lambda, its Gram G_rs / (lambda_r
+ * lambda_s) and inner_r / lambda_r, into the instance and `out`. */
+static void commit_update(th_instance *inst, uint32_t mode, int32_t norm, int threads,
+                          th_als_output *out)
+{
+    const int64_t rows = inst->dims[mode], rank = inst->rank;
+    double *divisor = inst->update_sums; /* the norm sums, replaced */
+    const double *inner = inst->update_sums + inst->scratch_stride;
+    for (int64_t r = 0; r < rank; r++) {
+        const double lambda = norm == TH_NORM_2 ? sqrt(divisor[r]) : fmax(divisor[r], 1.0);
+        divisor[r] = lambda != 0.0 ? lambda : 1.0;
+        out->lambda[r] = lambda;
+        out->inner[r] = inner[r] / divisor[r];
+    }
+    const double *gram = inst->update_gram;
+    for (int64_t r = 0; r < rank; r++)
+        for (int64_t s = r; s < rank; s++)
+            out->gram[r * rank + s] = gram[r * rank + s] / divisor[r] / divisor[s];
+    mirror_upper(out->gram, rank);
+    const double *a = inst->update_rows;
+    double *factor = inst->factors[mode];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t r = 0; r < rank; r++)
+            factor[i * rank + r] = a[i * rank + r] / divisor[r];
+}
+
+/* The host's is_cancelled(), for a host whose services have it. */
+static bool stop_requested(const th_host_services *host)
+{
+    return host != NULL &&
+           host->struct_size >= offsetof(th_host_services, is_cancelled) + sizeof host->is_cancelled &&
+           host->is_cancelled != NULL && host->is_cancelled(host->host_data) != 0;
+}
+
+/* The new factor is built in the workspace in blocks of rows, asking the
+ * host between blocks whether to stop, and replaces the factor only once
+ * complete: a stopped update (TH_ERR_CANCELLED) leaves the factor and
+ * `out` as they were, so the model of the modes updated before stays
+ * whole. */
 static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, const double *w,
                                           int32_t norm, th_als_output *out, char *err)
 {
     th_status status = check_als_arguments(inst, mode, w, norm, out, err);
+    if (status == TH_OK)
+        status = ensure_update_workspace(inst, err);
     if (status != TH_OK)
         return status;
     const int64_t rows = inst->dims[mode];
-    const int64_t rank = inst->rank;
-    const double *m_rows = inst->results[mode];
-    double *a_rows = inst->factors[mode];
-    double *columns = malloc((size_t)rows * (size_t)rank * sizeof *columns);
-    if (columns == NULL)
-        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
-                    "als_update: out of memory for a %lld x %lld work matrix", (long long)rows,
-                    (long long)rank);
-
-#pragma omp parallel num_threads(inst->threads)
-    {
-        /* A = M w, written column-major. */
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < rows; i++) {
-            const double *m_row = m_rows + i * rank;
-            for (int64_t r = 0; r < rank; r++) {
-                double acc = 0.0;
-                for (int64_t s = 0; s < rank; s++)
-                    acc += m_row[s] * w[s * rank + r];
-                columns[r * rows + i] = acc;
-            }
+    const int64_t block = update_block_rows(inst->rank);
+    memset(inst->update_sums, 0, 2 * inst->scratch_stride * sizeof *inst->update_sums);
+    const int threads = update_threads(inst, rows);
+    const int previous_threads = blas_threads_begin(threads);
+    for (int64_t first = 0; first < rows; first += block) {
+        if (first > 0 && stop_requested(inst->host)) {
+            blas_threads_end(previous_threads);
+            return th_plugin_fail(err, TH_ERR_CANCELLED,
+                                  "als_update(mode %u) given up after %lld of %lld rows: stop "
+                                  "requested (the factor is unchanged)",
+                                  mode, (long long)first, (long long)rows);
         }
-        /* lambda, normalisation and the fit terms, one column per step. */
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rank; r++) {
-            double *column = columns + r * rows;
-            double lambda = column_norm(column, (size_t)rows, norm);
-            if (lambda != 0.0)
-                for (int64_t i = 0; i < rows; i++)
-                    column[i] /= lambda;
-            double inner = 0.0;
-            for (int64_t i = 0; i < rows; i++)
-                inner += m_rows[i * rank + r] * column[i];
-            out->lambda[r] = lambda;
-            out->inner[r] = inner;
-        }
-        /* Gram = A^T A. */
-        gram_of_columns(columns, rows, rank, out->gram);
-        /* Back to the row-major factor the next MTTKRP reads. */
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t r = 0; r < rank; r++)
-                a_rows[i * rank + r] = columns[r * rows + i];
+        update_block(inst, inst->results[mode], w, first,
+                     rows - first < block ? rows - first : block, norm, threads);
     }
-    free(columns);
+    blas_threads_end(previous_threads);
+    commit_update(inst, mode, norm, threads, out);
     return TH_OK;
 }
 
@@ -854,8 +1013,8 @@ static th_status check_init_arguments(const th_instance *inst, const th_init_fac
 }
 
 /* The seed's factors from the SDK's generator, the host's own: the values
- * set_factor would have received, bit for bit. Each factor is also written
- * column-major, so that its Gram comes from als_update's code. */
+ * set_factor would have received, bit for bit, and their Grams by the
+ * host's own dsyrk call. */
 static th_status cpu_reference_init_factors(th_instance *inst, th_init_factors_io *io,
                                             char *err)
 {
@@ -863,34 +1022,20 @@ static th_status cpu_reference_init_factors(th_instance *inst, th_init_factors_i
     if (status != TH_OK)
         return status;
     const int64_t rank = inst->rank;
-    uint32_t largest = 0;
-    for (uint32_t m = 0; m < inst->nmodes; m++)
-        largest = inst->dims[m] > largest ? inst->dims[m] : largest;
-    double *columns = malloc((size_t)largest * (size_t)rank * sizeof *columns);
-    if (columns == NULL)
-        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
-                              "init_factors: out of memory for a %u x %lld work matrix",
-                              largest, (long long)rank);
     const uint64_t seed = io->seed;
+    const int previous_threads = blas_threads_begin(inst->threads);
     for (uint32_t mode = 0; mode < inst->nmodes; mode++) {
         const int64_t rows = inst->dims[mode];
         double *a_rows = inst->factors[mode];
-        double *gram = io->grams[mode];
-#pragma omp parallel num_threads(inst->threads)
-        {
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < rows; i++) {
-                const uint64_t key = th_initial_factor_row_key(seed, mode, (uint64_t)i);
-                for (int64_t r = 0; r < rank; r++) {
-                    const double value = th_initial_factor_from_row_key(key, (uint32_t)r);
-                    a_rows[i * rank + r] = value;
-                    columns[r * rows + i] = value;
-                }
-            }
-            gram_of_columns(columns, rows, rank, gram);
+#pragma omp parallel for schedule(static) num_threads(inst->threads)
+        for (int64_t i = 0; i < rows; i++) {
+            const uint64_t key = th_initial_factor_row_key(seed, mode, (uint64_t)i);
+            for (int64_t r = 0; r < rank; r++)
+                a_rows[i * rank + r] = th_initial_factor_from_row_key(key, (uint32_t)r);
         }
+        gram_of_rows(a_rows, rows, rank, io->grams[mode]);
     }
-    free(columns);
+    blas_threads_end(previous_threads);
     return TH_OK;
 }
 
