@@ -15,11 +15,11 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "dense.h"
-#include "rng.h"
-#include "sptensor.h"
-#include "tensor_reader.h"
+#include "plugin/backend.h"
+#include "cpd/dense.h"
+#include "base/rng.h"
+#include "tensor/sptensor.h"
+#include "tensor/tensor_reader.h"
 
 static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
 
