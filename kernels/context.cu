@@ -169,8 +169,8 @@ static thg_status validate_problem(uint32_t nmodes, uint64_t nnz, const uint32_t
 {
     /* nnz: the whole tensor's for thg_load, each share's for thg_load_shares. */
     if (nmodes < 2)
-        return thg_fail(err, errlen, THG_ERR_INVALID, "tensor has %u modes; at least 2 needed",
-                        nmodes);
+        return thg_fail(err, errlen, THG_ERR_INVALID, "tensor has %u mode%s; at least 2 needed",
+                        nmodes, nmodes == 1 ? "" : "s");
     if (nmodes > THG_MAX_MODES)
         return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
                         "tensor has %u modes; the GPU kernels support at most %u", nmodes,

@@ -606,7 +606,7 @@ static void test_load_errors(void **state)
     th_coo_tensor one_mode = view;
     one_mode.nmodes = 1;
     expect_load_error(f, inst, &one_mode, 2, TH_ERR_INVALID_ARGUMENT,
-                      "load_tensor: the tensor has 1 modes; at least 2 are needed");
+                      "load_tensor: the tensor has 1 mode; at least 2 are needed");
     th_coo_tensor many_modes = view;
     many_modes.nmodes = 65;
     expect_load_error(f, inst, &many_modes, 2, TH_ERR_UNSUPPORTED,

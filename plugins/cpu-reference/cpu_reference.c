@@ -307,7 +307,8 @@ static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err
                     t->struct_size, (size_t)TH_COO_TENSOR_V1_0_SIZE);
     if (t->nmodes < 2)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                    "load_tensor: the tensor has %u modes; at least 2 are needed", t->nmodes);
+                    "load_tensor: the tensor has %u mode%s; at least 2 are needed", t->nmodes,
+                    t->nmodes == 1 ? "" : "s");
     if (t->nmodes > CPU_REF_MAX_MODES)
         return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                     "load_tensor: the tensor has %u modes; " CPU_REF_ID " supports at most %u",
