@@ -65,6 +65,31 @@ void th_output_set_add(th_output_set *set, th_atomic_file *finished)
     g_ptr_array_add(set->files, finished);
 }
 
+gboolean th_output_set_finish_and_add(th_output_set *set, th_atomic_file *file, GError **error)
+{
+    if (!th_atomic_file_finish(file, error))
+        return FALSE;
+    th_output_set_add(set, file);
+    return TRUE;
+}
+
+gboolean th_output_set_add_text(th_output_set *set, const char *name, const char *text,
+                                gsize length, GError **error)
+{
+    th_atomic_file *file = th_output_set_open(set, name, error);
+    if (!file)
+        return FALSE;
+    errno = 0;
+    if (length > 0 && fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
+        const int saved = errno ? errno : EIO;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                    th_atomic_file_path(file), g_strerror(saved));
+        th_atomic_file_abort(file);
+        return FALSE;
+    }
+    return th_output_set_finish_and_add(set, file, error);
+}
+
 static gboolean set_writes(const th_output_set *set, const char *name)
 {
     for (guint i = 0; i < set->files->len; ++i) {

@@ -49,6 +49,15 @@ void th_output_set_add(th_output_set *set, th_atomic_file *finished);
  * of its path. Finish it and hand it to th_output_set_add. */
 th_atomic_file *th_output_set_open(const th_output_set *set, const char *name, GError **error);
 
+/* Finishes `file` (th_atomic_file_finish: on failure it is removed) and
+ * adds it to the set. */
+gboolean th_output_set_finish_and_add(th_output_set *set, th_atomic_file *file, GError **error);
+
+/* The next file of the set, `name`, holding `length` bytes of `text`
+ * whole, added to the set. */
+gboolean th_output_set_add_text(th_output_set *set, const char *name, const char *text,
+                                gsize length, GError **error);
+
 /* Swaps the set in (above). `removed`, when not NULL, receives the names
  * of the previous run's files that were removed because this run does not
  * write them (a new array; empty when none). On failure the error names

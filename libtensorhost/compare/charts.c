@@ -523,10 +523,7 @@ static gboolean write_atomically(th_output_set *set, const char *name, const th_
         th_atomic_file_abort(file);
         return FALSE;
     }
-    if (!th_atomic_file_finish(file, error))
-        return FALSE;
-    th_output_set_add(set, file);
-    return TRUE;
+    return th_output_set_finish_and_add(set, file, error);
 }
 
 gboolean th_bar_chart_stage(const th_bar_chart *chart, th_output_set *set, const char *stem,

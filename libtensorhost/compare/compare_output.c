@@ -633,21 +633,7 @@ JsonNode *th_compare_json(const th_compare_result *result)
 static gboolean stage_text(th_output_set *set, const char *name, const char *text,
                            GError **error)
 {
-    th_atomic_file *file = th_output_set_open(set, name, error);
-    if (!file)
-        return FALSE;
-    const size_t length = strlen(text);
-    if (fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
-        const int saved = errno ? errno : EIO;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
-                    th_atomic_file_path(file), g_strerror(saved));
-        th_atomic_file_abort(file);
-        return FALSE;
-    }
-    if (!th_atomic_file_finish(file, error))
-        return FALSE;
-    th_output_set_add(set, file);
-    return TRUE;
+    return th_output_set_add_text(set, name, text, strlen(text), error);
 }
 
 gboolean th_compare_write_outputs(const th_compare_result *result, const char *dir,

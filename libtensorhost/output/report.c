@@ -259,18 +259,5 @@ gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **e
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     gsize length = 0;
     g_autofree char *text = th_json_to_text(root, TRUE, &length);
-    th_atomic_file *file = th_output_set_open(set, TH_RUN_REPORT_NAME, error);
-    if (!file)
-        return FALSE;
-    if (fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
-        const int saved = errno ? errno : EIO;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
-                    th_atomic_file_path(file), g_strerror(saved));
-        th_atomic_file_abort(file);
-        return FALSE;
-    }
-    if (!th_atomic_file_finish(file, error))
-        return FALSE;
-    th_output_set_add(set, file);
-    return TRUE;
+    return th_output_set_add_text(set, TH_RUN_REPORT_NAME, text, length, error);
 }

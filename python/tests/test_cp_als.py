@@ -238,13 +238,25 @@ def test_to_pyttb_reproduces_the_fit():
     assert again.fit == result.fit
 
 
-def test_pyttb_cp_als_reaches_the_same_fit_on_aminoacid():
+def test_pyttb_cp_als_from_the_same_start_gives_the_same_model():
+    """pyttb's cp_als (Tensor Toolbox's algorithm) and tensorhost from the
+    same initial factors: the same iterations, fit and model. (From random
+    starts of their own the two may reach different local optima.)"""
     pyttb = pytest.importorskip("pyttb", reason="pyttb is not installed (pip install pyttb)")
-    result = tensorhost.cp_als(AMINOACID, rank=3, max_iters=200, tol=1e-9, **CPU)
     data = np.loadtxt(AMINOACID, skiprows=4)
-    X = pyttb.sptensor(data[:, :3].astype(int), data[:, 3:4], (5, 201, 61))
-    _, _, info = pyttb.cp_als(X, 3, maxiters=200, stoptol=1e-9, printitn=0)
-    assert abs(info["fit"] - result.fit) < 1e-3
+    shape = (5, 201, 61)
+    X = pyttb.sptensor(data[:, :3].astype(int), data[:, 3:4], shape)
+    rng = np.random.default_rng(7)
+    init = [rng.random((d, 3)) for d in shape]
+    result = tensorhost.cp_als(AMINOACID, rank=3, max_iters=200, tol=1e-9, init=init, **CPU)
+    M, _, info = pyttb.cp_als(X, 3, maxiters=200, stoptol=1e-9, printitn=0,
+                              init=pyttb.ktensor([f.copy() for f in init]))
+    assert abs(info["fit"] - result.fit) < 1e-9
+    assert abs(info["iters"] + 1 - result.iterations) <= 1
+    assert np.allclose(np.sort(M.weights)[::-1], result.weights, rtol=1e-6)
+    full_pyttb = M.full().data
+    full_ours = result.to_pyttb().full().data
+    assert np.linalg.norm(full_pyttb - full_ours) / np.linalg.norm(full_ours) < 1e-6
 
 
 @pytest.mark.filterwarnings("ignore::tensorhost.ConvergenceWarning")  # a fixed count of iterations
