@@ -14,18 +14,7 @@ import tensorhost
 from tensorhost import (ConvergenceWarning, CPWarning, RankWarning, TensorhostError,
                         TensorhostValueError, TensorhostWarning, UnderflowWarning)
 
-REPO = Path(__file__).resolve().parents[2]
-AMINOACID = REPO / "data" / "aminoacid.sptensor.txt"
-CPU = {"backend": "cpu-reference", "options": {"threads": 2}}
-
-
-def planted(shape=(6, 5, 4), rank=2, seed=3):
-    """A dense tensor of exact CP rank `rank` as (indices, values, shape)."""
-    rng = np.random.default_rng(seed)
-    factors = [rng.uniform(0.1, 1.0, (n, rank)) for n in shape]
-    dense = np.einsum("ir,jr,kr->ijk", *factors)
-    indices = np.argwhere(dense != 0)
-    return indices, dense[tuple(indices.T)], shape
+from support import AMINOACID, CPU, REPO, planted
 
 
 def test_categories_are_user_warnings_and_exported():
