@@ -2,14 +2,14 @@
  * (plugins/gpu-common/share_extract.c), the host-bound part of loading a
  * tensor onto several GPUs. The tensor is a file (any form the program
  * reads) or a synthetic one of a tensorhost-synth preset's shape and skew
- * with `--nnz` nonzeros. Every mode's row counts (thg_count_rows_all) and,
+ * with `--nnz` nonzeros. Every mode's row counts (thp_count_rows_all) and,
  * for each rank in turn, its share of every mode side by side
- * (thg_extract_shares, as the plugin's group load calls it) are timed
+ * (thp_extract_shares, as the plugin's group load calls it) are timed
  * `--reps` times, the median printed with the share's nonzeros a second,
  * and the first round apart: rank 0's first writes into fresh buffers, as
  * a load does, and the ranks after it reuse them, as the group load does.
  * With `--check` every rank's shares are compared with the one-pass
- * thg_extract_share.
+ * thp_extract_share.
  *
  *   build/bin/extract_bench --preset reddit --nnz 200000000 --ranks 2 --check
  *   build/bin/extract_bench --ranks 4 nell-2.tnsb
@@ -41,29 +41,29 @@ static double now(void) { return (double)g_get_monotonic_time() / 1e6; }
 
 /* Rank q's share of every mode into `bufs` (values, then nmodes index
  * arrays, each share long), the jobs as the group load makes them. */
-static void make_jobs(const th_sptensor *t, uint64_t *const *offsets, const thg_share *shares,
+static void make_jobs(const th_sptensor *t, uint64_t *const *offsets, const thp_share *shares,
                       uint32_t ranks, uint32_t q, void *const *bufs, uint32_t **indices,
-                      thg_share_job *jobs)
+                      thp_share_job *jobs)
 {
     for (uint32_t m = 0; m < t->nmodes; ++m) {
-        const thg_share *s = &shares[(size_t)m * ranks + q];
+        const thp_share *s = &shares[(size_t)m * ranks + q];
         const uint64_t n = s->nnz_end - s->nnz_begin;
         double *values = bufs[m];
         for (uint32_t k = 0; k < t->nmodes; ++k)
             indices[m * t->nmodes + k] = (uint32_t *)(values + n) + (size_t)k * n;
-        jobs[m] = (thg_share_job){m, offsets[m], s, indices + m * t->nmodes, values};
+        jobs[m] = (thp_share_job){m, offsets[m], s, indices + m * t->nmodes, values};
     }
 }
 
 /* Whether job's arrays are what the one-pass extraction gives. */
-static gboolean same_as_one_pass(const thg_coo_view *view, const thg_share_job *job)
+static gboolean same_as_one_pass(const thp_coo_view *view, const thp_share_job *job)
 {
     const uint64_t n = job->share->nnz_end - job->share->nnz_begin;
     double *values = g_new(double, n + 1u);
     uint32_t *indices[TH_MAX_MODES];
     for (uint32_t k = 0; k < view->nmodes; ++k)
         indices[k] = g_new(uint32_t, n + 1u);
-    gboolean same = thg_extract_share(view, job->mode, job->row_offsets, job->share, indices,
+    gboolean same = thp_extract_share(view, job->mode, job->row_offsets, job->share, indices,
                                       values) == 0 &&
                     memcmp(values, job->out_values, sizeof(double) * n) == 0;
     for (uint32_t k = 0; k < view->nmodes; ++k) {
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
            t->nnz, now() - start, ranks, threads);
 
     const uint32_t N = t->nmodes, G = (uint32_t)ranks;
-    const thg_coo_view view = {N, t->nnz, t->dims, (const uint32_t *const *)t->indices,
+    const thp_coo_view view = {N, t->nnz, t->dims, (const uint32_t *const *)t->indices,
                                t->values};
     uint64_t *offsets[TH_MAX_MODES];
     for (uint32_t m = 0; m < N; ++m)
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
     double *seconds = g_new(double, reps);
     for (int r = 0; r < reps; ++r) {
         start = now();
-        if (thg_count_rows_all(&view, offsets, (uint32_t)threads) != 0) {
+        if (thp_count_rows_all(&view, offsets, (uint32_t)threads) != 0) {
             fprintf(stderr, "extract_bench: the rows could not be counted\n");
             return 1;
         }
@@ -149,20 +149,20 @@ int main(int argc, char **argv)
     }
     printf("row counts, every mode: %.3f s median of %d\n", median(seconds, reps), reps);
 
-    thg_share *shares = g_new(thg_share, (gsize)N * G);
+    thp_share *shares = g_new(thp_share, (gsize)N * G);
     for (uint32_t m = 0; m < N; ++m)
-        thg_plan_shares(offsets[m], t->dims[m], G, shares + (size_t)m * G);
+        thp_plan_shares(offsets[m], t->dims[m], G, shares + (size_t)m * G);
     void *bufs[TH_MAX_MODES];
     for (uint32_t m = 0; m < N; ++m) {
         uint64_t largest = 1;
         for (uint32_t q = 0; q < G; ++q) {
-            const thg_share *s = &shares[(size_t)m * G + q];
+            const thp_share *s = &shares[(size_t)m * G + q];
             largest = MAX(largest, s->nnz_end - s->nnz_begin);
         }
         bufs[m] = g_malloc(largest * (sizeof(double) + sizeof(uint32_t) * N));
     }
     uint32_t *indices[TH_MAX_MODES * TH_MAX_MODES];
-    thg_share_job jobs[TH_MAX_MODES];
+    thp_share_job jobs[TH_MAX_MODES];
     int status = 0;
     for (uint32_t q = 0; q < G; ++q) {
         make_jobs(t, offsets, shares, G, q, bufs, indices, jobs);
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
             share_nnz += jobs[m].share->nnz_end - jobs[m].share->nnz_begin;
         for (int r = 0; r < reps; ++r) {
             start = now();
-            if (thg_extract_shares(&view, jobs, N, (uint32_t)threads) != 0) {
+            if (thp_extract_shares(&view, jobs, N, (uint32_t)threads) != 0) {
                 fprintf(stderr, "extract_bench: rank %u's shares could not be extracted\n", q);
                 return 1;
             }

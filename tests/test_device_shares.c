@@ -15,13 +15,13 @@
 /* Every invariant of a plan over `offsets`. */
 static void check_plan(const uint64_t *offsets, uint64_t rows, uint32_t devices)
 {
-    thg_share shares[64];
+    thp_share shares[64];
     assert_true(devices <= 64);
-    assert_int_equal(thg_plan_shares(offsets, rows, devices, shares), 0);
+    assert_int_equal(thp_plan_shares(offsets, rows, devices, shares), 0);
     const uint64_t nnz = offsets[rows];
     uint64_t smallest = UINT64_MAX, largest = 0;
     for (uint32_t d = 0; d < devices; ++d) {
-        const thg_share *s = &shares[d];
+        const thp_share *s = &shares[d];
         assert_int_equal(s->nnz_begin, d == 0 ? 0 : shares[d - 1].nnz_end);
         const uint64_t size = s->nnz_end - s->nnz_begin;
         smallest = size < smallest ? size : smallest;
@@ -49,11 +49,11 @@ static void check_plan(const uint64_t *offsets, uint64_t rows, uint32_t devices)
      * with the split partials, is whole there). */
     uint64_t next = 0;
     for (uint32_t d = 0; d < devices; ++d) {
-        const thg_owned_rows o = thg_owned_rows_of(shares, devices, d, rows);
+        const thp_owned_rows o = thp_owned_rows_of(shares, devices, d, rows);
         assert_int_equal(o.begin, next);
         assert_true(o.begin <= o.end && o.end <= o.window_end && o.window_end <= rows);
         next = o.end;
-        const thg_share *s = &shares[d];
+        const thp_share *s = &shares[d];
         if (s->nnz_end > s->nnz_begin)
             assert_true(o.begin <= s->row_begin && s->row_end <= o.window_end);
         for (uint64_t r = o.begin; r < o.end; ++r)
@@ -83,8 +83,8 @@ static void test_hot_row_is_split(void **state)
     for (int r = 0; r < 10; ++r)
         offsets[r + 1] = offsets[r] + counts[r];
     assert_int_equal(offsets[10], 1000);
-    thg_share shares[4];
-    assert_int_equal(thg_plan_shares(offsets, 10, 4, shares), 0);
+    thp_share shares[4];
+    assert_int_equal(thp_plan_shares(offsets, 10, 4, shares), 0);
     int holding_hot_row = 0;
     for (int d = 0; d < 4; ++d)
         holding_hot_row += shares[d].row_begin <= 3 && 3 < shares[d].row_end;
@@ -98,8 +98,8 @@ static void test_fewer_nonzeros_than_devices(void **state)
     (void)state;
     const uint64_t offsets[4] = {0, 1, 1, 3};
     check_plan(offsets, 3, 8);
-    thg_share shares[8];
-    assert_int_equal(thg_plan_shares(offsets, 3, 8, shares), 0);
+    thp_share shares[8];
+    assert_int_equal(thp_plan_shares(offsets, 3, 8, shares), 0);
     int empty = 0;
     for (int d = 0; d < 8; ++d)
         empty += shares[d].nnz_begin == shares[d].nnz_end;
@@ -121,11 +121,11 @@ static void test_bad_arguments(void **state)
 {
     (void)state;
     const uint64_t offsets[3] = {0, 4, 2};
-    thg_share shares[2];
-    assert_int_equal(thg_plan_shares(offsets, 2, 2, shares), -1); /* not prefix sums */
+    thp_share shares[2];
+    assert_int_equal(thp_plan_shares(offsets, 2, 2, shares), -1); /* not prefix sums */
     const uint64_t good[2] = {0, 4};
-    assert_int_equal(thg_plan_shares(good, 1, 0, shares), -1);
-    assert_int_equal(thg_plan_shares(good, 1, THG_MAX_DEVICES + 1, shares), -1);
+    assert_int_equal(thp_plan_shares(good, 1, 0, shares), -1);
+    assert_int_equal(thp_plan_shares(good, 1, THP_MAX_DEVICES + 1, shares), -1);
 }
 
 int main(void)

@@ -23,7 +23,7 @@ typedef struct {
     uint32_t dims[MAX_TEST_MODES];
     uint64_t *offsets[MAX_TEST_MODES];
     const uint64_t *view[MAX_TEST_MODES];
-    thg_memory_model model;
+    thp_memory_model model;
 } test_model;
 
 static void model_init(test_model *t, uint32_t nmodes, const uint32_t *dims,
@@ -37,7 +37,7 @@ static void model_init(test_model *t, uint32_t nmodes, const uint32_t *dims,
             t->offsets[k][r + 1] = t->offsets[k][r] + counts[k][r];
         t->view[k] = t->offsets[k];
     }
-    t->model = (thg_memory_model){.nmodes = nmodes, .rank = rank, .kappa = 2, .dims = t->dims,
+    t->model = (thp_memory_model){.nmodes = nmodes, .rank = rank, .kappa = 2, .dims = t->dims,
                                   .row_offsets = t->view, .fixed_bytes = 1000,
                                   .build_bytes_per_nonzero = 10, .build_bytes_per_row = 3};
 }
@@ -65,8 +65,8 @@ static void test_one_device_is_the_single_gpu_budget(void **state)
     (void)state;
     test_model t;
     small_model(&t);
-    thg_rank_memory r;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &r), 0);
+    thp_rank_memory r;
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &r), 0);
     /* Per mode: 20 nonzeros x 4 words x 4 bytes, kappa + 1 offsets, one
      * bitmap word. */
     assert_int_equal(r.copies, 3u * (20u * 16u + 3u * 4u + 4u));
@@ -108,13 +108,13 @@ static void test_copies_fall_and_every_row_has_an_owner(void **state)
     const uint64_t *counts[] = {a, b, c};
     test_model t;
     model_init(&t, 3, dims, counts, 32);
-    thg_rank_memory one;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &one), 0);
+    thp_rank_memory one;
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &one), 0);
     for (uint32_t g = 1; g <= 16; ++g) {
         uint64_t owned_rows = 0, ahead_rows = 0;
         for (uint32_t d = 0; d < g; ++d) {
-            thg_rank_memory r;
-            assert_int_equal(thg_plan_rank_memory(&t.model, g, d, &r), 0);
+            thp_rank_memory r;
+            assert_int_equal(thp_plan_rank_memory(&t.model, g, d, &r), 0);
             assert_int_equal(r.resident,
                              r.copies + r.factors + r.results + r.run_ahead + r.fixed);
             /* Mode 0's rows (at least one) and its scale, once more, and
@@ -122,7 +122,7 @@ static void test_copies_fall_and_every_row_has_an_owner(void **state)
             if (g == 1) {
                 assert_int_equal(r.run_ahead, 0u);
             } else {
-                const uint64_t floats = r.run_ahead - THG_RUN_AHEAD_STAMP_BYTES;
+                const uint64_t floats = r.run_ahead - THP_RUN_AHEAD_STAMP_BYTES;
                 assert_int_equal(floats % (32u * 4u), 0u);
                 assert_true(floats >= 2u * 32u * 4u);
                 ahead_rows += floats / (32u * 4u) - 1u;
@@ -144,8 +144,8 @@ static void test_copies_fall_and_every_row_has_an_owner(void **state)
             assert_true(ahead_rows >= 1000u);
             assert_true(ahead_rows <= 1000u + (g - 1u));
         }
-        thg_rank_memory largest;
-        assert_int_equal(thg_plan_largest_rank(&t.model, g, &largest), 0);
+        thp_rank_memory largest;
+        assert_int_equal(thp_plan_largest_rank(&t.model, g, &largest), 0);
         assert_true(largest.peak <= one.peak);
     }
     model_free(&t);
@@ -173,8 +173,8 @@ static void test_hot_row_is_split(void **state)
     test_model t;
     model_init(&t, 2, dims, counts, 8);
     for (uint32_t d = 0; d < 4; ++d) {
-        thg_rank_memory r;
-        assert_int_equal(thg_plan_rank_memory(&t.model, 4, d, &r), 0);
+        thp_rank_memory r;
+        assert_int_equal(thp_plan_rank_memory(&t.model, 4, d, &r), 0);
         const uint64_t fixed_copies = 2u * (3u * 4u + 4u * 4u); /* offsets and bitmaps */
         const uint64_t share_bytes = r.copies - fixed_copies;
         /* Each share of each mode is nnz / 4, the hot row included. */
@@ -183,8 +183,8 @@ static void test_hot_row_is_split(void **state)
     }
     /* The hot row's three ranks own it (a split row counts for each);
      * the last owns the other 99 rows of mode 0. */
-    thg_rank_memory last;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 4, 3, &last), 0);
+    thp_rank_memory last;
+    assert_int_equal(thp_plan_rank_memory(&t.model, 4, 3, &last), 0);
     assert_true(last.results >= 99u * 8u * 4u);
     model_free(&t);
 }
@@ -207,38 +207,38 @@ static void test_fewest_devices_that_fit(void **state)
     model_init(&t, 3, dims, counts, 16);
     uint64_t peak[9];
     for (uint32_t g = 1; g <= 8; ++g) {
-        thg_rank_memory r;
-        assert_int_equal(thg_plan_largest_rank(&t.model, g, &r), 0);
+        thp_rank_memory r;
+        assert_int_equal(thp_plan_largest_rank(&t.model, g, &r), 0);
         peak[g] = r.peak;
     }
     assert_true(peak[4] < peak[1]);
-    assert_int_equal(thg_plan_devices_needed(&t.model, peak[1], 8), 1);
-    assert_int_equal(thg_plan_devices_needed(&t.model, UINT64_MAX, 8), 1);
-    const uint32_t needed = thg_plan_devices_needed(&t.model, peak[4], 8);
+    assert_int_equal(thp_plan_devices_needed(&t.model, peak[1], 8), 1);
+    assert_int_equal(thp_plan_devices_needed(&t.model, UINT64_MAX, 8), 1);
+    const uint32_t needed = thp_plan_devices_needed(&t.model, peak[4], 8);
     assert_true(needed >= 2 && needed <= 4);
     assert_true(peak[needed] <= peak[4]);
     assert_true(peak[needed - 1] > peak[4]);
     /* Less than the factors and the fixed workspace, which every rank holds. */
-    assert_int_equal(thg_plan_devices_needed(&t.model, 1000u, 8), 0);
+    assert_int_equal(thp_plan_devices_needed(&t.model, 1000u, 8), 0);
     /* A cap on each share's nonzeros (the kernels' 32-bit counts) raises
      * the count to what the cap needs, even where memory would do with
      * fewer; the largest rank reported is that count's. */
-    thg_rank_memory largest;
-    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, nnz, 8, &largest), 1);
+    thp_rank_memory largest;
+    assert_int_equal(thp_plan_devices_for(&t.model, UINT64_MAX, nnz, 8, &largest), 1);
     const uint64_t cap = nnz / 5u + 1u; /* shares of nnz / 5 + 1 at most: 5 devices */
-    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, cap, 8, &largest), 5);
+    assert_int_equal(thp_plan_devices_for(&t.model, UINT64_MAX, cap, 8, &largest), 5);
     assert_true(largest.peak == peak[5]);
-    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, cap - 2u, 8, &largest), 6);
+    assert_int_equal(thp_plan_devices_for(&t.model, UINT64_MAX, cap - 2u, 8, &largest), 6);
     assert_true(largest.peak == peak[6]);
-    assert_int_equal(thg_plan_devices_for(&t.model, UINT64_MAX, nnz / 9u, 8, &largest), 0);
+    assert_int_equal(thp_plan_devices_for(&t.model, UINT64_MAX, nnz / 9u, 8, &largest), 0);
     /* The same in words, for a refusal. */
     char advice[160], want[160];
-    assert_int_equal(thg_plan_advice(&t.model, UINT64_MAX, cap, 8, advice, sizeof advice), 5);
+    assert_int_equal(thp_plan_advice(&t.model, UINT64_MAX, cap, 8, advice, sizeof advice), 5);
     snprintf(want, sizeof want,
              "its nonzeros shared out over 5 such devices would fit (%.2f GiB on the fullest)",
              peak[5] / 1073741824.0);
     assert_string_equal(advice, want);
-    assert_int_equal(thg_plan_advice(&t.model, UINT64_MAX, nnz / 9u, 8, advice, sizeof advice),
+    assert_int_equal(thp_plan_advice(&t.model, UINT64_MAX, nnz / 9u, 8, advice, sizeof advice),
                      0);
     assert_string_equal(advice, "no sharing of its nonzeros over up to 8 such devices fits");
     model_free(&t);
@@ -256,11 +256,11 @@ static void test_counts_past_2_32(void **state)
     const uint64_t *counts[] = {a, b, c};
     test_model t;
     model_init(&t, 3, dims, counts, 32);
-    thg_rank_memory one, quarter;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &one), 0);
+    thp_rank_memory one, quarter;
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &one), 0);
     assert_int_equal(one.copies, 3u * (huge * 16u + 3u * 4u + 4u));
     assert_int_equal(one.build, huge * 10u + 3u * 3u);
-    assert_int_equal(thg_plan_rank_memory(&t.model, 4, 1, &quarter), 0);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 4, 1, &quarter), 0);
     assert_int_equal(quarter.copies, 3u * ((huge / 4u + (1u < huge % 4u)) * 16u + 3u * 4u + 4u));
     model_free(&t);
 }
@@ -270,25 +270,25 @@ static void test_bad_models_are_refused(void **state)
     (void)state;
     test_model t;
     small_model(&t);
-    thg_rank_memory r;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 0, 0, &r), -1);
-    assert_int_equal(thg_plan_rank_memory(&t.model, THG_MAX_DEVICES + 1u, 0, &r), -1);
-    assert_int_equal(thg_plan_rank_memory(&t.model, 2, 2, &r), -1);
-    assert_int_equal(thg_plan_rank_memory(NULL, 1, 0, &r), -1);
+    thp_rank_memory r;
+    assert_int_equal(thp_plan_rank_memory(&t.model, 0, 0, &r), -1);
+    assert_int_equal(thp_plan_rank_memory(&t.model, THP_MAX_DEVICES + 1u, 0, &r), -1);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 2, 2, &r), -1);
+    assert_int_equal(thp_plan_rank_memory(NULL, 1, 0, &r), -1);
     /* Modes that disagree on nnz. */
     t.offsets[1][7] += 1;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &r), -1);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &r), -1);
     t.offsets[1][7] -= 1;
     /* Offsets that decrease. */
     const uint64_t saved = t.offsets[0][2];
     t.offsets[0][2] = 100;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &r), -1);
-    assert_int_equal(thg_plan_devices_needed(&t.model, UINT64_MAX, 4), 0);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &r), -1);
+    assert_int_equal(thp_plan_devices_needed(&t.model, UINT64_MAX, 4), 0);
     t.offsets[0][2] = saved;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &r), 0);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &r), 0);
     /* Sizes past 2^64 bytes. */
     t.model.build_bytes_per_nonzero = UINT64_MAX / 4u;
-    assert_int_equal(thg_plan_rank_memory(&t.model, 1, 0, &r), -1);
+    assert_int_equal(thp_plan_rank_memory(&t.model, 1, 0, &r), -1);
     model_free(&t);
 }
 
@@ -302,8 +302,8 @@ static void test_fewer_nonzeros_than_devices(void **state)
     model_init(&t, 3, dims, counts, 4);
     uint64_t owned_rows = 0;
     for (uint32_t d = 0; d < 8; ++d) {
-        thg_rank_memory r;
-        assert_int_equal(thg_plan_rank_memory(&t.model, 8, d, &r), 0);
+        thp_rank_memory r;
+        assert_int_equal(thp_plan_rank_memory(&t.model, 8, d, &r), 0);
         owned_rows += r.results / 16u;
         if (d >= 3) /* empty shares */
             assert_int_equal(r.results, 0u);
@@ -317,20 +317,20 @@ static void test_host_refusal_in_words(void **state)
 {
     (void)state;
     char message[512] = "untouched";
-    assert_int_equal(thg_plan_host_refusal(10 * GIB, 10 * GIB, "MemAvailable", 2, message,
+    assert_int_equal(thp_plan_host_refusal(10 * GIB, 10 * GIB, "MemAvailable", 2, message,
                                            sizeof message),
                      0);
     assert_string_equal(message, "untouched");
     /* 105 GiB of shares on two devices with 23 GiB free: ten devices take
      * 21 GiB each. */
-    assert_int_equal(thg_plan_host_refusal(105 * GIB, 23 * GIB, "MemAvailable", 2, message,
+    assert_int_equal(thp_plan_host_refusal(105 * GIB, 23 * GIB, "MemAvailable", 2, message,
                                            sizeof message),
                      -1);
     assert_non_null(strstr(message, "needs 105.0 GiB of host memory"));
     assert_non_null(strstr(message, "23.0 GiB is free (MemAvailable)"));
     assert_non_null(strstr(message, "(over 10 devices: 21.0 GiB)"));
     /* Nothing free: no count of devices helps. */
-    assert_int_equal(thg_plan_host_refusal(GIB, 0, "the memory limit of cgroup /sys/fs/cgroup/a",
+    assert_int_equal(thp_plan_host_refusal(GIB, 0, "the memory limit of cgroup /sys/fs/cgroup/a",
                                            4, message, sizeof message),
                      -1);
     assert_non_null(
@@ -338,7 +338,7 @@ static void test_host_refusal_in_words(void **state)
     assert_null(strstr(message, "devices:"));
     /* Below one GiB, in MiB and KiB: 30 MB of shares on two devices with 1 MB
      * free need 60 devices. */
-    assert_int_equal(thg_plan_host_refusal(30000000, 1000000, "MemAvailable", 2, message,
+    assert_int_equal(thp_plan_host_refusal(30000000, 1000000, "MemAvailable", 2, message,
                                            sizeof message),
                      -1);
     assert_non_null(strstr(message, "needs 28.6 MiB of host memory"));

@@ -23,7 +23,7 @@ typedef struct {
     uint64_t nnz;
     uint32_t *idx[NMODES];
     double *values;
-    thg_coo_view view;
+    thp_coo_view view;
 } test_tensor;
 
 /* Integer values and a hot row (row 7 of mode 0 holds ~30% of the
@@ -45,7 +45,7 @@ static void make_tensor(test_tensor *t, uint64_t nnz, guint32 seed)
         t->values[i] = g_rand_int_range(rng, 1, 6);
     }
     g_rand_free(rng);
-    t->view = (thg_coo_view){NMODES, nnz, t->dims, (const uint32_t *const *)t->idx, t->values};
+    t->view = (thp_coo_view){NMODES, nnz, t->dims, (const uint32_t *const *)t->idx, t->values};
 }
 
 static void free_tensor(test_tensor *t)
@@ -97,12 +97,12 @@ static void test_shares_are_pieces_of_the_row_order(void **state)
     make_tensor(&t, 3001, 17);
     for (uint32_t mode = 0; mode < NMODES; ++mode) {
         uint64_t *offsets = g_new(uint64_t, t.dims[mode] + 1u);
-        assert_int_equal(thg_count_rows(&t.view, mode, offsets), 0);
+        assert_int_equal(thp_count_rows(&t.view, mode, offsets), 0);
         assert_int_equal(offsets[t.dims[mode]], t.nnz);
         g_autofree uint64_t *order = stable_row_order(&t, mode);
         for (uint32_t devices = 1; devices <= 7; ++devices) {
-            thg_share shares[7];
-            assert_int_equal(thg_plan_shares(offsets, t.dims[mode], devices, shares), 0);
+            thp_share shares[7];
+            assert_int_equal(thp_plan_shares(offsets, t.dims[mode], devices, shares), 0);
             for (uint32_t d = 0; d < devices; ++d) {
                 const uint64_t n = shares[d].nnz_end - shares[d].nnz_begin;
                 /* One element more, a sentinel that must stay. */
@@ -113,7 +113,7 @@ static void test_shares_are_pieces_of_the_row_order(void **state)
                 }
                 double *out_values = g_new(double, n + 1u);
                 out_values[n] = -1.0;
-                assert_int_equal(thg_extract_share(&t.view, mode, offsets, &shares[d], out_idx,
+                assert_int_equal(thp_extract_share(&t.view, mode, offsets, &shares[d], out_idx,
                                                    out_values),
                                  0);
                 for (uint32_t m = 0; m < NMODES; ++m)
@@ -153,10 +153,10 @@ static void test_distributed_mttkrp_is_the_mttkrp(void **state)
         g_autofree double *whole = g_new0(double, size);
         add_mttkrp(mode, t.nnz, t.idx, t.values, factors, whole);
         g_autofree uint64_t *offsets = g_new(uint64_t, t.dims[mode] + 1u);
-        assert_int_equal(thg_count_rows(&t.view, mode, offsets), 0);
+        assert_int_equal(thp_count_rows(&t.view, mode, offsets), 0);
         for (uint32_t devices = 2; devices <= 6; ++devices) {
-            thg_share shares[6];
-            assert_int_equal(thg_plan_shares(offsets, t.dims[mode], devices, shares), 0);
+            thp_share shares[6];
+            assert_int_equal(thp_plan_shares(offsets, t.dims[mode], devices, shares), 0);
             /* Each rank's partial result, then the rows summed: a row that
              * is not split has one contribution, a split one two or more. */
             g_autofree double *combined = g_new0(double, size);
@@ -168,7 +168,7 @@ static void test_distributed_mttkrp_is_the_mttkrp(void **state)
                     idx[m] = g_new(uint32_t, n + 1u);
                 double *values = g_new(double, n + 1u);
                 assert_int_equal(
-                    thg_extract_share(&t.view, mode, offsets, &shares[d], idx, values), 0);
+                    thp_extract_share(&t.view, mode, offsets, &shares[d], idx, values), 0);
                 double *partial = g_new0(double, size);
                 add_mttkrp(mode, n, idx, values, factors, partial);
                 /* A rank writes only the rows of its share. */
@@ -201,18 +201,18 @@ static void test_refusals(void **state)
     test_tensor t;
     make_tensor(&t, 50, 3);
     uint64_t offsets[61];
-    assert_int_equal(thg_count_rows(&t.view, 3, offsets), -1);
-    assert_int_equal(thg_count_rows(&t.view, 0, offsets), 0);
-    thg_share share = {.nnz_begin = 10, .nnz_end = 51, .row_begin = 0, .row_end = 60};
+    assert_int_equal(thp_count_rows(&t.view, 3, offsets), -1);
+    assert_int_equal(thp_count_rows(&t.view, 0, offsets), 0);
+    thp_share share = {.nnz_begin = 10, .nnz_end = 51, .row_begin = 0, .row_end = 60};
     uint32_t a[60], b[60], c[60];
     uint32_t *out[NMODES] = {a, b, c};
     double values[60];
-    assert_int_equal(thg_extract_share(&t.view, 0, offsets, &share, out, values), -1);
+    assert_int_equal(thp_extract_share(&t.view, 0, offsets, &share, out, values), -1);
     share.nnz_end = 5; /* ends before it begins */
-    assert_int_equal(thg_extract_share(&t.view, 0, offsets, &share, out, values), -1);
+    assert_int_equal(thp_extract_share(&t.view, 0, offsets, &share, out, values), -1);
     t.idx[1][4] = 40; /* mode 2 has 40 rows */
     uint64_t offsets1[41];
-    assert_int_equal(thg_count_rows(&t.view, 1, offsets1), -1);
+    assert_int_equal(thp_count_rows(&t.view, 1, offsets1), -1);
     free_tensor(&t);
 }
 
@@ -229,11 +229,11 @@ static void test_threaded_passes(void **state)
     test_tensor t;
     make_tensor(&t, 2003, 29);
     uint64_t *offsets[NMODES];
-    thg_share shares[NMODES][DEVICES];
+    thp_share shares[NMODES][DEVICES];
     for (uint32_t m = 0; m < NMODES; ++m) {
         offsets[m] = g_new(uint64_t, t.dims[m] + 1u);
-        assert_int_equal(thg_count_rows(&t.view, m, offsets[m]), 0);
-        assert_int_equal(thg_plan_shares(offsets[m], t.dims[m], DEVICES, shares[m]), 0);
+        assert_int_equal(thp_count_rows(&t.view, m, offsets[m]), 0);
+        assert_int_equal(thp_plan_shares(offsets[m], t.dims[m], DEVICES, shares[m]), 0);
     }
     /* 40 and 200: more threads than the 12 jobs, so each job's pass is cut
      * into chunks (3 and 16 a job). */
@@ -242,12 +242,12 @@ static void test_threaded_passes(void **state)
         uint64_t *counted[NMODES];
         for (uint32_t m = 0; m < NMODES; ++m)
             counted[m] = g_new0(uint64_t, t.dims[m] + 1u);
-        assert_int_equal(thg_count_rows_all(&t.view, counted, thread_counts[c]), 0);
+        assert_int_equal(thp_count_rows_all(&t.view, counted, thread_counts[c]), 0);
         for (uint32_t m = 0; m < NMODES; ++m) {
             assert_memory_equal(counted[m], offsets[m], sizeof(uint64_t) * (t.dims[m] + 1u));
             g_free(counted[m]);
         }
-        thg_share_job jobs[NMODES * DEVICES];
+        thp_share_job jobs[NMODES * DEVICES];
         uint32_t *idx[NMODES * DEVICES][NMODES];
         double *values[NMODES * DEVICES];
         for (uint32_t m = 0; m < NMODES; ++m)
@@ -257,18 +257,18 @@ static void test_threaded_passes(void **state)
                 for (uint32_t k = 0; k < NMODES; ++k)
                     idx[j][k] = g_new(uint32_t, n);
                 values[j] = g_new(double, n);
-                jobs[j] = (thg_share_job){m, offsets[m], &shares[m][d], idx[j], values[j]};
+                jobs[j] = (thp_share_job){m, offsets[m], &shares[m][d], idx[j], values[j]};
             }
-        assert_int_equal(thg_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
+        assert_int_equal(thp_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
                          0);
         for (uint32_t j = 0; j < NMODES * DEVICES; ++j) {
-            const thg_share *sh = jobs[j].share;
+            const thp_share *sh = jobs[j].share;
             const uint64_t n = sh->nnz_end - sh->nnz_begin;
             uint32_t *want_idx[NMODES];
             for (uint32_t k = 0; k < NMODES; ++k)
                 want_idx[k] = g_new(uint32_t, n);
             double *want_values = g_new(double, n);
-            assert_int_equal(thg_extract_share(&t.view, jobs[j].mode, jobs[j].row_offsets, sh,
+            assert_int_equal(thp_extract_share(&t.view, jobs[j].mode, jobs[j].row_offsets, sh,
                                                want_idx, want_values),
                              0);
             for (uint32_t k = 0; k < NMODES; ++k) {
@@ -279,10 +279,10 @@ static void test_threaded_passes(void **state)
             g_free(want_values);
         }
         /* A share past the tensor's end: that job fails, the call says so. */
-        thg_share bad = shares[0][DEVICES - 1];
+        thp_share bad = shares[0][DEVICES - 1];
         bad.nnz_end = t.nnz + 1u;
         jobs[DEVICES - 1].share = &bad;
-        assert_int_equal(thg_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
+        assert_int_equal(thp_extract_shares(&t.view, jobs, NMODES * DEVICES, thread_counts[c]),
                          -1);
         for (uint32_t j = 0; j < NMODES * DEVICES; ++j) {
             for (uint32_t k = 0; k < NMODES; ++k)
@@ -295,8 +295,8 @@ static void test_threaded_passes(void **state)
     uint64_t *counted[NMODES];
     for (uint32_t m = 0; m < NMODES; ++m)
         counted[m] = g_new0(uint64_t, t.dims[m] + 1u);
-    assert_int_equal(thg_count_rows_all(&t.view, counted, 3), -1);
-    assert_int_equal(thg_count_rows_all(&t.view, counted, 40), -1);
+    assert_int_equal(thp_count_rows_all(&t.view, counted, 3), -1);
+    assert_int_equal(thp_count_rows_all(&t.view, counted, 40), -1);
     for (uint32_t m = 0; m < NMODES; ++m) {
         g_free(counted[m]);
         g_free(offsets[m]);
@@ -306,8 +306,8 @@ static void test_threaded_passes(void **state)
 
 /* The threaded extraction of `share` on each of `counts` thread counts
  * gives the one pass's arrays. */
-static void assert_threaded_is_one_pass(const thg_coo_view *view, uint32_t mode,
-                                        const uint64_t *offsets, const thg_share *share,
+static void assert_threaded_is_one_pass(const thp_coo_view *view, uint32_t mode,
+                                        const uint64_t *offsets, const thp_share *share,
                                         const uint32_t *threads, size_t counts)
 {
     const uint64_t n = share->nnz_end - share->nnz_begin;
@@ -318,10 +318,10 @@ static void assert_threaded_is_one_pass(const thg_coo_view *view, uint32_t mode,
     }
     double *want_values = g_new0(double, n + 1u);
     double *got_values = g_new0(double, n + 1u);
-    assert_int_equal(thg_extract_share(view, mode, offsets, share, want, want_values), 0);
+    assert_int_equal(thp_extract_share(view, mode, offsets, share, want, want_values), 0);
     for (size_t c = 0; c < counts; ++c) {
-        const thg_share_job job = {mode, offsets, share, got, got_values};
-        assert_int_equal(thg_extract_shares(view, &job, 1, threads[c]), 0);
+        const thp_share_job job = {mode, offsets, share, got, got_values};
+        assert_int_equal(thp_extract_shares(view, &job, 1, threads[c]), 0);
         for (uint32_t k = 0; k < NMODES; ++k)
             assert_memory_equal(got[k], want[k], sizeof(uint32_t) * n);
         assert_memory_equal(got_values, want_values, sizeof(double) * n);
@@ -346,9 +346,9 @@ static void test_chunked_pass_edges(void **state)
         make_tensor(&t, sizes[z], 41 + (guint32)z);
         for (uint32_t m = 0; m < NMODES; ++m) {
             uint64_t *offsets = g_new(uint64_t, t.dims[m] + 1u);
-            assert_int_equal(thg_count_rows(&t.view, m, offsets), 0);
-            thg_share shares[3];
-            assert_int_equal(thg_plan_shares(offsets, t.dims[m], 3, shares), 0);
+            assert_int_equal(thp_count_rows(&t.view, m, offsets), 0);
+            thp_share shares[3];
+            assert_int_equal(thp_plan_shares(offsets, t.dims[m], 3, shares), 0);
             static const uint32_t threads[] = {3, 7, 64};
             for (uint32_t d = 0; d < 3; ++d)
                 assert_threaded_is_one_pass(&t.view, m, offsets, &shares[d], threads,
@@ -390,7 +390,7 @@ static void test_blocked_extraction(void **state)
     }
     t.idx[0][0] = 0; /* the granules start at row 0 with one device */
     g_rand_free(rng);
-    t.view = (thg_coo_view){NMODES, NNZ, t.dims, (const uint32_t *const *)t.idx, t.values};
+    t.view = (thp_coo_view){NMODES, NNZ, t.dims, (const uint32_t *const *)t.idx, t.values};
     for (int sorted = 0; sorted < 2; ++sorted) {
         if (sorted) { /* by mode 0, stably */
             g_autofree uint64_t *order = stable_row_order(&t, 0);
@@ -412,12 +412,12 @@ static void test_blocked_extraction(void **state)
         uint32_t hot_splits = 0;
         for (uint32_t m = 0; m < NMODES; ++m) {
             g_autofree uint64_t *offsets = g_new(uint64_t, (gsize)t.dims[m] + 1u);
-            assert_int_equal(thg_count_rows(&t.view, m, offsets), 0);
+            assert_int_equal(thp_count_rows(&t.view, m, offsets), 0);
             static const uint32_t device_counts[] = {1, 2, 3, 5};
             for (size_t g = 0; g < G_N_ELEMENTS(device_counts); ++g) {
                 const uint32_t devices = device_counts[g];
-                thg_share shares[5];
-                assert_int_equal(thg_plan_shares(offsets, t.dims[m], devices, shares), 0);
+                thp_share shares[5];
+                assert_int_equal(thp_plan_shares(offsets, t.dims[m], devices, shares), 0);
                 static const uint32_t threads[] = {1, 4, 16};
                 for (uint32_t d = 0; d < devices; ++d) {
                     hot_splits += m == 0 && shares[d].splits_last_row &&

@@ -21,19 +21,19 @@ static uint64_t share_begin(uint64_t nnz, uint32_t devices, uint32_t d)
     return (uint64_t)d * quota + (d < rest ? d : rest);
 }
 
-static uint64_t first_owned_row(const thg_share *mode_shares, uint32_t d, uint64_t rows)
+static uint64_t first_owned_row(const thp_share *mode_shares, uint32_t d, uint64_t rows)
 {
     if (d == 0)
         return 0;
-    const thg_share *s = &mode_shares[d];
+    const thp_share *s = &mode_shares[d];
     return s->nnz_begin == s->nnz_end ? rows : s->row_begin;
 }
 
-thg_owned_rows thg_owned_rows_of(const thg_share *mode_shares, uint32_t devices, uint32_t d,
+thp_owned_rows thp_owned_rows_of(const thp_share *mode_shares, uint32_t devices, uint32_t d,
                                  uint64_t rows)
 {
-    thg_owned_rows o;
-    const thg_share *s = &mode_shares[d];
+    thp_owned_rows o;
+    const thp_share *s = &mode_shares[d];
     o.begin = first_owned_row(mode_shares, d, rows);
     o.end = d + 1u < devices ? first_owned_row(mode_shares, d + 1u, rows) : rows;
     o.window_end = o.end;
@@ -42,17 +42,17 @@ thg_owned_rows thg_owned_rows_of(const thg_share *mode_shares, uint32_t devices,
     return o;
 }
 
-int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
-                    thg_share *shares)
+int thp_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
+                    thp_share *shares)
 {
-    if (devices < 1 || devices > THG_MAX_DEVICES || row_offsets[0] != 0)
+    if (devices < 1 || devices > THP_MAX_DEVICES || row_offsets[0] != 0)
         return -1;
     for (uint64_t r = 0; r < rows; ++r)
         if (row_offsets[r + 1] < row_offsets[r])
             return -1;
     const uint64_t nnz = row_offsets[rows];
     for (uint32_t d = 0; d < devices; ++d) {
-        thg_share *s = &shares[d];
+        thp_share *s = &shares[d];
         s->nnz_begin = share_begin(nnz, devices, d);
         s->nnz_end = share_begin(nnz, devices, d + 1);
         s->splits_first_row = s->splits_last_row = 0;

@@ -9,31 +9,34 @@
  * straddle a boundary (a hot row holding 5-15% of a skewed mode) is split:
  * each device computes a partial sum of that output row, and the partials
  * are combined afterwards (a reduce of the few split rows), in the spirit
- * of scheme 2's merged runs. */
+ * of scheme 2's merged runs.
+ *
+ * The planning code of gpu-common (this, memory_plan.h, share_extract.h)
+ * is plain C named thp_ ("plan"); thg_ names the kernel library's. */
 #ifndef TH_DEVICE_SHARES_H
 #define TH_DEVICE_SHARES_H
 
 #include <stdint.h>
 
 /* The most devices a plan deals to. */
-#define THG_MAX_DEVICES 1024u
+#define THP_MAX_DEVICES 1024u
 
-typedef struct thg_share {
+typedef struct thp_share {
     uint64_t nnz_begin, nnz_end; /* [begin, end) in the mode's row-sorted order */
     uint64_t row_begin, row_end; /* rows holding those nonzeros: [begin, end); empty when
                                     the share is */
     /* The share's first row is also the previous device's last (a split
      * row); likewise its last row and the next device. */
     uint8_t splits_first_row, splits_last_row;
-} thg_share;
+} thp_share;
 
 /* Deals the nonzeros of a mode with `rows` rows, row r holding
  * row_offsets[r + 1] - row_offsets[r] of them (row_offsets: the rows + 1
  * prefix sums, row_offsets[0] = 0, non-decreasing), to `devices` devices
- * (1 to THG_MAX_DEVICES) into shares[devices]. Returns 0, or -1 for a
+ * (1 to THP_MAX_DEVICES) into shares[devices]. Returns 0, or -1 for a
  * device count out of range or offsets that are not prefix sums. */
-int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
-                    thg_share *shares);
+int thp_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
+                    thp_share *shares);
 
 /* The output rows of a mode that rank d owns, and the rows its MTTKRP
  * writes. Rank d owns [begin, end): from its share's first row (row 0 for
@@ -43,13 +46,13 @@ int thg_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices
  * whose share starts in it; the earlier ranks' partial sums of it go there.
  * The MTTKRP of the share writes rows in [begin, window_end): past `end`
  * by one row when the share's last row is split with the next rank. */
-typedef struct thg_owned_rows {
+typedef struct thp_owned_rows {
     uint64_t begin, end, window_end;
-} thg_owned_rows;
+} thp_owned_rows;
 
 /* For mode_shares[devices] of a mode with `rows` rows, as planned by
- * thg_plan_shares. */
-thg_owned_rows thg_owned_rows_of(const thg_share *mode_shares, uint32_t devices, uint32_t d,
+ * thp_plan_shares. */
+thp_owned_rows thp_owned_rows_of(const thp_share *mode_shares, uint32_t devices, uint32_t d,
                                  uint64_t rows);
 
 #endif

@@ -183,11 +183,11 @@ static uint64_t **row_offsets_of(const th_coo_tensor *t)
         offset_bytes += sizeof(uint64_t) * ((uint64_t)t->dims[m] + 1u);
     if (offset_bytes / (4u * t->nmodes + 8u) > t->nnz)
         return NULL;
-    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
+    const thp_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
     uint64_t **offsets = calloc(t->nmodes, sizeof *offsets);
     for (uint32_t m = 0; offsets && m < t->nmodes; ++m) {
         offsets[m] = malloc(sizeof(uint64_t) * ((size_t)t->dims[m] + 1u));
-        if (offsets[m] == NULL || thg_count_rows(&view, m, offsets[m]) != 0) {
+        if (offsets[m] == NULL || thp_count_rows(&view, m, offsets[m]) != 0) {
             free_row_offsets(offsets, t->nmodes);
             return NULL;
         }
@@ -210,11 +210,11 @@ static void append_device_advice(th_instance *instance, const th_coo_tensor *t, 
     uint64_t **offsets = row_offsets_of(t);
     if (offsets == NULL)
         return;
-    const thg_memory_model model =
+    const thp_memory_model model =
         gpu_memory_model(t, rank, &terms, (const uint64_t *const *)offsets);
     char advice[160];
-    const uint32_t devices = thg_plan_advice(&model, terms.free_bytes, THG_MAX_NNZ,
-                                             THG_MAX_DEVICES, advice, sizeof advice);
+    const uint32_t devices = thp_plan_advice(&model, terms.free_bytes, THG_MAX_NNZ,
+                                             THP_MAX_DEVICES, advice, sizeof advice);
     const size_t used = strlen(msg);
     if (devices != 1)
         snprintf(msg + used, size - used, "; %s; %.1f GiB free on this one", advice,

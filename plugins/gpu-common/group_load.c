@@ -23,7 +23,7 @@ static uint32_t host_threads(void)
 typedef struct share_plan {
     uint32_t nmodes, G;
     uint64_t *row_offsets[THG_MAX_MODES]; /* [dims[m] + 1] each */
-    thg_share *shares;                    /* [nmodes][G] */
+    thp_share *shares;                    /* [nmodes][G] */
 } share_plan;
 
 static void free_plan(share_plan *p)
@@ -38,7 +38,7 @@ static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, ch
     memset(p, 0, sizeof *p);
     p->nmodes = t->nmodes;
     p->G = G;
-    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
+    const thp_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
     p->shares = malloc(sizeof *p->shares * t->nmodes * G);
     if (p->shares == NULL)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -47,14 +47,14 @@ static th_status make_plan(const th_coo_tensor *t, uint32_t G, share_plan *p, ch
         if (p->row_offsets[m] == NULL)
             return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    if (thg_count_rows_all(&view, p->row_offsets, host_threads()) != 0)
+    if (thp_count_rows_all(&view, p->row_offsets, host_threads()) != 0)
         for (uint32_t m = 0; m < t->nmodes; ++m) /* which mode: the error path only */
-            if (thg_count_rows(&view, m, p->row_offsets[m]) != 0)
+            if (thp_count_rows(&view, m, p->row_offsets[m]) != 0)
                 return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                                       "tensor has an index outside mode %u's %u rows", m,
                                       t->dims[m]);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
-        if (thg_plan_shares(p->row_offsets[m], t->dims[m], G, p->shares + (size_t)m * G) != 0)
+        if (thp_plan_shares(p->row_offsets[m], t->dims[m], G, p->shares + (size_t)m * G) != 0)
             return th_plugin_fail(err, TH_ERR_INTERNAL, "mode %u: shares could not be planned",
                                   m);
     }
@@ -78,7 +78,7 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         if (st != THG_OK)
             return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
     }
-    const thg_memory_model model =
+    const thp_memory_model model =
         gpu_memory_model(t, rank, &terms[0], (const uint64_t *const *)p->row_offsets);
     uint64_t least_free = UINT64_MAX;
     for (uint32_t q = 0; q < G; ++q)
@@ -86,9 +86,9 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
     char advice[160];
     for (uint32_t m = 0; m < t->nmodes; ++m)
         for (uint32_t q = 0; q < G; ++q) {
-            const thg_share *s = &p->shares[(size_t)m * G + q];
+            const thp_share *s = &p->shares[(size_t)m * G + q];
             if (s->nnz_end - s->nnz_begin > THG_MAX_NNZ) {
-                thg_plan_advice(&model, least_free, THG_MAX_NNZ, THG_MAX_DEVICES, advice,
+                thp_plan_advice(&model, least_free, THG_MAX_NNZ, THP_MAX_DEVICES, advice,
                                 sizeof advice);
                 return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                                       "tensor has %llu nonzeros: a share of mode %u over %u "
@@ -105,12 +105,12 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         if (!first_on_device)
             continue;
         uint64_t resident = 0, build = 0;
-        thg_rank_memory fullest = {0};
+        thp_rank_memory fullest = {0};
         for (uint32_t o = q; o < G; ++o) {
             if (devices[o] != devices[q])
                 continue;
-            thg_rank_memory r;
-            if (thg_plan_rank_memory(&model, G, o, &r) != 0)
+            thp_rank_memory r;
+            if (thp_plan_rank_memory(&model, G, o, &r) != 0)
                 return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
                                       "the memory plan of rank %u cannot be made (a size past "
                                       "2^64 bytes)",
@@ -122,7 +122,7 @@ static th_status check_memory(thg_group *group, const int *devices, const th_coo
         }
         if (resident + build <= terms[q].free_bytes)
             continue;
-        thg_plan_advice(&model, least_free, THG_MAX_NNZ, THG_MAX_DEVICES, advice,
+        thp_plan_advice(&model, least_free, THG_MAX_NNZ, THP_MAX_DEVICES, advice,
                         sizeof advice);
         return th_plugin_fail(
             err, TH_ERR_OUT_OF_MEMORY,
@@ -160,7 +160,7 @@ static uint64_t largest_share(const share_plan *p, uint32_t m)
 {
     uint64_t largest = 0;
     for (uint32_t q = 0; q < p->G; ++q) {
-        const thg_share *s = &p->shares[(size_t)m * p->G + q];
+        const thp_share *s = &p->shares[(size_t)m * p->G + q];
         largest = s->nnz_end - s->nnz_begin > largest ? s->nnz_end - s->nnz_begin : largest;
     }
     return largest;
@@ -179,7 +179,7 @@ static th_status check_host_memory(const share_plan *p, char *err)
     if (th_host_available(&available, source, sizeof source) != 0)
         return TH_OK;
     char message[TH_ERROR_SIZE];
-    if (thg_plan_host_refusal(need, available, source, p->G, message, sizeof message) != 0)
+    if (thp_plan_host_refusal(need, available, source, p->G, message, sizeof message) != 0)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "%s", message);
     return TH_OK;
 }
@@ -207,24 +207,24 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
                            uint32_t q, char *err)
 {
     const uint32_t N = t->nmodes, G = p->G;
-    const thg_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
+    const thp_coo_view view = {t->nmodes, t->nnz, t->dims, t->indices, t->values};
     uint32_t *indices[THG_MAX_MODES][THG_MAX_MODES];
     thg_mode_input inputs[THG_MAX_MODES];
-    thg_share_job jobs[THG_MAX_MODES];
+    thp_share_job jobs[THG_MAX_MODES];
     for (uint32_t m = 0; m < N; ++m) {
-        const thg_share *mode_shares = p->shares + (size_t)m * G;
-        const thg_share *s = &mode_shares[q];
+        const thp_share *mode_shares = p->shares + (size_t)m * G;
+        const thp_share *s = &mode_shares[q];
         const uint64_t n = s->nnz_end - s->nnz_begin;
         double *values = buffers->blocks[m];
         for (uint32_t k = 0; k < N; ++k)
             indices[m][k] = (uint32_t *)(values + n) + (size_t)k * n;
-        jobs[m] = (thg_share_job){m, p->row_offsets[m], s, indices[m], values};
-        const thg_owned_rows owned = thg_owned_rows_of(mode_shares, G, q, t->dims[m]);
+        jobs[m] = (thp_share_job){m, p->row_offsets[m], s, indices[m], values};
+        const thp_owned_rows owned = thp_owned_rows_of(mode_shares, G, q, t->dims[m]);
         inputs[m] = (thg_mode_input){n, (const uint32_t *const *)indices[m], values,
                                      owned.begin, owned.window_end};
     }
     /* The rank's N shares, side by side on the host's threads. */
-    if (thg_extract_shares(&view, jobs, N, host_threads()) != 0)
+    if (thp_extract_shares(&view, jobs, N, host_threads()) != 0)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                               "out of host memory while extracting rank %u's shares", q);
     /* thg_load_shares has read the buffers when it returns (its upload
@@ -279,10 +279,10 @@ th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32
         if (modes == NULL)
             status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
         for (uint32_t m = 0; modes && m < t->nmodes; ++m) {
-            const thg_share *mode_shares = plan.shares + (size_t)m * G;
+            const thp_share *mode_shares = plan.shares + (size_t)m * G;
             for (uint32_t q = 0; q < G; ++q) {
-                const thg_share *s = &mode_shares[q];
-                const thg_owned_rows owned = thg_owned_rows_of(mode_shares, G, q, t->dims[m]);
+                const thp_share *s = &mode_shares[q];
+                const thp_owned_rows owned = thp_owned_rows_of(mode_shares, G, q, t->dims[m]);
                 modes[m].own[q] = owned.begin;
                 const uint32_t first = s->splits_first_row ? (uint32_t)s->row_begin : THG_NO_ROW;
                 uint32_t last = s->splits_last_row ? (uint32_t)(s->row_end - 1u) : THG_NO_ROW;

@@ -21,11 +21,11 @@ th_status gpu_plugin_status(thg_status status)
     return TH_ERR_INTERNAL;
 }
 
-thg_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
+thp_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
                                   const thg_memory_terms *terms,
                                   const uint64_t *const *row_offsets)
 {
-    return (thg_memory_model){
+    return (thp_memory_model){
         .nmodes = t->nmodes,
         .rank = rank,
         .kappa = terms->kappa,

@@ -17,7 +17,7 @@ th_status gpu_plugin_status(thg_status status);
 /* The memory plan's model of tensor `t` at `rank` (memory_plan.h), from a
  * device's terms (thg_get_memory_terms) and the modes' row offsets
  * (borrowed by the model). */
-thg_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
+thp_memory_model gpu_memory_model(const th_coo_tensor *t, uint32_t rank,
                                   const thg_memory_terms *terms,
                                   const uint64_t *const *row_offsets);
 

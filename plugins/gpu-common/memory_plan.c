@@ -13,7 +13,7 @@ static int add_product(uint64_t *sum, uint64_t a, uint64_t b)
     return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(*sum, product, sum);
 }
 
-static int valid_model(const thg_memory_model *m)
+static int valid_model(const thp_memory_model *m)
 {
     if (m == NULL || m->nmodes < 1 || m->rank < 1 || m->kappa < 1 || m->dims == NULL ||
         m->row_offsets == NULL)
@@ -27,29 +27,29 @@ static int valid_model(const thg_memory_model *m)
 
 /* Every mode's shares on `devices` devices: shares[k * devices + d].
  * NULL when the offsets are not prefix sums. */
-static thg_share *plan_all_shares(const thg_memory_model *m, uint32_t devices)
+static thp_share *plan_all_shares(const thp_memory_model *m, uint32_t devices)
 {
-    thg_share *shares = malloc(sizeof *shares * m->nmodes * devices);
+    thp_share *shares = malloc(sizeof *shares * m->nmodes * devices);
     if (shares == NULL)
         return NULL;
     for (uint32_t k = 0; k < m->nmodes; ++k)
-        if (thg_plan_shares(m->row_offsets[k], m->dims[k], devices, shares + (size_t)k * devices) != 0) {
+        if (thp_plan_shares(m->row_offsets[k], m->dims[k], devices, shares + (size_t)k * devices) != 0) {
             free(shares);
             return NULL;
         }
     return shares;
 }
 
-static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
-                       const thg_share *shares, thg_rank_memory *out)
+static int rank_memory(const thp_memory_model *m, uint32_t devices, uint32_t d,
+                       const thp_share *shares, thp_rank_memory *out)
 {
-    thg_rank_memory r = {0};
+    thp_rank_memory r = {0};
     const uint64_t bytes_per_nonzero = 4u * ((uint64_t)m->nmodes + 1u);
     uint64_t largest_share = 0, longest_mode = 0;
     int ok = 1;
     for (uint32_t k = 0; k < m->nmodes && ok; ++k) {
-        const thg_share *mode_shares = shares + (size_t)k * devices;
-        const thg_share *s = &mode_shares[d];
+        const thp_share *mode_shares = shares + (size_t)k * devices;
+        const thp_share *s = &mode_shares[d];
         const uint64_t rows = m->dims[k];
         const uint64_t share = s->nnz_end - s->nnz_begin;
         largest_share = share > largest_share ? share : largest_share;
@@ -60,7 +60,7 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
              add_product(&r.factors, rows, 4u * (uint64_t)m->rank);
         /* The rows its MTTKRP writes: those it owns, and its share's last
          * row when that is split with the next rank. */
-        const thg_owned_rows owned = thg_owned_rows_of(mode_shares, devices, d, rows);
+        const thp_owned_rows owned = thp_owned_rows_of(mode_shares, devices, d, rows);
         ok = ok && add_product(&r.results, owned.window_end - owned.begin,
                                4u * (uint64_t)m->rank);
         /* At least one row, the scale, and the span's two stamps with
@@ -71,7 +71,7 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
                              (owned.window_end > owned.begin ? owned.window_end - owned.begin
                                                              : 1u) + 1u,
                              4u * (uint64_t)m->rank) &&
-                 !__builtin_add_overflow(r.run_ahead, THG_RUN_AHEAD_STAMP_BYTES, &r.run_ahead);
+                 !__builtin_add_overflow(r.run_ahead, THP_RUN_AHEAD_STAMP_BYTES, &r.run_ahead);
     }
     r.fixed = m->fixed_bytes;
     ok = ok && add_product(&r.build, largest_share, m->build_bytes_per_nonzero) &&
@@ -88,13 +88,13 @@ static int rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
     return 0;
 }
 
-int thg_plan_rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
-                         thg_rank_memory *out)
+int thp_plan_rank_memory(const thp_memory_model *m, uint32_t devices, uint32_t d,
+                         thp_rank_memory *out)
 {
-    if (!valid_model(m) || devices < 1 || devices > THG_MAX_DEVICES || d >= devices ||
+    if (!valid_model(m) || devices < 1 || devices > THP_MAX_DEVICES || d >= devices ||
         out == NULL)
         return -1;
-    thg_share *shares = plan_all_shares(m, devices);
+    thp_share *shares = plan_all_shares(m, devices);
     if (shares == NULL)
         return -1;
     const int status = rank_memory(m, devices, d, shares, out);
@@ -102,17 +102,17 @@ int thg_plan_rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d
     return status;
 }
 
-int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
-                          thg_rank_memory *largest)
+int thp_plan_largest_rank(const thp_memory_model *m, uint32_t devices,
+                          thp_rank_memory *largest)
 {
-    if (!valid_model(m) || devices < 1 || devices > THG_MAX_DEVICES || largest == NULL)
+    if (!valid_model(m) || devices < 1 || devices > THP_MAX_DEVICES || largest == NULL)
         return -1;
-    thg_share *shares = plan_all_shares(m, devices);
+    thp_share *shares = plan_all_shares(m, devices);
     if (shares == NULL)
         return -1;
     int status = 0;
     for (uint32_t d = 0; d < devices && status == 0; ++d) {
-        thg_rank_memory r;
+        thp_rank_memory r;
         status = rank_memory(m, devices, d, shares, &r);
         if (status == 0 && (d == 0 || r.peak > largest->peak))
             *largest = r;
@@ -121,26 +121,26 @@ int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
     return status;
 }
 
-uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
+uint32_t thp_plan_devices_needed(const thp_memory_model *m, uint64_t free_bytes,
                                  uint32_t max_devices)
 {
-    thg_rank_memory largest;
-    return thg_plan_devices_for(m, free_bytes, UINT64_MAX, max_devices, &largest);
+    thp_rank_memory largest;
+    return thp_plan_devices_for(m, free_bytes, UINT64_MAX, max_devices, &largest);
 }
 
-uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
+uint32_t thp_plan_devices_for(const thp_memory_model *m, uint64_t free_bytes,
                               uint64_t max_share_nnz, uint32_t max_devices,
-                              thg_rank_memory *largest)
+                              thp_rank_memory *largest)
 {
     if (!valid_model(m) || max_share_nnz < 1 || largest == NULL)
         return 0;
-    if (max_devices > THG_MAX_DEVICES)
-        max_devices = THG_MAX_DEVICES;
+    if (max_devices > THP_MAX_DEVICES)
+        max_devices = THP_MAX_DEVICES;
     const uint64_t nnz = m->row_offsets[0][m->dims[0]];
     /* Shares differ by at most one nonzero (device_shares.h). */
     const uint64_t first = (nnz + max_share_nnz - 1u) / max_share_nnz;
     for (uint64_t devices = first < 1u ? 1u : first; devices <= max_devices; ++devices) {
-        if (thg_plan_largest_rank(m, (uint32_t)devices, largest) != 0)
+        if (thp_plan_largest_rank(m, (uint32_t)devices, largest) != 0)
             return 0;
         if (largest->peak <= free_bytes)
             return (uint32_t)devices;
@@ -148,11 +148,11 @@ uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
     return 0;
 }
 
-uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
+uint32_t thp_plan_advice(const thp_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
                          uint32_t max_devices, char *advice, size_t size)
 {
-    thg_rank_memory largest;
-    const uint32_t needed = thg_plan_devices_for(m, free_bytes, max_share_nnz, max_devices,
+    thp_rank_memory largest;
+    const uint32_t needed = thp_plan_devices_for(m, free_bytes, max_share_nnz, max_devices,
                                                  &largest);
     if (needed > 0)
         snprintf(advice, size,
@@ -161,11 +161,11 @@ uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_
                  needed, largest.peak / 1073741824.0);
     else
         snprintf(advice, size, "no sharing of its nonzeros over up to %u such devices fits",
-                 max_devices > THG_MAX_DEVICES ? THG_MAX_DEVICES : max_devices);
+                 max_devices > THP_MAX_DEVICES ? THP_MAX_DEVICES : max_devices);
     return needed;
 }
 
-int thg_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
+int thp_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
                           uint32_t devices, char *message, size_t size)
 {
     if (need <= available)
@@ -175,7 +175,7 @@ int thg_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
     uint64_t scaled;
     if (available > 0 && devices > 0 && !__builtin_mul_overflow(need, devices, &scaled)) {
         const uint64_t wanted = scaled / available + (scaled % available != 0);
-        if (wanted <= THG_MAX_DEVICES)
+        if (wanted <= THP_MAX_DEVICES)
             snprintf(advice, sizeof advice, " (over %" PRIu64 " devices: %s)", wanted,
                      th_size_text(scaled / wanted, each_text, sizeof each_text));
     }

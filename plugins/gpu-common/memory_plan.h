@@ -24,7 +24,7 @@
 
 #include "device_shares.h"
 
-typedef struct thg_memory_model {
+typedef struct thp_memory_model {
     uint32_t nmodes; /* N >= 1 */
     uint32_t rank;   /* R >= 1 */
     uint32_t kappa;  /* partitions of each mode's copy, >= 1 */
@@ -36,12 +36,12 @@ typedef struct thg_memory_model {
     uint64_t fixed_bytes; /* per device whatever its shares: ALS and sweep workspace, staging */
     uint64_t build_bytes_per_nonzero; /* the build's staging, per nonzero of a share */
     uint64_t build_bytes_per_row;     /* and per row of the longest mode */
-} thg_memory_model;
+} thp_memory_model;
 
 /* The run-ahead's stamps beside its rows: two 8-byte words, aligned to 8. */
-#define THG_RUN_AHEAD_STAMP_BYTES 24u
+#define THP_RUN_AHEAD_STAMP_BYTES 24u
 
-typedef struct thg_rank_memory {
+typedef struct thp_rank_memory {
     uint64_t copies;   /* its share of every mode's copy */
     uint64_t factors;  /* every factor, whole */
     uint64_t results;  /* the MTTKRP rows it owns, every mode */
@@ -53,37 +53,37 @@ typedef struct thg_rank_memory {
     uint64_t resident; /* copies + factors + results + run_ahead + fixed: held while
                           iterating */
     uint64_t peak;     /* resident + build: the load's high-water mark */
-} thg_rank_memory;
+} thp_rank_memory;
 
-/* Rank d's memory on `devices` devices (1 to THG_MAX_DEVICES, d < devices)
+/* Rank d's memory on `devices` devices (1 to THP_MAX_DEVICES, d < devices)
  * into *out. Returns 0, or -1 for arguments out of range, row offsets that
  * are not prefix sums or disagree on nnz, or a size past 2^64 bytes. */
-int thg_plan_rank_memory(const thg_memory_model *m, uint32_t devices, uint32_t d,
-                         thg_rank_memory *out);
+int thp_plan_rank_memory(const thp_memory_model *m, uint32_t devices, uint32_t d,
+                         thp_rank_memory *out);
 
 /* The rank with the highest peak on `devices` devices into *largest;
- * 0 or -1 as thg_plan_rank_memory. */
-int thg_plan_largest_rank(const thg_memory_model *m, uint32_t devices,
-                          thg_rank_memory *largest);
+ * 0 or -1 as thp_plan_rank_memory. */
+int thp_plan_largest_rank(const thp_memory_model *m, uint32_t devices,
+                          thp_rank_memory *largest);
 
-/* The fewest devices, 1 to max_devices (at most THG_MAX_DEVICES), on which
+/* The fewest devices, 1 to max_devices (at most THP_MAX_DEVICES), on which
  * every rank's peak fits in free_bytes; 0 when no such count does (or the
  * model is invalid). */
-uint32_t thg_plan_devices_needed(const thg_memory_model *m, uint64_t free_bytes,
+uint32_t thp_plan_devices_needed(const thp_memory_model *m, uint64_t free_bytes,
                                  uint32_t max_devices);
 
 /* The same with each device's share of the nonzeros at most max_share_nnz
  * (the kernels' limit), the largest rank of the count found into *largest;
  * 0 when no count up to max_devices does. */
-uint32_t thg_plan_devices_for(const thg_memory_model *m, uint64_t free_bytes,
+uint32_t thp_plan_devices_for(const thp_memory_model *m, uint64_t free_bytes,
                               uint64_t max_share_nnz, uint32_t max_devices,
-                              thg_rank_memory *largest);
+                              thp_rank_memory *largest);
 
-/* thg_plan_devices_for in words, for a refusal: "its nonzeros shared out
+/* thp_plan_devices_for in words, for a refusal: "its nonzeros shared out
  * over N such devices would fit (X.XX GiB on the fullest)", or "no sharing
  * of its nonzeros over up to M such devices fits", into `advice` (`size`
  * bytes, NUL-terminated). Returns N, 0 for none. */
-uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
+uint32_t thp_plan_advice(const thp_memory_model *m, uint64_t free_bytes, uint64_t max_share_nnz,
                          uint32_t max_devices, char *advice, size_t size);
 
 /* Whether a multi-device load's share buffers, `need` bytes of host
@@ -94,7 +94,7 @@ uint32_t thg_plan_advice(const thg_memory_model *m, uint64_t free_bytes, uint64_
  * buffers are 1/G of every mode of `devices`, so more devices lower them
  * in proportion: the count that would do). Sizes in GiB, or MiB below
  * one. */
-int thg_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
+int thp_plan_host_refusal(uint64_t need, uint64_t available, const char *source,
                           uint32_t devices, char *message, size_t size);
 
 #endif

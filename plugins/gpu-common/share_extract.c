@@ -52,7 +52,7 @@ static uint64_t count_rows_in(const uint32_t *idx, uint64_t begin, uint64_t end,
     return counted;
 }
 
-int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets)
+int thp_count_rows(const thp_coo_view *t, uint32_t mode, uint64_t *row_offsets)
 {
     if (t == NULL || row_offsets == NULL || mode >= t->nmodes)
         return -1;
@@ -66,9 +66,9 @@ int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets)
     return 0;
 }
 
-/* Whether thg_extract_share's arguments fit together. */
-static int share_args_ok(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
-                         const thg_share *share, uint32_t *const *out_indices,
+/* Whether thp_extract_share's arguments fit together. */
+static int share_args_ok(const thp_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                         const thp_share *share, uint32_t *const *out_indices,
                          const double *out_values)
 {
     if (t == NULL || row_offsets == NULL || share == NULL || out_indices == NULL ||
@@ -87,7 +87,7 @@ static int share_args_ok(const thg_coo_view *t, uint32_t mode, const uint64_t *r
  * cursor[r - share->row_begin], advanced as the row is met; with `blocks`,
  * cursor[block of r], the next position of r's block (its nonzeros in the
  * tensor's order: stage 1 below). */
-static void place_nonzeros(const thg_coo_view *t, uint32_t mode, const thg_share *share,
+static void place_nonzeros(const thp_coo_view *t, uint32_t mode, const thp_share *share,
                            const share_blocks *blocks, uint64_t *cursor, uint64_t begin,
                            uint64_t end, uint32_t *const *out_indices, double *out_values)
 {
@@ -108,8 +108,8 @@ static void place_nonzeros(const thg_coo_view *t, uint32_t mode, const thg_share
     }
 }
 
-int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
-                      const thg_share *share, uint32_t *const *out_indices,
+int thp_extract_share(const thp_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                      const thp_share *share, uint32_t *const *out_indices,
                       double *out_values)
 {
     if (!share_args_ok(t, mode, row_offsets, share, out_indices, out_values))
@@ -135,7 +135,7 @@ typedef struct job_queue {
     atomic_uint next;
     atomic_int failed;
     int (*run)(const struct job_queue *queue, uint32_t job);
-    const thg_coo_view *tensor;
+    const thp_coo_view *tensor;
     const void *jobs;
 } job_queue;
 
@@ -152,7 +152,7 @@ static void *work(void *arg)
 /* run(queue, job) for every job < n; 0, or -1 when any returned nonzero.
  * This thread works too: every job runs even if no thread starts. */
 static int run_jobs(uint32_t n, int (*run)(const job_queue *, uint32_t),
-                    const thg_coo_view *tensor, const void *jobs, uint32_t threads)
+                    const thp_coo_view *tensor, const void *jobs, uint32_t threads)
 {
     enum { kMaxThreads = 64 };
     job_queue q = {.n = n, .run = run, .tensor = tensor, .jobs = jobs};
@@ -202,7 +202,7 @@ typedef struct row_counts {
 static int count_chunk_job(const job_queue *q, uint32_t job)
 {
     const row_counts *c = q->jobs;
-    const thg_coo_view *t = q->tensor;
+    const thp_coo_view *t = q->tensor;
     uint32_t mode = 0;
     while (job >= c->first_job[mode + 1])
         ++mode;
@@ -232,7 +232,7 @@ static int sum_counts_job(const job_queue *q, uint32_t mode)
     return 0;
 }
 
-int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads)
+int thp_count_rows_all(const thp_coo_view *t, uint64_t *const *row_offsets, uint32_t threads)
 {
     if (t == NULL || row_offsets == NULL)
         return -1;
@@ -335,7 +335,7 @@ static uint64_t walk_granules(const uint64_t *row_offsets, const share_blocks *b
 
 /* The share's blocks; -1 when memory is short or there are more blocks
  * than granule_block's type numbers. */
-static int make_blocks(const uint64_t *row_offsets, const thg_share *share, share_blocks *b)
+static int make_blocks(const uint64_t *row_offsets, const thp_share *share, share_blocks *b)
 {
     memset(b, 0, sizeof *b);
     b->split_first = share->splits_first_row ? share->row_begin : NO_ROW;
@@ -381,7 +381,7 @@ static int make_blocks(const uint64_t *row_offsets, const thg_share *share, shar
 typedef struct blocked_share {
     uint32_t mode;
     const uint64_t *row_offsets;
-    const thg_share *share;
+    const thp_share *share;
     uint32_t *const *out_indices;
     double *out_values;
     share_blocks blocks;
@@ -397,7 +397,7 @@ typedef struct blocked_share {
 static int stage1_job(const job_queue *q, uint32_t chunk)
 {
     const blocked_share *c = q->jobs;
-    const thg_coo_view *t = q->tensor;
+    const thp_coo_view *t = q->tensor;
     const uint64_t begin = t->nnz * chunk / c->chunks;
     const uint64_t end = t->nnz * (chunk + 1u) / c->chunks;
     uint64_t *cursor = c->cursor + (size_t)chunk * c->blocks.count;
@@ -518,11 +518,11 @@ static int alloc_blocked(blocked_share *c, uint32_t nmodes, uint32_t threads, ui
     return 0;
 }
 
-/* thg_extract_share on up to `threads` threads, in the two stages above;
+/* thp_extract_share on up to `threads` threads, in the two stages above;
  * -1 also when memory for them is short (a few cursors a block, a buffer
  * of a block's nonzeros a thread). */
-static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
-                                  const uint64_t *row_offsets, const thg_share *share,
+static int extract_share_threaded(const thp_coo_view *t, uint32_t mode,
+                                  const uint64_t *row_offsets, const thp_share *share,
                                   uint32_t *const *out_indices, double *out_values,
                                   uint32_t threads)
 {
@@ -559,19 +559,19 @@ static int extract_share_threaded(const thg_coo_view *t, uint32_t mode,
 }
 
 typedef struct extract_jobs {
-    const thg_share_job *jobs;
+    const thp_share_job *jobs;
     uint32_t threads_each; /* threads a job's pass is cut over */
 } extract_jobs;
 
 static int extract_job(const job_queue *q, uint32_t job)
 {
     const extract_jobs *e = q->jobs;
-    const thg_share_job *j = e->jobs + job;
+    const thp_share_job *j = e->jobs + job;
     return extract_share_threaded(q->tensor, j->mode, j->row_offsets, j->share, j->out_indices,
                                   j->out_values, e->threads_each);
 }
 
-int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
+int thp_extract_shares(const thp_coo_view *t, const thp_share_job *jobs, uint32_t njobs,
                        uint32_t threads)
 {
     if (t == NULL || (jobs == NULL && njobs > 0))

@@ -18,25 +18,25 @@
 #include "device_shares.h"
 
 /* A COO tensor as the host holds it (the plugin ABI's th_coo_tensor). */
-typedef struct thg_coo_view {
+typedef struct thp_coo_view {
     uint32_t nmodes;
     uint64_t nnz;
     const uint32_t *dims;              /* [nmodes] */
     const uint32_t *const *indices;    /* [nmodes] arrays of [nnz] */
     const double *values;              /* [nnz] */
-} thg_coo_view;
+} thp_coo_view;
 
 /* Row r of `mode` holds row_offsets[r + 1] - row_offsets[r] nonzeros: the
  * dims[mode] + 1 prefix sums, computed into `row_offsets`. Returns 0, or
  * -1 for a mode out of range or an index not below its mode's size. */
-int thg_count_rows(const thg_coo_view *t, uint32_t mode, uint64_t *row_offsets);
+int thp_count_rows(const thp_coo_view *t, uint32_t mode, uint64_t *row_offsets);
 
 /* The nonzeros of `share` (a share of `mode` planned from these row
  * offsets) in the mode's stable row order: out_indices[m][k] and
  * out_values[k] for k < share->nnz_end - share->nnz_begin, each array
  * that long. Returns 0, or -1 for arguments that do not fit together. */
-int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
-                      const thg_share *share, uint32_t *const *out_indices,
+int thp_extract_share(const thp_coo_view *t, uint32_t mode, const uint64_t *row_offsets,
+                      const thp_share *share, uint32_t *const *out_indices,
                       double *out_values);
 
 /* Each reads the whole tensor, so a rank's shares of N modes, or every
@@ -44,23 +44,23 @@ int thg_extract_share(const thg_coo_view *t, uint32_t mode, const uint64_t *row_
  * `threads` host threads at once (fewer threads when one cannot be
  * started). */
 
-/* thg_count_rows of every mode m into row_offsets[m]; 0, or -1 when any
+/* thp_count_rows of every mode m into row_offsets[m]; 0, or -1 when any
  * mode's is. With more threads than modes, each mode's pass is cut into
  * chunks of the nonzeros, threads / nmodes of them (at most 64, fewer
  * where 8 bytes a row and chunk would pass 512 MiB), each counting into
  * counters of its own that are added up after. */
-int thg_count_rows_all(const thg_coo_view *t, uint64_t *const *row_offsets, uint32_t threads);
+int thp_count_rows_all(const thp_coo_view *t, uint64_t *const *row_offsets, uint32_t threads);
 
-/* One thg_extract_share call's arguments. */
-typedef struct thg_share_job {
+/* One thp_extract_share call's arguments. */
+typedef struct thp_share_job {
     uint32_t mode;
     const uint64_t *row_offsets;
-    const thg_share *share;
+    const thp_share *share;
     uint32_t *const *out_indices;
     double *out_values;
-} thg_share_job;
+} thp_share_job;
 
-/* Every job's thg_extract_share, the same arrays; 0, or -1 when any job's
+/* Every job's thp_extract_share, the same arrays; 0, or -1 when any job's
  * is or host memory is short. Every job at once, each over threads / njobs
  * threads (at least one), in two stages rather than one pass: the share's
  * rows grouped into blocks of consecutive rows, about 4096 of them
@@ -72,7 +72,7 @@ typedef struct thg_share_job {
  * few thousand places at a time, and the second stage within one block.
  * Besides the arrays it needs a few cursors a block and chunk and, a
  * thread, a buffer of one block's nonzeros. */
-int thg_extract_shares(const thg_coo_view *t, const thg_share_job *jobs, uint32_t njobs,
+int thp_extract_shares(const thp_coo_view *t, const thp_share_job *jobs, uint32_t njobs,
                        uint32_t threads);
 
 #endif
