@@ -55,6 +55,19 @@ th_atomic_file *th_atomic_file_open(const char *path, GError **error)
 
 FILE *th_atomic_file_stream(th_atomic_file *file) { return file->stream; }
 
+gboolean th_atomic_file_write_all(th_atomic_file *file, const void *data, gsize length,
+                                  GError **error)
+{
+    errno = 0;
+    if (length == 0 || fwrite(data, 1, length, file->stream) == length)
+        return TRUE;
+    const int saved = errno ? errno : EIO;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
+                file->path, g_strerror(saved));
+    th_atomic_file_abort(file);
+    return FALSE;
+}
+
 static void atomic_file_free(th_atomic_file *file)
 {
     g_free(file->path);
@@ -185,14 +198,6 @@ gboolean th_atomic_write_string(const char *path, const char *contents, gsize le
                                 GError **error)
 {
     th_atomic_file *file = th_atomic_file_open(path, error);
-    if (!file)
-        return FALSE;
-    if (length > 0 && fwrite(contents, 1, length, file->stream) != length) {
-        int saved = errno;
-        th_atomic_file_abort(file);
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
-                    path, g_strerror(saved));
-        return FALSE;
-    }
-    return th_atomic_file_commit(file, error);
+    return file && th_atomic_file_write_all(file, contents, length, error) &&
+           th_atomic_file_commit(file, error);
 }

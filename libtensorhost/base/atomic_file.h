@@ -13,6 +13,10 @@ typedef struct th_atomic_file th_atomic_file;
 th_atomic_file *th_atomic_file_open(const char *path, GError **error);
 /* The stream to write to; valid until commit/abort. */
 FILE *th_atomic_file_stream(th_atomic_file *file);
+/* Writes `length` bytes of `data` to the stream; on failure sets `error`
+ * (naming the destination) and aborts the file (th_atomic_file_abort). */
+gboolean th_atomic_file_write_all(th_atomic_file *file, const void *data, gsize length,
+                                  GError **error);
 /* Flushes and fsyncs (the slow part of a commit), so that a caller may
  * still abort after it; the file stays open. */
 gboolean th_atomic_file_sync(th_atomic_file *file, GError **error);

@@ -77,17 +77,8 @@ gboolean th_output_set_add_text(th_output_set *set, const char *name, const char
                                 gsize length, GError **error)
 {
     th_atomic_file *file = th_output_set_open(set, name, error);
-    if (!file)
-        return FALSE;
-    errno = 0;
-    if (length > 0 && fwrite(text, 1, length, th_atomic_file_stream(file)) != length) {
-        const int saved = errno ? errno : EIO;
-        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(saved), "%s: cannot write: %s",
-                    th_atomic_file_path(file), g_strerror(saved));
-        th_atomic_file_abort(file);
-        return FALSE;
-    }
-    return th_output_set_finish_and_add(set, file, error);
+    return file && th_atomic_file_write_all(file, text, length, error) &&
+           th_output_set_finish_and_add(set, file, error);
 }
 
 static gboolean set_writes(const th_output_set *set, const char *name)

@@ -1,7 +1,6 @@
 /* The comparison's table, CSV and JSON; see compare_output.h. */
 #include "compare/compare_output.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -480,16 +479,6 @@ char *th_compare_format_geomean_csv(const th_compare_result *result)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-/* null for NaN, and for negative values where those mean "not measured". */
-static void json_number(JsonBuilder *b, const char *name, double value,
-                        gboolean negative_is_missing)
-{
-    if (negative_is_missing)
-        th_json_member_measured(b, name, value);
-    else
-        th_json_member_number(b, name, value);
-}
-
 static void json_stat(JsonBuilder *b, const char *name, const th_compare_stat *stat)
 {
     json_builder_set_member_name(b, name);
@@ -498,9 +487,9 @@ static void json_stat(JsonBuilder *b, const char *name, const th_compare_stat *s
         return;
     }
     json_builder_begin_object(b);
-    json_number(b, "median", stat->median, TRUE);
-    json_number(b, "min", stat->min, TRUE);
-    json_number(b, "max", stat->max, TRUE);
+    th_json_member_measured(b, "median", stat->median);
+    th_json_member_measured(b, "min", stat->min);
+    th_json_member_measured(b, "max", stat->max);
     json_builder_end_object(b);
 }
 
@@ -526,10 +515,10 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
         th_json_member_int(b, "partitions", th_compare_run_partitions(run, m));
         json_stat(b, "host_seconds", &mode->host);
         json_stat(b, "backend_seconds", &mode->backend);
-        json_number(b, "relative_error", mode->error, FALSE);
-        json_number(b, "speedup", mode->speedup, FALSE);
-        json_number(b, "speedup_host", mode->speedup_host, FALSE);
-        json_number(b, "speedup_backend", mode->speedup_backend, FALSE);
+        th_json_member_number(b, "relative_error", mode->error);
+        th_json_member_number(b, "speedup", mode->speedup);
+        th_json_member_number(b, "speedup_host", mode->speedup_host);
+        th_json_member_number(b, "speedup_backend", mode->speedup_backend);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -537,16 +526,16 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
     json_builder_begin_object(b);
     json_stat(b, "host_seconds", &run->total_host);
     json_stat(b, "backend_seconds", &run->total_backend);
-    json_number(b, "speedup", run->speedup, FALSE);
-    json_number(b, "speedup_host", run->speedup_host, FALSE);
-    json_number(b, "speedup_backend", run->speedup_backend, FALSE);
-    json_number(b, "max_relative_error", run->max_error, FALSE);
+    th_json_member_number(b, "speedup", run->speedup);
+    th_json_member_number(b, "speedup_host", run->speedup_host);
+    th_json_member_number(b, "speedup_backend", run->speedup_backend);
+    th_json_member_number(b, "max_relative_error", run->max_error);
     json_builder_end_object(b);
     if (strcmp(result->job, "cpd") == 0) {
         json_builder_set_member_name(b, "cpd");
         json_builder_begin_object(b);
-        json_number(b, "fit", run->fit, FALSE);
-        json_number(b, "fit_difference", run->fit_difference, FALSE);
+        th_json_member_number(b, "fit", run->fit);
+        th_json_member_number(b, "fit_difference", run->fit_difference);
         th_json_member_int(b, "iterations", run->iterations);
         json_stat(b, "seconds_per_iteration", &run->seconds_per_iteration);
         json_builder_end_object(b);
@@ -569,7 +558,7 @@ static void json_tensor(JsonBuilder *b, const th_compare_result *result,
         json_builder_add_int_value(b, tensor->dims[m]);
     json_builder_end_array(b);
     th_json_member_int(b, "nnz", (gint64)tensor->nnz);
-    json_number(b, "read_seconds", tensor->read_seconds, TRUE);
+    th_json_member_measured(b, "read_seconds", tensor->read_seconds);
     json_builder_set_member_name(b, "backends");
     json_builder_begin_array(b);
     for (guint i = 0; i < tensor->runs->len; i++)
@@ -595,7 +584,7 @@ JsonNode *th_compare_json(const th_compare_result *result)
     th_json_member_int(b, "rank", result->rank);
     th_json_member_int(b, "repeats", result->repeats);
     th_json_member_int(b, "warmup", result->warmup);
-    json_number(b, "tolerance", result->tolerance, FALSE);
+    th_json_member_number(b, "tolerance", result->tolerance);
     th_json_member_int(b, "seed", (gint64)result->seed);
     json_builder_set_member_name(b, "failures");
     json_builder_begin_array(b);
@@ -613,9 +602,9 @@ JsonNode *th_compare_json(const th_compare_result *result)
         const th_compare_geomean *geomean = g_ptr_array_index(result->geomeans, i);
         json_builder_begin_object(b);
         th_json_member_string(b, "backend", geomean->label);
-        json_number(b, "speedup", geomean->speedup, FALSE);
-        json_number(b, "speedup_host", geomean->speedup_host, FALSE);
-        json_number(b, "speedup_backend", geomean->speedup_backend, FALSE);
+        th_json_member_number(b, "speedup", geomean->speedup);
+        th_json_member_number(b, "speedup_host", geomean->speedup_host);
+        th_json_member_number(b, "speedup_backend", geomean->speedup_backend);
         th_json_member_int(b, "tensors", geomean->tensors);
         json_builder_end_object(b);
     }

@@ -1,6 +1,5 @@
 #include "output/report.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 
