@@ -868,13 +868,22 @@ static gboolean parse_spt_nnz(worker *w, const char *p, const char *eol)
 
 /* ---- the tensorhost header (tns_header.h) --------------------------------- */
 
+/* Each header key stands once: FALSE (the error set) for a second `key:`
+ * line, the first having been line `first_line` (0: none yet). */
+static gboolean first_time(worker *w, uint64_t first_line, const char *key)
+{
+    if (first_line == 0)
+        return TRUE;
+    return fail(w, TH_TENSOR_READER_ERROR_HEADER,
+                "tensorhost header: a second '%s:' line (the first is line %" PRIu64 ")", key,
+                first_line);
+}
+
 /* "header: MAJOR.MINOR", the header's first line. */
 static gboolean parse_header_version(worker *w, const char *value, const char *end)
 {
-    if (w->version_line != 0)
-        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
-                    "tensorhost header: a second 'header:' line (the first is line %" PRIu64 ")",
-                    w->version_line);
+    if (!first_time(w, w->version_line, "header"))
+        return FALSE;
     uint64_t major = 0, minor = 0;
     const char *dot = memchr(value, '.', (size_t)(end - value));
     if (dot == NULL || !parse_uint_field(value, dot, &major) ||
@@ -899,10 +908,8 @@ static gboolean parse_header_version(worker *w, const char *value, const char *e
 /* "dims: D1 ... DN": the tensor's dims, which the nonzero lines must fit. */
 static gboolean parse_header_dims(worker *w, const char *value, const char *end)
 {
-    if (w->dims_line != 0)
-        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
-                    "tensorhost header: a second 'dims:' line (the first is line %" PRIu64 ")",
-                    w->dims_line);
+    if (!first_time(w, w->dims_line, "dims"))
+        return FALSE;
     const uint32_t found = count_fields(value, end);
     if (found < 2 || found > TH_MAX_MODES)
         return fail(w, TH_TENSOR_READER_ERROR_HEADER,
@@ -928,10 +935,8 @@ static gboolean parse_header_dims(worker *w, const char *value, const char *end)
 /* "label: TEXT", with the escapes tns_header.h gives. */
 static gboolean parse_header_label(worker *w, const char *value, const char *end)
 {
-    if (w->label_line != 0)
-        return fail(w, TH_TENSOR_READER_ERROR_HEADER,
-                    "tensorhost header: a second 'label:' line (the first is line %" PRIu64 ")",
-                    w->label_line);
+    if (!first_time(w, w->label_line, "label"))
+        return FALSE;
     if (value == end)
         return fail(w, TH_TENSOR_READER_ERROR_HEADER,
                     "tensorhost header: the label is empty (leave the line out for none)");
