@@ -14,6 +14,7 @@
 #define TENSORHOST_PLUGIN_SDK_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +82,17 @@ static inline void th_plugin_log(const th_host_services *host, int32_t level,
     vsnprintf(line, sizeof line, format, args);
     va_end(args);
     host->log(host->host_data, level, line);
+}
+
+/* Whether the host asks a long call to stop (host_services.is_cancelled):
+ * FALSE when `host` is NULL or its struct has no is_cancelled(). A call
+ * that stops returns TH_ERR_CANCELLED. */
+static inline bool th_plugin_stop_requested(const th_host_services *host)
+{
+    return host != NULL && host->is_cancelled != NULL &&
+           host->struct_size >= offsetof(th_host_services, is_cancelled) +
+                                    sizeof host->is_cancelled &&
+           host->is_cancelled(host->host_data) != 0;
 }
 
 /* ---- Initial factors (ABI 1.3) ---------------------------------------------

@@ -940,14 +940,6 @@ static void commit_update(th_instance *inst, uint32_t mode, int32_t norm, int th
             factor[i * rank + r] = a[i * rank + r] / divisor[r];
 }
 
-/* The host's is_cancelled(), for a host whose services have it. */
-static bool stop_requested(const th_host_services *host)
-{
-    return host != NULL &&
-           host->struct_size >= offsetof(th_host_services, is_cancelled) + sizeof host->is_cancelled &&
-           host->is_cancelled != NULL && host->is_cancelled(host->host_data) != 0;
-}
-
 /* The new factor is built in the workspace in blocks of rows, asking the
  * host between blocks whether to stop, and replaces the factor only once
  * complete: a stopped update (TH_ERR_CANCELLED) leaves the factor and
@@ -967,7 +959,7 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
     const int threads = update_threads(inst, rows);
     const int previous_threads = blas_threads_begin(threads);
     for (int64_t first = 0; first < rows; first += block) {
-        if (first > 0 && stop_requested(inst->host)) {
+        if (first > 0 && th_plugin_stop_requested(inst->host)) {
             blas_threads_end(previous_threads);
             return th_plugin_fail(err, TH_ERR_CANCELLED,
                                   "als_update(mode %u) given up after %lld of %lld rows: stop "
