@@ -97,6 +97,22 @@ th_status th_call_init_factors(const th_plugin *plugin, th_instance *instance,
     return plugin->entry.init_factors(instance, io, err);
 }
 
+th_status th_call_generalized_mttkrp(const th_plugin *plugin, th_instance *instance,
+                                     th_generalized_mttkrp_io *io, char *err)
+{
+    if (!plugin->entry.generalized_mttkrp)
+        return unsupported("generalized_mttkrp (optional, ABI 1.4)", err);
+    return plugin->entry.generalized_mttkrp(instance, io, err);
+}
+
+th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
+                                th_factor_update_io *io, char *err)
+{
+    if (!plugin->entry.factor_update)
+        return unsupported("factor_update (optional, ABI 1.4)", err);
+    return plugin->entry.factor_update(instance, io, err);
+}
+
 gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
                                   th_runtime_info *info, GError **error)
 {
@@ -450,6 +466,59 @@ gboolean th_backend_init_factors(th_backend *backend, uint64_t seed, double *con
     const th_status status =
         th_call_init_factors(backend->plugin, backend->instance, &io, message);
     return check_call(backend, status, "init_factors failed", message, error);
+}
+
+gboolean th_backend_has_generalized_mttkrp(const th_backend *backend)
+{
+    return backend->plugin->entry.generalized_mttkrp != NULL &&
+           backend->plugin->entry.factor_update != NULL;
+}
+
+gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32_t elementwise,
+                                       int32_t reduction, double epsilon,
+                                       const double *weights, double *reduced, GError **error)
+{
+    th_generalized_mttkrp_io io = {
+        .struct_size = (uint32_t)sizeof(th_generalized_mttkrp_io),
+        .mode = mode,
+        .elementwise = elementwise,
+        .reduction = reduction,
+        .epsilon = epsilon,
+        .weights = weights,
+        .reduced = 0.0,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_generalized_mttkrp(backend->plugin, backend->instance, &io, message);
+    if (!check_call(backend, status, "generalized_mttkrp failed", message, error))
+        return FALSE;
+    if (reduced)
+        *reduced = io.reduced;
+    return TRUE;
+}
+
+gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
+                                  double *vector, double tolerance, double offset,
+                                  double *violation, uint64_t *count, GError **error)
+{
+    th_factor_update_io io = {
+        .struct_size = (uint32_t)sizeof(th_factor_update_io),
+        .mode = mode,
+        .operation = operation,
+        .vector = vector,
+        .tolerance = tolerance,
+        .offset = offset,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_factor_update(backend->plugin, backend->instance, &io, message);
+    if (!check_call(backend, status, "factor_update failed", message, error))
+        return FALSE;
+    if (violation)
+        *violation = io.violation;
+    if (count)
+        *count = io.count;
+    return TRUE;
 }
 
 th_backend_facts *th_backend_facts_take(th_backend *backend)

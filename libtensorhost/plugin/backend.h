@@ -93,6 +93,23 @@ gboolean th_backend_has_init_factors(const th_backend *backend);
  * backend without init_factors is an error (TH_ERR_UNSUPPORTED). */
 gboolean th_backend_init_factors(th_backend *backend, uint64_t seed, double *const *grams,
                                  GError **error);
+/* Whether the backend has both functions of the 1.4 ABI that models other
+ * than least squares run on (generalized_mttkrp and factor_update). */
+gboolean th_backend_has_generalized_mttkrp(const th_backend *backend);
+/* generalized_mttkrp (ABI 1.4): mode's result (mode TH_MODE_NONE: none)
+ * from g = `elementwise` (TH_ELEMENTWISE_*) and, into *reduced (may be NULL),
+ * the sum of h = `reduction` (TH_REDUCTION_*) over the nonzeros, with the
+ * model weighted by `weights` ([rank], NULL for ones). Calling it on a
+ * backend without the function is an error (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32_t elementwise,
+                                       int32_t reduction, double epsilon,
+                                       const double *weights, double *reduced, GError **error);
+/* factor_update (ABI 1.4): one TH_FACTOR_* operation on mode's factor;
+ * `vector` ([rank] or NULL), tolerance and offset as the operation reads
+ * them; *violation and *count (each may be NULL) get what it reports. */
+gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
+                                  double *vector, double tolerance, double offset,
+                                  double *violation, uint64_t *count, GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
@@ -160,6 +177,10 @@ th_status th_call_als_sweep(const th_plugin *plugin, th_instance *instance,
                             th_als_sweep_io *io, char *err);
 th_status th_call_init_factors(const th_plugin *plugin, th_instance *instance,
                                th_init_factors_io *io, char *err);
+th_status th_call_generalized_mttkrp(const th_plugin *plugin, th_instance *instance,
+                                     th_generalized_mttkrp_io *io, char *err);
+th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
+                                th_factor_update_io *io, char *err);
 
 /* Runtime and mode info as GErrors: the structs are zeroed first (strings
  * empty, times negative) and stay so when the plugin lacks the function;

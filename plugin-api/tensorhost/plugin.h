@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.3
+ * tensorhost plugin ABI, version 1.4
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -33,8 +33,8 @@
  *
  * Structs passed in, filled by one side and read by the other: th_plugin_entry
  * and th_plugin_info (plugin -> host); th_host_services, th_coo_tensor,
- * th_als_output and the in-fields of th_als_sweep_io and th_init_factors_io
- * (host -> plugin).
+ * th_als_output and the in-fields of th_als_sweep_io, th_init_factors_io,
+ * th_generalized_mttkrp_io and th_factor_update_io (host -> plugin).
  *   - struct_size is the filler's sizeof(), from the header it was built with.
  *   - The reader reads a field only when the whole of it lies within
  *     struct_size (TH_HAS_FIELD).
@@ -46,8 +46,9 @@
  *     struct's tail, from a newer header, is ignored.
  *
  * Structs passed out, owned by the caller and filled by the callee:
- * th_runtime_info, th_mode_info and the out-field (modes_done) of
- * th_als_sweep_io.
+ * th_runtime_info, th_mode_info and the out-fields of th_als_sweep_io
+ * (modes_done), th_generalized_mttkrp_io (reduced) and th_factor_update_io
+ * (violation, count).
  *   - The caller sets struct_size to its own sizeof() and every other field to
  *     its documented "absent" value (empty string, 0, negative time) before
  *     the call.
@@ -68,8 +69,9 @@
  * (as CLAP's get_extension() and LV2's extension_data() do: a string or URI
  * per feature, answered with a struct of functions). That fits what grows
  * here: a handful of optional calls on one object (als_update, als_sweep,
- * init_factors, the runtime and mode queries) and a fact or two per version,
- * all serving one feature, MTTKRP for CP-ALS. With one entry table the host
+ * init_factors, the runtime and mode queries, the generalized MTTKRP) and a
+ * fact or two per version, all serving one feature: MTTKRP-based
+ * decompositions of one tensor. With one entry table the host
  * learns everything in one dlsym(); checking a plugin is a few size
  * comparisons and NULL tests at load time; a call is one indirect call, never
  * a string lookup; and the layout tests pin every offset. Named extensions would pay
@@ -116,6 +118,11 @@
  *   its own memory and returns their Grams, so a run starts without
  *   uploading a factor; without it the host draws the same values (on all
  *   its cores) and uploads them with set_factor().
+ *   Models other than least squares (1.4) keep the same division: the
+ *   backend evaluates the model at its nonzeros and accumulates an
+ *   elementwise function of data and model into the MTTKRP result
+ *   (generalized_mttkrp), and applies elementwise updates to a factor it
+ *   holds (factor_update); only rank-length vectors and scalars cross.
  *
  * Initial factors
  *   A run given no initial factors starts from F_m(i, r), for mode m, row
@@ -175,6 +182,12 @@
  *        itself from the counter-based formula above and returns their
  *        Grams (th_init_factors_io); the formula in <tensorhost/plugin_sdk.h>.
  *        No layout of 1.2 moves.
+ *   1.4  models beyond least squares: optional generalized_mttkrp() (an
+ *        elementwise function of each nonzero's data and model values,
+ *        TH_ELEMENTWISE_*, and a sum over the nonzeros, TH_REDUCTION_*) and
+ *        factor_update() (elementwise operations on one backend-held factor,
+ *        TH_FACTOR_*), which CP-APR (Poisson CP) runs on; TH_MODE_NONE.
+ *        No layout of 1.3 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -187,7 +200,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 3u
+#define TH_ABI_VERSION_MINOR 4u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -451,6 +464,108 @@ typedef struct th_init_factors_io {
 } th_init_factors_io;
 #define TH_INIT_FACTORS_IO_V1_3_SIZE TH_FIELD_END(th_init_factors_io, grams)
 
+/* --- ABI 1.4 --- */
+
+/* "No mode": generalized_mttkrp() with this mode computes its reduction only
+ * and leaves every mode's result as it was. */
+#define TH_MODE_NONE UINT32_MAX
+
+/* The elementwise function g(x, m) that generalized_mttkrp() accumulates,
+ * with x a nonzero's value and m the model's value at the same index (see
+ * th_generalized_mttkrp_io). A minor version may append functions (the
+ * generalized CP losses of Hong, Kolda and Duersch are their derivatives
+ * dF/dm); a backend answers a function it does not know with
+ * TH_ERR_UNSUPPORTED and a message naming it. */
+enum {
+    /* g = x: the plain MTTKRP (m is not computed; weights, epsilon unused). */
+    TH_ELEMENTWISE_VALUE = 0,
+    /* g = x / max(m, epsilon): the Poisson model's ratio, CP-APR's Phi. */
+    TH_ELEMENTWISE_POISSON_RATIO = 1,
+    /* g = m - x: the least-squares residual on the listed entries, whose
+     * MTTKRP is the gradient of 1/2 sum (m - x)^2 over them (completion). */
+    TH_ELEMENTWISE_RESIDUAL = 2
+};
+
+/* The function h(x, m) whose sum over the nonzeros generalized_mttkrp()
+ * returns in th_generalized_mttkrp_io.reduced. Appendable as above. */
+enum {
+    TH_REDUCTION_NONE = 0, /* reduced = 0, m need not be computed for it */
+    /* h = x log(m) where x != 0, 0 where x == 0 (-inf where x > 0 and
+     * m <= 0): the data term of the Poisson log-likelihood, which is
+     * sum_i h(x_i, m_i) - sum of every model entry (Tensor Toolbox's
+     * tt_loglikelihood; the host adds the second term). */
+    TH_REDUCTION_POISSON_LOG_LIKELIHOOD = 1,
+    TH_REDUCTION_SQUARED_RESIDUAL = 2, /* h = (m - x)^2 */
+    TH_REDUCTION_INNER_PRODUCT = 3     /* h = x m: <X, model> */
+};
+
+/* In and out of generalized_mttkrp(). Caller-owned, struct_size the
+ * host's sizeof(); the in-fields are passed in (the plugin refuses a struct
+ * shorter than TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE with
+ * TH_ERR_INVALID_ARGUMENT), `reduced` is passed out.
+ *
+ * For each nonzero i with index (i_0 .. i_{N-1}) and value x_i, the model's
+ * value is
+ *   m_i = sum_r w_r prod_k A_k(i_k, r)
+ * over every mode k (the target mode included), with A_k the factors the
+ * backend holds and w the weights (all ones when NULL). Then
+ *   G(j, r)  = sum over nonzeros with i_mode = j of
+ *              g(x_i, m_i) * prod_{k != mode} A_k(i_k, r)
+ *   reduced  = sum over all nonzeros of h(x_i, m_i)
+ * G replaces mode's MTTKRP result, as mttkrp() does (get_mttkrp_result()
+ * and factor_update() read it); with TH_ELEMENTWISE_VALUE and no weights it
+ * is exactly mttkrp(mode)'s. */
+typedef struct th_generalized_mttkrp_io {
+    uint32_t struct_size;
+    uint32_t mode;          /* in: target mode, or TH_MODE_NONE (reduction only) */
+    int32_t elementwise;    /* in: TH_ELEMENTWISE_* (g); unused for TH_MODE_NONE */
+    int32_t reduction;      /* in: TH_REDUCTION_* (h) */
+    double epsilon;         /* in: the floor of m in g's divisions (> 0 where used) */
+    const double *weights;  /* in: [rank] w, borrowed for the call; NULL: all ones */
+    double reduced;         /* out: the sum of h; 0 for TH_REDUCTION_NONE */
+} th_generalized_mttkrp_io;
+
+#define TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE TH_FIELD_END(th_generalized_mttkrp_io, reduced)
+
+/* The elementwise operations of factor_update() on the factor A = A_mode the
+ * backend holds (I = dims[mode] rows, R = rank columns), with Phi the latest
+ * (generalized) MTTKRP result of that mode. Appendable as above. */
+enum {
+    /* A(:, r) *= vector[r]. In: vector. (Moving weights into a factor.) */
+    TH_FACTOR_SCALE_COLUMNS = 1,
+    /* vector[r] <- sum_i |A(i, r)|, then A(:, r) /= vector[r] where
+     * vector[r] > 0 (a zero column stays zero). Out: vector. */
+    TH_FACTOR_NORMALIZE_1 = 2,
+    /* CP-APR's multiplicative update. violation <- max_ij |min(A(i,j),
+     * 1 - Phi(i,j))| (the KKT violation of A before the update); then, only
+     * if violation >= tolerance, A <- A .* Phi and count <- 1 (else 0).
+     * In: tolerance. Out: violation, count. */
+    TH_FACTOR_MULTIPLICATIVE_UPDATE = 3,
+    /* CP-APR's fix of inadmissible zeros: where Phi(i,j) > 1 and
+     * A(i,j) < tolerance, A(i,j) += offset; count <- how many entries
+     * changed. In: tolerance, offset. Out: count. */
+    TH_FACTOR_RAISE_INADMISSIBLE_ZEROS = 4
+};
+
+/* In and out of factor_update(). Caller-owned, struct_size the host's
+ * sizeof(); the in-fields are passed in (the plugin refuses a struct
+ * shorter than TH_FACTOR_UPDATE_IO_V1_4_SIZE with TH_ERR_INVALID_ARGUMENT),
+ * violation and count are passed out, and vector is read or written as the
+ * operation says. The caller sets the out-fields to 0 first. */
+typedef struct th_factor_update_io {
+    uint32_t struct_size;
+    uint32_t mode;      /* in */
+    int32_t operation;  /* in: TH_FACTOR_* */
+    uint32_t reserved0; /* 0 */
+    double *vector;     /* in or out: [rank], caller-owned, per operation (else unused) */
+    double tolerance;   /* in: per operation */
+    double offset;      /* in: per operation */
+    double violation;   /* out: per operation */
+    uint64_t count;     /* out: per operation */
+} th_factor_update_io;
+
+#define TH_FACTOR_UPDATE_IO_V1_4_SIZE TH_FIELD_END(th_factor_update_io, count)
+
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -568,15 +683,40 @@ typedef struct th_plugin_entry {
      * io->struct_size below TH_INIT_FACTORS_IO_V1_3_SIZE, io->nmodes not the
      * loaded order, a NULL pointer -> TH_ERR_INVALID_ARGUMENT. */
     th_status (*init_factors)(th_instance *instance, th_init_factors_io *io, char *err);
+
+    /* --- ABI 1.4 ------------------------------------------------------- */
+
+    /* Optional (NULL if unsupported; no capability flag). The generalized
+     * MTTKRP of th_generalized_mttkrp_io on backend-held data: mode's result
+     * (unless io->mode is TH_MODE_NONE) and io->reduced. A backend with
+     * several schemes applies them here as to mttkrp(), and reports the time
+     * through get_mode_info() as for mttkrp(). Errors: no tensor loaded ->
+     * TH_ERR_BAD_STATE; a short io, a mode out of range, an elementwise
+     * function other than VALUE with a non-positive epsilon where it
+     * divides -> TH_ERR_INVALID_ARGUMENT; a function or reduction the
+     * backend does not know -> TH_ERR_UNSUPPORTED. The host runs a model
+     * other than least squares only on a backend that has both this and
+     * factor_update(). */
+    th_status (*generalized_mttkrp)(th_instance *instance, th_generalized_mttkrp_io *io,
+                                    char *err);
+
+    /* Optional (NULL if unsupported; no capability flag). One elementwise
+     * operation on mode's backend-held factor (TH_FACTOR_*; see
+     * th_factor_update_io). Operations that read Phi need a result of that
+     * mode: before the first (generalized) MTTKRP of the mode ->
+     * TH_ERR_BAD_STATE. Errors otherwise as generalized_mttkrp(). */
+    th_status (*factor_update)(th_instance *instance, th_factor_update_io *io, char *err);
 } th_plugin_entry;
 
 /* Passed in (plugin -> host). The 1.0 entry: the host refuses a shorter
  * struct. The 1.1 entry: als_sweep is present only in an entry this long.
  * 1.2 did not grow the entry. The 1.3 entry: init_factors is present only
- * in an entry this long. */
+ * in an entry this long. The 1.4 entry: generalized_mttkrp and
+ * factor_update are present only in an entry this long. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE TH_FIELD_END(th_plugin_entry, get_mode_info)
 #define TH_PLUGIN_ENTRY_V1_1_SIZE TH_FIELD_END(th_plugin_entry, als_sweep)
 #define TH_PLUGIN_ENTRY_V1_3_SIZE TH_FIELD_END(th_plugin_entry, init_factors)
+#define TH_PLUGIN_ENTRY_V1_4_SIZE TH_FIELD_END(th_plugin_entry, factor_update)
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \
