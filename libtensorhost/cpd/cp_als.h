@@ -43,7 +43,29 @@ const char *th_update_path_name(th_update_path path);
 /* The inverse; FALSE for any other text. */
 gboolean th_update_path_from_name(const char *name, th_update_path *path);
 
+/* The model a run fits. */
+typedef enum th_cpd_model {
+    TH_MODEL_LEAST_SQUARES = 0, /* CP-ALS (th_cp_als) */
+    TH_MODEL_POISSON = 1,       /* CP-APR, multiplicative updates (th_cp_apr) */
+} th_cpd_model;
+
+/* "least-squares", "poisson" (the config's cpd.model values). */
+const char *th_cpd_model_name(th_cpd_model model);
+/* The inverse; FALSE for any other text. */
+gboolean th_cpd_model_from_name(const char *name, th_cpd_model *model);
+
+/* CP-APR's parameters besides max_iters and tolerance (its stoptol, the
+ * KKT tolerance), with pyttb's cp_apr names and defaults in brackets. */
+typedef struct th_apr_params {
+    uint32_t max_inner_iters; /* inner MU iterations per mode [maxinneriters 10] */
+    double kappa;             /* offset for inadmissible zeros [kappa 0.01] */
+    double kappa_tolerance;   /* what counts as zero there [kappatol 1e-10] */
+    double epsilon;           /* floor of the model in divisions [epsDivZero 1e-10] */
+} th_apr_params;
+
 typedef struct th_cpd_params {
+    th_cpd_model model;
+    th_apr_params apr; /* read for TH_MODEL_POISSON only */
     uint32_t rank;
     uint32_t max_iters;
     double tolerance;
@@ -72,9 +94,17 @@ gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance);
 
 typedef struct th_cpd_iteration {
     uint32_t iteration; /* 1-based */
+    /* Least squares: the fit and its change, the stopping rule's measure.
+     * Poisson: the log-likelihood and its change (the fit of a Poisson
+     * model is computed once, for the final model: th_cpd_result.fit). */
     double fit;
     double delta;   /* fit - previous fit (the first: fit itself) */
     double seconds; /* wall time of this iteration */
+    /* Poisson only (NaN / 0 for least squares): */
+    double log_likelihood;     /* after this outer iteration */
+    double kkt_violation;      /* max over modes of the last inner iteration's */
+    uint32_t inner_iterations; /* summed over the modes */
+    uint32_t inadmissible_zero_modes; /* modes whose inadmissible zeros were raised */
 } th_cpd_iteration;
 
 typedef struct th_cpd_result {
@@ -86,7 +116,12 @@ typedef struct th_cpd_result {
     double *lambda;   /* [rank] */
     double **factors; /* [nmodes] arrays of dims[m] x rank, row-major */
     GArray *iterations; /* th_cpd_iteration */
-    double fit;
+    double fit; /* least-squares fit 1 - ||X - M|| / ||X||, for every model */
+    th_cpd_model model;
+    /* Poisson: the final model's log-likelihood and KKT violation (NaN for
+     * least squares). */
+    double log_likelihood;
+    double kkt_violation;
     gboolean converged;   /* stopped by the tolerance */
     gboolean interrupted; /* stopped on request: a signal, or a callback said stop */
     /* Set with `interrupted` when the stop came inside an iteration (a long
