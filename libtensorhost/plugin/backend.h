@@ -32,6 +32,7 @@ typedef struct th_backend {
     gboolean planned;
     uint32_t planned_rank;
     th_update_path requested_update, update_path;
+    int32_t planned_model; /* the th_cpd_model (cp_als.h) the plan was made for */
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
