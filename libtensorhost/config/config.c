@@ -29,6 +29,9 @@ static const th_key_schema tensor_keys[] = {
 /* th_update_path_name()'s texts, in cp_als.h's order. */
 static const char *const cpd_update_choices[] = {"auto", "sweep", "mode", "host", NULL};
 
+/* th_cpd_model_name()'s texts, in cp_als.h's order. */
+static const char *const cpd_model_choices[] = {"least-squares", "poisson", NULL};
+
 static const th_key_schema cpd_keys[] = {
     {.name = "rank", .type = TH_KEY_INTEGER, TH_FIELD(rank), .min = 1, .max = 4096,
      .default_integer = 16, .doc = "number of rank-one components"},
@@ -42,6 +45,19 @@ static const th_key_schema cpd_keys[] = {
      .choices = cpd_update_choices,
      .doc = "where factors are updated: the best the backend has, one als_sweep per "
             "iteration, als_update per mode, or on the host"},
+    {.name = "model", .type = TH_KEY_STRING, TH_FIELD(model), .default_string = "least-squares",
+     .choices = cpd_model_choices,
+     .doc = "the model fitted: CP-ALS (least squares) or CP-APR (Poisson, for counts)"},
+    {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
+     .max = UINT32_MAX, .default_integer = 10,
+     .doc = "poisson: multiplicative updates per mode and outer iteration"},
+    {.name = "kappa", .type = TH_KEY_NUMBER, TH_FIELD(kappa), .min_number = 0.0,
+     .default_number = 0.01, .doc = "poisson: offset added to inadmissible zeros"},
+    {.name = "kappa_tolerance", .type = TH_KEY_NUMBER, TH_FIELD(kappa_tolerance),
+     .min_number = 0.0, .default_number = 1e-10,
+     .doc = "poisson: factor entries below it count as zeros"},
+    {.name = "epsilon", .type = TH_KEY_NUMBER, TH_FIELD(epsilon), .min_number = 0.0,
+     .default_number = 1e-10, .doc = "poisson: floor of the model in divisions (> 0)"},
 };
 
 static const th_key_schema backend_keys[] = {
@@ -930,6 +946,88 @@ static gboolean apply_override(th_toml_node *root, const char *argument, GError 
 
 /* ---- Loading ------------------------------------------------------------- */
 
+/* The keys only CP-APR reads. */
+static const char *const poisson_keys[] = {"cpd.max_inner_iters", "cpd.kappa",
+                                           "cpd.kappa_tolerance", "cpd.epsilon"};
+
+/* Whether a backend option's value names more than one GPU: "all", or a
+ * list of ordinals ("0,1"). */
+static gboolean several_devices(const char *value)
+{
+    return strchr(value, ',') != NULL || g_ascii_strncasecmp(value, "all", 3) == 0;
+}
+
+static gboolean refuse_devices(const load_context *ctx, const char *key, const char *value,
+                               GError **error)
+{
+    const char *where = g_hash_table_lookup(ctx->where, key);
+    g_autofree char *quoted = th_config_quote_for_message(value);
+    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                "%s: %s = %s: multi-GPU CP-APR (cpd.model = \"poisson\") is not implemented "
+                "yet; name one device (device = N)",
+                where ? where : ctx->source_name, key, quoted);
+    return FALSE;
+}
+
+/* The rules of cpd.model that span keys: Poisson's own defaults of
+ * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
+ * an update path with Poisson, several GPUs with Poisson. */
+static gboolean finish_model(const load_context *ctx, th_config *config, GError **error)
+{
+    const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
+    if (!poisson) {
+        for (size_t i = 0; i < G_N_ELEMENTS(poisson_keys); ++i) {
+            const char *where = g_hash_table_lookup(ctx->where, poisson_keys[i]);
+            if (!where)
+                continue;
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                        "%s: %s is a parameter of the Poisson model (cpd.model = \"poisson\"); "
+                        "the model is \"%s\"",
+                        where, poisson_keys[i], config->model);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    if (!g_hash_table_contains(ctx->where, "cpd.tolerance"))
+        config->tolerance = 1e-4;
+    if (!g_hash_table_contains(ctx->where, "cpd.max_iters"))
+        config->max_iters = 1000;
+    if (g_strcmp0(config->update, "auto") != 0) {
+        const char *where = g_hash_table_lookup(ctx->where, "cpd.update");
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                    "%s: cpd.update = \"%s\": the update paths are the least-squares "
+                    "model's; with cpd.model = \"poisson\" the updates always run in the "
+                    "backend: leave cpd.update out or set it to \"auto\"",
+                    where ? where : ctx->source_name, config->update);
+        return FALSE;
+    }
+    if (!(config->epsilon > 0.0)) {
+        const char *where = g_hash_table_lookup(ctx->where, "cpd.epsilon");
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
+                    "%s: cpd.epsilon: expected a number > 0 (the floor of the model in "
+                    "divisions), found %g",
+                    where ? where : ctx->source_name, config->epsilon);
+        return FALSE;
+    }
+    for (guint i = 0; config->plugin_options && i < config->plugin_options->len; ++i) {
+        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
+        if (strcmp(option->key, "devices") == 0 && several_devices(option->value))
+            return refuse_devices(ctx, "backend.options.devices", option->value, error);
+    }
+    for (guint t = 0; config->plugin_option_tables && t < config->plugin_option_tables->len;
+         ++t) {
+        const th_config_plugin_options *table = g_ptr_array_index(config->plugin_option_tables, t);
+        for (guint i = 0; table->options && i < table->options->len; ++i) {
+            const th_config_option *option = g_ptr_array_index(table->options, i);
+            if (strcmp(option->key, "devices") != 0 || !several_devices(option->value))
+                continue;
+            g_autofree char *key = g_strdup_printf("backend.options.%s.devices", table->plugin);
+            return refuse_devices(ctx, key, option->value, error);
+        }
+    }
+    return TRUE;
+}
+
 static void context_clear(load_context *ctx)
 {
     g_free(ctx->config_dir);
@@ -952,6 +1050,8 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
     if (!walk_table(ctx, root, &root_schema, "", config, error))
         return NULL;
     if (!check_required(ctx, &root_schema, config, error))
+        return NULL;
+    if (!finish_model(ctx, config, error))
         return NULL;
     if (!th_config_finish_compare(ctx, root, config, error))
         return NULL;
@@ -1082,6 +1182,7 @@ void th_config_free(th_config *config)
     g_free(config->source_path);
     g_free(config->tensor_path);
     g_free(config->update);
+    g_free(config->model);
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);

@@ -67,6 +67,19 @@ typedef struct th_config {
     double tolerance;   /* default 1e-5, >= 0 */
     uint64_t seed;      /* default 42, 0..INT64_MAX */
     char *update;       /* "auto" (default), "sweep", "mode" or "host": th_update_path_name() */
+    /* "least-squares" (default) or "poisson": th_cpd_model_name(). With
+     * "poisson", tolerance (the KKT tolerance) defaults to 1e-4 and
+     * max_iters to 1000 (pyttb's cp_apr), update must be "auto", and the
+     * backend options may name one GPU only. */
+    char *model;
+    /* CP-APR's (model "poisson" only; setting one with another model is an
+     * error): inner iterations per mode (default 10, >= 1), the offset of
+     * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,
+     * >= 0), the floor of the model in divisions (1e-10, > 0). */
+    uint32_t max_inner_iters;
+    double kappa;
+    double kappa_tolerance;
+    double epsilon;
 
     /* [backend] */
     char *plugin;              /* default "auto": a name, or a path when it contains '/' or

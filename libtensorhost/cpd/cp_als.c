@@ -25,6 +25,37 @@ static const char *const init_source_names[] = {
     [TH_INIT_GIVEN] = "given",
 };
 
+static const char *const model_names[] = {
+    [TH_MODEL_LEAST_SQUARES] = "least-squares",
+    [TH_MODEL_POISSON] = "poisson",
+};
+
+const char *th_cpd_model_name(th_cpd_model model)
+{
+    return (size_t)model < G_N_ELEMENTS(model_names) ? model_names[model] : "?";
+}
+
+gboolean th_cpd_model_from_name(const char *name, th_cpd_model *model)
+{
+    for (size_t i = 0; name && i < G_N_ELEMENTS(model_names); ++i) {
+        if (strcmp(name, model_names[i]) == 0) {
+            *model = (th_cpd_model)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+th_apr_params th_apr_params_default(void)
+{
+    return (th_apr_params){
+        .max_inner_iters = TH_APR_DEFAULT_MAX_INNER_ITERS,
+        .kappa = TH_APR_DEFAULT_KAPPA,
+        .kappa_tolerance = TH_APR_DEFAULT_KAPPA_TOLERANCE,
+        .epsilon = TH_APR_DEFAULT_EPSILON,
+    };
+}
+
 const char *th_init_source_name(th_init_source source)
 {
     return (size_t)source < G_N_ELEMENTS(init_source_names) ? init_source_names[source] : "?";
@@ -102,8 +133,15 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
         .tolerance = config->tolerance,
         .seed = config->seed,
         .update = TH_UPDATE_AUTO,
+        .apr = {
+            .max_inner_iters = config->max_inner_iters,
+            .kappa = config->kappa,
+            .kappa_tolerance = config->kappa_tolerance,
+            .epsilon = config->epsilon,
+        },
     };
     (void)th_update_path_from_name(config->update, &params.update);
+    (void)th_cpd_model_from_name(config->model, &params.model);
     return params;
 }
 
@@ -149,13 +187,45 @@ static gboolean check_rank(const th_backend *backend, uint32_t rank, const char 
     return FALSE;
 }
 
+/* A model other than least squares runs on the 1.4 functions, with its
+ * updates in the backend: there is no path to choose. */
+static gboolean check_model(const th_backend *backend, const th_cpd_params *params,
+                            GError **error)
+{
+    if (params->model == TH_MODEL_LEAST_SQUARES)
+        return TRUE;
+    if (params->model != TH_MODEL_POISSON) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL, "unknown model %d",
+                    (int)params->model);
+        return FALSE;
+    }
+    if (!th_backend_has_generalized_mttkrp(backend)) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "model \"%s\" (cpd.model) needs generalized_mttkrp and factor_update "
+                    "(plugin ABI 1.4), which plugin '%s' does not implement",
+                    th_cpd_model_name(params->model), th_backend_info(backend)->id);
+        return FALSE;
+    }
+    if (params->update != TH_UPDATE_AUTO) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                    "update path \"%s\" (cpd.update) is for the least-squares model; model "
+                    "\"%s\" always updates in the backend: use \"auto\"",
+                    th_update_path_name(params->update), th_cpd_model_name(params->model));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
                      GError **error)
 {
-    th_update_path path;
-    if (!check_rank(backend, params->rank, where, error) ||
-        !resolve_update_path(backend, params->update, &path, error))
+    th_update_path path = TH_UPDATE_MODE;
+    if (!check_model(backend, params, error) ||
+        !check_rank(backend, params->rank, where, error) ||
+        (params->model == TH_MODEL_LEAST_SQUARES &&
+         !resolve_update_path(backend, params->update, &path, error)))
         return FALSE;
+    backend->planned_model = (int32_t)params->model;
     backend->planned = TRUE;
     backend->planned_rank = params->rank;
     backend->requested_update = params->update;
@@ -337,8 +407,10 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     g_return_val_if_fail(backend->nmodes == tensor->nmodes && backend->rank == params->rank, NULL);
     const gint64 run_start = g_get_monotonic_time();
     const uint32_t nmodes = tensor->nmodes;
+    g_return_val_if_fail(params->model == TH_MODEL_LEAST_SQUARES, NULL);
     const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
-                             backend->requested_update == params->update;
+                             backend->requested_update == params->update &&
+                             backend->planned_model == (int32_t)params->model;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
     const th_update_path path = backend->update_path;
@@ -351,6 +423,9 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_seconds = g_new0(double, nmodes);
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = path;
+    r->model = TH_MODEL_LEAST_SQUARES;
+    r->log_likelihood = NAN;
+    r->kkt_violation = NAN;
 
     const th_als_step_callbacks step_callbacks = {
         .mode = callbacks ? callbacks->mode : NULL,
@@ -403,6 +478,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             .fit = fit,
             .delta = fit - previous_fit,
             .seconds = seconds_since(start),
+            .log_likelihood = NAN,
+            .kkt_violation = NAN,
         };
         g_array_append_val(r->iterations, record);
         r->fit = fit;

@@ -26,6 +26,12 @@ typedef enum {
     TH_CPD_ERROR_ZERO_TENSOR, /* every value is zero: no decomposition exists */
     TH_CPD_ERROR_RANK,        /* a rank the backend cannot take */
     TH_CPD_ERROR_NOT_FINITE,  /* an iteration's fit came out NaN or infinite */
+    /* The model asked for needs functions the plugin lacks (the Poisson
+     * model: generalized_mttkrp and factor_update, ABI 1.4). */
+    TH_CPD_ERROR_MODEL,
+    /* Input the model cannot take: a negative or non-finite tensor value
+     * or initial factor entry for the Poisson model. */
+    TH_CPD_ERROR_INPUT,
 } th_cpd_error;
 
 /* Where a run's initial factors came from. */
@@ -79,7 +85,24 @@ typedef struct th_cpd_params {
      * counter-based factors (th_cpd_initial_factors), drawn by the backend
      * when it has init_factors (ABI 1.3), else by the host and uploaded. */
     const double *const *initial_factors;
+    /* NULL, or [rank] initial weights (lambda) to go with initial_factors;
+     * NULL: all ones. Read by the Poisson model only (CP-ALS's first
+     * normalisation would take them out again). Borrowed for the call. */
+    const double *initial_weights;
 } th_cpd_params;
+
+/* CP-APR's defaults (pyttb's cp_apr): th_apr_params and, when the config
+ * leaves them out, the tolerance (stoptol) and max_iters (maxiters) of a
+ * Poisson run. */
+#define TH_APR_DEFAULT_MAX_INNER_ITERS 10u
+#define TH_APR_DEFAULT_KAPPA 0.01
+#define TH_APR_DEFAULT_KAPPA_TOLERANCE 1e-10
+#define TH_APR_DEFAULT_EPSILON 1e-10
+#define TH_APR_DEFAULT_TOLERANCE 1e-4
+#define TH_APR_DEFAULT_MAX_ITERS 1000u
+
+/* th_apr_params with pyttb's defaults. */
+th_apr_params th_apr_params_default(void);
 
 /* The [cpd] keys of `config` as parameters, at `rank` (a comparison may run
  * several). cpd.update's text (the loader accepts only th_update_path_name()'s)
@@ -203,8 +226,12 @@ gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error);
  * equations turn rank deficient and the fit stops improving. */
 uint64_t th_cpd_rank_bound(const th_sptensor *tensor);
 
-/* Plans a run of `params` on `backend` before any work: its rank against
- * the plugin's maximum (FALSE with TH_CPD_ERROR_RANK naming both) and
+/* Plans a run of `params` on `backend` before any work: for a model other
+ * than least squares, the functions it needs (FALSE with
+ * TH_CPD_ERROR_MODEL naming the plugin and the functions; an update path
+ * other than AUTO is TH_CPD_ERROR_UPDATE_PATH, since such a model's
+ * updates always run in the backend, planned as TH_UPDATE_MODE); its rank
+ * against the plugin's maximum (FALSE with TH_CPD_ERROR_RANK naming both) and
  * params->update resolved to the path the backend has (never AUTO; FALSE
  * with TH_CPD_ERROR_UPDATE_PATH naming the plugin and the capability), both
  * kept in the backend (planned_rank, update_path) for th_cp_als. `where`

@@ -240,3 +240,128 @@ void th_cp_model_arrange(double *lambda, double *const *factors, const th_index 
     for (uint32_t m = 0; m < nmodes; ++m)
         permute_scale_columns(factors[m], dims[m], rank, order, scales + (size_t)m * rank);
 }
+
+void th_cp_model_arrange_1norm(double *lambda, double *const *factors, const th_index *dims,
+                               uint32_t nmodes, uint32_t rank)
+{
+    g_autofree double *scale = g_new(double, rank);
+    g_autofree double *norm = g_new(double, rank);
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        /* Nonnegative factors of magnitude at most 1 (CP-APR leaves unit
+         * 1-norm columns): a plain sequential sum is exact enough and
+         * independent of the thread count. */
+        memset(norm, 0, sizeof(double) * rank);
+        for (uint64_t i = 0; i < dims[m]; ++i) {
+            const double *row = factors[m] + i * rank;
+            for (uint32_t r = 0; r < rank; ++r)
+                norm[r] += fabs(row[r]);
+        }
+        for (uint32_t r = 0; r < rank; ++r) {
+            scale[r] = norm[r] > 0.0 ? 1.0 / norm[r] : 1.0;
+            lambda[r] *= norm[r];
+        }
+        permute_scale_columns(factors[m], dims[m], rank, NULL, scale);
+    }
+    g_autofree uint32_t *order = decreasing_lambda_order(lambda, rank);
+    permute_lambda(lambda, order, rank);
+    for (uint32_t r = 0; r < rank; ++r)
+        scale[r] = 1.0;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        permute_scale_columns(factors[m], dims[m], rank, order, scale);
+}
+
+/* Column 2-norms of a (rows x rank). */
+static void column_norms(const double *a, uint64_t rows, uint32_t rank, double *norm)
+{
+    memset(norm, 0, sizeof(double) * rank);
+    for (uint64_t i = 0; i < rows; ++i)
+        for (uint32_t r = 0; r < rank; ++r)
+            norm[r] += a[i * rank + r] * a[i * rank + r];
+    for (uint32_t r = 0; r < rank; ++r)
+        norm[r] = sqrt(norm[r]);
+}
+
+/* The best sum of congruence[r * rank + perm[r]] over permutations, by
+ * recursion over the components of A still to match. */
+static double best_matching(const double *congruence, uint32_t rank, uint32_t r, gboolean *used)
+{
+    if (r == rank)
+        return 0.0;
+    double best = -1.0;
+    for (uint32_t s = 0; s < rank; ++s) {
+        if (used[s])
+            continue;
+        used[s] = TRUE;
+        const double total = congruence[(size_t)r * rank + s] +
+                             best_matching(congruence, rank, r + 1, used);
+        used[s] = FALSE;
+        best = MAX(best, total);
+    }
+    return best;
+}
+
+static double greedy_matching(const double *congruence, uint32_t rank)
+{
+    g_autofree gboolean *used_a = g_new0(gboolean, rank);
+    g_autofree gboolean *used_b = g_new0(gboolean, rank);
+    double total = 0.0;
+    for (uint32_t k = 0; k < rank; ++k) {
+        double best = -1.0;
+        uint32_t best_r = 0, best_s = 0;
+        for (uint32_t r = 0; r < rank; ++r)
+            for (uint32_t s = 0; s < rank; ++s)
+                if (!used_a[r] && !used_b[s] && congruence[(size_t)r * rank + s] > best) {
+                    best = congruence[(size_t)r * rank + s];
+                    best_r = r;
+                    best_s = s;
+                }
+        used_a[best_r] = used_b[best_s] = TRUE;
+        total += best;
+    }
+    return total;
+}
+
+double th_cp_model_score(const double *lambda_a, const double *const *factors_a,
+                         const double *lambda_b, const double *const *factors_b,
+                         const th_index *dims, uint32_t nmodes, uint32_t rank)
+{
+    if (rank == 0)
+        return 1.0;
+    g_autofree double *la = g_memdup2(lambda_a, sizeof(double) * rank);
+    g_autofree double *lb = g_memdup2(lambda_b, sizeof(double) * rank);
+    g_autofree double *congruence = g_new(double, (size_t)rank * rank);
+    for (size_t k = 0; k < (size_t)rank * rank; ++k)
+        congruence[k] = 1.0;
+    g_autofree double *na = g_new(double, rank);
+    g_autofree double *nb = g_new(double, rank);
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        column_norms(factors_a[m], dims[m], rank, na);
+        column_norms(factors_b[m], dims[m], rank, nb);
+        for (uint32_t r = 0; r < rank; ++r) {
+            la[r] *= na[r];
+            lb[r] *= nb[r];
+        }
+        for (uint32_t r = 0; r < rank; ++r)
+            for (uint32_t s = 0; s < rank; ++s) {
+                double dot = 0.0;
+                for (uint64_t i = 0; i < dims[m]; ++i)
+                    dot += factors_a[m][i * rank + r] * factors_b[m][i * rank + s];
+                const double denominator = na[r] * nb[s];
+                congruence[(size_t)r * rank + s] *=
+                    denominator > 0.0 ? fabs(dot) / denominator : 0.0;
+            }
+    }
+    for (uint32_t r = 0; r < rank; ++r)
+        for (uint32_t s = 0; s < rank; ++s) {
+            const double a = fabs(la[r]), b = fabs(lb[s]), top = MAX(a, b);
+            congruence[(size_t)r * rank + s] *= top > 0.0 ? 1.0 - fabs(a - b) / top : 1.0;
+        }
+    double total;
+    if (rank <= 8) {
+        g_autofree gboolean *used = g_new0(gboolean, rank);
+        total = best_matching(congruence, rank, 0, used);
+    } else {
+        total = greedy_matching(congruence, rank);
+    }
+    return total / rank;
+}

@@ -40,4 +40,26 @@ void th_cp_model_sort(double *lambda, double *const *factors, const th_index *di
 void th_cp_model_arrange(double *lambda, double *const *factors, const th_index *dims,
                          uint32_t nmodes, uint32_t rank);
 
+/* The published form of a nonnegative model (CP-APR's, as pyttb's
+ * ktensor.normalize(sort=True, normtype=1)): every column's 1-norm moved
+ * into lambda (a zero column stays zero, its lambda 0), then components
+ * ordered by decreasing lambda. No sign fixing: a Poisson model is
+ * nonnegative. */
+void th_cp_model_arrange_1norm(double *lambda, double *const *factors, const th_index *dims,
+                               uint32_t nmodes, uint32_t rank);
+
+/* The factor match score of two models of the same shape and rank (Tensor
+ * Toolbox's ktensor/score with the lambda penalty): with every column
+ * brought to unit 2-norm (its norm moved into lambda), the congruence of
+ * component r of A with component s of B is
+ *   (1 - |la_r - lb_s| / max(la_r, lb_s)) * prod_n |A_n(:, r)' B_n(:, s)|
+ * (the first factor 1 when both lambdas are 0), and the score is the mean
+ * congruence of the best one-to-one matching of A's components to B's:
+ * every permutation for rank <= 8, greedy (the largest remaining
+ * congruence first) above. In [0, 1]; 1 for the same model up to the
+ * order of components and signs. The inputs are not changed. */
+double th_cp_model_score(const double *lambda_a, const double *const *factors_a,
+                         const double *lambda_b, const double *const *factors_b,
+                         const th_index *dims, uint32_t nmodes, uint32_t rank);
+
 #endif

@@ -1,5 +1,7 @@
 #include "cpd/cpd_session.h"
 
+#include "cpd/cp_apr.h"
+
 struct th_cpd_session {
     th_backend *backend; /* borrowed, planned */
     th_cpd_params params;
@@ -53,39 +55,59 @@ static th_cpd_warning_terms terms_of(const th_cpd_session *s)
     };
 }
 
-/* The checks of a tensor in the safe range, and the warnings known before
- * the run. */
+/* The checks of a prepared tensor (in the safe range for least squares;
+ * as read, nonnegative, for Poisson), and the warnings known before the
+ * run. */
 static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError **error)
 {
-    if (!th_cpd_check_tensor(tensor, error))
+    uint64_t non_integer = 0;
+    const gboolean ok = s->params.model == TH_MODEL_POISSON
+                            ? th_cp_apr_check_tensor(tensor, &non_integer, error)
+                            : th_cpd_check_tensor(tensor, error);
+    if (!ok)
         return FALSE;
     s->tensor = tensor;
     g_ptr_array_set_size(s->warnings, 0);
     const th_cpd_warning_terms terms = terms_of(s);
     th_cpd_tensor_warnings(s->warnings, tensor, s->params.rank, &terms);
+    th_cpd_count_warnings(s->warnings, non_integer, tensor->nnz, &terms);
     s->tensor_warnings = s->warnings->len;
     return TRUE;
 }
 
-gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **error)
+gboolean th_cpd_prepare_tensor_for(th_sptensor *tensor, th_cpd_model model, gboolean *scaled,
+                                   GError **error)
 {
+    if (model == TH_MODEL_POISSON) {
+        if (scaled)
+            *scaled = FALSE;
+        return th_cp_apr_check_tensor(tensor, NULL, error);
+    }
     const gboolean did_scale = th_sptensor_scale_to_safe_range(tensor);
     if (scaled)
         *scaled = did_scale;
     return th_cpd_check_tensor(tensor, error);
 }
 
+gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **error)
+{
+    return th_cpd_prepare_tensor_for(tensor, TH_MODEL_LEAST_SQUARES, scaled, error);
+}
+
 gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean *scaled,
                                 GError **error)
 {
-    return th_cpd_prepare_tensor(tensor, scaled, error) && take_tensor(s, tensor, error);
+    return th_cpd_prepare_tensor_for(tensor, s->params.model, scaled, error) &&
+           take_tensor(s, tensor, error);
 }
 
 gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tensor,
                                      GError **error)
 {
     g_clear_pointer(&s->scaled_copy, th_sptensor_free);
-    if (!th_sptensor_in_safe_range(tensor)) {
+    /* The Poisson model takes the values as they are (it is not
+     * scale-invariant). */
+    if (s->params.model == TH_MODEL_LEAST_SQUARES && !th_sptensor_in_safe_range(tensor)) {
         s->scaled_copy = th_sptensor_copy(tensor);
         th_sptensor_scale_to_safe_range(s->scaled_copy);
     }
@@ -102,7 +124,11 @@ th_cpd_result *th_cpd_session_run(th_cpd_session *s, const th_cpd_callbacks *cal
                                   GError **error)
 {
     g_return_val_if_fail(s->tensor != NULL, NULL);
-    th_cpd_result *result = th_cp_als(s->backend, s->tensor, &s->params, callbacks, error);
+    /* Each model is a kind of run of this one sequence. */
+    th_cpd_result *result =
+        s->params.model == TH_MODEL_POISSON
+            ? th_cp_apr(s->backend, s->tensor, &s->params, callbacks, error)
+            : th_cp_als(s->backend, s->tensor, &s->params, callbacks, error);
     if (!result)
         return NULL;
     g_ptr_array_set_size(s->warnings, s->tensor_warnings);

@@ -4,20 +4,26 @@
  * them (the program reads the tensor only after the plan, and prints its
  * summaries) but cannot skip or reorder them:
  *
- *   th_cpd_session_new      the plan, before any tensor is read: the rank
- *                           against the plugin's maximum, the update path
- *                           against what it implements (th_cpd_plan)
- *   th_cpd_session_prepare  the tensor: values scaled into the safe range
- *                           (sptensor.h), a norm above 0, and the warnings
- *                           known before the run (cpd_warnings.h)
+ *   th_cpd_session_new      the plan, before any tensor is read: the model's
+ *                           functions, the rank against the plugin's
+ *                           maximum, the update path against what it
+ *                           implements (th_cpd_plan)
+ *   th_cpd_session_prepare  the tensor: least squares: values scaled into
+ *                           the safe range (sptensor.h); Poisson: values
+ *                           as read, finite and >= 0 (th_cp_apr_check_tensor);
+ *                           a norm above 0, and the warnings known before
+ *                           the run (cpd_warnings.h)
  *   th_cpd_session_load     the backend builds its layouts, at the plan's
  *                           rank
- *   th_cpd_session_run      CP-ALS (th_cp_als), and the warnings of what
- *                           it found; may be called again on the same load
+ *   th_cpd_session_run      the model's run on params->model: CP-ALS
+ *                           (th_cp_als) or CP-APR (th_cp_apr, cp_apr.h),
+ *                           and the warnings of what it found; may be
+ *                           called again on the same load
  *
  * The rank is given once, in the parameters of th_cpd_session_new. The
- * models to come (count data, nonnegative CP, completion) are further
- * kinds of run of this one sequence. A session belongs to one thread. */
+ * models to come (nonnegative CP, completion) are further kinds of run of
+ * this one sequence: they plug in here (the plan, prepare and run), not
+ * in the callers. A session belongs to one thread. */
 #ifndef TH_CPD_SESSION_H
 #define TH_CPD_SESSION_H
 
@@ -53,6 +59,11 @@ gboolean th_cpd_session_prepare(th_cpd_session *session, th_sptensor *tensor, gb
  * (a comparison's backends): scaled in place into the safe range (*scaled,
  * when not NULL, says whether), then checked (TH_CPD_ERROR_ZERO_TENSOR). */
 gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **error);
+/* The same for the model that will run: least squares as above; Poisson
+ * leaves the values as they are (*scaled FALSE) and checks they are finite
+ * and >= 0 (TH_CPD_ERROR_INPUT) and not all zero. */
+gboolean th_cpd_prepare_tensor_for(th_sptensor *tensor, th_cpd_model model, gboolean *scaled,
+                                   GError **error);
 
 /* The same for a tensor that must not change: a scaled copy, owned by the
  * session, when scaling is needed; `tensor` itself otherwise. */

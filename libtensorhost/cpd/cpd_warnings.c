@@ -49,6 +49,17 @@ void th_cpd_tensor_warnings(GPtrArray *warnings, const th_sptensor *tensor, uint
             terms->rank, rank, bound);
 }
 
+void th_cpd_count_warnings(GPtrArray *warnings, uint64_t non_integer, uint64_t nnz,
+                           const th_cpd_warning_terms *terms)
+{
+    if (non_integer == 0)
+        return;
+    add(warnings, TH_CPD_WARN_NOT_COUNTS,
+        "%s: values are not counts (integers): %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+        " %s not whole numbers, and the Poisson model expects counts",
+        terms->tensor, non_integer, nnz, th_plural(non_integer, "value is", "values are"));
+}
+
 void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
                             const th_cpd_result *result, const th_cpd_warning_terms *terms)
 {
@@ -63,6 +74,14 @@ void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
         result->iterations->len > 0) {
         const th_cpd_iteration *last =
             &g_array_index(result->iterations, th_cpd_iteration, result->iterations->len - 1);
+        if (result->model == TH_MODEL_POISSON) {
+            add(warnings, TH_CPD_WARN_NOT_CONVERGED,
+                "not converged: stopped at %s = %u with KKT violation %.3e, above %s %g; "
+                "raise max_iters or loosen the tolerance",
+                terms->max_iters, params->max_iters, last->kkt_violation, terms->tolerance,
+                params->tolerance);
+            return;
+        }
         add(warnings, TH_CPD_WARN_NOT_CONVERGED,
             "not converged: stopped at %s = %u with |fit change| %.3e, above %s %g; raise "
             "max_iters or loosen the tolerance",

@@ -18,6 +18,7 @@ typedef enum th_cpd_warning_code {
     TH_CPD_WARN_RANK_DEFICIENT = 2,     /* solves that needed the pseudo-inverse */
     TH_CPD_WARN_NOT_CONVERGED = 3,      /* stopped at max_iters, tolerance > 0 */
     TH_CPD_WARN_UNDERFLOWED_VALUES = 4, /* the read turned values below a double's range to 0 */
+    TH_CPD_WARN_NOT_COUNTS = 5,         /* Poisson model: values that are not whole numbers */
 } th_cpd_warning_code;
 
 typedef struct th_cpd_warning {
@@ -43,10 +44,17 @@ GPtrArray *th_cpd_warnings_new(void);
 void th_cpd_tensor_warnings(GPtrArray *warnings, const th_sptensor *tensor, uint32_t rank,
                             const th_cpd_warning_terms *terms);
 
+/* Appends, for the Poisson model, that `non_integer` of the tensor's `nnz`
+ * values are not whole numbers (nothing when none is): the model expects
+ * counts. */
+void th_cpd_count_warnings(GPtrArray *warnings, uint64_t non_integer, uint64_t nnz,
+                           const th_cpd_warning_terms *terms);
+
 /* Appends what the run found, in this order: rank-deficient solves
  * (result->pinv_fallbacks), and not converged: stopped by max_iters, not
  * by the tolerance or a stop request, with a tolerance above 0 (0 asks for
- * exactly max_iters iterations, so it says nothing). */
+ * exactly max_iters iterations, so it says nothing); for the Poisson model
+ * the measure is the KKT violation. */
 void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
                             const th_cpd_result *result, const th_cpd_warning_terms *terms);
 

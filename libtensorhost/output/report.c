@@ -163,13 +163,39 @@ static void add_factor_files(JsonBuilder *b, const char *member, const th_cpd_re
     json_builder_end_object(b);
 }
 
-static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
+/* CP-APR's parameters as the run used them (the config's, Poisson's
+ * defaults applied). */
+static void add_apr_params(JsonBuilder *b, const th_config *config)
 {
+    json_builder_set_member_name(b, "apr");
+    json_builder_begin_object(b);
+    th_json_member_string(b, "algorithm", "mu");
+    th_json_member_int(b, "max_iters", config->max_iters);
+    th_json_member_number(b, "tolerance", config->tolerance);
+    th_json_member_int(b, "max_inner_iters", config->max_inner_iters);
+    th_json_member_number(b, "kappa", config->kappa);
+    th_json_member_number(b, "kappa_tolerance", config->kappa_tolerance);
+    th_json_member_number(b, "epsilon", config->epsilon);
+    json_builder_end_object(b);
+}
+
+static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result *r,
+                    unsigned formats)
+{
+    const gboolean poisson = r->model == TH_MODEL_POISSON;
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
+    th_json_member_string(b, "model", th_cpd_model_name(r->model));
+    if (poisson && config)
+        add_apr_params(b, config);
     th_json_member_int(b, "rank", r->rank);
     th_json_member_string(b, "status", th_run_status(r));
-    th_json_member_number(b, "final_fit", r->fit);
+    th_json_member_number(b, "final_fit", r->fit); /* least squares, for every model */
+    if (poisson) {
+        th_json_member_number(b, "final_log_likelihood", r->log_likelihood);
+        th_json_member_number(b, "final_kkt_violation", r->kkt_violation);
+        th_json_member_number(b, "final_least_squares_fit", r->fit);
+    }
     th_json_member_bool(b, "converged", r->converged);
     th_json_member_bool(b, "interrupted", r->interrupted);
     th_json_member_string(b, "update_path", th_update_path_name(r->update_path));
@@ -186,6 +212,12 @@ static void add_cpd(JsonBuilder *b, const th_cpd_result *r, unsigned formats)
         th_json_member_number(b, "fit", it->fit);
         th_json_member_number(b, "delta", it->delta);
         th_json_member_number(b, "seconds", it->seconds);
+        if (poisson) {
+            th_json_member_number(b, "log_likelihood", it->log_likelihood);
+            th_json_member_number(b, "kkt_violation", it->kkt_violation);
+            th_json_member_int(b, "inner_iterations", it->inner_iterations);
+            th_json_member_int(b, "inadmissible_zero_modes", it->inadmissible_zero_modes);
+        }
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -250,7 +282,7 @@ gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **e
     json_builder_set_member_name(b, "backend");
     json_builder_add_value(b, th_report_backend_node(s->backend));
     if (s->result)
-        add_cpd(b, s->result,
+        add_cpd(b, s->config, s->result,
                 s->factors_written ? th_factor_format_from_name(s->config->output_format) : 0);
     add_timings(b, s);
     json_builder_end_object(b);

@@ -271,12 +271,21 @@ static gboolean check_option_tables(GPtrArray *tables, GPtrArray *search_path,
  * CPU reference. The GPU plugins look for a device before they read their
  * options, so a host without one falls back whatever the options say. */
 static th_backend *open_auto(GPtrArray *search_path, GPtrArray *common, GPtrArray *tables,
-                             GError **error)
+                             unsigned needs, const char *who, GError **error)
 {
     g_autoptr(GError) gpu_error = NULL;
     th_status status = TH_OK;
     th_backend *backend =
         open_one("gpu-adaptive", search_path, common, tables, &status, &gpu_error);
+    if (backend && (needs & TH_BACKEND_NEEDS_GENERALIZED) &&
+        !th_backend_has_generalized_mttkrp(backend)) {
+        th_log(TH_LOG_INFO,
+               "backend auto: gpu-adaptive lacks generalized_mttkrp and factor_update (plugin "
+               "ABI 1.4), which %s needs; using cpu-reference",
+               who ? who : "this run");
+        th_backend_close(backend);
+        return open_one("cpu-reference", search_path, common, tables, NULL, error);
+    }
     if (backend)
         return backend;
     gboolean unavailable = g_error_matches(gpu_error, TH_PLUGIN_ERROR, TH_PLUGIN_ERROR_NOT_FOUND) ||
@@ -290,18 +299,27 @@ static th_backend *open_auto(GPtrArray *search_path, GPtrArray *common, GPtrArra
     return open_one("cpu-reference", search_path, common, tables, NULL, error);
 }
 
-th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
-                            GPtrArray *option_tables, GError **error)
+th_backend *th_backend_open_for(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                                GPtrArray *option_tables, unsigned needs, const char *who,
+                                GError **error)
 {
-    th_backend *backend = g_strcmp0(plugin, "auto") == 0
-                              ? open_auto(search_path, options, option_tables, error)
-                              : open_one(plugin, search_path, options, option_tables, NULL, error);
+    th_backend *backend =
+        g_strcmp0(plugin, "auto") == 0
+            ? open_auto(search_path, options, option_tables, needs, who, error)
+            : open_one(plugin, search_path, options, option_tables, NULL, error);
     if (backend &&
         !check_option_tables(option_tables, search_path, backend->plugin->info->id, error)) {
         th_backend_close(backend);
         return NULL;
     }
     return backend;
+}
+
+th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                            GPtrArray *option_tables, GError **error)
+{
+    return th_backend_open_for(plugin, search_path, options, option_tables,
+                               TH_BACKEND_NEEDS_NOTHING, NULL, error);
 }
 
 th_backend th_backend_borrow(th_plugin *plugin, th_instance *instance, uint32_t nmodes,

@@ -32,6 +32,7 @@ typedef struct th_backend {
     gboolean planned;
     uint32_t planned_rank;
     th_update_path requested_update, update_path;
+    int32_t planned_model; /* the th_cpd_model (cp_als.h) the plan was made for */
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
@@ -44,6 +45,21 @@ typedef struct th_backend {
  * naming neither the plugin that runs nor an installed one is an error. */
 th_backend *th_backend_open(const char *plugin, GPtrArray *search_path, GPtrArray *options,
                             GPtrArray *option_tables, GError **error);
+/* What a run needs of a backend beyond the 1.0 functions, for "auto". */
+typedef enum th_backend_needs {
+    TH_BACKEND_NEEDS_NOTHING = 0,
+    /* generalized_mttkrp and factor_update (ABI 1.4): models other than
+     * least squares. */
+    TH_BACKEND_NEEDS_GENERALIZED = 1 << 0,
+} th_backend_needs;
+/* th_backend_open for a run that needs `needs` (th_backend_needs flags):
+ * "auto" skips gpu-adaptive when it lacks them, logging why (`who`, e.g.
+ * "cpd.model = \"poisson\"", names what needs them), and falls back to
+ * cpu-reference. A named plugin is opened as it is: the plan
+ * (th_cpd_plan) refuses it with a message naming what it lacks. */
+th_backend *th_backend_open_for(const char *plugin, GPtrArray *search_path, GPtrArray *options,
+                                GPtrArray *option_tables, unsigned needs, const char *who,
+                                GError **error);
 /* A th_backend over a (plugin, instance) pair the caller owns, whose loaded
  * tensor has `nmodes` modes of lengths `dims` (borrowed) at `rank`: lets the
  * checker and the benchmark step their own instances through the same code

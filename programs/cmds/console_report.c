@@ -64,8 +64,17 @@ gboolean th_console_iteration(const th_cpd_iteration *it, void *user_data)
 {
     (void)user_data;
     th_progress_clear();
-    th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
-           it->seconds, it->fit, it->delta);
+    /* The Poisson model's records carry a KKT violation (NaN otherwise). */
+    if (!isnan(it->kkt_violation))
+        th_log(TH_LOG_INFO,
+               "  its = %3u (%.3fs)  log-likelihood = %.6e  delta = %+.4e  KKT = %.4e  "
+               "inner = %u%s",
+               it->iteration, it->seconds, it->log_likelihood, it->delta, it->kkt_violation,
+               it->inner_iterations,
+               it->inadmissible_zero_modes ? "  (inadmissible zeros raised)" : "");
+    else
+        th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
+               it->seconds, it->fit, it->delta);
     return TRUE;
 }
 
@@ -147,6 +156,12 @@ static void print_update_timings(const th_cpd_result *r)
                r->update_seconds);
         break;
     case TH_UPDATE_MODE:
+        if (r->model == TH_MODEL_POISSON) {
+            th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: factor_update: "
+                                "multiplicative updates, normalisations)",
+                   r->update_seconds);
+            break;
+        }
         th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: als_update per mode)",
                r->update_seconds);
         break;
@@ -159,8 +174,21 @@ static void print_update_timings(const th_cpd_result *r)
 void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                               double read_seconds, double total_seconds)
 {
-    th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
-           r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"), r->fit);
+    if (r->model == TH_MODEL_POISSON) {
+        uint64_t inner = 0;
+        for (guint k = 0; k < r->iterations->len; ++k)
+            inner += g_array_index(r->iterations, th_cpd_iteration, k).inner_iterations;
+        th_log(TH_LOG_INFO,
+               "Result  %s after %u outer %s (%" G_GUINT64_FORMAT " inner): final "
+               "log-likelihood %.6e, KKT violation %.4e, least-squares fit %.6f",
+               th_run_status(r), r->iterations->len,
+               th_plural(r->iterations->len, "iteration", "iterations"), inner,
+               r->log_likelihood, r->kkt_violation, r->fit);
+    } else {
+        th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
+               r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"),
+               r->fit);
+    }
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);

@@ -139,9 +139,14 @@ static gboolean check_output_dir(const th_config *config, const char *dir, const
 
 static th_backend *open_backend(const th_config *config, GError **error)
 {
-    th_backend *backend = th_backend_open(config->plugin, config->search_path,
-                                          config->plugin_options, config->plugin_option_tables,
-                                          error);
+    /* A model beyond least squares needs the 1.4 functions: "auto" skips
+     * a plugin without them. */
+    const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
+    th_backend *backend = th_backend_open_for(
+        config->plugin, config->search_path, config->plugin_options,
+        config->plugin_option_tables,
+        poisson ? TH_BACKEND_NEEDS_GENERALIZED : TH_BACKEND_NEEDS_NOTHING,
+        "cpd.model = \"poisson\"", error);
     if (!backend) {
         /* A plugin that refuses its options points at them, anything else
          * at the plugin named. */
@@ -175,6 +180,8 @@ static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GE
     th_cpd_session *session = th_cpd_session_new(backend, &params, where, &terms, error);
     if (!session && g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
         blame_key(error, config, "cpd.update");
+    else if (!session && g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL))
+        blame_key(error, config, "cpd.model");
     return session;
 }
 
@@ -197,12 +204,16 @@ static th_sptensor *read_tensor(const th_config *config, double *seconds, GError
  * session's prepare): values scaled when their squares would overflow or
  * underflow, a norm above 0, and the warnings known now (values read as
  * zero, a rank the data cannot support). */
-static gboolean prepare_tensor(th_cpd_session *session, th_sptensor *tensor, GError **error)
+static gboolean prepare_tensor(const th_config *config, th_cpd_session *session,
+                               th_sptensor *tensor, GError **error)
 {
     const double largest = th_sptensor_max_abs(tensor);
     gboolean scaled = FALSE;
-    if (!th_cpd_session_prepare(session, tensor, &scaled, error))
+    if (!th_cpd_session_prepare(session, tensor, &scaled, error)) {
+        if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT))
+            g_prefix_error(error, "%s: ", config->tensor_path);
         return FALSE;
+    }
     if (scaled)
         th_log(TH_LOG_INFO,
                "  values scaled by 2^%d for the computation (largest |value| %.3g); lambda "
@@ -300,7 +311,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return th_run_fail(error);
     }
     th_console_tensor_summary(tensor, config->tensor_path, read_seconds);
-    if (!prepare_tensor(session, tensor, &error))
+    if (!prepare_tensor(config, session, tensor, &error))
         return th_run_fail(error);
     if (!load_into_backend(session, backend, &error))
         return th_run_fail(error);
@@ -309,12 +320,23 @@ int th_run_file(const char *config_path, const char *const *overrides)
         th_console_backend_summary(loaded);
     }
 
-    th_log(TH_LOG_INFO, "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
-                        ", update %s%s",
-           params.rank, params.max_iters, th_plural(params.max_iters, "iteration", "iterations"),
-           params.tolerance, params.seed,
-           th_update_path_name(backend->update_path),
-           params.update == TH_UPDATE_AUTO ? " (auto)" : "");
+    if (params.model == TH_MODEL_POISSON)
+        th_log(TH_LOG_INFO,
+               "CP-APR  model poisson (multiplicative updates), rank %u, max %u outer %s, "
+               "%u inner per mode, KKT tolerance %g, kappa %g, kappa_tolerance %g, epsilon %g, "
+               "seed %" G_GUINT64_FORMAT,
+               params.rank, params.max_iters,
+               th_plural(params.max_iters, "iteration", "iterations"),
+               params.apr.max_inner_iters, params.tolerance, params.apr.kappa,
+               params.apr.kappa_tolerance, params.apr.epsilon, params.seed);
+    else
+        th_log(TH_LOG_INFO,
+               "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
+               ", update %s%s",
+               params.rank, params.max_iters,
+               th_plural(params.max_iters, "iteration", "iterations"), params.tolerance,
+               params.seed, th_update_path_name(backend->update_path),
+               params.update == TH_UPDATE_AUTO ? " (auto)" : "");
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};
     const th_cpd_callbacks callbacks = {
