@@ -588,6 +588,29 @@ static void test_v1_0_sized_entry_never_has_als_sweep(void **state)
     th_plugin_unload(plugin);
 }
 
+/* The same for ABI 1.4: a 1.3 entry whose object holds a generalized_mttkrp
+ * and a factor_update (both abort) loads without them; the host reports
+ * them unsupported and sees no backend for models beyond least squares. */
+static void test_v1_3_sized_entry_lacks_the_1_4_functions(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("sweep_v1_3_size"));
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_3_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 3);
+    assert_non_null(plugin->entry.als_sweep);
+    assert_null(plugin->entry.generalized_mttkrp);
+    assert_null(plugin->entry.factor_update);
+    char err[TH_ERROR_SIZE] = "";
+    th_generalized_mttkrp_io gio = {.struct_size = sizeof gio};
+    assert_int_equal(th_call_generalized_mttkrp(plugin, NULL, &gio, err), TH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "generalized_mttkrp (optional, ABI 1.4)"));
+    th_factor_update_io fio = {.struct_size = sizeof fio};
+    assert_int_equal(th_call_factor_update(plugin, NULL, &fio, err), TH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "factor_update (optional, ABI 1.4)"));
+    run_tiny_mttkrp(plugin);
+    th_plugin_unload(plugin);
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -942,6 +965,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sweep_time_is_a_typed_field),
         cmocka_unit_test(test_sweep_without_update_is_refused),
         cmocka_unit_test(test_v1_0_sized_entry_never_has_als_sweep),
+        cmocka_unit_test(test_v1_3_sized_entry_lacks_the_1_4_functions),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_shared_object),
         cmocka_unit_test(test_search_path_order),

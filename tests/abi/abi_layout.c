@@ -164,7 +164,9 @@ static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == 40, "TH_ALS_SWEEP_IO_V1_1_SIZE");
 
 #if TH_ABI_VERSION_MINOR >= 3
 /* 1.3: init_factors appended to the entry, and its in/out struct. */
+#if TH_ABI_VERSION_MINOR < 4
 SIZE(th_plugin_entry, 128);
+#endif
 OFFSET(th_plugin_entry, init_factors, 120);
 static_assert(TH_PLUGIN_ENTRY_V1_3_SIZE == 128, "TH_PLUGIN_ENTRY_V1_3_SIZE");
 
@@ -175,6 +177,51 @@ OFFSET(th_init_factors_io, seed, 8);
 OFFSET(th_init_factors_io, grams, 16);
 static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == 24, "TH_INIT_FACTORS_IO_V1_3_SIZE");
 #endif
+
+#if TH_ABI_VERSION_MINOR >= 4
+/* 1.4: generalized_mttkrp and factor_update appended to the entry, and
+ * their in/out structs. */
+SIZE(th_plugin_entry, 144);
+OFFSET(th_plugin_entry, generalized_mttkrp, 128);
+OFFSET(th_plugin_entry, factor_update, 136);
+static_assert(TH_PLUGIN_ENTRY_V1_4_SIZE == 144, "TH_PLUGIN_ENTRY_V1_4_SIZE");
+
+SIZE(th_generalized_mttkrp_io, 40);
+OFFSET(th_generalized_mttkrp_io, struct_size, 0);
+OFFSET(th_generalized_mttkrp_io, mode, 4);
+OFFSET(th_generalized_mttkrp_io, elementwise, 8);
+OFFSET(th_generalized_mttkrp_io, reduction, 12);
+OFFSET(th_generalized_mttkrp_io, epsilon, 16);
+OFFSET(th_generalized_mttkrp_io, weights, 24);
+OFFSET(th_generalized_mttkrp_io, reduced, 32);
+static_assert(TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE == 40, "TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE");
+
+SIZE(th_factor_update_io, 56);
+OFFSET(th_factor_update_io, struct_size, 0);
+OFFSET(th_factor_update_io, mode, 4);
+OFFSET(th_factor_update_io, operation, 8);
+OFFSET(th_factor_update_io, reserved0, 12);
+OFFSET(th_factor_update_io, vector, 16);
+OFFSET(th_factor_update_io, tolerance, 24);
+OFFSET(th_factor_update_io, offset, 32);
+OFFSET(th_factor_update_io, violation, 40);
+OFFSET(th_factor_update_io, count, 48);
+static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 56, "TH_FACTOR_UPDATE_IO_V1_4_SIZE");
+#endif
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 4
+/* 1.4's constants: a plugin compiles them in. */
+static_assert(TH_MODE_NONE == UINT32_MAX, "TH_MODE_NONE");
+static_assert(TH_ELEMENTWISE_VALUE == 0 && TH_ELEMENTWISE_POISSON_RATIO == 1 &&
+                  TH_ELEMENTWISE_RESIDUAL == 2,
+              "elementwise functions");
+static_assert(TH_REDUCTION_NONE == 0 && TH_REDUCTION_POISSON_LOG_LIKELIHOOD == 1 &&
+                  TH_REDUCTION_SQUARED_RESIDUAL == 2 && TH_REDUCTION_INNER_PRODUCT == 3,
+              "reductions");
+static_assert(TH_FACTOR_SCALE_COLUMNS == 1 && TH_FACTOR_NORMALIZE_1 == 2 &&
+                  TH_FACTOR_MULTIPLICATIVE_UPDATE == 3 && TH_FACTOR_RAISE_INADMISSIBLE_ZEROS == 4,
+              "factor operations");
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 2
@@ -191,9 +238,17 @@ static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == sizeof(th_als_sweep_io), "th_als_swee
 #if TH_ABI_VERSION_MINOR == 2
 static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
 #endif
-#if TH_ABI_VERSION_MINOR >= 3
+#if TH_ABI_VERSION_MINOR == 3
 static_assert(TH_PLUGIN_ENTRY_V1_3_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+#endif
+#if TH_ABI_VERSION_MINOR >= 3
 static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == sizeof(th_init_factors_io), "th_init_factors_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 4
+static_assert(TH_PLUGIN_ENTRY_V1_4_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+static_assert(TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE == sizeof(th_generalized_mttkrp_io),
+              "th_generalized_mttkrp_io");
+static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == sizeof(th_factor_update_io), "th_factor_update_io");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */

@@ -1,5 +1,5 @@
 /* Plugins exactly as a third party would have written them against ABI 1.0,
- * 1.1 and 1.2: compiled against a frozen copy of that version's header
+ * 1.1, 1.2 and 1.3: compiled against a frozen copy of that version's header
  * (frozen/v1.N, named by TH_ABI_HEADER), never the current one. Every later
  * host must keep loading them and computing with them; test_abi_frozen and
  * the conformance checker prove that.
@@ -12,8 +12,12 @@
  * and the struct-size checks that header allowed (its own sizeof()).
  * Against 1.2 it checks sizes by the version size macros instead, as that
  * header's growth rule says, and reports its sweep time in
- * th_runtime_info.last_sweep_seconds. None of them has init_factors (1.3),
+ * th_runtime_info.last_sweep_seconds. None of those has init_factors (1.3),
  * so a later host draws their initial factors itself and uploads them.
+ * Against 1.3 it adds init_factors, the formula written out from that
+ * header's words (a frozen header has no SDK beside it). None has 1.4's
+ * generalized_mttkrp or factor_update, so a later host runs only least
+ * squares on them.
  * A section is added for a version when its header is frozen; what a
  * version's build compiles never changes. */
 #include TH_ABI_HEADER /* a frozen header, by absolute path */
@@ -37,6 +41,15 @@
 #elif TH_ABI_VERSION_MINOR == 2
 #define FROZEN_ID "fixture_frozen_v1_2"
 #define FROZEN_ABI "1.2"
+#define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
+#include <float.h>
+#include <math.h>
+#include <time.h>
+
+#include "fixture_algebra.h"
+#elif TH_ABI_VERSION_MINOR == 3
+#define FROZEN_ID "fixture_frozen_v1_3"
+#define FROZEN_ABI "1.3"
 #define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
 #include <float.h>
 #include <math.h>
@@ -350,6 +363,48 @@ static th_status frozen_als_sweep(th_instance *inst, th_als_sweep_io *io, char *
 }
 #endif
 
+#if TH_ABI_VERSION_MINOR >= 3
+/* ---- ABI 1.3: init_factors ------------------------------------------------ */
+
+/* SplitMix64's finaliser, as the 1.3 header's "Initial factors" states it. */
+static uint64_t frozen_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static th_status frozen_init_factors(th_instance *inst, th_init_factors_io *io, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "init_factors: no tensor loaded");
+    if (io == NULL || io->struct_size < TH_INIT_FACTORS_IO_V1_3_SIZE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: th_init_factors_io too short");
+    if (io->nmodes != inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "init_factors: nmodes differs from the tensor's");
+    if (io->grams == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: grams is NULL");
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (io->grams[m] == NULL)
+            return fail(err, TH_ERR_INVALID_ARGUMENT, "init_factors: a NULL Gram");
+    const uint64_t gamma = 0x9e3779b97f4a7c15u;
+    for (uint32_t m = 0; m < inst->nmodes; m++) {
+        const uint64_t mode_key = frozen_mix(io->seed ^ frozen_mix((uint64_t)m + gamma));
+        double *a = inst->factors[m];
+        for (uint64_t i = 0; i < inst->dims[m]; i++) {
+            const uint64_t row_key = frozen_mix(mode_key ^ frozen_mix(i + 2u * gamma));
+            for (uint32_t r = 0; r < inst->rank; r++) {
+                const uint64_t bits = frozen_mix(row_key + ((uint64_t)r + 1u) * gamma);
+                a[i * inst->rank + r] = (double)(bits >> 11) * 0x1p-53;
+            }
+        }
+        fixture_gram(a, inst->dims[m], inst->rank, io->grams[m]);
+    }
+    return TH_OK;
+}
+#endif
+
 TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     TH_PLUGIN_ENTRY_HEADER,
     .get_info = frozen_get_info,
@@ -365,5 +420,8 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
 #if TH_ABI_VERSION_MINOR >= 1
     .als_update = frozen_als_update,
     .als_sweep = frozen_als_sweep,
+#endif
+#if TH_ABI_VERSION_MINOR >= 3
+    .init_factors = frozen_init_factors,
 #endif
 };

@@ -1,11 +1,12 @@
 /* The current host keeps loading plugins built against the frozen ABI 1.0,
- * 1.1 and 1.2 headers (fixture_frozen_v1_0, _v1_1 and _v1_2, one source
- * built against each) and computes with them: load through th_plugin_load,
- * one MTTKRP checked by hand, the optional queries whose structs the host
- * sizes (a field newer than the plugin's header reads as its "absent"
- * default), for 1.1 and 1.2 als_update and als_sweep through the host, and
- * a whole CP-ALS run, whose initial factors the host draws for them (none
- * has 1.3's init_factors) exactly as cpu-reference draws its own. */
+ * 1.1, 1.2 and 1.3 headers (fixture_frozen_v1_0 .. _v1_3, one source built
+ * against each) and computes with them: load through th_plugin_load, one
+ * MTTKRP checked by hand, the optional queries whose structs the host sizes
+ * (a field newer than the plugin's header reads as its "absent" default),
+ * from 1.1 on als_update and als_sweep through the host, and a whole CP-ALS
+ * run, whose initial factors the host draws for those before 1.3 exactly as
+ * cpu-reference draws its own, and the 1.3 plugin draws itself. None has
+ * 1.4's generalized_mttkrp and factor_update: the host sees them absent. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -117,6 +118,23 @@ static void test_frozen_v1_2_loads_and_computes(void **state)
     assert_non_null(plugin->entry.als_sweep);
     assert_null(plugin->entry.init_factors);
     check_mttkrp_and_queries(plugin, "1.2");
+    th_plugin_unload(plugin);
+}
+
+static void test_frozen_v1_3_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_3"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_3");
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_3_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 3);
+    assert_non_null(plugin->entry.als_update);
+    assert_non_null(plugin->entry.als_sweep);
+    assert_non_null(plugin->entry.init_factors);
+    /* The 1.4 functions lie beyond the 1.3 entry: the host reads them as absent. */
+    assert_null(plugin->entry.generalized_mttkrp);
+    assert_null(plugin->entry.factor_update);
+    check_mttkrp_and_queries(plugin, "1.3");
     th_plugin_unload(plugin);
 }
 
@@ -279,6 +297,12 @@ static void test_frozen_v1_2_sweeps_and_updates(void **state)
     check_sweeps_and_updates("1_2", 2);
 }
 
+static void test_frozen_v1_3_sweeps_and_updates(void **state)
+{
+    (void)state;
+    check_sweeps_and_updates("1_3", 3);
+}
+
 /* ---- A whole run: the host draws the factors for plugins before 1.3 -------- */
 
 static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
@@ -296,9 +320,11 @@ static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
     return r;
 }
 
-/* Each frozen plugin runs CP-ALS from factors the host drew (it has no
- * init_factors), and reaches, iteration by iteration, the fits of
- * cpu-reference, which drew the same factors itself (ABI 1.3). */
+/* Each frozen plugin before 1.3 runs CP-ALS from factors the host drew (it
+ * has no init_factors), the 1.3 one from factors it drew itself, and each
+ * reaches, iteration by iteration, the fits of cpu-reference, which drew
+ * the same factors itself (ABI 1.3). None of them can run other models
+ * (no generalized_mttkrp, ABI 1.4). */
 static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
 {
     (void)state;
@@ -316,13 +342,15 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
     assert_int_equal(reference->initial_factors, TH_INIT_BACKEND);
     th_backend_close(reference_backend);
 
-    const char *const versions[] = {"1_0", "1_1", "1_2"};
+    const char *const versions[] = {"1_0", "1_1", "1_2", "1_3"};
     for (size_t v = 0; v < G_N_ELEMENTS(versions); v++) {
         th_backend *backend = NULL;
         g_autofree char *path = g_strdup_printf(FROZEN_PLUGIN("%s"), versions[v]);
         g_autoptr(th_cpd_result) r = run_cp_als(path, tensor, &backend);
-        assert_false(th_backend_has_init_factors(backend));
-        assert_int_equal(r->initial_factors, TH_INIT_HOST);
+        const gboolean draws_itself = strcmp(versions[v], "1_3") >= 0;
+        assert_int_equal(th_backend_has_init_factors(backend), draws_itself);
+        assert_int_equal(r->initial_factors, draws_itself ? TH_INIT_BACKEND : TH_INIT_HOST);
+        assert_false(th_backend_has_generalized_mttkrp(backend));
         assert_int_equal(r->iterations->len, reference->iterations->len);
         for (guint i = 0; i < r->iterations->len; i++) {
             const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
@@ -342,8 +370,10 @@ int main(void)
         cmocka_unit_test(test_frozen_v1_0_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_2_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_3_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_2_sweeps_and_updates),
+        cmocka_unit_test(test_frozen_v1_3_sweeps_and_updates),
         cmocka_unit_test(test_frozen_plugins_start_from_the_host_drawn_factors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
