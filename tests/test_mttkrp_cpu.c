@@ -542,12 +542,12 @@ static void test_runtime_info(void **state)
     /* Per mode: nnz * (8 + 2 * 4) bytes of layout + (dim + 1) row starts. */
     assert_int_equal(info.tensor_bytes, 3 * 100 * 16 + (11 + 21 + 31) * 8);
     assert_int_equal(info.factor_bytes, (10 + 20 + 30) * 4 * 2 * 8);
-    /* Per thread a rank-4 scratch row padded to a cache line, plus two
-     * boundary rows for the one chunk of 100 nonzeros, plus als_update's
-     * work matrix of the longest mode, its Gram and two rows of column
-     * sums padded to a cache line. */
+    /* Per thread two rank-4 scratch rows each padded to a cache line, plus
+     * two boundary rows and one sum (generalized_mttkrp's) for the one
+     * chunk of 100 nonzeros, plus als_update's work matrix of the longest
+     * mode, its Gram and two rows of column sums padded to a cache line. */
     assert_int_equal(info.workspace_bytes,
-                     3 * 8 * 8 + 1 * 2 * 4 * 8 + (30 * 4 + 4 * 4 + 2 * 8) * 8);
+                     3 * 2 * 8 * 8 + 1 * 2 * 4 * 8 + 1 * 8 + (30 * 4 + 4 * 4 + 2 * 8) * 8);
 
     /* A host with an older, shorter struct gets only the fields it has. */
     th_runtime_info older;

@@ -15,6 +15,12 @@
  * The factor update (als_update) and the Grams are dense algebra: BLAS
  * (dgemm, dsyrk), the OpenBLAS the host links too.
  *
+ * The generalized MTTKRP (ABI 1.4) walks the same layouts and chunks: per
+ * nonzero one row product p of the other factors, the model value
+ * m = sum_r w_r A_mode(row, r) p_r from it, then g(x, m) p into the row and
+ * h(x, m) into the chunk's own sum; the chunk sums are added in chunk order,
+ * so the reduction too is the same whatever the thread count.
+ *
  * Self-contained by design: libc, libm, OpenMP and CBLAS only (no GLib), so
  * that a third party can read it as an example of the ABI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -92,8 +98,9 @@ struct th_instance {
     double **results;       /* [nmodes] of dims[m] x rank: latest MTTKRP */
     bool *result_ready;     /* [nmodes] */
     double *last_seconds;   /* [nmodes]; negative before the first MTTKRP */
-    double *scratch;        /* [threads * scratch_stride]: per-thread Hadamard terms */
+    double *scratch;        /* [threads * 2 * scratch_stride]: per-thread rank-length rows */
     double *boundary;       /* [2 * largest chunk count * rank]: chunk end-row slots */
+    double *chunk_sums;     /* [chunk count]: generalized_mttkrp's per-chunk sums of h */
     /* als_update's workspace, allocated at its first call (a run on the
      * host's update path never needs it) and kept: freeing it would hand the
      * pages back and fault them in again at every update. */
@@ -251,6 +258,7 @@ static void release_tensor(th_instance *inst)
     free(inst->dims);
     free(inst->scratch);
     free(inst->boundary);
+    free(inst->chunk_sums);
     free(inst->update_rows);
     free(inst->update_gram);
     free(inst->update_sums);
@@ -391,8 +399,9 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
     uint64_t chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ, slots = 0;
     /* als_update's workspace is counted although it is allocated on first use. */
     uint64_t update = 0;
-    ok = ok && mul_u64((uint64_t)threads * scratch_stride(rank), sizeof(double), &workspace) &&
+    ok = ok && mul_u64((uint64_t)threads * 2 * scratch_stride(rank), sizeof(double), &workspace) &&
          mul_u64(chunks * 2 * sizeof(double), rank, &slots) && add_u64(workspace, slots, &workspace) &&
+         add_u64(workspace, chunks * sizeof(double), &workspace) &&
          mul_u64((uint64_t)largest + rank, (uint64_t)rank * sizeof(double), &update) &&
          add_u64(workspace, update, &workspace) &&
          add_u64(workspace, 2 * scratch_stride(rank) * sizeof(double), &workspace);
@@ -460,12 +469,15 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     inst->result_ready = calloc(n, sizeof *inst->result_ready);
     inst->last_seconds = malloc(n * sizeof *inst->last_seconds);
     inst->scratch_stride = scratch_stride(rank);
-    inst->scratch = aligned_alloc(CPU_REF_CACHE_LINE, (size_t)inst->threads * inst->scratch_stride *
+    inst->scratch = aligned_alloc(CPU_REF_CACHE_LINE, (size_t)inst->threads * 2 *
+                                                          inst->scratch_stride *
                                                           sizeof *inst->scratch);
     size_t chunks = ((size_t)t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
     inst->boundary = malloc(chunks * 2 * (size_t)rank * sizeof *inst->boundary);
+    inst->chunk_sums = malloc(chunks * sizeof *inst->chunk_sums);
     if (!inst->dims || !inst->layouts || !inst->factors || !inst->results ||
-        !inst->result_ready || !inst->last_seconds || !inst->scratch || !inst->boundary)
+        !inst->result_ready || !inst->last_seconds || !inst->scratch || !inst->boundary ||
+        !inst->chunk_sums)
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "load_tensor: out of memory for bookkeeping");
     memcpy(inst->dims, t->dims, n * sizeof *inst->dims);
 
@@ -708,7 +720,7 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
     const int64_t chunks = (int64_t)l->chunks;
 #pragma omp parallel num_threads(inst->threads)
     {
-        double *term = inst->scratch + (size_t)omp_get_thread_num() * inst->scratch_stride;
+        double *term = inst->scratch + (size_t)omp_get_thread_num() * 2 * inst->scratch_stride;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < chunks; c++)
             mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, term,
@@ -1033,6 +1045,413 @@ static th_status cpu_reference_init_factors(th_instance *inst, th_init_factors_i
 }
 
 /* ------------------------------------------------------------------------ */
+/* generalized_mttkrp and factor_update (ABI 1.4)                            */
+/* ------------------------------------------------------------------------ */
+
+/* Chunks per block of generalized_mttkrp: the host is asked whether to stop
+ * between blocks (about a million nonzeros each). Chunks, hence results,
+ * do not depend on it. */
+#define CPU_REF_GENERALIZED_BLOCK_CHUNKS 256u
+/* An elementwise factor operation on fewer entries than this runs on one
+ * thread (waking a team costs more). */
+#define CPU_REF_ELEMENTWISE_SERIAL_CELLS ((int64_t)1 << 16)
+
+/* What one generalized pass computes: g (or none, for the reduction only)
+ * and h, with the weights (NULL: ones) and epsilon. */
+typedef struct generalized_op {
+    int32_t elementwise; /* TH_ELEMENTWISE_*, or -1: no result, only h */
+    int32_t reduction;   /* TH_REDUCTION_* */
+    double epsilon;
+    const double *weights;
+    const double *target; /* the layout's own factor (A_mode) */
+} generalized_op;
+
+static double elementwise_g(int32_t elementwise, double x, double m, double epsilon)
+{
+    if (elementwise == TH_ELEMENTWISE_POISSON_RATIO)
+        return x / (m > epsilon ? m : epsilon);
+    return m - x; /* TH_ELEMENTWISE_RESIDUAL */
+}
+
+static double reduction_h(int32_t reduction, double x, double m)
+{
+    switch (reduction) {
+    case TH_REDUCTION_POISSON_LOG_LIKELIHOOD:
+        if (x == 0.0)
+            return 0.0;
+        return m > 0.0 ? x * log(m) : x * -INFINITY;
+    case TH_REDUCTION_SQUARED_RESIDUAL:
+        return (m - x) * (m - x);
+    case TH_REDUCTION_INNER_PRODUCT:
+        return x * m;
+    default:
+        return 0.0;
+    }
+}
+
+/* One row `row` of the layout, nonzeros [begin, end): for each nonzero its
+ * row product p = Hadamard product of the other factors' rows, the model
+ * m = sum_r w_r A_mode(row, r) p_r, then out += g(x, m) p (when out is not
+ * NULL) and *sum += h(x, m), both in nonzero order. `wa` and `p` are scratch
+ * of R doubles each. */
+static void generalized_row(const mode_layout *l, const double *const *other_factors,
+                            uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
+                            uint64_t end, const generalized_op *op, double *restrict wa,
+                            double *restrict p, double *restrict out, double *sum)
+{
+    const double *restrict a_row = op->target + (size_t)row * rank;
+    for (uint32_t r = 0; r < rank; r++)
+        wa[r] = op->weights != NULL ? op->weights[r] * a_row[r] : a_row[r];
+    if (out != NULL)
+        for (uint32_t r = 0; r < rank; r++)
+            out[r] = 0.0;
+    double h_sum = 0.0;
+    for (uint64_t k = begin; k < end; k++) {
+        const uint32_t *idx = l->others + k * width;
+        const double x = l->values[k];
+        const double *restrict first = other_factors[0] + (size_t)idx[0] * rank;
+        if (width == 1) {
+            for (uint32_t r = 0; r < rank; r++)
+                p[r] = first[r];
+        } else if (width == 2) {
+            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                p[r] = first[r] * second[r];
+        } else if (width == 3) {
+            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+            const double *restrict third = other_factors[2] + (size_t)idx[2] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                p[r] = first[r] * second[r] * third[r];
+        } else {
+            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                p[r] = first[r] * second[r];
+            for (uint32_t j = 2; j < width; j++) {
+                const double *restrict next = other_factors[j] + (size_t)idx[j] * rank;
+                for (uint32_t r = 0; r < rank; r++)
+                    p[r] *= next[r];
+            }
+        }
+        /* Four partial sums (r mod 4), added pairwise at the end: a fixed
+         * order, so the same bits on every run, and no chain of dependent
+         * additions (the one latency here that the vector units cannot hide). */
+        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+        uint32_t r4 = 0;
+        for (; r4 + 4 <= rank; r4 += 4)
+            for (uint32_t j = 0; j < 4; j++)
+                lanes[j] += wa[r4 + j] * p[r4 + j];
+        for (uint32_t j = 0; r4 + j < rank; j++)
+            lanes[j] += wa[r4 + j] * p[r4 + j];
+        const double m = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        if (out != NULL) {
+            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
+            for (uint32_t r = 0; r < rank; r++)
+                out[r] += g * p[r];
+        }
+        h_sum += reduction_h(op->reduction, x, m);
+    }
+    *sum += h_sum;
+}
+
+/* One chunk of a generalized pass, laid out as mttkrp_chunk (inner rows to
+ * `result`, end rows to `slots`), with the chunk's sum of h into *sum.
+ * result NULL: the sum only. */
+static void generalized_chunk(const mode_layout *l, const double *const *other_factors,
+                              uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz,
+                              const generalized_op *op, double *restrict scratch,
+                              double *restrict slots, double *result, double *sum)
+{
+    const uint64_t begin = chunk * CPU_REF_CHUNK_NNZ;
+    const uint64_t end = begin + CPU_REF_CHUNK_NNZ < nnz ? begin + CPU_REF_CHUNK_NNZ : nnz;
+    const uint32_t first = l->chunk_row[chunk];
+    const uint32_t last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
+    uint32_t last_here = last;
+    while (l->row_start[last_here] >= end)
+        last_here--;
+    double *wa = scratch, *p = scratch + rank;
+    *sum = 0.0;
+    const uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
+    generalized_row(l, other_factors, width, rank, first, begin, first_end, op, wa, p,
+                    result ? slots : NULL, sum);
+    for (uint32_t row = first + 1; row < last_here; row++)
+        generalized_row(l, other_factors, width, rank, row, l->row_start[row],
+                        l->row_start[row + 1], op, wa, p,
+                        result ? result + (size_t)row * rank : NULL, sum);
+    if (last_here > first)
+        generalized_row(l, other_factors, width, rank, last_here, l->row_start[last_here], end,
+                        op, wa, p, result ? slots + rank : NULL, sum);
+}
+
+/* A generalized pass over mode `mode`'s layout: its result (unless
+ * op->elementwise < 0) and the sum of h, summed per chunk and then over the
+ * chunks in order, so it is the same whatever the thread count. Asks the
+ * host between blocks of chunks whether to stop. */
+static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_op *op,
+                                  double *reduced, char *err)
+{
+    const mode_layout *l = &inst->layouts[mode];
+    const uint32_t rank = inst->rank;
+    const double *other_factors[CPU_REF_MAX_MODES];
+    uint32_t width = 0;
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (m != mode)
+            other_factors[width++] = inst->factors[m];
+    op->target = inst->factors[mode];
+    double *result = op->elementwise >= 0 ? inst->results[mode] : NULL;
+    double *sums = inst->chunk_sums;
+    const uint64_t chunks = l->chunks;
+    for (uint64_t block = 0; block < chunks; block += CPU_REF_GENERALIZED_BLOCK_CHUNKS) {
+        if (block > 0 && th_plugin_stop_requested(inst->host)) {
+            if (result != NULL)
+                inst->result_ready[mode] = false; /* partly overwritten */
+            return th_plugin_fail(err, TH_ERR_CANCELLED,
+                                  "generalized_mttkrp(mode %u) given up after %llu of %llu "
+                                  "nonzeros: stop requested",
+                                  mode, (unsigned long long)(block * CPU_REF_CHUNK_NNZ),
+                                  (unsigned long long)inst->nnz);
+        }
+        const int64_t stop = (int64_t)(block + CPU_REF_GENERALIZED_BLOCK_CHUNKS < chunks
+                                           ? block + CPU_REF_GENERALIZED_BLOCK_CHUNKS
+                                           : chunks);
+#pragma omp parallel num_threads(inst->threads)
+        {
+            double *scratch =
+                inst->scratch + (size_t)omp_get_thread_num() * 2 * inst->scratch_stride;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t c = (int64_t)block; c < stop; c++)
+                generalized_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, op,
+                                  scratch, inst->boundary + (size_t)c * 2 * rank, result,
+                                  &sums[c]);
+        }
+    }
+    if (result != NULL)
+        merge_boundaries(l, inst->dims[mode], rank, inst->nnz, inst->boundary, result);
+    double total = 0.0;
+    for (uint64_t c = 0; c < chunks; c++)
+        total += sums[c];
+    *reduced = op->reduction == TH_REDUCTION_NONE ? 0.0 : total;
+    return TH_OK;
+}
+
+static bool known_elementwise(int32_t elementwise)
+{
+    return elementwise == TH_ELEMENTWISE_VALUE || elementwise == TH_ELEMENTWISE_POISSON_RATIO ||
+           elementwise == TH_ELEMENTWISE_RESIDUAL;
+}
+
+static bool known_reduction(int32_t reduction)
+{
+    return reduction == TH_REDUCTION_NONE || reduction == TH_REDUCTION_POISSON_LOG_LIKELIHOOD ||
+           reduction == TH_REDUCTION_SQUARED_RESIDUAL || reduction == TH_REDUCTION_INNER_PRODUCT;
+}
+
+static th_status check_generalized_arguments(const th_instance *inst,
+                                             const th_generalized_mttkrp_io *io, char *err)
+{
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "generalized_mttkrp: the instance is NULL");
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "generalized_mttkrp: no tensor loaded (call load_tensor first)");
+    /* Every field read here is of 1.4; a longer struct, from a newer host,
+     * is fine (plugin.h, "Growth"). */
+    if (io == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "generalized_mttkrp: io is NULL");
+    if (io->struct_size < TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "generalized_mttkrp: io.struct_size %u is shorter than the %zu "
+                              "bytes of th_generalized_mttkrp_io in ABI 1.4",
+                              io->struct_size, (size_t)TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE);
+    const bool has_mode = io->mode != TH_MODE_NONE;
+    if (has_mode && io->mode >= inst->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "generalized_mttkrp: io.mode %u is out of range; the tensor has %u "
+                              "modes (0..%u), or TH_MODE_NONE",
+                              io->mode, inst->nmodes, inst->nmodes - 1);
+    if (has_mode && !known_elementwise(io->elementwise))
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "generalized_mttkrp: io.elementwise %d is not a TH_ELEMENTWISE_* "
+                              "function " CPU_REF_ID " knows",
+                              (int)io->elementwise);
+    if (!known_reduction(io->reduction))
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "generalized_mttkrp: io.reduction %d is not a TH_REDUCTION_* "
+                              CPU_REF_ID " knows",
+                              (int)io->reduction);
+    if (has_mode && io->elementwise == TH_ELEMENTWISE_POISSON_RATIO && !(io->epsilon > 0.0))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "generalized_mttkrp: io.epsilon %g must be > 0 for "
+                              "TH_ELEMENTWISE_POISSON_RATIO (it floors the divisor)",
+                              io->epsilon);
+    return TH_OK;
+}
+
+/* TH_ELEMENTWISE_VALUE is mttkrp() itself, bit for bit; the reduction, if
+ * any, is a pass of its own. Otherwise one pass gives both. */
+static th_status cpu_reference_generalized_mttkrp(th_instance *inst,
+                                                  th_generalized_mttkrp_io *io, char *err)
+{
+    th_status status = check_generalized_arguments(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const double start = now_seconds();
+    const bool has_mode = io->mode != TH_MODE_NONE;
+    generalized_op op = {.elementwise = -1, .reduction = io->reduction,
+                         .epsilon = io->epsilon, .weights = io->weights, .target = NULL};
+    double reduced = 0.0;
+    if (has_mode && io->elementwise == TH_ELEMENTWISE_VALUE) {
+        status = cpu_reference_mttkrp(inst, io->mode, err);
+        if (status == TH_OK && io->reduction != TH_REDUCTION_NONE)
+            status = generalized_pass(inst, io->mode, &op, &reduced, err);
+    } else if (has_mode) {
+        op.elementwise = io->elementwise;
+        status = generalized_pass(inst, io->mode, &op, &reduced, err);
+        if (status == TH_OK)
+            inst->result_ready[io->mode] = true;
+    } else if (io->reduction != TH_REDUCTION_NONE) {
+        status = generalized_pass(inst, 0, &op, &reduced, err);
+    }
+    if (status != TH_OK)
+        return status;
+    if (has_mode)
+        inst->last_seconds[io->mode] = now_seconds() - start;
+    io->reduced = reduced;
+    return TH_OK;
+}
+
+static th_status check_factor_arguments(const th_instance *inst, const th_factor_update_io *io,
+                                        char *err)
+{
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: the instance is NULL");
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "factor_update: no tensor loaded (call load_tensor first)");
+    if (io == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: io is NULL");
+    if (io->struct_size < TH_FACTOR_UPDATE_IO_V1_4_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "factor_update: io.struct_size %u is shorter than the %zu bytes of "
+                              "th_factor_update_io in ABI 1.4",
+                              io->struct_size, (size_t)TH_FACTOR_UPDATE_IO_V1_4_SIZE);
+    if (io->mode >= inst->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "factor_update: io.mode %u is out of range; the tensor has %u modes "
+                              "(0..%u)",
+                              io->mode, inst->nmodes, inst->nmodes - 1);
+    switch (io->operation) {
+    case TH_FACTOR_SCALE_COLUMNS:
+    case TH_FACTOR_NORMALIZE_1:
+        if (io->vector == NULL)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "factor_update: io.vector is NULL; TH_FACTOR_%s needs [rank]",
+                                  io->operation == TH_FACTOR_SCALE_COLUMNS ? "SCALE_COLUMNS"
+                                                                          : "NORMALIZE_1");
+        return TH_OK;
+    case TH_FACTOR_MULTIPLICATIVE_UPDATE:
+    case TH_FACTOR_RAISE_INADMISSIBLE_ZEROS: {
+        const char *name = io->operation == TH_FACTOR_MULTIPLICATIVE_UPDATE
+                               ? "MULTIPLICATIVE_UPDATE"
+                               : "RAISE_INADMISSIBLE_ZEROS";
+        if (isnan(io->tolerance))
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "factor_update: io.tolerance is NaN (TH_FACTOR_%s)", name);
+        if (io->operation == TH_FACTOR_RAISE_INADMISSIBLE_ZEROS && !isfinite(io->offset))
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "factor_update: io.offset %g is not finite (TH_FACTOR_%s)",
+                                  io->offset, name);
+        if (!inst->result_ready[io->mode])
+            return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                                  "factor_update: TH_FACTOR_%s reads Phi, but mode %u has no "
+                                  "MTTKRP result yet (call generalized_mttkrp first)",
+                                  name, io->mode);
+        return TH_OK;
+    }
+    default:
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "factor_update: io.operation %d is not a TH_FACTOR_* operation "
+                              CPU_REF_ID " knows",
+                              (int)io->operation);
+    }
+}
+
+/* Elementwise passes over the factor, each thread on a static share of the
+ * rows; the one sum (NORMALIZE_1's column sums) is taken per column in row
+ * order whatever the thread count (column_share), the maximum and the count
+ * are exact in any order. They are cheap (I x R), so the host is not asked
+ * to stop inside one: it never sees a factor half updated. */
+static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update_io *io,
+                                             char *err)
+{
+    th_status status = check_factor_arguments(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t mode = io->mode;
+    const int64_t rows = inst->dims[mode], rank = inst->rank;
+    const int64_t cells = rows * rank;
+    const int threads = cells < CPU_REF_ELEMENTWISE_SERIAL_CELLS ? 1 : inst->threads;
+    double *restrict a = inst->factors[mode];
+    const double *restrict phi = inst->results[mode];
+    double *restrict vector = io->vector;
+    switch (io->operation) {
+    case TH_FACTOR_SCALE_COLUMNS:
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t r = 0; r < rank; r++)
+                a[i * rank + r] *= vector[r];
+        break;
+    case TH_FACTOR_NORMALIZE_1:
+        for (int64_t r = 0; r < rank; r++)
+            vector[r] = 0.0;
+#pragma omp parallel num_threads(threads)
+        {
+            int64_t first = 0, last = 0;
+            column_share(rank, omp_get_thread_num(), omp_get_num_threads(), &first, &last);
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t r = first; r < last; r++)
+                    vector[r] += fabs(a[i * rank + r]);
+        }
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t r = 0; r < rank; r++)
+                if (vector[r] > 0.0)
+                    a[i * rank + r] /= vector[r];
+        break;
+    case TH_FACTOR_MULTIPLICATIVE_UPDATE: {
+        double violation = 0.0;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(max : violation)
+        for (int64_t k = 0; k < cells; k++) {
+            const double v = fabs(fmin(a[k], 1.0 - phi[k]));
+            violation = v > violation ? v : violation;
+        }
+        io->violation = violation;
+        io->count = 0;
+        if (violation >= io->tolerance) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+            for (int64_t k = 0; k < cells; k++)
+                a[k] *= phi[k];
+            io->count = 1;
+        }
+        break;
+    }
+    default: { /* TH_FACTOR_RAISE_INADMISSIBLE_ZEROS */
+        uint64_t changed = 0;
+        const double tolerance = io->tolerance, offset = io->offset;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : changed)
+        for (int64_t k = 0; k < cells; k++)
+            if (phi[k] > 1.0 && a[k] < tolerance) {
+                a[k] += offset;
+                changed++;
+            }
+        io->count = changed;
+        break;
+    }
+    }
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Runtime and mode info                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -1093,4 +1512,6 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .get_runtime_info = cpu_reference_get_runtime_info,
     .get_mode_info = cpu_reference_get_mode_info,
     .init_factors = cpu_reference_init_factors,
+    .generalized_mttkrp = cpu_reference_generalized_mttkrp,
+    .factor_update = cpu_reference_factor_update,
 };

@@ -1,0 +1,577 @@
+/* cpu-reference's ABI 1.4 functions against a naive oracle written here:
+ * generalized_mttkrp (every elementwise function and reduction, weights
+ * NULL and given, TH_MODE_NONE, VALUE against mttkrp(), the same bits on
+ * any thread count) and factor_update (each operation), and every error. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "plugin/backend.h"
+#include "base/log.h"
+#include "test_support.h"
+
+#define TOLERANCE 1e-12
+#define EPSILON 1e-10
+
+typedef struct fixture {
+    th_plugin *plugin;
+    GRand *rng;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = g_new0(fixture, 1);
+    f->plugin = th_test_load_cpu_reference();
+    f->rng = g_rand_new_with_seed(20261128u);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    th_plugin_unload(f->plugin);
+    g_rand_free(f->rng);
+    g_free(f);
+    return 0;
+}
+
+/* Positive factors (a Poisson model's). */
+static double **positive_factors(const th_sptensor *t, uint32_t rank, GRand *rng)
+{
+    double **factors = th_test_random_factors(t, rank, rng);
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        for (size_t k = 0; k < (size_t)t->dims[m] * rank; k++)
+            factors[m][k] = 0.05 + fabs(factors[m][k]);
+    return factors;
+}
+
+/* Nonnegative counts, with some explicit zeros. */
+static void make_counts(th_sptensor *t)
+{
+    for (uint64_t k = 0; k < t->nnz; k++)
+        t->values[k] = k % 5 == 2 ? 0.0 : floor(fabs(t->values[k]) * 6.0) + 1.0;
+}
+
+/* The oracle: for each nonzero, m_i = sum_r w_r prod_k A_k(i_k, r) over all
+ * modes; G(j, :) += g(x, m) prod_{k != mode} A_k(i_k, :); sum of h. */
+static double oracle(const th_sptensor *t, double *const *factors, uint32_t rank, uint32_t mode,
+                     int32_t elementwise, int32_t reduction, double epsilon,
+                     const double *weights, double *out)
+{
+    if (mode != TH_MODE_NONE)
+        memset(out, 0, (size_t)t->dims[mode] * rank * sizeof *out);
+    double reduced = 0.0;
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        const double x = t->values[k];
+        double m = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = weights ? weights[r] : 1.0;
+            for (uint32_t n = 0; n < t->nmodes; n++)
+                term *= factors[n][(size_t)t->indices[n][k] * rank + r];
+            m += term;
+        }
+        if (mode != TH_MODE_NONE) {
+            double g = x;
+            if (elementwise == TH_ELEMENTWISE_POISSON_RATIO)
+                g = x / fmax(m, epsilon);
+            else if (elementwise == TH_ELEMENTWISE_RESIDUAL)
+                g = m - x;
+            for (uint32_t r = 0; r < rank; r++) {
+                double term = g;
+                for (uint32_t n = 0; n < t->nmodes; n++)
+                    if (n != mode)
+                        term *= factors[n][(size_t)t->indices[n][k] * rank + r];
+                out[(size_t)t->indices[mode][k] * rank + r] += term;
+            }
+        }
+        if (reduction == TH_REDUCTION_POISSON_LOG_LIKELIHOOD)
+            reduced += x != 0.0 ? x * log(m) : 0.0;
+        else if (reduction == TH_REDUCTION_SQUARED_RESIDUAL)
+            reduced += (m - x) * (m - x);
+        else if (reduction == TH_REDUCTION_INNER_PRODUCT)
+            reduced += x * m;
+    }
+    return reduced;
+}
+
+static th_status call_generalized(const th_plugin *p, th_instance *inst, uint32_t mode,
+                                  int32_t elementwise, int32_t reduction, double epsilon,
+                                  const double *weights, double *reduced, char *err)
+{
+    th_generalized_mttkrp_io io = {.struct_size = sizeof io, .mode = mode,
+                                   .elementwise = elementwise, .reduction = reduction,
+                                   .epsilon = epsilon, .weights = weights, .reduced = -99.0};
+    th_status status = p->entry.generalized_mttkrp(inst, &io, err);
+    *reduced = io.reduced;
+    return status;
+}
+
+static void assert_close(double got, double want, const char *what)
+{
+    if (got != want && !(fabs(got - want) <= TOLERANCE * fmax(1.0, fabs(want))))
+        fail_msg("%s: %.17g, expected %.17g", what, got, want);
+}
+
+/* Every mode, function and reduction of one tensor, weights NULL and given. */
+static void check_against_oracle(const fixture *f, const th_sptensor *t, uint32_t rank,
+                                 const char *threads, const char *label)
+{
+    const th_plugin *p = f->plugin;
+    double **factors = positive_factors(t, rank, f->rng);
+    th_instance *inst = th_test_create_instance(p, "threads", threads, NULL);
+    th_test_load_and_set(p, inst, t, rank, factors);
+    g_autofree double *weights = g_new(double, rank);
+    for (uint32_t r = 0; r < rank; r++)
+        weights[r] = 0.5 + r;
+    const int32_t functions[] = {TH_ELEMENTWISE_VALUE, TH_ELEMENTWISE_POISSON_RATIO,
+                                 TH_ELEMENTWISE_RESIDUAL};
+    const int32_t reductions[] = {TH_REDUCTION_NONE, TH_REDUCTION_POISSON_LOG_LIKELIHOOD,
+                                  TH_REDUCTION_SQUARED_RESIDUAL, TH_REDUCTION_INNER_PRODUCT};
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t mode = 0; mode < t->nmodes; mode++) {
+        const size_t cells = (size_t)t->dims[mode] * rank;
+        g_autofree double *expected = g_new(double, cells);
+        g_autofree double *actual = g_new(double, cells);
+        for (size_t fi = 0; fi < G_N_ELEMENTS(functions); fi++)
+            for (size_t ri = 0; ri < G_N_ELEMENTS(reductions); ri++)
+                for (int weighted = 0; weighted < 2; weighted++) {
+                    const double *w = weighted ? weights : NULL;
+                    double reduced = 0.0;
+                    th_test_assert_ok(call_generalized(p, inst, mode, functions[fi],
+                                                       reductions[ri], EPSILON, w, &reduced,
+                                                       err),
+                                      err);
+                    const double want = oracle(t, factors, rank, mode, functions[fi],
+                                               reductions[ri], EPSILON, w, expected);
+                    th_test_assert_ok(p->entry.get_mttkrp_result(inst, mode, actual, err), err);
+                    const double error = th_test_relative_error(actual, expected, cells);
+                    if (!(error < TOLERANCE))
+                        fail_msg("%s: mode %u g %d h %d weights %d: relative error %.3g", label,
+                                 mode, functions[fi], reductions[ri], weighted, error);
+                    g_autofree char *what = g_strdup_printf(
+                        "%s: mode %u g %d h %d weights %d: reduced", label, mode, functions[fi],
+                        reductions[ri], weighted);
+                    assert_close(reduced, want, what);
+                }
+    }
+    p->entry.destroy(inst);
+    th_test_free_factors(factors, t->nmodes);
+}
+
+static void test_matches_the_oracle(void **state)
+{
+    fixture *f = *state;
+    for (uint32_t nmodes = 2; nmodes <= 5; nmodes++) {
+        uint32_t dims[5] = {0};
+        uint64_t cells = 1;
+        for (uint32_t m = 0; m < nmodes; m++) {
+            dims[m] = 3 + 2 * m;
+            cells *= dims[m];
+        }
+        /* Sparse enough for empty slices. */
+        g_autoptr(th_sptensor) t = th_test_random_tensor(nmodes, dims, MIN(cells / 4, 60), f->rng);
+        make_counts(t);
+        for (uint32_t rank = 1; rank <= 9; rank += 4) {
+            g_autofree char *label = g_strdup_printf("%u modes rank %u", nmodes, rank);
+            check_against_oracle(f, t, rank, rank == 5 ? "3" : "1", label);
+        }
+    }
+}
+
+/* Past one chunk (4096 nonzeros): rows continue across chunk ends. */
+static void test_many_chunks(void **state)
+{
+    fixture *f = *state;
+    const uint32_t dims[4] = {7, 300, 40, 30};
+    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 20000, f->rng);
+    make_counts(t);
+    check_against_oracle(f, t, 4, "2", "20000 nonzeros");
+}
+
+/* TH_MODE_NONE computes the reduction only: every result stays as it was,
+ * bit for bit, and elementwise and epsilon are not looked at. */
+static void test_mode_none_leaves_results(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const uint32_t dims[3] = {5, 6, 7}, rank = 3;
+    g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 60, f->rng);
+    make_counts(t);
+    double **factors = positive_factors(t, rank, f->rng);
+    th_instance *inst = th_test_create_instance(p, NULL);
+    th_test_load_and_set(p, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    double before[3][7 * 3], after[7 * 3], reduced = 0.0;
+    for (uint32_t m = 0; m < 3; m++) {
+        th_test_assert_ok(call_generalized(p, inst, m, TH_ELEMENTWISE_POISSON_RATIO,
+                                           TH_REDUCTION_NONE, EPSILON, NULL, &reduced, err),
+                          err);
+        assert_true(reduced == 0.0);
+        th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, before[m], err), err);
+    }
+    const double w[3] = {2.0, 0.5, 1.5};
+    th_test_assert_ok(call_generalized(p, inst, TH_MODE_NONE, 77, TH_REDUCTION_POISSON_LOG_LIKELIHOOD,
+                                       0.0, w, &reduced, err),
+                      err);
+    assert_close(reduced,
+                 oracle(t, factors, rank, TH_MODE_NONE, 0, TH_REDUCTION_POISSON_LOG_LIKELIHOOD,
+                        0.0, w, NULL),
+                 "log-likelihood");
+    th_test_assert_ok(call_generalized(p, inst, TH_MODE_NONE, 0, TH_REDUCTION_NONE, 0.0, NULL,
+                                       &reduced, err),
+                      err);
+    assert_true(reduced == 0.0);
+    for (uint32_t m = 0; m < 3; m++) {
+        th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, after, err), err);
+        assert_memory_equal(before[m], after, (size_t)dims[m] * rank * sizeof(double));
+    }
+    p->entry.destroy(inst);
+    th_test_free_factors(factors, 3);
+}
+
+/* TH_ELEMENTWISE_VALUE is mttkrp(), bit for bit, weights or not. */
+static void test_value_is_mttkrp(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const uint32_t dims[4] = {12, 10, 9, 8}, rank = 5;
+    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 5000, f->rng);
+    double **factors = th_test_random_factors(t, rank, f->rng);
+    th_instance *inst = th_test_create_instance(p, "threads", "2", NULL);
+    th_test_load_and_set(p, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    const double w[5] = {1, 2, 3, 4, 5};
+    double plain[12 * 5], general[12 * 5], reduced = 0.0;
+    for (uint32_t m = 0; m < 4; m++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+            th_test_assert_ok(p->entry.mttkrp(inst, m, err), err);
+            th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, plain, err), err);
+            memset(general, 0, sizeof general);
+            th_test_assert_ok(call_generalized(p, inst, m, TH_ELEMENTWISE_VALUE,
+                                               weighted ? TH_REDUCTION_INNER_PRODUCT
+                                                        : TH_REDUCTION_NONE,
+                                               0.0, weighted ? w : NULL, &reduced, err),
+                              err);
+            th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, general, err), err);
+            assert_memory_equal(plain, general, (size_t)dims[m] * rank * sizeof(double));
+        }
+    p->entry.destroy(inst);
+    th_test_free_factors(factors, 4);
+}
+
+/* Results and reductions are the same bits on 1, 2 and 7 threads. */
+static void test_thread_count_does_not_change_results(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const uint32_t dims[4] = {40, 30, 20, 10}, rank = 8;
+    g_autoptr(th_sptensor) t = th_test_random_tensor(4, dims, 40000, f->rng);
+    make_counts(t);
+    double **factors = positive_factors(t, rank, f->rng);
+    const char *threads[] = {"1", "2", "7"};
+    double *results[3][4], reduced[3][4];
+    char err[TH_ERROR_SIZE] = "";
+    for (int k = 0; k < 3; k++) {
+        th_instance *inst = th_test_create_instance(p, "threads", threads[k], NULL);
+        th_test_load_and_set(p, inst, t, rank, factors);
+        for (uint32_t m = 0; m < 4; m++) {
+            results[k][m] = g_new(double, (size_t)dims[m] * rank);
+            th_test_assert_ok(call_generalized(p, inst, m, TH_ELEMENTWISE_POISSON_RATIO,
+                                               TH_REDUCTION_POISSON_LOG_LIKELIHOOD, EPSILON,
+                                               NULL, &reduced[k][m], err),
+                              err);
+            th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, results[k][m], err), err);
+        }
+        p->entry.destroy(inst);
+    }
+    for (uint32_t m = 0; m < 4; m++) {
+        for (int k = 1; k < 3; k++) {
+            assert_memory_equal(results[0][m], results[k][m],
+                                (size_t)dims[m] * rank * sizeof(double));
+            assert_memory_equal(&reduced[0][m], &reduced[k][m], sizeof(double));
+        }
+        for (int k = 0; k < 3; k++)
+            g_free(results[k][m]);
+    }
+    th_test_free_factors(factors, 4);
+}
+
+/* ------------------------------------------------------------------------ */
+/* factor_update                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct factor_case {
+    th_instance *inst;
+    double **factors;
+    double phi[6 * 4];
+    double a[6 * 4];
+} factor_case;
+
+/* A 6 x 5 x 4 tensor at rank 4; mode 0's Phi from generalized_mttkrp. */
+static void factor_case_init(const fixture *f, factor_case *c, th_sptensor **t_out,
+                             const char *threads)
+{
+    const uint32_t dims[3] = {6, 5, 4};
+    th_sptensor *t = th_test_random_tensor(3, dims, 40, f->rng);
+    make_counts(t);
+    c->factors = positive_factors(t, 4, f->rng);
+    c->inst = th_test_create_instance(f->plugin, "threads", threads, NULL);
+    th_test_load_and_set(f->plugin, c->inst, t, 4, c->factors);
+    char err[TH_ERROR_SIZE] = "";
+    double reduced = 0.0;
+    th_test_assert_ok(call_generalized(f->plugin, c->inst, 0, TH_ELEMENTWISE_POISSON_RATIO,
+                                       TH_REDUCTION_NONE, EPSILON, NULL, &reduced, err),
+                      err);
+    th_test_assert_ok(f->plugin->entry.get_mttkrp_result(c->inst, 0, c->phi, err),
+                      err);
+    memcpy(c->a, c->factors[0], sizeof c->a);
+    *t_out = t;
+}
+
+static void factor_case_clear(const fixture *f, factor_case *c)
+{
+    f->plugin->entry.destroy(c->inst);
+    th_test_free_factors(c->factors, 3);
+}
+
+static th_status call_factor_update(const th_plugin *p, th_instance *inst, th_factor_update_io *io,
+                                    double *a, char *err)
+{
+    th_status status = p->entry.factor_update(inst, io, err);
+    if (status == TH_OK)
+        th_test_assert_ok(p->entry.get_factor(inst, io->mode, a, err), err);
+    return status;
+}
+
+static void test_factor_operations(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    char err[TH_ERROR_SIZE] = "";
+    for (int threads = 1; threads <= 2; threads++) {
+        factor_case c;
+        g_autoptr(th_sptensor) t = NULL;
+        factor_case_init(f, &c, &t, threads == 1 ? "1" : "2");
+        double got[24], want[24], vector[4] = {2.0, 0.0, -1.0, 0.5};
+
+        /* SCALE_COLUMNS: A(:, r) *= vector[r]. */
+        th_factor_update_io io = {.struct_size = sizeof io, .mode = 0,
+                                  .operation = TH_FACTOR_SCALE_COLUMNS, .vector = vector};
+        th_test_assert_ok(call_factor_update(p, c.inst, &io, got, err), err);
+        for (int k = 0; k < 24; k++)
+            want[k] = c.a[k] * vector[k % 4];
+        assert_memory_equal(got, want, sizeof got);
+        assert_true(io.violation == 0.0 && io.count == 0);
+
+        /* NORMALIZE_1: column 1-norms out, a zero column stays zero. */
+        io.operation = TH_FACTOR_NORMALIZE_1;
+        memcpy(c.a, got, sizeof got);
+        th_test_assert_ok(call_factor_update(p, c.inst, &io, got, err), err);
+        for (int r = 0; r < 4; r++) {
+            double norm = 0.0;
+            for (int i = 0; i < 6; i++)
+                norm += fabs(c.a[i * 4 + r]);
+            assert_close(vector[r], norm, "column 1-norm");
+            for (int i = 0; i < 6; i++)
+                assert_close(got[i * 4 + r], norm > 0 ? c.a[i * 4 + r] / norm : 0.0,
+                             "normalised entry");
+        }
+        assert_true(vector[1] == 0.0);
+
+        /* MULTIPLICATIVE_UPDATE: the violation of the factor before; A .*=
+         * Phi only when it reaches the tolerance. */
+        th_test_assert_ok(p->entry.set_factor(c.inst, 0, c.factors[0], err), err);
+        double violation = 0.0;
+        for (int k = 0; k < 24; k++)
+            violation = fmax(violation, fabs(fmin(c.factors[0][k], 1.0 - c.phi[k])));
+        io = (th_factor_update_io){.struct_size = sizeof io, .mode = 0,
+                                   .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                   .tolerance = violation * 2.0};
+        th_test_assert_ok(call_factor_update(p, c.inst, &io, got, err), err);
+        assert_true(io.violation == violation);
+        assert_int_equal(io.count, 0);
+        assert_memory_equal(got, c.factors[0], sizeof got);
+        io.tolerance = violation;
+        io.violation = 0.0;
+        th_test_assert_ok(call_factor_update(p, c.inst, &io, got, err), err);
+        assert_true(io.violation == violation);
+        assert_int_equal(io.count, 1);
+        for (int k = 0; k < 24; k++)
+            assert_true(got[k] == c.factors[0][k] * c.phi[k]);
+
+        /* RAISE_INADMISSIBLE_ZEROS: where Phi > 1 and A < tolerance. */
+        th_test_assert_ok(p->entry.set_factor(c.inst, 0, c.factors[0], err), err);
+        io = (th_factor_update_io){.struct_size = sizeof io, .mode = 0,
+                                   .operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS,
+                                   .tolerance = 0.3, .offset = 0.01};
+        uint64_t changed = 0;
+        for (int k = 0; k < 24; k++) {
+            want[k] = c.factors[0][k];
+            if (c.phi[k] > 1.0 && want[k] < 0.3) {
+                want[k] += 0.01;
+                changed++;
+            }
+        }
+        assert_true(changed > 0);
+        th_test_assert_ok(call_factor_update(p, c.inst, &io, got, err), err);
+        assert_int_equal(io.count, changed);
+        assert_memory_equal(got, want, sizeof got);
+        factor_case_clear(f, &c);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void expect_generalized(const th_plugin *p, th_instance *inst,
+                               const th_generalized_mttkrp_io *in, th_status status,
+                               const char *message)
+{
+    th_generalized_mttkrp_io io = *in;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(p->entry.generalized_mttkrp(inst, &io, err), status);
+    assert_string_equal(err, message);
+}
+
+static void expect_factor(const th_plugin *p, th_instance *inst, const th_factor_update_io *in,
+                          th_status status, const char *message)
+{
+    th_factor_update_io io = *in;
+    char err[TH_ERROR_SIZE] = "";
+    assert_int_equal(p->entry.factor_update(inst, &io, err), status);
+    assert_string_equal(err, message);
+}
+
+static void test_errors(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const th_generalized_mttkrp_io ok = {.struct_size = sizeof ok, .mode = 0,
+                                         .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                         .reduction = TH_REDUCTION_NONE, .epsilon = EPSILON};
+    double vector[2];
+    const th_factor_update_io fok = {.struct_size = sizeof fok, .mode = 1,
+                                     .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                     .vector = vector, .tolerance = 1e-4, .offset = 0.1};
+
+    th_instance *inst = th_test_create_instance(p, NULL);
+    expect_generalized(p, inst, &ok, TH_ERR_BAD_STATE,
+                       "generalized_mttkrp: no tensor loaded (call load_tensor first)");
+    expect_factor(p, inst, &fok, TH_ERR_BAD_STATE,
+                  "factor_update: no tensor loaded (call load_tensor first)");
+
+    const uint32_t dims[3] = {3, 2, 4};
+    g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 5, f->rng);
+    double **factors = positive_factors(t, 2, f->rng);
+    th_test_load_and_set(p, inst, t, 2, factors);
+
+    th_generalized_mttkrp_io io = ok;
+    io.struct_size = TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE - 1;
+    expect_generalized(p, inst, &io, TH_ERR_INVALID_ARGUMENT,
+                       "generalized_mttkrp: io.struct_size 39 is shorter than the 40 bytes of "
+                       "th_generalized_mttkrp_io in ABI 1.4");
+    io = ok;
+    io.mode = 3;
+    expect_generalized(p, inst, &io, TH_ERR_INVALID_ARGUMENT,
+                       "generalized_mttkrp: io.mode 3 is out of range; the tensor has 3 modes "
+                       "(0..2), or TH_MODE_NONE");
+    io = ok;
+    io.elementwise = 9;
+    expect_generalized(p, inst, &io, TH_ERR_UNSUPPORTED,
+                       "generalized_mttkrp: io.elementwise 9 is not a TH_ELEMENTWISE_* function "
+                       "cpu-reference knows");
+    io = ok;
+    io.reduction = -1;
+    expect_generalized(p, inst, &io, TH_ERR_UNSUPPORTED,
+                       "generalized_mttkrp: io.reduction -1 is not a TH_REDUCTION_* cpu-reference "
+                       "knows");
+    io.mode = TH_MODE_NONE; /* the reduction is read for TH_MODE_NONE too */
+    expect_generalized(p, inst, &io, TH_ERR_UNSUPPORTED,
+                       "generalized_mttkrp: io.reduction -1 is not a TH_REDUCTION_* cpu-reference "
+                       "knows");
+    io = ok;
+    io.epsilon = 0.0;
+    expect_generalized(p, inst, &io, TH_ERR_INVALID_ARGUMENT,
+                       "generalized_mttkrp: io.epsilon 0 must be > 0 for "
+                       "TH_ELEMENTWISE_POISSON_RATIO (it floors the divisor)");
+    io.epsilon = NAN;
+    expect_generalized(p, inst, &io, TH_ERR_INVALID_ARGUMENT,
+                       "generalized_mttkrp: io.epsilon nan must be > 0 for "
+                       "TH_ELEMENTWISE_POISSON_RATIO (it floors the divisor)");
+    /* No division, no epsilon needed. */
+    char err[TH_ERROR_SIZE] = "";
+    io.elementwise = TH_ELEMENTWISE_RESIDUAL;
+    th_test_assert_ok(p->entry.generalized_mttkrp(inst, &io, err), err);
+    expect_generalized(p, inst, &io, TH_OK, ""); /* err untouched on success */
+
+    th_factor_update_io fio = fok;
+    /* Phi of mode 1 does not exist yet (mode 0's does). */
+    expect_factor(p, inst, &fio, TH_ERR_BAD_STATE,
+                  "factor_update: TH_FACTOR_MULTIPLICATIVE_UPDATE reads Phi, but mode 1 has no "
+                  "MTTKRP result yet (call generalized_mttkrp first)");
+    fio.operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS;
+    expect_factor(p, inst, &fio, TH_ERR_BAD_STATE,
+                  "factor_update: TH_FACTOR_RAISE_INADMISSIBLE_ZEROS reads Phi, but mode 1 has "
+                  "no MTTKRP result yet (call generalized_mttkrp first)");
+    fio.operation = TH_FACTOR_SCALE_COLUMNS; /* reads no Phi */
+    expect_factor(p, inst, &fio, TH_OK, "");
+    fio = fok;
+    fio.struct_size = 8;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.struct_size 8 is shorter than the 56 bytes of "
+                  "th_factor_update_io in ABI 1.4");
+    fio = fok;
+    fio.mode = TH_MODE_NONE;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.mode 4294967295 is out of range; the tensor has 3 modes "
+                  "(0..2)");
+    fio = fok;
+    fio.operation = 0;
+    expect_factor(p, inst, &fio, TH_ERR_UNSUPPORTED,
+                  "factor_update: io.operation 0 is not a TH_FACTOR_* operation cpu-reference "
+                  "knows");
+    fio = fok;
+    fio.operation = TH_FACTOR_NORMALIZE_1;
+    fio.vector = NULL;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.vector is NULL; TH_FACTOR_NORMALIZE_1 needs [rank]");
+    fio.operation = TH_FACTOR_SCALE_COLUMNS;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.vector is NULL; TH_FACTOR_SCALE_COLUMNS needs [rank]");
+    fio = fok;
+    fio.mode = 0;
+    fio.tolerance = NAN;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.tolerance is NaN (TH_FACTOR_MULTIPLICATIVE_UPDATE)");
+    fio = fok;
+    fio.mode = 0;
+    fio.operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS;
+    fio.offset = INFINITY;
+    expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
+                  "factor_update: io.offset inf is not finite "
+                  "(TH_FACTOR_RAISE_INADMISSIBLE_ZEROS)");
+
+    p->entry.destroy(inst);
+    th_test_free_factors(factors, 3);
+}
+
+int main(void)
+{
+    th_log_set_level(TH_LOG_WARNING);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_the_oracle),
+        cmocka_unit_test(test_many_chunks),
+        cmocka_unit_test(test_mode_none_leaves_results),
+        cmocka_unit_test(test_value_is_mttkrp),
+        cmocka_unit_test(test_thread_count_does_not_change_results),
+        cmocka_unit_test(test_factor_operations),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
