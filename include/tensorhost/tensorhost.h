@@ -345,7 +345,7 @@ typedef struct tensorhost_apr_params {
      * finite and >= 0: the initial factors instead of the seed's. Borrowed
      * for the call. */
     const double *const *initial_factors;
-    /* NULL (all ones), or [rank] weights finite and > 0 of the initial
+    /* NULL (all ones), or [rank] weights finite and >= 0 of the initial
      * model (pyttb's init ktensor's weights); read only with
      * initial_factors. Borrowed for the call. */
     const double *initial_weights;
@@ -363,8 +363,12 @@ typedef struct tensorhost_apr_params {
  * and final form as pyttb's: unit 1-norm factor columns, weights in
  * lambda, components by decreasing weight. The tensor's values must be
  * >= 0 (TENSORHOST_ERR_INVALID_ARGUMENT naming the first negative one,
- * before any work); values that are not integers are fitted all the same,
- * with a warning. The result is a tensorhost_cpd as tensorhost_cp_als's:
+ * before any work; they are never scaled, as the model is not
+ * scale-invariant); values that are not integers are fitted all the same,
+ * with a warning (TENSORHOST_WARN_NON_INTEGER_VALUES). The backend needs
+ * the plugin ABI 1.4 functions (generalized_mttkrp, factor_update): one
+ * without them is refused before any work (TENSORHOST_ERR_INVALID_ARGUMENT
+ * naming the plugin and the functions). The result is a tensorhost_cpd as tensorhost_cp_als's:
  * its accessors give the model, tensorhost_cpd_fit the least-squares fit
  * of the final model, and the accessors below the Poisson facts. Status
  * CONVERGED means the KKT violation fell below stoptol. A stop (the

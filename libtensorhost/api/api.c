@@ -51,6 +51,7 @@ G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_ABOVE_BOUND == (int)TH_CPD_WARN_RANK_A
 G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_DEFICIENT == (int)TH_CPD_WARN_RANK_DEFICIENT);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_NOT_CONVERGED == (int)TH_CPD_WARN_NOT_CONVERGED);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_UNDERFLOWED_VALUES == (int)TH_CPD_WARN_UNDERFLOWED_VALUES);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_NON_INTEGER_VALUES == (int)TH_CPD_WARN_NOT_COUNTS);
 /* The public models are cp_als.h's. */
 G_STATIC_ASSERT((int)TENSORHOST_MODEL_LEAST_SQUARES == (int)TH_MODEL_LEAST_SQUARES &&
                 (int)TENSORHOST_MODEL_POISSON == (int)TH_MODEL_POISSON);
@@ -593,17 +594,18 @@ static int32_t run_session(tensorhost_backend *backend, const tensorhost_tensor 
     /* A stop asked before this call is not for it; one asked from here on
      * (the checks below scan every nonzero) is. */
     th_cancel_reset();
+    const int32_t status = check_initial_factors(
+        params->initial_factors, tensor->tensor, params->rank, params->model == TH_MODEL_POISSON,
+        err);
+    if (status != TENSORHOST_OK)
+        return status;
     th_backend *b = backend->backend;
     g_autoptr(GError) error = NULL;
     /* The caller's tensor is never changed: a copy is scaled when its values
-     * need it. */
+     * need it (least squares only). */
     g_autoptr(th_cpd_session) session = th_cpd_session_new(b, params, NULL, terms, &error);
     if (!session || !th_cpd_session_prepare_copy(session, tensor->tensor, &error))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
-    int32_t status = check_initial_factors(params->initial_factors, tensor->tensor,
-                                           params->rank, params->model == TH_MODEL_POISSON, err);
-    if (status != TENSORHOST_OK)
-        return status;
     const gint64 start = g_get_monotonic_time();
     if (!th_cpd_session_load(session, &error))
         return set_error(err, status_of_backend_error(error), "%s", error->message);
@@ -723,25 +725,6 @@ static int32_t check_apr_params(const tensorhost_apr_params *p, char *err)
     return TENSORHOST_OK;
 }
 
-/* A Poisson model is one of counts: every value >= 0 (checked here, before
- * any work, so the message names the entry). */
-static int32_t check_nonnegative(const th_sptensor *t, char *err)
-{
-    for (uint64_t k = 0; k < t->nnz; ++k) {
-        if (t->values[k] >= 0.0)
-            continue;
-        g_autoptr(GString) where = g_string_new(NULL);
-        for (uint32_t m = 0; m < t->nmodes; ++m)
-            g_string_append_printf(where, "%s%" G_GUINT64_FORMAT, m ? ", " : "",
-                                   (uint64_t)t->indices[m][k]);
-        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                         "the tensor's value %g at (%s) (0-based) is negative: a Poisson model "
-                         "(CP-APR) needs values >= 0",
-                         t->values[k], where->str);
-    }
-    return TENSORHOST_OK;
-}
-
 int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *tensor,
                           const tensorhost_apr_params *given, tensorhost_cpd **out, char *err)
 {
@@ -753,37 +736,16 @@ int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *
     if (!read_apr_params(given, &p, err))
         return TENSORHOST_ERR_INVALID_ARGUMENT;
     quiet_logging();
-    int32_t status = check_apr_params(&p, err);
-    if (status == TENSORHOST_OK)
-        status = check_nonnegative(tensor->tensor, err);
+    const int32_t status = check_apr_params(&p, err);
     if (status != TENSORHOST_OK)
         return status;
-    const th_sptensor *t = tensor->tensor;
-    /* The initial weights go into the first factor: the run starts by
-     * normalizing the model (pyttb's M.normalize(normtype=1)), which gives
-     * the same model either way. */
-    const double *const *initial = p.initial_factors;
-    g_autofree double *weighted = NULL;
-    g_autofree const double **with_weights = NULL;
-    if (initial && p.initial_weights) {
-        for (uint32_t r = 0; r < p.rank; ++r)
-            if (!isfinite(p.initial_weights[r]) || !(p.initial_weights[r] > 0.0))
-                return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                                 "initial_weights[%u] is %g: expected a finite number > 0", r,
-                                 p.initial_weights[r]);
-        status = check_initial_factors(initial, t, p.rank, TRUE, err);
-        if (status != TENSORHOST_OK)
-            return status;
-        const uint64_t n = (uint64_t)t->dims[0] * p.rank;
-        weighted = g_new(double, n);
-        for (uint64_t i = 0; i < n; ++i)
-            weighted[i] = initial[0][i] * p.initial_weights[i % p.rank];
-        with_weights = g_new(const double *, t->nmodes);
-        with_weights[0] = weighted;
-        for (uint32_t m = 1; m < t->nmodes; ++m)
-            with_weights[m] = initial[m];
-        initial = with_weights;
-    }
+    /* The tensor's values (finite, >= 0) are the session's to check
+     * (th_cp_apr_check_tensor), before any work. */
+    for (uint32_t r = 0; p.initial_factors && p.initial_weights && r < p.rank; ++r)
+        if (!isfinite(p.initial_weights[r]) || p.initial_weights[r] < 0.0)
+            return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                             "initial_weights[%u] is %g: expected a finite number >= 0", r,
+                             p.initial_weights[r]);
     const th_cpd_params params = {
         .model = TH_MODEL_POISSON,
         .apr =
@@ -798,7 +760,8 @@ int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *
         .tolerance = p.stoptol,
         .seed = p.seed,
         .update = TH_UPDATE_AUTO,
-        .initial_factors = initial,
+        .initial_factors = p.initial_factors,
+        .initial_weights = p.initial_factors ? p.initial_weights : NULL,
     };
     const th_cpd_warning_terms terms = warning_terms(tensor, "stoptol");
     apr_forward forward = {p.on_iteration, p.user_data};

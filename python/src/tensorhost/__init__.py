@@ -510,7 +510,7 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
     init: "random" (the seed's counter-based factors, the same on every
        backend: `seed`), a list of (dims[m], rank) arrays >= 0, or a
        pyttb.ktensor (anything with factor_matrices and weights) whose
-       weights are > 0: the initial model.
+       weights are >= 0: the initial model.
     maxinneriters: multiplicative updates per mode and outer iteration.
     epsDivZero: floor of the model in divisions.
     printitn: print every printitn-th outer iteration's log-likelihood and
@@ -621,10 +621,11 @@ def _apr_init(init):
                 or np.issubdtype(weights.dtype, np.integer)):
             raise TypeError(f"init's weights must be real numbers, got {weights.dtype}")
         weights = np.ascontiguousarray(weights, dtype=np.float64).reshape(-1)
-        if not np.all(np.isfinite(weights) & (weights > 0)):
-            bad = int(np.argwhere(~(np.isfinite(weights) & (weights > 0)))[0][0])
+        good = np.isfinite(weights) & (weights >= 0)
+        if not np.all(good):
+            bad = int(np.argwhere(~good)[0][0])
             raise ValueError(f"init's weights[{bad}] is {weights[bad]}: expected a finite number "
-                             "> 0")
+                             ">= 0")
         return list(init.factor_matrices), weights
     return init, None
 
