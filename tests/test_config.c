@@ -143,6 +143,11 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.tolerance=1e-05\n"
                                                 "cpd.seed=42\n"
                                                 "cpd.update=auto\n"
+                                                "cpd.model=least-squares\n"
+                                                "cpd.max_inner_iters=10\n"
+                                                "cpd.kappa=0.01\n"
+                                                "cpd.kappa_tolerance=1e-10\n"
+                                                "cpd.epsilon=1e-10\n"
                                                 "backend.plugin=auto\n"
                                                 "backend.search_path=[\"/p\"]\n"
                                                 "backend.options.threads=4\n"
@@ -198,6 +203,11 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.tolerance=number:0.5\n"
                                       "cpd.seed=int:9223372036854775807\n"
                                       "cpd.update=string:auto\n"
+                                      "cpd.model=string:least-squares\n"
+                                      "cpd.max_inner_iters=int:10\n"
+                                      "cpd.kappa=number:0.01\n"
+                                      "cpd.kappa_tolerance=number:1e-10\n"
+                                      "cpd.epsilon=number:1e-10\n"
                                       "backend.plugin=string:auto\n"
                                       "backend.search_path=list:2\n"
                                       "backend.options.threads=int:4\n"
@@ -402,7 +412,8 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     (void)state;
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
-                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update)");
+                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, "
+                      "max_inner_iters, kappa, kappa_tolerance, epsilon)");
 }
 
 static void test_unknown_section(void **state)

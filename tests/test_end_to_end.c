@@ -854,6 +854,91 @@ static void test_readme_sample_runs_with_auto(void **state)
     th_test_run_clear(&r);
 }
 
+/* model = "poisson" (CP-APR): the console's per-iteration log-likelihood
+ * and KKT lines and its summary, report.json's Poisson fields. Skipped
+ * while cpu-reference lacks the ABI 1.4 functions. */
+static void test_poisson_run_reports_the_model(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nmodel = \"poisson\"\nrank = 3\nmax_iters = 3\n"
+        "max_inner_iters = 2\nseed = 7\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        UBER);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, NULL};
+    th_test_run r = run_tensorhost(args);
+    if (r.status != 0 && strstr(r.err, "does not implement")) {
+        print_message("cpu-reference lacks the ABI 1.4 functions: skipped\n");
+        th_test_run_clear(&r);
+        skip();
+    }
+    if (r.status != 0)
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    assert_int_equal(count_lines_with(r.out, "log-likelihood = "), 3);
+    assert_non_null(strstr(r.out, "KKT = "));
+    assert_non_null(strstr(r.out, "CP-APR"));
+    assert_non_null(strstr(r.out, "final log-likelihood"));
+    assert_non_null(strstr(r.out, "least-squares fit"));
+    th_test_run_clear(&r);
+
+    g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+    g_autoptr(JsonParser) parser = load_report(out_dir);
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    JsonObject *cpd = json_object_get_object_member(root, "cpd");
+    assert_string_equal(json_object_get_string_member(cpd, "model"), "poisson");
+    JsonObject *apr = json_object_get_object_member(cpd, "apr");
+    assert_int_equal(json_object_get_int_member(apr, "max_inner_iters"), 2);
+    assert_true(json_object_get_double_member(apr, "tolerance") == 1e-4);
+    assert_true(json_object_get_double_member(apr, "kappa") == 0.01);
+    JsonArray *its = json_object_get_array_member(cpd, "iterations");
+    assert_int_equal(json_array_get_length(its), 3);
+    double previous = -INFINITY;
+    for (guint i = 0; i < 3; ++i) {
+        JsonObject *it = json_array_get_object_element(its, i);
+        const double ll = json_object_get_double_member(it, "log_likelihood");
+        assert_true(ll >= previous);
+        previous = ll;
+        assert_true(json_object_get_double_member(it, "kkt_violation") >= 0.0);
+        assert_true(json_object_get_int_member(it, "inner_iterations") >= 4);
+        assert_true(json_object_has_member(it, "inadmissible_zero_modes"));
+    }
+    assert_true(json_object_get_double_member(cpd, "final_log_likelihood") == previous);
+    assert_true(json_object_has_member(cpd, "final_kkt_violation"));
+    const double fit = json_object_get_double_member(cpd, "final_least_squares_fit");
+    assert_true(fit > 0.0 && fit < 1.0);
+    /* The factor files hold the model in its 1-norm form. */
+    g_autofree char *mode1 = g_build_filename(out_dir, "mode1.mat", NULL);
+    assert_true(g_file_test(mode1, G_FILE_TEST_EXISTS));
+}
+
+/* A negative value with model = "poisson": an error naming the file and
+ * the entry, before the backend loads anything. */
+static void test_poisson_refuses_negative_values(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *tensor = write_temp(dir, "x.tns", "1 1 1 2\n2 1 2 -3\n1 2 2 1\n");
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nmodel = \"poisson\"\nrank = 2\n"
+        "[backend]\nplugin = \"cpu-reference\"\n[output]\ndir = \"out\"\n",
+        tensor);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, NULL};
+    th_test_run r = run_tensorhost(args);
+    if (r.status != 0 && strstr(r.err, "does not implement")) {
+        th_test_run_clear(&r);
+        skip();
+    }
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, tensor));
+    assert_non_null(strstr(r.err, "-3"));
+    assert_non_null(strstr(r.err, "(2, 1, 2)"));
+    assert_null(strstr(r.out, "Backend"));
+    th_test_run_clear(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -871,6 +956,8 @@ int main(void)
         cmocka_unit_test(test_sigterm_stops_with_143),
         cmocka_unit_test(test_interrupt_during_the_read),
         cmocka_unit_test(test_readme_sample_runs_with_auto),
+        cmocka_unit_test(test_poisson_run_reports_the_model),
+        cmocka_unit_test(test_poisson_refuses_negative_values),
     };
     return cmocka_run_group_tests(tests, make_scratch_root, remove_scratch_root);
 }
