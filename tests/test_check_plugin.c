@@ -116,6 +116,23 @@ static void test_cpu_reference_passes(void **state)
     assert_line(&r, "PASS init_factors nmodes mismatch (TH_ERR_INVALID_ARGUMENT: init_factors: "
                     "io.nmodes is 4 but the loaded tensor has 3 modes)");
     assert_int_equal(lines_starting(r.output, "PASS init_factors "), 7);
+    /* ABI 1.4: the generalized MTTKRP and the factor operations against the
+     * checker's own double computation, on empty slices and 4 modes too,
+     * and the error rules. */
+    assert_non_null(strstr(r.output, "\nPASS generalized_mttkrp modes=3 skew=uniform rank=4 "
+                                     "(max relative error "));
+    assert_non_null(strstr(r.output, "\nPASS generalized_mttkrp modes=3 "
+                                     "skew=dim1-empty-slices rank=3 ("));
+    assert_non_null(strstr(r.output, "\nPASS generalized_mttkrp modes=4 skew=zipf rank=7 ("));
+    assert_line(&r, "PASS factor_update modes=4 skew=zipf rank=7");
+    assert_line(&r, "PASS factor_update before a result of the mode (TH_ERR_BAD_STATE: "
+                    "factor_update: TH_FACTOR_MULTIPLICATIVE_UPDATE reads Phi, but mode 0 has no "
+                    "MTTKRP result yet (call generalized_mttkrp first))");
+    assert_line(&r, "PASS generalized_mttkrp epsilon 0 (TH_ERR_INVALID_ARGUMENT: "
+                    "generalized_mttkrp: io.epsilon 0 must be > 0 for "
+                    "TH_ELEMENTWISE_POISSON_RATIO (it floors the divisor))");
+    assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
+    assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
     run_clear(&r);
 }
 
@@ -147,6 +164,8 @@ static void test_frozen_v1_0_plugin_passes(void **state)
                     "mode itself)");
     assert_line(&r, "SKIP init_factors: not implemented (optional, ABI 1.3; the host draws the "
                     "initial factors and uploads them)");
+    assert_line(&r, "SKIP generalized_mttkrp: lacks generalized_mttkrp/factor_update (ABI 1.4): "
+                    "models other than least squares will not run on it");
     run_clear(&r);
 }
 
@@ -163,6 +182,8 @@ static void test_frozen_v1_2_plugin_passes(void **state)
                                      "reference's per-mode iteration, max relative error "));
     assert_line(&r, "SKIP init_factors: not implemented (optional, ABI 1.3; the host draws the "
                     "initial factors and uploads them)");
+    assert_line(&r, "SKIP generalized_mttkrp: lacks generalized_mttkrp/factor_update (ABI 1.4): "
+                    "models other than least squares will not run on it");
     run_clear(&r);
 }
 

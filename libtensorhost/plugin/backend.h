@@ -148,6 +148,9 @@ typedef struct th_backend_facts {
     gboolean f32;              /* value_type is TH_VALUE_F32 */
     gboolean has_als_update, has_als_sweep;
     gboolean has_init_factors; /* ABI 1.3 */
+    /* ABI 1.4: generalized_mttkrp and factor_update both (models other than
+     * least squares run on it) */
+    gboolean has_generalized_mttkrp;
     char *device, *details;    /* th_runtime_info */
     uint64_t tensor_bytes, factor_bytes, workspace_bytes;
     double load_seconds;       /* preprocessing: load_tensor's wall time */

@@ -1321,6 +1321,452 @@ static void check_all_init_factors(checker *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* generalized_mttkrp and factor_update (ABI 1.4)                            */
+/* ------------------------------------------------------------------------ */
+
+/* The checker's own generalized MTTKRP in double (plugin.h's formulas,
+ * obviously right): mode's G into `out` (mode TH_MODE_NONE: none) and the
+ * sum of h; *scale gets the sum of |h|, the size a rounding error is
+ * measured against. */
+static double naive_generalized(const th_sptensor *t, double *const *factors, uint32_t rank,
+                                uint32_t mode, int32_t elementwise, int32_t reduction,
+                                double epsilon, const double *weights, double *out,
+                                double *scale)
+{
+    if (mode != TH_MODE_NONE)
+        memset(out, 0, (size_t)t->dims[mode] * rank * sizeof *out);
+    double sum = 0.0, size = 0.0;
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        const double x = t->values[k];
+        double m = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = weights ? weights[r] : 1.0;
+            for (uint32_t n = 0; n < t->nmodes; n++)
+                term *= factors[n][(size_t)t->indices[n][k] * rank + r];
+            m += term;
+        }
+        double h = 0.0;
+        if (reduction == TH_REDUCTION_POISSON_LOG_LIKELIHOOD)
+            h = x != 0.0 ? x * log(m) : 0.0;
+        else if (reduction == TH_REDUCTION_SQUARED_RESIDUAL)
+            h = (m - x) * (m - x);
+        else if (reduction == TH_REDUCTION_INNER_PRODUCT)
+            h = x * m;
+        sum += h;
+        size += fabs(h);
+        if (mode == TH_MODE_NONE)
+            continue;
+        const double g = elementwise == TH_ELEMENTWISE_POISSON_RATIO ? x / fmax(m, epsilon)
+                         : elementwise == TH_ELEMENTWISE_RESIDUAL    ? m - x
+                                                                     : x;
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = g;
+            for (uint32_t n = 0; n < t->nmodes; n++)
+                if (n != mode)
+                    term *= factors[n][(size_t)t->indices[n][k] * rank + r];
+            out[(size_t)t->indices[mode][k] * rank + r] += term;
+        }
+    }
+    *scale = size;
+    return sum;
+}
+
+/* One generalized_mttkrp on the plugin; the io as it came back. FALSE
+ * after a FAIL (an error, or a struct_size the plugin wrote). */
+static gboolean run_generalized(checker *c, th_generalized_mttkrp_io *io, const char *name)
+{
+    const uint32_t size = io->struct_size;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_generalized_mttkrp(c->plugin, c->inst, io, err);
+    if (status != TH_OK) {
+        fail(c, name, "generalized_mttkrp(mode %d, elementwise %d, reduction %d): %s (%s)",
+             io->mode == TH_MODE_NONE ? -1 : (int)io->mode, (int)io->elementwise,
+             (int)io->reduction, message_of(err), th_status_name(status));
+        return FALSE;
+    }
+    if (io->struct_size != size) {
+        fail(c, name, "generalized_mttkrp wrote struct_size (%u, was %u): the callee never "
+             "writes it", io->struct_size, size);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean run_factor_update(checker *c, th_factor_update_io *io, const char *name)
+{
+    const uint32_t size = io->struct_size;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_factor_update(c->plugin, c->inst, io, err);
+    if (status != TH_OK) {
+        fail(c, name, "factor_update(mode %u, operation %d): %s (%s)", io->mode,
+             (int)io->operation, message_of(err), th_status_name(status));
+        return FALSE;
+    }
+    if (io->struct_size != size) {
+        fail(c, name, "factor_update wrote struct_size (%u, was %u): the callee never writes it",
+             io->struct_size, size);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* |got - want| within the tolerance of `scale` (at least 1). */
+static gboolean close_to(const checker *c, double got, double want, double scale)
+{
+    return got == want || fabs(got - want) <= c->tolerance * fmax(1.0, scale);
+}
+
+/* Positive factors, as a Poisson model's. */
+static double **positive_factors(const test_tensor *tt, uint32_t rank, uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    double **factors = g_new0(double *, tt->coo.nmodes);
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++) {
+        factors[m] = random_matrix(&rng, (size_t)tt->coo.dims[m] * rank);
+        for (size_t k = 0; k < (size_t)tt->coo.dims[m] * rank; k++)
+            factors[m][k] += 0.05;
+    }
+    return factors;
+}
+
+/* Every mode of one tensor under the three elementwise functions, each with
+ * a reduction (weights given for the Poisson ratio), TH_MODE_NONE (which
+ * must leave the results alone), then the factor operations on each mode's
+ * Poisson Phi, all against the checker's own double computation. A struct
+ * longer than the plugin's (a newer host's) is used throughout. */
+static void check_generalized_case(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                                   uint64_t seed)
+{
+    g_autofree char *name = g_strdup_printf("generalized_mttkrp modes=%u skew=%s rank=%u", nmodes,
+                                            skew_names[skew], rank);
+    g_autofree char *fname = g_strdup_printf("factor_update modes=%u skew=%s rank=%u", nmodes,
+                                             skew_names[skew], rank);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const th_sptensor *t = tt->t;
+    double **factors = positive_factors(tt, rank, seed + 1);
+    size_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; m++)
+        largest = MAX(largest, (size_t)t->dims[m] * rank);
+    g_autofree double *got = g_new(double, largest);
+    g_autofree double *want = g_new(double, largest);
+    g_autofree double *factor = g_new(double, largest);
+    g_autofree double *weights = g_new(double, rank);
+    g_autofree double *vector = g_new(double, rank);
+    for (uint32_t r = 0; r < rank; r++)
+        weights[r] = 0.5 + 0.25 * r;
+    const struct {
+        int32_t elementwise, reduction;
+        gboolean weighted;
+    } kinds[] = {
+        {TH_ELEMENTWISE_POISSON_RATIO, TH_REDUCTION_POISSON_LOG_LIKELIHOOD, TRUE},
+        {TH_ELEMENTWISE_RESIDUAL, TH_REDUCTION_SQUARED_RESIDUAL, FALSE},
+        {TH_ELEMENTWISE_VALUE, TH_REDUCTION_INNER_PRODUCT, FALSE},
+    };
+    /* A newer host's longer struct: the tail must be ignored. */
+    struct {
+        th_generalized_mttkrp_io io;
+        double tail[2];
+    } longer;
+    double worst = 0.0;
+    if (!set_all_factors(c, c->plugin, c->inst, factors, nmodes, name))
+        goto done;
+    for (uint32_t mode = 0; mode < nmodes; mode++) {
+        const size_t count = (size_t)t->dims[mode] * rank;
+        for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++) {
+            const double *w = kinds[i].weighted ? weights : NULL;
+            memset(&longer, 0, sizeof longer);
+            longer.io = (th_generalized_mttkrp_io){
+                .struct_size = (uint32_t)sizeof longer, .mode = mode,
+                .elementwise = kinds[i].elementwise, .reduction = kinds[i].reduction,
+                .epsilon = 1e-10, .weights = w, .reduced = 0.0};
+            longer.tail[0] = longer.tail[1] = -1.0;
+            if (!run_generalized(c, &longer.io, name))
+                goto done;
+            char err[TH_ERROR_SIZE] = "";
+            th_status status = th_call_get_mttkrp_result(c->plugin, c->inst, mode, got, err);
+            if (status != TH_OK) {
+                fail(c, name, "get_mttkrp_result(%u) after generalized_mttkrp: %s (%s)", mode,
+                     message_of(err), th_status_name(status));
+                goto done;
+            }
+            double scale = 0.0;
+            const double reduced =
+                naive_generalized(t, factors, rank, mode, kinds[i].elementwise,
+                                  kinds[i].reduction, 1e-10, w, want, &scale);
+            const double e = relative_error(got, want, count);
+            if (!(e <= c->tolerance)) {
+                fail(c, name, "mode %u elementwise %d: relative Frobenius error %.3g > "
+                     "tolerance %.0e", mode, (int)kinds[i].elementwise, e, c->tolerance);
+                goto done;
+            }
+            if (!close_to(c, longer.io.reduced, reduced, scale)) {
+                fail(c, name, "mode %u reduction %d: reduced %.17g, expected %.17g", mode,
+                     (int)kinds[i].reduction, longer.io.reduced, reduced);
+                goto done;
+            }
+            if (longer.tail[0] != -1.0 || longer.tail[1] != -1.0) {
+                fail(c, name, "generalized_mttkrp wrote beyond its own struct");
+                goto done;
+            }
+            worst = MAX(worst, e);
+        }
+        /* Mode's result is now the plain MTTKRP (VALUE): TH_MODE_NONE must
+         * leave it as it is. */
+        th_generalized_mttkrp_io none = {.struct_size = (uint32_t)sizeof none,
+                                         .mode = TH_MODE_NONE, .elementwise = 99,
+                                         .reduction = TH_REDUCTION_POISSON_LOG_LIKELIHOOD,
+                                         .weights = weights};
+        if (!run_generalized(c, &none, name))
+            goto done;
+        double scale = 0.0;
+        const double ll = naive_generalized(t, factors, rank, TH_MODE_NONE, 0,
+                                            TH_REDUCTION_POISSON_LOG_LIKELIHOOD, 0.0, weights,
+                                            NULL, &scale);
+        if (!close_to(c, none.reduced, ll, scale)) {
+            fail(c, name, "TH_MODE_NONE log-likelihood %.17g, expected %.17g", none.reduced, ll);
+            goto done;
+        }
+        char err[TH_ERROR_SIZE] = "";
+        double *after = want; /* want holds the VALUE oracle: compare with the plugin's own */
+        memcpy(after, got, count * sizeof *got);
+        if (th_call_get_mttkrp_result(c->plugin, c->inst, mode, got, err) != TH_OK ||
+            memcmp(after, got, count * sizeof *got) != 0) {
+            fail(c, name, "mode %u: generalized_mttkrp(TH_MODE_NONE) changed the result", mode);
+            goto done;
+        }
+    }
+    pass(c, name, "max relative error %.2g", worst);
+
+    /* The factor operations, on each mode's Poisson Phi. */
+    begin(c, fname);
+    for (uint32_t mode = 0; mode < nmodes; mode++) {
+        const size_t count = (size_t)t->dims[mode] * rank;
+        th_generalized_mttkrp_io io = {.struct_size = (uint32_t)sizeof io, .mode = mode,
+                                       .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                       .reduction = TH_REDUCTION_NONE, .epsilon = 1e-10};
+        char err[TH_ERROR_SIZE] = "";
+        if (!run_generalized(c, &io, fname) ||
+            th_call_get_mttkrp_result(c->plugin, c->inst, mode, got, err) != TH_OK) {
+            fail(c, fname, "mode %u: no Poisson Phi: %s", mode, message_of(err));
+            goto done;
+        }
+        /* MULTIPLICATIVE_UPDATE at tolerance 0: always applied. */
+        double violation = 0.0;
+        for (size_t k = 0; k < count; k++)
+            violation = fmax(violation, fabs(fmin(factors[mode][k], 1.0 - got[k])));
+        th_factor_update_io fio = {.struct_size = (uint32_t)sizeof fio, .mode = mode,
+                                   .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                   .tolerance = 0.0};
+        if (!run_factor_update(c, &fio, fname))
+            goto done;
+        if (!close_to(c, fio.violation, violation, violation) || fio.count != 1) {
+            fail(c, fname, "mode %u MULTIPLICATIVE_UPDATE: violation %.17g count %" G_GUINT64_FORMAT
+                 ", expected %.17g and 1", mode, fio.violation, fio.count, violation);
+            goto done;
+        }
+        for (size_t k = 0; k < count; k++)
+            want[k] = factors[mode][k] * got[k];
+        if (th_call_get_factor(c->plugin, c->inst, mode, factor, err) != TH_OK ||
+            !(relative_error(factor, want, count) <= c->tolerance)) {
+            fail(c, fname, "mode %u MULTIPLICATIVE_UPDATE: the factor is not A .* Phi", mode);
+            goto done;
+        }
+        /* Past the tolerance: nothing changes, count 0. */
+        fio = (th_factor_update_io){.struct_size = (uint32_t)sizeof fio, .mode = mode,
+                                    .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                    .tolerance = INFINITY};
+        if (!run_factor_update(c, &fio, fname))
+            goto done;
+        double *unchanged = want;
+        if (fio.count != 0 ||
+            th_call_get_factor(c->plugin, c->inst, mode, unchanged, err) != TH_OK ||
+            memcmp(unchanged, factor, count * sizeof *factor) != 0) {
+            fail(c, fname, "mode %u MULTIPLICATIVE_UPDATE below the tolerance changed the "
+                 "factor or counted %" G_GUINT64_FORMAT, mode, fio.count);
+            goto done;
+        }
+        /* RAISE_INADMISSIBLE_ZEROS, on the factor as it now is. */
+        const double limit = 0.3, offset = 0.01;
+        uint64_t changed = 0;
+        for (size_t k = 0; k < count; k++) {
+            want[k] = factor[k];
+            if (got[k] > 1.0 && factor[k] < limit) {
+                want[k] += offset;
+                changed++;
+            }
+        }
+        fio = (th_factor_update_io){.struct_size = (uint32_t)sizeof fio, .mode = mode,
+                                    .operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS,
+                                    .tolerance = limit, .offset = offset};
+        if (!run_factor_update(c, &fio, fname))
+            goto done;
+        if (fio.count != changed ||
+            th_call_get_factor(c->plugin, c->inst, mode, factor, err) != TH_OK ||
+            !(relative_error(factor, want, count) <= c->tolerance)) {
+            fail(c, fname, "mode %u RAISE_INADMISSIBLE_ZEROS: count %" G_GUINT64_FORMAT
+                 " (expected %" G_GUINT64_FORMAT ") or the factor is wrong", mode, fio.count,
+                 changed);
+            goto done;
+        }
+        /* NORMALIZE_1 then SCALE_COLUMNS by the norms: back where it was. */
+        fio = (th_factor_update_io){.struct_size = (uint32_t)sizeof fio, .mode = mode,
+                                    .operation = TH_FACTOR_NORMALIZE_1, .vector = vector};
+        if (!run_factor_update(c, &fio, fname))
+            goto done;
+        for (uint32_t r = 0; r < rank; r++) {
+            double norm = 0.0;
+            for (uint32_t i = 0; i < t->dims[mode]; i++)
+                norm += fabs(factor[(size_t)i * rank + r]);
+            if (!close_to(c, vector[r], norm, norm)) {
+                fail(c, fname, "mode %u NORMALIZE_1: column %u norm %.17g, expected %.17g",
+                     mode, r, vector[r], norm);
+                goto done;
+            }
+        }
+        fio.operation = TH_FACTOR_SCALE_COLUMNS;
+        if (!run_factor_update(c, &fio, fname) ||
+            th_call_get_factor(c->plugin, c->inst, mode, want, err) != TH_OK ||
+            !(relative_error(want, factor, count) <= c->tolerance)) {
+            fail(c, fname, "mode %u: NORMALIZE_1 then SCALE_COLUMNS by its norms is not the "
+                 "factor it started from", mode);
+            goto done;
+        }
+    }
+    pass(c, fname, NULL);
+done:
+    free_factors(factors, nmodes);
+}
+
+/* The error rules of plugin.h: before load_tensor, before a result of the
+ * mode, a short io, a mode out of range, unknown functions, a zero epsilon
+ * where it divides. */
+static void check_generalized_errors(checker *c)
+{
+    char err[TH_ERROR_SIZE] = "";
+    const th_generalized_mttkrp_io good = {
+        .struct_size = (uint32_t)sizeof good, .mode = 0,
+        .elementwise = TH_ELEMENTWISE_POISSON_RATIO, .reduction = TH_REDUCTION_NONE,
+        .epsilon = 1e-10};
+    const th_factor_update_io fgood = {.struct_size = (uint32_t)sizeof fgood, .mode = 0,
+                                       .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                       .tolerance = 1e-4};
+    th_generalized_mttkrp_io io = good;
+    th_factor_update_io fio = fgood;
+
+    const char *name = "generalized_mttkrp/factor_update before load_tensor";
+    begin(c, name);
+    th_instance *fresh = NULL;
+    if (create_instance(c->plugin, NULL, 0, &fresh, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    err[0] = '\0';
+    th_status status = th_call_generalized_mttkrp(c->plugin, fresh, &io, err);
+    g_autofree char *problem = status == TH_ERR_BAD_STATE ? NULL
+                                                          : g_strdup_printf(
+                                                                "generalized_mttkrp returned %s",
+                                                                th_status_name(status));
+    char ferr[TH_ERROR_SIZE] = "";
+    const th_status fstatus = th_call_factor_update(c->plugin, fresh, &fio, ferr);
+    th_call_destroy(c->plugin, fresh);
+    if (problem != NULL)
+        fail(c, name, "%s, expected TH_ERR_BAD_STATE: %s", problem, message_of(err));
+    else
+        judge_call_error(c, name, "factor_update", fstatus, ferr, TH_ERR_BAD_STATE);
+
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 47, &error);
+    name = "factor_update before a result of the mode";
+    begin(c, name);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    err[0] = '\0';
+    judge_call_error(c, name, "factor_update", th_call_factor_update(c->plugin, c->inst, &fio, err),
+                     err, TH_ERR_BAD_STATE);
+
+    const struct {
+        const char *name;
+        int field; /* 0: generalized_mttkrp, 1: factor_update */
+        th_status wanted;
+    } cases[] = {
+        {"generalized_mttkrp short io", 0, TH_ERR_INVALID_ARGUMENT},
+        {"generalized_mttkrp mode out of range", 0, TH_ERR_INVALID_ARGUMENT},
+        {"generalized_mttkrp unknown elementwise", 0, TH_ERR_UNSUPPORTED},
+        {"generalized_mttkrp unknown reduction", 0, TH_ERR_UNSUPPORTED},
+        {"generalized_mttkrp epsilon 0", 0, TH_ERR_INVALID_ARGUMENT},
+        {"factor_update short io", 1, TH_ERR_INVALID_ARGUMENT},
+        {"factor_update mode out of range", 1, TH_ERR_INVALID_ARGUMENT},
+        {"factor_update unknown operation", 1, TH_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        begin(c, cases[i].name);
+        io = good;
+        fio = fgood;
+        fio.operation = TH_FACTOR_NORMALIZE_1; /* reads no Phi */
+        double vector[8] = {0};
+        fio.vector = vector;
+        switch (i) {
+        case 0: io.struct_size = (uint32_t)offsetof(th_generalized_mttkrp_io, reduced); break;
+        case 1: io.mode = 3; break;
+        case 2: io.elementwise = 0x7fff; break;
+        case 3: io.reduction = 0x7fff; break;
+        case 4: io.epsilon = 0.0; break;
+        case 5: fio.struct_size = (uint32_t)offsetof(th_factor_update_io, count); break;
+        case 6: fio.mode = 3; break;
+        default: fio.operation = 0x7fff; break;
+        }
+        err[0] = '\0';
+        status = cases[i].field == 0 ? th_call_generalized_mttkrp(c->plugin, c->inst, &io, err)
+                                     : th_call_factor_update(c->plugin, c->inst, &fio, err);
+        judge_call_error(c, cases[i].name, cases[i].field == 0 ? "generalized_mttkrp"
+                                                               : "factor_update",
+                         status, err, cases[i].wanted);
+    }
+}
+
+/* Both functions or neither: the host runs a model other than least
+ * squares only on a backend with both. */
+static void check_all_generalized(checker *c)
+{
+    const gboolean has_g = c->plugin->entry.generalized_mttkrp != NULL;
+    const gboolean has_f = c->plugin->entry.factor_update != NULL;
+    if (!has_g && !has_f) {
+        skip(c, "generalized_mttkrp", "lacks generalized_mttkrp/factor_update (ABI 1.4): models "
+                                      "other than least squares will not run on it");
+        return;
+    }
+    begin(c, "generalized_mttkrp");
+    if (!has_g || !has_f) {
+        fail(c, "generalized_mttkrp", "implements %s but not %s: the host runs models other "
+             "than least squares only on a backend with both (ABI 1.4)",
+             has_g ? "generalized_mttkrp" : "factor_update",
+             has_g ? "factor_update" : "generalized_mttkrp");
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint64_t s = c->opts->seed;
+    check_generalized_case(c, 3, SKEW_UNIFORM, MIN(4u, info->max_rank), s * 41 + 1);
+    check_generalized_case(c, 3, SKEW_DEGENERATE, MIN(3u, info->max_rank), s * 41 + 2);
+    if (info->max_modes >= 4)
+        check_generalized_case(c, 4, SKEW_ZIPF, MIN(7u, info->max_rank), s * 41 + 3);
+    check_generalized_errors(c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Optional queries and life cycles                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -1467,7 +1913,8 @@ static const char *const device_checks[] = {
     "reference",        "unknown option",  "mttkrp before load_tensor",
     "rank 0",           "rank max_rank+1", "mode out of range",
     "tensor it cannot hold", "mttkrp",     "als_update",
-    "als_sweep",        "init_factors",     "load_tensor x20",    "create/destroy x50",
+    "als_sweep",        "init_factors",     "generalized_mttkrp",
+    "load_tensor x20",  "create/destroy x50",
     "load/unload x20",
 };
 
@@ -1523,6 +1970,7 @@ static void check_with_instances(checker *c)
         skip(c, "mttkrp", "no reference to compare with");
     check_all_sweep(c);
     check_all_init_factors(c);
+    check_all_generalized(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

@@ -27,6 +27,9 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
         g_string_append(out, ", als-sweep");
     if (plugin->entry.init_factors)
         g_string_append(out, ", init-factors");
+    /* ABI 1.4: models beyond least squares need both functions. */
+    if (plugin->entry.generalized_mttkrp && plugin->entry.factor_update)
+        g_string_append(out, ", generalized-mttkrp");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }

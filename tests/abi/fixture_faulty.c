@@ -8,7 +8,9 @@
  *   FAULT_WRONG_INIT       init_factors (ABI 1.3) draws its values through
  *                          float, so an f64 backend holds factors other than
  *                          set_factor would (its Grams are those of what it
- *                          holds, so only the factors are wrong). */
+ *                          holds, so only the factors are wrong);
+ *   FAULT_HALF_GENERALIZED factor_update (ABI 1.4) without generalized_mttkrp:
+ *                          the host needs both for models beyond least squares. */
 #if defined(FAULT_WRONG_MTTKRP)
 #define FIXTURE_ID "fixture_wrong_mttkrp"
 #elif defined(FAULT_LENIENT_OPTIONS)
@@ -17,6 +19,8 @@
 #define FIXTURE_ID "fixture_no_device"
 #elif defined(FAULT_WRONG_INIT)
 #define FIXTURE_ID "fixture_wrong_init"
+#elif defined(FAULT_HALF_GENERALIZED)
+#define FIXTURE_ID "fixture_half_generalized"
 #else
 #error "define one FAULT_* macro"
 #endif
@@ -69,6 +73,14 @@ static th_status faulty_init_factors(th_instance *inst, th_init_factors_io *io, 
 }
 #endif
 
+#if defined(FAULT_HALF_GENERALIZED)
+static th_status faulty_factor_update(th_instance *inst, th_factor_update_io *io, char *err)
+{
+    (void)inst, (void)io;
+    return th_plugin_fail(err, TH_ERR_UNSUPPORTED, "factor_update: never called by the checker");
+}
+#endif
+
 TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     TH_PLUGIN_ENTRY_HEADER,
     .get_info = fixture_get_info,
@@ -81,5 +93,8 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .get_mttkrp_result = fixture_get_mttkrp_result,
 #if defined(FAULT_WRONG_INIT)
     .init_factors = faulty_init_factors,
+#endif
+#if defined(FAULT_HALF_GENERALIZED)
+    .factor_update = faulty_factor_update,
 #endif
 };
