@@ -436,6 +436,260 @@ typedef struct log_seen {
     int replaced;       /* set when the handler replaced itself */
 } log_seen;
 
+/* ---- CP-APR (1.2) ----------------------------------------------------------- */
+
+/* A small count tensor: every entry of a 4 x 3 x 2 array, integers 0 to 4
+ * (the zeros left out); the fourth nonzero `negative_at_3` when that is
+ * below 0. */
+static tensorhost_tensor *small_counts(double negative_at_3)
+{
+    uint64_t dims[] = {4, 3, 2}, indices[24 * 3];
+    double values[24];
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < 4; ++i)
+        for (uint64_t j = 0; j < 3; ++j)
+            for (uint64_t k = 0; k < 2; ++k) {
+                const double v = (double)((i * 2 + j * 3 + k) % 5);
+                if (v == 0.0)
+                    continue;
+                indices[n * 3] = i, indices[n * 3 + 1] = j, indices[n * 3 + 2] = k;
+                values[n] = n == 3 && negative_at_3 < 0.0 ? negative_at_3 : v;
+                ++n;
+            }
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(3, dims, n, indices, values, &t, err), err);
+    return t;
+}
+
+/* pyttb's defaults; the checks of every parameter before any work; a
+ * least-squares result has no Poisson facts. */
+static void test_cp_apr_parameters(void **state)
+{
+    (void)state;
+    const tensorhost_apr_params defaults = TENSORHOST_APR_PARAMS_INIT;
+    assert_int_equal(defaults.struct_size, sizeof(tensorhost_apr_params));
+    assert_int_equal(defaults.max_iters, 1000);
+    assert_int_equal(defaults.max_inner_iters, 10);
+    assert_true(defaults.stoptol == 1e-4 && defaults.kappa == 0.01 &&
+                defaults.kappa_tolerance == 1e-10 && defaults.epsilon == 1e-10);
+    assert_null(defaults.initial_factors);
+    assert_null(defaults.initial_weights);
+    assert_null(defaults.on_iteration);
+
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = small_counts(0.0);
+    tensorhost_cpd *r = NULL;
+    tensorhost_apr_params params = defaults;
+    params.rank = 0;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "rank 0: expected 1 to 4096");
+    params = defaults;
+    params.max_inner_iters = 0;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "max_inner_iters 0"));
+    params = defaults;
+    params.stoptol = 0.0;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "stoptol 0: expected a finite number > 0");
+    params = defaults;
+    params.kappa = -1.0;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "kappa -1: expected a finite number >= 0");
+    params = defaults;
+    params.epsilon = NAN;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "epsilon"));
+    params = defaults;
+    params.struct_size = 8;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "TENSORHOST_APR_PARAMS_INIT"));
+    assert_int_equal(tensorhost_cp_apr(backend, t, NULL, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+
+    /* Initial factors and weights: >= 0 and > 0. */
+    params = defaults;
+    params.rank = 2;
+    double a[4 * 2], b[3 * 2], c[2 * 2];
+    for (int i = 0; i < 8; ++i)
+        a[i] = 0.5;
+    for (int i = 0; i < 6; ++i)
+        b[i] = 0.5;
+    for (int i = 0; i < 4; ++i)
+        c[i] = 0.5;
+    const double *factors[] = {a, b, c};
+    b[3] = -0.25;
+    params.initial_factors = factors;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "initial_factors[1] row 1, column 1 is -0.25"));
+    b[3] = 0.25;
+    const double weights[] = {1.0, -2.0};
+    params.initial_weights = weights;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "initial_weights[1] is -2: expected a finite number >= 0");
+    assert_null(r);
+    tensorhost_tensor_free(t);
+
+    /* A negative value, named by its coordinates, before any work. */
+    t = small_counts(-1.5);
+    params = defaults;
+    params.rank = 2;
+    assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "has the value -1.5: the Poisson model needs finite values "
+                                ">= 0"));
+    assert_null(r);
+    tensorhost_tensor_free(t);
+
+    /* CP-ALS's results: least squares, no Poisson facts. */
+    t = small_counts(0.0);
+    tensorhost_cpd_params als = TENSORHOST_CPD_PARAMS_INIT;
+    als.rank = 2;
+    als.max_iters = 3;
+    als.tolerance = 0.0;
+    expect_ok(tensorhost_cp_als(backend, t, &als, &r, err), err);
+    assert_int_equal(tensorhost_cpd_model(r), TENSORHOST_MODEL_LEAST_SQUARES);
+    assert_true(isnan(tensorhost_cpd_log_likelihood(r)));
+    assert_true(isnan(tensorhost_cpd_kkt_violation(r)));
+    assert_null(tensorhost_cpd_log_likelihoods(r));
+    assert_null(tensorhost_cpd_kkt_violations(r));
+    assert_null(tensorhost_cpd_inner_iterations(r));
+    tensorhost_cpd_free(r);
+    assert_int_equal(tensorhost_cpd_model(NULL), TENSORHOST_ERR_MISUSE);
+    assert_true(isnan(tensorhost_cpd_log_likelihood(NULL)));
+    assert_string_equal(tensorhost_warning_name(TENSORHOST_WARN_NON_INTEGER_VALUES),
+                        "TENSORHOST_WARN_NON_INTEGER_VALUES");
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
+static int32_t apr_stop_after_two(uint32_t iteration, double log_likelihood,
+                                  double kkt_violation, double seconds, void *user_data)
+{
+    (void)seconds;
+    assert_true(isfinite(log_likelihood) && kkt_violation >= 0.0);
+    *(uint32_t *)user_data = iteration;
+    return iteration >= 2;
+}
+
+/* The model of a Poisson result: unit 1-norm columns, weights decreasing,
+ * its log-likelihood that of the model returned (sum x log m - sum m, the
+ * model's sum being the weights' with unit 1-norm columns), the Poisson
+ * facts of every iteration; initial weights give the model they scale. */
+static void test_cp_apr_result(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = small_counts(0.0);
+    tensorhost_apr_params params = TENSORHOST_APR_PARAMS_INIT;
+    params.rank = 2;
+    params.max_iters = 5;
+    params.stoptol = 1e-12;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_apr(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_model(r), TENSORHOST_MODEL_POISSON);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_MAX_ITERS);
+    assert_int_equal(tensorhost_cpd_iterations(r), 5);
+    const double *lambda = tensorhost_cpd_weights(r);
+    assert_true(lambda[0] >= lambda[1] && lambda[1] >= 0.0);
+    for (uint32_t m = 0; m < 3; ++m) {
+        const double *f = tensorhost_cpd_factor(r, m);
+        for (uint32_t k = 0; k < 2; ++k) {
+            double sum = 0.0;
+            for (uint64_t i = 0; i < tensorhost_cpd_dim(r, m); ++i) {
+                assert_true(f[i * 2 + k] >= 0.0);
+                sum += f[i * 2 + k];
+            }
+            assert_true(fabs(sum - 1.0) < 1e-12);
+        }
+    }
+    /* The log-likelihood of the model returned. */
+    double loglik = -(lambda[0] + lambda[1]);
+    for (uint64_t i = 0; i < 4; ++i)
+        for (uint64_t j = 0; j < 3; ++j)
+            for (uint64_t k = 0; k < 2; ++k) {
+                const double x = (double)((i * 2 + j * 3 + k) % 5);
+                double m = 0.0;
+                for (uint32_t q = 0; q < 2; ++q)
+                    m += lambda[q] * tensorhost_cpd_factor(r, 0)[i * 2 + q] *
+                         tensorhost_cpd_factor(r, 1)[j * 2 + q] *
+                         tensorhost_cpd_factor(r, 2)[k * 2 + q];
+                if (x > 0.0)
+                    loglik += x * log(m);
+            }
+    const double ll = tensorhost_cpd_log_likelihood(r);
+    assert_true(fabs(ll - loglik) <= 1e-9 * fabs(loglik));
+    assert_true(fabs(tensorhost_cpd_log_likelihoods(r)[4] - ll) <= 1e-9 * fabs(ll));
+    assert_true(tensorhost_cpd_fits(r)[4] == tensorhost_cpd_log_likelihoods(r)[4]);
+    for (uint32_t i = 0; i < 5; ++i) {
+        assert_true(tensorhost_cpd_inner_iterations(r)[i] >= 1 &&
+                    tensorhost_cpd_inner_iterations(r)[i] <= 3 * 10);
+        assert_true(tensorhost_cpd_kkt_violations(r)[i] >= 0.0);
+    }
+    for (uint32_t i = 1; i < 5; ++i) /* multiplicative updates never lose likelihood */
+        assert_true(tensorhost_cpd_log_likelihoods(r)[i] >=
+                    tensorhost_cpd_log_likelihoods(r)[i - 1] - 1e-9 * fabs(ll));
+    assert_true(tensorhost_cpd_kkt_violation(r) == tensorhost_cpd_kkt_violations(r)[4]);
+    const double fit = tensorhost_cpd_fit(r);
+    assert_true(fit > 0.0 && fit < 1.0);
+    /* Stopped at max_iters above stoptol: not converged, naming stoptol. */
+    const char *message = warning_of(r, TENSORHOST_WARN_NOT_CONVERGED);
+    assert_non_null(message);
+    assert_non_null(strstr(message, "stoptol"));
+    tensorhost_cpd_free(r);
+
+    /* Given factors with weights equal the weights folded into a factor. */
+    const double a[4 * 2] = {0.1, 0.9, 0.4, 0.3, 0.7, 0.2, 0.5, 0.8},
+                 b[3 * 2] = {0.6, 0.1, 0.2, 0.9, 0.3, 0.4}, c[2 * 2] = {0.5, 0.2, 0.4, 0.7};
+    const double weights[] = {3.0, 0.5};
+    double a_weighted[8];
+    for (int i = 0; i < 8; ++i)
+        a_weighted[i] = a[i] * weights[i % 2];
+    const double *given[] = {a, b, c}, *folded[] = {a_weighted, b, c};
+    params.initial_factors = given;
+    params.initial_weights = weights;
+    expect_ok(tensorhost_cp_apr(backend, t, &params, &r, err), err);
+    params.initial_factors = folded;
+    params.initial_weights = NULL;
+    tensorhost_cpd *r2 = NULL;
+    expect_ok(tensorhost_cp_apr(backend, t, &params, &r2, err), err);
+    assert_true(fabs(tensorhost_cpd_log_likelihood(r) - tensorhost_cpd_log_likelihood(r2)) <=
+                1e-12 * fabs(tensorhost_cpd_log_likelihood(r)));
+    tensorhost_cpd_free(r2);
+    tensorhost_cpd_free(r);
+
+    /* The callback sees the log-likelihood and KKT violation and stops. */
+    uint32_t last = 0;
+    params.on_iteration = apr_stop_after_two;
+    params.user_data = &last;
+    expect_ok(tensorhost_cp_apr(backend, t, &params, &r, err), err);
+    assert_int_equal(last, 2);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_INTERRUPTED);
+    assert_int_equal(tensorhost_cpd_iterations(r), 2);
+    tensorhost_cpd_free(r);
+
+    /* With the defaults it stops by the KKT rule. */
+    params = (tensorhost_apr_params)TENSORHOST_APR_PARAMS_INIT;
+    params.rank = 2;
+    expect_ok(tensorhost_cp_apr(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_CONVERGED);
+    assert_true(tensorhost_cpd_kkt_violation(r) < 1e-4);
+    assert_null(warning_of(r, TENSORHOST_WARN_NOT_CONVERGED));
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
 static void note_log(int32_t level, const char *message, void *user_data)
 {
     log_seen *seen = user_data;
@@ -631,6 +885,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stop_between_calls_and_device_strings),
         cmocka_unit_test(test_warnings_rank),     cmocka_unit_test(test_warnings_not_converged),
         cmocka_unit_test(test_warnings_underflowed_values),
+        cmocka_unit_test(test_cp_apr_parameters), cmocka_unit_test(test_cp_apr_result),
         cmocka_unit_test(test_log_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -730,7 +730,8 @@ static void test_csv_shape(void **state)
         "backend_median_s", "backend_min_s", "backend_max_s", "speedup", "speedup_host",
         "speedup_backend", "rel_error", "preprocess_s", "tensor_bytes", "factor_bytes",
         "workspace_bytes", "fit", "fit_difference", "iterations", "s_per_iter_median",
-        "device", "reason"};
+        "device", "reason", "model", "log_likelihood", "log_likelihood_rel_difference",
+        "kkt_violation", "inner_iterations"};
     assert_int_equal(header->len, G_N_ELEMENTS(expected));
     for (guint i = 0; i < header->len; i++)
         assert_string_equal(g_ptr_array_index(header, i), expected[i]);
@@ -1130,6 +1131,87 @@ static void test_command_mismatch_exits_nonzero(void **state)
     th_test_run_clear(&r);
 }
 
+#define UBER TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz"
+
+/* job = "cpd" with cpd.model = "poisson": every backend runs CP-APR from the
+ * same initial model; the log-likelihood stands where CP-ALS has its fit
+ * (checked against the baseline's, relative), with the KKT violation and
+ * the inner iterations, in the table, CSV and JSON; a plugin without the
+ * model's functions (ABI 1.4) cannot run it here: skipped. */
+static void test_cpd_job_poisson(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" UBER "\"\n"
+                                       "[cpd]\nmodel = \"poisson\"\nrank = 3\nmax_iters = 3\n"
+                                       "tolerance = 1e-12\n"
+                                       "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\n"
+                                       "tolerance = 1e-12\n"
+                                       "[[compare.backend]]\nlabel = \"cpu\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\n"
+                                       "[compare.backend.options]\nthreads = 2\n"
+                                       "[[compare.backend]]\nlabel = \"one-thread\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\n"
+                                       "[compare.backend.options]\nthreads = 1\n"
+                                       "[[compare.backend]]\nlabel = \"good\"\n"
+                                       "plugin = \"" FIXTURE_GOOD "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    if (!result)
+        fail_msg("%s", error->message);
+    assert_int_equal(result->model, TH_MODEL_POISSON);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *cpu = run_at(result, 0, 0), *one = run_at(result, 0, 1),
+                         *good = run_at(result, 0, 2);
+    assert_int_equal(cpu->status, TH_COMPARE_OK);
+    assert_int_equal(one->status, TH_COMPARE_OK);
+    assert_int_equal(cpu->iterations, 3);
+    assert_true(isfinite(cpu->log_likelihood) && cpu->log_likelihood < 0.0); /* counts */
+    assert_true(cpu->log_likelihood_difference == 0.0);
+    assert_true(fabs(one->log_likelihood_difference) <= 1e-12);
+    assert_true(isfinite(cpu->kkt_violation) && cpu->kkt_violation > 0.0);
+    assert_true(cpu->inner_iterations >= 3 && cpu->inner_iterations <= 3 * 4 * 10);
+    assert_true(cpu->fit > 0.0 && cpu->fit < 1.0);
+    assert_int_equal(good->status, TH_COMPARE_SKIPPED);
+    assert_non_null(strstr(good->reason, "generalized_mttkrp"));
+
+    g_autofree char *table = th_compare_format_table(result);
+    assert_non_null(strstr(table, "log-likelihood"));
+    assert_non_null(strstr(table, "KKT"));
+    assert_null(strstr(table, " fit "));
+    g_autofree char *csv = th_compare_format_csv(result);
+    g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+    g_autoptr(GPtrArray) header = csv_fields(lines[0]);
+    const int model = column_of(header, "model"), ll = column_of(header, "log_likelihood");
+    const int inner = column_of(header, "inner_iterations");
+    g_autoptr(GPtrArray) first = csv_fields(lines[1]);
+    assert_string_equal(g_ptr_array_index(first, model), "poisson");
+    assert_true(fabs(csv_double(first, ll) - cpu->log_likelihood) <= 1e-8 * fabs(cpu->log_likelihood));
+    assert_true(csv_double(first, inner) == cpu->inner_iterations);
+
+    g_autoptr(JsonNode) root = th_compare_json(result);
+    JsonObject *top = json_node_get_object(root);
+    assert_string_equal(json_object_get_string_member(top, "model"), "poisson");
+    JsonObject *run = json_array_get_object_element(
+        json_object_get_array_member(
+            json_array_get_object_element(json_object_get_array_member(top, "tensors"), 0),
+            "backends"),
+        0);
+    JsonObject *cpd = json_object_get_object_member(run, "cpd");
+    assert_true(json_object_get_double_member(cpd, "log_likelihood") == cpu->log_likelihood);
+    assert_true(json_object_get_double_member(cpd, "kkt_violation") == cpu->kkt_violation);
+    assert_int_equal(json_object_get_int_member(cpd, "inner_iterations"), cpu->inner_iterations);
+
+    /* Values below 0 are no counts: refused before any backend runs. */
+    g_autoptr(th_config) negative = load("[tensor]\npath = \"" AMINOACID "\"\n"
+                                         "[cpd]\nmodel = \"poisson\"\nrank = 2\n"
+                                         "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\n"
+                                         "[[compare.backend]]\nplugin = \"" CPU_REFERENCE "\"\n");
+    g_autoptr(th_compare_result) refused = th_compare_run_all(negative, &error);
+    assert_null(refused);
+    assert_non_null(strstr(error->message, "the Poisson model needs finite values >= 0"));
+    g_clear_error(&error);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1143,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_tolerance_decides),
         cmocka_unit_test(test_wrong_baseline_fails_every_other),
         cmocka_unit_test(test_cpd_job_compares_fits),
+        cmocka_unit_test(test_cpd_job_poisson),
         cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
         cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),

@@ -403,6 +403,26 @@ static void test_single_run_keys_refused(void **state)
     assert_int_equal(config->search_path->len, 1);
 }
 
+/* A comparison of CP-APR: cpd.model and its keys are the run's, with
+ * Poisson's defaults; the comparison's own keys are unchanged. */
+static void test_poisson_comparison(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load_ok("[tensor]\npath = \"t.tns\"\n[cpd]\nrank = 5\n"
+                                          "model = \"poisson\"\nkappa = 0.5\n"
+                                          "[compare]\njob = \"cpd\"\n"
+                                          "[[compare.backend]]\nplugin = \"cpu-reference\"\n",
+                                          NULL);
+    assert_string_equal(config->model, "poisson");
+    assert_int_equal(config->max_iters, 1000);
+    assert_true(config->tolerance == 1e-4);
+    assert_int_equal(config->max_inner_iters, 10);
+    assert_true(config->kappa == 0.5);
+    assert_string_equal(config->compare->job, "cpd");
+    assert_int_equal(config->compare->rank, 5);
+    assert_true(config->compare->tolerance == 1e-4);
+}
+
 /* ---- --set and the listing -------------------------------------------------- */
 
 static void test_set_overrides(void **state)
@@ -498,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_sweep_errors),
         cmocka_unit_test(test_tensor_table_errors),
         cmocka_unit_test(test_single_run_keys_refused),
+        cmocka_unit_test(test_poisson_comparison),
         cmocka_unit_test(test_set_overrides),
         cmocka_unit_test(test_foreach_lists_compare_keys),
     };

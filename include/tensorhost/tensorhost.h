@@ -15,7 +15,7 @@
  *   caller holds: no handle is created, none is freed.
  *
  * Ownership
- *   Handles are created by a *_new/_read/_open/_cp_als call and belong to
+ *   Handles are created by a *_new/_read/_open/_cp_als/_cp_apr call and belong to
  *   the caller until passed to the matching *_free/_close, exactly once
  *   (NULL is accepted and ignored). Freeing a handle twice, or using it
  *   after, is undefined; debug builds (NDEBUG not defined) detect most such
@@ -49,6 +49,12 @@
  *        the caller instead of stderr); a run's warnings on its result:
  *        tensorhost_cpd_warning_count, tensorhost_cpd_warning,
  *        tensorhost_warning_name, TENSORHOST_WARN_*; TENSORHOST_LOG_*.
+ *   1.2  Poisson CP (CP-APR, multiplicative updates): tensorhost_cp_apr
+ *        with tensorhost_apr_params; a result's model and its Poisson
+ *        facts: tensorhost_cpd_model, tensorhost_cpd_log_likelihood,
+ *        tensorhost_cpd_kkt_violation, tensorhost_cpd_log_likelihoods,
+ *        tensorhost_cpd_kkt_violations, tensorhost_cpd_inner_iterations;
+ *        TENSORHOST_MODEL_*.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -61,7 +67,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 1u
+#define TENSORHOST_API_VERSION_MINOR 2u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -223,7 +229,7 @@ TENSORHOST_API int32_t tensorhost_cp_als(tensorhost_backend *backend,
 TENSORHOST_API void tensorhost_cpd_free(tensorhost_cpd *result);
 
 typedef enum tensorhost_cpd_status {
-    TENSORHOST_CPD_CONVERGED = 0,   /* |fit change| < tolerance */
+    TENSORHOST_CPD_CONVERGED = 0,   /* |fit change| < tolerance (CP-APR: KKT violation < stoptol) */
     TENSORHOST_CPD_MAX_ITERS = 1,   /* stopped at max_iters */
     TENSORHOST_CPD_INTERRUPTED = 2, /* stopped on request */
 } tensorhost_cpd_status;
@@ -238,7 +244,11 @@ TENSORHOST_API const double *tensorhost_cpd_weights(const tensorhost_cpd *result
 /* dims[mode] x rank, row-major; NULL as for the weights or a bad mode. */
 TENSORHOST_API const double *tensorhost_cpd_factor(const tensorhost_cpd *result, uint32_t mode);
 TENSORHOST_API double tensorhost_cpd_fit(const tensorhost_cpd *result);
-/* Completed iterations, and the fit and seconds of each ([iterations]). */
+/* Completed iterations, and the fit and seconds of each ([iterations]).
+ * For a Poisson model (1.2) the "fit" of an iteration is its stopping
+ * measure's value, the log-likelihood (tensorhost_cpd_log_likelihoods);
+ * tensorhost_cpd_fit is the least-squares fit of the final model for
+ * every model. */
 TENSORHOST_API uint32_t tensorhost_cpd_iterations(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_fits(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_iteration_seconds(const tensorhost_cpd *result);
@@ -272,17 +282,22 @@ typedef enum tensorhost_warning_code {
     TENSORHOST_WARN_RANK_DEFICIENT = 2,
     /* Stopped at max_iters with |fit change| still above a tolerance > 0
      * (a tolerance of 0 asks for exactly max_iters iterations: no warning;
-     * an interrupted run gets none either). */
+     * an interrupted run gets none either). tensorhost_cp_apr (1.2): with
+     * the KKT violation still at or above stoptol. */
     TENSORHOST_WARN_NOT_CONVERGED = 3,
     /* The tensor's file held nonzero values too small for a double, which
      * were read as zero (tensorhost_tensor_stats.underflowed_values). */
     TENSORHOST_WARN_UNDERFLOWED_VALUES = 4,
+    /* (1.2) tensorhost_cp_apr on a tensor with values that are not
+     * integers: the Poisson model is one of counts; the fit runs all the
+     * same. */
+    TENSORHOST_WARN_NON_INTEGER_VALUES = 5,
 } tensorhost_warning_code;
 
 /* How many warnings the run has (0 for a NULL or freed result). Warnings
  * come with the result only: the library does not also log them. They are
- * in a fixed order: underflowed values, rank above the bound, rank
- * deficient, not converged. */
+ * in a fixed order: underflowed values, (CP-APR) non-integer values, rank
+ * above the bound, rank deficient, not converged. */
 TENSORHOST_API uint32_t tensorhost_cpd_warning_count(const tensorhost_cpd *result);
 /* Warning `index` (0 to count - 1): its code (a tensorhost_warning_code)
  * into *code and its message, one line naming the parameter or file at
@@ -294,6 +309,91 @@ TENSORHOST_API int32_t tensorhost_cpd_warning(const tensorhost_cpd *result, uint
 /* "TENSORHOST_WARN_NOT_CONVERGED" etc.; static storage; "?" for an unknown
  * code. */
 TENSORHOST_API const char *tensorhost_warning_name(int32_t code);
+
+/* ---- Poisson CP: CP-APR (1.2) ------------------------------------------- */
+
+/* The model a result is of (tensorhost_cpd_model). */
+typedef enum tensorhost_model {
+    TENSORHOST_MODEL_LEAST_SQUARES = 0, /* tensorhost_cp_als */
+    TENSORHOST_MODEL_POISSON = 1,       /* tensorhost_cp_apr */
+} tensorhost_model;
+
+/* Called after every outer iteration of tensorhost_cp_apr, on the calling
+ * thread, with the model's log-likelihood and its KKT violation (the
+ * largest over the modes of their last inner iteration's); return 0 to go
+ * on, anything else to stop (the run then ends as interrupted, with a
+ * valid model). */
+typedef int32_t (*tensorhost_apr_iteration_fn)(uint32_t iteration, double log_likelihood,
+                                               double kkt_violation, double seconds,
+                                               void *user_data);
+
+/* The parameters of a CP-APR run, with the names and defaults of pyttb's
+ * cp_apr (algorithm "mu") in brackets. Caller-owned; start from
+ * TENSORHOST_APR_PARAMS_INIT. */
+typedef struct tensorhost_apr_params {
+    uint32_t struct_size;
+    uint32_t rank;            /* 1 to 4096 (and the backend's maximum) */
+    uint32_t max_iters;       /* >= 1: outer iterations [maxiters 1000] */
+    double stoptol;           /* > 0: stop when every mode's KKT violation is below it
+                                 [stoptol 1e-4] */
+    uint32_t max_inner_iters; /* >= 1: multiplicative updates per mode [maxinneriters 10] */
+    double kappa;             /* >= 0: offset for inadmissible zeros [kappa 0.01] */
+    double kappa_tolerance;   /* >= 0: what counts as zero there [kappatol 1e-10] */
+    double epsilon;           /* > 0: floor of the model in divisions [epsDivZero 1e-10] */
+    uint64_t seed;            /* initial factors, the same on every backend */
+    /* NULL, or [nmodes] arrays of dims[m] x rank (row-major), every entry
+     * finite and >= 0: the initial factors instead of the seed's. Borrowed
+     * for the call. */
+    const double *const *initial_factors;
+    /* NULL (all ones), or [rank] weights finite and >= 0 of the initial
+     * model (pyttb's init ktensor's weights); read only with
+     * initial_factors. Borrowed for the call. */
+    const double *initial_weights;
+    tensorhost_apr_iteration_fn on_iteration; /* may be NULL */
+    void *user_data;                          /* passed to on_iteration */
+} tensorhost_apr_params;
+#define TENSORHOST_APR_PARAMS_INIT                                                          \
+    {(uint32_t)sizeof(tensorhost_apr_params), 16u, 1000u, 1e-4, 10u, 0.01, 1e-10, 1e-10,    \
+     42u, NULL, NULL, NULL, NULL}
+
+/* Loads `tensor` into `backend` at params->rank (replacing any earlier
+ * tensor) and fits a Poisson CP model to it by CP-APR's multiplicative
+ * updates (Chi and Kolda; pyttb's cp_apr, algorithm "mu"): the same
+ * iterations, stopping rule (every mode's KKT violation below stoptol)
+ * and final form as pyttb's: unit 1-norm factor columns, weights in
+ * lambda, components by decreasing weight. The tensor's values must be
+ * >= 0 (TENSORHOST_ERR_INVALID_ARGUMENT naming the first negative one,
+ * before any work; they are never scaled, as the model is not
+ * scale-invariant); values that are not integers are fitted all the same,
+ * with a warning (TENSORHOST_WARN_NON_INTEGER_VALUES). The backend needs
+ * the plugin ABI 1.4 functions (generalized_mttkrp, factor_update): one
+ * without them is refused before any work (TENSORHOST_ERR_INVALID_ARGUMENT
+ * naming the plugin and the functions). The result is a tensorhost_cpd as tensorhost_cp_als's:
+ * its accessors give the model, tensorhost_cpd_fit the least-squares fit
+ * of the final model, and the accessors below the Poisson facts. Status
+ * CONVERGED means the KKT violation fell below stoptol. A stop (the
+ * callback, tensorhost_request_stop) is not an error: the result says
+ * interrupted. The tensor is not changed. */
+TENSORHOST_API int32_t tensorhost_cp_apr(tensorhost_backend *backend,
+                                         const tensorhost_tensor *tensor,
+                                         const tensorhost_apr_params *params,
+                                         tensorhost_cpd **out, char *err);
+
+/* The model of a result (a tensorhost_model); TENSORHOST_ERR_MISUSE for a
+ * NULL or freed one. */
+TENSORHOST_API int32_t tensorhost_cpd_model(const tensorhost_cpd *result);
+/* A Poisson result's final log-likelihood, sum over all entries of
+ * x log(m) - m (the entries of the data x and the model m; pyttb's
+ * tt_loglikelihood), and its KKT violation; NaN for a least-squares one. */
+TENSORHOST_API double tensorhost_cpd_log_likelihood(const tensorhost_cpd *result);
+TENSORHOST_API double tensorhost_cpd_kkt_violation(const tensorhost_cpd *result);
+/* Of each completed iteration ([tensorhost_cpd_iterations]) of a Poisson
+ * result: the log-likelihood after it, its KKT violation and its inner
+ * iterations (summed over the modes). NULL for a least-squares result (and
+ * a NULL or freed one); valid while the result lives. */
+TENSORHOST_API const double *tensorhost_cpd_log_likelihoods(const tensorhost_cpd *result);
+TENSORHOST_API const double *tensorhost_cpd_kkt_violations(const tensorhost_cpd *result);
+TENSORHOST_API const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *result);
 
 /* ---- Log lines (1.1) ---------------------------------------------------- */
 
@@ -330,7 +430,8 @@ typedef void (*tensorhost_log_fn)(int32_t level, const char *message, void *user
  * tensorhost_* function. */
 TENSORHOST_API void tensorhost_set_log_handler(tensorhost_log_fn fn, void *user_data);
 
-/* Asks the call in progress, if any, to stop: tensorhost_cp_als after its
+/* Asks the call in progress, if any, to stop: tensorhost_cp_als (and
+ * tensorhost_cp_apr) after its
  * current iteration (its result says interrupted), tensorhost_tensor_read
  * between chunks of the file (TENSORHOST_ERR_IO, "interrupted"). Each of
  * those calls starts afresh: a request made before it began, or after the

@@ -39,6 +39,9 @@ struct tensorhost_cpd {
     th_cpd_result *result;
     uint64_t *dims;
     double *fits, *seconds; /* [iterations] */
+    /* [iterations], Poisson results only (NULL otherwise). */
+    double *log_likelihoods, *kkt_violations;
+    uint32_t *inner_iterations;
     double load_seconds;
     GPtrArray *warnings; /* th_cpd_warning, messages one line each */
 };
@@ -48,6 +51,10 @@ G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_ABOVE_BOUND == (int)TH_CPD_WARN_RANK_A
 G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_DEFICIENT == (int)TH_CPD_WARN_RANK_DEFICIENT);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_NOT_CONVERGED == (int)TH_CPD_WARN_NOT_CONVERGED);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_UNDERFLOWED_VALUES == (int)TH_CPD_WARN_UNDERFLOWED_VALUES);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_NON_INTEGER_VALUES == (int)TH_CPD_WARN_NOT_COUNTS);
+/* The public models are cp_als.h's. */
+G_STATIC_ASSERT((int)TENSORHOST_MODEL_LEAST_SQUARES == (int)TH_MODEL_LEAST_SQUARES &&
+                (int)TENSORHOST_MODEL_POISSON == (int)TH_MODEL_POISSON);
 /* And the log levels the plugin ABI's. */
 G_STATIC_ASSERT((int)TENSORHOST_LOG_ERROR == (int)TH_LOG_ERROR &&
                 (int)TENSORHOST_LOG_WARNING == (int)TH_LOG_WARNING &&
@@ -485,7 +492,7 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
  * would be dereferenced, a NaN would surface an iteration later as the
  * backend's numeric failure). */
 static int32_t check_initial_factors(const double *const *factors, const th_sptensor *t,
-                                     uint32_t rank, char *err)
+                                     uint32_t rank, gboolean nonnegative, char *err)
 {
     for (uint32_t m = 0; factors && m < t->nmodes; ++m) {
         if (!factors[m])
@@ -499,6 +506,13 @@ static int32_t check_initial_factors(const double *const *factors, const th_spte
                                  "initial_factors[%u] row %" G_GUINT64_FORMAT
                                  ", column %" G_GUINT64_FORMAT " is %g: expected a finite "
                                  "number",
+                                 m, i / rank, i % rank, factors[m][i]);
+        for (uint64_t i = 0; nonnegative && i < n; ++i)
+            if (factors[m][i] < 0.0)
+                return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                                 "initial_factors[%u] row %" G_GUINT64_FORMAT
+                                 ", column %" G_GUINT64_FORMAT " is %g: a Poisson model "
+                                 "starts from factors >= 0",
                                  m, i / rank, i % rank, factors[m][i]);
     }
     return TENSORHOST_OK;
@@ -514,13 +528,14 @@ static int32_t status_of_run_error(const GError *error)
 }
 
 /* How the library's warnings name things: its parameters. */
-static th_cpd_warning_terms warning_terms(const tensorhost_tensor *tensor)
+static th_cpd_warning_terms warning_terms(const tensorhost_tensor *tensor,
+                                          const char *tolerance)
 {
     return (th_cpd_warning_terms){
         .tensor = tensor->path ? tensor->path : "the tensor",
         .rank = "rank",
         .max_iters = "max_iters",
-        .tolerance = "tolerance",
+        .tolerance = tolerance,
     };
 }
 
@@ -551,12 +566,56 @@ static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds, GPtrAr
     const guint n = r->iterations->len;
     h->fits = g_new(double, n + 1);
     h->seconds = g_new(double, n + 1);
+    const gboolean poisson = r->model == TH_MODEL_POISSON;
+    if (poisson) {
+        h->log_likelihoods = g_new(double, n + 1);
+        h->kkt_violations = g_new(double, n + 1);
+        h->inner_iterations = g_new(uint32_t, n + 1);
+    }
     for (guint i = 0; i < n; ++i) {
         const th_cpd_iteration *it = &g_array_index(r->iterations, th_cpd_iteration, i);
         h->fits[i] = it->fit;
         h->seconds[i] = it->seconds;
+        if (poisson) {
+            h->log_likelihoods[i] = it->log_likelihood;
+            h->kkt_violations[i] = it->kkt_violation;
+            h->inner_iterations[i] = it->inner_iterations;
+        }
     }
     return h;
+}
+
+/* Loads the tensor and runs `params` through the one session of every run
+ * (cpd_session.h): the checks of the tensor, the warnings, the result. */
+static int32_t run_session(tensorhost_backend *backend, const tensorhost_tensor *tensor,
+                           const th_cpd_params *params, const th_cpd_warning_terms *terms,
+                           const th_cpd_callbacks *callbacks, tensorhost_cpd **out, char *err)
+{
+    /* A stop asked before this call is not for it; one asked from here on
+     * (the checks below scan every nonzero) is. */
+    th_cancel_reset();
+    const int32_t status = check_initial_factors(
+        params->initial_factors, tensor->tensor, params->rank, params->model == TH_MODEL_POISSON,
+        err);
+    if (status != TENSORHOST_OK)
+        return status;
+    th_backend *b = backend->backend;
+    g_autoptr(GError) error = NULL;
+    /* The caller's tensor is never changed: a copy is scaled when its values
+     * need it (least squares only). */
+    g_autoptr(th_cpd_session) session = th_cpd_session_new(b, params, NULL, terms, &error);
+    if (!session || !th_cpd_session_prepare_copy(session, tensor->tensor, &error))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
+    const gint64 start = g_get_monotonic_time();
+    if (!th_cpd_session_load(session, &error))
+        return set_error(err, status_of_backend_error(error), "%s", error->message);
+    th_cpd_result *r = th_cpd_session_run(session, callbacks, &error);
+    th_cancel_reset();
+    if (!r)
+        return set_error(err, status_of_run_error(error), "%s", error->message);
+    r->total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    *out = wrap_result(r, b->load_seconds, one_line_warnings(th_cpd_session_warnings(session)));
+    return TENSORHOST_OK;
 }
 
 int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *tensor,
@@ -570,15 +629,11 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     if (!read_params(given, &p, err))
         return TENSORHOST_ERR_INVALID_ARGUMENT;
     quiet_logging();
-    int32_t status = check_params(&p, err);
+    const int32_t status = check_params(&p, err);
     if (status != TENSORHOST_OK)
         return status;
-    /* A stop asked before this call is not for it; one asked from here on
-     * (the checks below scan every nonzero) is. */
-    th_cancel_reset();
-    th_backend *b = backend->backend;
-    g_autoptr(GError) error = NULL;
     const th_cpd_params params = {
+        .model = TH_MODEL_LEAST_SQUARES,
         .rank = p.rank,
         .max_iters = p.max_iters,
         .tolerance = p.tolerance,
@@ -586,30 +641,135 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .update = (th_update_path)p.update,
         .initial_factors = p.initial_factors,
     };
-    const th_cpd_warning_terms terms = warning_terms(tensor);
-    /* The caller's tensor is never changed: a copy is scaled when its values
-     * need it. */
-    g_autoptr(th_cpd_session) session = th_cpd_session_new(b, &params, NULL, &terms, &error);
-    if (!session || !th_cpd_session_prepare_copy(session, tensor->tensor, &error))
-        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "%s", error->message);
-    status = check_initial_factors(p.initial_factors, tensor->tensor, p.rank, err);
-    if (status != TENSORHOST_OK)
-        return status;
-    const gint64 start = g_get_monotonic_time();
-    if (!th_cpd_session_load(session, &error))
-        return set_error(err, status_of_backend_error(error), "%s", error->message);
+    const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
     iteration_forward forward = {p.on_iteration, p.user_data};
     const th_cpd_callbacks callbacks = {
         .iteration = p.on_iteration ? forward_iteration : NULL,
         .user_data = &forward,
     };
-    th_cpd_result *r = th_cpd_session_run(session, &callbacks, &error);
-    th_cancel_reset();
-    if (!r)
-        return set_error(err, status_of_run_error(error), "%s", error->message);
-    r->total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    *out = wrap_result(r, b->load_seconds, one_line_warnings(th_cpd_session_warnings(session)));
+    return run_session(backend, tensor, &params, &terms, &callbacks, out, err);
+}
+
+/* ---- CP-APR ----------------------------------------------------------------- */
+
+typedef struct apr_forward {
+    tensorhost_apr_iteration_fn fn;
+    void *user_data;
+} apr_forward;
+
+static gboolean forward_apr_iteration(const th_cpd_iteration *it, void *user_data)
+{
+    const apr_forward *f = user_data;
+    return f->fn(it->iteration, it->log_likelihood, it->kkt_violation, it->seconds,
+                 f->user_data) == 0;
+}
+
+/* As read_params, for CP-APR's: the 1.2 minimum is the fields through seed. */
+static gboolean read_apr_params(const tensorhost_apr_params *given, tensorhost_apr_params *params,
+                                char *err)
+{
+    static const tensorhost_apr_params defaults = TENSORHOST_APR_PARAMS_INIT;
+    *params = defaults;
+    const size_t minimum = offsetof(tensorhost_apr_params, seed) + sizeof(uint64_t);
+    if (!given || given->struct_size < minimum) {
+        set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                  "params is NULL or its struct_size (%u) is below the 1.2 minimum; start "
+                  "from TENSORHOST_APR_PARAMS_INIT",
+                  given ? given->struct_size : 0u);
+        return FALSE;
+    }
+    static const size_t field_ends[] = {
+        offsetof(tensorhost_apr_params, seed) + sizeof(uint64_t),
+        offsetof(tensorhost_apr_params, initial_factors) + sizeof(void *),
+        offsetof(tensorhost_apr_params, initial_weights) + sizeof(void *),
+        offsetof(tensorhost_apr_params, on_iteration) + sizeof(tensorhost_apr_iteration_fn),
+        offsetof(tensorhost_apr_params, user_data) + sizeof(void *),
+    };
+    size_t covered = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(field_ends); ++i)
+        if (field_ends[i] <= given->struct_size)
+            covered = field_ends[i];
+    memcpy(params, given, covered);
+    params->struct_size = sizeof *params;
+    return TRUE;
+}
+
+static int32_t check_apr_params(const tensorhost_apr_params *p, char *err)
+{
+    if (p->rank < 1 || p->rank > 4096)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "rank %u: expected 1 to 4096", p->rank);
+    if (p->max_iters < 1)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "max_iters 0: expected at least 1");
+    if (p->max_inner_iters < 1)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "max_inner_iters 0: expected at least 1");
+    const struct {
+        const char *name;
+        double value;
+        gboolean zero_ok;
+    } numbers[] = {
+        {"stoptol", p->stoptol, FALSE},
+        {"kappa", p->kappa, TRUE},
+        {"kappa_tolerance", p->kappa_tolerance, TRUE},
+        {"epsilon", p->epsilon, FALSE},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(numbers); ++i) {
+        const double v = numbers[i].value;
+        if (!isfinite(v) || v < 0.0 || (v == 0.0 && !numbers[i].zero_ok))
+            return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                             "%s %g: expected a finite number %s 0", numbers[i].name, v,
+                             numbers[i].zero_ok ? ">=" : ">");
+    }
     return TENSORHOST_OK;
+}
+
+int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *tensor,
+                          const tensorhost_apr_params *given, tensorhost_cpd **out, char *err)
+{
+    CHECK_HANDLE(backend, BACKEND_HANDLE, "the backend");
+    CHECK_HANDLE(tensor, TENSOR_HANDLE, "the tensor");
+    if (!out)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT, "tensorhost_cp_apr: out is NULL");
+    tensorhost_apr_params p;
+    if (!read_apr_params(given, &p, err))
+        return TENSORHOST_ERR_INVALID_ARGUMENT;
+    quiet_logging();
+    const int32_t status = check_apr_params(&p, err);
+    if (status != TENSORHOST_OK)
+        return status;
+    /* The tensor's values (finite, >= 0) are the session's to check
+     * (th_cp_apr_check_tensor), before any work. */
+    for (uint32_t r = 0; p.initial_factors && p.initial_weights && r < p.rank; ++r)
+        if (!isfinite(p.initial_weights[r]) || p.initial_weights[r] < 0.0)
+            return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                             "initial_weights[%u] is %g: expected a finite number >= 0", r,
+                             p.initial_weights[r]);
+    const th_cpd_params params = {
+        .model = TH_MODEL_POISSON,
+        .apr =
+            {
+                .max_inner_iters = p.max_inner_iters,
+                .kappa = p.kappa,
+                .kappa_tolerance = p.kappa_tolerance,
+                .epsilon = p.epsilon,
+            },
+        .rank = p.rank,
+        .max_iters = p.max_iters,
+        .tolerance = p.stoptol,
+        .seed = p.seed,
+        .update = TH_UPDATE_AUTO,
+        .initial_factors = p.initial_factors,
+        .initial_weights = p.initial_factors ? p.initial_weights : NULL,
+    };
+    const th_cpd_warning_terms terms = warning_terms(tensor, "stoptol");
+    apr_forward forward = {p.on_iteration, p.user_data};
+    const th_cpd_callbacks callbacks = {
+        .iteration = p.on_iteration ? forward_apr_iteration : NULL,
+        .user_data = &forward,
+    };
+    return run_session(backend, tensor, &params, &terms, &callbacks, out, err);
 }
 
 void tensorhost_cpd_free(tensorhost_cpd *result)
@@ -620,6 +780,9 @@ void tensorhost_cpd_free(tensorhost_cpd *result)
     g_free(result->dims);
     g_free(result->fits);
     g_free(result->seconds);
+    g_free(result->log_likelihoods);
+    g_free(result->kkt_violations);
+    g_free(result->inner_iterations);
     g_ptr_array_unref(result->warnings);
     g_free(result);
 }
@@ -691,6 +854,39 @@ const double *tensorhost_cpd_iteration_seconds(const tensorhost_cpd *h)
     return result_of(h) ? h->seconds : NULL;
 }
 
+int32_t tensorhost_cpd_model(const tensorhost_cpd *h)
+{
+    const th_cpd_result *r = result_of(h);
+    return r ? (int32_t)r->model : TENSORHOST_ERR_MISUSE;
+}
+
+double tensorhost_cpd_log_likelihood(const tensorhost_cpd *h)
+{
+    const th_cpd_result *r = result_of(h);
+    return r && r->model == TH_MODEL_POISSON ? r->log_likelihood : NAN;
+}
+
+double tensorhost_cpd_kkt_violation(const tensorhost_cpd *h)
+{
+    const th_cpd_result *r = result_of(h);
+    return r && r->model == TH_MODEL_POISSON ? r->kkt_violation : NAN;
+}
+
+const double *tensorhost_cpd_log_likelihoods(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->log_likelihoods : NULL;
+}
+
+const double *tensorhost_cpd_kkt_violations(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->kkt_violations : NULL;
+}
+
+const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->inner_iterations : NULL;
+}
+
 int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *h, tensorhost_cpd_timings *timings,
                                    char *err)
 {
@@ -743,6 +939,8 @@ const char *tensorhost_warning_name(int32_t code)
         return "TENSORHOST_WARN_NOT_CONVERGED";
     case TENSORHOST_WARN_UNDERFLOWED_VALUES:
         return "TENSORHOST_WARN_UNDERFLOWED_VALUES";
+    case TENSORHOST_WARN_NON_INTEGER_VALUES:
+        return "TENSORHOST_WARN_NON_INTEGER_VALUES";
     }
     return "?";
 }

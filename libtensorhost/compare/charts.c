@@ -622,9 +622,12 @@ static gboolean write_total_time(const comparison_data *d, th_output_set *set, G
         }
     }
     gboolean cpd = strcmp(d->result->job, "cpd") == 0;
+    gboolean poisson = cpd && d->result->model == TH_MODEL_POISSON;
     th_bar_chart chart = {
-        .title = cpd ? "MTTKRP time per CP-ALS iteration, all modes, per tensor and backend"
-                     : "MTTKRP time over all modes, per tensor and backend",
+        .title = poisson ? "Generalized MTTKRP time per CP-APR outer iteration (Poisson), all "
+                           "modes, per tensor and backend"
+                 : cpd   ? "MTTKRP time per CP-ALS iteration, all modes, per tensor and backend"
+                         : "MTTKRP time over all modes, per tensor and backend",
         .subtitle = d->subtitle,
         .y_label = "time, all modes",
         .footnote = "Bars: median; whiskers: min and max of the timed runs. Tensors marked "

@@ -58,6 +58,7 @@ static th_compare_run *run_new(const th_compare_backend_config *config, gboolean
     run->speedup = run->speedup_host = run->speedup_backend = NAN;
     run->max_error = NAN;
     run->fit = run->fit_difference = NAN;
+    run->log_likelihood = run->log_likelihood_difference = run->kkt_violation = NAN;
     return run;
 }
 
@@ -80,7 +81,8 @@ static void run_alloc_modes(th_compare_run *run)
 
 /* ---- Tensors -------------------------------------------------------------- */
 
-static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare_tensor *out,
+static th_sptensor *read_input(const th_compare_tensor_config *input, th_cpd_model model,
+                               th_compare_tensor *out,
                                GError **error)
 {
     double start = now_seconds();
@@ -108,9 +110,10 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_compare
     }
     out->read_seconds = now_seconds() - start;
     /* The session's tensor step, once for every backend: extreme values
-     * scaled, a norm-0 tensor refused before any backend works on it. */
+     * scaled (least squares), values checked >= 0 (Poisson), a norm-0
+     * tensor refused before any backend works on it. */
     if (tensor) {
-        if (!th_cpd_prepare_tensor(tensor, NULL, error)) {
+        if (!th_cpd_prepare_tensor_for(tensor, model, NULL, error)) {
             g_prefix_error(error, "%s: %s: ", input->where, input->label);
             th_sptensor_free(g_steal_pointer(&tensor));
         }
@@ -187,7 +190,9 @@ static gboolean cannot_run_here(const GError *error, open_stage stage)
     if (stage == STAGE_LOAD)
         return error_has_status(error, TH_ERR_UNSUPPORTED)
                || error_has_status(error, TH_ERR_OUT_OF_MEMORY)
-               || g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_RANK);
+               || g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_RANK)
+               /* a plugin without the functions the model needs (ABI 1.4) */
+               || g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL);
     return FALSE;
 }
 
@@ -208,6 +213,7 @@ typedef struct tensor_session {
     double **factors;    /* initial, from cpd.seed */
     double **reference;  /* the baseline's MTTKRP per mode; NULL until it ran */
     double baseline_fit; /* cpd */
+    double baseline_log_likelihood; /* cpd, Poisson */
     /* [backend]: why it could not even be opened on an earlier tensor (not
      * installed, no device); it is not tried again. */
     GPtrArray *open_skips;
@@ -443,8 +449,12 @@ double th_compare_iteration_seconds(const th_cpd_result *cpd)
     return th_compare_stat_of(seconds, n).median;
 }
 
-/* job = "cpd": a pass is a whole CP-ALS run (each starts from the same
- * factors, made from cpd.seed by th_cp_als, updated as cpd.update says);
+/* job = "cpd": a pass is a whole CPD run of cpd.model: CP-ALS (each starts
+ * from the same factors, made from cpd.seed by th_cp_als, updated as
+ * cpd.update says) or CP-APR (the same seed's factors, lambda ones: the
+ * same initial model on every backend; its MTTKRPs are the generalized
+ * ones); the final fit, and for Poisson the log-likelihood, KKT violation
+ * and inner iterations, are kept;
  * MTTKRP times are means per iteration, the seconds per iteration each
  * run's median iteration (th_compare_iteration_seconds). A backend that
  * runs whole iterations through als_sweep has no host time per MTTKRP: its
@@ -473,10 +483,20 @@ static gboolean measure_cpd(tensor_session *s, void *subject, th_compare_run *ru
     times->per_iteration = th_compare_iteration_seconds(cpd);
     run->fit = cpd->fit;
     run->iterations = cpd->iterations->len;
+    if (cpd->model == TH_MODEL_POISSON) {
+        run->log_likelihood = cpd->log_likelihood;
+        run->kkt_violation = cpd->kkt_violation;
+        run->inner_iterations = 0;
+        for (guint k = 0; k < cpd->iterations->len; ++k)
+            run->inner_iterations +=
+                g_array_index(cpd->iterations, th_cpd_iteration, k).inner_iterations;
+    }
     return TRUE;
 }
 
-/* The CP-ALS runs timed, and the final fit against the baseline's. */
+/* The CPD runs timed, and the final model against the baseline's: its fit
+ * (least squares) or its log-likelihood, relative to the baseline's
+ * (Poisson: the model's objective, whose size is the data's). */
 static gboolean time_cpd(tensor_session *s, th_cpd_session *session, th_compare_run *run,
                          GError **error)
 {
@@ -484,12 +504,28 @@ static gboolean time_cpd(tensor_session *s, th_cpd_session *session, th_compare_
         return FALSE;
     if (run->status != TH_COMPARE_OK)
         return TRUE;
+    const gboolean poisson = s->result->model == TH_MODEL_POISSON;
     if (run->is_baseline) {
         s->baseline_fit = run->fit;
+        s->baseline_log_likelihood = run->log_likelihood;
         run->fit_difference = 0.0;
+        run->log_likelihood_difference = poisson ? 0.0 : NAN;
         return TRUE;
     }
     run->fit_difference = run->fit - s->baseline_fit;
+    if (poisson) {
+        run->log_likelihood_difference = (run->log_likelihood - s->baseline_log_likelihood) /
+                                         fabs(s->baseline_log_likelihood);
+        if (!(fabs(run->log_likelihood_difference) <= s->compare->tolerance)) {
+            g_autofree char *message = g_strdup_printf(
+                "final log-likelihood %.12g differs from baseline '%s' (%.12g) by %.3g "
+                "relative, beyond tolerance %g",
+                run->log_likelihood, s->compare->baseline, s->baseline_log_likelihood,
+                fabs(run->log_likelihood_difference), s->compare->tolerance);
+            add_failure(s, run, TH_COMPARE_MISMATCH, message);
+        }
+        return TRUE;
+    }
     if (!(fabs(run->fit_difference) <= s->compare->tolerance)) {
         g_autofree char *message = g_strdup_printf(
             "final fit %.9f differs from baseline '%s' (%.9f) by %.3g, beyond tolerance %g",
@@ -621,7 +657,7 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
      * runs are skipped, the tensors measured before keep their results. */
     const gboolean stopped = result->interrupted || th_cancel_requested();
     g_autoptr(GError) read_error = NULL;
-    g_autoptr(th_sptensor) data = stopped ? NULL : read_input(input, tensor, &read_error);
+    g_autoptr(th_sptensor) data = stopped ? NULL : read_input(input, result->model, tensor, &read_error);
     if (!data) {
         if (!stopped && !g_error_matches(read_error, TH_TENSOR_READER_ERROR,
                                          TH_TENSOR_READER_ERROR_CANCELLED)) {
@@ -786,16 +822,22 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
     result->warmup = compare->warmup;
     result->tolerance = compare->tolerance;
     result->seed = config->seed;
+    result->model = strcmp(compare->job, "cpd") == 0
+                        ? th_cpd_params_from_config(config, compare->rank).model
+                        : TH_MODEL_LEAST_SQUARES;
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);
     result->tensors = g_ptr_array_new_with_free_func(th_compare_tensor_free);
     result->geomeans = g_ptr_array_new_with_free_func(th_compare_geomean_free);
     result->failures = g_ptr_array_new_with_free_func(g_free);
 
-    th_log(TH_LOG_INFO, "Compare %u backend(s) on %u tensor(s): job %s, rank %u, baseline '%s', "
-                        "%u warm-up + %u timed runs, tolerance %g",
-           compare->backends->len, compare->tensors->len, compare->job, compare->rank,
-           compare->baseline, compare->warmup, compare->repeats, compare->tolerance);
+    th_log(TH_LOG_INFO, "Compare %u backend(s) on %u tensor(s): job %s%s%s, rank %u, baseline "
+                        "'%s', %u warm-up + %u timed runs, tolerance %g",
+           compare->backends->len, compare->tensors->len, compare->job,
+           result->model != TH_MODEL_LEAST_SQUARES ? ", model " : "",
+           result->model != TH_MODEL_LEAST_SQUARES ? th_cpd_model_name(result->model) : "",
+           compare->rank, compare->baseline, compare->warmup, compare->repeats,
+           compare->tolerance);
     g_autoptr(GPtrArray) open_skips = g_ptr_array_new_full(compare->backends->len, g_free);
     g_ptr_array_set_size(open_skips, (gint)compare->backends->len);
     if (!check_backends(config, open_skips, error) || !check_tensor_files(compare, error))

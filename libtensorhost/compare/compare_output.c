@@ -208,7 +208,11 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
         out,
         "  %s, rank %u; median of %u timed %s after %u warm-up%s; all modes: median (min-max);\n"
         "  speedup = baseline's time / backend's time over all modes, by %s\n\n",
-        cpd ? "CP-ALS (MTTKRP times are per iteration)" : "MTTKRP", result->rank,
+        !cpd ? "MTTKRP"
+        : result->model == TH_MODEL_POISSON
+            ? "CP-APR, Poisson (generalized MTTKRP times are per outer iteration)"
+            : "CP-ALS (MTTKRP times are per iteration)",
+        result->rank,
         result->repeats, th_plural(result->repeats, "run", "runs"), result->warmup,
         result->warmup == 1 ? "" : "s",
         strcmp(result->timer, "backend") == 0 ? "the backends' own timers" : "host wall time");
@@ -243,8 +247,18 @@ static void add_run_row(text_table *t, const th_compare_result *result,
     cell(row, bytes ? th_compare_format_bytes(bytes) : g_strdup("-")); /* 0: not reported */
     cell(row, format_error(run->max_error));
     if (strcmp(result->job, "cpd") == 0) {
-        cell(row, isnan(run->fit) ? g_strdup("-") : g_strdup_printf("%.6f", run->fit));
+        if (result->model == TH_MODEL_POISSON) {
+            cell(row, isnan(run->log_likelihood) ? g_strdup("-")
+                                                 : g_strdup_printf("%.10g", run->log_likelihood));
+            cell(row, isnan(run->kkt_violation) ? g_strdup("-")
+                                                : g_strdup_printf("%.2e", run->kkt_violation));
+        } else {
+            cell(row, isnan(run->fit) ? g_strdup("-") : g_strdup_printf("%.6f", run->fit));
+        }
         cell(row, run->iterations ? g_strdup_printf("%u", run->iterations) : g_strdup("-"));
+        if (result->model == TH_MODEL_POISSON)
+            cell(row, run->iterations ? g_strdup_printf("%u", run->inner_iterations)
+                                      : g_strdup("-"));
         cell(row, th_compare_format_seconds(run->seconds_per_iteration.median));
     }
 }
@@ -254,8 +268,9 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
 {
     describe_tensor(result, tensor, out);
     gboolean cpd = strcmp(result->job, "cpd") == 0;
+    gboolean poisson = cpd && result->model == TH_MODEL_POISSON;
     gboolean by_backend = strcmp(result->timer, "backend") == 0;
-    guint n_columns = 3 + tensor->nmodes + 6 + (cpd ? 3 : 0);
+    guint n_columns = 3 + tensor->nmodes + 6 + (poisson ? 5 : cpd ? 3 : 0);
     text_table t;
     text_table_init(&t, n_columns);
     GPtrArray *header = text_table_row(&t);
@@ -270,7 +285,13 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
     cell(header, g_strdup("preproc"));
     cell(header, g_strdup("memory"));
     cell(header, g_strdup("max error"));
-    if (cpd) {
+    if (poisson) { /* the model's objective where CP-ALS has its fit */
+        cell(header, g_strdup("log-likelihood"));
+        cell(header, g_strdup("KKT"));
+        cell(header, g_strdup("iters"));
+        cell(header, g_strdup("inner"));
+        cell(header, g_strdup("s/iter"));
+    } else if (cpd) {
         cell(header, g_strdup("fit"));
         cell(header, g_strdup("iters"));
         cell(header, g_strdup("s/iter"));
@@ -287,6 +308,9 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
     if (cpd)
         g_string_append_printf(out, "  - : not measured (a backend without its own timer; host "
                                     "times of a backend whose MTTKRPs run inside als_sweep)\n");
+    if (poisson)
+        g_string_append_printf(out, "  Poisson model (CP-APR): log-likelihood of the final model, "
+                                    "KKT: its violation, inner: inner iterations in all\n");
     g_string_append_c(out, '\n');
 }
 
@@ -375,6 +399,10 @@ static const char *const csv_columns[] = {
     "backend_min_s", "backend_max_s", "speedup", "speedup_host", "speedup_backend",
     "rel_error", "preprocess_s", "tensor_bytes", "factor_bytes", "workspace_bytes", "fit",
     "fit_difference", "iterations", "s_per_iter_median", "device", "reason",
+    /* Appended (Poisson model; empty otherwise), so columns read by
+     * position keep their place. */
+    "model", "log_likelihood", "log_likelihood_rel_difference", "kkt_violation",
+    "inner_iterations",
 };
 
 static void csv_stat(GString *line, const th_compare_stat *stat)
@@ -385,8 +413,8 @@ static void csv_stat(GString *line, const th_compare_stat *stat)
 }
 
 /* One row: `mode` is 0-based, or -1 for the all-modes row. */
-static void csv_row(GString *out, const th_compare_tensor *tensor, const th_compare_run *run,
-                    int mode)
+static void csv_row(GString *out, const th_compare_result *result,
+                    const th_compare_tensor *tensor, const th_compare_run *run, int mode)
 {
     GString *line = g_string_new(NULL);
     csv_text(line, tensor->label);
@@ -435,6 +463,15 @@ static void csv_row(GString *out, const th_compare_tensor *tensor, const th_comp
     csv_number(line, run->seconds_per_iteration.median, TRUE);
     csv_text(line, th_compare_run_device(run));
     csv_text(line, run->reason ? run->reason : "");
+    const gboolean cpd = strcmp(result->job, "cpd") == 0;
+    csv_text(line, cpd ? th_cpd_model_name(result->model) : "");
+    csv_number(line, run->log_likelihood, FALSE);
+    csv_number(line, run->log_likelihood_difference, FALSE);
+    csv_number(line, run->kkt_violation, FALSE);
+    if (cpd && result->model == TH_MODEL_POISSON && run->iterations)
+        csv_unsigned(line, run->inner_iterations);
+    else
+        csv_text(line, "");
     g_string_append_printf(out, "%s\n", line->str);
     g_string_free(line, TRUE);
 }
@@ -450,8 +487,8 @@ char *th_compare_format_csv(const th_compare_result *result)
         for (guint i = 0; i < tensor->runs->len; i++) {
             const th_compare_run *run = g_ptr_array_index(tensor->runs, i);
             for (uint32_t m = 0; run->modes && m < run->nmodes; m++)
-                csv_row(out, tensor, run, (int)m);
-            csv_row(out, tensor, run, -1);
+                csv_row(out, result, tensor, run, (int)m);
+            csv_row(out, result, tensor, run, -1);
         }
     }
     return g_string_free(out, FALSE);
@@ -537,6 +574,13 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
         th_json_member_number(b, "fit", run->fit);
         th_json_member_number(b, "fit_difference", run->fit_difference);
         th_json_member_int(b, "iterations", run->iterations);
+        if (result->model == TH_MODEL_POISSON) {
+            th_json_member_number(b, "log_likelihood", run->log_likelihood);
+            th_json_member_number(b, "log_likelihood_relative_difference",
+                                  run->log_likelihood_difference);
+            th_json_member_number(b, "kkt_violation", run->kkt_violation);
+            th_json_member_int(b, "inner_iterations", run->inner_iterations);
+        }
         json_stat(b, "seconds_per_iteration", &run->seconds_per_iteration);
         json_builder_end_object(b);
     }
@@ -579,6 +623,8 @@ JsonNode *th_compare_json(const th_compare_result *result)
                                                : "ok";
     th_json_member_string(b, "status", status);
     th_json_member_string(b, "job", result->job);
+    if (strcmp(result->job, "cpd") == 0)
+        th_json_member_string(b, "model", th_cpd_model_name(result->model));
     th_json_member_string(b, "baseline", result->baseline);
     th_json_member_string(b, "timer", result->timer);
     th_json_member_int(b, "rank", result->rank);

@@ -10,6 +10,7 @@
 
 #include "plugin/backend.h"
 #include "config/config.h"
+#include "cpd/cp_als.h"
 #include "tensor/sptensor.h"
 
 /* Seconds; all three negative when not measured (e.g. a backend without its
@@ -56,10 +57,18 @@ typedef struct th_compare_run {
     double speedup_backend; /* by the backends' own times; NAN unless both report them */
     double max_error;       /* over the modes; NAN if not checked */
     /* job = "cpd" */
-    double fit;              /* final fit; NAN otherwise */
+    double fit;              /* final (least-squares) fit; NAN otherwise */
     double fit_difference;   /* fit - baseline's fit */
     uint32_t iterations;
     th_compare_stat seconds_per_iteration;
+    /* job = "cpd" with the Poisson model (th_compare_result.model); NAN and
+     * 0 otherwise. The difference is relative: (log_likelihood - the
+     * baseline's) / |the baseline's|, which the comparison's tolerance
+     * checks instead of the fit's. */
+    double log_likelihood;
+    double log_likelihood_difference;
+    double kkt_violation;
+    uint32_t inner_iterations; /* summed over the outer iterations */
 } th_compare_run;
 
 typedef struct th_compare_tensor {
@@ -85,6 +94,8 @@ typedef struct th_compare_geomean {
 typedef struct th_compare_result {
     const th_config *config; /* borrowed */
     char *job, *baseline, *timer;
+    /* The model job "cpd" fits (cpd.model); least squares for the others. */
+    th_cpd_model model;
     uint32_t rank, repeats, warmup;
     double tolerance;
     uint64_t seed;

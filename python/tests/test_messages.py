@@ -18,7 +18,8 @@ from support import AMINOACID, CPU, REPO, planted
 
 
 def test_categories_are_user_warnings_and_exported():
-    for category in (RankWarning, ConvergenceWarning, UnderflowWarning):
+    for category in (RankWarning, ConvergenceWarning, UnderflowWarning,
+                     tensorhost.NonIntegerWarning):
         assert issubclass(category, TensorhostWarning)
         assert category.__name__ in tensorhost.__all__
     assert issubclass(TensorhostWarning, UserWarning)

@@ -1,14 +1,18 @@
-"""tensorhost: CP decomposition (CP-ALS) of sparse tensors with tensorhost's
-backends, the multi-threaded CPU reference and the GPU backends.
+"""tensorhost: CP decomposition of sparse tensors with tensorhost's
+backends, the multi-threaded CPU reference and the GPU backends: least
+squares (CP-ALS) and Poisson (CP-APR, for count data).
 
     import tensorhost
     result = tensorhost.cp_als("uber.tns.gz", rank=16)
     result.weights, result.factors, result.fit
+    counts = tensorhost.cp_apr("uber.tns.gz", rank=16)
+    counts.log_likelihood, counts.kkt_violation
 
-The model comes back in the published form of the program's factor files:
-every factor column has unit 2-norm, the weights hold the component sizes,
-components are sorted by decreasing weight, and signs follow Tensor
-Toolbox's fixsigns.
+cp_als's model comes back in the published form of the program's factor
+files: every factor column has unit 2-norm, the weights hold the component
+sizes, components are sorted by decreasing weight, and signs follow Tensor
+Toolbox's fixsigns. cp_apr's as pyttb's cp_apr gives it: unit 1-norm
+columns, weights sorted decreasing.
 
 What a run that succeeded still has to say about its model (a rank above
 what the tensor can have, rank-deficient solves, not converged, values read
@@ -35,9 +39,9 @@ import numpy as np
 
 from . import _library
 
-__all__ = ["cp_als", "plugins", "CPResult", "CPWarning", "PluginInfo", "TensorhostError",
-           "TensorhostValueError", "TensorhostWarning", "RankWarning", "ConvergenceWarning",
-           "UnderflowWarning", "__version__"]
+__all__ = ["cp_als", "cp_apr", "plugins", "CPResult", "CPWarning", "PluginInfo",
+           "TensorhostError", "TensorhostValueError", "TensorhostWarning", "RankWarning",
+           "ConvergenceWarning", "UnderflowWarning", "NonIntegerWarning", "__version__"]
 
 _lib = _library.load()
 __version__ = _lib.tensorhost_version_string().decode()
@@ -83,11 +87,17 @@ class RankWarning(TensorhostWarning):
 
 
 class ConvergenceWarning(TensorhostWarning):
-    """The run stopped at max_iters with |fit change| still above tol."""
+    """The run stopped at max_iters with |fit change| still above tol
+    (cp_apr: with the KKT violation still at or above stoptol)."""
 
 
 class UnderflowWarning(TensorhostWarning):
     """The tensor's file held values too small for a double, read as zero."""
+
+
+class NonIntegerWarning(TensorhostWarning):
+    """cp_apr on a tensor with values that are not integers: the Poisson
+    model is one of counts (the fit runs all the same)."""
 
 
 # The library's warning codes: (CPWarning.code, category).
@@ -96,14 +106,16 @@ _WARNING_KINDS = {
     _library.WARN_RANK_DEFICIENT: ("rank_deficient", RankWarning),
     _library.WARN_NOT_CONVERGED: ("not_converged", ConvergenceWarning),
     _library.WARN_UNDERFLOWED_VALUES: ("underflowed_values", UnderflowWarning),
+    _library.WARN_NON_INTEGER_VALUES: ("non_integer_values", NonIntegerWarning),
 }
 
 
 @dataclass(frozen=True)
 class CPWarning:
     """One warning of a run: `code` "rank_above_bound", "rank_deficient",
-    "not_converged" or "underflowed_values" (or "warning_N" for a code this
-    package does not know), its category and the library's message."""
+    "not_converged", "underflowed_values" or "non_integer_values" (or
+    "warning_N" for a code this package does not know), its category and
+    the library's message."""
 
     code: str
     category: type
@@ -175,12 +187,16 @@ def plugins(search_path: Optional[Union[str, os.PathLike, Sequence]] = None) -> 
 @dataclass
 class CPResult:
     """A CP model and how it was computed. `weights` has shape (rank,);
-    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns."""
+    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns (cp_als)
+    or unit 1-norm columns (cp_apr). `fit` is the least-squares fit
+    1 - ||X - M|| / ||X|| of the final model for either."""
 
     weights: np.ndarray
     factors: list
     fit: float
-    fits: np.ndarray            # the fit after each iteration
+    # The stopping measure after each iteration: the fit (cp_als), the
+    # log-likelihood (cp_apr, the same as log_likelihoods).
+    fits: np.ndarray
     iterations: int
     status: str                 # "converged", "max_iters" or "interrupted"
     backend: str                # the plugin that ran, e.g. "gpu-adaptive"
@@ -188,9 +204,21 @@ class CPResult:
     timings: dict = field(default_factory=dict)  # seconds: total, load, mttkrp, ...
     # What the run still had to say (also given to warnings.warn): CPWarning records.
     warnings: list = field(default_factory=list)
+    model: str = "least_squares"  # "least_squares" (cp_als) or "poisson" (cp_apr)
+    # Poisson (cp_apr) only; NaN and empty arrays for cp_als. The log-likelihood
+    # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
+    # output["obj"]); the KKT violation the largest over the modes of their last
+    # inner iteration's (pyttb's output["kktViolations"]).
+    log_likelihood: float = math.nan
+    kkt_violation: float = math.nan
+    log_likelihoods: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    kkt_violations: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    inner_iterations: np.ndarray = field(  # per outer iteration, summed over the modes
+        default_factory=lambda: np.zeros(0, dtype=np.uint32))
 
     def to_pyttb(self):
-        """The model as a pyttb.ktensor (imports pyttb only now)."""
+        """The model as a pyttb.ktensor (imports pyttb only now), which
+        pyttb's functions take (full, innerprod, score, cp_apr's init, ...)."""
         import pyttb
 
         return pyttb.ktensor([np.array(f, copy=True) for f in self.factors],
@@ -467,9 +495,167 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     return result
 
 
+def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters: int = 1000,
+           init="random", maxinneriters: int = 10, epsDivZero: float = 1e-10,
+           printitn: int = 0, kappa: float = 0.01, kappatol: float = 1e-10, seed: int = 42,
+           backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
+           callback: Optional[Callable[[int, float, float], Optional[bool]]] = None,
+           search_path=None) -> CPResult:
+    """Poisson CP decomposition of a sparse count tensor: CP-APR by
+    multiplicative updates (Chi and Kolda), pyttb's cp_apr with algorithm
+    "mu", with its parameter names, meanings and defaults:
+
+    stoptol: stop when every mode's KKT violation is below it.
+    maxiters: at most this many outer iterations.
+    init: "random" (the seed's counter-based factors, the same on every
+       backend: `seed`), a list of (dims[m], rank) arrays >= 0, or a
+       pyttb.ktensor (anything with factor_matrices and weights) whose
+       weights are >= 0: the initial model.
+    maxinneriters: multiplicative updates per mode and outer iteration.
+    epsDivZero: floor of the model in divisions.
+    printitn: print every printitn-th outer iteration's log-likelihood and
+       KKT violation, and a summary at the end, as pyttb does (0: nothing;
+       pyttb's default is 1).
+    kappa, kappatol: inadmissible zeros (factor entries below kappatol with
+       a gradient that wants them up) are raised by kappa.
+    algorithm: "mu" only (pyttb's "pdnr" and "pqnr" are not offered).
+
+    X, backend, options, search_path as for cp_als; every value of X must be
+    >= 0 (ValueError, naming the first negative one, before any work);
+    values that are not integers give a NonIntegerWarning. callback(
+    iteration, log_likelihood, kkt_violation) after each outer iteration;
+    returning False stops the run (status "interrupted").
+
+    Returns a CPResult as cp_als does, model "poisson": weights sorted
+    decreasing, factor columns of unit 1-norm (pyttb's final normalize),
+    `log_likelihood` the final model's (pyttb's output["obj"]),
+    `kkt_violation`, and per outer iteration `log_likelihoods`,
+    `kkt_violations` (output["kktViolations"]) and `inner_iterations`
+    (output["nInnerIters"]); `fit` is the least-squares fit. status
+    "converged" when the KKT violation fell below stoptol. to_pyttb() gives
+    the pyttb.ktensor. A run that stops at maxiters above stoptol warns
+    (ConvergenceWarning).
+    """
+    _check_integer("rank", rank, 1, 4096, "1 to 4096")
+    _check_integer("maxiters", maxiters, 1, 2**32 - 1, "1 to 2**32 - 1")
+    _check_integer("maxinneriters", maxinneriters, 1, 2**32 - 1, "1 to 2**32 - 1")
+    _check_integer("printitn", printitn, 0, 2**63 - 1, "0 up")
+    _check_integer("seed", seed, 0, 2**64 - 1, "0 to 2**64 - 1")
+    _check_number("stoptol", stoptol, positive=True)
+    _check_number("epsDivZero", epsDivZero, positive=True)
+    _check_number("kappa", kappa, positive=False)
+    _check_number("kappatol", kappatol, positive=False)
+    if not isinstance(algorithm, str) or algorithm.lower() != "mu":
+        raise ValueError(f'algorithm must be "mu" (multiplicative updates), got {algorithm!r}')
+    if not isinstance(backend, (str, os.PathLike)):
+        raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    factors, weights = _apr_init(init)
+
+    def build(dims, c_callback):
+        initial, keep_alive = _initial_factors(factors, dims, int(rank))
+        for m, factor in enumerate(keep_alive):
+            if np.any(factor < 0):
+                row, column = (int(i) for i in np.argwhere(factor < 0)[0])
+                raise ValueError(f"init[{m}] row {row}, column {column} is "
+                                 f"{factor[row, column]}: a Poisson model starts from factors "
+                                 ">= 0")
+        params = _library.AprParams(
+            struct_size=ctypes.sizeof(_library.AprParams), rank=int(rank),
+            max_iters=int(maxiters), stoptol=float(stoptol),
+            max_inner_iters=int(maxinneriters), kappa=float(kappa),
+            kappa_tolerance=float(kappatol), epsilon=float(epsDivZero), seed=int(seed),
+            on_iteration=c_callback)
+        if initial is not None:
+            params.initial_factors = ctypes.cast(initial,
+                                                 ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
+            if weights is not None:
+                if weights.shape != (int(rank),):
+                    raise ValueError(f"init's weights have shape {weights.shape}, expected "
+                                     f"({int(rank)},)")
+                keep_alive.append(weights)
+                params.initial_weights = weights.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        return params, keep_alive
+
+    def hear(iteration, log_likelihood, kkt_violation, _seconds):
+        if printitn and (iteration - 1) % printitn == 0:
+            print(f"\tIter {iteration}: log-likelihood = {log_likelihood:.10g}, "
+                  f"KKT violation = {kkt_violation:.6g}")
+        return callback is not None and callback(int(iteration), float(log_likelihood),
+                                                 float(kkt_violation)) is False
+
+    if printitn:
+        print("CP_APR:")
+    result = _run(X, backend, options, search_path, build, _lib.tensorhost_cp_apr, hear)
+    if printitn:
+        print("===========================================")
+        print(f" Final log-likelihood = {result.log_likelihood}")
+        print(f" Final least squares fit = {result.fit}")
+        print(f" Final KKT violation = {result.kkt_violation}")
+        print(f" Total inner iterations = {int(result.inner_iterations.sum())}")
+        print(f" Total execution time = {result.timings.get('total', 0.0)} secs")
+    _warn(result.warnings, stacklevel=2)
+    return result
+
+
+def _check_number(name: str, value, positive: bool) -> None:
+    """ValueError unless `value` is a finite real number > 0 (`positive`)
+    or >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0, "
+                         f"got {value!r}")
+
+
+def _apr_init(init):
+    """cp_apr's init as (factors or None, weights or None)."""
+    if isinstance(init, str):
+        if init.lower() != "random":
+            raise ValueError(f'init must be "random", a list of factor arrays or a ktensor, '
+                             f"got {init!r}")
+        return None, None
+    if hasattr(init, "factor_matrices") and hasattr(init, "weights"):  # pyttb.ktensor
+        weights = np.asarray(init.weights)
+        if not (np.issubdtype(weights.dtype, np.floating)
+                or np.issubdtype(weights.dtype, np.integer)):
+            raise TypeError(f"init's weights must be real numbers, got {weights.dtype}")
+        weights = np.ascontiguousarray(weights, dtype=np.float64).reshape(-1)
+        good = np.isfinite(weights) & (weights >= 0)
+        if not np.all(good):
+            bad = int(np.argwhere(~good)[0][0])
+            raise ValueError(f"init's weights[{bad}] is {weights[bad]}: expected a finite number "
+                             ">= 0")
+        return list(init.factor_matrices), weights
+    return init, None
+
+
 def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
                search_path) -> CPResult:
     """cp_als once its arguments are checked: the library's run."""
+
+    def build(dims, c_callback):
+        initial, keep_alive = _initial_factors(init, dims, int(rank))
+        params = _library.CpdParams(
+            struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
+            max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
+            update=_UPDATES[update], on_iteration=c_callback)
+        if initial is not None:
+            params.initial_factors = ctypes.cast(initial,
+                                                 ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
+        return params, keep_alive
+
+    def hear(iteration, fit, _delta, _seconds):
+        return callback is not None and callback(int(iteration), float(fit)) is False
+
+    return _run(X, backend, options, search_path, build, _lib.tensorhost_cp_als, hear)
+
+
+def _run(X, backend, options, search_path, build, function, hear) -> CPResult:
+    """A run of the library's `function` (tensorhost_cp_als or _cp_apr) on X
+    and a backend opened for it: `build(dims, c_callback)` gives the
+    parameters and what keeps their arrays alive, `hear(iteration, a, b,
+    seconds)` is told of each iteration (TRUE: stop)."""
     with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
         stats = _library.TensorStats(struct_size=ctypes.sizeof(_library.TensorStats))
         err = _library.error_buffer()
@@ -481,32 +667,22 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
         _check(_lib.tensorhost_backend_open(os.fsencode(backend), _search_path_text(search_path),
                                             c_options, len(option_items),
                                             ctypes.byref(opened.pointer), err), err)
-        initial, keep_alive = _initial_factors(init, dims, int(rank))
         callback_error: list = []
-
         interrupted_by: list = []
 
-        def on_iteration(iteration, fit, _delta, _seconds, _user_data):
+        def on_iteration(iteration, a, b, seconds, _user_data):
             if interrupted_by:  # Ctrl-C, also one the library's run began after
                 return 1
-            if callback is None:
-                return 0
             try:
-                return 1 if callback(int(iteration), float(fit)) is False else 0
+                return 1 if hear(iteration, a, b, seconds) else 0
             except BaseException as error:  # carried to the caller after the run
                 callback_error.append(error)
                 return 1
 
         c_callback = _library.ITERATION_FN(on_iteration)
-        params = _library.CpdParams(
-            struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
-            max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
-            update=_UPDATES[update], on_iteration=c_callback)
-        if initial is not None:
-            params.initial_factors = ctypes.cast(initial,
-                                                 ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
+        params, keep_alive = build(dims, c_callback)
         result = _Handle(_lib.tensorhost_cpd_free)
-        status, interrupted = _run_in_worker(lambda: _lib.tensorhost_cp_als(
+        status, interrupted = _run_in_worker(lambda: function(
             opened.pointer, tensor.pointer, ctypes.byref(params), ctypes.byref(result.pointer),
             err), interrupted_by)
         del keep_alive
@@ -542,7 +718,21 @@ def _collect(result, backend) -> CPResult:
     timings = _library.CpdTimings(struct_size=ctypes.sizeof(_library.CpdTimings))
     err = _library.error_buffer()
     _check(_lib.tensorhost_cpd_get_timings(result, ctypes.byref(timings), err), err)
+    poisson = _lib.tensorhost_cpd_model(result) == _library.MODEL_POISSON
+
+    def per_iteration(function, dtype=np.float64):
+        pointer = function(result) if poisson and iterations else None
+        if not pointer:
+            return np.zeros(0, dtype=dtype)
+        return np.ctypeslib.as_array(pointer, shape=(iterations,)).astype(dtype, copy=True)
+
     return CPResult(
+        model="poisson" if poisson else "least_squares",
+        log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
+        kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),
+        log_likelihoods=per_iteration(_lib.tensorhost_cpd_log_likelihoods),
+        kkt_violations=per_iteration(_lib.tensorhost_cpd_kkt_violations),
+        inner_iterations=per_iteration(_lib.tensorhost_cpd_inner_iterations, np.uint32),
         weights=weights, factors=factors, fit=float(_lib.tensorhost_cpd_fit(result)), fits=fits,
         iterations=int(iterations), status=_STATUS[_lib.tensorhost_cpd_status_of(result)],
         backend=_lib.tensorhost_backend_id(backend).decode(),

@@ -55,6 +55,13 @@ PLUGIN_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ch
 # tensorhost_log_fn (API 1.1): level, message, user_data.
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
+# tensorhost_apr_iteration_fn (API 1.2): iteration, log-likelihood, KKT violation,
+# seconds, user_data.
+APR_ITERATION_FN = ITERATION_FN
+
+# tensorhost_model (API 1.2).
+MODEL_LEAST_SQUARES, MODEL_POISSON = 0, 1
+
 # tensorhost_log_level (API 1.1).
 LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 
@@ -63,6 +70,7 @@ WARN_RANK_ABOVE_BOUND = 1
 WARN_RANK_DEFICIENT = 2
 WARN_NOT_CONVERGED = 3
 WARN_UNDERFLOWED_VALUES = 4
+WARN_NON_INTEGER_VALUES = 5  # API 1.2
 
 
 class CpdParams(ctypes.Structure):
@@ -75,6 +83,25 @@ class CpdParams(ctypes.Structure):
         ("update", ctypes.c_int32),
         ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
         ("on_iteration", ITERATION_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+class AprParams(ctypes.Structure):
+    """tensorhost_apr_params (API 1.2)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("max_iters", ctypes.c_uint32),
+        ("stoptol", ctypes.c_double),
+        ("max_inner_iters", ctypes.c_uint32),
+        ("kappa", ctypes.c_double),
+        ("kappa_tolerance", ctypes.c_double),
+        ("epsilon", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
+        ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
+        ("initial_weights", ctypes.POINTER(ctypes.c_double)),
+        ("on_iteration", APR_ITERATION_FN),
         ("user_data", ctypes.c_void_p),
     ]
 
@@ -148,6 +175,14 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "tensorhost_cpd_warning": (i32, [vp, u32, ctypes.POINTER(i32), ctypes.POINTER(cp), err]),
         "tensorhost_warning_name": (cp, [i32]),
         "tensorhost_set_log_handler": (None, [LOG_FN, vp]),
+        # 1.2
+        "tensorhost_cp_apr": (i32, [vp, vp, ctypes.POINTER(AprParams), pvp, err]),
+        "tensorhost_cpd_model": (i32, [vp]),
+        "tensorhost_cpd_log_likelihood": (dbl, [vp]),
+        "tensorhost_cpd_kkt_violation": (dbl, [vp]),
+        "tensorhost_cpd_log_likelihoods": (pdbl, [vp]),
+        "tensorhost_cpd_kkt_violations": (pdbl, [vp]),
+        "tensorhost_cpd_inner_iterations": (ctypes.POINTER(u32), [vp]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -164,9 +199,10 @@ def load() -> ctypes.CDLL:
         raise ImportError(f"cannot load {path}: {error}") from error
     version = lib.tensorhost_api_version()
     major, minor = version >> 16, version & 0xFFFF
-    # 1.1 brought the warnings and the log handler this package relies on.
-    if major != 1 or minor < 1:
-        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.1 or a later 1.x")
+    # 1.1 brought the warnings and the log handler this package relies on, 1.2
+    # cp_apr.
+    if major != 1 or minor < 2:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.2 or a later 1.x")
     return _declare(lib)
 
 
