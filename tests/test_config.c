@@ -148,6 +148,7 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.kappa=0.01\n"
                                                 "cpd.kappa_tolerance=1e-10\n"
                                                 "cpd.epsilon=1e-10\n"
+                                                "cpd.phi_threshold=1\n"
                                                 "backend.plugin=auto\n"
                                                 "backend.search_path=[\"/p\"]\n"
                                                 "backend.options.threads=4\n"
@@ -208,6 +209,7 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.kappa=number:0.01\n"
                                       "cpd.kappa_tolerance=number:1e-10\n"
                                       "cpd.epsilon=number:1e-10\n"
+                                      "cpd.phi_threshold=number:1\n"
                                       "backend.plugin=string:auto\n"
                                       "backend.search_path=list:2\n"
                                       "backend.options.threads=int:4\n"
@@ -413,7 +415,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
                       "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, "
-                      "max_inner_iters, kappa, kappa_tolerance, epsilon)");
+                      "max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
 }
 
 static void test_unknown_section(void **state)

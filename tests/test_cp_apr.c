@@ -243,7 +243,7 @@ static uint32_t naive_cp_apr(const th_sptensor *t, double *const *initial,
             const size_t size = (size_t)t->dims[n] * R;
             if (outer > 0)
                 for (size_t e = 0; e < size; ++e)
-                    if (s.phi[n][e] > 1.0 && s.a[n][e] < p->apr.kappa_tolerance)
+                    if (s.phi[n][e] > p->apr.phi_threshold && s.a[n][e] < p->apr.kappa_tolerance)
                         s.a[n][e] += p->apr.kappa;
             for (size_t e = 0; e < size; ++e)
                 s.a[n][e] *= s.lambda[e % R];

@@ -404,11 +404,11 @@ static void test_factor_operations(void **state)
         for (int k = 0; k < 24; k++)
             assert_true(got[k] == c.factors[0][k] * c.phi[k]);
 
-        /* RAISE_INADMISSIBLE_ZEROS: where Phi > 1 and A < tolerance. */
+        /* RAISE_INADMISSIBLE_ZEROS: where Phi > threshold and A < tolerance. */
         th_test_assert_ok(p->entry.set_factor(c.inst, 0, c.factors[0], err), err);
         io = (th_factor_update_io){.struct_size = sizeof io, .mode = 0,
                                    .operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS,
-                                   .tolerance = 0.3, .offset = 0.01};
+                                   .tolerance = 0.3, .offset = 0.01, .threshold = 1.0};
         uint64_t changed = 0;
         for (int k = 0; k < 24; k++) {
             want[k] = c.factors[0][k];

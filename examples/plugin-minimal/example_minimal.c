@@ -309,7 +309,7 @@ static th_status example_factor_update(th_instance *inst, th_factor_update_io *i
         /* CP-APR: lift entries stuck at zero where the gradient says grow. */
         io->count = 0;
         for (size_t k = 0; k < cells; k++)
-            if (phi[k] > 1.0 && a[k] < io->tolerance) {
+            if (phi[k] > io->threshold && a[k] < io->tolerance) {
                 a[k] += io->offset;
                 io->count++;
             }

@@ -340,6 +340,11 @@ typedef struct tensorhost_apr_params {
     double kappa;             /* >= 0: offset for inadmissible zeros [kappa 0.01] */
     double kappa_tolerance;   /* >= 0: what counts as zero there [kappatol 1e-10] */
     double epsilon;           /* > 0: floor of the model in divisions [epsDivZero 1e-10] */
+    /* >= 0: a factor entry below kappa_tolerance is an inadmissible zero
+     * where Phi exceeds this. 1 is Chi and Kolda's and Tensor Toolbox's
+     * test (there the gradient 1 - Phi is negative); pyttb 1.8 tests
+     * Phi > 0, which 0 reproduces [not a pyttb parameter; 1] */
+    double phi_threshold;
     uint64_t seed;            /* initial factors, the same on every backend */
     /* NULL, or [nmodes] arrays of dims[m] x rank (row-major), every entry
      * finite and >= 0: the initial factors instead of the seed's. Borrowed
@@ -353,7 +358,7 @@ typedef struct tensorhost_apr_params {
     void *user_data;                          /* passed to on_iteration */
 } tensorhost_apr_params;
 #define TENSORHOST_APR_PARAMS_INIT                                                          \
-    {(uint32_t)sizeof(tensorhost_apr_params), 16u, 1000u, 1e-4, 10u, 0.01, 1e-10, 1e-10,    \
+    {(uint32_t)sizeof(tensorhost_apr_params), 16u, 1000u, 1e-4, 10u, 0.01, 1e-10, 1e-10, 1.0, \
      42u, NULL, NULL, NULL, NULL}
 
 /* Loads `tensor` into `backend` at params->rank (replacing any earlier

@@ -714,6 +714,7 @@ static int32_t check_apr_params(const tensorhost_apr_params *p, char *err)
         {"kappa", p->kappa, TRUE},
         {"kappa_tolerance", p->kappa_tolerance, TRUE},
         {"epsilon", p->epsilon, FALSE},
+        {"phi_threshold", p->phi_threshold, TRUE},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(numbers); ++i) {
         const double v = numbers[i].value;
@@ -754,6 +755,7 @@ int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *
                 .kappa = p.kappa,
                 .kappa_tolerance = p.kappa_tolerance,
                 .epsilon = p.epsilon,
+                .phi_threshold = p.phi_threshold,
             },
         .rank = p.rank,
         .max_iters = p.max_iters,

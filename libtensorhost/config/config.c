@@ -58,6 +58,9 @@ static const th_key_schema cpd_keys[] = {
      .doc = "poisson: factor entries below it count as zeros"},
     {.name = "epsilon", .type = TH_KEY_NUMBER, TH_FIELD(epsilon), .min_number = 0.0,
      .default_number = 1e-10, .doc = "poisson: floor of the model in divisions (> 0)"},
+    {.name = "phi_threshold", .type = TH_KEY_NUMBER, TH_FIELD(phi_threshold), .min_number = 0.0,
+     .default_number = 1.0,
+     .doc = "poisson: a zero is inadmissible where Phi exceeds it (1 as Tensor Toolbox, 0 as pyttb)"},
 };
 
 static const th_key_schema backend_keys[] = {
@@ -948,7 +951,8 @@ static gboolean apply_override(th_toml_node *root, const char *argument, GError 
 
 /* The keys only CP-APR reads. */
 static const char *const poisson_keys[] = {"cpd.max_inner_iters", "cpd.kappa",
-                                           "cpd.kappa_tolerance", "cpd.epsilon"};
+                                           "cpd.kappa_tolerance", "cpd.epsilon",
+                                           "cpd.phi_threshold"};
 
 /* Whether a backend option's value names more than one GPU: "all", or a
  * list of ordinals ("0,1"). */

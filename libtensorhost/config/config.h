@@ -80,6 +80,9 @@ typedef struct th_config {
     double kappa;
     double kappa_tolerance;
     double epsilon;
+    /* A factor entry below kappa_tolerance is an inadmissible zero where
+     * Phi exceeds this (default 1, >= 0). */
+    double phi_threshold;
 
     /* [backend] */
     char *plugin;              /* default "auto": a name, or a path when it contains '/' or

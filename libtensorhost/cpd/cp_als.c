@@ -53,6 +53,7 @@ th_apr_params th_apr_params_default(void)
         .kappa = TH_APR_DEFAULT_KAPPA,
         .kappa_tolerance = TH_APR_DEFAULT_KAPPA_TOLERANCE,
         .epsilon = TH_APR_DEFAULT_EPSILON,
+        .phi_threshold = TH_APR_DEFAULT_PHI_THRESHOLD,
     };
 }
 
@@ -138,6 +139,7 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
             .kappa = config->kappa,
             .kappa_tolerance = config->kappa_tolerance,
             .epsilon = config->epsilon,
+            .phi_threshold = config->phi_threshold,
         },
     };
     (void)th_update_path_from_name(config->update, &params.update);

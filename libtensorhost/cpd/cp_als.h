@@ -67,6 +67,10 @@ typedef struct th_apr_params {
     double kappa;             /* offset for inadmissible zeros [kappa 0.01] */
     double kappa_tolerance;   /* what counts as zero there [kappatol 1e-10] */
     double epsilon;           /* floor of the model in divisions [epsDivZero 1e-10] */
+    /* An entry below kappa_tolerance is an inadmissible zero where Phi
+     * exceeds this: 1, as Chi and Kolda and Tensor Toolbox (where the
+     * gradient 1 - Phi is negative); pyttb 1.8 tests Phi > 0 [no name]. */
+    double phi_threshold;
 } th_apr_params;
 
 typedef struct th_cpd_params {
@@ -98,6 +102,7 @@ typedef struct th_cpd_params {
 #define TH_APR_DEFAULT_KAPPA 0.01
 #define TH_APR_DEFAULT_KAPPA_TOLERANCE 1e-10
 #define TH_APR_DEFAULT_EPSILON 1e-10
+#define TH_APR_DEFAULT_PHI_THRESHOLD 1.0
 #define TH_APR_DEFAULT_TOLERANCE 1e-4
 #define TH_APR_DEFAULT_MAX_ITERS 1000u
 

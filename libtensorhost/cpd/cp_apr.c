@@ -90,8 +90,10 @@ static gboolean factor_update(apr_run *run, uint32_t mode, int32_t operation, do
                               uint64_t *count, GError **error)
 {
     const gint64 start = g_get_monotonic_time();
-    const gboolean ok = th_backend_factor_update(run->backend, mode, operation, vector, tolerance,
-                                                 offset, violation, count, error);
+    const gboolean ok =
+        th_backend_factor_update(run->backend, mode, operation, vector,
+                                 run->params->apr.phi_threshold, tolerance, offset, violation,
+                                 count, error);
     run->r->update_seconds += seconds_since(start);
     return ok;
 }

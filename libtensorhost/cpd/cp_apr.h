@@ -6,7 +6,8 @@
  *   initial factors (given ones must be >= 0), lambda ones (or given)
  *   every mode: NORMALIZE_1 -> s, lambda *= s            (M.normalize(normtype=1))
  *   outer iterations 1..max_iters, each over the modes n:
- *     from the second on: RAISE_INADMISSIBLE_ZEROS(n, kappa_tolerance, kappa)
+ *     from the second on: RAISE_INADMISSIBLE_ZEROS(n, phi_threshold,
+ *       kappa_tolerance, kappa)
  *     SCALE_COLUMNS(n, lambda), lambda = ones            (M.redistribute(n))
  *     up to max_inner_iters times: Phi = generalized_mttkrp(n, POISSON_RATIO,
  *       epsilon); MULTIPLICATIVE_UPDATE(n, tolerance) -> KKT violation;
@@ -17,11 +18,11 @@
  *   lambda) - sum(lambda) (the columns have unit 1-norm);
  *   stop when every mode's first inner iteration met the tolerance.
  *
- * The one deliberate difference from pyttb: inadmissible zeros are the
- * entries with Phi > 1 (and A < kappa_tolerance), as in Tensor Toolbox's
- * MATLAB cp_apr and as the KKT conditions say (A = 0 is optimal only
- * where Phi <= 1); pyttb tests Phi > 0, which its own TODO marks as a
- * departure. The published model has unit 1-norm columns and lambda
+ * Inadmissible zeros are the entries with Phi > phi_threshold (and A <
+ * kappa_tolerance). The default threshold 1 is Tensor Toolbox's MATLAB
+ * cp_apr's and the KKT conditions' (A = 0 is optimal only where Phi <= 1);
+ * pyttb 1.8 tests Phi > 0, which its own TODO marks as a departure, and
+ * phi_threshold = 0 reproduces it exactly. The published model has unit 1-norm columns and lambda
  * sorted decreasing (pyttb's final M.normalize(sort=True, normtype=1)). */
 #ifndef TH_CP_APR_H
 #define TH_CP_APR_H

@@ -176,6 +176,7 @@ static void add_apr_params(JsonBuilder *b, const th_config *config)
     th_json_member_int(b, "max_inner_iters", config->max_inner_iters);
     th_json_member_number(b, "kappa", config->kappa);
     th_json_member_number(b, "kappa_tolerance", config->kappa_tolerance);
+    th_json_member_number(b, "phi_threshold", config->phi_threshold);
     th_json_member_number(b, "epsilon", config->epsilon);
     json_builder_end_object(b);
 }

@@ -516,8 +516,8 @@ gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32
 }
 
 gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
-                                  double *vector, double tolerance, double offset,
-                                  double *violation, uint64_t *count, GError **error)
+                                  double *vector, double threshold, double tolerance,
+                                  double offset, double *violation, uint64_t *count, GError **error)
 {
     th_factor_update_io io = {
         .struct_size = (uint32_t)sizeof(th_factor_update_io),
@@ -526,6 +526,7 @@ gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t op
         .vector = vector,
         .tolerance = tolerance,
         .offset = offset,
+        .threshold = threshold,
     };
     char message[TH_ERROR_SIZE] = "";
     const th_status status =

@@ -122,10 +122,11 @@ gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32
                                        const double *weights, double *reduced, GError **error);
 /* factor_update (ABI 1.4): one TH_FACTOR_* operation on mode's factor;
  * `vector` ([rank] or NULL), tolerance and offset as the operation reads
- * them; *violation and *count (each may be NULL) get what it reports. */
+ * them (threshold: RAISE_INADMISSIBLE_ZEROS's); *violation and *count
+ * (each may be NULL) get what it reports. */
 gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
-                                  double *vector, double tolerance, double offset,
-                                  double *violation, uint64_t *count, GError **error);
+                                  double *vector, double threshold, double tolerance,
+                                  double offset, double *violation, uint64_t *count, GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);

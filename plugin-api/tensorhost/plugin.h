@@ -541,9 +541,11 @@ enum {
      * if violation >= tolerance, A <- A .* Phi and count <- 1 (else 0).
      * In: tolerance. Out: violation, count. */
     TH_FACTOR_MULTIPLICATIVE_UPDATE = 3,
-    /* CP-APR's fix of inadmissible zeros: where Phi(i,j) > 1 and
+    /* CP-APR's fix of inadmissible zeros: where Phi(i,j) > threshold and
      * A(i,j) < tolerance, A(i,j) += offset; count <- how many entries
-     * changed. In: tolerance, offset. Out: count. */
+     * changed. In: threshold, tolerance, offset. Out: count. (Chi and
+     * Kolda's test, and Tensor Toolbox's, is Phi > 1: there the gradient
+     * 1 - Phi is negative and a zero cannot stay; pyttb's is Phi > 0.) */
     TH_FACTOR_RAISE_INADMISSIBLE_ZEROS = 4
 };
 
@@ -562,9 +564,10 @@ typedef struct th_factor_update_io {
     double offset;      /* in: per operation */
     double violation;   /* out: per operation */
     uint64_t count;     /* out: per operation */
+    double threshold;   /* in: per operation */
 } th_factor_update_io;
 
-#define TH_FACTOR_UPDATE_IO_V1_4_SIZE TH_FIELD_END(th_factor_update_io, count)
+#define TH_FACTOR_UPDATE_IO_V1_4_SIZE TH_FIELD_END(th_factor_update_io, threshold)
 
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */

@@ -1361,6 +1361,9 @@ static th_status check_factor_arguments(const th_instance *inst, const th_factor
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                                   "factor_update: io.offset %g is not finite (TH_FACTOR_%s)",
                                   io->offset, name);
+        if (io->operation == TH_FACTOR_RAISE_INADMISSIBLE_ZEROS && isnan(io->threshold))
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "factor_update: io.threshold is NaN (TH_FACTOR_%s)", name);
         if (!inst->result_ready[io->mode])
             return th_plugin_fail(err, TH_ERR_BAD_STATE,
                                   "factor_update: TH_FACTOR_%s reads Phi, but mode %u has no "
@@ -1437,10 +1440,10 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
     }
     default: { /* TH_FACTOR_RAISE_INADMISSIBLE_ZEROS */
         uint64_t changed = 0;
-        const double tolerance = io->tolerance, offset = io->offset;
+        const double tolerance = io->tolerance, offset = io->offset, threshold = io->threshold;
 #pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : changed)
         for (int64_t k = 0; k < cells; k++)
-            if (phi[k] > 1.0 && a[k] < tolerance) {
+            if (phi[k] > threshold && a[k] < tolerance) {
                 a[k] += offset;
                 changed++;
             }

@@ -1594,19 +1594,22 @@ static void check_generalized_case(checker *c, uint32_t nmodes, skew_kind skew, 
                  "factor or counted %" G_GUINT64_FORMAT, mode, fio.count);
             goto done;
         }
-        /* RAISE_INADMISSIBLE_ZEROS, on the factor as it now is. */
-        const double limit = 0.3, offset = 0.01;
+        /* RAISE_INADMISSIBLE_ZEROS, on the factor as it now is, with a
+         * threshold among the plugin's own Phi values (neither the host's
+         * 1 nor pyttb's 0), so that the plugin must read it. */
+        const double limit = 0.3, offset = 0.01, threshold = got[count / 2];
         uint64_t changed = 0;
         for (size_t k = 0; k < count; k++) {
             want[k] = factor[k];
-            if (got[k] > 1.0 && factor[k] < limit) {
+            if (got[k] > threshold && factor[k] < limit) {
                 want[k] += offset;
                 changed++;
             }
         }
         fio = (th_factor_update_io){.struct_size = (uint32_t)sizeof fio, .mode = mode,
                                     .operation = TH_FACTOR_RAISE_INADMISSIBLE_ZEROS,
-                                    .tolerance = limit, .offset = offset};
+                                    .tolerance = limit, .offset = offset,
+                                    .threshold = threshold};
         if (!run_factor_update(c, &fio, fname))
             goto done;
         if (fio.count != changed ||

@@ -196,7 +196,7 @@ OFFSET(th_generalized_mttkrp_io, weights, 24);
 OFFSET(th_generalized_mttkrp_io, reduced, 32);
 static_assert(TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE == 40, "TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE");
 
-SIZE(th_factor_update_io, 56);
+SIZE(th_factor_update_io, 64);
 OFFSET(th_factor_update_io, struct_size, 0);
 OFFSET(th_factor_update_io, mode, 4);
 OFFSET(th_factor_update_io, operation, 8);
@@ -206,7 +206,8 @@ OFFSET(th_factor_update_io, tolerance, 24);
 OFFSET(th_factor_update_io, offset, 32);
 OFFSET(th_factor_update_io, violation, 40);
 OFFSET(th_factor_update_io, count, 48);
-static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 56, "TH_FACTOR_UPDATE_IO_V1_4_SIZE");
+OFFSET(th_factor_update_io, threshold, 56);
+static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 64, "TH_FACTOR_UPDATE_IO_V1_4_SIZE");
 #endif
 #endif
 

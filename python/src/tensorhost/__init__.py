@@ -498,7 +498,7 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
 def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters: int = 1000,
            init="random", maxinneriters: int = 10, epsDivZero: float = 1e-10,
            printitn: int = 0, kappa: float = 0.01, kappatol: float = 1e-10, seed: int = 42,
-           backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
+           phi_threshold: float = 1.0, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
            callback: Optional[Callable[[int, float, float], Optional[bool]]] = None,
            search_path=None) -> CPResult:
     """Poisson CP decomposition of a sparse count tensor: CP-APR by
@@ -518,6 +518,10 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
        pyttb's default is 1).
     kappa, kappatol: inadmissible zeros (factor entries below kappatol with
        a gradient that wants them up) are raised by kappa.
+    phi_threshold (not a pyttb parameter): an entry below kappatol is an
+       inadmissible zero where Phi exceeds it. 1 is Chi and Kolda's and
+       Tensor Toolbox's test (the gradient 1 - Phi is negative there);
+       pyttb 1.8 tests Phi > 0, which phi_threshold=0 reproduces exactly.
     algorithm: "mu" only (pyttb's "pdnr" and "pqnr" are not offered).
 
     X, backend, options, search_path as for cp_als; every value of X must be
@@ -545,6 +549,7 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
     _check_number("epsDivZero", epsDivZero, positive=True)
     _check_number("kappa", kappa, positive=False)
     _check_number("kappatol", kappatol, positive=False)
+    _check_number("phi_threshold", phi_threshold, positive=False)
     if not isinstance(algorithm, str) or algorithm.lower() != "mu":
         raise ValueError(f'algorithm must be "mu" (multiplicative updates), got {algorithm!r}')
     if not isinstance(backend, (str, os.PathLike)):
@@ -565,7 +570,8 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
             struct_size=ctypes.sizeof(_library.AprParams), rank=int(rank),
             max_iters=int(maxiters), stoptol=float(stoptol),
             max_inner_iters=int(maxinneriters), kappa=float(kappa),
-            kappa_tolerance=float(kappatol), epsilon=float(epsDivZero), seed=int(seed),
+            kappa_tolerance=float(kappatol), epsilon=float(epsDivZero),
+            phi_threshold=float(phi_threshold), seed=int(seed),
             on_iteration=c_callback)
         if initial is not None:
             params.initial_factors = ctypes.cast(initial,

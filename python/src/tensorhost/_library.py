@@ -98,6 +98,7 @@ class AprParams(ctypes.Structure):
         ("kappa", ctypes.c_double),
         ("kappa_tolerance", ctypes.c_double),
         ("epsilon", ctypes.c_double),
+        ("phi_threshold", ctypes.c_double),
         ("seed", ctypes.c_uint64),
         ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
         ("initial_weights", ctypes.POINTER(ctypes.c_double)),
