@@ -7,6 +7,19 @@
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST] TENSOR...
  *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
  *                           staging, host memory passes, fresh memory)
+ *   gpu_bench --cp-apr [--rank R] [--reps N] [--plugins a,b] TENSOR...
+ *                          (CP-APR's inner iteration against the MTTKRP, below)
+ *
+ * --cp-apr: per plugin that has generalized_mttkrp and factor_update (ABI
+ * 1.4), tensor and mode, medians of N after 3 warm-ups, from uniform
+ * [0.05, 1) factors: the plain mttkrp(); the generalized MTTKRP with
+ * POISSON_RATIO (epsilon 1e-10, no weights, no reduction); and one CP-APR
+ * inner iteration, that generalized MTTKRP and factor_update
+ * MULTIPLICATIVE_UPDATE (tolerance 0: the update always applies). Host wall
+ * time around the calls (each returns complete) and the plugin's device
+ * time of the two MTTKRPs (get_mode_info), and the ratios inner iteration
+ * / plain MTTKRP (wall) and generalized / plain (device); the bar is the
+ * inner iteration within 1.5x the plain MTTKRP of its mode.
  *
  * --devices hands the GPU plugins their `devices` option (e.g. "0,1": the
  * tensor shared over two GPUs; plugins/README.md "Several GPUs"); the
@@ -524,6 +537,98 @@ static th_sptensor *load_input(const char *arg, char *name, size_t name_size,
     return t;
 }
 
+/* --cp-apr: see the header comment. */
+static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const th_sptensor *t,
+                         uint32_t rank, int reps)
+{
+    g_autofree char *path = g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, plugin_name);
+    th_host_services services = th_host_services_make();
+    g_autoptr(GError) error = NULL;
+    th_plugin *pl = th_plugin_load(path, &services, &error);
+    if (!pl) {
+        fprintf(stderr, "%s\n", error->message);
+        exit(1);
+    }
+    if (!pl->entry.generalized_mttkrp || !pl->entry.factor_update) {
+        fprintf(stderr, "  %s: no generalized_mttkrp / factor_update (ABI 1.4): skipped\n",
+                plugin_name);
+        th_plugin_unload(pl);
+        return;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_coo_tensor view = {.struct_size = sizeof(view),
+                          .nmodes = t->nmodes,
+                          .nnz = t->nnz,
+                          .dims = t->dims,
+                          .indices = (const uint32_t *const *)t->indices,
+                          .values = t->values};
+    CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
+    GRand *rng = g_rand_new_with_seed(7);
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        const size_t n = (size_t)t->dims[m] * rank;
+        double *f = g_new(double, n);
+        for (size_t k = 0; k < n; ++k)
+            f[k] = g_rand_double_range(rng, 0.05, 1.0);
+        CHECK(th_call_set_factor(pl, inst, m, f, err));
+        g_free(f);
+    }
+    g_rand_free(rng);
+    double plain_all = 0.0, iter_all = 0.0;
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        double plain_w[MAX_REPS], plain_d[MAX_REPS], gen_w[MAX_REPS], gen_d[MAX_REPS],
+            iter_w[MAX_REPS];
+        for (int rep = -3; rep < reps; ++rep) {
+            th_mode_info mi = {.struct_size = sizeof(mi)};
+            double w0 = now_seconds();
+            CHECK(th_call_mttkrp(pl, inst, m, err));
+            const double pw = now_seconds() - w0;
+            CHECK(th_call_get_mode_info(pl, inst, m, &mi, err));
+            const double pd = mi.last_mttkrp_seconds;
+            th_generalized_mttkrp_io gio = {.struct_size = sizeof(gio),
+                                            .mode = m,
+                                            .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                            .reduction = TH_REDUCTION_NONE,
+                                            .epsilon = 1e-10};
+            w0 = now_seconds();
+            CHECK(th_call_generalized_mttkrp(pl, inst, &gio, err));
+            const double gw = now_seconds() - w0;
+            CHECK(th_call_get_mode_info(pl, inst, m, &mi, err));
+            const double gd = mi.last_mttkrp_seconds;
+            th_factor_update_io fio = {.struct_size = sizeof(fio),
+                                       .mode = m,
+                                       .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                       .tolerance = 0.0};
+            w0 = now_seconds();
+            CHECK(th_call_generalized_mttkrp(pl, inst, &gio, err));
+            CHECK(th_call_factor_update(pl, inst, &fio, err));
+            const double iw = now_seconds() - w0;
+            if (rep < 0)
+                continue;
+            plain_w[rep] = pw;
+            plain_d[rep] = pd;
+            gen_w[rep] = gw;
+            gen_d[rep] = gd;
+            iter_w[rep] = iw;
+        }
+        const double pw = median(plain_w, reps) * 1e3, pd = median(plain_d, reps) * 1e3;
+        const double gw = median(gen_w, reps) * 1e3, gd = median(gen_d, reps) * 1e3;
+        const double iw = median(iter_w, reps) * 1e3;
+        plain_all += pw;
+        iter_all += iw;
+        printf("| %s | %s | %u | %u | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %s |\n",
+               tensor_name, plugin_name, m, t->dims[m], pw, pd, gw, gd, iw, iw / pw, gd / pd,
+               iw <= 1.5 * pw ? "met" : "NOT met");
+    }
+    printf("| %s | %s | all | | %.4f | | | | %.4f | %.2fx | | %s |\n", tensor_name,
+           plugin_name, plain_all, iter_all, iter_all / plain_all,
+           iter_all <= 1.5 * plain_all ? "met" : "NOT met");
+    fflush(stdout);
+    th_call_destroy(pl, inst);
+    th_plugin_unload(pl);
+}
+
 int main(int argc, char **argv)
 {
     uint32_t rank = 32;
@@ -531,6 +636,12 @@ int main(int argc, char **argv)
     const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2,cpu-reference";
     const char *out_path = NULL;
     int first = 1;
+    int cp_apr = 0;
+    if (argc > 1 && strcmp(argv[1], "--cp-apr") == 0) {
+        cp_apr = 1;
+        first = 2;
+        plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
+    }
     if (argc == 2 && strcmp(argv[1], "--ceilings") == 0) {
         /* The bounds alone, for bench/end-to-end.sh's phases. */
         printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, PCIe pinned %.1f GB/s to the "
@@ -559,7 +670,7 @@ int main(int argc, char **argv)
         first += 2;
     }
     if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
-        fprintf(stderr, "usage: gpu_bench [--rank R] [--reps 1..64] [--plugins a,b] "
+        fprintf(stderr, "usage: gpu_bench [--cp-apr] [--rank R] [--reps 1..64] [--plugins a,b] "
                         "[--out FILE] [--devices LIST] PRESET|PATH...\n");
         return 2;
     }
@@ -578,6 +689,26 @@ int main(int argc, char **argv)
             hbm * 1e-9, l2 * 1e-9);
 
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
+    if (cp_apr) {
+        printf("CP-APR inner iteration (generalized MTTKRP POISSON_RATIO + "
+               "MULTIPLICATIVE_UPDATE) against the plain MTTKRP, rank %u, %s, medians of %d; "
+               "times in ms; bar: iteration <= 1.5x plain (wall)\n\n",
+               rank, device, reps);
+        printf("| tensor | plugin | mode | I | plain wall | plain device | generalized wall | "
+               "generalized device | iteration wall | iteration / plain | generalized / "
+               "plain (device) | 1.5x bar |\n");
+        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        for (int a = first; a < argc; ++a) {
+            char name[64];
+            const char *kind = NULL;
+            g_autoptr(th_sptensor) t = load_input(argv[a], name, sizeof(name), &kind);
+            fprintf(stderr, "%s (%s): %u modes, nnz %llu\n", name, kind, t->nmodes,
+                    (unsigned long long)t->nnz);
+            for (char **pn = names; *pn; ++pn)
+                bench_cp_apr(*pn, name, t, rank, reps);
+        }
+        return 0;
+    }
     const int max_rows = (argc - first) * (int)g_strv_length(names);
     bench_row *rows = g_new0(bench_row, max_rows);
     int n = 0;

@@ -210,7 +210,8 @@ static uint64_t fixed_bytes(uint32_t nmodes, const uint32_t *dims, uint32_t rank
 {
     const uint64_t scale_bytes = 2ull * sizeof(float) * nmodes * rank;
     return thg_als_w_bytes(rank) + thg_als_acc_bytes(rank) + thg_sweep_bytes(nmodes, rank) +
-           scale_bytes + sizeof(double) * thg_transfer_elems(nmodes, dims, rank);
+           thg_gen_bytes(rank) + scale_bytes +
+           sizeof(double) * thg_transfer_elems(nmodes, dims, rank);
 }
 
 extern "C" thg_status thg_get_memory_terms(thg_context *ctx, uint32_t nmodes,
@@ -332,7 +333,9 @@ static thg_status alloc_dense(thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaHostAlloc(&ctx->als_out_host, sizeof(double) * (R * R + 2 * R),
                            cudaHostAllocMapped));
     THG_CUDA(cudaHostGetDevicePointer(&ctx->als_out_dev, ctx->als_out_host, 0));
-    const thg_status st = thg_sweep_alloc(ctx, err, errlen);
+    thg_status st = thg_sweep_alloc(ctx, err, errlen);
+    if (st == THG_OK)
+        st = thg_gen_alloc(ctx, err, errlen);
     if (st != THG_OK)
         return st;
     return thg_als_prepare(ctx, err, errlen);

@@ -166,124 +166,370 @@ __device__ void merge_boundary_partials(const T *spart, const uint32_t *srow, ui
     }
 }
 
-template <int RL, int RPT, bool OWNED>
-__global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a)
+/* ---- Per-nonzero value functors.
+ *
+ * Both kernels below run one body (mttkrp_body): a group forms each
+ * nonzero's product over the input modes' factor rows, starting from
+ * Fn::init(x), then (generalized MTTKRP only) the model value m of the
+ * nonzero and g(x, m), which scales the product, and h(x, m), which a
+ * reduction adds up; the products then go through the run merging and
+ * the scheme's flush. plain_value is the MTTKRP: init(x) = x and nothing
+ * else, so its instantiations are the plain kernels' code. */
+struct plain_value {
+    static constexpr bool kModel = false; /* m is formed (weights, reduction) */
+    static constexpr bool kWrite = true;  /* the mode's result is written */
+    __device__ __forceinline__ float init(float x) const { return x; }
+};
+
+/* The generalized MTTKRP (thg_generalized_mttkrp): the product starts
+ * from 1 and is scaled by g(x, m) once m is known. WRITE = false: the
+ * reduction alone (THG_MODE_NONE), no result. */
+template <bool WRITE>
+struct gen_value {
+    static constexpr bool kModel = true;
+    static constexpr bool kWrite = WRITE;
+    thg_gen_params p;
+    __device__ __forceinline__ float init(float) const { return 1.0f; }
+    __device__ __forceinline__ float scale(float x, float m) const
+    {
+        if (p.elementwise == THG_ELEMENTWISE_POISSON_RATIO)
+            return __fdividef(x, fmaxf(m, p.epsilon)); /* epsilon >= FLT_MIN */
+        return p.elementwise == THG_ELEMENTWISE_RESIDUAL ? m - x : x;
+    }
+    __device__ __forceinline__ bool reduces() const { return p.reduction != THG_REDUCTION_NONE; }
+    __device__ __forceinline__ double reduce(float x, float m) const
+    {
+        switch (p.reduction) {
+        case THG_REDUCTION_POISSON_LOG_LIKELIHOOD:
+            /* x log(m), 0 where x == 0, -inf where x > 0 and m <= 0. */
+            return x == 0.0f ? 0.0 : (double)x * (m > 0.0f ? (double)logf(m) : -INFINITY);
+        case THG_REDUCTION_SQUARED_RESIDUAL: {
+            const double d = (double)m - (double)x;
+            return d * d;
+        }
+        case THG_REDUCTION_INNER_PRODUCT:
+            return (double)x * (double)m;
+        default:
+            return 0.0;
+        }
+    }
+    __device__ __forceinline__ const thg_gen_params *params() const { return &p; }
+};
+
+__device__ __forceinline__ void scale_by(float &a, float s) { a *= s; }
+__device__ __forceinline__ void scale_by(float4 &a, float s)
 {
-    extern __shared__ float smem[];
-    const uint32_t R = a.rank;
+    a.x *= s;
+    a.y *= s;
+    a.z *= s;
+    a.w *= s;
+}
+/* sum over the elements of w .* f .* p */
+__device__ __forceinline__ float wdot(float w, float f, float p) { return w * f * p; }
+__device__ __forceinline__ float wdot(float4 w, float4 f, float4 p)
+{
+    return w.x * f.x * p.x + w.y * f.y * p.y + w.z * f.z * p.z + w.w * f.w * p.w;
+}
+
+/* The model's weight of column r, with the factors' column scales folded
+ * in: the stored factors are the true ones divided by col_scale
+ * (thg_context), so m = sum_r (w_r prod_k col_scale_k[r]) prod_k F_k(i_k, r)
+ * over the stored F_k. */
+__device__ __forceinline__ float model_weight(const thg_gen_params &p, uint32_t r)
+{
+    float w = p.weights ? p.weights[r] : 1.0f;
+    for (uint32_t m = 0; m < p.nmodes; ++m)
+        w *= p.col_scale[(size_t)m * p.rank + r];
+    return w;
+}
+__device__ __forceinline__ void load_model_weight(const thg_gen_params &p, uint32_t col, float &w)
+{
+    w = model_weight(p, col);
+}
+__device__ __forceinline__ void load_model_weight(const thg_gen_params &p, uint32_t col,
+                                                  float4 &w)
+{
+    w = make_float4(model_weight(p, 4 * col), model_weight(p, 4 * col + 1),
+                    model_weight(p, 4 * col + 2), model_weight(p, 4 * col + 3));
+}
+
+/* A block's reduction partials added into p.red_acc, one double atomic a
+ * block; the last block to finish writes the sum to p.red_out (mapped host
+ * memory) and re-zeroes the accumulator and its counter for the next call.
+ * Every thread of the block calls it; blockDim.x is a multiple of 32. */
+__device__ void finish_reduction(double v, const thg_gen_params &p)
+{
+    __shared__ double warp_sums[32];
+#pragma unroll
+    for (uint32_t d = 16; d > 0; d /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, d);
+    const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0)
+        warp_sums[warp] = v;
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    double s = 0.0;
+    for (uint32_t w = 0; w < blockDim.x / 32; ++w)
+        s += warp_sums[w];
+    atomicAdd(p.red_acc, s);
+    __threadfence();
+    if (atomicAdd(p.red_count, 1u) != gridDim.x - 1)
+        return;
+    __threadfence();
+    *p.red_out = atomicAdd(p.red_acc, 0.0); /* every block's sum is in */
+    *p.red_acc = 0.0;
+    *p.red_count = 0u;
+}
+
+/* The body both kernels share. Src is the kernel's way of forming its
+ * nonzeros' products (scalar_source, vec_source): Src::T the element of a
+ * lane's columns (float or float4), src.for_each_batch(fn, visit) hands
+ * visit B nonzeros at a time (rows, x(b) giving the values, products), in
+ * the stretch's order, rows kNoRow past its end; x is a Src::Values. `out` is the result (cols elements a
+ * row), smem the block's boundary partials. */
+template <int RL, int RPT, bool OWNED, class Fn, class Src>
+__device__ __forceinline__ void mttkrp_body(const Src &src, const Fn &fn,
+                                            typename Src::T *out, typename Src::T *smem,
+                                            unsigned long long *stamp)
+{
+    using T = typename Src::T;
+    constexpr int B = Src::B;
+    const uint32_t C = src.cols;
     const uint32_t lane = threadIdx.x % RL;
     const uint32_t group = threadIdx.x / RL;
     const uint32_t ngroups = blockDim.x / RL;
-    const uint32_t pbegin = a.offsets[blockIdx.x];
-    const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
-    const uint32_t gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
-    const uint32_t gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
-    const uint32_t *out_idx = a.idx[a.out_mode];
+    const uint32_t pbegin = src.offsets[blockIdx.x];
+    const uint32_t len = src.offsets[blockIdx.x + 1] - pbegin;
 
-    float *spart = smem;                                        /* [2 * ngroups][R] */
-    uint32_t *srow = (uint32_t *)(smem + 2 * (size_t)ngroups * R); /* [2 * ngroups] */
-    if (lane == 0) {
+    T *spart = smem;                                           /* [2 * ngroups][C] */
+    uint32_t *srow = (uint32_t *)(smem + 2 * (size_t)ngroups * C); /* [2 * ngroups] */
+    if (Fn::kWrite && lane == 0) {
         srow[2 * group] = kNoRow;
         srow[2 * group + 1] = kNoRow;
     }
     /* Scheme 2: the chunk's end rows, which other blocks may share; kept in
      * shared memory so that no register stays live across the main loop. */
     __shared__ uint32_t block_ends[2];
-    if (!OWNED && threadIdx.x == 0) {
-        block_ends[0] = len > 0 ? out_idx[pbegin] : kNoRow;
-        block_ends[1] = len > 0 ? out_idx[pbegin + len - 1] : kNoRow;
+    if (Fn::kWrite && !OWNED && threadIdx.x == 0) {
+        block_ends[0] = len > 0 ? src.out_index(pbegin) : kNoRow;
+        block_ends[1] = len > 0 ? src.out_index(pbegin + len - 1) : kNoRow;
     }
-    thg_stamp_start(a.stamp);
+    thg_stamp_start(stamp);
     /* Lane 0's writes of srow happen before its own later writes; other
      * lanes read srow only after the barrier below. */
 
-    float acc[RPT];
+    T acc[RPT];
 #pragma unroll
     for (int j = 0; j < RPT; ++j)
-        acc[j] = 0.0f;
-    uint32_t row = kNoRow;
+        acc[j] = T();
+    uint32_t cur = kNoRow;
     bool first_run = true;
+    /* Generalized MTTKRP: the model's weights of this lane's columns, and
+     * this thread's part of the reduction. */
+    T w[RPT];
+    double red = 0.0;
+    if constexpr (Fn::kModel) {
+#pragma unroll
+        for (int j = 0; j < RPT; ++j) {
+            w[j] = T();
+            if (src.col_ok(j))
+                load_model_weight(*fn.params(), src.col(j), w[j]);
+        }
+    }
 
     /* slot 0: first run of the stretch, 1: last run, -1: an interior run. */
     auto flush = [&](uint32_t out_row, int slot) {
 #pragma unroll
         for (int j = 0; j < RPT; ++j) {
-            const uint32_t r = lane + j * RL;
-            if (r >= R)
+            if (!src.col_ok(j))
                 continue;
+            const uint32_t c = src.col(j);
             if (slot < 0)
-                a.out[(size_t)out_row * R + r] = acc[j];
+                out[(size_t)out_row * C + c] = acc[j];
             else
-                spart[(2 * group + slot) * R + r] = acc[j];
+                spart[(2 * group + slot) * C + c] = acc[j];
         }
         if (slot >= 0 && lane == 0)
             srow[2 * group + slot] = out_row;
     };
 
-    /* kBatch nonzeros at a time: their index, value and factor-row loads
-     * are independent, so they are in flight together; the run logic then
-     * consumes them in order. */
-    for (uint32_t k0 = gbegin; k0 < gend; k0 += kBatch) {
-        uint32_t krow[kBatch];
-        float prod[kBatch][RPT];
+    src.for_each_batch(fn, [&](const uint32_t(&row)[B], const typename Src::Values &x,
+                               T(&prod)[B][RPT]) {
+        if constexpr (Fn::kModel) {
+            /* m = sum over the columns of w .* A_mode(row, :) .* prod:
+             * this lane's columns, then the group's lanes. */
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-            const bool valid = k0 + b < gend;
-            krow[b] = valid ? out_idx[k0 + b] : kNoRow;
-            const float v = valid ? a.vals[k0 + b] : 0.0f;
-#pragma unroll
-            for (int j = 0; j < RPT; ++j)
-                prod[b][j] = v;
-        }
-        /* Unrolled so the argument block is indexed by constants only. */
-#pragma unroll
-        for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
-            if (m >= a.nmodes)
-                break;
-            if (m == a.out_mode)
-                continue;
-            uint32_t fi[kBatch];
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b)
-                fi[b] = k0 + b < gend ? a.idx[m][k0 + b] : 0u; /* row 0 exists: harmless */
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) {
-                const float *f = a.factor[m] + (size_t)fi[b] * R;
-#pragma unroll
-                for (int j = 0; j < RPT; ++j) {
-                    const uint32_t r = lane + j * RL;
-                    if (r < R)
-                        prod[b][j] *= f[r];
-                }
-            }
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-            if (krow[b] == kNoRow)
-                break; /* past the end of the stretch */
-            if (krow[b] != row) {
-                if (row != kNoRow) {
-                    flush(row, first_run ? 0 : -1);
-                    first_run = false;
-                }
-                row = krow[b];
+            for (int b = 0; b < B; ++b) {
+                const uint32_t orow = row[b] == kNoRow ? 0u : row[b]; /* row 0 exists */
+                float part = 0.0f;
 #pragma unroll
                 for (int j = 0; j < RPT; ++j)
-                    acc[j] = 0.0f;
-            }
+                    if (src.col_ok(j))
+                        part += wdot(w[j], src.out_factor(orow, j), prod[b][j]);
+                const float m = src.group_sum(part);
+                const float xb = x(b);
+                const float g = fn.scale(xb, m);
 #pragma unroll
-            for (int j = 0; j < RPT; ++j)
-                acc[j] += prod[b][j];
+                for (int j = 0; j < RPT; ++j)
+                    scale_by(prod[b][j], g);
+                if (fn.reduces() && lane == 0 && row[b] != kNoRow)
+                    red += fn.reduce(xb, m);
+            }
+        }
+        if constexpr (Fn::kWrite) {
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                if (row[b] == kNoRow) { /* past the end of the stretch */
+                    if (Src::kBreakAtEnd)
+                        break;
+                    continue;
+                }
+                if (row[b] != cur) {
+                    if (cur != kNoRow) {
+                        flush(cur, first_run ? 0 : -1);
+                        first_run = false;
+                    }
+                    cur = row[b];
+#pragma unroll
+                    for (int j = 0; j < RPT; ++j)
+                        acc[j] = T();
+                }
+#pragma unroll
+                for (int j = 0; j < RPT; ++j)
+                    add_to(acc[j], prod[b][j]);
+            }
+        }
+    });
+
+    if constexpr (Fn::kWrite) {
+        if (cur != kNoRow)
+            flush(cur, first_run ? 0 : 1);
+        __syncthreads();
+        merge_boundary_partials(spart, srow, 2 * ngroups, C, out, !OWNED,
+                                OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
+        thg_record_result_scale(src.col_scale, src.result_scale, src.nmodes, src.out_mode,
+                                src.rank);
+    }
+    if constexpr (Fn::kModel) {
+        if (fn.reduces()) /* uniform */
+            finish_reduction(red, *fn.params());
+    }
+    thg_stamp_end(stamp);
+}
+
+/* ---- The generic kernel (any rank): each group takes kBatch nonzeros at
+ * a time, every lane loading their indices and values itself. */
+template <int RL, int RPT, bool MODEL>
+struct scalar_source {
+    using T = float;
+    /* The generalized MTTKRP keeps the values and the model's weights
+     * beside the batch: narrow rows two nonzeros at a time (4 spilled;
+     * ptxas is no kinder to wider rows with 2). */
+    static constexpr int B = MODEL && RPT == 1 ? 2 : kBatch;
+    static constexpr bool kBreakAtEnd = true;
+    struct Values {
+        float v[B];
+        __device__ __forceinline__ float operator()(int b) const { return v[b]; }
+    };
+    const thg_mttkrp_args &a;
+    const uint32_t *offsets;
+    const uint32_t *out_idx;
+    const float *out_fac;
+    const float *col_scale;
+    float *result_scale;
+    uint32_t cols, rank, nmodes, out_mode;
+    uint32_t lane, gbegin, gend;
+    uint32_t mask; /* the group's lanes: groups of one warp may leave the loop apart */
+
+    __device__ __forceinline__ explicit scalar_source(const thg_mttkrp_args &args) : a(args)
+    {
+        offsets = a.offsets;
+        out_idx = a.idx[a.out_mode];
+        out_fac = a.factor[a.out_mode];
+        col_scale = a.col_scale;
+        result_scale = a.result_scale;
+        cols = rank = a.rank;
+        nmodes = a.nmodes;
+        out_mode = a.out_mode;
+        lane = threadIdx.x % RL;
+        const uint32_t group = threadIdx.x / RL;
+        const uint32_t ngroups = blockDim.x / RL;
+        const uint32_t pbegin = a.offsets[blockIdx.x];
+        const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
+        gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
+        gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
+        mask = RL == 32 ? 0xffffffffu : ((1u << RL) - 1u) << (threadIdx.x % 32 / RL * RL);
+    }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return out_idx[k]; }
+    __device__ __forceinline__ uint32_t col(int j) const { return lane + j * RL; }
+    __device__ __forceinline__ bool col_ok(int j) const { return lane + j * RL < rank; }
+    __device__ __forceinline__ float out_factor(uint32_t row, int j) const
+    {
+        return out_fac[(size_t)row * rank + lane + j * RL];
+    }
+    __device__ __forceinline__ float group_sum(float v) const
+    {
+#pragma unroll
+        for (int d = RL / 2; d > 0; d /= 2)
+            v += __shfl_xor_sync(mask, v, d);
+        return v;
+    }
+
+    /* B nonzeros at a time: their index, value and factor-row loads are
+     * independent, so they are in flight together; the run logic then
+     * consumes them in order. */
+    template <class Fn, class Visit>
+    __device__ __forceinline__ void for_each_batch(const Fn &fn, Visit &&visit) const
+    {
+        const uint32_t R = rank;
+        for (uint32_t k0 = gbegin; k0 < gend; k0 += B) {
+            uint32_t krow[B];
+            Values x;
+            float prod[B][RPT];
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                const bool valid = k0 + b < gend;
+                krow[b] = valid ? out_idx[k0 + b] : kNoRow;
+                x.v[b] = valid ? a.vals[k0 + b] : 0.0f;
+                const float v = fn.init(x.v[b]);
+#pragma unroll
+                for (int j = 0; j < RPT; ++j)
+                    prod[b][j] = v;
+            }
+            /* Unrolled so the argument block is indexed by constants only. */
+#pragma unroll
+            for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
+                if (m >= a.nmodes)
+                    break;
+                if (m == a.out_mode)
+                    continue;
+                uint32_t fi[B];
+#pragma unroll
+                for (int b = 0; b < B; ++b)
+                    fi[b] = k0 + b < gend ? a.idx[m][k0 + b] : 0u; /* row 0 exists: harmless */
+#pragma unroll
+                for (int b = 0; b < B; ++b) {
+                    const float *f = a.factor[m] + (size_t)fi[b] * R;
+#pragma unroll
+                    for (int j = 0; j < RPT; ++j) {
+                        const uint32_t r = lane + j * RL;
+                        if (r < R)
+                            prod[b][j] *= f[r];
+                    }
+                }
+            }
+            visit(krow, x, prod);
         }
     }
-    if (row != kNoRow)
-        flush(row, first_run ? 0 : 1);
+};
 
-    __syncthreads();
-    merge_boundary_partials(spart, srow, 2 * ngroups, R, a.out, !OWNED,
-                            OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
-    thg_record_result_scale(a.col_scale, a.result_scale, a.nmodes, a.out_mode, R);
-    thg_stamp_end(a.stamp);
+template <int RL, int RPT, bool OWNED, class Fn>
+__global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a, const Fn fn)
+{
+    extern __shared__ float smem[];
+    const scalar_source<RL, RPT, Fn::kModel> src(a);
+    mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, smem, a.stamp);
 }
 
 /* ---- The vector kernel: ranks that are multiples of 4 (the common case).
@@ -302,6 +548,7 @@ struct vec_args {
     const uint32_t *in_idx[THG_MAX_MODES - 1];
     const float4 *in_factor[THG_MAX_MODES - 1];
     const uint32_t *out_idx;
+    const float4 *out_factor; /* the output mode's factor (generalized MTTKRP's model) */
     const float *vals;
     const uint32_t *offsets;
     float4 *out;
@@ -312,14 +559,6 @@ struct vec_args {
     float *result_scale;
     uint32_t out_mode;
 };
-
-__device__ __forceinline__ void add4(float4 &a, const float4 b)
-{
-    a.x += b.x;
-    a.y += b.y;
-    a.z += b.z;
-    a.w += b.w;
-}
 
 __device__ __forceinline__ void mul4(float4 &a, const float4 b)
 {
@@ -334,136 +573,136 @@ __device__ __forceinline__ void mul4(float4 &a, const float4 b)
 constexpr uint32_t vec_max_threads(int rpt) { return rpt == 1 ? 1024u : 512u; }
 
 /* Nonzeros whose gathers a group issues together: 4 for narrow rows and
- * few modes, fewer where registers run out (ptxas -v: no spills). */
-__host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin)
+ * few modes, fewer where registers run out (ptxas -v: no spills). The
+ * generalized MTTKRP keeps the model's weights beside them. */
+__host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool model)
 {
     /* Both schemes stage boundary partials in shared memory, which costs a
      * few registers in the loop: 4-mode tensors at R = 32 take 2 (4 spilled). */
-    return rpt == 1 ? (nin == 2 ? (rl < 4 ? rl : 4) : 2)
-                    : (rpt == 2 && (nin == 2 || nin == 3)) ? 2 : 1;
+    return model && rpt > 1 ? 1
+           : rpt == 1       ? (nin == 2 ? (rl < 4 ? rl : 4) : 2)
+           : (rpt == 2 && (nin == 2 || nin == 3)) ? 2
+                                                  : 1;
 }
 
-template <int RL, int RPT, int NIN, bool OWNED>
-__global__ void __launch_bounds__(vec_max_threads(RPT), 1) mttkrp_vec_kernel(const vec_args a)
-{
-    constexpr int B = vec_batch(RL, RPT, NIN);
-    constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
-    extern __shared__ float4 smem4[];
-    const uint32_t C = a.cols;
-    const uint32_t lane = threadIdx.x % RL;
-    const uint32_t group = threadIdx.x / RL;
-    const uint32_t ngroups = blockDim.x / RL;
-    const uint32_t pbegin = a.offsets[blockIdx.x];
-    const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
-    const uint32_t gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
-    const uint32_t gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
-    /* Every group runs the same number of chunks (the longest stretch's),
-     * so the whole warp takes part in every shuffle. */
-    const uint32_t nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
-    const int nin = NIN > 0 ? NIN : (int)a.nin;
-
-    float4 *spart = smem4;                                         /* [2 * ngroups][C] */
-    uint32_t *srow = (uint32_t *)(smem4 + 2 * (size_t)ngroups * C); /* [2 * ngroups] */
-    if (lane == 0) {
-        srow[2 * group] = kNoRow;
-        srow[2 * group + 1] = kNoRow;
-    }
-    __shared__ uint32_t block_ends[2]; /* as in mttkrp_kernel */
-    if (!OWNED && threadIdx.x == 0) {
-        block_ends[0] = len > 0 ? __ldg(a.out_idx + pbegin) : kNoRow;
-        block_ends[1] = len > 0 ? __ldg(a.out_idx + pbegin + len - 1) : kNoRow;
-    }
-    thg_stamp_start(a.stamp);
-
-    float4 acc[RPT];
-#pragma unroll
-    for (int t = 0; t < RPT; ++t)
-        acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    uint32_t cur = kNoRow;
-    bool first_run = true;
-
-    auto flush = [&](uint32_t out_row, int slot) {
-#pragma unroll
-        for (int t = 0; t < RPT; ++t) {
-            const uint32_t c = lane + t * RL;
-            if (c >= C)
-                continue;
-            if (slot < 0)
-                a.out[(size_t)out_row * C + c] = acc[t];
-            else
-                spart[(2 * group + slot) * C + c] = acc[t];
+template <int RL, int RPT, int NIN, bool MODEL>
+struct vec_source {
+    using T = float4;
+    static constexpr int B = vec_batch(RL, RPT, NIN, MODEL);
+    static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
+    static constexpr bool kBreakAtEnd = false;
+    /* Nonzero b's value, shuffled from the lane that loaded it (again
+     * where the model needs it: fewer registers live across the gathers).
+     * The whole warp calls it. */
+    struct Values {
+        float my_val;
+        int j0;
+        __device__ __forceinline__ float operator()(int b) const
+        {
+            return __shfl_sync(0xffffffffu, my_val, j0 + b, RL);
         }
-        if (slot >= 0 && lane == 0)
-            srow[2 * group + slot] = out_row;
     };
+    const vec_args &a;
+    const uint32_t *offsets;
+    const float *col_scale;
+    float *result_scale;
+    uint32_t cols, rank, nmodes, out_mode;
+    uint32_t lane, gbegin, gend, nchunks;
+    int nin;
 
-    for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
-        const uint32_t k = gbegin + chunk * RL + lane;
-        const bool valid = k < gend;
-        const uint32_t my_row = valid ? __ldg(a.out_idx + k) : kNoRow;
-        const float my_val = valid ? __ldg(a.vals + k) : 0.0f;
-        uint32_t my_idx[NMAX];
+    __device__ __forceinline__ explicit vec_source(const vec_args &args) : a(args)
+    {
+        offsets = a.offsets;
+        col_scale = a.col_scale;
+        result_scale = a.result_scale;
+        cols = a.cols;
+        rank = 4u * a.cols;
+        nmodes = a.nin + 1u;
+        out_mode = a.out_mode;
+        lane = threadIdx.x % RL;
+        const uint32_t group = threadIdx.x / RL;
+        const uint32_t ngroups = blockDim.x / RL;
+        const uint32_t pbegin = a.offsets[blockIdx.x];
+        const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
+        gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
+        gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
+        /* Every group runs the same number of chunks (the longest stretch's),
+         * so the whole warp takes part in every shuffle. */
+        nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
+        nin = NIN > 0 ? NIN : (int)a.nin;
+    }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return __ldg(a.out_idx + k); }
+    __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
+    __device__ __forceinline__ bool col_ok(int t) const { return lane + t * RL < cols; }
+    __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
+    {
+        return __ldg(a.out_factor + (size_t)row * cols + lane + t * RL);
+    }
+    __device__ __forceinline__ float group_sum(float v) const
+    {
 #pragma unroll
-        for (int q = 0; q < NMAX; ++q)
-            my_idx[q] = (q < nin && valid) ? __ldg(a.in_idx[q] + k) : 0u;
+        for (int d = RL / 2; d > 0; d /= 2)
+            v += __shfl_xor_sync(0xffffffffu, v, d);
+        return v;
+    }
+
+    template <class Fn, class Visit>
+    __device__ __forceinline__ void for_each_batch(const Fn &fn, Visit &&visit) const
+    {
+        const uint32_t C = cols;
+        for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
+            const uint32_t k = gbegin + chunk * RL + lane;
+            const bool valid = k < gend;
+            const uint32_t my_row = valid ? __ldg(a.out_idx + k) : kNoRow;
+            const float my_val = valid ? __ldg(a.vals + k) : 0.0f;
+            uint32_t my_idx[NMAX];
+#pragma unroll
+            for (int q = 0; q < NMAX; ++q)
+                my_idx[q] = (q < nin && valid) ? __ldg(a.in_idx[q] + k) : 0u;
 
 #pragma unroll
-        for (int j0 = 0; j0 < RL; j0 += B) {
-            uint32_t row[B];
-            float4 prod[B][RPT];
-#pragma unroll
-            for (int b = 0; b < B; ++b) {
-                row[b] = __shfl_sync(0xffffffffu, my_row, j0 + b, RL);
-                const float v = __shfl_sync(0xffffffffu, my_val, j0 + b, RL);
-#pragma unroll
-                for (int t = 0; t < RPT; ++t)
-                    prod[b][t] = make_float4(v, v, v, v);
-            }
-#pragma unroll
-            for (int q = 0; q < NMAX; ++q) {
-                if (q >= nin)
-                    break;
+            for (int j0 = 0; j0 < RL; j0 += B) {
+                uint32_t row[B];
+                float4 prod[B][RPT];
+                const Values x{my_val, j0};
 #pragma unroll
                 for (int b = 0; b < B; ++b) {
-                    /* Past the stretch's end the index is 0: row 0 exists. */
-                    const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
-                    const float4 *f = a.in_factor[q] + (size_t)i * C;
-#pragma unroll
-                    for (int t = 0; t < RPT; ++t) {
-                        const uint32_t c = lane + t * RL;
-                        if (c < C)
-                            mul4(prod[b][t], __ldg(f + c));
-                    }
-                }
-            }
-#pragma unroll
-            for (int b = 0; b < B; ++b) {
-                if (row[b] == kNoRow)
-                    continue; /* past the end of the stretch */
-                if (row[b] != cur) {
-                    if (cur != kNoRow) {
-                        flush(cur, first_run ? 0 : -1);
-                        first_run = false;
-                    }
-                    cur = row[b];
+                    row[b] = __shfl_sync(0xffffffffu, my_row, j0 + b, RL);
+                    const float v = fn.init(x(b));
 #pragma unroll
                     for (int t = 0; t < RPT; ++t)
-                        acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+                        prod[b][t] = make_float4(v, v, v, v);
                 }
 #pragma unroll
-                for (int t = 0; t < RPT; ++t)
-                    add4(acc[t], prod[b][t]);
+                for (int q = 0; q < NMAX; ++q) {
+                    if (q >= nin)
+                        break;
+#pragma unroll
+                    for (int b = 0; b < B; ++b) {
+                        /* Past the stretch's end the index is 0: row 0 exists. */
+                        const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
+                        const float4 *f = a.in_factor[q] + (size_t)i * C;
+#pragma unroll
+                        for (int t = 0; t < RPT; ++t) {
+                            const uint32_t c = lane + t * RL;
+                            if (c < C)
+                                mul4(prod[b][t], __ldg(f + c));
+                        }
+                    }
+                }
+                visit(row, x, prod);
             }
         }
     }
-    if (cur != kNoRow)
-        flush(cur, first_run ? 0 : 1);
+};
 
-    __syncthreads();
-    merge_boundary_partials(spart, srow, 2 * ngroups, C, a.out, !OWNED,
-                            OWNED ? kNoRow : block_ends[0], OWNED ? kNoRow : block_ends[1]);
-    thg_record_result_scale(a.col_scale, a.result_scale, a.nin + 1u, a.out_mode, 4u * C);
-    thg_stamp_end(a.stamp);
+template <int RL, int RPT, int NIN, bool OWNED, class Fn>
+__global__ void __launch_bounds__(vec_max_threads(RPT), 1)
+    mttkrp_vec_kernel(const vec_args a, const Fn fn)
+{
+    extern __shared__ float4 smem4[];
+    const vec_source<RL, RPT, NIN, Fn::kModel> src(a);
+    mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, smem4, a.stamp);
 }
 
 /* Lanes per group and float4 columns per lane for a rank (multiple of 4). */
@@ -501,50 +740,59 @@ size_t block_smem_bytes(uint32_t groups, uint32_t rank)
 
 constexpr size_t kSmemLimit = 48 * 1024; /* no opt-in needed below this */
 
-template <int RL, int RPT>
+/* Scheme 1 (owned) or 2; a kernel that writes no result (the reduction
+ * alone) has no scheme and one instantiation. */
+template <int RL, int RPT, class Fn>
 cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
-                   const thg_mttkrp_args &a)
+                   const thg_mttkrp_args &a, const Fn &fn)
 {
     const uint32_t threads = RL * P;
-    const size_t smem = block_smem_bytes(P, a.rank);
-    if (owned)
-        mttkrp_kernel<RL, RPT, true><<<blocks, threads, smem, stream>>>(a);
-    else
-        mttkrp_kernel<RL, RPT, false><<<blocks, threads, smem, stream>>>(a);
+    const size_t smem = Fn::kWrite ? block_smem_bytes(P, a.rank) : 0;
+    if constexpr (Fn::kWrite) {
+        if (owned) {
+            mttkrp_kernel<RL, RPT, true><<<blocks, threads, smem, stream>>>(a, fn);
+            return cudaGetLastError();
+        }
+    }
+    mttkrp_kernel<RL, RPT, false><<<blocks, threads, smem, stream>>>(a, fn);
     return cudaGetLastError();
 }
 
-template <int RL, int RPT, int NIN>
+template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                           const vec_args &a, uint32_t rank)
+                           const vec_args &a, uint32_t rank, const Fn &fn)
 {
     const uint32_t threads = RL * groups;
-    const size_t smem = block_smem_bytes(groups, rank);
-    if (owned)
-        mttkrp_vec_kernel<RL, RPT, NIN, true><<<blocks, threads, smem, stream>>>(a);
-    else
-        mttkrp_vec_kernel<RL, RPT, NIN, false><<<blocks, threads, smem, stream>>>(a);
+    const size_t smem = Fn::kWrite ? block_smem_bytes(groups, rank) : 0;
+    if constexpr (Fn::kWrite) {
+        if (owned) {
+            mttkrp_vec_kernel<RL, RPT, NIN, true><<<blocks, threads, smem, stream>>>(a, fn);
+            return cudaGetLastError();
+        }
+    }
+    mttkrp_vec_kernel<RL, RPT, NIN, false><<<blocks, threads, smem, stream>>>(a, fn);
     return cudaGetLastError();
 }
 
-template <int RL, int RPT>
+template <int RL, int RPT, class Fn>
 cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                       const vec_args &a, uint32_t rank)
+                       const vec_args &a, uint32_t rank, const Fn &fn)
 {
     switch (a.nin) {
     case 2:
-        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank);
+        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank, fn);
     case 3:
-        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank);
+        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank, fn);
     case 4:
-        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank);
+        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank, fn);
     default:
-        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank);
+        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank, fn);
     }
 }
 
+template <class Fn>
 cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_result_target &to,
-                           bool owned, uint32_t groups, unsigned long long *stamp)
+                           bool owned, uint32_t groups, unsigned long long *stamp, const Fn &fn)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
     vec_args a;
@@ -559,6 +807,7 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     }
     a.nin = q;
     a.out_idx = copy.idx[mode];
+    a.out_factor = (const float4 *)ctx->factors[mode];
     a.vals = copy.vals;
     a.offsets = copy.offsets;
     a.out = (float4 *)to.rows;
@@ -572,19 +821,60 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     cudaStream_t st = ctx->stream;
     const uint32_t blocks = ctx->kappa;
     if (vc.lanes == 2)
-        return launch_vec<2, 1>(owned, blocks, groups, st, a, R);
+        return launch_vec<2, 1>(owned, blocks, groups, st, a, R, fn);
     if (vc.lanes == 4)
-        return launch_vec<4, 1>(owned, blocks, groups, st, a, R);
+        return launch_vec<4, 1>(owned, blocks, groups, st, a, R, fn);
     switch (vc.rpt) {
     case 1:
-        return launch_vec<8, 1>(owned, blocks, groups, st, a, R);
+        return launch_vec<8, 1>(owned, blocks, groups, st, a, R, fn);
     case 2:
-        return launch_vec<8, 2>(owned, blocks, groups, st, a, R);
+        return launch_vec<8, 2>(owned, blocks, groups, st, a, R, fn);
     case 3:
-        return launch_vec<8, 3>(owned, blocks, groups, st, a, R);
+        return launch_vec<8, 3>(owned, blocks, groups, st, a, R, fn);
     default:
-        return launch_vec<8, 4>(owned, blocks, groups, st, a, R);
+        return launch_vec<8, 4>(owned, blocks, groups, st, a, R, fn);
     }
+}
+
+/* Every MTTKRP kernel of one mode: the plain one (plain_value) and the
+ * generalized ones (gen_value) take the same partitions, lanes and scheme. */
+template <class Fn>
+cudaError_t launch_any(const thg_context *ctx, uint32_t mode, const thg_result_target &to,
+                       unsigned long long *stamp, const Fn &fn)
+{
+    const thg_mode_copy &copy = ctx->copies[mode];
+    thg_mttkrp_args a;
+    memset(&a, 0, sizeof(a));
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        a.idx[m] = copy.idx[m];
+        a.factor[m] = ctx->factors[m];
+    }
+    a.vals = copy.vals;
+    a.offsets = copy.offsets;
+    a.out = to.rows;
+    a.nmodes = ctx->nmodes;
+    a.out_mode = mode;
+    a.rank = ctx->rank;
+    a.stamp = stamp;
+    a.col_scale = ctx->col_scale;
+    a.result_scale = to.scale;
+
+    const bool owned = copy.scheme == 1;
+    const uint32_t R = ctx->rank;
+    const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
+    const uint32_t kappa = ctx->kappa;
+    cudaStream_t st = ctx->stream;
+    if (use_vec_kernel(R))
+        return launch_vec_any(ctx, mode, to, owned, groups, stamp, fn);
+    if (R <= 8)
+        return launch<8, 1>(owned, kappa, groups, st, a, fn);
+    if (R <= 16)
+        return launch<16, 1>(owned, kappa, groups, st, a, fn);
+    if (R <= 32)
+        return launch<32, 1>(owned, kappa, groups, st, a, fn);
+    if (R <= 64)
+        return launch<32, 2>(owned, kappa, groups, st, a, fn);
+    return launch<32, 4>(owned, kappa, groups, st, a, fn);
 }
 
 /* Scheme 2: the first and last output row of every chunk <- 0 (what its
@@ -681,44 +971,27 @@ thg_status thg_launch_mttkrp_into(const thg_context *ctx, uint32_t mode,
                                   const thg_result_target &to, unsigned long long *stamp,
                                   int zero_result, char *err, size_t errlen)
 {
-    const thg_mode_copy &copy = ctx->copies[mode];
-    thg_mttkrp_args a;
-    memset(&a, 0, sizeof(a));
-    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
-        a.idx[m] = copy.idx[m];
-        a.factor[m] = ctx->factors[m];
-    }
-    a.vals = copy.vals;
-    a.offsets = copy.offsets;
-    a.out = to.rows;
-    a.nmodes = ctx->nmodes;
-    a.out_mode = mode;
-    a.rank = ctx->rank;
-    a.stamp = stamp;
-    a.col_scale = ctx->col_scale;
-    a.result_scale = to.scale;
-
-    const bool owned = copy.scheme == 1;
-    const uint32_t R = ctx->rank;
     if (zero_result) {
         const thg_status st = thg_zero_mttkrp_result_of(ctx, mode, to, ctx->stream, err, errlen);
         if (st != THG_OK)
             return st;
     }
-    const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
-    cudaError_t e;
-    if (use_vec_kernel(R))
-        e = launch_vec_any(ctx, mode, to, owned, groups, stamp);
-    else if (R <= 8)
-        e = launch<8, 1>(owned, ctx->kappa, groups, ctx->stream, a);
-    else if (R <= 16)
-        e = launch<16, 1>(owned, ctx->kappa, groups, ctx->stream, a);
-    else if (R <= 32)
-        e = launch<32, 1>(owned, ctx->kappa, groups, ctx->stream, a);
-    else if (R <= 64)
-        e = launch<32, 2>(owned, ctx->kappa, groups, ctx->stream, a);
-    else
-        e = launch<32, 4>(owned, ctx->kappa, groups, ctx->stream, a);
-    THG_CUDA(e);
+    THG_CUDA(launch_any(ctx, mode, to, stamp, plain_value()));
+    return THG_OK;
+}
+
+thg_status thg_launch_generalized(const thg_context *ctx, uint32_t mode,
+                                  const thg_gen_params &params, int write_result, char *err,
+                                  size_t errlen)
+{
+    const thg_result_target to = thg_result_of(ctx, mode);
+    if (write_result) {
+        const thg_status st = thg_zero_mttkrp_result_of(ctx, mode, to, ctx->stream, err, errlen);
+        if (st != THG_OK)
+            return st;
+        THG_CUDA(launch_any(ctx, mode, to, nullptr, gen_value<true>{params}));
+    } else {
+        THG_CUDA(launch_any(ctx, mode, to, nullptr, gen_value<false>{params}));
+    }
     return THG_OK;
 }

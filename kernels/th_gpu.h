@@ -160,6 +160,56 @@ thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_nor
                          double *lambda, double *inner, uint32_t *modes_done, char *err,
                          size_t errlen);
 
+/* The generalized MTTKRP (the plugin ABI's generalized_mttkrp, 1.4; the
+ * values are the ABI's). For each nonzero x_i at (i_0 .. i_{N-1}) the model
+ * value m_i = sum_r w_r prod_k A_k(i_k, r) over every mode (the target's
+ * too), w the weights (all ones when NULL); then
+ *   G(j, r) = sum over nonzeros with i_mode = j of g(x_i, m_i) prod_{k != mode} A_k(i_k, r)
+ * replaces mode's MTTKRP result (as thg_mttkrp; thg_get_result and
+ * thg_factor_update read it), and *reduced = sum over every nonzero of
+ * h(x_i, m_i), summed in double. mode THG_MODE_NONE: the reduction alone,
+ * no result changed (elementwise unused). THG_ELEMENTWISE_VALUE with
+ * THG_REDUCTION_NONE is thg_mttkrp itself, bit for bit (weights unused). */
+#define THG_MODE_NONE 0xffffffffu
+typedef enum thg_elementwise {
+    THG_ELEMENTWISE_VALUE = 0,         /* g = x */
+    THG_ELEMENTWISE_POISSON_RATIO = 1, /* g = x / max(m, epsilon) */
+    THG_ELEMENTWISE_RESIDUAL = 2       /* g = m - x */
+} thg_elementwise;
+typedef enum thg_reduction {
+    THG_REDUCTION_NONE = 0,
+    THG_REDUCTION_POISSON_LOG_LIKELIHOOD = 1, /* x log(m); 0 where x == 0 */
+    THG_REDUCTION_SQUARED_RESIDUAL = 2,       /* (m - x)^2 */
+    THG_REDUCTION_INNER_PRODUCT = 3           /* x m */
+} thg_reduction;
+/* Returns when the result and the reduction are complete (one
+ * synchronisation); only the weights (rank values) go up and one scalar
+ * comes back. thg_get_mode_stats reports its time as thg_mttkrp's.
+ * Unknown elementwise or reduction: THG_ERR_UNSUPPORTED; POISSON_RATIO
+ * with epsilon <= 0: THG_ERR_INVALID. */
+thg_status thg_generalized_mttkrp(thg_context *ctx, uint32_t mode, int elementwise,
+                                  int reduction, double epsilon, const double *weights,
+                                  double *reduced, char *err, size_t errlen);
+
+/* Elementwise operations on factor A = A_mode (the ABI's factor_update,
+ * 1.4; the values are the ABI's), Phi the mode's latest (generalized)
+ * MTTKRP result on the device. After any of them the factor is held
+ * normalised by nothing (its column scale is 1). */
+typedef enum thg_factor_op {
+    THG_FACTOR_SCALE_COLUMNS = 1,          /* A(:, r) *= vector[r] */
+    THG_FACTOR_NORMALIZE_1 = 2,            /* vector[r] <- sum_i |A(i, r)|; A(:, r) /= it where > 0 */
+    THG_FACTOR_MULTIPLICATIVE_UPDATE = 3,  /* violation <- max |min(A, 1 - Phi)|; if >= tolerance,
+                                              A .*= Phi and count <- 1, else count <- 0 */
+    THG_FACTOR_RAISE_INADMISSIBLE_ZEROS = 4 /* where Phi > 1 and A < tolerance: A += offset;
+                                               count <- entries changed */
+} thg_factor_op;
+/* One synchronisation; `vector` (rank doubles) read or written per
+ * operation. Operations that read Phi need an MTTKRP result of the mode
+ * (THG_ERR_STATE before); an unknown operation: THG_ERR_UNSUPPORTED. */
+thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, double *vector,
+                             double tolerance, double offset, double *violation, uint64_t *count,
+                             char *err, size_t errlen);
+
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */
     int device;            /* its CUDA ordinal */

@@ -80,6 +80,41 @@ struct thg_sweep_state {
     double last_seconds;
 };
 
+/* What a generalized MTTKRP kernel needs beyond thg_mttkrp_args
+ * (mttkrp.cu's gen_value; generalized.cu fills it). */
+struct thg_gen_params {
+    const float *weights;   /* [rank] on the device, or nullptr: all ones */
+    const float *col_scale; /* thg_context::col_scale (every mode's) */
+    uint32_t nmodes, rank;
+    int elementwise;        /* thg_elementwise */
+    int reduction;          /* thg_reduction */
+    float epsilon;          /* POISSON_RATIO's floor, at least FLT_MIN */
+    /* The reduction: blocks add into red_acc (zero before; the last block
+     * re-zeroes it and red_count) and the last writes the sum to red_out. */
+    double *red_acc;
+    uint32_t *red_count;
+    double *red_out;
+};
+
+/* The generalized MTTKRP's and the factor operations' buffers
+ * (generalized.cu), allocated with the factors at load. */
+struct thg_gen_state {
+    void *dev_block;    /* device: weights, accumulators, counters (zero between calls) */
+    float *weights_dev; /* [rank] */
+    double *red_acc;    /* the generalized MTTKRP's sum */
+    uint32_t *red_count;
+    double *col_acc;    /* [rank] NORMALIZE_1's column sums */
+    uint32_t *max_bits; /* MULTIPLICATIVE_UPDATE's violation, as float bits */
+    unsigned long long *changed; /* RAISE_INADMISSIBLE_ZEROS's count */
+    uint32_t *done;     /* blocks finished (factor operations) */
+    float *op_scale;    /* [rank] the factor operation's column factors */
+    /* Pinned host memory: the weights' and the vector's staging, and the
+     * mapped outputs [reduced | violation | count | vector[rank]]. */
+    float *stage_host;  /* [rank] */
+    double *out_host;   /* mapped */
+    double *out_dev;    /* its device address */
+};
+
 /* transfer.cu: copies of this many bytes and more go through pinned memory;
  * the host threads that do a copy's host side; each thread's two pinned
  * pieces. */
@@ -154,6 +189,7 @@ struct thg_context {
     double *als_out_host;
     double *als_out_dev; /* the device's address of als_out_host */
     thg_sweep_state sweep;
+    thg_gen_state gen;
     /* Blocks of the update kernel resident on the device at once (its
      * occupancy times the SMs), set by thg_als_prepare. */
     uint32_t als_resident_blocks;
@@ -371,6 +407,16 @@ thg_status thg_zero_mttkrp_result(const thg_context *ctx, uint32_t mode, cudaStr
 thg_status thg_zero_mttkrp_result_of(const thg_context *ctx, uint32_t mode,
                                      const thg_result_target &to, cudaStream_t stream, char *err,
                                      size_t errlen);
+/* The generalized MTTKRP of `mode` on ctx->stream (mttkrp.cu), into the
+ * mode's own result (scheme 2's rows zeroed first), or with write_result 0
+ * the reduction alone, over mode's copy (nothing written but the sum). */
+thg_status thg_launch_generalized(const thg_context *ctx, uint32_t mode,
+                                  const thg_gen_params &params, int write_result, char *err,
+                                  size_t errlen);
+/* generalized.cu: the buffers of thg_gen_state, at load; freed with the tensor. */
+uint64_t thg_gen_bytes(uint32_t rank);
+thg_status thg_gen_alloc(thg_context *ctx, char *err, size_t errlen);
+void thg_gen_free(thg_context *ctx);
 /* als.cu */
 size_t thg_als_acc_bytes(uint32_t rank);
 void thg_als_acc_view(void *block, uint32_t rank, thg_als_acc *acc);

@@ -386,6 +386,86 @@ th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io,
     return TH_OK;
 }
 
+/* Several devices: the generalized MTTKRP and the factor operations have
+ * no multi-device form yet (the host refuses such runs before). */
+static th_status refuse_group(const th_instance *instance, const char *call, char *err)
+{
+    return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                          "%s: multi-GPU generalized MTTKRP is not implemented (%s runs on %u "
+                          "devices; use one device for models other than least squares)",
+                          call, instance->id, thg_group_size(instance->group));
+}
+
+/* The ABI's function and reduction codes are the kernels' (th_gpu.h). */
+_Static_assert(TH_ELEMENTWISE_VALUE == (int)THG_ELEMENTWISE_VALUE &&
+                   TH_ELEMENTWISE_POISSON_RATIO == (int)THG_ELEMENTWISE_POISSON_RATIO &&
+                   TH_ELEMENTWISE_RESIDUAL == (int)THG_ELEMENTWISE_RESIDUAL,
+               "elementwise codes");
+_Static_assert(TH_REDUCTION_NONE == (int)THG_REDUCTION_NONE &&
+                   TH_REDUCTION_POISSON_LOG_LIKELIHOOD ==
+                       (int)THG_REDUCTION_POISSON_LOG_LIKELIHOOD &&
+                   TH_REDUCTION_SQUARED_RESIDUAL == (int)THG_REDUCTION_SQUARED_RESIDUAL &&
+                   TH_REDUCTION_INNER_PRODUCT == (int)THG_REDUCTION_INNER_PRODUCT,
+               "reduction codes");
+_Static_assert(TH_FACTOR_SCALE_COLUMNS == (int)THG_FACTOR_SCALE_COLUMNS &&
+                   TH_FACTOR_NORMALIZE_1 == (int)THG_FACTOR_NORMALIZE_1 &&
+                   TH_FACTOR_MULTIPLICATIVE_UPDATE == (int)THG_FACTOR_MULTIPLICATIVE_UPDATE &&
+                   TH_FACTOR_RAISE_INADMISSIBLE_ZEROS ==
+                       (int)THG_FACTOR_RAISE_INADMISSIBLE_ZEROS,
+               "factor operation codes");
+_Static_assert(TH_MODE_NONE == THG_MODE_NONE, "TH_MODE_NONE");
+
+th_status gpu_plugin_generalized_mttkrp(th_instance *instance, th_generalized_mttkrp_io *io,
+                                        char *err)
+{
+    if (!instance || !io)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "generalized_mttkrp: NULL argument");
+    if (io->struct_size < TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "generalized_mttkrp: th_generalized_mttkrp_io is %u bytes, "
+                              "shorter than the %zu of ABI 1.4",
+                              io->struct_size, (size_t)TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE);
+    if (instance->group)
+        return refuse_group(instance, "generalized_mttkrp", err);
+    double reduced = 0.0;
+    char msg[TH_ERROR_SIZE];
+    const thg_status st =
+        thg_generalized_mttkrp(instance->ctx, io->mode, io->elementwise, io->reduction,
+                               io->epsilon, io->weights, &reduced, msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "generalized_mttkrp: %s", msg);
+    io->reduced = reduced;
+    return TH_OK;
+}
+
+th_status gpu_plugin_factor_update(th_instance *instance, th_factor_update_io *io, char *err)
+{
+    if (!instance || !io)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: NULL argument");
+    if (io->struct_size < TH_FACTOR_UPDATE_IO_V1_4_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "factor_update: th_factor_update_io is %u bytes, shorter than the "
+                              "%zu of ABI 1.4",
+                              io->struct_size, (size_t)TH_FACTOR_UPDATE_IO_V1_4_SIZE);
+    if (instance->group)
+        return refuse_group(instance, "factor_update", err);
+    double violation = 0.0;
+    uint64_t count = 0;
+    char msg[TH_ERROR_SIZE];
+    const thg_status st =
+        thg_factor_update(instance->ctx, io->mode, io->operation, io->vector, io->tolerance,
+                          io->offset, &violation, &count, msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "factor_update: %s", msg);
+    if (io->operation == TH_FACTOR_MULTIPLICATIVE_UPDATE) {
+        io->violation = violation;
+        io->count = count;
+    } else if (io->operation == TH_FACTOR_RAISE_INADMISSIBLE_ZEROS) {
+        io->count = count;
+    }
+    return TH_OK;
+}
+
 /* snprintf at the end of `buf`; stops quietly when the buffer is full. */
 static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *buf, size_t size, const char *fmt, ...)

@@ -30,6 +30,10 @@ GPU_PLUGIN_API th_status gpu_plugin_als_update(th_instance *instance, uint32_t m
                                 int32_t norm, th_als_output *out, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_init_factors(th_instance *instance, th_init_factors_io *io, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_generalized_mttkrp(th_instance *instance,
+                                                       th_generalized_mttkrp_io *io, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_factor_update(th_instance *instance, th_factor_update_io *io,
+                                                  char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
@@ -73,6 +77,8 @@ GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_
         .get_mode_info = gpu_plugin_get_mode_info,                                        \
         .als_sweep = gpu_plugin_als_sweep,                                                \
         .init_factors = gpu_plugin_init_factors,                                          \
+        .generalized_mttkrp = gpu_plugin_generalized_mttkrp,                              \
+        .factor_update = gpu_plugin_factor_update,                                        \
     }
 
 #endif
