@@ -210,13 +210,14 @@ __global__ void multiplicative_kernel(float *F, float *col_scale, const float *r
     }
 }
 
-/* RAISE_INADMISSIBLE_ZEROS: where Phi > 1 and A < tolerance, A += offset;
+/* RAISE_INADMISSIBLE_ZEROS: where Phi > threshold and A < tolerance, A += offset;
  * the true values written back; the count added into `changed`, which the
  * last block writes to out[0] and re-zeroes, with the column scale set
  * to 1 and done re-zeroed. */
 __global__ void raise_zeros_kernel(float *F, float *col_scale, const float *res,
                                    const float *rscale, const uint32_t *present, op_shape s,
-                                   double tolerance, float offset, unsigned long long *changed,
+                                   float threshold, double tolerance, float offset,
+                                   unsigned long long *changed,
                                    uint32_t *done, double *out)
 {
     __shared__ unsigned long long warp_count[kOpThreads / 32];
@@ -228,7 +229,7 @@ __global__ void raise_zeros_kernel(float *F, float *col_scale, const float *res,
         for (uint64_t i = row0; i < s.rows; i += step) {
             float *p = F + i * s.R + c;
             float a = *p * k;
-            if (phi_at(res, rscale, present, i, c, s.R) > 1.0f && (double)a < tolerance) {
+            if (phi_at(res, rscale, present, i, c, s.R) > threshold && (double)a < tolerance) {
                 a += offset;
                 ++n;
             }
@@ -418,9 +419,9 @@ extern "C" thg_status thg_generalized_mttkrp(thg_context *ctx, uint32_t mode, in
 }
 
 extern "C" thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation,
-                                        double *vector, double tolerance, double offset,
-                                        double *violation, uint64_t *count, char *err,
-                                        size_t errlen)
+                                        double *vector, double threshold, double tolerance,
+                                        double offset, double *violation, uint64_t *count,
+                                        char *err, size_t errlen)
 {
     if (violation)
         *violation = 0.0;
@@ -490,7 +491,8 @@ extern "C" thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int ope
         break;
     default: /* THG_FACTOR_RAISE_INADMISSIBLE_ZEROS */
         raise_zeros_kernel<<<blocks, kOpThreads, 0, stream>>>(
-            F, cs, res, rs, present, s, tolerance, (float)offset, g.changed, g.done,
+            F, cs, res, rs, present, s, (float)threshold, tolerance, (float)offset, g.changed,
+            g.done,
             g.out_dev + kOutCount);
         THG_LAUNCHED();
         break;

@@ -200,15 +200,15 @@ typedef enum thg_factor_op {
     THG_FACTOR_NORMALIZE_1 = 2,            /* vector[r] <- sum_i |A(i, r)|; A(:, r) /= it where > 0 */
     THG_FACTOR_MULTIPLICATIVE_UPDATE = 3,  /* violation <- max |min(A, 1 - Phi)|; if >= tolerance,
                                               A .*= Phi and count <- 1, else count <- 0 */
-    THG_FACTOR_RAISE_INADMISSIBLE_ZEROS = 4 /* where Phi > 1 and A < tolerance: A += offset;
+    THG_FACTOR_RAISE_INADMISSIBLE_ZEROS = 4 /* where Phi > threshold and A < tolerance: A += offset;
                                                count <- entries changed */
 } thg_factor_op;
 /* One synchronisation; `vector` (rank doubles) read or written per
  * operation. Operations that read Phi need an MTTKRP result of the mode
  * (THG_ERR_STATE before); an unknown operation: THG_ERR_UNSUPPORTED. */
 thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, double *vector,
-                             double tolerance, double offset, double *violation, uint64_t *count,
-                             char *err, size_t errlen);
+                             double threshold, double tolerance, double offset, double *violation,
+                             uint64_t *count, char *err, size_t errlen);
 
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */

@@ -524,7 +524,7 @@ static void test_errors(void **state)
     fio = fok;
     fio.struct_size = 8;
     expect_factor(p, inst, &fio, TH_ERR_INVALID_ARGUMENT,
-                  "factor_update: io.struct_size 8 is shorter than the 56 bytes of "
+                  "factor_update: io.struct_size 8 is shorter than the 64 bytes of "
                   "th_factor_update_io in ABI 1.4");
     fio = fok;
     fio.mode = TH_MODE_NONE;

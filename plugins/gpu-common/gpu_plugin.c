@@ -453,8 +453,8 @@ th_status gpu_plugin_factor_update(th_instance *instance, th_factor_update_io *i
     uint64_t count = 0;
     char msg[TH_ERROR_SIZE];
     const thg_status st =
-        thg_factor_update(instance->ctx, io->mode, io->operation, io->vector, io->tolerance,
-                          io->offset, &violation, &count, msg, sizeof msg);
+        thg_factor_update(instance->ctx, io->mode, io->operation, io->vector, io->threshold,
+                          io->tolerance, io->offset, &violation, &count, msg, sizeof msg);
     if (st != THG_OK)
         return th_plugin_fail(err, gpu_plugin_status(st), "factor_update: %s", msg);
     if (io->operation == TH_FACTOR_MULTIPLICATIVE_UPDATE) {
