@@ -225,10 +225,15 @@ __device__ __forceinline__ void scale_by(float4 &a, float s)
     a.w *= s;
 }
 /* sum over the elements of w .* f .* p */
-__device__ __forceinline__ float wdot(float w, float f, float p) { return w * f * p; }
-__device__ __forceinline__ float wdot(float4 w, float4 f, float4 p)
+__device__ __forceinline__ float dot(float a, float p) { return a * p; }
+__device__ __forceinline__ float dot(float4 a, float4 p)
 {
-    return w.x * f.x * p.x + w.y * f.y * p.y + w.z * f.z * p.z + w.w * f.w * p.w;
+    return a.x * p.x + a.y * p.y + a.z * p.z + a.w * p.w;
+}
+__device__ __forceinline__ float times(float w, float f) { return w * f; }
+__device__ __forceinline__ float4 times(float4 w, float4 f)
+{
+    return make_float4(w.x * f.x, w.y * f.y, w.z * f.z, w.w * f.w);
 }
 
 /* The model's weight of column r, with the factors' column scales folded
@@ -328,6 +333,14 @@ __device__ __forceinline__ void mttkrp_body(const Src &src, const Fn &fn,
     /* Generalized MTTKRP: the model's weights of this lane's columns, and
      * this thread's part of the reduction. */
     T w[RPT];
+    /* w .* A_mode(wa_row, :), this lane's columns: the nonzeros of a run
+     * share their output row, so it is gathered once a run, not once a
+     * nonzero (the one row the plain MTTKRP does not read). */
+    /* (At four columns a lane, the widest rows, the cache would not fit in
+     * the registers: those gather the row at each nonzero.) */
+    constexpr bool kRowCache = RPT < 4;
+    T wa[RPT];
+    uint32_t wa_row = kNoRow;
     double red = 0.0;
     if constexpr (Fn::kModel) {
 #pragma unroll
@@ -363,10 +376,23 @@ __device__ __forceinline__ void mttkrp_body(const Src &src, const Fn &fn,
             for (int b = 0; b < B; ++b) {
                 const uint32_t orow = row[b] == kNoRow ? 0u : row[b]; /* row 0 exists */
                 float part = 0.0f;
+                if constexpr (kRowCache) {
+                    if (orow != wa_row) {
+                        wa_row = orow;
 #pragma unroll
-                for (int j = 0; j < RPT; ++j)
-                    if (src.col_ok(j))
-                        part += wdot(w[j], src.out_factor(orow, j), prod[b][j]);
+                        for (int j = 0; j < RPT; ++j)
+                            wa[j] = src.col_ok(j) ? times(w[j], src.out_factor(orow, j)) : T();
+                    }
+#pragma unroll
+                    for (int j = 0; j < RPT; ++j)
+                        if (src.col_ok(j))
+                            part += dot(wa[j], prod[b][j]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < RPT; ++j)
+                        if (src.col_ok(j))
+                            part += dot(times(w[j], src.out_factor(orow, j)), prod[b][j]);
+                }
                 const float m = src.group_sum(part);
                 const float xb = x(b);
                 const float g = fn.scale(xb, m);
@@ -579,8 +605,10 @@ __host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool model
 {
     /* Both schemes stage boundary partials in shared memory, which costs a
      * few registers in the loop: 4-mode tensors at R = 32 take 2 (4 spilled). */
-    return model && rpt > 1 ? 1
-           : rpt == 1       ? (nin == 2 ? (rl < 4 ? rl : 4) : 2)
+    return model && rpt > 1              ? 1
+           : model && rl >= 8 && nin > 2 ? 1
+           : model && rl >= 8            ? 2
+           : rpt == 1                    ? (nin == 2 ? (rl < 4 ? rl : 4) : 2)
            : (rpt == 2 && (nin == 2 || nin == 3)) ? 2
                                                   : 1;
 }

@@ -206,6 +206,8 @@ static void test_generalized_matches_oracle(void **state)
 }
 
 /* VALUE without a reduction is mttkrp() itself, weights or not. */
+static void assert_rel(const double *got, const double *want, size_t n, const char *what);
+
 static void test_value_equals_mttkrp(void **state)
 {
     const th_gpu_test_plugins *p = *state;
@@ -236,9 +238,9 @@ static void test_value_equals_mttkrp(void **state)
                                       err);
                     assert_true(reduced == 0.0);
                     th_test_assert_ok(pl->entry.get_mttkrp_result(inst, mode, gen, err), err);
-                    if (memcmp(plain, gen, sizeof(double) * n) != 0)
-                        fail_msg("%s rank %u mode %u: VALUE differs from mttkrp()",
-                                 pl->info->id, rank, mode);
+                    /* Equal up to the order of scheme 2's atomics, which
+                     * differs from one launch to the next. */
+                    assert_rel(gen, plain, n, "VALUE against mttkrp()");
                 }
             }
             pl->entry.destroy(inst);
