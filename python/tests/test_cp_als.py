@@ -49,6 +49,9 @@ def test_coo_arrays_give_the_published_model_and_its_fit():
     assert result.weights.shape == (2,)
     assert_published_form(result)
     assert result.iterations == len(result.fits) and result.fits[-1] == result.fit
+    assert len(result.iteration_seconds) == result.iterations
+    assert np.all(result.iteration_seconds > 0)
+    assert result.iteration_seconds.sum() <= result.timings["total"]
     # The reported fit is the fit of the returned model.
     assert abs(fit_against(dense, result) - result.fit) < 1e-9
     assert result.fit > 0.999  # an exactly rank-2 tensor

@@ -209,6 +209,8 @@ class CPResult:
     # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
     # output["obj"]); the KKT violation the largest over the modes of their last
     # inner iteration's (pyttb's output["kktViolations"]).
+    # Wall seconds of each iteration (an outer iteration for cp_apr).
+    iteration_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     log_likelihood: float = math.nan
     kkt_violation: float = math.nan
     log_likelihoods: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -721,6 +723,9 @@ def _collect(result, backend) -> CPResult:
         weights, factors = np.zeros(0), []
     fits = (np.ctypeslib.as_array(_lib.tensorhost_cpd_fits(result), shape=(iterations,)).copy()
             if iterations else np.zeros(0))
+    seconds = (np.ctypeslib.as_array(_lib.tensorhost_cpd_iteration_seconds(result),
+                                     shape=(iterations,)).copy()
+               if iterations else np.zeros(0))
     timings = _library.CpdTimings(struct_size=ctypes.sizeof(_library.CpdTimings))
     err = _library.error_buffer()
     _check(_lib.tensorhost_cpd_get_timings(result, ctypes.byref(timings), err), err)
@@ -740,6 +745,7 @@ def _collect(result, backend) -> CPResult:
         kkt_violations=per_iteration(_lib.tensorhost_cpd_kkt_violations),
         inner_iterations=per_iteration(_lib.tensorhost_cpd_inner_iterations, np.uint32),
         weights=weights, factors=factors, fit=float(_lib.tensorhost_cpd_fit(result)), fits=fits,
+        iteration_seconds=seconds,
         iterations=int(iterations), status=_STATUS[_lib.tensorhost_cpd_status_of(result)],
         backend=_lib.tensorhost_backend_id(backend).decode(),
         device=_lib.tensorhost_backend_device(backend).decode(),
