@@ -492,10 +492,10 @@ static void test_cp_apr_parameters(void **state)
                      TENSORHOST_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "max_inner_iters 0"));
     params = defaults;
-    params.stoptol = 0.0;
+    params.stoptol = -1e-4;
     assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),
                      TENSORHOST_ERR_INVALID_ARGUMENT);
-    assert_string_equal(err, "stoptol 0: expected a finite number > 0");
+    assert_string_equal(err, "stoptol -0.0001: expected a finite number >= 0");
     params = defaults;
     params.kappa = -1.0;
     assert_int_equal(tensorhost_cp_apr(backend, t, &params, &r, err),

@@ -1,7 +1,9 @@
 /* The tensor reader: every malformed case (code, exact message, line) and the
  * good ones (comments, CRLF, gzip, sptensor, 16 modes, real data); hostile
  * input (byte-order marks, NUL bytes, endless lines, files that shrink while
- * mapped, interruption); the same result whatever the thread count. */
+ * mapped, interruption); the same result whatever the thread count; a
+ * read that requires values >= 0 (the first negative line, also in gzip,
+ * in parallel chunks and in binary files). */
 #define _DEFAULT_SOURCE /* ftruncate, mmap, fork */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include "base/cancel.h"
 #include "output/report.h"
 #include "base/sigbus_guard.h"
+#include "tensor/tensor_binary.h"
 #include "tensor/tensor_reader.h"
 #include "tensor/tensor_writer.h"
 #include "tensor/tns_header.h"
@@ -1369,12 +1372,13 @@ static GString *mixed_text(uint32_t lines, const char *header, int base)
     return text;
 }
 
-static th_sptensor *read_with_threads(uint32_t threads, const char *path, const GString *text,
-                                      GError **error)
+static th_sptensor *read_with_options(uint32_t threads, const char *path, const GString *text,
+                                      const th_tensor_read_options *options, GError **error)
 {
     th_tensor_reader_set_threads(threads);
-    th_sptensor *t = path != NULL ? th_tensor_read_file(path, NULL, error)
-                                  : th_tensor_read_buffer("t.tns", text->str, text->len, error);
+    th_sptensor *t =
+        path != NULL ? th_tensor_read_file(path, options, error)
+                     : th_tensor_read_buffer_full("t.tns", text->str, text->len, options, error);
     th_tensor_reader_set_threads(0);
     return t;
 }
@@ -1383,13 +1387,14 @@ static const uint32_t thread_counts[] = {2, 3, 4, 7, 16, 64, 255, TH_TENSOR_READ
 
 /* The same text read with every thread count gives the same tensor, or the
  * same error, as one thread does. */
-static void assert_thread_count_invariant(const GString *text, const char *path)
+static void assert_thread_count_invariant_with(const GString *text, const char *path,
+                                               const th_tensor_read_options *options)
 {
     GError *error1 = NULL;
-    th_sptensor *one = read_with_threads(1, path, text, &error1);
+    th_sptensor *one = read_with_options(1, path, text, options, &error1);
     for (size_t i = 0; i < G_N_ELEMENTS(thread_counts); ++i) {
         GError *error = NULL;
-        th_sptensor *t = read_with_threads(thread_counts[i], path, text, &error);
+        th_sptensor *t = read_with_options(thread_counts[i], path, text, options, &error);
         if (one != NULL) {
             assert_null(error);
             assert_same_tensor(one, t);
@@ -1403,6 +1408,11 @@ static void assert_thread_count_invariant(const GString *text, const char *path)
     }
     th_sptensor_free(one);
     g_clear_error(&error1);
+}
+
+static void assert_thread_count_invariant(const GString *text, const char *path)
+{
+    assert_thread_count_invariant_with(text, path, NULL);
 }
 
 static void test_thread_count_does_not_change_result(void **state)
@@ -1743,6 +1753,274 @@ static void test_sptensor_huge_count(void **state)
     g_error_free(gz_error);
 }
 
+/* ---- values >= 0 (require_nonnegative) ----------------------------------- */
+
+#define POISSON_REASON "the Poisson model needs counts >= 0"
+
+static const th_tensor_read_options nonnegative = {
+    .require_nonnegative = TRUE,
+    .nonnegative_reason = POISSON_REASON,
+};
+
+static th_sptensor *read_nonnegative(const char *text, const th_tensor_read_options *options,
+                                     GError **error)
+{
+    return th_tensor_read_buffer_full("t.tns", text, strlen(text), options, error);
+}
+
+static void assert_nonnegative_error(const char *text, int expected_code,
+                                     const char *expected_message)
+{
+    GError *error = NULL;
+    assert_null(read_nonnegative(text, &nonnegative, &error));
+    assert_non_null(error);
+    assert_true(error->domain == TH_TENSOR_READER_ERROR);
+    assert_string_equal(error->message, expected_message);
+    assert_int_equal(error->code, expected_code);
+    g_error_free(error);
+}
+
+static th_sptensor *read_nonnegative_ok(const char *text)
+{
+    GError *error = NULL;
+    th_sptensor *t = read_nonnegative(text, &nonnegative, &error);
+    if (error != NULL)
+        fail_msg("unexpected error: %s", error->message);
+    assert_non_null(t);
+    return t;
+}
+
+/* The first negative value in file order is the error, on its line: comment
+ * and blank lines count; the value as written. */
+static void test_negative_value_names_its_line(void **state)
+{
+    (void)state;
+    const char *text = "# counts\n\n1 1 1 2\n   # indented comment\n\t\n2 1 2 -3 # here\n"
+                       "1 2 2 -4\n";
+    assert_nonnegative_error(text, TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:6: column 4: value '-3' is negative: " POISSON_REASON);
+    /* The first nonzero line (which fixes the order), CRLF, other spellings. */
+    assert_nonnegative_error("1 1 -1.5e2\r\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:1: column 3: value '-1.5e2' is negative: " POISSON_REASON);
+    assert_nonnegative_error("1 1 1\n1 2 -0x1p-3\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:2: column 3: value '-0x1p-3' is negative: " POISSON_REASON);
+    assert_nonnegative_error("1 1 1\n1 2 -0.12345678901234567890123\n",
+                             TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:2: column 3: value '-0.12345678901234567890123' is "
+                             "negative: " POISSON_REASON);
+    /* The 0-based variant: lines of its header count. */
+    assert_nonnegative_error("sptensor\n2\n3 3\n2\n0 0 1\n2 2 -7\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:6: column 3: value '-7' is negative: " POISSON_REASON);
+    /* A line wrong in another way says that, as without the option. */
+    assert_nonnegative_error("1 1 1 1\n1 1 -3\n", TH_TENSOR_READER_ERROR_COLUMNS,
+                             "t.tns:2: expected 4 fields (3 indices and a value), found 3");
+    assert_nonnegative_error("1 1 1 1\n1 1 1 -3 4\n", TH_TENSOR_READER_ERROR_COLUMNS,
+                             "t.tns:2: expected 4 fields (3 indices and a value), found 5");
+    assert_nonnegative_error("1 1 1 -inf\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:1: column 4: value '-inf' is not finite");
+    assert_nonnegative_error("1 1 1 -x\n", TH_TENSOR_READER_ERROR_NUMBER,
+                             "t.tns:1: column 4: '-x' is not a number (expected a value such as "
+                             "3, -0.5 or 1e-3)");
+    /* A line the read without the option takes (a carriage return in its
+     * comment) is refused for its value only. */
+    th_sptensor *t = read_ok("1 1 -3 # a\rb\n");
+    th_sptensor_free(t);
+    assert_nonnegative_error("1 1 -3 # a\rb\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:1: column 3: value '-3' is negative: " POISSON_REASON);
+    /* Duplicates are refused one by one, before they are summed. */
+    assert_nonnegative_error("1 1 5\n1 1 -2\n", TH_TENSOR_READER_ERROR_VALUE,
+                             "t.tns:2: column 3: value '-2' is negative: " POISSON_REASON);
+    /* No reason given: a plain one. */
+    const th_tensor_read_options plain = {.require_nonnegative = TRUE};
+    GError *error = NULL;
+    assert_null(read_nonnegative("1 1 1\n2 2 -1\n", &plain, &error));
+    assert_string_equal(error->message,
+                        "t.tns:2: column 3: value '-1' is negative: values must be >= 0");
+    g_clear_error(&error);
+}
+
+/* Negative zero is zero: "-0", "-0.0e7", and a negative literal that
+ * underflows to -0.0, are accepted (and counted as before). */
+static void test_negative_zero_is_not_negative(void **state)
+{
+    (void)state;
+    th_sptensor *t = read_nonnegative_ok("1 1 -0\n1 2 -0.0e7\n2 1 -1e-400\n2 2 3\n");
+    assert_int_equal(t->nnz, 4);
+    assert_int_equal(t->explicit_zeros, 2);
+    assert_int_equal(t->underflowed_values, 1);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        assert_false(t->values[k] < 0.0);
+    th_sptensor_free(t);
+}
+
+/* Without the option (or with options but not it), negative values are
+ * read as always. */
+static void test_negative_values_accepted_when_not_required(void **state)
+{
+    (void)state;
+    const char *text = "1 1 1 2\n2 1 2 -3\n";
+    th_sptensor *t = read_ok(text);
+    assert_entry(t, 1, (const th_index[]){1, 0, 1}, -3.0);
+    th_sptensor_free(t);
+    const th_tensor_read_options off = {.nonnegative_reason = POISSON_REASON};
+    GError *error = NULL;
+    t = read_nonnegative(text, &off, &error);
+    assert_null(error);
+    assert_entry(t, 1, (const th_index[]){1, 0, 1}, -3.0);
+    th_sptensor_free(t);
+    g_autofree char *path = write_temp("negative.tns", text, strlen(text));
+    t = th_tensor_read_file(path, &off, &error);
+    assert_null(error);
+    assert_int_equal(t->nnz, 2);
+    th_sptensor_free(t);
+}
+
+/* Nonnegative lines (comments and blanks among them) with negative values
+ * on the given lines (1-based; ascending). */
+static GString *counts_text(uint32_t lines, const uint32_t *negative_lines, size_t nnegative)
+{
+    GString *text = g_string_new(NULL);
+    size_t next = 0;
+    for (uint32_t l = 1; l <= lines; ++l) {
+        if (next < nnegative && negative_lines[next] == l) {
+            g_string_append_printf(text, "%u 2 3 -%u\n", l % 17u + 1u, l);
+            ++next;
+        } else if (l % 10u == 3u) {
+            g_string_append(text, "# a comment -1 -2\n");
+        } else if (l % 10u == 7u) {
+            g_string_append(text, "\n");
+        } else {
+            g_string_append_printf(text, "%u %u %u %u.5\r\n", l % 17u + 1u, l % 5u + 1u,
+                                   l % 11u + 1u, l % 9u);
+        }
+    }
+    return text;
+}
+
+/* Split among threads, the earliest negative line is reported, whatever the
+ * chunks: one in the middle of the second quarter wins over others at the
+ * start of the third and fourth, which their own threads meet first. */
+static void test_earliest_negative_line_wins_in_parallel(void **state)
+{
+    (void)state;
+    const uint32_t lines = 40000;
+    const uint32_t negatives[] = {15001, 20002, 30001, 39999};
+    GString *text = counts_text(lines, negatives, G_N_ELEMENTS(negatives));
+    const char *expected = "column 4: value '-15001' is negative: " POISSON_REASON;
+    for (uint32_t threads = 1; threads <= 8; threads *= 2) {
+        GError *error = NULL;
+        assert_null(read_with_options(threads, NULL, text, &nonnegative, &error));
+        g_autofree char *message = g_strdup_printf("t.tns:15001: %s", expected);
+        assert_string_equal(error->message, message);
+        g_clear_error(&error);
+    }
+    assert_thread_count_invariant_with(text, NULL, &nonnegative);
+    g_autofree char *path = write_temp("negatives.tns", text->str, text->len);
+    assert_thread_count_invariant_with(text, path, &nonnegative);
+    GError *error = NULL;
+    assert_null(read_with_options(4, path, NULL, &nonnegative, &error));
+    g_autofree char *message = g_strdup_printf("%s:15001: %s", path, expected);
+    assert_string_equal(error->message, message);
+    g_clear_error(&error);
+
+    /* The same lines without negatives: the same tensor as without the
+     * option, whatever the thread count. */
+    GString *clean = counts_text(lines, NULL, 0);
+    th_sptensor *plain = read_with_options(1, NULL, clean, NULL, &error);
+    assert_non_null(plain);
+    for (size_t i = 0; i < G_N_ELEMENTS(thread_counts); ++i) {
+        th_sptensor *t = read_with_options(thread_counts[i], NULL, clean, &nonnegative, &error);
+        assert_null(error);
+        assert_same_tensor(plain, t);
+        th_sptensor_free(t);
+    }
+    th_sptensor_free(plain);
+    g_string_free(clean, TRUE);
+    g_string_free(text, TRUE);
+}
+
+/* A gzip file (one stream, one thread) and a gzip buffer: the same line. */
+static void test_negative_value_in_gzip(void **state)
+{
+    (void)state;
+    const uint32_t negatives[] = {1234, 5000};
+    GString *text = counts_text(6000, negatives, G_N_ELEMENTS(negatives));
+    g_autoptr(GBytes) gz = gzip_bytes(text->str);
+    gsize length = 0;
+    const char *data = g_bytes_get_data(gz, &length);
+    g_autofree char *path = write_temp("negatives.tns.gz", data, length);
+    GError *error = NULL;
+    assert_null(th_tensor_read_file(path, &nonnegative, &error));
+    g_autofree char *message = g_strdup_printf(
+        "%s:1234: column 4: value '-1234' is negative: " POISSON_REASON, path);
+    assert_string_equal(error->message, message);
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_VALUE);
+    g_clear_error(&error);
+    assert_null(th_tensor_read_buffer_full("b.gz", data, length, &nonnegative, &error));
+    assert_string_equal(error->message,
+                        "b.gz:1234: column 4: value '-1234' is negative: " POISSON_REASON);
+    g_clear_error(&error);
+    th_sptensor *t = th_tensor_read_file(path, NULL, &error); /* option off */
+    assert_null(error);
+    th_sptensor_free(t);
+    g_string_free(text, TRUE);
+}
+
+/* A binary tensor names the nonzero (1-based, in file order) and its
+ * coordinates; the earliest wins over every chunk and thread count. */
+static void test_negative_value_in_binary(void **state)
+{
+    (void)state;
+    const uint64_t nnz = 100000;
+    g_autoptr(th_sptensor) t = th_sptensor_new(3, nnz);
+    for (uint32_t m = 0; m < 3; ++m)
+        t->dims[m] = 1000;
+    for (uint64_t k = 0; k < nnz; ++k) { /* sorted, distinct */
+        t->indices[0][k] = (th_index)(k / 1000u);
+        t->indices[1][k] = (th_index)(k % 1000u);
+        t->indices[2][k] = (th_index)(k % 7u);
+        t->values[k] = (double)(k % 5u);
+    }
+    t->values[10] = -0.0;
+    g_autofree char *clean = g_build_filename(temp_dir, "clean.tnsb", NULL);
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(clean, t, &error));
+    th_sptensor *back = th_tensor_read_file(clean, &nonnegative, &error);
+    assert_null(error);
+    assert_int_equal(back->nnz, nnz);
+    th_sptensor_free(back);
+
+    t->values[70001] = -2.0;
+    t->values[9000] = -3.0;
+    t->values[99999] = -1.0;
+    g_autofree char *path = g_build_filename(temp_dir, "negative.tnsb", NULL);
+    assert_true(th_tensor_binary_write(path, t, &error));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: nonzero 9001 of 100000 at (10, 1, 6) (1-based): value -3 is negative: "
+        POISSON_REASON, path);
+    const uint32_t threads[] = {0, 1, 2, 3, 8};
+    for (size_t i = 0; i < G_N_ELEMENTS(threads); ++i) {
+        th_tensor_binary_set_threads(threads[i]);
+        assert_null(th_tensor_read_file(path, &nonnegative, &error));
+        th_tensor_binary_set_threads(0);
+        assert_string_equal(error->message, expected);
+        assert_int_equal(error->code, TH_TENSOR_READER_ERROR_VALUE);
+        g_clear_error(&error);
+    }
+    /* From memory, too. */
+    g_autofree char *contents = NULL;
+    gsize length = 0;
+    assert_true(g_file_get_contents(path, &contents, &length, NULL));
+    assert_null(th_tensor_read_buffer_full("b.tnsb", contents, length, &nonnegative, &error));
+    assert_true(g_str_has_prefix(error->message, "b.tnsb: nonzero 9001 of 100000 at"));
+    g_clear_error(&error);
+    /* Option off: read as always. */
+    back = th_tensor_read_file(path, NULL, &error);
+    assert_null(error);
+    assert_true(back->values[9000] == -3.0);
+    th_sptensor_free(back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1802,6 +2080,12 @@ int main(void)
         cmocka_unit_test(test_label_escapes_round_trip),
         cmocka_unit_test(test_write_keeps_dims_and_label),
         cmocka_unit_test(test_sptensor_huge_count),
+        cmocka_unit_test(test_negative_value_names_its_line),
+        cmocka_unit_test(test_negative_zero_is_not_negative),
+        cmocka_unit_test(test_negative_values_accepted_when_not_required),
+        cmocka_unit_test(test_earliest_negative_line_wins_in_parallel),
+        cmocka_unit_test(test_negative_value_in_gzip),
+        cmocka_unit_test(test_negative_value_in_binary),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

@@ -334,8 +334,8 @@ typedef struct tensorhost_apr_params {
     uint32_t struct_size;
     uint32_t rank;            /* 1 to 4096 (and the backend's maximum) */
     uint32_t max_iters;       /* >= 1: outer iterations [maxiters 1000] */
-    double stoptol;           /* > 0: stop when every mode's KKT violation is below it
-                                 [stoptol 1e-4] */
+    double stoptol;           /* >= 0: stop when every mode's KKT violation is below it
+                                 (0: never; every inner iteration runs) [stoptol 1e-4] */
     uint32_t max_inner_iters; /* >= 1: multiplicative updates per mode [maxinneriters 10] */
     double kappa;             /* >= 0: offset for inadmissible zeros [kappa 0.01] */
     double kappa_tolerance;   /* >= 0: what counts as zero there [kappatol 1e-10] */

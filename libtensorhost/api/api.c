@@ -710,7 +710,7 @@ static int32_t check_apr_params(const tensorhost_apr_params *p, char *err)
         double value;
         gboolean zero_ok;
     } numbers[] = {
-        {"stoptol", p->stoptol, FALSE},
+        {"stoptol", p->stoptol, TRUE},
         {"kappa", p->kappa, TRUE},
         {"kappa_tolerance", p->kappa_tolerance, TRUE},
         {"epsilon", p->epsilon, FALSE},

@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 
 #include "cpd/cp_als.h"
+#include "cpd/cp_apr.h"
 #include "cpd/cpd_session.h"
 #include "base/cancel.h"
 #include "base/log.h"
@@ -82,8 +83,7 @@ static void run_alloc_modes(th_compare_run *run)
 /* ---- Tensors -------------------------------------------------------------- */
 
 static th_sptensor *read_input(const th_compare_tensor_config *input, th_cpd_model model,
-                               th_compare_tensor *out,
-                               GError **error)
+                               th_compare_tensor *out, GError **error)
 {
     double start = now_seconds();
     th_sptensor *tensor = NULL;
@@ -105,7 +105,9 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_cpd_mod
         out->synthetic = TRUE;
     } else {
         th_log(TH_LOG_INFO, "Tensor  %s: reading %s", input->label, input->path);
-        tensor = th_tensor_read_file(input->path, NULL, error);
+        th_tensor_read_options read_options = {0}; /* Poisson: a negative value's line */
+        th_cp_apr_read_options(model, &read_options);
+        tensor = th_tensor_read_file(input->path, &read_options, error);
         out->source = g_strdup(input->path);
     }
     out->read_seconds = now_seconds() - start;
@@ -657,7 +659,8 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
      * runs are skipped, the tensors measured before keep their results. */
     const gboolean stopped = result->interrupted || th_cancel_requested();
     g_autoptr(GError) read_error = NULL;
-    g_autoptr(th_sptensor) data = stopped ? NULL : read_input(input, result->model, tensor, &read_error);
+    g_autoptr(th_sptensor) data =
+        stopped ? NULL : read_input(input, result->model, tensor, &read_error);
     if (!data) {
         if (!stopped && !g_error_matches(read_error, TH_TENSOR_READER_ERROR,
                                          TH_TENSOR_READER_ERROR_CANCELLED)) {

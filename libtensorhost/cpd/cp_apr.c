@@ -22,6 +22,14 @@ static char *coordinates_text(const th_sptensor *t, uint64_t k)
     return g_string_free(text, FALSE);
 }
 
+void th_cp_apr_read_options(th_cpd_model model, th_tensor_read_options *options)
+{
+    if (model != TH_MODEL_POISSON)
+        return;
+    options->require_nonnegative = TRUE;
+    options->nonnegative_reason = TH_CP_APR_NONNEGATIVE_REASON;
+}
+
 gboolean th_cp_apr_check_tensor(const th_sptensor *tensor, uint64_t *non_integer, GError **error)
 {
     uint64_t fractional = 0;

@@ -32,6 +32,18 @@
 #include "cpd/cp_als.h"
 #include "plugin/backend.h"
 #include "tensor/sptensor.h"
+#include "tensor/tensor_read_types.h"
+
+/* Why the reader refuses a negative value in a Poisson run (the end of its
+ * message: "PATH:LINE: column 4: value '-3' is negative: ..."). */
+#define TH_CP_APR_NONNEGATIVE_REASON \
+    "the Poisson model (cpd.model = \"poisson\") needs counts >= 0"
+
+/* Sets in *options what a run of `model` needs of its tensor's read (the
+ * other fields kept): for TH_MODEL_POISSON, require_nonnegative, so that a
+ * negative value is an error naming its file and line (a binary file's: its
+ * nonzero) before any long work; nothing for another model. */
+void th_cp_apr_read_options(th_cpd_model model, th_tensor_read_options *options);
 
 /* A tensor the Poisson model can take: every value finite and >= 0 (FALSE
  * with TH_CPD_ERROR_INPUT naming the first bad entry, 0-based, and its

@@ -427,7 +427,10 @@ static gboolean check_header(const char *name, const uint8_t *metadata, uint64_t
 /* ---- copying the arrays -------------------------------------------------- */
 
 /* A content error: the nonzero (0-based) and the section (a mode, or
- * nmodes for the value); the earliest in the file is reported. */
+ * nmodes for a value not finite, or NEGATIVE_SECTION(nmodes) for a
+ * negative one where the read requires values >= 0); the earliest in the
+ * file is reported (at one nonzero, the lowest section). */
+#define NEGATIVE_SECTION(nmodes) ((nmodes) + 1u)
 typedef struct {
     gboolean found;
     uint64_t nonzero;
@@ -453,6 +456,7 @@ typedef struct {
     uint64_t *block_sums;
     uint64_t nblocks;
     const th_tensor_read_options *options;
+    const char *nonnegative_reason; /* NULL: negative values are fine */
 
     uint64_t chunk_nnz, nchunks;
     atomic_uint_fast64_t next_chunk;
@@ -529,6 +533,20 @@ static uint32_t count_non_finite(const double *v, uint64_t n, uint64_t *zeros)
     return bad;
 }
 
+/* Whether any of v[0, n) is below zero (-0.0 and NaN are not). Only
+ * called when the read requires values >= 0. */
+static gboolean any_negative(const double *v, uint64_t n)
+{
+    uint32_t negative = 0;
+    uint64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (uint32_t j = 0; j < LANES; ++j)
+            negative |= v[i + j] < 0.0;
+    for (; i < n; ++i)
+        negative |= v[i] < 0.0;
+    return negative != 0;
+}
+
 /* One mode's step of comparing the coordinates of nonzeros k and k + 1 of
  * a[] for k in [0, n), from the last mode to the first: the pair is in
  * order when this mode increases, or stays equal and the later modes put
@@ -595,6 +613,12 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
         while (isfinite(values[i]))
             ++i;
         note_content_error(&w->error, begin + i, l->nmodes);
+    }
+    if (r->nonnegative_reason != NULL && G_UNLIKELY(any_negative(values, n))) {
+        uint64_t i = 0;
+        while (!(values[i] < 0.0))
+            ++i;
+        note_content_error(&w->error, begin + i, NEGATIVE_SECTION(l->nmodes));
     }
     /* Pairs inside the chunk; those across chunks are checked later. */
     const uint64_t first = MAX(begin, chunk_begin + 1u) - 1u; /* the pair (first, first + 1) */
@@ -757,7 +781,7 @@ static void set_cancelled_error(const char *name, uint64_t done, uint64_t total,
 }
 
 static void set_content_error(const char *name, const binary_layout *l, const th_sptensor *t,
-                              content_error e, GError **error)
+                              content_error e, const char *reason, GError **error)
 {
     const uint64_t number = e.nonzero + 1u;
     if (e.section < l->nmodes) {
@@ -767,6 +791,17 @@ static void set_content_error(const char *name, const binary_layout *l, const th
                     "the header gives mode %u size %u (indices 0 to %u)",
                     name, number, l->nnz, e.section + 1u, t->indices[e.section][e.nonzero],
                     e.section + 1u, dim, dim - 1u);
+        return;
+    }
+    if (e.section == NEGATIVE_SECTION(l->nmodes)) {
+        g_autoptr(GString) at = g_string_new(NULL);
+        for (uint32_t m = 0; m < l->nmodes; ++m)
+            g_string_append_printf(at, "%s%" PRIu64, m ? ", " : "",
+                                   (uint64_t)t->indices[m][e.nonzero] + 1u);
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_VALUE,
+                    "%s: nonzero %" PRIu64 " of %" PRIu64 " at (%s) (1-based): value %g is "
+                    "negative: %s",
+                    name, number, l->nnz, at->str, t->values[e.nonzero], reason);
         return;
     }
     g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_VALUE,
@@ -925,6 +960,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         return NULL;
     }
     copy_run r = {.data = data, .length = length, .mapped = mapped, .options = options,
+                  .nonnegative_reason = th_tensor_read_nonnegative_reason(options),
                   .next_report = PROGRESS_EVERY};
     binary_layout layout;
     g_autofree char *label = NULL;
@@ -971,7 +1007,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         return NULL;
     }
     if (copied.first.found) {
-        set_content_error(name, &layout, t, copied.first, error);
+        set_content_error(name, &layout, t, copied.first, r.nonnegative_reason, error);
         return NULL;
     }
     if (options != NULL && options->progress != NULL)
@@ -988,12 +1024,20 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     return g_steal_pointer(&t);
 }
 
-th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, size_t length,
-                                          GError **error)
+th_sptensor *th_tensor_binary_read_buffer_full(const char *name, const void *data,
+                                               size_t length,
+                                               const th_tensor_read_options *options,
+                                               GError **error)
 {
     g_return_val_if_fail(name != NULL && (data != NULL || length == 0), NULL);
     static const uint8_t empty[1] = {0};
-    return read_memory(name, length > 0 ? data : empty, length, FALSE, NULL, error);
+    return read_memory(name, length > 0 ? data : empty, length, FALSE, options, error);
+}
+
+th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, size_t length,
+                                          GError **error)
+{
+    return th_tensor_binary_read_buffer_full(name, data, length, NULL, error);
 }
 
 th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_options *options,

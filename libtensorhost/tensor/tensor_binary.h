@@ -95,7 +95,9 @@ gboolean th_tensor_binary_has_magic(const void *data, size_t length);
  * "PATH: ": NOT_BINARY, UNSUPPORTED (version, index width, value type),
  * HEADER, ORDER, TRUNCATED (the size differs from the header's), CHECKSUM
  * (naming the section), INDEX_RANGE (naming the nonzero and the mode),
- * VALUE (not finite), EMPTY (nnz 0), IO, CANCELLED (th_cancel_requested(),
+ * VALUE (not finite; or below zero with options->require_nonnegative,
+ * naming the nonzero and its coordinates, th_tensor_read_options), EMPTY
+ * (nnz 0), IO, CANCELLED (th_cancel_requested(),
  * checked before, between chunks and before sorting), MEMORY (the host has
  * not the arrays' memory: th_sptensor_host_has_room, asked after the
  * header and before any allocation; not asked of a buffer, which is in
@@ -106,6 +108,10 @@ th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_option
 /* Same, from memory (the fuzzer's entry); `name` stands for the path. */
 th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, size_t length,
                                           GError **error);
+th_sptensor *th_tensor_binary_read_buffer_full(const char *name, const void *data,
+                                               size_t length,
+                                               const th_tensor_read_options *options,
+                                               GError **error);
 
 /* Writes `t` atomically (PATH.tmp-XXXXXX beside it, fsync, rename: never a
  * half-written file; mode 0666 less the umask), flagged sorted only when it

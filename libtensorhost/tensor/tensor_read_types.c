@@ -5,6 +5,14 @@
 
 G_DEFINE_QUARK(th-tensor-reader-error-quark, th_tensor_reader_error)
 
+const char *th_tensor_read_nonnegative_reason(const th_tensor_read_options *options)
+{
+    if (options == NULL || !options->require_nonnegative)
+        return NULL;
+    return options->nonnegative_reason != NULL ? options->nonnegative_reason
+                                               : "values must be >= 0";
+}
+
 gboolean th_tensor_read_merge(th_sptensor *t, const char *name, GError **error)
 {
     if (th_sptensor_sort_and_merge(t))

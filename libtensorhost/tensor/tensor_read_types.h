@@ -21,7 +21,8 @@ typedef enum {
     TH_TENSOR_READER_ERROR_COLUMNS,     /* wrong number of fields on a line */
     TH_TENSOR_READER_ERROR_NUMBER,      /* a field is not a number of the expected kind */
     TH_TENSOR_READER_ERROR_INDEX_RANGE, /* 0 in a 1-based file, > 2^32-1, or beyond header dims */
-    TH_TENSOR_READER_ERROR_VALUE,       /* NaN or Inf */
+    TH_TENSOR_READER_ERROR_VALUE,       /* NaN or Inf; a negative value where the read
+                                           requires values >= 0 (require_nonnegative) */
     TH_TENSOR_READER_ERROR_HEADER,      /* malformed sptensor, tensorhost or binary header */
     TH_TENSOR_READER_ERROR_ORDER,       /* fewer than 2 or more than TH_MAX_MODES modes */
     TH_TENSOR_READER_ERROR_NOT_TEXT,    /* a NUL byte, a carriage return inside a line, or a
@@ -41,7 +42,23 @@ typedef struct th_tensor_read_options {
      * (0 when unknown, e.g. for gzip). NULL for none. */
     void (*progress)(uint64_t done, uint64_t total, void *user_data);
     void *user_data;
+    /* A value below zero is an error (TH_TENSOR_READER_ERROR_VALUE) at the
+     * first one in file order, before the tensor is assembled: a text file's
+     * names its line, "PATH:LINE: column C: value '-3' is negative: REASON",
+     * a binary file's its nonzero, "PATH: nonzero K of N at (I, J, K)
+     * (1-based): value -3 is negative: REASON". -0.0 (written "-0",
+     * or a negative literal that underflows) is not negative. For a model
+     * that needs counts (CP-APR): its check of the merged tensor
+     * (th_cp_apr_check_tensor) could only name the merged entry. */
+    gboolean require_nonnegative;
+    /* Why, for the message (e.g. "the Poisson model needs counts >= 0");
+     * NULL: "values must be >= 0". */
+    const char *nonnegative_reason;
 } th_tensor_read_options;
+
+/* The reason text of a read's require_nonnegative (options may be NULL):
+ * NULL when the option is off. */
+const char *th_tensor_read_nonnegative_reason(const th_tensor_read_options *options);
 
 /* th_sptensor_sort_and_merge for a reader: a sum of duplicates beyond the
  * range of a double is TH_TENSOR_READER_ERROR_VALUE, "NAME: ..." naming

@@ -26,7 +26,11 @@
  *    line) gives them; in an sptensor file they come from its header; given
  *    dims, indices must lie inside them. The tensorhost header's label is
  *    the tensor's;
- *  - the number of fields of the first nonzero line fixes the order.
+ *  - the number of fields of the first nonzero line fixes the order;
+ *  - with the option require_nonnegative, a value below zero is an error
+ *    on its line (-0.0 is not below zero); each worker stops at its first
+ *    error, and the first failed worker in input order is the one reported,
+ *    so the earliest line wins whatever the thread count.
  * Input that starts with the binary format's magic bytes goes to its reader
  * (tensor_binary.c) instead.
  */
@@ -124,6 +128,9 @@ typedef struct {
     th_index max_index[TH_MAX_MODES];
     uint64_t explicit_zeros;
     uint64_t underflowed_values;
+    /* The read's require_nonnegative: why a value must be >= 0; NULL when
+     * a value may be anything finite. */
+    const char *nonnegative_reason;
 
     uint64_t lines; /* lines seen; absolute for the first worker, local for clones */
     size_t bytes_seen;
@@ -136,6 +143,10 @@ typedef struct {
     th_tensor_reader_error err_code;
     uint64_t err_line;
     gboolean err_whole_file; /* the message is about the file, not a line */
+    /* The error is about a well-formed line's meaning (a negative value),
+     * not its bytes: explain_bad_bytes leaves it, so that the read fails
+     * exactly where the read without the option would have read the line. */
+    gboolean err_not_bytes;
     char *err_msg;           /* NULL for TH_TENSOR_READER_ERROR_CANCELLED */
 
     progress_ctx *progress; /* NULL: no progress accounting */
@@ -299,6 +310,8 @@ static gboolean fail_long_line(worker *w, const char *line, const char *scanned)
  * return, that is the error to report, not what it did to a field. */
 static void explain_bad_bytes(worker *w, const char *line, const char *eol)
 {
+    if (w->err_not_bytes)
+        return;
     const char *nul = memchr(line, '\0', (size_t)(eol - line));
     if (nul != NULL) {
         fail_nul(w, line, nul);
@@ -519,6 +532,7 @@ static worker *worker_clone_format(const worker *w0)
     w->dims_nmodes = w0->dims_nmodes;
     memcpy(w->dims, w0->dims, sizeof w->dims);
     w->declared_nnz = w0->declared_nnz;
+    w->nonnegative_reason = w0->nonnegative_reason;
     worker_set_order(w, w0->nmodes);
     w->bom_checked = TRUE; /* a later chunk does not start the input */
     w->progress = w0->progress;
@@ -630,6 +644,17 @@ static gboolean fail_value(worker *w, const char *field, const char *line, const
                 w->nmodes + 1u, text);
 }
 
+/* A value below zero in a read that requires values >= 0; the rest of the
+ * line was found well-formed. */
+static gboolean fail_negative(worker *w, const char *field, const char *eol)
+{
+    g_autofree char *text = quote_field(field, eol);
+    fail(w, TH_TENSOR_READER_ERROR_VALUE, "column %u: value '%s' is negative: %s",
+         w->nmodes + 1u, text, w->nonnegative_reason);
+    w->err_not_bytes = TRUE;
+    return FALSE;
+}
+
 /* [*key, *key_end) of a tensorhost header line, "# tensorhost KEY: VALUE"
  * (tns_header.h), when the comment at `p` is one. */
 static gboolean header_line_key(const char *p, const char *eol, const char **key,
@@ -718,6 +743,9 @@ static inline gboolean parse_data_line(worker *w, const char *line, const char *
         return fail_columns(w, line, eol);
     if (G_UNLIKELY(p != eol) && !check_comment(w, line, p, eol))
         return FALSE;
+    /* -0.0 < 0.0 is false: a negative zero passes. */
+    if (G_UNLIKELY(w->nonnegative_reason != NULL) && value < 0.0)
+        return fail_negative(w, field, eol);
     w->vals[n] = value;
     w->count = n + 1u;
     return TRUE;
@@ -1460,6 +1488,7 @@ static th_sptensor *read_memory(const char *name, const char *data, size_t lengt
     w0->reports = TRUE;
     w0->check_from = data;
     w0->progress = &r.progress;
+    w0->nonnegative_reason = th_tensor_read_nonnegative_reason(options);
 
     if (!run_reading(&r, parse_header_and_plan, &r)) {
         fail_shrank(w0);
@@ -1565,6 +1594,7 @@ static th_sptensor *read_stream(const char *name, text_source *source,
     worker *w = g_new0(worker, 1);
     w->state = STATE_DETECT;
     w->guard_growth = TRUE;
+    w->nonnegative_reason = th_tensor_read_nonnegative_reason(options);
     const size_t capacity = STREAM_BUFFER;
     size_t have = 0;
     char *buffer = g_malloc(capacity);
@@ -1630,18 +1660,24 @@ static gboolean has_gzip_magic(const void *data, size_t length)
     return length >= 2 && b[0] == 0x1f && b[1] == 0x8b;
 }
 
-th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
-                                   GError **error)
+th_sptensor *th_tensor_read_buffer_full(const char *name, const char *data, size_t length,
+                                        const th_tensor_read_options *options, GError **error)
 {
     g_return_val_if_fail(name != NULL && (data != NULL || length == 0), NULL);
     if (th_tensor_binary_has_magic(data, length))
-        return th_tensor_binary_read_buffer(name, data, length, error);
+        return th_tensor_binary_read_buffer_full(name, data, length, options, error);
     if (has_gzip_magic(data, length)) {
         g_autoptr(GInputStream) raw = g_memory_input_stream_new_from_data(data, (gssize)length,
                                                                           NULL);
-        return read_raw_stream(name, raw, TRUE, NULL, error);
+        return read_raw_stream(name, raw, TRUE, options, error);
     }
-    return read_memory(name, length > 0 ? data : "", length, FALSE, NULL, error);
+    return read_memory(name, length > 0 ? data : "", length, FALSE, options, error);
+}
+
+th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
+                                   GError **error)
+{
+    return th_tensor_read_buffer_full(name, data, length, NULL, error);
 }
 
 static th_sptensor *read_mapped(const char *path, const th_tensor_read_options *options,

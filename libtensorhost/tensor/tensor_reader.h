@@ -32,13 +32,19 @@
  * with "PATH: " for what concerns the whole file: a file that shrank while it
  * was mapped (TH_TENSOR_READER_ERROR_IO), and a read stopped because
  * th_cancel_requested() turned true (TH_TENSOR_READER_ERROR_CANCELLED, checked
- * before reading, every few MB of each thread, and before sorting). */
+ * before reading, every few MB of each thread, and before sorting). With
+ * options->require_nonnegative, the first value below zero in file order is
+ * an error on its line (th_tensor_read_options); whatever the thread count,
+ * the error reported is the one on the earliest line. */
 th_sptensor *th_tensor_read_file(const char *path, const th_tensor_read_options *options,
                                  GError **error);
 
-/* Same, from memory; `name` stands for the path in messages. */
+/* Same, from memory; `name` stands for the path in messages. The _full
+ * variant takes options (its progress total is `length`, or 0 for gzip). */
 th_sptensor *th_tensor_read_buffer(const char *name, const char *data, size_t length,
                                    GError **error);
+th_sptensor *th_tensor_read_buffer_full(const char *name, const char *data, size_t length,
+                                        const th_tensor_read_options *options, GError **error);
 
 /* For tests and benchmarks: parse plain files and buffers with exactly
  * `threads` threads (at most TH_TENSOR_READER_MAX_THREADS), however small the

@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "console_report.h"
 #include "cpd/cp_als.h"
+#include "cpd/cp_apr.h"
 #include "cpd/cpd_session.h"
 #include "output/factor_io.h"
 #include "base/log.h"
@@ -185,10 +186,14 @@ static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GE
     return session;
 }
 
-static th_sptensor *read_tensor(const th_config *config, double *seconds, GError **error)
+/* The tensor, read for a run of `model` (a Poisson run's reader refuses a
+ * negative value on its line). */
+static th_sptensor *read_tensor(const th_config *config, th_cpd_model model, double *seconds,
+                                GError **error)
 {
     const gint64 start = g_get_monotonic_time();
     th_tensor_read_options read_options = {0};
+    th_cp_apr_read_options(model, &read_options);
     if (th_progress_enabled())
         read_options.progress = th_console_read_progress;
     th_cancel_set_activity("now: the read is abandoned and nothing is written");
@@ -304,7 +309,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
     const th_cpd_params params = *th_cpd_session_params(session);
 
     double read_seconds = 0.0;
-    g_autoptr(th_sptensor) tensor = read_tensor(config, &read_seconds, &error);
+    g_autoptr(th_sptensor) tensor = read_tensor(config, params.model, &read_seconds, &error);
     if (!tensor) {
         if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
             return report_read_interruption(error);

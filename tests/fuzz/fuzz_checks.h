@@ -10,6 +10,40 @@
 #include <string.h>
 
 #include "tensor/sptensor.h"
+#include "tensor/tensor_read_types.h"
+
+/* Whether an input's reads require values >= 0 (require_nonnegative): a
+ * bit of its bytes, so that the corpus explores both ways. */
+static inline const th_tensor_read_options *fuzz_read_options(const uint8_t *data, size_t size)
+{
+    static const th_tensor_read_options nonnegative = {
+        .require_nonnegative = TRUE,
+        .nonnegative_reason = "fuzz",
+    };
+    if (size == 0 || ((data[0] ^ data[size - 1] ^ (uint8_t)size) & 1u) == 0)
+        return NULL;
+    return &nonnegative;
+}
+
+/* What a read with require_nonnegative promises beside the read without
+ * it: a tensor with no value below zero, the same as without the option
+ * (`plain`); or, where the read without it gave a tensor, the error of a
+ * negative value. */
+static inline void fuzz_check_nonnegative(const th_sptensor *t, const GError *error,
+                                          const th_sptensor *plain)
+{
+    if (t != NULL) {
+        for (uint64_t i = 0; i < t->nnz; ++i)
+            if (t->values[i] < 0.0)
+                abort();
+        if (plain == NULL)
+            abort();
+        return;
+    }
+    if (plain != NULL && (error->code != TH_TENSOR_READER_ERROR_VALUE ||
+                          strstr(error->message, " is negative: fuzz") == NULL))
+        abort();
+}
 
 static inline void fuzz_check_sorted_in_range(const th_sptensor *t)
 {

@@ -6,7 +6,10 @@
  * otherwise nearly every mutation stops at a checksum and the checks
  * behind them (sizes, indices, values, order) would go unexplored. Every
  * read is done with one thread and with several: same tensor, or same
- * error. A tensor read is written back and must read as itself. */
+ * error. A tensor read is written back and must read as itself. A bit of
+ * the input (fuzz_read_options) has the reads require values >= 0; the
+ * input is then read once more without, and the two ways must agree
+ * (fuzz_check_nonnegative). */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stddef.h>
 #include <stdint.h>
@@ -37,10 +40,10 @@ static void check_error(const GError *error)
 }
 
 static th_sptensor *read_with_threads(uint32_t threads, const uint8_t *data, size_t size,
-                                      GError **error)
+                                      const th_tensor_read_options *options, GError **error)
 {
     th_tensor_binary_set_threads(threads);
-    th_sptensor *t = th_tensor_binary_read_buffer("fuzz.tnsb", data, size, error);
+    th_sptensor *t = th_tensor_binary_read_buffer_full("fuzz.tnsb", data, size, options, error);
     th_tensor_binary_set_threads(0);
     return t;
 }
@@ -66,12 +69,29 @@ static void check_round_trip(const th_sptensor *t)
     th_sptensor_free(back);
 }
 
-static void read_and_check(const uint8_t *data, size_t size)
+/* With the option: against a read without it. */
+static void check_against_plain(const uint8_t *data, size_t size, const th_sptensor *t,
+                                const GError *error)
+{
+    GError *plain_error = NULL;
+    th_sptensor *plain = read_with_threads(1, data, size, NULL, &plain_error);
+    fuzz_check_nonnegative(t, error, plain);
+    if (t != NULL)
+        fuzz_check_same_arrays(t, plain);
+    th_sptensor_free(plain);
+    g_clear_error(&plain_error);
+}
+
+static void read_and_check(const uint8_t *data, size_t size,
+                           const th_tensor_read_options *options)
 {
     GError *error = NULL;
-    th_sptensor *t = read_with_threads(1, data, size, &error);
+    th_sptensor *t = read_with_threads(1, data, size, options, &error);
     GError *split_error = NULL;
-    th_sptensor *split = read_with_threads(2u + (uint32_t)(size % 3u), data, size, &split_error);
+    th_sptensor *split =
+        read_with_threads(2u + (uint32_t)(size % 3u), data, size, options, &split_error);
+    if (options != NULL)
+        check_against_plain(data, size, t, error);
     if (t == NULL) {
         check_error(error);
         check_error(split_error);
@@ -96,14 +116,16 @@ static void read_and_check(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    read_and_check(data, size);
+    /* From the input as it is: a reseal changes only checksums. */
+    const th_tensor_read_options *options = fuzz_read_options(data, size);
+    read_and_check(data, size, options);
     uint8_t *resealed = malloc(size > 0 ? size : 1u);
     if (resealed == NULL)
         abort();
     if (size > 0)
         memcpy(resealed, data, size);
     if (th_tensor_binary_reseal(resealed, size))
-        read_and_check(resealed, size);
+        read_and_check(resealed, size, options);
     free(resealed);
     return 0;
 }

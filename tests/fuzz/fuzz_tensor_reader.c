@@ -2,7 +2,10 @@
  * that satisfies the reader's guarantees or in one error with a message;
  * never a crash, a leak, or an allocation sized by what a header claims.
  * Each input is read twice, in one chunk and split among a few threads:
- * both must give the same tensor, or the same error. */
+ * both must give the same tensor, or the same error. A bit of the input
+ * (fuzz_read_options) has both reads require values >= 0; it is then read
+ * a third time without, and the two ways must agree
+ * (fuzz_check_nonnegative). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,20 +50,38 @@ static void check_same(const th_sptensor *a, const th_sptensor *b)
 }
 
 static th_sptensor *read_with_threads(uint32_t threads, const uint8_t *data, size_t size,
-                                      GError **error)
+                                      const th_tensor_read_options *options, GError **error)
 {
     th_tensor_reader_set_threads(threads);
-    th_sptensor *t = th_tensor_read_buffer("fuzz.tns", (const char *)data, size, error);
+    th_sptensor *t =
+        th_tensor_read_buffer_full("fuzz.tns", (const char *)data, size, options, error);
     th_tensor_reader_set_threads(0);
     return t;
 }
 
+/* With the option: against a read without it. */
+static void check_against_plain(const uint8_t *data, size_t size, const th_sptensor *t,
+                                const GError *error)
+{
+    GError *plain_error = NULL;
+    th_sptensor *plain = read_with_threads(1, data, size, NULL, &plain_error);
+    fuzz_check_nonnegative(t, error, plain);
+    if (t != NULL)
+        check_same(t, plain);
+    th_sptensor_free(plain);
+    g_clear_error(&plain_error);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    const th_tensor_read_options *options = fuzz_read_options(data, size);
     GError *error = NULL;
-    th_sptensor *t = read_with_threads(1, data, size, &error);
+    th_sptensor *t = read_with_threads(1, data, size, options, &error);
     GError *split_error = NULL;
-    th_sptensor *split = read_with_threads(2u + (uint32_t)(size % 3u), data, size, &split_error);
+    th_sptensor *split =
+        read_with_threads(2u + (uint32_t)(size % 3u), data, size, options, &split_error);
+    if (options != NULL)
+        check_against_plain(data, size, t, error);
     if (t == NULL) {
         check_error(error);
         check_error(split_error);

@@ -547,7 +547,7 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
     _check_integer("maxinneriters", maxinneriters, 1, 2**32 - 1, "1 to 2**32 - 1")
     _check_integer("printitn", printitn, 0, 2**63 - 1, "0 up")
     _check_integer("seed", seed, 0, 2**64 - 1, "0 to 2**64 - 1")
-    _check_number("stoptol", stoptol, positive=True)
+    _check_number("stoptol", stoptol, positive=False)
     _check_number("epsDivZero", epsDivZero, positive=True)
     _check_number("kappa", kappa, positive=False)
     _check_number("kappatol", kappatol, positive=False)
