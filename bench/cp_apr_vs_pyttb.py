@@ -3,7 +3,8 @@
 The same problem, from the same initial model, in one process: pyttb's
 `cp_apr(X, rank, algorithm="mu")` and `tensorhost.cp_apr` on each backend
 named, both with stoptol = 0 so that every outer iteration runs all its
-inner iterations (maxinneriters per mode) and the two do the same work.
+inner iterations (maxinneriters per mode) and the two do the same work,
+and tensorhost with pyttb's inadmissible-zero test (phi_threshold = 0).
 Prints, as markdown rows, the seconds per outer iteration (pyttb: its wall
 time over the iterations; tensorhost: the median of its per-iteration
 times), the ratio to pyttb, and the final log-likelihoods, whose agreement
@@ -87,7 +88,7 @@ def main() -> int:
         for iters in sorted({args.iters, args.pyttb_iters}):
             result = tensorhost.cp_apr(tensor, args.rank, backend=backend, options=options,
                                        init=[f.copy() for f in factors], maxiters=iters,
-                                       stoptol=0.0, printitn=0)
+                                       stoptol=0.0, printitn=0, phi_threshold=0.0)
             if iters == args.iters:
                 seconds = statistics.median(result.iteration_seconds)
                 ratio = pyttb_seconds / seconds if pyttb_seconds else float("nan")
