@@ -30,6 +30,7 @@
 
 #include "plugin/backend.h"
 #include "cpd/cp_als.h"
+#include "cpd/cp_apr.h"
 #include "output/factor_io.h"
 #include "gpu_test_support.h"
 #include "base/log.h"
@@ -131,6 +132,44 @@ static void compare_fits(const char *what, const th_sptensor *t, uint32_t rank)
     print_message("\n");
 }
 
+/* CP-APR (Poisson) through `id` from the seed's start, max_iters outer
+ * iterations (tolerance 0: every inner iteration runs): its final
+ * log-likelihood. */
+static double run_poisson(const char *id, const th_sptensor *t, uint32_t rank, uint32_t iters)
+{
+    g_autoptr(th_backend) backend = open_backend(id);
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_load_tensor(backend, t, rank, &error))
+        fail_msg("%s: load_tensor: %s", id, error->message);
+    th_cpd_params params = {.model = TH_MODEL_POISSON, .apr = th_apr_params_default(),
+                            .rank = rank, .max_iters = iters, .tolerance = 0, .seed = 42};
+    g_autoptr(th_cpd_result) r = th_cp_apr(backend, t, &params, NULL, &error);
+    if (!r)
+        fail_msg("%s: cp_apr: %s", id, error->message);
+    assert_int_equal(r->iterations->len, iters);
+    assert_true(isfinite(r->log_likelihood));
+    return r->log_likelihood;
+}
+
+/* The GPU plugins' Poisson log-likelihoods against cpu-reference's: the
+ * same algorithm from the same start, in fp32 against double. */
+static void compare_poisson(const char *what, const th_sptensor *t, uint32_t rank)
+{
+    const uint32_t iters = 5;
+    const double reference = run_poisson(plugin_ids[0], t, rank, iters);
+    print_message("%s (Poisson, rank %u, %u outer iterations): log-likelihood cpu-reference "
+                  "%.10g", what, rank, iters, reference);
+    for (size_t p = 1; p < N_PLUGINS; ++p) {
+        const double ll = run_poisson(plugin_ids[p], t, rank, iters);
+        const double relative = fabs(ll - reference) / fabs(reference);
+        print_message(", %s %.2e", plugin_ids[p], relative);
+        if (!(relative < 1e-4))
+            fail_msg("%s: %s log-likelihood %.10g, cpu-reference %.10g (relative %.2e)", what,
+                     plugin_ids[p], ll, reference, relative);
+    }
+    print_message("\n");
+}
+
 static th_sptensor *read_tensor(const char *path)
 {
     g_autoptr(GError) error = NULL;
@@ -158,6 +197,14 @@ static void test_uber_sample(void **state)
 }
 
 /* Rank 3 (not a multiple of 4) runs the generic kernel. */
+static void test_poisson_uber_sample(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = read_tensor(TH_TEST_DATA_DIR "/uber-2014-sample.tns.gz");
+    compare_poisson("uber-2014-sample", t, 8); /* the vector kernel */
+    compare_poisson("uber-2014-sample", t, 3); /* the generic kernel */
+}
+
 static void test_aminoacid(void **state)
 {
     (void)state;
@@ -221,7 +268,7 @@ int main(void)
         cmocka_unit_test(test_planted_low_rank), cmocka_unit_test(test_uber_sample),
         cmocka_unit_test(test_aminoacid),        cmocka_unit_test(test_kg_jf17k_3),
         cmocka_unit_test(test_kg_jf17k_4),       cmocka_unit_test(test_kg_wikipeople_3),
-        cmocka_unit_test(test_kg_wikipeople_4),
+        cmocka_unit_test(test_kg_wikipeople_4),  cmocka_unit_test(test_poisson_uber_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
