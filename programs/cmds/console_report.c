@@ -194,7 +194,10 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);
     print_mttkrp_timings(f, r);
     print_update_timings(r);
-    th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
+    if (r->model == TH_MODEL_POISSON) /* the log-likelihood's and the fit's reductions */
+        th_log(TH_LOG_INFO, "  log-likelihood  %10.4f", r->algebra_seconds);
+    else
+        th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
     th_log(TH_LOG_INFO, "  initial factors %10.4f", r->init_seconds);
     th_log(TH_LOG_INFO,
            "  factors back    %10.4f  (of which waiting for their memory %.4f; arranged in "
