@@ -439,6 +439,20 @@ static gboolean forward_iteration(const th_cpd_iteration *it, void *user_data)
     return f->fn(it->iteration, it->fit, it->delta, it->seconds, f->user_data) == 0;
 }
 
+/* Copies into `out` (which holds the defaults) the fields of the caller's
+ * struct `given` that its struct_size covers whole: `field_ends` lists
+ * where each field ends, in order, so a size that ends inside a field (a
+ * pointer cut in half) leaves that field at its default. */
+static void copy_whole_fields(void *out, const void *given, uint32_t given_size,
+                              const size_t *field_ends, size_t n)
+{
+    size_t covered = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (field_ends[i] <= given_size)
+            covered = field_ends[i];
+    memcpy(out, given, covered);
+}
+
 /* The parameters as the library reads them: the caller's struct as far as
  * its struct_size goes, defaults for the rest. */
 static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_params *params,
@@ -453,19 +467,13 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
                   given ? given->struct_size : 0u);
         return FALSE;
     }
-    /* Whole fields only: a size that ends inside one (a pointer cut in
-     * half) leaves that field at its default. */
     static const size_t field_ends[] = {
         offsetof(tensorhost_cpd_params, update) + sizeof(int32_t),
         offsetof(tensorhost_cpd_params, initial_factors) + sizeof(void *),
         offsetof(tensorhost_cpd_params, on_iteration) + sizeof(tensorhost_iteration_fn),
         offsetof(tensorhost_cpd_params, user_data) + sizeof(void *),
     };
-    size_t covered = 0;
-    for (size_t i = 0; i < G_N_ELEMENTS(field_ends); ++i)
-        if (field_ends[i] <= given->struct_size)
-            covered = field_ends[i];
-    memcpy(params, given, covered);
+    copy_whole_fields(params, given, given->struct_size, field_ends, G_N_ELEMENTS(field_ends));
     params->struct_size = sizeof *params;
     return TRUE;
 }
@@ -685,11 +693,7 @@ static gboolean read_apr_params(const tensorhost_apr_params *given, tensorhost_a
         offsetof(tensorhost_apr_params, on_iteration) + sizeof(tensorhost_apr_iteration_fn),
         offsetof(tensorhost_apr_params, user_data) + sizeof(void *),
     };
-    size_t covered = 0;
-    for (size_t i = 0; i < G_N_ELEMENTS(field_ends); ++i)
-        if (field_ends[i] <= given->struct_size)
-            covered = field_ends[i];
-    memcpy(params, given, covered);
+    copy_whole_fields(params, given, given->struct_size, field_ends, G_N_ELEMENTS(field_ends));
     params->struct_size = sizeof *params;
     return TRUE;
 }
