@@ -439,18 +439,35 @@ static gboolean forward_iteration(const th_cpd_iteration *it, void *user_data)
     return f->fn(it->iteration, it->fit, it->delta, it->seconds, f->user_data) == 0;
 }
 
-/* Copies into `out` (which holds the defaults) the fields of the caller's
- * struct `given` that its struct_size covers whole: `field_ends` lists
- * where each field ends, in order, so a size that ends inside a field (a
- * pointer cut in half) leaves that field at its default. */
-static void copy_whole_fields(void *out, const void *given, uint32_t given_size,
-                              const size_t *field_ends, size_t n)
+/* Reads a caller's sized struct `given` (NULL, or struct_size first) into
+ * `out`, which holds the defaults: FALSE with a message naming `version`
+ * and `init` when it is NULL or shorter than its first field list entry
+ * (the minimum); else the fields its struct_size covers whole (`field_ends`:
+ * where each field ends, in order; a size that ends inside a field, a
+ * pointer cut in half, leaves that field at its default), and out's
+ * struct_size set to `out_size`. */
+static gboolean read_sized(void *out, size_t out_size, const void *given,
+                           const size_t *field_ends, size_t n, const char *version,
+                           const char *init, char *err)
 {
+    uint32_t given_size = 0;
+    if (given)
+        memcpy(&given_size, given, sizeof given_size);
+    if (!given || given_size < field_ends[0]) {
+        set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                  "params is NULL or its struct_size (%u) is below the %s minimum; start "
+                  "from %s",
+                  given_size, version, init);
+        return FALSE;
+    }
     size_t covered = 0;
     for (size_t i = 0; i < n; ++i)
         if (field_ends[i] <= given_size)
             covered = field_ends[i];
     memcpy(out, given, covered);
+    const uint32_t size = (uint32_t)out_size;
+    memcpy(out, &size, sizeof size);
+    return TRUE;
 }
 
 /* The parameters as the library reads them: the caller's struct as far as
@@ -459,23 +476,15 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
                             char *err)
 {
     static const tensorhost_cpd_params defaults = TENSORHOST_CPD_PARAMS_INIT;
-    *params = defaults;
-    if (!given || given->struct_size < offsetof(tensorhost_cpd_params, update) + sizeof(int32_t)) {
-        set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                  "params is NULL or its struct_size (%u) is below the 1.0 minimum; start "
-                  "from TENSORHOST_CPD_PARAMS_INIT",
-                  given ? given->struct_size : 0u);
-        return FALSE;
-    }
     static const size_t field_ends[] = {
         offsetof(tensorhost_cpd_params, update) + sizeof(int32_t),
         offsetof(tensorhost_cpd_params, initial_factors) + sizeof(void *),
         offsetof(tensorhost_cpd_params, on_iteration) + sizeof(tensorhost_iteration_fn),
         offsetof(tensorhost_cpd_params, user_data) + sizeof(void *),
     };
-    copy_whole_fields(params, given, given->struct_size, field_ends, G_N_ELEMENTS(field_ends));
-    params->struct_size = sizeof *params;
-    return TRUE;
+    *params = defaults;
+    return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.0",
+                      "TENSORHOST_CPD_PARAMS_INIT", err);
 }
 
 static int32_t check_params(const tensorhost_cpd_params *p, char *err)
@@ -677,15 +686,6 @@ static gboolean read_apr_params(const tensorhost_apr_params *given, tensorhost_a
                                 char *err)
 {
     static const tensorhost_apr_params defaults = TENSORHOST_APR_PARAMS_INIT;
-    *params = defaults;
-    const size_t minimum = offsetof(tensorhost_apr_params, seed) + sizeof(uint64_t);
-    if (!given || given->struct_size < minimum) {
-        set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                  "params is NULL or its struct_size (%u) is below the 1.2 minimum; start "
-                  "from TENSORHOST_APR_PARAMS_INIT",
-                  given ? given->struct_size : 0u);
-        return FALSE;
-    }
     static const size_t field_ends[] = {
         offsetof(tensorhost_apr_params, seed) + sizeof(uint64_t),
         offsetof(tensorhost_apr_params, initial_factors) + sizeof(void *),
@@ -693,9 +693,9 @@ static gboolean read_apr_params(const tensorhost_apr_params *given, tensorhost_a
         offsetof(tensorhost_apr_params, on_iteration) + sizeof(tensorhost_apr_iteration_fn),
         offsetof(tensorhost_apr_params, user_data) + sizeof(void *),
     };
-    copy_whole_fields(params, given, given->struct_size, field_ends, G_N_ELEMENTS(field_ends));
-    params->struct_size = sizeof *params;
-    return TRUE;
+    *params = defaults;
+    return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.2",
+                      "TENSORHOST_APR_PARAMS_INIT", err);
 }
 
 static int32_t check_apr_params(const tensorhost_apr_params *p, char *err)
