@@ -32,7 +32,9 @@
  * where its 13 GB of traffic need ~3. So both products are register-tiled:
  * a thread computes 4 rows x 4 columns of A = M W, and 4 x 4 entries of the
  * (symmetric, upper half only) Gram, with 128-bit shared loads: 2 loads per
- * 16 multiply-adds instead of 32.
+ * 16 multiply-adds instead of 32. At ranks 16 and 32 a tall factor's
+ * update runs on the tensor cores instead (als_tensor_core.cu); what the
+ * two update kernels share is in als_internal.cuh.
  * The whole-iteration sweep (sweep.cu) runs the same two kernels with
  * their results in device memory, the normalised Gram also kept for the
  * next mode's solve (solve.cu), and an early return once a solve of the
@@ -46,42 +48,11 @@
 #include <cuda_pipeline.h>
 #include <tensorhost/plugin_sdk.h>
 
-#include "thg_internal.cuh"
+#include "als_internal.cuh"
 
 namespace {
 
-constexpr uint32_t kThreads = 256;
-constexpr uint32_t kMaxTileRows = 128;
 constexpr uint32_t kScaleThreads = 256;
-
-/* How a rank is laid out in shared memory and over the threads. Columns
- * are padded to RP (a multiple of 4) for 128-bit loads; a row of a tile
- * takes RS = RP + 4 floats, so the 4 rows of a micro-tile fall in different
- * banks. */
-struct tile_shape {
-    uint32_t R, RP, RS;
-    uint32_t CQ;   /* column quads: RP / 4 */
-    uint32_t NG;   /* Gram micro-tiles of the upper half: CQ (CQ + 1) / 2 */
-    uint32_t T;    /* rows per tile (the shared memory's size), a multiple of 4 */
-};
-
-__host__ __device__ inline uint32_t padded_rank(uint32_t R) { return (R + 3u) & ~3u; }
-
-tile_shape shape_for(uint32_t R)
-{
-    tile_shape s;
-    s.R = R;
-    s.RP = padded_rank(R);
-    s.RS = s.RP + 4u;
-    s.CQ = s.RP / 4u;
-    s.NG = s.CQ * (s.CQ + 1u) / 2u;
-    /* About 16 KB of M per tile: enough rows to amortise each tile's
-     * barriers, little enough for two blocks per SM at R = 128. */
-    uint32_t rows = 4096u / s.RP;
-    rows = rows > kMaxTileRows ? kMaxTileRows : rows < 16u ? 16u : rows;
-    s.T = rows & ~3u;
-    return s;
-}
 
 /* Gram micro-tiles one block owns: all of them, or kThreads per y-block. */
 __host__ __device__ inline uint32_t block_gram_tiles(uint32_t NG)
@@ -207,12 +178,6 @@ __device__ void gram_block_flush(const tile_shape &s, const gram_lane &lane,
     }
 }
 
-/* Entry (r1, r2) of a Gram that gram_block_flush filled. */
-__device__ __host__ inline size_t gram_entry(uint32_t r1, uint32_t r2, uint32_t R)
-{
-    return r1 / 4u <= r2 / 4u ? (size_t)r1 * R + r2 : (size_t)r2 * R + r1;
-}
-
 /* Zeroes the padding columns [R, RP) of every row of a tile buffer: loads
  * never write them, and a product over the padded width must read zeros
  * there (uninitialised shared memory may hold NaN patterns). */
@@ -223,91 +188,6 @@ __device__ void zero_padding(float *tile, const tile_shape &s, uint32_t tid)
         return;
     for (uint32_t t = tid; t < s.T * pad; t += blockDim.x)
         tile[(t / pad) * s.RS + s.R + t % pad] = 0.0f;
-}
-
-/* Starts the copy of tile `tile`'s rows of M into `dst` (row stride RS);
- * the caller commits the batch. 16-byte copies when rows are whole quads.
- * Rows absent from row_present (never written by the MTTKRP) arrive as
- * zeros without being read: a zero-fill of the whole copy. */
-__device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *row_present,
-                                                uint64_t row_base, uint32_t tile, uint32_t I,
-                                                const tile_shape &s, float *dst, uint32_t tid)
-{
-    const uint64_t base = (uint64_t)tile * s.T;
-    const uint32_t rows = (uint32_t)(I - base < s.T ? I - base : s.T);
-    const float *m_tile = M + base * s.R;
-    if (s.R % 4u == 0) {
-        const uint32_t quads = s.R / 4u;
-        for (uint32_t t = tid; t < rows * quads; t += blockDim.x) {
-            const uint32_t row = t / quads;
-            const size_t zfill =
-                row_present && !thg_row_present(row_present, row_base + base + row) ? 16 : 0;
-            __pipeline_memcpy_async(dst + row * s.RS + (t % quads) * 4u, m_tile + t * 4u, 16,
-                                    zfill);
-        }
-    } else {
-        for (uint32_t t = tid; t < rows * s.R; t += blockDim.x) {
-            const uint32_t row = t / s.R;
-            const size_t zfill =
-                row_present && !thg_row_present(row_present, row_base + base + row) ? 4 : 0;
-            __pipeline_memcpy_async(dst + row * s.RS + t % s.R, m_tile + t, 4, zfill);
-        }
-    }
-}
-
-/* What the update of one mode reads and writes besides M, W and A. */
-struct update_io {
-    const uint32_t *row_present; /* M's rows with nonzeros (the others are zero) */
-    uint64_t row_base;           /* M's and A's first row: row_present's index of row 0 */
-    /* A rank's part of a multi-device update: the sums stay in acc for the
-     * other ranks' (fold_kernel, group_finish_kernel); nothing is finished here. */
-    int partial;
-    /* The split rows' partials to copy by block 0 (thg_als_part): M's
-     * rows pack_rows[0], [1] (THG_NO_ROW: zeros; indices from M's row 0)
-     * to pack_slot, nullptr for none. */
-    float *pack_slot;
-    uint32_t pack_rows[2];
-    const float *m_scale;        /* [R] M's true columns: M(:, r) * m_scale[r] */
-    float *col_scale;            /* [R] out: the stored A's column scale */
-    float rescale_bound;         /* lambdas within [1/bound, bound] stay unapplied */
-};
-
-/* Block 0's copy of the split rows' partials (update_io::pack_slot), from
- * the MTTKRP result `results` (row 0 of the mode at results). */
-__device__ __forceinline__ void pack_split_rows(const update_io &io, const float *results,
-                                                uint32_t R)
-{
-    if (io.pack_slot && blockIdx.x == 0 && blockIdx.y == 0)
-        thg_copy_split_rows(results, R, io.pack_rows, io.pack_slot, threadIdx.x, blockDim.x);
-}
-
-/* A column's lambda from its sum of squares and its largest magnitude
- * (the max-norm floored at 1), its column scale 1 / lambda, and whether
- * lambda is so far from 1 (outside [1/bound, bound]) that the factor must
- * be normalised now, lest the unnormalised factors' products leave fp32's
- * range. As the host's th_dense_normalize_columns, a zero column stays
- * (scale 1). The one rule of one device's update and several's fold. */
-struct column_norm {
-    double lambda;
-    float scale;
-    bool out_of_bounds;
-};
-
-/* What a column is divided by to normalise it: its lambda, or 1 for a zero
- * column, which stays as it is. */
-__device__ __forceinline__ double column_divisor(double lambda)
-{
-    return lambda > 0.0 ? lambda : 1.0;
-}
-
-__device__ __forceinline__ column_norm norm_of_column(double sumsq, double maxabs,
-                                                      int use_max_norm, float bound)
-{
-    column_norm c;
-    c.lambda = use_max_norm ? fmax(maxabs, 1.0) : sqrt(sumsq);
-    c.scale = (float)(1.0 / column_divisor(c.lambda));
-    c.out_of_bounds = c.lambda > 0.0 && (c.lambda > bound || c.lambda * bound < 1.0);
-    return c;
 }
 
 /* Whether row is one of the fold's rows. */
@@ -353,85 +233,6 @@ __device__ void scale_rows(float *A, uint32_t I, uint32_t R, const float *scale,
             if (!skip || !is_folded(*skip, row))
                 A[row * R + lane] *= f;
     }
-}
-
-/* One block, with the update's totals in acc: lambda, the normalised
- * Gram and inner and the column scale, [lambda | gram | inner] written to
- * `out`, acc re-zeroed. s_div: R shared doubles the block no longer uses. */
-__device__ void finish_totals(const float *W, uint32_t R, const update_io &io,
-                              const thg_als_acc &acc, double *out, int out_mapped,
-                              double *gram_store, double *s_div)
-{
-    const uint32_t tid = threadIdx.x;
-    double *lambda = out, *gram = out + R, *inner = out + R + (size_t)R * R;
-    /* The norm travels with W (after its R*R floats), so a captured graph
-     * of the update serves both norms. */
-    const int use_max_norm = *(const int *)(W + (size_t)R * R);
-    __shared__ uint32_t s_rescale;
-    if (tid == 0)
-        s_rescale = 0u;
-    __syncthreads();
-    for (uint32_t t = tid; t < R; t += blockDim.x) {
-        const double sumsq = __ldcg(&acc.gram[(size_t)t * R + t]);
-        const double maxabs = (double)__uint_as_float(__ldcg(&acc.maxbits[t]));
-        const column_norm c = norm_of_column(sumsq, maxabs, use_max_norm, io.rescale_bound);
-        s_div[t] = column_divisor(c.lambda);
-        lambda[t] = c.lambda;
-        acc.scale[t] = c.scale;
-        if (c.out_of_bounds)
-            s_rescale = 1u;
-    }
-    __syncthreads();
-    /* The factor stays unnormalised, its 1/lambda kept as its column scale
-     * (read by the next MTTKRPs and by get_factor), unless a lambda is so
-     * far from 1 that the unnormalised factors' products could leave
-     * fp32's range: then the scale kernel normalises it. */
-    for (uint32_t t = tid; t < R; t += blockDim.x)
-        io.col_scale[t] = s_rescale ? 1.0f : acc.scale[t];
-    if (tid == 0)
-        *acc.rescale = s_rescale;
-    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        const uint32_t r1 = e / R, r2 = e % R;
-        const double g_norm = __ldcg(&acc.gram[gram_entry(r1, r2, R)]) / (s_div[r1] * s_div[r2]);
-        gram[e] = g_norm;
-        if (gram_store)
-            gram_store[e] = g_norm;
-    }
-    __syncthreads(); /* every read of the accumulated Gram is done */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x)
-        acc.gram[e] = 0.0;
-    for (uint32_t t = tid; t < R; t += blockDim.x) {
-        inner[t] = __ldcg(&acc.inner[t]) * io.m_scale[t] / s_div[t];
-        acc.inner[t] = 0.0;
-        acc.maxbits[t] = 0u;
-    }
-    if (tid == 0)
-        *acc.done = 0u;
-    if (out_mapped)
-        __threadfence_system(); /* the host reads `out` after the stream synchronises */
-}
-
-/* Every block of an update, after adding its share into acc: the last
- * block to arrive (threadFenceReduction) finishes (finish_totals); a
- * rank's partial update leaves its sums in acc. */
-__device__ void finish_update(const float *W, uint32_t R, const update_io &io,
-                              const thg_als_acc &acc, double *out, int out_mapped,
-                              double *gram_store, double *s_div)
-{
-    if (io.partial)
-        return;
-    __shared__ bool s_last;
-    const uint32_t tid = threadIdx.x;
-    /* The last block to arrive finishes the reduction (threadFenceReduction). */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-        s_last = atomicAdd(acc.done, 1u) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-    finish_totals(W, R, io, acc, out, out_mapped, gram_store, s_div);
 }
 
 /* The accumulators' layout in a block of thg_als_acc_bytes(R) bytes. */
@@ -777,272 +578,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
-/* ---- Tall factors on the tensor cores (ranks 16 and 32).
- * At the two blocks per SM its 117 registers allow, the update above is
- * latency-bound on a 25.5M-row factor: 2.6x its memory time (ncu: issue
- * slots 64% busy, DRAM 26%). Here both products run as TF32 mma.sync with
- * the 3xTF32 split (x = hi + lo, hi holding TF32's bits of x;
- * x y ~ lo hi + hi lo + hi hi, an error of ~2^-21 per product, fp32's
- * order), on tiles of 128 rows and 8 warps: warp w computes rows
- * 16w..16w+15 of A = M (D W) (m16n8k8 over the rank); then each warp adds
- * one upper 16 x 16 block of the Gram over a share of the tile's rows
- * (m16n8k8 over rows, tc_role), while every thread adds up one column's
- * inner product and maximum. Fragment layouts: PTX ISA, "Matrix Fragments
- * for mma.m16n8k8" (.tf32); the strides below make every fragment load
- * conflict-free. Larger ranks keep the SIMT kernel: their Gram
- * accumulators would not fit in registers beside the rest. */
-constexpr uint32_t kTcRows = 128;
-
-__host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32u; }
-
-/* Row stride of W and of the tile of A: = 8 (mod 16), so the 4 k-rows x 8
- * columns of a B fragment fall in 32 different banks. (M's stride RS =
- * R + 4 = 4 (mod 8) does the same for A fragments.) */
-__host__ __device__ inline uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
-
-/* s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a [kTcRows x RW] |
- * s_inner [R] doubles | s_max [R]. */
-size_t tc_smem_bytes(uint32_t R)
-{
-    const size_t RW = tc_w_stride(R), RS = R + 4u;
-    return sizeof(float) * (2 * R * RW + 2 * kTcRows * RS + kTcRows * RW) +
-           sizeof(double) * R + sizeof(uint32_t) * R;
-}
-
-/* x = hi + lo exactly, hi with TF32's 10 mantissa bits (truncated: two
- * bit operations where a cvt.rna pair cost the Gram its speed). The tensor
- * cores read lo's top 10 mantissa bits, so lo's own error is within 2^-21
- * of x. */
-__device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo)
-{
-    hi = __float_as_uint(x) & 0xffffe000u;
-    lo = __float_as_uint(x - __uint_as_float(hi));
-}
-
-/* c += a b, one m16n8k8 TF32 product with fp32 accumulation. */
-__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* c += a b in 3xTF32 (small terms first). */
-__device__ __forceinline__ void mma_3xtf32(float c[4], const uint32_t ah[4], const uint32_t al[4],
-                                           uint32_t bh0, uint32_t bh1, uint32_t bl0,
-                                           uint32_t bl1)
-{
-    mma_tf32(c, al, bh0, bh1);
-    mma_tf32(c, ah, bl0, bl1);
-    mma_tf32(c, ah, bh0, bh1);
-}
-
-/* A warp's share of the Gram: the 16 x 16 block at (m0, n0) (two m16n8
- * tiles), over the tile's rows [k_begin, k_begin + k_len). At R = 32 the
- * three upper blocks get 2, 4 and 2 warps: the off-diagonal block loads
- * twice the fragments (a diagonal block's B fragments are its A's). */
-struct tc_gram_role {
-    uint32_t m0, n0, k_begin, k_len;
-};
-
-__device__ inline tc_gram_role tc_role(int NT, uint32_t warp)
-{
-    if (NT == 2)
-        return {0u, 0u, warp * 16u, 16u};
-    if (warp < 2u)
-        return {0u, 0u, warp * 64u, 64u};
-    if (warp < 6u)
-        return {0u, 16u, (warp - 2u) * 32u, 32u};
-    return {16u, 16u, (warp - 6u) * 64u, 64u};
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kThreads, 3)
-    update_tc_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
-                     update_io io, thg_als_acc acc, double *out, int out_mapped,
-                     const uint32_t *failed, double *gram_store)
-{
-    extern __shared__ double sh[];
-    if (failed && *failed)
-        return;
-    constexpr uint32_t R = 8u * NT;
-    pack_split_rows(io, M - io.row_base * R, R);
-    constexpr uint32_t RS = R + 4u;
-    const uint32_t RW = tc_w_stride(R);
-    float *s_wh = reinterpret_cast<float *>(sh);
-    float *s_wl = s_wh + R * RW;
-    float *s_m = s_wl + R * RW;
-    float *s_a = s_m + 2u * kTcRows * RS;
-    double *s_inner = reinterpret_cast<double *>(s_a + kTcRows * RW);
-    uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);
-    const uint32_t tid = threadIdx.x, warp = tid / 32u, lane = tid % 32u;
-    const uint32_t g = lane / 4u, t = lane % 4u;
-
-    /* W with M's column scale folded into its rows, (M D) W = M (D W),
-     * split once per block. */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        const uint32_t k = e / R, c = e % R;
-        uint32_t hi, lo;
-        split_tf32(W[e] * io.m_scale[k], hi, lo);
-        s_wh[k * RW + c] = __uint_as_float(hi);
-        s_wl[k * RW + c] = __uint_as_float(lo);
-    }
-    for (uint32_t c = tid; c < R; c += blockDim.x) {
-        s_inner[c] = 0.0;
-        s_max[c] = 0u;
-    }
-    /* Inner products and maxima: thread = (column, phase of the rows). */
-    const uint32_t col = tid % R, phase = tid / R;
-    constexpr uint32_t phases = kThreads / R;
-    double my_inner = 0.0;
-    float my_max = 0.0f;
-    /* This warp's Gram block, in double across tiles. */
-    const tc_gram_role role = tc_role(NT, warp);
-    const uint32_t m0 = role.m0, n0 = role.n0;
-    double gacc[2][4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            gacc[h][e] = 0.0;
-
-    const uint32_t ntiles = (I + kTcRows - 1u) / kTcRows;
-    uint32_t tile = blockIdx.x;
-    if (tile < ntiles)
-        load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
-    __pipeline_commit();
-    for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
-        const uint64_t base = (uint64_t)tile * kTcRows;
-        const uint32_t rows = (uint32_t)(I - base < kTcRows ? I - base : kTcRows);
-        const float *m = s_m + buf * kTcRows * RS;
-        if (tile + gridDim.x < ntiles)
-            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
-                            s_m + (buf ^ 1u) * kTcRows * RS, tid);
-        __pipeline_commit();
-        __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
-        __syncthreads();
-
-        /* A = M (D W) for this warp's 16 rows. Rows past the tile's end
-         * hold stale data: computed, but neither stored nor in the Gram. */
-        {
-            const uint32_t r0 = warp * 16u;
-            float c[NT][4];
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    c[j][e] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < NT; ++ks) {
-                const uint32_t k0 = 8u * ks;
-                uint32_t ah[4], al[4];
-                split_tf32(m[(r0 + g) * RS + k0 + t], ah[0], al[0]);
-                split_tf32(m[(r0 + g + 8u) * RS + k0 + t], ah[1], al[1]);
-                split_tf32(m[(r0 + g) * RS + k0 + t + 4u], ah[2], al[2]);
-                split_tf32(m[(r0 + g + 8u) * RS + k0 + t + 4u], ah[3], al[3]);
-#pragma unroll
-                for (int j = 0; j < NT; ++j) {
-                    const uint32_t b = (k0 + t) * RW + 8u * j + g, b4 = b + 4u * RW;
-                    mma_3xtf32(c[j], ah, al, __float_as_uint(s_wh[b]), __float_as_uint(s_wh[b4]),
-                               __float_as_uint(s_wl[b]), __float_as_uint(s_wl[b4]));
-                }
-            }
-            const uint32_t ra = r0 + g, rb = ra + 8u;
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const uint32_t c0 = 8u * j + 2u * t;
-                const float2 va = ra < rows ? make_float2(c[j][0], c[j][1]) : make_float2(0.f, 0.f);
-                const float2 vb = rb < rows ? make_float2(c[j][2], c[j][3]) : make_float2(0.f, 0.f);
-                *reinterpret_cast<float2 *>(s_a + ra * RW + c0) = va;
-                *reinterpret_cast<float2 *>(s_a + rb * RW + c0) = vb;
-                if (ra < rows)
-                    *reinterpret_cast<float2 *>(A + (base + ra) * R + c0) = va;
-                if (rb < rows)
-                    *reinterpret_cast<float2 *>(A + (base + rb) * R + c0) = vb;
-            }
-        }
-        __syncthreads();
-
-        {
-            float tile_inner = 0.0f; /* fp32 within a tile, double across */
-            for (uint32_t r = phase; r < rows; r += phases) {
-                const float av = s_a[r * RW + col];
-                tile_inner = fmaf(m[r * RS + col], av, tile_inner);
-                my_max = fmaxf(my_max, fabsf(av));
-            }
-            my_inner += (double)tile_inner;
-        }
-        /* The Gram: rows of the tile past `rows` are zero in s_a. */
-        {
-            float gc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-            const uint32_t krows = (rows + 7u) & ~7u;
-            const uint32_t kend =
-                role.k_begin + role.k_len < krows ? role.k_begin + role.k_len : krows;
-            for (uint32_t k = role.k_begin; k < kend; k += 8u) {
-                const float *row_t = s_a + (k + t) * RW, *row_t4 = row_t + 4u * RW;
-                uint32_t ah[4], al[4];
-                split_tf32(row_t[m0 + g], ah[0], al[0]);
-                split_tf32(row_t[m0 + g + 8u], ah[1], al[1]);
-                split_tf32(row_t4[m0 + g], ah[2], al[2]);
-                split_tf32(row_t4[m0 + g + 8u], ah[3], al[3]);
-                if (n0 == m0) { /* a diagonal block: B's fragments are A's */
-                    mma_3xtf32(gc[0], ah, al, ah[0], ah[2], al[0], al[2]);
-                    mma_3xtf32(gc[1], ah, al, ah[1], ah[3], al[1], al[3]);
-                } else {
-                    uint32_t bh[4], bl[4];
-                    split_tf32(row_t[n0 + g], bh[0], bl[0]);
-                    split_tf32(row_t4[n0 + g], bh[1], bl[1]);
-                    split_tf32(row_t[n0 + g + 8u], bh[2], bl[2]);
-                    split_tf32(row_t4[n0 + g + 8u], bh[3], bl[3]);
-                    mma_3xtf32(gc[0], ah, al, bh[0], bh[1], bl[0], bl[1]);
-                    mma_3xtf32(gc[1], ah, al, bh[2], bh[3], bl[2], bl[3]);
-                }
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    gacc[h][e] += (double)gc[h][e];
-        }
-        __syncthreads(); /* the next tile overwrites s_a and this buffer of M */
-    }
-    __pipeline_wait_prior(0);
-
-    /* The block's sums: inner and max through shared memory, the Gram's
-     * warps of one row block added in the (now free) tile region, then one
-     * global atomic per entry. */
-    /* [R x GS]: a row stride of R + 1 doubles spreads a warp's 8 rows g
-     * over the banks (R = 8 NT doubles put all of them in one). */
-    constexpr uint32_t GS = R + 1u;
-    double *s_gram = reinterpret_cast<double *>(s_m);
-    for (uint32_t e = tid; e < R * GS; e += blockDim.x)
-        s_gram[e] = 0.0;
-    __syncthreads();
-    atomicAdd(&s_inner[col], my_inner);
-    atomicMax(&s_max[col], __float_as_uint(my_max)); /* non-negative: bits order as values */
-#pragma unroll
-    for (uint32_t h = 0; h < 2u; ++h) {
-        const uint32_t r1 = m0 + g, r2 = n0 + 8u * h + 2u * t;
-        atomicAdd(&s_gram[r1 * GS + r2], gacc[h][0]);
-        atomicAdd(&s_gram[r1 * GS + r2 + 1u], gacc[h][1]);
-        atomicAdd(&s_gram[(r1 + 8u) * GS + r2], gacc[h][2]);
-        atomicAdd(&s_gram[(r1 + 8u) * GS + r2 + 1u], gacc[h][3]);
-    }
-    __syncthreads();
-    for (uint32_t c = tid; c < R; c += blockDim.x) {
-        atomicAdd(&acc.inner[c], s_inner[c]);
-        atomicMax(&acc.maxbits[c], s_max[c]);
-    }
-    /* The tiles cover every entry gram_entry() reads; the others are zero. */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
-        const uint32_t r1 = e / R, r2 = e % R;
-        if (r2 >= 16u * (r1 / 16u))
-            atomicAdd(&acc.gram[e], s_gram[r1 * GS + r2]);
-    }
-    finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
-}
-
 /* A(:, r) *= scale[r] when the update asked for it (*rescale). */
 __global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
                              const uint32_t *rescale, const uint32_t *failed)
@@ -1099,27 +634,6 @@ float rescale_bound(uint32_t nmodes)
     return exp2f(24.0f / (float)others);
 }
 
-/* The tensor-core update of rank 8 NT, as a kernel pointer (attributes,
- * occupancy) and launched. */
-template <int NT>
-void *tc_kernel_ptr()
-{
-    return reinterpret_cast<void *>(update_tc_kernel<NT>);
-}
-
-void *tc_kernel_for(uint32_t R)
-{
-    return R == 16u ? tc_kernel_ptr<2>() : tc_kernel_ptr<4>();
-}
-
-/* The tile shape the tensor-core kernel loads M's tiles with. */
-tile_shape tc_shape(uint32_t R)
-{
-    tile_shape s = shape_for(R);
-    s.T = kTcRows;
-    return s;
-}
-
 /* One block per tile of full height, up to the resident blocks. A small
  * mode's update is latency, whatever its rows: a block's fixed work (W into
  * shared memory, the Gram's flush, the global atomics) outweighs its tile,
@@ -1169,18 +683,9 @@ thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
     THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, kThreads,
                                                            (size_t)smem));
     ctx->als_resident_blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)ctx->sm_count;
-    ctx->als_tc_resident_blocks = 0;
-    if (tc_rank(ctx->rank)) {
-        const void *tc = tc_kernel_for(ctx->rank);
-        const size_t tc_smem = tc_smem_bytes(ctx->rank);
-        THG_CUDA(cudaFuncSetAttribute(tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)tc_smem));
-        int tc_per_sm = 0;
-        THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&tc_per_sm, tc, kThreads,
-                                                               tc_smem));
-        ctx->als_tc_resident_blocks =
-            (uint32_t)(tc_per_sm > 0 ? tc_per_sm : 1) * (uint32_t)ctx->sm_count;
-    }
+    const thg_status tc = thg_als_tc_prepare(ctx, err, errlen);
+    if (tc != THG_OK)
+        return tc;
     return thg_solve_prepare(ctx->rank, err, errlen);
 }
 
@@ -1237,21 +742,13 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     const float *W = ctx->als_w;
     float *A = ctx->factors[mode] + row_begin * R;
     const tile_shape s = shape_for(R);
-    const uint64_t tc_tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
-    /* The tensor cores for tall factors only (a tile for every resident
-     * block at least); a shorter mode's update is latency, not arithmetic. */
-    const bool tensor_cores =
-        ctx->als_tc_resident_blocks > 0 && tc_tiles >= ctx->als_tc_resident_blocks;
     if (I == 0) {
         /* A rank that owns no row of this mode adds nothing. */
-    } else if (tensor_cores) {
-        const tile_shape ts = tc_shape(R);
-        void *args[] = {(void *)&M,   (void *)&W,          (void *)&A,
-                        (void *)&I,   (void *)&ts,         (void *)&io,
-                        (void *)&acc, (void *)&out,        (void *)&out_mapped,
-                        (void *)&failed, (void *)&gram_store};
-        THG_CUDA(cudaLaunchKernel(tc_kernel_for(R), dim3(ctx->als_tc_resident_blocks),
-                                  dim3(kThreads), args, tc_smem_bytes(R), st));
+    } else if (thg_als_tc_chosen(ctx, I)) {
+        const thg_status tc = thg_launch_als_tc(ctx, M, W, A, I, io, acc, out, out_mapped, failed,
+                                                gram_store, err, errlen);
+        if (tc != THG_OK)
+            return tc;
     } else {
         update_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
                         kThreads, update_smem_bytes(s), st>>>(M, W, A, I, s, io, acc, out,

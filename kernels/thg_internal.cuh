@@ -507,7 +507,7 @@ thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_n
 uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank);
 thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);
 void thg_sweep_free(thg_context *ctx);
-/* The pieces of a sweep, for the multi-device sweep (group.cu), which
+/* The pieces of a sweep, for the multi-device sweep (group_sweep.cu), which
  * interleaves the ranks' kernels with collectives: whether the device
  * holds the host's Grams already; the host's Grams onto the device on
  * `stream`; the MTTKRP stamps
