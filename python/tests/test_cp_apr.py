@@ -175,7 +175,7 @@ def test_cp_als_results_say_least_squares():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         result = tensorhost.cp_als(planted(), rank=2, max_iters=3, tol=0, **CPU)
-    assert result.model == "least_squares"
+    assert result.model == "least-squares"
     assert math.isnan(result.log_likelihood) and math.isnan(result.kkt_violation)
     assert result.log_likelihoods.size == 0 and result.inner_iterations.size == 0
 

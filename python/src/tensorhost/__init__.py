@@ -204,7 +204,7 @@ class CPResult:
     timings: dict = field(default_factory=dict)  # seconds: total, load, mttkrp, ...
     # What the run still had to say (also given to warnings.warn): CPWarning records.
     warnings: list = field(default_factory=list)
-    model: str = "least_squares"  # "least_squares" (cp_als) or "poisson" (cp_apr)
+    model: str = "least-squares"  # "least-squares" (cp_als) or "poisson" (cp_apr)
     # Poisson (cp_apr) only; NaN and empty arrays for cp_als. The log-likelihood
     # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
     # output["obj"]); the KKT violation the largest over the modes of their last
@@ -738,7 +738,7 @@ def _collect(result, backend) -> CPResult:
         return np.ctypeslib.as_array(pointer, shape=(iterations,)).astype(dtype, copy=True)
 
     return CPResult(
-        model="poisson" if poisson else "least_squares",
+        model="poisson" if poisson else "least-squares",
         log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
         kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),
         log_likelihoods=per_iteration(_lib.tensorhost_cpd_log_likelihoods),
