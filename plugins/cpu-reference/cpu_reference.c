@@ -49,6 +49,33 @@
  * count) so that results are identical whatever the thread count. */
 #define CPU_REF_CHUNK_NNZ 4096u
 #define CPU_REF_CACHE_LINE 64u
+/* Vectors of four doubles (GCC and Clang): the generalized MTTKRP's loop
+ * for the common shapes (generalized_row_v4). */
+#if defined(__GNUC__)
+#define CPU_REF_HAVE_V4 1
+#define CPU_REF_V4_MAX 8u /* rank 32 */
+#define CPU_REF_ALWAYS_INLINE __attribute__((always_inline))
+/* -O2 keeps even constant-count loops rolled, with their vectors in memory. */
+#define CPU_REF_UNROLL_V4 _Pragma("GCC unroll 8")
+typedef double cpu_ref_v4d __attribute__((vector_size(4 * sizeof(double))));
+/* *v = from[0..3], no alignment assumed. (Through a pointer: a function
+ * returning a vector would have two calling conventions across the clones.) */
+static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const double *from)
+{
+    memcpy(v, from, sizeof *v);
+}
+/* The same loop for AVX2 beside the baseline (x86-64's SSE2), chosen at
+ * load time. FMA contraction is off in ISO C mode (-std=c11), so both
+ * compute the same bits. */
+#if defined(__x86_64__) && !defined(__clang__)
+#define CPU_REF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_REF_VECTOR_CLONES
+#endif
+#else
+#define CPU_REF_HAVE_V4 0
+#define CPU_REF_VECTOR_CLONES
+#endif
 /* Largest `threads` option. libgomp starts a team by putting per-thread start
  * data on the calling thread's stack (about 70000 threads overflow an 8 MiB
  * stack: SIGSEGV) and then creating every worker with a stack of its own
@@ -1066,14 +1093,14 @@ typedef struct generalized_op {
     const double *target; /* the layout's own factor (A_mode) */
 } generalized_op;
 
-static double elementwise_g(int32_t elementwise, double x, double m, double epsilon)
+static inline double elementwise_g(int32_t elementwise, double x, double m, double epsilon)
 {
     if (elementwise == TH_ELEMENTWISE_POISSON_RATIO)
         return x / (m > epsilon ? m : epsilon);
     return m - x; /* TH_ELEMENTWISE_RESIDUAL */
 }
 
-static double reduction_h(int32_t reduction, double x, double m)
+static inline double reduction_h(int32_t reduction, double x, double m)
 {
     switch (reduction) {
     case TH_REDUCTION_POISSON_LOG_LIKELIHOOD:
@@ -1093,11 +1120,12 @@ static double reduction_h(int32_t reduction, double x, double m)
  * row product p = Hadamard product of the other factors' rows, the model
  * m = sum_r w_r A_mode(row, r) p_r, then out += g(x, m) p (when out is not
  * NULL) and *sum += h(x, m), both in nonzero order. `wa` and `p` are scratch
- * of R doubles each. */
-static void generalized_row(const mode_layout *l, const double *const *other_factors,
-                            uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
-                            uint64_t end, const generalized_op *op, double *restrict wa,
-                            double *restrict p, double *restrict out, double *sum)
+ * of R doubles each. generalized_row_v4 computes the same values the same
+ * way, so which of the two runs does not change a bit of the result. */
+static void generalized_row_scalar(const mode_layout *l, const double *const *other_factors,
+                                   uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
+                                   uint64_t end, const generalized_op *op, double *restrict wa,
+                                   double *restrict p, double *restrict out, double *sum)
 {
     const double *restrict a_row = op->target + (size_t)row * rank;
     for (uint32_t r = 0; r < rank; r++)
@@ -1153,6 +1181,108 @@ static void generalized_row(const mode_layout *l, const double *const *other_fac
     *sum += h_sum;
 }
 
+#if CPU_REF_HAVE_V4
+/* Nonzero k's row product p (nv vectors) and its model value m with the
+ * weighted target row wa, as generalized_row_scalar forms them. */
+static inline CPU_REF_ALWAYS_INLINE double
+row_product_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
+               const uint32_t nv, uint64_t k, const cpu_ref_v4d *wa, cpu_ref_v4d *p)
+{
+    const uint32_t rank = 4 * nv;
+    const uint32_t *idx = l->others + k * width;
+    const double *first = other_factors[0] + (size_t)idx[0] * rank;
+    const double *second = other_factors[1] + (size_t)idx[1] * rank;
+    const double *third = width == 3 ? other_factors[2] + (size_t)idx[2] * rank : NULL;
+    cpu_ref_v4d lanes = {0.0, 0.0, 0.0, 0.0};
+    CPU_REF_UNROLL_V4
+    for (uint32_t v = 0; v < nv; v++) {
+        cpu_ref_v4d a, b;
+        cpu_ref_load4(&a, first + 4 * v);
+        cpu_ref_load4(&b, second + 4 * v);
+        p[v] = a * b;
+        if (width == 3) {
+            cpu_ref_v4d c;
+            cpu_ref_load4(&c, third + 4 * v);
+            p[v] = p[v] * c;
+        }
+        lanes += wa[v] * p[v];
+    }
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+/* generalized_row_scalar for 3- and 4-mode tensors (width 2 or 3) and a
+ * rank of 4 * nv, written in vectors of four doubles (r mod 4 is a vector
+ * lane, so the four partial sums of m are one vector). Inlined with width
+ * and nv as constants, the weighted target row, the row product and the
+ * row's sum stay in registers, where the scalar loop has run-time trip
+ * counts and round trips through memory; the loop is then bound by its
+ * instruction count, which AVX2 halves (CPU_REF_VECTOR_CLONES). */
+static inline CPU_REF_ALWAYS_INLINE void
+generalized_row_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
+                   const uint32_t nv, uint32_t row, uint64_t begin, uint64_t end,
+                   const generalized_op *op, double *restrict out, double *sum)
+{
+    const uint32_t rank = 4 * nv;
+    cpu_ref_v4d wa[CPU_REF_V4_MAX], acc[CPU_REF_V4_MAX];
+    const double *a_row = op->target + (size_t)row * rank;
+    CPU_REF_UNROLL_V4
+    for (uint32_t v = 0; v < nv; v++) {
+        cpu_ref_load4(&wa[v], a_row + 4 * v);
+        if (op->weights != NULL) {
+            cpu_ref_v4d w;
+            cpu_ref_load4(&w, op->weights + 4 * v);
+            wa[v] = w * wa[v];
+        }
+        acc[v] = (cpu_ref_v4d){0.0, 0.0, 0.0, 0.0};
+    }
+    double h_sum = 0.0;
+    for (uint64_t k = begin; k < end; k++) {
+        cpu_ref_v4d p[CPU_REF_V4_MAX];
+        const double m = row_product_v4(l, other_factors, width, nv, k, wa, p);
+        const double x = l->values[k];
+        if (out != NULL) {
+            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
+            CPU_REF_UNROLL_V4
+            for (uint32_t v = 0; v < nv; v++)
+                acc[v] += g * p[v];
+        }
+        h_sum += reduction_h(op->reduction, x, m);
+    }
+    if (out != NULL)
+        CPU_REF_UNROLL_V4
+        for (uint32_t v = 0; v < nv; v++)
+            memcpy(out + 4 * v, &acc[v], sizeof acc[v]);
+    *sum += h_sum;
+}
+
+#define CPU_REF_GENERALIZED_V4(W, NV)                                                          \
+    if (width == (W) && rank == 4 * (NV)) {                                                    \
+        generalized_row_v4(l, other_factors, (W), (NV), row, begin, end, op, out, sum);        \
+        return;                                                                                \
+    }
+#endif
+
+/* One row of a generalized pass: the vector copy for the common shapes
+ * (3- and 4-mode tensors at ranks 8, 16 and 32), the scalar loop otherwise.
+ * `scratch` is 2 R doubles. */
+CPU_REF_VECTOR_CLONES
+static void generalized_row(const mode_layout *l, const double *const *other_factors,
+                            uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
+                            uint64_t end, const generalized_op *op, double *restrict scratch,
+                            double *restrict out, double *sum)
+{
+#if CPU_REF_HAVE_V4
+    CPU_REF_GENERALIZED_V4(2, 2)
+    CPU_REF_GENERALIZED_V4(2, 4)
+    CPU_REF_GENERALIZED_V4(2, 8)
+    CPU_REF_GENERALIZED_V4(3, 2)
+    CPU_REF_GENERALIZED_V4(3, 4)
+    CPU_REF_GENERALIZED_V4(3, 8)
+#endif
+    generalized_row_scalar(l, other_factors, width, rank, row, begin, end, op, scratch,
+                           scratch + rank, out, sum);
+}
+
 /* One chunk of a generalized pass, laid out as mttkrp_chunk (inner rows to
  * `result`, end rows to `slots`), with the chunk's sum of h into *sum.
  * result NULL: the sum only. */
@@ -1168,18 +1298,17 @@ static void generalized_chunk(const mode_layout *l, const double *const *other_f
     uint32_t last_here = last;
     while (l->row_start[last_here] >= end)
         last_here--;
-    double *wa = scratch, *p = scratch + rank;
     *sum = 0.0;
     const uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
-    generalized_row(l, other_factors, width, rank, first, begin, first_end, op, wa, p,
+    generalized_row(l, other_factors, width, rank, first, begin, first_end, op, scratch,
                     result ? slots : NULL, sum);
     for (uint32_t row = first + 1; row < last_here; row++)
         generalized_row(l, other_factors, width, rank, row, l->row_start[row],
-                        l->row_start[row + 1], op, wa, p,
+                        l->row_start[row + 1], op, scratch,
                         result ? result + (size_t)row * rank : NULL, sum);
     if (last_here > first)
         generalized_row(l, other_factors, width, rank, last_here, l->row_start[last_here], end,
-                        op, wa, p, result ? slots + rank : NULL, sum);
+                        op, scratch, result ? slots + rank : NULL, sum);
 }
 
 /* A generalized pass over mode `mode`'s layout: its result (unless
