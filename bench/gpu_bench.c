@@ -16,10 +16,13 @@
  * POISSON_RATIO (epsilon 1e-10, no weights, no reduction); and one CP-APR
  * inner iteration, that generalized MTTKRP and factor_update
  * MULTIPLICATIVE_UPDATE (tolerance 0: the update always applies). Host wall
- * time around the calls (each returns complete) and the plugin's device
- * time of the two MTTKRPs (get_mode_info), and the ratios inner iteration
- * / plain MTTKRP (wall) and generalized / plain (device); the bar is the
- * inner iteration within 1.5x the plain MTTKRP of its mode.
+ * time around the calls and the plugin's device time of the two MTTKRPs
+ * (get_mode_info), and the ratios inner iteration / plain MTTKRP (wall)
+ * and generalized / plain (device); the bar is the
+ * inner iteration within 1.5x the plain MTTKRP of its mode. The
+ * generalized MTTKRP's wall time is the call's alone: a GPU plugin returns
+ * it queued (no reduction, no weights), so its device time is the one to
+ * read; the inner iteration's wall time ends with factor_update's wait.
  *
  * --devices hands the GPU plugins their `devices` option (e.g. "0,1": the
  * tensor shared over two GPUs; plugins/README.md "Several GPUs"); the

@@ -324,7 +324,7 @@ void thg_gen_free(thg_context *ctx)
 }
 
 /* `n` host doubles as floats into the device buffer `dst` through the
- * pinned staging (free: every call synchronises before it returns). */
+ * pinned staging (free: every call that stages waits before it returns). */
 static thg_status stage_vector(thg_context *ctx, float *dst, const double *src, char *err,
                                size_t errlen)
 {
@@ -407,11 +407,17 @@ extern "C" thg_status thg_generalized_mttkrp(thg_context *ctx, uint32_t mode, in
             return st;
         THG_CUDA(cudaEventRecord(copy.stop, ctx->stream));
         copy.has_result = 1;
-        copy.timing_pending = 0;
-        THG_CUDA(cudaStreamSynchronize(ctx->stream));
-        float ms = 0.0f;
-        THG_CUDA(cudaEventElapsedTime(&ms, copy.start, copy.stop));
-        copy.last_seconds = ms * 1e-3;
+        copy.timing_pending = 1;
+        /* With nothing to return and nothing staged, the call returns with
+         * the kernel queued: everything that reads the result (the factor
+         * operations, get_result, the next MTTKRP) is queued behind it on
+         * this stream, and the one wait of CP-APR's inner iteration is then
+         * the update's. The time is read from the events when asked for
+         * (thg_get_mode_stats); a fault surfaces in the next call that
+         * waits. A staged weight vector must not be rewritten under its
+         * pending copy, and a reduction is read here: those wait. */
+        if (weights || reduction != THG_REDUCTION_NONE)
+            THG_CUDA(cudaStreamSynchronize(ctx->stream));
     }
     if (reduced && reduction != THG_REDUCTION_NONE)
         *reduced = g.out_host[kOutReduced];

@@ -693,7 +693,11 @@ typedef struct th_plugin_entry {
      * MTTKRP of th_generalized_mttkrp_io on backend-held data: mode's result
      * (unless io->mode is TH_MODE_NONE) and io->reduced. A backend with
      * several schemes applies them here as to mttkrp(), and reports the time
-     * through get_mode_info() as for mttkrp(). Errors: no tensor loaded ->
+     * through get_mode_info() as for mttkrp(). Unlike mttkrp(), it may
+     * return before its result is complete when it returns no reduction
+     * (TH_REDUCTION_NONE): the backend's later calls see the complete
+     * result, and a fault while computing it is reported by the next call
+     * that waits for the device. Errors: no tensor loaded ->
      * TH_ERR_BAD_STATE; a short io, a mode out of range, an elementwise
      * function other than VALUE with a non-positive epsilon where it
      * divides -> TH_ERR_INVALID_ARGUMENT; a function or reduction the

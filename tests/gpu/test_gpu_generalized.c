@@ -171,6 +171,14 @@ static void test_generalized_matches_oracle(void **state)
                                 double reduced = 0.0, scale = 0.0;
                                 th_test_assert_ok(
                                     call_gen(pl, inst, mode, e, r, eps, wv, &reduced, err), err);
+                                if (r == TH_REDUCTION_NONE && !wv) {
+                                    /* Returned queued: its time is read when asked for. */
+                                    th_mode_info mi = {.struct_size = sizeof mi,
+                                                       .last_mttkrp_seconds = -1.0};
+                                    th_test_assert_ok(
+                                        pl->entry.get_mode_info(inst, mode, &mi, err), err);
+                                    assert_true(mi.last_mttkrp_seconds > 0.0);
+                                }
                                 for (size_t k = 0; k < n; ++k)
                                     got[k] = NAN;
                                 th_test_assert_ok(
