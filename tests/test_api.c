@@ -712,6 +712,59 @@ static void replace_self(int32_t level, const char *message, void *user_data)
     tensorhost_set_log_handler(note_log, seen); /* allowed inside the handler */
 }
 
+/* ---- Constraints (1.3) ------------------------------------------------------ */
+
+/* constraints = NONNEG: every factor entry >= 0 on a tensor with negative
+ * values (amino-acid); a caller's 1.2 struct (without the field) runs
+ * unconstrained (another model); an unknown value and a backend update
+ * path are errors naming them. */
+static void test_constraints(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    params.rank = 3;
+    params.max_iters = 20;
+    params.tolerance = 0.0;
+    assert_int_equal(params.constraints, TENSORHOST_CONSTRAINTS_NONE);
+    params.constraints = TENSORHOST_CONSTRAINTS_NONNEG;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONNEG);
+    for (uint32_t m = 0; m < 3; ++m) {
+        const double *f = tensorhost_cpd_factor(r, m);
+        for (uint64_t k = 0; k < tensorhost_cpd_dim(r, m) * 3; ++k)
+            assert_true(f[k] >= 0.0);
+    }
+    const double nonneg_fit = tensorhost_cpd_fit(r);
+    tensorhost_cpd_free(r);
+
+    /* A 1.2 caller's struct ends before the field: unconstrained. */
+    params.struct_size = (uint32_t)offsetof(tensorhost_cpd_params, constraints);
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONE);
+    assert_true(tensorhost_cpd_fit(r) != nonneg_fit);
+    tensorhost_cpd_free(r);
+    params.struct_size = (uint32_t)sizeof params;
+
+    params.constraints = 7;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "constraints 7"));
+    params.constraints = TENSORHOST_CONSTRAINTS_NONNEG;
+    params.update = TENSORHOST_UPDATE_SWEEP;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "TENSORHOST_UPDATE_SWEEP"));
+    assert_int_equal(tensorhost_cpd_constraints(NULL), TENSORHOST_ERR_MISUSE);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
+
 /* The handler gets every level, the plugins' lines included; the run's
  * warnings are not log lines; NULL puts the default back. */
 static void test_log_handler(void **state)
@@ -886,6 +939,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_warnings_rank),     cmocka_unit_test(test_warnings_not_converged),
         cmocka_unit_test(test_warnings_underflowed_values),
         cmocka_unit_test(test_cp_apr_parameters), cmocka_unit_test(test_cp_apr_result),
+        cmocka_unit_test(test_constraints),
         cmocka_unit_test(test_log_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "cpd/cp_als.h"
 
 static char *temp_dir;
 
@@ -144,6 +145,7 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.seed=42\n"
                                                 "cpd.update=auto\n"
                                                 "cpd.model=least-squares\n"
+                                                "cpd.constraints=none\n"
                                                 "cpd.max_inner_iters=10\n"
                                                 "cpd.kappa=0.01\n"
                                                 "cpd.kappa_tolerance=1e-10\n"
@@ -205,6 +207,7 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.seed=int:9223372036854775807\n"
                                       "cpd.update=string:auto\n"
                                       "cpd.model=string:least-squares\n"
+                                      "cpd.constraints=string:none\n"
                                       "cpd.max_inner_iters=int:10\n"
                                       "cpd.kappa=number:0.01\n"
                                       "cpd.kappa_tolerance=number:1e-10\n"
@@ -268,6 +271,31 @@ static void test_cpd_update(void **state)
                       TH_CONFIG_ERROR_RANGE,
                       "--set cpd.update=Sweep: key 'cpd.update': expected one of \"auto\", "
                       "\"sweep\", \"mode\", \"host\", found the string \"Sweep\"");
+}
+
+static void test_cpd_constraints(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) plain = load_ok("tensor.path = \"t\"\n", NULL);
+    assert_string_equal(plain->constraints, "none");
+    assert_false(th_cpd_params_from_config(plain, 2).nonneg);
+    g_autoptr(th_config) nonneg =
+        load_ok("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"host\"\n", NULL);
+    assert_true(th_cpd_params_from_config(nonneg, 2).nonneg);
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"positive\"\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:15: key 'cpd.constraints': expected one of \"none\", \"nonneg\", "
+                      "found the string \"positive\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"sweep\"\n",
+                      NULL, TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.update = \"sweep\" updates without constraints; with "
+                      "cpd.constraints = \"nonneg\" the update runs on the host: leave "
+                      "cpd.update out or set it to \"auto\" or \"host\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nconstraints = \"nonneg\"\n",
+                      NULL, TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.constraints = \"nonneg\" is for the least-squares model; the "
+                      "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
+                      "construction: leave cpd.constraints out");
 }
 
 static void test_tolerance_accepts_an_integer(void **state)
@@ -414,7 +442,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     (void)state;
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
-                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, "
+                      "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, constraints, "
                       "max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
 }
 
@@ -898,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_all_keys_set),
         cmocka_unit_test(test_tolerance_accepts_an_integer),
         cmocka_unit_test(test_cpd_update),
+        cmocka_unit_test(test_cpd_constraints),
         cmocka_unit_test(test_type_errors),
         cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_range_errors),

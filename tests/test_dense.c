@@ -397,6 +397,57 @@ static void test_column_inner(void **state)
     assert_true(inner[0] == 26.0 && inner[1] == 44.0);
 }
 
+/* HALS converges to the nonnegative least-squares solution: run to
+ * convergence, its result meets the KKT conditions of min_{a >= 0}
+ * ||a v - m|| (gradient a v - m zero where a > 0, nonnegative where a = 0);
+ * a few passes never increase the objective. */
+static void test_hals_nonneg_meets_kkt(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 77);
+    const uint64_t rows = 40;
+    const uint32_t rank = 6;
+    double k[30 * 6], v[6 * 6], m[40 * 6], a[40 * 6], b[40 * 6], x[40 * 30];
+    random_matrix(&rng, k, 30 * 6); /* K, entries of both signs */
+    random_matrix(&rng, x, 40 * 30);
+    th_dense_gram(k, 30, rank, v);
+    th_dense_matmul(x, k, rows, 30, rank, m); /* m = X K */
+    for (size_t n = 0; n < rows * rank; ++n)
+        a[n] = b[n] = fabs(x[n]);
+    /* objective 0.5 ||X - a K^T||^2 up to a constant: 0.5 tr(a v a^T) - tr(a^T m) */
+    double previous = INFINITY;
+    for (int pass = 0; pass < 5; ++pass) {
+        (void)th_dense_hals_nonneg(m, v, rows, rank, 1, 0.0, b);
+        double objective = 0.0;
+        for (uint64_t i = 0; i < rows; ++i)
+            for (uint32_t p = 0; p < rank; ++p) {
+                double av = 0.0;
+                for (uint32_t q = 0; q < rank; ++q)
+                    av += b[i * rank + q] * v[q * rank + p];
+                objective += 0.5 * b[i * rank + p] * av - b[i * rank + p] * m[i * rank + p];
+            }
+        assert_true(objective <= previous + 1e-9 * fabs(previous));
+        previous = objective;
+    }
+    const uint32_t passes = th_dense_hals_nonneg(m, v, rows, rank, 5000, 1e-30, a);
+    assert_true(passes > 1);
+    for (uint64_t i = 0; i < rows; ++i)
+        for (uint32_t p = 0; p < rank; ++p) {
+            const double ai = a[i * rank + p];
+            assert_true(ai >= 0.0);
+            double gradient = -m[i * rank + p];
+            for (uint32_t q = 0; q < rank; ++q)
+                gradient += a[i * rank + q] * v[q * rank + p];
+            if (ai > 0.0 && fabs(gradient) > 1e-8)
+                fail_msg("row %llu column %u: a = %g > 0 with gradient %g",
+                         (unsigned long long)i, p, ai, gradient);
+            if (ai == 0.0 && gradient < -1e-8)
+                fail_msg("row %llu column %u: a = 0 with gradient %g < 0",
+                         (unsigned long long)i, p, gradient);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_gram_and_matmul_at_odd_sizes),
         cmocka_unit_test(test_normalize_two_norm_and_max_norm),
         cmocka_unit_test(test_column_inner),
+        cmocka_unit_test(test_hals_nonneg_meets_kkt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

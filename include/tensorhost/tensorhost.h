@@ -55,6 +55,8 @@
  *        tensorhost_cpd_kkt_violation, tensorhost_cpd_log_likelihoods,
  *        tensorhost_cpd_kkt_violations, tensorhost_cpd_inner_iterations;
  *        TENSORHOST_MODEL_*.
+ *   1.3  nonnegative CP: tensorhost_cpd_params.constraints
+ *        (TENSORHOST_CONSTRAINTS_*) and tensorhost_cpd_constraints.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -67,7 +69,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 2u
+#define TENSORHOST_API_VERSION_MINOR 3u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -196,6 +198,14 @@ typedef enum tensorhost_update {
 typedef int32_t (*tensorhost_iteration_fn)(uint32_t iteration, double fit, double delta,
                                            double seconds, void *user_data);
 
+/* Constraints on the factors of a least-squares run (1.3; cpd.constraints). */
+typedef enum tensorhost_constraints {
+    TENSORHOST_CONSTRAINTS_NONE = 0,
+    /* Every factor nonnegative: each mode's update by hierarchical ALS, on
+     * the host (update must be AUTO or HOST). */
+    TENSORHOST_CONSTRAINTS_NONNEG = 1,
+} tensorhost_constraints;
+
 /* The parameters of [cpd]. Caller-owned; start from TENSORHOST_CPD_PARAMS_INIT. */
 typedef struct tensorhost_cpd_params {
     uint32_t struct_size;
@@ -209,10 +219,11 @@ typedef struct tensorhost_cpd_params {
     const double *const *initial_factors;
     tensorhost_iteration_fn on_iteration; /* may be NULL */
     void *user_data;
+    int32_t constraints; /* (1.3) tensorhost_constraints */
 } tensorhost_cpd_params;
 #define TENSORHOST_CPD_PARAMS_INIT                                                            \
     {(uint32_t)sizeof(tensorhost_cpd_params), 16u, 50u, 1e-5, 42u, TENSORHOST_UPDATE_AUTO, NULL, \
-     NULL, NULL}
+     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE}
 
 typedef struct tensorhost_cpd tensorhost_cpd;
 
@@ -399,6 +410,12 @@ TENSORHOST_API double tensorhost_cpd_kkt_violation(const tensorhost_cpd *result)
 TENSORHOST_API const double *tensorhost_cpd_log_likelihoods(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_kkt_violations(const tensorhost_cpd *result);
 TENSORHOST_API const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *result);
+
+/* (1.3) The constraints a result's factors were fitted under (a
+ * tensorhost_constraints; NONE for a Poisson result, whose factors are
+ * nonnegative by construction); TENSORHOST_ERR_MISUSE for a NULL or freed
+ * one. */
+TENSORHOST_API int32_t tensorhost_cpd_constraints(const tensorhost_cpd *result);
 
 /* ---- Log lines (1.1) ---------------------------------------------------- */
 

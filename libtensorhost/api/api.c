@@ -481,6 +481,7 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
         offsetof(tensorhost_cpd_params, initial_factors) + sizeof(void *),
         offsetof(tensorhost_cpd_params, on_iteration) + sizeof(tensorhost_iteration_fn),
         offsetof(tensorhost_cpd_params, user_data) + sizeof(void *),
+        offsetof(tensorhost_cpd_params, constraints) + sizeof(int32_t), /* 1.3 */
     };
     *params = defaults;
     return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.0",
@@ -502,6 +503,19 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "update %d: expected TENSORHOST_UPDATE_AUTO, _SWEEP, _MODE or _HOST",
                          p->update);
+    if (p->constraints != TENSORHOST_CONSTRAINTS_NONE &&
+        p->constraints != TENSORHOST_CONSTRAINTS_NONNEG)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "constraints %d: expected TENSORHOST_CONSTRAINTS_NONE or _NONNEG",
+                         p->constraints);
+    if (p->constraints == TENSORHOST_CONSTRAINTS_NONNEG &&
+        (p->update == TENSORHOST_UPDATE_SWEEP || p->update == TENSORHOST_UPDATE_MODE))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "update %s updates without constraints; with "
+                         "TENSORHOST_CONSTRAINTS_NONNEG the update runs on the host: use "
+                         "TENSORHOST_UPDATE_AUTO or _HOST",
+                         p->update == TENSORHOST_UPDATE_SWEEP ? "TENSORHOST_UPDATE_SWEEP"
+                                                              : "TENSORHOST_UPDATE_MODE");
     return TENSORHOST_OK;
 }
 
@@ -656,6 +670,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .tolerance = p.tolerance,
         .seed = p.seed,
         .update = (th_update_path)p.update,
+        .nonneg = p.constraints == TENSORHOST_CONSTRAINTS_NONNEG,
         .initial_factors = p.initial_factors,
     };
     const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
@@ -864,6 +879,14 @@ int32_t tensorhost_cpd_model(const tensorhost_cpd *h)
 {
     const th_cpd_result *r = result_of(h);
     return r ? (int32_t)r->model : TENSORHOST_ERR_MISUSE;
+}
+
+int32_t tensorhost_cpd_constraints(const tensorhost_cpd *h)
+{
+    const th_cpd_result *r = result_of(h);
+    if (!r)
+        return TENSORHOST_ERR_MISUSE;
+    return r->nonneg ? TENSORHOST_CONSTRAINTS_NONNEG : TENSORHOST_CONSTRAINTS_NONE;
 }
 
 double tensorhost_cpd_log_likelihood(const tensorhost_cpd *h)

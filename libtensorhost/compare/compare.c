@@ -828,6 +828,8 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
     result->model = strcmp(compare->job, "cpd") == 0
                         ? th_cpd_params_from_config(config, compare->rank).model
                         : TH_MODEL_LEAST_SQUARES;
+    result->nonneg = strcmp(compare->job, "cpd") == 0 &&
+                     th_cpd_params_from_config(config, compare->rank).nonneg;
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);
     result->tensors = g_ptr_array_new_with_free_func(th_compare_tensor_free);

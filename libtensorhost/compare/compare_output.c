@@ -211,6 +211,9 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
         !cpd ? "MTTKRP"
         : result->model == TH_MODEL_POISSON
             ? "CP-APR, Poisson (generalized MTTKRP times are per outer iteration)"
+        : result->nonneg
+            ? "CP-ALS, nonnegative factors (HALS updates on the host; MTTKRP times are per "
+              "iteration)"
             : "CP-ALS (MTTKRP times are per iteration)",
         result->rank,
         result->repeats, th_plural(result->repeats, "run", "runs"), result->warmup,
@@ -623,8 +626,11 @@ JsonNode *th_compare_json(const th_compare_result *result)
                                                : "ok";
     th_json_member_string(b, "status", status);
     th_json_member_string(b, "job", result->job);
-    if (strcmp(result->job, "cpd") == 0)
+    if (strcmp(result->job, "cpd") == 0) {
         th_json_member_string(b, "model", th_cpd_model_name(result->model));
+        if (result->model == TH_MODEL_LEAST_SQUARES)
+            th_json_member_string(b, "constraints", th_cpd_constraints_name(result->nonneg));
+    }
     th_json_member_string(b, "baseline", result->baseline);
     th_json_member_string(b, "timer", result->timer);
     th_json_member_int(b, "rank", result->rank);

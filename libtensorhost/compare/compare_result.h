@@ -96,6 +96,7 @@ typedef struct th_compare_result {
     char *job, *baseline, *timer;
     /* The model job "cpd" fits (cpd.model); least squares for the others. */
     th_cpd_model model;
+    gboolean nonneg; /* job "cpd" with cpd.constraints = "nonneg" */
     uint32_t rank, repeats, warmup;
     double tolerance;
     uint64_t seed;

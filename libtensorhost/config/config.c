@@ -29,6 +29,8 @@ static const th_key_schema tensor_keys[] = {
 /* th_update_path_name()'s texts, in cp_als.h's order. */
 static const char *const cpd_update_choices[] = {"auto", "sweep", "mode", "host", NULL};
 
+static const char *const cpd_constraints_choices[] = {"none", "nonneg", NULL};
+
 /* th_cpd_model_name()'s texts, in cp_als.h's order. */
 static const char *const cpd_model_choices[] = {"least-squares", "poisson", NULL};
 
@@ -48,6 +50,10 @@ static const th_key_schema cpd_keys[] = {
     {.name = "model", .type = TH_KEY_STRING, TH_FIELD(model), .default_string = "least-squares",
      .choices = cpd_model_choices,
      .doc = "the model fitted: CP-ALS (least squares) or CP-APR (Poisson, for counts)"},
+    {.name = "constraints", .type = TH_KEY_STRING, TH_FIELD(constraints),
+     .default_string = "none", .choices = cpd_constraints_choices,
+     .doc = "least squares: \"nonneg\" keeps every factor nonnegative (hierarchical ALS "
+            "updates, on the host)"},
     {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
      .max = UINT32_MAX, .default_integer = 10,
      .doc = "poisson: multiplicative updates per mode and outer iteration"},
@@ -976,6 +982,33 @@ static gboolean refuse_devices(const load_context *ctx, const char *key, const c
 /* The rules of cpd.model that span keys: Poisson's own defaults of
  * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
  * an update path with Poisson, several GPUs with Poisson. */
+/* cpd.constraints = "nonneg" with a key that contradicts it. */
+static gboolean finish_constraints(const load_context *ctx, const th_config *config,
+                                   GError **error)
+{
+    if (g_strcmp0(config->constraints, "nonneg") != 0)
+        return TRUE;
+    const char *where = g_hash_table_lookup(ctx->where, "cpd.constraints");
+    if (g_strcmp0(config->model, "poisson") == 0) {
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                    "%s: cpd.constraints = \"nonneg\" is for the least-squares model; the "
+                    "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
+                    "construction: leave cpd.constraints out",
+                    where ? where : ctx->source_name);
+        return FALSE;
+    }
+    if (g_strcmp0(config->update, "sweep") == 0 || g_strcmp0(config->update, "mode") == 0) {
+        const char *update_where = g_hash_table_lookup(ctx->where, "cpd.update");
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                    "%s: cpd.update = \"%s\" updates without constraints; with "
+                    "cpd.constraints = \"nonneg\" the update runs on the host: leave "
+                    "cpd.update out or set it to \"auto\" or \"host\"",
+                    update_where ? update_where : ctx->source_name, config->update);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean finish_model(const load_context *ctx, th_config *config, GError **error)
 {
     const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
@@ -1055,7 +1088,7 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
         return NULL;
     if (!check_required(ctx, &root_schema, config, error))
         return NULL;
-    if (!finish_model(ctx, config, error))
+    if (!finish_model(ctx, config, error) || !finish_constraints(ctx, config, error))
         return NULL;
     if (!th_config_finish_compare(ctx, root, config, error))
         return NULL;
@@ -1187,6 +1220,7 @@ void th_config_free(th_config *config)
     g_free(config->tensor_path);
     g_free(config->update);
     g_free(config->model);
+    g_free(config->constraints);
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);

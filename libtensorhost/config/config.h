@@ -72,6 +72,10 @@ typedef struct th_config {
      * max_iters to 1000 (pyttb's cp_apr), update must be "auto", and the
      * backend options may name one GPU only. */
     char *model;
+    /* "none" (default) or "nonneg": every factor constrained nonnegative
+     * (least squares only; its update runs on the host, so update must be
+     * "auto" or "host"). */
+    char *constraints;
     /* CP-APR's (model "poisson" only; setting one with another model is an
      * error): inner iterations per mode (default 10, >= 1), the offset of
      * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,

@@ -21,7 +21,11 @@ th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
     s->grams = g_new0(double *, nmodes);
     for (uint32_t m = 0; m < nmodes; ++m)
         s->grams[m] = g_new0(double, (size_t)rank * rank);
-    s->lambda = g_new0(double, rank);
+    /* The model before the first update: the factors as set, unit weights
+     * (the start of a nonnegative update). */
+    s->lambda = g_new(double, rank);
+    for (uint32_t r = 0; r < rank; ++r)
+        s->lambda[r] = 1.0;
     s->inner = g_new0(double, rank);
     s->hadamard = g_new(double, (size_t)rank * rank);
     s->w = g_new(double, (size_t)rank * rank);
@@ -73,13 +77,42 @@ gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **erro
     return th_backend_init_factors(s->backend, seed, s->grams, error);
 }
 
-/* Host-side twin of the ABI's als_update, for backends without it. */
+void th_als_state_constrain_nonneg(th_als_state *s)
+{
+    g_return_if_fail(s->path == TH_UPDATE_HOST);
+    s->nonneg = TRUE;
+    s->hals_sweeps = TH_HALS_SWEEPS;
+}
+
+/* The nonnegative update's new factor: hierarchical ALS from the current
+ * model's factor of `mode` (the backend's, times the weights, which belong
+ * to the mode updated last: the same model with every other factor as it
+ * is). */
+static gboolean hals_factor(th_als_state *s, uint32_t mode, uint64_t rows, GError **error)
+{
+    if (!th_backend_get_factor(s->backend, mode, s->host_factor, error))
+        return FALSE;
+    for (uint64_t i = 0; i < rows; ++i)
+        for (uint32_t r = 0; r < s->rank; ++r)
+            s->host_factor[i * s->rank + r] *= s->lambda[r];
+    (void)th_dense_hals_nonneg(s->host_mttkrp, s->hadamard, rows, s->rank, s->hals_sweeps,
+                               TH_HALS_TOLERANCE, s->host_factor);
+    return TRUE;
+}
+
+/* Host-side twin of the ABI's als_update, for backends without it, and
+ * the nonnegative update. */
 static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
 {
     const uint64_t rows = s->backend->dims[mode];
     if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
         return FALSE;
-    th_dense_matmul(s->host_mttkrp, s->w, rows, s->rank, s->rank, s->host_factor);
+    if (s->nonneg) {
+        if (!hals_factor(s, mode, rows, error))
+            return FALSE;
+    } else {
+        th_dense_matmul(s->host_mttkrp, s->w, rows, s->rank, s->rank, s->host_factor);
+    }
     th_dense_normalize_columns(s->host_factor, rows, s->rank, norm == TH_NORM_MAX, s->lambda);
     th_dense_gram(s->host_factor, rows, s->rank, s->grams[mode]);
     th_dense_column_inner(s->host_mttkrp, s->host_factor, rows, s->rank, s->inner);
@@ -148,7 +181,8 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
 
     start = g_get_monotonic_time();
     th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
-    s->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
+    if (!s->nonneg)
+        s->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
     t->algebra_seconds += seconds_since(start);
 
     start = g_get_monotonic_time();

@@ -45,6 +45,10 @@ typedef struct th_als_state {
     /* Steps whose als_sweep stopped early (a Cholesky breakdown) and that
      * the host finished per mode; always 0 off the sweep path. */
     uint32_t sweep_fallbacks;
+    /* Every mode's update nonnegative (hierarchical ALS on the host path;
+     * th_als_state_constrain_nonneg), with hals_sweeps passes at most. */
+    gboolean nonneg;
+    uint32_t hals_sweeps;
     th_als_timings timings;
     /* scratch */
     double *hadamard, *w, *host_mttkrp, *host_factor;
@@ -64,6 +68,15 @@ typedef struct th_als_step_callbacks {
  * caller. */
 th_als_state *th_als_state_new(th_backend *backend, th_update_path path);
 void th_als_state_free(th_als_state *state);
+
+/* Makes every later update nonnegative: each mode's factor solves its
+ * nonnegative least-squares problem by hierarchical ALS
+ * (th_dense_hals_nonneg: up to TH_HALS_SWEEPS passes, TensorLy's stopping
+ * rule) from the current model's factor, instead of the unconstrained
+ * solve. The state must be on the host path. */
+#define TH_HALS_SWEEPS 5u
+#define TH_HALS_TOLERANCE 1e-8
+void th_als_state_constrain_nonneg(th_als_state *state);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
 
 /* Hands `factors` ([nmodes] of dims[m] x rank) to the backend and keeps

@@ -126,6 +126,11 @@ gboolean th_cpd_converged(uint32_t iteration, double delta, double tolerance)
     return iteration > 1 && fabs(delta) < tolerance;
 }
 
+const char *th_cpd_constraints_name(gboolean nonneg)
+{
+    return nonneg ? "nonneg" : "none";
+}
+
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
 {
     th_cpd_params params = {
@@ -144,6 +149,7 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
     };
     (void)th_update_path_from_name(config->update, &params.update);
     (void)th_cpd_model_from_name(config->model, &params.model);
+    params.nonneg = g_strcmp0(config->constraints, th_cpd_constraints_name(TRUE)) == 0;
     return params;
 }
 
@@ -218,16 +224,42 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
     return TRUE;
 }
 
+/* The nonnegative update runs on the host: AUTO resolves to it, and the
+ * backend paths, whose updates are unconstrained, are refused. */
+static gboolean check_constraints(const th_cpd_params *params, GError **error)
+{
+    if (!params->nonneg)
+        return TRUE;
+    if (params->model != TH_MODEL_LEAST_SQUARES) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "constraints \"nonneg\" (cpd.constraints) are for the least-squares model; "
+                    "model \"%s\" has nonnegative factors by construction",
+                    th_cpd_model_name(params->model));
+        return FALSE;
+    }
+    if (params->update == TH_UPDATE_SWEEP || params->update == TH_UPDATE_MODE) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                    "update path \"%s\" (cpd.update) updates without constraints; with "
+                    "constraints \"nonneg\" the update runs on the host: use \"auto\" or "
+                    "\"host\"",
+                    th_update_path_name(params->update));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
                      GError **error)
 {
     th_update_path path = TH_UPDATE_MODE;
-    if (!check_model(backend, params, error) ||
+    if (!check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES &&
-         !resolve_update_path(backend, params->update, &path, error)))
+         !resolve_update_path(backend, params->nonneg ? TH_UPDATE_HOST : params->update, &path,
+                              error)))
         return FALSE;
     backend->planned_model = (int32_t)params->model;
+    backend->planned_nonneg = params->nonneg;
     backend->planned = TRUE;
     backend->planned_rank = params->rank;
     backend->requested_update = params->update;
@@ -371,6 +403,8 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
+    if (params->nonneg)
+        th_als_state_constrain_nonneg(s);
     gboolean ok;
     if (params->initial_factors) {
         *source = TH_INIT_GIVEN;
@@ -412,7 +446,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     g_return_val_if_fail(params->model == TH_MODEL_LEAST_SQUARES, NULL);
     const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
                              backend->requested_update == params->update &&
-                             backend->planned_model == (int32_t)params->model;
+                             backend->planned_model == (int32_t)params->model &&
+                             backend->planned_nonneg == params->nonneg;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
     const th_update_path path = backend->update_path;
@@ -425,6 +460,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_seconds = g_new0(double, nmodes);
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = path;
+    r->nonneg = params->nonneg;
     r->model = TH_MODEL_LEAST_SQUARES;
     r->log_likelihood = NAN;
     r->kkt_violation = NAN;

@@ -60,6 +60,9 @@ const char *th_cpd_model_name(th_cpd_model model);
 /* The inverse; FALSE for any other text. */
 gboolean th_cpd_model_from_name(const char *name, th_cpd_model *model);
 
+/* cpd.constraints' text for th_cpd_params.nonneg: "nonneg" or "none". */
+const char *th_cpd_constraints_name(gboolean nonneg);
+
 /* CP-APR's parameters besides max_iters and tolerance (its stoptol, the
  * KKT tolerance), with pyttb's cp_apr names and defaults in brackets. */
 typedef struct th_apr_params {
@@ -84,6 +87,11 @@ typedef struct th_cpd_params {
      * MODE on a backend without als_sweep / als_update is an error
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
+    /* Least squares with every factor nonnegative (cpd.constraints =
+     * "nonneg"): each mode's update by hierarchical ALS (th_dense_hals_nonneg)
+     * on the host path, which AUTO then resolves to; SWEEP or MODE with it is
+     * an error (TH_CPD_ERROR_UPDATE_PATH). */
+    gboolean nonneg;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
      * instead of the seed's (borrowed for the call). NULL: the seed's
      * counter-based factors (th_cpd_initial_factors), drawn by the backend
@@ -160,6 +168,7 @@ typedef struct th_cpd_result {
      * lambda are NULL and fit is NaN. */
     uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
+    gboolean nonneg;            /* the factors were constrained nonnegative */
     th_init_source initial_factors; /* who drew the factors the run started from */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and

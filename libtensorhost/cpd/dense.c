@@ -196,6 +196,34 @@ void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use
                 a[i * rank + r] /= lambda[r];
 }
 
+uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
+                              uint32_t sweeps, double tolerance, double *a)
+{
+    double first_change = 0.0;
+    for (uint32_t pass = 0; pass < sweeps; ++pass) {
+        double change = 0.0;
+        for (uint32_t k = 0; k < rank; ++k) {
+            const double vkk = v[(size_t)k * rank + k];
+            if (vkk == 0.0)
+                continue;
+            for (uint64_t i = 0; i < rows; ++i) {
+                double *row = a + i * rank;
+                double product = 0.0; /* (a v)(i, k), with the columns before k new */
+                for (uint32_t q = 0; q < rank; ++q)
+                    product += row[q] * v[(size_t)q * rank + k];
+                const double next = fmax(0.0, (m[i * rank + k] - product + vkk * row[k]) / vkk);
+                change += (next - row[k]) * (next - row[k]);
+                row[k] = next;
+            }
+        }
+        if (pass == 0)
+            first_change = change;
+        if (change <= tolerance * first_change)
+            return pass + 1;
+    }
+    return sweeps;
+}
+
 void th_dense_column_inner(const double *m, const double *a, uint64_t rows, uint32_t rank,
                            double *inner)
 {

@@ -44,6 +44,21 @@ void th_dense_matmul(const double *a, const double *b, uint64_t rows, uint32_t k
 void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use_max_norm,
                                 double *lambda);
 
+/* Nonnegative least squares for the rows of `a` (rows x rank): a >= 0
+ * minimising ||a v - m||, the normal equations of min ||X_(n) - a K^T||
+ * with v = K^T K (rank x rank, the Hadamard product of the other modes'
+ * Grams) and m = X_(n) K (the MTTKRP), by hierarchical ALS (Cichocki and
+ * Phan; Gillis and Glineur): column by column, a(:,k) = max(0, a(:,k) +
+ * (m(:,k) - a v(:,k)) / v(k,k)), the exact minimiser for that column with
+ * the others fixed, each column using the ones updated before it. Starts
+ * from `a` as given and makes up to `sweeps` passes over the columns,
+ * stopping after a pass whose squared change is below `tolerance` times the
+ * first pass's (TensorLy's hals_nnls: 5 passes, 1e-8 in its
+ * non_negative_parafac_hals). A column with v(k,k) = 0 (all other modes'
+ * column k zero) is left as it is. Returns the passes made. */
+uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
+                              uint32_t sweeps, double tolerance, double *a);
+
 /* inner[r] = sum_i m(i,r) a(i,r). */
 void th_dense_column_inner(const double *m, const double *a, uint64_t rows, uint32_t rank,
                            double *inner);

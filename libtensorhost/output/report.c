@@ -188,6 +188,8 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
     th_json_member_string(b, "model", th_cpd_model_name(r->model));
+    if (!poisson)
+        th_json_member_string(b, "constraints", th_cpd_constraints_name(r->nonneg));
     if (poisson && config)
         add_apr_params(b, config);
     th_json_member_int(b, "rank", r->rank);

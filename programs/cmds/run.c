@@ -337,11 +337,12 @@ int th_run_file(const char *config_path, const char *const *overrides)
     else
         th_log(TH_LOG_INFO,
                "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
-               ", update %s%s",
+               ", update %s%s%s",
                params.rank, params.max_iters,
                th_plural(params.max_iters, "iteration", "iterations"), params.tolerance,
                params.seed, th_update_path_name(backend->update_path),
-               params.update == TH_UPDATE_AUTO ? " (auto)" : "");
+               params.update == TH_UPDATE_AUTO ? " (auto)" : "",
+               params.nonneg ? ", factors nonnegative (hierarchical ALS)" : "");
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};
     const th_cpd_callbacks callbacks = {

@@ -257,3 +257,41 @@ def test_to_tensorly_reproduces_the_fit():
     result = tensorhost.cp_als((indices, values, shape), rank=2, max_iters=50, **CPU)
     full = tl.cp_to_tensor(result.to_tensorly())
     assert abs(1 - np.linalg.norm(dense - full) / np.linalg.norm(dense) - result.fit) < 1e-9
+
+
+def test_nonneg_matches_tensorly_hals_from_the_same_start():
+    """constraints="nonneg" is TensorLy's non_negative_parafac_hals (HALS,
+    up to 5 inner passes a mode with its stopping rule): from the same
+    initial factors the same fit after the same iterations, and every
+    factor entry >= 0 on a tensor with negative values."""
+    tl = pytest.importorskip("tensorly", reason="TensorLy is not installed (pip install tensorly)")
+    from tensorly.cp_tensor import CPTensor
+    from tensorly.decomposition import non_negative_parafac_hals
+    data = np.loadtxt(AMINOACID, skiprows=4)
+    shape = (5, 201, 61)
+    dense = np.zeros(shape)
+    dense[tuple(data[:, :3].astype(int).T)] = data[:, 3]
+    assert (dense < 0).any()
+    rng = np.random.default_rng(7)
+    init = [rng.random((d, 3)) for d in shape]
+    for iterations in (1, 2, 25):
+        ours = tensorhost.cp_als(AMINOACID, rank=3, max_iters=iterations, tol=0, init=init,
+                                 constraints="nonneg", **CPU)
+        assert ours.constraints == "nonneg" and ours.iterations == iterations
+        assert all((f >= 0).all() for f in ours.factors)
+        theirs = non_negative_parafac_hals(
+            tl.tensor(dense), 3, n_iter_max=iterations, tol=0,
+            init=CPTensor((np.ones(3), [f.copy() for f in init])))
+        full = tl.cp_to_tensor(theirs)
+        fit_theirs = 1.0 - np.linalg.norm(dense - full) / np.linalg.norm(dense)
+        assert abs(fit_theirs - ours.fit) < 1e-9, (iterations, fit_theirs, ours.fit)
+        assert abs(fit_against(dense, ours) - ours.fit) < 1e-9
+
+
+def test_nonneg_is_refused_with_a_backend_update_path():
+    with pytest.raises(ValueError, match="runs on the host"):
+        tensorhost.cp_als(planted()[:3], rank=2, constraints="nonneg", update="sweep", **CPU)
+    with pytest.raises(ValueError, match="constraints must be one of"):
+        tensorhost.cp_als(planted()[:3], rank=2, constraints="positive", **CPU)
+    plain = tensorhost.cp_als(planted()[:3], rank=2, max_iters=3, tol=0, **CPU)
+    assert plain.constraints == "none"

@@ -47,6 +47,7 @@ _lib = _library.load()
 __version__ = _lib.tensorhost_version_string().decode()
 
 _UPDATES = {"auto": 0, "sweep": 1, "mode": 2, "host": 3}
+_CONSTRAINTS = {"none": _library.CONSTRAINTS_NONE, "nonneg": _library.CONSTRAINTS_NONNEG}
 _STATUS = {0: "converged", 1: "max_iters", 2: "interrupted"}
 
 
@@ -205,6 +206,7 @@ class CPResult:
     # What the run still had to say (also given to warnings.warn): CPWarning records.
     warnings: list = field(default_factory=list)
     model: str = "least-squares"  # "least-squares" (cp_als) or "poisson" (cp_apr)
+    constraints: str = "none"     # "nonneg": cp_als(..., constraints="nonneg")
     # Poisson (cp_apr) only; NaN and empty arrays for cp_als. The log-likelihood
     # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
     # output["obj"]); the KKT violation the largest over the modes of their last
@@ -435,7 +437,7 @@ def _warn(found: list, stacklevel: int) -> None:
 def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
            max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
            callback: Optional[Callable[[int, float], Optional[bool]]] = None,
-           update: str = "auto", search_path=None) -> CPResult:
+           update: str = "auto", search_path=None, constraints: str = "none") -> CPResult:
     """CP decomposition of a sparse tensor by alternating least squares.
 
     X: a file path in any format the program reads (FROSTT .tns, .tns.gz,
@@ -455,6 +457,9 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     callback(iteration, fit): called after each iteration; returning False
        stops the run (status "interrupted", with the model so far).
     update: "auto", "sweep", "mode" or "host": where factor updates run.
+    constraints: "none", or "nonneg" for nonnegative factors (every mode's
+       update by hierarchical ALS, as TensorLy's non_negative_parafac_hals,
+       on the host: update must then be "auto" or "host").
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -487,12 +492,17 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     _check_tolerance(tol)
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
+    if constraints not in _CONSTRAINTS:
+        raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)}, got {constraints!r}")
+    if constraints == "nonneg" and update in ("sweep", "mode"):
+        raise ValueError(f"update={update!r} updates without constraints; with "
+                         "constraints='nonneg' the update runs on the host: use 'auto' or 'host'")
     if not isinstance(backend, (str, os.PathLike)):
         raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     result = _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
-                        search_path)
+                        search_path, constraints)
     _warn(result.warnings, stacklevel=2)
     return result
 
@@ -639,7 +649,7 @@ def _apr_init(init):
 
 
 def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
-               search_path) -> CPResult:
+               search_path, constraints="none") -> CPResult:
     """cp_als once its arguments are checked: the library's run."""
 
     def build(dims, c_callback):
@@ -647,7 +657,8 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
         params = _library.CpdParams(
             struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
             max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
-            update=_UPDATES[update], on_iteration=c_callback)
+            update=_UPDATES[update], on_iteration=c_callback,
+            constraints=_CONSTRAINTS[constraints])
         if initial is not None:
             params.initial_factors = ctypes.cast(initial,
                                                  ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
@@ -739,6 +750,8 @@ def _collect(result, backend) -> CPResult:
 
     return CPResult(
         model="poisson" if poisson else "least-squares",
+        constraints=("nonneg" if _lib.tensorhost_cpd_constraints(result)
+                     == _library.CONSTRAINTS_NONNEG else "none"),
         log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
         kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),
         log_likelihoods=per_iteration(_lib.tensorhost_cpd_log_likelihoods),

@@ -62,6 +62,9 @@ APR_ITERATION_FN = ITERATION_FN
 # tensorhost_model (API 1.2).
 MODEL_LEAST_SQUARES, MODEL_POISSON = 0, 1
 
+# tensorhost_constraints (API 1.3).
+CONSTRAINTS_NONE, CONSTRAINTS_NONNEG = 0, 1
+
 # tensorhost_log_level (API 1.1).
 LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 
@@ -84,6 +87,7 @@ class CpdParams(ctypes.Structure):
         ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
         ("on_iteration", ITERATION_FN),
         ("user_data", ctypes.c_void_p),
+        ("constraints", ctypes.c_int32),  # API 1.3
     ]
 
 
@@ -184,6 +188,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "tensorhost_cpd_log_likelihoods": (pdbl, [vp]),
         "tensorhost_cpd_kkt_violations": (pdbl, [vp]),
         "tensorhost_cpd_inner_iterations": (ctypes.POINTER(u32), [vp]),
+        # 1.3
+        "tensorhost_cpd_constraints": (i32, [vp]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -201,9 +207,9 @@ def load() -> ctypes.CDLL:
     version = lib.tensorhost_api_version()
     major, minor = version >> 16, version & 0xFFFF
     # 1.1 brought the warnings and the log handler this package relies on, 1.2
-    # cp_apr.
-    if major != 1 or minor < 2:
-        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.2 or a later 1.x")
+    # cp_apr, 1.3 the constraints.
+    if major != 1 or minor < 3:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.3 or a later 1.x")
     return _declare(lib)
 
 
