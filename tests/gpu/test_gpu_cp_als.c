@@ -255,6 +255,49 @@ static void test_kg_wikipeople_4(void **state)
     run_shared("KG_WikiPeople_4.tns");
 }
 
+/* Nonnegative CP (the host's HALS update over the backend's MTTKRPs)
+ * through each GPU plugin against cpu-reference from the seed's start:
+ * the same fit to the fp32 MTTKRP's margin and every factor entry >= 0. */
+static double run_nonneg(const char *id, const th_sptensor *t, uint32_t rank)
+{
+    g_autoptr(th_backend) backend = open_backend(id);
+    g_autoptr(GError) error = NULL;
+    if (!th_backend_load_tensor(backend, t, rank, &error))
+        fail_msg("%s: load_tensor: %s", id, error->message);
+    th_cpd_params params = {.rank = rank, .max_iters = ITERATIONS, .tolerance = 0, .seed = 42,
+                            .nonneg = TRUE};
+    g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, &error);
+    if (!r)
+        fail_msg("%s: cp_als (nonneg): %s", id, error->message);
+    assert_int_equal(r->iterations->len, ITERATIONS);
+    assert_int_equal(r->update_path, TH_UPDATE_HOST);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        for (uint64_t k = 0; k < (uint64_t)t->dims[m] * rank; ++k)
+            if (!(r->factors[m][k] >= 0.0))
+                fail_msg("%s: factor %u entry %llu is %g", id, m, (unsigned long long)k,
+                         r->factors[m][k]);
+    assert_written_model_matches(id, t, r);
+    return r->fit;
+}
+
+static void test_nonneg_aminoacid(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = read_tensor(TH_TEST_DATA_DIR "/aminoacid.sptensor.txt");
+    const double reference = run_nonneg(plugin_ids[0], t, 3);
+    print_message("aminoacid (nonneg, rank 3, %u iterations): fit cpu-reference %.8f",
+                  ITERATIONS, reference);
+    for (size_t p = 1; p < N_PLUGINS; ++p) {
+        const double fit = run_nonneg(plugin_ids[p], t, 3);
+        print_message(", %s %+.2e", plugin_ids[p], fit - reference);
+        const double tolerance = FIT_TOLERANCE + reported_fit_margin(reference);
+        if (!(fabs(fit - reference) < tolerance))
+            fail_msg("%s nonneg fit %.8f, cpu-reference %.8f: differ by more than %g",
+                     plugin_ids[p], fit, reference, tolerance);
+    }
+    print_message("\n");
+}
+
 int main(void)
 {
     if (!th_gpu_test_have_device())
@@ -269,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_aminoacid),        cmocka_unit_test(test_kg_jf17k_3),
         cmocka_unit_test(test_kg_jf17k_4),       cmocka_unit_test(test_kg_wikipeople_3),
         cmocka_unit_test(test_kg_wikipeople_4),  cmocka_unit_test(test_poisson_uber_sample),
+        cmocka_unit_test(test_nonneg_aminoacid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
