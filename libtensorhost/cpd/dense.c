@@ -199,19 +199,24 @@ void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use
 uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
                               uint32_t sweeps, double tolerance, double *a)
 {
+    /* A row's new entries depend on that row alone (and v, m): rows go in
+     * the outer loop, each row's columns in order, which computes every
+     * entry as the column-by-column sweep does and keeps the row in cache. */
     double first_change = 0.0;
     for (uint32_t pass = 0; pass < sweeps; ++pass) {
         double change = 0.0;
-        for (uint32_t k = 0; k < rank; ++k) {
-            const double vkk = v[(size_t)k * rank + k];
-            if (vkk == 0.0)
-                continue;
-            for (uint64_t i = 0; i < rows; ++i) {
-                double *row = a + i * rank;
+        for (uint64_t i = 0; i < rows; ++i) {
+            double *row = a + i * rank;
+            const double *m_row = m + i * rank;
+            for (uint32_t k = 0; k < rank; ++k) {
+                const double *v_col = v + (size_t)k * rank; /* v is symmetric: row k */
+                const double vkk = v_col[k];
+                if (vkk == 0.0)
+                    continue;
                 double product = 0.0; /* (a v)(i, k), with the columns before k new */
                 for (uint32_t q = 0; q < rank; ++q)
-                    product += row[q] * v[(size_t)q * rank + k];
-                const double next = fmax(0.0, (m[i * rank + k] - product + vkk * row[k]) / vkk);
+                    product += row[q] * v_col[q];
+                const double next = fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
                 change += (next - row[k]) * (next - row[k]);
                 row[k] = next;
             }
