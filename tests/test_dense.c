@@ -1,6 +1,7 @@
 /* The host's R x R algebra: Gram, Hadamard, (pseudo-)inverse (small and at
  * ranks where LAPACK's blocked code runs), products, normalisation. */
 #include <math.h>
+#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -448,6 +449,35 @@ static void test_hals_nonneg_meets_kkt(void **state)
         }
 }
 
+/* Large enough to run on several threads: the same bits, and the same
+ * number of passes, on one thread and on two. */
+static void test_hals_nonneg_thread_count_does_not_matter(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 78);
+    const uint64_t rows = 3000;
+    const uint32_t rank = 12;
+    g_autofree double *k = g_new(double, 40 * rank);
+    g_autofree double *v = g_new(double, rank * rank);
+    g_autofree double *m = g_new(double, rows * rank);
+    g_autofree double *one = g_new(double, rows * rank);
+    g_autofree double *two = g_new(double, rows * rank);
+    random_matrix(&rng, k, 40 * rank);
+    random_matrix(&rng, m, rows * rank);
+    th_dense_gram(k, 40, rank, v);
+    for (size_t n = 0; n < rows * rank; ++n)
+        one[n] = two[n] = fabs(m[n]);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const uint32_t passes_one = th_dense_hals_nonneg(m, v, rows, rank, 50, 1e-12, one);
+    omp_set_num_threads(2);
+    const uint32_t passes_two = th_dense_hals_nonneg(m, v, rows, rank, 50, 1e-12, two);
+    omp_set_num_threads(threads);
+    assert_int_equal(passes_one, passes_two);
+    assert_memory_equal(one, two, rows * rank * sizeof(double));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_normalize_two_norm_and_max_norm),
         cmocka_unit_test(test_column_inner),
         cmocka_unit_test(test_hals_nonneg_meets_kkt),
+        cmocka_unit_test(test_hals_nonneg_thread_count_does_not_matter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

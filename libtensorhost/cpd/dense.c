@@ -196,31 +196,51 @@ void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use
                 a[i * rank + r] /= lambda[r];
 }
 
+/* Rows a block of the HALS update, and the rows x rank^2 work from which it
+ * runs on several threads (below, waking a team costs more than it saves). */
+#define HALS_BLOCK_ROWS 256u
+#define HALS_PARALLEL_WORK 262144.0
+
 uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
                               uint32_t sweeps, double tolerance, double *a)
 {
     /* A row's new entries depend on that row alone (and v, m): rows go in
      * the outer loop, each row's columns in order, which computes every
-     * entry as the column-by-column sweep does and keeps the row in cache. */
+     * entry as the column-by-column sweep does and keeps the row in cache;
+     * blocks of rows run in parallel, and their squared changes are added
+     * in block order, so the stopping decision does not depend on the
+     * thread count. */
+    const uint64_t blocks = (rows + HALS_BLOCK_ROWS - 1) / HALS_BLOCK_ROWS;
+    g_autofree double *block_change = g_new(double, blocks ? blocks : 1);
+    const gboolean parallel = (double)rows * rank * rank >= HALS_PARALLEL_WORK;
     double first_change = 0.0;
     for (uint32_t pass = 0; pass < sweeps; ++pass) {
-        double change = 0.0;
-        for (uint64_t i = 0; i < rows; ++i) {
-            double *row = a + i * rank;
-            const double *m_row = m + i * rank;
-            for (uint32_t k = 0; k < rank; ++k) {
-                const double *v_col = v + (size_t)k * rank; /* v is symmetric: row k */
-                const double vkk = v_col[k];
-                if (vkk == 0.0)
-                    continue;
-                double product = 0.0; /* (a v)(i, k), with the columns before k new */
-                for (uint32_t q = 0; q < rank; ++q)
-                    product += row[q] * v_col[q];
-                const double next = fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
-                change += (next - row[k]) * (next - row[k]);
-                row[k] = next;
+#pragma omp parallel for schedule(static) if (parallel)
+        for (int64_t b = 0; b < (int64_t)blocks; ++b) {
+            const uint64_t end = MIN(rows, ((uint64_t)b + 1) * HALS_BLOCK_ROWS);
+            double change = 0.0;
+            for (uint64_t i = (uint64_t)b * HALS_BLOCK_ROWS; i < end; ++i) {
+                double *row = a + i * rank;
+                const double *m_row = m + i * rank;
+                for (uint32_t k = 0; k < rank; ++k) {
+                    const double *v_col = v + (size_t)k * rank; /* symmetric: row k */
+                    const double vkk = v_col[k];
+                    if (vkk == 0.0)
+                        continue;
+                    double product = 0.0; /* (a v)(i, k), the columns before k new */
+                    for (uint32_t q = 0; q < rank; ++q)
+                        product += row[q] * v_col[q];
+                    const double next =
+                        fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
+                    change += (next - row[k]) * (next - row[k]);
+                    row[k] = next;
+                }
             }
+            block_change[b] = change;
         }
+        double change = 0.0;
+        for (uint64_t b = 0; b < blocks; ++b)
+            change += block_change[b];
         if (pass == 0)
             first_change = change;
         if (change <= tolerance * first_change)
