@@ -198,8 +198,8 @@ void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use
 
 /* Rows a block of the HALS update, and the rows x rank^2 work from which it
  * runs on several threads (below, waking a team costs more than it saves). */
-#define HALS_BLOCK_ROWS 256u
-#define HALS_PARALLEL_WORK 262144.0
+#define HALS_BLOCK_ROWS 64u
+#define HALS_PARALLEL_WORK 32768.0
 
 uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
                               uint32_t sweeps, double tolerance, double *a)
