@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -979,36 +980,46 @@ static gboolean refuse_devices(const load_context *ctx, const char *key, const c
     return FALSE;
 }
 
-/* The rules of cpd.model that span keys: Poisson's own defaults of
- * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
- * an update path with Poisson, several GPUs with Poisson. */
+/* FALSE with a TH_CONFIG_ERROR_CONFLICT whose message starts where `key`
+ * was set (the source's name when it was not set). */
+static gboolean conflict_at(const load_context *ctx, const char *key, GError **error,
+                            const char *format, ...) G_GNUC_PRINTF(4, 5);
+static gboolean conflict_at(const load_context *ctx, const char *key, GError **error,
+                            const char *format, ...)
+{
+    const char *where = g_hash_table_lookup(ctx->where, key);
+    va_list args;
+    va_start(args, format);
+    g_autofree char *message = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT, "%s: %s",
+                where ? where : ctx->source_name, message);
+    return FALSE;
+}
+
 /* cpd.constraints = "nonneg" with a key that contradicts it. */
 static gboolean finish_constraints(const load_context *ctx, const th_config *config,
                                    GError **error)
 {
     if (g_strcmp0(config->constraints, "nonneg") != 0)
         return TRUE;
-    const char *where = g_hash_table_lookup(ctx->where, "cpd.constraints");
-    if (g_strcmp0(config->model, "poisson") == 0) {
-        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
-                    "%s: cpd.constraints = \"nonneg\" is for the least-squares model; the "
-                    "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
-                    "construction: leave cpd.constraints out",
-                    where ? where : ctx->source_name);
-        return FALSE;
-    }
-    if (g_strcmp0(config->update, "sweep") == 0 || g_strcmp0(config->update, "mode") == 0) {
-        const char *update_where = g_hash_table_lookup(ctx->where, "cpd.update");
-        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
-                    "%s: cpd.update = \"%s\" updates without constraints; with "
-                    "cpd.constraints = \"nonneg\" the update runs on the host: leave "
-                    "cpd.update out or set it to \"auto\" or \"host\"",
-                    update_where ? update_where : ctx->source_name, config->update);
-        return FALSE;
-    }
+    if (g_strcmp0(config->model, "poisson") == 0)
+        return conflict_at(ctx, "cpd.constraints", error,
+                           "cpd.constraints = \"nonneg\" is for the least-squares model; the "
+                           "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
+                           "construction: leave cpd.constraints out");
+    if (g_strcmp0(config->update, "sweep") == 0 || g_strcmp0(config->update, "mode") == 0)
+        return conflict_at(ctx, "cpd.update", error,
+                           "cpd.update = \"%s\" updates without constraints; with "
+                           "cpd.constraints = \"nonneg\" the update runs on the host: leave "
+                           "cpd.update out or set it to \"auto\" or \"host\"",
+                           config->update);
     return TRUE;
 }
 
+/* The rules of cpd.model that span keys: Poisson's own defaults of
+ * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
+ * an update path with Poisson, several GPUs with Poisson. */
 static gboolean finish_model(const load_context *ctx, th_config *config, GError **error)
 {
     const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
@@ -1029,15 +1040,12 @@ static gboolean finish_model(const load_context *ctx, th_config *config, GError 
         config->tolerance = 1e-4;
     if (!g_hash_table_contains(ctx->where, "cpd.max_iters"))
         config->max_iters = 1000;
-    if (g_strcmp0(config->update, "auto") != 0) {
-        const char *where = g_hash_table_lookup(ctx->where, "cpd.update");
-        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
-                    "%s: cpd.update = \"%s\": the update paths are the least-squares "
-                    "model's; with cpd.model = \"poisson\" the updates always run in the "
-                    "backend: leave cpd.update out or set it to \"auto\"",
-                    where ? where : ctx->source_name, config->update);
-        return FALSE;
-    }
+    if (g_strcmp0(config->update, "auto") != 0)
+        return conflict_at(ctx, "cpd.update", error,
+                           "cpd.update = \"%s\": the update paths are the least-squares "
+                           "model's; with cpd.model = \"poisson\" the updates always run in "
+                           "the backend: leave cpd.update out or set it to \"auto\"",
+                           config->update);
     if (!(config->epsilon > 0.0)) {
         const char *where = g_hash_table_lookup(ctx->where, "cpd.epsilon");
         g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
