@@ -750,6 +750,25 @@ static void test_constraints(void **state)
     tensorhost_cpd_free(r);
     params.struct_size = (uint32_t)sizeof params;
 
+    /* One per mode: modes 1 and 3 nonnegative. */
+    const int32_t per_mode[3] = {TENSORHOST_CONSTRAINTS_NONNEG, TENSORHOST_CONSTRAINTS_NONE,
+                                 TENSORHOST_CONSTRAINTS_NONNEG};
+    params.mode_constraints = per_mode;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONNEG);
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_int_equal(tensorhost_cpd_mode_constraints(r, m), per_mode[m]);
+    assert_int_equal(tensorhost_cpd_mode_constraints(r, 3), TENSORHOST_ERR_INVALID_ARGUMENT);
+    for (uint64_t k = 0; k < tensorhost_cpd_dim(r, 2) * 3; ++k)
+        assert_true(tensorhost_cpd_factor(r, 2)[k] >= 0.0);
+    tensorhost_cpd_free(r);
+    const int32_t bad[3] = {0, 5, 0};
+    params.mode_constraints = bad;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "mode_constraints[1] = 5"));
+    params.mode_constraints = NULL;
+
     params.constraints = 7;
     assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
                      TENSORHOST_ERR_INVALID_ARGUMENT);
@@ -760,6 +779,7 @@ static void test_constraints(void **state)
                      TENSORHOST_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "TENSORHOST_UPDATE_SWEEP"));
     assert_int_equal(tensorhost_cpd_constraints(NULL), TENSORHOST_ERR_MISUSE);
+    assert_int_equal(tensorhost_cpd_mode_constraints(NULL, 0), TENSORHOST_ERR_MISUSE);
     tensorhost_tensor_free(t);
     tensorhost_backend_close(backend);
 }

@@ -277,15 +277,52 @@ static void test_cpd_constraints(void **state)
 {
     (void)state;
     g_autoptr(th_config) plain = load_ok("tensor.path = \"t\"\n", NULL);
-    assert_string_equal(plain->constraints, "none");
+    assert_false(plain->constraints.listed);
+    assert_int_equal(plain->constraints.items->len, 1);
+    assert_string_equal(g_ptr_array_index(plain->constraints.items, 0), "none");
     assert_false(th_cpd_params_from_config(plain, 2).nonneg);
     g_autoptr(th_config) nonneg =
         load_ok("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"host\"\n", NULL);
-    assert_true(th_cpd_params_from_config(nonneg, 2).nonneg);
+    const th_cpd_params all = th_cpd_params_from_config(nonneg, 2);
+    assert_true(all.nonneg);
+    assert_int_equal(all.constraints_listed, 0);
+    assert_int_equal(th_cpd_nonneg_mask(&all, 3), 7);
+    /* One per mode, in a file or through --set. */
+    g_autoptr(th_config) per_mode = load_ok(
+        "tensor.path = \"t\"\n[cpd]\nconstraints = [\"nonneg\", \"none\", \"nonneg\"]\n", NULL);
+    assert_true(per_mode->constraints.listed);
+    const th_cpd_params listed = th_cpd_params_from_config(per_mode, 2);
+    assert_true(listed.nonneg);
+    assert_int_equal(listed.constraints_listed, 3);
+    assert_int_equal(th_cpd_nonneg_mask(&listed, 3), 5);
+    g_autoptr(GError) order_error = NULL;
+    assert_true(th_cpd_check_constraints_order(&listed, 3, &order_error));
+    assert_false(th_cpd_check_constraints_order(&listed, 4, &order_error));
+    assert_non_null(strstr(order_error->message, "lists 3 values, one per mode, but the tensor "
+                                                 "has 4 modes"));
+    const char *set[] = {"cpd.constraints=[\"none\", \"nonneg\"]", NULL};
+    g_autoptr(th_config) overridden = load_ok("tensor.path = \"t\"\n", set);
+    const th_cpd_params from_set = th_cpd_params_from_config(overridden, 2);
+    assert_int_equal(th_cpd_nonneg_mask(&from_set, 2), 2);
+    const char *set_one[] = {"cpd.constraints=nonneg", NULL};
+    g_autoptr(th_config) overridden_one = load_ok("tensor.path = \"t\"\n", set_one);
+    assert_false(overridden_one->constraints.listed);
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = [\"nonneg\", \"positive\"]\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:26: key 'cpd.constraints[1]': expected one of \"none\", "
+                      "\"nonneg\", found the string \"positive\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = []\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:15: key 'cpd.constraints': expected one of \"none\", \"nonneg\", "
+                      "or a non-empty array of them (one per mode), found an array");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = 3\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:15: key 'cpd.constraints': expected one of \"none\", \"nonneg\", "
+                      "or an array of them, found the integer 3");
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"positive\"\n", NULL,
                       TH_CONFIG_ERROR_RANGE,
                       "FILE:3:15: key 'cpd.constraints': expected one of \"none\", \"nonneg\", "
-                      "found the string \"positive\"");
+                      "or an array of them, found the string \"positive\"");
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"sweep\"\n",
                       NULL, TH_CONFIG_ERROR_CONFLICT,
                       "FILE:4:1: cpd.update = \"sweep\" updates without constraints; with "

@@ -630,6 +630,37 @@ static void test_nonneg_recovers_planted_parts(void **state)
         g_free(truth[m]);
 }
 
+/* Constraints per mode: only the listed modes' factors are kept
+ * nonnegative (on a tensor of both signs the others are not), and a list
+ * whose length is not the tensor's order is refused before the run. */
+static void test_nonneg_per_mode(void **state)
+{
+    (void)state;
+    const th_index dims[] = {7, 8, 9};
+    g_autoptr(th_sptensor) mixed = th_test_planted_dense(dims, 3, 2, 22);
+    for (uint64_t k = 0; k < mixed->nnz; ++k)
+        mixed->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * mixed->values[k];
+    g_autoptr(th_backend) backend = open_cpu_reference();
+    th_cpd_params params = {.rank = 3, .max_iters = 40, .tolerance = 0, .seed = 6,
+                            .nonneg = TRUE, .nonneg_modes = 5u, .constraints_listed = 3};
+    g_autoptr(th_cpd_result) r = run(backend, mixed, &params, NULL);
+    assert_int_equal(r->nonneg_modes, 5u);
+    gboolean negative_in_free_mode = FALSE;
+    for (uint32_t m = 0; m < 3; ++m)
+        for (uint64_t k = 0; k < (uint64_t)dims[m] * 3; ++k) {
+            if (m == 1)
+                negative_in_free_mode = negative_in_free_mode || r->factors[m][k] < 0.0;
+            else
+                assert_true(r->factors[m][k] >= 0.0);
+        }
+    assert_true(negative_in_free_mode);
+    params.constraints_listed = 4;
+    g_autoptr(GError) error = NULL;
+    assert_null(th_cp_als(backend, mixed, &params, NULL, &error));
+    assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT));
+    assert_non_null(strstr(error->message, "lists 4 values, one per mode, but the tensor has 3"));
+}
+
 /* The nonnegative update is the host's: asking for a backend path with it
  * is an error naming both keys' values. */
 static void test_nonneg_refuses_backend_paths(void **state)
@@ -666,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_aminoacid_rank_three_fit),
         cmocka_unit_test(test_nonneg_factors),
         cmocka_unit_test(test_nonneg_refuses_backend_paths),
+        cmocka_unit_test(test_nonneg_per_mode),
         cmocka_unit_test(test_nonneg_recovers_planted_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

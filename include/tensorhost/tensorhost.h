@@ -55,8 +55,9 @@
  *        tensorhost_cpd_kkt_violation, tensorhost_cpd_log_likelihoods,
  *        tensorhost_cpd_kkt_violations, tensorhost_cpd_inner_iterations;
  *        TENSORHOST_MODEL_*.
- *   1.3  nonnegative CP: tensorhost_cpd_params.constraints
- *        (TENSORHOST_CONSTRAINTS_*) and tensorhost_cpd_constraints.
+ *   1.3  nonnegative CP: tensorhost_cpd_params.constraints and
+ *        .mode_constraints (TENSORHOST_CONSTRAINTS_*),
+ *        tensorhost_cpd_constraints and tensorhost_cpd_mode_constraints.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -219,11 +220,14 @@ typedef struct tensorhost_cpd_params {
     const double *const *initial_factors;
     tensorhost_iteration_fn on_iteration; /* may be NULL */
     void *user_data;
-    int32_t constraints; /* (1.3) tensorhost_constraints */
+    int32_t constraints; /* (1.3) tensorhost_constraints, for every mode */
+    /* (1.3) NULL, or [nmodes] tensorhost_constraints, one per mode, instead
+     * of `constraints`. Borrowed for the call. */
+    const int32_t *mode_constraints;
 } tensorhost_cpd_params;
 #define TENSORHOST_CPD_PARAMS_INIT                                                            \
     {(uint32_t)sizeof(tensorhost_cpd_params), 16u, 50u, 1e-5, 42u, TENSORHOST_UPDATE_AUTO, NULL, \
-     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE}
+     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE, NULL}
 
 typedef struct tensorhost_cpd tensorhost_cpd;
 
@@ -412,10 +416,14 @@ TENSORHOST_API const double *tensorhost_cpd_kkt_violations(const tensorhost_cpd 
 TENSORHOST_API const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *result);
 
 /* (1.3) The constraints a result's factors were fitted under (a
- * tensorhost_constraints; NONE for a Poisson result, whose factors are
- * nonnegative by construction); TENSORHOST_ERR_MISUSE for a NULL or freed
- * one. */
+ * tensorhost_constraints: NONNEG when some mode's factor was constrained;
+ * NONE for a Poisson result, whose factors are nonnegative by
+ * construction), and those of one mode's factor; TENSORHOST_ERR_MISUSE for
+ * a NULL or freed result, TENSORHOST_ERR_INVALID_ARGUMENT for a mode past
+ * the last. */
 TENSORHOST_API int32_t tensorhost_cpd_constraints(const tensorhost_cpd *result);
+TENSORHOST_API int32_t tensorhost_cpd_mode_constraints(const tensorhost_cpd *result,
+                                                       uint32_t mode);
 
 /* ---- Log lines (1.1) ---------------------------------------------------- */
 

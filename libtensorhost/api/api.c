@@ -482,6 +482,7 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
         offsetof(tensorhost_cpd_params, on_iteration) + sizeof(tensorhost_iteration_fn),
         offsetof(tensorhost_cpd_params, user_data) + sizeof(void *),
         offsetof(tensorhost_cpd_params, constraints) + sizeof(int32_t), /* 1.3 */
+        offsetof(tensorhost_cpd_params, mode_constraints) + sizeof(void *),
     };
     *params = defaults;
     return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.0",
@@ -508,7 +509,7 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "constraints %d: expected TENSORHOST_CONSTRAINTS_NONE or _NONNEG",
                          p->constraints);
-    if (p->constraints == TENSORHOST_CONSTRAINTS_NONNEG &&
+    if ((p->constraints == TENSORHOST_CONSTRAINTS_NONNEG || p->mode_constraints) &&
         (p->update == TENSORHOST_UPDATE_SWEEP || p->update == TENSORHOST_UPDATE_MODE))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "update %s updates without constraints; with "
@@ -663,7 +664,7 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
     const int32_t status = check_params(&p, err);
     if (status != TENSORHOST_OK)
         return status;
-    const th_cpd_params params = {
+    th_cpd_params params = {
         .model = TH_MODEL_LEAST_SQUARES,
         .rank = p.rank,
         .max_iters = p.max_iters,
@@ -673,6 +674,25 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .nonneg = p.constraints == TENSORHOST_CONSTRAINTS_NONNEG,
         .initial_factors = p.initial_factors,
     };
+    if (p.mode_constraints) {
+        const uint32_t nmodes = tensor->tensor->nmodes;
+        params.nonneg = FALSE;
+        params.nonneg_modes = 0;
+        params.constraints_listed = nmodes;
+        for (uint32_t m = 0; m < nmodes; ++m) {
+            if (p.mode_constraints[m] == TENSORHOST_CONSTRAINTS_NONE)
+                continue;
+            if (p.mode_constraints[m] != TENSORHOST_CONSTRAINTS_NONNEG)
+                return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                                 "mode_constraints[%u] = %d: expected TENSORHOST_CONSTRAINTS_NONE "
+                                 "or _NONNEG",
+                                 m, p.mode_constraints[m]);
+            params.nonneg = TRUE;
+            params.nonneg_modes |= UINT64_C(1) << m;
+        }
+        if (!params.nonneg)
+            params.constraints_listed = 0;
+    }
     const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
     iteration_forward forward = {p.on_iteration, p.user_data};
     const th_cpd_callbacks callbacks = {
@@ -887,6 +907,17 @@ int32_t tensorhost_cpd_constraints(const tensorhost_cpd *h)
     if (!r)
         return TENSORHOST_ERR_MISUSE;
     return r->nonneg ? TENSORHOST_CONSTRAINTS_NONNEG : TENSORHOST_CONSTRAINTS_NONE;
+}
+
+int32_t tensorhost_cpd_mode_constraints(const tensorhost_cpd *h, uint32_t mode)
+{
+    const th_cpd_result *r = result_of(h);
+    if (!r)
+        return TENSORHOST_ERR_MISUSE;
+    if (mode >= r->nmodes)
+        return TENSORHOST_ERR_INVALID_ARGUMENT;
+    return r->nonneg_modes >> mode & 1u ? TENSORHOST_CONSTRAINTS_NONNEG
+                                        : TENSORHOST_CONSTRAINTS_NONE;
 }
 
 double tensorhost_cpd_log_likelihood(const tensorhost_cpd *h)

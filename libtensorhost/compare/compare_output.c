@@ -629,7 +629,7 @@ JsonNode *th_compare_json(const th_compare_result *result)
     if (strcmp(result->job, "cpd") == 0) {
         th_json_member_string(b, "model", th_cpd_model_name(result->model));
         if (result->model == TH_MODEL_LEAST_SQUARES)
-            th_json_member_string(b, "constraints", th_cpd_constraints_name(result->nonneg));
+            th_report_add_constraints(b, result->nonneg_modes, result->constraint_modes);
     }
     th_json_member_string(b, "baseline", result->baseline);
     th_json_member_string(b, "timer", result->timer);

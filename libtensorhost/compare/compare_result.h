@@ -96,7 +96,12 @@ typedef struct th_compare_result {
     char *job, *baseline, *timer;
     /* The model job "cpd" fits (cpd.model); least squares for the others. */
     th_cpd_model model;
-    gboolean nonneg; /* job "cpd" with cpd.constraints = "nonneg" */
+    /* Job "cpd" with nonnegative factors (cpd.constraints): some mode is
+     * constrained; as the config says it, over constraint_modes modes (1:
+     * one value for every mode, bit 0 of nonneg_modes then that value). */
+    gboolean nonneg;
+    uint64_t nonneg_modes;
+    uint32_t constraint_modes;
     uint32_t rank, repeats, warmup;
     double tolerance;
     uint64_t seed;

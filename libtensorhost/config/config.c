@@ -51,10 +51,10 @@ static const th_key_schema cpd_keys[] = {
     {.name = "model", .type = TH_KEY_STRING, TH_FIELD(model), .default_string = "least-squares",
      .choices = cpd_model_choices,
      .doc = "the model fitted: CP-ALS (least squares) or CP-APR (Poisson, for counts)"},
-    {.name = "constraints", .type = TH_KEY_STRING, TH_FIELD(constraints),
+    {.name = "constraints", .type = TH_KEY_CHOICES, TH_FIELD(constraints),
      .default_string = "none", .choices = cpd_constraints_choices,
-     .doc = "least squares: \"nonneg\" keeps every factor nonnegative (hierarchical ALS "
-            "updates, on the host)"},
+     .doc = "least squares: \"nonneg\" keeps the factors nonnegative (hierarchical ALS "
+            "updates, on the host); an array gives one value per mode"},
     {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
      .max = UINT32_MAX, .default_integer = 10,
      .doc = "poisson: multiplicative updates per mode and outer iteration"},
@@ -334,6 +334,44 @@ static gboolean assign_string(const load_context *ctx, const th_toml_node *node,
     gboolean resolve = key->type == TH_KEY_PATH
                        || (key->type == TH_KEY_PLUGIN && is_plugin_path(node->string_value));
     *field = resolve ? resolve_path(ctx, node, node->string_value) : g_strdup(node->string_value);
+    return TRUE;
+}
+
+/* One of the key's choices, or a non-empty array of them. */
+static gboolean assign_choices(const load_context *ctx, const th_toml_node *node,
+                               const th_key_schema *key, const char *name, void *config,
+                               GError **error)
+{
+    g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+    const gboolean listed = node->kind == TH_TOML_ARRAY;
+    if (listed && node->n_children == 0) {
+        g_autofree char *choices = describe_choices(key->choices);
+        g_autofree char *expected =
+            g_strdup_printf("%s, or a non-empty array of them (one per mode)", choices);
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        return FALSE;
+    }
+    const size_t n = listed ? node->n_children : 1;
+    for (size_t i = 0; i < n; i++) {
+        const th_toml_node *element = listed ? node->children[i] : node;
+        if (!is_nonempty_string(element) || !is_choice(key->choices, element->string_value)) {
+            g_autofree char *choices = describe_choices(key->choices);
+            g_autofree char *element_name =
+                listed ? g_strdup_printf("%s[%zu]", name, i) : g_strdup(name);
+            g_autofree char *expected =
+                listed ? g_strdup(choices) : g_strdup_printf("%s, or an array of them", choices);
+            th_config_value_error(ctx, error,
+                                  element->kind == TH_TOML_STRING ? TH_CONFIG_ERROR_RANGE
+                                                                  : TH_CONFIG_ERROR_TYPE,
+                                  element, element_name, expected);
+            return FALSE;
+        }
+        g_ptr_array_add(items, g_strdup(element->string_value));
+    }
+    th_config_choices *field = field_at(config, key);
+    g_clear_pointer(&field->items, g_ptr_array_unref);
+    field->items = g_steal_pointer(&items);
+    field->listed = listed;
     return TRUE;
 }
 
@@ -672,6 +710,8 @@ static gboolean assign(const load_context *ctx, const th_toml_node *node, const 
         return assign_string(ctx, node, key, name, config, error);
     case TH_KEY_PATH_LIST:
         return assign_path_list(ctx, node, key, name, config, error);
+    case TH_KEY_CHOICES:
+        return assign_choices(ctx, node, key, name, config, error);
     case TH_KEY_INTEGER:
         return assign_integer(ctx, node, key, name, config, error);
     case TH_KEY_NUMBER:
@@ -737,6 +777,13 @@ static void apply_defaults(const load_context *ctx, const th_table_schema *schem
         case TH_KEY_PATH_LIST:
             *(GPtrArray **)field = g_ptr_array_new_with_free_func(g_free);
             break;
+        case TH_KEY_CHOICES: {
+            th_config_choices *choices = field;
+            choices->items = g_ptr_array_new_with_free_func(g_free);
+            g_ptr_array_add(choices->items, g_strdup(key->default_string));
+            choices->listed = FALSE;
+            break;
+        }
         case TH_KEY_OPTIONS:
             *(GPtrArray **)field = g_ptr_array_new_with_free_func(th_config_option_free);
             break;
@@ -873,8 +920,10 @@ static th_toml_node *parse_override_value(const char *text, const th_key_schema 
     if (!key)
         return value;
     gboolean wants_string = key->type == TH_KEY_STRING || key->type == TH_KEY_PATH
-                            || key->type == TH_KEY_PLUGIN || key->type == TH_KEY_PATH_LIST;
-    gboolean is_list = key->type == TH_KEY_PATH_LIST && value->kind == TH_TOML_ARRAY;
+                            || key->type == TH_KEY_PLUGIN || key->type == TH_KEY_PATH_LIST
+                            || key->type == TH_KEY_CHOICES;
+    gboolean is_list = (key->type == TH_KEY_PATH_LIST || key->type == TH_KEY_CHOICES)
+                       && value->kind == TH_TOML_ARRAY;
     if (wants_string && value->kind != TH_TOML_STRING && !is_list) {
         th_toml_node_free(value);
         value = th_toml_string_new(text);
@@ -997,11 +1046,14 @@ static gboolean conflict_at(const load_context *ctx, const char *key, GError **e
     return FALSE;
 }
 
-/* cpd.constraints = "nonneg" with a key that contradicts it. */
+/* cpd.constraints "nonneg" (for any mode) with a key that contradicts it. */
 static gboolean finish_constraints(const load_context *ctx, const th_config *config,
                                    GError **error)
 {
-    if (g_strcmp0(config->constraints, "nonneg") != 0)
+    gboolean nonneg = FALSE;
+    for (guint m = 0; m < config->constraints.items->len; ++m)
+        nonneg = nonneg || g_strcmp0(g_ptr_array_index(config->constraints.items, m), "nonneg") == 0;
+    if (!nonneg)
         return TRUE;
     if (g_strcmp0(config->model, "poisson") == 0)
         return conflict_at(ctx, "cpd.constraints", error,
@@ -1228,7 +1280,7 @@ void th_config_free(th_config *config)
     g_free(config->tensor_path);
     g_free(config->update);
     g_free(config->model);
-    g_free(config->constraints);
+    g_clear_pointer(&config->constraints.items, g_ptr_array_unref);
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
@@ -1250,7 +1302,7 @@ const char *th_config_where(const th_config *config, const char *key)
 
 typedef void (*foreach_fn)(const char *key, const th_config_value *value, void *user_data);
 
-static char *render_path_list(const GPtrArray *paths)
+static char *render_string_list(const GPtrArray *paths)
 {
     GString *text = g_string_new("[");
     for (guint i = 0; paths && i < paths->len; i++) {
@@ -1320,8 +1372,19 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
         case TH_KEY_PATH_LIST:
             value.kind = TH_CONFIG_VALUE_STRING_LIST;
             value.items = *(GPtrArray *const *)field;
-            text = render_path_list(value.items);
+            text = render_string_list(value.items);
             break;
+        case TH_KEY_CHOICES: {
+            const th_config_choices *choices = field;
+            if (choices->listed) {
+                value.kind = TH_CONFIG_VALUE_STRING_LIST;
+                value.items = choices->items;
+                text = render_string_list(value.items);
+            } else {
+                text = g_strdup(g_ptr_array_index(choices->items, 0));
+            }
+            break;
+        }
         case TH_KEY_INTEGER:
             value.kind = TH_CONFIG_VALUE_INTEGER;
             /* uint64 keys are bounded by INT64_MAX (cpd.seed, nnz) when loaded. */

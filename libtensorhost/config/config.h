@@ -55,6 +55,14 @@ typedef struct th_compare_config {
     gboolean charts;   /* draw PNG and SVG charts, default true */
 } th_compare_config;
 
+/* A key that takes one of its choices for every mode, or an array of them,
+ * one per mode (cpd.constraints): `items` holds the one value (listed
+ * FALSE) or the values in mode order (listed TRUE); never empty. */
+typedef struct th_config_choices {
+    GPtrArray *items; /* char* */
+    gboolean listed;
+} th_config_choices;
+
 typedef struct th_config {
     char *source_path; /* the config file as given, for messages */
 
@@ -72,10 +80,11 @@ typedef struct th_config {
      * max_iters to 1000 (pyttb's cp_apr), update must be "auto", and the
      * backend options may name one GPU only. */
     char *model;
-    /* "none" (default) or "nonneg": every factor constrained nonnegative
-     * (least squares only; its update runs on the host, so update must be
-     * "auto" or "host"). */
-    char *constraints;
+    /* "none" (default) or "nonneg" for every mode, or one of them per mode
+     * (an array, checked against the tensor's order when the run is
+     * planned): factors constrained nonnegative (least squares only; the
+     * update runs on the host, so update must be "auto" or "host"). */
+    th_config_choices constraints;
     /* CP-APR's (model "poisson" only; setting one with another model is an
      * error): inner iterations per mode (default 10, >= 1), the offset of
      * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,

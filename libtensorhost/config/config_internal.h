@@ -28,6 +28,7 @@ typedef enum {
     TH_KEY_TABLE_ARRAY, /* an array of tables ([[compare.backend]]): GPtrArray of `object`
                            structs, each walked with the element schema in `section` */
     TH_KEY_SWEEP,     /* table of non-empty arrays of scalars: GPtrArray of th_config_sweep* */
+    TH_KEY_CHOICES,   /* one of `choices`, or a non-empty array of them: th_config_choices */
 } th_key_type;
 
 typedef struct th_table_schema th_table_schema;

@@ -77,11 +77,16 @@ gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **erro
     return th_backend_init_factors(s->backend, seed, s->grams, error);
 }
 
-void th_als_state_constrain_nonneg(th_als_state *s)
+void th_als_state_constrain_nonneg(th_als_state *s, uint64_t modes)
 {
     g_return_if_fail(s->path == TH_UPDATE_HOST);
-    s->nonneg = TRUE;
+    s->nonneg_modes = modes;
     s->hals_sweeps = TH_HALS_SWEEPS;
+}
+
+static gboolean constrained(const th_als_state *s, uint32_t mode)
+{
+    return mode < 64 && (s->nonneg_modes >> mode & 1u);
 }
 
 /* The nonnegative update's new factor: hierarchical ALS from the current
@@ -107,7 +112,7 @@ static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError
     const uint64_t rows = s->backend->dims[mode];
     if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
         return FALSE;
-    if (s->nonneg) {
+    if (constrained(s, mode)) {
         if (!hals_factor(s, mode, rows, error))
             return FALSE;
     } else {
@@ -181,7 +186,7 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
 
     start = g_get_monotonic_time();
     th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
-    if (!s->nonneg)
+    if (!constrained(s, mode))
         s->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
     t->algebra_seconds += seconds_since(start);
 

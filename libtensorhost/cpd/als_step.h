@@ -45,9 +45,10 @@ typedef struct th_als_state {
     /* Steps whose als_sweep stopped early (a Cholesky breakdown) and that
      * the host finished per mode; always 0 off the sweep path. */
     uint32_t sweep_fallbacks;
-    /* Every mode's update nonnegative (hierarchical ALS on the host path;
-     * th_als_state_constrain_nonneg), with hals_sweeps passes at most. */
-    gboolean nonneg;
+    /* The modes whose update is nonnegative (bit m: mode m; hierarchical
+     * ALS on the host path; th_als_state_constrain_nonneg), with
+     * hals_sweeps passes at most. */
+    uint64_t nonneg_modes;
     uint32_t hals_sweeps;
     th_als_timings timings;
     /* scratch */
@@ -69,14 +70,14 @@ typedef struct th_als_step_callbacks {
 th_als_state *th_als_state_new(th_backend *backend, th_update_path path);
 void th_als_state_free(th_als_state *state);
 
-/* Makes every later update nonnegative: each mode's factor solves its
- * nonnegative least-squares problem by hierarchical ALS
- * (th_dense_hals_nonneg: up to TH_HALS_SWEEPS passes, TensorLy's stopping
- * rule) from the current model's factor, instead of the unconstrained
- * solve. The state must be on the host path. */
+/* Makes the later updates of the modes in `modes` (bit m: mode m)
+ * nonnegative: such a mode's factor solves its nonnegative least-squares
+ * problem by hierarchical ALS (th_dense_hals_nonneg: up to TH_HALS_SWEEPS
+ * passes, TensorLy's stopping rule) from the current model's factor,
+ * instead of the unconstrained solve. The state must be on the host path. */
 #define TH_HALS_SWEEPS 5u
 #define TH_HALS_TOLERANCE 1e-8
-void th_als_state_constrain_nonneg(th_als_state *state);
+void th_als_state_constrain_nonneg(th_als_state *state, uint64_t modes);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
 
 /* Hands `factors` ([nmodes] of dims[m] x rank) to the backend and keeps

@@ -131,6 +131,26 @@ const char *th_cpd_constraints_name(gboolean nonneg)
     return nonneg ? "nonneg" : "none";
 }
 
+uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes)
+{
+    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
+    if (!params->nonneg)
+        return 0;
+    return params->nonneg_modes ? params->nonneg_modes & all : all;
+}
+
+gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
+                                        GError **error)
+{
+    if (params->constraints_listed == 0 || params->constraints_listed == nmodes)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
+                "constraints (cpd.constraints) lists %u values, one per mode, but the tensor "
+                "has %u modes",
+                params->constraints_listed, nmodes);
+    return FALSE;
+}
+
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
 {
     th_cpd_params params = {
@@ -149,7 +169,15 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
     };
     (void)th_update_path_from_name(config->update, &params.update);
     (void)th_cpd_model_from_name(config->model, &params.model);
-    params.nonneg = g_strcmp0(config->constraints, th_cpd_constraints_name(TRUE)) == 0;
+    const th_config_choices *constraints = &config->constraints;
+    params.constraints_listed = constraints->listed ? constraints->items->len : 0;
+    for (guint m = 0; m < constraints->items->len; ++m) {
+        if (g_strcmp0(g_ptr_array_index(constraints->items, m), th_cpd_constraints_name(TRUE)))
+            continue;
+        params.nonneg = TRUE;
+        if (constraints->listed && m < 64)
+            params.nonneg_modes |= UINT64_C(1) << m;
+    }
     return params;
 }
 
@@ -404,7 +432,7 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
     if (params->nonneg)
-        th_als_state_constrain_nonneg(s);
+        th_als_state_constrain_nonneg(s, th_cpd_nonneg_mask(params, s->nmodes));
     gboolean ok;
     if (params->initial_factors) {
         *source = TH_INIT_GIVEN;
@@ -448,6 +476,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
                              backend->requested_update == params->update &&
                              backend->planned_model == (int32_t)params->model &&
                              backend->planned_nonneg == params->nonneg;
+    if (!th_cpd_check_constraints_order(params, nmodes, error))
+        return NULL;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
     const th_update_path path = backend->update_path;
@@ -461,6 +491,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = path;
     r->nonneg = params->nonneg;
+    r->nonneg_modes = th_cpd_nonneg_mask(params, nmodes);
     r->model = TH_MODEL_LEAST_SQUARES;
     r->log_likelihood = NAN;
     r->kkt_violation = NAN;

@@ -60,7 +60,7 @@ const char *th_cpd_model_name(th_cpd_model model);
 /* The inverse; FALSE for any other text. */
 gboolean th_cpd_model_from_name(const char *name, th_cpd_model *model);
 
-/* cpd.constraints' text for th_cpd_params.nonneg: "nonneg" or "none". */
+/* cpd.constraints' text for one mode: "nonneg" or "none". */
 const char *th_cpd_constraints_name(gboolean nonneg);
 
 /* CP-APR's parameters besides max_iters and tolerance (its stoptol, the
@@ -87,11 +87,17 @@ typedef struct th_cpd_params {
      * MODE on a backend without als_sweep / als_update is an error
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
-    /* Least squares with every factor nonnegative (cpd.constraints =
-     * "nonneg"): each mode's update by hierarchical ALS (th_dense_hals_nonneg)
-     * on the host path, which AUTO then resolves to; SWEEP or MODE with it is
-     * an error (TH_CPD_ERROR_UPDATE_PATH). */
+    /* Least squares with nonnegative factors (cpd.constraints): each
+     * constrained mode's update by hierarchical ALS (th_dense_hals_nonneg)
+     * on the host path, which AUTO then resolves to; SWEEP or MODE with it
+     * is an error (TH_CPD_ERROR_UPDATE_PATH). `nonneg` says some mode is
+     * constrained; `nonneg_modes` which (bit m: mode m; 0 with `nonneg`
+     * means every mode); `constraints_listed` is how many modes a per-mode
+     * list named (0: one value for every mode), checked against the
+     * tensor's order (th_cpd_check_constraints_order). */
     gboolean nonneg;
+    uint64_t nonneg_modes;
+    uint32_t constraints_listed;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
      * instead of the seed's (borrowed for the call). NULL: the seed's
      * counter-based factors (th_cpd_initial_factors), drawn by the backend
@@ -122,6 +128,15 @@ th_apr_params th_apr_params_default(void);
  * becomes its path; any other text, from a config not made by the loader,
  * is AUTO. */
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
+
+/* The modes params constrains, as a mask over `nmodes` modes (bit m: mode
+ * m nonnegative). */
+uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes);
+
+/* A per-mode constraints list as long as the tensor's order: FALSE with
+ * TH_CPD_ERROR_INPUT naming both counts otherwise. */
+gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
+                                        GError **error);
 
 /* The stopping rule (Tensor Toolbox's cp_als): after iteration `iteration`
  * (1-based), whose fit changed by `delta`, the run has converged when
@@ -168,7 +183,8 @@ typedef struct th_cpd_result {
      * lambda are NULL and fit is NaN. */
     uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
-    gboolean nonneg;            /* the factors were constrained nonnegative */
+    gboolean nonneg;            /* some factor was constrained nonnegative */
+    uint64_t nonneg_modes;      /* which (bit m: mode m), when nonneg */
     th_init_source initial_factors; /* who drew the factors the run started from */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and

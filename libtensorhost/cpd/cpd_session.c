@@ -63,7 +63,9 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
     uint64_t non_integer = 0;
     const gboolean ok = s->params.model == TH_MODEL_POISSON
                             ? th_cp_apr_check_tensor(tensor, &non_integer, error)
-                            : th_cpd_check_tensor(tensor, error);
+                            : th_cpd_check_tensor(tensor, error) &&
+                                  th_cpd_check_constraints_order(&s->params, tensor->nmodes,
+                                                                 error);
     if (!ok)
         return FALSE;
     s->tensor = tensor;

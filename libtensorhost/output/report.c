@@ -181,6 +181,20 @@ static void add_apr_params(JsonBuilder *b, const th_config *config)
     json_builder_end_object(b);
 }
 
+void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes)
+{
+    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
+    if (nonneg_modes == 0 || nonneg_modes == all) {
+        th_json_member_string(b, "constraints", th_cpd_constraints_name(nonneg_modes != 0));
+        return;
+    }
+    json_builder_set_member_name(b, "constraints");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        json_builder_add_string_value(b, th_cpd_constraints_name(nonneg_modes >> m & 1u));
+    json_builder_end_array(b);
+}
+
 static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result *r,
                     unsigned formats)
 {
@@ -189,7 +203,7 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     json_builder_begin_object(b);
     th_json_member_string(b, "model", th_cpd_model_name(r->model));
     if (!poisson)
-        th_json_member_string(b, "constraints", th_cpd_constraints_name(r->nonneg));
+        th_report_add_constraints(b, r->nonneg_modes, r->nmodes);
     if (poisson && config)
         add_apr_params(b, config);
     th_json_member_int(b, "rank", r->rank);

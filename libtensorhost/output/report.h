@@ -39,6 +39,12 @@ JsonNode *th_report_backend_node(const th_backend_facts *facts);
  * never loaded): "", "", null and zeros. */
 void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *facts);
 
+/* The "constraints" member of a least-squares run (report.json's cpd and a
+ * comparison's results.json): "none" or "nonneg" when every mode has the
+ * same, else an array of them, one per mode (bit m of nonneg_modes: mode
+ * m nonnegative). */
+void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes);
+
 /* report.json, written as a finished file of `set` (output_set.h: the
  * set's index, installed last); a th_cancel_abort_requested() (a second
  * Ctrl-C while outputs are written) writes nothing, with a

@@ -264,6 +264,27 @@ static int report_read_interruption(GError *error)
     return th_cancel_exit_status();
 }
 
+
+/* ", factors nonnegative (...)" for the run's header line, or "". */
+static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes)
+{
+    const uint64_t modes = th_cpd_nonneg_mask(params, nmodes);
+    if (modes == 0)
+        return g_strdup("");
+    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
+    if (modes == all)
+        return g_strdup(", factors nonnegative (hierarchical ALS)");
+    GString *text = g_string_new(", nonnegative factors of mode");
+    const char *separator = modes & (modes - 1) ? "s " : " ";
+    for (uint32_t m = 0; m < nmodes; ++m)
+        if (modes >> m & 1u) {
+            g_string_append_printf(text, "%s%u", separator, m + 1);
+            separator = ", ";
+        }
+    g_string_append(text, " (hierarchical ALS)");
+    return g_string_free(text, FALSE);
+}
+
 /* A second stop while the outputs are written aborts them before any is
  * swapped in: the folder keeps the previous run's outputs whole. */
 static int report_write_abort(GError *error)
@@ -325,6 +346,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
         th_console_backend_summary(loaded);
     }
 
+    g_autofree char *constraints_text = constraints_summary(&params, backend->nmodes);
     if (params.model == TH_MODEL_POISSON)
         th_log(TH_LOG_INFO,
                "CP-APR  model poisson (multiplicative updates), rank %u, max %u outer %s, "
@@ -342,7 +364,7 @@ int th_run_file(const char *config_path, const char *const *overrides)
                th_plural(params.max_iters, "iteration", "iterations"), params.tolerance,
                params.seed, th_update_path_name(backend->update_path),
                params.update == TH_UPDATE_AUTO ? " (auto)" : "",
-               params.nonneg ? ", factors nonnegative (hierarchical ALS)" : "");
+               constraints_text);
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};
     const th_cpd_callbacks callbacks = {

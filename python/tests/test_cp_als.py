@@ -295,3 +295,31 @@ def test_nonneg_is_refused_with_a_backend_update_path():
         tensorhost.cp_als(planted()[:3], rank=2, constraints="positive", **CPU)
     plain = tensorhost.cp_als(planted()[:3], rank=2, max_iters=3, tol=0, **CPU)
     assert plain.constraints == "none"
+
+
+def test_nonneg_per_mode_matches_tensorly_nn_modes():
+    """constraints per mode is TensorLy's nn_modes: the other modes' update is
+    the unconstrained least-squares solve."""
+    tl = pytest.importorskip("tensorly", reason="TensorLy is not installed (pip install tensorly)")
+    from tensorly.cp_tensor import CPTensor
+    from tensorly.decomposition import non_negative_parafac_hals
+    data = np.loadtxt(AMINOACID, skiprows=4)
+    shape = (5, 201, 61)
+    dense = np.zeros(shape)
+    dense[tuple(data[:, :3].astype(int).T)] = data[:, 3]
+    rng = np.random.default_rng(8)
+    init = [rng.random((d, 3)) for d in shape]
+    ours = tensorhost.cp_als(AMINOACID, rank=3, max_iters=10, tol=0, init=init,
+                             constraints=["nonneg", "none", "nonneg"], **CPU)
+    assert ours.constraints == ["nonneg", "none", "nonneg"]
+    assert (ours.factors[0] >= 0).all() and (ours.factors[2] >= 0).all()
+    theirs = non_negative_parafac_hals(
+        tl.tensor(dense), 3, n_iter_max=10, tol=0, nn_modes={0, 2},
+        init=CPTensor((np.ones(3), [f.copy() for f in init])))
+    full = tl.cp_to_tensor(theirs)
+    fit_theirs = 1.0 - np.linalg.norm(dense - full) / np.linalg.norm(dense)
+    assert abs(fit_theirs - ours.fit) < 1e-9, (fit_theirs, ours.fit)
+    with pytest.raises(ValueError, match="one per mode, but the tensor has 3 modes"):
+        tensorhost.cp_als(AMINOACID, rank=3, constraints=["nonneg", "none"], **CPU)
+    with pytest.raises(ValueError, match="constraints must be one of"):
+        tensorhost.cp_als(AMINOACID, rank=3, constraints=[], **CPU)

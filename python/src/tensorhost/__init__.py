@@ -206,7 +206,9 @@ class CPResult:
     # What the run still had to say (also given to warnings.warn): CPWarning records.
     warnings: list = field(default_factory=list)
     model: str = "least-squares"  # "least-squares" (cp_als) or "poisson" (cp_apr)
-    constraints: str = "none"     # "nonneg": cp_als(..., constraints="nonneg")
+    # cp_als(..., constraints=...): "none" or "nonneg" for every mode, else
+    # a list of them, one per mode.
+    constraints: object = "none"
     # Poisson (cp_apr) only; NaN and empty arrays for cp_als. The log-likelihood
     # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
     # output["obj"]); the KKT violation the largest over the modes of their last
@@ -437,7 +439,7 @@ def _warn(found: list, stacklevel: int) -> None:
 def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
            max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
            callback: Optional[Callable[[int, float], Optional[bool]]] = None,
-           update: str = "auto", search_path=None, constraints: str = "none") -> CPResult:
+           update: str = "auto", search_path=None, constraints="none") -> CPResult:
     """CP decomposition of a sparse tensor by alternating least squares.
 
     X: a file path in any format the program reads (FROSTT .tns, .tns.gz,
@@ -457,9 +459,11 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     callback(iteration, fit): called after each iteration; returning False
        stops the run (status "interrupted", with the model so far).
     update: "auto", "sweep", "mode" or "host": where factor updates run.
-    constraints: "none", or "nonneg" for nonnegative factors (every mode's
-       update by hierarchical ALS, as TensorLy's non_negative_parafac_hals,
-       on the host: update must then be "auto" or "host").
+    constraints: "none", or "nonneg" for nonnegative factors (each
+       constrained mode's update by hierarchical ALS, as TensorLy's
+       non_negative_parafac_hals, on the host: update must then be "auto"
+       or "host"); or a sequence of them, one per mode (TensorLy's
+       nn_modes), e.g. ["nonneg", "none", "nonneg"].
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -492,9 +496,11 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     _check_tolerance(tol)
     if update not in _UPDATES:
         raise ValueError(f"update must be one of {sorted(_UPDATES)}, got {update!r}")
-    if constraints not in _CONSTRAINTS:
-        raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)}, got {constraints!r}")
-    if constraints == "nonneg" and update in ("sweep", "mode"):
+    per_mode = [constraints] if isinstance(constraints, str) else list(constraints)
+    if not per_mode or any(not isinstance(c, str) or c not in _CONSTRAINTS for c in per_mode):
+        raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)} or a non-empty "
+                         f"sequence of them (one per mode), got {constraints!r}")
+    if "nonneg" in per_mode and update in ("sweep", "mode"):
         raise ValueError(f"update={update!r} updates without constraints; with "
                          "constraints='nonneg' the update runs on the host: use 'auto' or 'host'")
     if not isinstance(backend, (str, os.PathLike)):
@@ -657,8 +663,16 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
         params = _library.CpdParams(
             struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
             max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
-            update=_UPDATES[update], on_iteration=c_callback,
-            constraints=_CONSTRAINTS[constraints])
+            update=_UPDATES[update], on_iteration=c_callback)
+        if isinstance(constraints, str):
+            params.constraints = _CONSTRAINTS[constraints]
+        else:
+            if len(constraints) != len(dims):
+                raise ValueError(f"constraints lists {len(constraints)} values, one per mode, "
+                                 f"but the tensor has {len(dims)} modes")
+            per_mode = (ctypes.c_int32 * len(dims))(*[_CONSTRAINTS[c] for c in constraints])
+            params.mode_constraints = ctypes.cast(per_mode, ctypes.POINTER(ctypes.c_int32))
+            keep_alive = (keep_alive, per_mode)
         if initial is not None:
             params.initial_factors = ctypes.cast(initial,
                                                  ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
@@ -720,6 +734,13 @@ def _option_text(value) -> str:
     return str(value)
 
 
+def _result_constraints(result, nmodes):
+    """"none" or "nonneg" when every mode has the same, else one per mode."""
+    names = ["nonneg" if _lib.tensorhost_cpd_mode_constraints(result, m)
+             == _library.CONSTRAINTS_NONNEG else "none" for m in range(nmodes)]
+    return names[0] if len(set(names)) == 1 else names
+
+
 def _collect(result, backend) -> CPResult:
     nmodes = _lib.tensorhost_cpd_nmodes(result)
     rank = _lib.tensorhost_cpd_rank(result)
@@ -750,8 +771,7 @@ def _collect(result, backend) -> CPResult:
 
     return CPResult(
         model="poisson" if poisson else "least-squares",
-        constraints=("nonneg" if _lib.tensorhost_cpd_constraints(result)
-                     == _library.CONSTRAINTS_NONNEG else "none"),
+        constraints=_result_constraints(result, nmodes),
         log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
         kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),
         log_likelihoods=per_iteration(_lib.tensorhost_cpd_log_likelihoods),

@@ -88,6 +88,7 @@ class CpdParams(ctypes.Structure):
         ("on_iteration", ITERATION_FN),
         ("user_data", ctypes.c_void_p),
         ("constraints", ctypes.c_int32),  # API 1.3
+        ("mode_constraints", ctypes.POINTER(ctypes.c_int32)),  # API 1.3
     ]
 
 
@@ -190,6 +191,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "tensorhost_cpd_inner_iterations": (ctypes.POINTER(u32), [vp]),
         # 1.3
         "tensorhost_cpd_constraints": (i32, [vp]),
+        "tensorhost_cpd_mode_constraints": (i32, [vp, u32]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
