@@ -298,8 +298,8 @@ static void test_cpd_constraints(void **state)
     g_autoptr(GError) order_error = NULL;
     assert_true(th_cpd_check_constraints_order(&listed, 3, &order_error));
     assert_false(th_cpd_check_constraints_order(&listed, 4, &order_error));
-    assert_non_null(strstr(order_error->message, "lists 3 values, one per mode, but the tensor "
-                                                 "has 4 modes"));
+    assert_string_equal(order_error->message,
+                        "3 constraints given, one per mode, but the tensor has 4 modes");
     const char *set[] = {"cpd.constraints=[\"none\", \"nonneg\"]", NULL};
     g_autoptr(th_config) overridden = load_ok("tensor.path = \"t\"\n", set);
     const th_cpd_params from_set = th_cpd_params_from_config(overridden, 2);

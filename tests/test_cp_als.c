@@ -657,8 +657,9 @@ static void test_nonneg_per_mode(void **state)
     params.constraints_listed = 4;
     g_autoptr(GError) error = NULL;
     assert_null(th_cp_als(backend, mixed, &params, NULL, &error));
-    assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT));
-    assert_non_null(strstr(error->message, "lists 4 values, one per mode, but the tensor has 3"));
+    assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS));
+    assert_string_equal(error->message,
+                        "4 constraints given, one per mode, but the tensor has 3 modes");
 }
 
 /* The nonnegative update is the host's: asking for a backend path with it

@@ -144,9 +144,8 @@ gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nm
 {
     if (params->constraints_listed == 0 || params->constraints_listed == nmodes)
         return TRUE;
-    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
-                "constraints (cpd.constraints) lists %u values, one per mode, but the tensor "
-                "has %u modes",
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS,
+                "%u constraints given, one per mode, but the tensor has %u modes",
                 params->constraints_listed, nmodes);
     return FALSE;
 }

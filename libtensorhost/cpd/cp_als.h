@@ -32,6 +32,8 @@ typedef enum {
     /* Input the model cannot take: a negative or non-finite tensor value
      * or initial factor entry for the Poisson model. */
     TH_CPD_ERROR_INPUT,
+    /* Constraints listed per mode for a tensor of another order. */
+    TH_CPD_ERROR_CONSTRAINTS,
 } th_cpd_error;
 
 /* Where a run's initial factors came from. */
@@ -134,7 +136,7 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
 uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes);
 
 /* A per-mode constraints list as long as the tensor's order: FALSE with
- * TH_CPD_ERROR_INPUT naming both counts otherwise. */
+ * TH_CPD_ERROR_CONSTRAINTS naming both counts otherwise. */
 gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
                                         GError **error);
 

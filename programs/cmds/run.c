@@ -217,6 +217,8 @@ static gboolean prepare_tensor(const th_config *config, th_cpd_session *session,
     if (!th_cpd_session_prepare(session, tensor, &scaled, error)) {
         if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT))
             g_prefix_error(error, "%s: ", config->tensor_path);
+        else if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS))
+            blame_key(error, config, "cpd.constraints");
         return FALSE;
     }
     if (scaled)
