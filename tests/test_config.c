@@ -280,11 +280,11 @@ static void test_cpd_constraints(void **state)
     assert_false(plain->constraints.listed);
     assert_int_equal(plain->constraints.items->len, 1);
     assert_string_equal(g_ptr_array_index(plain->constraints.items, 0), "none");
-    assert_false(th_cpd_params_from_config(plain, 2).nonneg);
+    assert_int_equal(th_cpd_params_from_config(plain, 2).nonneg_modes, 0);
     g_autoptr(th_config) nonneg =
         load_ok("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"host\"\n", NULL);
     const th_cpd_params all = th_cpd_params_from_config(nonneg, 2);
-    assert_true(all.nonneg);
+    assert_true(all.nonneg_modes == UINT64_MAX);
     assert_int_equal(all.constraints_listed, 0);
     assert_int_equal(th_cpd_nonneg_mask(&all, 3), 7);
     /* One per mode, in a file or through --set. */
@@ -292,7 +292,7 @@ static void test_cpd_constraints(void **state)
         "tensor.path = \"t\"\n[cpd]\nconstraints = [\"nonneg\", \"none\", \"nonneg\"]\n", NULL);
     assert_true(per_mode->constraints.listed);
     const th_cpd_params listed = th_cpd_params_from_config(per_mode, 2);
-    assert_true(listed.nonneg);
+    assert_int_equal(listed.nonneg_modes, 5);
     assert_int_equal(listed.constraints_listed, 3);
     assert_int_equal(th_cpd_nonneg_mask(&listed, 3), 5);
     g_autoptr(GError) order_error = NULL;

@@ -546,9 +546,9 @@ static void test_nonneg_factors(void **state)
     g_autoptr(th_backend) backend = open_cpu_reference();
     g_autoptr(th_sptensor) planted = th_test_planted_dense(dims, 3, 3, 21);
     th_cpd_params params = {.rank = 3, .max_iters = 300, .tolerance = 1e-12, .seed = 5,
-                            .nonneg = TRUE};
+                            .nonneg_modes = UINT64_MAX};
     g_autoptr(th_cpd_result) r = run(backend, planted, &params, NULL);
-    assert_true(r->nonneg);
+    assert_int_equal(r->nonneg_modes, 7);
     assert_int_equal(r->update_path, TH_UPDATE_HOST);
     if (!(r->fit > 0.99))
         fail_msg("planted nonnegative rank 3: fit %.6f after %u iterations", r->fit,
@@ -569,7 +569,7 @@ static void test_nonneg_factors(void **state)
         mixed->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * mixed->values[k];
     th_cpd_params free_params = {.rank = 3, .max_iters = 40, .tolerance = 0, .seed = 6};
     g_autoptr(th_cpd_result) unconstrained = run(backend, mixed, &free_params, NULL);
-    free_params.nonneg = TRUE;
+    free_params.nonneg_modes = UINT64_MAX;
     g_autoptr(th_cpd_result) constrained = run(backend, mixed, &free_params, NULL);
     gboolean negative = FALSE;
     for (uint32_t m = 0; m < 3; ++m)
@@ -619,7 +619,7 @@ static void test_nonneg_recovers_planted_parts(void **state)
             }
     g_autoptr(th_backend) backend = open_cpu_reference();
     th_cpd_params params = {.rank = rank, .max_iters = 500, .tolerance = 1e-10, .seed = 8,
-                            .nonneg = TRUE};
+                            .nonneg_modes = UINT64_MAX};
     g_autoptr(th_cpd_result) r = run(backend, t, &params, NULL);
     const double score = th_cp_model_score(r->lambda, (const double *const *)r->factors, ones,
                                            (const double *const *)truth, dims, 3, rank);
@@ -642,7 +642,7 @@ static void test_nonneg_per_mode(void **state)
         mixed->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * mixed->values[k];
     g_autoptr(th_backend) backend = open_cpu_reference();
     th_cpd_params params = {.rank = 3, .max_iters = 40, .tolerance = 0, .seed = 6,
-                            .nonneg = TRUE, .nonneg_modes = 5u, .constraints_listed = 3};
+                            .nonneg_modes = 5u, .constraints_listed = 3};
     g_autoptr(th_cpd_result) r = run(backend, mixed, &params, NULL);
     assert_int_equal(r->nonneg_modes, 5u);
     gboolean negative_in_free_mode = FALSE;
@@ -672,7 +672,7 @@ static void test_nonneg_refuses_backend_paths(void **state)
     g_autoptr(th_backend) backend = open_cpu_reference();
     g_autoptr(GError) error = NULL;
     assert_true(th_backend_load_tensor(backend, t, 2, &error));
-    th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg = TRUE,
+    th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX,
                             .update = TH_UPDATE_MODE};
     assert_null(th_cp_als(backend, t, &params, NULL, &error));
     assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH));

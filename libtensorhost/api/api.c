@@ -671,14 +671,12 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .tolerance = p.tolerance,
         .seed = p.seed,
         .update = (th_update_path)p.update,
-        .nonneg = p.constraints == TENSORHOST_CONSTRAINTS_NONNEG,
+        .nonneg_modes = p.constraints == TENSORHOST_CONSTRAINTS_NONNEG ? UINT64_MAX : 0,
         .initial_factors = p.initial_factors,
     };
     if (p.mode_constraints) {
         const uint32_t nmodes = tensor->tensor->nmodes;
-        params.nonneg = FALSE;
         params.nonneg_modes = 0;
-        params.constraints_listed = nmodes;
         for (uint32_t m = 0; m < nmodes; ++m) {
             if (p.mode_constraints[m] == TENSORHOST_CONSTRAINTS_NONE)
                 continue;
@@ -687,11 +685,8 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
                                  "mode_constraints[%u] = %d: expected TENSORHOST_CONSTRAINTS_NONE "
                                  "or _NONNEG",
                                  m, p.mode_constraints[m]);
-            params.nonneg = TRUE;
             params.nonneg_modes |= UINT64_C(1) << m;
         }
-        if (!params.nonneg)
-            params.constraints_listed = 0;
     }
     const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
     iteration_forward forward = {p.on_iteration, p.user_data};
@@ -906,7 +901,7 @@ int32_t tensorhost_cpd_constraints(const tensorhost_cpd *h)
     const th_cpd_result *r = result_of(h);
     if (!r)
         return TENSORHOST_ERR_MISUSE;
-    return r->nonneg ? TENSORHOST_CONSTRAINTS_NONNEG : TENSORHOST_CONSTRAINTS_NONE;
+    return r->nonneg_modes ? TENSORHOST_CONSTRAINTS_NONNEG : TENSORHOST_CONSTRAINTS_NONE;
 }
 
 int32_t tensorhost_cpd_mode_constraints(const tensorhost_cpd *h, uint32_t mode)

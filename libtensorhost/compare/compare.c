@@ -829,11 +829,8 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
                         ? th_cpd_params_from_config(config, compare->rank).model
                         : TH_MODEL_LEAST_SQUARES;
     const th_cpd_params cpd_params = th_cpd_params_from_config(config, compare->rank);
-    result->nonneg = strcmp(compare->job, "cpd") == 0 && cpd_params.nonneg;
+    result->nonneg_modes = strcmp(compare->job, "cpd") == 0 ? cpd_params.nonneg_modes : 0;
     result->constraint_modes = cpd_params.constraints_listed ? cpd_params.constraints_listed : 1;
-    result->nonneg_modes = !result->nonneg                  ? 0
-                           : cpd_params.constraints_listed ? cpd_params.nonneg_modes
-                                                           : 1;
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);
     result->tensors = g_ptr_array_new_with_free_func(th_compare_tensor_free);

@@ -211,7 +211,7 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
         !cpd ? "MTTKRP"
         : result->model == TH_MODEL_POISSON
             ? "CP-APR, Poisson (generalized MTTKRP times are per outer iteration)"
-        : result->nonneg
+        : result->nonneg_modes
             ? "CP-ALS, nonnegative factors (HALS updates on the host; MTTKRP times are per "
               "iteration)"
             : "CP-ALS (MTTKRP times are per iteration)",

@@ -96,10 +96,9 @@ typedef struct th_compare_result {
     char *job, *baseline, *timer;
     /* The model job "cpd" fits (cpd.model); least squares for the others. */
     th_cpd_model model;
-    /* Job "cpd" with nonnegative factors (cpd.constraints): some mode is
-     * constrained; as the config says it, over constraint_modes modes (1:
-     * one value for every mode, bit 0 of nonneg_modes then that value). */
-    gboolean nonneg;
+    /* Job "cpd": the modes cpd.constraints keeps nonnegative (as
+     * th_cpd_params.nonneg_modes; 0: none, and for the other jobs), and how
+     * many it names (1 when it gives one value for every mode). */
     uint64_t nonneg_modes;
     uint32_t constraint_modes;
     uint32_t rank, repeats, warmup;

@@ -131,12 +131,14 @@ const char *th_cpd_constraints_name(gboolean nonneg)
     return nonneg ? "nonneg" : "none";
 }
 
+uint64_t th_cpd_every_mode(uint32_t nmodes)
+{
+    return nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
+}
+
 uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes)
 {
-    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
-    if (!params->nonneg)
-        return 0;
-    return params->nonneg_modes ? params->nonneg_modes & all : all;
+    return params->nonneg_modes & th_cpd_every_mode(nmodes);
 }
 
 gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
@@ -173,8 +175,9 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
     for (guint m = 0; m < constraints->items->len; ++m) {
         if (g_strcmp0(g_ptr_array_index(constraints->items, m), th_cpd_constraints_name(TRUE)))
             continue;
-        params.nonneg = TRUE;
-        if (constraints->listed && m < 64)
+        if (!constraints->listed)
+            params.nonneg_modes = UINT64_MAX;
+        else if (m < 64)
             params.nonneg_modes |= UINT64_C(1) << m;
     }
     return params;
@@ -255,7 +258,7 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
  * backend paths, whose updates are unconstrained, are refused. */
 static gboolean check_constraints(const th_cpd_params *params, GError **error)
 {
-    if (!params->nonneg)
+    if (!params->nonneg_modes)
         return TRUE;
     if (params->model != TH_MODEL_LEAST_SQUARES) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
@@ -282,11 +285,12 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
     if (!check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES &&
-         !resolve_update_path(backend, params->nonneg ? TH_UPDATE_HOST : params->update, &path,
+         !resolve_update_path(backend,
+                              params->nonneg_modes ? TH_UPDATE_HOST : params->update, &path,
                               error)))
         return FALSE;
     backend->planned_model = (int32_t)params->model;
-    backend->planned_nonneg = params->nonneg;
+    backend->planned_nonneg_modes = params->nonneg_modes;
     backend->planned = TRUE;
     backend->planned_rank = params->rank;
     backend->requested_update = params->update;
@@ -430,7 +434,7 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
-    if (params->nonneg)
+    if (params->nonneg_modes)
         th_als_state_constrain_nonneg(s, th_cpd_nonneg_mask(params, s->nmodes));
     gboolean ok;
     if (params->initial_factors) {
@@ -474,7 +478,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
                              backend->requested_update == params->update &&
                              backend->planned_model == (int32_t)params->model &&
-                             backend->planned_nonneg == params->nonneg;
+                             backend->planned_nonneg_modes == params->nonneg_modes;
     if (!th_cpd_check_constraints_order(params, nmodes, error))
         return NULL;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
@@ -489,7 +493,6 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_seconds = g_new0(double, nmodes);
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = path;
-    r->nonneg = params->nonneg;
     r->nonneg_modes = th_cpd_nonneg_mask(params, nmodes);
     r->model = TH_MODEL_LEAST_SQUARES;
     r->log_likelihood = NAN;

@@ -92,12 +92,11 @@ typedef struct th_cpd_params {
     /* Least squares with nonnegative factors (cpd.constraints): each
      * constrained mode's update by hierarchical ALS (th_dense_hals_nonneg)
      * on the host path, which AUTO then resolves to; SWEEP or MODE with it
-     * is an error (TH_CPD_ERROR_UPDATE_PATH). `nonneg` says some mode is
-     * constrained; `nonneg_modes` which (bit m: mode m; 0 with `nonneg`
-     * means every mode); `constraints_listed` is how many modes a per-mode
-     * list named (0: one value for every mode), checked against the
-     * tensor's order (th_cpd_check_constraints_order). */
-    gboolean nonneg;
+     * is an error (TH_CPD_ERROR_UPDATE_PATH). `nonneg_modes`: the modes
+     * constrained (bit m: mode m; UINT64_MAX: every mode; 0: none);
+     * `constraints_listed` is how many modes a per-mode list named (0: one
+     * value for every mode), checked against the tensor's order
+     * (th_cpd_check_constraints_order). */
     uint64_t nonneg_modes;
     uint32_t constraints_listed;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
@@ -130,6 +129,9 @@ th_apr_params th_apr_params_default(void);
  * becomes its path; any other text, from a config not made by the loader,
  * is AUTO. */
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank);
+
+/* Every mode of an order-`nmodes` tensor, as a mask (bit m: mode m). */
+uint64_t th_cpd_every_mode(uint32_t nmodes);
 
 /* The modes params constrains, as a mask over `nmodes` modes (bit m: mode
  * m nonnegative). */
@@ -185,8 +187,7 @@ typedef struct th_cpd_result {
      * lambda are NULL and fit is NaN. */
     uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
-    gboolean nonneg;            /* some factor was constrained nonnegative */
-    uint64_t nonneg_modes;      /* which (bit m: mode m), when nonneg */
+    uint64_t nonneg_modes;      /* the factors constrained nonnegative (bit m: mode m) */
     th_init_source initial_factors; /* who drew the factors the run started from */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and

@@ -183,8 +183,8 @@ static void add_apr_params(JsonBuilder *b, const th_config *config)
 
 void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes)
 {
-    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
-    if (nonneg_modes == 0 || nonneg_modes == all) {
+    nonneg_modes &= th_cpd_every_mode(nmodes);
+    if (nonneg_modes == 0 || nonneg_modes == th_cpd_every_mode(nmodes)) {
         th_json_member_string(b, "constraints", th_cpd_constraints_name(nonneg_modes != 0));
         return;
     }

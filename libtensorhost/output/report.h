@@ -40,9 +40,9 @@ JsonNode *th_report_backend_node(const th_backend_facts *facts);
 void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *facts);
 
 /* The "constraints" member of a least-squares run (report.json's cpd and a
- * comparison's results.json): "none" or "nonneg" when every mode has the
- * same, else an array of them, one per mode (bit m of nonneg_modes: mode
- * m nonnegative). */
+ * comparison's results.json): "none" or "nonneg" when each of the `nmodes`
+ * modes has the same, else an array of them, one per mode (bit m of
+ * nonneg_modes: mode m nonnegative; bits past nmodes are ignored). */
 void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes);
 
 /* report.json, written as a finished file of `set` (output_set.h: the

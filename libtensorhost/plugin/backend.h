@@ -33,7 +33,7 @@ typedef struct th_backend {
     uint32_t planned_rank;
     th_update_path requested_update, update_path;
     int32_t planned_model; /* the th_cpd_model (cp_als.h) the plan was made for */
-    gboolean planned_nonneg; /* the plan's th_cpd_params.nonneg */
+    uint64_t planned_nonneg_modes; /* the plan's th_cpd_params.nonneg_modes */
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be

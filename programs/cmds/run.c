@@ -273,8 +273,7 @@ static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes)
     const uint64_t modes = th_cpd_nonneg_mask(params, nmodes);
     if (modes == 0)
         return g_strdup("");
-    const uint64_t all = nmodes >= 64 ? UINT64_MAX : (UINT64_C(1) << nmodes) - 1;
-    if (modes == all)
+    if (modes == th_cpd_every_mode(nmodes))
         return g_strdup(", factors nonnegative (hierarchical ALS)");
     GString *text = g_string_new(", nonnegative factors of mode");
     const char *separator = modes & (modes - 1) ? "s " : " ";

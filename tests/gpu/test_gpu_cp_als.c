@@ -265,7 +265,7 @@ static double run_nonneg(const char *id, const th_sptensor *t, uint32_t rank)
     if (!th_backend_load_tensor(backend, t, rank, &error))
         fail_msg("%s: load_tensor: %s", id, error->message);
     th_cpd_params params = {.rank = rank, .max_iters = ITERATIONS, .tolerance = 0, .seed = 42,
-                            .nonneg = TRUE};
+                            .nonneg_modes = UINT64_MAX};
     g_autoptr(th_cpd_result) r = th_cp_als(backend, t, &params, NULL, &error);
     if (!r)
         fail_msg("%s: cp_als (nonneg): %s", id, error->message);
