@@ -1215,8 +1215,9 @@ row_product_v4(const mode_layout *l, const double *const *other_factors, const u
  * lane, so the four partial sums of m are one vector). Inlined with width
  * and nv as constants, the weighted target row, the row product and the
  * row's sum stay in registers, where the scalar loop has run-time trip
- * counts and round trips through memory; the loop is then bound by its
- * instruction count, which AVX2 halves (CPU_REF_VECTOR_CLONES). */
+ * counts and round trips through memory; AVX2 halves its instructions
+ * (CPU_REF_VECTOR_CLONES). What is left waits on each nonzero's row
+ * gathers and division (kernels/DESIGN.md, "not kept"). */
 static inline CPU_REF_ALWAYS_INLINE void
 generalized_row_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
                    const uint32_t nv, uint32_t row, uint64_t begin, uint64_t end,
