@@ -113,6 +113,14 @@ th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
     return plugin->entry.factor_update(instance, io, err);
 }
 
+th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instance,
+                                    th_row_least_squares_io *io, char *err)
+{
+    if (!plugin->entry.row_least_squares)
+        return unsupported("row_least_squares (optional, ABI 1.5)", err);
+    return plugin->entry.row_least_squares(instance, io, err);
+}
+
 gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
                                   th_runtime_info *info, GError **error)
 {
@@ -537,6 +545,33 @@ gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t op
         *violation = io.violation;
     if (count)
         *count = io.count;
+    return TRUE;
+}
+
+gboolean th_backend_has_row_least_squares(const th_backend *backend)
+{
+    return backend->plugin->entry.row_least_squares != NULL &&
+           backend->plugin->entry.generalized_mttkrp != NULL;
+}
+
+gboolean th_backend_row_least_squares(th_backend *backend, uint32_t mode, double ridge,
+                                      gboolean nonneg, uint32_t passes,
+                                      th_row_least_squares_io *out, GError **error)
+{
+    th_row_least_squares_io io = {
+        .struct_size = (uint32_t)sizeof(th_row_least_squares_io),
+        .mode = mode,
+        .ridge = ridge,
+        .nonneg = nonneg ? 1u : 0u,
+        .passes = passes,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_row_least_squares(backend->plugin, backend->instance, &io, message);
+    if (!check_call(backend, status, "row_least_squares failed", message, error))
+        return FALSE;
+    if (out)
+        *out = io;
     return TRUE;
 }
 

@@ -128,6 +128,17 @@ gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32
 gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
                                   double *vector, double threshold, double tolerance,
                                   double offset, double *violation, uint64_t *count, GError **error);
+/* Whether the backend has what tensor completion runs on: row_least_squares
+ * (ABI 1.5) and generalized_mttkrp (its training error). */
+gboolean th_backend_has_row_least_squares(const th_backend *backend);
+/* row_least_squares (ABI 1.5): every row of mode's factor solved from its own
+ * nonzeros with `ridge` (th_row_least_squares_io); `passes` sweeps of
+ * coordinate descent when `nonneg`. *out (may be NULL) gets the io as the
+ * backend left it (its counts and factor_norm_squared). Calling it on a
+ * backend without the function is an error (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_row_least_squares(th_backend *backend, uint32_t mode, double ridge,
+                                      gboolean nonneg, uint32_t passes,
+                                      th_row_least_squares_io *out, GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
@@ -202,6 +213,8 @@ th_status th_call_generalized_mttkrp(const th_plugin *plugin, th_instance *insta
                                      th_generalized_mttkrp_io *io, char *err);
 th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
                                 th_factor_update_io *io, char *err);
+th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instance,
+                                    th_row_least_squares_io *io, char *err);
 
 /* Runtime and mode info as GErrors: the structs are zeroed first (strings
  * empty, times negative) and stay so when the plugin lacks the function;

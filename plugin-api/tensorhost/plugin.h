@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.4
+ * tensorhost plugin ABI, version 1.5
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -34,7 +34,8 @@
  * Structs passed in, filled by one side and read by the other: th_plugin_entry
  * and th_plugin_info (plugin -> host); th_host_services, th_coo_tensor,
  * th_als_output and the in-fields of th_als_sweep_io, th_init_factors_io,
- * th_generalized_mttkrp_io and th_factor_update_io (host -> plugin).
+ * th_generalized_mttkrp_io, th_factor_update_io and th_row_least_squares_io
+ * (host -> plugin).
  *   - struct_size is the filler's sizeof(), from the header it was built with.
  *   - The reader reads a field only when the whole of it lies within
  *     struct_size (TH_HAS_FIELD).
@@ -47,8 +48,8 @@
  *
  * Structs passed out, owned by the caller and filled by the callee:
  * th_runtime_info, th_mode_info and the out-fields of th_als_sweep_io
- * (modes_done), th_generalized_mttkrp_io (reduced) and th_factor_update_io
- * (violation, count).
+ * (modes_done), th_generalized_mttkrp_io (reduced), th_factor_update_io
+ * (violation, count) and th_row_least_squares_io (its counts and norm).
  *   - The caller sets struct_size to its own sizeof() and every other field to
  *     its documented "absent" value (empty string, 0, negative time) before
  *     the call.
@@ -123,6 +124,10 @@
  *   elementwise function of data and model into the MTTKRP result
  *   (generalized_mttkrp), and applies elementwise updates to a factor it
  *   holds (factor_update); only rank-length vectors and scalars cross.
+ *   Tensor completion (1.5), where the listed entries are the observed ones,
+ *   solves each factor row's own small least-squares problem from that
+ *   row's nonzeros (row_least_squares): the R x R systems are as many as
+ *   the rows, so the backend builds and solves them where the rows are.
  *
  * Initial factors
  *   A run given no initial factors starts from F_m(i, r), for mode m, row
@@ -188,6 +193,9 @@
  *        factor_update() (elementwise operations on one backend-held factor,
  *        TH_FACTOR_*), which CP-APR (Poisson CP) runs on; TH_MODE_NONE.
  *        No layout of 1.3 moves.
+ *   1.5  tensor completion: optional row_least_squares() (each row of a
+ *        factor solved from its own nonzeros with a ridge term, optionally
+ *        nonnegative; th_row_least_squares_io). No layout of 1.4 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -200,7 +208,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 4u
+#define TH_ABI_VERSION_MINOR 5u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -569,6 +577,54 @@ typedef struct th_factor_update_io {
 
 #define TH_FACTOR_UPDATE_IO_V1_4_SIZE TH_FIELD_END(th_factor_update_io, threshold)
 
+/* --- ABI 1.5 --- */
+
+/* In and out of row_least_squares(). Caller-owned, struct_size the host's
+ * sizeof(); the in-fields are passed in (the plugin refuses a struct
+ * shorter than TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE with
+ * TH_ERR_INVALID_ARGUMENT), the out-fields are passed out (the caller sets
+ * them to 0 first).
+ *
+ * For each row j of A = A_mode (I = dims[mode] rows, R = rank columns), over
+ * the nonzeros i whose index has i_mode = j, with values x_i and
+ *   h_i = prod_{k != mode} A_k(i_k, :)   (an R-row, elementwise product)
+ * the row becomes the minimiser of
+ *   sum_i (x_i - <a, h_i>)^2 + ridge * ||a||^2
+ * that is, with G_j = sum_i h_i h_i^T and b_j = sum_i x_i h_i:
+ *   - nonneg 0: the solution of (G_j + ridge I) a = b_j by Cholesky; a row
+ *     whose matrix breaks down under the test of TH_SOLVE_BREAKDOWN_FACTOR
+ *     (fewer independent nonzeros than R, and ridge 0) is left as it was
+ *     and counted in singular_rows;
+ *   - nonneg 1: the same objective under a >= 0, by `passes` sweeps of
+ *     coordinate descent from the row as it was, r = 0 .. R-1 in order:
+ *       d = G_j(r,r) + ridge;
+ *       a_r <- max(0, a_r + (b_j(r) - ((G_j + ridge I) a)(r)) / d), or 0
+ *       where d = 0;
+ *   - a row with no nonzero becomes zero when ridge > 0 (the minimiser) and
+ *     is left as it was when ridge = 0; counted in empty_rows either way.
+ * This is the row-wise ALS of tensor completion (SPLATT's): the nonzeros are
+ * the observed entries, the other entries unknown. Rows are independent,
+ * so a backend may solve them in any order and in parallel; the products
+ * h_i are of the factors as they were before the call (mode's own factor
+ * does not enter them). Every other factor and every MTTKRP result are left
+ * as they were. Out: the counts above and factor_norm_squared, the sum of
+ * the squares of A's entries after the update (mode's part of the ridge
+ * term). The backend computes in double precision where it accumulates
+ * G_j and b_j. */
+typedef struct th_row_least_squares_io {
+    uint32_t struct_size;
+    uint32_t mode;              /* in */
+    double ridge;               /* in: >= 0 and finite */
+    uint32_t nonneg;            /* in: 0 or 1 */
+    uint32_t passes;            /* in: >= 1 where nonneg is 1; unused otherwise */
+    uint64_t singular_rows;     /* out */
+    uint64_t empty_rows;        /* out */
+    double factor_norm_squared; /* out */
+} th_row_least_squares_io;
+
+#define TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE \
+    TH_FIELD_END(th_row_least_squares_io, factor_norm_squared)
+
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -713,17 +769,33 @@ typedef struct th_plugin_entry {
      * mode: before the first (generalized) MTTKRP of the mode ->
      * TH_ERR_BAD_STATE. Errors otherwise as generalized_mttkrp(). */
     th_status (*factor_update)(th_instance *instance, th_factor_update_io *io, char *err);
+
+    /* --- ABI 1.5 ------------------------------------------------------- */
+
+    /* Optional (NULL if unsupported; no capability flag). Replaces each row
+     * of mode's backend-held factor by the solution of its own regularised
+     * least-squares problem over its nonzeros (th_row_least_squares_io), at
+     * every rank the backend loads. The host runs tensor completion only on
+     * a backend that has this and generalized_mttkrp(). Errors: no tensor
+     * loaded -> TH_ERR_BAD_STATE; a short io, a mode out of range, a
+     * negative or non-finite ridge, nonneg other than 0 or 1, passes 0 with
+     * nonneg 1 -> TH_ERR_INVALID_ARGUMENT; out of memory for its workspace
+     * -> TH_ERR_OUT_OF_MEMORY. */
+    th_status (*row_least_squares)(th_instance *instance, th_row_least_squares_io *io,
+                                   char *err);
 } th_plugin_entry;
 
 /* Passed in (plugin -> host). The 1.0 entry: the host refuses a shorter
  * struct. The 1.1 entry: als_sweep is present only in an entry this long.
  * 1.2 did not grow the entry. The 1.3 entry: init_factors is present only
  * in an entry this long. The 1.4 entry: generalized_mttkrp and
- * factor_update are present only in an entry this long. */
+ * factor_update are present only in an entry this long. The 1.5 entry:
+ * row_least_squares is present only in an entry this long. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE TH_FIELD_END(th_plugin_entry, get_mode_info)
 #define TH_PLUGIN_ENTRY_V1_1_SIZE TH_FIELD_END(th_plugin_entry, als_sweep)
 #define TH_PLUGIN_ENTRY_V1_3_SIZE TH_FIELD_END(th_plugin_entry, init_factors)
 #define TH_PLUGIN_ENTRY_V1_4_SIZE TH_FIELD_END(th_plugin_entry, factor_update)
+#define TH_PLUGIN_ENTRY_V1_5_SIZE TH_FIELD_END(th_plugin_entry, row_least_squares)
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \

@@ -181,7 +181,9 @@ static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == 24, "TH_INIT_FACTORS_IO_V1_3_SIZE"
 #if TH_ABI_VERSION_MINOR >= 4
 /* 1.4: generalized_mttkrp and factor_update appended to the entry, and
  * their in/out structs. */
+#if TH_ABI_VERSION_MINOR < 5
 SIZE(th_plugin_entry, 144);
+#endif
 OFFSET(th_plugin_entry, generalized_mttkrp, 128);
 OFFSET(th_plugin_entry, factor_update, 136);
 static_assert(TH_PLUGIN_ENTRY_V1_4_SIZE == 144, "TH_PLUGIN_ENTRY_V1_4_SIZE");
@@ -209,6 +211,24 @@ OFFSET(th_factor_update_io, count, 48);
 OFFSET(th_factor_update_io, threshold, 56);
 static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 64, "TH_FACTOR_UPDATE_IO_V1_4_SIZE");
 #endif
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 5
+/* 1.5: row_least_squares appended to the entry, and its in/out struct. */
+SIZE(th_plugin_entry, 152);
+OFFSET(th_plugin_entry, row_least_squares, 144);
+static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == 152, "TH_PLUGIN_ENTRY_V1_5_SIZE");
+
+SIZE(th_row_least_squares_io, 48);
+OFFSET(th_row_least_squares_io, struct_size, 0);
+OFFSET(th_row_least_squares_io, mode, 4);
+OFFSET(th_row_least_squares_io, ridge, 8);
+OFFSET(th_row_least_squares_io, nonneg, 16);
+OFFSET(th_row_least_squares_io, passes, 20);
+OFFSET(th_row_least_squares_io, singular_rows, 24);
+OFFSET(th_row_least_squares_io, empty_rows, 32);
+OFFSET(th_row_least_squares_io, factor_norm_squared, 40);
+static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 48, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 4
@@ -245,11 +265,18 @@ static_assert(TH_PLUGIN_ENTRY_V1_3_SIZE == sizeof(th_plugin_entry), "th_plugin_e
 #if TH_ABI_VERSION_MINOR >= 3
 static_assert(TH_INIT_FACTORS_IO_V1_3_SIZE == sizeof(th_init_factors_io), "th_init_factors_io");
 #endif
-#if TH_ABI_VERSION_MINOR >= 4
+#if TH_ABI_VERSION_MINOR == 4
 static_assert(TH_PLUGIN_ENTRY_V1_4_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+#endif
+#if TH_ABI_VERSION_MINOR >= 4
 static_assert(TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE == sizeof(th_generalized_mttkrp_io),
               "th_generalized_mttkrp_io");
 static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == sizeof(th_factor_update_io), "th_factor_update_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 5
+static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == sizeof(th_row_least_squares_io),
+              "th_row_least_squares_io");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */
