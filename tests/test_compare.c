@@ -731,7 +731,7 @@ static void test_csv_shape(void **state)
         "speedup_backend", "rel_error", "preprocess_s", "tensor_bytes", "factor_bytes",
         "workspace_bytes", "fit", "fit_difference", "iterations", "s_per_iter_median",
         "device", "reason", "model", "log_likelihood", "log_likelihood_rel_difference",
-        "kkt_violation", "inner_iterations"};
+        "kkt_violation", "inner_iterations", "train_rmse", "holdout_rmse"};
     assert_int_equal(header->len, G_N_ELEMENTS(expected));
     for (guint i = 0; i < header->len; i++)
         assert_string_equal(g_ptr_array_index(header, i), expected[i]);

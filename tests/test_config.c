@@ -139,6 +139,8 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
     g_autoptr(GString) listing = g_string_new(NULL);
     th_config_foreach(config, collect, listing);
     g_autofree char *expected = g_strdup_printf("tensor.path=/t.tns\n"
+                                                "tensor.missing=zero\n"
+                                                "tensor.holdout=0\n"
                                                 "cpd.rank=16\n"
                                                 "cpd.max_iters=50\n"
                                                 "cpd.tolerance=1e-05\n"
@@ -146,6 +148,7 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.update=auto\n"
                                                 "cpd.model=least-squares\n"
                                                 "cpd.constraints=none\n"
+                                                "cpd.l2=0\n"
                                                 "cpd.max_inner_iters=10\n"
                                                 "cpd.kappa=0.01\n"
                                                 "cpd.kappa_tolerance=1e-10\n"
@@ -201,6 +204,8 @@ static void test_foreach_keeps_toml_types(void **state)
     g_autoptr(GString) listing = g_string_new(NULL);
     th_config_foreach(config, collect_typed, listing);
     assert_string_equal(listing->str, "tensor.path=string:/t.tns\n"
+                                      "tensor.missing=string:zero\n"
+                                      "tensor.holdout=number:0\n"
                                       "cpd.rank=int:16\n"
                                       "cpd.max_iters=int:50\n"
                                       "cpd.tolerance=number:0.5\n"
@@ -208,6 +213,7 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.update=string:auto\n"
                                       "cpd.model=string:least-squares\n"
                                       "cpd.constraints=string:none\n"
+                                      "cpd.l2=number:0\n"
                                       "cpd.max_inner_iters=int:10\n"
                                       "cpd.kappa=number:0.01\n"
                                       "cpd.kappa_tolerance=number:1e-10\n"

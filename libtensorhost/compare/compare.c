@@ -60,6 +60,7 @@ static th_compare_run *run_new(const th_compare_backend_config *config, gboolean
     run->max_error = NAN;
     run->fit = run->fit_difference = NAN;
     run->log_likelihood = run->log_likelihood_difference = run->kkt_violation = NAN;
+    run->train_rmse = run->holdout_rmse = NAN;
     return run;
 }
 
@@ -485,6 +486,10 @@ static gboolean measure_cpd(tensor_session *s, void *subject, th_compare_run *ru
     times->per_iteration = th_compare_iteration_seconds(cpd);
     run->fit = cpd->fit;
     run->iterations = cpd->iterations->len;
+    if (cpd->model == TH_MODEL_COMPLETION) {
+        run->train_rmse = cpd->completion.train_rmse;
+        run->holdout_rmse = cpd->completion.holdout_rmse;
+    }
     if (cpd->model == TH_MODEL_POISSON) {
         run->log_likelihood = cpd->log_likelihood;
         run->kkt_violation = cpd->kkt_violation;

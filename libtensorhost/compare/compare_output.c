@@ -211,6 +211,9 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
         !cpd ? "MTTKRP"
         : result->model == TH_MODEL_POISSON
             ? "CP-APR, Poisson (generalized MTTKRP times are per outer iteration)"
+        : result->model == TH_MODEL_COMPLETION
+            ? "Completion, least squares over the listed entries (row-wise ALS in the "
+              "backend: no MTTKRP to time)"
         : result->nonneg_modes
             ? "CP-ALS, nonnegative factors (HALS updates on the host; MTTKRP times are per "
               "iteration)"
@@ -258,6 +261,12 @@ static void add_run_row(text_table *t, const th_compare_result *result,
         } else {
             cell(row, isnan(run->fit) ? g_strdup("-") : g_strdup_printf("%.6f", run->fit));
         }
+        if (result->model == TH_MODEL_COMPLETION) {
+            cell(row, isnan(run->train_rmse) ? g_strdup("-")
+                                             : g_strdup_printf("%.6e", run->train_rmse));
+            cell(row, isnan(run->holdout_rmse) ? g_strdup("-")
+                                               : g_strdup_printf("%.6e", run->holdout_rmse));
+        }
         cell(row, run->iterations ? g_strdup_printf("%u", run->iterations) : g_strdup("-"));
         if (result->model == TH_MODEL_POISSON)
             cell(row, run->iterations ? g_strdup_printf("%u", run->inner_iterations)
@@ -272,8 +281,9 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
     describe_tensor(result, tensor, out);
     gboolean cpd = strcmp(result->job, "cpd") == 0;
     gboolean poisson = cpd && result->model == TH_MODEL_POISSON;
+    gboolean completion = cpd && result->model == TH_MODEL_COMPLETION;
     gboolean by_backend = strcmp(result->timer, "backend") == 0;
-    guint n_columns = 3 + tensor->nmodes + 6 + (poisson ? 5 : cpd ? 3 : 0);
+    guint n_columns = 3 + tensor->nmodes + 6 + (poisson ? 5 : completion ? 5 : cpd ? 3 : 0);
     text_table t;
     text_table_init(&t, n_columns);
     GPtrArray *header = text_table_row(&t);
@@ -296,6 +306,10 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
         cell(header, g_strdup("s/iter"));
     } else if (cpd) {
         cell(header, g_strdup("fit"));
+        if (completion) {
+            cell(header, g_strdup("train RMSE"));
+            cell(header, g_strdup("held-out RMSE"));
+        }
         cell(header, g_strdup("iters"));
         cell(header, g_strdup("s/iter"));
     }
@@ -314,6 +328,9 @@ static void format_tensor_table(const th_compare_result *result, const th_compar
     if (poisson)
         g_string_append_printf(out, "  Poisson model (CP-APR): log-likelihood of the final model, "
                                     "KKT: its violation, inner: inner iterations in all\n");
+    if (completion)
+        g_string_append_printf(out, "  Completion: fit and RMSEs of the published model (with a "
+                                    "holdout, the iteration with the best held-out RMSE)\n");
     g_string_append_c(out, '\n');
 }
 
@@ -406,6 +423,8 @@ static const char *const csv_columns[] = {
      * position keep their place. */
     "model", "log_likelihood", "log_likelihood_rel_difference", "kkt_violation",
     "inner_iterations",
+    /* Appended (completion; empty otherwise). */
+    "train_rmse", "holdout_rmse",
 };
 
 static void csv_stat(GString *line, const th_compare_stat *stat)
@@ -475,6 +494,8 @@ static void csv_row(GString *out, const th_compare_result *result,
         csv_unsigned(line, run->inner_iterations);
     else
         csv_text(line, "");
+    csv_number(line, run->train_rmse, FALSE);
+    csv_number(line, run->holdout_rmse, FALSE);
     g_string_append_printf(out, "%s\n", line->str);
     g_string_free(line, TRUE);
 }
@@ -584,6 +605,10 @@ static void json_run(JsonBuilder *b, const th_compare_result *result, const th_c
             th_json_member_number(b, "kkt_violation", run->kkt_violation);
             th_json_member_int(b, "inner_iterations", run->inner_iterations);
         }
+        if (result->model == TH_MODEL_COMPLETION) {
+            th_json_member_number(b, "train_rmse", run->train_rmse);
+            th_json_member_number(b, "holdout_rmse", run->holdout_rmse);
+        }
         json_stat(b, "seconds_per_iteration", &run->seconds_per_iteration);
         json_builder_end_object(b);
     }
@@ -628,7 +653,7 @@ JsonNode *th_compare_json(const th_compare_result *result)
     th_json_member_string(b, "job", result->job);
     if (strcmp(result->job, "cpd") == 0) {
         th_json_member_string(b, "model", th_cpd_model_name(result->model));
-        if (result->model == TH_MODEL_LEAST_SQUARES)
+        if (result->model == TH_MODEL_LEAST_SQUARES || result->model == TH_MODEL_COMPLETION)
             th_report_add_constraints(b, result->nonneg_modes, result->constraint_modes);
     }
     th_json_member_string(b, "baseline", result->baseline);

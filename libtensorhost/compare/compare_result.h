@@ -69,6 +69,10 @@ typedef struct th_compare_run {
     double log_likelihood_difference;
     double kkt_violation;
     uint32_t inner_iterations; /* summed over the outer iterations */
+    /* job = "cpd" with completion: the published model's training and
+     * held-out RMSE (NAN otherwise, and held-out without a holdout). */
+    double train_rmse;
+    double holdout_rmse;
 } th_compare_run;
 
 typedef struct th_compare_tensor {

@@ -22,9 +22,19 @@
 
 #define TH_FIELD(member) TH_FIELD_OF(th_config, member)
 
+static const char *const tensor_missing_choices[] = {"zero", "unlisted", NULL};
+
 static const th_key_schema tensor_keys[] = {
     {.name = "path", .type = TH_KEY_PATH, TH_FIELD(tensor_path), .required = TRUE,
      .optional_in_compare = TRUE, .doc = "the sparse tensor (.tns, .tns.gz or sptensor text)"},
+    {.name = "missing", .type = TH_KEY_STRING, TH_FIELD(missing), .default_string = "zero",
+     .choices = tensor_missing_choices,
+     .doc = "the entries the file does not list: zeros, or unknown (\"unlisted\": tensor "
+            "completion fits the listed entries only)"},
+    {.name = "holdout", .type = TH_KEY_NUMBER, TH_FIELD(holdout), .min_number = 0.0,
+     .default_number = 0.0,
+     .doc = "completion: the fraction of the listed entries kept out of training (below 1), "
+            "whose RMSE each iteration reports and the stopping rule watches"},
 };
 
 /* th_update_path_name()'s texts, in cp_als.h's order. */
@@ -55,6 +65,9 @@ static const th_key_schema cpd_keys[] = {
      .default_string = "none", .choices = cpd_constraints_choices,
      .doc = "least squares: \"nonneg\" keeps the factors nonnegative (hierarchical ALS "
             "updates, on the host); an array gives one value per mode"},
+    {.name = "l2", .type = TH_KEY_NUMBER, TH_FIELD(l2), .min_number = 0.0,
+     .default_number = 0.0,
+     .doc = "completion: ridge weight of the factors' squared norms in the objective"},
     {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
      .max = UINT32_MAX, .default_integer = 10,
      .doc = "poisson: multiplicative updates per mode and outer iteration"},
@@ -1018,15 +1031,38 @@ static gboolean several_devices(const char *value)
 }
 
 static gboolean refuse_devices(const load_context *ctx, const char *key, const char *value,
-                               GError **error)
+                               const char *model, GError **error)
 {
     const char *where = g_hash_table_lookup(ctx->where, key);
     g_autofree char *quoted = th_config_quote_for_message(value);
     g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
-                "%s: %s = %s: multi-GPU CP-APR (cpd.model = \"poisson\") is not implemented "
-                "yet; name one device (device = N)",
-                where ? where : ctx->source_name, key, quoted);
+                "%s: %s = %s: multi-GPU %s is not implemented yet; name one device (device = N)",
+                where ? where : ctx->source_name, key, quoted, model);
     return FALSE;
+}
+
+/* A model whose multi-GPU run is not implemented: any backend option that
+ * names several devices is refused, before a tensor is read. */
+static gboolean refuse_several_devices(const load_context *ctx, const th_config *config,
+                                       const char *model, GError **error)
+{
+    for (guint i = 0; config->plugin_options && i < config->plugin_options->len; ++i) {
+        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
+        if (strcmp(option->key, "devices") == 0 && several_devices(option->value))
+            return refuse_devices(ctx, "backend.options.devices", option->value, model, error);
+    }
+    for (guint t = 0; config->plugin_option_tables && t < config->plugin_option_tables->len;
+         ++t) {
+        const th_config_plugin_options *table = g_ptr_array_index(config->plugin_option_tables, t);
+        for (guint i = 0; table->options && i < table->options->len; ++i) {
+            const th_config_option *option = g_ptr_array_index(table->options, i);
+            if (strcmp(option->key, "devices") != 0 || !several_devices(option->value))
+                continue;
+            g_autofree char *key = g_strdup_printf("backend.options.%s.devices", table->plugin);
+            return refuse_devices(ctx, key, option->value, model, error);
+        }
+    }
+    return TRUE;
 }
 
 /* FALSE with a TH_CONFIG_ERROR_CONFLICT whose message starts where `key`
@@ -1106,23 +1142,54 @@ static gboolean finish_model(const load_context *ctx, th_config *config, GError 
                     where ? where : ctx->source_name, config->epsilon);
         return FALSE;
     }
-    for (guint i = 0; config->plugin_options && i < config->plugin_options->len; ++i) {
-        const th_config_option *option = g_ptr_array_index(config->plugin_options, i);
-        if (strcmp(option->key, "devices") == 0 && several_devices(option->value))
-            return refuse_devices(ctx, "backend.options.devices", option->value, error);
-    }
-    for (guint t = 0; config->plugin_option_tables && t < config->plugin_option_tables->len;
-         ++t) {
-        const th_config_plugin_options *table = g_ptr_array_index(config->plugin_option_tables, t);
-        for (guint i = 0; table->options && i < table->options->len; ++i) {
-            const th_config_option *option = g_ptr_array_index(table->options, i);
-            if (strcmp(option->key, "devices") != 0 || !several_devices(option->value))
+    return refuse_several_devices(ctx, config, "CP-APR (cpd.model = \"poisson\")", error);
+}
+
+/* The keys only completion reads. */
+static const char *const completion_keys[] = {"tensor.holdout", "cpd.l2"};
+
+/* The rules of tensor.missing = "unlisted" (completion) that span keys:
+ * its keys without it, the least-squares model only, no update path,
+ * one GPU, a holdout below 1. */
+static gboolean finish_missing(const load_context *ctx, const th_config *config, GError **error)
+{
+    const gboolean unlisted = g_strcmp0(config->missing, "unlisted") == 0;
+    if (!unlisted) {
+        for (size_t i = 0; i < G_N_ELEMENTS(completion_keys); ++i) {
+            const char *where = g_hash_table_lookup(ctx->where, completion_keys[i]);
+            if (!where)
                 continue;
-            g_autofree char *key = g_strdup_printf("backend.options.%s.devices", table->plugin);
-            return refuse_devices(ctx, key, option->value, error);
+            g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                        "%s: %s is a parameter of tensor completion (tensor.missing = "
+                        "\"unlisted\"); the entries the file does not list are read as zeros "
+                        "here (tensor.missing = \"%s\")",
+                        where, completion_keys[i], config->missing);
+            return FALSE;
         }
+        return TRUE;
     }
-    return TRUE;
+    if (g_strcmp0(config->model, "poisson") == 0)
+        return conflict_at(ctx, "tensor.missing", error,
+                           "tensor.missing = \"unlisted\" (completion) fits the least-squares "
+                           "model; the Poisson model (cpd.model = \"poisson\") with unknown "
+                           "entries is not implemented");
+    if (g_strcmp0(config->update, "auto") != 0)
+        return conflict_at(ctx, "cpd.update", error,
+                           "cpd.update = \"%s\": the update paths are CP-ALS's; completion "
+                           "(tensor.missing = \"unlisted\") solves each factor row in the "
+                           "backend: leave cpd.update out or set it to \"auto\"",
+                           config->update);
+    if (!(config->holdout < 1.0)) {
+        const char *where = g_hash_table_lookup(ctx->where, "tensor.holdout");
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
+                    "%s: tensor.holdout: expected a fraction at least 0 and below 1 (the share "
+                    "of the listed entries kept out of training; some must remain to train "
+                    "on), found %g",
+                    where ? where : ctx->source_name, config->holdout);
+        return FALSE;
+    }
+    return refuse_several_devices(ctx, config, "completion (tensor.missing = \"unlisted\")",
+                                  error);
 }
 
 static void context_clear(load_context *ctx)
@@ -1148,7 +1215,8 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
         return NULL;
     if (!check_required(ctx, &root_schema, config, error))
         return NULL;
-    if (!finish_model(ctx, config, error) || !finish_constraints(ctx, config, error))
+    if (!finish_model(ctx, config, error) || !finish_constraints(ctx, config, error) ||
+        !finish_missing(ctx, config, error))
         return NULL;
     if (!th_config_finish_compare(ctx, root, config, error))
         return NULL;
@@ -1278,6 +1346,7 @@ void th_config_free(th_config *config)
         return;
     g_free(config->source_path);
     g_free(config->tensor_path);
+    g_free(config->missing);
     g_free(config->update);
     g_free(config->model);
     g_clear_pointer(&config->constraints.items, g_ptr_array_unref);

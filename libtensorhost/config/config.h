@@ -68,6 +68,13 @@ typedef struct th_config {
 
     /* [tensor] */
     char *tensor_path; /* resolved: relative paths are relative to the config file */
+    /* "zero" (default): the entries the file does not list are zeros (CP-ALS,
+     * CP-APR); "unlisted": they are unknown, and the least-squares model is
+     * fitted to the listed ones only (tensor completion). */
+    char *missing;
+    /* Completion only: the fraction of the listed entries kept out of
+     * training, in [0, 1) (default 0). */
+    double holdout;
 
     /* [cpd] */
     uint32_t rank;      /* default 16, 1..4096 */
@@ -85,6 +92,8 @@ typedef struct th_config {
      * planned): factors constrained nonnegative (least squares only; the
      * update runs on the host, so update must be "auto" or "host"). */
     th_config_choices constraints;
+    /* Completion only: the ridge weight l2 of sum_n ||A_n||_F^2 (default 0). */
+    double l2;
     /* CP-APR's (model "poisson" only; setting one with another model is an
      * error): inner iterations per mode (default 10, >= 1), the offset of
      * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,

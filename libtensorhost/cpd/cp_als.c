@@ -28,6 +28,7 @@ static const char *const init_source_names[] = {
 static const char *const model_names[] = {
     [TH_MODEL_LEAST_SQUARES] = "least-squares",
     [TH_MODEL_POISSON] = "poisson",
+    [TH_MODEL_COMPLETION] = "completion",
 };
 
 const char *th_cpd_model_name(th_cpd_model model)
@@ -167,9 +168,16 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
             .epsilon = config->epsilon,
             .phi_threshold = config->phi_threshold,
         },
+        .completion = {
+            .l2 = config->l2,
+            .holdout = config->holdout,
+            .passes = TH_COMPLETION_DEFAULT_PASSES,
+        },
     };
     (void)th_update_path_from_name(config->update, &params.update);
     (void)th_cpd_model_from_name(config->model, &params.model);
+    if (params.model == TH_MODEL_LEAST_SQUARES && g_strcmp0(config->missing, "unlisted") == 0)
+        params.model = TH_MODEL_COMPLETION;
     const th_config_choices *constraints = &config->constraints;
     params.constraints_listed = constraints->listed ? constraints->items->len : 0;
     for (guint m = 0; m < constraints->items->len; ++m) {
@@ -225,19 +233,28 @@ static gboolean check_rank(const th_backend *backend, uint32_t rank, const char 
     return FALSE;
 }
 
-/* A model other than least squares runs on the 1.4 functions, with its
- * updates in the backend: there is no path to choose. */
+/* A model other than least squares runs on the 1.4 functions (completion
+ * on 1.5's row_least_squares too), with its updates in the backend: there
+ * is no path to choose. */
 static gboolean check_model(const th_backend *backend, const th_cpd_params *params,
                             GError **error)
 {
     if (params->model == TH_MODEL_LEAST_SQUARES)
         return TRUE;
-    if (params->model != TH_MODEL_POISSON) {
+    if (params->model != TH_MODEL_POISSON && params->model != TH_MODEL_COMPLETION) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL, "unknown model %d",
                     (int)params->model);
         return FALSE;
     }
-    if (!th_backend_has_generalized_mttkrp(backend)) {
+    if (params->model == TH_MODEL_COMPLETION && !th_backend_has_row_least_squares(backend)) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "tensor completion (tensor.missing = \"unlisted\") needs row_least_squares "
+                    "(plugin ABI 1.5) and generalized_mttkrp (1.4), which plugin '%s' does not "
+                    "implement",
+                    th_backend_info(backend)->id);
+        return FALSE;
+    }
+    if (params->model == TH_MODEL_POISSON && !th_backend_has_generalized_mttkrp(backend)) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
                     "model \"%s\" (cpd.model) needs generalized_mttkrp and factor_update "
                     "(plugin ABI 1.4), which plugin '%s' does not implement",
@@ -246,19 +263,20 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
     }
     if (params->update != TH_UPDATE_AUTO) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
-                    "update path \"%s\" (cpd.update) is for the least-squares model; model "
-                    "\"%s\" always updates in the backend: use \"auto\"",
+                    "update path \"%s\" (cpd.update) is for CP-ALS; model \"%s\" always "
+                    "updates in the backend: use \"auto\"",
                     th_update_path_name(params->update), th_cpd_model_name(params->model));
         return FALSE;
     }
     return TRUE;
 }
 
-/* The nonnegative update runs on the host: AUTO resolves to it, and the
- * backend paths, whose updates are unconstrained, are refused. */
+/* CP-ALS's nonnegative update runs on the host: AUTO resolves to it, and
+ * the backend paths, whose updates are unconstrained, are refused.
+ * Completion's row solves take the constraint themselves. */
 static gboolean check_constraints(const th_cpd_params *params, GError **error)
 {
-    if (!params->nonneg_modes)
+    if (!params->nonneg_modes || params->model == TH_MODEL_COMPLETION)
         return TRUE;
     if (params->model != TH_MODEL_LEAST_SQUARES) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
@@ -551,6 +569,9 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             .seconds = seconds_since(start),
             .log_likelihood = NAN,
             .kkt_violation = NAN,
+            .objective = NAN,
+            .train_rmse = NAN,
+            .holdout_rmse = NAN,
         };
         g_array_append_val(r->iterations, record);
         r->fit = fit;

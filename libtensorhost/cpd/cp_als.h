@@ -55,9 +55,14 @@ gboolean th_update_path_from_name(const char *name, th_update_path *path);
 typedef enum th_cpd_model {
     TH_MODEL_LEAST_SQUARES = 0, /* CP-ALS (th_cp_als) */
     TH_MODEL_POISSON = 1,       /* CP-APR, multiplicative updates (th_cp_apr) */
+    /* Least squares over the listed entries only, the others unknown
+     * (tensor.missing = "unlisted"): tensor completion by row-wise ALS
+     * (th_cp_complete, cp_complete.h). */
+    TH_MODEL_COMPLETION = 2,
 } th_cpd_model;
 
-/* "least-squares", "poisson" (the config's cpd.model values). */
+/* "least-squares", "poisson" (the config's cpd.model values), "completion"
+ * (the config's least-squares model with tensor.missing = "unlisted"). */
 const char *th_cpd_model_name(th_cpd_model model);
 /* The inverse; FALSE for any other text. */
 gboolean th_cpd_model_from_name(const char *name, th_cpd_model *model);
@@ -78,9 +83,22 @@ typedef struct th_apr_params {
     double phi_threshold;
 } th_apr_params;
 
+/* Tensor completion's parameters (TH_MODEL_COMPLETION). */
+typedef struct th_completion_params {
+    double l2;        /* ridge: + l2 * sum_n ||A_n||_F^2 in the objective (cpd.l2), >= 0 */
+    /* The fraction of the listed entries held out of training (seeded by
+     * the run's seed), whose RMSE each iteration reports and the stopping
+     * rule watches (tensor.holdout), in [0, 1). */
+    double holdout;
+    uint32_t passes;  /* coordinate-descent passes per row of a nonnegative mode */
+} th_completion_params;
+
+#define TH_COMPLETION_DEFAULT_PASSES 5u
+
 typedef struct th_cpd_params {
     th_cpd_model model;
     th_apr_params apr; /* read for TH_MODEL_POISSON only */
+    th_completion_params completion; /* read for TH_MODEL_COMPLETION only */
     uint32_t rank;
     uint32_t max_iters;
     double tolerance;
@@ -160,7 +178,31 @@ typedef struct th_cpd_iteration {
     double kkt_violation;      /* max over modes of the last inner iteration's */
     uint32_t inner_iterations; /* summed over the modes */
     uint32_t inadmissible_zero_modes; /* modes whose inadmissible zeros were raised */
+    /* Completion only (NaN for the other models; holdout_rmse NaN without
+     * a holdout): the objective sum over the training entries of (x - m)^2
+     * + l2 sum_n ||A_n||_F^2, and the root mean squared errors. */
+    double objective;
+    double train_rmse;
+    double holdout_rmse;
 } th_cpd_iteration;
+
+/* What a completion run fitted and found (th_cpd_result.completion). */
+typedef struct th_completion_summary {
+    uint64_t observed; /* the listed entries */
+    uint64_t held_out; /* of those, kept out of training */
+    double l2;
+    double holdout;
+    /* The published model's (with a holdout: the iteration with the lowest
+     * held-out RMSE, `best_iteration`; else the last). */
+    uint32_t best_iteration;
+    double objective;
+    double train_rmse;
+    double holdout_rmse; /* NaN without a holdout */
+    /* Summed over the run's row solves: rows left unchanged by a singular
+     * system, and rows with no training entry. */
+    uint64_t singular_rows;
+    uint64_t empty_rows;
+} th_completion_summary;
 
 typedef struct th_cpd_result {
     uint32_t nmodes;
@@ -177,6 +219,7 @@ typedef struct th_cpd_result {
      * least squares). */
     double log_likelihood;
     double kkt_violation;
+    th_completion_summary completion; /* TH_MODEL_COMPLETION only */
     gboolean converged;   /* stopped by the tolerance */
     gboolean interrupted; /* stopped on request: a signal, or a callback said stop */
     /* Set with `interrupted` when the stop came inside an iteration (a long

@@ -373,7 +373,12 @@ th_cpd_result *th_cp_apr(th_backend *backend, const th_sptensor *tensor,
     gboolean cut = FALSE;
     for (uint32_t outer = 0; ok && outer < params->max_iters; ++outer) {
         const gint64 start = g_get_monotonic_time();
-        th_cpd_iteration record = {.iteration = outer + 1};
+        th_cpd_iteration record = {
+            .iteration = outer + 1,
+            .objective = NAN,
+            .train_rmse = NAN,
+            .holdout_rmse = NAN,
+        };
         gboolean converged = TRUE;
         g_autoptr(GError) iteration_error = NULL;
         uint32_t n = 0;

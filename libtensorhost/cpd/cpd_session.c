@@ -1,14 +1,19 @@
 #include "cpd/cpd_session.h"
 
+#include "cpd/completion_data.h"
 #include "cpd/cp_apr.h"
+#include "cpd/cp_complete.h"
 
 struct th_cpd_session {
     th_backend *backend; /* borrowed, planned */
     th_cpd_params params;
     /* The warning terms, owned copies of the caller's. */
     char *tensor_term, *rank_term, *max_iters_term, *tolerance_term;
-    const th_sptensor *tensor; /* prepared: the caller's, or scaled_copy */
+    /* Prepared: the caller's, or scaled_copy; completion: train. */
+    const th_sptensor *tensor;
     th_sptensor *scaled_copy;
+    /* Completion: the listed entries split (completion_data.h). */
+    th_sptensor *train, *held_out;
     GPtrArray *warnings;    /* th_cpd_warning */
     guint tensor_warnings;  /* the first ones, from prepare */
 };
@@ -35,6 +40,8 @@ void th_cpd_session_free(th_cpd_session *s)
     if (!s)
         return;
     th_sptensor_free(s->scaled_copy);
+    th_sptensor_free(s->train);
+    th_sptensor_free(s->held_out);
     g_ptr_array_unref(s->warnings);
     g_free(s->tensor_term);
     g_free(s->rank_term);
@@ -55,17 +62,44 @@ static th_cpd_warning_terms terms_of(const th_cpd_session *s)
     };
 }
 
+/* Completion's entries: the listed ones split into training and held-out
+ * entries, the training ones checked to reach every factor row (an error
+ * without a ridge, a warning with one). */
+static gboolean split_for_completion(th_cpd_session *s, const th_sptensor *tensor,
+                                     uint64_t *empty_rows, char **description, GError **error)
+{
+    g_clear_pointer(&s->train, th_sptensor_free);
+    g_clear_pointer(&s->held_out, th_sptensor_free);
+    const th_completion_params *c = &s->params.completion;
+    return th_completion_check_values(tensor, error) &&
+           th_cpd_check_constraints_order(&s->params, tensor->nmodes, error) &&
+           th_completion_split(tensor, c->holdout, s->params.seed, &s->train, &s->held_out,
+                               error) &&
+           th_completion_check_rows(s->train, c->l2, empty_rows, description, error);
+}
+
 /* The checks of a prepared tensor (in the safe range for least squares;
- * as read, nonnegative, for Poisson), and the warnings known before the
- * run. */
+ * as read, nonnegative, for Poisson; split for completion), and the
+ * warnings known before the run. */
 static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError **error)
 {
-    uint64_t non_integer = 0;
-    const gboolean ok = s->params.model == TH_MODEL_POISSON
-                            ? th_cp_apr_check_tensor(tensor, &non_integer, error)
-                            : th_cpd_check_tensor(tensor, error) &&
-                                  th_cpd_check_constraints_order(&s->params, tensor->nmodes,
-                                                                 error);
+    uint64_t non_integer = 0, empty_rows = 0;
+    g_autofree char *empty_description = NULL;
+    gboolean ok;
+    switch (s->params.model) {
+    case TH_MODEL_POISSON:
+        ok = th_cp_apr_check_tensor(tensor, &non_integer, error);
+        break;
+    case TH_MODEL_COMPLETION:
+        ok = split_for_completion(s, tensor, &empty_rows, &empty_description, error);
+        if (ok)
+            tensor = s->train;
+        break;
+    default:
+        ok = th_cpd_check_tensor(tensor, error) &&
+             th_cpd_check_constraints_order(&s->params, tensor->nmodes, error);
+        break;
+    }
     if (!ok)
         return FALSE;
     s->tensor = tensor;
@@ -73,6 +107,8 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
     const th_cpd_warning_terms terms = terms_of(s);
     th_cpd_tensor_warnings(s->warnings, tensor, s->params.rank, &terms);
     th_cpd_count_warnings(s->warnings, non_integer, tensor->nnz, &terms);
+    th_cpd_empty_row_warnings(s->warnings, empty_rows, empty_description,
+                              s->params.completion.l2);
     s->tensor_warnings = s->warnings->len;
     return TRUE;
 }
@@ -80,10 +116,11 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
 gboolean th_cpd_prepare_tensor_for(th_sptensor *tensor, th_cpd_model model, gboolean *scaled,
                                    GError **error)
 {
-    if (model == TH_MODEL_POISSON) {
+    if (model == TH_MODEL_POISSON || model == TH_MODEL_COMPLETION) {
         if (scaled)
             *scaled = FALSE;
-        return th_cp_apr_check_tensor(tensor, NULL, error);
+        return model == TH_MODEL_POISSON ? th_cp_apr_check_tensor(tensor, NULL, error)
+                                         : th_completion_check_values(tensor, error);
     }
     const gboolean did_scale = th_sptensor_scale_to_safe_range(tensor);
     if (scaled)
@@ -107,8 +144,8 @@ gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tenso
                                      GError **error)
 {
     g_clear_pointer(&s->scaled_copy, th_sptensor_free);
-    /* The Poisson model takes the values as they are (it is not
-     * scale-invariant). */
+    /* The Poisson model and completion take the values as they are (they
+     * are not scale-invariant). */
     if (s->params.model == TH_MODEL_LEAST_SQUARES && !th_sptensor_in_safe_range(tensor)) {
         s->scaled_copy = th_sptensor_copy(tensor);
         th_sptensor_scale_to_safe_range(s->scaled_copy);
@@ -130,6 +167,8 @@ th_cpd_result *th_cpd_session_run(th_cpd_session *s, const th_cpd_callbacks *cal
     th_cpd_result *result =
         s->params.model == TH_MODEL_POISSON
             ? th_cp_apr(s->backend, s->tensor, &s->params, callbacks, error)
+        : s->params.model == TH_MODEL_COMPLETION
+            ? th_cp_complete(s->backend, s->tensor, s->held_out, &s->params, callbacks, error)
             : th_cp_als(s->backend, s->tensor, &s->params, callbacks, error);
     if (!result)
         return NULL;
@@ -138,5 +177,9 @@ th_cpd_result *th_cpd_session_run(th_cpd_session *s, const th_cpd_callbacks *cal
     th_cpd_result_warnings(s->warnings, &s->params, result, &terms);
     return result;
 }
+
+const th_sptensor *th_cpd_session_tensor(const th_cpd_session *s) { return s->tensor; }
+
+const th_sptensor *th_cpd_session_held_out(const th_cpd_session *s) { return s->held_out; }
 
 const GPtrArray *th_cpd_session_warnings(const th_cpd_session *s) { return s->warnings; }

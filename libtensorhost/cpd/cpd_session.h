@@ -11,19 +11,25 @@
  *   th_cpd_session_prepare  the tensor: least squares: values scaled into
  *                           the safe range (sptensor.h); Poisson: values
  *                           as read, finite and >= 0 (th_cp_apr_check_tensor);
+ *                           completion: values as read, finite and in the
+ *                           safe range, split into training and held-out
+ *                           entries, every factor row reached or a ridge
+ *                           (completion_data.h); the backend loads the
+ *                           training entries;
  *                           a norm above 0, and the warnings known before
  *                           the run (cpd_warnings.h)
  *   th_cpd_session_load     the backend builds its layouts, at the plan's
  *                           rank
  *   th_cpd_session_run      the model's run on params->model: CP-ALS
- *                           (th_cp_als) or CP-APR (th_cp_apr, cp_apr.h),
+ *                           (th_cp_als), CP-APR (th_cp_apr, cp_apr.h) or
+ *                           completion (th_cp_complete, cp_complete.h),
  *                           and the warnings of what it found; may be
  *                           called again on the same load
  *
- * The rank is given once, in the parameters of th_cpd_session_new. The
- * models to come (nonnegative CP, completion) are further kinds of run of
- * this one sequence: they plug in here (the plan, prepare and run), not
- * in the callers. A session belongs to one thread. */
+ * The rank is given once, in the parameters of th_cpd_session_new. Each
+ * model is a kind of run of this one sequence: it plugs in here (the
+ * plan, prepare and run), not in the callers. A session belongs to one
+ * thread. */
 #ifndef TH_CPD_SESSION_H
 #define TH_CPD_SESSION_H
 
@@ -78,6 +84,12 @@ gboolean th_cpd_session_load(th_cpd_session *session, GError **error);
  * Each run replaces the warnings of the run before it. */
 th_cpd_result *th_cpd_session_run(th_cpd_session *session, const th_cpd_callbacks *callbacks,
                                   GError **error);
+
+/* The prepared tensor the backend loads (completion: the training
+ * entries), and completion's held-out entries (NULL for another model);
+ * owned by the session, NULL before prepare. */
+const th_sptensor *th_cpd_session_tensor(const th_cpd_session *session);
+const th_sptensor *th_cpd_session_held_out(const th_cpd_session *session);
 
 /* The warnings so far (th_cpd_warning, the tensor's first, then the last
  * run's); owned by the session. */

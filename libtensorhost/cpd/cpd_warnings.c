@@ -60,9 +60,29 @@ void th_cpd_count_warnings(GPtrArray *warnings, uint64_t non_integer, uint64_t n
         terms->tensor, non_integer, nnz, th_plural(non_integer, "value is", "values are"));
 }
 
+void th_cpd_empty_row_warnings(GPtrArray *warnings, uint64_t empty_rows, const char *description,
+                               double l2)
+{
+    if (empty_rows == 0)
+        return;
+    add(warnings, TH_CPD_WARN_EMPTY_ROWS,
+        "%s %s no training entry: the ridge (l2 = %g) makes %s factor %s 0, and the "
+        "model predicts 0 for every entry in %s",
+        description ? description : "some rows", empty_rows == 1 ? "has" : "have", l2,
+        empty_rows == 1 ? "its" : "their", empty_rows == 1 ? "row" : "rows",
+        empty_rows == 1 ? "it" : "them");
+}
+
 void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
                             const th_cpd_result *result, const th_cpd_warning_terms *terms)
 {
+    if (result->model == TH_MODEL_COMPLETION && result->completion.singular_rows > 0)
+        add(warnings, TH_CPD_WARN_RANK_DEFICIENT,
+            "%" G_GUINT64_FORMAT " row %s singular (rows with fewer independent training "
+            "entries than the rank, and no ridge) and kept their previous values; set a "
+            "ridge (l2 > 0) or lower the rank",
+            result->completion.singular_rows,
+            th_plural(result->completion.singular_rows, "solve was", "solves were"));
     if (result->pinv_fallbacks > 0)
         add(warnings, TH_CPD_WARN_RANK_DEFICIENT,
             "%u normal-equation %s rank deficient and used the pseudo-inverse; "
@@ -74,6 +94,13 @@ void th_cpd_result_warnings(GPtrArray *warnings, const th_cpd_params *params,
         result->iterations->len > 0) {
         const th_cpd_iteration *last =
             &g_array_index(result->iterations, th_cpd_iteration, result->iterations->len - 1);
+        if (result->model == TH_MODEL_COMPLETION && result->completion.held_out > 0) {
+            add(warnings, TH_CPD_WARN_NOT_CONVERGED,
+                "not converged: stopped at %s = %u with the held-out RMSE still improving by "
+                "%s %g or more; raise max_iters or loosen the tolerance",
+                terms->max_iters, params->max_iters, terms->tolerance, params->tolerance);
+            return;
+        }
         if (result->model == TH_MODEL_POISSON) {
             add(warnings, TH_CPD_WARN_NOT_CONVERGED,
                 "not converged: stopped at %s = %u with KKT violation %.3e, above %s %g; "

@@ -19,6 +19,8 @@ typedef enum th_cpd_warning_code {
     TH_CPD_WARN_NOT_CONVERGED = 3,      /* stopped at max_iters, tolerance > 0 */
     TH_CPD_WARN_UNDERFLOWED_VALUES = 4, /* the read turned values below a double's range to 0 */
     TH_CPD_WARN_NOT_COUNTS = 5,         /* Poisson model: values that are not whole numbers */
+    /* Completion: factor rows with no training entry (l2 > 0 makes them 0) */
+    TH_CPD_WARN_EMPTY_ROWS = 6,
 } th_cpd_warning_code;
 
 typedef struct th_cpd_warning {
@@ -50,8 +52,15 @@ void th_cpd_tensor_warnings(GPtrArray *warnings, const th_sptensor *tensor, uint
 void th_cpd_count_warnings(GPtrArray *warnings, uint64_t non_integer, uint64_t nnz,
                            const th_cpd_warning_terms *terms);
 
+/* Appends, for completion, that `empty_rows` factor rows (`description`
+ * names the first, completion_data.h) have no training entry and are
+ * made 0 by the ridge (nothing when there is none). */
+void th_cpd_empty_row_warnings(GPtrArray *warnings, uint64_t empty_rows, const char *description,
+                               double l2);
+
 /* Appends what the run found, in this order: rank-deficient solves
- * (result->pinv_fallbacks), and not converged: stopped by max_iters, not
+ * (result->pinv_fallbacks; completion: its singular row solves), and not
+ * converged: stopped by max_iters, not
  * by the tolerance or a stop request, with a tolerance above 0 (0 asks for
  * exactly max_iters iterations, so it says nothing); for the Poisson model
  * the measure is the KKT violation. */

@@ -91,6 +91,7 @@ JsonNode *th_report_backend_node(const th_backend_facts *f)
     th_json_member_bool(b, "als_sweep", f->has_als_sweep);
     th_json_member_bool(b, "init_factors", f->has_init_factors);
     th_json_member_bool(b, "generalized_mttkrp", f->has_generalized_mttkrp);
+    th_json_member_bool(b, "row_least_squares", f->has_row_least_squares);
     th_report_add_backend_facts(b, f);
     json_builder_set_member_name(b, "modes");
     json_builder_begin_array(b);
@@ -195,9 +196,32 @@ void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t n
     json_builder_end_array(b);
 }
 
+void th_report_add_completion(JsonBuilder *b, const th_cpd_result *r)
+{
+    const th_completion_summary *c = &r->completion;
+    json_builder_set_member_name(b, "completion");
+    json_builder_begin_object(b);
+    th_json_member_string(b, "missing", "unlisted");
+    th_json_member_string(b, "algorithm", "row-wise als");
+    th_json_member_number(b, "l2", c->l2);
+    th_json_member_number(b, "holdout", c->holdout);
+    th_json_member_int(b, "observed_entries", (int64_t)c->observed);
+    th_json_member_int(b, "training_entries", (int64_t)(c->observed - c->held_out));
+    th_json_member_int(b, "held_out_entries", (int64_t)c->held_out);
+    /* The iteration whose model was published (0: a run cut inside one). */
+    th_json_member_int(b, "published_iteration", c->best_iteration);
+    th_json_member_number(b, "objective", c->objective);
+    th_json_member_number(b, "train_rmse", c->train_rmse);
+    th_json_member_number(b, "holdout_rmse", c->holdout_rmse);
+    th_json_member_int(b, "singular_row_solves", (int64_t)c->singular_rows);
+    th_json_member_int(b, "empty_rows", (int64_t)c->empty_rows);
+    json_builder_end_object(b);
+}
+
 static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result *r,
                     unsigned formats)
 {
+    const gboolean completion = r->model == TH_MODEL_COMPLETION;
     const gboolean poisson = r->model == TH_MODEL_POISSON;
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
@@ -206,6 +230,8 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
         th_report_add_constraints(b, r->nonneg_modes, r->nmodes);
     if (poisson && config)
         add_apr_params(b, config);
+    if (completion)
+        th_report_add_completion(b, r);
     th_json_member_int(b, "rank", r->rank);
     th_json_member_string(b, "status", th_run_status(r));
     th_json_member_number(b, "final_fit", r->fit); /* least squares, for every model */
@@ -235,6 +261,11 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
             th_json_member_number(b, "kkt_violation", it->kkt_violation);
             th_json_member_int(b, "inner_iterations", it->inner_iterations);
             th_json_member_int(b, "inadmissible_zero_modes", it->inadmissible_zero_modes);
+        }
+        if (completion) {
+            th_json_member_number(b, "objective", it->objective);
+            th_json_member_number(b, "train_rmse", it->train_rmse);
+            th_json_member_number(b, "holdout_rmse", it->holdout_rmse);
         }
         json_builder_end_object(b);
     }

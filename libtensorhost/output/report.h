@@ -45,6 +45,12 @@ void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *facts);
  * nonneg_modes: mode m nonnegative; bits past nmodes are ignored). */
 void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes);
 
+/* The "completion" member of a completion run (report.json's cpd and a
+ * comparison's results.json): the entries observed, trained on and held
+ * out, l2, the published iteration and its objective and RMSEs, and the
+ * row solves that were singular or had no entry. */
+void th_report_add_completion(JsonBuilder *b, const th_cpd_result *result);
+
 /* report.json, written as a finished file of `set` (output_set.h: the
  * set's index, installed last); a th_cancel_abort_requested() (a second
  * Ctrl-C while outputs are written) writes nothing, with a

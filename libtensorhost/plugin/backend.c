@@ -285,12 +285,17 @@ static th_backend *open_auto(GPtrArray *search_path, GPtrArray *common, GPtrArra
     th_status status = TH_OK;
     th_backend *backend =
         open_one("gpu-adaptive", search_path, common, tables, &status, &gpu_error);
+    const char *lacks = NULL;
     if (backend && (needs & TH_BACKEND_NEEDS_GENERALIZED) &&
-        !th_backend_has_generalized_mttkrp(backend)) {
-        th_log(TH_LOG_INFO,
-               "backend auto: gpu-adaptive lacks generalized_mttkrp and factor_update (plugin "
-               "ABI 1.4), which %s needs; using cpu-reference",
-               who ? who : "this run");
+        !th_backend_has_generalized_mttkrp(backend))
+        lacks = "generalized_mttkrp and factor_update (plugin ABI 1.4)";
+    else if (backend && (needs & TH_BACKEND_NEEDS_ROW_LEAST_SQUARES) &&
+             !th_backend_has_row_least_squares(backend))
+        lacks = "row_least_squares (plugin ABI 1.5) or generalized_mttkrp (1.4)";
+    if (lacks) {
+        th_log(TH_LOG_INFO, "backend auto: gpu-adaptive lacks %s, which %s needs; using "
+                            "cpu-reference",
+               lacks, who ? who : "this run");
         th_backend_close(backend);
         return open_one("cpu-reference", search_path, common, tables, NULL, error);
     }
@@ -590,6 +595,7 @@ th_backend_facts *th_backend_facts_take(th_backend *backend)
     f->has_als_sweep = th_backend_has_als_sweep(backend);
     f->has_init_factors = th_backend_has_init_factors(backend);
     f->has_generalized_mttkrp = th_backend_has_generalized_mttkrp(backend);
+    f->has_row_least_squares = th_backend_has_row_least_squares(backend);
     th_runtime_info runtime;
     g_autoptr(GError) error = NULL;
     if (!th_backend_runtime_info(backend, &runtime, &error)) {

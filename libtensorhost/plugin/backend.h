@@ -52,6 +52,8 @@ typedef enum th_backend_needs {
     /* generalized_mttkrp and factor_update (ABI 1.4): models other than
      * least squares. */
     TH_BACKEND_NEEDS_GENERALIZED = 1 << 0,
+    /* row_least_squares (ABI 1.5) and generalized_mttkrp: completion. */
+    TH_BACKEND_NEEDS_ROW_LEAST_SQUARES = 1 << 1,
 } th_backend_needs;
 /* th_backend_open for a run that needs `needs` (th_backend_needs flags):
  * "auto" skips gpu-adaptive when it lacks them, logging why (`who`, e.g.
@@ -164,6 +166,8 @@ typedef struct th_backend_facts {
     /* ABI 1.4: generalized_mttkrp and factor_update both (models other than
      * least squares run on it) */
     gboolean has_generalized_mttkrp;
+    /* ABI 1.5: row_least_squares (tensor completion). */
+    gboolean has_row_least_squares;
     char *device, *details;    /* th_runtime_info */
     uint64_t tensor_bytes, factor_bytes, workspace_bytes;
     double load_seconds;       /* preprocessing: load_tensor's wall time */

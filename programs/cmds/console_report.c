@@ -64,8 +64,15 @@ gboolean th_console_iteration(const th_cpd_iteration *it, void *user_data)
 {
     (void)user_data;
     th_progress_clear();
-    /* The Poisson model's records carry a KKT violation (NaN otherwise). */
-    if (!isnan(it->kkt_violation))
+    /* Completion's records carry a training RMSE, the Poisson model's a
+     * KKT violation (NaN otherwise). */
+    if (!isnan(it->train_rmse))
+        th_log(TH_LOG_INFO,
+               "  its = %3u (%.3fs)  train RMSE = %.6e  held-out RMSE = %.6e  objective = "
+               "%.6e  fit = %.6f",
+               it->iteration, it->seconds, it->train_rmse, it->holdout_rmse, it->objective,
+               it->fit);
+    else if (!isnan(it->kkt_violation))
         th_log(TH_LOG_INFO,
                "  its = %3u (%.3fs)  log-likelihood = %.6e  delta = %+.4e  KKT = %.4e  "
                "inner = %u%s",
@@ -156,6 +163,12 @@ static void print_update_timings(const th_cpd_result *r)
                r->update_seconds);
         break;
     case TH_UPDATE_MODE:
+        if (r->model == TH_MODEL_COMPLETION) {
+            th_log(TH_LOG_INFO, "  row solves     %10.4f  (in the backend: row_least_squares "
+                                "per mode)",
+                   r->update_seconds);
+            break;
+        }
         if (r->model == TH_MODEL_POISSON) {
             th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: factor_update: "
                                 "multiplicative updates, normalisations)",
@@ -171,6 +184,23 @@ static void print_update_timings(const th_cpd_result *r)
     }
 }
 
+void th_console_completion_plan(const th_cpd_params *p, const th_sptensor *train,
+                                const th_sptensor *held_out, const char *constraints)
+{
+    const uint64_t held = held_out ? held_out->nnz : 0;
+    g_autofree char *holdout =
+        held ? g_strdup_printf("holdout %g (%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                               " listed entries; stops on the held-out RMSE)",
+                               p->completion.holdout, held, held + train->nnz)
+             : g_strdup("no holdout (stops on the training fit)");
+    th_log(TH_LOG_INFO,
+           "Completion  least squares over the %" G_GUINT64_FORMAT " training entries (the "
+           "unlisted ones unknown), row-wise ALS, rank %u, max %u %s, tolerance %g, l2 %g, "
+           "%s, seed %" G_GUINT64_FORMAT "%s",
+           train->nnz, p->rank, p->max_iters, th_plural(p->max_iters, "iteration", "iterations"),
+           p->tolerance, p->completion.l2, holdout, p->seed, constraints);
+}
+
 void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                               double read_seconds, double total_seconds)
 {
@@ -184,6 +214,19 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                th_run_status(r), r->iterations->len,
                th_plural(r->iterations->len, "iteration", "iterations"), inner,
                r->log_likelihood, r->kkt_violation, r->fit);
+    } else if (r->model == TH_MODEL_COMPLETION) {
+        const th_completion_summary *c = &r->completion;
+        g_autofree char *best =
+            c->held_out && c->best_iteration
+                ? g_strdup_printf(" (the model of iteration %u, the best held out)",
+                                  c->best_iteration)
+                : g_strdup("");
+        th_log(TH_LOG_INFO,
+               "Result  %s after %u %s%s: train RMSE %.6e, held-out RMSE %.6e, objective "
+               "%.6e, training fit %.6f",
+               th_run_status(r), r->iterations->len,
+               th_plural(r->iterations->len, "iteration", "iterations"), best, c->train_rmse,
+               c->holdout_rmse, c->objective, r->fit);
     } else {
         th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
                r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"),
@@ -192,10 +235,13 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
     th_log(TH_LOG_INFO, "  preprocessing   %10.4f", f->load_seconds);
-    print_mttkrp_timings(f, r);
+    if (r->model != TH_MODEL_COMPLETION) /* whose row solves gather their own products */
+        print_mttkrp_timings(f, r);
     print_update_timings(r);
     if (r->model == TH_MODEL_POISSON) /* the log-likelihood's and the fit's reductions */
         th_log(TH_LOG_INFO, "  log-likelihood  %10.4f", r->algebra_seconds);
+    else if (r->model == TH_MODEL_COMPLETION) /* the errors' reductions, the held-out error */
+        th_log(TH_LOG_INFO, "  errors          %10.4f", r->algebra_seconds);
     else
         th_log(TH_LOG_INFO, "  als algebra     %10.4f", r->algebra_seconds);
     th_log(TH_LOG_INFO, "  initial factors %10.4f", r->init_seconds);

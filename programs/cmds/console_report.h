@@ -36,6 +36,12 @@ void th_console_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t n
 /* th_cpd_callbacks.phase: the phase on the progress line. */
 void th_console_phase(const char *what, void *user_data);
 
+/* "Completion ...": what a completion run fits (its training entries, the
+ * held-out ones, l2, the stopping rule; `constraints` as the run's
+ * summary phrases them). */
+void th_console_completion_plan(const th_cpd_params *params, const th_sptensor *train,
+                                const th_sptensor *held_out, const char *constraints);
+
 /* "Result ...", then the timing table (read, preprocessing, MTTKRP per mode
  * with the backend's time and scheme, the update path's times, algebra,
  * total) and how often als_sweep stopped early (rank-deficient solves are

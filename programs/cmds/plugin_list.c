@@ -30,6 +30,9 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
     /* ABI 1.4: models beyond least squares need both functions. */
     if (plugin->entry.generalized_mttkrp && plugin->entry.factor_update)
         g_string_append(out, ", generalized-mttkrp");
+    /* ABI 1.5: tensor completion's row solves. */
+    if (plugin->entry.row_least_squares)
+        g_string_append(out, ", row-least-squares");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }

@@ -140,14 +140,17 @@ static gboolean check_output_dir(const th_config *config, const char *dir, const
 
 static th_backend *open_backend(const th_config *config, GError **error)
 {
-    /* A model beyond least squares needs the 1.4 functions: "auto" skips
-     * a plugin without them. */
+    /* A model beyond CP-ALS needs the 1.4 functions (completion 1.5's too):
+     * "auto" skips a plugin without them. */
     const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
+    const gboolean completion = g_strcmp0(config->missing, "unlisted") == 0;
     th_backend *backend = th_backend_open_for(
         config->plugin, config->search_path, config->plugin_options,
         config->plugin_option_tables,
-        poisson ? TH_BACKEND_NEEDS_GENERALIZED : TH_BACKEND_NEEDS_NOTHING,
-        "cpd.model = \"poisson\"", error);
+        poisson      ? TH_BACKEND_NEEDS_GENERALIZED
+        : completion ? TH_BACKEND_NEEDS_ROW_LEAST_SQUARES
+                     : TH_BACKEND_NEEDS_NOTHING,
+        poisson ? "cpd.model = \"poisson\"" : "tensor.missing = \"unlisted\"", error);
     if (!backend) {
         /* A plugin that refuses its options points at them, anything else
          * at the plugin named. */
@@ -271,10 +274,12 @@ static int report_read_interruption(GError *error)
 static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes)
 {
     const uint64_t modes = th_cpd_nonneg_mask(params, nmodes);
+    const char *how = params->model == TH_MODEL_COMPLETION ? "(coordinate descent per row)"
+                                                           : "(hierarchical ALS)";
     if (modes == 0)
         return g_strdup("");
     if (modes == th_cpd_every_mode(nmodes))
-        return g_strdup(", factors nonnegative (hierarchical ALS)");
+        return g_strdup_printf(", factors nonnegative %s", how);
     GString *text = g_string_new(", nonnegative factors of mode");
     const char *separator = modes & (modes - 1) ? "s " : " ";
     for (uint32_t m = 0; m < nmodes; ++m)
@@ -282,7 +287,7 @@ static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes)
             g_string_append_printf(text, "%s%u", separator, m + 1);
             separator = ", ";
         }
-    g_string_append(text, " (hierarchical ALS)");
+    g_string_append_printf(text, " %s", how);
     return g_string_free(text, FALSE);
 }
 
@@ -357,6 +362,9 @@ int th_run_file(const char *config_path, const char *const *overrides)
                th_plural(params.max_iters, "iteration", "iterations"),
                params.apr.max_inner_iters, params.tolerance, params.apr.kappa,
                params.apr.kappa_tolerance, params.apr.epsilon, params.seed);
+    else if (params.model == TH_MODEL_COMPLETION)
+        th_console_completion_plan(&params, th_cpd_session_tensor(session),
+                                   th_cpd_session_held_out(session), constraints_text);
     else
         th_log(TH_LOG_INFO,
                "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
