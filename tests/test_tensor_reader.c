@@ -4,7 +4,7 @@
  * mapped, interruption); the same result whatever the thread count; a
  * read that requires values >= 0 (the first negative line, also in gzip,
  * in parallel chunks and in binary files), and one bounded by a caller's
- * dims (the first line beyond them, likewise). */
+ * dims (the first line beyond them, likewise); writing to a descriptor. */
 #define _DEFAULT_SOURCE /* ftruncate, mmap, fork */
 #include <stdarg.h>
 #include <stddef.h>
@@ -2163,6 +2163,40 @@ static void test_bound_in_binary(void **state)
     th_sptensor_free(back);
 }
 
+/* ---- writing to a descriptor ----------------------------------------------- */
+
+/* The text th_tensor_write_tns writes, to an open descriptor: the same
+ * bytes, plain even for a name ending in .gz. */
+static void test_write_to_descriptor(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = th_sptensor_new(2, 3);
+    t->dims[0] = 3;
+    t->dims[1] = 4;
+    for (uint64_t i = 0; i < 3; ++i) {
+        t->indices[0][i] = (th_index)i;
+        t->indices[1][i] = (th_index)(3 - i);
+        t->values[i] = 0.25 * (double)i - 1.0 / 3.0;
+    }
+    g_autofree char *file = g_build_filename(temp_dir, "atomic.tns", NULL);
+    g_autofree char *streamed = g_build_filename(temp_dir, "streamed.tns", NULL);
+    GError *error = NULL;
+    assert_true(th_tensor_write_tns_full(t, file, "a comment", &error));
+    const int fd = open(streamed, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    assert_true(fd >= 0);
+    assert_true(th_tensor_write_tns_to_fd(t, fd, "x.gz", "a comment", &error));
+    assert_int_equal(close(fd), 0);
+    g_autofree char *expected = NULL, *got = NULL;
+    assert_true(g_file_get_contents(file, &expected, NULL, NULL));
+    assert_true(g_file_get_contents(streamed, &got, NULL, NULL));
+    assert_string_equal(got, expected);
+    /* A descriptor that cannot be written: the error names the stand-in. */
+    assert_false(th_tensor_write_tns_to_fd(t, -1, "standard output", NULL, &error));
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO));
+    assert_true(g_str_has_prefix(error->message, "standard output: cannot write: "));
+    g_clear_error(&error);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2232,6 +2266,7 @@ int main(void)
         cmocka_unit_test(test_bound_leaves_other_files_alone),
         cmocka_unit_test(test_bound_earliest_line_wins_in_parallel),
         cmocka_unit_test(test_bound_in_binary),
+        cmocka_unit_test(test_write_to_descriptor),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }
