@@ -1597,8 +1597,9 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
 /* ------------------------------------------------------------------------ */
 
 /* Rows are solved in blocks of at least this much work (a row's estimate
- * is (its nonzeros + R) R^2 multiply-adds: its normal equations, then the
- * solve), about half a second on one core, and of at least
+ * is (its nonzeros + R + passes) R^2 multiply-adds: its normal equations,
+ * then the Cholesky solve or the coordinate descent's passes), about half
+ * a second on one core, and of at least
  * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD rows per thread of the team, so that
  * dynamic scheduling has rows to balance; the host is asked between blocks
  * whether to stop. Blocks only decide where a stop can happen: no row's
@@ -1813,12 +1814,13 @@ static uint32_t rls_block_end(const rls_task *task, uint32_t first, uint32_t dim
 {
     const uint64_t *start = task->layout->row_start;
     const double per_nonzero = (double)task->rank * task->rank;
+    const double solve = (double)task->rank + (task->nonneg ? (double)task->passes : 0.0);
     const uint64_t least_end =
         (uint64_t)first + (uint64_t)team * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD;
     double sum = 0.0;
     uint32_t row = first;
     while (row < dim && (sum < CPU_REF_RLS_BLOCK_WORK || row < least_end)) {
-        sum += (double)(start[row + 1] - start[row] + task->rank) * per_nonzero;
+        sum += ((double)(start[row + 1] - start[row]) + solve) * per_nonzero;
         row++;
     }
     *work = sum;
@@ -1882,8 +1884,8 @@ static int rls_team_size(const th_instance *inst, size_t stride)
 /* Rows in blocks (rls_block_end), each block's rows in parallel, the host
  * asked between blocks whether to stop; then factor_norm_squared. A stop
  * leaves the rows of the blocks done solved and the others as they were:
- * each row's problem is its own, so that factor is as good a model as
- * either. The workspace (per thread: V, b, h) lives for the call. */
+ * each row's problem is its own, so no row is half updated. The workspace
+ * (per thread: V, b, h) lives for the call. */
 static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least_squares_io *io,
                                                  char *err)
 {
