@@ -4,8 +4,9 @@
  * (COO) tensor. It implements the required functions of the ABI, so the host
  * does the CP-ALS update itself, and the two of ABI 1.4 that models other
  * than least squares (CP-APR, Poisson) run on: generalized_mttkrp and
- * factor_update. Read it top to bottom with docs/plugin-guide.md;
- * <tensorhost/plugin.h> is the contract. */
+ * factor_update. It leaves out ABI 1.5's optional row_least_squares, so the
+ * host runs no tensor completion on it. Read it top to bottom with
+ * docs/plugin-guide.md; <tensorhost/plugin.h> is the contract. */
 #include <tensorhost/plugin.h>
 #include <tensorhost/plugin_sdk.h>
 
