@@ -133,6 +133,23 @@ static void test_cpu_reference_passes(void **state)
                     "TH_ELEMENTWISE_POISSON_RATIO (it floors the divisor))");
     assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
     assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
+    /* ABI 1.5: row_least_squares against the checker's own solve, with a
+     * singular and an empty row at ridge 0 and > 0, nonneg 0 and 1, and the
+     * error rules. */
+    assert_non_null(strstr(r.output, "\nPASS row_least_squares modes=3 "
+                                     "shape=thin-and-empty-rows rank=4 ridge=0 nonneg=0 (max "
+                                     "relative error 0; 1 singular and 1 empty rows over the "
+                                     "modes)\n"));
+    assert_non_null(strstr(r.output, "\nPASS row_least_squares modes=4 "
+                                     "shape=thin-and-empty-rows rank=7 ridge=0.1 nonneg=1 ("));
+    assert_non_null(strstr(r.output, "\nPASS row_least_squares modes=3 skew=zipf rank=3 "
+                                     "ridge=0 nonneg=1 ("));
+    assert_line(&r, "PASS row_least_squares NaN ridge (TH_ERR_INVALID_ARGUMENT: "
+                    "row_least_squares: io.ridge nan must be finite and >= 0)");
+    assert_line(&r, "PASS row_least_squares passes 0 with nonneg 1 (TH_ERR_INVALID_ARGUMENT: "
+                    "row_least_squares: io.passes is 0 with io.nonneg 1; at least one pass of "
+                    "coordinate descent is needed)");
+    assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
     run_clear(&r);
 }
 
@@ -157,7 +174,7 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.0, host 1.4)");
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.5)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
     assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
@@ -166,6 +183,8 @@ static void test_frozen_v1_0_plugin_passes(void **state)
                     "initial factors and uploads them)");
     assert_line(&r, "SKIP generalized_mttkrp: lacks generalized_mttkrp/factor_update (ABI 1.4): "
                     "models other than least squares will not run on it");
+    assert_line(&r, "SKIP row_least_squares: not implemented (optional, ABI 1.5): tensor "
+                    "completion will not run on it");
     run_clear(&r);
 }
 
@@ -176,7 +195,7 @@ static void test_frozen_v1_2_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.2, host 1.4)");
+    assert_line(&r, "PASS entry version (ABI 1.2, host 1.5)");
     assert_line(&r, "PASS entry size (120 bytes)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
                                      "reference's per-mode iteration, max relative error "));
@@ -184,6 +203,24 @@ static void test_frozen_v1_2_plugin_passes(void **state)
                     "initial factors and uploads them)");
     assert_line(&r, "SKIP generalized_mttkrp: lacks generalized_mttkrp/factor_update (ABI 1.4): "
                     "models other than least squares will not run on it");
+    run_clear(&r);
+}
+
+/* ABI 1.4 through a 1.5 host: the generalized MTTKRP and the factor
+ * operations pass; row_least_squares lies beyond its entry. */
+static void test_frozen_v1_4_plugin_passes(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_frozen_v1_4"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.4, host 1.5)");
+    assert_line(&r, "PASS entry size (144 bytes)");
+    assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
+    assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
+    assert_line(&r, "SKIP row_least_squares: not implemented (optional, ABI 1.5): tensor "
+                    "completion will not run on it");
     run_clear(&r);
 }
 
@@ -196,7 +233,7 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.4, host 1.4)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.5)");
     assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
                     "max_rank 256, als_update, als_sweep)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
@@ -253,6 +290,38 @@ static void test_wrong_init_fails_the_init_checks(void **state)
     assert_int_equal(r.counts.failed, 4);
     /* Its error paths are right. */
     assert_int_equal(lines_starting(r.output, "PASS init_factors "), 3);
+    run_clear(&r);
+}
+
+/* ABI 1.5: a correct row_least_squares without generalized_mttkrp fails
+ * the pairing only; one that zeroes singular rows fails the two ridge-0
+ * unconstrained cases too, naming the row. */
+static void test_completion_faults_fail_their_checks(void **state)
+{
+    (void)state;
+    const char *half = "FAIL row_least_squares: implements row_least_squares but not "
+                       "generalized_mttkrp: the host runs tensor completion only on a backend "
+                       "with both (ABI 1.5)";
+    run r = check(ABI_FIXTURE("fixture_half_completion"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(r.counts.failed, 1);
+    assert_line(&r, half);
+    assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
+    run_clear(&r);
+
+    r = check(ABI_FIXTURE("fixture_wrong_completion"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(r.counts.failed, 3);
+    assert_line(&r, half);
+    assert_line(&r, "FAIL row_least_squares modes=3 shape=thin-and-empty-rows rank=4 ridge=0 "
+                    "nonneg=0: mode 0 row 5 has 3 nonzeros at rank 4, ridge 0: its system is "
+                    "singular and the row must be left as it was");
+    assert_line(&r, "FAIL row_least_squares modes=4 shape=thin-and-empty-rows rank=7 ridge=0 "
+                    "nonneg=0: mode 2 row 1 has 6 nonzeros at rank 7, ridge 0: its system is "
+                    "singular and the row must be left as it was");
+    assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 9 + 7);
     run_clear(&r);
 }
 
@@ -337,7 +406,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.4; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.5; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }
@@ -371,9 +440,11 @@ int main(void)
         cmocka_unit_test(test_fixture_good_passes_against_the_reference),
         cmocka_unit_test(test_frozen_v1_0_plugin_passes),
         cmocka_unit_test(test_frozen_v1_2_plugin_passes),
+        cmocka_unit_test(test_frozen_v1_4_plugin_passes),
         cmocka_unit_test(test_sweep_plugin_passes_its_sweep_checks),
         cmocka_unit_test(test_sweep_with_wrong_lambda_fails_the_sweep_checks),
         cmocka_unit_test(test_wrong_init_fails_the_init_checks),
+        cmocka_unit_test(test_completion_faults_fail_their_checks),
         cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),
         cmocka_unit_test(test_lenient_options_fails_the_option_check),
         cmocka_unit_test(test_no_device_skips_with_77),

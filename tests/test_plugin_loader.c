@@ -611,6 +611,25 @@ static void test_v1_3_sized_entry_lacks_the_1_4_functions(void **state)
     th_plugin_unload(plugin);
 }
 
+/* The same for ABI 1.5: a 1.4 entry whose object holds a row_least_squares
+ * (it aborts) loads without it; the host reports it unsupported and sees
+ * no backend for tensor completion. */
+static void test_v1_4_sized_entry_lacks_row_least_squares(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load_ok(FIXTURE("sweep_v1_4_size"));
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_4_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 4);
+    assert_non_null(plugin->entry.als_sweep);
+    assert_null(plugin->entry.row_least_squares);
+    char err[TH_ERROR_SIZE] = "";
+    th_row_least_squares_io io = {.struct_size = sizeof io};
+    assert_int_equal(th_call_row_least_squares(plugin, NULL, &io, err), TH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err, "row_least_squares (optional, ABI 1.5)"));
+    run_tiny_mttkrp(plugin);
+    th_plugin_unload(plugin);
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -966,6 +985,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sweep_without_update_is_refused),
         cmocka_unit_test(test_v1_0_sized_entry_never_has_als_sweep),
         cmocka_unit_test(test_v1_3_sized_entry_lacks_the_1_4_functions),
+        cmocka_unit_test(test_v1_4_sized_entry_lacks_row_least_squares),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_shared_object),
         cmocka_unit_test(test_search_path_order),

@@ -21,6 +21,13 @@
  * h(x, m) into the chunk's own sum; the chunk sums are added in chunk order,
  * so the reduction too is the same whatever the thread count.
  *
+ * row_least_squares (ABI 1.5) walks one layout by rows: each row's R x R
+ * normal equations built from its nonzeros and solved (Cholesky, or
+ * coordinate descent under a >= 0) by one thread, rows handed out
+ * dynamically; each row's arithmetic is the same on any thread, and the
+ * factor's norm is summed in fixed blocks, so it too is the same whatever
+ * the thread count.
+ *
  * Self-contained by design: libc, libm, OpenMP and CBLAS only (no GLib), so
  * that a third party can read it as an example of the ABI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -30,6 +37,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -1585,6 +1593,353 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
 }
 
 /* ------------------------------------------------------------------------ */
+/* row_least_squares (ABI 1.5)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Rows are solved in blocks of at least this much work (a row's estimate
+ * is (its nonzeros + R) R^2 multiply-adds: its normal equations, then the
+ * solve), about half a second on one core, and of at least
+ * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD rows per thread of the team, so that
+ * dynamic scheduling has rows to balance; the host is asked between blocks
+ * whether to stop. Blocks only decide where a stop can happen: no row's
+ * arithmetic depends on them. */
+#define CPU_REF_RLS_BLOCK_WORK 1e9
+#define CPU_REF_RLS_BLOCK_ROWS_PER_THREAD 16
+/* The per-thread R x R workspace of all threads together stays under this:
+ * at large ranks the team is cut to fit (rank 4096: 128 MiB a thread, so 8
+ * threads), which changes the time, not the result. */
+#define CPU_REF_RLS_WORKSPACE_BYTES ((size_t)1 << 30)
+/* factor_norm_squared is summed in blocks of this many rows, each in row
+ * order, the blocks' sums then in block order: the same bits whatever the
+ * thread count. */
+#define CPU_REF_NORM_BLOCK_ROWS 1024
+
+/* What every row's solve reads: the mode's layout, the other factors in the
+ * layout's order, and the io's parameters. */
+typedef struct rls_task {
+    const mode_layout *layout;
+    const double *other_factors[CPU_REF_MAX_MODES];
+    uint32_t width; /* nmodes - 1 */
+    uint32_t rank;
+    double ridge;
+    bool nonneg;
+    uint32_t passes;
+    double *factor; /* A_mode, rows replaced in place */
+} rls_task;
+
+typedef enum { RLS_SOLVED, RLS_SINGULAR, RLS_EMPTY } rls_outcome;
+
+static th_status check_rls_arguments(const th_instance *inst, const th_row_least_squares_io *io,
+                                     char *err)
+{
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: the instance is NULL");
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "row_least_squares: no tensor loaded (call load_tensor first)");
+    /* Every field read or written here is of 1.5; a longer struct, from a
+     * newer host, is fine (plugin.h, "Growth"). */
+    if (io == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: io is NULL");
+    if (io->struct_size < TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: io.struct_size %u is shorter than the %zu "
+                              "bytes of th_row_least_squares_io in ABI 1.5",
+                              io->struct_size, (size_t)TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE);
+    if (io->mode >= inst->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: io.mode %u is out of range; the tensor has %u "
+                              "modes (0..%u)",
+                              io->mode, inst->nmodes, inst->nmodes - 1);
+    if (!isfinite(io->ridge) || io->ridge < 0.0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: io.ridge %g must be finite and >= 0",
+                              io->ridge);
+    if (io->nonneg > 1)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: io.nonneg %u must be 0 or 1", io->nonneg);
+    if (io->nonneg == 1 && io->passes == 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: io.passes is 0 with io.nonneg 1; at least one "
+                              "pass of coordinate descent is needed");
+    return TH_OK;
+}
+
+/* h = Hadamard product of the other factors' rows of nonzero k, multiplied
+ * in the layout's mode order. */
+static void nonzero_row_product(const rls_task *task, uint64_t k, double *restrict h)
+{
+    const uint32_t rank = task->rank, width = task->width;
+    const uint32_t *idx = task->layout->others + k * width;
+    const double *restrict first = task->other_factors[0] + (size_t)idx[0] * rank;
+    for (uint32_t r = 0; r < rank; r++)
+        h[r] = first[r];
+    for (uint32_t j = 1; j < width; j++) {
+        const double *restrict next = task->other_factors[j] + (size_t)idx[j] * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            h[r] *= next[r];
+    }
+}
+
+/* The row's normal equations over its nonzeros [begin, end), in nonzero
+ * order: g = sum h h^T (the upper triangle accumulated, then mirrored: half
+ * the multiply-adds) and b = sum x h. `h` is scratch of R doubles. */
+static void accumulate_normal_equations(const rls_task *task, uint64_t begin, uint64_t end,
+                                        double *restrict g, double *restrict b,
+                                        double *restrict h)
+{
+    const uint32_t rank = task->rank;
+    memset(g, 0, (size_t)rank * rank * sizeof *g);
+    memset(b, 0, rank * sizeof *b);
+    for (uint64_t k = begin; k < end; k++) {
+        nonzero_row_product(task, k, h);
+        const double x = task->layout->values[k];
+        for (uint32_t r = 0; r < rank; r++) {
+            const double hr = h[r];
+            double *restrict g_row = g + (size_t)r * rank;
+            for (uint32_t s = r; s < rank; s++)
+                g_row[s] += hr * h[s];
+            b[r] += x * hr;
+        }
+    }
+    mirror_upper(g, rank);
+}
+
+/* The lower Cholesky factor of the n x n row-major `v`, in place in its
+ * lower triangle, with plugin.h's breakdown test: a pivot not above
+ * max_i v(i,i) * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR (NaN
+ * included) is a breakdown, and false is returned. */
+static bool cholesky_lower(double *restrict v, uint32_t n)
+{
+    double largest = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = v[(size_t)i * n + i] > largest ? v[(size_t)i * n + i] : largest;
+    const double threshold = largest * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
+    for (uint32_t j = 0; j < n; j++) {
+        const double *restrict row_j = v + (size_t)j * n;
+        double pivot = row_j[j];
+        for (uint32_t k = 0; k < j; k++)
+            pivot -= row_j[k] * row_j[k];
+        if (!(pivot > threshold))
+            return false;
+        const double diagonal = sqrt(pivot);
+        v[(size_t)j * n + j] = diagonal;
+        for (uint32_t i = j + 1; i < n; i++) {
+            double *restrict row_i = v + (size_t)i * n;
+            double sum = row_i[j];
+            for (uint32_t k = 0; k < j; k++)
+                sum -= row_i[k] * row_j[k];
+            row_i[j] = sum / diagonal;
+        }
+    }
+    return true;
+}
+
+/* x = (L L^T)^-1 x in place, L the lower triangle of the n x n `l`. */
+static void cholesky_solve(const double *restrict l, uint32_t n, double *restrict x)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const double *restrict row_i = l + (size_t)i * n;
+        double sum = x[i];
+        for (uint32_t k = 0; k < i; k++)
+            sum -= row_i[k] * x[k];
+        x[i] = sum / row_i[i];
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        double sum = x[i];
+        for (uint32_t k = i + 1; k < n; k++)
+            sum -= l[(size_t)k * n + i] * x[k];
+        x[i] = sum / l[(size_t)i * n + i];
+    }
+}
+
+/* `passes` sweeps of coordinate descent on min a^T V a / 2 - b^T a, a >= 0,
+ * V = G + ridge I, from `a` as it is, r = 0 .. R-1 in order, as plugin.h
+ * states it: d = V(r,r), a_r <- max(0, a_r + (b_r - (V a)_r) / d), and
+ * a_r <- 0 where d = 0. */
+static void nonneg_coordinate_descent(const double *restrict v, const double *restrict b,
+                                      uint32_t rank, uint32_t passes, double *restrict a)
+{
+    for (uint32_t pass = 0; pass < passes; pass++)
+        for (uint32_t r = 0; r < rank; r++) {
+            const double *restrict v_row = v + (size_t)r * rank;
+            const double d = v_row[r];
+            if (d == 0.0) {
+                a[r] = 0.0;
+                continue;
+            }
+            double va = 0.0;
+            for (uint32_t s = 0; s < rank; s++)
+                va += v_row[s] * a[s];
+            const double next = a[r] + (b[r] - va) / d;
+            a[r] = next > 0.0 ? next : 0.0;
+        }
+}
+
+/* Row `row` of the factor replaced by its solution (th_row_least_squares_io).
+ * `workspace` holds R x R + 2 R doubles: V, then b (the solution, for the
+ * unconstrained solve), then the row product. */
+static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restrict workspace)
+{
+    const uint32_t rank = task->rank;
+    const uint64_t begin = task->layout->row_start[row], end = task->layout->row_start[row + 1];
+    double *restrict a = task->factor + (size_t)row * rank;
+    if (begin == end) {
+        if (task->ridge > 0.0)
+            memset(a, 0, rank * sizeof *a); /* ridge * ||a||^2 alone: its minimiser */
+        return RLS_EMPTY;
+    }
+    double *restrict v = workspace;
+    double *restrict b = v + (size_t)rank * rank;
+    accumulate_normal_equations(task, begin, end, v, b, b + rank);
+    for (uint32_t r = 0; r < rank; r++)
+        v[(size_t)r * rank + r] += task->ridge;
+    if (task->nonneg) {
+        nonneg_coordinate_descent(v, b, rank, task->passes, a);
+        return RLS_SOLVED;
+    }
+    if (!cholesky_lower(v, rank))
+        return RLS_SINGULAR; /* the row is left as it was */
+    cholesky_solve(v, rank, b);
+    memcpy(a, b, rank * sizeof *a);
+    return RLS_SOLVED;
+}
+
+/* The end of the block of rows that starts at `first` (at least one row;
+ * CPU_REF_RLS_BLOCK_WORK), and its work estimate in *work. */
+static uint32_t rls_block_end(const rls_task *task, uint32_t first, uint32_t dim, int team,
+                              double *work)
+{
+    const uint64_t *start = task->layout->row_start;
+    const double per_nonzero = (double)task->rank * task->rank;
+    const uint64_t least_end =
+        (uint64_t)first + (uint64_t)team * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD;
+    double sum = 0.0;
+    uint32_t row = first;
+    while (row < dim && (sum < CPU_REF_RLS_BLOCK_WORK || row < least_end)) {
+        sum += (double)(start[row + 1] - start[row] + task->rank) * per_nonzero;
+        row++;
+    }
+    *work = sum;
+    return row;
+}
+
+/* Rows [first, end) on `threads` threads, each with its own workspace of
+ * `stride` doubles; rows vary a lot in length, so they are handed out
+ * dynamically, in small runs. The outcomes are counted into *singular and
+ * *empty (sums of integers: exact in any order). */
+static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, int threads,
+                       double *workspace, size_t stride, uint64_t *singular, uint64_t *empty)
+{
+    uint64_t singular_here = 0, empty_here = 0;
+    const int64_t rows = (int64_t)end - first;
+    const int64_t run = rows / ((int64_t)threads * 16) > 1 ? rows / ((int64_t)threads * 16) : 1;
+#pragma omp parallel num_threads(threads) reduction(+ : singular_here, empty_here)
+    {
+        double *own = workspace + (size_t)omp_get_thread_num() * stride;
+#pragma omp for schedule(dynamic, run)
+        for (int64_t i = first; i < (int64_t)end; i++) {
+            const rls_outcome outcome = solve_row(task, (uint32_t)i, own);
+            singular_here += outcome == RLS_SINGULAR;
+            empty_here += outcome == RLS_EMPTY;
+        }
+    }
+    *singular += singular_here;
+    *empty += empty_here;
+}
+
+/* The sum of the squares of a rows x rank matrix (CPU_REF_NORM_BLOCK_ROWS):
+ * `partials` has a slot per block. */
+static double sum_of_squares(const double *a, int64_t rows, int64_t rank, int threads,
+                             double *partials)
+{
+    const int64_t blocks = (rows + CPU_REF_NORM_BLOCK_ROWS - 1) / CPU_REF_NORM_BLOCK_ROWS;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t block = 0; block < blocks; block++) {
+        const int64_t first = block * CPU_REF_NORM_BLOCK_ROWS;
+        const int64_t end = first + CPU_REF_NORM_BLOCK_ROWS < rows ? first + CPU_REF_NORM_BLOCK_ROWS
+                                                                   : rows;
+        double sum = 0.0;
+        for (int64_t k = first * rank; k < end * rank; k++)
+            sum += a[k] * a[k];
+        partials[block] = sum;
+    }
+    double total = 0.0;
+    for (int64_t block = 0; block < blocks; block++)
+        total += partials[block];
+    return total;
+}
+
+/* Threads for row_least_squares: the option, cut so that their workspaces
+ * fit CPU_REF_RLS_WORKSPACE_BYTES. */
+static int rls_team_size(const th_instance *inst, size_t stride)
+{
+    const size_t fit = CPU_REF_RLS_WORKSPACE_BYTES / (stride * sizeof(double));
+    return fit < 1 ? 1 : (fit < (size_t)inst->threads ? (int)fit : inst->threads);
+}
+
+/* Rows in blocks (rls_block_end), each block's rows in parallel, the host
+ * asked between blocks whether to stop; then factor_norm_squared. A stop
+ * leaves the rows of the blocks done solved and the others as they were:
+ * each row's problem is its own, so that factor is as good a model as
+ * either. The workspace (per thread: V, b, h) lives for the call. */
+static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least_squares_io *io,
+                                                 char *err)
+{
+    th_status status = check_rls_arguments(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t mode = io->mode, rank = inst->rank, dim = inst->dims[mode];
+    rls_task task = {.layout = &inst->layouts[mode], .width = inst->nmodes - 1, .rank = rank,
+                     .ridge = io->ridge, .nonneg = io->nonneg == 1, .passes = io->passes,
+                     .factor = inst->factors[mode]};
+    for (uint32_t m = 0, j = 0; m < inst->nmodes; m++)
+        if (m != mode)
+            task.other_factors[j++] = inst->factors[m];
+    const size_t stride = scratch_stride(rank * rank + 2 * rank);
+    const int team = rls_team_size(inst, stride);
+    const size_t norm_blocks =
+        ((size_t)dim + CPU_REF_NORM_BLOCK_ROWS - 1) / CPU_REF_NORM_BLOCK_ROWS;
+    double *workspace =
+        aligned_alloc(CPU_REF_CACHE_LINE, (size_t)team * stride * sizeof *workspace);
+    double *partials = malloc(norm_blocks * sizeof *partials);
+    if (workspace == NULL || partials == NULL) {
+        free(workspace);
+        free(partials);
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                              "row_least_squares: out of memory for %d workspaces of rank %u",
+                              team, rank);
+    }
+    uint64_t singular = 0, empty = 0;
+    for (uint32_t first = 0; first < dim;) {
+        if (first > 0 && th_plugin_stop_requested(inst->host)) {
+            free(workspace);
+            free(partials);
+            return th_plugin_fail(err, TH_ERR_CANCELLED,
+                                  "row_least_squares(mode %u) given up after %u of %u rows: "
+                                  "stop requested (those rows are solved, the others as they "
+                                  "were)",
+                                  mode, first, dim);
+        }
+        double work = 0.0;
+        const uint32_t end = rls_block_end(&task, first, dim, team, &work);
+        const int threads = work < (double)CPU_REF_UPDATE_SERIAL_WORK ? 1 : team;
+        solve_rows(&task, first, end, threads, workspace, stride, &singular, &empty);
+        first = end;
+    }
+    const int64_t cells = (int64_t)dim * rank;
+    io->singular_rows = singular;
+    io->empty_rows = empty;
+    io->factor_norm_squared =
+        sum_of_squares(task.factor, dim, rank,
+                       cells < CPU_REF_ELEMENTWISE_SERIAL_CELLS ? 1 : inst->threads, partials);
+    free(workspace);
+    free(partials);
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Runtime and mode info                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -1647,4 +2002,5 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .init_factors = cpu_reference_init_factors,
     .generalized_mttkrp = cpu_reference_generalized_mttkrp,
     .factor_update = cpu_reference_factor_update,
+    .row_least_squares = cpu_reference_row_least_squares,
 };

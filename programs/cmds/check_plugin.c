@@ -20,6 +20,7 @@
 #include "tensor/synth.h"
 
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1770,6 +1771,450 @@ static void check_all_generalized(checker *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* row_least_squares (ABI 1.5)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* What one row_least_squares call is asked. */
+typedef struct rls_kind {
+    double ridge;
+    uint32_t nonneg;
+    uint32_t passes;
+} rls_kind;
+
+/* The rows a completion tensor shapes on purpose: row `empty_row` of mode
+ * `empty_mode` has no nonzero; row `thin_row` of mode `thin_mode` keeps
+ * only its first `thin_keep` (fewer than the rank: singular at ridge 0). */
+typedef struct row_shape {
+    uint32_t empty_mode, empty_row;
+    uint32_t thin_mode, thin_row, thin_keep;
+} row_shape;
+
+/* The lower Cholesky factor l of the n x n V (the checker's own); FALSE at
+ * plugin.h's breakdown: a pivot not above max_i V(i,i) * n * DBL_EPSILON *
+ * TH_SOLVE_BREAKDOWN_FACTOR. */
+static gboolean naive_cholesky(const double *v, uint32_t n, double *l)
+{
+    double largest = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        largest = fmax(largest, v[(size_t)i * n + i]);
+    const double threshold = largest * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
+    memset(l, 0, (size_t)n * n * sizeof *l);
+    for (uint32_t j = 0; j < n; j++)
+        for (uint32_t i = j; i < n; i++) {
+            double sum = v[(size_t)i * n + j];
+            for (uint32_t k = 0; k < j; k++)
+                sum -= l[(size_t)i * n + k] * l[(size_t)j * n + k];
+            if (i > j)
+                l[(size_t)i * n + j] = sum / l[(size_t)j * n + j];
+            else if (sum > threshold)
+                l[(size_t)j * n + j] = sqrt(sum);
+            else
+                return FALSE;
+        }
+    return TRUE;
+}
+
+/* x = (l l^T)^-1 b: the two triangular solves. */
+static void naive_cholesky_solve(const double *l, const double *b, uint32_t n, double *x)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = b[i];
+        for (uint32_t k = 0; k < i; k++)
+            x[i] -= l[(size_t)i * n + k] * x[k];
+        x[i] /= l[(size_t)i * n + i];
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        for (uint32_t k = i + 1; k < n; k++)
+            x[i] -= l[(size_t)k * n + i] * x[k];
+        x[i] /= l[(size_t)i * n + i];
+    }
+}
+
+/* plugin.h's coordinate descent on V a = b under a >= 0, from `a`. */
+static void naive_coordinate_descent(const double *v, const double *b, uint32_t n,
+                                     uint32_t passes, double *a)
+{
+    for (uint32_t pass = 0; pass < passes; pass++)
+        for (uint32_t r = 0; r < n; r++) {
+            const double d = v[(size_t)r * n + r];
+            double va = 0.0;
+            for (uint32_t s = 0; s < n; s++)
+                va += v[(size_t)r * n + s] * a[s];
+            a[r] = d == 0.0 ? 0.0 : fmax(0.0, a[r] + (b[r] - va) / d);
+        }
+}
+
+/* The checker's own row_least_squares (plugin.h's words), from `factors`
+ * as the plugin holds them, into `out` (mode's factor updated): every
+ * row's V = sum h h^T + ridge I and b = sum x h straight from the
+ * nonzeros, then the row's solve. */
+static void naive_row_least_squares(const th_sptensor *t, double *const *factors,
+                                    uint32_t rank, uint32_t mode, const rls_kind *kind,
+                                    double *out, uint64_t *singular, uint64_t *empty)
+{
+    const uint32_t rows = t->dims[mode];
+    const size_t r2 = (size_t)rank * rank;
+    g_autofree double *v = g_new0(double, rows * r2);
+    g_autofree double *b = g_new0(double, (size_t)rows * rank);
+    g_autofree uint64_t *count = g_new0(uint64_t, rows);
+    g_autofree double *h = g_new(double, rank);
+    g_autofree double *x = g_new(double, rank);
+    g_autofree double *l = g_new(double, r2);
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        const uint32_t row = t->indices[mode][k];
+        for (uint32_t r = 0; r < rank; r++) {
+            h[r] = 1.0;
+            for (uint32_t m = 0; m < t->nmodes; m++)
+                if (m != mode)
+                    h[r] *= factors[m][(size_t)t->indices[m][k] * rank + r];
+        }
+        for (uint32_t r = 0; r < rank; r++) {
+            b[(size_t)row * rank + r] += t->values[k] * h[r];
+            for (uint32_t s = 0; s < rank; s++)
+                v[row * r2 + (size_t)r * rank + s] += h[r] * h[s];
+        }
+        count[row]++;
+    }
+    memcpy(out, factors[mode], (size_t)rows * rank * sizeof *out);
+    *singular = *empty = 0;
+    for (uint32_t row = 0; row < rows; row++) {
+        double *a = out + (size_t)row * rank, *vr = v + row * r2, *br = b + (size_t)row * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            vr[(size_t)r * rank + r] += kind->ridge;
+        if (count[row] == 0) {
+            ++*empty;
+            if (kind->ridge > 0.0)
+                memset(a, 0, rank * sizeof *a);
+        } else if (kind->nonneg) {
+            naive_coordinate_descent(vr, br, rank, kind->passes, a);
+        } else if (naive_cholesky(vr, rank, l)) {
+            naive_cholesky_solve(l, br, rank, x);
+            memcpy(a, x, rank * sizeof *a);
+        } else {
+            ++*singular;
+        }
+    }
+}
+
+/* Whether `index` (one coordinate per mode) lies in row `row` of `mode`. */
+static gboolean in_row(const uint32_t *index, uint32_t mode, uint32_t row)
+{
+    return index[mode] == row;
+}
+
+/* Every cell of the box `dims` observed with probability `observed`
+ * (values uniform in [-1, 1)), except the rows `shape` empties or thins:
+ * rows hold many nonzeros against the rank, so every other row's system is
+ * well conditioned and no solve is near its breakdown. */
+static test_tensor *make_completion_tensor(uint32_t nmodes, const uint32_t *dims,
+                                           double observed, const row_shape *shape,
+                                           uint64_t seed)
+{
+    th_rng rng;
+    th_rng_seed(&rng, seed);
+    uint64_t cells = 1;
+    for (uint32_t m = 0; m < nmodes; m++)
+        cells *= dims[m];
+    g_autoptr(GArray) kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    uint32_t thin = 0, index[TH_MAX_MODES];
+    for (uint64_t cell = 0; cell < cells; cell++) {
+        for (uint64_t rest = cell, m = nmodes; m-- > 0; rest /= dims[m])
+            index[m] = (uint32_t)(rest % dims[m]);
+        if (!(th_rng_uniform(&rng) < observed) ||
+            in_row(index, shape->empty_mode, shape->empty_row))
+            continue;
+        if (in_row(index, shape->thin_mode, shape->thin_row) && thin++ >= shape->thin_keep)
+            continue;
+        g_array_append_val(kept, cell);
+    }
+    th_sptensor *t = th_sptensor_new(nmodes, kept->len);
+    memcpy(t->dims, dims, nmodes * sizeof *t->dims);
+    for (guint k = 0; k < kept->len; k++) {
+        uint64_t rest = g_array_index(kept, uint64_t, k);
+        for (uint32_t m = nmodes; m-- > 0; rest /= dims[m])
+            t->indices[m][k] = (uint32_t)(rest % dims[m]);
+        t->values[k] = 2.0 * th_rng_uniform(&rng) - 1.0;
+    }
+    return wrap(t);
+}
+
+/* One row_least_squares on the plugin, through a newer host's longer
+ * struct whose tail must stay as it was; the io as it came back. FALSE
+ * after a FAIL. */
+static gboolean run_row_least_squares(checker *c, uint32_t mode, const rls_kind *kind,
+                                      th_row_least_squares_io *out, const char *name)
+{
+    struct {
+        th_row_least_squares_io io;
+        double tail[2];
+    } longer;
+    memset(&longer, 0, sizeof longer);
+    longer.io = (th_row_least_squares_io){.struct_size = (uint32_t)sizeof longer, .mode = mode,
+                                          .ridge = kind->ridge, .nonneg = kind->nonneg,
+                                          .passes = kind->passes};
+    longer.tail[0] = longer.tail[1] = -1.0;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_row_least_squares(c->plugin, c->inst, &longer.io, err);
+    if (status != TH_OK) {
+        fail(c, name, "row_least_squares(mode %u): %s (%s)", mode, message_of(err),
+             th_status_name(status));
+        return FALSE;
+    }
+    if (longer.io.struct_size != sizeof longer) {
+        fail(c, name, "row_least_squares wrote struct_size (%u, was %zu): the callee never "
+             "writes it", longer.io.struct_size, sizeof longer);
+        return FALSE;
+    }
+    if (longer.tail[0] != -1.0 || longer.tail[1] != -1.0) {
+        fail(c, name, "row_least_squares wrote beyond its own struct");
+        return FALSE;
+    }
+    *out = longer.io;
+    return TRUE;
+}
+
+/* Where `got` differs most from `want` (NaN first), as an index. */
+static size_t largest_difference(const double *got, const double *want, size_t count)
+{
+    size_t where = 0;
+    double largest = -1.0;
+    for (size_t k = 0; k < count && !isnan(largest); k++) {
+        const double difference = fabs(got[k] - want[k]);
+        if (isnan(difference) || difference > largest) {
+            largest = difference;
+            where = k;
+        }
+    }
+    return where;
+}
+
+/* The rows `shape` made, checked exactly: the thin row left as it was at
+ * ridge 0 without nonneg (singular), the empty row left at ridge 0 and
+ * zero at ridge > 0. FALSE after a FAIL. */
+static gboolean check_shaped_rows(checker *c, const row_shape *shape, uint32_t mode,
+                                  uint32_t rank, const rls_kind *kind, const double *got,
+                                  const double *before, const char *name)
+{
+    const size_t bytes = rank * sizeof *got;
+    if (shape->thin_mode == mode && kind->ridge == 0.0 && !kind->nonneg &&
+        memcmp(got + (size_t)shape->thin_row * rank, before + (size_t)shape->thin_row * rank,
+               bytes) != 0) {
+        fail(c, name, "mode %u row %u has %u nonzeros at rank %u, ridge 0: its system is "
+             "singular and the row must be left as it was", mode, shape->thin_row,
+             shape->thin_keep, rank);
+        return FALSE;
+    }
+    if (shape->empty_mode != mode)
+        return TRUE;
+    const double *row = got + (size_t)shape->empty_row * rank;
+    const double *was = before + (size_t)shape->empty_row * rank;
+    gboolean ok = kind->ridge > 0.0 || memcmp(row, was, bytes) == 0;
+    for (uint32_t r = 0; r < rank && kind->ridge > 0.0; r++)
+        ok = ok && row[r] == 0.0;
+    if (!ok)
+        fail(c, name, "mode %u row %u has no nonzero: it must be %s", mode, shape->empty_row,
+             kind->ridge > 0.0 ? "zero at ridge > 0" : "left as it was at ridge 0");
+    return ok;
+}
+
+/* Every mode of `tt` from the same factors (set, then read back as the
+ * plugin holds them, so an f32 backend's rounding is in the oracle's
+ * input): mode's factor against the checker's own solve, both counts,
+ * factor_norm_squared against the factor returned, every other factor
+ * bitwise as it was, and the shaped rows exactly (shape may be NULL). */
+static void check_rls_case(checker *c, const test_tensor *tt, const char *label, uint32_t rank,
+                           const rls_kind *kind, const row_shape *shape, uint64_t seed)
+{
+    g_autofree char *name = g_strdup_printf("row_least_squares %s rank=%u ridge=%g nonneg=%u",
+                                            label, rank, kind->ridge, kind->nonneg);
+    begin(c, name);
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const uint32_t nmodes = tt->coo.nmodes;
+    double **factors = centred_factors(tt, rank, seed);
+    double *held[TH_MAX_MODES] = {NULL};
+    size_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; m++) {
+        held[m] = g_new(double, (size_t)tt->coo.dims[m] * rank);
+        largest = MAX(largest, (size_t)tt->coo.dims[m] * rank);
+    }
+    g_autofree double *want = g_new(double, largest);
+    g_autofree double *got = g_new(double, largest);
+    double worst = 0.0;
+    uint64_t singular_total = 0, empty_total = 0;
+    for (uint32_t mode = 0; mode < nmodes; mode++) {
+        const uint32_t rows = tt->coo.dims[mode];
+        const size_t count = (size_t)rows * rank;
+        uint64_t singular = 0, empty = 0;
+        th_row_least_squares_io io;
+        char err[TH_ERROR_SIZE] = "";
+        if (!set_all_factors(c, c->plugin, c->inst, factors, nmodes, name) ||
+            !get_factors_into(c, c->plugin, c->inst, held, nmodes, name) ||
+            !run_row_least_squares(c, mode, kind, &io, name))
+            goto done;
+        naive_row_least_squares(tt->t, held, rank, mode, kind, want, &singular, &empty);
+        th_status status = th_call_get_factor(c->plugin, c->inst, mode, got, err);
+        if (status != TH_OK) {
+            fail(c, name, "get_factor(%u) after row_least_squares: %s (%s)", mode,
+                 message_of(err), th_status_name(status));
+            goto done;
+        }
+        if (shape && !check_shaped_rows(c, shape, mode, rank, kind, got, held[mode], name))
+            goto done;
+        const double e = relative_error(got, want, count);
+        if (!(e <= c->tolerance)) {
+            const size_t k = largest_difference(got, want, count);
+            fail(c, name, "mode %u: relative Frobenius error %.3g > tolerance %.0e (largest "
+                 "at row %zu column %zu: %.17g, expected %.17g)", mode, e, c->tolerance,
+                 k / rank, k % rank, got[k], want[k]);
+            goto done;
+        }
+        if (io.singular_rows != singular || io.empty_rows != empty) {
+            fail(c, name, "mode %u: %" G_GUINT64_FORMAT " singular and %" G_GUINT64_FORMAT
+                 " empty rows, expected %" G_GUINT64_FORMAT " and %" G_GUINT64_FORMAT, mode,
+                 io.singular_rows, io.empty_rows, singular, empty);
+            goto done;
+        }
+        double norm = 0.0;
+        for (size_t k = 0; k < count; k++)
+            norm += got[k] * got[k];
+        if (!close_to(c, io.factor_norm_squared, norm, norm)) {
+            fail(c, name, "mode %u: factor_norm_squared %.17g, but the factor's is %.17g", mode,
+                 io.factor_norm_squared, norm);
+            goto done;
+        }
+        for (uint32_t m = 0; m < nmodes; m++) {
+            if (m == mode)
+                continue;
+            if (th_call_get_factor(c->plugin, c->inst, m, got, err) != TH_OK ||
+                memcmp(got, held[m], (size_t)tt->coo.dims[m] * rank * sizeof *got) != 0) {
+                fail(c, name, "row_least_squares(mode %u) changed the factor of mode %u", mode,
+                     m);
+                goto done;
+            }
+        }
+        worst = MAX(worst, e);
+        singular_total += singular;
+        empty_total += empty;
+    }
+    pass(c, name, "max relative error %.2g; %" G_GUINT64_FORMAT " singular and %"
+         G_GUINT64_FORMAT " empty rows over the modes", worst, singular_total, empty_total);
+done:
+    for (uint32_t m = 0; m < nmodes; m++)
+        g_free(held[m]);
+    free_factors(factors, nmodes);
+}
+
+/* The error rules of plugin.h: before load_tensor, then one bad field at a
+ * time on a loaded instance. */
+static void check_rls_errors(checker *c)
+{
+    const char *name = "row_least_squares before load_tensor";
+    begin(c, name);
+    const th_row_least_squares_io good = {.struct_size = (uint32_t)sizeof good, .mode = 0,
+                                          .ridge = 0.1, .nonneg = 1, .passes = 2};
+    th_row_least_squares_io io = good;
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *fresh = NULL;
+    if (create_instance(c->plugin, NULL, 0, &fresh, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    err[0] = '\0';
+    th_status status = th_call_row_least_squares(c->plugin, fresh, &io, err);
+    th_call_destroy(c->plugin, fresh);
+    judge_call_error(c, name, "row_least_squares", status, err, TH_ERR_BAD_STATE);
+
+    const char *const names[] = {
+        "row_least_squares short io",       "row_least_squares mode out of range",
+        "row_least_squares negative ridge", "row_least_squares NaN ridge",
+        "row_least_squares nonneg 2",       "row_least_squares passes 0 with nonneg 1",
+    };
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 53, &error);
+    begin(c, names[0]);
+    if (tt == NULL) {
+        fail(c, names[0], "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, MIN(4u, c->plugin->info->max_rank), names[0]))
+        return;
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        begin(c, names[i]);
+        io = good;
+        switch (i) {
+        case 0:
+            io.struct_size = (uint32_t)offsetof(th_row_least_squares_io, factor_norm_squared);
+            break;
+        case 1: io.mode = 3; break;
+        case 2: io.ridge = -0.5; break;
+        case 3: io.ridge = NAN; break;
+        case 4: io.nonneg = 2; break;
+        default: io.passes = 0; break;
+        }
+        err[0] = '\0';
+        judge_call_error(c, names[i], "row_least_squares",
+                         th_call_row_least_squares(c->plugin, c->inst, &io, err), err,
+                         TH_ERR_INVALID_ARGUMENT);
+    }
+}
+
+/* Ridge 0 and > 0, nonneg 0 and 1, on tensors whose shaped rows test the
+ * singular and empty rules, and on a skewed one with many empty rows
+ * (there at ridge > 0 or under nonneg only: its rows of a few nonzeros
+ * make systems near their breakdown, which no two precisions need decide
+ * alike); then the error rules. The host runs tensor completion only on a
+ * backend that also has generalized_mttkrp (its training error): one
+ * without it fails, and its row_least_squares is still checked. */
+static void check_all_row_least_squares(checker *c)
+{
+    if (c->plugin->entry.row_least_squares == NULL) {
+        skip(c, "row_least_squares", "not implemented (optional, ABI 1.5): tensor completion "
+                                     "will not run on it");
+        return;
+    }
+    if (c->plugin->entry.generalized_mttkrp == NULL) {
+        begin(c, "row_least_squares");
+        fail(c, "row_least_squares", "implements row_least_squares but not generalized_mttkrp: "
+             "the host runs tensor completion only on a backend with both (ABI 1.5)");
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint64_t s = c->opts->seed;
+    const rls_kind kinds[] = {
+        {.ridge = 0.0, .nonneg = 0, .passes = 0},
+        {.ridge = 0.1, .nonneg = 0, .passes = 0},
+        {.ridge = 0.0, .nonneg = 1, .passes = 1},
+        {.ridge = 0.1, .nonneg = 1, .passes = 3},
+    };
+    const uint32_t dims3[3] = {12, 10, 9}, dims4[4] = {6, 7, 5, 8};
+    const uint32_t rank3 = MIN(4u, info->max_rank), rank4 = MIN(7u, info->max_rank);
+    const row_shape shape3 = {.empty_mode = 1, .empty_row = 3, .thin_mode = 0, .thin_row = 5,
+                              .thin_keep = rank3 - 1};
+    const row_shape shape4 = {.empty_mode = 3, .empty_row = 2, .thin_mode = 2, .thin_row = 1,
+                              .thin_keep = rank4 - 1};
+    g_autoptr(test_tensor) t3 = make_completion_tensor(3, dims3, 0.5, &shape3, s * 43 + 1);
+    g_autoptr(test_tensor) t4 =
+        info->max_modes >= 4 ? make_completion_tensor(4, dims4, 0.4, &shape4, s * 43 + 2) : NULL;
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++)
+        check_rls_case(c, t3, "modes=3 shape=thin-and-empty-rows", rank3, &kinds[k], &shape3,
+                       s * 43 + 4 + k);
+    for (size_t k = 0; t4 != NULL && k < G_N_ELEMENTS(kinds); k++)
+        check_rls_case(c, t4, "modes=4 shape=thin-and-empty-rows", rank4, &kinds[k], &shape4,
+                       s * 43 + 8 + k);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) skewed = make_tensor(3, SKEW_ZIPF, 300, s * 43 + 3, &error);
+    if (skewed == NULL) {
+        begin(c, "row_least_squares modes=3 skew=zipf");
+        fail(c, "row_least_squares modes=3 skew=zipf", "cannot generate the tensor: %s",
+             error->message);
+    }
+    for (size_t k = 1; skewed != NULL && k < G_N_ELEMENTS(kinds); k++)
+        check_rls_case(c, skewed, "modes=3 skew=zipf", MIN(3u, info->max_rank), &kinds[k], NULL,
+                       s * 43 + 12 + k);
+    check_rls_errors(c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Optional queries and life cycles                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -1917,7 +2362,7 @@ static const char *const device_checks[] = {
     "rank 0",           "rank max_rank+1", "mode out of range",
     "tensor it cannot hold", "mttkrp",     "als_update",
     "als_sweep",        "init_factors",     "generalized_mttkrp",
-    "load_tensor x20",  "create/destroy x50",
+    "row_least_squares", "load_tensor x20", "create/destroy x50",
     "load/unload x20",
 };
 
@@ -1974,6 +2419,7 @@ static void check_with_instances(checker *c)
     check_all_sweep(c);
     check_all_init_factors(c);
     check_all_generalized(c);
+    check_all_row_least_squares(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

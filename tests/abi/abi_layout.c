@@ -211,7 +211,6 @@ OFFSET(th_factor_update_io, count, 48);
 OFFSET(th_factor_update_io, threshold, 56);
 static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 64, "TH_FACTOR_UPDATE_IO_V1_4_SIZE");
 #endif
-#endif
 
 #if TH_ABI_VERSION_MINOR >= 5
 /* 1.5: row_least_squares appended to the entry, and its in/out struct. */
@@ -229,6 +228,7 @@ OFFSET(th_row_least_squares_io, singular_rows, 24);
 OFFSET(th_row_least_squares_io, empty_rows, 32);
 OFFSET(th_row_least_squares_io, factor_norm_squared, 40);
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 48, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
+#endif
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 4

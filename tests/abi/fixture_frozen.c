@@ -1,5 +1,5 @@
 /* Plugins exactly as a third party would have written them against ABI 1.0,
- * 1.1, 1.2 and 1.3: compiled against a frozen copy of that version's header
+ * 1.1, 1.2, 1.3 and 1.4: compiled against a frozen copy of that version's header
  * (frozen/v1.N, named by TH_ABI_HEADER), never the current one. Every later
  * host must keep loading them and computing with them; test_abi_frozen and
  * the conformance checker prove that.
@@ -15,9 +15,12 @@
  * th_runtime_info.last_sweep_seconds. None of those has init_factors (1.3),
  * so a later host draws their initial factors itself and uploads them.
  * Against 1.3 it adds init_factors, the formula written out from that
- * header's words (a frozen header has no SDK beside it). None has 1.4's
- * generalized_mttkrp or factor_update, so a later host runs only least
- * squares on them.
+ * header's words (a frozen header has no SDK beside it). None of those has
+ * 1.4's generalized_mttkrp or factor_update, so a later host runs only
+ * least squares on them. Against 1.4 it adds both, naive loops over the
+ * nonzeros written from that header's formulas, so a later host runs the
+ * Poisson model on it too. None has 1.5's row_least_squares, so no host
+ * runs tensor completion on them.
  * A section is added for a version when its header is frozen; what a
  * version's build compiles never changes. */
 #include TH_ABI_HEADER /* a frozen header, by absolute path */
@@ -56,6 +59,15 @@
 #include <time.h>
 
 #include "fixture_algebra.h"
+#elif TH_ABI_VERSION_MINOR == 4
+#define FROZEN_ID "fixture_frozen_v1_4"
+#define FROZEN_ABI "1.4"
+#define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
+#include <float.h>
+#include <math.h>
+#include <time.h>
+
+#include "fixture_algebra.h"
 #else
 #error "build this fixture against a frozen header (tests/abi/frozen/v1.N)"
 #endif
@@ -79,6 +91,9 @@ struct th_instance {
     double *results[16];
 #if TH_ABI_VERSION_MINOR >= 2
     double last_sweep_seconds; /* negative before the first sweep */
+#endif
+#if TH_ABI_VERSION_MINOR >= 4
+    int result_ready[16]; /* factor_update's operations on Phi need one */
 #endif
 };
 
@@ -222,6 +237,9 @@ static th_status frozen_mttkrp(th_instance *inst, uint32_t mode, char *err)
                     term *= inst->factors[m][(size_t)inst->indices[k * n + m] * rank + r];
             out[(size_t)inst->indices[k * n + mode] * rank + r] += term;
         }
+#if TH_ABI_VERSION_MINOR >= 4
+    inst->result_ready[mode] = 1;
+#endif
     return TH_OK;
 }
 
@@ -405,6 +423,154 @@ static th_status frozen_init_factors(th_instance *inst, th_init_factors_io *io, 
 }
 #endif
 
+#if TH_ABI_VERSION_MINOR >= 4
+/* ---- ABI 1.4: generalized_mttkrp and factor_update ----------------------- */
+
+/* The model at nonzero k: sum_r w_r prod_m A_m(i_m, r) (w NULL: ones). */
+static double frozen_model_value(const th_instance *inst, uint64_t k, const double *w)
+{
+    const uint32_t n = inst->nmodes, rank = inst->rank;
+    double value = 0.0;
+    for (uint32_t r = 0; r < rank; r++) {
+        double term = w != NULL ? w[r] : 1.0;
+        for (uint32_t m = 0; m < n; m++)
+            term *= inst->factors[m][(size_t)inst->indices[k * n + m] * rank + r];
+        value += term;
+    }
+    return value;
+}
+
+static double frozen_elementwise(int32_t g, double x, double m, double epsilon)
+{
+    if (g == TH_ELEMENTWISE_POISSON_RATIO)
+        return x / fmax(m, epsilon);
+    return g == TH_ELEMENTWISE_RESIDUAL ? m - x : x;
+}
+
+static double frozen_reduction(int32_t h, double x, double m)
+{
+    if (h == TH_REDUCTION_POISSON_LOG_LIKELIHOOD)
+        return x == 0.0 ? 0.0 : (m > 0.0 ? x * log(m) : -INFINITY);
+    if (h == TH_REDUCTION_SQUARED_RESIDUAL)
+        return (m - x) * (m - x);
+    return h == TH_REDUCTION_INNER_PRODUCT ? x * m : 0.0;
+}
+
+static th_status check_generalized_io(const th_instance *inst,
+                                      const th_generalized_mttkrp_io *io, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "generalized_mttkrp: no tensor loaded");
+    if (io == NULL || io->struct_size < TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "generalized_mttkrp: io too short");
+    const int has_mode = io->mode != TH_MODE_NONE;
+    if (has_mode && io->mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "generalized_mttkrp: mode out of range");
+    if (has_mode && (io->elementwise < TH_ELEMENTWISE_VALUE ||
+                     io->elementwise > TH_ELEMENTWISE_RESIDUAL))
+        return fail(err, TH_ERR_UNSUPPORTED, "generalized_mttkrp: unknown elementwise function");
+    if (io->reduction < TH_REDUCTION_NONE || io->reduction > TH_REDUCTION_INNER_PRODUCT)
+        return fail(err, TH_ERR_UNSUPPORTED, "generalized_mttkrp: unknown reduction");
+    if (has_mode && io->elementwise == TH_ELEMENTWISE_POISSON_RATIO && !(io->epsilon > 0.0))
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "generalized_mttkrp: epsilon must be > 0");
+    return TH_OK;
+}
+
+static th_status frozen_generalized_mttkrp(th_instance *inst, th_generalized_mttkrp_io *io,
+                                           char *err)
+{
+    th_status status = check_generalized_io(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t n = inst->nmodes, rank = inst->rank, mode = io->mode;
+    double *out = mode != TH_MODE_NONE ? inst->results[mode] : NULL;
+    if (out != NULL)
+        memset(out, 0, (size_t)inst->dims[mode] * rank * sizeof *out);
+    double reduced = 0.0;
+    for (uint64_t k = 0; k < inst->nnz; k++) {
+        const double x = inst->values[k];
+        const double m = frozen_model_value(inst, k, io->weights);
+        reduced += frozen_reduction(io->reduction, x, m);
+        if (out == NULL)
+            continue;
+        const double g = frozen_elementwise(io->elementwise, x, m, io->epsilon);
+        for (uint32_t r = 0; r < rank; r++) {
+            double term = g;
+            for (uint32_t j = 0; j < n; j++)
+                if (j != mode)
+                    term *= inst->factors[j][(size_t)inst->indices[k * n + j] * rank + r];
+            out[(size_t)inst->indices[k * n + mode] * rank + r] += term;
+        }
+    }
+    if (out != NULL)
+        inst->result_ready[mode] = 1;
+    io->reduced = reduced;
+    return TH_OK;
+}
+
+static th_status check_factor_io(const th_instance *inst, const th_factor_update_io *io,
+                                 char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "factor_update: no tensor loaded");
+    if (io == NULL || io->struct_size < TH_FACTOR_UPDATE_IO_V1_4_SIZE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: io too short");
+    if (io->mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: mode out of range");
+    switch (io->operation) {
+    case TH_FACTOR_SCALE_COLUMNS:
+    case TH_FACTOR_NORMALIZE_1:
+        return io->vector != NULL ? TH_OK
+                                  : fail(err, TH_ERR_INVALID_ARGUMENT, "factor_update: no vector");
+    case TH_FACTOR_MULTIPLICATIVE_UPDATE:
+    case TH_FACTOR_RAISE_INADMISSIBLE_ZEROS:
+        return inst->result_ready[io->mode]
+                   ? TH_OK
+                   : fail(err, TH_ERR_BAD_STATE, "factor_update: the mode has no Phi yet");
+    default:
+        return fail(err, TH_ERR_UNSUPPORTED, "factor_update: unknown operation");
+    }
+}
+
+static th_status frozen_factor_update(th_instance *inst, th_factor_update_io *io, char *err)
+{
+    th_status status = check_factor_io(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t rank = inst->rank;
+    const size_t rows = inst->dims[io->mode], cells = rows * rank;
+    double *a = inst->factors[io->mode];
+    const double *phi = inst->results[io->mode];
+    if (io->operation == TH_FACTOR_SCALE_COLUMNS) {
+        for (size_t k = 0; k < cells; k++)
+            a[k] *= io->vector[k % rank];
+    } else if (io->operation == TH_FACTOR_NORMALIZE_1) {
+        for (uint32_t r = 0; r < rank; r++) {
+            io->vector[r] = 0.0;
+            for (size_t i = 0; i < rows; i++)
+                io->vector[r] += fabs(a[i * rank + r]);
+            for (size_t i = 0; io->vector[r] > 0.0 && i < rows; i++)
+                a[i * rank + r] /= io->vector[r];
+        }
+    } else if (io->operation == TH_FACTOR_MULTIPLICATIVE_UPDATE) {
+        io->violation = 0.0;
+        for (size_t k = 0; k < cells; k++)
+            io->violation = fmax(io->violation, fabs(fmin(a[k], 1.0 - phi[k])));
+        io->count = io->violation >= io->tolerance;
+        for (size_t k = 0; io->count && k < cells; k++)
+            a[k] *= phi[k];
+    } else { /* TH_FACTOR_RAISE_INADMISSIBLE_ZEROS */
+        io->count = 0;
+        for (size_t k = 0; k < cells; k++)
+            if (phi[k] > io->threshold && a[k] < io->tolerance) {
+                a[k] += io->offset;
+                io->count++;
+            }
+    }
+    return TH_OK;
+}
+#endif
+
 TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     TH_PLUGIN_ENTRY_HEADER,
     .get_info = frozen_get_info,
@@ -423,5 +589,9 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
 #endif
 #if TH_ABI_VERSION_MINOR >= 3
     .init_factors = frozen_init_factors,
+#endif
+#if TH_ABI_VERSION_MINOR >= 4
+    .generalized_mttkrp = frozen_generalized_mttkrp,
+    .factor_update = frozen_factor_update,
 #endif
 };

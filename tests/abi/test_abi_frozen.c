@@ -1,12 +1,15 @@
-/* The current host keeps loading plugins built against the frozen ABI 1.0,
- * 1.1, 1.2 and 1.3 headers (fixture_frozen_v1_0 .. _v1_3, one source built
- * against each) and computes with them: load through th_plugin_load, one
- * MTTKRP checked by hand, the optional queries whose structs the host sizes
- * (a field newer than the plugin's header reads as its "absent" default),
- * from 1.1 on als_update and als_sweep through the host, and a whole CP-ALS
- * run, whose initial factors the host draws for those before 1.3 exactly as
- * cpu-reference draws its own, and the 1.3 plugin draws itself. None has
- * 1.4's generalized_mttkrp and factor_update: the host sees them absent. */
+/* The current host keeps loading plugins built against the frozen ABI 1.0
+ * .. 1.4 headers (fixture_frozen_v1_0 .. _v1_4, one source built against
+ * each) and computes with them: load through th_plugin_load, one MTTKRP
+ * checked by hand, the optional queries whose structs the host sizes (a
+ * field newer than the plugin's header reads as its "absent" default), from
+ * 1.1 on als_update and als_sweep through the host, and a whole CP-ALS run,
+ * whose initial factors the host draws for those before 1.3 exactly as
+ * cpu-reference draws its own, and the later plugins draw themselves. Only
+ * the 1.4 plugin has generalized_mttkrp and factor_update, and runs the
+ * Poisson model as cpu-reference does; none has 1.5's row_least_squares:
+ * the host sees each function absent from the plugins whose entry ends
+ * before it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -18,6 +21,7 @@
 #include "base/log.h"
 #include "plugin/backend.h"
 #include "cpd/cp_als.h"
+#include "cpd/cp_apr.h"
 #include "plugin/plugin_loader.h"
 
 #define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
@@ -135,6 +139,22 @@ static void test_frozen_v1_3_loads_and_computes(void **state)
     assert_null(plugin->entry.generalized_mttkrp);
     assert_null(plugin->entry.factor_update);
     check_mttkrp_and_queries(plugin, "1.3");
+    th_plugin_unload(plugin);
+}
+
+static void test_frozen_v1_4_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_4"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_4");
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_4_SIZE);
+    assert_int_equal(plugin->entry.abi_version.minor, 4);
+    assert_non_null(plugin->entry.init_factors);
+    assert_non_null(plugin->entry.generalized_mttkrp);
+    assert_non_null(plugin->entry.factor_update);
+    /* The 1.5 function lies beyond the 1.4 entry: the host reads it as absent. */
+    assert_null(plugin->entry.row_least_squares);
+    check_mttkrp_and_queries(plugin, "1.4");
     th_plugin_unload(plugin);
 }
 
@@ -303,6 +323,12 @@ static void test_frozen_v1_3_sweeps_and_updates(void **state)
     check_sweeps_and_updates("1_3", 3);
 }
 
+static void test_frozen_v1_4_sweeps_and_updates(void **state)
+{
+    (void)state;
+    check_sweeps_and_updates("1_4", 4);
+}
+
 /* ---- A whole run: the host draws the factors for plugins before 1.3 -------- */
 
 static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
@@ -321,10 +347,11 @@ static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
 }
 
 /* Each frozen plugin before 1.3 runs CP-ALS from factors the host drew (it
- * has no init_factors), the 1.3 one from factors it drew itself, and each
- * reaches, iteration by iteration, the fits of cpu-reference, which drew
- * the same factors itself (ABI 1.3). None of them can run other models
- * (no generalized_mttkrp, ABI 1.4). */
+ * has no init_factors), the later ones from factors they drew themselves,
+ * and each reaches, iteration by iteration, the fits of cpu-reference,
+ * which drew the same factors itself (ABI 1.3). Only the 1.4 one can run
+ * other models (generalized_mttkrp, ABI 1.4), and none tensor completion
+ * (row_least_squares, ABI 1.5). */
 static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
 {
     (void)state;
@@ -342,7 +369,7 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
     assert_int_equal(reference->initial_factors, TH_INIT_BACKEND);
     th_backend_close(reference_backend);
 
-    const char *const versions[] = {"1_0", "1_1", "1_2", "1_3"};
+    const char *const versions[] = {"1_0", "1_1", "1_2", "1_3", "1_4"};
     for (size_t v = 0; v < G_N_ELEMENTS(versions); v++) {
         th_backend *backend = NULL;
         g_autofree char *path = g_strdup_printf(FROZEN_PLUGIN("%s"), versions[v]);
@@ -350,7 +377,9 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
         const gboolean draws_itself = strcmp(versions[v], "1_3") >= 0;
         assert_int_equal(th_backend_has_init_factors(backend), draws_itself);
         assert_int_equal(r->initial_factors, draws_itself ? TH_INIT_BACKEND : TH_INIT_HOST);
-        assert_false(th_backend_has_generalized_mttkrp(backend));
+        assert_int_equal(th_backend_has_generalized_mttkrp(backend),
+                         strcmp(versions[v], "1_4") >= 0);
+        assert_false(th_backend_has_row_least_squares(backend));
         assert_int_equal(r->iterations->len, reference->iterations->len);
         for (guint i = 0; i < r->iterations->len; i++) {
             const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
@@ -363,6 +392,48 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
     }
 }
 
+/* ---- ABI 1.4's functions through a later host -------------------------------- */
+
+static th_cpd_result *run_poisson(const char *plugin_path, const th_sptensor *t)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
+    const th_cpd_params params = {.model = TH_MODEL_POISSON, .apr = th_apr_params_default(),
+                                  .rank = RANK, .max_iters = 6, .tolerance = 0, .seed = 5};
+    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
+        !th_backend_load_tensor(backend, t, RANK, &error))
+        fail_msg("%s: %s", plugin_path, error->message);
+    th_cpd_result *r = th_cp_apr(backend, t, &params, NULL, &error);
+    th_backend_close(backend);
+    if (r == NULL)
+        fail_msg("%s: cp_apr: %s", plugin_path, error->message);
+    return r;
+}
+
+/* The 1.4 plugin runs CP-APR through generalized_mttkrp and factor_update
+ * and reaches, iteration by iteration, cpu-reference's log-likelihoods. */
+static void test_frozen_v1_4_runs_the_poisson_model(void **state)
+{
+    (void)state;
+    dense_tensor t;
+    dense_tensor_init(&t);
+    g_autoptr(th_sptensor) tensor = th_sptensor_new(NM, t.coo.nnz);
+    memcpy(tensor->dims, dense_dims, sizeof dense_dims);
+    for (int m = 0; m < NM; m++)
+        memcpy(tensor->indices[m], t.idx[m], sizeof(uint32_t) * t.coo.nnz);
+    memcpy(tensor->values, t.values, sizeof(double) * t.coo.nnz);
+
+    g_autoptr(th_cpd_result) reference = run_poisson(TH_PLUGIN_DIR "/cpu-reference.so", tensor);
+    g_autoptr(th_cpd_result) r = run_poisson(FROZEN_PLUGIN("1_4"), tensor);
+    assert_int_equal(r->iterations->len, reference->iterations->len);
+    for (guint i = 0; i < r->iterations->len; i++) {
+        const double a = g_array_index(r->iterations, th_cpd_iteration, i).log_likelihood;
+        const double b = g_array_index(reference->iterations, th_cpd_iteration, i).log_likelihood;
+        if (!(fabs(a - b) <= 1e-10 * fabs(b)))
+            fail_msg("iteration %u: log-likelihood %.17g, cpu-reference %.17g", i + 1, a, b);
+    }
+}
+
 int main(void)
 {
     th_log_set_level(TH_LOG_WARNING);
@@ -371,10 +442,13 @@ int main(void)
         cmocka_unit_test(test_frozen_v1_1_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_2_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_3_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_4_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_2_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_3_sweeps_and_updates),
+        cmocka_unit_test(test_frozen_v1_4_sweeps_and_updates),
         cmocka_unit_test(test_frozen_plugins_start_from_the_host_drawn_factors),
+        cmocka_unit_test(test_frozen_v1_4_runs_the_poisson_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
