@@ -306,7 +306,9 @@ typedef enum tensorhost_warning_code {
     /* Stopped at max_iters with |fit change| still above a tolerance > 0
      * (a tolerance of 0 asks for exactly max_iters iterations: no warning;
      * an interrupted run gets none either). tensorhost_cp_apr (1.2): with
-     * the KKT violation still at or above stoptol. */
+     * the KKT violation still at or above stoptol. tensorhost_complete
+     * (1.4) with a holdout: with the held-out RMSE still improving by a
+     * tolerance's share of its best or more. */
     TENSORHOST_WARN_NOT_CONVERGED = 3,
     /* The tensor's file held nonzero values too small for a double, which
      * were read as zero (tensorhost_tensor_stats.underflowed_values). */
@@ -497,10 +499,11 @@ typedef struct tensorhost_complete_params {
  * rises. The stopping rule: without a holdout, CP-ALS's on the training
  * fit 1 - ||x - m|| / ||x|| over the training entries (|fit change| <
  * tolerance, from the second iteration); with one, when the held-out
- * RMSE improves on the best so far by less than tolerance times that best
- * (a rise included), from the second iteration. The published model is
- * then the one of the iteration with the lowest held-out RMSE (early
- * stopping), else the last.
+ * RMSE improves on the best so far by less than tolerance times that best,
+ * from the second iteration (a rise included: a tolerance of 0 stops at
+ * the first iteration that does not improve on the best). The published
+ * model is then the one of the iteration with the lowest held-out RMSE
+ * (early stopping), else the last.
  *
  * The tensor's values are taken as they are (never scaled: the ridge is
  * not scale-invariant): each must be 0 or of magnitude within [2^-64,
