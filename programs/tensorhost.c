@@ -11,6 +11,7 @@
 #include "convert_command.h"
 #include "base/log.h"
 #include "plugin_list.h"
+#include "predict_command.h"
 #include "run.h"
 
 enum { EXIT_USAGE = 2 };
@@ -49,8 +50,10 @@ static int parse_command_line(int *argc, char ***argv, cli_options *o)
     g_option_context_set_description(
         context, "Example: tensorhost --config configs/quickstart.toml --set cpd.rank=8\n"
                  "The config reference is configs/README.md.\n"
-                 "Subcommand: tensorhost convert IN OUT converts a tensor between text and\n"
-                 "binary (see tensorhost convert --help).\n");
+                 "Subcommands: tensorhost convert IN OUT converts a tensor between text and\n"
+                 "binary (see tensorhost convert --help); tensorhost predict --model DIR\n"
+                 "--indices FILE gives the values a run's CP model predicts at FILE's\n"
+                 "entries (see tensorhost predict --help).\n");
     g_autoptr(GError) error = NULL;
     if (!g_option_context_parse(context, argc, argv, &error)) {
         fprintf(stderr, "tensorhost: %s (see --help)\n", error->message);
@@ -80,6 +83,8 @@ int main(int argc, char **argv)
     /* Subcommands own the rest of the command line. */
     if (argc > 1 && strcmp(argv[1], "convert") == 0)
         return th_convert_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "predict") == 0)
+        return th_predict_main(argc - 1, argv + 1);
     cli_options cli = {0};
     int status = parse_command_line(&argc, &argv, &cli);
     if (status != 0) {

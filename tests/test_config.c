@@ -486,7 +486,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
                       "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, constraints, "
-                      "max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
+                      "l2, max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
 }
 
 static void test_unknown_section(void **state)

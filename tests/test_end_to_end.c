@@ -949,6 +949,276 @@ static void test_poisson_refuses_negative_values(void **state)
     th_test_run_clear(&r);
 }
 
+/* ---- tensorhost predict --------------------------------------------------- */
+
+#define AMINOACID TH_TEST_DATA_DIR "/aminoacid.sptensor.txt"
+
+/* A rank-3 model of the amino-acid tensor (5 x 201 x 61) written by the
+ * program into DIR/model, in both formats; returns that folder. */
+static char *write_model(const char *dir)
+{
+    g_autofree char *config = g_strdup_printf(
+        "[tensor]\npath = \"%s\"\n[cpd]\nrank = 3\nmax_iters = 5\n[backend]\n"
+        "plugin = \"cpu-reference\"\n[backend.options]\nthreads = 2\n[output]\n"
+        "dir = \"%s/model\"\nformat = \"both\"\n",
+        AMINOACID, dir);
+    g_autofree char *config_path = write_temp(dir, "run.toml", config);
+    const char *args[] = {"--config", config_path, "-q", NULL};
+    th_test_run r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
+    th_test_run_clear(&r);
+    return g_build_filename(dir, "model", NULL);
+}
+
+/* The model's value at 0-based (i, j, k), from its .npy files, summed as
+ * the definition reads. */
+static double model_value_at(const char *model, const th_index *at)
+{
+    double value = 0.0;
+    g_autoptr(GError) error = NULL;
+    uint64_t rows = 0;
+    uint32_t cols = 0;
+    g_autofree char *lambda_path = g_build_filename(model, "lambda.npy", NULL);
+    g_autofree double *lambda = th_read_npy(lambda_path, &rows, &cols, &error);
+    assert_non_null(lambda);
+    const uint64_t rank = rows;
+    double *factors[3];
+    for (uint32_t m = 0; m < 3; ++m) {
+        g_autofree char *name = g_strdup_printf("mode%u.npy", m + 1);
+        g_autofree char *path = g_build_filename(model, name, NULL);
+        factors[m] = th_read_npy(path, &rows, &cols, &error);
+        assert_non_null(factors[m]);
+        assert_int_equal(cols, rank);
+    }
+    for (uint64_t r = 0; r < rank; ++r) {
+        double p = lambda[r];
+        for (uint32_t m = 0; m < 3; ++m)
+            p *= factors[m][at[m] * rank + r];
+        value += p;
+    }
+    for (uint32_t m = 0; m < 3; ++m)
+        g_free(factors[m]);
+    return value;
+}
+
+/* Four entries (1-based in the file, one listed twice with values that sum
+ * to its true value) and what the RMSE line must say of them. */
+static const char predict_entries[] = "# held out\n1 1 1 10\n5 201 61 -2\n3 100 7 0.5\n"
+                                      "1 1 1 -4\n2 2 2 1\n";
+static const th_index predict_at[4][3] = {{0, 0, 0}, {1, 1, 1}, {2, 99, 6}, {4, 200, 60}};
+static const double predict_given[4] = {6.0, 1.0, 0.5, -2.0}; /* sorted, duplicates summed */
+
+static void assert_predictions(const th_sptensor *t, const char *model)
+{
+    assert_int_equal(t->nmodes, 3);
+    assert_int_equal(t->nnz, 4);
+    const th_index model_dims[] = {5, 201, 61};
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_int_equal(t->dims[m], model_dims[m]); /* the model's, in the header */
+    for (uint64_t k = 0; k < 4; ++k) {
+        for (uint32_t m = 0; m < 3; ++m)
+            assert_int_equal(t->indices[m][k], predict_at[k][m]);
+        const double expected = model_value_at(model, predict_at[k]);
+        if (fabs(t->values[k] - expected) > 1e-12 * (1.0 + fabs(expected)))
+            fail_msg("entry %" G_GUINT64_FORMAT ": %.17g, expected %.17g", k, t->values[k],
+                     expected);
+    }
+}
+
+/* The RMSE the line on stderr gives, against the file's values. */
+static void assert_rmse_line(const char *err, const th_sptensor *predicted, const char *indices)
+{
+    double sum = 0.0;
+    for (uint64_t k = 0; k < 4; ++k)
+        sum += (predicted->values[k] - predict_given[k]) * (predicted->values[k] - predict_given[k]);
+    const char *line = strstr(err, "tensorhost predict: RMSE ");
+    if (!line)
+        fail_msg("no RMSE line in:\n%s", err);
+    const double reported = g_ascii_strtod(line + strlen("tensorhost predict: RMSE "), NULL);
+    assert_true(fabs(reported - sqrt(sum / 4.0)) <= 1e-5 * sqrt(sum / 4.0));
+    g_autofree char *rest = g_strdup_printf(
+        " over 4 entries, against the values in %s (1 repeated entry summed)\n", indices);
+    assert_non_null(strstr(line, rest));
+    assert_int_equal(count_lines_with(err, "\n"), 1);
+}
+
+static void test_predict_writes_the_model_s_values(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *model = write_model(dir);
+    g_autofree char *indices = write_temp(dir, "held-out.tns", predict_entries);
+    g_autofree char *out_dir = g_build_filename(dir, "predicted", NULL);
+    assert_int_equal(g_mkdir(out_dir, 0755), 0);
+    g_autofree char *out = g_build_filename(out_dir, "p.tns", NULL);
+    const char *args[] = {"predict", "--model", model, "--indices", indices, "--output", out,
+                          NULL};
+    const mode_t saved_umask = umask(027); /* inherited by the program */
+    th_test_run r = run_tensorhost(args);
+    umask(saved_umask);
+    if (r.status != 0)
+        fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
+    assert_string_equal(r.out, "");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_sptensor) t = th_tensor_read_file(out, NULL, &error);
+    assert_non_null(t);
+    assert_predictions(t, model);
+    assert_rmse_line(r.err, t, indices);
+    assert_file_modes(out_dir, 0640);
+    assert_no_temp_files(out_dir);
+    g_autofree char *text = NULL;
+    assert_true(g_file_get_contents(out, &text, NULL, NULL));
+    assert_non_null(strstr(text, "# tensorhost dims: 5 201 61\n"));
+    assert_non_null(strstr(text, "predictions of the CP model"));
+    th_test_run_clear(&r);
+
+    /* Quiet: no RMSE line; the text model (-m) gives the same values to its
+     * nine digits; "-o -" is standard output. */
+    g_autofree char *text_model = g_build_filename(dir, "text-model", NULL);
+    assert_int_equal(g_mkdir(text_model, 0755), 0);
+    const char *stems[] = {"mode1", "mode2", "mode3", "lambda"};
+    for (size_t i = 0; i < G_N_ELEMENTS(stems); ++i) {
+        g_autofree char *name = g_strconcat(stems[i], ".mat", NULL);
+        g_autofree char *from = g_build_filename(model, name, NULL);
+        g_autofree char *to = g_build_filename(text_model, name, NULL);
+        g_autofree char *contents = NULL;
+        gsize length = 0;
+        assert_true(g_file_get_contents(from, &contents, &length, NULL));
+        assert_true(g_file_set_contents(to, contents, (gssize)length, NULL));
+    }
+    const char *quiet[] = {"predict", "-q", "-m", text_model, "-i", indices, "-o", "-", NULL};
+    r = run_tensorhost(quiet);
+    if (r.status != 0)
+        fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
+    assert_string_equal(r.err, "");
+    g_autoptr(th_sptensor) streamed =
+        th_tensor_read_buffer("stdout", r.out, strlen(r.out), &error);
+    assert_non_null(streamed);
+    assert_int_equal(streamed->nnz, 4);
+    for (uint64_t k = 0; k < 4; ++k)
+        assert_true(fabs(streamed->values[k] - t->values[k]) <= 1e-7 * (1.0 + fabs(t->values[k])));
+    th_test_run_clear(&r);
+}
+
+/* No --output: standard output, the RMSE on stderr. */
+static void test_predict_to_standard_output(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *model = write_model(dir);
+    g_autofree char *indices = write_temp(dir, "held-out.tns", predict_entries);
+    const char *args[] = {"predict", "--model", model, "--indices", indices, NULL};
+    th_test_run r = run_tensorhost(args);
+    if (r.status != 0)
+        fail_msg("exit %d\nstderr:\n%s", r.status, r.err);
+    assert_true(g_str_has_prefix(r.out, "# tensorhost header: 1.0\n"));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(th_sptensor) t = th_tensor_read_buffer("stdout", r.out, strlen(r.out), &error);
+    assert_non_null(t);
+    assert_predictions(t, model);
+    assert_rmse_line(r.err, t, indices);
+    th_test_run_clear(&r);
+}
+
+/* What a user can get wrong: one error line naming what and where, exit 1
+ * (2 for the command line), and no output written. */
+static void test_predict_errors(void **state)
+{
+    (void)state;
+    g_autofree char *dir = scratch_dir();
+    g_autofree char *model = write_model(dir);
+    g_autofree char *indices = write_temp(dir, "held-out.tns", predict_entries);
+    g_autofree char *out = g_build_filename(dir, "p.tns", NULL);
+    g_autofree char *beyond = write_temp(dir, "beyond.tns", "1 1 1 0\n\n2 202 1 0\n6 1 1 0\n");
+    g_autofree char *coordinates = write_temp(dir, "coordinates.tns", "1 1 1\n2 2 2\n");
+    g_autofree char *four = write_temp(dir, "four.tns", "1 1 1 1 0\n");
+    g_autofree char *broken = g_build_filename(dir, "broken", NULL);
+    assert_int_equal(g_mkdir(broken, 0755), 0);
+    const char *copied[] = {"mode1.npy", "mode3.npy", "lambda.npy"};
+    for (size_t i = 0; i < G_N_ELEMENTS(copied); ++i) {
+        g_autofree char *from = g_build_filename(model, copied[i], NULL);
+        g_autofree char *to = g_build_filename(broken, copied[i], NULL);
+        g_autofree char *contents = NULL;
+        gsize length = 0;
+        assert_true(g_file_get_contents(from, &contents, &length, NULL));
+        assert_true(g_file_set_contents(to, contents, (gssize)length, NULL));
+    }
+    g_autofree char *missing_mode = g_strdup_printf(
+        "%s/mode2.npy is missing: expected one factor file per mode, mode1.npy to mode3.npy",
+        broken);
+    g_autofree char *out_of_range = g_strdup_printf(
+        "%s:3: column 2: index 202 is out of range: the model in %s has mode 2 size 201 "
+        "(indices 1 to 201)",
+        beyond, model);
+    g_autofree char *coordinates_only = g_strdup_printf(
+        "%s: entries of 2 modes (2 coordinates each), but the model in %s has 3 (mode1.npy to "
+        "mode3.npy); a line of coordinates alone reads as one mode fewer: add a value column",
+        coordinates, model);
+    g_autofree char *wrong_order = g_strdup_printf(
+        "%s: entries of 4 modes (4 coordinates each), but the model in %s has 3 (mode1.npy to "
+        "mode3.npy)\n",
+        four, model);
+    g_autofree char *no_model = g_strdup_printf("%s/nowhere: no such folder", dir);
+    g_autofree char *nowhere = g_build_filename(dir, "nowhere", NULL);
+    g_autofree char *same = g_strdup_printf("--output %s is --indices itself", indices);
+    const struct {
+        const char *name;
+        const char *args[10];
+        int status;
+        const char *expected;
+    } cases[] = {
+        {"missing mode file", {"predict", "-m", broken, "-i", indices, "-o", out}, 1,
+         missing_mode},
+        {"no model", {"predict", "-m", nowhere, "-i", indices, "-o", out}, 1, no_model},
+        {"out of range", {"predict", "-m", model, "-i", beyond, "-o", out}, 1, out_of_range},
+        {"coordinates only", {"predict", "-m", model, "-i", coordinates, "-o", out}, 1,
+         coordinates_only},
+        {"wrong order", {"predict", "-m", model, "-i", four, "-o", out}, 1, wrong_order},
+        {"output is input", {"predict", "-m", model, "-i", indices, "-o", indices}, 1, same},
+        {"no indices", {"predict", "-m", model, "-o", out}, 2, "--indices is missing"},
+        {"stray operand", {"predict", "-m", model, "-i", indices, "extra"}, 2,
+         "unexpected argument 'extra'"},
+        {"unknown option", {"predict", "-m", model, "-i", indices, "--rank", "3"}, 2,
+         "--rank"},
+    };
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
+        th_test_run r = run_tensorhost(cases[c].args);
+        const gboolean one_line = cases[c].status == 2
+                                      ? count_lines_with(r.err, "\n") == 1
+                                      : count_lines_with(r.err, "tensorhost: error: ") == 1;
+        if (r.status != cases[c].status || !strstr(r.err, cases[c].expected) || !one_line)
+            fail_msg("%s: exit %d (expected %d), stderr:\n%s\nexpected: %s", cases[c].name,
+                     r.status, cases[c].status, r.err, cases[c].expected);
+        assert_string_equal(r.out, "");
+        assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+        th_test_run_clear(&r);
+    }
+    /* The indices file is left as it was. */
+    g_autofree char *text = NULL;
+    assert_true(g_file_get_contents(indices, &text, NULL, NULL));
+    assert_string_equal(text, predict_entries);
+    assert_no_temp_files(dir);
+}
+
+/* The program's --help names the subcommand; the subcommand's explains the
+ * value column. */
+static void test_predict_help(void **state)
+{
+    (void)state;
+    const char *help[] = {"--help", NULL};
+    th_test_run r = run_tensorhost(help);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "tensorhost predict --model DIR"));
+    th_test_run_clear(&r);
+    const char *predict_help[] = {"predict", "--help", NULL};
+    r = run_tensorhost(predict_help);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--indices FILE"));
+    assert_non_null(strstr(r.out, "used only to report the RMSE"));
+    th_test_run_clear(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -968,6 +1238,10 @@ int main(void)
         cmocka_unit_test(test_readme_sample_runs_with_auto),
         cmocka_unit_test(test_poisson_run_reports_the_model),
         cmocka_unit_test(test_poisson_refuses_negative_values),
+        cmocka_unit_test(test_predict_writes_the_model_s_values),
+        cmocka_unit_test(test_predict_to_standard_output),
+        cmocka_unit_test(test_predict_errors),
+        cmocka_unit_test(test_predict_help),
     };
     return cmocka_run_group_tests(tests, make_scratch_root, remove_scratch_root);
 }

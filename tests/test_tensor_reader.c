@@ -3,7 +3,8 @@
  * input (byte-order marks, NUL bytes, endless lines, files that shrink while
  * mapped, interruption); the same result whatever the thread count; a
  * read that requires values >= 0 (the first negative line, also in gzip,
- * in parallel chunks and in binary files). */
+ * in parallel chunks and in binary files), and one bounded by a caller's
+ * dims (the first line beyond them, likewise); writing to a descriptor. */
 #define _DEFAULT_SOURCE /* ftruncate, mmap, fork */
 #include <stdarg.h>
 #include <stddef.h>
@@ -2021,6 +2022,181 @@ static void test_negative_value_in_binary(void **state)
     th_sptensor_free(back);
 }
 
+/* ---- coordinates bounded by a caller's dims (bound_dims) ------------------ */
+
+static const th_index model_dims[] = {4, 3, 5};
+
+static const th_tensor_read_options bounded = {
+    .bound_dims = model_dims,
+    .bound_nmodes = 3,
+    .bound_owner = "the model in m",
+};
+
+static void assert_bounded_error(const char *text, const char *expected_message)
+{
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer_full("t.tns", text, strlen(text), &bounded, &error));
+    assert_non_null(error);
+    assert_string_equal(error->message, expected_message);
+    assert_int_equal(error->code, TH_TENSOR_READER_ERROR_INDEX_RANGE);
+    g_error_free(error);
+}
+
+/* The first index beyond the bound, in file order, is named on its line with
+ * its mode; the file's own dims, when smaller, keep their message. */
+static void test_bound_names_the_line_and_mode(void **state)
+{
+    (void)state;
+    assert_bounded_error("# entries\n1 1 1 0\n\n4 3 5 1\n2 4 1 0\n5 1 1 0\n",
+                         "t.tns:5: column 2: index 4 is out of range: the model in m has mode "
+                         "2 size 3 (indices 1 to 3)");
+    /* 0-based: the message counts from 0. */
+    assert_bounded_error("sptensor\n3\n9 9 9\n2\n0 0 0 1\n0 0 5 1\n",
+                         "t.tns:6: column 3: index 5 is out of range: the model in m has mode "
+                         "3 size 5 (indices 0 to 4)");
+    /* The tensorhost header's dims, smaller than the bound, say it first. */
+    assert_bounded_error("# tensorhost header: 1.0\n# tensorhost dims: 2 3 5\n3 1 1 1\n",
+                         "t.tns:3: column 1: index 3 is out of range: the tensorhost header's "
+                         "dims (line 2) give mode 1 size 2 (indices 1 to 2)");
+    /* ... and larger ones leave it to the bound. */
+    assert_bounded_error("# tensorhost header: 1.0\n# tensorhost dims: 9 9 9\n1 1 6 1\n",
+                         "t.tns:3: column 3: index 6 is out of range: the model in m has mode "
+                         "3 size 5 (indices 1 to 5)");
+    /* No owner given: a plain one. */
+    const th_tensor_read_options plain = {.bound_dims = model_dims, .bound_nmodes = 3};
+    GError *error = NULL;
+    assert_null(th_tensor_read_buffer_full("t.tns", "5 1 1 1\n", 8, &plain, &error));
+    assert_string_equal(error->message, "t.tns:1: column 1: index 5 is out of range: the given "
+                                        "bound has mode 1 size 4 (indices 1 to 4)");
+    g_clear_error(&error);
+}
+
+/* Coordinates within the bound read as without it; a file of another order
+ * reads as if no bound were given (its caller names the order). */
+static void test_bound_leaves_other_files_alone(void **state)
+{
+    (void)state;
+    const char *text = "4 3 5 1.5\n1 1 1 2\n";
+    th_sptensor *t = th_tensor_read_buffer_full("t.tns", text, strlen(text), &bounded, NULL);
+    assert_non_null(t);
+    assert_int_equal(t->nnz, 2);
+    assert_int_equal(t->dims[0], 4); /* the file's own dims, as always */
+    th_sptensor_free(t);
+    const char *other_order = "9 9 1\n";
+    GError *error = NULL;
+    t = th_tensor_read_buffer_full("t.tns", other_order, strlen(other_order), &bounded, &error);
+    assert_null(error);
+    assert_int_equal(t->nmodes, 2);
+    th_sptensor_free(t);
+}
+
+/* Split among threads, the earliest line beyond the bound is reported, also
+ * from a file and from gzip. */
+static void test_bound_earliest_line_wins_in_parallel(void **state)
+{
+    (void)state;
+    GString *text = g_string_new(NULL);
+    const uint32_t lines = 40000;
+    for (uint32_t l = 1; l <= lines; ++l) {
+        const uint32_t first = l == 15001 || l == 30001 ? 9u : l % 4u + 1u;
+        g_string_append_printf(text, "%u %u %u %u\n", first, l % 3u + 1u, l % 5u + 1u, l);
+    }
+    const char *expected = "column 1: index 9 is out of range: the model in m has mode 1 "
+                           "size 4 (indices 1 to 4)";
+    g_autofree char *message = g_strdup_printf("t.tns:15001: %s", expected);
+    for (uint32_t threads = 1; threads <= 8; threads *= 2) {
+        GError *error = NULL;
+        assert_null(read_with_options(threads, NULL, text, &bounded, &error));
+        assert_string_equal(error->message, message);
+        g_clear_error(&error);
+    }
+    assert_thread_count_invariant_with(text, NULL, &bounded);
+    g_autoptr(GBytes) gz = gzip_bytes(text->str);
+    gsize length = 0;
+    const char *data = g_bytes_get_data(gz, &length);
+    g_autofree char *path = write_temp("bounded.tns.gz", data, length);
+    GError *error = NULL;
+    assert_null(th_tensor_read_file(path, &bounded, &error));
+    g_autofree char *gz_message = g_strdup_printf("%s:15001: %s", path, expected);
+    assert_string_equal(error->message, gz_message);
+    g_clear_error(&error);
+    g_string_free(text, TRUE);
+}
+
+/* A binary tensor names the nonzero (1-based, in file order) beyond the
+ * bound, with its 0-based index as the binary format's messages do. */
+static void test_bound_in_binary(void **state)
+{
+    (void)state;
+    const uint64_t nnz = 20000;
+    g_autoptr(th_sptensor) t = th_sptensor_new(3, nnz);
+    t->dims[0] = 10;
+    t->dims[1] = 3;
+    t->dims[2] = 5;
+    for (uint64_t k = 0; k < nnz; ++k) {
+        t->indices[0][k] = (th_index)(k % 4u);
+        t->indices[1][k] = (th_index)(k % 3u);
+        t->indices[2][k] = (th_index)(k % 5u);
+        t->values[k] = 1.0;
+    }
+    t->indices[0][12345] = 7;
+    t->indices[0][17000] = 9;
+    g_autofree char *path = g_build_filename(temp_dir, "bounded.tnsb", NULL);
+    GError *error = NULL;
+    assert_true(th_tensor_binary_write(path, t, &error));
+    g_autofree char *expected = g_strdup_printf(
+        "%s: nonzero 12346 of 20000: mode 1 index 7 is out of range: the model in m has mode "
+        "1 size 4 (indices 0 to 3)",
+        path);
+    const uint32_t threads[] = {0, 1, 3, 8};
+    for (size_t i = 0; i < G_N_ELEMENTS(threads); ++i) {
+        th_tensor_binary_set_threads(threads[i]);
+        assert_null(th_tensor_read_file(path, &bounded, &error));
+        th_tensor_binary_set_threads(0);
+        assert_string_equal(error->message, expected);
+        assert_int_equal(error->code, TH_TENSOR_READER_ERROR_INDEX_RANGE);
+        g_clear_error(&error);
+    }
+    th_sptensor *back = th_tensor_read_file(path, NULL, &error); /* unbounded */
+    assert_null(error);
+    assert_int_equal(back->lines_read, nnz);
+    th_sptensor_free(back);
+}
+
+/* ---- writing to a descriptor ----------------------------------------------- */
+
+/* The text th_tensor_write_tns writes, to an open descriptor: the same
+ * bytes, plain even for a name ending in .gz. */
+static void test_write_to_descriptor(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = th_sptensor_new(2, 3);
+    t->dims[0] = 3;
+    t->dims[1] = 4;
+    for (uint64_t i = 0; i < 3; ++i) {
+        t->indices[0][i] = (th_index)i;
+        t->indices[1][i] = (th_index)(3 - i);
+        t->values[i] = 0.25 * (double)i - 1.0 / 3.0;
+    }
+    g_autofree char *file = g_build_filename(temp_dir, "atomic.tns", NULL);
+    g_autofree char *streamed = g_build_filename(temp_dir, "streamed.tns", NULL);
+    GError *error = NULL;
+    assert_true(th_tensor_write_tns_full(t, file, "a comment", &error));
+    const int fd = open(streamed, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    assert_true(fd >= 0);
+    assert_true(th_tensor_write_tns_to_fd(t, fd, "x.gz", "a comment", &error));
+    assert_int_equal(close(fd), 0);
+    g_autofree char *expected = NULL, *got = NULL;
+    assert_true(g_file_get_contents(file, &expected, NULL, NULL));
+    assert_true(g_file_get_contents(streamed, &got, NULL, NULL));
+    assert_string_equal(got, expected);
+    /* A descriptor that cannot be written: the error names the stand-in. */
+    assert_false(th_tensor_write_tns_to_fd(t, -1, "standard output", NULL, &error));
+    assert_true(g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO));
+    assert_true(g_str_has_prefix(error->message, "standard output: cannot write: "));
+    g_clear_error(&error);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2086,6 +2262,11 @@ int main(void)
         cmocka_unit_test(test_earliest_negative_line_wins_in_parallel),
         cmocka_unit_test(test_negative_value_in_gzip),
         cmocka_unit_test(test_negative_value_in_binary),
+        cmocka_unit_test(test_bound_names_the_line_and_mode),
+        cmocka_unit_test(test_bound_leaves_other_files_alone),
+        cmocka_unit_test(test_bound_earliest_line_wins_in_parallel),
+        cmocka_unit_test(test_bound_in_binary),
+        cmocka_unit_test(test_write_to_descriptor),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

@@ -120,6 +120,30 @@ gboolean th_atomic_file_check_target(const char *path, GError **error)
     return FALSE;
 }
 
+gboolean th_atomic_file_check_not_replacing(const char *path, const char *input,
+                                            const char *path_role, const char *input_role,
+                                            const char *doing, GError **error)
+{
+    g_autofree char *canonical_path = g_canonicalize_filename(path, NULL);
+    g_autofree char *canonical_input = g_canonicalize_filename(input, NULL);
+    if (strcmp(canonical_path, canonical_input) == 0) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                    "%s %s is %s itself: %s would replace the input; name another file to "
+                    "write",
+                    path_role, path, input_role, doing);
+        return FALSE;
+    }
+    GStatBuf path_st, input_st;
+    if (g_stat(input, &input_st) != 0 || g_stat(path, &path_st) != 0 ||
+        input_st.st_dev != path_st.st_dev || input_st.st_ino != path_st.st_ino)
+        return TRUE;
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                "%s %s is the same file as %s %s (a link to it, or another path to it): %s "
+                "would replace the input; name another file to write",
+                path_role, path, input_role, input, doing);
+    return FALSE;
+}
+
 void th_atomic_file_sync_folder(const char *path)
 {
     g_autofree char *dir = g_path_get_dirname(path);

@@ -58,6 +58,18 @@ int th_atomic_file_probe_folder(const char *dir);
  * is wrong. */
 gboolean th_atomic_file_check_target(const char *path, GError **error);
 
+/* Whether writing `path` leaves the file `input` alone, asked by a command
+ * that writes what it made of its input: FALSE, with an error, when `path`
+ * is `input`'s path once "." and ".." are resolved, or, both existing, the
+ * same file (device and inode) through another name: a hard or symbolic
+ * link, another relative path. Writing it would replace the input with
+ * what was made of it, which is never what such a command is for. The
+ * message names both by their roles ("OUT", "IN") and says what `doing`
+ * ("converting") would do. */
+gboolean th_atomic_file_check_not_replacing(const char *path, const char *input,
+                                            const char *path_role, const char *input_role,
+                                            const char *doing, GError **error);
+
 /* Tests: `hook` (NULL: none) is called with the destination's path at
  * the start of every th_atomic_file_open, on the opening thread (the .npy
  * outputs open theirs on threads of their own), so that a test can stop a

@@ -457,6 +457,9 @@ typedef struct {
     uint64_t nblocks;
     const th_tensor_read_options *options;
     const char *nonnegative_reason; /* NULL: negative values are fine */
+    /* [nmodes] the largest index + 1 of each mode: the file's dims, or the
+     * read's bound_dims where they are smaller (tensor_read_types.h). */
+    th_index *index_limits;
 
     uint64_t chunk_nnz, nchunks;
     atomic_uint_fast64_t next_chunk;
@@ -594,7 +597,7 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
         memcpy(dst, r->data + l->offsets[m] + begin * sizeof *dst, n * sizeof *dst);
         if (r->block_sums != NULL)
             r->block_sums[m * r->nblocks + begin / BLOCK_NNZ] = XXH3_64bits(dst, n * sizeof *dst);
-        const th_index dim = t->dims[m];
+        const th_index dim = r->index_limits[m];
         if (G_UNLIKELY(any_index_beyond(dst, n, dim))) {
             uint64_t i = 0;
             while (dst[i] < dim)
@@ -781,9 +784,20 @@ static void set_cancelled_error(const char *name, uint64_t done, uint64_t total,
 }
 
 static void set_content_error(const char *name, const binary_layout *l, const th_sptensor *t,
-                              content_error e, const char *reason, GError **error)
+                              content_error e, const char *reason,
+                              const th_tensor_read_options *options, GError **error)
 {
     const uint64_t number = e.nonzero + 1u;
+    const th_index index = e.section < l->nmodes ? t->indices[e.section][e.nonzero] : 0;
+    if (e.section < l->nmodes && index < t->dims[e.section]) { /* beyond the bound alone */
+        const th_index dim = options->bound_dims[e.section];
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                    "%s: nonzero %" PRIu64 " of %" PRIu64 ": mode %u index %u is out of range: "
+                    "%s has mode %u size %u (indices 0 to %u)",
+                    name, number, l->nnz, e.section + 1u, index,
+                    th_tensor_read_bound_owner(options), e.section + 1u, dim, dim - 1u);
+        return;
+    }
     if (e.section < l->nmodes) {
         const th_index dim = t->dims[e.section];
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_INDEX_RANGE,
@@ -981,6 +995,11 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     t->lines_read = layout.nnz;
     r.layout = &layout;
     r.t = t;
+    g_autofree th_index *index_limits = g_memdup2(t->dims, sizeof(th_index) * layout.nmodes);
+    if (th_tensor_read_bounded(options, layout.nmodes))
+        for (uint32_t m = 0; m < layout.nmodes; ++m)
+            index_limits[m] = MIN(index_limits[m], options->bound_dims[m]);
+    r.index_limits = index_limits;
     r.check_order = (layout.flags & TH_TENSOR_BINARY_FLAG_SORTED) != 0;
     g_autofree uint64_t *block_sums = NULL;
     if (layout.major >= 2u) {
@@ -1007,7 +1026,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         return NULL;
     }
     if (copied.first.found) {
-        set_content_error(name, &layout, t, copied.first, r.nonnegative_reason, error);
+        set_content_error(name, &layout, t, copied.first, r.nonnegative_reason, options, error);
         return NULL;
     }
     if (options != NULL && options->progress != NULL)

@@ -13,6 +13,17 @@ const char *th_tensor_read_nonnegative_reason(const th_tensor_read_options *opti
                                                : "values must be >= 0";
 }
 
+gboolean th_tensor_read_bounded(const th_tensor_read_options *options, uint32_t nmodes)
+{
+    return options != NULL && options->bound_dims != NULL && options->bound_nmodes == nmodes;
+}
+
+const char *th_tensor_read_bound_owner(const th_tensor_read_options *options)
+{
+    return options != NULL && options->bound_owner != NULL ? options->bound_owner
+                                                           : "the given bound";
+}
+
 gboolean th_tensor_read_merge(th_sptensor *t, const char *name, GError **error)
 {
     if (th_sptensor_sort_and_merge(t))

@@ -54,7 +54,29 @@ typedef struct th_tensor_read_options {
     /* Why, for the message (e.g. "the Poisson model needs counts >= 0");
      * NULL: "values must be >= 0". */
     const char *nonnegative_reason;
+    /* Dims the coordinates must lie within besides the file's own, each at
+     * least 1: a model's, whose values at them are asked for (NULL: none). Only a file
+     * of `bound_nmodes` modes is held to them; one of another order reads
+     * as if none were given, and its caller, who knows what the order
+     * should be, says so. An index beyond them is an error
+     * (TH_TENSOR_READER_ERROR_INDEX_RANGE) at the first one in file order,
+     * as one beyond the file's own dims is: a text file's names its line,
+     * "PATH:LINE: column C: index I is out of range: BOUND_OWNER has mode C
+     * size D (indices 1 to D)", a binary file's its nonzero. A check of
+     * every line as it is parsed: after the read, the line is gone. */
+    const th_index *bound_dims;
+    uint32_t bound_nmodes;
+    /* Whose dims they are, for the message, e.g. "the model in DIR"; NULL:
+     * "the given bound". */
+    const char *bound_owner;
 } th_tensor_read_options;
+
+/* Whether a read's bound_dims apply to a file of `nmodes` modes (options
+ * may be NULL). */
+gboolean th_tensor_read_bounded(const th_tensor_read_options *options, uint32_t nmodes);
+
+/* The read's bound_owner, or its default. */
+const char *th_tensor_read_bound_owner(const th_tensor_read_options *options);
 
 /* The reason text of a read's require_nonnegative (options may be NULL):
  * NULL when the option is off. */

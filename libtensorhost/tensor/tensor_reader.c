@@ -131,6 +131,11 @@ typedef struct {
     /* The read's require_nonnegative: why a value must be >= 0; NULL when
      * a value may be anything finite. */
     const char *nonnegative_reason;
+    /* The read's bound_dims, bound_nmodes and bound_owner: dims the
+     * indices must fit besides the file's own, for a file of that order. */
+    const th_index *bound_dims;
+    uint32_t bound_nmodes;
+    const char *bound_owner;
 
     uint64_t lines; /* lines seen; absolute for the first worker, local for clones */
     size_t bytes_seen;
@@ -515,11 +520,37 @@ static gboolean worker_has_dims(const worker *w)
     return w->sptensor || w->dims_line != 0;
 }
 
+/* The largest 0-based index of mode m the file itself allows. */
+static uint64_t own_index_limit(const worker *w, uint32_t m)
+{
+    return worker_has_dims(w) ? (uint64_t)w->dims[m] - 1u : TH_MAX_INDEX0;
+}
+
+/* Whether the read's bound applies: given, and for a file of this order. */
+static gboolean worker_is_bounded(const worker *w)
+{
+    return w->bound_dims != NULL && w->bound_nmodes == w->nmodes;
+}
+
 static void worker_set_order(worker *w, uint32_t nmodes)
 {
     w->nmodes = nmodes;
-    for (uint32_t m = 0; m < nmodes; ++m)
-        w->index_limit[m] = worker_has_dims(w) ? (uint64_t)w->dims[m] - 1u : TH_MAX_INDEX0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        w->index_limit[m] = own_index_limit(w, m);
+        if (worker_is_bounded(w))
+            w->index_limit[m] = MIN(w->index_limit[m], (uint64_t)w->bound_dims[m] - 1u);
+    }
+}
+
+/* Takes the read's options that every worker applies to its lines. */
+static void worker_take_options(worker *w, const th_tensor_read_options *options)
+{
+    w->nonnegative_reason = th_tensor_read_nonnegative_reason(options);
+    if (options != NULL && options->bound_dims != NULL) {
+        w->bound_dims = options->bound_dims;
+        w->bound_nmodes = options->bound_nmodes;
+        w->bound_owner = th_tensor_read_bound_owner(options);
+    }
 }
 
 /* A worker for a later chunk: same format, empty storage, local lines. */
@@ -533,6 +564,9 @@ static worker *worker_clone_format(const worker *w0)
     memcpy(w->dims, w0->dims, sizeof w->dims);
     w->declared_nnz = w0->declared_nnz;
     w->nonnegative_reason = w0->nonnegative_reason;
+    w->bound_dims = w0->bound_dims;
+    w->bound_nmodes = w0->bound_nmodes;
+    w->bound_owner = w0->bound_owner;
     worker_set_order(w, w0->nmodes);
     w->bom_checked = TRUE; /* a later chunk does not start the input */
     w->progress = w0->progress;
@@ -619,6 +653,16 @@ static gboolean fail_index(worker *w, uint32_t mode, uint64_t value, const char 
                     "column %u: index '%s' does not fit the 32-bit index type "
                     "(at most %" PRIu64 " in a %s file)",
                     column, text, max_allowed, w->sptensor ? "0-based" : "1-based");
+    const uint64_t index0 = w->sptensor ? value : value - 1u;
+    if (worker_is_bounded(w) && index0 <= own_index_limit(w, mode) &&
+        index0 >= w->bound_dims[mode]) {
+        const uint64_t first = w->sptensor ? 0u : 1u;
+        return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                    "column %u: index %" PRIu64 " is out of range: %s has mode %u size %u "
+                    "(indices %" PRIu64 " to %" PRIu64 ")",
+                    column, value, w->bound_owner, column, w->bound_dims[mode], first,
+                    first + w->bound_dims[mode] - 1u);
+    }
     if (w->sptensor)
         return fail(w, TH_TENSOR_READER_ERROR_INDEX_RANGE,
                     "column %u: index %" PRIu64 " is out of range: the header gives mode %u "
@@ -1488,7 +1532,7 @@ static th_sptensor *read_memory(const char *name, const char *data, size_t lengt
     w0->reports = TRUE;
     w0->check_from = data;
     w0->progress = &r.progress;
-    w0->nonnegative_reason = th_tensor_read_nonnegative_reason(options);
+    worker_take_options(w0, options);
 
     if (!run_reading(&r, parse_header_and_plan, &r)) {
         fail_shrank(w0);
@@ -1594,7 +1638,7 @@ static th_sptensor *read_stream(const char *name, text_source *source,
     worker *w = g_new0(worker, 1);
     w->state = STATE_DETECT;
     w->guard_growth = TRUE;
-    w->nonnegative_reason = th_tensor_read_nonnegative_reason(options);
+    worker_take_options(w, options);
     const size_t capacity = STREAM_BUFFER;
     size_t have = 0;
     char *buffer = g_malloc(capacity);

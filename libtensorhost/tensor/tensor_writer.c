@@ -257,6 +257,33 @@ gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const 
     return TRUE;
 }
 
+gboolean th_tensor_write_tns_to_fd(const th_sptensor *t, int fd, const char *name,
+                                   const char *comment, GError **error)
+{
+    g_return_val_if_fail(t != NULL && name != NULL, FALSE);
+    g_autofree char *problem = NULL;
+    g_autofree char *header = th_tns_header_text(t, &problem);
+    if (header == NULL) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO,
+                    "%s: cannot write the tensor: %s", name, problem);
+        return FALSE;
+    }
+    tns_writer w = {.fd = fd, .text = g_malloc(WRITE_BUFFER)};
+    GError *write_error = NULL;
+    const gboolean ok = write_lines(&w, t, header, comment, &write_error);
+    g_free(w.text);
+    if (!ok) {
+        const gboolean cancelled = g_error_matches(write_error, TH_TENSOR_READER_ERROR,
+                                                   TH_TENSOR_READER_ERROR_CANCELLED);
+        g_set_error(error, TH_TENSOR_READER_ERROR,
+                    cancelled ? TH_TENSOR_READER_ERROR_CANCELLED : TH_TENSOR_READER_ERROR_IO,
+                    cancelled ? "%s: %s; what was written is incomplete" : "%s: cannot write: %s",
+                    name, write_error->message);
+        g_error_free(write_error);
+    }
+    return ok;
+}
+
 gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **error)
 {
     return th_tensor_write_tns_full(t, path, NULL, error);

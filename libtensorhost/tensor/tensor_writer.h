@@ -25,4 +25,14 @@ gboolean th_tensor_write_tns(const th_sptensor *t, const char *path, GError **er
 gboolean th_tensor_write_tns_full(const th_sptensor *t, const char *path, const char *comment,
                                   GError **error);
 
+/* The same text (plain, never gzip) to the open descriptor `fd`, such as
+ * standard output or a pipe, where no temporary file can stand in for the
+ * destination: written as it is formatted, not atomically, and neither
+ * synced nor closed. `name` stands for the destination in messages
+ * ("NAME: cannot write: ..."). A stop request (th_cancel_requested) ends
+ * the write with TH_TENSOR_READER_ERROR_CANCELLED, part of the text
+ * written. */
+gboolean th_tensor_write_tns_to_fd(const th_sptensor *t, int fd, const char *name,
+                                   const char *comment, GError **error);
+
 #endif

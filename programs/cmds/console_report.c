@@ -164,7 +164,7 @@ static void print_update_timings(const th_cpd_result *r)
         break;
     case TH_UPDATE_MODE:
         if (r->model == TH_MODEL_COMPLETION) {
-            th_log(TH_LOG_INFO, "  row solves     %10.4f  (in the backend: row_least_squares "
+            th_log(TH_LOG_INFO, "  row solves      %10.4f  (in the backend: row_least_squares "
                                 "per mode)",
                    r->update_seconds);
             break;

@@ -4,7 +4,6 @@
 #include "convert_command.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -44,33 +43,6 @@ static int report_interruption(GError *error)
     fprintf(stderr, "tensorhost: interrupted (%s); nothing was written\n", message);
     g_error_free(error);
     return th_cancel_exit_status();
-}
-
-/* OUT must not be IN's file: the same path once "." and ".." are resolved,
- * or, OUT existing, the same file (device and inode) through another name:
- * a hard link, a symbolic link, another relative path. Writing it would
- * replace the input with its own conversion (in place, or OUT's name no
- * longer a link to it), which is never what a conversion is for. */
-static gboolean check_output_is_not_input(const char *in, const char *out, GError **error)
-{
-    g_autofree char *in_path = g_canonicalize_filename(in, NULL);
-    g_autofree char *out_path = g_canonicalize_filename(out, NULL);
-    if (strcmp(in_path, out_path) == 0) {
-        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
-                    "OUT %s is IN itself: converting would replace the input; name another "
-                    "file to write",
-                    out);
-        return FALSE;
-    }
-    GStatBuf in_st, out_st;
-    if (g_stat(in, &in_st) != 0 || g_stat(out, &out_st) != 0 || in_st.st_dev != out_st.st_dev ||
-        in_st.st_ino != out_st.st_ino)
-        return TRUE;
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
-                "OUT %s is the same file as IN %s (a link to it, or another path to it): "
-                "converting would replace the input; name another file to write",
-                out, in);
-    return FALSE;
 }
 
 static int fail(GError *error)
@@ -172,7 +144,7 @@ int th_convert_main(int argc, char **argv)
     th_cancel_install_handlers();
     /* Where OUT goes is checked before the read, which may take minutes. */
     if (!th_atomic_file_check_target(out, &error) ||
-        !check_output_is_not_input(in, out, &error))
+        !th_atomic_file_check_not_replacing(out, in, "OUT", "IN", "converting", &error))
         return fail(g_steal_pointer(&error));
     const gint64 start = g_get_monotonic_time();
     g_autoptr(th_sptensor) t = read_input(in, &error);

@@ -7,6 +7,8 @@ squares (CP-ALS) and Poisson (CP-APR, for count data).
     result.weights, result.factors, result.fit
     counts = tensorhost.cp_apr("uber.tns.gz", rank=16)
     counts.log_likelihood, counts.kkt_violation
+    result.predict([[0, 1, 2, 3]])            # the model's value at one entry
+    model = tensorhost.load_model("out")      # a run's output folder, read back
 
 cp_als's model comes back in the published form of the program's factor
 files: every factor column has unit 2-norm, the weights hold the component
@@ -29,6 +31,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import signal
 import threading
 import warnings
@@ -39,9 +42,10 @@ import numpy as np
 
 from . import _library
 
-__all__ = ["cp_als", "cp_apr", "plugins", "CPResult", "CPWarning", "PluginInfo",
-           "TensorhostError", "TensorhostValueError", "TensorhostWarning", "RankWarning",
-           "ConvergenceWarning", "UnderflowWarning", "NonIntegerWarning", "__version__"]
+__all__ = ["cp_als", "cp_apr", "load_model", "plugins", "CPModel", "CPResult", "CPWarning",
+           "PluginInfo", "TensorhostError", "TensorhostValueError", "TensorhostWarning",
+           "RankWarning", "ConvergenceWarning", "UnderflowWarning", "NonIntegerWarning",
+           "__version__"]
 
 _lib = _library.load()
 __version__ = _lib.tensorhost_version_string().decode()
@@ -185,15 +189,88 @@ def plugins(search_path: Optional[Union[str, os.PathLike, Sequence]] = None) -> 
     return found
 
 
+# Entries predicted at once: bounds the (entries x rank) products held.
+_PREDICT_CHUNK = 1 << 16
+
+
 @dataclass
-class CPResult:
-    """A CP model and how it was computed. `weights` has shape (rank,);
-    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns (cp_als)
-    or unit 1-norm columns (cp_apr). `fit` is the least-squares fit
-    1 - ||X - M|| / ||X|| of the final model for either."""
+class CPModel:
+    """A CP model [[weights; factors]]: `weights` has shape (rank,),
+    `factors[m]` shape (dims[m], rank). What load_model reads back from a
+    run's output folder, and the model part of every CPResult."""
 
     weights: np.ndarray
     factors: list
+
+    @property
+    def shape(self) -> tuple:
+        """The tensor's dims: each factor's row count."""
+        return tuple(int(f.shape[0]) for f in self.factors)
+
+    def predict(self, indices) -> np.ndarray:
+        """The model's values at the entries `indices`, an (K, order)
+        integer array of 0-based coordinates, one row per entry (a
+        pyttb.sptensor's subs, or np.argwhere's rows): a (K,) float64 array
+        of sum_r weights[r] * prod_m factors[m][indices[k, m], r]. What a
+        completed tensor is for (the entries its data did not list), and
+        how a model is checked against entries held out of its fit.
+        ValueError for an index outside the model's shape."""
+        if not self.factors:
+            raise ValueError("the model has no factors (its run stopped before the first "
+                             "update)")
+        indices = _check_predict_indices(indices, self.shape)
+        weights = np.asarray(self.weights, dtype=np.float64)
+        out = np.empty(indices.shape[0], dtype=np.float64)
+        for start in range(0, indices.shape[0], _PREDICT_CHUNK):
+            rows = indices[start:start + _PREDICT_CHUNK]
+            products = np.repeat(weights[np.newaxis, :], rows.shape[0], axis=0)
+            for m, factor in enumerate(self.factors):
+                products *= np.asarray(factor, dtype=np.float64)[rows[:, m]]
+            out[start:start + rows.shape[0]] = products.sum(axis=1)
+        return out
+
+    def to_pyttb(self):
+        """The model as a pyttb.ktensor (imports pyttb only now), which
+        pyttb's functions take (full, innerprod, score, cp_apr's init, ...)."""
+        import pyttb
+
+        return pyttb.ktensor([np.array(f, copy=True) for f in self.factors],
+                             np.array(self.weights, copy=True))
+
+    def to_tensorly(self):
+        """The model as a TensorLy CPTensor (imports tensorly only now)."""
+        from tensorly.cp_tensor import CPTensor
+
+        return CPTensor((np.array(self.weights, copy=True),
+                         [np.array(f, copy=True) for f in self.factors]))
+
+
+def _check_predict_indices(indices, shape) -> np.ndarray:
+    """`indices` as an (K, order) int64 array within `shape`, every check a
+    user can fail named in a ValueError or TypeError."""
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[1] != len(shape):
+        raise ValueError(f"indices must be a 2-D array (entries x {len(shape)} modes), got "
+                         f"shape {indices.shape}")
+    if indices.size and not np.issubdtype(indices.dtype, np.integer):
+        raise TypeError(f"indices must be integers, got {indices.dtype}")
+    indices = indices.astype(np.int64, copy=False)
+    outside = (indices < 0) | (indices >= np.asarray(shape, dtype=np.int64))
+    if np.any(outside):
+        row, mode = (int(i) for i in np.argwhere(outside)[0])
+        raise ValueError(f"indices[{row}]: {indices[row, mode]} in mode {mode} is outside the "
+                         f"model's shape {shape} (indices are 0-based)")
+    return indices
+
+
+@dataclass
+class CPResult(CPModel):
+    """A CP model and how it was computed. `weights` has shape (rank,);
+    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns (cp_als)
+    or unit 1-norm columns (cp_apr). `fit` is the least-squares fit
+    1 - ||X - M|| / ||X|| of the final model for either. predict(indices)
+    gives the model's values at chosen entries (CPModel)."""
+
     fit: float
     # The stopping measure after each iteration: the fit (cp_als), the
     # log-likelihood (cp_apr, the same as log_likelihoods).
@@ -222,20 +299,92 @@ class CPResult:
     inner_iterations: np.ndarray = field(  # per outer iteration, summed over the modes
         default_factory=lambda: np.zeros(0, dtype=np.uint32))
 
-    def to_pyttb(self):
-        """The model as a pyttb.ktensor (imports pyttb only now), which
-        pyttb's functions take (full, innerprod, score, cp_apr's init, ...)."""
-        import pyttb
 
-        return pyttb.ktensor([np.array(f, copy=True) for f in self.factors],
-                             np.array(self.weights, copy=True))
+def load_model(folder: Union[str, os.PathLike]) -> CPModel:
+    """The CP model a run of the program wrote into `folder` (its
+    output.dir): mode1 ... modeN and lambda, from the .npy files when
+    mode1.npy is there (every bit), else from the .mat text files (their
+    nine digits), as `tensorhost predict --model` reads it. Every mode from
+    mode1 to the highest present must be there (at least 2), each a 2-D
+    array with the same column count (the rank), lambda that many weights;
+    FileNotFoundError or ValueError otherwise, naming the file and what was
+    expected. Returns a CPModel, whose predict() gives the model's values at
+    chosen entries."""
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{folder}: no such folder" if not os.path.exists(folder) else
+                                f"{folder}: not a folder (a model is the folder of files a run "
+                                "wrote, its output.dir)")
+    extension = next((e for e in (".npy", ".mat")
+                      if os.path.exists(os.path.join(folder, "mode1" + e))), None)
+    if extension is None:
+        raise FileNotFoundError(f"{folder}: neither mode1.npy nor mode1.mat is there: expected "
+                                "the files of a CP model as a run writes them (mode1 ... modeN "
+                                "and lambda, .npy or .mat)")
+    nmodes = _count_mode_files(folder, extension)
+    factors = []
+    for m in range(nmodes):
+        path = os.path.join(folder, f"mode{m + 1}{extension}")
+        factor = _load_model_array(path, extension)
+        if factor.ndim != 2:
+            raise ValueError(f"{path}: a {factor.ndim}-D array: expected a factor matrix, one "
+                             f"row per index of mode {m + 1} and one column per component")
+        if factors and factor.shape[1] != factors[0].shape[1]:
+            rank = factors[0].shape[1]
+            raise ValueError(f"{path}: {factor.shape[1]} columns, expected {rank} (the rank: "
+                             f"{os.path.join(folder, 'mode1' + extension)} has {rank})")
+        factors.append(factor)
+    rank = factors[0].shape[1]
+    path = os.path.join(folder, "lambda" + extension)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} is missing: expected the model's {rank} weights beside "
+                                "its factors")
+    weights = _load_model_array(path, extension)
+    if weights.ndim == 2 and weights.shape[1] == 1:
+        weights = weights[:, 0]
+    if weights.shape != (rank,):
+        raise ValueError(f"{path}: shape {weights.shape}, expected {rank} weights, one per "
+                         "component, as a 1-D array or one column")
+    return CPModel(weights=np.ascontiguousarray(weights), factors=factors)
 
-    def to_tensorly(self):
-        """The model as a TensorLy CPTensor (imports tensorly only now)."""
-        from tensorly.cp_tensor import CPTensor
 
-        return CPTensor((np.array(self.weights, copy=True),
-                         [np.array(f, copy=True) for f in self.factors]))
+def _count_mode_files(folder: str, extension: str) -> int:
+    """The highest N of the files modeN (as a run names them) in `folder`,
+    each of mode1 to modeN present, at least 2."""
+    pattern = re.compile(r"mode([1-9][0-9]{0,8})" + re.escape(extension))
+    highest = max((int(match.group(1)) for match in map(pattern.fullmatch, os.listdir(folder))
+                   if match), default=0)
+    if highest < 2:
+        raise FileNotFoundError(f"{os.path.join(folder, 'mode2' + extension)} is missing: a model "
+                                "has a factor file for each of its modes, at least 2 "
+                                f"(mode1{extension}, mode2{extension}, ...)")
+    for mode in range(1, highest + 1):
+        path = os.path.join(folder, f"mode{mode}{extension}")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} is missing: expected one factor file per mode, "
+                                    f"mode1{extension} to mode{highest}{extension}")
+    return highest
+
+
+def _load_model_array(path: str, extension: str) -> np.ndarray:
+    """One file of a model as float64, its values checked finite."""
+    if extension == ".npy":
+        values = np.load(path, allow_pickle=False)
+    else:
+        with warnings.catch_warnings():  # an empty file: the check below says so
+            warnings.simplefilter("ignore", UserWarning)
+            values = np.loadtxt(path, ndmin=2, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError(f"{path}: no values")
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise ValueError(f"{path}: holds {values.dtype}, expected real numbers")
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        place = [int(i) + 1 for i in np.argwhere(~np.isfinite(values))[0]]
+        where = f"row {place[0]}, column {place[1]}" if len(place) == 2 else f"value {place[0]}"
+        raise ValueError(f"{path}: {where} (1-based) is {values[tuple(p - 1 for p in place)]}: "
+                         "expected a finite number")
+    return values
 
 
 def _search_path_text(search_path) -> Optional[bytes]:
