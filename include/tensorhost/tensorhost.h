@@ -301,7 +301,9 @@ typedef enum tensorhost_warning_code {
      * are undetermined. */
     TENSORHOST_WARN_RANK_ABOVE_BOUND = 1,
     /* Normal-equation solves were rank deficient and used the
-     * pseudo-inverse (the message says how many). */
+     * pseudo-inverse (the message says how many). tensorhost_complete
+     * (1.4): row solves were singular (no ridge) and kept the row's
+     * values. */
     TENSORHOST_WARN_RANK_DEFICIENT = 2,
     /* Stopped at max_iters with |fit change| still above a tolerance > 0
      * (a tolerance of 0 asks for exactly max_iters iterations: no warning;
