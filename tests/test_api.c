@@ -3,6 +3,7 @@
  * tensors from COO arrays and files, a backend by name, CP-ALS with a
  * callback that stops, the result in the published form, its warnings,
  * the log handler, and misuse. */
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -785,6 +786,578 @@ static void test_constraints(void **state)
 }
 
 
+/* ---- Tensor completion (1.4) ------------------------------------------------ */
+
+/* An exact rank-2 model of a 6 x 5 x 4 tensor and its value at (i, j, k):
+ * factor entries spread over [-1, 1) by a multiplicative hash, so the
+ * columns are far from collinear (positive ones would put ALS in a
+ * swamp of hundreds of iterations). */
+static double planted_entry(uint64_t mode, uint64_t row, uint64_t column)
+{
+    const uint64_t h = (mode * 131 + row * 17 + column * 7 + 1) * UINT64_C(0x9e3779b97f4a7c15);
+    return (double)(h >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static double planted_value(uint64_t i, uint64_t j, uint64_t k)
+{
+    double v = 0.0;
+    for (uint64_t r = 0; r < 2; ++r)
+        v += planted_entry(0, i, r) * planted_entry(1, j, r) * planted_entry(2, k, r);
+    return v;
+}
+
+/* Whether cell (i, j, k) of the planted tensor is listed (observed). */
+static int planted_listed(uint64_t i, uint64_t j, uint64_t k) { return (i + 2 * j + k) % 3 != 0; }
+
+/* The planted tensor's listed cells, the `zero_at`-th (< 0: none) set to
+ * an observed 0 and, when `one_entry_row` is set, the last row of the
+ * first mode reduced to one entry (fewer than the rank). */
+static tensorhost_tensor *planted_partial(int zero_at, int one_entry_row, uint64_t *listed)
+{
+    uint64_t dims[] = {6, 5, 4}, indices[120 * 3];
+    double values[120];
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < 6; ++i)
+        for (uint64_t j = 0; j < 5; ++j)
+            for (uint64_t k = 0; k < 4; ++k) {
+                if (!planted_listed(i, j, k) || (one_entry_row && i == 5 && (j || k)))
+                    continue;
+                indices[n * 3] = i, indices[n * 3 + 1] = j, indices[n * 3 + 2] = k;
+                values[n] = (int)n == zero_at ? 0.0 : planted_value(i, j, k);
+                ++n;
+            }
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_new(3, dims, n, indices, values, &t, err), err);
+    if (listed)
+        *listed = n;
+    return t;
+}
+
+/* The published model's value at (i, j, k). */
+static double model_value(const tensorhost_cpd *r, uint64_t i, uint64_t j, uint64_t k)
+{
+    const uint32_t rank = tensorhost_cpd_rank(r);
+    const double *lambda = tensorhost_cpd_weights(r);
+    double v = 0.0;
+    for (uint32_t q = 0; q < rank; ++q)
+        v += lambda[q] * tensorhost_cpd_factor(r, 0)[i * rank + q] *
+             tensorhost_cpd_factor(r, 1)[j * rank + q] * tensorhost_cpd_factor(r, 2)[k * rank + q];
+    return v;
+}
+
+/* Defaults; every parameter checked before any work, each error naming
+ * it; a plugin without row_least_squares refused before any work; the
+ * tensor's values and its rows checked by the session. */
+static void test_complete_parameters(void **state)
+{
+    (void)state;
+    const tensorhost_complete_params defaults = TENSORHOST_COMPLETE_PARAMS_INIT;
+    assert_int_equal(defaults.struct_size, sizeof(tensorhost_complete_params));
+    assert_int_equal(defaults.rank, 16);
+    assert_int_equal(defaults.max_iters, 50);
+    assert_true(defaults.tolerance == 1e-5 && defaults.l2 == 0.0 && defaults.holdout == 0.0);
+    assert_int_equal(defaults.seed, 42);
+    assert_int_equal(defaults.constraints, TENSORHOST_CONSTRAINTS_NONE);
+    assert_null(defaults.mode_constraints);
+    assert_null(defaults.initial_factors);
+    assert_null(defaults.on_iteration);
+
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = planted_partial(-1, 0, NULL);
+    tensorhost_cpd *r = NULL;
+    tensorhost_complete_params params = defaults;
+    params.rank = 0;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "rank 0: expected 1 to 4096");
+    params = defaults;
+    params.max_iters = 0;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "max_iters 0: expected at least 1");
+    params = defaults;
+    params.tolerance = -1e-5;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "tolerance -1e-05: expected a finite number >= 0");
+    params = defaults;
+    params.l2 = -0.5;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "l2 -0.5: expected a finite number >= 0 (the ridge's weight)");
+    params.l2 = INFINITY;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "l2 inf"));
+    params.l2 = NAN;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "l2 nan"));
+    const double bad_holdouts[] = {1.0, -0.1, NAN, 1.5};
+    for (size_t i = 0; i < 4; ++i) {
+        params = defaults;
+        params.holdout = bad_holdouts[i];
+        assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                         TENSORHOST_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(err, "expected a fraction in [0, 1)"));
+    }
+    assert_string_equal(err, "holdout 1.5: expected a fraction in [0, 1) (of the listed "
+                             "entries, held out of training)");
+    params = defaults;
+    params.constraints = 7;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "constraints 7: expected TENSORHOST_CONSTRAINTS_NONE or _NONNEG");
+    const int32_t per_mode[] = {TENSORHOST_CONSTRAINTS_NONNEG, 5, TENSORHOST_CONSTRAINTS_NONE};
+    params = defaults;
+    params.mode_constraints = per_mode;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "mode_constraints[1] = 5"));
+    params = defaults;
+    params.struct_size = (uint32_t)offsetof(tensorhost_complete_params, seed);
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "below the 1.4 minimum; start from "
+                                "TENSORHOST_COMPLETE_PARAMS_INIT"));
+    assert_int_equal(tensorhost_complete(backend, t, NULL, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_int_equal(tensorhost_complete(backend, t, &defaults, NULL, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "tensorhost_complete: out is NULL");
+
+    /* Initial factors: all there, finite, >= 0 in the nonnegative modes
+     * (the coordinate descent keeps feasibility, it does not restore it). */
+    params = defaults;
+    params.rank = 2;
+    double a[6 * 2], b[5 * 2], c[4 * 2];
+    for (int i = 0; i < 12; ++i)
+        a[i] = 0.5;
+    for (int i = 0; i < 10; ++i)
+        b[i] = 0.5;
+    for (int i = 0; i < 8; ++i)
+        c[i] = 0.5;
+    const double *factors[] = {a, b, c}, *missing[] = {a, NULL, c};
+    params.initial_factors = missing;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "initial_factors[1] is NULL"));
+    params.initial_factors = factors;
+    c[5] = NAN;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "initial_factors[2] row 2, column 1 is nan"));
+    c[5] = -0.25;
+    const int32_t nonneg_last[] = {TENSORHOST_CONSTRAINTS_NONE, TENSORHOST_CONSTRAINTS_NONE,
+                                   TENSORHOST_CONSTRAINTS_NONNEG};
+    params.mode_constraints = nonneg_last;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "initial_factors[2] row 2, column 1 is -0.25: a nonnegative mode "
+                             "(TENSORHOST_CONSTRAINTS_NONNEG) starts from factors >= 0");
+    params.mode_constraints = NULL; /* unconstrained: a negative start is fine */
+    params.max_iters = 1;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    tensorhost_cpd_free(r);
+    r = NULL;
+    tensorhost_tensor_free(t);
+
+    /* The values as they are: one below 2^-64 in magnitude is refused. */
+    {
+        const uint64_t dims[] = {2, 2, 2};
+        const uint64_t indices[] = {0, 0, 0, 1, 1, 1};
+        const double tiny[] = {1.0, 1e-30};
+        expect_ok(tensorhost_tensor_new(3, dims, 2, indices, tiny, &t, err), err);
+    }
+    params = defaults;
+    params.rank = 1;
+    params.l2 = 0.1;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "entry 2 (2, 2, 2) of the tensor has the value 1e-30"));
+    tensorhost_tensor_free(t);
+
+    /* A row no entry reaches: undetermined without a ridge. */
+    {
+        const uint64_t dims[] = {3, 2, 2};
+        const uint64_t indices[] = {0, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0};
+        const double values[] = {1.0, 2.0, 3.0, 4.0};
+        expect_ok(tensorhost_tensor_new(3, dims, 4, indices, values, &t, err), err);
+    }
+    params.l2 = 0.0;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "1 row of mode 1 (the first: row 3) has no training entry"));
+    assert_null(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+
+    /* A plugin without row_least_squares (built against the frozen 1.3
+     * header): refused before any work, naming the plugin and the
+     * function. */
+    assert_int_equal(
+        tensorhost_backend_open(TH_ABI_PLUGIN_DIR "/fixture_frozen_v1_3.so", NULL, NULL, 0,
+                                &backend, err),
+        TENSORHOST_OK);
+    t = planted_partial(-1, 0, NULL);
+    params = defaults;
+    params.rank = 2;
+    assert_int_equal(tensorhost_complete(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "row_least_squares"));
+    assert_non_null(strstr(err, tensorhost_backend_id(backend)));
+    assert_null(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
+typedef struct complete_seen {
+    uint32_t calls, stop_at;
+    double train_rmse[64], holdout_rmse[64], objective[64];
+} complete_seen;
+
+static int32_t note_complete(uint32_t iteration, double train_rmse, double holdout_rmse,
+                             double objective, double seconds, void *user_data)
+{
+    complete_seen *seen = user_data;
+    assert_true(seconds >= 0.0);
+    assert_int_equal(iteration, seen->calls + 1);
+    if (seen->calls < 64) {
+        seen->train_rmse[seen->calls] = train_rmse;
+        seen->holdout_rmse[seen->calls] = holdout_rmse;
+        seen->objective[seen->calls] = objective;
+    }
+    seen->calls++;
+    return seen->stop_at && iteration >= seen->stop_at;
+}
+
+/* Sum over the listed cells of the planted tensor (as planted_partial
+ * lists them) of (x - m)^2 for the published model, and the RMSE of the
+ * cells it does not list. */
+static double listed_squared_error(const tensorhost_cpd *r, double *unlisted_rmse)
+{
+    double listed = 0.0, unlisted = 0.0;
+    uint64_t n_unlisted = 0;
+    for (uint64_t i = 0; i < 6; ++i)
+        for (uint64_t j = 0; j < 5; ++j)
+            for (uint64_t k = 0; k < 4; ++k) {
+                const double e = planted_value(i, j, k) - model_value(r, i, j, k);
+                if (planted_listed(i, j, k)) {
+                    listed += e * e;
+                } else {
+                    unlisted += e * e;
+                    ++n_unlisted;
+                }
+            }
+    *unlisted_rmse = sqrt(unlisted / (double)n_unlisted);
+    return listed;
+}
+
+/* A run without a holdout on an exact rank-2 model's listed cells fits
+ * them and fills in the others; its per-iteration facts and its summary
+ * agree with each other and with the model returned (the published form,
+ * recomputed here); the objective never rises. */
+static void test_complete_result(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    uint64_t listed = 0;
+    tensorhost_tensor *t = planted_partial(-1, 0, &listed);
+    tensorhost_complete_params params = TENSORHOST_COMPLETE_PARAMS_INIT;
+    params.rank = 2;
+    params.max_iters = 2000;
+    params.tolerance = 1e-13;
+    params.seed = 3;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_model(r), TENSORHOST_MODEL_COMPLETION);
+    const uint32_t n = tensorhost_cpd_iterations(r);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_CONVERGED);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONE);
+    assert_true(n >= 2 && n < 2000);
+    const double *train = tensorhost_cpd_train_rmses(r), *held = tensorhost_cpd_holdout_rmses(r),
+                 *objective = tensorhost_cpd_objectives(r);
+    assert_non_null(train);
+    assert_non_null(held);
+    assert_non_null(objective);
+    for (uint32_t i = 0; i < n; ++i) {
+        assert_true(isnan(held[i]));
+        /* l2 = 0: the objective is the training entries' squared error. */
+        assert_true(fabs(objective[i] - train[i] * train[i] * (double)listed) <=
+                    1e-9 * objective[i] + 1e-300);
+        if (i > 0 && objective[i] > objective[i - 1] * (1.0 + 1e-9) + 1e-24)
+            fail_msg("the objective rose from %.17g to %.17g at iteration %u", objective[i - 1],
+                     objective[i], i + 1);
+    }
+    tensorhost_completion_info info = TENSORHOST_COMPLETION_INFO_INIT;
+    expect_ok(tensorhost_cpd_get_completion(r, &info, err), err);
+    assert_int_equal(info.struct_size, sizeof info);
+    assert_int_equal(info.observed, listed);
+    assert_int_equal(info.training, listed);
+    assert_int_equal(info.held_out, 0);
+    assert_true(info.l2 == 0.0 && info.holdout == 0.0);
+    assert_int_equal(info.published_iteration, n);
+    assert_true(info.objective == objective[n - 1] && info.train_rmse == train[n - 1]);
+    assert_true(isnan(info.holdout_rmse));
+    assert_int_equal(info.singular_row_solves, 0);
+    assert_int_equal(info.empty_rows, 0);
+    /* The model returned is the one the numbers are of, and an exact
+     * rank-2 tensor's listed two thirds determine the rest. */
+    double unlisted_rmse = 0.0;
+    const double sse = listed_squared_error(r, &unlisted_rmse);
+    assert_true(fabs(sqrt(sse / (double)listed) - info.train_rmse) < 1e-10);
+    if (!(info.train_rmse < 1e-6 && unlisted_rmse < 1e-5))
+        fail_msg("rank-2 completion: training RMSE %g, unlisted cells' RMSE %g after %u "
+                 "iterations",
+                 info.train_rmse, unlisted_rmse, n);
+    assert_true(tensorhost_cpd_fits(r)[n - 1] == tensorhost_cpd_fit(r));
+    const double *lambda = tensorhost_cpd_weights(r);
+    assert_true(lambda[0] >= lambda[1] && lambda[1] >= 0.0);
+    for (uint32_t m = 0; m < 3; ++m)
+        for (uint32_t q = 0; q < 2; ++q) {
+            double sum = 0.0;
+            for (uint64_t i = 0; i < tensorhost_cpd_dim(r, m); ++i)
+                sum += tensorhost_cpd_factor(r, m)[i * 2 + q] * tensorhost_cpd_factor(r, m)[i * 2 + q];
+            assert_true(fabs(sqrt(sum) - 1.0) < 1e-12);
+        }
+    assert_null(warning_of(r, TENSORHOST_WARN_NOT_CONVERGED));
+    tensorhost_cpd_free(r);
+
+    /* The same seed gives the same bits. */
+    params.max_iters = 5;
+    params.tolerance = 0.0;
+    tensorhost_cpd *r2 = NULL;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    expect_ok(tensorhost_complete(backend, t, &params, &r2, err), err);
+    assert_memory_equal(tensorhost_cpd_factor(r, 1), tensorhost_cpd_factor(r2, 1),
+                        5 * 2 * sizeof(double));
+    assert_true(tensorhost_cpd_objectives(r)[4] == tensorhost_cpd_objectives(r2)[4]);
+    tensorhost_cpd_free(r2);
+    tensorhost_cpd_free(r);
+
+    /* With nonnegative factors every published entry is >= 0. */
+    params.constraints = TENSORHOST_CONSTRAINTS_NONNEG;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONNEG);
+    for (uint32_t m = 0; m < 3; ++m)
+        for (uint64_t k = 0; k < tensorhost_cpd_dim(r, m) * 2; ++k)
+            assert_true(tensorhost_cpd_factor(r, m)[k] >= 0.0);
+    tensorhost_cpd_free(r);
+
+    /* A caller of struct_size through seed: the fields after it are their
+     * defaults (no constraints, no callback). */
+    complete_seen seen = {0};
+    params.on_iteration = note_complete;
+    params.user_data = &seen;
+    params.struct_size = (uint32_t)(offsetof(tensorhost_complete_params, seed) + sizeof(uint64_t));
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_constraints(r), TENSORHOST_CONSTRAINTS_NONE);
+    assert_int_equal(seen.calls, 0);
+    assert_int_equal(tensorhost_cpd_iterations(r), 5);
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
+/* With a holdout: the split's counts, the held-out RMSE of every
+ * iteration (what the callback heard), the published model the best
+ * held-out iteration's (tolerance 0 stops at the first iteration that
+ * does not improve on the best: the one before it is published), and a
+ * stop from the callback. */
+static void test_complete_holdout(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    uint64_t listed = 0;
+    tensorhost_tensor *t = planted_partial(7, 0, &listed); /* with an observed 0 */
+    tensorhost_complete_params params = TENSORHOST_COMPLETE_PARAMS_INIT;
+    params.rank = 2;
+    params.max_iters = 60;
+    params.tolerance = 0.0;
+    params.holdout = 0.25;
+    params.l2 = 1e-3;
+    complete_seen seen = {0};
+    params.on_iteration = note_complete;
+    params.user_data = &seen;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    const uint32_t n = tensorhost_cpd_iterations(r);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_CONVERGED);
+    assert_true(n >= 2 && n < 60);
+    assert_int_equal(seen.calls, n);
+    tensorhost_completion_info info = TENSORHOST_COMPLETION_INFO_INIT;
+    expect_ok(tensorhost_cpd_get_completion(r, &info, err), err);
+    assert_int_equal(info.observed, listed);
+    assert_int_equal(info.observed, info.training + info.held_out);
+    assert_true(info.held_out > 0 && info.training > info.held_out);
+    assert_true(info.l2 == 1e-3 && info.holdout == 0.25);
+    const double *held = tensorhost_cpd_holdout_rmses(r);
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        assert_true(isfinite(held[i]) && held[i] >= 0.0);
+        assert_true(held[i] == seen.holdout_rmse[i]);
+        assert_true(tensorhost_cpd_train_rmses(r)[i] == seen.train_rmse[i]);
+        assert_true(tensorhost_cpd_objectives(r)[i] == seen.objective[i]);
+        /* The ridge is part of the objective. */
+        const double rmse = tensorhost_cpd_train_rmses(r)[i];
+        assert_true(seen.objective[i] > rmse * rmse * (double)info.training);
+        if (held[i] < held[best])
+            best = i;
+    }
+    assert_int_equal(info.published_iteration, best + 1);
+    assert_int_equal(info.published_iteration, n - 1);
+    assert_true(held[n - 1] >= held[n - 2]);
+    assert_true(info.holdout_rmse == held[best]);
+    assert_true(info.train_rmse == tensorhost_cpd_train_rmses(r)[best]);
+    assert_true(info.objective == tensorhost_cpd_objectives(r)[best]);
+    assert_true(tensorhost_cpd_fit(r) == tensorhost_cpd_fits(r)[best]);
+    tensorhost_cpd_free(r);
+
+    /* The seed draws the split: another one holds out other entries. */
+    uint64_t held_by_seed[8];
+    params.max_iters = 1;
+    params.on_iteration = NULL;
+    int differ = 0;
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+        params.seed = seed;
+        expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+        tensorhost_completion_info other = TENSORHOST_COMPLETION_INFO_INIT;
+        expect_ok(tensorhost_cpd_get_completion(r, &other, err), err);
+        held_by_seed[seed] = other.held_out;
+        differ = differ || held_by_seed[seed] != held_by_seed[0];
+        tensorhost_cpd_free(r);
+    }
+    assert_true(differ);
+
+    /* The callback stops the run after the second iteration. */
+    memset(&seen, 0, sizeof seen);
+    seen.stop_at = 2;
+    params.on_iteration = note_complete;
+    params.seed = 42;
+    params.max_iters = 60;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_INTERRUPTED);
+    assert_int_equal(tensorhost_cpd_iterations(r), 2);
+    assert_non_null(tensorhost_cpd_weights(r));
+    tensorhost_cpd_free(r);
+
+    /* The stopping rule on the held-out RMSE ends a run with a tolerance. */
+    params.on_iteration = NULL;
+    params.tolerance = 1e-3;
+    params.max_iters = 500;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_CONVERGED);
+    assert_true(tensorhost_cpd_iterations(r) < 500);
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
+/* Another model's result has no completion facts; the info struct's
+ * size is checked; the completion warnings: empty rows (with a ridge),
+ * singular row solves, not converged on the held-out RMSE. */
+static void test_complete_accessors_and_warnings(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = planted_partial(-1, 0, NULL);
+    tensorhost_cpd_params als = TENSORHOST_CPD_PARAMS_INIT;
+    als.rank = 2;
+    als.max_iters = 2;
+    als.tolerance = 0.0;
+    tensorhost_cpd *r = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &als, &r, err), err);
+    assert_null(tensorhost_cpd_train_rmses(r));
+    assert_null(tensorhost_cpd_holdout_rmses(r));
+    assert_null(tensorhost_cpd_objectives(r));
+    tensorhost_completion_info info = TENSORHOST_COMPLETION_INFO_INIT;
+    assert_int_equal(tensorhost_cpd_get_completion(r, &info, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "the result is of the least-squares model, not of tensor "
+                             "completion (tensorhost_complete)");
+    tensorhost_cpd_free(r);
+    assert_null(tensorhost_cpd_train_rmses(NULL));
+    assert_int_equal(tensorhost_cpd_get_completion(NULL, &info, err), TENSORHOST_ERR_MISUSE);
+
+    tensorhost_complete_params params = TENSORHOST_COMPLETE_PARAMS_INIT;
+    params.rank = 2;
+    params.max_iters = 3;
+    params.tolerance = 0.0;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_true(isnan(tensorhost_cpd_log_likelihood(r)));
+    assert_null(tensorhost_cpd_log_likelihoods(r));
+    info.struct_size = (uint32_t)offsetof(tensorhost_completion_info, empty_rows);
+    assert_int_equal(tensorhost_cpd_get_completion(r, &info, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "TENSORHOST_COMPLETION_INFO_INIT"));
+    info.struct_size = (uint32_t)sizeof info;
+    assert_int_equal(tensorhost_cpd_get_completion(r, NULL, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_int_equal(tensorhost_cpd_warning_count(r), 0); /* tolerance 0: no warning */
+    tensorhost_cpd_free(r);
+
+    /* Stopped at max_iters with the held-out RMSE still improving: not
+     * converged, in the held-out RMSE's terms. */
+    params.max_iters = 3;
+    params.tolerance = 1e-6;
+    params.holdout = 0.2;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_status_of(r), TENSORHOST_CPD_MAX_ITERS);
+    const char *not_converged = warning_of(r, TENSORHOST_WARN_NOT_CONVERGED);
+    assert_non_null(not_converged);
+    assert_non_null(strstr(not_converged, "held-out RMSE"));
+    assert_non_null(strstr(not_converged, "max_iters = 3"));
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+
+    /* The last row of the first mode holds one entry, fewer than the
+     * rank: without a ridge its system is singular and it keeps its
+     * values (a warning with the count of such solves, one an
+     * iteration). */
+    t = planted_partial(-1, 1, NULL);
+    params.max_iters = 4;
+    params.tolerance = 0.0;
+    params.holdout = 0.0;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    expect_ok(tensorhost_cpd_get_completion(r, &info, err), err);
+    assert_int_equal(info.singular_row_solves, 4);
+    const char *deficient = warning_of(r, TENSORHOST_WARN_RANK_DEFICIENT);
+    assert_non_null(deficient);
+    assert_non_null(strstr(deficient, "4 row solves were singular"));
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+
+    /* A row no entry reaches, with a ridge: made 0, with a warning. */
+    {
+        const uint64_t dims[] = {3, 2, 2};
+        const uint64_t indices[] = {0, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0};
+        const double values[] = {1.0, 2.0, 3.0, 4.0};
+        expect_ok(tensorhost_tensor_new(3, dims, 4, indices, values, &t, err), err);
+    }
+    params = (tensorhost_complete_params)TENSORHOST_COMPLETE_PARAMS_INIT;
+    params.rank = 1;
+    params.l2 = 0.01;
+    params.max_iters = 3;
+    params.tolerance = 0.0;
+    expect_ok(tensorhost_complete(backend, t, &params, &r, err), err);
+    const char *empty = warning_of(r, TENSORHOST_WARN_EMPTY_ROWS);
+    assert_non_null(empty);
+    assert_non_null(strstr(empty, "1 row of mode 1 (the first: row 3) has no training entry"));
+    expect_ok(tensorhost_cpd_get_completion(r, &info, err), err);
+    assert_int_equal(info.empty_rows, 1);
+    assert_true(tensorhost_cpd_factor(r, 0)[2] == 0.0);
+    assert_string_equal(tensorhost_warning_name(TENSORHOST_WARN_EMPTY_ROWS),
+                        "TENSORHOST_WARN_EMPTY_ROWS");
+    tensorhost_cpd_free(r);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
+
 /* The handler gets every level, the plugins' lines included; the run's
  * warnings are not log lines; NULL puts the default back. */
 static void test_log_handler(void **state)
@@ -959,7 +1532,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_warnings_rank),     cmocka_unit_test(test_warnings_not_converged),
         cmocka_unit_test(test_warnings_underflowed_values),
         cmocka_unit_test(test_cp_apr_parameters), cmocka_unit_test(test_cp_apr_result),
-        cmocka_unit_test(test_constraints),
+        cmocka_unit_test(test_constraints),       cmocka_unit_test(test_complete_parameters),
+        cmocka_unit_test(test_complete_result),   cmocka_unit_test(test_complete_holdout),
+        cmocka_unit_test(test_complete_accessors_and_warnings),
         cmocka_unit_test(test_log_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

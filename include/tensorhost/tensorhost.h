@@ -15,9 +15,9 @@
  *   caller holds: no handle is created, none is freed.
  *
  * Ownership
- *   Handles are created by a *_new/_read/_open/_cp_als/_cp_apr call and belong to
- *   the caller until passed to the matching *_free/_close, exactly once
- *   (NULL is accepted and ignored). Freeing a handle twice, or using it
+ *   Handles are created by a *_new/_read/_open/_cp_als/_cp_apr/_complete
+ *   call and belong to the caller until passed to the matching
+ *   *_free/_close, exactly once (NULL is accepted and ignored). Freeing a handle twice, or using it
  *   after, is undefined; debug builds (NDEBUG not defined) detect most such
  *   misuse and abort with a message. Pointers a function returns into a
  *   handle (names, arrays) stay valid until that handle is freed.
@@ -58,6 +58,12 @@
  *   1.3  nonnegative CP: tensorhost_cpd_params.constraints and
  *        .mode_constraints (TENSORHOST_CONSTRAINTS_*),
  *        tensorhost_cpd_constraints and tensorhost_cpd_mode_constraints.
+ *   1.4  tensor completion: tensorhost_complete with
+ *        tensorhost_complete_params; TENSORHOST_MODEL_COMPLETION; a
+ *        completion result's facts: tensorhost_cpd_train_rmses,
+ *        tensorhost_cpd_holdout_rmses, tensorhost_cpd_objectives and
+ *        tensorhost_cpd_get_completion (tensorhost_completion_info);
+ *        TENSORHOST_WARN_EMPTY_ROWS.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -70,7 +76,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 3u
+#define TENSORHOST_API_VERSION_MINOR 4u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -244,7 +250,9 @@ TENSORHOST_API int32_t tensorhost_cp_als(tensorhost_backend *backend,
 TENSORHOST_API void tensorhost_cpd_free(tensorhost_cpd *result);
 
 typedef enum tensorhost_cpd_status {
-    TENSORHOST_CPD_CONVERGED = 0,   /* |fit change| < tolerance (CP-APR: KKT violation < stoptol) */
+    /* |fit change| < tolerance (CP-APR: KKT violation < stoptol;
+     * tensorhost_complete: its stopping rule) */
+    TENSORHOST_CPD_CONVERGED = 0,
     TENSORHOST_CPD_MAX_ITERS = 1,   /* stopped at max_iters */
     TENSORHOST_CPD_INTERRUPTED = 2, /* stopped on request */
 } tensorhost_cpd_status;
@@ -293,12 +301,16 @@ typedef enum tensorhost_warning_code {
      * are undetermined. */
     TENSORHOST_WARN_RANK_ABOVE_BOUND = 1,
     /* Normal-equation solves were rank deficient and used the
-     * pseudo-inverse (the message says how many). */
+     * pseudo-inverse (the message says how many). tensorhost_complete
+     * (1.4): row solves were singular (no ridge) and kept the row's
+     * values. */
     TENSORHOST_WARN_RANK_DEFICIENT = 2,
     /* Stopped at max_iters with |fit change| still above a tolerance > 0
      * (a tolerance of 0 asks for exactly max_iters iterations: no warning;
      * an interrupted run gets none either). tensorhost_cp_apr (1.2): with
-     * the KKT violation still at or above stoptol. */
+     * the KKT violation still at or above stoptol. tensorhost_complete
+     * (1.4) with a holdout: with the held-out RMSE still improving by a
+     * tolerance's share of its best or more. */
     TENSORHOST_WARN_NOT_CONVERGED = 3,
     /* The tensor's file held nonzero values too small for a double, which
      * were read as zero (tensorhost_tensor_stats.underflowed_values). */
@@ -307,12 +319,17 @@ typedef enum tensorhost_warning_code {
      * integers: the Poisson model is one of counts; the fit runs all the
      * same. */
     TENSORHOST_WARN_NON_INTEGER_VALUES = 5,
+    /* (1.4) tensorhost_complete with l2 > 0: rows of some mode that no
+     * training entry reaches; the ridge makes their factor rows 0, so the
+     * model predicts 0 wherever they are (the message names the first). */
+    TENSORHOST_WARN_EMPTY_ROWS = 6,
 } tensorhost_warning_code;
 
 /* How many warnings the run has (0 for a NULL or freed result). Warnings
  * come with the result only: the library does not also log them. They are
  * in a fixed order: underflowed values, (CP-APR) non-integer values, rank
- * above the bound, rank deficient, not converged. */
+ * above the bound, (completion) empty rows, rank deficient, not
+ * converged. */
 TENSORHOST_API uint32_t tensorhost_cpd_warning_count(const tensorhost_cpd *result);
 /* Warning `index` (0 to count - 1): its code (a tensorhost_warning_code)
  * into *code and its message, one line naming the parameter or file at
@@ -331,6 +348,7 @@ TENSORHOST_API const char *tensorhost_warning_name(int32_t code);
 typedef enum tensorhost_model {
     TENSORHOST_MODEL_LEAST_SQUARES = 0, /* tensorhost_cp_als */
     TENSORHOST_MODEL_POISSON = 1,       /* tensorhost_cp_apr */
+    TENSORHOST_MODEL_COMPLETION = 2,    /* (1.4) tensorhost_complete */
 } tensorhost_model;
 
 /* Called after every outer iteration of tensorhost_cp_apr, on the calling
@@ -404,13 +422,13 @@ TENSORHOST_API int32_t tensorhost_cp_apr(tensorhost_backend *backend,
 TENSORHOST_API int32_t tensorhost_cpd_model(const tensorhost_cpd *result);
 /* A Poisson result's final log-likelihood, sum over all entries of
  * x log(m) - m (the entries of the data x and the model m; pyttb's
- * tt_loglikelihood), and its KKT violation; NaN for a least-squares one. */
+ * tt_loglikelihood), and its KKT violation; NaN for another model's. */
 TENSORHOST_API double tensorhost_cpd_log_likelihood(const tensorhost_cpd *result);
 TENSORHOST_API double tensorhost_cpd_kkt_violation(const tensorhost_cpd *result);
 /* Of each completed iteration ([tensorhost_cpd_iterations]) of a Poisson
  * result: the log-likelihood after it, its KKT violation and its inner
- * iterations (summed over the modes). NULL for a least-squares result (and
- * a NULL or freed one); valid while the result lives. */
+ * iterations (summed over the modes). NULL for another model's result
+ * (and a NULL or freed one); valid while the result lives. */
 TENSORHOST_API const double *tensorhost_cpd_log_likelihoods(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_kkt_violations(const tensorhost_cpd *result);
 TENSORHOST_API const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *result);
@@ -424,6 +442,146 @@ TENSORHOST_API const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_
 TENSORHOST_API int32_t tensorhost_cpd_constraints(const tensorhost_cpd *result);
 TENSORHOST_API int32_t tensorhost_cpd_mode_constraints(const tensorhost_cpd *result,
                                                        uint32_t mode);
+
+/* ---- Tensor completion (1.4) -------------------------------------------- */
+
+/* Called after every iteration of tensorhost_complete, on the calling
+ * thread, with the RMSE over the training entries, that over the held-out
+ * ones (NaN without a holdout) and the objective (see tensorhost_complete);
+ * return 0 to go on, anything else to stop (the run then ends as
+ * interrupted, with a valid model). */
+typedef int32_t (*tensorhost_complete_iteration_fn)(uint32_t iteration, double train_rmse,
+                                                    double holdout_rmse, double objective,
+                                                    double seconds, void *user_data);
+
+/* The parameters of a completion run ([cpd] with tensor.missing =
+ * "unlisted", tensor.holdout and cpd.l2 in the program's config), defaults
+ * in brackets. Caller-owned; start from TENSORHOST_COMPLETE_PARAMS_INIT. */
+typedef struct tensorhost_complete_params {
+    uint32_t struct_size;
+    uint32_t rank;      /* 1 to 4096 (and the backend's maximum) [16] */
+    uint32_t max_iters; /* >= 1 [50] */
+    double tolerance;   /* >= 0: the stopping rule's (tensorhost_complete) [1e-5] */
+    double l2;          /* >= 0, finite: the ridge's weight in the objective [0] */
+    double holdout;     /* in [0, 1): the fraction of the entries held out [0] */
+    /* The initial factors and the holdout's draw, the same on every
+     * backend [42]. */
+    uint64_t seed;
+    int32_t constraints; /* tensorhost_constraints, for every mode [NONE] */
+    /* NULL, or [nmodes] tensorhost_constraints, one per mode, instead of
+     * `constraints`. Borrowed for the call. */
+    const int32_t *mode_constraints;
+    /* NULL, or [nmodes] arrays of dims[m] x rank (row-major), finite, and
+     * >= 0 in the nonnegative modes: the initial factors instead of the
+     * seed's (their model has unit weights). Borrowed for the call. */
+    const double *const *initial_factors;
+    tensorhost_complete_iteration_fn on_iteration; /* may be NULL */
+    void *user_data;                               /* passed to on_iteration */
+} tensorhost_complete_params;
+#define TENSORHOST_COMPLETE_PARAMS_INIT                                                      \
+    {(uint32_t)sizeof(tensorhost_complete_params), 16u, 50u, 1e-5, 0.0, 0.0, 42u,             \
+     TENSORHOST_CONSTRAINTS_NONE, NULL, NULL, NULL, NULL}
+
+/* Loads the listed entries of `tensor` into `backend` at params->rank
+ * (replacing any earlier tensor) and completes it: fits a CP model m to
+ * the listed entries alone, the cells the tensor does not list being
+ * unknown (not zero). A listed entry whose value is 0 is an observed 0.
+ *
+ * With `holdout` > 0 each listed entry is held out of training with that
+ * probability, independently, drawn from the seed and the entry's place
+ * in the tensor's coordinate order (the same split on every backend and
+ * thread count). The model minimises
+ *
+ *   sum over the training entries of (x - m)^2 + l2 * sum_n ||A_n||_F^2
+ *
+ * with m(i) = sum_r prod_n A_n(i_n, r), by row-wise ALS: each iteration,
+ * for every mode n in turn, every row of A_n becomes the minimiser given
+ * the other factors, solved from that row's own entries in the backend
+ * (a nonnegative mode's row by coordinate descent), so the objective never
+ * rises. The stopping rule: without a holdout, CP-ALS's on the training
+ * fit 1 - ||x - m|| / ||x|| over the training entries (|fit change| <
+ * tolerance, from the second iteration); with one, when the held-out
+ * RMSE improves on the best so far by less than tolerance times that best,
+ * from the second iteration (a rise included: a tolerance of 0 stops at
+ * the first iteration that does not improve on the best). The published
+ * model is then the one of the iteration with the lowest held-out RMSE
+ * (early stopping), else the last.
+ *
+ * The tensor's values are taken as they are (never scaled: the ridge is
+ * not scale-invariant): each must be 0 or of magnitude within [2^-64,
+ * 2^64] (TENSORHOST_ERR_INVALID_ARGUMENT naming the first other one,
+ * before any work). A row of some mode with no training entry has nothing
+ * to fit: with l2 = 0 that is TENSORHOST_ERR_INVALID_ARGUMENT naming the
+ * mode and row; with l2 > 0 the ridge makes it 0, with a warning
+ * (TENSORHOST_WARN_EMPTY_ROWS). A row with fewer independent training
+ * entries than the rank and l2 = 0 keeps its previous values
+ * (TENSORHOST_WARN_RANK_DEFICIENT: set l2 > 0 or lower the rank). The
+ * backend needs the plugin ABI 1.5 function row_least_squares (and 1.4's
+ * generalized_mttkrp): one without it is refused before any work
+ * (TENSORHOST_ERR_INVALID_ARGUMENT naming the plugin).
+ *
+ * The result is a tensorhost_cpd in tensorhost_cp_als's published form
+ * (unit 2-norm columns, weights in lambda, sorted, fixsigns), of model
+ * TENSORHOST_MODEL_COMPLETION: tensorhost_cpd_fit is the published model's
+ * training fit and tensorhost_cpd_fits each iteration's; the accessors
+ * below give the rest. Status CONVERGED means the stopping rule above
+ * ended the run. A stop (the callback, tensorhost_request_stop) is not an
+ * error: the result says interrupted, and its model is the published one
+ * so far (with a holdout, the best held-out iteration's; a stop inside an
+ * iteration without one: the state after the last completed row solve).
+ * The tensor is not changed. */
+TENSORHOST_API int32_t tensorhost_complete(tensorhost_backend *backend,
+                                           const tensorhost_tensor *tensor,
+                                           const tensorhost_complete_params *params,
+                                           tensorhost_cpd **out, char *err);
+
+/* Of each completed iteration ([tensorhost_cpd_iterations]) of a
+ * completion result: the RMSE over the training entries, that over the
+ * held-out ones (NaN without a holdout) and the objective (training
+ * entries' sum of squared errors plus the ridge). NULL for another model's
+ * result (and a NULL or freed one); valid while the result lives. */
+TENSORHOST_API const double *tensorhost_cpd_train_rmses(const tensorhost_cpd *result);
+TENSORHOST_API const double *tensorhost_cpd_holdout_rmses(const tensorhost_cpd *result);
+TENSORHOST_API const double *tensorhost_cpd_objectives(const tensorhost_cpd *result);
+
+/* What a completion run fitted and found. Caller-owned; set struct_size
+ * (TENSORHOST_COMPLETION_INFO_INIT) before the call. */
+typedef struct tensorhost_completion_info {
+    uint32_t struct_size;
+    uint64_t observed; /* the tensor's listed entries */
+    uint64_t training; /* of those, fitted */
+    uint64_t held_out; /* of those, held out (0 without a holdout) */
+    double l2;
+    double holdout;
+    /* The iteration whose model was published (1-based; with a holdout the
+     * one with the lowest held-out RMSE, else the last); 0 when a stop cut
+     * the run inside an iteration and the model is the state it left. */
+    uint32_t published_iteration;
+    /* The published model's: the objective (NaN for a model a stop cut
+     * inside an iteration), the RMSE over the training entries and that
+     * over the held-out ones (NaN without a holdout). The ridge term is
+     * that of the factors as fitted, before the published form moved their
+     * scale into the weights (where the run has converged, a component's
+     * fitted columns have equal norms: the term is then l2 * N * sum_r
+     * lambda_r^(2/N) for N modes). */
+    double objective;
+    double train_rmse;
+    double holdout_rmse;
+    /* Row solves left unchanged by a singular system, summed over the
+     * run, and the rows (of every mode) with no training entry. */
+    uint64_t singular_row_solves;
+    uint64_t empty_rows;
+} tensorhost_completion_info;
+#define TENSORHOST_COMPLETION_INFO_INIT                                                      \
+    {(uint32_t)sizeof(tensorhost_completion_info), 0, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0, 0}
+
+/* Fills `info` for a completion result: TENSORHOST_ERR_MISUSE for a NULL or
+ * freed result, TENSORHOST_ERR_INVALID_ARGUMENT for another model's result
+ * or an `info` that is NULL or shorter than the 1.4 struct. Writes the
+ * fields `info`'s struct_size covers, never struct_size itself. */
+TENSORHOST_API int32_t tensorhost_cpd_get_completion(const tensorhost_cpd *result,
+                                                     tensorhost_completion_info *info,
+                                                     char *err);
 
 /* ---- Log lines (1.1) ---------------------------------------------------- */
 
@@ -461,7 +619,7 @@ typedef void (*tensorhost_log_fn)(int32_t level, const char *message, void *user
 TENSORHOST_API void tensorhost_set_log_handler(tensorhost_log_fn fn, void *user_data);
 
 /* Asks the call in progress, if any, to stop: tensorhost_cp_als (and
- * tensorhost_cp_apr) after its
+ * tensorhost_cp_apr, tensorhost_complete) after its
  * current iteration (its result says interrupted), tensorhost_tensor_read
  * between chunks of the file (TENSORHOST_ERR_IO, "interrupted"). Each of
  * those calls starts afresh: a request made before it began, or after the

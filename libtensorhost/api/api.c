@@ -42,6 +42,8 @@ struct tensorhost_cpd {
     /* [iterations], Poisson results only (NULL otherwise). */
     double *log_likelihoods, *kkt_violations;
     uint32_t *inner_iterations;
+    /* [iterations], completion results only (NULL otherwise). */
+    double *train_rmses, *holdout_rmses, *objectives;
     double load_seconds;
     GPtrArray *warnings; /* th_cpd_warning, messages one line each */
 };
@@ -52,9 +54,11 @@ G_STATIC_ASSERT((int)TENSORHOST_WARN_RANK_DEFICIENT == (int)TH_CPD_WARN_RANK_DEF
 G_STATIC_ASSERT((int)TENSORHOST_WARN_NOT_CONVERGED == (int)TH_CPD_WARN_NOT_CONVERGED);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_UNDERFLOWED_VALUES == (int)TH_CPD_WARN_UNDERFLOWED_VALUES);
 G_STATIC_ASSERT((int)TENSORHOST_WARN_NON_INTEGER_VALUES == (int)TH_CPD_WARN_NOT_COUNTS);
+G_STATIC_ASSERT((int)TENSORHOST_WARN_EMPTY_ROWS == (int)TH_CPD_WARN_EMPTY_ROWS);
 /* The public models are cp_als.h's. */
 G_STATIC_ASSERT((int)TENSORHOST_MODEL_LEAST_SQUARES == (int)TH_MODEL_LEAST_SQUARES &&
-                (int)TENSORHOST_MODEL_POISSON == (int)TH_MODEL_POISSON);
+                (int)TENSORHOST_MODEL_POISSON == (int)TH_MODEL_POISSON &&
+                (int)TENSORHOST_MODEL_COMPLETION == (int)TH_MODEL_COMPLETION);
 /* And the log levels the plugin ABI's. */
 G_STATIC_ASSERT((int)TENSORHOST_LOG_ERROR == (int)TH_LOG_ERROR &&
                 (int)TENSORHOST_LOG_WARNING == (int)TH_LOG_WARNING &&
@@ -489,6 +493,32 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
                       "TENSORHOST_CPD_PARAMS_INIT", err);
 }
 
+/* The constrained modes as cp_als.h's mask (bit m: mode m; UINT64_MAX:
+ * every mode): `mode_constraints` when given, else `constraints` (checked
+ * already) for every mode. FALSE, with a message naming the entry, for an
+ * unknown value in the list. */
+static gboolean nonneg_modes_of(int32_t constraints, const int32_t *mode_constraints,
+                                uint32_t nmodes, uint64_t *mask, char *err)
+{
+    *mask = constraints == TENSORHOST_CONSTRAINTS_NONNEG ? UINT64_MAX : 0;
+    if (!mode_constraints)
+        return TRUE;
+    *mask = 0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        if (mode_constraints[m] == TENSORHOST_CONSTRAINTS_NONE)
+            continue;
+        if (mode_constraints[m] != TENSORHOST_CONSTRAINTS_NONNEG) {
+            set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                      "mode_constraints[%u] = %d: expected TENSORHOST_CONSTRAINTS_NONE or "
+                      "_NONNEG",
+                      m, mode_constraints[m]);
+            return FALSE;
+        }
+        *mask |= UINT64_C(1) << m;
+    }
+    return TRUE;
+}
+
 static int32_t check_params(const tensorhost_cpd_params *p, char *err)
 {
     if (p->rank < 1 || p->rank > 4096)
@@ -522,9 +552,11 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
 
 /* The caller's initial factors: every one there and finite (a NULL entry
  * would be dereferenced, a NaN would surface an iteration later as the
- * backend's numeric failure). */
+ * backend's numeric failure), and >= 0 in the modes of `nonneg_modes` (bit
+ * m: mode m), where `why` says why. */
 static int32_t check_initial_factors(const double *const *factors, const th_sptensor *t,
-                                     uint32_t rank, gboolean nonnegative, char *err)
+                                     uint32_t rank, uint64_t nonneg_modes, const char *why,
+                                     char *err)
 {
     for (uint32_t m = 0; factors && m < t->nmodes; ++m) {
         if (!factors[m])
@@ -539,13 +571,13 @@ static int32_t check_initial_factors(const double *const *factors, const th_spte
                                  ", column %" G_GUINT64_FORMAT " is %g: expected a finite "
                                  "number",
                                  m, i / rank, i % rank, factors[m][i]);
+        const gboolean nonnegative = (nonneg_modes >> m) & 1u;
         for (uint64_t i = 0; nonnegative && i < n; ++i)
             if (factors[m][i] < 0.0)
                 return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                                  "initial_factors[%u] row %" G_GUINT64_FORMAT
-                                 ", column %" G_GUINT64_FORMAT " is %g: a Poisson model "
-                                 "starts from factors >= 0",
-                                 m, i / rank, i % rank, factors[m][i]);
+                                 ", column %" G_GUINT64_FORMAT " is %g: %s",
+                                 m, i / rank, i % rank, factors[m][i], why);
     }
     return TENSORHOST_OK;
 }
@@ -604,6 +636,12 @@ static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds, GPtrAr
         h->kkt_violations = g_new(double, n + 1);
         h->inner_iterations = g_new(uint32_t, n + 1);
     }
+    const gboolean completion = r->model == TH_MODEL_COMPLETION;
+    if (completion) {
+        h->train_rmses = g_new(double, n + 1);
+        h->holdout_rmses = g_new(double, n + 1);
+        h->objectives = g_new(double, n + 1);
+    }
     for (guint i = 0; i < n; ++i) {
         const th_cpd_iteration *it = &g_array_index(r->iterations, th_cpd_iteration, i);
         h->fits[i] = it->fit;
@@ -612,6 +650,11 @@ static tensorhost_cpd *wrap_result(th_cpd_result *r, double load_seconds, GPtrAr
             h->log_likelihoods[i] = it->log_likelihood;
             h->kkt_violations[i] = it->kkt_violation;
             h->inner_iterations[i] = it->inner_iterations;
+        }
+        if (completion) {
+            h->train_rmses[i] = it->train_rmse;
+            h->holdout_rmses[i] = it->holdout_rmse;
+            h->objectives[i] = it->objective;
         }
     }
     return h;
@@ -626,8 +669,18 @@ static int32_t run_session(tensorhost_backend *backend, const tensorhost_tensor 
     /* A stop asked before this call is not for it; one asked from here on
      * (the checks below scan every nonzero) is. */
     th_cancel_reset();
+    const uint32_t nmodes = tensor->tensor->nmodes;
+    const gboolean poisson = params->model == TH_MODEL_POISSON;
+    /* CP-ALS's nonnegative update restores feasibility from any start;
+     * completion's coordinate descent keeps it and does not restore it. */
+    const uint64_t nonneg = poisson ? th_cpd_every_mode(nmodes)
+                            : params->model == TH_MODEL_COMPLETION
+                                ? th_cpd_nonneg_mask(params, nmodes)
+                                : 0;
     const int32_t status = check_initial_factors(
-        params->initial_factors, tensor->tensor, params->rank, params->model == TH_MODEL_POISSON,
+        params->initial_factors, tensor->tensor, params->rank, nonneg,
+        poisson ? "a Poisson model starts from factors >= 0"
+                : "a nonnegative mode (TENSORHOST_CONSTRAINTS_NONNEG) starts from factors >= 0",
         err);
     if (status != TENSORHOST_OK)
         return status;
@@ -671,23 +724,11 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .tolerance = p.tolerance,
         .seed = p.seed,
         .update = (th_update_path)p.update,
-        .nonneg_modes = p.constraints == TENSORHOST_CONSTRAINTS_NONNEG ? UINT64_MAX : 0,
         .initial_factors = p.initial_factors,
     };
-    if (p.mode_constraints) {
-        const uint32_t nmodes = tensor->tensor->nmodes;
-        params.nonneg_modes = 0;
-        for (uint32_t m = 0; m < nmodes; ++m) {
-            if (p.mode_constraints[m] == TENSORHOST_CONSTRAINTS_NONE)
-                continue;
-            if (p.mode_constraints[m] != TENSORHOST_CONSTRAINTS_NONNEG)
-                return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                                 "mode_constraints[%u] = %d: expected TENSORHOST_CONSTRAINTS_NONE "
-                                 "or _NONNEG",
-                                 m, p.mode_constraints[m]);
-            params.nonneg_modes |= UINT64_C(1) << m;
-        }
-    }
+    if (!nonneg_modes_of(p.constraints, p.mode_constraints, tensor->tensor->nmodes,
+                         &params.nonneg_modes, err))
+        return TENSORHOST_ERR_INVALID_ARGUMENT;
     const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
     iteration_forward forward = {p.on_iteration, p.user_data};
     const th_cpd_callbacks callbacks = {
@@ -808,6 +849,114 @@ int32_t tensorhost_cp_apr(tensorhost_backend *backend, const tensorhost_tensor *
     return run_session(backend, tensor, &params, &terms, &callbacks, out, err);
 }
 
+/* ---- Tensor completion ------------------------------------------------------ */
+
+typedef struct complete_forward {
+    tensorhost_complete_iteration_fn fn;
+    void *user_data;
+} complete_forward;
+
+static gboolean forward_complete_iteration(const th_cpd_iteration *it, void *user_data)
+{
+    const complete_forward *f = user_data;
+    return f->fn(it->iteration, it->train_rmse, it->holdout_rmse, it->objective, it->seconds,
+                 f->user_data) == 0;
+}
+
+/* As read_params, for completion's: the 1.4 minimum is the fields through
+ * seed. */
+static gboolean read_complete_params(const tensorhost_complete_params *given,
+                                     tensorhost_complete_params *params, char *err)
+{
+    static const tensorhost_complete_params defaults = TENSORHOST_COMPLETE_PARAMS_INIT;
+    static const size_t field_ends[] = {
+        offsetof(tensorhost_complete_params, seed) + sizeof(uint64_t),
+        offsetof(tensorhost_complete_params, constraints) + sizeof(int32_t),
+        offsetof(tensorhost_complete_params, mode_constraints) + sizeof(void *),
+        offsetof(tensorhost_complete_params, initial_factors) + sizeof(void *),
+        offsetof(tensorhost_complete_params, on_iteration) +
+            sizeof(tensorhost_complete_iteration_fn),
+        offsetof(tensorhost_complete_params, user_data) + sizeof(void *),
+    };
+    *params = defaults;
+    return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.4",
+                      "TENSORHOST_COMPLETE_PARAMS_INIT", err);
+}
+
+static int32_t check_complete_params(const tensorhost_complete_params *p, char *err)
+{
+    if (p->rank < 1 || p->rank > 4096)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "rank %u: expected 1 to 4096", p->rank);
+    if (p->max_iters < 1)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "max_iters 0: expected at least 1");
+    if (!(p->tolerance >= 0.0) || !isfinite(p->tolerance))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "tolerance %g: expected a finite number >= 0", p->tolerance);
+    if (!(p->l2 >= 0.0) || !isfinite(p->l2))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "l2 %g: expected a finite number >= 0 (the ridge's weight)", p->l2);
+    /* Holding every entry out would leave nothing to train on. */
+    if (!(p->holdout >= 0.0 && p->holdout < 1.0))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "holdout %g: expected a fraction in [0, 1) (of the listed entries, "
+                         "held out of training)",
+                         p->holdout);
+    if (p->constraints != TENSORHOST_CONSTRAINTS_NONE &&
+        p->constraints != TENSORHOST_CONSTRAINTS_NONNEG)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "constraints %d: expected TENSORHOST_CONSTRAINTS_NONE or _NONNEG",
+                         p->constraints);
+    return TENSORHOST_OK;
+}
+
+int32_t tensorhost_complete(tensorhost_backend *backend, const tensorhost_tensor *tensor,
+                            const tensorhost_complete_params *given, tensorhost_cpd **out,
+                            char *err)
+{
+    CHECK_HANDLE(backend, BACKEND_HANDLE, "the backend");
+    CHECK_HANDLE(tensor, TENSOR_HANDLE, "the tensor");
+    if (!out)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "tensorhost_complete: out is NULL");
+    tensorhost_complete_params p;
+    if (!read_complete_params(given, &p, err))
+        return TENSORHOST_ERR_INVALID_ARGUMENT;
+    quiet_logging();
+    const int32_t status = check_complete_params(&p, err);
+    if (status != TENSORHOST_OK)
+        return status;
+    /* The tensor's values, its split and its rows are the session's to
+     * check (completion_data.h), before any work; the backend's
+     * row_least_squares its plan's. */
+    th_cpd_params params = {
+        .model = TH_MODEL_COMPLETION,
+        .completion =
+            {
+                .l2 = p.l2,
+                .holdout = p.holdout,
+                .passes = TH_COMPLETION_DEFAULT_PASSES,
+            },
+        .rank = p.rank,
+        .max_iters = p.max_iters,
+        .tolerance = p.tolerance,
+        .seed = p.seed,
+        .update = TH_UPDATE_AUTO,
+        .initial_factors = p.initial_factors,
+    };
+    if (!nonneg_modes_of(p.constraints, p.mode_constraints, tensor->tensor->nmodes,
+                         &params.nonneg_modes, err))
+        return TENSORHOST_ERR_INVALID_ARGUMENT;
+    const th_cpd_warning_terms terms = warning_terms(tensor, "tolerance");
+    complete_forward forward = {p.on_iteration, p.user_data};
+    const th_cpd_callbacks callbacks = {
+        .iteration = p.on_iteration ? forward_complete_iteration : NULL,
+        .user_data = &forward,
+    };
+    return run_session(backend, tensor, &params, &terms, &callbacks, out, err);
+}
+
 void tensorhost_cpd_free(tensorhost_cpd *result)
 {
     if (!result || !handle_ok(result, CPD_HANDLE, TRUE))
@@ -819,6 +968,9 @@ void tensorhost_cpd_free(tensorhost_cpd *result)
     g_free(result->log_likelihoods);
     g_free(result->kkt_violations);
     g_free(result->inner_iterations);
+    g_free(result->train_rmses);
+    g_free(result->holdout_rmses);
+    g_free(result->objectives);
     g_ptr_array_unref(result->warnings);
     g_free(result);
 }
@@ -942,6 +1094,59 @@ const uint32_t *tensorhost_cpd_inner_iterations(const tensorhost_cpd *h)
     return result_of(h) ? h->inner_iterations : NULL;
 }
 
+const double *tensorhost_cpd_train_rmses(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->train_rmses : NULL;
+}
+
+const double *tensorhost_cpd_holdout_rmses(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->holdout_rmses : NULL;
+}
+
+const double *tensorhost_cpd_objectives(const tensorhost_cpd *h)
+{
+    return result_of(h) ? h->objectives : NULL;
+}
+
+int32_t tensorhost_cpd_get_completion(const tensorhost_cpd *h, tensorhost_completion_info *info,
+                                      char *err)
+{
+    CHECK_HANDLE(h, CPD_HANDLE, "the result");
+    if (!info || info->struct_size < offsetof(tensorhost_completion_info, empty_rows) +
+                                         sizeof(uint64_t))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "info is NULL or its struct_size is below the 1.4 size; start from "
+                         "TENSORHOST_COMPLETION_INFO_INIT");
+    const th_cpd_result *r = h->result;
+    if (r->model != TH_MODEL_COMPLETION)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "the result is of the %s model, not of tensor completion "
+                         "(tensorhost_complete)",
+                         th_cpd_model_name(r->model));
+    const th_completion_summary *c = &r->completion;
+    tensorhost_completion_info filled = {
+        .struct_size = info->struct_size,
+        .observed = c->observed,
+        .training = c->observed - c->held_out,
+        .held_out = c->held_out,
+        .l2 = c->l2,
+        .holdout = c->holdout,
+        .published_iteration = c->best_iteration,
+        .objective = c->objective,
+        .train_rmse = c->train_rmse,
+        .holdout_rmse = c->holdout_rmse,
+        .singular_row_solves = c->singular_rows,
+        .empty_rows = c->empty_rows,
+    };
+    /* A caller built against a later minor has a longer struct: its tail,
+     * unknown here, keeps the caller's values. */
+    const size_t size = MIN((size_t)info->struct_size, sizeof filled);
+    memcpy((char *)info + sizeof info->struct_size, (const char *)&filled + sizeof info->struct_size,
+           size - sizeof info->struct_size);
+    return TENSORHOST_OK;
+}
+
 int32_t tensorhost_cpd_get_timings(const tensorhost_cpd *h, tensorhost_cpd_timings *timings,
                                    char *err)
 {
@@ -996,6 +1201,8 @@ const char *tensorhost_warning_name(int32_t code)
         return "TENSORHOST_WARN_UNDERFLOWED_VALUES";
     case TENSORHOST_WARN_NON_INTEGER_VALUES:
         return "TENSORHOST_WARN_NON_INTEGER_VALUES";
+    case TENSORHOST_WARN_EMPTY_ROWS:
+        return "TENSORHOST_WARN_EMPTY_ROWS";
     }
     return "?";
 }

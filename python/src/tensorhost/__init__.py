@@ -1,6 +1,7 @@
 """tensorhost: CP decomposition of sparse tensors with tensorhost's
 backends, the multi-threaded CPU reference and the GPU backends: least
-squares (CP-ALS) and Poisson (CP-APR, for count data).
+squares (CP-ALS), Poisson (CP-APR, for count data) and tensor completion
+(complete: least squares over the listed entries only).
 
     import tensorhost
     result = tensorhost.cp_als("uber.tns.gz", rank=16)
@@ -42,9 +43,10 @@ import numpy as np
 
 from . import _library
 
-__all__ = ["cp_als", "cp_apr", "load_model", "plugins", "CPModel", "CPResult", "CPWarning",
-           "PluginInfo", "TensorhostError", "TensorhostValueError", "TensorhostWarning",
-           "RankWarning", "ConvergenceWarning", "UnderflowWarning", "NonIntegerWarning",
+__all__ = ["cp_als", "cp_apr", "complete", "load_model", "plugins", "CPModel", "CPResult",
+           "CPWarning", "PluginInfo", "TensorhostError", "TensorhostValueError",
+           "TensorhostWarning", "RankWarning", "ConvergenceWarning", "UnderflowWarning",
+           "NonIntegerWarning", "EmptyRowsWarning",
            "__version__"]
 
 _lib = _library.load()
@@ -53,6 +55,8 @@ __version__ = _lib.tensorhost_version_string().decode()
 _UPDATES = {"auto": 0, "sweep": 1, "mode": 2, "host": 3}
 _CONSTRAINTS = {"none": _library.CONSTRAINTS_NONE, "nonneg": _library.CONSTRAINTS_NONNEG}
 _STATUS = {0: "converged", 1: "max_iters", 2: "interrupted"}
+_MODELS = {_library.MODEL_LEAST_SQUARES: "least-squares", _library.MODEL_POISSON: "poisson",
+           _library.MODEL_COMPLETION: "completion"}
 
 
 class TensorhostError(RuntimeError):
@@ -93,7 +97,8 @@ class RankWarning(TensorhostWarning):
 
 class ConvergenceWarning(TensorhostWarning):
     """The run stopped at max_iters with |fit change| still above tol
-    (cp_apr: with the KKT violation still at or above stoptol)."""
+    (cp_apr: with the KKT violation still at or above stoptol; complete with
+    a holdout: with the held-out RMSE still improving by tol of its best)."""
 
 
 class UnderflowWarning(TensorhostWarning):
@@ -105,6 +110,12 @@ class NonIntegerWarning(TensorhostWarning):
     model is one of counts (the fit runs all the same)."""
 
 
+class EmptyRowsWarning(TensorhostWarning):
+    """complete with l2 > 0 on entries that leave rows of some mode without a
+    training entry: the ridge makes their factor rows 0, so the model
+    predicts 0 wherever they are."""
+
+
 # The library's warning codes: (CPWarning.code, category).
 _WARNING_KINDS = {
     _library.WARN_RANK_ABOVE_BOUND: ("rank_above_bound", RankWarning),
@@ -112,15 +123,16 @@ _WARNING_KINDS = {
     _library.WARN_NOT_CONVERGED: ("not_converged", ConvergenceWarning),
     _library.WARN_UNDERFLOWED_VALUES: ("underflowed_values", UnderflowWarning),
     _library.WARN_NON_INTEGER_VALUES: ("non_integer_values", NonIntegerWarning),
+    _library.WARN_EMPTY_ROWS: ("empty_rows", EmptyRowsWarning),
 }
 
 
 @dataclass(frozen=True)
 class CPWarning:
     """One warning of a run: `code` "rank_above_bound", "rank_deficient",
-    "not_converged", "underflowed_values" or "non_integer_values" (or
-    "warning_N" for a code this package does not know), its category and
-    the library's message."""
+    "not_converged", "underflowed_values", "non_integer_values" or
+    "empty_rows" (or "warning_N" for a code this package does not know), its
+    category and the library's message."""
 
     code: str
     category: type
@@ -266,14 +278,15 @@ def _check_predict_indices(indices, shape) -> np.ndarray:
 @dataclass
 class CPResult(CPModel):
     """A CP model and how it was computed. `weights` has shape (rank,);
-    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns (cp_als)
-    or unit 1-norm columns (cp_apr). `fit` is the least-squares fit
-    1 - ||X - M|| / ||X|| of the final model for either. predict(indices)
-    gives the model's values at chosen entries (CPModel)."""
+    `factors[m]` has shape (dims[m], rank) with unit 2-norm columns (cp_als,
+    complete) or unit 1-norm columns (cp_apr). `fit` is the least-squares
+    fit 1 - ||X - M|| / ||X|| of the final model for each (complete: over
+    the training entries). predict(indices) gives the model's values at
+    chosen entries (CPModel)."""
 
     fit: float
-    # The stopping measure after each iteration: the fit (cp_als), the
-    # log-likelihood (cp_apr, the same as log_likelihoods).
+    # After each iteration: the fit (cp_als; complete: over the training
+    # entries), the log-likelihood (cp_apr, the same as log_likelihoods).
     fits: np.ndarray
     iterations: int
     status: str                 # "converged", "max_iters" or "interrupted"
@@ -282,10 +295,27 @@ class CPResult(CPModel):
     timings: dict = field(default_factory=dict)  # seconds: total, load, mttkrp, ...
     # What the run still had to say (also given to warnings.warn): CPWarning records.
     warnings: list = field(default_factory=list)
-    model: str = "least-squares"  # "least-squares" (cp_als) or "poisson" (cp_apr)
+    # "least-squares" (cp_als), "poisson" (cp_apr) or "completion" (complete).
+    model: str = "least-squares"
     # cp_als(..., constraints=...): "none" or "nonneg" for every mode, else
     # a list of them, one per mode.
     constraints: object = "none"
+    # complete() only (empty arrays, NaN and 0 otherwise). Per iteration: the
+    # RMSE over the training entries, that over the held-out ones (NaN without
+    # a holdout) and the objective, sum over the training entries of (x - m)^2
+    # plus l2 times the factors' squared norms. Of the published model: the
+    # same three, and the iteration it is of (0: a stop cut the run inside an
+    # iteration). The entries: `observed` listed, `held_out` of them kept out
+    # of training.
+    train_rmses: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    holdout_rmses: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    objectives: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    train_rmse: float = math.nan
+    holdout_rmse: float = math.nan
+    objective: float = math.nan
+    published_iteration: int = 0
+    observed: int = 0
+    held_out: int = 0
     # Poisson (cp_apr) only; NaN and empty arrays for cp_als. The log-likelihood
     # is sum(x log m - m) over all entries (pyttb's tt_loglikelihood, its
     # output["obj"]); the KKT violation the largest over the modes of their last
@@ -772,6 +802,121 @@ def cp_apr(X, rank: int, algorithm: str = "mu", stoptol: float = 1e-4, maxiters:
     return result
 
 
+def complete(X, rank: int, *, l2: float = 0.0, holdout: float = 0.0, max_iters: int = 50,
+             tol: float = 1e-5, seed: int = 42, constraints="none", init=None,
+             backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
+             callback: Optional[Callable[[int, float, float, float], Optional[bool]]] = None,
+             search_path=None) -> CPResult:
+    """Tensor completion: a CP model fitted to the entries X lists, the
+    cells it does not list being unknown (not zero); a listed 0 is an
+    observed 0. It minimises
+
+        sum over the training entries of (x - m)^2 + l2 * sum_n ||A_n||_F^2
+
+    with m = sum_r prod_n A_n[i_n, r], by row-wise ALS on the backend: each
+    iteration, every row of every factor in turn becomes the minimiser given
+    the others, solved from that row's own entries, so the objective never
+    rises. result.predict(indices) then gives the model's values at the
+    cells X left out.
+
+    X, backend, options, search_path as for cp_als (a file path, a
+    pyttb.sptensor or (indices, values, shape)); the values are used as they
+    are (never rescaled: the ridge is not scale-invariant) and each must be
+    0 or of magnitude within [2**-64, 2**64].
+    l2: the ridge's weight (>= 0). With l2 = 0 a factor row that no training
+       entry reaches is undetermined (ValueError naming it); with l2 > 0 it
+       becomes 0 (EmptyRowsWarning). A row with fewer independent entries
+       than the rank and l2 = 0 keeps its values (RankWarning).
+    holdout: the fraction of the listed entries held out of training, in
+       [0, 1), each drawn independently from the seed (the same split on
+       every backend). Each iteration reports the held-out RMSE; the run stops
+       once it improves on the best so far by less than tol times that best
+       (a rise included, so tol=0 stops at the first iteration without an
+       improvement), and the model returned is the one of the iteration with
+       the lowest held-out RMSE (early stopping).
+    max_iters, tol: as cp_als's, with its defaults (this package's
+       least-squares function; pyttb's names maxiters/stoptol are cp_apr's,
+       which mirrors pyttb's cp_apr): without a holdout the run stops when the
+       training fit 1 - ||x - m|| / ||x|| changes by less than tol (never
+       before iteration 2); with one, see holdout.
+    seed: the initial factors (the same on every backend) and the holdout's
+       draw; init: a list of (dims[m], rank) arrays to start from instead
+       (their model has unit weights: TensorLy's init=(ones, factors)).
+    constraints: "none", "nonneg", or one of them per mode, as cp_als's; the
+       nonnegative modes' rows are solved by coordinate descent, and their
+       init entries must be >= 0.
+    callback(iteration, train_rmse, holdout_rmse, objective): after each
+       iteration (holdout_rmse NaN without a holdout); returning False stops
+       the run (status "interrupted", with the model published so far).
+    The names: l2 and holdout are the program's cpd.l2 and tensor.holdout
+    (TensorLy's parafac calls the ridge l2_reg and takes a mask instead).
+
+    Returns a CPResult of model "completion" in cp_als's published form
+    (unit 2-norm columns, weights sorted): `fit` and `fits` over the training
+    entries; per iteration `train_rmses`, `holdout_rmses`, `objectives`; of
+    the published model `train_rmse`, `holdout_rmse`, `objective` and
+    `published_iteration`; `observed` (listed) and `held_out` entries.
+    status "converged" when the stopping rule ended the run. The objective's
+    ridge term is of the factors as fitted, before the published form moved
+    their scale into the weights. The backend needs the plugin ABI 1.5
+    function row_least_squares (TensorhostValueError otherwise, before any
+    work). Errors and warnings otherwise as cp_als's.
+    """
+    _check_integer("rank", rank, 1, 4096, "1 to 4096")
+    _check_integer("max_iters", max_iters, 1, 2**32 - 1, "1 to 2**32 - 1")
+    _check_integer("seed", seed, 0, 2**64 - 1, "0 to 2**64 - 1")
+    _check_tolerance(tol)
+    _check_number("l2", l2, positive=False)
+    if isinstance(holdout, bool) or not isinstance(holdout, numbers.Real) \
+            or not 0 <= holdout < 1:
+        raise ValueError(f"holdout must be a fraction in [0, 1) (of the listed entries, held "
+                         f"out of training), got {holdout!r}")
+    per_mode = [constraints] if isinstance(constraints, str) else list(constraints)
+    if not per_mode or any(not isinstance(c, str) or c not in _CONSTRAINTS for c in per_mode):
+        raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)} or a non-empty "
+                         f"sequence of them (one per mode), got {constraints!r}")
+    if not isinstance(backend, (str, os.PathLike)):
+        raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+
+    def build(dims, c_callback):
+        if not isinstance(constraints, str) and len(per_mode) != len(dims):
+            raise ValueError(f"constraints lists {len(per_mode)} values, one per mode, but the "
+                             f"tensor has {len(dims)} modes")
+        mode_constraints = per_mode * len(dims) if isinstance(constraints, str) else per_mode
+        initial, keep_alive = _initial_factors(init, dims, int(rank))
+        for m, factor in enumerate(keep_alive):
+            if mode_constraints[m] == "nonneg" and np.any(factor < 0):
+                row, column = (int(i) for i in np.argwhere(factor < 0)[0])
+                raise ValueError(f"init[{m}] row {row}, column {column} is "
+                                 f"{factor[row, column]}: a nonnegative mode (constraints) "
+                                 "starts from factors >= 0")
+        params = _library.CompleteParams(
+            struct_size=ctypes.sizeof(_library.CompleteParams), rank=int(rank),
+            max_iters=int(max_iters), tolerance=float(tol), l2=float(l2),
+            holdout=float(holdout), seed=int(seed), on_iteration=c_callback)
+        if isinstance(constraints, str):
+            params.constraints = _CONSTRAINTS[constraints]
+        else:
+            listed = (ctypes.c_int32 * len(dims))(*[_CONSTRAINTS[c] for c in mode_constraints])
+            params.mode_constraints = ctypes.cast(listed, ctypes.POINTER(ctypes.c_int32))
+            keep_alive = (keep_alive, listed)
+        if initial is not None:
+            params.initial_factors = ctypes.cast(initial,
+                                                 ctypes.POINTER(ctypes.POINTER(ctypes.c_double)))
+        return params, keep_alive
+
+    def hear(iteration, train_rmse, holdout_rmse, objective, _seconds):
+        return callback is not None and callback(int(iteration), float(train_rmse),
+                                                 float(holdout_rmse), float(objective)) is False
+
+    result = _run(X, backend, options, search_path, build, _lib.tensorhost_complete, hear,
+                  _library.COMPLETE_ITERATION_FN)
+    _warn(result.warnings, stacklevel=2)
+    return result
+
+
 def _check_number(name: str, value, positive: bool) -> None:
     """ValueError unless `value` is a finite real number > 0 (`positive`)
     or >= 0 (not a bool)."""
@@ -833,11 +978,13 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
     return _run(X, backend, options, search_path, build, _lib.tensorhost_cp_als, hear)
 
 
-def _run(X, backend, options, search_path, build, function, hear) -> CPResult:
-    """A run of the library's `function` (tensorhost_cp_als or _cp_apr) on X
-    and a backend opened for it: `build(dims, c_callback)` gives the
-    parameters and what keeps their arrays alive, `hear(iteration, a, b,
-    seconds)` is told of each iteration (TRUE: stop)."""
+def _run(X, backend, options, search_path, build, function, hear,
+         iteration_fn=_library.ITERATION_FN) -> CPResult:
+    """A run of the library's `function` (tensorhost_cp_als, _cp_apr or
+    _complete) on X and a backend opened for it: `build(dims, c_callback)`
+    gives the parameters and what keeps their arrays alive, `hear(iteration,
+    *measures, seconds)` is told of each iteration (TRUE: stop);
+    `iteration_fn` is the C callback's type."""
     with _tensor_handle(X) as tensor, _Handle(_lib.tensorhost_backend_close) as opened:
         stats = _library.TensorStats(struct_size=ctypes.sizeof(_library.TensorStats))
         err = _library.error_buffer()
@@ -852,16 +999,16 @@ def _run(X, backend, options, search_path, build, function, hear) -> CPResult:
         callback_error: list = []
         interrupted_by: list = []
 
-        def on_iteration(iteration, a, b, seconds, _user_data):
+        def on_iteration(iteration, *measures_seconds_user_data):
             if interrupted_by:  # Ctrl-C, also one the library's run began after
                 return 1
             try:
-                return 1 if hear(iteration, a, b, seconds) else 0
+                return 1 if hear(iteration, *measures_seconds_user_data[:-1]) else 0
             except BaseException as error:  # carried to the caller after the run
                 callback_error.append(error)
                 return 1
 
-        c_callback = _library.ITERATION_FN(on_iteration)
+        c_callback = iteration_fn(on_iteration)
         params, keep_alive = build(dims, c_callback)
         result = _Handle(_lib.tensorhost_cpd_free)
         status, interrupted = _run_in_worker(lambda: function(
@@ -910,16 +1057,30 @@ def _collect(result, backend) -> CPResult:
     timings = _library.CpdTimings(struct_size=ctypes.sizeof(_library.CpdTimings))
     err = _library.error_buffer()
     _check(_lib.tensorhost_cpd_get_timings(result, ctypes.byref(timings), err), err)
-    poisson = _lib.tensorhost_cpd_model(result) == _library.MODEL_POISSON
+    model = _lib.tensorhost_cpd_model(result)
 
     def per_iteration(function, dtype=np.float64):
-        pointer = function(result) if poisson and iterations else None
+        # NULL for another model's result.
+        pointer = function(result) if iterations else None
         if not pointer:
             return np.zeros(0, dtype=dtype)
         return np.ctypeslib.as_array(pointer, shape=(iterations,)).astype(dtype, copy=True)
 
+    completion = {}
+    if model == _library.MODEL_COMPLETION:
+        info = _library.CompletionInfo(struct_size=ctypes.sizeof(_library.CompletionInfo))
+        _check(_lib.tensorhost_cpd_get_completion(result, ctypes.byref(info), err), err)
+        completion = dict(
+            train_rmses=per_iteration(_lib.tensorhost_cpd_train_rmses),
+            holdout_rmses=per_iteration(_lib.tensorhost_cpd_holdout_rmses),
+            objectives=per_iteration(_lib.tensorhost_cpd_objectives),
+            train_rmse=float(info.train_rmse), holdout_rmse=float(info.holdout_rmse),
+            objective=float(info.objective), published_iteration=int(info.published_iteration),
+            observed=int(info.observed), held_out=int(info.held_out))
+
     return CPResult(
-        model="poisson" if poisson else "least-squares",
+        **completion,
+        model=_MODELS.get(model, f"model_{model}"),
         constraints=_result_constraints(result, nmodes),
         log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
         kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),

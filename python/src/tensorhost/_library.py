@@ -59,8 +59,14 @@ LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p
 # seconds, user_data.
 APR_ITERATION_FN = ITERATION_FN
 
-# tensorhost_model (API 1.2).
-MODEL_LEAST_SQUARES, MODEL_POISSON = 0, 1
+# tensorhost_model (API 1.2; completion 1.4).
+MODEL_LEAST_SQUARES, MODEL_POISSON, MODEL_COMPLETION = 0, 1, 2
+
+# tensorhost_complete_iteration_fn (API 1.4): iteration, training RMSE,
+# held-out RMSE, objective, seconds, user_data.
+COMPLETE_ITERATION_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_uint32, ctypes.c_double, ctypes.c_double, ctypes.c_double,
+    ctypes.c_double, ctypes.c_void_p)
 
 # tensorhost_constraints (API 1.3).
 CONSTRAINTS_NONE, CONSTRAINTS_NONNEG = 0, 1
@@ -74,6 +80,7 @@ WARN_RANK_DEFICIENT = 2
 WARN_NOT_CONVERGED = 3
 WARN_UNDERFLOWED_VALUES = 4
 WARN_NON_INTEGER_VALUES = 5  # API 1.2
+WARN_EMPTY_ROWS = 6  # API 1.4
 
 
 class CpdParams(ctypes.Structure):
@@ -109,6 +116,42 @@ class AprParams(ctypes.Structure):
         ("initial_weights", ctypes.POINTER(ctypes.c_double)),
         ("on_iteration", APR_ITERATION_FN),
         ("user_data", ctypes.c_void_p),
+    ]
+
+
+class CompleteParams(ctypes.Structure):
+    """tensorhost_complete_params (API 1.4)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("rank", ctypes.c_uint32),
+        ("max_iters", ctypes.c_uint32),
+        ("tolerance", ctypes.c_double),
+        ("l2", ctypes.c_double),
+        ("holdout", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
+        ("constraints", ctypes.c_int32),
+        ("mode_constraints", ctypes.POINTER(ctypes.c_int32)),
+        ("initial_factors", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),
+        ("on_iteration", COMPLETE_ITERATION_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+class CompletionInfo(ctypes.Structure):
+    """tensorhost_completion_info (API 1.4)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("observed", ctypes.c_uint64),
+        ("training", ctypes.c_uint64),
+        ("held_out", ctypes.c_uint64),
+        ("l2", ctypes.c_double),
+        ("holdout", ctypes.c_double),
+        ("published_iteration", ctypes.c_uint32),
+        ("objective", ctypes.c_double),
+        ("train_rmse", ctypes.c_double),
+        ("holdout_rmse", ctypes.c_double),
+        ("singular_row_solves", ctypes.c_uint64),
+        ("empty_rows", ctypes.c_uint64),
     ]
 
 
@@ -192,6 +235,12 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         # 1.3
         "tensorhost_cpd_constraints": (i32, [vp]),
         "tensorhost_cpd_mode_constraints": (i32, [vp, u32]),
+        # 1.4
+        "tensorhost_complete": (i32, [vp, vp, ctypes.POINTER(CompleteParams), pvp, err]),
+        "tensorhost_cpd_train_rmses": (pdbl, [vp]),
+        "tensorhost_cpd_holdout_rmses": (pdbl, [vp]),
+        "tensorhost_cpd_objectives": (pdbl, [vp]),
+        "tensorhost_cpd_get_completion": (i32, [vp, ctypes.POINTER(CompletionInfo), err]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -209,9 +258,9 @@ def load() -> ctypes.CDLL:
     version = lib.tensorhost_api_version()
     major, minor = version >> 16, version & 0xFFFF
     # 1.1 brought the warnings and the log handler this package relies on, 1.2
-    # cp_apr, 1.3 the constraints.
-    if major != 1 or minor < 3:
-        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.3 or a later 1.x")
+    # cp_apr, 1.3 the constraints, 1.4 complete.
+    if major != 1 or minor < 4:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.4 or a later 1.x")
     return _declare(lib)
 
 
