@@ -498,14 +498,14 @@ typedef struct tensorhost_complete_params {
  * for every mode n in turn, every row of A_n becomes the minimiser given
  * the other factors, solved from that row's own entries in the backend
  * (a nonnegative mode's row by coordinate descent), so the objective never
- * rises. The stopping rule: without a holdout, CP-ALS's on the training
- * fit 1 - ||x - m|| / ||x|| over the training entries (|fit change| <
- * tolerance, from the second iteration); with one, when the held-out
- * RMSE improves on the best so far by less than tolerance times that best,
- * from the second iteration (a rise included: a tolerance of 0 stops at
- * the first iteration that does not improve on the best). The published
- * model is then the one of the iteration with the lowest held-out RMSE
- * (early stopping), else the last.
+ * rises. The stopping rule: CP-ALS's on the training fit
+ * 1 - ||x - m|| / ||x|| over the training entries (|fit change| <
+ * tolerance, from the second iteration); with a holdout also when the
+ * held-out RMSE has not improved on the best so far by tolerance times
+ * that best for 5 iterations in a row (a rise counts as no improvement;
+ * the first iterations can rise before the factors settle). The
+ * published model is then the one of the iteration with the lowest
+ * held-out RMSE (early stopping), else the last.
  *
  * The tensor's values are taken as they are (never scaled: the ridge is
  * not scale-invariant): each must be 0 or of magnitude within [2^-64,

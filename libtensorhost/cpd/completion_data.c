@@ -31,9 +31,11 @@ gboolean th_completion_check_values(const th_sptensor *tensor, GError **error)
                     "the tensor lists no entry: completion needs observed entries to fit");
         return FALSE;
     }
+    gboolean nonzero = FALSE;
     for (uint64_t k = 0; k < tensor->nnz; ++k) {
         const double v = tensor->values[k];
         const double magnitude = fabs(v);
+        nonzero = nonzero || magnitude > 0.0;
         if (isfinite(v) && (magnitude == 0.0 || (magnitude >= 0x1p-64 && magnitude <= 0x1p64)))
             continue;
         g_autofree char *at = coordinates_text(tensor, k);
@@ -42,6 +44,13 @@ gboolean th_completion_check_values(const th_sptensor *tensor, GError **error)
                     "finite values of magnitude within [2^-64, 2^64] (its ridge term is not "
                     "scale-invariant, so it does not rescale them): rescale the data",
                     k + 1, at, v);
+        return FALSE;
+    }
+    if (!nonzero) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
+                    "every listed value is zero (%" PRIu64 " entries): the best model is 0, "
+                    "with nothing to complete",
+                    tensor->nnz);
         return FALSE;
     }
     return TRUE;
@@ -63,6 +72,10 @@ static th_sptensor *empty_like(const th_sptensor *t, uint64_t nnz)
     memcpy(s->dims, t->dims, sizeof(th_index) * t->nmodes);
     s->value_scale = t->value_scale;
     s->label = g_strdup(t->label);
+    s->duplicates_merged = t->duplicates_merged;
+    s->lines_read = t->lines_read;
+    s->explicit_zeros = t->explicit_zeros;
+    s->underflowed_values = t->underflowed_values;
     return s;
 }
 
@@ -85,8 +98,8 @@ gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t
     }
     if (held == tensor->nnz) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
-                    "tensor.holdout %g held out all %" PRIu64 " listed entries: none remains "
-                    "to train on",
+                    "a holdout of %g held out all %" PRIu64 " listed entries: none remains to "
+                    "train on",
                     holdout, tensor->nnz);
         return FALSE;
     }
@@ -99,9 +112,37 @@ gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t
         else
             copy_entry(t, nt++, tensor, k);
     }
+    if (th_sptensor_norm_squared(t) == 0.0) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
+                    "every training value is zero (%" PRIu64 " entries after a holdout of %g): "
+                    "the best model is 0, with nothing to complete",
+                    t->nnz, holdout);
+        th_sptensor_free(t);
+        th_sptensor_free(h);
+        return FALSE;
+    }
     *train = t;
     *held_out = h;
     return TRUE;
+}
+
+uint64_t th_completion_empty_rows(const th_sptensor *train, uint32_t *first_mode)
+{
+    uint64_t total = 0;
+    if (first_mode)
+        *first_mode = UINT32_MAX;
+    for (uint32_t m = 0; m < train->nmodes; ++m) {
+        g_autofree uint8_t *seen = g_new0(uint8_t, train->dims[m] ? train->dims[m] : 1);
+        for (uint64_t k = 0; k < train->nnz; ++k)
+            seen[train->indices[m][k]] = 1;
+        uint64_t empty = 0;
+        for (uint64_t i = 0; i < train->dims[m]; ++i)
+            empty += !seen[i];
+        if (empty && first_mode && *first_mode == UINT32_MAX)
+            *first_mode = m;
+        total += empty;
+    }
+    return total;
 }
 
 gboolean th_completion_check_rows(const th_sptensor *train, double l2, uint64_t *empty_rows,

@@ -14,7 +14,8 @@
  * magnitude (the least-squares models' safe range; completion does not
  * rescale, since its ridge term is not scale-invariant). FALSE with
  * TH_CPD_ERROR_INPUT naming the first bad entry otherwise, or
- * TH_CPD_ERROR_ZERO_TENSOR when the tensor lists no entry. */
+ * TH_CPD_ERROR_ZERO_TENSOR when the tensor lists no entry or only zeros
+ * (the best model is then 0, and the training fit 0 / 0). */
 gboolean th_completion_check_values(const th_sptensor *tensor, GError **error);
 
 /* Whether listed entry k is held out: each with probability `holdout`,
@@ -24,10 +25,16 @@ gboolean th_completion_check_values(const th_sptensor *tensor, GError **error);
 gboolean th_completion_is_held_out(uint64_t seed, uint64_t k, double holdout);
 
 /* The listed entries of `tensor` split into *train and *held_out (dims
- * and label as the tensor's; *held_out has nnz 0 when holdout is 0).
- * FALSE with TH_CPD_ERROR_INPUT when no entry would remain to train on. */
+ * and label as the tensor's, and what loading saw; *held_out has nnz 0
+ * when holdout is 0). FALSE with TH_CPD_ERROR_INPUT when no entry would
+ * remain to train on, TH_CPD_ERROR_ZERO_TENSOR when every one that remains
+ * is 0. */
 gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t seed,
                              th_sptensor **train, th_sptensor **held_out, GError **error);
+
+/* Rows with no training entry, over every mode; *first_mode (may be NULL)
+ * gets the first mode that has one (UINT32_MAX for none). */
+uint64_t th_completion_empty_rows(const th_sptensor *train, uint32_t *first_mode);
 
 /* Rows of some mode with no training entry: their factor row has nothing
  * to fit. With l2 = 0 it is undetermined: FALSE with TH_CPD_ERROR_INPUT

@@ -248,9 +248,8 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
     }
     if (params->model == TH_MODEL_COMPLETION && !th_backend_has_row_least_squares(backend)) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
-                    "tensor completion (tensor.missing = \"unlisted\") needs row_least_squares "
-                    "(plugin ABI 1.5) and generalized_mttkrp (1.4), which plugin '%s' does not "
-                    "implement",
+                    "tensor completion needs row_least_squares (plugin ABI 1.5) and "
+                    "generalized_mttkrp (1.4), which plugin '%s' does not implement",
                     th_backend_info(backend)->id);
         return FALSE;
     }

@@ -94,6 +94,8 @@ typedef struct th_completion_params {
 } th_completion_params;
 
 #define TH_COMPLETION_DEFAULT_PASSES 5u
+/* Iterations in a row without a held-out improvement that stop a run. */
+#define TH_COMPLETION_PATIENCE 5u
 
 typedef struct th_cpd_params {
     th_cpd_model model;
@@ -123,8 +125,9 @@ typedef struct th_cpd_params {
      * when it has init_factors (ABI 1.3), else by the host and uploaded. */
     const double *const *initial_factors;
     /* NULL, or [rank] initial weights (lambda) to go with initial_factors;
-     * NULL: all ones. Read by the Poisson model only (CP-ALS's first
-     * normalisation would take them out again). Borrowed for the call. */
+     * NULL: all ones. Read by the Poisson model and completion (which
+     * folds them into the first factor); CP-ALS's first normalisation
+     * would take them out again. Borrowed for the call. */
     const double *initial_weights;
 } th_cpd_params;
 

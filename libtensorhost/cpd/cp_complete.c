@@ -23,10 +23,10 @@ typedef struct complete_run {
     uint64_t nonneg; /* the constrained modes, bit m: mode m */
     const th_sptensor *held_out; /* NULL without a holdout */
     double *norms;   /* [nmodes]: ||A_n||_F^2 after mode n's latest update */
-    uint64_t *empty; /* [nmodes]: rows with no training entry, per the backend */
     double **latest; /* [nmodes] host copies, with a holdout */
     double **best;   /* [nmodes] the best held-out iteration's factors */
     th_cpd_iteration best_record;
+    uint32_t stalled; /* iterations since the held-out RMSE last improved enough */
 } complete_run;
 
 static gboolean is_cancellation(const GError *error)
@@ -127,7 +127,6 @@ static gboolean solve_rows(complete_run *run, uint32_t n, GError **error)
     if (!ok)
         return FALSE;
     run->norms[n] = io.factor_norm_squared;
-    run->empty[n] = io.empty_rows;
     run->r->completion.singular_rows += io.singular_rows;
     return TRUE;
 }
@@ -174,14 +173,19 @@ static gboolean judge_held_out(complete_run *run, th_cpd_iteration *record, GErr
     return TRUE;
 }
 
-/* With a holdout: stop once the held-out RMSE improves by less than the
- * tolerance (relative) on the best before this iteration. */
-static gboolean held_out_converged(const complete_run *run, double best_before,
+/* With a holdout: stop once the held-out RMSE has not improved on the best
+ * by the tolerance (relative) for TH_COMPLETION_PATIENCE iterations in a
+ * row: its first iterations can rise before the factors settle. */
+static gboolean held_out_converged(complete_run *run, double best_before,
                                    const th_cpd_iteration *record)
 {
     if (record->iteration < 2 || !(best_before > 0.0))
         return FALSE;
-    return (best_before - record->holdout_rmse) < run->params->tolerance * best_before;
+    const gboolean improved =
+        (best_before - record->holdout_rmse) >= run->params->tolerance * best_before &&
+        record->holdout_rmse < best_before;
+    run->stalled = improved ? 0 : run->stalled + 1;
+    return run->stalled >= TH_COMPLETION_PATIENCE;
 }
 
 static void fill_summary(complete_run *run, const th_sptensor *train,
@@ -337,7 +341,6 @@ static void run_clear(complete_run *run)
     th_cpd_free_factors(run->latest, run->nmodes);
     th_cpd_free_factors(run->best, run->nmodes);
     g_free(run->norms);
-    g_free(run->empty);
 }
 
 th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
@@ -356,6 +359,7 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         return NULL;
 
     th_cpd_result *r = new_result(backend, train, params);
+    r->completion.empty_rows = th_completion_empty_rows(train, NULL);
     complete_run run = {
         .backend = backend,
         .params = params,
@@ -366,7 +370,6 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         .nonneg = th_cpd_nonneg_mask(params, train->nmodes),
         .held_out = held_out && held_out->nnz ? held_out : NULL,
         .norms = g_new0(double, train->nmodes),
-        .empty = g_new0(uint64_t, train->nmodes),
     };
     if (run.held_out) {
         run.latest = new_factors(train->dims, run.nmodes, run.rank);
@@ -407,9 +410,10 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         previous_fit = record.fit;
         const gboolean go_on = !(callbacks && callbacks->iteration) ||
                                callbacks->iteration(&record, callbacks->user_data);
+        const gboolean held_out_stalled =
+            run.held_out && held_out_converged(&run, best_before, &record);
         const gboolean converged =
-            run.held_out ? held_out_converged(&run, best_before, &record)
-                         : th_cpd_converged(it, record.delta, params->tolerance);
+            held_out_stalled || th_cpd_converged(it, record.delta, params->tolerance);
         if (converged) {
             r->converged = TRUE;
             break;
@@ -419,9 +423,6 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
             break;
         }
     }
-    /* The training entries' empty rows, the same at every sweep. */
-    for (uint32_t m = 0; m < run.nmodes; ++m)
-        r->completion.empty_rows += run.empty[m];
     if (ok)
         ok = finish(&run, train, error);
     r->total_seconds = seconds_since(run_start);

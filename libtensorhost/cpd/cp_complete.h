@@ -12,12 +12,13 @@
  *   TH_REDUCTION_SQUARED_RESIDUAL) and, with a holdout, the held-out error
  *   from the factors fetched to the host.
  *
- * The stopping rule: without a holdout, CP-ALS's on the training fit
- * 1 - ||x - m|| / ||x|| over the training entries (|change| < tolerance,
- * from the second iteration); with one, when the held-out RMSE improves by
- * less than tolerance relative to the best so far (a rise included), and
- * the published model is the one at the best held-out RMSE (early
- * stopping). The model is published as CP-ALS's (cp_model.h). */
+ * The stopping rule: CP-ALS's on the training fit 1 - ||x - m|| / ||x||
+ * over the training entries (|change| < tolerance, from the second
+ * iteration); with a holdout also when the held-out RMSE has not improved
+ * on the best so far by the tolerance (relative) for
+ * TH_COMPLETION_PATIENCE iterations in a row, and the published model is
+ * the one at the best held-out RMSE (early stopping). The model is
+ * published as CP-ALS's (cp_model.h). */
 #ifndef TH_CP_COMPLETE_H
 #define TH_CP_COMPLETE_H
 

@@ -593,15 +593,17 @@ typedef struct th_factor_update_io {
  * that is, with G_j = sum_i h_i h_i^T and b_j = sum_i x_i h_i:
  *   - nonneg 0: the solution of (G_j + ridge I) a = b_j by Cholesky; a row
  *     whose matrix breaks down under the test of TH_SOLVE_BREAKDOWN_FACTOR
- *     (fewer independent nonzeros than R, and ridge 0) is left as it was
- *     and counted in singular_rows;
+ *     (the test decides; typically fewer independent nonzeros than R and
+ *     ridge 0) is left as it was and counted in singular_rows;
  *   - nonneg 1: the same objective under a >= 0, by `passes` sweeps of
  *     coordinate descent from the row as it was, r = 0 .. R-1 in order:
  *       d = G_j(r,r) + ridge;
  *       a_r <- max(0, a_r + (b_j(r) - ((G_j + ridge I) a)(r)) / d), or 0
  *       where d = 0;
+ *     (singular_rows counts nonneg 0's breakdowns only: it stays 0 here);
  *   - a row with no nonzero becomes zero when ridge > 0 (the minimiser) and
- *     is left as it was when ridge = 0; counted in empty_rows either way.
+ *     is left as it was when ridge = 0, with nonneg 0 or 1 (this rule comes
+ *     before the coordinate descent's); counted in empty_rows either way.
  * This is the row-wise ALS of tensor completion (SPLATT's): the nonzeros are
  * the observed entries, the other entries unknown. Rows are independent,
  * so a backend may solve them in any order and in parallel; the products
@@ -780,7 +782,10 @@ typedef struct th_plugin_entry {
      * loaded -> TH_ERR_BAD_STATE; a short io, a mode out of range, a
      * negative or non-finite ridge, nonneg other than 0 or 1, passes 0 with
      * nonneg 1 -> TH_ERR_INVALID_ARGUMENT; out of memory for its workspace
-     * -> TH_ERR_OUT_OF_MEMORY. */
+     * -> TH_ERR_OUT_OF_MEMORY. A backend that polls is_cancelled() may end
+     * the call early with TH_ERR_CANCELLED: each row then holds its
+     * solution or its value from before the call (never a mix), and the
+     * out-fields are not written. */
     th_status (*row_least_squares)(th_instance *instance, th_row_least_squares_io *io,
                                    char *err);
 } th_plugin_entry;

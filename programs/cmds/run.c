@@ -185,7 +185,8 @@ static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GE
     if (!session && g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH))
         blame_key(error, config, "cpd.update");
     else if (!session && g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL))
-        blame_key(error, config, "cpd.model");
+        blame_key(error, config,
+                  params.model == TH_MODEL_COMPLETION ? "tensor.missing" : "cpd.model");
     return session;
 }
 

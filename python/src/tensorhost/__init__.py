@@ -98,7 +98,8 @@ class RankWarning(TensorhostWarning):
 class ConvergenceWarning(TensorhostWarning):
     """The run stopped at max_iters with |fit change| still above tol
     (cp_apr: with the KKT violation still at or above stoptol; complete with
-    a holdout: with the held-out RMSE still improving by tol of its best)."""
+    a holdout: with the held-out RMSE still improving by tol of its best
+    within every 5 iterations)."""
 
 
 class UnderflowWarning(TensorhostWarning):
@@ -829,16 +830,16 @@ def complete(X, rank: int, *, l2: float = 0.0, holdout: float = 0.0, max_iters: 
        than the rank and l2 = 0 keeps its values (RankWarning).
     holdout: the fraction of the listed entries held out of training, in
        [0, 1), each drawn independently from the seed (the same split on
-       every backend). Each iteration reports the held-out RMSE; the run stops
-       once it improves on the best so far by less than tol times that best
-       (a rise included, so tol=0 stops at the first iteration without an
-       improvement), and the model returned is the one of the iteration with
-       the lowest held-out RMSE (early stopping).
+       every backend). Each iteration reports the held-out RMSE; the run also
+       stops once it has not improved on the best so far by tol times that
+       best for 5 iterations in a row (a rise counts as no improvement), and
+       the model returned is the one of the iteration with the lowest
+       held-out RMSE (early stopping).
     max_iters, tol: as cp_als's, with its defaults (this package's
        least-squares function; pyttb's names maxiters/stoptol are cp_apr's,
        which mirrors pyttb's cp_apr): without a holdout the run stops when the
        training fit 1 - ||x - m|| / ||x|| changes by less than tol (never
-       before iteration 2); with one, see holdout.
+       before iteration 2); with a holdout, see holdout as well.
     seed: the initial factors (the same on every backend) and the holdout's
        draw; init: a list of (dims[m], rank) arrays to start from instead
        (their model has unit weights: TensorLy's init=(ones, factors)).
