@@ -1215,6 +1215,69 @@ static void test_cpd_job_poisson(void **state)
     g_clear_error(&error);
 }
 
+/* job = "cpd" with tensor.missing = "unlisted": every backend completes the
+ * same training entries (the same seeded holdout) from the same initial
+ * factors; the RMSEs join the fit in the table, CSV and JSON; a plugin
+ * without row_least_squares (ABI 1.5) is skipped, saying so. */
+static void test_cpd_job_completion(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) config = load("[tensor]\npath = \"" UBER "\"\nmissing = \"unlisted\"\n"
+                                       "holdout = 0.1\n"
+                                       "[cpd]\nrank = 3\nmax_iters = 3\nl2 = 0.01\n"
+                                       "tolerance = 0\n"
+                                       "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\n"
+                                       "tolerance = 1e-12\n"
+                                       "[[compare.backend]]\nlabel = \"cpu\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\n"
+                                       "[compare.backend.options]\nthreads = 2\n"
+                                       "[[compare.backend]]\nlabel = \"one-thread\"\n"
+                                       "plugin = \"" CPU_REFERENCE "\"\n"
+                                       "[compare.backend.options]\nthreads = 1\n"
+                                       "[[compare.backend]]\nlabel = \"good\"\n"
+                                       "plugin = \"" FIXTURE_GOOD "\"\n");
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    if (!result)
+        fail_msg("%s", error->message);
+    assert_int_equal(result->model, TH_MODEL_COMPLETION);
+    assert_int_equal(result->failures->len, 0);
+    const th_compare_run *cpu = run_at(result, 0, 0), *one = run_at(result, 0, 1),
+                         *good = run_at(result, 0, 2);
+    assert_int_equal(cpu->status, TH_COMPARE_OK);
+    assert_int_equal(one->status, TH_COMPARE_OK);
+    assert_int_equal(cpu->iterations, 3);
+    assert_true(cpu->train_rmse > 0.0 && isfinite(cpu->holdout_rmse));
+    /* The row solves give the same bits on any thread count. */
+    assert_true(one->train_rmse == cpu->train_rmse && one->holdout_rmse == cpu->holdout_rmse);
+    assert_true(one->fit_difference == 0.0);
+    assert_int_equal(good->status, TH_COMPARE_SKIPPED);
+    assert_non_null(strstr(good->reason, "row_least_squares"));
+
+    g_autofree char *table = th_compare_format_table(result);
+    assert_non_null(strstr(table, "held-out RMSE"));
+    assert_non_null(strstr(table, "Completion"));
+    g_autofree char *csv = th_compare_format_csv(result);
+    g_auto(GStrv) lines = g_strsplit(csv, "\n", -1);
+    g_autoptr(GPtrArray) header = csv_fields(lines[0]);
+    const int model = column_of(header, "model"), held = column_of(header, "holdout_rmse");
+    g_autoptr(GPtrArray) first = csv_fields(lines[1]);
+    assert_string_equal(g_ptr_array_index(first, model), "completion");
+    assert_true(fabs(csv_double(first, held) - cpu->holdout_rmse) <= 1e-8 * cpu->holdout_rmse);
+
+    g_autoptr(JsonNode) root = th_compare_json(result);
+    JsonObject *top = json_node_get_object(root);
+    assert_string_equal(json_object_get_string_member(top, "model"), "completion");
+    JsonObject *run = json_array_get_object_element(
+        json_object_get_array_member(
+            json_array_get_object_element(json_object_get_array_member(top, "tensors"), 0),
+            "backends"),
+        0);
+    JsonObject *cpd = json_object_get_object_member(run, "cpd");
+    assert_true(json_object_get_double_member(cpd, "train_rmse") == cpu->train_rmse);
+    assert_true(json_object_get_double_member(cpd, "holdout_rmse") == cpu->holdout_rmse);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1229,6 +1292,7 @@ int main(void)
         cmocka_unit_test(test_wrong_baseline_fails_every_other),
         cmocka_unit_test(test_cpd_job_compares_fits),
         cmocka_unit_test(test_cpd_job_poisson),
+        cmocka_unit_test(test_cpd_job_completion),
         cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
         cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),
