@@ -113,6 +113,14 @@ th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
     return plugin->entry.factor_update(instance, io, err);
 }
 
+th_status th_call_als_update_nonneg(const th_plugin *plugin, th_instance *instance,
+                                    th_nonneg_update_io *io, th_als_output *out, char *err)
+{
+    if (!plugin->entry.als_update_nonneg)
+        return unsupported("als_update_nonneg (optional, ABI 1.5)", err);
+    return plugin->entry.als_update_nonneg(instance, io, out, err);
+}
+
 th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instance,
                                     th_row_least_squares_io *io, char *err)
 {
@@ -550,6 +558,41 @@ gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t op
         *violation = io.violation;
     if (count)
         *count = io.count;
+    return TRUE;
+}
+
+gboolean th_backend_has_als_update_nonneg(const th_backend *backend)
+{
+    return backend->plugin->entry.als_update_nonneg != NULL;
+}
+
+gboolean th_backend_als_update_nonneg(th_backend *backend, uint32_t mode, const double *v,
+                                      const double *scale, uint32_t sweeps, double tolerance,
+                                      int32_t norm, double *lambda, double *gram, double *inner,
+                                      uint32_t *passes, GError **error)
+{
+    th_nonneg_update_io io = {
+        .struct_size = (uint32_t)sizeof(th_nonneg_update_io),
+        .mode = mode,
+        .v = v,
+        .scale = scale,
+        .tolerance = tolerance,
+        .sweeps = sweeps,
+        .norm = norm,
+    };
+    th_als_output out = {
+        .struct_size = (uint32_t)sizeof(th_als_output),
+        .lambda = lambda,
+        .gram = gram,
+        .inner = inner,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_als_update_nonneg(backend->plugin, backend->instance, &io, &out, message);
+    if (!check_call(backend, status, "als_update_nonneg failed", message, error))
+        return FALSE;
+    if (passes)
+        *passes = io.passes;
     return TRUE;
 }
 

@@ -130,6 +130,19 @@ gboolean th_backend_generalized_mttkrp(th_backend *backend, uint32_t mode, int32
 gboolean th_backend_factor_update(th_backend *backend, uint32_t mode, int32_t operation,
                                   double *vector, double threshold, double tolerance,
                                   double offset, double *violation, uint64_t *count, GError **error);
+/* Whether the backend has als_update_nonneg (ABI 1.5): nonnegative CP's
+ * update in the backend. */
+gboolean th_backend_has_als_update_nonneg(const th_backend *backend);
+/* als_update_nonneg (ABI 1.5): mode's factor, times `scale` ([rank] or
+ * NULL), updated by hierarchical ALS under A >= 0 from its latest MTTKRP
+ * result and `v` (the Hadamard product of the other Grams), up to `sweeps`
+ * passes with `tolerance`, then normalised (`norm`, TH_NORM_*) into lambda,
+ * gram and inner as th_backend_als_update's; *passes (may be NULL) gets the
+ * passes made. */
+gboolean th_backend_als_update_nonneg(th_backend *backend, uint32_t mode, const double *v,
+                                      const double *scale, uint32_t sweeps, double tolerance,
+                                      int32_t norm, double *lambda, double *gram, double *inner,
+                                      uint32_t *passes, GError **error);
 /* Whether the backend has what tensor completion runs on: row_least_squares
  * (ABI 1.5) and generalized_mttkrp (its training error). */
 gboolean th_backend_has_row_least_squares(const th_backend *backend);
@@ -219,6 +232,8 @@ th_status th_call_factor_update(const th_plugin *plugin, th_instance *instance,
                                 th_factor_update_io *io, char *err);
 th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instance,
                                     th_row_least_squares_io *io, char *err);
+th_status th_call_als_update_nonneg(const th_plugin *plugin, th_instance *instance,
+                                    th_nonneg_update_io *io, th_als_output *out, char *err);
 
 /* Runtime and mode info as GErrors: the structs are zeroed first (strings
  * empty, times negative) and stay so when the plugin lacks the function;

@@ -34,8 +34,8 @@
  * Structs passed in, filled by one side and read by the other: th_plugin_entry
  * and th_plugin_info (plugin -> host); th_host_services, th_coo_tensor,
  * th_als_output and the in-fields of th_als_sweep_io, th_init_factors_io,
- * th_generalized_mttkrp_io, th_factor_update_io and th_row_least_squares_io
- * (host -> plugin).
+ * th_generalized_mttkrp_io, th_factor_update_io, th_row_least_squares_io and
+ * th_nonneg_update_io (host -> plugin).
  *   - struct_size is the filler's sizeof(), from the header it was built with.
  *   - The reader reads a field only when the whole of it lies within
  *     struct_size (TH_HAS_FIELD).
@@ -49,7 +49,8 @@
  * Structs passed out, owned by the caller and filled by the callee:
  * th_runtime_info, th_mode_info and the out-fields of th_als_sweep_io
  * (modes_done), th_generalized_mttkrp_io (reduced), th_factor_update_io
- * (violation, count) and th_row_least_squares_io (its counts and norm).
+ * (violation, count), th_row_least_squares_io (its counts and norm) and
+ * th_nonneg_update_io (passes).
  *   - The caller sets struct_size to its own sizeof() and every other field to
  *     its documented "absent" value (empty string, 0, negative time) before
  *     the call.
@@ -195,7 +196,9 @@
  *        No layout of 1.3 moves.
  *   1.5  tensor completion: optional row_least_squares() (each row of a
  *        factor solved from its own nonzeros with a ridge term, optionally
- *        nonnegative; th_row_least_squares_io). No layout of 1.4 moves.
+ *        nonnegative; th_row_least_squares_io); nonnegative CP: optional
+ *        als_update_nonneg() (als_update's step by hierarchical ALS under
+ *        A >= 0; th_nonneg_update_io). No layout of 1.4 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -627,6 +630,49 @@ typedef struct th_row_least_squares_io {
 #define TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE \
     TH_FIELD_END(th_row_least_squares_io, factor_norm_squared)
 
+/* In and out of als_update_nonneg(). Caller-owned, struct_size the host's
+ * sizeof(); the in-fields are passed in (the plugin refuses a struct
+ * shorter than TH_NONNEG_UPDATE_IO_V1_5_SIZE with TH_ERR_INVALID_ARGUMENT),
+ * `passes` is passed out (the caller sets it to 0 first).
+ *
+ * als_update()'s step for a factor constrained nonnegative: with M the
+ * latest (generalized) MTTKRP result of mode, A the factor the backend
+ * holds (I rows, R columns) and V = v (the Hadamard product of the other
+ * modes' Grams, symmetric), A >= 0 minimising ||A V - M|| row by row (the
+ * normal equations of min ||X_(mode) - A K^T||), by hierarchical ALS
+ * (Cichocki and Phan; TensorLy's hals_nnls) from the current model:
+ *   1. A(:, r) *= scale[r] (the weights of the mode updated last, which
+ *      belong to the model as much as the factors do; NULL: ones);
+ *   2. passes over the columns, each row's in order r = 0 .. R-1 with the
+ *      columns before r already updated in this pass:
+ *        where V(r,r) > 0:
+ *          A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r))
+ *                           / V(r,r))
+ *        (a column with V(r,r) = 0 is left as it is); a pass's change is
+ *      the sum over every entry of (new - old)^2; stop after the pass whose
+ *      change is at most tolerance times the first pass's, or after
+ *      `sweeps` passes; `passes` gets the count. Rows are independent, so
+ *      they may run in any order and in parallel; only the change sums
+ *      couple them;
+ *   3. then exactly as als_update(): lambda <- the column norms (TH_NORM_*),
+ *      A <- A / lambda, and `out` filled (the Gram of the normalised A, and
+ *      inner[r] = sum_i M(i,r) A(i,r)).
+ * The result is nonnegative whatever the factor held before (step 2's max),
+ * provided the first pass reaches every column with V(r,r) > 0. */
+typedef struct th_nonneg_update_io {
+    uint32_t struct_size;
+    uint32_t mode;        /* in */
+    const double *v;      /* in: [rank*rank] row-major, borrowed for the call */
+    const double *scale;  /* in: [rank] or NULL, borrowed for the call */
+    double tolerance;     /* in: >= 0 and finite */
+    uint32_t sweeps;      /* in: >= 1 */
+    int32_t norm;         /* in: TH_NORM_2 or TH_NORM_MAX */
+    uint32_t passes;      /* out */
+    uint32_t reserved0;   /* 0 */
+} th_nonneg_update_io;
+
+#define TH_NONNEG_UPDATE_IO_V1_5_SIZE TH_FIELD_END(th_nonneg_update_io, reserved0)
+
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -788,6 +834,18 @@ typedef struct th_plugin_entry {
      * out-fields are not written. */
     th_status (*row_least_squares)(th_instance *instance, th_row_least_squares_io *io,
                                    char *err);
+
+    /* Optional (NULL if unsupported; no capability flag). The nonnegative
+     * twin of als_update() (th_nonneg_update_io): mode's factor updated by
+     * hierarchical ALS under A >= 0 from the latest MTTKRP result, then
+     * normalised with `out` filled as als_update() does. With it (and
+     * als_update()) the host runs nonnegative CP with every update in the
+     * backend. Errors: no tensor loaded, or no MTTKRP result of the mode
+     * yet -> TH_ERR_BAD_STATE; a short io, a mode out of range, a NULL v or
+     * out, sweeps 0, a negative or non-finite tolerance, a norm other than
+     * TH_NORM_2 or TH_NORM_MAX -> TH_ERR_INVALID_ARGUMENT. */
+    th_status (*als_update_nonneg)(th_instance *instance, th_nonneg_update_io *io,
+                                   th_als_output *out, char *err);
 } th_plugin_entry;
 
 /* Passed in (plugin -> host). The 1.0 entry: the host refuses a shorter
@@ -795,12 +853,13 @@ typedef struct th_plugin_entry {
  * 1.2 did not grow the entry. The 1.3 entry: init_factors is present only
  * in an entry this long. The 1.4 entry: generalized_mttkrp and
  * factor_update are present only in an entry this long. The 1.5 entry:
- * row_least_squares is present only in an entry this long. */
+ * row_least_squares and als_update_nonneg are present only in an entry
+ * this long. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE TH_FIELD_END(th_plugin_entry, get_mode_info)
 #define TH_PLUGIN_ENTRY_V1_1_SIZE TH_FIELD_END(th_plugin_entry, als_sweep)
 #define TH_PLUGIN_ENTRY_V1_3_SIZE TH_FIELD_END(th_plugin_entry, init_factors)
 #define TH_PLUGIN_ENTRY_V1_4_SIZE TH_FIELD_END(th_plugin_entry, factor_update)
-#define TH_PLUGIN_ENTRY_V1_5_SIZE TH_FIELD_END(th_plugin_entry, row_least_squares)
+#define TH_PLUGIN_ENTRY_V1_5_SIZE TH_FIELD_END(th_plugin_entry, als_update_nonneg)
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \

@@ -213,10 +213,12 @@ static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 64, "TH_FACTOR_UPDATE_IO_V1_4_SIZ
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 5
-/* 1.5: row_least_squares appended to the entry, and its in/out struct. */
-SIZE(th_plugin_entry, 152);
+/* 1.5: row_least_squares and als_update_nonneg appended to the entry, and
+ * their in/out structs. */
+SIZE(th_plugin_entry, 160);
 OFFSET(th_plugin_entry, row_least_squares, 144);
-static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == 152, "TH_PLUGIN_ENTRY_V1_5_SIZE");
+OFFSET(th_plugin_entry, als_update_nonneg, 152);
+static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == 160, "TH_PLUGIN_ENTRY_V1_5_SIZE");
 
 SIZE(th_row_least_squares_io, 48);
 OFFSET(th_row_least_squares_io, struct_size, 0);
@@ -228,6 +230,18 @@ OFFSET(th_row_least_squares_io, singular_rows, 24);
 OFFSET(th_row_least_squares_io, empty_rows, 32);
 OFFSET(th_row_least_squares_io, factor_norm_squared, 40);
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 48, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
+
+SIZE(th_nonneg_update_io, 48);
+OFFSET(th_nonneg_update_io, struct_size, 0);
+OFFSET(th_nonneg_update_io, mode, 4);
+OFFSET(th_nonneg_update_io, v, 8);
+OFFSET(th_nonneg_update_io, scale, 16);
+OFFSET(th_nonneg_update_io, tolerance, 24);
+OFFSET(th_nonneg_update_io, sweeps, 32);
+OFFSET(th_nonneg_update_io, norm, 36);
+OFFSET(th_nonneg_update_io, passes, 40);
+OFFSET(th_nonneg_update_io, reserved0, 44);
+static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == 48, "TH_NONNEG_UPDATE_IO_V1_5_SIZE");
 #endif
 #endif
 
@@ -277,6 +291,8 @@ static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == sizeof(th_factor_update_io), "th_
 static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == sizeof(th_row_least_squares_io),
               "th_row_least_squares_io");
+static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == sizeof(th_nonneg_update_io),
+              "th_nonneg_update_io");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */
