@@ -33,10 +33,10 @@
  *      true values (those get_factor reads), as the factor operations do.
  * Then one copy of the counts and the norm, and one synchronisation.
  *
- * h_i is the other modes' fp32 factor entries multiplied in fp32, as the
- * MTTKRP forms them, converted once to double; G_j and b_j are summed in
- * double, and the column scales of the stored (unnormalised, als.cu)
- * factors are applied to G_j and b_j in double. */
+ * h_i is the product of the other modes' fp32 entries in double (exact
+ * for a 3-mode tensor); G_j and b_j are summed in double, and the column
+ * scales of the stored (unnormalised, als.cu) factors are applied to G_j
+ * and b_j in double. */
 #include <cub/device/device_radix_sort.cuh>
 
 #include <float.h>
@@ -74,9 +74,14 @@ constexpr uint32_t kSmallRow = 32;
 constexpr uint32_t kMaxGrab = 4;
 constexpr uint32_t kUtilThreads = 256;
 
-/* Blocks of the register path's kernel an SM must hold (its register
- * budget): at R = 32 the tiles, h and the gathers take ~120 registers. */
-__host__ __device__ constexpr int warp_min_blocks(int T) { return T >= 4 ? 4 : T == 3 ? 6 : 8; }
+/* Blocks of the register path's kernel an SM must hold, which sets its
+ * register budget (65536 / (128 x blocks)): at R = 32 the tiles, h and the
+ * gathers take ~120 registers, more for the run-time count of modes (NO =
+ * 0); each value here is the largest without spills (ptxas of CUDA 13.0). */
+__host__ __device__ constexpr int warp_min_blocks(int T, int NO)
+{
+    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? (NO == 0 || NO >= 3 ? 5 : 6) : 8;
+}
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -409,8 +414,17 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
          * address) and add zeros: no branch around the mma. */
         const bool valid = base + q < count;
         const uint32_t k = begin + (valid ? base + q : 0u);
-        float p[T];
-        load_cols<T>(a.fac[0] + (size_t)__ldg(a.idx[0] + k) * R, c8, R, exact, p);
+        /* h in double: the product of fp32 entries, exact for two other
+         * modes, rounded once a further mode (fp32 products would perturb
+         * G_j by ~1e-7, which an ill-conditioned row magnifies). */
+        double h[T];
+        {
+            float v[T];
+            load_cols<T>(a.fac[0] + (size_t)__ldg(a.idx[0] + k) * R, c8, R, exact, v);
+#pragma unroll
+            for (int t = 0; t < T; ++t)
+                h[t] = (double)v[t];
+        }
         if (NO > 0) {
 #pragma unroll
             for (int o = 1; o < (NO > 0 ? NO : 1); ++o) {
@@ -418,7 +432,7 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
                 load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
 #pragma unroll
                 for (int t = 0; t < T; ++t)
-                    p[t] *= v[t];
+                    h[t] *= (double)v[t];
             }
         } else {
             for (uint32_t o = 1; o < nother; ++o) {
@@ -426,14 +440,13 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
                 load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
 #pragma unroll
                 for (int t = 0; t < T; ++t)
-                    p[t] *= v[t];
+                    h[t] *= (double)v[t];
             }
         }
         const double x = valid ? (double)__ldg(a.vals + k) : 0.0;
-        double h[T];
 #pragma unroll
         for (int t = 0; t < T; ++t) {
-            h[t] = valid ? (double)p[t] : 0.0;
+            h[t] = valid ? h[t] : 0.0;
             bacc[t] = fma(x, h[t], bacc[t]);
         }
 #pragma unroll
@@ -454,7 +467,7 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
  * full_ld(R)) and b (R)]. */
 template <int T, int NO>
-__global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T))
+__global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     rls_warp_kernel(const rls_args a)
 {
     extern __shared__ double smem[];
@@ -622,14 +635,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
              * batch or the rank). */
             for (uint32_t e = tid; e < kBatch * Rpad; e += blockDim.x) {
                 const uint32_t j = e / Rpad, c = e - j * Rpad;
-                float p = 0.0f;
+                double p = 0.0;
                 if (j < nb && c < R) {
                     const uint32_t k = begin + base + j;
-                    p = a.fac[0][(size_t)a.idx[0][k] * R + c];
+                    p = (double)a.fac[0][(size_t)a.idx[0][k] * R + c];
                     for (uint32_t o = 1; o < a.nother; ++o)
-                        p *= a.fac[o][(size_t)a.idx[o][k] * R + c];
+                        p *= (double)a.fac[o][(size_t)a.idx[o][k] * R + c];
                 }
-                sH[(size_t)j * ldh + c] = (double)p;
+                sH[(size_t)j * ldh + c] = p;
             }
             for (uint32_t j = tid; j < kBatch; j += blockDim.x)
                 sX[j] = j < nb ? (double)a.vals[begin + base + j] : 0.0;

@@ -214,8 +214,8 @@ thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, dou
  * row-wise ALS of tensor completion). For each row j of A = A_mode, over
  * the nonzeros i with i_mode = j (values x_i), h_i = the elementwise
  * product of the other factors' rows A_k(i_k, :):
- *   G_j = sum h_i h_i^T, b_j = sum x_i h_i   (summed in double; h_i is
- *   formed in fp32 from the fp32 factors, as the MTTKRP forms it)
+ *   G_j = sum h_i h_i^T, b_j = sum x_i h_i   (h_i the product of the fp32
+ *   entries in double; G_j and b_j summed in double)
  * nonneg 0: the row <- the solution of (G_j + ridge I) a = b_j; a row whose
  * factorisation breaks down (pivot <= max diagonal * rank * DBL_EPSILON *
  * TH_SOLVE_BREAKDOWN_FACTOR) is left as it was and counted in
