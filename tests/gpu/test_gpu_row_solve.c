@@ -9,8 +9,11 @@
  * (TH_SOLVE_BREAKDOWN_FACTOR) for nonneg 0, `passes` sweeps of coordinate
  * descent from the row as it was for nonneg 1; empty rows zero (ridge > 0)
  * or as they were. Each backend's result must have
- *   - the oracle's singular_rows and empty_rows exactly, its singular and
- *     empty rows exactly as they should be (as they were, or zero);
+ *   - the oracle's empty_rows, and its empty rows exactly as they should be
+ *     (as they were, or zero); the rows the oracle's factorisation breaks
+ *     down on left exactly as they were, and singular_rows their count
+ *     (but see check_mode: rows of fewer nonzeros than R without a ridge
+ *     may go either way);
  *   - every solved row (nonneg 0) with a normwise backward error
  *     ||V a - b|| / (||V||_F ||a|| + ||b||) below 1e-6: fp32's rounding of
  *     the row alone gives ~6e-8, and the measure does not grow with the
@@ -52,6 +55,10 @@
 #include "test_support.h"
 
 #define BACKWARD_TOLERANCE 1e-6
+/* With column scales other than 1 the backend forms h from its stored
+ * factors times their scales in double, the oracle from the fp32 true
+ * values get_factor returns: h differs by up to one fp32 rounding a mode. */
+#define SCALED_BACKWARD_TOLERANCE 4e-6
 #define DESCENT_TOLERANCE 1e-5
 #define NORM_TOLERANCE 1e-9
 /* Two backends' norms: both in double from the same fp32 inputs. */
@@ -178,14 +185,15 @@ typedef struct candidate {
 
 /* Every candidate against the oracle on `mode`, from the factors f0. */
 static void check_mode(const th_sptensor *t, double *const *f0, uint32_t R, uint32_t mode,
-                       double ridge, int nonneg, const candidate *c, size_t nc, const char *what)
+                       double ridge, int nonneg, const candidate *c, size_t nc,
+                       double backward_tolerance, const char *what)
 {
     const uint32_t I = t->dims[mode];
     rows_of_mode rows = rows_of(t, mode);
     double *V = g_new(double, (size_t)R * R), *L = g_new(double, (size_t)R * R);
     double *b = g_new(double, R), *a = g_new(double, R), *h = g_new(double, R);
     double *res = g_new(double, R);
-    uint64_t singular = 0, empty = 0;
+    uint64_t singular = 0, empty = 0, unchanged[MAX_CANDIDATES] = {0};
     double worst[MAX_CANDIDATES] = {0};
     for (uint32_t j = 0; j < I; ++j) {
         const double *a0 = f0[mode] + (size_t)j * R;
@@ -235,40 +243,58 @@ static void check_mode(const th_sptensor *t, double *const *f0, uint32_t R, uint
             }
             continue;
         }
-        if (!cholesky_solve(V, b, R, L, a)) {
+        /* A row with fewer nonzeros than R and no ridge has an exactly
+         * singular G_j, and whether its factorisation breaks down depends
+         * on rounding noise against the ABI's relative threshold (this
+         * oracle solves such a row of 4 nonzeros at R = 5: a pivot of noise
+         * 5.3x the threshold; another's noise reached 0.85x). There either
+         * outcome passes: the row as it was (counted singular), or a
+         * solution with a small backward error. Elsewhere the oracle's
+         * outcome is the answer (its pivots clear the threshold 10^7-fold
+         * on these tensors). */
+        const int deficient = ridge == 0.0 && n < R;
+        const int solved = cholesky_solve(V, b, R, L, a);
+        if (!solved)
             ++singular;
-            for (size_t k = 0; k < nc; ++k)
-                if (memcmp(c[k].A + (size_t)j * R, a0, sizeof(double) * R) != 0)
-                    fail_msg("%s: %s: row %u (%llu nonzeros) is singular in the oracle but "
-                             "changed",
-                             what, c[k].name, j, (unsigned long long)n);
-            continue;
-        }
         double vnorm = 0.0;
         for (size_t e = 0; e < (size_t)R * R; ++e)
             vnorm += V[e] * V[e];
         vnorm = sqrt(vnorm);
         for (size_t k = 0; k < nc; ++k) {
             const double *got = c[k].A + (size_t)j * R;
+            if (memcmp(got, a0, sizeof(double) * R) == 0) {
+                ++unchanged[k];
+                if (solved && !deficient)
+                    fail_msg("%s: %s: row %u (%llu nonzeros) left as it was; the oracle solves "
+                             "it",
+                             what, c[k].name, j, (unsigned long long)n);
+                continue;
+            }
+            if (!solved && !deficient)
+                fail_msg("%s: %s: row %u (%llu nonzeros) is singular in the oracle but changed",
+                         what, c[k].name, j, (unsigned long long)n);
             for (uint32_t r = 0; r < R; ++r) {
-                double s = -b[r];
+                double sum = -b[r];
                 for (uint32_t q = 0; q < R; ++q)
-                    s += V[(size_t)r * R + q] * got[q];
-                res[r] = s;
+                    sum += V[(size_t)r * R + q] * got[q];
+                res[r] = sum;
             }
             const double eta = norm2(res, R) / fmax(vnorm * norm2(got, R) + norm2(b, R), 1e-300);
-            if (!(eta < BACKWARD_TOLERANCE))
+            if (!(eta < backward_tolerance))
                 fail_msg("%s: %s: row %u (%llu nonzeros): backward error %.3g (oracle's row "
                          "norm %.6g, got %.6g)",
-                         what, c[k].name, j, (unsigned long long)n, eta, norm2(a, R),
-                         norm2(got, R));
+                         what, c[k].name, j, (unsigned long long)n, eta,
+                         solved ? norm2(a, R) : 0.0, norm2(got, R));
             worst[k] = fmax(worst[k], eta);
         }
     }
     for (size_t k = 0; k < nc; ++k) {
-        if (c[k].singular != singular || c[k].empty != empty)
-            fail_msg("%s: %s: singular_rows %llu, empty_rows %llu; the oracle's %llu, %llu", what,
-                     c[k].name, (unsigned long long)c[k].singular, (unsigned long long)c[k].empty,
+        const uint64_t want_singular = nonneg ? 0u : unchanged[k];
+        if (c[k].singular != want_singular || c[k].empty != empty)
+            fail_msg("%s: %s: singular_rows %llu, empty_rows %llu; expected %llu (rows it left "
+                     "as they were; the oracle's breakdowns: %llu), %llu",
+                     what, c[k].name, (unsigned long long)c[k].singular,
+                     (unsigned long long)c[k].empty, (unsigned long long)want_singular,
                      (unsigned long long)singular, (unsigned long long)empty);
         if (nonneg && !(worst[k] < DESCENT_TOLERANCE))
             fail_msg("%s: %s: coordinate descent %.3g from the oracle's", what, c[k].name,
@@ -361,8 +387,11 @@ static unsigned check_tensor(const th_gpu_test_plugins *p, const th_sptensor *t,
                 g_autofree char *what =
                     g_strdup_printf("%s, rank %u, mode %u, nonneg %u, ridge %g", name, R, mode,
                                     nonneg, ridge);
-                check_mode(t, f0, R, mode, ridge, (int)nonneg, c, np, what);
-                if (with_ref) /* the GPU plugins against cpu-reference's own numbers */
+                check_mode(t, f0, R, mode, ridge, (int)nonneg, c, np, BACKWARD_TOLERANCE, what);
+                /* The GPU plugins against cpu-reference's own numbers, where
+                 * no row is exactly singular (see check_mode: a noise
+                 * pivot's solution dominates the norm). */
+                if (with_ref && (ridge > 0.0 || nonneg))
                     for (size_t k = 0; k + 1 < np; ++k) {
                         const candidate *r = &c[np - 1];
                         if (c[k].singular != r->singular || c[k].empty != r->empty ||
@@ -491,7 +520,7 @@ static void test_row_solve_column_scales(void **state)
                 th_test_assert_ok(pl->entry.get_factor(inst, mode, c.A, err), err);
                 g_autofree char *what = g_strdup_printf(
                     "%s after als_update, rank %u, mode %u", cases[2].name, R, mode);
-                check_mode(t, f0, R, mode, 1e-3, 0, &c, 1, what);
+                check_mode(t, f0, R, mode, 1e-3, 0, &c, 1, SCALED_BACKWARD_TOLERANCE, what);
                 memcpy(f0[mode], c.A, sizeof(double) * n);
                 g_free(c.A);
                 /* The next mode's MTTKRP reads the solved factor. */
@@ -515,7 +544,7 @@ static void test_row_solve_column_scales(void **state)
                 run_candidate(pl, inst, t2, f2, R, mode, 0.0, 0, &c);
                 g_autofree char *what = g_strdup_printf("%s after another tensor, rank %u, mode %u",
                                                         cases[1].name, R, mode);
-                check_mode(t2, f2, R, mode, 0.0, 0, &c, 1, what);
+                check_mode(t2, f2, R, mode, 0.0, 0, &c, 1, BACKWARD_TOLERANCE, what);
                 g_free(c.A);
             }
             th_test_free_factors(f2, t2->nmodes);
@@ -542,11 +571,16 @@ static void test_row_solve_errors(void **state)
     for (uint32_t g = 0; g < TH_GPU_TEST_N_PLUGINS; ++g) {
         const th_plugin *pl = p->gpu[g];
         assert_non_null(pl->entry.row_least_squares);
+        assert_true(pl->plugin_entry_size >= TH_PLUGIN_ENTRY_V1_5_SIZE);
         th_instance *inst = th_test_create_instance(pl, NULL);
         char err[TH_ERROR_SIZE] = "";
         expect(call_rls(pl, inst, 0, 0.0, 0, 0, NULL, err), TH_ERR_BAD_STATE, err, "no tensor",
                "row_least_squares before load");
-        th_test_assert_ok(pl->entry.load_tensor(inst, &view, 8, err), err);
+        GRand *rng = g_rand_new_with_seed(g);
+        double **f = fp32_factors(t, 8, rng);
+        g_rand_free(rng);
+        th_test_load_and_set(pl, inst, t, 8, f);
+        th_test_free_factors(f, t->nmodes);
         expect(pl->entry.row_least_squares(inst, NULL, err), TH_ERR_INVALID_ARGUMENT, err, "NULL",
                "row_least_squares NULL io");
         th_row_least_squares_io shortio = {.struct_size = TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE - 1};
