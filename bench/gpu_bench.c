@@ -9,6 +9,21 @@
  *                           staging, host memory passes, fresh memory)
  *   gpu_bench --cp-apr [--rank R] [--reps N] [--plugins a,b] TENSOR...
  *                          (CP-APR's inner iteration against the MTTKRP, below)
+ *   gpu_bench --completion [--rank R] [--reps N] [--plugins a,b] TENSOR...
+ *                          (tensor completion's iteration against CP-ALS's, below)
+ *
+ * --completion: per plugin that has row_least_squares (ABI 1.5) and
+ * generalized_mttkrp, tensor and mode, medians of N after one warm-up (the
+ * first call after a load builds the row solve's plans; the warm-up takes
+ * it), from uniform [0, 1) factors: row_least_squares of each mode (ridge
+ * 1e-3, nonneg 0; host wall time around the call, which returns with the
+ * factor updated), and the training error's pass, generalized_mttkrp
+ * TH_MODE_NONE with SQUARED_RESIDUAL (wall; it waits for its reduction). A
+ * completion iteration is every mode's solve plus that pass; against one
+ * CP-ALS iteration of the same instance (als_sweep, wall and device time,
+ * median of 9 after one warm-up, as in the main table). The bar: the
+ * completion iteration at most 3x the CP-ALS iteration (wall against
+ * wall).
  *
  * --cp-apr: per plugin that has generalized_mttkrp and factor_update (ABI
  * 1.4), tensor and mode, medians of N after 3 warm-ups, from uniform
@@ -632,6 +647,84 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
     th_plugin_unload(pl);
 }
 
+/* --completion: see the header comment. */
+static void bench_completion(const char *plugin_name, const char *tensor_name,
+                             const th_sptensor *t, uint32_t rank, int reps)
+{
+    g_autofree char *path = g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, plugin_name);
+    th_host_services services = th_host_services_make();
+    g_autoptr(GError) error = NULL;
+    th_plugin *pl = th_plugin_load(path, &services, &error);
+    if (!pl) {
+        fprintf(stderr, "%s\n", error->message);
+        exit(1);
+    }
+    if (!pl->entry.row_least_squares || !pl->entry.generalized_mttkrp) {
+        fprintf(stderr, "  %s: no row_least_squares (ABI 1.5) / generalized_mttkrp: skipped\n",
+                plugin_name);
+        th_plugin_unload(pl);
+        return;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_coo_tensor view = {.struct_size = sizeof(view),
+                          .nmodes = t->nmodes,
+                          .nnz = t->nnz,
+                          .dims = t->dims,
+                          .indices = (const uint32_t *const *)t->indices,
+                          .values = t->values};
+    CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
+    set_random_factors(pl, inst, t, rank, NULL);
+    double mode_ms[MAX_MODES][MAX_REPS], red_ms[MAX_REPS], iter_ms[MAX_REPS];
+    uint64_t singular[MAX_MODES] = {0}, empty[MAX_MODES] = {0};
+    for (int rep = -1; rep < reps; ++rep) {
+        double iteration = 0.0;
+        for (uint32_t m = 0; m < t->nmodes; ++m) {
+            th_row_least_squares_io io = {.struct_size = sizeof(io),
+                                          .mode = m,
+                                          .ridge = 1e-3,
+                                          .nonneg = 0,
+                                          .passes = 1};
+            const double w0 = now_seconds();
+            CHECK(th_call_row_least_squares(pl, inst, &io, err));
+            const double w = now_seconds() - w0;
+            iteration += w;
+            singular[m] = io.singular_rows;
+            empty[m] = io.empty_rows;
+            if (rep >= 0)
+                mode_ms[m][rep] = w * 1e3;
+        }
+        th_generalized_mttkrp_io gio = {.struct_size = sizeof(gio),
+                                        .mode = TH_MODE_NONE,
+                                        .elementwise = TH_ELEMENTWISE_VALUE,
+                                        .reduction = TH_REDUCTION_SQUARED_RESIDUAL};
+        const double w0 = now_seconds();
+        CHECK(th_call_generalized_mttkrp(pl, inst, &gio, err));
+        const double w = now_seconds() - w0;
+        iteration += w;
+        if (rep >= 0) {
+            red_ms[rep] = w * 1e3;
+            iter_ms[rep] = iteration * 1e3;
+        }
+    }
+    double inside = 0.0, dev = -1.0;
+    const double als = als_sweep_ms(pl, inst, t, rank, 9, &inside, &dev);
+    const double iter = median(iter_ms, reps);
+    printf("| %s | %s | %u | ", tensor_name, plugin_name, rank);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        printf("%s%.3f", m ? " / " : "", median(mode_ms[m], reps));
+    printf(" | %.3f | %.3f | %.3f / %.3f | %.2fx | %s |", median(red_ms, reps), iter, als, dev,
+           iter / als, iter <= 3.0 * als ? "met" : "NOT met");
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        printf("%s%llu/%llu", m ? ", " : " ", (unsigned long long)singular[m],
+               (unsigned long long)empty[m]);
+    printf(" |\n");
+    fflush(stdout);
+    th_call_destroy(pl, inst);
+    th_plugin_unload(pl);
+}
+
 int main(int argc, char **argv)
 {
     uint32_t rank = 32;
@@ -639,9 +732,13 @@ int main(int argc, char **argv)
     const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2,cpu-reference";
     const char *out_path = NULL;
     int first = 1;
-    int cp_apr = 0;
+    int cp_apr = 0, completion = 0;
     if (argc > 1 && strcmp(argv[1], "--cp-apr") == 0) {
         cp_apr = 1;
+        first = 2;
+        plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
+    } else if (argc > 1 && strcmp(argv[1], "--completion") == 0) {
+        completion = 1;
         first = 2;
         plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
     }
@@ -673,8 +770,8 @@ int main(int argc, char **argv)
         first += 2;
     }
     if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
-        fprintf(stderr, "usage: gpu_bench [--cp-apr] [--rank R] [--reps 1..64] [--plugins a,b] "
-                        "[--out FILE] [--devices LIST] PRESET|PATH...\n");
+        fprintf(stderr, "usage: gpu_bench [--cp-apr | --completion] [--rank R] [--reps 1..64] "
+                        "[--plugins a,b] [--out FILE] [--devices LIST] PRESET|PATH...\n");
         return 2;
     }
     th_log_set_level(TH_LOG_WARNING);
@@ -692,6 +789,27 @@ int main(int argc, char **argv)
             hbm * 1e-9, l2 * 1e-9);
 
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
+    if (completion) {
+        printf("Tensor completion's iteration (row_least_squares of every mode, ridge 1e-3, "
+               "+ the SQUARED_RESIDUAL reduction) against a CP-ALS iteration (als_sweep), "
+               "%s, medians of %d (CP-ALS: 9); times in ms (wall unless marked); bar: "
+               "completion <= 3x CP-ALS (wall)\n\n",
+               device, reps);
+        printf("| tensor | plugin | rank | row solve per mode | reduction | completion "
+               "iteration | CP-ALS iteration wall / device | completion / CP-ALS | 3x bar | "
+               "singular/empty rows per mode |\n");
+        printf("|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
+        for (int a = first; a < argc; ++a) {
+            char name[64];
+            const char *kind = NULL;
+            g_autoptr(th_sptensor) t = load_input(argv[a], name, sizeof(name), &kind);
+            fprintf(stderr, "%s (%s): %u modes, nnz %llu\n", name, kind, t->nmodes,
+                    (unsigned long long)t->nnz);
+            for (char **pn = names; *pn; ++pn)
+                bench_completion(*pn, name, t, rank, reps);
+        }
+        return 0;
+    }
     if (cp_apr) {
         printf("CP-APR inner iteration (generalized MTTKRP POISSON_RATIO + "
                "MULTIPLICATIVE_UPDATE) against the plain MTTKRP, rank %u, %s, medians of %d; "

@@ -627,6 +627,7 @@ void thg_free_tensor(thg_context *ctx)
         ctx->results[m] = ctx->result_blocks[m] = nullptr;
         ctx->result_begin[m] = ctx->result_end[m] = 0;
     }
+    thg_rls_free(ctx);
     thg_sweep_free(ctx);
     thg_gen_free(ctx);
     thg_transfer_free(ctx);

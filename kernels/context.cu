@@ -105,6 +105,8 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
     const char *cap = getenv("TH_GPU_TEST_FREE_BYTES");
     ctx->free_bytes_cap = cap && *cap ? strtoull(cap, nullptr, 10) : 0;
+    const char *chunk = getenv("TH_GPU_TEST_RLS_CHUNK");
+    ctx->rls_chunk_override = chunk && *chunk ? (uint32_t)strtoul(chunk, nullptr, 10) : 0;
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {
         THG_CUDA(cudaEventCreate(&ctx->copies[m].start));
         THG_CUDA(cudaEventCreate(&ctx->copies[m].stop));
@@ -194,8 +196,7 @@ static thg_status validate_problem(uint32_t nmodes, uint64_t nnz, const uint32_t
     return THG_OK;
 }
 
-/* Free memory on the context's device (within the test cap). */
-static thg_status free_device_bytes(thg_context *ctx, uint64_t *out, char *err, size_t errlen)
+thg_status thg_free_device_bytes(thg_context *ctx, uint64_t *out, char *err, size_t errlen)
 {
     size_t free_bytes = 0, total_bytes = 0;
     THG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -232,7 +233,7 @@ extern "C" thg_status thg_get_memory_terms(thg_context *ctx, uint32_t nmodes,
     out->build_bytes_per_row =
         (thg_build_bytes(nmodes, 1, max_dim, ctx->kappa) + max_dim - 1) / max_dim;
     THG_CUDA(cudaSetDevice(ctx->device));
-    thg_status st = free_device_bytes(ctx, &out->free_bytes, err, errlen);
+    thg_status st = thg_free_device_bytes(ctx, &out->free_bytes, err, errlen);
     if (st != THG_OK)
         return st;
     out->kappa = ctx->kappa;
@@ -259,7 +260,7 @@ static thg_status check_budget(thg_context *ctx, char *err, size_t errlen)
     const uint64_t build_bytes = thg_build_workspace_bytes(ctx, max_dim);
     const uint64_t needed = tensor_bytes + factor_bytes + workspace_bytes + build_bytes;
     uint64_t free_bytes = 0;
-    const thg_status st = free_device_bytes(ctx, &free_bytes, err, errlen);
+    const thg_status st = thg_free_device_bytes(ctx, &free_bytes, err, errlen);
     if (st != THG_OK)
         return st;
     if (needed > free_bytes)

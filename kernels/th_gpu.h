@@ -210,6 +210,35 @@ thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, dou
                              double threshold, double tolerance, double offset, double *violation,
                              uint64_t *count, char *err, size_t errlen);
 
+/* Row-wise least squares (the plugin ABI's row_least_squares, 1.5; the
+ * row-wise ALS of tensor completion). For each row j of A = A_mode, over
+ * the nonzeros i with i_mode = j (values x_i), h_i = the elementwise
+ * product of the other factors' rows A_k(i_k, :):
+ *   G_j = sum h_i h_i^T, b_j = sum x_i h_i   (h_i the product of the fp32
+ *   entries in double; G_j and b_j summed in double)
+ * nonneg 0: the row <- the solution of (G_j + ridge I) a = b_j; a row whose
+ * factorisation breaks down (pivot <= max diagonal * rank * DBL_EPSILON *
+ * TH_SOLVE_BREAKDOWN_FACTOR) is left as it was and counted in
+ * *singular_rows. nonneg 1: `passes` sweeps of coordinate descent from the
+ * row as it was, r = 0 .. rank-1 in order: d = G_j(r,r) + ridge,
+ * a_r <- max(0, a_r + (b_j(r) - ((G_j + ridge I) a)(r)) / d), or 0 where
+ * d = 0. A row without nonzeros becomes zero when ridge > 0 and is left as
+ * it was when ridge == 0; *empty_rows counts them. *factor_norm_squared =
+ * the sum of squares of the updated factor (as held, fp32). The other
+ * factors and every MTTKRP result stay as they were; the factor is held as
+ * its true values afterwards (column scale 1). The first call after a load
+ * builds every mode's plan (its rows by length, the longest split into
+ * chunks) and allocates the workspace, checked against free device memory
+ * first (THG_ERR_OUT_OF_MEMORY); both stay until the tensor goes. One
+ * synchronisation; only the counts and the norm cross the bus.
+ * Errors: THG_ERR_STATE before a load; THG_ERR_INVALID for a mode out of
+ * range, a negative or non-finite ridge, nonneg other than 0 or 1, passes
+ * 0 with nonneg 1; THG_ERR_UNSUPPORTED on a rank of a group. Null outputs
+ * are allowed. kernels/DESIGN.md, "The row solve". */
+thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, double ridge, int nonneg,
+                                 uint32_t passes, uint64_t *singular_rows, uint64_t *empty_rows,
+                                 double *factor_norm_squared, char *err, size_t errlen);
+
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */
     int device;            /* its CUDA ordinal */

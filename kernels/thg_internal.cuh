@@ -115,6 +115,50 @@ struct thg_gen_state {
     double *out_dev;    /* its device address */
 };
 
+/* Row-wise least squares (row_solve.cu, the ABI's row_least_squares):
+ * one mode's rows in the order the solve takes them, longest first. */
+struct thg_rls_row {
+    uint32_t row;   /* the factor row */
+    uint32_t begin; /* its first nonzero in the mode's copy (rows are contiguous there) */
+    uint32_t count; /* its nonzeros; 0 for an empty row */
+};
+/* A piece of a row too long for one worker (a split row): `count`
+ * nonzeros from `begin`, added into split slot `slot`. */
+struct thg_rls_chunk {
+    uint32_t row, begin, count, slot;
+};
+/* What the kernels of one call count, zeroed before each call. */
+struct thg_rls_counters {
+    unsigned long long singular; /* rows whose solve broke down */
+    double norm;                 /* sum of squares of the updated factor */
+    unsigned long long queue;    /* the next task of the dynamic queue */
+    unsigned long long pad;
+};
+/* One mode's plan, built from its copy on the first call after a load:
+ * rows[0, nsplit) are split into chunks (chunk_len nonzeros each, the
+ * last shorter), rows[nsplit, nonempty) are solved whole, rows[nonempty,
+ * dims) are empty. */
+struct thg_rls_mode {
+    uint32_t nonempty, nsplit, nchunks, chunk_len;
+    thg_rls_row *rows;     /* [dims] (device) */
+    thg_rls_chunk *chunks; /* [nchunks] (device) */
+};
+/* The row solve's workspace, allocated on its first call and kept until
+ * the tensor goes (thg_free_tensor): every mode's plan, the split rows'
+ * accumulators and the counters. */
+struct thg_rls_state {
+    int ready;
+    void *rows_block; /* every mode's rows */
+    void *work_block; /* every mode's chunks, the split slots, the counters */
+    thg_rls_counters *counters;
+    double *split;        /* [max nsplit][slot_stride]: packed lower G, then b */
+    uint32_t slot_stride; /* doubles */
+    uint32_t main_blocks; /* resident blocks of the main kernel (its grid) */
+    thg_rls_counters *out_host; /* pinned: the counters copied back */
+    uint64_t bytes;             /* device bytes of both blocks (in workspace_bytes) */
+    thg_rls_mode modes[THG_MAX_MODES];
+};
+
 /* transfer.cu: copies of this many bytes and more go through pinned memory;
  * the host threads that do a copy's host side; each thread's two pinned
  * pieces. */
@@ -207,6 +251,11 @@ struct thg_context {
     cudaEvent_t transfer_events[2 * thg_transfer_threads];
     /* One allocation holding every mode's copy and offsets. */
     void *copy_block;
+    /* row_least_squares' workspace (row_solve.cu), from its first call. */
+    thg_rls_state rls;
+    /* TH_GPU_TEST_RLS_CHUNK=N: row_least_squares splits every row of more
+     * than N nonzeros into chunks of N (tests of the split rows); 0: unset. */
+    uint32_t rls_chunk_override;
 
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -319,6 +368,9 @@ __device__ __forceinline__ void thg_stamp_end(unsigned long long *stamp)
         atomicMax(stamp + 1, thg_globaltimer());
 }
 
+/* context.cu: free memory on the context's device, within the test cap
+ * (TH_GPU_TEST_FREE_BYTES). */
+thg_status thg_free_device_bytes(thg_context *ctx, uint64_t *out, char *err, size_t errlen);
 /* context.cu: a tensor is loaded and `mode` is one of its modes. */
 thg_status thg_check_mode(const thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* thg_als_update's first steps (a multi-device update takes them on every
@@ -496,6 +548,8 @@ void thg_gram_mirror(double *gram, uint32_t rank);
  * added to `gram` (device, R x R doubles, zero before); on ctx->stream. */
 thg_status thg_launch_init_factor(thg_context *ctx, uint32_t mode, uint64_t seed, double *gram,
                                   char *err, size_t errlen);
+/* row_solve.cu: its workspace, with the tensor (thg_free_tensor). */
+void thg_rls_free(thg_context *ctx);
 /* solve.cu */
 thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
 /* For the sweep: W = V^-1 and the norm flag into ctx->als_w, V the

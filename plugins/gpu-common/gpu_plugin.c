@@ -466,6 +466,43 @@ th_status gpu_plugin_factor_update(th_instance *instance, th_factor_update_io *i
     return TH_OK;
 }
 
+th_status gpu_plugin_row_least_squares(th_instance *instance, th_row_least_squares_io *io,
+                                       char *err)
+{
+    if (!instance || !io)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: NULL argument");
+    if (io->struct_size < TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: th_row_least_squares_io is %u bytes, shorter "
+                              "than the %zu of ABI 1.5",
+                              io->struct_size, (size_t)TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE);
+    /* Several devices: each rank holds a share of every mode's nonzeros,
+     * so no rank sees a whole row; there is no multi-device form yet. */
+    if (instance->group)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "row_least_squares: multi-GPU row least squares (tensor "
+                              "completion) is not implemented (%s runs on %u devices; use one "
+                              "device for tensor completion)",
+                              instance->id, thg_group_size(instance->group));
+    if (io->nonneg > 1u)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "row_least_squares: nonneg %u must be 0 or 1", io->nonneg);
+    /* The kernels check the rest (th_gpu.h): no tensor -> BAD_STATE; the
+     * mode, ridge and passes -> INVALID_ARGUMENT. */
+    uint64_t singular = 0, empty = 0;
+    double norm = 0.0;
+    char msg[TH_ERROR_SIZE];
+    const thg_status st =
+        thg_row_least_squares(instance->ctx, io->mode, io->ridge, (int)io->nonneg, io->passes,
+                              &singular, &empty, &norm, msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "row_least_squares: %s", msg);
+    io->singular_rows = singular;
+    io->empty_rows = empty;
+    io->factor_norm_squared = norm;
+    return TH_OK;
+}
+
 /* snprintf at the end of `buf`; stops quietly when the buffer is full. */
 static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *buf, size_t size, const char *fmt, ...)

@@ -34,6 +34,8 @@ GPU_PLUGIN_API th_status gpu_plugin_generalized_mttkrp(th_instance *instance,
                                                        th_generalized_mttkrp_io *io, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_factor_update(th_instance *instance, th_factor_update_io *io,
                                                   char *err);
+GPU_PLUGIN_API th_status gpu_plugin_row_least_squares(th_instance *instance,
+                                                      th_row_least_squares_io *io, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
@@ -79,6 +81,7 @@ GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_
         .init_factors = gpu_plugin_init_factors,                                          \
         .generalized_mttkrp = gpu_plugin_generalized_mttkrp,                              \
         .factor_update = gpu_plugin_factor_update,                                        \
+        .row_least_squares = gpu_plugin_row_least_squares,                                \
     }
 
 #endif

@@ -1,0 +1,1228 @@
+/* Row-wise least squares on one device (the plugin ABI's
+ * row_least_squares, 1.5): the row-wise ALS of tensor completion. For each
+ * row j of A = A_mode, over its nonzeros i (values x_i) with
+ * h_i = prod_{k != mode} A_k(i_k, :),
+ *   G_j = sum_i h_i h_i^T, b_j = sum_i x_i h_i   (accumulated in double)
+ * and the row becomes the solution of (G_j + ridge I) a = b_j by an
+ * LDL^T factorisation (the pivots are Cholesky's, so the breakdown test is
+ * the ABI's), or `passes` sweeps of coordinate descent under a >= 0.
+ *
+ * The work. A mode's copy (build.cu) keeps each row's nonzeros contiguous:
+ * scheme 2 sorts them by row, scheme 1 sorts by row and then, stably, by
+ * partition, and a row belongs to one partition. So a row is one run of
+ * its index, and the first call after a load turns every mode's runs into
+ * a plan (`thg_rls_mode`): the rows sorted by nonzero count, longest first,
+ * and the longest ones (more than chunk_len nonzeros, chunk_len ~ a
+ * quarter of the nonzeros per worker) cut into chunks. Then one call is:
+ *   1. the main kernel: a dynamic queue of tasks, the chunks first, then
+ *      the whole rows longest first (the shortest go several to a grab).
+ *      Ranks up to 32: one warp per task, G_j's 8 x 8 tiles in registers,
+ *      added by fp64 tensor-core mma (m8n8k4, four nonzeros a step: lane
+ *      (q, c) holds nonzero q's h at columns c*T .. c*T+T-1, T = ceil(R/8),
+ *      which with both fragments taken from the same registers makes tile
+ *      (t1, t2) hold G(c*T + t1, c'*T + t2)); then the warp writes G_j + ridge I
+ *      and b_j to its shared memory, solves and writes the row. Larger
+ *      ranks: one 512-thread block per task; each batch of 32 nonzeros'
+ *      h goes to shared memory and the block's 16 warps share the 8 x 8 tiles
+ *      of the upper triangle; warp 0 solves. A chunk adds its partial G
+ *      and b into its row's slot (packed lower triangle, double atomics)
+ *      instead of solving.
+ *   2. the split rows' solve: one warp per slot.
+ *   3. the empty rows: zero (ridge > 0) or as they were.
+ *   4. the mode's column scale set to 1: the factor is written as its
+ *      true values (those get_factor reads), as the factor operations do.
+ * Then one copy of the counts and the norm, and one synchronisation.
+ *
+ * h_i is the product of the other modes' fp32 entries in double (exact
+ * for a 3-mode tensor); G_j and b_j are summed in double, and the column
+ * scales of the stored (unnormalised, als.cu) factors are applied to G_j
+ * and b_j in double. */
+#include <cub/device/device_radix_sort.cuh>
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include <vector>
+
+#include <tensorhost/plugin.h>
+
+#include "thg_internal.cuh"
+
+namespace {
+
+constexpr uint32_t kFull = 0xffffffffu;
+constexpr uint32_t kNoSlot = 0xffffffffu;
+/* The register path: ranks up to 8 x kRegisterTiles. */
+constexpr uint32_t kRegisterTiles = 4;
+constexpr uint32_t kWarpKernelWarps = 4;
+constexpr uint32_t kWarpKernelThreads = 32 * kWarpKernelWarps;
+/* The block path (larger ranks). */
+constexpr uint32_t kBlockWarps = 16;
+constexpr uint32_t kBlockThreads = 32 * kBlockWarps;
+constexpr uint32_t kBatch = 32; /* nonzeros staged at a time; a multiple of 4 */
+constexpr uint32_t kMaxTiles = (THG_MAX_RANK + 7) / 8;
+constexpr uint32_t kMaxPairs = kMaxTiles * (kMaxTiles + 1) / 2;
+constexpr uint32_t kPairsPerWarp = (kMaxPairs + kBlockWarps - 1) / kBlockWarps;
+/* Splitting: rows longer than max(kMinChunk, nnz / (kChunksPerWorker x
+ * workers)) go in chunks of that length. */
+constexpr uint32_t kMinChunk = 1024;
+constexpr uint32_t kChunksPerWorker = 4;
+/* A grab of the queue takes up to kMaxGrab whole rows when they have
+ * fewer than kSmallRow nonzeros together (one atomic for several tiny rows). */
+constexpr uint32_t kSmallRow = 32;
+constexpr uint32_t kMaxGrab = 4;
+constexpr uint32_t kUtilThreads = 256;
+
+/* Blocks of the register path's kernel an SM must hold, which sets its
+ * register budget (65536 / (128 x blocks)): at R = 32 the tiles, h and the
+ * gathers take ~120 registers, more for the run-time count of modes (NO =
+ * 0); each value here is the largest without spills (ptxas of CUDA 13.0). */
+__host__ __device__ constexpr int warp_min_blocks(int T, int NO)
+{
+    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? (NO == 0 || NO >= 3 ? 5 : 6) : 8;
+}
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* Row stride of the register path's matrix in shared memory: odd, so that
+ * a column read by 32 lanes falls in distinct banks. */
+__host__ __device__ inline uint32_t full_ld(uint32_t R) { return R | 1u; }
+
+/* Entry (i, j), j <= i, of a packed lower triangle (row-major). */
+__host__ __device__ inline uint32_t lower_index(uint32_t i, uint32_t j)
+{
+    return i * (i + 1) / 2 + j;
+}
+
+/* Where entry (i, j) (j <= i) of the lower triangle lives. */
+struct full_layout {
+    uint32_t ld;
+    __device__ uint32_t operator()(uint32_t i, uint32_t j) const { return i * ld + j; }
+};
+struct packed_layout {
+    __device__ uint32_t operator()(uint32_t i, uint32_t j) const { return lower_index(i, j); }
+};
+
+/* What every kernel of a call reads: passed by value (constant bank). */
+struct rls_args {
+    /* The other modes, in mode order: the copy's index arrays, their
+     * stored factors and column scales. */
+    const uint32_t *idx[THG_MAX_MODES - 1];
+    const float *fac[THG_MAX_MODES - 1];
+    const float *scale[THG_MAX_MODES - 1];
+    uint32_t nother;
+    const float *vals; /* the copy's values */
+    float *F;          /* the mode's stored factor, rewritten as true values */
+    const float *self_scale; /* the mode's column scale (set to 1 after) */
+    uint32_t R;
+    double ridge;
+    int nonneg;
+    uint32_t passes;
+    const thg_rls_row *rows;
+    const thg_rls_chunk *chunks;
+    uint32_t nsplit, nchunks;
+    uint32_t ntasks; /* nchunks + the whole rows */
+    double *split;   /* nsplit slots */
+    uint32_t slot_stride;
+    thg_rls_counters *ctr;
+};
+
+/* c += a b, one m8n8k4 fp64 product: a is A(lane / 4, lane % 4), b is
+ * B(lane % 4, lane / 4), c is C(lane / 4, 2 (lane % 4) + {0, 1}) (PTX ISA,
+ * "Matrix Fragments for mma.m8n8k4" with .f64). */
+__device__ __forceinline__ void dmma(double (&c)[2], double a, double b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+        : "+d"(c[0]), "+d"(c[1])
+        : "d"(a), "d"(b));
+#else
+    /* The same product from shuffles, for devices without fp64 mma. */
+    const uint32_t lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (uint32_t k = 0; k < 4; ++k) {
+        const double av = __shfl_sync(kFull, a, g * 4 + k);
+        const double b0 = __shfl_sync(kFull, b, (2 * t) * 4 + k);
+        const double b1 = __shfl_sync(kFull, b, (2 * t + 1) * 4 + k);
+        c[0] = fma(av, b0, c[0]);
+        c[1] = fma(av, b1, c[1]);
+    }
+#endif
+}
+
+__device__ __forceinline__ double warp_sum(double v)
+{
+#pragma unroll
+    for (uint32_t d = 16; d > 0; d /= 2)
+        v += __shfl_xor_sync(kFull, v, d);
+    return v;
+}
+
+__device__ __forceinline__ double warp_max(double v)
+{
+#pragma unroll
+    for (uint32_t d = 16; d > 0; d /= 2)
+        v = fmax(v, __shfl_xor_sync(kFull, v, d));
+    return v;
+}
+
+/* v[u] for a run-time u < N, without indexing registers at run time. */
+template <int N>
+__device__ __forceinline__ double pick(const double (&v)[N], uint32_t u)
+{
+    double r = v[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k)
+        if (u == (uint32_t)k)
+            r = v[k];
+    return r;
+}
+
+template <int N>
+__device__ __forceinline__ void put(double (&v)[N], uint32_t u, double x)
+{
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+        if (u == (uint32_t)k)
+            v[k] = x;
+}
+
+/* cs[r] = prod over the other modes of their column scale (the true h_i is
+ * the stored one times cs), self[r] = the mode's own. */
+__device__ void load_scales(const rls_args &a, double *cs, float *self, uint32_t tid,
+                            uint32_t nthreads)
+{
+    for (uint32_t r = tid; r < a.R; r += nthreads) {
+        double c = 1.0;
+        for (uint32_t o = 0; o < a.nother; ++o)
+            c *= (double)a.scale[o][r];
+        cs[r] = c;
+        self[r] = a.self_scale[r];
+    }
+}
+
+/* The row as it is (stored times the column scale: what get_factor reads),
+ * a lane's entries i = lane + 32 u. */
+template <int RPL>
+__device__ void load_row(const rls_args &a, uint32_t row, const float *self, uint32_t lane,
+                         double (&x)[RPL])
+{
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        x[u] = i < a.R ? (double)(a.F[(size_t)row * a.R + i] * self[i]) : 0.0;
+    }
+}
+
+template <int RPL>
+__device__ void store_row(const rls_args &a, uint32_t row, uint32_t lane, const double (&x)[RPL],
+                          double &norm)
+{
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        if (i < a.R) {
+            const float v = (float)x[u];
+            a.F[(size_t)row * a.R + i] = v;
+            norm += (double)v * (double)v;
+        }
+    }
+}
+
+/* One warp solves a row's system: V (shared memory, its lower triangle as
+ * `lay` places it: G_j + ridge I) and bs (shared, b_j). x holds the row as
+ * it was (lane's entries i = lane + 32 u) and gets the new row; false when
+ * the factorisation breaks down (x untouched). V is overwritten when
+ * nonneg is 0. Every lane returns the same. */
+template <int RPL, class L>
+__device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t R, int nonneg,
+                             uint32_t passes, uint32_t lane, double (&x)[RPL])
+{
+    double b[RPL];
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        b[u] = i < R ? bs[i] : 0.0;
+    }
+    if (nonneg) {
+        /* Coordinate descent from the row as it was, r = 0 .. R-1 in order
+         * (the ABI's formula); every lane reduces the same sum. */
+        for (uint32_t p = 0; p < passes; ++p)
+            for (uint32_t r = 0; r < R; ++r) {
+                double part = 0.0;
+#pragma unroll
+                for (int u = 0; u < RPL; ++u) {
+                    const uint32_t c = lane + 32u * u;
+                    if (c < R)
+                        part += (c <= r ? V[lay(r, c)] : V[lay(c, r)]) * x[u];
+                }
+                const double s = warp_sum(part);
+                if (lane == r % 32) {
+                    const uint32_t u = r / 32;
+                    const double d = V[lay(r, r)];
+                    const double xr = pick(x, u);
+                    put(x, u, d != 0.0 ? fmax(0.0, xr + (pick(b, u) - s) / d) : 0.0);
+                }
+            }
+        return true;
+    }
+    /* LDL^T, right-looking on the lower triangle, lane i updating its rows:
+     * step k leaves column k as it was (c(i, k)), its pivot d_k = V(k, k)
+     * the square of Cholesky's L(k, k), so the test is the ABI's. */
+    double largest = 0.0;
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        if (i < R)
+            largest = fmax(largest, fabs(V[lay(i, i)]));
+    }
+    largest = warp_max(largest);
+    const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
+    for (uint32_t k = 0; k < R; ++k) {
+        const double d = V[lay(k, k)];
+        if (!(d > threshold))
+            return false;
+        const double inv = 1.0 / d;
+#pragma unroll
+        for (int u = 0; u < RPL; ++u) {
+            const uint32_t i = lane + 32u * u;
+            if (i > k && i < R) {
+                const double f = V[lay(i, k)] * inv;
+                for (uint32_t j = k + 1; j <= i; ++j)
+                    V[lay(i, j)] -= f * V[lay(j, k)];
+            }
+        }
+        __syncwarp();
+    }
+    /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z. */
+    for (uint32_t k = 0; k < R; ++k) {
+        const double g = __shfl_sync(kFull, pick(b, k / 32), k % 32) / V[lay(k, k)];
+#pragma unroll
+        for (int u = 0; u < RPL; ++u) {
+            const uint32_t i = lane + 32u * u;
+            if (i > k && i < R)
+                b[u] -= V[lay(i, k)] * g;
+        }
+    }
+    double inv_d[RPL];
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        inv_d[u] = i < R ? 1.0 / V[lay(i, i)] : 0.0;
+        b[u] *= inv_d[u];
+    }
+    for (uint32_t k = R; k-- > 0;) {
+        const double ak = __shfl_sync(kFull, pick(b, k / 32), k % 32);
+#pragma unroll
+        for (int u = 0; u < RPL; ++u) {
+            const uint32_t i = lane + 32u * u;
+            if (i < k)
+                b[u] -= V[lay(k, i)] * inv_d[u] * ak;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < RPL; ++u)
+        x[u] = b[u];
+    return true;
+}
+
+/* Task t of the queue: a chunk (t < nchunks) or a whole row. */
+__device__ __forceinline__ void task_of(const rls_args &a, uint32_t t, uint32_t &row,
+                                        uint32_t &begin, uint32_t &count, uint32_t &slot)
+{
+    if (t < a.nchunks) {
+        const thg_rls_chunk c = a.chunks[t];
+        row = c.row;
+        begin = c.begin;
+        count = c.count;
+        slot = c.slot;
+    } else {
+        const thg_rls_row r = a.rows[a.nsplit + (t - a.nchunks)];
+        row = r.row;
+        begin = r.begin;
+        count = r.count;
+        slot = kNoSlot;
+    }
+}
+
+/* How many tasks one grab takes: several whole rows when the row at the
+ * queue's head (the longest left: the rows come longest first) is tiny. */
+__device__ uint32_t grab_size(const rls_args &a)
+{
+    const unsigned long long head = *(volatile const unsigned long long *)&a.ctr->queue;
+    if (head < a.nchunks || head >= a.ntasks)
+        return 1;
+    const uint32_t count = a.rows[a.nsplit + ((uint32_t)head - a.nchunks)].count;
+    if (count >= kSmallRow)
+        return 1;
+    const uint32_t k = kSmallRow / (count > 0 ? count : 1u);
+    return k < kMaxGrab ? k : kMaxGrab;
+}
+
+/* T floats of a factor row for lane column group c8: columns c8*T + t. */
+template <int T>
+__device__ __forceinline__ void load_cols(const float *row, uint32_t c8, uint32_t R, bool exact,
+                                          float (&v)[T])
+{
+    const uint32_t c0 = c8 * T;
+    if (exact) {
+        /* R == 8T: whole vectors, aligned (rows of R floats, c0 a multiple of T). */
+        if constexpr (T == 4) {
+            const float4 f = __ldg((const float4 *)(row + c0));
+            v[0] = f.x;
+            v[1] = f.y;
+            v[2] = f.z;
+            v[3] = f.w;
+        } else if constexpr (T == 2) {
+            const float2 f = __ldg((const float2 *)(row + c0));
+            v[0] = f.x;
+            v[1] = f.y;
+        } else {
+#pragma unroll
+            for (int t = 0; t < T; ++t)
+                v[t] = __ldg(row + c0 + t);
+        }
+    } else {
+#pragma unroll
+        for (int t = 0; t < T; ++t)
+            v[t] = c0 + t < R ? __ldg(row + c0 + t) : 0.0f;
+    }
+}
+
+/* The register path's sums over nonzeros [begin, begin + count) of one
+ * row: acc[t2 (t2 + 1) / 2 + t1] is the fragment of tile (t1, t2), t1 <=
+ * t2, bacc[t] lane (q, c8)'s part of b(c8*T + t). NO: the other modes'
+ * count, 0 for a run-time count. */
+template <int T, int NO>
+__device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, uint32_t count,
+                                           uint32_t q, uint32_t c8, bool exact,
+                                           double (&acc)[T * (T + 1) / 2][2], double (&bacc)[T])
+{
+    constexpr int P = T * (T + 1) / 2;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+        acc[p][0] = acc[p][1] = 0.0;
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+        bacc[t] = 0.0;
+    const uint32_t R = a.R;
+    const uint32_t nother = NO > 0 ? (uint32_t)NO : a.nother;
+#pragma unroll 2
+    for (uint32_t base = 0; base < count; base += 4) {
+        /* Lanes past the row's end load its first nonzero (a valid
+         * address) and add zeros: no branch around the mma. */
+        const bool valid = base + q < count;
+        const uint32_t k = begin + (valid ? base + q : 0u);
+        /* h in double: the product of fp32 entries, exact for two other
+         * modes, rounded once a further mode (fp32 products would perturb
+         * G_j by ~1e-7, which an ill-conditioned row magnifies). */
+        double h[T];
+        {
+            float v[T];
+            load_cols<T>(a.fac[0] + (size_t)__ldg(a.idx[0] + k) * R, c8, R, exact, v);
+#pragma unroll
+            for (int t = 0; t < T; ++t)
+                h[t] = (double)v[t];
+        }
+        if (NO > 0) {
+#pragma unroll
+            for (int o = 1; o < (NO > 0 ? NO : 1); ++o) {
+                float v[T];
+                load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
+#pragma unroll
+                for (int t = 0; t < T; ++t)
+                    h[t] *= (double)v[t];
+            }
+        } else {
+            for (uint32_t o = 1; o < nother; ++o) {
+                float v[T];
+                load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
+#pragma unroll
+                for (int t = 0; t < T; ++t)
+                    h[t] *= (double)v[t];
+            }
+        }
+        const double x = valid ? (double)__ldg(a.vals + k) : 0.0;
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+            h[t] = valid ? h[t] : 0.0;
+            bacc[t] = fma(x, h[t], bacc[t]);
+        }
+#pragma unroll
+        for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+            for (int t1 = 0; t1 <= t2; ++t1)
+                dmma(acc[t2 * (t2 + 1) / 2 + t1], h[t1], h[t2]);
+    }
+    /* b(c8*T + t) in every lane of column group c8. */
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+        bacc[t] += __shfl_xor_sync(kFull, bacc[t], 1);
+        bacc[t] += __shfl_xor_sync(kFull, bacc[t], 2);
+    }
+}
+
+/* The register path's kernel: one warp per task (ranks up to 32). Shared
+ * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
+ * full_ld(R)) and b (R)]. */
+template <int T, int NO>
+__global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
+    rls_warp_kernel(const rls_args a)
+{
+    extern __shared__ double smem[];
+    constexpr int P = T * (T + 1) / 2;
+    const uint32_t R = a.R;
+    const uint32_t ld = full_ld(R);
+    double *s_cs = smem;
+    float *s_self = (float *)(smem + R);
+    const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    double *V = smem + 2 * (size_t)R + (size_t)warp * ((size_t)R * ld + R);
+    double *bs = V + (size_t)R * ld;
+    load_scales(a, s_cs, s_self, threadIdx.x, blockDim.x);
+    __syncthreads();
+    const uint32_t q = lane % 4, c8 = lane / 4;
+    const bool exact = R == 8u * T;
+    double acc[P][2], bacc[T];
+    double norm = 0.0;
+    unsigned long long singular = 0;
+    uint32_t t = 0, tend = 0;
+    for (;;) {
+        if (t == tend) {
+            unsigned long long start = 0;
+            uint32_t take = 1;
+            if (lane == 0) {
+                take = grab_size(a);
+                start = atomicAdd(&a.ctr->queue, (unsigned long long)take);
+            }
+            start = __shfl_sync(kFull, start, 0);
+            take = __shfl_sync(kFull, take, 0);
+            if (start >= a.ntasks)
+                break;
+            t = (uint32_t)start;
+            tend = start + take < a.ntasks ? (uint32_t)(start + take) : a.ntasks;
+        }
+        uint32_t row, begin, count, slot;
+        task_of(a, t, row, begin, count, slot);
+        ++t;
+        accumulate<T, NO>(a, begin, count, q, c8, exact, acc, bacc);
+        /* Tile (t1, t2)'s entry e of this lane is G(r, s), r = c8*T + t1,
+         * s = (2q + e)*T + t2. Each unordered pair {r, s} appears once in
+         * the tiles t1 < t2 and in both orders in the tiles t1 == t2, where
+         * only r >= s is taken: every lower entry exactly once. */
+        if (slot != kNoSlot) {
+            double *dst = a.split + (size_t)slot * a.slot_stride;
+#pragma unroll
+            for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+                for (int t1 = 0; t1 <= t2; ++t1)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
+                        if (r < R && s < R && (t1 != t2 || r >= s))
+                            atomicAdd(dst + (r >= s ? lower_index(r, s) : lower_index(s, r)),
+                                      acc[t2 * (t2 + 1) / 2 + t1][e]);
+                    }
+            if (q == 0)
+#pragma unroll
+                for (int tt = 0; tt < T; ++tt) {
+                    const uint32_t r = c8 * T + tt;
+                    if (r < R)
+                        atomicAdd(dst + R * (R + 1) / 2 + r, bacc[tt]);
+                }
+            continue;
+        }
+        __syncwarp(); /* the previous row's solve is done with V */
+#pragma unroll
+        for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+            for (int t1 = 0; t1 <= t2; ++t1)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
+                    if (r < R && s < R && (t1 != t2 || r >= s)) {
+                        double v = acc[t2 * (t2 + 1) / 2 + t1][e] * s_cs[r] * s_cs[s];
+                        if (r == s)
+                            v += a.ridge;
+                        V[(r >= s ? r : s) * ld + (r >= s ? s : r)] = v;
+                    }
+                }
+        if (q == 0)
+#pragma unroll
+            for (int tt = 0; tt < T; ++tt) {
+                const uint32_t r = c8 * T + tt;
+                if (r < R)
+                    bs[r] = bacc[tt] * s_cs[r];
+            }
+        __syncwarp();
+        double x[1];
+        load_row<1>(a, row, s_self, lane, x);
+        if (!solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x))
+            ++singular;
+        store_row<1>(a, row, lane, x, norm);
+    }
+    norm = warp_sum(norm);
+    if (lane == 0) {
+        if (norm != 0.0)
+            atomicAdd(&a.ctr->norm, norm);
+        if (singular)
+            atomicAdd(&a.ctr->singular, singular);
+    }
+}
+
+/* The block path's shared memory in doubles: [cs | self | x: kBatch | H:
+ * kBatch x (Rpad + 4) | V: packed lower | b: R]. H's stride is 4 mod 8
+ * doubles, so the fragment loads (4 rows x 8 columns) are conflict-free. */
+__host__ __device__ inline uint32_t block_ldh(uint32_t R) { return 8u * ((R + 7) / 8) + 4u; }
+
+size_t block_smem_bytes(uint32_t R)
+{
+    return sizeof(double) * (2 * (size_t)R + kBatch + (size_t)kBatch * block_ldh(R) +
+                             lower_index(R, 0) + R);
+}
+
+/* The block path's kernel: one 512-thread block per task (ranks 33 to
+ * 128). Warp w adds the tiles p = w, w + 16, ... of the upper triangle
+ * (p = t2 (t2 + 1) / 2 + t1), fragments from the staged H; warp 0 solves. */
+__global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_args a)
+{
+    extern __shared__ double smem[];
+    __shared__ uint32_t s_task;
+    const uint32_t R = a.R, T = (R + 7) / 8, Rpad = 8 * T, ldh = block_ldh(R);
+    const uint32_t P = T * (T + 1) / 2, RR2 = lower_index(R, 0);
+    double *s_cs = smem;
+    float *s_self = (float *)(smem + R);
+    double *sX = smem + 2 * (size_t)R;
+    double *sH = sX + kBatch;
+    double *V = sH + (size_t)kBatch * ldh;
+    double *bs = V + RR2;
+    const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t q = lane % 4, c8 = lane / 4;
+    /* This warp's tiles: t1 | t2 << 8. */
+    uint32_t pairs[kPairsPerWarp];
+#pragma unroll
+    for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+        const uint32_t p = warp + kBlockWarps * kk;
+        uint32_t t2 = 0;
+        while ((t2 + 1) * (t2 + 2) / 2 <= p)
+            ++t2;
+        pairs[kk] = p < P ? (p - t2 * (t2 + 1) / 2) | (t2 << 8) : 0u;
+    }
+    const uint32_t my_pairs = warp < P ? (P - warp + kBlockWarps - 1) / kBlockWarps : 0u;
+    load_scales(a, s_cs, s_self, tid, blockDim.x);
+    double acc[kPairsPerWarp][2];
+    double norm = 0.0;
+    unsigned long long singular = 0;
+    for (;;) {
+        __syncthreads(); /* also: the previous task's solve is done */
+        if (tid == 0) {
+            const unsigned long long t = atomicAdd(&a.ctr->queue, 1ull);
+            s_task = t < a.ntasks ? (uint32_t)t : a.ntasks;
+        }
+        __syncthreads();
+        const uint32_t t = s_task;
+        if (t >= a.ntasks)
+            break;
+        uint32_t row, begin, count, slot;
+        task_of(a, t, row, begin, count, slot);
+#pragma unroll
+        for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk)
+            acc[kk][0] = acc[kk][1] = 0.0;
+        double bpart = 0.0;
+        for (uint32_t base = 0; base < count; base += kBatch) {
+            const uint32_t nb = count - base < kBatch ? count - base : kBatch;
+            /* H(j, c) = h of nonzero base + j at column c (zero past the
+             * batch or the rank). */
+            for (uint32_t e = tid; e < kBatch * Rpad; e += blockDim.x) {
+                const uint32_t j = e / Rpad, c = e - j * Rpad;
+                double p = 0.0;
+                if (j < nb && c < R) {
+                    const uint32_t k = begin + base + j;
+                    p = (double)a.fac[0][(size_t)a.idx[0][k] * R + c];
+                    for (uint32_t o = 1; o < a.nother; ++o)
+                        p *= (double)a.fac[o][(size_t)a.idx[o][k] * R + c];
+                }
+                sH[(size_t)j * ldh + c] = p;
+            }
+            for (uint32_t j = tid; j < kBatch; j += blockDim.x)
+                sX[j] = j < nb ? (double)a.vals[begin + base + j] : 0.0;
+            __syncthreads();
+            if (tid < R)
+                for (uint32_t j = 0; j < nb; ++j)
+                    bpart = fma(sX[j], sH[(size_t)j * ldh + tid], bpart);
+            /* Four nonzeros a step; this warp's tiles kk < my_pairs. */
+            const uint32_t steps = (nb + 3) / 4;
+            for (uint32_t s = 0; s < steps; ++s) {
+                const double *hs = sH + (size_t)(4 * s + q) * ldh + c8;
+#pragma unroll
+                for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk)
+                    if (kk < my_pairs) /* uniform in the warp */
+                        dmma(acc[kk], hs[8 * (pairs[kk] & 0xffu)], hs[8 * (pairs[kk] >> 8)]);
+            }
+            __syncthreads(); /* H is read; the next batch may overwrite it */
+        }
+        /* Tile (t1, t2)'s entry e of this lane is G(8 t1 + c8, 8 t2 + 2q + e):
+         * the tiles t1 < t2 hold upper entries, the diagonal tiles both. */
+        if (slot != kNoSlot) {
+            double *dst = a.split + (size_t)slot * a.slot_stride;
+#pragma unroll
+            for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+                if (kk >= my_pairs)
+                    continue;
+                const uint32_t t1 = pairs[kk] & 0xffu, t2 = pairs[kk] >> 8;
+#pragma unroll
+                for (uint32_t e = 0; e < 2; ++e) {
+                    const uint32_t r = 8 * t1 + c8, s = 8 * t2 + 2 * q + e;
+                    if (r < R && s < R && (t1 != t2 || r >= s))
+                        atomicAdd(dst + (r >= s ? lower_index(r, s) : lower_index(s, r)),
+                                  acc[kk][e]);
+                }
+            }
+            if (tid < R)
+                atomicAdd(dst + RR2 + tid, bpart);
+            continue;
+        }
+#pragma unroll
+        for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+            if (kk >= my_pairs)
+                continue;
+            const uint32_t t1 = pairs[kk] & 0xffu, t2 = pairs[kk] >> 8;
+#pragma unroll
+            for (uint32_t e = 0; e < 2; ++e) {
+                const uint32_t r = 8 * t1 + c8, s = 8 * t2 + 2 * q + e;
+                if (r < R && s < R && (t1 != t2 || r >= s)) {
+                    double v = acc[kk][e] * s_cs[r] * s_cs[s];
+                    if (r == s)
+                        v += a.ridge;
+                    V[r >= s ? lower_index(r, s) : lower_index(s, r)] = v;
+                }
+            }
+        }
+        if (tid < R)
+            bs[tid] = bpart * s_cs[tid];
+        __syncthreads();
+        if (warp == 0) {
+            double x[4];
+            load_row<4>(a, row, s_self, lane, x);
+            if (!solve_system<4>(V, packed_layout{}, bs, R, a.nonneg, a.passes, lane, x))
+                ++singular;
+            store_row<4>(a, row, lane, x, norm);
+        }
+    }
+    if (warp == 0) {
+        norm = warp_sum(norm);
+        if (lane == 0) {
+            if (norm != 0.0)
+                atomicAdd(&a.ctr->norm, norm);
+            if (singular)
+                atomicAdd(&a.ctr->singular, singular);
+        }
+    }
+}
+
+/* The split rows, one warp (block) per slot: the slot's G (packed lower)
+ * and b, scaled, with the ridge, into `lay`'s layout, then solved.
+ * Shared memory: [cs | self | b | V]. */
+template <int RPL, class L>
+__global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L lay)
+{
+    extern __shared__ double smem[];
+    const uint32_t R = a.R, RR2 = lower_index(R, 0), lane = threadIdx.x;
+    double *s_cs = smem;
+    float *s_self = (float *)(smem + R);
+    double *bs = smem + 2 * (size_t)R;
+    double *V = bs + R;
+    const uint32_t slot = blockIdx.x;
+    const uint32_t row = a.rows[slot].row;
+    load_scales(a, s_cs, s_self, lane, 32);
+    __syncwarp();
+    const double *src = a.split + (size_t)slot * a.slot_stride;
+    for (uint32_t i = 0; i < R; ++i)
+        for (uint32_t j = lane; j <= i; j += 32) {
+            double v = src[lower_index(i, j)] * s_cs[i] * s_cs[j];
+            if (i == j)
+                v += a.ridge;
+            V[lay(i, j)] = v;
+        }
+    for (uint32_t i = lane; i < R; i += 32)
+        bs[i] = src[RR2 + i] * s_cs[i];
+    __syncwarp();
+    double x[RPL];
+    load_row<RPL>(a, row, s_self, lane, x);
+    const bool solved = solve_system<RPL>(V, lay, bs, R, a.nonneg, a.passes, lane, x);
+    double norm = 0.0;
+    store_row<RPL>(a, row, lane, x, norm);
+    norm = warp_sum(norm);
+    if (lane == 0) {
+        if (norm != 0.0)
+            atomicAdd(&a.ctr->norm, norm);
+        if (!solved)
+            atomicAdd(&a.ctr->singular, 1ull);
+    }
+}
+
+/* The empty rows (plan positions first .. first + n - 1): zero, or as they
+ * were (stored times the column scale), and their squares. */
+__global__ void __launch_bounds__(kUtilThreads)
+    rls_empty_kernel(const rls_args a, uint32_t first, uint32_t n, int zero)
+{
+    __shared__ double s_part[kUtilThreads / 32];
+    const uint32_t R = a.R;
+    double norm = 0.0;
+    const size_t total = (size_t)n * R;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t row = a.rows[first + e / R].row, c = (uint32_t)(e % R);
+        float *p = a.F + (size_t)row * R + c;
+        const float v = zero ? 0.0f : *p * a.self_scale[c];
+        *p = v;
+        norm += (double)v * (double)v;
+    }
+    norm = warp_sum(norm);
+    if (threadIdx.x % 32 == 0)
+        s_part[threadIdx.x / 32] = norm;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (uint32_t w = 0; w < blockDim.x / 32; ++w)
+            sum += s_part[w];
+        if (sum != 0.0)
+            atomicAdd(&a.ctr->norm, sum);
+    }
+}
+
+/* ---- The plan (once per load) ---- */
+
+/* Each row's run in the copy: rbeg[row] its first position, rend[row] one
+ * past its last (both zero before, so an empty row stays 0, 0). */
+__global__ void rls_runs_kernel(const uint32_t *rows_of, uint32_t nnz, uint32_t *rbeg,
+                                uint32_t *rend)
+{
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < nnz;
+         k += gridDim.x * blockDim.x) {
+        const uint32_t row = rows_of[k];
+        if (k == 0 || rows_of[k - 1] != row)
+            rbeg[row] = k;
+        if (k == nnz - 1 || rows_of[k + 1] != row)
+            rend[row] = k + 1;
+    }
+}
+
+/* counts (rend, in place) -= rbeg; ids = the row numbers. */
+__global__ void rls_counts_kernel(uint32_t *counts, const uint32_t *rbeg, uint32_t *ids,
+                                  uint32_t dim)
+{
+    for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < dim;
+         r += gridDim.x * blockDim.x) {
+        counts[r] -= rbeg[r];
+        ids[r] = r;
+    }
+}
+
+/* The plan's rows from the counts sorted descending; words[0] = the rows
+ * with a nonzero, words[1] = the rows longer than chunk_len (zero before). */
+__global__ void rls_rows_kernel(const uint32_t *counts, const uint32_t *ids, const uint32_t *rbeg,
+                                uint32_t dim, uint32_t chunk_len, thg_rls_row *rows,
+                                uint32_t *words)
+{
+    for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < dim;
+         t += gridDim.x * blockDim.x) {
+        const uint32_t count = counts[t], row = ids[t];
+        rows[t] = thg_rls_row{row, rbeg[row], count};
+        const uint32_t next = t + 1 < dim ? counts[t + 1] : 0u;
+        if (count > 0 && next == 0)
+            words[0] = t + 1;
+        if (count > chunk_len && next <= chunk_len)
+            words[1] = t + 1;
+    }
+}
+
+uint32_t bits_for(uint32_t max_value)
+{
+    uint32_t bits = 1;
+    while (bits < 32 && (max_value >> bits) != 0)
+        ++bits;
+    return bits;
+}
+
+unsigned grid_for(uint64_t n)
+{
+    const uint64_t blocks = (n + kUtilThreads - 1) / kUtilThreads;
+    return (unsigned)(blocks < 65535 * 16 ? (blocks == 0 ? 1 : blocks) : 65535 * 16);
+}
+
+/* The accumulate-and-solve kernel of a rank and count of other modes. */
+struct main_kernel {
+    const void *fn;
+    uint32_t threads;
+    size_t smem;
+    uint32_t workers_per_block; /* tasks a block works on at once */
+};
+
+template <int T>
+const void *warp_kernel_for(uint32_t nother)
+{
+    switch (nother) {
+    case 1:
+        return (const void *)rls_warp_kernel<T, 1>;
+    case 2:
+        return (const void *)rls_warp_kernel<T, 2>;
+    case 3:
+        return (const void *)rls_warp_kernel<T, 3>;
+    default:
+        return (const void *)rls_warp_kernel<T, 0>;
+    }
+}
+
+main_kernel main_kernel_for(uint32_t R, uint32_t nother)
+{
+    const uint32_t T = (R + 7) / 8;
+    if (T > kRegisterTiles)
+        return {(const void *)rls_block_kernel, kBlockThreads, block_smem_bytes(R), 1};
+    const void *fn = T == 1   ? warp_kernel_for<1>(nother)
+                     : T == 2 ? warp_kernel_for<2>(nother)
+                     : T == 3 ? warp_kernel_for<3>(nother)
+                              : warp_kernel_for<4>(nother);
+    const size_t smem = sizeof(double) * (2 * (size_t)R + kWarpKernelWarps *
+                                                               ((size_t)R * full_ld(R) + R));
+    return {fn, kWarpKernelThreads, smem, kWarpKernelWarps};
+}
+
+/* The split rows' kernel of a rank (one warp per block). */
+struct split_kernel {
+    const void *fn;
+    size_t smem;
+    bool packed;
+};
+
+split_kernel split_kernel_for(uint32_t R)
+{
+    if ((R + 7) / 8 <= kRegisterTiles)
+        return {(const void *)rls_split_kernel<1, full_layout>,
+                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R)), false};
+    return {(const void *)rls_split_kernel<4, packed_layout>,
+            sizeof(double) * (3 * (size_t)R + lower_index(R, 0)), true};
+}
+
+thg_status set_smem(const void *fn, size_t bytes, char *err, size_t errlen)
+{
+    THG_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return THG_OK;
+}
+
+/* Blocks of the main kernel resident on the device at once. */
+thg_status resident_blocks(const thg_context *ctx, const main_kernel &k, uint32_t *out, char *err,
+                           size_t errlen)
+{
+    int per_sm = 0;
+    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.fn, (int)k.threads,
+                                                           k.smem));
+    if (per_sm < 1)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "row_least_squares: rank %u does not fit on %s (%zu bytes of shared "
+                        "memory a block)",
+                        ctx->rank, ctx->device_name, k.smem);
+    *out = (uint32_t)per_sm * (uint32_t)ctx->sm_count;
+    return THG_OK;
+}
+
+thg_status check_free(thg_context *ctx, uint64_t needed, const char *what, char *err,
+                      size_t errlen)
+{
+    uint64_t free_bytes = 0;
+    const thg_status st = thg_free_device_bytes(ctx, &free_bytes, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (needed > free_bytes)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY,
+                        "row_least_squares: its %s needs %llu bytes on %s, %llu bytes available",
+                        what, (unsigned long long)needed, ctx->device_name,
+                        (unsigned long long)free_bytes);
+    return THG_OK;
+}
+
+/* Temporary buffers of the plan's build, for the longest mode. */
+struct plan_temp {
+    void *block = nullptr;
+    uint32_t *rbeg = nullptr, *keys[2] = {}, *ids[2] = {}, *words = nullptr;
+    void *cub = nullptr;
+    size_t cub_bytes = 0;
+};
+
+size_t cub_sort_bytes(uint32_t max_dim)
+{
+    size_t bytes = 0;
+    cub::DoubleBuffer<uint32_t> k(nullptr, nullptr), v(nullptr, nullptr);
+    cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, k, v, (int)max_dim, 0, 32);
+    return bytes + 256;
+}
+
+/* Every mode's rows (sorted by count) and its nonempty and split counts,
+ * into s.modes; rows_block holds the rows. */
+thg_status build_rows(thg_context *ctx, const uint32_t *chunk_len, plan_temp &tmp, char *err,
+                      size_t errlen)
+{
+    thg_rls_state &s = ctx->rls;
+    cudaStream_t st = ctx->stream;
+    const uint32_t nm = ctx->nmodes;
+    char *p = (char *)s.rows_block;
+    THG_CUDA(cudaMemsetAsync(tmp.words, 0, sizeof(uint32_t) * 2 * nm, st));
+    for (uint32_t m = 0; m < nm; ++m) {
+        const thg_mode_copy &copy = ctx->copies[m];
+        const uint32_t dim = ctx->dims[m];
+        s.modes[m].rows = (thg_rls_row *)p;
+        p += round_up(sizeof(thg_rls_row) * (size_t)dim);
+        THG_CUDA(cudaMemsetAsync(tmp.rbeg, 0, sizeof(uint32_t) * dim, st));
+        THG_CUDA(cudaMemsetAsync(tmp.keys[0], 0, sizeof(uint32_t) * dim, st));
+        rls_runs_kernel<<<grid_for(copy.nnz), kUtilThreads, 0, st>>>(copy.idx[m], copy.nnz,
+                                                                     tmp.rbeg, tmp.keys[0]);
+        THG_LAUNCHED();
+        rls_counts_kernel<<<grid_for(dim), kUtilThreads, 0, st>>>(tmp.keys[0], tmp.rbeg,
+                                                                  tmp.ids[0], dim);
+        THG_LAUNCHED();
+        cub::DoubleBuffer<uint32_t> keys(tmp.keys[0], tmp.keys[1]);
+        cub::DoubleBuffer<uint32_t> ids(tmp.ids[0], tmp.ids[1]);
+        size_t bytes = tmp.cub_bytes;
+        THG_CUDA(cub::DeviceRadixSort::SortPairsDescending(tmp.cub, bytes, keys, ids, (int)dim,
+                                                           0, (int)bits_for(copy.nnz), st));
+        rls_rows_kernel<<<grid_for(dim), kUtilThreads, 0, st>>>(
+            keys.Current(), ids.Current(), tmp.rbeg, dim, chunk_len[m], s.modes[m].rows,
+            tmp.words + 2 * m);
+        THG_LAUNCHED();
+    }
+    uint32_t words[2 * THG_MAX_MODES];
+    THG_CUDA(cudaMemcpyAsync(words, tmp.words, sizeof(uint32_t) * 2 * nm, cudaMemcpyDeviceToHost,
+                             st));
+    THG_CUDA(cudaStreamSynchronize(st));
+    for (uint32_t m = 0; m < nm; ++m) {
+        s.modes[m].nonempty = words[2 * m];
+        s.modes[m].nsplit = words[2 * m + 1];
+        s.modes[m].chunk_len = chunk_len[m];
+    }
+    return THG_OK;
+}
+
+/* The plans of every mode and the workspace, on the first call after a
+ * load; every allocation checked against free memory first. */
+thg_status prepare(thg_context *ctx, char *err, size_t errlen)
+{
+    thg_rls_state &s = ctx->rls;
+    if (s.ready)
+        return THG_OK;
+    thg_rls_free(ctx); /* what a failed first attempt left */
+    const uint32_t R = ctx->rank, nm = ctx->nmodes;
+    const main_kernel mk = main_kernel_for(R, nm - 1);
+    const split_kernel sk = split_kernel_for(R);
+    thg_status st = set_smem(mk.fn, mk.smem, err, errlen);
+    if (st == THG_OK)
+        st = set_smem(sk.fn, sk.smem, err, errlen);
+    uint32_t blocks = 0;
+    if (st == THG_OK)
+        st = resident_blocks(ctx, mk, &blocks, err, errlen);
+    if (st != THG_OK)
+        return st;
+    s.main_blocks = blocks;
+    const uint64_t workers = (uint64_t)blocks * mk.workers_per_block;
+    uint32_t chunk_len[THG_MAX_MODES];
+    uint32_t max_dim = 1;
+    size_t rows_bytes = 0;
+    for (uint32_t m = 0; m < nm; ++m) {
+        const uint64_t share = (ctx->copies[m].nnz + kChunksPerWorker * workers - 1) /
+                               (kChunksPerWorker * workers);
+        chunk_len[m] = ctx->rls_chunk_override ? ctx->rls_chunk_override
+                       : share > kMinChunk     ? (uint32_t)share
+                                               : kMinChunk;
+        max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
+        rows_bytes += round_up(sizeof(thg_rls_row) * (size_t)ctx->dims[m]);
+    }
+    plan_temp tmp;
+    tmp.cub_bytes = round_up(cub_sort_bytes(max_dim));
+    const size_t dim_bytes = round_up(sizeof(uint32_t) * (size_t)max_dim);
+    const size_t temp_bytes = 5 * dim_bytes + round_up(sizeof(uint32_t) * 2 * nm) + tmp.cub_bytes;
+    st = check_free(ctx, rows_bytes + temp_bytes, "plan of each mode's rows", err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaMalloc(&s.rows_block, rows_bytes));
+    s.bytes = rows_bytes;
+    ctx->workspace_bytes += rows_bytes;
+    THG_CUDA(cudaMalloc(&tmp.block, temp_bytes));
+    char *p = (char *)tmp.block;
+    tmp.rbeg = (uint32_t *)p;
+    tmp.keys[0] = (uint32_t *)(p + dim_bytes);
+    tmp.keys[1] = (uint32_t *)(p + 2 * dim_bytes);
+    tmp.ids[0] = (uint32_t *)(p + 3 * dim_bytes);
+    tmp.ids[1] = (uint32_t *)(p + 4 * dim_bytes);
+    tmp.words = (uint32_t *)(p + 5 * dim_bytes);
+    tmp.cub = p + 5 * dim_bytes + round_up(sizeof(uint32_t) * 2 * nm);
+    st = build_rows(ctx, chunk_len, tmp, err, errlen);
+    cudaStreamSynchronize(ctx->stream); /* the temporaries are free to go */
+    const cudaError_t freed = cudaFree(tmp.block);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(freed);
+
+    /* The split rows' chunks, cut on the host from their (few) rows. */
+    std::vector<thg_rls_chunk> chunks;
+    uint32_t first_chunk[THG_MAX_MODES];
+    uint32_t max_split = 0;
+    for (uint32_t m = 0; m < nm; ++m) {
+        thg_rls_mode &pm = s.modes[m];
+        first_chunk[m] = (uint32_t)chunks.size();
+        if (pm.nsplit == 0)
+            continue;
+        std::vector<thg_rls_row> split(pm.nsplit);
+        THG_CUDA(cudaMemcpyAsync(split.data(), pm.rows, sizeof(thg_rls_row) * pm.nsplit,
+                                 cudaMemcpyDeviceToHost, ctx->stream));
+        THG_CUDA(cudaStreamSynchronize(ctx->stream));
+        for (uint32_t t = 0; t < pm.nsplit; ++t)
+            for (uint32_t off = 0; off < split[t].count; off += pm.chunk_len) {
+                const uint32_t left = split[t].count - off;
+                chunks.push_back(thg_rls_chunk{split[t].row, split[t].begin + off,
+                                               left < pm.chunk_len ? left : pm.chunk_len, t});
+            }
+        pm.nchunks = (uint32_t)chunks.size() - first_chunk[m];
+        max_split = pm.nsplit > max_split ? pm.nsplit : max_split;
+    }
+    s.slot_stride = (lower_index(R, 0) + R + 1u) & ~1u;
+    const size_t chunk_bytes = round_up(sizeof(thg_rls_chunk) * chunks.size());
+    const size_t split_bytes = round_up(sizeof(double) * (size_t)max_split * s.slot_stride);
+    const size_t work_bytes = chunk_bytes + split_bytes + round_up(sizeof(thg_rls_counters));
+    st = check_free(ctx, work_bytes, "chunks and split-row accumulators", err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaMalloc(&s.work_block, work_bytes));
+    s.bytes += work_bytes;
+    ctx->workspace_bytes += work_bytes;
+    p = (char *)s.work_block;
+    thg_rls_chunk *chunks_dev = (thg_rls_chunk *)p;
+    s.split = (double *)(p + chunk_bytes);
+    s.counters = (thg_rls_counters *)(p + chunk_bytes + split_bytes);
+    for (uint32_t m = 0; m < nm; ++m)
+        s.modes[m].chunks = chunks_dev + first_chunk[m];
+    if (!chunks.empty()) {
+        /* Pageable source: the stream waits for the copy before `chunks` goes. */
+        THG_CUDA(cudaMemcpyAsync(chunks_dev, chunks.data(), sizeof(thg_rls_chunk) * chunks.size(),
+                                 cudaMemcpyHostToDevice, ctx->stream));
+        THG_CUDA(cudaStreamSynchronize(ctx->stream));
+    }
+    THG_CUDA(cudaHostAlloc(&s.out_host, sizeof(thg_rls_counters), cudaHostAllocDefault));
+    s.ready = 1;
+    return THG_OK;
+}
+
+} // namespace
+
+void thg_rls_free(thg_context *ctx)
+{
+    thg_rls_state &s = ctx->rls;
+    cudaFree(s.rows_block);
+    cudaFree(s.work_block);
+    cudaFreeHost(s.out_host);
+    ctx->workspace_bytes = ctx->workspace_bytes > s.bytes ? ctx->workspace_bytes - s.bytes : 0;
+    memset(&s, 0, sizeof(s));
+}
+
+extern "C" thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, double ridge,
+                                            int nonneg, uint32_t passes,
+                                            uint64_t *singular_rows, uint64_t *empty_rows,
+                                            double *factor_norm_squared, char *err,
+                                            size_t errlen)
+{
+    if (singular_rows)
+        *singular_rows = 0;
+    if (empty_rows)
+        *empty_rows = 0;
+    if (factor_norm_squared)
+        *factor_norm_squared = 0.0;
+    thg_status st = thg_check_mode(ctx, mode, err, errlen);
+    if (st != THG_OK)
+        return st;
+    if (!(ridge >= 0.0) || !isfinite(ridge))
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "ridge %g must be finite and at least 0", ridge);
+    if (nonneg != 0 && nonneg != 1)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "nonneg %d must be 0 or 1", nonneg);
+    if (nonneg && passes == 0)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "passes 0 with nonneg 1: at least one sweep of coordinate descent");
+    if (ctx->factor_allocator.alloc != thg_device_allocator.alloc)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "row least squares on a rank of a multi-device group is not "
+                        "implemented (a rank holds a share of each mode's nonzeros)");
+    THG_CUDA(cudaSetDevice(ctx->device));
+    st = prepare(ctx, err, errlen);
+    if (st != THG_OK)
+        return st;
+    const thg_rls_state &s = ctx->rls;
+    const thg_rls_mode &pm = s.modes[mode];
+    const thg_mode_copy &copy = ctx->copies[mode];
+    const uint32_t R = ctx->rank, dim = ctx->dims[mode];
+    rls_args a;
+    memset(&a, 0, sizeof(a));
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        if (m == mode)
+            continue;
+        a.idx[a.nother] = copy.idx[m];
+        a.fac[a.nother] = ctx->factors[m];
+        a.scale[a.nother] = ctx->col_scale + (size_t)m * R;
+        ++a.nother;
+    }
+    a.vals = copy.vals;
+    a.F = ctx->factors[mode];
+    a.self_scale = ctx->col_scale + (size_t)mode * R;
+    a.R = R;
+    a.ridge = ridge;
+    a.nonneg = nonneg;
+    a.passes = passes;
+    a.rows = pm.rows;
+    a.chunks = pm.chunks;
+    a.nsplit = pm.nsplit;
+    a.nchunks = pm.nchunks;
+    a.ntasks = pm.nchunks + (pm.nonempty - pm.nsplit);
+    a.split = s.split;
+    a.slot_stride = s.slot_stride;
+    a.ctr = s.counters;
+    cudaStream_t stream = ctx->stream;
+    THG_CUDA(cudaMemsetAsync(s.counters, 0, sizeof(thg_rls_counters), stream));
+    if (pm.nsplit)
+        THG_CUDA(cudaMemsetAsync(s.split, 0, sizeof(double) * pm.nsplit * s.slot_stride, stream));
+    void *params[] = {&a};
+    if (a.ntasks > 0) {
+        const main_kernel mk = main_kernel_for(R, a.nother);
+        const uint32_t blocks = s.main_blocks;
+        const uint64_t wanted = ((uint64_t)a.ntasks + mk.workers_per_block - 1) /
+                                mk.workers_per_block;
+        const uint32_t grid = wanted < blocks ? (uint32_t)wanted : blocks;
+        THG_CUDA(cudaLaunchKernel(mk.fn, dim3(grid), dim3(mk.threads), params, mk.smem, stream));
+    }
+    if (pm.nsplit > 0) {
+        const split_kernel sk = split_kernel_for(R);
+        void *split_params[] = {&a, nullptr};
+        full_layout full{full_ld(R)};
+        packed_layout packed{};
+        split_params[1] = sk.packed ? (void *)&packed : (void *)&full;
+        THG_CUDA(cudaLaunchKernel(sk.fn, dim3(pm.nsplit), dim3(32), split_params, sk.smem,
+                                  stream));
+    }
+    if (pm.nonempty < dim) {
+        const uint32_t first = pm.nonempty, n = dim - pm.nonempty;
+        rls_empty_kernel<<<grid_for((uint64_t)n * R), kUtilThreads, 0, stream>>>(
+            a, first, n, ridge > 0.0 ? 1 : 0);
+        THG_LAUNCHED();
+    }
+    /* The factor is held as its true values now (the kernels above read the
+     * old scale first: the stream orders them). */
+    st = thg_fill_floats(ctx, ctx->col_scale + (size_t)mode * R, R, 1.0f, err, errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaMemcpyAsync(s.out_host, s.counters, sizeof(thg_rls_counters),
+                             cudaMemcpyDeviceToHost, stream));
+    THG_CUDA(cudaStreamSynchronize(stream));
+    if (singular_rows)
+        *singular_rows = s.out_host->singular;
+    if (empty_rows)
+        *empty_rows = dim - pm.nonempty;
+    if (factor_norm_squared)
+        *factor_norm_squared = s.out_host->norm;
+    return THG_OK;
+}
