@@ -557,7 +557,10 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
         __syncwarp();
         double x[1];
         load_row<1>(a, row, s_self, lane, x);
-        if (!solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x))
+        /* Fewer nonzeros than R at ridge 0: G is exactly singular, and
+         * rounding must not decide (plugin.h). Warp-uniform. */
+        const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R;
+        if (short_row || !solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x))
             ++singular;
         store_row<1>(a, row, lane, x, norm);
     }
@@ -704,7 +707,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
         if (warp == 0) {
             double x[4];
             load_row<4>(a, row, s_self, lane, x);
-            if (!solve_system<4>(V, packed_layout{}, bs, R, a.nonneg, a.passes, lane, x))
+            const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R; /* as above */
+            if (short_row ||
+                !solve_system<4>(V, packed_layout{}, bs, R, a.nonneg, a.passes, lane, x))
                 ++singular;
             store_row<4>(a, row, lane, x, norm);
         }

@@ -163,13 +163,14 @@ static rls_counts oracle(const th_sptensor *t, double *const *factors, uint32_t 
     memcpy(out, factors[mode], (size_t)t->dims[mode] * rank * sizeof *out);
     for (uint32_t row = 0; row < t->dims[mode]; row++) {
         double *a = out + (size_t)row * rank;
-        if (normal_equations(t, factors, rank, mode, row, p->ridge, v, b) == 0) {
+        const uint64_t entries = normal_equations(t, factors, rank, mode, row, p->ridge, v, b);
+        if (entries == 0) {
             counts.empty++;
             if (p->ridge > 0.0)
                 memset(a, 0, rank * sizeof *a);
         } else if (p->nonneg) {
             coordinate_descent(v, b, rank, p->passes, a);
-        } else if (cholesky_solve(v, b, rank, x)) {
+        } else if ((p->ridge > 0.0 || entries >= rank) && cholesky_solve(v, b, rank, x)) {
             memcpy(a, x, rank * sizeof *a);
         } else {
             counts.singular++;

@@ -595,9 +595,11 @@ typedef struct th_factor_update_io {
  *   sum_i (x_i - <a, h_i>)^2 + ridge * ||a||^2
  * that is, with G_j = sum_i h_i h_i^T and b_j = sum_i x_i h_i:
  *   - nonneg 0: the solution of (G_j + ridge I) a = b_j by Cholesky; a row
- *     whose matrix breaks down under the test of TH_SOLVE_BREAKDOWN_FACTOR
- *     (the test decides; typically fewer independent nonzeros than R and
- *     ridge 0) is left as it was and counted in singular_rows;
+ *     with fewer nonzeros than R at ridge 0 (G_j exactly singular, which
+ *     rounding could hide from the test) is singular without factorising,
+ *     and so is a row whose matrix breaks down under the test of
+ *     TH_SOLVE_BREAKDOWN_FACTOR: left as it was and counted in
+ *     singular_rows;
  *   - nonneg 1: the same objective under a >= 0, by `passes` sweeps of
  *     coordinate descent from the row as it was, r = 0 .. R-1 in order:
  *       d = G_j(r,r) + ridge;

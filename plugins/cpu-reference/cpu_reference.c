@@ -1800,6 +1800,9 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restric
         nonneg_coordinate_descent(v, b, rank, task->passes, a);
         return RLS_SOLVED;
     }
+    /* G is exactly singular; rounding must not decide (plugin.h). */
+    if (task->ridge == 0.0 && end - begin < rank)
+        return RLS_SINGULAR;
     if (!cholesky_lower(v, rank))
         return RLS_SINGULAR; /* the row is left as it was */
     cholesky_solve(v, rank, b);

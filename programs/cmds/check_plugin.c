@@ -1887,7 +1887,7 @@ static void naive_row_least_squares(const th_sptensor *t, double *const *factors
                 memset(a, 0, rank * sizeof *a);
         } else if (kind->nonneg) {
             naive_coordinate_descent(vr, br, rank, kind->passes, a);
-        } else if (naive_cholesky(vr, rank, l)) {
+        } else if ((kind->ridge > 0.0 || count[row] >= rank) && naive_cholesky(vr, rank, l)) {
             naive_cholesky_solve(l, br, rank, x);
             memcpy(a, x, rank * sizeof *a);
         } else {
