@@ -1218,9 +1218,10 @@ static th_status cpu_reference_als_update_nonneg(th_instance *inst, th_nonneg_up
     memset(inst->update_sums, 0, 2 * inst->scratch_stride * sizeof *inst->update_sums);
     const int64_t block = update_block_rows(inst->rank);
     const int previous_threads = blas_threads_begin(threads);
-    for (int64_t first = 0; first < rows; first += block)
-        summarize_block(inst, inst->results[mode], first, rows - first < block ? rows - first : block,
-                        io->norm, threads);
+    for (int64_t first = 0; first < rows; first += block) {
+        const int64_t count = rows - first < block ? rows - first : block;
+        summarize_block(inst, inst->results[mode], first, count, io->norm, threads);
+    }
     blas_threads_end(previous_threads);
     commit_update(inst, mode, io->norm, threads, out);
     io->passes = passes;
