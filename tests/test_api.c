@@ -775,6 +775,16 @@ static void test_constraints(void **state)
                      TENSORHOST_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "constraints 7"));
     params.constraints = TENSORHOST_CONSTRAINTS_NONNEG;
+    /* The update in the backend (cpu-reference's als_update_nonneg) and on
+     * the host: the same run. */
+    params.update = TENSORHOST_UPDATE_MODE;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_true(fabs(tensorhost_cpd_fit(r) - nonneg_fit) < 1e-12);
+    tensorhost_cpd_free(r);
+    params.update = TENSORHOST_UPDATE_HOST;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_true(fabs(tensorhost_cpd_fit(r) - nonneg_fit) < 1e-12);
+    tensorhost_cpd_free(r);
     params.update = TENSORHOST_UPDATE_SWEEP;
     assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
                      TENSORHOST_ERR_INVALID_ARGUMENT);

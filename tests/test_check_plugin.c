@@ -150,6 +150,21 @@ static void test_cpu_reference_passes(void **state)
                     "row_least_squares: io.passes is 0 with io.nonneg 1; at least one pass of "
                     "coordinate descent is needed)");
     assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
+    /* ABI 1.5: als_update_nonneg against the checker's own HALS (both
+     * norms, scale NULL and given, 1 and 5 sweeps, tolerance 0 and 1e-8; a
+     * skewed 4-mode tensor), the passes reported, and the error rules. */
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=3 rank=6 norm=2 scale=NULL "
+                                     "sweeps=5 tolerance=0 (max relative error "));
+    assert_non_null(strstr(r.output, "; passes by mode 5, 5, 5)\n"));
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=3 rank=6 norm=max "
+                                     "scale=given sweeps=5 tolerance=1e-08 ("));
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=4 skew=zipf rank=3 "
+                                     "norm=2 scale=NULL sweeps=5 tolerance=1e-08 ("));
+    assert_line(&r, "PASS als_update_nonneg before mttkrp (TH_ERR_BAD_STATE: als_update_nonneg: "
+                    "mode 0 has no MTTKRP result yet (call mttkrp first))");
+    assert_line(&r, "PASS als_update_nonneg NaN tolerance (TH_ERR_INVALID_ARGUMENT: "
+                    "als_update_nonneg: io.tolerance nan must be finite and >= 0)");
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
     run_clear(&r);
 }
 
@@ -185,6 +200,8 @@ static void test_frozen_v1_0_plugin_passes(void **state)
                     "models other than least squares will not run on it");
     assert_line(&r, "SKIP row_least_squares: not implemented (optional, ABI 1.5): tensor "
                     "completion will not run on it");
+    assert_line(&r, "SKIP als_update_nonneg: not implemented (optional, ABI 1.5): nonnegative "
+                    "CP updates its factors on the host");
     run_clear(&r);
 }
 
@@ -221,6 +238,8 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
     assert_line(&r, "SKIP row_least_squares: not implemented (optional, ABI 1.5): tensor "
                     "completion will not run on it");
+    assert_line(&r, "SKIP als_update_nonneg: not implemented (optional, ABI 1.5): nonnegative "
+                    "CP updates its factors on the host");
     run_clear(&r);
 }
 

@@ -293,6 +293,11 @@ static void test_cpd_constraints(void **state)
     assert_true(all.nonneg_modes == UINT64_MAX);
     assert_int_equal(all.constraints_listed, 0);
     assert_int_equal(th_cpd_nonneg_mask(&all, 3), 7);
+    /* The per-mode path takes constraints (als_update_nonneg, checked
+     * against the plugin when the run is planned). */
+    g_autoptr(th_config) in_backend = load_ok(
+        "tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"mode\"\n", NULL);
+    assert_int_equal(th_cpd_params_from_config(in_backend, 2).update, TH_UPDATE_MODE);
     /* One per mode, in a file or through --set. */
     g_autoptr(th_config) per_mode = load_ok(
         "tensor.path = \"t\"\n[cpd]\nconstraints = [\"nonneg\", \"none\", \"nonneg\"]\n", NULL);
@@ -332,8 +337,9 @@ static void test_cpd_constraints(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"sweep\"\n",
                       NULL, TH_CONFIG_ERROR_CONFLICT,
                       "FILE:4:1: cpd.update = \"sweep\" updates without constraints; with "
-                      "cpd.constraints = \"nonneg\" the update runs on the host: leave "
-                      "cpd.update out or set it to \"auto\" or \"host\"");
+                      "cpd.constraints = \"nonneg\" each mode is updated on its own, in the "
+                      "backend or on the host: leave cpd.update out or set it to \"auto\", "
+                      "\"mode\" or \"host\"");
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nconstraints = \"nonneg\"\n",
                       NULL, TH_CONFIG_ERROR_CONFLICT,
                       "FILE:4:1: cpd.constraints = \"nonneg\" is for the least-squares model; the "

@@ -536,7 +536,8 @@ static void test_aminoacid_rank_three_fit(void **state)
 
 /* cpd.constraints = "nonneg": every published factor entry is >= 0, the
  * fit never drops (each HALS column update is an exact minimiser), it runs
- * on the host path, and a planted nonnegative tensor is fitted. On a tensor
+ * on the mode path (cpu-reference has als_update_nonneg), and a planted
+ * nonnegative tensor is fitted. On a tensor
  * with values of both signs the unconstrained factors have negative
  * entries where the constrained ones do not. */
 static void test_nonneg_factors(void **state)
@@ -549,7 +550,7 @@ static void test_nonneg_factors(void **state)
                             .nonneg_modes = UINT64_MAX};
     g_autoptr(th_cpd_result) r = run(backend, planted, &params, NULL);
     assert_int_equal(r->nonneg_modes, 7);
-    assert_int_equal(r->update_path, TH_UPDATE_HOST);
+    assert_int_equal(r->update_path, TH_UPDATE_MODE);
     if (!(r->fit > 0.99))
         fail_msg("planted nonnegative rank 3: fit %.6f after %u iterations", r->fit,
                  r->iterations->len);
@@ -662,22 +663,108 @@ static void test_nonneg_per_mode(void **state)
                         "4 constraints given, one per mode, but the tensor has 3 modes");
 }
 
-/* The nonnegative update is the host's: asking for a backend path with it
- * is an error naming both keys' values. */
-static void test_nonneg_refuses_backend_paths(void **state)
+/* A tensor of both signs, so that the constraints are active. */
+static th_sptensor *mixed_signs(void)
+{
+    const th_index dims[] = {7, 8, 9};
+    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
+    return t;
+}
+
+/* The same run within rounding: fits every iteration to 1e-12, lambda and
+ * factors to 1e-10. */
+static void assert_same_nonneg_run(const th_cpd_result *a, const th_cpd_result *b)
+{
+    assert_int_equal(a->iterations->len, b->iterations->len);
+    for (guint i = 0; i < a->iterations->len; ++i) {
+        const double fa = g_array_index(a->iterations, th_cpd_iteration, i).fit;
+        const double fb = g_array_index(b->iterations, th_cpd_iteration, i).fit;
+        if (!(fabs(fa - fb) < 1e-12))
+            fail_msg("iteration %u: fit %.17g vs %.17g ", i + 1, fa, fb);
+    }
+    assert_true(th_test_relative_error(a->lambda, b->lambda, a->rank) < 1e-10);
+    for (uint32_t m = 0; m < a->nmodes; ++m) {
+        const double error = th_test_relative_error(a->factors[m], b->factors[m],
+                                                    (uint64_t)a->dims[m] * a->rank);
+        if (!(error < 1e-10))
+            fail_msg("mode %u: factors differ by %.3g", m + 1, error);
+    }
+}
+
+/* The nonnegative update in the backend (cpu-reference's
+ * als_update_nonneg, which "auto" takes) and on the host are one
+ * algorithm: the same run from the same seed, every mode constrained or
+ * some, the constrained factors >= 0. */
+static void test_nonneg_mode_and_host_paths_agree(void **state)
 {
     (void)state;
-    const th_index dims[] = {4, 5, 6};
-    g_autoptr(th_sptensor) t = th_test_planted_dense(dims, 3, 2, 1);
+    g_autoptr(th_sptensor) t = mixed_signs();
     g_autoptr(th_backend) backend = open_cpu_reference();
+    assert_true(th_backend_has_als_update_nonneg(backend));
+    const uint64_t masks[] = {UINT64_MAX, 5u, 1u};
+    for (size_t i = 0; i < G_N_ELEMENTS(masks); ++i) {
+        th_cpd_params params = {.rank = 2, .max_iters = 25, .tolerance = 0, .seed = 6,
+                                .nonneg_modes = masks[i]};
+        g_autoptr(th_cpd_result) automatic = run(backend, t, &params, NULL);
+        params.update = TH_UPDATE_MODE;
+        g_autoptr(th_cpd_result) mode = run(backend, t, &params, NULL);
+        params.update = TH_UPDATE_HOST;
+        g_autoptr(th_cpd_result) host = run(backend, t, &params, NULL);
+        assert_int_equal(automatic->update_path, TH_UPDATE_MODE);
+        assert_int_equal(mode->update_path, TH_UPDATE_MODE);
+        assert_int_equal(host->update_path, TH_UPDATE_HOST);
+        assert_true(th_cpd_backend_updated(automatic) && !th_cpd_backend_updated(host));
+        assert_int_equal(automatic->iterations->len, 25);
+        /* Well posed (no pseudo-inverse, which would magnify rounding). */
+        assert_int_equal(automatic->pinv_fallbacks + host->pinv_fallbacks, 0);
+        assert_same_nonneg_run(automatic, host);
+        assert_same_nonneg_run(automatic, mode);
+        for (uint32_t m = 0; m < 3; ++m)
+            for (uint64_t k = 0; (automatic->nonneg_modes >> m & 1u) &&
+                                 k < (uint64_t)automatic->dims[m] * 2;
+                 ++k)
+                assert_true(automatic->factors[m][k] >= 0.0);
+    }
+}
+
+static void expect_nonneg_path_error(th_backend *backend, th_update_path update,
+                                     const char *expected)
+{
+    g_autoptr(th_sptensor) t = mixed_signs();
     g_autoptr(GError) error = NULL;
     assert_true(th_backend_load_tensor(backend, t, 2, &error));
     th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX,
-                            .update = TH_UPDATE_MODE};
+                            .update = update};
     assert_null(th_cp_als(backend, t, &params, NULL, &error));
     assert_true(g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH));
-    assert_non_null(strstr(error->message, "\"mode\""));
-    assert_non_null(strstr(error->message, "nonneg"));
+    assert_string_equal(error->message, expected);
+}
+
+/* The nonnegative update runs per mode: the sweep path is refused on any
+ * backend, the mode path on one without als_update_nonneg, whose "auto"
+ * is the host path. */
+static void test_nonneg_refuses_the_sweep_path(void **state)
+{
+    (void)state;
+    g_autoptr(th_backend) reference = open_cpu_reference();
+    expect_nonneg_path_error(reference, TH_UPDATE_SWEEP,
+                             "update path \"sweep\" (cpd.update) updates without constraints; "
+                             "with constraints \"nonneg\" each mode is updated on its own: use "
+                             "\"auto\", \"mode\" or \"host\"");
+    g_autoptr(th_backend) sweep = open_plugin(SWEEP_FIXTURE, NULL);
+    assert_false(th_backend_has_als_update_nonneg(sweep));
+    expect_nonneg_path_error(sweep, TH_UPDATE_MODE,
+                             "update path \"mode\" (cpd.update) with constraints \"nonneg\" "
+                             "needs als_update_nonneg (plugin ABI 1.5) and als_update "
+                             "(capability TH_CAP_ALS_UPDATE), which plugin 'fixture_sweep' does "
+                             "not both implement; use \"auto\" to take the best path the plugin "
+                             "has");
+    g_autoptr(th_sptensor) t = mixed_signs();
+    th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX};
+    g_autoptr(th_cpd_result) r = run(sweep, t, &params, NULL);
+    assert_int_equal(r->update_path, TH_UPDATE_HOST);
 }
 
 int main(void)
@@ -697,7 +784,8 @@ int main(void)
         cmocka_unit_test(test_stopping_rule),
         cmocka_unit_test(test_aminoacid_rank_three_fit),
         cmocka_unit_test(test_nonneg_factors),
-        cmocka_unit_test(test_nonneg_refuses_backend_paths),
+        cmocka_unit_test(test_nonneg_mode_and_host_paths_agree),
+        cmocka_unit_test(test_nonneg_refuses_the_sweep_path),
         cmocka_unit_test(test_nonneg_per_mode),
         cmocka_unit_test(test_nonneg_recovers_planted_parts),
     };

@@ -1219,6 +1219,42 @@ static void test_predict_help(void **state)
     th_test_run_clear(&r);
 }
 
+/* A nonnegative run says where its hierarchical ALS runs, on the console
+ * and in report.json: in the backend on cpu-reference (als_update_nonneg,
+ * the mode path "auto" takes), on the host when asked. */
+static void test_nonneg_run_says_where_hals_runs(void **state)
+{
+    (void)state;
+    const char *const updates[] = {"auto", "host"};
+    const char *const paths[] = {"mode", "host"};
+    const char *const where[] = {"in the backend", "on the host"};
+    for (size_t i = 0; i < G_N_ELEMENTS(updates); ++i) {
+        g_autofree char *dir = scratch_dir();
+        g_autofree char *config = g_strdup_printf(
+            "[tensor]\npath = \"%s\"\n[cpd]\nrank = 3\nmax_iters = 3\nconstraints = "
+            "\"nonneg\"\nupdate = \"%s\"\n[backend]\nplugin = \"cpu-reference\"\n"
+            "[output]\ndir = \"out\"\n",
+            AMINOACID, updates[i]);
+        g_autofree char *config_path = write_temp(dir, "run.toml", config);
+        const char *args[] = {"--config", config_path, NULL};
+        th_test_run r = run_tensorhost(args);
+        if (r.status != 0)
+            fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+        g_autofree char *line =
+            g_strdup_printf(", factors nonnegative (hierarchical ALS %s)", where[i]);
+        assert_non_null(strstr(r.out, line));
+        th_test_run_clear(&r);
+        g_autofree char *out_dir = g_build_filename(dir, "out", NULL);
+        g_autoptr(JsonParser) parser = load_report(out_dir);
+        JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+        JsonObject *cpd = json_object_get_object_member(root, "cpd");
+        assert_string_equal(json_object_get_string_member(cpd, "update_path"), paths[i]);
+        assert_string_equal(json_object_get_string_member(cpd, "constraints"), "nonneg");
+        JsonObject *backend = json_object_get_object_member(root, "backend");
+        assert_true(json_object_get_boolean_member(backend, "als_update_nonneg"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1238,6 +1274,7 @@ int main(void)
         cmocka_unit_test(test_readme_sample_runs_with_auto),
         cmocka_unit_test(test_poisson_run_reports_the_model),
         cmocka_unit_test(test_poisson_refuses_negative_values),
+        cmocka_unit_test(test_nonneg_run_says_where_hals_runs),
         cmocka_unit_test(test_predict_writes_the_model_s_values),
         cmocka_unit_test(test_predict_to_standard_output),
         cmocka_unit_test(test_predict_errors),

@@ -208,8 +208,10 @@ typedef int32_t (*tensorhost_iteration_fn)(uint32_t iteration, double fit, doubl
 /* Constraints on the factors of a least-squares run (1.3; cpd.constraints). */
 typedef enum tensorhost_constraints {
     TENSORHOST_CONSTRAINTS_NONE = 0,
-    /* Every factor nonnegative: each mode's update by hierarchical ALS, on
-     * the host (update must be AUTO or HOST). */
+    /* Every factor nonnegative: each mode's update by hierarchical ALS, in
+     * the backend when its plugin has als_update_nonneg (plugin ABI 1.5),
+     * else on the host (update must not be SWEEP; MODE needs that plugin
+     * function). */
     TENSORHOST_CONSTRAINTS_NONNEG = 1,
 } tensorhost_constraints;
 

@@ -540,13 +540,11 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
                          "constraints %d: expected TENSORHOST_CONSTRAINTS_NONE or _NONNEG",
                          p->constraints);
     if ((p->constraints == TENSORHOST_CONSTRAINTS_NONNEG || p->mode_constraints) &&
-        (p->update == TENSORHOST_UPDATE_SWEEP || p->update == TENSORHOST_UPDATE_MODE))
+        p->update == TENSORHOST_UPDATE_SWEEP)
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
-                         "update %s updates without constraints; with "
-                         "TENSORHOST_CONSTRAINTS_NONNEG the update runs on the host: use "
-                         "TENSORHOST_UPDATE_AUTO or _HOST",
-                         p->update == TENSORHOST_UPDATE_SWEEP ? "TENSORHOST_UPDATE_SWEEP"
-                                                              : "TENSORHOST_UPDATE_MODE");
+                         "update TENSORHOST_UPDATE_SWEEP updates without constraints; with "
+                         "TENSORHOST_CONSTRAINTS_NONNEG each mode is updated on its own: use "
+                         "TENSORHOST_UPDATE_AUTO, _MODE or _HOST");
     return TENSORHOST_OK;
 }
 

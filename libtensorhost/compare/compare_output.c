@@ -215,8 +215,7 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
             ? "Completion, least squares over the listed entries (row-wise ALS in the "
               "backend: no MTTKRP to time)"
         : result->nonneg_modes
-            ? "CP-ALS, nonnegative factors (HALS updates on the host; MTTKRP times are per "
-              "iteration)"
+            ? "CP-ALS, nonnegative factors (HALS updates; MTTKRP times are per iteration)"
             : "CP-ALS (MTTKRP times are per iteration)",
         result->rank,
         result->repeats, th_plural(result->repeats, "run", "runs"), result->warmup,

@@ -64,7 +64,8 @@ static const th_key_schema cpd_keys[] = {
     {.name = "constraints", .type = TH_KEY_CHOICES, TH_FIELD(constraints),
      .default_string = "none", .choices = cpd_constraints_choices,
      .doc = "least squares: \"nonneg\" keeps the factors nonnegative (hierarchical ALS "
-            "updates, on the host); an array gives one value per mode"},
+            "updates, in the backend when it can, else on the host); an array gives one "
+            "value per mode"},
     {.name = "l2", .type = TH_KEY_NUMBER, TH_FIELD(l2), .min_number = 0.0,
      .default_number = 0.0,
      .doc = "completion: ridge weight of the factors' squared norms in the objective"},
@@ -1096,12 +1097,12 @@ static gboolean finish_constraints(const load_context *ctx, const th_config *con
                            "cpd.constraints = \"nonneg\" is for the least-squares model; the "
                            "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
                            "construction: leave cpd.constraints out");
-    if (g_strcmp0(config->update, "sweep") == 0 || g_strcmp0(config->update, "mode") == 0)
+    if (g_strcmp0(config->update, "sweep") == 0)
         return conflict_at(ctx, "cpd.update", error,
-                           "cpd.update = \"%s\" updates without constraints; with "
-                           "cpd.constraints = \"nonneg\" the update runs on the host: leave "
-                           "cpd.update out or set it to \"auto\" or \"host\"",
-                           config->update);
+                           "cpd.update = \"sweep\" updates without constraints; with "
+                           "cpd.constraints = \"nonneg\" each mode is updated on its own, in "
+                           "the backend or on the host: leave cpd.update out or set it to "
+                           "\"auto\", \"mode\" or \"host\"");
     return TRUE;
 }
 

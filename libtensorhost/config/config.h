@@ -89,8 +89,9 @@ typedef struct th_config {
     char *model;
     /* "none" (default) or "nonneg" for every mode, or one of them per mode
      * (an array, checked against the tensor's order when the run is
-     * planned): factors constrained nonnegative (least squares only; the
-     * update runs on the host, so update must be "auto" or "host"). */
+     * planned): factors constrained nonnegative (least squares only; each
+     * mode's update in the backend or on the host, never in one sweep, so
+     * update must not be "sweep"). */
     th_config_choices constraints;
     /* Completion only: the ridge weight l2 of sum_n ||A_n||_F^2 (default 0). */
     double l2;

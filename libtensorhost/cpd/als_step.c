@@ -27,6 +27,7 @@ th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
     for (uint32_t r = 0; r < rank; ++r)
         s->lambda[r] = 1.0;
     s->inner = g_new0(double, rank);
+    s->scale = g_new(double, rank);
     s->hadamard = g_new(double, (size_t)rank * rank);
     s->w = g_new(double, (size_t)rank * rank);
     s->timings.mttkrp_seconds = g_new0(double, nmodes);
@@ -53,6 +54,7 @@ void th_als_state_free(th_als_state *s)
     g_free(s->grams);
     g_free(s->lambda);
     g_free(s->inner);
+    g_free(s->scale);
     g_free(s->hadamard);
     g_free(s->w);
     g_free(s->host_mttkrp);
@@ -79,7 +81,7 @@ gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **erro
 
 void th_als_state_constrain_nonneg(th_als_state *s, uint64_t modes)
 {
-    g_return_if_fail(s->path == TH_UPDATE_HOST);
+    g_return_if_fail(s->path == TH_UPDATE_HOST || s->path == TH_UPDATE_MODE);
     s->nonneg_modes = modes;
     s->hals_sweeps = TH_HALS_SWEEPS;
 }
@@ -164,10 +166,36 @@ static void announce_mode(const th_als_step_callbacks *callbacks, uint32_t itera
         callbacks->mode(iteration, mode, nmodes, callbacks->user_data);
 }
 
-/* One mode the classic way: mttkrp(), the host's solve, then als_update()
- * or the host's update. On the sweep path this finishes an iteration whose
- * sweep stopped early; its MTTKRP time then belongs to sweep_seconds, as the
- * other iterations' MTTKRPs of that mode are inside als_sweep. */
+/* The backend's nonnegative update of `mode` (als_update_nonneg): the
+ * host's HALS from the same model (the factor times the weights of the
+ * mode updated last), in the backend. The weights go in a copy, as the
+ * call writes the new ones over s->lambda. */
+static gboolean backend_nonneg_update(th_als_state *s, uint32_t mode, int32_t norm,
+                                      GError **error)
+{
+    memcpy(s->scale, s->lambda, sizeof(double) * s->rank);
+    return th_backend_als_update_nonneg(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
+                                        TH_HALS_TOLERANCE, norm, s->lambda, s->grams[mode],
+                                        s->inner, NULL, error);
+}
+
+/* The factor update of `mode` on the state's path, once its MTTKRP and
+ * the host's R x R algebra are done. */
+static gboolean update_factor(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
+{
+    if (s->path == TH_UPDATE_HOST)
+        return host_update(s, mode, norm, error);
+    if (constrained(s, mode))
+        return backend_nonneg_update(s, mode, norm, error);
+    return th_backend_als_update(s->backend, mode, s->w, norm, s->lambda, s->grams[mode],
+                                 s->inner, error);
+}
+
+/* One mode the classic way: mttkrp(), the host's solve, then als_update(),
+ * als_update_nonneg() or the host's update. On the sweep path this
+ * finishes an iteration whose sweep stopped early; its MTTKRP time then
+ * belongs to sweep_seconds, as the other iterations' MTTKRPs of that mode
+ * are inside als_sweep. */
 static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mode,
                                 int32_t norm, const th_als_step_callbacks *callbacks,
                                 GError **error)
@@ -191,10 +219,7 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
     t->algebra_seconds += seconds_since(start);
 
     start = g_get_monotonic_time();
-    gboolean ok = s->path == TH_UPDATE_HOST
-                      ? host_update(s, mode, norm, error)
-                      : th_backend_als_update(s->backend, mode, s->w, norm, s->lambda,
-                                              s->grams[mode], s->inner, error);
+    const gboolean ok = update_factor(s, mode, norm, error);
     t->update_seconds += seconds_since(start);
     if (ok) {
         s->modes_updated = mode + 1;

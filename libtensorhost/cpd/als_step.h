@@ -46,13 +46,15 @@ typedef struct th_als_state {
      * the host finished per mode; always 0 off the sweep path. */
     uint32_t sweep_fallbacks;
     /* The modes whose update is nonnegative (bit m: mode m; hierarchical
-     * ALS on the host path; th_als_state_constrain_nonneg), with
-     * hals_sweeps passes at most. */
+     * ALS, on the host on the host path, by the backend's
+     * als_update_nonneg on the mode path; th_als_state_constrain_nonneg),
+     * with hals_sweeps passes at most. */
     uint64_t nonneg_modes;
     uint32_t hals_sweeps;
     th_als_timings timings;
     /* scratch */
     double *hadamard, *w, *host_mttkrp, *host_factor;
+    double *scale; /* [rank]: the weights als_update_nonneg scales by */
 } th_als_state;
 
 /* What a caller hears of a step; every member may be NULL. */
@@ -74,7 +76,9 @@ void th_als_state_free(th_als_state *state);
  * nonnegative: such a mode's factor solves its nonnegative least-squares
  * problem by hierarchical ALS (th_dense_hals_nonneg: up to TH_HALS_SWEEPS
  * passes, TensorLy's stopping rule) from the current model's factor,
- * instead of the unconstrained solve. The state must be on the host path. */
+ * instead of the unconstrained solve: on the host (host path) or in the
+ * backend (mode path: als_update_nonneg, plugin ABI 1.5, which the caller
+ * has checked the backend has). */
 #define TH_HALS_SWEEPS 5u
 #define TH_HALS_TOLERANCE 1e-8
 void th_als_state_constrain_nonneg(th_als_state *state, uint64_t modes);

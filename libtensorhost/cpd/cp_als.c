@@ -270,9 +270,11 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
     return TRUE;
 }
 
-/* CP-ALS's nonnegative update runs on the host: AUTO resolves to it, and
- * the backend paths, whose updates are unconstrained, are refused.
- * Completion's row solves take the constraint themselves. */
+/* CP-ALS's nonnegative update is hierarchical ALS per mode, in the
+ * backend (als_update_nonneg, the mode path) or on the host: als_sweep's
+ * whole-iteration update is unconstrained, so the sweep path is refused
+ * (resolve_nonneg_path picks between the other two). Completion's row
+ * solves take the constraint themselves. */
 static gboolean check_constraints(const th_cpd_params *params, GError **error)
 {
     if (!params->nonneg_modes || params->model == TH_MODEL_COMPLETION)
@@ -284,15 +286,49 @@ static gboolean check_constraints(const th_cpd_params *params, GError **error)
                     th_cpd_model_name(params->model));
         return FALSE;
     }
-    if (params->update == TH_UPDATE_SWEEP || params->update == TH_UPDATE_MODE) {
+    if (params->update == TH_UPDATE_SWEEP) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
-                    "update path \"%s\" (cpd.update) updates without constraints; with "
-                    "constraints \"nonneg\" the update runs on the host: use \"auto\" or "
-                    "\"host\"",
-                    th_update_path_name(params->update));
+                    "update path \"sweep\" (cpd.update) updates without constraints; with "
+                    "constraints \"nonneg\" each mode is updated on its own: use \"auto\", "
+                    "\"mode\" or \"host\"");
         return FALSE;
     }
     return TRUE;
+}
+
+/* The path of a run with nonnegative modes: per mode in the backend when
+ * it has als_update_nonneg (and als_update, for the modes left free),
+ * else on the host; "mode" on a backend without them is an error, as for
+ * an unconstrained run. */
+static gboolean resolve_nonneg_path(const th_backend *backend, th_update_path requested,
+                                    th_update_path *resolved, GError **error)
+{
+    const gboolean in_backend =
+        th_backend_has_als_update_nonneg(backend) && th_backend_has_als_update(backend);
+    if (requested == TH_UPDATE_AUTO) {
+        *resolved = in_backend ? TH_UPDATE_MODE : TH_UPDATE_HOST;
+        return TRUE;
+    }
+    *resolved = requested;
+    if (requested != TH_UPDATE_MODE || in_backend)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                "update path \"mode\" (cpd.update) with constraints \"nonneg\" needs "
+                "als_update_nonneg (plugin ABI 1.5) and als_update (capability "
+                "TH_CAP_ALS_UPDATE), which plugin '%s' does not both implement; use \"auto\" "
+                "to take the best path the plugin has",
+                th_backend_info(backend)->id);
+    return FALSE;
+}
+
+/* The update path of a least-squares run. */
+static gboolean resolve_least_squares_path(const th_backend *backend,
+                                           const th_cpd_params *params,
+                                           th_update_path *resolved, GError **error)
+{
+    if (params->nonneg_modes)
+        return resolve_nonneg_path(backend, params->update, resolved, error);
+    return resolve_update_path(backend, params->update, resolved, error);
 }
 
 gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
@@ -302,9 +338,7 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
     if (!check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES &&
-         !resolve_update_path(backend,
-                              params->nonneg_modes ? TH_UPDATE_HOST : params->update, &path,
-                              error)))
+         !resolve_least_squares_path(backend, params, &path, error)))
         return FALSE;
     backend->planned_model = (int32_t)params->model;
     backend->planned_nonneg_modes = params->nonneg_modes;

@@ -110,10 +110,13 @@ typedef struct th_cpd_params {
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
     /* Least squares with nonnegative factors (cpd.constraints): each
-     * constrained mode's update by hierarchical ALS (th_dense_hals_nonneg)
-     * on the host path, which AUTO then resolves to; SWEEP or MODE with it
-     * is an error (TH_CPD_ERROR_UPDATE_PATH). `nonneg_modes`: the modes
-     * constrained (bit m: mode m; UINT64_MAX: every mode; 0: none);
+     * constrained mode's update by hierarchical ALS, in the backend on the
+     * mode path (als_update_nonneg, plugin ABI 1.5) or on the host
+     * (th_dense_hals_nonneg); AUTO resolves to MODE when the backend has
+     * als_update_nonneg and als_update, else to HOST; MODE without them,
+     * and SWEEP always, is an error (TH_CPD_ERROR_UPDATE_PATH).
+     * `nonneg_modes`: the modes constrained (bit m: mode m; UINT64_MAX:
+     * every mode; 0: none);
      * `constraints_listed` is how many modes a per-mode list named (0: one
      * value for every mode), checked against the tensor's order
      * (th_cpd_check_constraints_order). */

@@ -92,6 +92,7 @@ JsonNode *th_report_backend_node(const th_backend_facts *f)
     th_json_member_bool(b, "init_factors", f->has_init_factors);
     th_json_member_bool(b, "generalized_mttkrp", f->has_generalized_mttkrp);
     th_json_member_bool(b, "row_least_squares", f->has_row_least_squares);
+    th_json_member_bool(b, "als_update_nonneg", f->has_als_update_nonneg);
     th_report_add_backend_facts(b, f);
     json_builder_set_member_name(b, "modes");
     json_builder_begin_array(b);

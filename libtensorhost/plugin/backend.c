@@ -639,6 +639,7 @@ th_backend_facts *th_backend_facts_take(th_backend *backend)
     f->has_init_factors = th_backend_has_init_factors(backend);
     f->has_generalized_mttkrp = th_backend_has_generalized_mttkrp(backend);
     f->has_row_least_squares = th_backend_has_row_least_squares(backend);
+    f->has_als_update_nonneg = th_backend_has_als_update_nonneg(backend);
     th_runtime_info runtime;
     g_autoptr(GError) error = NULL;
     if (!th_backend_runtime_info(backend, &runtime, &error)) {

@@ -179,8 +179,10 @@ typedef struct th_backend_facts {
     /* ABI 1.4: generalized_mttkrp and factor_update both (models other than
      * least squares run on it) */
     gboolean has_generalized_mttkrp;
-    /* ABI 1.5: row_least_squares (tensor completion). */
+    /* ABI 1.5: row_least_squares (tensor completion), als_update_nonneg
+     * (nonnegative CP's update in the backend). */
     gboolean has_row_least_squares;
+    gboolean has_als_update_nonneg;
     char *device, *details;    /* th_runtime_info */
     uint64_t tensor_bytes, factor_bytes, workspace_bytes;
     double load_seconds;       /* preprocessing: load_tensor's wall time */

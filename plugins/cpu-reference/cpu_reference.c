@@ -28,6 +28,12 @@
  * factor's norm is summed in fixed blocks, so it too is the same whatever
  * the thread count.
  *
+ * als_update_nonneg (ABI 1.5) is als_update with hierarchical ALS in place
+ * of the dgemm: the passes run on the factor's copy in als_update's
+ * workspace, rows in fixed blocks on the threads, the blocks' squared
+ * changes added in block order (the early stop is the same whatever the
+ * thread count), then als_update's own normalisation.
+ *
  * Self-contained by design: libc, libm, OpenMP and CBLAS only (no GLib), so
  * that a third party can read it as an example of the ABI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -109,6 +115,11 @@ static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const dou
  * are busy with other work, where rank 16 on 11541-row modes took 10x the
  * host's update). */
 #define CPU_REF_UPDATE_SERIAL_WORK ((int64_t)1 << 24)
+/* Rows of a block of als_update_nonneg's HALS passes: the unit handed to a
+ * thread and of the pass's change sums, fixed so that the sums, and so the
+ * early stop, are the same whatever the thread count (the host's
+ * th_dense_hals_nonneg uses the same 64). */
+#define CPU_REF_HALS_BLOCK_ROWS 64
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
@@ -142,6 +153,7 @@ struct th_instance {
     double *update_rows;    /* [largest dim * rank]: the new factor before it is committed */
     double *update_gram;    /* [rank * rank]: Gram of update_rows */
     double *update_sums;    /* [2 * scratch_stride]: per column, norm and inner-product sums */
+    double *update_changes; /* [largest dim / CPU_REF_HALS_BLOCK_ROWS]: als_update_nonneg's */
     size_t scratch_stride;  /* rank rounded up to whole cache lines: no false sharing */
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -297,6 +309,7 @@ static void release_tensor(th_instance *inst)
     free(inst->update_rows);
     free(inst->update_gram);
     free(inst->update_sums);
+    free(inst->update_changes);
     const th_host_services *host = inst->host;
     int threads = inst->threads;
     memset(inst, 0, sizeof *inst);
@@ -787,29 +800,49 @@ static th_status cpu_reference_get_mttkrp_result(th_instance *inst, uint32_t mod
 /* als_update                                                                */
 /* ------------------------------------------------------------------------ */
 
-static th_status check_als_arguments(const th_instance *inst, uint32_t mode, const double *w,
-                                     int32_t norm, const th_als_output *out, char *err)
+/* The arguments als_update and als_update_nonneg share, named after
+ * `function` in the messages: mode, the R x R operand (`operand`, named
+ * `operand_name`), norm and out. */
+static th_status check_update_arguments(const th_instance *inst, const char *function,
+                                        uint32_t mode, const double *operand,
+                                        const char *operand_name, int32_t norm,
+                                        const th_als_output *out, char *err)
 {
-    th_status status = check_mode(inst, "als_update", mode, err);
+    th_status status = check_mode(inst, function, mode, err);
     if (status != TH_OK)
         return status;
-    if (w == NULL)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: mode %u: w is NULL", mode);
+    if (operand == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: mode %u: %s is NULL", function,
+                              mode, operand_name);
     if (norm != TH_NORM_2 && norm != TH_NORM_MAX)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                    "als_update: norm %d is neither TH_NORM_2 (%d) nor TH_NORM_MAX (%d)",
+                    "%s: norm %d is neither TH_NORM_2 (%d) nor TH_NORM_MAX (%d)", function,
                     (int)norm, TH_NORM_2, TH_NORM_MAX);
     if (out == NULL || out->struct_size < TH_ALS_OUTPUT_V1_0_SIZE)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
-                    "als_update: the output struct is %s",
+                    "%s: the output struct is %s", function,
                     out == NULL ? "NULL" : "shorter than the th_als_output of ABI 1.0");
     if (out->lambda == NULL || out->gram == NULL || out->inner == NULL)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update: output array '%s' is NULL",
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: output array '%s' is NULL",
+                    function,
                     out->lambda == NULL ? "lambda" : (out->gram == NULL ? "gram" : "inner"));
+    return TH_OK;
+}
+
+static th_status check_result_ready(const th_instance *inst, const char *function,
+                                    uint32_t mode, char *err)
+{
     if (!inst->result_ready[mode])
         return th_plugin_fail(err, TH_ERR_BAD_STATE,
-                    "als_update: mode %u has no MTTKRP result yet (call mttkrp first)", mode);
+                    "%s: mode %u has no MTTKRP result yet (call mttkrp first)", function, mode);
     return TH_OK;
+}
+
+static th_status check_als_arguments(const th_instance *inst, uint32_t mode, const double *w,
+                                     int32_t norm, const th_als_output *out, char *err)
+{
+    th_status status = check_update_arguments(inst, "als_update", mode, w, "w", norm, out, err);
+    return status != TH_OK ? status : check_result_ready(inst, "als_update", mode, err);
 }
 
 /* Rows per update block: CPU_REF_UPDATE_BLOCK_BYTES of the new factor, at
@@ -914,7 +947,8 @@ static void add_column_sums(const double *restrict a, const double *restrict m, 
     }
 }
 
-/* The workspace of als_update (see th_instance), at the first call. */
+/* The workspace of als_update and als_update_nonneg (see th_instance), at
+ * the first call of either. */
 static th_status ensure_update_workspace(th_instance *inst, char *err)
 {
     if (inst->update_rows != NULL)
@@ -926,10 +960,13 @@ static th_status ensure_update_workspace(th_instance *inst, char *err)
     double *rows = malloc((size_t)largest * rank * sizeof *rows);
     double *gram = malloc(rank * rank * sizeof *gram);
     double *sums = aligned_alloc(CPU_REF_CACHE_LINE, 2 * inst->scratch_stride * sizeof *sums);
-    if (rows == NULL || gram == NULL || sums == NULL) {
+    const size_t blocks = ((size_t)largest + CPU_REF_HALS_BLOCK_ROWS - 1) / CPU_REF_HALS_BLOCK_ROWS;
+    double *changes = malloc((blocks > 0 ? blocks : 1) * sizeof *changes);
+    if (rows == NULL || gram == NULL || sums == NULL || changes == NULL) {
         free(rows);
         free(gram);
         free(sums);
+        free(changes);
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                               "als_update: out of memory for its %u x %zu work matrix", largest,
                               rank);
@@ -937,7 +974,22 @@ static th_status ensure_update_workspace(th_instance *inst, char *err)
     inst->update_rows = rows;
     inst->update_gram = gram;
     inst->update_sums = sums;
+    inst->update_changes = changes;
     return TH_OK;
+}
+
+/* What the normalisation needs of rows [first, first + rows) of the new
+ * factor in the workspace: their column sums, and their Gram added to the
+ * blocks' before (dsyrk; the caller starts at first = 0 and keeps BLAS
+ * outside any parallel region, see blas_threads_begin). */
+static void summarize_block(th_instance *inst, const double *m_rows, int64_t first,
+                            int64_t rows, int32_t norm, int threads)
+{
+    const int64_t rank = inst->rank;
+    const double *a = inst->update_rows + first * rank;
+    add_column_sums(a, m_rows + first * rank, rows, rank, norm, threads, inst->update_sums,
+                    inst->update_sums + inst->scratch_stride);
+    add_gram_upper(a, rows, rank, first == 0 ? 0.0 : 1.0, inst->update_gram);
 }
 
 /* Rows [first, first + rows) of the update: A = M w (one dgemm), then their
@@ -952,9 +1004,7 @@ static void update_block(th_instance *inst, const double *m_rows, const double *
     double *a = inst->update_rows + first * rank;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)rank, (int)rank, 1.0,
                 m, (int)rank, w, (int)rank, 0.0, a, (int)rank);
-    add_column_sums(a, m, rows, rank, norm, threads, inst->update_sums,
-                    inst->update_sums + inst->scratch_stride);
-    add_gram_upper(a, rows, rank, first == 0 ? 0.0 : 1.0, inst->update_gram);
+    summarize_block(inst, m_rows, first, rows, norm, threads);
 }
 
 /* Tensor Toolbox's choice of lambda: the 2-norm, or max(max_i |a_ir|, 1)
@@ -1018,6 +1068,163 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
     }
     blas_threads_end(previous_threads);
     commit_update(inst, mode, norm, threads, out);
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* als_update_nonneg (ABI 1.5)                                               */
+/* ------------------------------------------------------------------------ */
+
+static th_status check_nonneg_arguments(const th_instance *inst, const th_nonneg_update_io *io,
+                                        const th_als_output *out, char *err)
+{
+    static const char function[] = "als_update_nonneg";
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: the instance is NULL", function);
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "%s: no tensor loaded (call load_tensor first)", function);
+    /* Every field read or written here is of 1.5; a longer struct, from a
+     * newer host, is fine (plugin.h, "Growth"). */
+    if (io == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: io is NULL", function);
+    if (io->struct_size < TH_NONNEG_UPDATE_IO_V1_5_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.struct_size %u is shorter than the %zu bytes of "
+                              "th_nonneg_update_io in ABI 1.5",
+                              function, io->struct_size, (size_t)TH_NONNEG_UPDATE_IO_V1_5_SIZE);
+    th_status status =
+        check_update_arguments(inst, function, io->mode, io->v, "v", io->norm, out, err);
+    if (status != TH_OK)
+        return status;
+    if (io->sweeps == 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.sweeps is 0; at least one pass is needed", function);
+    if (!isfinite(io->tolerance) || io->tolerance < 0.0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.tolerance %g must be finite and >= 0", function,
+                              io->tolerance);
+    return check_result_ready(inst, function, io->mode, err);
+}
+
+/* The update's starting point in the workspace: the factor with column r
+ * times scale[r] (NULL: the factor as it is). */
+static void scaled_factor(th_instance *inst, uint32_t mode, const double *scale, int threads)
+{
+    const int64_t rows = inst->dims[mode], rank = inst->rank;
+    const double *a = inst->factors[mode];
+    double *out = inst->update_rows;
+    if (scale == NULL) {
+        memcpy(out, a, (size_t)rows * (size_t)rank * sizeof *out);
+        return;
+    }
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t r = 0; r < rank; r++)
+            out[i * rank + r] = a[i * rank + r] * scale[r];
+}
+
+/* One row's part of a HALS pass (plugin.h's step 2), in the order of the
+ * host's th_dense_hals_nonneg, so that both compute the same bits; returns
+ * the row's squared change. */
+static double hals_row(double *restrict row, const double *restrict m_row,
+                       const double *restrict v, int64_t rank)
+{
+    double change = 0.0;
+    for (int64_t k = 0; k < rank; k++) {
+        const double *v_col = v + k * rank; /* symmetric: row k */
+        const double vkk = v_col[k];
+        if (vkk == 0.0)
+            continue;
+        double product = 0.0; /* (A V)(i, k), the columns before k already new */
+        for (int64_t q = 0; q < rank; q++)
+            product += row[q] * v_col[q];
+        const double next = fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
+        change += (next - row[k]) * (next - row[k]);
+        row[k] = next;
+    }
+    return change;
+}
+
+/* One HALS pass over the workspace's rows, blocks of CPU_REF_HALS_BLOCK_ROWS
+ * on the team; the pass's squared change, each block's summed in row order
+ * and the blocks' in block order (the same on any thread count). */
+static double hals_pass(th_instance *inst, const double *m, const double *v, int64_t rows,
+                        int threads)
+{
+    const int64_t rank = inst->rank;
+    const int64_t blocks = (rows + CPU_REF_HALS_BLOCK_ROWS - 1) / CPU_REF_HALS_BLOCK_ROWS;
+    double *a = inst->update_rows, *block_change = inst->update_changes;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t end = (b + 1) * CPU_REF_HALS_BLOCK_ROWS < rows
+                                ? (b + 1) * CPU_REF_HALS_BLOCK_ROWS
+                                : rows;
+        double change = 0.0;
+        for (int64_t i = b * CPU_REF_HALS_BLOCK_ROWS; i < end; i++)
+            change += hals_row(a + i * rank, m + i * rank, v, rank);
+        block_change[b] = change;
+    }
+    double change = 0.0;
+    for (int64_t b = 0; b < blocks; b++)
+        change += block_change[b];
+    return change;
+}
+
+/* Up to io->sweeps passes, stopping after the one whose change is at most
+ * io->tolerance times the first's; the host is asked between passes
+ * whether to stop (TH_ERR_CANCELLED: the factor is untouched, the passes
+ * ran in the workspace). */
+static th_status hals_passes(th_instance *inst, th_nonneg_update_io *io, int threads,
+                             uint32_t *passes, char *err)
+{
+    const int64_t rows = inst->dims[io->mode];
+    double first_change = 0.0;
+    for (uint32_t pass = 0; pass < io->sweeps; pass++) {
+        if (pass > 0 && th_plugin_stop_requested(inst->host))
+            return th_plugin_fail(err, TH_ERR_CANCELLED,
+                                  "als_update_nonneg(mode %u) given up after %u of at most %u "
+                                  "passes: stop requested (the factor is unchanged)",
+                                  io->mode, pass, io->sweeps);
+        const double change = hals_pass(inst, inst->results[io->mode], io->v, rows, threads);
+        if (pass == 0)
+            first_change = change;
+        *passes = pass + 1;
+        if (change <= io->tolerance * first_change)
+            break;
+    }
+    return TH_OK;
+}
+
+/* als_update's step under A >= 0: the scaled factor and the HALS passes in
+ * the workspace, then the same column sums, Gram and commit as
+ * als_update's, so that the normalisation and `out` are its own. */
+static th_status cpu_reference_als_update_nonneg(th_instance *inst, th_nonneg_update_io *io,
+                                                 th_als_output *out, char *err)
+{
+    th_status status = check_nonneg_arguments(inst, io, out, err);
+    if (status == TH_OK)
+        status = ensure_update_workspace(inst, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t mode = io->mode;
+    const int64_t rows = inst->dims[mode];
+    const int threads = update_threads(inst, rows);
+    uint32_t passes = 0;
+    scaled_factor(inst, mode, io->scale, threads);
+    status = hals_passes(inst, io, threads, &passes, err);
+    if (status != TH_OK)
+        return status;
+    memset(inst->update_sums, 0, 2 * inst->scratch_stride * sizeof *inst->update_sums);
+    const int64_t block = update_block_rows(inst->rank);
+    const int previous_threads = blas_threads_begin(threads);
+    for (int64_t first = 0; first < rows; first += block) {
+        const int64_t count = rows - first < block ? rows - first : block;
+        summarize_block(inst, inst->results[mode], first, count, io->norm, threads);
+    }
+    blas_threads_end(previous_threads);
+    commit_update(inst, mode, io->norm, threads, out);
+    io->passes = passes;
     return TH_OK;
 }
 
@@ -2008,4 +2215,5 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .generalized_mttkrp = cpu_reference_generalized_mttkrp,
     .factor_update = cpu_reference_factor_update,
     .row_least_squares = cpu_reference_row_least_squares,
+    .als_update_nonneg = cpu_reference_als_update_nonneg,
 };

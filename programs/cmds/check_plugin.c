@@ -2215,6 +2215,397 @@ static void check_all_row_least_squares(checker *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* als_update_nonneg (ABI 1.5)                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct nonneg_kind {
+    int32_t norm;
+    gboolean scaled;
+    uint32_t sweeps;
+    double tolerance;
+} nonneg_kind;
+
+/* plugin.h's step 2 as it reads, a column at a time: column r of every row
+ * before column r + 1 (each row's arithmetic is that of a row at a time);
+ * the passes made. */
+static uint32_t naive_hals(const double *m, const double *v, uint32_t rows, uint32_t rank,
+                           const nonneg_kind *kind, double *a)
+{
+    double first = 0.0;
+    for (uint32_t pass = 0; pass < kind->sweeps; pass++) {
+        double change = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            const double vrr = v[(size_t)r * rank + r];
+            if (!(vrr > 0.0))
+                continue;
+            for (uint32_t i = 0; i < rows; i++) {
+                double *row = a + (size_t)i * rank;
+                double av = 0.0;
+                for (uint32_t q = 0; q < rank; q++)
+                    av += row[q] * v[(size_t)q * rank + r];
+                const double next = fmax(0.0, (m[(size_t)i * rank + r] - av + vrr * row[r]) / vrr);
+                change += (next - row[r]) * (next - row[r]);
+                row[r] = next;
+            }
+        }
+        if (pass == 0)
+            first = change;
+        if (change <= kind->tolerance * first)
+            return pass + 1;
+    }
+    return kind->sweeps;
+}
+
+/* als_update's step 3 (plugin.h): lambda the column norms (a zero 2-norm
+ * divides nothing), A / lambda, its Gram and inner[r] = sum_i M(i,r) A(i,r). */
+static void naive_normalise(const double *m, uint32_t rows, uint32_t rank, int32_t norm,
+                            double *a, double *lambda, double *gram, double *inner)
+{
+    for (uint32_t r = 0; r < rank; r++) {
+        double size = 0.0;
+        for (uint32_t i = 0; i < rows; i++) {
+            const double x = a[(size_t)i * rank + r];
+            size = norm == TH_NORM_2 ? size + x * x : fmax(size, fabs(x));
+        }
+        lambda[r] = norm == TH_NORM_2 ? sqrt(size) : fmax(size, 1.0);
+        inner[r] = 0.0;
+        for (uint32_t i = 0; i < rows; i++) {
+            if (lambda[r] > 0.0)
+                a[(size_t)i * rank + r] /= lambda[r];
+            inner[r] += m[(size_t)i * rank + r] * a[(size_t)i * rank + r];
+        }
+    }
+    for (uint32_t r = 0; r < rank; r++)
+        for (uint32_t s = 0; s < rank; s++) {
+            double sum = 0.0;
+            for (uint32_t i = 0; i < rows; i++)
+                sum += a[(size_t)i * rank + r] * a[(size_t)i * rank + s];
+            gram[(size_t)r * rank + s] = sum;
+        }
+}
+
+/* v = the Hadamard product of the Grams of `factors` other than mode's. */
+static double *hadamard_of_others(const test_tensor *tt, double *const *factors, uint32_t rank,
+                                  uint32_t mode)
+{
+    const size_t r2 = (size_t)rank * rank;
+    double *v = g_new(double, r2), *gram = g_new(double, r2);
+    for (size_t k = 0; k < r2; k++)
+        v[k] = 1.0;
+    for (uint32_t m = 0; m < tt->coo.nmodes; m++) {
+        if (m == mode)
+            continue;
+        th_dense_gram(factors[m], tt->coo.dims[m], rank, gram);
+        for (size_t k = 0; k < r2; k++)
+            v[k] *= gram[k];
+    }
+    g_free(gram);
+    return v;
+}
+
+/* The plugin's outputs and the oracle's, of one mode. */
+typedef struct nonneg_outputs {
+    double *factor, *lambda, *gram, *inner;
+    uint32_t passes;
+} nonneg_outputs;
+
+/* One als_update_nonneg on the plugin, through a newer host's longer
+ * struct whose tail must stay as it was; FALSE after a FAIL. */
+static gboolean run_nonneg_update(checker *c, uint32_t mode, const double *v,
+                                  const double *scale, const nonneg_kind *kind,
+                                  nonneg_outputs *got, const char *name)
+{
+    struct {
+        th_nonneg_update_io io;
+        double tail[2];
+    } longer;
+    memset(&longer, 0, sizeof longer);
+    longer.io = (th_nonneg_update_io){.struct_size = (uint32_t)sizeof longer, .mode = mode,
+                                      .v = v, .scale = scale, .tolerance = kind->tolerance,
+                                      .sweeps = kind->sweeps, .norm = kind->norm};
+    longer.tail[0] = longer.tail[1] = -1.0;
+    th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = got->lambda,
+                         .gram = got->gram, .inner = got->inner};
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_als_update_nonneg(c->plugin, c->inst, &longer.io, &out, err);
+    if (status == TH_OK)
+        status = th_call_get_factor(c->plugin, c->inst, mode, got->factor, err);
+    if (status != TH_OK) {
+        fail(c, name, "als_update_nonneg(mode %u): %s (%s)", mode, message_of(err),
+             th_status_name(status));
+        return FALSE;
+    }
+    if (longer.io.struct_size != sizeof longer || longer.tail[0] != -1.0 ||
+        longer.tail[1] != -1.0) {
+        fail(c, name, "als_update_nonneg wrote struct_size or beyond its own struct");
+        return FALSE;
+    }
+    got->passes = longer.io.passes;
+    return TRUE;
+}
+
+/* The oracle's update of mode from the factor the plugin holds (`held`,
+ * times scale) and the MTTKRP result it computed (`m`). */
+static void naive_nonneg_update(const double *m, const double *v, const double *held,
+                                const double *scale, uint32_t rows, uint32_t rank,
+                                const nonneg_kind *kind, nonneg_outputs *want)
+{
+    for (size_t k = 0; k < (size_t)rows * rank; k++)
+        want->factor[k] = held[k] * (scale ? scale[k % rank] : 1.0);
+    want->passes = naive_hals(m, v, rows, rank, kind, want->factor);
+    naive_normalise(m, rows, rank, kind->norm, want->factor, want->lambda, want->gram,
+                    want->inner);
+}
+
+/* got against want: the passes exactly, every entry >= 0, each output
+ * within the checker's tolerance; FALSE after a FAIL, else *worst grows. */
+static gboolean compare_nonneg(checker *c, const nonneg_outputs *got, const nonneg_outputs *want,
+                               uint32_t mode, size_t count, uint32_t rank, double *worst,
+                               const char *name)
+{
+    if (got->passes != want->passes) {
+        fail(c, name, "mode %u: %u passes, expected %u", mode, got->passes, want->passes);
+        return FALSE;
+    }
+    for (size_t k = 0; k < count; k++)
+        if (!(got->factor[k] >= 0.0)) {
+            fail(c, name, "mode %u: factor entry (%zu, %zu) is %.17g, not >= 0", mode, k / rank,
+                 k % rank, got->factor[k]);
+            return FALSE;
+        }
+    const struct {
+        const char *what;
+        const double *a, *b;
+        size_t count;
+    } parts[] = {
+        {"lambda", got->lambda, want->lambda, rank},
+        {"gram", got->gram, want->gram, (size_t)rank * rank},
+        {"inner", got->inner, want->inner, rank},
+        {"factor (get_factor)", got->factor, want->factor, count},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        const double error = relative_error(parts[i].a, parts[i].b, parts[i].count);
+        if (!(error <= c->tolerance)) {
+            fail(c, name, "mode %u: %s: relative error %.3g > tolerance %.0e", mode,
+                 parts[i].what, error, c->tolerance);
+            return FALSE;
+        }
+        *worst = MAX(*worst, error);
+    }
+    return TRUE;
+}
+
+static void nonneg_outputs_init(nonneg_outputs *o, size_t count, uint32_t rank)
+{
+    o->factor = g_new0(double, count);
+    o->lambda = g_new0(double, rank);
+    o->gram = g_new0(double, (size_t)rank * rank);
+    o->inner = g_new0(double, rank);
+    o->passes = 0;
+}
+
+static void nonneg_outputs_clear(nonneg_outputs *o)
+{
+    g_free(o->factor);
+    g_free(o->lambda);
+    g_free(o->gram);
+    g_free(o->inner);
+}
+
+/* One mode of a case: the MTTKRP, the update, the oracle and the other
+ * factors untouched. FALSE after a FAIL. */
+static gboolean check_nonneg_mode(checker *c, const test_tensor *tt, uint32_t rank,
+                                  uint32_t mode, double *const *held, const double *scale,
+                                  const nonneg_kind *kind, double *worst, uint32_t *passes,
+                                  const char *name)
+{
+    const uint32_t rows = tt->coo.dims[mode];
+    const size_t count = (size_t)rows * rank;
+    g_autofree double *m = g_new(double, count);
+    g_autofree double *v = hadamard_of_others(tt, held, rank, mode);
+    nonneg_outputs got, want;
+    nonneg_outputs_init(&got, count, rank);
+    nonneg_outputs_init(&want, count, rank);
+    gboolean ok = run_mttkrp(c, c->plugin, c->inst, mode, m, name) &&
+                  run_nonneg_update(c, mode, v, scale, kind, &got, name);
+    if (ok) {
+        naive_nonneg_update(m, v, held[mode], scale, rows, rank, kind, &want);
+        ok = compare_nonneg(c, &got, &want, mode, count, rank, worst, name);
+        *passes = got.passes;
+    }
+    for (uint32_t other = 0; ok && other < tt->coo.nmodes; other++) {
+        char err[TH_ERROR_SIZE] = "";
+        const size_t other_count = (size_t)tt->coo.dims[other] * rank;
+        g_autofree double *now = g_new(double, other_count);
+        if (other != mode && (th_call_get_factor(c->plugin, c->inst, other, now, err) != TH_OK ||
+                              memcmp(now, held[other], other_count * sizeof *now) != 0)) {
+            fail(c, name, "als_update_nonneg(mode %u) changed the factor of mode %u", mode,
+                 other);
+            ok = FALSE;
+        }
+    }
+    nonneg_outputs_clear(&got);
+    nonneg_outputs_clear(&want);
+    return ok;
+}
+
+/* Every mode of `tt` from the same factors of both signs (set, then read
+ * back as the plugin holds them, so an f32 backend's rounding is in the
+ * oracle's input) against the checker's own HALS and normalisation. */
+static void check_nonneg_case(checker *c, const test_tensor *tt, const char *label,
+                              uint32_t rank, const nonneg_kind *kind, uint64_t seed)
+{
+    g_autofree char *name = g_strdup_printf(
+        "als_update_nonneg %s rank=%u norm=%s scale=%s sweeps=%u tolerance=%g", label, rank,
+        kind->norm == TH_NORM_2 ? "2" : "max", kind->scaled ? "given" : "NULL", kind->sweeps,
+        kind->tolerance);
+    begin(c, name);
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const uint32_t nmodes = tt->coo.nmodes;
+    double **factors = centred_factors(tt, rank, seed);
+    double *held[TH_MAX_MODES] = {NULL};
+    for (uint32_t m = 0; m < nmodes; m++)
+        held[m] = g_new(double, (size_t)tt->coo.dims[m] * rank);
+    th_rng rng;
+    th_rng_seed(&rng, seed + 1);
+    g_autofree double *scale = kind->scaled ? random_matrix(&rng, rank) : NULL;
+    for (uint32_t r = 0; scale && r < rank; r++)
+        scale[r] = 0.5 + 1.5 * scale[r]; /* weights in [0.5, 2) */
+    double worst = 0.0;
+    GString *passes = g_string_new(NULL);
+    gboolean ok = TRUE;
+    for (uint32_t mode = 0; ok && mode < nmodes; mode++) {
+        uint32_t made = 0;
+        ok = set_all_factors(c, c->plugin, c->inst, factors, nmodes, name) &&
+             get_factors_into(c, c->plugin, c->inst, held, nmodes, name) &&
+             check_nonneg_mode(c, tt, rank, mode, held, scale, kind, &worst, &made, name);
+        g_string_append_printf(passes, "%s%u", mode ? ", " : "", made);
+    }
+    if (ok)
+        pass(c, name, "max relative error %.2g; passes by mode %s", worst, passes->str);
+    g_string_free(passes, TRUE);
+    for (uint32_t m = 0; m < nmodes; m++)
+        g_free(held[m]);
+    free_factors(factors, nmodes);
+}
+
+/* plugin.h's error rules: before load_tensor and before the mode's first
+ * MTTKRP (TH_ERR_BAD_STATE), then one bad argument at a time. */
+static void check_nonneg_errors(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    double v[16] = {0}, lambda[4] = {0}, gram[16] = {0}, inner[4] = {0};
+    for (uint32_t r = 0; r < rank; r++)
+        v[r * rank + r] = 1.0;
+    th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    const th_nonneg_update_io good = {.struct_size = (uint32_t)sizeof good, .mode = 0, .v = v,
+                                      .tolerance = 1e-8, .sweeps = 2, .norm = TH_NORM_2};
+    th_nonneg_update_io io = good;
+    char err[TH_ERROR_SIZE] = "";
+    const char *name = "als_update_nonneg before load_tensor";
+    begin(c, name);
+    th_instance *fresh = NULL;
+    if (create_instance(c->plugin, NULL, 0, &fresh, err) != TH_OK) {
+        fail(c, name, "create() failed: %s", message_of(err));
+        return;
+    }
+    err[0] = '\0';
+    th_status status = th_call_als_update_nonneg(c->plugin, fresh, &io, &out, err);
+    th_call_destroy(c->plugin, fresh);
+    judge_call_error(c, name, "als_update_nonneg", status, err, TH_ERR_BAD_STATE);
+
+    name = "als_update_nonneg before mttkrp";
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 59, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    err[0] = '\0';
+    judge_call_error(c, name, "als_update_nonneg",
+                     th_call_als_update_nonneg(c->plugin, c->inst, &io, &out, err), err,
+                     TH_ERR_BAD_STATE);
+
+    const char *const names[] = {
+        "als_update_nonneg short io",           "als_update_nonneg mode out of range",
+        "als_update_nonneg NULL v",             "als_update_nonneg NULL out",
+        "als_update_nonneg sweeps 0",           "als_update_nonneg negative tolerance",
+        "als_update_nonneg NaN tolerance",      "als_update_nonneg infinite tolerance",
+        "als_update_nonneg norm 7",
+    };
+    begin(c, names[0]);
+    if (th_call_mttkrp(c->plugin, c->inst, 0, err) != TH_OK) {
+        fail(c, names[0], "mttkrp(0): %s", message_of(err));
+        return;
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        begin(c, names[i]);
+        io = good;
+        switch (i) {
+        case 0: io.struct_size = (uint32_t)offsetof(th_nonneg_update_io, passes); break;
+        case 1: io.mode = 3; break;
+        case 2: io.v = NULL; break;
+        case 3: break;
+        case 4: io.sweeps = 0; break;
+        case 5: io.tolerance = -1e-3; break;
+        case 6: io.tolerance = NAN; break;
+        case 7: io.tolerance = INFINITY; break;
+        default: io.norm = 7; break;
+        }
+        err[0] = '\0';
+        judge_call_error(c, names[i], "als_update_nonneg",
+                         th_call_als_update_nonneg(c->plugin, c->inst, &io, i == 3 ? NULL : &out,
+                                                   err),
+                         err, TH_ERR_INVALID_ARGUMENT);
+    }
+}
+
+/* Both norms, scale NULL and given, one pass and five, tolerance 0 and
+ * 1e-8 (TensorLy's), on a 3-mode tensor; a skewed 4-mode one (empty rows)
+ * on two of them; then the error rules. */
+static void check_all_nonneg_update(checker *c)
+{
+    if (c->plugin->entry.als_update_nonneg == NULL) {
+        skip(c, "als_update_nonneg", "not implemented (optional, ABI 1.5): nonnegative CP "
+                                     "updates its factors on the host");
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint64_t s = c->opts->seed;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) t3 = make_tensor(3, SKEW_UNIFORM, 500, s * 47 + 1, &error);
+    g_autoptr(test_tensor) t4 =
+        t3 && info->max_modes >= 4 ? make_tensor(4, SKEW_ZIPF, 500, s * 47 + 2, &error) : NULL;
+    if (t3 == NULL || (info->max_modes >= 4 && t4 == NULL)) {
+        begin(c, "als_update_nonneg");
+        fail(c, "als_update_nonneg", "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    uint64_t seed = s * 47 + 3;
+    for (int norm = TH_NORM_2; norm <= TH_NORM_MAX; norm++)
+        for (int scaled = 0; scaled < 2; scaled++)
+            for (uint32_t sweeps = 1; sweeps <= 5; sweeps += 4)
+                for (int stop = 0; stop < 2; stop++) {
+                    const nonneg_kind kind = {.norm = norm, .scaled = scaled, .sweeps = sweeps,
+                                              .tolerance = stop ? TH_HALS_TOLERANCE : 0.0};
+                    check_nonneg_case(c, t3, "modes=3", MIN(6u, info->max_rank), &kind, ++seed);
+                }
+    const nonneg_kind skewed[] = {
+        {.norm = TH_NORM_2, .scaled = FALSE, .sweeps = 5, .tolerance = TH_HALS_TOLERANCE},
+        {.norm = TH_NORM_MAX, .scaled = TRUE, .sweeps = 5, .tolerance = 0.0},
+    };
+    for (size_t k = 0; t4 != NULL && k < G_N_ELEMENTS(skewed); k++)
+        check_nonneg_case(c, t4, "modes=4 skew=zipf", MIN(3u, info->max_rank), &skewed[k],
+                          ++seed);
+    check_nonneg_errors(c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Optional queries and life cycles                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -2362,7 +2753,7 @@ static const char *const device_checks[] = {
     "rank 0",           "rank max_rank+1", "mode out of range",
     "tensor it cannot hold", "mttkrp",     "als_update",
     "als_sweep",        "init_factors",     "generalized_mttkrp",
-    "row_least_squares", "load_tensor x20", "create/destroy x50",
+    "row_least_squares", "als_update_nonneg", "load_tensor x20", "create/destroy x50",
     "load/unload x20",
 };
 
@@ -2420,6 +2811,7 @@ static void check_with_instances(checker *c)
     check_all_init_factors(c);
     check_all_generalized(c);
     check_all_row_least_squares(c);
+    check_all_nonneg_update(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

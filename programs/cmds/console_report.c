@@ -152,6 +152,16 @@ static void print_mttkrp_timings(const th_backend_facts *f, const th_cpd_result 
         th_log(TH_LOG_INFO, "  mttkrp total    %s", total);
 }
 
+/* The functions that updated a least-squares run's factors on the mode
+ * path: als_update_nonneg for the constrained modes. */
+static const char *backend_update_functions(const th_cpd_result *r)
+{
+    if (r->nonneg_modes == 0)
+        return "als_update";
+    return r->nonneg_modes == th_cpd_every_mode(r->nmodes) ? "als_update_nonneg"
+                                                          : "als_update_nonneg or als_update";
+}
+
 static void print_update_timings(const th_cpd_result *r)
 {
     switch (r->update_path) {
@@ -175,8 +185,8 @@ static void print_update_timings(const th_cpd_result *r)
                    r->update_seconds);
             break;
         }
-        th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: als_update per mode)",
-               r->update_seconds);
+        th_log(TH_LOG_INFO, "  factor update   %10.4f  (in the backend: %s per mode)",
+               r->update_seconds, backend_update_functions(r));
         break;
     default:
         th_log(TH_LOG_INFO, "  factor update   %10.4f  (on the host)", r->update_seconds);

@@ -33,6 +33,9 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
     /* ABI 1.5: tensor completion's row solves. */
     if (plugin->entry.row_least_squares)
         g_string_append(out, ", row-least-squares");
+    /* ABI 1.5: nonnegative CP's update in the backend. */
+    if (plugin->entry.als_update_nonneg)
+        g_string_append(out, ", als-update-nonneg");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }

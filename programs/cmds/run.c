@@ -271,12 +271,22 @@ static int report_read_interruption(GError *error)
 }
 
 
+/* How the constrained modes are updated, with where CP-ALS's HALS runs:
+ * the planned `path` (the mode path: the backend's als_update_nonneg). */
+static const char *constraints_method(const th_cpd_params *params, th_update_path path)
+{
+    if (params->model == TH_MODEL_COMPLETION)
+        return "(coordinate descent per row)";
+    return path == TH_UPDATE_MODE ? "(hierarchical ALS in the backend)"
+                                  : "(hierarchical ALS on the host)";
+}
+
 /* ", factors nonnegative (...)" for the run's header line, or "". */
-static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes)
+static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes,
+                                 th_update_path path)
 {
     const uint64_t modes = th_cpd_nonneg_mask(params, nmodes);
-    const char *how = params->model == TH_MODEL_COMPLETION ? "(coordinate descent per row)"
-                                                           : "(hierarchical ALS)";
+    const char *how = constraints_method(params, path);
     if (modes == 0)
         return g_strdup("");
     if (modes == th_cpd_every_mode(nmodes))
@@ -353,7 +363,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
         th_console_backend_summary(loaded);
     }
 
-    g_autofree char *constraints_text = constraints_summary(&params, backend->nmodes);
+    g_autofree char *constraints_text =
+        constraints_summary(&params, backend->nmodes, backend->update_path);
     if (params.model == TH_MODEL_POISSON)
         th_log(TH_LOG_INFO,
                "CP-APR  model poisson (multiplicative updates), rank %u, max %u outer %s, "

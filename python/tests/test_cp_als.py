@@ -288,9 +288,16 @@ def test_nonneg_matches_tensorly_hals_from_the_same_start():
         assert abs(fit_against(dense, ours) - ours.fit) < 1e-9
 
 
-def test_nonneg_is_refused_with_a_backend_update_path():
-    with pytest.raises(ValueError, match="runs on the host"):
+def test_nonneg_runs_per_mode_not_in_a_sweep():
+    """The nonnegative update runs per mode, in the backend ("mode",
+    cpu-reference's als_update_nonneg) or on the host, with the same
+    iterations; one sweep for the whole iteration would be unconstrained."""
+    with pytest.raises(ValueError, match="each mode is updated on its own"):
         tensorhost.cp_als(planted()[:3], rank=2, constraints="nonneg", update="sweep", **CPU)
+    runs = {update: tensorhost.cp_als(planted()[:3], rank=2, max_iters=10, tol=0,
+                                      constraints="nonneg", update=update, **CPU)
+            for update in ("mode", "host")}
+    assert abs(runs["mode"].fit - runs["host"].fit) < 1e-12
     with pytest.raises(ValueError, match="constraints must be one of"):
         tensorhost.cp_als(planted()[:3], rank=2, constraints="positive", **CPU)
     plain = tensorhost.cp_als(planted()[:3], rank=2, max_iters=3, tol=0, **CPU)

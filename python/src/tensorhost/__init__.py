@@ -641,9 +641,9 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     update: "auto", "sweep", "mode" or "host": where factor updates run.
     constraints: "none", or "nonneg" for nonnegative factors (each
        constrained mode's update by hierarchical ALS, as TensorLy's
-       non_negative_parafac_hals, on the host: update must then be "auto"
-       or "host"); or a sequence of them, one per mode (TensorLy's
-       nn_modes), e.g. ["nonneg", "none", "nonneg"].
+       non_negative_parafac_hals, in the backend when it can, else on the
+       host: update must then not be "sweep"); or a sequence of them, one
+       per mode (TensorLy's nn_modes), e.g. ["nonneg", "none", "nonneg"].
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -680,9 +680,10 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     if not per_mode or any(not isinstance(c, str) or c not in _CONSTRAINTS for c in per_mode):
         raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)} or a non-empty "
                          f"sequence of them (one per mode), got {constraints!r}")
-    if "nonneg" in per_mode and update in ("sweep", "mode"):
-        raise ValueError(f"update={update!r} updates without constraints; with "
-                         "constraints='nonneg' the update runs on the host: use 'auto' or 'host'")
+    if "nonneg" in per_mode and update == "sweep":
+        raise ValueError("update='sweep' updates without constraints; with "
+                         "constraints='nonneg' each mode is updated on its own: use 'auto', "
+                         "'mode' or 'host'")
     if not isinstance(backend, (str, os.PathLike)):
         raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
     if callback is not None and not callable(callback):
