@@ -11,6 +11,22 @@
  *                          (CP-APR's inner iteration against the MTTKRP, below)
  *   gpu_bench --completion [--rank R] [--reps N] [--plugins a,b] TENSOR...
  *                          (tensor completion's iteration against CP-ALS's, below)
+ *   gpu_bench --nonneg [--rank R] [--reps N] [--plugins a,b] TENSOR...
+ *                          (nonnegative CP's iteration against CP-ALS's, below)
+ *
+ * --nonneg: per plugin that has als_update_nonneg (ABI 1.5), tensor,
+ * medians of N after one warm-up (the first call after a load allocates
+ * the update's workspace), from uniform [0, 1) factors, iterations chained
+ * as nonnegative CP runs them with every update in the backend: per mode
+ * mttkrp, V = the Hadamard of the other Grams on the host, and
+ * als_update_nonneg (the mode updated last's lambda as scale, the host's 5
+ * sweeps at tolerance 1e-8, the 2-norm); host wall time of the whole
+ * iteration, and of each mode's update with its pass count. Against one
+ * CP-ALS iteration of the same instance: als_sweep (wall and device time,
+ * median of 9 after one warm-up, as in the main table) and the per-mode
+ * path (mttkrp, the host's solve, als_update: the path whose structure the
+ * nonnegative iteration shares). The bar: the nonnegative iteration at
+ * most 1.5x the als_sweep iteration (wall against wall).
  *
  * --completion: per plugin that has row_least_squares (ABI 1.5) and
  * generalized_mttkrp, tensor and mode, medians of N after one warm-up (the
@@ -725,6 +741,98 @@ static void bench_completion(const char *plugin_name, const char *tensor_name,
     th_plugin_unload(pl);
 }
 
+/* --nonneg: see the header comment. */
+static void bench_nonneg(const char *plugin_name, const char *tensor_name, const th_sptensor *t,
+                         uint32_t rank, int reps)
+{
+    g_autofree char *path = g_strdup_printf("%s/%s.so", TH_PLUGIN_DIR, plugin_name);
+    th_host_services services = th_host_services_make();
+    g_autoptr(GError) error = NULL;
+    th_plugin *pl = th_plugin_load(path, &services, &error);
+    if (!pl) {
+        fprintf(stderr, "%s\n", error->message);
+        exit(1);
+    }
+    if (!pl->entry.als_update_nonneg) {
+        fprintf(stderr, "  %s: no als_update_nonneg (ABI 1.5): skipped\n", plugin_name);
+        th_plugin_unload(pl);
+        return;
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_coo_tensor view = {.struct_size = sizeof(view),
+                          .nmodes = t->nmodes,
+                          .nnz = t->nnz,
+                          .dims = t->dims,
+                          .indices = (const uint32_t *const *)t->indices,
+                          .values = t->values};
+    CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
+    double *grams[MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        grams[m] = g_new(double, (size_t)rank * rank);
+    set_random_factors(pl, inst, t, rank, grams);
+    double *lambda = g_new(double, rank), *scale = g_new(double, rank);
+    double *inner = g_new(double, rank), *v = g_new(double, (size_t)rank * rank);
+    for (uint32_t r = 0; r < rank; ++r)
+        lambda[r] = 1.0;
+    double iter_ms[MAX_REPS], update_ms[MAX_MODES][MAX_REPS], mttkrp_ms[MAX_MODES][MAX_REPS];
+    uint32_t passes_sum[MAX_MODES] = {0};
+    for (int rep = -1; rep < reps; ++rep) {
+        const double i0 = now_seconds();
+        for (uint32_t m = 0; m < t->nmodes; ++m) {
+            double w0 = now_seconds();
+            CHECK(th_call_mttkrp(pl, inst, m, err));
+            const double mw = now_seconds() - w0;
+            w0 = now_seconds();
+            th_dense_hadamard_except(grams, t->nmodes, m, rank, v);
+            memcpy(scale, lambda, sizeof(double) * rank);
+            th_nonneg_update_io io = {.struct_size = sizeof(io),
+                                      .mode = m,
+                                      .v = v,
+                                      .scale = scale,
+                                      .tolerance = 1e-8,
+                                      .sweeps = 5,
+                                      .norm = TH_NORM_2};
+            th_als_output out = {.struct_size = sizeof(out),
+                                 .lambda = lambda,
+                                 .gram = grams[m],
+                                 .inner = inner};
+            CHECK(th_call_als_update_nonneg(pl, inst, &io, &out, err));
+            const double uw = now_seconds() - w0;
+            if (rep >= 0) {
+                mttkrp_ms[m][rep] = mw * 1e3;
+                update_ms[m][rep] = uw * 1e3;
+                passes_sum[m] += io.passes;
+            }
+        }
+        if (rep >= 0)
+            iter_ms[rep] = (now_seconds() - i0) * 1e3;
+    }
+    double inside = 0.0, dev = -1.0, mttkrp_part = 0.0, update_part = 0.0;
+    const double sweep = als_sweep_ms(pl, inst, t, rank, 9, &inside, &dev);
+    const double per_mode = als_iteration_ms(pl, inst, t, rank, 9, &mttkrp_part, &update_part);
+    const double iter = median(iter_ms, reps);
+    printf("| %s | %s | %u | ", tensor_name, plugin_name, rank);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        printf("%s%.3f", m ? " / " : "", median(mttkrp_ms[m], reps));
+    printf(" | ");
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        printf("%s%.3f (%.1f)", m ? " / " : "", median(update_ms[m], reps),
+               (double)passes_sum[m] / reps);
+    printf(" | %.3f | %.3f / %.3f | %.3f | %.2fx | %.2fx | %s |\n", iter, sweep, dev, per_mode,
+           iter / sweep, iter / per_mode, iter <= 1.5 * sweep ? "met" : "NOT met");
+    fflush(stdout);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        g_free(grams[m]);
+    g_free(lambda);
+    g_free(scale);
+    g_free(inner);
+    g_free(v);
+    th_call_destroy(pl, inst);
+    th_plugin_unload(pl);
+}
+
 int main(int argc, char **argv)
 {
     uint32_t rank = 32;
@@ -732,13 +840,17 @@ int main(int argc, char **argv)
     const char *plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2,cpu-reference";
     const char *out_path = NULL;
     int first = 1;
-    int cp_apr = 0, completion = 0;
+    int cp_apr = 0, completion = 0, nonneg = 0;
     if (argc > 1 && strcmp(argv[1], "--cp-apr") == 0) {
         cp_apr = 1;
         first = 2;
         plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
     } else if (argc > 1 && strcmp(argv[1], "--completion") == 0) {
         completion = 1;
+        first = 2;
+        plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
+    } else if (argc > 1 && strcmp(argv[1], "--nonneg") == 0) {
+        nonneg = 1;
         first = 2;
         plugins = "gpu-adaptive,gpu-scheme1,gpu-scheme2";
     }
@@ -770,7 +882,7 @@ int main(int argc, char **argv)
         first += 2;
     }
     if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
-        fprintf(stderr, "usage: gpu_bench [--cp-apr | --completion] [--rank R] [--reps 1..64] "
+        fprintf(stderr, "usage: gpu_bench [--cp-apr | --completion | --nonneg] [--rank R] [--reps 1..64] "
                         "[--plugins a,b] [--out FILE] [--devices LIST] PRESET|PATH...\n");
         return 2;
     }
@@ -789,6 +901,28 @@ int main(int argc, char **argv)
             hbm * 1e-9, l2 * 1e-9);
 
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
+    if (nonneg) {
+        printf("Nonnegative CP's iteration (per mode: mttkrp, V on the host, "
+               "als_update_nonneg with 5 sweeps at tolerance 1e-8) against a CP-ALS iteration "
+               "(als_sweep; and the per-mode path), %s, medians of %d (CP-ALS: 9); times in ms "
+               "(wall unless marked); bar: nonnegative <= 1.5x als_sweep (wall)\n\n",
+               device, reps);
+        printf("| tensor | plugin | rank | mttkrp per mode | als_update_nonneg per mode "
+               "(passes) | nonnegative iteration | als_sweep iteration wall / device | "
+               "per-mode CP-ALS iteration | nonnegative / als_sweep | nonnegative / per-mode | "
+               "1.5x bar |\n");
+        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        for (int a = first; a < argc; ++a) {
+            char name[64];
+            const char *kind = NULL;
+            g_autoptr(th_sptensor) t = load_input(argv[a], name, sizeof(name), &kind);
+            fprintf(stderr, "%s (%s): %u modes, nnz %llu\n", name, kind, t->nmodes,
+                    (unsigned long long)t->nnz);
+            for (char **pn = names; *pn; ++pn)
+                bench_nonneg(*pn, name, t, rank, reps);
+        }
+        return 0;
+    }
     if (completion) {
         printf("Tensor completion's iteration (row_least_squares of every mode, ridge 1e-3, "
                "+ the SQUARED_RESIDUAL reduction) against a CP-ALS iteration (als_sweep), "

@@ -578,6 +578,81 @@ __global__ void __launch_bounds__(kThreads, 2)
     finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
+/* The update's epilogue over a factor computed elsewhere (the nonnegative
+ * update, nonneg.cu, leaves its unnormalised A in the factor): the same
+ * sums as update_kernel's (Ahat^T Ahat, sum_i M(i,r) Ahat(i,r),
+ * max |Ahat(:,r)|) from tiles of A and M read as they are, and the same
+ * finish (finish_update: lambda, the normalised Gram and inner, the column
+ * scale, the accumulators re-zeroed). Shared memory: the tile of A
+ * [T*RS] floats, the region (M's tile, later the Gram's reduction),
+ * s_inner [R] doubles, s_max [R]. */
+size_t stats_smem_bytes(const tile_shape &s)
+{
+    return sizeof(float) * (size_t)s.T * s.RS + tile_region_bytes(s) + sizeof(double) * s.R +
+           sizeof(uint32_t) * s.R;
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    stats_kernel(const float *M, const float *A, uint32_t I, tile_shape s, update_io io,
+                 thg_als_acc acc, const float *W, double *out, int out_mapped)
+{
+    extern __shared__ double sh[];
+    const uint32_t R = s.R, RS = s.RS, T = s.T;
+    float *s_a = reinterpret_cast<float *>(sh);                  /* [T*RS] */
+    float *region = s_a + (size_t)T * RS;                         /* M's tile, then the reduction */
+    double *s_inner = reinterpret_cast<double *>(
+        reinterpret_cast<char *>(region) + tile_region_bytes(s)); /* [R] */
+    uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);  /* [R] */
+    const uint32_t tid = threadIdx.x;
+    const bool primary = blockIdx.y == 0; /* the column stats; every block a share of the Gram */
+    for (uint32_t t = tid; t < R; t += blockDim.x) {
+        s_inner[t] = 0.0;
+        s_max[t] = 0u;
+    }
+    zero_padding(s_a, s, tid); /* the Gram's products read the padded width */
+    __syncthreads();
+    const gram_lane lane = gram_lane_for(s, tid, blockIdx.y);
+    double gacc[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+        gacc[e] = 0.0;
+    /* Column stats: thread (c, sub) takes column c of rows sub, sub + subs, ... */
+    const uint32_t subs = kThreads / R, c = tid % R, sub = tid / R;
+    const bool stats_lane = primary && sub < subs;
+    double my_inner = 0.0;
+    float my_max = 0.0f;
+    const uint32_t ntiles = (I + T - 1) / T;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const uint64_t base = (uint64_t)tile * T;
+        const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
+        load_tile_async(A, nullptr, 0, tile, I, s, s_a, tid);
+        if (primary)
+            load_tile_async(M, io.row_present, io.row_base, tile, I, s, region, tid);
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        if (stats_lane)
+            for (uint32_t row = sub; row < rows; row += subs) {
+                const float a = s_a[row * RS + c];
+                my_inner += (double)region[row * RS + c] * a;
+                my_max = fmaxf(my_max, fabsf(a));
+            }
+        gram_accumulate(s_a, s, rows, lane, gacc);
+        __syncthreads(); /* the next tile overwrites s_a and M's tile */
+    }
+    if (stats_lane) {
+        atomicAdd(&s_inner[c], my_inner);
+        atomicMax(&s_max[c], __float_as_uint(my_max)); /* non-negative: bits order as values */
+    }
+    __syncthreads();
+    for (uint32_t t = tid; primary && t < R; t += blockDim.x) {
+        atomicAdd(&acc.inner[t], s_inner[t]);
+        atomicMax(&acc.maxbits[t], s_max[t]);
+    }
+    gram_block_flush(s, lane, gacc, reinterpret_cast<double *>(region), acc.gram);
+    finish_update(W, R, io, acc, out, out_mapped, nullptr, s_inner);
+}
+
 /* A(:, r) *= scale[r] when the update asked for it (*rescale). */
 __global__ void scale_kernel(float *A, uint32_t I, uint32_t R, const float *scale,
                              const uint32_t *rescale, const uint32_t *failed)
@@ -679,6 +754,8 @@ thg_status thg_als_prepare(thg_context *ctx, char *err, size_t errlen)
                                   smem));
     THG_CUDA(cudaFuncSetAttribute(init_factor_kernel,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    THG_CUDA(cudaFuncSetAttribute(stats_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)stats_smem_bytes(shape_for(ctx->rank))));
     int per_sm = 0;
     THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, kThreads,
                                                            (size_t)smem));
@@ -760,6 +837,22 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     if (part)
         return THG_OK; /* finished and scaled once every rank's sums are in */
     return launch_scale(ctx, mode, failed, err, errlen);
+}
+
+thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+{
+    const uint32_t I = ctx->dims[mode];
+    const tile_shape s = shape_for(ctx->rank);
+    const update_io io = io_for(ctx, mode, nullptr);
+    if (I > 0) {
+        /* The grid of update_kernel's SIMT path (the same fixed work per block). */
+        stats_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
+                       kThreads, stats_smem_bytes(s), ctx->stream>>>(
+            ctx->results[mode], ctx->factors[mode], I, s, io, ctx->als_acc, ctx->als_w,
+            ctx->als_out_dev, 1);
+        THG_LAUNCHED();
+    }
+    return launch_scale(ctx, mode, nullptr, err, errlen);
 }
 
 size_t thg_fold_scratch_bytes(uint32_t rank)

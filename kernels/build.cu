@@ -628,6 +628,7 @@ void thg_free_tensor(thg_context *ctx)
         ctx->result_begin[m] = ctx->result_end[m] = 0;
     }
     thg_rls_free(ctx);
+    thg_nonneg_free(ctx);
     thg_sweep_free(ctx);
     thg_gen_free(ctx);
     thg_transfer_free(ctx);

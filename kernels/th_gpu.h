@@ -147,6 +147,29 @@ thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int 
                           double *lambda, double *gram, double *inner, char *err,
                           size_t errlen);
 
+/* thg_als_update's step for a factor constrained nonnegative (the plugin
+ * ABI's als_update_nonneg, 1.5; its spec is plugin.h's): with M the mode's
+ * latest MTTKRP result, A its factor and V = v (rank x rank, row-major,
+ * symmetric): A(:,r) *= scale[r] (NULL: ones); then up to `sweeps` passes
+ * of hierarchical ALS, every row's columns r = 0 .. rank-1 in order where
+ * V(r,r) > 0: A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r)
+ * A(i,r)) / V(r,r)), stopping after the pass whose summed squared change
+ * is at most tolerance times the first pass's (*passes: the passes made);
+ * then exactly thg_als_update's normalisation, lambda, gram and inner.
+ * Dot products and change sums in double, A stored in fp32 after each
+ * entry's update. The stopping test runs on the device: one
+ * synchronisation (one more per 8 passes beyond the first 8); only V,
+ * scale, lambda, gram, inner and the count cross the bus. The first call
+ * after a load allocates a small workspace (kept until the tensor goes).
+ * Errors: THG_ERR_STATE before a load or before an MTTKRP of the mode;
+ * THG_ERR_INVALID for a mode out of range, NULL v or outputs, sweeps 0, a
+ * negative or non-finite tolerance; THG_ERR_UNSUPPORTED on a rank of a
+ * group. passes may be NULL. kernels/DESIGN.md, "The nonnegative update". */
+thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, const double *v,
+                                 const double *scale, uint32_t sweeps, double tolerance,
+                                 int use_max_norm, double *lambda, double *gram, double *inner,
+                                 uint32_t *passes, char *err, size_t errlen);
+
 /* One CP-ALS iteration over every mode on the device (the ABI's
  * als_sweep): per mode the MTTKRP, W = (Hadamard of the other Grams)^-1 by
  * Gauss-Jordan in double (its pivots are the Cholesky pivots), and the

@@ -253,6 +253,12 @@ struct thg_context {
     void *copy_block;
     /* row_least_squares' workspace (row_solve.cu), from its first call. */
     thg_rls_state rls;
+    /* als_update_nonneg's workspace (nonneg.cu), from its first call:
+     * device V, scale and the passes' control block; pinned staging. */
+    void *nonneg_dev;
+    void *nonneg_host;
+    uint32_t nonneg_partials; /* doubles of the per-block change sums */
+    uint64_t nonneg_bytes;    /* device bytes of nonneg_dev (in workspace_bytes) */
     /* TH_GPU_TEST_RLS_CHUNK=N: row_least_squares splits every row of more
      * than N nonzeros into chunks of N (tests of the split rows); 0: unset. */
     uint32_t rls_chunk_override;
@@ -497,6 +503,14 @@ struct thg_als_part {
 thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const uint32_t *failed,
                           double *gram_store, cudaEvent_t after_gemm, const thg_als_part *part,
                           char *err, size_t errlen);
+/* The update's epilogue over the factor as it is (the nonnegative update,
+ * nonneg.cu, computes A itself): from the mode's factor as stored,
+ * unnormalised, and its MTTKRP result, exactly what thg_launch_als does
+ * after its product: lambda (the norm flag read from ctx->als_w after its
+ * rank * rank floats, as there), the normalised Gram and inner into the
+ * mapped ctx->als_out_dev, the column scale, and the scale kernel; on
+ * ctx->stream. */
+thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
 /* Rows that the ranks' partial updates left out, because their MTTKRP
  * row is split over several ranks' shares: row rows[j]'s MTTKRP is the sum
  * of the partial rows partials[k] (R floats each) with partial_rows[k] ==
@@ -548,6 +562,8 @@ void thg_gram_mirror(double *gram, uint32_t rank);
  * added to `gram` (device, R x R doubles, zero before); on ctx->stream. */
 thg_status thg_launch_init_factor(thg_context *ctx, uint32_t mode, uint64_t seed, double *gram,
                                   char *err, size_t errlen);
+/* nonneg.cu: its workspace, with the tensor (thg_free_tensor). */
+void thg_nonneg_free(thg_context *ctx);
 /* row_solve.cu: its workspace, with the tensor (thg_free_tensor). */
 void thg_rls_free(thg_context *ctx);
 /* solve.cu */

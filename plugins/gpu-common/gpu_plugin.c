@@ -9,6 +9,7 @@
 
 #include <tensorhost/plugin_sdk.h>
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -500,6 +501,59 @@ th_status gpu_plugin_row_least_squares(th_instance *instance, th_row_least_squar
     io->singular_rows = singular;
     io->empty_rows = empty;
     io->factor_norm_squared = norm;
+    return TH_OK;
+}
+
+th_status gpu_plugin_als_update_nonneg(th_instance *instance, th_nonneg_update_io *io,
+                                       th_als_output *out, char *err)
+{
+    if (!instance || !io)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_update_nonneg: NULL argument");
+    if (io->struct_size < TH_NONNEG_UPDATE_IO_V1_5_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: th_nonneg_update_io is %u bytes, shorter than "
+                              "the %zu of ABI 1.5",
+                              io->struct_size, (size_t)TH_NONNEG_UPDATE_IO_V1_5_SIZE);
+    if (!io->v || !out)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: NULL %s", !io->v ? "v" : "out");
+    if (out->struct_size < TH_ALS_OUTPUT_V1_0_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: th_als_output is %u bytes, shorter than the %zu "
+                              "of ABI 1.0",
+                              out->struct_size, (size_t)TH_ALS_OUTPUT_V1_0_SIZE);
+    if (!out->lambda || !out->gram || !out->inner)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: NULL lambda, gram or inner in out");
+    if (io->sweeps == 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: sweeps 0 (at least one pass)");
+    if (!(io->tolerance >= 0.0) || !isfinite(io->tolerance))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_update_nonneg: tolerance %g must be finite and at least 0",
+                              io->tolerance);
+    const th_status norm_status = check_norm("als_update_nonneg", io->norm, err);
+    if (norm_status != TH_OK)
+        return norm_status;
+    /* Several devices: a rank holds a share of each mode's MTTKRP result
+     * (the split rows' partials are summed only inside the update's
+     * collective), so the passes would need that exchange too; not yet. */
+    if (instance->group)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "als_update_nonneg: multi-GPU nonnegative update is not "
+                              "implemented (%s runs on %u devices; use one device for "
+                              "nonnegative CP on the device, or the host's update)",
+                              instance->id, thg_group_size(instance->group));
+    /* The kernels check the rest (th_gpu.h): no tensor or no MTTKRP result
+     * of the mode -> BAD_STATE; the mode -> INVALID_ARGUMENT. */
+    uint32_t passes = 0;
+    char msg[TH_ERROR_SIZE];
+    const thg_status st = thg_als_update_nonneg(
+        instance->ctx, io->mode, io->v, io->scale, io->sweeps, io->tolerance,
+        io->norm == TH_NORM_MAX, out->lambda, out->gram, out->inner, &passes, msg, sizeof msg);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "als_update_nonneg: %s", msg);
+    io->passes = passes;
     return TH_OK;
 }
 

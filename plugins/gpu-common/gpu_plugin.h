@@ -36,6 +36,9 @@ GPU_PLUGIN_API th_status gpu_plugin_factor_update(th_instance *instance, th_fact
                                                   char *err);
 GPU_PLUGIN_API th_status gpu_plugin_row_least_squares(th_instance *instance,
                                                       th_row_least_squares_io *io, char *err);
+GPU_PLUGIN_API th_status gpu_plugin_als_update_nonneg(th_instance *instance,
+                                                      th_nonneg_update_io *io,
+                                                      th_als_output *out, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *info, char *err);
 GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode_info *info,
                                    char *err);
@@ -82,6 +85,7 @@ GPU_PLUGIN_API th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_
         .generalized_mttkrp = gpu_plugin_generalized_mttkrp,                              \
         .factor_update = gpu_plugin_factor_update,                                        \
         .row_least_squares = gpu_plugin_row_least_squares,                                \
+        .als_update_nonneg = gpu_plugin_als_update_nonneg,                                \
     }
 
 #endif
