@@ -4,7 +4,7 @@
  *
  * With M the mode's MTTKRP result, A its factor and V the R x R Hadamard
  * of the other Grams, a pass updates every row on its own, columns
- * r = 0 .. R-1 in order, where V(r,r) > 0:
+ * r = 0 .. R-1 in order, where V(r,r) != 0:
  *   A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r)) / V(r,r))
  * and the passes stop after the one whose summed squared change is at most
  * tolerance times the first's. Rows are independent; only that sum couples
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
                     m = present ? m_row[r] : 0.0f;
                 }
                 const double vrr = s_diag[r];
-                if (vrr > 0.0) { /* uniform; otherwise the column stays */
+                if (vrr != 0.0) { /* uniform; otherwise the column stays */
                     /* V symmetric: its row r is column r. */
                     const double *v_row = s_v + (size_t)r * RP;
                     double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;

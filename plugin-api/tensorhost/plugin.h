@@ -647,10 +647,12 @@ typedef struct th_row_least_squares_io {
  *      belong to the model as much as the factors do; NULL: ones);
  *   2. passes over the columns, each row's in order r = 0 .. R-1 with the
  *      columns before r already updated in this pass:
- *        where V(r,r) > 0:
+ *        where V(r,r) != 0:
  *          A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r))
  *                           / V(r,r))
- *        (a column with V(r,r) = 0 is left as it is); a pass's change is
+ *        (a column with V(r,r) = 0 is left as it is; V's diagonal is >= 0,
+ *        as a Hadamard product of Grams has it, and a caller passing
+ *        another gets whatever the formula gives); a pass's change is
  *      the sum over every entry of (new - old)^2; stop after the pass whose
  *      change is at most tolerance times the first pass's, or after
  *      `sweeps` passes; `passes` gets the count. Rows are independent, so
@@ -665,7 +667,9 @@ typedef struct th_nonneg_update_io {
     uint32_t struct_size;
     uint32_t mode;        /* in */
     const double *v;      /* in: [rank*rank] row-major, borrowed for the call */
-    const double *scale;  /* in: [rank] or NULL, borrowed for the call */
+    /* in: [rank] or NULL, borrowed for the call; not the same memory as
+     * out->lambda, which the call writes */
+    const double *scale;
     double tolerance;     /* in: >= 0 and finite */
     uint32_t sweeps;      /* in: >= 1 */
     int32_t norm;         /* in: TH_NORM_2 or TH_NORM_MAX */

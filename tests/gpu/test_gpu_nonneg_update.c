@@ -5,7 +5,7 @@
  * The oracle: M the mode's MTTKRP result and A the factor as the plugin
  * shows them (get_mttkrp_result, get_factor: the fp32 values it holds),
  * A(:,r) *= scale[r]; passes of hierarchical ALS in double, every row's
- * columns in order where V(r,r) > 0, each pass's squared change recorded,
+ * columns in order where V(r,r) != 0, each pass's squared change recorded,
  * stopping after the pass whose change is at most tolerance times the
  * first's; then lambda (2-norm, or max(max |a|, 1)), A / lambda, the Gram
  * and inner[r] = sum_i M(i,r) A(i,r). Each plugin's result must have
@@ -114,7 +114,7 @@ static void oracle_update(const double *m, const double *v, const double *scale,
         for (uint64_t i = 0; i < rows; ++i)
             for (uint32_t r = 0; r < R; ++r) {
                 const double vrr = v[(size_t)r * R + r];
-                if (!(vrr > 0.0))
+                if (vrr == 0.0)
                     continue;
                 double product = 0.0;
                 for (uint32_t q = 0; q < R; ++q)
