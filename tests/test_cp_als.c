@@ -767,6 +767,26 @@ static void test_nonneg_refuses_the_sweep_path(void **state)
     assert_int_equal(r->update_path, TH_UPDATE_HOST);
 }
 
+/* A backend that has als_update_nonneg but refuses it where it runs (as a
+ * GPU group of several devices does): the host's update takes over, and the
+ * run is the host path's. */
+static void test_nonneg_refused_in_the_backend_falls_back_to_the_host(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_backend) refusing =
+        open_plugin(TH_FIXTURE_PLUGIN_DIR "/fixture_sweep_nonneg_refused.so", NULL);
+    assert_true(th_backend_has_als_update_nonneg(refusing));
+    th_cpd_params params = {.rank = 2, .max_iters = 10, .tolerance = 0, .seed = 3,
+                            .nonneg_modes = UINT64_MAX};
+    g_autoptr(th_cpd_result) fallen = run(refusing, t, &params, NULL);
+    assert_int_equal(fallen->iterations->len, 10);
+    g_autoptr(th_backend) sweep = open_plugin(SWEEP_FIXTURE, NULL);
+    params.update = TH_UPDATE_HOST;
+    g_autoptr(th_cpd_result) host = run(sweep, t, &params, NULL);
+    assert_same_nonneg_run(fallen, host);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_aminoacid_rank_three_fit),
         cmocka_unit_test(test_nonneg_factors),
         cmocka_unit_test(test_nonneg_mode_and_host_paths_agree),
+        cmocka_unit_test(test_nonneg_refused_in_the_backend_falls_back_to_the_host),
         cmocka_unit_test(test_nonneg_refuses_the_sweep_path),
         cmocka_unit_test(test_nonneg_per_mode),
         cmocka_unit_test(test_nonneg_recovers_planted_parts),

@@ -9,6 +9,18 @@
 
 static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
 
+/* The host update's buffers: the largest mode's MTTKRP result and factor. */
+static void allocate_host_update(th_als_state *s)
+{
+    if (s->host_mttkrp)
+        return;
+    th_index largest = 0;
+    for (uint32_t m = 0; m < s->nmodes; ++m)
+        largest = MAX(largest, s->backend->dims[m]);
+    s->host_mttkrp = g_new(double, (size_t)largest * s->rank);
+    s->host_factor = g_new(double, (size_t)largest * s->rank);
+}
+
 th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
 {
     g_return_val_if_fail(path != TH_UPDATE_AUTO && backend->nmodes > 0, NULL);
@@ -35,13 +47,8 @@ th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
     if (path == TH_UPDATE_SWEEP)
         for (uint32_t m = 0; m < nmodes; ++m)
             s->timings.mttkrp_seconds[m] = TH_CPD_NOT_MEASURED;
-    if (path == TH_UPDATE_HOST) {
-        th_index largest = 0;
-        for (uint32_t m = 0; m < nmodes; ++m)
-            largest = MAX(largest, backend->dims[m]);
-        s->host_mttkrp = g_new(double, (size_t)largest * rank);
-        s->host_factor = g_new(double, (size_t)largest * rank);
-    }
+    if (path == TH_UPDATE_HOST)
+        allocate_host_update(s);
     return s;
 }
 
@@ -170,13 +177,29 @@ static void announce_mode(const th_als_step_callbacks *callbacks, uint32_t itera
  * host's HALS from the same model (the factor times the weights of the
  * mode updated last), in the backend. The weights go in a copy, as the
  * call writes the new ones over s->lambda. */
+/* A backend may have als_update_nonneg and still not take it where it
+ * runs (a GPU plugin's group of several devices answers TH_ERR_UNSUPPORTED
+ * before it changes anything): the host's update takes over for the rest
+ * of the run, as it would for a backend without the function. */
 static gboolean backend_nonneg_update(th_als_state *s, uint32_t mode, int32_t norm,
                                       GError **error)
 {
+    if (s->nonneg_on_host)
+        return host_update(s, mode, norm, error);
     memcpy(s->scale, s->lambda, sizeof(double) * s->rank);
-    return th_backend_als_update_nonneg(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
-                                        TH_HALS_TOLERANCE, norm, s->lambda, s->grams[mode],
-                                        s->inner, NULL, error);
+    g_autoptr(GError) local = NULL;
+    if (th_backend_als_update_nonneg(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
+                                     TH_HALS_TOLERANCE, norm, s->lambda, s->grams[mode],
+                                     s->inner, NULL, &local))
+        return TRUE;
+    if (!g_error_matches(local, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED)) {
+        g_propagate_error(error, g_steal_pointer(&local));
+        return FALSE;
+    }
+    th_log(TH_LOG_INFO, "%s; the nonnegative update runs on the host", local->message);
+    s->nonneg_on_host = TRUE;
+    allocate_host_update(s);
+    return host_update(s, mode, norm, error);
 }
 
 /* The factor update of `mode` on the state's path, once its MTTKRP and

@@ -51,6 +51,9 @@ typedef struct th_als_state {
      * with hals_sweeps passes at most. */
     uint64_t nonneg_modes;
     uint32_t hals_sweeps;
+    /* The backend refused als_update_nonneg where it runs (TH_ERR_
+     * UNSUPPORTED): the host updates the constrained modes from then on. */
+    gboolean nonneg_on_host;
     th_als_timings timings;
     /* scratch */
     double *hadamard, *w, *host_mttkrp, *host_factor;
