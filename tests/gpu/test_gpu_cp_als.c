@@ -255,9 +255,10 @@ static void test_kg_wikipeople_4(void **state)
     run_shared("KG_WikiPeople_4.tns");
 }
 
-/* Nonnegative CP (the host's HALS update over the backend's MTTKRPs)
- * through each GPU plugin against cpu-reference from the seed's start:
- * the same fit to the fp32 MTTKRP's margin and every factor entry >= 0. */
+/* Nonnegative CP (the backend's HALS update, als_update_nonneg, over its
+ * MTTKRPs: the mode path) through each GPU plugin against cpu-reference
+ * from the seed's start: the same fit to the fp32 margin and every factor
+ * entry >= 0. */
 static double run_nonneg(const char *id, const th_sptensor *t, uint32_t rank)
 {
     g_autoptr(th_backend) backend = open_backend(id);
@@ -270,7 +271,7 @@ static double run_nonneg(const char *id, const th_sptensor *t, uint32_t rank)
     if (!r)
         fail_msg("%s: cp_als (nonneg): %s", id, error->message);
     assert_int_equal(r->iterations->len, ITERATIONS);
-    assert_int_equal(r->update_path, TH_UPDATE_HOST);
+    assert_int_equal(r->update_path, TH_UPDATE_MODE);
     for (uint32_t m = 0; m < t->nmodes; ++m)
         for (uint64_t k = 0; k < (uint64_t)t->dims[m] * rank; ++k)
             if (!(r->factors[m][k] >= 0.0))
