@@ -31,7 +31,20 @@
  *   3. the empty rows: zero (ridge > 0) or as they were.
  *   4. the mode's column scale set to 1: the factor is written as its
  *      true values (those get_factor reads), as the factor operations do.
- * Then one copy of the counts and the norm, and one synchronisation.
+ * Then one copy of the counts, the norm and the residual, and one
+ * synchronisation.
+ *
+ * The training error (residual_squared) comes with the solve: once a row
+ * is written, its x^T x - 2 a^T b + a^T G a (a = the row as held, fp32; G
+ * and b the true ones, without the ridge) is added to the call's sum. The
+ * register path keeps G's strict upper triangle in the unused upper half of
+ * its shared V (the LDL^T works on the lower) and the diagonal beside b;
+ * the block path keeps the tiles in registers (warp 0's in shared memory
+ * while it solves) and weights them as they lie: 2 in the tiles t1 < t2,
+ * which hold each off-diagonal pair once, 1 in the diagonal tiles, which
+ * hold their pairs in both orders. x^T x is a strided pass over the row's
+ * values before its Gram loop, which has no register to spare. A split row's
+ * x^T x goes into its slot beside b, and its residual comes from the slot.
  *
  * h_i is the product of the other modes' fp32 entries in double (exact
  * for a 3-mode tensor); G_j and b_j are summed in double, and the column
@@ -463,9 +476,39 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
     }
 }
 
+/* v, opaque to the compiler: what is computed from it stays where it is
+ * written rather than being hoisted out of the task loop, where it would
+ * hold registers through the Gram loop. */
+__device__ __forceinline__ uint32_t opaque(uint32_t v)
+{
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
+/* This thread's part of x^T x over nonzeros [begin, begin + count): a
+ * strided, coalesced pass over the values before the Gram loop (which
+ * reads them again, from cache) rather than a sum in it, which has no
+ * register to spare at R = 32. */
+__device__ __forceinline__ double values_squared(const rls_args &a, uint32_t begin,
+                                                 uint32_t count, uint32_t tid, uint32_t nthreads)
+{
+    double xx = 0.0;
+    for (uint32_t k = tid; k < count; k += nthreads) {
+        const double x = (double)__ldg(a.vals + begin + k);
+        xx = fma(x, x, xx);
+    }
+    return xx;
+}
+
+/* Per warp of the register path: V (R x full_ld(R)), b (R) and G's
+ * diagonal (R), in doubles. */
+__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R; }
+
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
- * full_ld(R)) and b (R)]. */
+ * full_ld(R): the lower triangle G_j + ridge I for the solve, the strict
+ * upper G_j for the residual, which the LDL^T leaves alone), b (R) and
+ * G_j's diagonal (R)]. */
 template <int T, int NO>
 __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     rls_warp_kernel(const rls_args a)
@@ -477,15 +520,21 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     double *s_cs = smem;
     float *s_self = (float *)(smem + R);
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    double *V = smem + 2 * (size_t)R + (size_t)warp * ((size_t)R * ld + R);
+    double *V = smem + 2 * (size_t)R + (size_t)warp * warp_stride(R);
     double *bs = V + (size_t)R * ld;
+    /* Each warp's sums (norm, residual) and singular count: in shared
+     * memory, as the Gram loop has no register to spare for them. */
+    __shared__ double s_norm[kWarpKernelWarps], s_resid[kWarpKernelWarps];
+    __shared__ unsigned long long s_singular[kWarpKernelWarps];
+    if (lane == 0) {
+        s_norm[warp] = s_resid[warp] = 0.0;
+        s_singular[warp] = 0;
+    }
     load_scales(a, s_cs, s_self, threadIdx.x, blockDim.x);
     __syncthreads();
     const uint32_t q = lane % 4, c8 = lane / 4;
     const bool exact = R == 8u * T;
     double acc[P][2], bacc[T];
-    double norm = 0.0;
-    unsigned long long singular = 0;
     uint32_t t = 0, tend = 0;
     for (;;) {
         if (t == tend) {
@@ -505,6 +554,17 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
         uint32_t row, begin, count, slot;
         task_of(a, t, row, begin, count, slot);
         ++t;
+        /* x^T x first, into the slot or the warp's residual sum (neither
+         * it nor `begin` then lives past the Gram loop). */
+        {
+            const double xx = warp_sum(values_squared(a, begin, count, lane, 32));
+            if (lane == 0) {
+                if (slot != kNoSlot)
+                    atomicAdd(a.split + (size_t)slot * a.slot_stride + R * (R + 1) / 2 + R, xx);
+                else
+                    s_resid[warp] += xx;
+            }
+        }
         accumulate<T, NO>(a, begin, count, q, c8, exact, acc, bacc);
         /* Tile (t1, t2)'s entry e of this lane is G(r, s), r = c8*T + t1,
          * s = (2q + e)*T + t2. Each unordered pair {r, s} appears once in
@@ -542,8 +602,10 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                     const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
                     if (r < R && s < R && (t1 != t2 || r >= s)) {
                         double v = acc[t2 * (t2 + 1) / 2 + t1][e] * s_cs[r] * s_cs[s];
-                        if (r == s)
+                        if (r == s) {
+                            bs[R + r] = v; /* G_j's diagonal, after b */
                             v += a.ridge;
+                        }
                         V[(r >= s ? r : s) * ld + (r >= s ? s : r)] = v;
                     }
                 }
@@ -555,33 +617,79 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                     bs[r] = bacc[tt] * s_cs[r];
             }
         __syncwarp();
+        /* The strict lower triangle mirrored into the upper, which the
+         * LDL^T leaves alone, for the residual (here rather than with the
+         * tiles' stores, where it costs registers the Gram loop lacks):
+         * lane i its row; odd stride, so both sides are conflict-free. */
+        {
+            const uint32_t i = opaque(lane), ldo = opaque(ld);
+            if (i < R)
+                for (uint32_t j = 0; j < i; ++j)
+                    V[j * ldo + i] = V[i * ldo + j];
+        }
+        __syncwarp();
         double x[1];
         load_row<1>(a, row, s_self, lane, x);
         /* Fewer nonzeros than R at ridge 0: G is exactly singular, and
          * rounding must not decide (plugin.h). Warp-uniform. */
         const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R;
-        if (short_row || !solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x))
-            ++singular;
+        const bool singular =
+            short_row || !solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x);
+        double norm = 0.0;
         store_row<1>(a, row, lane, x, norm);
+        norm = warp_sum(norm);
+        /* The row's x^T x - 2 a^T b + a^T G a (a as held), lane i its
+         * row i of G: the diagonal, the strict upper triangle (from V, left
+         * by the solve; an odd stride, so the lanes' reads fall in distinct
+         * banks) against the row from dg, b from bs (read by the solve
+         * only). */
+        {
+            const uint32_t i = opaque(lane), ldo = opaque(ld);
+            double *dg = bs + R; /* G_j's diagonal, then the row as held */
+            const double ai = i < R ? (double)(float)x[0] : 0.0;
+            const double di = i < R ? dg[i] : 0.0;
+            __syncwarp();
+            if (i < R)
+                dg[i] = ai;
+            __syncwarp();
+            double off = 0.0;
+            for (uint32_t j = i + 1; j < R; ++j)
+                off = fma(V[i * ldo + j], dg[j], off);
+            const double rs =
+                warp_sum(i < R ? ai * (fma(di, ai, 2.0 * off) - 2.0 * bs[i]) : 0.0);
+            if (lane == 0) {
+                s_resid[warp] += rs;
+                s_norm[warp] += norm;
+                s_singular[warp] += singular ? 1u : 0u;
+            }
+        }
     }
-    norm = warp_sum(norm);
     if (lane == 0) {
-        if (norm != 0.0)
-            atomicAdd(&a.ctr->norm, norm);
-        if (singular)
-            atomicAdd(&a.ctr->singular, singular);
+        if (s_norm[warp] != 0.0)
+            atomicAdd(&a.ctr->norm, s_norm[warp]);
+        if (s_resid[warp] != 0.0)
+            atomicAdd(&a.ctr->residual, s_resid[warp]);
+        if (s_singular[warp])
+            atomicAdd(&a.ctr->singular, s_singular[warp]);
     }
 }
 
+/* Where warp 0 keeps its tiles in H during its solve: after the row's u
+ * (at most THG_MAX_RANK doubles); 2 x kPairsPerWarp x 32 doubles, within H
+ * (kBatch x block_ldh(R) >= 32 x 44 doubles for ranks above 32). */
+constexpr uint32_t kStashOffset = THG_MAX_RANK;
+static_assert(kStashOffset + 2 * kPairsPerWarp * 32 <= kBatch * (8 * 5 + 4),
+              "warp 0's stash fits in H at the smallest rank of the block path");
+
 /* The block path's shared memory in doubles: [cs | self | x: kBatch | H:
- * kBatch x (Rpad + 4) | V: packed lower | b: R]. H's stride is 4 mod 8
+ * kBatch x (Rpad + 4) | V: packed lower | b: R | the warps' residual sums: 16]. H's stride is 4 mod 8
  * doubles, so the fragment loads (4 rows x 8 columns) are conflict-free. */
 __host__ __device__ inline uint32_t block_ldh(uint32_t R) { return 8u * ((R + 7) / 8) + 4u; }
 
 size_t block_smem_bytes(uint32_t R)
 {
     return sizeof(double) * (2 * (size_t)R + kBatch + (size_t)kBatch * block_ldh(R) +
-                             lower_index(R, 0) + R);
+                             lower_index(R, 0) + R + kBlockWarps);
 }
 
 /* The block path's kernel: one 512-thread block per task (ranks 33 to
@@ -599,7 +707,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
     double *sH = sX + kBatch;
     double *V = sH + (size_t)kBatch * ldh;
     double *bs = V + RR2;
+    double *s_resid = bs + R; /* each warp's residual sum (a register it cannot spare) */
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    if (lane == 0)
+        s_resid[warp] = 0.0;
     const uint32_t q = lane % 4, c8 = lane / 4;
     /* This warp's tiles: t1 | t2 << 8. */
     uint32_t pairs[kPairsPerWarp];
@@ -617,7 +728,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
     double norm = 0.0;
     unsigned long long singular = 0;
     for (;;) {
-        __syncthreads(); /* also: the previous task's solve is done */
+        __syncthreads(); /* also: the previous task's solve and residual are done */
         if (tid == 0) {
             const unsigned long long t = atomicAdd(&a.ctr->queue, 1ull);
             s_task = t < a.ntasks ? (uint32_t)t : a.ntasks;
@@ -628,6 +739,16 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
             break;
         uint32_t row, begin, count, slot;
         task_of(a, t, row, begin, count, slot);
+        /* x^T x first, into the slot or the warps' residual sums. */
+        {
+            const double xx = warp_sum(values_squared(a, begin, count, tid, blockDim.x));
+            if (lane == 0 && xx != 0.0) {
+                if (slot != kNoSlot)
+                    atomicAdd(a.split + (size_t)slot * a.slot_stride + RR2 + R, xx);
+                else
+                    s_resid[warp] += xx;
+            }
+        }
 #pragma unroll
         for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk)
             acc[kk][0] = acc[kk][1] = 0.0;
@@ -705,6 +826,14 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
             bs[tid] = bpart * s_cs[tid];
         __syncthreads();
         if (warp == 0) {
+            /* Warp 0's tiles wait out its solve in sH (free since the last
+             * batch; after the row's u), not in registers. */
+            double *stash = sH + kStashOffset + opaque(lane);
+#pragma unroll
+            for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+                stash[32 * (2 * kk)] = acc[kk][0];
+                stash[32 * (2 * kk + 1)] = acc[kk][1];
+            }
             double x[4];
             load_row<4>(a, row, s_self, lane, x);
             const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R; /* as above */
@@ -712,8 +841,48 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
                 !solve_system<4>(V, packed_layout{}, bs, R, a.nonneg, a.passes, lane, x))
                 ++singular;
             store_row<4>(a, row, lane, x, norm);
+            /* u (the row as held, times the column scales) into sH, free
+             * since the last batch. */
+            const uint32_t ln = opaque(lane);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const uint32_t i = ln + 32u * u;
+                if (i < R)
+                    sH[i] = (double)(float)x[u] * s_cs[i];
+            }
+#pragma unroll
+            for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+                acc[kk][0] = stash[32 * (2 * kk)];
+                acc[kk][1] = stash[32 * (2 * kk + 1)];
+            }
         }
+        __syncthreads();
+        /* The row's residual beside its x^T x: -2 u^T b (the threads
+         * tid < R) and u^T G u from every warp's tiles (weight 2 off the
+         * diagonal tiles, which hold upper entries only; 1 in the diagonal
+         * tiles, which hold both orders of their pairs). */
+        const uint32_t ti = opaque(tid), ci = opaque(c8), qi = opaque(q);
+        double part = ti < R ? -2.0 * sH[ti] * bpart : 0.0;
+#pragma unroll
+        for (uint32_t kk = 0; kk < kPairsPerWarp; ++kk) {
+            if (kk >= my_pairs)
+                continue;
+            const uint32_t pk = opaque(pairs[kk]);
+            const uint32_t t1 = pk & 0xffu, t2 = pk >> 8;
+            const uint32_t r = 8 * t1 + ci;
+#pragma unroll
+            for (uint32_t e = 0; e < 2; ++e) {
+                const uint32_t s = 8 * t2 + 2 * qi + e;
+                if (r < R && s < R)
+                    part = fma((t1 < t2 ? 2.0 : 1.0) * sH[r] * sH[s], acc[kk][e], part);
+            }
+        }
+        part = warp_sum(part);
+        if (lane == 0)
+            s_resid[warp] += part;
     }
+    if (lane == 0 && s_resid[warp] != 0.0)
+        atomicAdd(&a.ctr->residual, s_resid[warp]);
     if (warp == 0) {
         norm = warp_sum(norm);
         if (lane == 0) {
@@ -757,10 +926,32 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     const bool solved = solve_system<RPL>(V, lay, bs, R, a.nonneg, a.passes, lane, x);
     double norm = 0.0;
     store_row<RPL>(a, row, lane, x, norm);
+    /* The row's residual from the slot (G and b without the scales or
+     * the ridge, x^T x): u = the row as held times the scales, into bs
+     * (read by the solve). */
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        if (i < R)
+            bs[i] = (double)(float)x[u] * s_cs[i];
+    }
+    __syncwarp();
+    double part = lane == 0 ? src[RR2 + R] : 0.0;
+    for (uint32_t i = 0; i < R; ++i) {
+        const double ui = bs[i];
+        for (uint32_t j = lane; j <= i; j += 32)
+            part = fma((j < i ? 2.0 : 1.0) * ui * bs[j], src[lower_index(i, j)], part);
+    }
+    for (uint32_t i = lane; i < R; i += 32)
+        part = fma(-2.0 * bs[i], src[RR2 + i], part);
     norm = warp_sum(norm);
+    const double resid = warp_sum(part);
     if (lane == 0) {
         if (norm != 0.0)
             atomicAdd(&a.ctr->norm, norm);
+        if (resid != 0.0)
+            atomicAdd(&a.ctr->residual, resid);
         if (!solved)
             atomicAdd(&a.ctr->singular, 1ull);
     }
@@ -888,8 +1079,7 @@ main_kernel main_kernel_for(uint32_t R, uint32_t nother)
                      : T == 2 ? warp_kernel_for<2>(nother)
                      : T == 3 ? warp_kernel_for<3>(nother)
                               : warp_kernel_for<4>(nother);
-    const size_t smem = sizeof(double) * (2 * (size_t)R + kWarpKernelWarps *
-                                                               ((size_t)R * full_ld(R) + R));
+    const size_t smem = sizeof(double) * (2 * (size_t)R + kWarpKernelWarps * (size_t)warp_stride(R));
     return {fn, kWarpKernelThreads, smem, kWarpKernelWarps};
 }
 
@@ -1088,7 +1278,7 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
         pm.nchunks = (uint32_t)chunks.size() - first_chunk[m];
         max_split = pm.nsplit > max_split ? pm.nsplit : max_split;
     }
-    s.slot_stride = (lower_index(R, 0) + R + 1u) & ~1u;
+    s.slot_stride = (lower_index(R, 0) + R + 2u) & ~1u; /* G, b, x^T x; even */
     const size_t chunk_bytes = round_up(sizeof(thg_rls_chunk) * chunks.size());
     const size_t split_bytes = round_up(sizeof(double) * (size_t)max_split * s.slot_stride);
     const size_t work_bytes = chunk_bytes + split_bytes + round_up(sizeof(thg_rls_counters));
@@ -1130,8 +1320,8 @@ void thg_rls_free(thg_context *ctx)
 extern "C" thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, double ridge,
                                             int nonneg, uint32_t passes,
                                             uint64_t *singular_rows, uint64_t *empty_rows,
-                                            double *factor_norm_squared, char *err,
-                                            size_t errlen)
+                                            double *factor_norm_squared,
+                                            double *residual_squared, char *err, size_t errlen)
 {
     if (singular_rows)
         *singular_rows = 0;
@@ -1139,6 +1329,8 @@ extern "C" thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, dou
         *empty_rows = 0;
     if (factor_norm_squared)
         *factor_norm_squared = 0.0;
+    if (residual_squared)
+        *residual_squared = 0.0;
     thg_status st = thg_check_mode(ctx, mode, err, errlen);
     if (st != THG_OK)
         return st;
@@ -1229,5 +1421,7 @@ extern "C" thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, dou
         *empty_rows = dim - pm.nonempty;
     if (factor_norm_squared)
         *factor_norm_squared = s.out_host->norm;
+    if (residual_squared)
+        *residual_squared = s.out_host->residual;
     return THG_OK;
 }

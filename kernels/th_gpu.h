@@ -247,7 +247,11 @@ thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, dou
  * a_r <- max(0, a_r + (b_j(r) - ((G_j + ridge I) a)(r)) / d), or 0 where
  * d = 0. A row without nonzeros becomes zero when ridge > 0 and is left as
  * it was when ridge == 0; *empty_rows counts them. *factor_norm_squared =
- * the sum of squares of the updated factor (as held, fp32). The other
+ * the sum of squares of the updated factor (as held, fp32);
+ * *residual_squared = the sum over the mode's nonzeros of (x_i - <a, h_i>)^2
+ * with the factors as held after the call, each row's from its own system
+ * as x^T x - 2 a^T b + a^T G a (G without the ridge; a as held, fp32),
+ * empty rows adding 0. The other
  * factors and every MTTKRP result stay as they were; the factor is held as
  * its true values afterwards (column scale 1). The first call after a load
  * builds every mode's plan (its rows by length, the longest split into
@@ -260,7 +264,8 @@ thg_status thg_factor_update(thg_context *ctx, uint32_t mode, int operation, dou
  * are allowed. kernels/DESIGN.md, "The row solve". */
 thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, double ridge, int nonneg,
                                  uint32_t passes, uint64_t *singular_rows, uint64_t *empty_rows,
-                                 double *factor_norm_squared, char *err, size_t errlen);
+                                 double *factor_norm_squared, double *residual_squared, char *err,
+                                 size_t errlen);
 
 typedef struct thg_info {
     char device_name[128]; /* "NVIDIA H100 80GB HBM3 (device 0)" */

@@ -132,7 +132,7 @@ struct thg_rls_counters {
     unsigned long long singular; /* rows whose solve broke down */
     double norm;                 /* sum of squares of the updated factor */
     unsigned long long queue;    /* the next task of the dynamic queue */
-    unsigned long long pad;
+    double residual;             /* sum over the rows of x^T x - 2 a^T b + a^T G a */
 };
 /* One mode's plan, built from its copy on the first call after a load:
  * rows[0, nsplit) are split into chunks (chunk_len nonzeros each, the
@@ -151,7 +151,7 @@ struct thg_rls_state {
     void *rows_block; /* every mode's rows */
     void *work_block; /* every mode's chunks, the split slots, the counters */
     thg_rls_counters *counters;
-    double *split;        /* [max nsplit][slot_stride]: packed lower G, then b */
+    double *split;        /* [max nsplit][slot_stride]: packed lower G, then b, then x^T x */
     uint32_t slot_stride; /* doubles */
     uint32_t main_blocks; /* resident blocks of the main kernel (its grid) */
     thg_rls_counters *out_host; /* pinned: the counters copied back */

@@ -1,11 +1,12 @@
 /* Tensor completion (row-wise ALS over the listed entries) through
  * cpu-reference: a planted rank-5 tensor observed at 1% of its entries
  * with noise is completed to within 1.2x the noise at held-out entries;
- * the objective never rises; the published model is the best held-out
- * iteration's; nonnegative modes stay nonnegative; the holdout split is
- * seeded and reproducible; rows without a training entry are an error
- * without a ridge and a warning with one; the plan refuses a plugin
- * without row_least_squares. Also completion's config keys and rules.
+ * the objective never rises; the reported training RMSE (the last row
+ * solve's residual_squared) is the published model's; the published model
+ * is the best held-out iteration's; nonnegative modes stay nonnegative; the
+ * holdout split is seeded and reproducible; rows without a training entry
+ * are an error without a ridge and a warning with one; the plan refuses a
+ * plugin without row_least_squares. Also completion's config keys and rules.
  *
  * The runs need cpu-reference's row_least_squares (ABI 1.5); a build whose
  * cpu-reference lacks it skips them. */
@@ -186,6 +187,24 @@ static void test_planted_rank5_at_one_percent(void **state)
     planted_free(&p);
 }
 
+/* The training RMSE of a result's published model (lambda into mode 0)
+ * over `train`, straight from its factors. */
+static double direct_train_rmse(const th_cpd_result *r, const th_sptensor *train,
+                                const th_index *dims, uint32_t rank)
+{
+    double *scaled[3];
+    for (uint32_t m = 0; m < 3; ++m) {
+        scaled[m] = g_new(double, (size_t)dims[m] * rank);
+        for (size_t k = 0; k < (size_t)dims[m] * rank; ++k)
+            scaled[m][k] = r->factors[m][k] * (m == 0 ? r->lambda[k % rank] : 1.0);
+    }
+    const double rmse =
+        sqrt(th_completion_squared_error(train, scaled, rank) / (double)train->nnz);
+    for (uint32_t m = 0; m < 3; ++m)
+        g_free(scaled[m]);
+    return rmse;
+}
+
 /* Each row solve minimises its own part of the objective: the objective
  * never rises, with and without nonnegative modes. */
 static void test_objective_never_rises(void **state)
@@ -210,6 +229,13 @@ static void test_objective_never_rises(void **state)
         assert_int_equal(r->completion.best_iteration, 30);
         assert_true(isnan(r->completion.holdout_rmse));
         assert_float_equal(r->completion.objective, iteration_at(r, 29)->objective, 0.0);
+        /* The reported training RMSE (the last row solve's residual_squared)
+         * is the published model's, computed straight from its factors. */
+        assert_float_equal(r->completion.train_rmse, iteration_at(r, 29)->train_rmse, 0.0);
+        const double direct = direct_train_rmse(r, t, dims, 4);
+        if (!(fabs(direct - r->completion.train_rmse) <= 1e-9 * direct))
+            fail_msg("nonneg %d: train RMSE %.17g, from the factors %.17g", nonneg,
+                     r->completion.train_rmse, direct);
         if (nonneg) {
             assert_int_equal(r->nonneg_modes, th_cpd_every_mode(3));
             for (uint32_t m = 0; m < 3; ++m)
@@ -261,8 +287,7 @@ static void test_published_model_is_the_best_held_out(void **state)
     }
     const double held_rmse =
         sqrt(th_completion_squared_error(held, scaled, 8) / (double)held->nnz);
-    const double train_rmse =
-        sqrt(th_completion_squared_error(train, scaled, 8) / (double)train->nnz);
+    const double train_rmse = direct_train_rmse(r, train, dims, 8);
     assert_true(fabs(held_rmse - c->holdout_rmse) <= 1e-9 * c->holdout_rmse);
     assert_true(fabs(train_rmse - c->train_rmse) <= 1e-9 * c->train_rmse);
     for (uint32_t m = 0; m < 3; ++m)

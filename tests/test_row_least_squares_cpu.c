@@ -199,6 +199,24 @@ static double row_objective(const th_sptensor *t, double *const *factors, uint32
     return sum;
 }
 
+/* sum over every nonzero of (x_i - <a_{i_mode}, h_i>)^2, mode's rows from
+ * `own`, the other factors from `factors`. */
+static double direct_residual_squared(const th_sptensor *t, double *const *factors,
+                                      uint32_t rank, uint32_t mode, const double *own)
+{
+    g_autofree double *h = g_new(double, rank);
+    double sum = 0.0;
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        row_product(t, factors, rank, mode, k, h);
+        const double *a = own + (size_t)t->indices[mode][k] * rank;
+        double model = 0.0;
+        for (uint32_t r = 0; r < rank; r++)
+            model += a[r] * h[r];
+        sum += (t->values[k] - model) * (t->values[k] - model);
+    }
+    return sum;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Calling the plugin                                                        */
 /* ------------------------------------------------------------------------ */
@@ -240,7 +258,8 @@ static double **nonnegative_factors(const th_sptensor *t, uint32_t rank, GRand *
 }
 
 /* Every mode of `t` from the same factors, each against the oracle: the
- * factor, both counts and factor_norm_squared (of the factor returned). */
+ * factor, both counts, factor_norm_squared (of the factor returned) and
+ * residual_squared (the squared residuals with the factor returned). */
 static void check_against_oracle(const fixture *f, const th_sptensor *t, uint32_t rank,
                                  const rls_params *p, const char *label)
 {
@@ -265,6 +284,10 @@ static void check_against_oracle(const fixture *f, const th_sptensor *t, uint32_
         assert_int_equal(io.empty_rows, counts.empty);
         const double norm = sum_of_squares(got, cells);
         assert_close(io.factor_norm_squared, norm, norm, "factor_norm_squared");
+        /* The training error with the factor returned (singular rows as
+         * they were, empty rows adding nothing). */
+        const double residual = direct_residual_squared(t, factors, rank, mode, got);
+        assert_close(io.residual_squared, residual, residual, "residual_squared");
         plugin->entry.destroy(inst);
     }
     th_test_free_factors(factors, t->nmodes);
@@ -336,7 +359,7 @@ static void test_no_row_objective_increases(void **state)
     }
 }
 
-/* The same bits (factors, counts, factor_norm_squared) on 1, 2 and 4
+/* The same bits (factors, counts, factor_norm_squared, residual_squared) on 1, 2 and 4
  * threads, on a tensor large enough that the plugin runs its rows and its
  * norm on the team (and with empty and singular rows). */
 static void test_thread_count_does_not_change_results(void **state)
@@ -584,7 +607,7 @@ static void test_errors(void **state)
     th_row_least_squares_io io = ok;
     io.struct_size = TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE - 1;
     expect_error(plugin, inst, &io, TH_ERR_INVALID_ARGUMENT,
-                 "row_least_squares: io.struct_size 47 is shorter than the 48 bytes of "
+                 "row_least_squares: io.struct_size 55 is shorter than the 56 bytes of "
                  "th_row_least_squares_io in ABI 1.5");
     io = ok;
     io.mode = 3;

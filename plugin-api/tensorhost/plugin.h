@@ -614,10 +614,20 @@ typedef struct th_factor_update_io {
  * so a backend may solve them in any order and in parallel; the products
  * h_i are of the factors as they were before the call (mode's own factor
  * does not enter them). Every other factor and every MTTKRP result are left
- * as they were. Out: the counts above and factor_norm_squared, the sum of
+ * as they were. Out: the counts above, factor_norm_squared, the sum of
  * the squares of A's entries after the update (mode's part of the ridge
- * term). The backend computes in double precision where it accumulates
- * G_j and b_j. */
+ * term), and residual_squared, the training error of the model after the
+ * call: sum over the mode's nonzeros of (x_i - <a_j, h_i>)^2 with every row
+ * as it is after the call (a_j as held, h_i of the other factors), computed
+ * per row from its own system as x^T x - 2 a_j^T b_j + a_j^T G_j a_j (G_j
+ * without the ridge; x the row's values), summed over the rows: an empty
+ * row adds 0, a singular row its unchanged a_j's. It may differ from a
+ * direct sum of squared residuals by cancellation (relative to sum x_i^2)
+ * and, for a backend holding fp32 factors, by their rounding; it may come
+ * out slightly negative for a model that fits exactly. After the last
+ * mode's call of a sweep it is the sweep's training error, with no pass
+ * over the nonzeros of its own. The backend computes in double precision
+ * where it accumulates G_j and b_j. */
 typedef struct th_row_least_squares_io {
     uint32_t struct_size;
     uint32_t mode;              /* in */
@@ -627,10 +637,12 @@ typedef struct th_row_least_squares_io {
     uint64_t singular_rows;     /* out */
     uint64_t empty_rows;        /* out */
     double factor_norm_squared; /* out */
+    double residual_squared;    /* out: sum over the mode's nonzeros of (x_i - <a_j, h_i>)^2
+                                   with every row as it is after the call */
 } th_row_least_squares_io;
 
 #define TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE \
-    TH_FIELD_END(th_row_least_squares_io, factor_norm_squared)
+    TH_FIELD_END(th_row_least_squares_io, residual_squared)
 
 /* In and out of als_update_nonneg(). Caller-owned, struct_size the host's
  * sizeof(); the in-fields are passed in (the plugin refuses a struct

@@ -1817,9 +1817,9 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
  * at large ranks the team is cut to fit (rank 4096: 128 MiB a thread, so 8
  * threads), which changes the time, not the result. */
 #define CPU_REF_RLS_WORKSPACE_BYTES ((size_t)1 << 30)
-/* factor_norm_squared is summed in blocks of this many rows, each in row
- * order, the blocks' sums then in block order: the same bits whatever the
- * thread count. */
+/* factor_norm_squared and residual_squared are summed in blocks of this
+ * many rows, each in row order, the blocks' sums then in block order: the
+ * same bits whatever the thread count. */
 #define CPU_REF_NORM_BLOCK_ROWS 1024
 
 /* What every row's solve reads: the mode's layout, the other factors in the
@@ -1892,17 +1892,20 @@ static void nonzero_row_product(const rls_task *task, uint64_t k, double *restri
 
 /* The row's normal equations over its nonzeros [begin, end), in nonzero
  * order: g = sum h h^T (the upper triangle accumulated, then mirrored: half
- * the multiply-adds) and b = sum x h. `h` is scratch of R doubles. */
-static void accumulate_normal_equations(const rls_task *task, uint64_t begin, uint64_t end,
-                                        double *restrict g, double *restrict b,
-                                        double *restrict h)
+ * the multiply-adds), b = sum x h and, returned, x^T x. `h` is scratch of
+ * R doubles. */
+static double accumulate_normal_equations(const rls_task *task, uint64_t begin, uint64_t end,
+                                          double *restrict g, double *restrict b,
+                                          double *restrict h)
 {
     const uint32_t rank = task->rank;
     memset(g, 0, (size_t)rank * rank * sizeof *g);
     memset(b, 0, rank * sizeof *b);
+    double xx = 0.0;
     for (uint64_t k = begin; k < end; k++) {
         nonzero_row_product(task, k, h);
         const double x = task->layout->values[k];
+        xx += x * x;
         for (uint32_t r = 0; r < rank; r++) {
             const double hr = h[r];
             double *restrict g_row = g + (size_t)r * rank;
@@ -1912,6 +1915,27 @@ static void accumulate_normal_equations(const rls_task *task, uint64_t begin, ui
         }
     }
     mirror_upper(g, rank);
+    return xx;
+}
+
+/* The row's sum of squared residuals from its own system: x^T x - 2 a^T b
+ * + a^T G a, G's strict upper triangle read from `v` (the factorisation
+ * writes the lower one only), its diagonal from `diagonal` (without the
+ * ridge). */
+static double row_residual(const double *restrict v, const double *restrict diagonal,
+                           const double *restrict b, double xx, const double *restrict a,
+                           uint32_t rank)
+{
+    double ab = 0.0, aga = 0.0;
+    for (uint32_t r = 0; r < rank; r++) {
+        const double *restrict v_row = v + (size_t)r * rank;
+        double off = 0.0;
+        for (uint32_t s = r + 1; s < rank; s++)
+            off += v_row[s] * a[s];
+        aga += a[r] * (diagonal[r] * a[r] + 2.0 * off);
+        ab += a[r] * b[r];
+    }
+    return xx - 2.0 * ab + aga;
 }
 
 /* The lower Cholesky factor of the n x n row-major `v`, in place in its
@@ -1985,14 +2009,18 @@ static void nonneg_coordinate_descent(const double *restrict v, const double *re
         }
 }
 
-/* Row `row` of the factor replaced by its solution (th_row_least_squares_io).
- * `workspace` holds R x R + 2 R doubles: V, then b (the solution, for the
- * unconstrained solve), then the row product. */
-static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restrict workspace)
+/* Row `row` of the factor replaced by its solution (th_row_least_squares_io),
+ * and *residual its sum of squared residuals after (0 for an empty row).
+ * `workspace` holds R x R + 3 R doubles: V, then b (the solution, for the
+ * unconstrained solve), then the row product (then b as it was), then G's
+ * diagonal. */
+static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restrict workspace,
+                             double *residual)
 {
     const uint32_t rank = task->rank;
     const uint64_t begin = task->layout->row_start[row], end = task->layout->row_start[row + 1];
     double *restrict a = task->factor + (size_t)row * rank;
+    *residual = 0.0;
     if (begin == end) {
         if (task->ridge > 0.0)
             memset(a, 0, rank * sizeof *a); /* ridge * ||a||^2 alone: its minimiser */
@@ -2000,21 +2028,28 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restric
     }
     double *restrict v = workspace;
     double *restrict b = v + (size_t)rank * rank;
-    accumulate_normal_equations(task, begin, end, v, b, b + rank);
-    for (uint32_t r = 0; r < rank; r++)
+    double *restrict b_kept = b + rank; /* the row product's scratch, free after */
+    double *restrict diagonal = b_kept + rank;
+    const double xx = accumulate_normal_equations(task, begin, end, v, b, b_kept);
+    memcpy(b_kept, b, rank * sizeof *b);
+    for (uint32_t r = 0; r < rank; r++) {
+        diagonal[r] = v[(size_t)r * rank + r];
         v[(size_t)r * rank + r] += task->ridge;
+    }
+    rls_outcome outcome = RLS_SOLVED;
     if (task->nonneg) {
         nonneg_coordinate_descent(v, b, rank, task->passes, a);
-        return RLS_SOLVED;
+    } else if (task->ridge == 0.0 && end - begin < rank) {
+        /* G is exactly singular; rounding must not decide (plugin.h). */
+        outcome = RLS_SINGULAR;
+    } else if (!cholesky_lower(v, rank)) {
+        outcome = RLS_SINGULAR; /* the row is left as it was */
+    } else {
+        cholesky_solve(v, rank, b);
+        memcpy(a, b, rank * sizeof *a);
     }
-    /* G is exactly singular; rounding must not decide (plugin.h). */
-    if (task->ridge == 0.0 && end - begin < rank)
-        return RLS_SINGULAR;
-    if (!cholesky_lower(v, rank))
-        return RLS_SINGULAR; /* the row is left as it was */
-    cholesky_solve(v, rank, b);
-    memcpy(a, b, rank * sizeof *a);
-    return RLS_SOLVED;
+    *residual = row_residual(v, diagonal, b_kept, xx, a, rank);
+    return outcome;
 }
 
 /* The end of the block of rows that starts at `first` (at least one row;
@@ -2040,9 +2075,11 @@ static uint32_t rls_block_end(const rls_task *task, uint32_t first, uint32_t dim
 /* Rows [first, end) on `threads` threads, each with its own workspace of
  * `stride` doubles; rows vary a lot in length, so they are handed out
  * dynamically, in small runs. The outcomes are counted into *singular and
- * *empty (sums of integers: exact in any order). */
+ * *empty (sums of integers: exact in any order); each row's residual goes
+ * to residuals[row] (summed later in a fixed order). */
 static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, int threads,
-                       double *workspace, size_t stride, uint64_t *singular, uint64_t *empty)
+                       double *workspace, size_t stride, double *residuals, uint64_t *singular,
+                       uint64_t *empty)
 {
     uint64_t singular_here = 0, empty_here = 0;
     const int64_t rows = (int64_t)end - first;
@@ -2052,7 +2089,7 @@ static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, int t
         double *own = workspace + (size_t)omp_get_thread_num() * stride;
 #pragma omp for schedule(dynamic, run)
         for (int64_t i = first; i < (int64_t)end; i++) {
-            const rls_outcome outcome = solve_row(task, (uint32_t)i, own);
+            const rls_outcome outcome = solve_row(task, (uint32_t)i, own, residuals + i);
             singular_here += outcome == RLS_SINGULAR;
             empty_here += outcome == RLS_EMPTY;
         }
@@ -2083,6 +2120,27 @@ static double sum_of_squares(const double *a, int64_t rows, int64_t rank, int th
     return total;
 }
 
+/* The sum of values[0, n) in blocks of CPU_REF_NORM_BLOCK_ROWS, as
+ * sum_of_squares sums its rows: the same bits whatever the thread count. */
+static double blocked_sum(const double *values, int64_t n, int threads, double *partials)
+{
+    const int64_t blocks = (n + CPU_REF_NORM_BLOCK_ROWS - 1) / CPU_REF_NORM_BLOCK_ROWS;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t block = 0; block < blocks; block++) {
+        const int64_t first = block * CPU_REF_NORM_BLOCK_ROWS;
+        const int64_t end = first + CPU_REF_NORM_BLOCK_ROWS < n ? first + CPU_REF_NORM_BLOCK_ROWS
+                                                                : n;
+        double sum = 0.0;
+        for (int64_t k = first; k < end; k++)
+            sum += values[k];
+        partials[block] = sum;
+    }
+    double total = 0.0;
+    for (int64_t block = 0; block < blocks; block++)
+        total += partials[block];
+    return total;
+}
+
 /* Threads for row_least_squares: the option, cut so that their workspaces
  * fit CPU_REF_RLS_WORKSPACE_BYTES. */
 static int rls_team_size(const th_instance *inst, size_t stride)
@@ -2092,10 +2150,12 @@ static int rls_team_size(const th_instance *inst, size_t stride)
 }
 
 /* Rows in blocks (rls_block_end), each block's rows in parallel, the host
- * asked between blocks whether to stop; then factor_norm_squared. A stop
- * leaves the rows of the blocks done solved and the others as they were:
- * each row's problem is its own, so no row is half updated. The workspace
- * (per thread: V, b, h) lives for the call. */
+ * asked between blocks whether to stop; then factor_norm_squared and
+ * residual_squared (the rows' residuals, kept per row, summed in row
+ * blocks). A stop leaves the rows of the blocks done solved and the others
+ * as they were: each row's problem is its own, so no row is half updated.
+ * The workspace (per thread: V, b, h, G's diagonal) and the per-row
+ * residuals live for the call. */
 static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least_squares_io *io,
                                                  char *err)
 {
@@ -2109,16 +2169,18 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
     for (uint32_t m = 0, j = 0; m < inst->nmodes; m++)
         if (m != mode)
             task.other_factors[j++] = inst->factors[m];
-    const size_t stride = scratch_stride(rank * rank + 2 * rank);
+    const size_t stride = scratch_stride(rank * rank + 3 * rank);
     const int team = rls_team_size(inst, stride);
     const size_t norm_blocks =
         ((size_t)dim + CPU_REF_NORM_BLOCK_ROWS - 1) / CPU_REF_NORM_BLOCK_ROWS;
     double *workspace =
         aligned_alloc(CPU_REF_CACHE_LINE, (size_t)team * stride * sizeof *workspace);
     double *partials = malloc(norm_blocks * sizeof *partials);
-    if (workspace == NULL || partials == NULL) {
+    double *residuals = malloc(((size_t)dim + 1) * sizeof *residuals);
+    if (workspace == NULL || partials == NULL || residuals == NULL) {
         free(workspace);
         free(partials);
+        free(residuals);
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                               "row_least_squares: out of memory for %d workspaces of rank %u",
                               team, rank);
@@ -2137,7 +2199,7 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
         double work = 0.0;
         const uint32_t end = rls_block_end(&task, first, dim, team, &work);
         const int threads = work < (double)CPU_REF_UPDATE_SERIAL_WORK ? 1 : team;
-        solve_rows(&task, first, end, threads, workspace, stride, &singular, &empty);
+        solve_rows(&task, first, end, threads, workspace, stride, residuals, &singular, &empty);
         first = end;
     }
     const int64_t cells = (int64_t)dim * rank;
@@ -2146,8 +2208,12 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
     io->factor_norm_squared =
         sum_of_squares(task.factor, dim, rank,
                        cells < CPU_REF_ELEMENTWISE_SERIAL_CELLS ? 1 : inst->threads, partials);
+    io->residual_squared =
+        blocked_sum(residuals, dim, dim < CPU_REF_ELEMENTWISE_SERIAL_CELLS ? 1 : inst->threads,
+                    partials);
     free(workspace);
     free(partials);
+    free(residuals);
     return TH_OK;
 }
 

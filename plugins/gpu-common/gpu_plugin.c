@@ -491,16 +491,17 @@ th_status gpu_plugin_row_least_squares(th_instance *instance, th_row_least_squar
     /* The kernels check the rest (th_gpu.h): no tensor -> BAD_STATE; the
      * mode, ridge and passes -> INVALID_ARGUMENT. */
     uint64_t singular = 0, empty = 0;
-    double norm = 0.0;
+    double norm = 0.0, residual = 0.0;
     char msg[TH_ERROR_SIZE];
     const thg_status st =
         thg_row_least_squares(instance->ctx, io->mode, io->ridge, (int)io->nonneg, io->passes,
-                              &singular, &empty, &norm, msg, sizeof msg);
+                              &singular, &empty, &norm, &residual, msg, sizeof msg);
     if (st != THG_OK)
         return th_plugin_fail(err, gpu_plugin_status(st), "row_least_squares: %s", msg);
     io->singular_rows = singular;
     io->empty_rows = empty;
     io->factor_norm_squared = norm;
+    io->residual_squared = residual;
     return TH_OK;
 }
 

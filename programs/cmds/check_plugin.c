@@ -1973,6 +1973,28 @@ static gboolean run_row_least_squares(checker *c, uint32_t mode, const rls_kind 
     return TRUE;
 }
 
+/* The sum over the nonzeros of (x_i - model_i)^2 straight from the
+ * factors (mode's from `own`, the others from `factors`): what
+ * residual_squared must be. */
+static double naive_residual_squared(const th_sptensor *t, double *const *factors,
+                                     const double *own, uint32_t rank, uint32_t mode)
+{
+    double sum = 0.0;
+    for (uint64_t k = 0; k < t->nnz; k++) {
+        double model = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            double p = own[(size_t)t->indices[mode][k] * rank + r];
+            for (uint32_t m = 0; m < t->nmodes; m++)
+                if (m != mode)
+                    p *= factors[m][(size_t)t->indices[m][k] * rank + r];
+            model += p;
+        }
+        const double e = t->values[k] - model;
+        sum += e * e;
+    }
+    return sum;
+}
+
 /* Where `got` differs most from `want` (NaN first), as an index. */
 static size_t largest_difference(const double *got, const double *want, size_t count)
 {
@@ -2020,7 +2042,8 @@ static gboolean check_shaped_rows(checker *c, const row_shape *shape, uint32_t m
 /* Every mode of `tt` from the same factors (set, then read back as the
  * plugin holds them, so an f32 backend's rounding is in the oracle's
  * input): mode's factor against the checker's own solve, both counts,
- * factor_norm_squared against the factor returned, every other factor
+ * factor_norm_squared against the factor returned, residual_squared
+ * against the squared residuals of the factors returned, every other factor
  * bitwise as it was, and the shaped rows exactly (shape may be NULL). */
 static void check_rls_case(checker *c, const test_tensor *tt, const char *label, uint32_t rank,
                            const rls_kind *kind, const row_shape *shape, uint64_t seed)
@@ -2081,6 +2104,17 @@ static void check_rls_case(checker *c, const test_tensor *tt, const char *label,
         if (!close_to(c, io.factor_norm_squared, norm, norm)) {
             fail(c, name, "mode %u: factor_norm_squared %.17g, but the factor's is %.17g", mode,
                  io.factor_norm_squared, norm);
+            goto done;
+        }
+        /* Relative to the direct sum, at the checker's tolerance (an f32
+         * backend's: its x^T x - 2 a^T b + a^T G a cancels in double, its
+         * factors in fp32). */
+        const double residual = naive_residual_squared(tt->t, held, got, rank, mode);
+        if (!close_to(c, io.residual_squared, residual, residual)) {
+            fail(c, name, "mode %u: residual_squared %.17g, but the sum of the squared "
+                 "residuals of the factors returned is %.17g (relative difference %.3g)",
+                 mode, io.residual_squared, residual,
+                 fabs(io.residual_squared - residual) / fmax(residual, DBL_MIN));
             goto done;
         }
         for (uint32_t m = 0; m < nmodes; m++) {

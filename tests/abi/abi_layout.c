@@ -220,7 +220,7 @@ OFFSET(th_plugin_entry, row_least_squares, 144);
 OFFSET(th_plugin_entry, als_update_nonneg, 152);
 static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == 160, "TH_PLUGIN_ENTRY_V1_5_SIZE");
 
-SIZE(th_row_least_squares_io, 48);
+SIZE(th_row_least_squares_io, 56);
 OFFSET(th_row_least_squares_io, struct_size, 0);
 OFFSET(th_row_least_squares_io, mode, 4);
 OFFSET(th_row_least_squares_io, ridge, 8);
@@ -229,7 +229,8 @@ OFFSET(th_row_least_squares_io, passes, 20);
 OFFSET(th_row_least_squares_io, singular_rows, 24);
 OFFSET(th_row_least_squares_io, empty_rows, 32);
 OFFSET(th_row_least_squares_io, factor_norm_squared, 40);
-static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 48, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
+OFFSET(th_row_least_squares_io, residual_squared, 48);
+static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 56, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
 
 SIZE(th_nonneg_update_io, 48);
 OFFSET(th_nonneg_update_io, struct_size, 0);

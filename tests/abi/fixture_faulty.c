@@ -183,6 +183,20 @@ static th_status faulty_row_least_squares(th_instance *inst, th_row_least_square
             io->factor_norm_squared += a[r] * a[r];
     }
     free(v);
+    /* residual_squared directly, from the factors as they are now. */
+    io->residual_squared = 0.0;
+    for (uint64_t k = 0; k < inst->nnz; k++) {
+        const uint32_t *idx = inst->indices + k * inst->nmodes;
+        double model = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            double h = 1.0;
+            for (uint32_t m = 0; m < inst->nmodes; m++)
+                h *= inst->factors[m][(size_t)idx[m] * rank + r];
+            model += h;
+        }
+        const double e = inst->values[k] - model;
+        io->residual_squared += e * e;
+    }
     return TH_OK;
 }
 #endif

@@ -22,7 +22,14 @@
  *   - every coordinate-descent row (nonneg 1) within 1e-5 of the oracle's
  *     iterate, relative to the row's size;
  *   - factor_norm_squared the sum of squares of the factor it returns
- *     (1e-9), and the other modes' factors unchanged.
+ *     (1e-9), and the other modes' factors unchanged;
+ *   - residual_squared the sum over the nonzeros of the squared residuals
+ *     with the factor it returns (the others as set; values as it holds
+ *     them), within 1e-9 relative plus 1e-10 of sum x^2 (the fused
+ *     x^T x - 2 a^T b + a^T G a cancels in double against sum x^2); with
+ *     column scales other than 1 its h differs from the oracle's by an fp32
+ *     rounding a mode, so there within 1e-5 relative plus
+ *     1e-6 sqrt(residual sum x^2).
  * Where cpu-reference has row_least_squares it is checked the same way and
  * the GPU plugins' counts and norms are compared with its own.
  *
@@ -61,6 +68,8 @@
 #define SCALED_BACKWARD_TOLERANCE 4e-6
 #define DESCENT_TOLERANCE 1e-5
 #define NORM_TOLERANCE 1e-9
+#define RESIDUAL_TOLERANCE 1e-9
+#define SCALED_RESIDUAL_TOLERANCE 1e-5
 /* Two backends' norms: both in double from the same fp32 inputs. */
 #define NORM_AGREEMENT 1e-4
 /* An MTTKRP against the host's (fp32 kernels). */
@@ -181,7 +190,34 @@ typedef struct candidate {
     double *A; /* the solved mode's factor after the call */
     uint64_t singular, empty;
     double norm;
+    double residual; /* residual_squared */
+    int f32;         /* holds the values in fp32 */
 } candidate;
+
+/* sum over the nonzeros of (x_i - <A(i_mode), h_i>)^2: A the candidate's
+ * solved factor, h_i from f0, x_i as the candidate holds it; *xx gets
+ * sum x_i^2. */
+static double direct_residual(const th_sptensor *t, double *const *f0, uint32_t R,
+                              uint32_t mode, const candidate *c, double *xx)
+{
+    double sum = 0.0, sx = 0.0;
+    for (uint64_t i = 0; i < t->nnz; ++i) {
+        const double x = c->f32 ? (double)(float)t->values[i] : t->values[i];
+        const double *a = c->A + (size_t)t->indices[mode][i] * R;
+        double model = 0.0;
+        for (uint32_t r = 0; r < R; ++r) {
+            double v = a[r];
+            for (uint32_t m = 0; m < t->nmodes; ++m)
+                if (m != mode)
+                    v *= f0[m][(size_t)t->indices[m][i] * R + r];
+            model += v;
+        }
+        sum += (x - model) * (x - model);
+        sx += x * x;
+    }
+    *xx = sx;
+    return sum;
+}
 
 /* Every candidate against the oracle on `mode`, from the factors f0. */
 static void check_mode(const th_sptensor *t, double *const *f0, uint32_t R, uint32_t mode,
@@ -305,6 +341,16 @@ static void check_mode(const th_sptensor *t, double *const *f0, uint32_t R, uint
         if (!(fabs(c[k].norm - sum) <= NORM_TOLERANCE * fmax(sum, 1e-300)))
             fail_msg("%s: %s: factor_norm_squared %.17g, its factor's %.17g", what, c[k].name,
                      c[k].norm, sum);
+        double xx = 0.0;
+        const double want = direct_residual(t, f0, R, mode, &c[k], &xx);
+        const int scaled = backward_tolerance != BACKWARD_TOLERANCE;
+        const double allowed =
+            scaled ? SCALED_RESIDUAL_TOLERANCE * want + 1e-6 * sqrt(want * xx) + 1e-10 * xx
+                   : RESIDUAL_TOLERANCE * want + 1e-10 * xx;
+        if (!(fabs(c[k].residual - want) <= allowed))
+            fail_msg("%s: %s: residual_squared %.17g, the squared residuals of its factor "
+                     "%.17g (sum x^2 %.6g)",
+                     what, c[k].name, c[k].residual, want, xx);
     }
     g_free(V);
     g_free(L);
@@ -342,6 +388,8 @@ static void run_candidate(const th_plugin *pl, th_instance *inst, const th_spten
     c->singular = io.singular_rows;
     c->empty = io.empty_rows;
     c->norm = io.factor_norm_squared;
+    c->residual = io.residual_squared;
+    c->f32 = pl->info->value_type == TH_VALUE_F32;
     th_test_assert_ok(pl->entry.get_factor(inst, mode, c->A, err), err);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         if (m == mode)
@@ -517,6 +565,8 @@ static void test_row_solve_column_scales(void **state)
                 c.singular = io.singular_rows;
                 c.empty = io.empty_rows;
                 c.norm = io.factor_norm_squared;
+                c.residual = io.residual_squared;
+                c.f32 = pl->info->value_type == TH_VALUE_F32;
                 th_test_assert_ok(pl->entry.get_factor(inst, mode, c.A, err), err);
                 g_autofree char *what = g_strdup_printf(
                     "%s after als_update, rank %u, mode %u", cases[2].name, R, mode);
