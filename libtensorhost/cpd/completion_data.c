@@ -14,16 +14,6 @@
 /* Separates the holdout's stream from every other use of the run's seed. */
 #define COMPLETION_HOLDOUT_TAG UINT64_C(0x686f6c646f7574) /* "holdout" */
 
-/* "(i, j, k)" of entry k, 1-based as in .tns files. */
-static char *coordinates_text(const th_sptensor *t, uint64_t k)
-{
-    GString *text = g_string_new("(");
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        g_string_append_printf(text, "%s%" PRIu64, m ? ", " : "", (uint64_t)t->indices[m][k] + 1);
-    g_string_append_c(text, ')');
-    return g_string_free(text, FALSE);
-}
-
 gboolean th_completion_check_values(const th_sptensor *tensor, GError **error)
 {
     if (tensor->nnz == 0) {
@@ -38,7 +28,7 @@ gboolean th_completion_check_values(const th_sptensor *tensor, GError **error)
         nonzero = nonzero || magnitude > 0.0;
         if (isfinite(v) && (magnitude == 0.0 || (magnitude >= 0x1p-64 && magnitude <= 0x1p64)))
             continue;
-        g_autofree char *at = coordinates_text(tensor, k);
+        g_autofree char *at = th_sptensor_entry_text(tensor, k);
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
                     "entry %" PRIu64 " %s of the tensor has the value %g: completion needs "
                     "finite values of magnitude within [2^-64, 2^64] (its ridge term is not "

@@ -12,16 +12,6 @@
 
 static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
 
-/* "(i, j, k)" of entry k, 1-based as in .tns files. */
-static char *coordinates_text(const th_sptensor *t, uint64_t k)
-{
-    GString *text = g_string_new("(");
-    for (uint32_t m = 0; m < t->nmodes; ++m)
-        g_string_append_printf(text, "%s%" PRIu64, m ? ", " : "", (uint64_t)t->indices[m][k] + 1);
-    g_string_append_c(text, ')');
-    return g_string_free(text, FALSE);
-}
-
 void th_cp_apr_read_options(th_cpd_model model, th_tensor_read_options *options)
 {
     if (model != TH_MODEL_POISSON)
@@ -36,7 +26,7 @@ gboolean th_cp_apr_check_tensor(const th_sptensor *tensor, uint64_t *non_integer
     for (uint64_t k = 0; k < tensor->nnz; ++k) {
         const double v = tensor->values[k];
         if (!isfinite(v) || v < 0.0) {
-            g_autofree char *at = coordinates_text(tensor, k);
+            g_autofree char *at = th_sptensor_entry_text(tensor, k);
             g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
                         "entry %" PRIu64 " %s of the tensor has the value %g: the Poisson "
                         "model needs finite values >= 0 (counts)",

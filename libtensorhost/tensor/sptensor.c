@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "host_memory.h"
@@ -573,6 +574,15 @@ static double sum_of_squares(const th_sptensor *t, double divisor)
     for (uint64_t c = 0; c < nchunks; ++c)
         sum += part[c];
     return sum;
+}
+
+char *th_sptensor_entry_text(const th_sptensor *t, uint64_t k)
+{
+    GString *text = g_string_new("(");
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        g_string_append_printf(text, "%s%" PRIu64, m ? ", " : "", (uint64_t)t->indices[m][k] + 1);
+    g_string_append_c(text, ')');
+    return g_string_free(text, FALSE);
 }
 
 double th_sptensor_norm_squared(const th_sptensor *t)

@@ -86,6 +86,10 @@ void th_sptensor_set_wide_sort(gboolean wide);
  * to every sort (tests). The result is the same for any number. */
 void th_sptensor_set_sort_threads(uint32_t threads);
 
+/* "(i, j, k)": entry k's coordinates, 1-based as in .tns files, for
+ * messages (g_free). */
+char *th_sptensor_entry_text(const th_sptensor *t, uint64_t k);
+
 /* Sum of squared values. */
 double th_sptensor_norm_squared(const th_sptensor *t);
 
