@@ -2190,6 +2190,7 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
         if (first > 0 && th_plugin_stop_requested(inst->host)) {
             free(workspace);
             free(partials);
+            free(residuals);
             return th_plugin_fail(err, TH_ERR_CANCELLED,
                                   "row_least_squares(mode %u) given up after %u of %u rows: "
                                   "stop requested (those rows are solved, the others as they "
