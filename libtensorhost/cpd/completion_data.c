@@ -116,22 +116,28 @@ gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t
     return TRUE;
 }
 
-uint64_t th_completion_empty_rows(const th_sptensor *train, uint32_t *first_mode)
+/* Mode m's rows with no training entry; *first_row gets the first of them
+ * (0-based; untouched when there is none). */
+static uint64_t mode_empty_rows(const th_sptensor *train, uint32_t m, uint64_t *first_row)
 {
-    uint64_t total = 0;
-    if (first_mode)
-        *first_mode = UINT32_MAX;
-    for (uint32_t m = 0; m < train->nmodes; ++m) {
-        g_autofree uint8_t *seen = g_new0(uint8_t, train->dims[m] ? train->dims[m] : 1);
-        for (uint64_t k = 0; k < train->nnz; ++k)
-            seen[train->indices[m][k]] = 1;
-        uint64_t empty = 0;
-        for (uint64_t i = 0; i < train->dims[m]; ++i)
-            empty += !seen[i];
-        if (empty && first_mode && *first_mode == UINT32_MAX)
-            *first_mode = m;
-        total += empty;
+    g_autofree uint8_t *seen = g_new0(uint8_t, train->dims[m] ? train->dims[m] : 1);
+    for (uint64_t k = 0; k < train->nnz; ++k)
+        seen[train->indices[m][k]] = 1;
+    uint64_t empty = 0;
+    for (uint64_t i = train->dims[m]; i-- > 0;) {
+        if (!seen[i]) {
+            ++empty;
+            *first_row = i;
+        }
     }
+    return empty;
+}
+
+uint64_t th_completion_empty_rows(const th_sptensor *train)
+{
+    uint64_t total = 0, first_row = 0;
+    for (uint32_t m = 0; m < train->nmodes; ++m)
+        total += mode_empty_rows(train, m, &first_row);
     return total;
 }
 
@@ -141,16 +147,8 @@ gboolean th_completion_check_rows(const th_sptensor *train, double l2, uint64_t 
     uint64_t total = 0;
     g_autofree char *first = NULL;
     for (uint32_t m = 0; m < train->nmodes; ++m) {
-        g_autofree uint8_t *seen = g_new0(uint8_t, train->dims[m] ? train->dims[m] : 1);
-        for (uint64_t k = 0; k < train->nnz; ++k)
-            seen[train->indices[m][k]] = 1;
-        uint64_t empty = 0, first_row = 0;
-        for (uint64_t i = train->dims[m]; i-- > 0;) {
-            if (!seen[i]) {
-                ++empty;
-                first_row = i;
-            }
-        }
+        uint64_t first_row = 0;
+        const uint64_t empty = mode_empty_rows(train, m, &first_row);
         if (empty == 0)
             continue;
         if (!(l2 > 0.0)) {

@@ -32,9 +32,8 @@ gboolean th_completion_is_held_out(uint64_t seed, uint64_t k, double holdout);
 gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t seed,
                              th_sptensor **train, th_sptensor **held_out, GError **error);
 
-/* Rows with no training entry, over every mode; *first_mode (may be NULL)
- * gets the first mode that has one (UINT32_MAX for none). */
-uint64_t th_completion_empty_rows(const th_sptensor *train, uint32_t *first_mode);
+/* Rows with no training entry, over every mode. */
+uint64_t th_completion_empty_rows(const th_sptensor *train);
 
 /* Rows of some mode with no training entry: their factor row has nothing
  * to fit. With l2 = 0 it is undetermined: FALSE with TH_CPD_ERROR_INPUT

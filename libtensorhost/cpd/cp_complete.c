@@ -34,17 +34,6 @@ typedef struct complete_run {
     uint32_t stalled; /* iterations since the held-out RMSE last improved enough */
 } complete_run;
 
-static gboolean is_cancellation(const GError *error)
-{
-    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
-}
-
-static void announce_phase(const th_cpd_callbacks *callbacks, const char *what)
-{
-    if (callbacks && callbacks->phase)
-        callbacks->phase(what, callbacks->user_data);
-}
-
 static double **new_factors(const th_index *dims, uint32_t nmodes, uint32_t rank)
 {
     double **f = g_new0(double *, nmodes);
@@ -239,7 +228,7 @@ static gboolean finish(complete_run *run, const th_sptensor *train, GError **err
             ? &g_array_index(r->iterations, th_cpd_iteration, r->iterations->len - 1)
             : NULL;
     const gboolean use_best = run->best_record.iteration > 0;
-    announce_phase(run->callbacks, "copying the factors from the backend");
+    th_cpd_announce_phase(run->callbacks, "copying the factors from the backend");
     if (use_best) {
         r->factors = run->best;
         run->best = NULL;
@@ -266,7 +255,7 @@ static gboolean finish(complete_run *run, const th_sptensor *train, GError **err
     } else {
         r->fit = published->fit;
     }
-    announce_phase(run->callbacks, "arranging the model (norms, signs, order)");
+    th_cpd_announce_phase(run->callbacks, "arranging the model (norms, signs, order)");
     const gint64 arrange_start = g_get_monotonic_time();
     r->lambda = g_new(double, run->rank);
     for (uint32_t k = 0; k < run->rank; ++k)
@@ -312,7 +301,7 @@ static gboolean sweep(complete_run *run, uint32_t it, gboolean *cut, GError **er
         g_autoptr(GError) local = NULL;
         if (solve_rows(run, n, &local))
             continue;
-        if (!is_cancellation(local)) {
+        if (!th_cpd_is_cancellation(local)) {
             g_propagate_error(error, g_steal_pointer(&local));
             return FALSE;
         }
@@ -335,7 +324,7 @@ static gboolean measure(complete_run *run, const th_sptensor *train, double norm
     double sse = 0.0;
     if (!training_error(run, norm_train * norm_train, &sse, &local) ||
         (run->held_out && !judge_held_out(run, record, &local))) {
-        if (!is_cancellation(local)) {
+        if (!th_cpd_is_cancellation(local)) {
             g_propagate_error(error, g_steal_pointer(&local));
             return FALSE;
         }
@@ -383,7 +372,7 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         return NULL;
 
     th_cpd_result *r = new_result(backend, train, params);
-    r->completion.empty_rows = th_completion_empty_rows(train, NULL);
+    r->completion.empty_rows = th_completion_empty_rows(train);
     complete_run run = {
         .backend = backend,
         .params = params,
@@ -400,7 +389,7 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         run.best = new_factors(train->dims, run.nmodes, run.rank);
     }
 
-    announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
+    th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
     gboolean ok = start_run(&run, error);
