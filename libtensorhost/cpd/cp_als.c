@@ -369,6 +369,17 @@ void th_cpd_free_factors(double **factors, uint32_t nmodes)
     g_free(factors);
 }
 
+gboolean th_cpd_is_cancellation(const GError *error)
+{
+    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
+}
+
+void th_cpd_announce_phase(const th_cpd_callbacks *callbacks, const char *what)
+{
+    if (callbacks && callbacks->phase)
+        callbacks->phase(what, callbacks->user_data);
+}
+
 void th_cpd_result_free(th_cpd_result *result)
 {
     if (!result)
@@ -381,12 +392,6 @@ void th_cpd_result_free(th_cpd_result *result)
     if (result->iterations)
         g_array_unref(result->iterations);
     g_free(result);
-}
-
-/* The backend gave a call up because a stop was requested. */
-static gboolean is_cancellation(const GError *error)
-{
-    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
 }
 
 /* `n` doubles whose pages are already mapped, touched on all cores: a
@@ -444,18 +449,12 @@ static void result_memory_clear(result_memory *m)
         g_free(m->factors[k]);
 }
 
-static void announce_phase(const th_cpd_callbacks *callbacks, const char *what)
-{
-    if (callbacks && callbacks->phase)
-        callbacks->phase(what, callbacks->user_data);
-}
-
 /* The model the state describes, in the published form (cp_model.h). */
 static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r,
                                 result_memory *memory, const th_cpd_callbacks *callbacks,
                                 GError **error)
 {
-    announce_phase(callbacks, "copying the factors from the backend");
+    th_cpd_announce_phase(callbacks, "copying the factors from the backend");
     const gint64 fetch_start = g_get_monotonic_time();
     result_memory_join(memory); /* what it has not finished counts here */
     r->result_memory_seconds = seconds_since(fetch_start);
@@ -470,7 +469,7 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
             return FALSE;
     }
     r->fetch_seconds = seconds_since(fetch_start);
-    announce_phase(callbacks, "arranging the model (norms, signs, order)");
+    th_cpd_announce_phase(callbacks, "arranging the model (norms, signs, order)");
     const gint64 arrange_start = g_get_monotonic_time();
     th_cp_model_arrange(r->lambda, r->factors, r->dims, r->nmodes, r->rank);
     r->arrange_seconds = seconds_since(arrange_start);
@@ -554,7 +553,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         .user_data = callbacks ? callbacks->user_data : NULL,
     };
     const double norm_x_squared = th_sptensor_norm_squared(tensor);
-    announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
+    th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
     g_autoptr(th_als_state) s = start_run(backend, path, params, &r->initial_factors, error);
@@ -569,7 +568,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         const int32_t norm = it == 1 ? TH_NORM_2 : TH_NORM_MAX;
         g_autoptr(GError) iteration_error = NULL;
         if (!th_als_step(s, it, norm, &step_callbacks, &iteration_error)) {
-            if (!is_cancellation(iteration_error)) {
+            if (!th_cpd_is_cancellation(iteration_error)) {
                 g_propagate_error(error, g_steal_pointer(&iteration_error));
                 ok = FALSE;
                 break;

@@ -331,6 +331,11 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
                          const th_cpd_params *params, const th_cpd_callbacks *callbacks,
                          GError **error);
 void th_cpd_result_free(th_cpd_result *result);
+
+/* For the models' runs: whether a backend call gave up because a stop was
+ * requested (TH_ERR_CANCELLED), and the phase callback when there is one. */
+gboolean th_cpd_is_cancellation(const GError *error);
+void th_cpd_announce_phase(const th_cpd_callbacks *callbacks, const char *what);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_cpd_result, th_cpd_result_free)
 
 #endif

@@ -52,17 +52,6 @@ typedef struct apr_run {
     double *ones;    /* [rank] */
 } apr_run;
 
-static gboolean is_cancellation(const GError *error)
-{
-    return g_error_matches(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED);
-}
-
-static void announce_phase(const th_cpd_callbacks *callbacks, const char *what)
-{
-    if (callbacks && callbacks->phase)
-        callbacks->phase(what, callbacks->user_data);
-}
-
 /* Phi of `mode` in the backend, timed as its MTTKRP. */
 static gboolean compute_phi(apr_run *run, uint32_t mode, GError **error)
 {
@@ -262,7 +251,7 @@ static gboolean finish(apr_run *run, const th_sptensor *tensor, gboolean need_lo
                        GError **error)
 {
     th_cpd_result *r = run->r;
-    announce_phase(run->callbacks, "copying the factors from the backend");
+    th_cpd_announce_phase(run->callbacks, "copying the factors from the backend");
     const gint64 fetch_start = g_get_monotonic_time();
     r->factors = g_new0(double *, run->nmodes);
     for (uint32_t m = 0; m < run->nmodes; ++m) {
@@ -280,7 +269,7 @@ static gboolean finish(apr_run *run, const th_sptensor *tensor, gboolean need_lo
         if (reduce(run, TH_REDUCTION_POISSON_LOG_LIKELIHOOD, &data_term, &local))
             r->log_likelihood =
                 data_term - model_sum(run->lambda, r->factors, r->dims, run->nmodes, run->rank);
-        else if (!(r->interrupted && is_cancellation(local))) {
+        else if (!(r->interrupted && th_cpd_is_cancellation(local))) {
             g_propagate_error(error, g_steal_pointer(&local));
             return FALSE;
         }
@@ -295,13 +284,13 @@ static gboolean finish(apr_run *run, const th_sptensor *tensor, gboolean need_lo
         if (residual_squared < 0.0)
             residual_squared = 0.0;
         r->fit = 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
-    } else if (!(r->interrupted && is_cancellation(local))) {
+    } else if (!(r->interrupted && th_cpd_is_cancellation(local))) {
         g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
     r->algebra_seconds += seconds_since(fit_start);
 
-    announce_phase(run->callbacks, "arranging the model (norms, order)");
+    th_cpd_announce_phase(run->callbacks, "arranging the model (norms, order)");
     const gint64 arrange_start = g_get_monotonic_time();
     r->lambda = g_memdup2(run->lambda, sizeof(double) * run->rank);
     th_cp_model_arrange_1norm(r->lambda, r->factors, r->dims, run->nmodes, run->rank);
@@ -352,7 +341,7 @@ th_cpd_result *th_cp_apr(th_backend *backend, const th_sptensor *tensor,
                    .nmodes = nmodes, .rank = rank, .lambda = lambda, .scratch = scratch,
                    .ones = ones};
 
-    announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
+    th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
     gboolean ok = start_run(&run, error);
@@ -379,7 +368,7 @@ th_cpd_result *th_cp_apr(th_backend *backend, const th_sptensor *tensor,
                 break;
         }
         if (n < nmodes) {
-            if (!is_cancellation(iteration_error)) {
+            if (!th_cpd_is_cancellation(iteration_error)) {
                 g_propagate_error(error, g_steal_pointer(&iteration_error));
                 ok = FALSE;
                 break;
@@ -397,7 +386,7 @@ th_cpd_result *th_cp_apr(th_backend *backend, const th_sptensor *tensor,
         double data_term = 0.0;
         g_autoptr(GError) reduce_error = NULL;
         if (!reduce(&run, TH_REDUCTION_POISSON_LOG_LIKELIHOOD, &data_term, &reduce_error)) {
-            if (!is_cancellation(reduce_error)) {
+            if (!th_cpd_is_cancellation(reduce_error)) {
                 g_propagate_error(error, g_steal_pointer(&reduce_error));
                 ok = FALSE;
                 break;
