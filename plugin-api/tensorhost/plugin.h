@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.5
+ * tensorhost plugin ABI, version 1.6
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -45,6 +45,14 @@
  *     sizeof(): that is what lets a newer reader accept an older filler.
  *   - A newer field the struct lacks takes its documented default; a longer
  *     struct's tail, from a newer header, is ignored.
+ *   - So a plugin built against an older header ignores, unseen, an
+ *     in-field its header lacks. A host therefore gives an in-field a value
+ *     other than its default only when the plugin's entry says it was built
+ *     against the version that added the field or a later one
+ *     (entry->abi_version.minor); with an older plugin it takes its own path
+ *     for that work instead. A plugin of that version or later either
+ *     honours the field or refuses the call as its documentation says
+ *     (never ignores it).
  *
  * Structs passed out, owned by the caller and filled by the callee:
  * th_runtime_info, th_mode_info and the out-fields of th_als_sweep_io
@@ -199,6 +207,14 @@
  *        nonnegative; th_row_least_squares_io); nonnegative CP: optional
  *        als_update_nonneg() (als_update's step by hierarchical ALS under
  *        A >= 0; th_nonneg_update_io). No layout of 1.4 moves.
+ *   1.6  regularised and constrained CP-ALS: th_als_sweep_io grows the
+ *        in-fields constraints, l1, ridge, scale, hals_sweeps and
+ *        hals_tolerance, so a whole iteration of nonnegative, sparse (l1)
+ *        or ridge (l2) CP-ALS runs in one als_sweep(); th_nonneg_update_io
+ *        grows ridge, l1 and constraint (its coordinate descent without
+ *        the bound, for l1 on an unconstrained mode); TH_CONSTRAINT_*; the
+ *        rule that a host sets a newer in-field only for a plugin of that
+ *        version (above). No layout of 1.5 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -211,7 +227,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 5u
+#define TH_ABI_VERSION_MINOR 6u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -429,6 +445,13 @@ enum {
     TH_NORM_MAX = 1 /* lambda_r = max(max_i |a_ir|, 1) (later iterations, as Tensor Toolbox) */
 };
 
+/* What bounds a factor's entries (ABI 1.6): th_als_sweep_io.constraints and
+ * th_nonneg_update_io.constraint. */
+enum {
+    TH_CONSTRAINT_NONE = 0,  /* any real value */
+    TH_CONSTRAINT_NONNEG = 1 /* >= 0 */
+};
+
 /* Where als_update() puts its results. The struct is passed in (the plugin
  * reads the host's pointers); the arrays behind them are the host's, and
  * the plugin fills them. */
@@ -461,9 +484,34 @@ typedef struct th_als_sweep_io {
     double *const *grams;
     double *lambda; /* out: [rank] as als_update(), for mode modes_done-1 */
     double *inner;  /* out: [rank] as als_update(), for mode modes_done-1 */
+
+    /* --- ABI 1.6: regularised and constrained sweeps (in-fields; see
+     * als_sweep() for how each mode is updated with them). A host sets them
+     * to anything but their defaults only for a plugin of 1.6 or later. --- */
+    /* [nmodes] TH_CONSTRAINT_* per mode, borrowed for the call; NULL (the
+     * default): every mode TH_CONSTRAINT_NONE. */
+    const int32_t *constraints;
+    /* [nmodes] the l1 (lasso) weight per mode, each >= 0 and finite,
+     * borrowed for the call; NULL (the default): 0 for every mode. */
+    const double *l1;
+    /* The ridge (l2) weight, >= 0 and finite; default 0. */
+    double ridge;
+    /* [rank] the model's weights when the sweep starts (the lambda of the
+     * mode updated last), borrowed for the call; read by the modes updated
+     * by coordinate descent only. NULL (the default): ones. Must not be the
+     * same memory as lambda. */
+    const double *scale;
+    /* Coordinate descent's passes per mode (>= 1) and stopping tolerance
+     * (>= 0, finite), as th_nonneg_update_io's sweeps and tolerance; read
+     * only where some mode is updated by coordinate descent. Defaults 1
+     * and 0. */
+    double hals_tolerance;
+    uint32_t hals_sweeps;
+    uint32_t reserved0; /* 0 */
 } th_als_sweep_io;
 
 #define TH_ALS_SWEEP_IO_V1_1_SIZE TH_FIELD_END(th_als_sweep_io, inner)
+#define TH_ALS_SWEEP_IO_V1_6_SIZE TH_FIELD_END(th_als_sweep_io, reserved0)
 
 /* --- ABI 1.3 --- */
 /* In and out of init_factors(). Caller-owned, struct_size the host's sizeof(); the in-fields passed in (the plugin refuses a struct shorter than TH_INIT_FACTORS_IO_V1_3_SIZE with TH_ERR_INVALID_ARGUMENT), grams passed out. */
@@ -649,20 +697,25 @@ typedef struct th_row_least_squares_io {
  * shorter than TH_NONNEG_UPDATE_IO_V1_5_SIZE with TH_ERR_INVALID_ARGUMENT),
  * `passes` is passed out (the caller sets it to 0 first).
  *
- * als_update()'s step for a factor constrained nonnegative: with M the
- * latest (generalized) MTTKRP result of mode, A the factor the backend
- * holds (I rows, R columns) and V = v (the Hadamard product of the other
- * modes' Grams, symmetric), A >= 0 minimising ||A V - M|| row by row (the
- * normal equations of min ||X_(mode) - A K^T||), by hierarchical ALS
- * (Cichocki and Phan; TensorLy's hals_nnls) from the current model:
+ * als_update()'s step for a factor constrained nonnegative (or, from 1.6,
+ * regularised by l1): with M the latest (generalized) MTTKRP result of
+ * mode, A the factor the backend holds (I rows, R columns) and V = v (the
+ * Hadamard product of the other modes' Grams, symmetric), the A minimising
+ *   1/2 ||X_(mode) - A K^T||^2 + ridge/2 ||A||^2 + l1 sum |A(i,r)|
+ * (K the Khatri-Rao product of the other factors; ridge and l1 0 before
+ * 1.6), under A >= 0 for TH_CONSTRAINT_NONNEG, row by row, by hierarchical
+ * ALS (Cichocki and Phan; TensorLy's hals_nnls, whose sparsity_coefficient
+ * is l1 and whose ridge_coefficient is ridge / 2) from the current model:
  *   1. A(:, r) *= scale[r] (the weights of the mode updated last, which
  *      belong to the model as much as the factors do; NULL: ones);
  *   2. passes over the columns, each row's in order r = 0 .. R-1 with the
- *      columns before r already updated in this pass:
- *        where V(r,r) != 0:
- *          A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r))
- *                           / V(r,r))
- *        (a column with V(r,r) = 0 is left as it is; V's diagonal is >= 0,
+ *      columns before r already updated in this pass, with
+ *        d = V(r,r) + ridge,
+ *        n = M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r):
+ *        where d != 0:
+ *          TH_CONSTRAINT_NONNEG: A(i,r) <- max(0, n - l1) / d
+ *          TH_CONSTRAINT_NONE:   A(i,r) <- sign(n) max(0, |n| - l1) / d
+ *        (a column with d = 0 is left as it is; V's diagonal is >= 0,
  *        as a Hadamard product of Grams has it, and a caller passing
  *        another gets whatever the formula gives); a pass's change is
  *      the sum over every entry of (new - old)^2; stop after the pass whose
@@ -673,8 +726,12 @@ typedef struct th_row_least_squares_io {
  *   3. then exactly as als_update(): lambda <- the column norms (TH_NORM_*),
  *      A <- A / lambda, and `out` filled (the Gram of the normalised A, and
  *      inner[r] = sum_i M(i,r) A(i,r)).
- * The result is nonnegative whatever the factor held before (step 2's max),
- * provided the first pass reaches every column with V(r,r) > 0. */
+ * Under TH_CONSTRAINT_NONNEG the result is nonnegative whatever the factor
+ * held before (step 2's max), provided the first pass reaches every column
+ * with d > 0. A plugin of 1.6 or later that cannot do a combination of
+ * ridge, l1 and constraint it is given refuses the call with
+ * TH_ERR_UNSUPPORTED before changing anything; the host then updates the
+ * mode itself. */
 typedef struct th_nonneg_update_io {
     uint32_t struct_size;
     uint32_t mode;        /* in */
@@ -687,9 +744,20 @@ typedef struct th_nonneg_update_io {
     int32_t norm;         /* in: TH_NORM_2 or TH_NORM_MAX */
     uint32_t passes;      /* out */
     uint32_t reserved0;   /* 0 */
+
+    /* --- ABI 1.6 (in-fields; a host sets them to anything but their
+     * defaults only for a plugin of 1.6 or later) --- */
+    /* The ridge (l2) weight, >= 0 and finite; default 0. */
+    double ridge;
+    /* The l1 (lasso) weight, >= 0 and finite; default 0. */
+    double l1;
+    /* TH_CONSTRAINT_NONNEG (the default) or TH_CONSTRAINT_NONE. */
+    int32_t constraint;
+    uint32_t reserved1; /* 0 */
 } th_nonneg_update_io;
 
 #define TH_NONNEG_UPDATE_IO_V1_5_SIZE TH_FIELD_END(th_nonneg_update_io, reserved0)
+#define TH_NONNEG_UPDATE_IO_V1_6_SIZE TH_FIELD_END(th_nonneg_update_io, reserved1)
 
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
@@ -788,7 +856,23 @@ typedef struct th_plugin_entry {
      * pseudo-inverse, als_update()). io->modes_done = nmodes on a full sweep.
      * get_mode_info() afterwards reports each swept mode's MTTKRP time, and
      * get_runtime_info() the whole sweep's (last_sweep_seconds, ABI 1.2).
-     * A backend that sets this must also implement als_update(). */
+     * A backend that sets this must also implement als_update().
+     * From 1.6 the io's constraints, l1, ridge, scale and hals_* fields
+     * change each mode's update (with their defaults, nothing changes):
+     *   - a mode with TH_CONSTRAINT_NONE and l1 0: A_n <- M_n (V + ridge I)^-1
+     *     as above, the breakdown test applied to V + ridge I;
+     *   - any other mode (TH_CONSTRAINT_NONNEG, or l1 > 0): exactly
+     *     als_update_nonneg()'s step with v = V, the io's ridge, that mode's
+     *     l1 and constraint, hals_sweeps, hals_tolerance and io->norm, and
+     *     scale = the lambda of the mode updated before it in this sweep
+     *     (for the first mode, io->scale); no breakdown test.
+     * A plugin of 1.6 or later that cannot do what the fields ask (a
+     * combination, or any of them on some configuration, such as a group
+     * of devices) returns TH_ERR_UNSUPPORTED before changing anything, and
+     * the host runs the iteration per mode; a struct shorter than
+     * TH_ALS_SWEEP_IO_V1_6_SIZE means the defaults. Bad values (a
+     * constraint it does not know, a negative or non-finite weight,
+     * hals_sweeps 0 where it is read) -> TH_ERR_INVALID_ARGUMENT. */
     th_status (*als_sweep)(th_instance *instance, th_als_sweep_io *io, char *err);
 
     /* --- ABI 1.3 ------------------------------------------------------- */
@@ -860,8 +944,11 @@ typedef struct th_plugin_entry {
      * als_update()) the host runs nonnegative CP with every update in the
      * backend. Errors: no tensor loaded, or no MTTKRP result of the mode
      * yet -> TH_ERR_BAD_STATE; a short io, a mode out of range, a NULL v or
-     * out, sweeps 0, a negative or non-finite tolerance, a norm other than
-     * TH_NORM_2 or TH_NORM_MAX -> TH_ERR_INVALID_ARGUMENT. */
+     * out, sweeps 0, a negative or non-finite tolerance, ridge or l1, a
+     * norm other than TH_NORM_2 or TH_NORM_MAX, a constraint other than
+     * TH_CONSTRAINT_* -> TH_ERR_INVALID_ARGUMENT. From 1.6 it is also the
+     * l1-regularised update of an unconstrained mode (constraint
+     * TH_CONSTRAINT_NONE), and takes a ridge term. */
     th_status (*als_update_nonneg)(th_instance *instance, th_nonneg_update_io *io,
                                    th_als_output *out, char *err);
 } th_plugin_entry;

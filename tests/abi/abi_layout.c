@@ -136,7 +136,9 @@ SIZE(th_plugin_entry, 120);
 OFFSET(th_plugin_entry, als_sweep, 112);
 static_assert(TH_PLUGIN_ENTRY_V1_1_SIZE == 120, "TH_PLUGIN_ENTRY_V1_1_SIZE");
 
+#if TH_ABI_VERSION_MINOR < 6
 SIZE(th_als_sweep_io, 40);
+#endif
 OFFSET(th_als_sweep_io, struct_size, 0);
 OFFSET(th_als_sweep_io, norm, 4);
 OFFSET(th_als_sweep_io, nmodes, 8);
@@ -232,7 +234,9 @@ OFFSET(th_row_least_squares_io, factor_norm_squared, 40);
 OFFSET(th_row_least_squares_io, residual_squared, 48);
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == 56, "TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE");
 
+#if TH_ABI_VERSION_MINOR < 6
 SIZE(th_nonneg_update_io, 48);
+#endif
 OFFSET(th_nonneg_update_io, struct_size, 0);
 OFFSET(th_nonneg_update_io, mode, 4);
 OFFSET(th_nonneg_update_io, v, 8);
@@ -243,6 +247,28 @@ OFFSET(th_nonneg_update_io, norm, 36);
 OFFSET(th_nonneg_update_io, passes, 40);
 OFFSET(th_nonneg_update_io, reserved0, 44);
 static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == 48, "TH_NONNEG_UPDATE_IO_V1_5_SIZE");
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 6
+/* 1.6: the regularised and constrained sweep's in-fields appended to
+ * th_als_sweep_io, ridge, l1 and constraint to th_nonneg_update_io (the
+ * entry did not grow). */
+SIZE(th_als_sweep_io, 88);
+OFFSET(th_als_sweep_io, constraints, 40);
+OFFSET(th_als_sweep_io, l1, 48);
+OFFSET(th_als_sweep_io, ridge, 56);
+OFFSET(th_als_sweep_io, scale, 64);
+OFFSET(th_als_sweep_io, hals_tolerance, 72);
+OFFSET(th_als_sweep_io, hals_sweeps, 80);
+OFFSET(th_als_sweep_io, reserved0, 84);
+static_assert(TH_ALS_SWEEP_IO_V1_6_SIZE == 88, "TH_ALS_SWEEP_IO_V1_6_SIZE");
+
+SIZE(th_nonneg_update_io, 72);
+OFFSET(th_nonneg_update_io, ridge, 48);
+OFFSET(th_nonneg_update_io, l1, 56);
+OFFSET(th_nonneg_update_io, constraint, 64);
+OFFSET(th_nonneg_update_io, reserved1, 68);
+static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == 72, "TH_NONNEG_UPDATE_IO_V1_6_SIZE");
 #endif
 #endif
 
@@ -269,6 +295,8 @@ static_assert(TH_PLUGIN_INFO_V1_0_SIZE == sizeof(th_plugin_info), "th_plugin_inf
 static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_info");
 static_assert(TH_MODE_INFO_V1_0_SIZE == sizeof(th_mode_info), "th_mode_info");
 static_assert(TH_ALS_OUTPUT_V1_0_SIZE == sizeof(th_als_output), "th_als_output");
+#endif
+#if TH_ABI_VERSION_MINOR >= 2 && TH_ABI_VERSION_MINOR < 6
 static_assert(TH_ALS_SWEEP_IO_V1_1_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
 #endif
 #if TH_ABI_VERSION_MINOR == 2
@@ -292,8 +320,16 @@ static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == sizeof(th_factor_update_io), "th_
 static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == sizeof(th_row_least_squares_io),
               "th_row_least_squares_io");
+#endif
+#if TH_ABI_VERSION_MINOR == 5
 static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == sizeof(th_nonneg_update_io),
               "th_nonneg_update_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 6
+static_assert(TH_ALS_SWEEP_IO_V1_6_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
+static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == sizeof(th_nonneg_update_io),
+              "th_nonneg_update_io");
+static_assert(TH_CONSTRAINT_NONE == 0 && TH_CONSTRAINT_NONNEG == 1, "constraints");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */
