@@ -25,8 +25,11 @@
  * CP-ALS iteration of the same instance: als_sweep (wall and device time,
  * median of 9 after one warm-up, as in the main table) and the per-mode
  * path (mttkrp, the host's solve, als_update: the path whose structure the
- * nonnegative iteration shares). The bar: the nonnegative iteration at
- * most 1.5x the als_sweep iteration (wall against wall).
+ * nonnegative iteration shares). Then, for a plugin of ABI 1.6 with
+ * als_sweep, the nonnegative iteration as one als_sweep call (every mode
+ * TH_CONSTRAINT_NONNEG, the same passes and tolerance, the weights as
+ * scale), median of N after one warm-up. The bar: the faster nonnegative
+ * iteration at most 1.5x the als_sweep iteration (wall against wall).
  *
  * --completion: per plugin that has row_least_squares (ABI 1.5) and
  * generalized_mttkrp, tensor and mode, medians of N after one warm-up (the
@@ -746,6 +749,54 @@ static void bench_completion(const char *plugin_name, const char *tensor_name,
     th_plugin_unload(pl);
 }
 
+/* The nonnegative iteration as one als_sweep (ABI 1.6: every mode
+ * TH_CONSTRAINT_NONNEG, 5 passes at 1e-8, the weights as scale): median
+ * wall of `reps` after one warm-up, and the device time. */
+static double nonneg_sweep_ms(th_plugin *pl, th_instance *inst, const th_sptensor *t,
+                              uint32_t rank, int reps, double *dev_ms)
+{
+    char err[TH_ERROR_SIZE] = "";
+    double *grams[MAX_MODES];
+    int32_t constraints[MAX_MODES];
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        grams[m] = g_new(double, (size_t)rank * rank);
+        constraints[m] = TH_CONSTRAINT_NONNEG;
+    }
+    set_random_factors(pl, inst, t, rank, grams);
+    double *lambda = g_new(double, rank), *inner = g_new(double, rank);
+    double *scale = g_new(double, rank);
+    for (uint32_t r = 0; r < rank; ++r)
+        lambda[r] = 1.0;
+    double times[MAX_REPS], dev[MAX_REPS];
+    for (int rep = -1; rep < reps; ++rep) {
+        memcpy(scale, lambda, sizeof(double) * rank);
+        th_als_sweep_io io = {.struct_size = sizeof(io),
+                              .norm = TH_NORM_2,
+                              .nmodes = t->nmodes,
+                              .grams = grams,
+                              .lambda = lambda,
+                              .inner = inner,
+                              .constraints = constraints,
+                              .scale = scale,
+                              .hals_tolerance = 1e-8,
+                              .hals_sweeps = 5};
+        const double a0 = now_seconds();
+        CHECK(th_call_als_sweep(pl, inst, &io, err));
+        const double wall = now_seconds() - a0;
+        if (rep < 0)
+            continue;
+        times[rep] = wall;
+        dev[rep] = sweep_device_ms(pl, inst);
+    }
+    *dev_ms = dev[0] < 0 ? -1.0 : median(dev, reps);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        g_free(grams[m]);
+    g_free(lambda);
+    g_free(inner);
+    g_free(scale);
+    return median(times, reps) * 1e3;
+}
+
 /* --nonneg: see the header comment. */
 static void bench_nonneg(const char *plugin_name, const char *tensor_name, const th_sptensor *t,
                          uint32_t rank, int reps)
@@ -815,6 +866,9 @@ static void bench_nonneg(const char *plugin_name, const char *tensor_name, const
             iter_ms[rep] = (now_seconds() - i0) * 1e3;
     }
     double inside = 0.0, dev = -1.0, mttkrp_part = 0.0, update_part = 0.0;
+    double nn_sweep = -1.0, nn_dev = -1.0;
+    if (pl->entry.als_sweep && pl->entry.abi_version.minor >= 6)
+        nn_sweep = nonneg_sweep_ms(pl, inst, t, rank, reps, &nn_dev);
     const double sweep = als_sweep_ms(pl, inst, t, rank, 9, &inside, &dev);
     const double per_mode = als_iteration_ms(pl, inst, t, rank, 9, &mttkrp_part, &update_part);
     const double iter = median(iter_ms, reps);
@@ -825,8 +879,15 @@ static void bench_nonneg(const char *plugin_name, const char *tensor_name, const
     for (uint32_t m = 0; m < t->nmodes; ++m)
         printf("%s%.3f (%.1f)", m ? " / " : "", median(update_ms[m], reps),
                (double)passes_sum[m] / reps);
-    printf(" | %.3f | %.3f / %.3f | %.3f | %.2fx | %.2fx | %s |\n", iter, sweep, dev, per_mode,
-           iter / sweep, iter / per_mode, iter <= 1.5 * sweep ? "met" : "NOT met");
+    printf(" | %.3f | %.3f / %.3f | %.3f | %.2fx | %.2fx | ", iter, sweep, dev, per_mode,
+           iter / sweep, iter / per_mode);
+    /* The bar on the fastest nonnegative iteration the backend offers. */
+    const double best = nn_sweep > 0.0 && nn_sweep < iter ? nn_sweep : iter;
+    if (nn_sweep > 0.0)
+        printf("%.3f / %.3f | %.2fx | ", nn_sweep, nn_dev, nn_sweep / sweep);
+    else
+        printf("- | - | ");
+    printf("%s |\n", best <= 1.5 * sweep ? "met" : "NOT met");
     fflush(stdout);
     for (uint32_t m = 0; m < t->nmodes; ++m)
         g_free(grams[m]);
@@ -908,15 +969,18 @@ int main(int argc, char **argv)
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
     if (nonneg) {
         printf("Nonnegative CP's iteration (per mode: mttkrp, V on the host, "
-               "als_update_nonneg with 5 sweeps at tolerance 1e-8) against a CP-ALS iteration "
+               "als_update_nonneg with 5 sweeps at tolerance 1e-8; and as one als_sweep with "
+               "every mode nonnegative, ABI 1.6) against a CP-ALS iteration "
                "(als_sweep; and the per-mode path), %s, medians of %d (CP-ALS: 9); times in ms "
-               "(wall unless marked); bar: nonnegative <= 1.5x als_sweep (wall)\n\n",
+               "(wall unless marked); bar: the faster nonnegative iteration <= 1.5x als_sweep "
+               "(wall)\n\n",
                device, reps);
         printf("| tensor | plugin | rank | mttkrp per mode | als_update_nonneg per mode "
                "(passes) | nonnegative iteration | als_sweep iteration wall / device | "
                "per-mode CP-ALS iteration | nonnegative / als_sweep | nonnegative / per-mode | "
+               "nonnegative als_sweep wall / device | nonnegative sweep / als_sweep | "
                "1.5x bar |\n");
-        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int a = first; a < argc; ++a) {
             char name[64];
             const char *kind = NULL;

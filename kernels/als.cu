@@ -594,9 +594,14 @@ size_t stats_smem_bytes(const tile_shape &s)
 
 __global__ void __launch_bounds__(kThreads, 2)
     stats_kernel(const float *M, const float *A, uint32_t I, tile_shape s, update_io io,
-                 thg_als_acc acc, const float *W, double *out, int out_mapped)
+                 thg_als_acc acc, const float *W, double *out, int out_mapped,
+                 const uint32_t *failed, double *gram_store)
 {
     extern __shared__ double sh[];
+    /* As update_kernel: a sweep whose earlier solve broke down leaves the
+     * factor and the accumulators (uniform, before any barrier). */
+    if (failed && *failed)
+        return;
     const uint32_t R = s.R, RS = s.RS, T = s.T;
     float *s_a = reinterpret_cast<float *>(sh);                  /* [T*RS] */
     float *region = s_a + (size_t)T * RS;                         /* M's tile, then the reduction */
@@ -650,7 +655,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         atomicMax(&acc.maxbits[t], s_max[t]);
     }
     gram_block_flush(s, lane, gacc, reinterpret_cast<double *>(region), acc.gram);
-    finish_update(W, R, io, acc, out, out_mapped, nullptr, s_inner);
+    finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
 /* A(:, r) *= scale[r] when the update asked for it (*rescale). */
@@ -839,7 +844,9 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
     return launch_scale(ctx, mode, failed, err, errlen);
 }
 
-thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, double *out,
+                                   const uint32_t *failed, double *gram_store,
+                                   cudaEvent_t after_stats, char *err, size_t errlen)
 {
     const uint32_t I = ctx->dims[mode];
     const tile_shape s = shape_for(ctx->rank);
@@ -848,11 +855,13 @@ thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, char *err, s
         /* The grid of update_kernel's SIMT path (the same fixed work per block). */
         stats_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
                        kThreads, stats_smem_bytes(s), ctx->stream>>>(
-            ctx->results[mode], ctx->factors[mode], I, s, io, ctx->als_acc, ctx->als_w,
-            ctx->als_out_dev, 1);
+            ctx->results[mode], ctx->factors[mode], I, s, io, ctx->als_acc, ctx->als_w, out,
+            out == ctx->als_out_dev, failed, gram_store);
         THG_LAUNCHED();
     }
-    return launch_scale(ctx, mode, nullptr, err, errlen);
+    if (after_stats)
+        THG_CUDA(cudaEventRecord(after_stats, ctx->stream));
+    return launch_scale(ctx, mode, failed, err, errlen);
 }
 
 size_t thg_fold_scratch_bytes(uint32_t rank)

@@ -73,7 +73,7 @@ thg_status sweep_side(thg_group *g, uint32_t q, uint32_t mode, const double *con
                          ctx->side_stream, err, errlen);
     }
     if (st == THG_OK && mode < g->nmodes)
-        st = thg_launch_solve(ctx, mode, use_max_norm, ctx->side_stream, err, errlen);
+        st = thg_launch_solve(ctx, mode, use_max_norm, 0.0, ctx->side_stream, err, errlen);
     if (st == THG_OK && mode + 1 < g->nmodes)
         st = thg_zero_mttkrp_result(ctx, mode + 1, ctx->side_stream, err, errlen);
     /* A captured sweep's results leave from here, beside the run-ahead. */

@@ -72,18 +72,30 @@ nonneg_layout layout_for(uint32_t R, uint32_t nparts)
 static_assert(sizeof(nonneg_ctrl) <= 64, "nonneg_ctrl");
 
 struct pass_args {
+    /* Where V comes from: V itself ([R*R]), or, inside a sweep, every
+     * mode's Gram ([nmodes][R*R], V their Hadamard product but mode's). */
+    const double *grams;
+    uint32_t nmodes, mode;
     const float *M;               /* the mode's result, row 0 */
     const float *m_scale;         /* [R] M's column scale (result_scale) */
     const uint32_t *row_present;  /* nullable: M's rows with nonzeros */
     float *A;                     /* the factor */
     const float *col_scale;       /* [R] the factor's stored column scale (pass 0) */
-    const double *V;              /* [R*R] */
+    double *V;                    /* [R*R]; inside a sweep pass 0 writes it */
     const double *scale;          /* [R] */
     nonneg_ctrl *ctrl;
     double *partials;             /* [gridDim.x] */
     uint32_t I, R;
     int vector_rows;              /* R % 4 == 0 and M, A 16-byte aligned: float4 rows */
     double tolerance;
+    double ridge, l1;             /* ABI 1.6: 0 and 0 for the plain update */
+    int nonneg;                   /* clamp at 0 (TH_CONSTRAINT_NONNEG) or not */
+    /* Inside a sweep: an earlier mode's solve broke down (return at once),
+     * and where pass 0 leaves the norm flag the epilogue reads; nullptr
+     * for the update on its own (the host staged the flag). */
+    const uint32_t *failed;
+    int *norm_flag;
+    int norm_value;
 };
 
 /* Threads per block of pass_kernel<RP>. */
@@ -125,22 +137,53 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
      * barrier; written by an earlier kernel of the stream). */
     if (pass > 0 && *(volatile const uint32_t *)&a.ctrl->stop)
         return;
+    if (a.failed && *a.failed) /* uniform: the sweep's host finishes from there */
+        return;
     double *s_v = sh;                          /* [RP*RP], zero outside R x R */
     double *s_diag = s_v + (size_t)RP * RP;    /* [RP] V(r,r) */
-    double *s_inv = s_diag + RP;               /* [RP] 1 / V(r,r) where > 0 */
+    double *s_inv = s_diag + RP;               /* [RP] 1 / (V(r,r) + ridge), 0 where that is 0 */
     double *s_ms = s_inv + RP;                 /* [RP] M's column scale */
     double *s_as = s_ms + RP;                  /* [RP] A's on reading: pass 0 its column scale * scale */
     double *s_red = s_as + RP;                 /* [warps] */
     __shared__ bool s_last;
     const uint32_t R = a.R, tid = threadIdx.x;
-    for (uint32_t t = tid; t < RP * RP; t += blockDim.x) {
+    /* V into shared memory: each thread's entries loaded at once (the
+     * loop's count is a constant, so it unrolls and the loads overlap;
+     * one at a time, they cost a few microseconds a pass on small modes).
+     * Inside a sweep, pass 0 builds V from the Grams and block 0 leaves it
+     * in the workspace for the later passes. */
+    const size_t RR = (size_t)R * R;
+    const bool from_grams = a.grams && pass == 0;
+    constexpr uint32_t kPer = (RP * RP + pass_threads(RP) - 1) / pass_threads(RP);
+#pragma unroll
+    for (uint32_t j = 0; j < kPer; ++j) {
+        const uint32_t t = tid + j * pass_threads(RP);
         const uint32_t k = t / RP, c = t % RP;
-        s_v[t] = k < R && c < R ? a.V[(size_t)k * R + c] : 0.0;
+        double v = 0.0;
+        if (t < RP * RP && k < R && c < R) {
+            const size_t e = (size_t)k * R + c;
+            if (from_grams) {
+                v = 1.0;
+                for (uint32_t m = 0; m < a.nmodes; ++m)
+                    if (m != a.mode)
+                        v *= __ldg(a.grams + m * RR + e);
+                if (blockIdx.x == 0)
+                    a.V[e] = v;
+            } else {
+                v = __ldg(a.V + e);
+            }
+        }
+        if (t < RP * RP)
+            s_v[t] = v;
     }
+    __syncthreads();
     for (uint32_t t = tid; t < RP; t += blockDim.x) {
-        const double d = t < R ? a.V[(size_t)t * R + t] : 0.0;
-        s_diag[t] = d;
-        s_inv[t] = d > 0.0 ? 1.0 / d : 0.0;
+        const double vrr = s_v[(size_t)t * RP + t];
+        s_diag[t] = vrr;
+        /* The divisor d = V(r,r) + ridge; a column with d = 0 stays (s_inv 0
+         * marks it). */
+        const double d = t < R ? vrr + a.ridge : 0.0;
+        s_inv[t] = d != 0.0 ? 1.0 / d : 0.0;
         s_ms[t] = t < R ? (double)a.m_scale[t] : 0.0;
         s_as[t] = t < R ? (pass == 0 ? (double)a.col_scale[t] * a.scale[t] : 1.0) : 0.0;
     }
@@ -190,7 +233,7 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
                     m = present ? m_row[r] : 0.0f;
                 }
                 const double vrr = s_diag[r];
-                if (vrr != 0.0) { /* uniform; otherwise the column stays */
+                if (s_inv[r] != 0.0) { /* uniform; otherwise the column stays */
                     /* V symmetric: its row r is column r. */
                     const double *v_row = s_v + (size_t)r * RP;
                     double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
@@ -205,8 +248,11 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
                     }
                     const double product = (p0 + p1) + (p2 + p3);
                     const double old = (double)row[r];
-                    const double next =
-                        fmax(0.0, ((double)m * s_ms[r] - product + vrr * old) * s_inv[r]);
+                    const double n = (double)m * s_ms[r] - product + vrr * old;
+                    /* Clamped at 0, or soft-thresholded by l1 (both sides). */
+                    const double mag = fmax(0.0, (a.nonneg ? n : fabs(n)) - a.l1);
+                    const double shrunk = !a.nonneg && n < 0.0 ? -mag : mag;
+                    const double next = shrunk * s_inv[r];
                     const float stored = __double2float_rn(next);
                     const double d = (double)stored - old;
                     change = fma(d, d, change);
@@ -227,6 +273,9 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
                     a_row[q] = row[q];
         }
     }
+
+    if (pass == 0 && a.norm_flag && blockIdx.x == 0 && tid == 0)
+        *a.norm_flag = a.norm_value; /* read by the epilogue's finish, after every pass */
 
     /* The pass's change: this block's sum, then the last block's total. */
     const double mine = block_sum(change, s_red);
@@ -340,9 +389,39 @@ thg_status launch_pass(thg_context *ctx, uint32_t mode, const pass_args &a, uint
     return THG_OK;
 }
 
+/* The pass arguments every update shares: mode's result, factor and
+ * column scales, and the workspace's control block and partials. */
+pass_args args_for(thg_context *ctx, uint32_t mode, double tolerance, double ridge, double l1,
+                   int nonneg)
+{
+    const uint32_t R = ctx->rank;
+    const nonneg_layout l = layout_for(R, ctx->nonneg_partials);
+    char *dev = (char *)ctx->nonneg_dev;
+    const thg_mode_copy &copy = ctx->copies[mode];
+    pass_args a;
+    memset(&a, 0, sizeof(a));
+    a.M = ctx->results[mode];
+    a.m_scale = ctx->result_scale + (size_t)mode * R;
+    a.row_present = copy.has_empty_rows ? copy.row_present : nullptr;
+    a.A = ctx->factors[mode];
+    a.col_scale = ctx->col_scale + (size_t)mode * R;
+    a.V = (double *)(dev + l.v);
+    a.scale = (const double *)(dev + l.scale);
+    a.ctrl = (nonneg_ctrl *)dev;
+    a.partials = (double *)(dev + l.partials);
+    a.I = ctx->dims[mode];
+    a.R = R;
+    a.vector_rows = R % 4u == 0 && ((uintptr_t)a.M % 16u) == 0 && ((uintptr_t)a.A % 16u) == 0;
+    a.tolerance = tolerance;
+    a.ridge = ridge;
+    a.l1 = l1;
+    a.nonneg = nonneg;
+    return a;
+}
+
 /* Everything but the final synchronisation, on ctx->stream. */
 thg_status enqueue_update(thg_context *ctx, uint32_t mode, uint32_t sweeps, double tolerance,
-                          char *err, size_t errlen)
+                          double ridge, double l1, int nonneg, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
     const nonneg_layout l = layout_for(R, ctx->nonneg_partials);
@@ -354,22 +433,7 @@ thg_status enqueue_update(thg_context *ctx, uint32_t mode, uint32_t sweeps, doub
     THG_CUDA(cudaMemcpyAsync(dev, host, l.staged, cudaMemcpyHostToDevice, ctx->stream));
     THG_CUDA(cudaMemcpyAsync(ctx->als_w + (size_t)R * R, &ctrl_host->norm, sizeof(int),
                              cudaMemcpyHostToDevice, ctx->stream));
-    const thg_mode_copy &copy = ctx->copies[mode];
-    pass_args a;
-    memset(&a, 0, sizeof(a));
-    a.M = ctx->results[mode];
-    a.m_scale = ctx->result_scale + (size_t)mode * R;
-    a.row_present = copy.has_empty_rows ? copy.row_present : nullptr;
-    a.A = ctx->factors[mode];
-    a.col_scale = ctx->col_scale + (size_t)mode * R;
-    a.V = (const double *)(dev + l.v);
-    a.scale = (const double *)(dev + l.scale);
-    a.ctrl = ctrl_dev;
-    a.partials = (double *)(dev + l.partials);
-    a.I = ctx->dims[mode];
-    a.R = R;
-    a.vector_rows = R % 4u == 0 && ((uintptr_t)a.M % 16u) == 0 && ((uintptr_t)a.A % 16u) == 0;
-    a.tolerance = tolerance;
+    const pass_args a = args_for(ctx, mode, tolerance, ridge, l1, nonneg);
     for (uint32_t p = 0; p < sweeps; ++p) {
         const thg_status st = launch_pass(ctx, mode, a, p, err, errlen);
         if (st != THG_OK)
@@ -383,7 +447,9 @@ thg_status enqueue_update(thg_context *ctx, uint32_t mode, uint32_t sweeps, doub
                 break;
         }
     }
-    const thg_status st = thg_launch_als_epilogue(ctx, mode, err, errlen);
+    const thg_status st =
+        thg_launch_als_epilogue(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, err,
+                                errlen);
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaMemcpyAsync(ctrl_host, ctrl_dev, sizeof(nonneg_ctrl), cudaMemcpyDeviceToHost,
@@ -392,6 +458,56 @@ thg_status enqueue_update(thg_context *ctx, uint32_t mode, uint32_t sweeps, doub
 }
 
 } // namespace
+
+thg_status thg_nonneg_prepare(thg_context *ctx, char *err, size_t errlen)
+{
+    return prepare(ctx, err, errlen);
+}
+
+const double *thg_nonneg_sweep_scale(const thg_context *ctx)
+{
+    return (const double *)((const char *)ctx->nonneg_dev +
+                            layout_for(ctx->rank, ctx->nonneg_partials).scale);
+}
+
+thg_status thg_nonneg_stage_scale(thg_context *ctx, const double *scale, char *err,
+                                  size_t errlen)
+{
+    const nonneg_layout l = layout_for(ctx->rank, ctx->nonneg_partials);
+    double *staged = (double *)((char *)ctx->nonneg_host + l.scale);
+    for (uint32_t r = 0; r < ctx->rank; ++r)
+        staged[r] = scale ? scale[r] : 1.0;
+    THG_CUDA(cudaMemcpyAsync((char *)ctx->nonneg_dev + l.scale, staged,
+                             sizeof(double) * ctx->rank, cudaMemcpyHostToDevice, ctx->stream));
+    return THG_OK;
+}
+
+thg_status thg_nonneg_enqueue_sweep_mode(thg_context *ctx, uint32_t mode, const double *scale,
+                                         const thg_nonneg_sweep_mode &m, double *out,
+                                         double *gram_store, cudaEvent_t after_stats, char *err,
+                                         size_t errlen)
+{
+    /* The control block zeroed for this mode's passes (they run in stream
+     * order after the previous mode's). */
+    THG_CUDA(cudaMemsetAsync(ctx->nonneg_dev, 0, sizeof(nonneg_ctrl), ctx->stream));
+    pass_args a = args_for(ctx, mode, m.tolerance, m.ridge, m.l1, m.nonneg);
+    a.grams = ctx->sweep.grams_dev; /* pass 0 builds V into a.V from them */
+    a.nmodes = ctx->nmodes;
+    a.mode = mode;
+    a.scale = scale;
+    a.failed = ctx->sweep.flags.failed;
+    a.norm_flag = (int *)(ctx->als_w + (size_t)ctx->rank * ctx->rank);
+    a.norm_value = m.use_max_norm;
+    /* Every pass is launched (a graph holds a fixed sequence); those after
+     * the stop return at once. */
+    for (uint32_t p = 0; p < m.sweeps; ++p) {
+        const thg_status st = launch_pass(ctx, mode, a, p, err, errlen);
+        if (st != THG_OK)
+            return st;
+    }
+    return thg_launch_als_epilogue(ctx, mode, out, ctx->sweep.flags.failed, gram_store,
+                                   after_stats, err, errlen);
+}
 
 void thg_nonneg_free(thg_context *ctx)
 {
@@ -407,7 +523,8 @@ void thg_nonneg_free(thg_context *ctx)
 
 extern "C" thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, const double *v,
                                             const double *scale, uint32_t sweeps,
-                                            double tolerance, int use_max_norm, double *lambda,
+                                            double tolerance, double ridge, double l1,
+                                            int nonneg, int use_max_norm, double *lambda,
                                             double *gram, double *inner, uint32_t *passes,
                                             char *err, size_t errlen)
 {
@@ -426,6 +543,10 @@ extern "C" thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, con
         return thg_fail(err, errlen, THG_ERR_INVALID,
                         "als_update_nonneg: tolerance %g must be finite and at least 0",
                         tolerance);
+    if (!(ridge >= 0.0) || !isfinite(ridge) || !(l1 >= 0.0) || !isfinite(l1))
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "als_update_nonneg: ridge %g and l1 %g must be finite and at least 0",
+                        ridge, l1);
     if (ctx->factor_allocator.alloc != thg_device_allocator.alloc)
         return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
                         "als_update_nonneg on a rank of a multi-device group is not "
@@ -450,7 +571,7 @@ extern "C" thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, con
     double *scale_host = (double *)(host + l.scale);
     for (uint32_t r = 0; r < R; ++r)
         scale_host[r] = scale ? scale[r] : 1.0;
-    st = enqueue_update(ctx, mode, sweeps, tolerance, err, errlen);
+    st = enqueue_update(ctx, mode, sweeps, tolerance, ridge, l1, nonneg, err, errlen);
     /* The only synchronisation (but every kLaunchChunk passes); also on
      * failure, so the staging is not rewritten under a pending copy. */
     const cudaError_t e = cudaStreamSynchronize(ctx->stream);

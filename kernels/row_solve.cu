@@ -421,52 +421,75 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
         bacc[t] = 0.0;
     const uint32_t R = a.R;
     const uint32_t nother = NO > 0 ? (uint32_t)NO : a.nother;
-#pragma unroll 2
-    for (uint32_t base = 0; base < count; base += 4) {
-        /* Lanes past the row's end load its first nonzero (a valid
-         * address) and add zeros: no branch around the mma. */
-        const bool valid = base + q < count;
-        const uint32_t k = begin + (valid ? base + q : 0u);
-        /* h in double: the product of fp32 entries, exact for two other
-         * modes, rounded once a further mode (fp32 products would perturb
-         * G_j by ~1e-7, which an ill-conditioned row magnifies). */
-        double h[T];
-        {
-            float v[T];
-            load_cols<T>(a.fac[0] + (size_t)__ldg(a.idx[0] + k) * R, c8, R, exact, v);
-#pragma unroll
-            for (int t = 0; t < T; ++t)
-                h[t] = (double)v[t];
-        }
+    const uint32_t lane = c8 * 4u + q;
+    /* The nonzeros in batches of 32: lane l loads nonzero l's indices and
+     * value in one coalesced load a mode, and each step of four nonzeros
+     * takes them by shuffle, so a step's gathers wait for no index load
+     * of their own (the load chain was index, then row, per step). */
+    for (uint32_t batch = 0; batch < count; batch += 32) {
+        const uint32_t n = count - batch < 32u ? count - batch : 32u; /* warp-uniform */
+        const uint32_t kl = begin + batch + (lane < n ? lane : 0u);
+        uint32_t ix[NO > 0 ? NO : 1];
+        ix[0] = __ldg(a.idx[0] + kl);
         if (NO > 0) {
 #pragma unroll
-            for (int o = 1; o < (NO > 0 ? NO : 1); ++o) {
+            for (int o = 1; o < (NO > 0 ? NO : 1); ++o)
+                ix[o] = __ldg(a.idx[o] + kl);
+        }
+        const float xl = lane < n ? __ldg(a.vals + kl) : 0.0f;
+#pragma unroll(NO > 0 ? 4 : 2)
+        for (uint32_t s = 0; s < n; s += 4) {
+            /* Lanes past the row's end take a valid nonzero's indices and
+             * add zeros: no branch around the mma. */
+            const uint32_t src = s + q; /* < 32: s <= 28 */
+            const bool valid = src < n;
+            /* h in double: the product of fp32 entries, exact for two
+             * other modes, rounded once a further mode (fp32 products
+             * would perturb G_j by ~1e-7, which an ill-conditioned row
+             * magnifies). */
+            double h[T];
+            {
                 float v[T];
-                load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
+                const uint32_t i0 = __shfl_sync(kFull, ix[0], src);
+                load_cols<T>(a.fac[0] + (size_t)i0 * R, c8, R, exact, v);
 #pragma unroll
                 for (int t = 0; t < T; ++t)
-                    h[t] *= (double)v[t];
+                    h[t] = (double)v[t];
             }
-        } else {
-            for (uint32_t o = 1; o < nother; ++o) {
-                float v[T];
-                load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
+            if (NO > 0) {
 #pragma unroll
-                for (int t = 0; t < T; ++t)
-                    h[t] *= (double)v[t];
+                for (int o = 1; o < (NO > 0 ? NO : 1); ++o) {
+                    float v[T];
+                    const uint32_t io = __shfl_sync(kFull, ix[o], src);
+                    load_cols<T>(a.fac[o] + (size_t)io * R, c8, R, exact, v);
+#pragma unroll
+                    for (int t = 0; t < T; ++t)
+                        h[t] *= (double)v[t];
+                }
+            } else {
+                /* A run-time count of modes: the other modes' indices
+                 * loaded per step (no register array of run-time length). */
+                const uint32_t k = begin + batch + (valid ? src : 0u);
+                for (uint32_t o = 1; o < nother; ++o) {
+                    float v[T];
+                    load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
+#pragma unroll
+                    for (int t = 0; t < T; ++t)
+                        h[t] *= (double)v[t];
+                }
             }
+            const double x = (double)__shfl_sync(kFull, xl, src);
+#pragma unroll
+            for (int t = 0; t < T; ++t) {
+                h[t] = valid ? h[t] : 0.0;
+                bacc[t] = fma(x, h[t], bacc[t]);
+            }
+#pragma unroll
+            for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+                for (int t1 = 0; t1 <= t2; ++t1)
+                    dmma(acc[t2 * (t2 + 1) / 2 + t1], h[t1], h[t2]);
         }
-        const double x = valid ? (double)__ldg(a.vals + k) : 0.0;
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-            h[t] = valid ? h[t] : 0.0;
-            bacc[t] = fma(x, h[t], bacc[t]);
-        }
-#pragma unroll
-        for (int t2 = 0; t2 < T; ++t2)
-#pragma unroll
-            for (int t1 = 0; t1 <= t2; ++t1)
-                dmma(acc[t2 * (t2 + 1) / 2 + t1], h[t1], h[t2]);
     }
     /* b(c8*T + t) in every lane of column group c8. */
 #pragma unroll

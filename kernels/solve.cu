@@ -1,6 +1,6 @@
 /* The R x R solve of one CP-ALS step on the device, for the sweep
- * (sweep.cu): W = V^-1 with V the Hadamard product of every other mode's
- * Gram, in double, so an iteration needs no host round trip per mode.
+ * (sweep.cu): W = (V + ridge I)^-1 with V the Hadamard product of every
+ * other mode's Gram, in double, so an iteration needs no host round trip per mode.
  *
  * One block inverts V in place in shared memory by Gauss-Jordan
  * elimination without pivoting, which is stable for a symmetric positive
@@ -28,15 +28,17 @@ namespace {
 
 constexpr uint32_t kBlockThreads = 1024;
 
-__device__ double hadamard_entry(const double *grams, uint32_t nmodes, uint32_t mode,
-                                 uint32_t RR, uint32_t e)
+/* Entry (i, k) of V + ridge I, V the Hadamard of every Gram but mode's. */
+__device__ double system_entry(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
+                               uint32_t i, uint32_t k, double ridge)
 {
+    const uint32_t RR = R * R, e = i * R + k;
     double x = 1.0;
 #pragma unroll 4
     for (uint32_t m = 0; m < nmodes; ++m)
         if (m != mode)
             x *= grams[(size_t)m * RR + e];
-    return x;
+    return i == k ? x + ridge : x;
 }
 
 /* The host's breakdown threshold from the largest diagonal entry. */
@@ -58,7 +60,7 @@ __device__ void report_breakdown(thg_sweep_flags flags, uint32_t mode)
  * barriers. */
 __global__ void __launch_bounds__(kBlockThreads)
     solve_block_kernel(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
-                       int use_max_norm, thg_sweep_flags flags, float *W)
+                       double ridge, int use_max_norm, thg_sweep_flags flags, float *W)
 {
     extern __shared__ double sh[];
     double *a = sh;                        /* [R*R], V, becoming V^-1 */
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const uint32_t tid = y0 * blockDim.x + k;
     const uint32_t RR = R * R;
     for (uint32_t i = y0; i < R; i += ny)
-        a[i * R + k] = hadamard_entry(grams, nmodes, mode, RR, i * R + k);
+        a[i * R + k] = system_entry(grams, nmodes, mode, R, i, k, ridge);
     __syncthreads();
     if (tid < 32) {
         double largest = 0.0;
@@ -198,14 +200,14 @@ __device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
 /* Ranks up to 32: V in registers, 8 warps (register_solve). */
 __global__ void __launch_bounds__(kSolveWarps * 32)
     solve_regs_kernel(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
-                      int use_max_norm, thg_sweep_flags flags, float *W)
+                      double ridge, int use_max_norm, thg_sweep_flags flags, float *W)
 {
     __shared__ double s[2 * (kRegisterSolveMaxRank + 1) + kSolveWarps]; /* see register_solve */
     if (*flags.failed) /* uniform */
         return;
     const uint32_t RR = R * R;
     auto v_of = [&](uint32_t i, uint32_t k) {
-        return hadamard_entry(grams, nmodes, mode, RR, i * R + k);
+        return system_entry(grams, nmodes, mode, R, i, k, ridge);
     };
     if (!register_solve(R, v_of, s, W)) {
         if (threadIdx.x == 0)
@@ -228,19 +230,19 @@ thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen)
 }
 
 thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
-                            cudaStream_t stream, char *err, size_t errlen)
+                            double ridge, cudaStream_t stream, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
     if (R <= kRegisterSolveMaxRank) {
         solve_regs_kernel<<<1, kSolveWarps * 32, 0, stream>>>(ctx->sweep.grams_dev, ctx->nmodes,
-                                                              mode, R, use_max_norm,
+                                                              mode, R, ridge, use_max_norm,
                                                               ctx->sweep.flags, ctx->als_w);
         THG_LAUNCHED();
         return THG_OK;
     }
     const uint32_t rows = kBlockThreads / R < R ? kBlockThreads / R : R;
     solve_block_kernel<<<1, dim3(R, rows), block_smem_bytes(R), stream>>>(
-        ctx->sweep.grams_dev, ctx->nmodes, mode, R, use_max_norm, ctx->sweep.flags,
+        ctx->sweep.grams_dev, ctx->nmodes, mode, R, ridge, use_max_norm, ctx->sweep.flags,
         ctx->als_w);
     THG_LAUNCHED();
     return THG_OK;

@@ -25,8 +25,20 @@
  * memory: the host finishes that iteration with its pseudo-inverse. The
  * MTTKRPs after it still run (their results are
  * recomputed by the host's per-mode path); a breakdown is rare and that
- * waste does not matter. */
+ * waste does not matter.
+ *
+ * The regularised and constrained sweep (ABI 1.6) is the same graph with
+ * two changes: every solve is of V + ridge I, and a mode updated by
+ * coordinate descent (nonnegative, or with an l1 weight) has no solve:
+ * after its MTTKRP come the nonnegative update's passes (nonneg.cu), V
+ * built from grams_dev inside them, then the update's epilogue into the
+ * mode's slot and grams_dev, all on the stream. A graph holds a fixed
+ * sequence, so every pass is launched; those after the stopping test
+ * return at once (~2 us each on an H200). Its graphs are captured per
+ * setting and dropped when the settings change. */
 #include <string.h>
+
+#include <tensorhost/plugin.h>
 
 #include "thg_internal.cuh"
 
@@ -61,10 +73,13 @@ size_t results_bytes(uint32_t nmodes, uint32_t R)
     return l.failed - l.slots;
 }
 
-thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned record_flags,
-                         char *err, size_t errlen)
+/* arg: bit 0 the max-norm, bit 1 the regularised sweep (sw.reg). */
+thg_status enqueue_sweep(thg_context *ctx, uint32_t arg, unsigned record_flags, char *err,
+                         size_t errlen)
 {
     (void)record_flags; /* no event records inside: the kernels stamp themselves */
+    const uint32_t use_max_norm = arg & 1u;
+    const bool regularised = (arg & 2u) != 0;
     thg_sweep_state &sw = ctx->sweep;
     const uint32_t R = ctx->rank;
     const size_t RR = (size_t)R * R;
@@ -76,9 +91,35 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t use_max_norm, unsigned recor
     THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
     thg_status st = THG_OK;
     for (uint32_t mode = 0; mode < ctx->nmodes; ++mode) {
+        const uint32_t coordinate = regularised ? sw.reg.coordinate[mode] : 0u;
+        if (coordinate) {
+            /* Coordinate descent: no solve; the passes start from the
+             * factor times the weights of the mode updated before it (its
+             * slot's lambda; the host's for the first mode). */
+            st = thg_launch_mttkrp(ctx, mode, sw.stamps_dev + 2u * mode, 1, err, errlen);
+            if (st != THG_OK)
+                return st;
+            thg_nonneg_sweep_mode m;
+            m.sweeps = sw.reg.sweeps;
+            m.tolerance = sw.reg.tolerance;
+            m.ridge = sw.reg.ridge;
+            m.l1 = sw.reg.l1[mode];
+            m.nonneg = coordinate == 1u;
+            m.use_max_norm = (int)use_max_norm;
+            const double *scale =
+                mode == 0 ? thg_nonneg_sweep_scale(ctx) : thg_sweep_out_slot(ctx, mode - 1u);
+            st = thg_nonneg_enqueue_sweep_mode(ctx, mode, scale, m,
+                                               sw.out_dev + mode * slot_doubles(R),
+                                               sw.grams_dev + mode * RR, ctx->fork_event, err,
+                                               errlen);
+            if (st != THG_OK)
+                return st;
+            continue;
+        }
         /* fork_event was last recorded after the previous mode's Gram. */
         THG_CUDA(cudaStreamWaitEvent(ctx->side_stream, ctx->fork_event, 0));
-        st = thg_launch_solve(ctx, mode, (int)use_max_norm, ctx->side_stream, err, errlen);
+        st = thg_launch_solve(ctx, mode, (int)use_max_norm, regularised ? sw.reg.ridge : 0.0,
+                              ctx->side_stream, err, errlen);
         if (st != THG_OK)
             return st;
         THG_CUDA(cudaEventRecord(ctx->join_event, ctx->side_stream));
@@ -239,6 +280,9 @@ void thg_sweep_free(thg_context *ctx)
     for (cudaGraphExec_t &g : sw.graph)
         if (g)
             cudaGraphExecDestroy(g);
+    for (cudaGraphExec_t &g : sw.reg_graph)
+        if (g)
+            cudaGraphExecDestroy(g);
     if (sw.start)
         cudaEventDestroy(sw.start);
     if (sw.stop)
@@ -249,9 +293,46 @@ void thg_sweep_free(thg_context *ctx)
     memset(&sw, 0, sizeof(sw));
 }
 
+extern "C" int thg_sweep_reg_active(const thg_sweep_reg *reg, uint32_t nmodes)
+{
+    if (!reg)
+        return 0;
+    int active = reg->ridge != 0.0;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        active |= (reg->constraints && reg->constraints[m] == TH_CONSTRAINT_NONNEG) ||
+                  (reg->l1 && reg->l1[m] != 0.0);
+    return active;
+}
+
+/* sw.reg from `reg`; the captured graphs dropped when it changed. */
+static void set_reg(thg_context *ctx, const thg_sweep_reg *reg)
+{
+    thg_sweep_state &sw = ctx->sweep;
+    bool same = sw.reg.valid && sw.reg.ridge == reg->ridge &&
+                sw.reg.tolerance == reg->hals_tolerance && sw.reg.sweeps == reg->hals_sweeps;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m) {
+        const bool nonneg = reg->constraints && reg->constraints[m] == TH_CONSTRAINT_NONNEG;
+        const double l1 = reg->l1 ? reg->l1[m] : 0.0;
+        const uint32_t coordinate = nonneg ? 1u : l1 != 0.0 ? 2u : 0u;
+        same = same && sw.reg.coordinate[m] == coordinate && sw.reg.l1[m] == l1;
+        sw.reg.coordinate[m] = coordinate;
+        sw.reg.l1[m] = l1;
+    }
+    sw.reg.ridge = reg->ridge;
+    sw.reg.tolerance = reg->hals_tolerance;
+    sw.reg.sweeps = reg->hals_sweeps;
+    sw.reg.valid = 1;
+    if (!same)
+        for (cudaGraphExec_t &g : sw.reg_graph)
+            if (g) {
+                cudaGraphExecDestroy(g);
+                g = nullptr;
+            }
+}
+
 extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,
-                                    double *lambda, double *inner, uint32_t *modes_done,
-                                    char *err, size_t errlen)
+                                    const thg_sweep_reg *reg, double *lambda, double *inner,
+                                    uint32_t *modes_done, char *err, size_t errlen)
 {
     *modes_done = 0;
     if (ctx->nmodes == 0)
@@ -259,8 +340,18 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     THG_CUDA(cudaSetDevice(ctx->device));
     thg_sweep_state &sw = ctx->sweep;
     const int norm = use_max_norm ? 1 : 0;
+    const bool regularised = thg_sweep_reg_active(reg, ctx->nmodes) != 0;
+    if (regularised) {
+        /* The passes' workspace before any capture (it allocates once). */
+        const thg_status prep = thg_nonneg_prepare(ctx, err, errlen);
+        if (prep != THG_OK)
+            return prep;
+        set_reg(ctx, reg);
+    }
 
     thg_status st = sync_grams(ctx, grams, ctx->stream, err, errlen);
+    if (st == THG_OK && regularised)
+        st = thg_nonneg_stage_scale(ctx, reg->scale, err, errlen);
     /* The device has not started: a plain store is seen by the launch. */
     if (st == THG_OK)
         *(volatile uint32_t *)sw.status_host = 0u;
@@ -270,7 +361,10 @@ extern "C" thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int 
     if (st == THG_OK && (e = cudaEventRecord(sw.start, ctx->stream)) != cudaSuccess)
         st = thg_cuda_fail(err, errlen, e, "cudaEventRecord(start)", __FILE__, __LINE__);
     if (st == THG_OK)
-        st = thg_run_sequence(ctx, (uint32_t)norm, enqueue_sweep, &sw.graph[norm], err, errlen);
+        st = regularised ? thg_run_sequence(ctx, (uint32_t)norm | 2u, enqueue_sweep,
+                                            &sw.reg_graph[norm], err, errlen)
+                         : thg_run_sequence(ctx, (uint32_t)norm, enqueue_sweep, &sw.graph[norm],
+                                            err, errlen);
     if (st == THG_OK && (e = cudaEventRecord(sw.stop, ctx->stream)) != cudaSuccess)
         st = thg_cuda_fail(err, errlen, e, "cudaEventRecord(stop)", __FILE__, __LINE__);
     /* Also after a failure: the mirror must not change under a pending copy. */

@@ -167,8 +167,9 @@ thg_status thg_als_update(thg_context *ctx, uint32_t mode, const double *w, int 
  * group. passes may be NULL. kernels/DESIGN.md, "The nonnegative update". */
 thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, const double *v,
                                  const double *scale, uint32_t sweeps, double tolerance,
-                                 int use_max_norm, double *lambda, double *gram, double *inner,
-                                 uint32_t *passes, char *err, size_t errlen);
+                                 double ridge, double l1, int nonneg, int use_max_norm,
+                                 double *lambda, double *gram, double *inner, uint32_t *passes,
+                                 char *err, size_t errlen);
 
 /* One CP-ALS iteration over every mode on the device (the ABI's
  * als_sweep): per mode the MTTKRP, W = (Hadamard of the other Grams)^-1 by
@@ -179,9 +180,28 @@ thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, const double *
  * max diagonal * rank * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR); that mode and the later ones
  * are left unchanged. lambda and inner are
  * those of mode *modes_done - 1. One synchronisation. */
+/* The regularised and constrained sweep (the ABI's th_als_sweep_io 1.6
+ * fields; plugin.h's als_sweep() says how each mode is updated with
+ * them). Values checked by the caller. */
+typedef struct thg_sweep_reg {
+    const int32_t *constraints; /* [nmodes] TH_CONSTRAINT_*, or NULL: none */
+    const double *l1;           /* [nmodes], or NULL: 0 */
+    double ridge;
+    const double *scale;        /* [rank] the weights at the start, or NULL: ones */
+    double hals_tolerance;
+    uint32_t hals_sweeps;
+} thg_sweep_reg;
+
+/* Whether `reg` (nullable) changes anything: some mode constrained or
+ * with l1 > 0, or a ridge. */
+int thg_sweep_reg_active(const thg_sweep_reg *reg, uint32_t nmodes);
+
+/* `reg` nullable: the plain sweep. With it, a mode constrained or with
+ * l1 > 0 is updated by the nonnegative update's passes inside the sweep,
+ * the others solve against V + ridge I; still one synchronisation. */
 thg_status thg_als_sweep(thg_context *ctx, double *const *grams, int use_max_norm,
-                         double *lambda, double *inner, uint32_t *modes_done, char *err,
-                         size_t errlen);
+                         const thg_sweep_reg *reg, double *lambda, double *inner,
+                         uint32_t *modes_done, char *err, size_t errlen);
 
 /* The generalized MTTKRP (the plugin ABI's generalized_mttkrp, 1.4; the
  * values are the ABI's). For each nonzero x_i at (i_0 .. i_{N-1}) the model

@@ -75,6 +75,17 @@ struct thg_sweep_state {
     uint32_t *status_host; /* mapped, see thg_sweep_flags */
     thg_sweep_flags flags;
     cudaGraphExec_t graph[2]; /* per norm (0: 2-norm, 1: max-norm), captured on first use */
+    /* The regularised or constrained sweep (ABI 1.6): its settings as the
+     * enqueue reads them, and its graphs, captured with those settings
+     * (dropped when they change). */
+    struct {
+        uint32_t coordinate[THG_MAX_MODES]; /* 0: the solve; 1: passes, clamped; 2: passes */
+        double l1[THG_MAX_MODES];
+        double ridge, tolerance;
+        uint32_t sweeps;
+        int valid;
+    } reg;
+    cudaGraphExec_t reg_graph[2];
     /* Around each sweep: its device time, for thg_info. */
     cudaEvent_t start, stop;
     double last_seconds;
@@ -507,10 +518,37 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
  * nonneg.cu, computes A itself): from the mode's factor as stored,
  * unnormalised, and its MTTKRP result, exactly what thg_launch_als does
  * after its product: lambda (the norm flag read from ctx->als_w after its
- * rank * rank floats, as there), the normalised Gram and inner into the
- * mapped ctx->als_out_dev, the column scale, and the scale kernel; on
- * ctx->stream. */
-thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, char *err, size_t errlen);
+ * rank * rank floats, as there), the normalised Gram and inner into `out`
+ * ([lambda | gram | inner]: the mapped ctx->als_out_dev, or a sweep's
+ * slot), the column scale, and the scale kernel; on ctx->stream. The
+ * sweep passes `failed`, `gram_store` and `after_stats` as to
+ * thg_launch_als (nullptr otherwise). */
+thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, double *out,
+                                   const uint32_t *failed, double *gram_store,
+                                   cudaEvent_t after_stats, char *err, size_t errlen);
+/* nonneg.cu, for the sweep (sweep.cu): one coordinate-descent mode. */
+struct thg_nonneg_sweep_mode {
+    uint32_t sweeps;
+    double tolerance, ridge, l1;
+    int nonneg, use_max_norm;
+};
+/* The workspace (before a capture: it allocates on the first call). */
+thg_status thg_nonneg_prepare(thg_context *ctx, char *err, size_t errlen);
+/* The sweep's first scale (the host's lambda; NULL: ones) into the
+ * workspace on ctx->stream, from pinned staging that stays as it is until
+ * the stream synchronises; and where it lies on the device. */
+thg_status thg_nonneg_stage_scale(thg_context *ctx, const double *scale, char *err,
+                                  size_t errlen);
+const double *thg_nonneg_sweep_scale(const thg_context *ctx);
+/* On ctx->stream, no host synchronisation (capturable): mode's passes
+ * from V = the Hadamard of ctx->sweep.grams_dev but mode's and `scale`
+ * (device, [rank]), then the epilogue into `out` and `gram_store`,
+ * `after_stats` recorded after the Gram; everything returns at once when
+ * the sweep's failure flag is set. */
+thg_status thg_nonneg_enqueue_sweep_mode(thg_context *ctx, uint32_t mode, const double *scale,
+                                         const thg_nonneg_sweep_mode &m, double *out,
+                                         double *gram_store, cudaEvent_t after_stats, char *err,
+                                         size_t errlen);
 /* Rows that the ranks' partial updates left out, because their MTTKRP
  * row is split over several ranks' shares: row rows[j]'s MTTKRP is the sum
  * of the partial rows partials[k] (R floats each) with partial_rows[k] ==
@@ -568,11 +606,11 @@ void thg_nonneg_free(thg_context *ctx);
 void thg_rls_free(thg_context *ctx);
 /* solve.cu */
 thg_status thg_solve_prepare(uint32_t rank, char *err, size_t errlen);
-/* For the sweep: W = V^-1 and the norm flag into ctx->als_w, V the
- * Hadamard of every Gram but mode's, or the breakdown flags when a pivot
- * falls below the host's threshold; on `stream`. */
+/* For the sweep: W = (V + ridge I)^-1 and the norm flag into ctx->als_w,
+ * V the Hadamard of every Gram but mode's, or the breakdown flags when a
+ * pivot falls below the host's threshold (for V + ridge I); on `stream`. */
 thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_norm,
-                            cudaStream_t stream, char *err, size_t errlen);
+                            double ridge, cudaStream_t stream, char *err, size_t errlen);
 /* sweep.cu */
 uint64_t thg_sweep_bytes(uint32_t nmodes, uint32_t rank);
 thg_status thg_sweep_alloc(thg_context *ctx, char *err, size_t errlen);

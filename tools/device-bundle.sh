@@ -27,7 +27,7 @@ cmake --build "$build" -j "${JOBS:-$(nproc)}"
 rm -rf "$build/install" .carry
 cmake --install "$build" --prefix "$build/install" --strip > /dev/null
 mkdir -p .carry/bin .carry/lib .carry/shared-data
-for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update gpu_bench nvlink_push_bench load_bench extract_bench; do
+for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update test_gpu_sweep_regularised gpu_bench nvlink_push_bench load_bench extract_bench; do
     cp "$build/bin/$prog" .carry/bin/
     strip --strip-unneeded .carry/bin/$prog
 done

@@ -7,9 +7,9 @@
 # install: the relocatable tree runs with no LD_LIBRARY_PATH, and plugin =
 #   "auto" picks gpu-adaptive; tensorhost-check-plugin on each GPU plugin.
 # tests: the GPU test programs (test_gpu_load, test_gpu_comm, test_gpu_plugins, test_gpu_sweep,
-#   test_gpu_cp_als, test_gpu_multi, test_gpu_generalized, test_gpu_row_solve, test_gpu_nonneg_update).
+#   test_gpu_cp_als, test_gpu_multi, test_gpu_generalized, test_gpu_row_solve, test_gpu_nonneg_update, test_gpu_sweep_regularised).
 # sanitize: compute-sanitizer memcheck (leak check) and racecheck on the
-#   quick subsets of test_gpu_plugins, test_gpu_sweep, test_gpu_multi, test_gpu_generalized, test_gpu_row_solve and test_gpu_nonneg_update (small runs), each
+#   quick subsets of test_gpu_plugins, test_gpu_sweep, test_gpu_multi, test_gpu_generalized, test_gpu_row_solve, test_gpu_nonneg_update and test_gpu_sweep_regularised (small runs), each
 #   test a process of its own, SANITIZE_JOBS (default: one a processor) at once; SANITIZE_PROGS names
 #   others (test_gpu_comm too), or the same in another order. The tests in
 #   SANITIZE_ALONE (default: test_repeated_use_leaks_nothing, which compares
@@ -72,7 +72,7 @@ if want install; then
 fi
 
 if want tests; then
-    for t in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update; do
+    for t in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update test_gpu_sweep_regularised; do
         t0=$(date +%s%N)
         timeout 300 "${test_env[@]}" "$bin/$t" > "$out/$t.log" 2>&1
         rc=$?
@@ -89,7 +89,7 @@ if want sanitize; then
     # sanitizer outlast a command's time limit. Each process gets what is
     # left of the budget when it starts (at most 400 s).
     jobs_max=${SANITIZE_JOBS:-$(nproc)}
-    progs=${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update}
+    progs=${SANITIZE_PROGS:-test_gpu_plugins test_gpu_sweep test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update test_gpu_sweep_regularised}
     alone=" ${SANITIZE_ALONE-test_repeated_use_leaks_nothing} "
     # One test under one tool, in the background; its log ends with its rc.
     sanitize_one() {

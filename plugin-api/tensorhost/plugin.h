@@ -211,7 +211,7 @@
  *        in-fields constraints, l1, ridge, scale, hals_sweeps and
  *        hals_tolerance, so a whole iteration of nonnegative, sparse (l1)
  *        or ridge (l2) CP-ALS runs in one als_sweep(); th_nonneg_update_io
- *        grows ridge, l1 and constraint (its coordinate descent without
+ *        grows ridge, l1 and unbounded (its coordinate descent without
  *        the bound, for l1 on an unconstrained mode); TH_CONSTRAINT_*; the
  *        rule that a host sets a newer in-field only for a plugin of that
  *        version (above). No layout of 1.5 moves.
@@ -445,8 +445,7 @@ enum {
     TH_NORM_MAX = 1 /* lambda_r = max(max_i |a_ir|, 1) (later iterations, as Tensor Toolbox) */
 };
 
-/* What bounds a factor's entries (ABI 1.6): th_als_sweep_io.constraints and
- * th_nonneg_update_io.constraint. */
+/* What bounds a factor's entries (ABI 1.6): th_als_sweep_io.constraints. */
 enum {
     TH_CONSTRAINT_NONE = 0,  /* any real value */
     TH_CONSTRAINT_NONNEG = 1 /* >= 0 */
@@ -703,7 +702,7 @@ typedef struct th_row_least_squares_io {
  * Hadamard product of the other modes' Grams, symmetric), the A minimising
  *   1/2 ||X_(mode) - A K^T||^2 + ridge/2 ||A||^2 + l1 sum |A(i,r)|
  * (K the Khatri-Rao product of the other factors; ridge and l1 0 before
- * 1.6), under A >= 0 for TH_CONSTRAINT_NONNEG, row by row, by hierarchical
+ * 1.6), under A >= 0 unless `unbounded`, row by row, by hierarchical
  * ALS (Cichocki and Phan; TensorLy's hals_nnls, whose sparsity_coefficient
  * is l1 and whose ridge_coefficient is ridge / 2) from the current model:
  *   1. A(:, r) *= scale[r] (the weights of the mode updated last, which
@@ -713,8 +712,8 @@ typedef struct th_row_least_squares_io {
  *        d = V(r,r) + ridge,
  *        n = M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r):
  *        where d != 0:
- *          TH_CONSTRAINT_NONNEG: A(i,r) <- max(0, n - l1) / d
- *          TH_CONSTRAINT_NONE:   A(i,r) <- sign(n) max(0, |n| - l1) / d
+ *          unbounded 0: A(i,r) <- max(0, n - l1) / d
+ *          unbounded 1: A(i,r) <- sign(n) max(0, |n| - l1) / d
  *        (a column with d = 0 is left as it is; V's diagonal is >= 0,
  *        as a Hadamard product of Grams has it, and a caller passing
  *        another gets whatever the formula gives); a pass's change is
@@ -726,10 +725,10 @@ typedef struct th_row_least_squares_io {
  *   3. then exactly as als_update(): lambda <- the column norms (TH_NORM_*),
  *      A <- A / lambda, and `out` filled (the Gram of the normalised A, and
  *      inner[r] = sum_i M(i,r) A(i,r)).
- * Under TH_CONSTRAINT_NONNEG the result is nonnegative whatever the factor
+ * With unbounded 0 the result is nonnegative whatever the factor
  * held before (step 2's max), provided the first pass reaches every column
  * with d > 0. A plugin of 1.6 or later that cannot do a combination of
- * ridge, l1 and constraint it is given refuses the call with
+ * ridge, l1 and unbounded it is given refuses the call with
  * TH_ERR_UNSUPPORTED before changing anything; the host then updates the
  * mode itself. */
 typedef struct th_nonneg_update_io {
@@ -751,8 +750,11 @@ typedef struct th_nonneg_update_io {
     double ridge;
     /* The l1 (lasso) weight, >= 0 and finite; default 0. */
     double l1;
-    /* TH_CONSTRAINT_NONNEG (the default) or TH_CONSTRAINT_NONE. */
-    int32_t constraint;
+    /* 0 (the default): the bound A >= 0 (TH_CONSTRAINT_NONNEG); 1: no
+     * bound (TH_CONSTRAINT_NONE), for l1 on an unconstrained mode. Zero
+     * is the bound, so a caller that zeroes the struct keeps 1.5's
+     * meaning. */
+    uint32_t unbounded;
     uint32_t reserved1; /* 0 */
 } th_nonneg_update_io;
 
@@ -863,7 +865,8 @@ typedef struct th_plugin_entry {
      *     as above, the breakdown test applied to V + ridge I;
      *   - any other mode (TH_CONSTRAINT_NONNEG, or l1 > 0): exactly
      *     als_update_nonneg()'s step with v = V, the io's ridge, that mode's
-     *     l1 and constraint, hals_sweeps, hals_tolerance and io->norm, and
+     *     l1, unbounded = (its constraint is TH_CONSTRAINT_NONE),
+     *     hals_sweeps, hals_tolerance and io->norm, and
      *     scale = the lambda of the mode updated before it in this sweep
      *     (for the first mode, io->scale); no breakdown test.
      * A plugin of 1.6 or later that cannot do what the fields ask (a
@@ -945,10 +948,10 @@ typedef struct th_plugin_entry {
      * backend. Errors: no tensor loaded, or no MTTKRP result of the mode
      * yet -> TH_ERR_BAD_STATE; a short io, a mode out of range, a NULL v or
      * out, sweeps 0, a negative or non-finite tolerance, ridge or l1, a
-     * norm other than TH_NORM_2 or TH_NORM_MAX, a constraint other than
-     * TH_CONSTRAINT_* -> TH_ERR_INVALID_ARGUMENT. From 1.6 it is also the
-     * l1-regularised update of an unconstrained mode (constraint
-     * TH_CONSTRAINT_NONE), and takes a ridge term. */
+     * norm other than TH_NORM_2 or TH_NORM_MAX, unbounded other than 0 or
+     * 1 -> TH_ERR_INVALID_ARGUMENT. From 1.6 it is also the l1-regularised
+     * update of an unconstrained mode (unbounded 1), and takes a ridge
+     * term. */
     th_status (*als_update_nonneg)(th_instance *instance, th_nonneg_update_io *io,
                                    th_als_output *out, char *err);
 } th_plugin_entry;

@@ -324,6 +324,42 @@ th_status gpu_plugin_als_update(th_instance *instance, uint32_t mode, const doub
     return TH_OK;
 }
 
+/* The 1.6 fields of th_als_sweep_io (plugin.h's errors). */
+static th_status check_sweep_reg(const thg_sweep_reg *reg, uint32_t nmodes, const double *lambda,
+                                 char *err)
+{
+    if (!(reg->ridge >= 0.0) || !isfinite(reg->ridge))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_sweep: ridge %g must be finite and at least 0", reg->ridge);
+    int coordinate = 0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        const int32_t c = reg->constraints ? reg->constraints[m] : TH_CONSTRAINT_NONE;
+        if (c != TH_CONSTRAINT_NONE && c != TH_CONSTRAINT_NONNEG)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "als_sweep: constraints[%u] is %d, not TH_CONSTRAINT_NONE (0) "
+                                  "or TH_CONSTRAINT_NONNEG (1)",
+                                  m, (int)c);
+        const double l1 = reg->l1 ? reg->l1[m] : 0.0;
+        if (!(l1 >= 0.0) || !isfinite(l1))
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "als_sweep: l1[%u] %g must be finite and at least 0", m, l1);
+        coordinate |= c == TH_CONSTRAINT_NONNEG || l1 != 0.0;
+    }
+    if (!coordinate)
+        return TH_OK;
+    if (reg->hals_sweeps == 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_sweep: hals_sweeps 0 (at least one pass)");
+    if (!(reg->hals_tolerance >= 0.0) || !isfinite(reg->hals_tolerance))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_sweep: hals_tolerance %g must be finite and at least 0",
+                              reg->hals_tolerance);
+    if (reg->scale && reg->scale == lambda)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "als_sweep: scale is the same memory as lambda");
+    return TH_OK;
+}
+
 th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char *err)
 {
     if (!instance || !io)
@@ -348,12 +384,37 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
     for (uint32_t m = 0; m < io->nmodes; ++m)
         if (!io->grams[m])
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
+    /* ABI 1.6: the regularised and constrained sweep's fields, where the
+     * struct holds them (a shorter one means their defaults). */
+    thg_sweep_reg reg = {NULL, NULL, 0.0, NULL, 0.0, 1u};
+    if (TH_HAS_FIELD(io->struct_size, th_als_sweep_io, reserved0)) {
+        reg.constraints = io->constraints;
+        reg.l1 = io->l1;
+        reg.ridge = io->ridge;
+        reg.scale = io->scale;
+        reg.hals_tolerance = io->hals_tolerance;
+        reg.hals_sweeps = io->hals_sweeps;
+        const th_status reg_status = check_sweep_reg(&reg, io->nmodes, io->lambda, err);
+        if (reg_status != TH_OK)
+            return reg_status;
+    }
+    const int regularised = thg_sweep_reg_active(&reg, io->nmodes);
+    /* Several devices: the coordinate-descent passes would need the split
+     * rows' exchange that als_update_nonneg lacks there too, and the ridge
+     * the group's own solve; the host runs such iterations per mode. */
+    if (regularised && instance->group)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "als_sweep: the regularised or constrained sweep is not "
+                              "implemented on a group of devices (%s runs on %u); the "
+                              "iteration runs per mode",
+                              instance->id, thg_group_size(instance->group));
     uint32_t done = 0;
     GPU_CALL(instance->group
                  ? thg_group_als_sweep(instance->group, io->grams, io->norm == TH_NORM_MAX,
                                        io->lambda, io->inner, &done, gpu_err, errlen)
-                 : thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX, io->lambda,
-                                 io->inner, &done, gpu_err, errlen));
+                 : thg_als_sweep(instance->ctx, io->grams, io->norm == TH_NORM_MAX,
+                                 regularised ? &reg : NULL, io->lambda, io->inner, &done,
+                                 gpu_err, errlen));
     io->modes_done = done;
     return TH_OK;
 }
@@ -547,11 +608,23 @@ th_status gpu_plugin_als_update_nonneg(th_instance *instance, th_nonneg_update_i
                               instance->id, thg_group_size(instance->group));
     /* The kernels check the rest (th_gpu.h): no tensor or no MTTKRP result
      * of the mode -> BAD_STATE; the mode -> INVALID_ARGUMENT. */
+    /* ABI 1.6: ridge, l1 and the constraint, where the struct holds them. */
+    double ridge = 0.0, l1 = 0.0;
+    uint32_t unbounded = 0;
+    if (TH_HAS_FIELD(io->struct_size, th_nonneg_update_io, reserved1)) {
+        ridge = io->ridge;
+        l1 = io->l1;
+        unbounded = io->unbounded;
+        if (unbounded > 1u)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "als_update_nonneg: unbounded %u must be 0 or 1", unbounded);
+    }
     uint32_t passes = 0;
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_als_update_nonneg(
-        instance->ctx, io->mode, io->v, io->scale, io->sweeps, io->tolerance,
-        io->norm == TH_NORM_MAX, out->lambda, out->gram, out->inner, &passes, msg, sizeof msg);
+        instance->ctx, io->mode, io->v, io->scale, io->sweeps, io->tolerance, ridge, l1,
+        unbounded == 0u, io->norm == TH_NORM_MAX, out->lambda, out->gram,
+        out->inner, &passes, msg, sizeof msg);
     if (st != THG_OK)
         return th_plugin_fail(err, gpu_plugin_status(st), "als_update_nonneg: %s", msg);
     io->passes = passes;

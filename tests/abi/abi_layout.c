@@ -266,7 +266,7 @@ static_assert(TH_ALS_SWEEP_IO_V1_6_SIZE == 88, "TH_ALS_SWEEP_IO_V1_6_SIZE");
 SIZE(th_nonneg_update_io, 72);
 OFFSET(th_nonneg_update_io, ridge, 48);
 OFFSET(th_nonneg_update_io, l1, 56);
-OFFSET(th_nonneg_update_io, constraint, 64);
+OFFSET(th_nonneg_update_io, unbounded, 64);
 OFFSET(th_nonneg_update_io, reserved1, 68);
 static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == 72, "TH_NONNEG_UPDATE_IO_V1_6_SIZE");
 #endif

@@ -1,6 +1,6 @@
-/* The GPU plugins' als_update_nonneg (ABI 1.5, nonnegative CP's update)
- * against a double-precision host oracle written from plugin.h's words,
- * through the plugin ABI.
+/* The GPU plugins' als_update_nonneg (ABI 1.5, nonnegative CP's update;
+ * 1.6's ridge, l1 and unbounded) against a double-precision host oracle
+ * written from plugin.h's words, through the plugin ABI.
  *
  * The oracle: M the mode's MTTKRP result and A the factor as the plugin
  * shows them (get_mttkrp_result, get_factor: the fp32 values it holds),
@@ -24,7 +24,9 @@
  *   - the other modes' factors as they were.
  * The factors start with negative entries (the first pass's max) and are
  * held with column scales other than 1 (an als_update of every mode
- * first), so the MTTKRP result carries a result scale too; V is the
+ * first), so the MTTKRP result carries a result scale too; 1.6's ridge
+ * and l1 (soft thresholds at 0 with the bound, on both sides without it)
+ * in four settings of mode 0; V is the
  * Hadamard of the other modes' Grams as the plugin shows them, one case
  * with a column of V zeroed (V(r,r) = 0: the column only scaled).
  * Ranks 5, 16, 32, 64 and 128 (the kernel's register paths of 8, 16, 32
@@ -57,6 +59,10 @@
 #include "test_support.h"
 
 #define VALUE_TOLERANCE 1e-4
+/* With l1 > 0: the shrink leaves many entries at or near 0, so the factor
+ * is small against the terms of n = M - A V + V(r,r) A whose fp32
+ * rounding it inherits (measured 1.75e-4 at l1 = 0.05 of mean |M|). */
+#define L1_VALUE_TOLERANCE 1e-3
 #define FIT_TOLERANCE 1e-5
 #define MAX_RANK 128u
 #define MAX_SWEEPS 20u
@@ -100,8 +106,8 @@ typedef struct oracle {
 /* plugin.h's als_update_nonneg in double: `a` (rows x R, the factor
  * before) is overwritten with the normalised result. */
 static void oracle_update(const double *m, const double *v, const double *scale, uint64_t rows,
-                          uint32_t R, uint32_t sweeps, double tolerance, int max_norm, double *a,
-                          oracle *o)
+                          uint32_t R, uint32_t sweeps, double tolerance, double ridge, double l1,
+                          int unbounded, int max_norm, double *a, oracle *o)
 {
     if (scale)
         for (uint64_t i = 0; i < rows; ++i)
@@ -113,14 +119,15 @@ static void oracle_update(const double *m, const double *v, const double *scale,
         double change = 0.0;
         for (uint64_t i = 0; i < rows; ++i)
             for (uint32_t r = 0; r < R; ++r) {
-                const double vrr = v[(size_t)r * R + r];
-                if (vrr == 0.0)
+                const double vrr = v[(size_t)r * R + r], d = vrr + ridge;
+                if (d == 0.0)
                     continue;
                 double product = 0.0;
                 for (uint32_t q = 0; q < R; ++q)
                     product += a[i * R + q] * v[(size_t)q * R + r];
-                const double next =
-                    fmax(0.0, (m[i * R + r] - product + vrr * a[i * R + r]) / vrr);
+                const double n = m[i * R + r] - product + vrr * a[i * R + r];
+                const double next = unbounded ? copysign(fmax(0.0, fabs(n) - l1), n) / d
+                                              : fmax(0.0, n - l1) / d;
                 change += (next - a[i * R + r]) * (next - a[i * R + r]);
                 a[i * R + r] = next;
             }
@@ -151,6 +158,30 @@ static void oracle_update(const double *m, const double *v, const double *scale,
             o->inner[r] += m[i * R + r] * a[i * R + r];
     }
     o->A = a;
+}
+
+/* The ABI 1.6 fields of a call (zero: 1.5's update). */
+typedef struct regularisation {
+    double ridge, l1;
+    uint32_t unbounded;
+} regularisation;
+
+static th_status call_nonneg_reg(const th_plugin *pl, th_instance *inst, uint32_t mode,
+                                 const double *v, const double *scale, uint32_t sweeps,
+                                 double tolerance, int32_t norm, const regularisation *reg,
+                                 double *lambda, double *gram, double *inner, uint32_t *passes,
+                                 char *err)
+{
+    th_nonneg_update_io io = {.struct_size = sizeof io, .mode = mode, .v = v, .scale = scale,
+                              .tolerance = tolerance, .sweeps = sweeps, .norm = norm,
+                              .ridge = reg->ridge, .l1 = reg->l1,
+                              .unbounded = reg->unbounded};
+    th_als_output out = {.struct_size = sizeof out, .lambda = lambda, .gram = gram,
+                         .inner = inner};
+    const th_status st = pl->entry.als_update_nonneg(inst, &io, &out, err);
+    if (passes)
+        *passes = io.passes;
+    return st;
 }
 
 static th_status call_nonneg(const th_plugin *pl, th_instance *inst, uint32_t mode,
@@ -189,6 +220,10 @@ typedef struct setting {
     uint32_t sweeps;
     double tolerance;
     int zero_column; /* V's row and column 1 zeroed */
+    /* ABI 1.6: the ridge as a fraction of V's mean diagonal, l1 as one of
+     * M's mean |entry|, and no bound. */
+    double ridge_fraction, l1_fraction;
+    uint32_t unbounded;
 } setting;
 
 /* The instance's state before each update: every factor f0 with its
@@ -248,22 +283,32 @@ static void check_setting(const th_plugin *pl, th_instance *inst, const th_spten
     for (uint32_t r = 0; r < R; ++r)
         scale[r] = 0.5 + 0.125 * (r % 7);
 
+    regularisation reg = {0.0, 0.0, s->unbounded};
+    for (uint32_t r = 0; r < R; ++r)
+        reg.ridge += s->ridge_fraction * V[(size_t)r * R + r] / R;
+    for (size_t k = 0; k < n; ++k)
+        reg.l1 += isnan(M[k]) ? 0.0 : s->l1_fraction * fabs(M[k]) / (double)n;
+
     oracle *o = g_new0(oracle, 1);
     g_autofree double *a = g_memdup2(held[mode], sizeof(double) * n);
     oracle_update(M, V, s->with_scale ? scale : NULL, rows, R, s->sweeps, s->tolerance,
-                  s->norm == TH_NORM_MAX, a, o);
+                  reg.ridge, reg.l1, (int)reg.unbounded, s->norm == TH_NORM_MAX, a, o);
 
     g_autofree double *lambda = g_new(double, R);
     g_autofree double *gram = g_new(double, (size_t)R * R);
     g_autofree double *inner = g_new(double, R);
     uint32_t passes = 0;
-    th_test_assert_ok(call_nonneg(pl, inst, mode, V, s->with_scale ? scale : NULL, s->sweeps,
-                                  s->tolerance, s->norm, lambda, gram, inner, &passes, err),
+    th_test_assert_ok(call_nonneg_reg(pl, inst, mode, V, s->with_scale ? scale : NULL,
+                                      s->sweeps, s->tolerance, s->norm, &reg, lambda, gram,
+                                      inner, &passes, err),
                       err);
     g_autofree char *what = g_strdup_printf(
-        "%s: %s, rank %u, mode %u, norm %s, scale %s, sweeps %u, tolerance %g%s", pl->info->id,
-        name, R, mode, s->norm == TH_NORM_MAX ? "max" : "2", s->with_scale ? "given" : "NULL",
-        s->sweeps, s->tolerance, s->zero_column ? ", V(1,1) = 0" : "");
+        "%s: %s, rank %u, mode %u, norm %s, scale %s, sweeps %u, tolerance %g%s, ridge %g, "
+        "l1 %g%s",
+        pl->info->id, name, R, mode, s->norm == TH_NORM_MAX ? "max" : "2",
+        s->with_scale ? "given" : "NULL", s->sweeps, s->tolerance,
+        s->zero_column ? ", V(1,1) = 0" : "", reg.ridge, reg.l1,
+        s->unbounded ? ", unbounded" : "");
     if (!passes_acceptable(o, passes, s->tolerance))
         fail_msg("%s: %u passes, the oracle %u (its changes %.6g, %.6g, ... of first %.6g)", what,
                  passes, o->passes, o->change[0], o->passes > 1 ? o->change[1] : 0.0,
@@ -272,11 +317,12 @@ static void check_setting(const th_plugin *pl, th_instance *inst, const th_spten
     th_test_assert_ok(pl->entry.get_factor(inst, mode, got, err), err);
     /* A column with V(r,r) = 0 is left as it was (plugin.h), negative
      * entries and all; every other one is >= 0. */
-    for (size_t k = 0; k < n; ++k)
+    for (size_t k = 0; k < n && !s->unbounded; ++k)
         if (!(got[k] >= 0.0) && V[(k % R) * R + k % R] != 0.0)
             fail_msg("%s: entry (%zu, %zu) is %g, not >= 0", what, k / R, k % R, got[k]);
+    const double tol = reg.l1 > 0.0 ? L1_VALUE_TOLERANCE : VALUE_TOLERANCE;
     const double rel = th_test_relative_error(got, o->A, n);
-    if (!(rel <= VALUE_TOLERANCE))
+    if (!(rel <= tol))
         fail_msg("%s: factor relative error %.3g", what, rel);
     /* Normwise, on the unnormalised factor (lambda times the columns): a
      * column that HALS drives to about 0 has a lambda near fp32's noise,
@@ -285,7 +331,7 @@ static void check_setting(const th_plugin *pl, th_instance *inst, const th_spten
     for (uint32_t r = 0; r < R; ++r)
         lmax = fmax(lmax, o->lambda[r]);
     for (uint32_t r = 0; r < R; ++r) {
-        if (!(fabs(lambda[r] - o->lambda[r]) <= VALUE_TOLERANCE * lmax))
+        if (!(fabs(lambda[r] - o->lambda[r]) <= tol * lmax))
             fail_msg("%s: lambda[%u] %.9g, the oracle's %.9g (largest %.9g)", what, r,
                      lambda[r], o->lambda[r], lmax);
         double mm = 0.0, aa = 0.0;
@@ -294,12 +340,12 @@ static void check_setting(const th_plugin *pl, th_instance *inst, const th_spten
             aa += o->A[i * R + r] * o->A[i * R + r];
         }
         if (!(fabs(lambda[r] * inner[r] - o->lambda[r] * o->inner[r]) <=
-              VALUE_TOLERANCE * lmax * sqrt(mm * fmax(aa, 1.0)) + 1e-12))
+              tol * lmax * sqrt(mm * fmax(aa, 1.0)) + 1e-12))
             fail_msg("%s: inner[%u] %.9g, the oracle's %.9g", what, r, inner[r], o->inner[r]);
         for (uint32_t q = 0; q < R; ++q) {
             const double want = o->lambda[r] * o->lambda[q] * o->gram[(size_t)r * R + q];
             const double got_rq = lambda[r] * lambda[q] * gram[(size_t)r * R + q];
-            if (!(fabs(got_rq - want) <= VALUE_TOLERANCE * lmax * lmax + 1e-12))
+            if (!(fabs(got_rq - want) <= tol * lmax * lmax + 1e-12))
                 fail_msg("%s: gram(%u, %u) %.9g, the oracle's %.9g", what, r, q,
                          gram[(size_t)r * R + q], o->gram[(size_t)r * R + q]);
         }
@@ -330,6 +376,11 @@ static const setting full_settings[] = {
     {TH_NORM_MAX, 1, 1, 1e-8, 0},  {TH_NORM_MAX, 1, 5, 1e-8, 0},
     {TH_NORM_2, 1, 5, 1e-8, 1},    {TH_NORM_2, 1, 20, 1e-3, 0},
     {TH_NORM_MAX, 0, 20, 0.0, 0},
+    /* ABI 1.6: ridge, l1, and both without the bound. */
+    {TH_NORM_2, 1, 5, 1e-8, 0, 0.5, 0.0, 0},
+    {TH_NORM_2, 1, 5, 1e-8, 0, 0.0, 0.05, 0},
+    {TH_NORM_MAX, 1, 5, 1e-8, 0, 0.1, 0.02, 1},
+    {TH_NORM_2, 0, 20, 0.0, 1, 0.0, 0.3, 1},
 };
 /* The other modes: the host's own setting. */
 static const setting host_setting = {TH_NORM_2, 1, 5, 1e-8, 0};
@@ -460,7 +511,7 @@ static void test_nonneg_cp_als_matches_host(void **state)
             th_test_assert_ok(ref->entry.get_mttkrp_result(ri, mode, M, err), err);
             th_test_assert_ok(ref->entry.get_factor(ri, mode, A, err), err);
             hadamard_except(r_grams, N, mode, R, V);
-            oracle_update(M, V, r_lambda, t->dims[mode], R, 5, 1e-8, 0, A, o);
+            oracle_update(M, V, r_lambda, t->dims[mode], R, 5, 1e-8, 0.0, 0.0, 0, 0, A, o);
             memcpy(r_lambda, o->lambda, sizeof(double) * R);
             memcpy(r_grams[mode], o->gram, sizeof(double) * R * R);
             th_test_assert_ok(ref->entry.set_factor(ri, mode, A, err), err);
@@ -550,6 +601,14 @@ static void test_nonneg_errors(void **state)
                    TH_ERR_INVALID_ARGUMENT, err, "tolerance", "als_update_nonneg bad tolerance");
         expect(call_nonneg(pl, inst, 0, v, NULL, 5, 1e-8, 7, lambda, gram, inner, NULL, err),
                TH_ERR_INVALID_ARGUMENT, err, "norm", "als_update_nonneg norm 7");
+        /* ABI 1.6's fields. */
+        const regularisation bad_regs[] = {
+            {-1.0, 0.0, 0}, {NAN, 0.0, 0}, {0.0, -0.5, 0}, {0.0, INFINITY, 0}, {0.0, 0.0, 2}};
+        const char *const bad_words[] = {"ridge", "ridge", "l1", "l1", "unbounded"};
+        for (size_t k = 0; k < G_N_ELEMENTS(bad_regs); ++k)
+            expect(call_nonneg_reg(pl, inst, 0, v, NULL, 5, 1e-8, TH_NORM_2, &bad_regs[k],
+                                   lambda, gram, inner, NULL, err),
+                   TH_ERR_INVALID_ARGUMENT, err, bad_words[k], "als_update_nonneg 1.6 fields");
         /* And then it works, passes written. */
         uint32_t passes = 0;
         th_test_assert_ok(call_nonneg(pl, inst, 0, v, NULL, 3, 0.0, TH_NORM_2, lambda, gram,
