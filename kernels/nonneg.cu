@@ -35,6 +35,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "thg_internal.cuh"
 
 namespace {
@@ -195,7 +197,13 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
         float *a_row = a.A + i * R;
         const float *m_row = a.M + i * R;
         const bool present = !a.row_present || thg_row_present(a.row_present, i);
-        float row[RP];
+        /* The row's values are fp32 (stored so after every update), held
+         * in double up to RP = 32: each dot product's FMAs then take them
+         * as they are, where a float row paid a conversion per FMA (on the
+         * quarter-rate conversion pipe: about 4x the FMAs' time at R = 32).
+         * At 64 and 128 the doubles would not fit in registers. */
+        using row_t = typename std::conditional<(RP <= 32u), double, float>::type;
+        row_t row[RP];
         if (a.vector_rows) {
 #pragma unroll(RP <= 64u ? RP / 4u : 1u)
             for (uint32_t q = 0; q < RP; q += 4u) {
@@ -265,12 +273,13 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
             for (uint32_t q = 0; q < RP; q += 4u)
                 if (q < R)
                     *reinterpret_cast<float4 *>(a_row + q) =
-                        make_float4(row[q], row[q + 1], row[q + 2], row[q + 3]);
+                        make_float4((float)row[q], (float)row[q + 1], (float)row[q + 2],
+                                    (float)row[q + 3]);
         } else {
 #pragma unroll(RP <= 64u ? RP : 1u)
             for (uint32_t q = 0; q < RP; ++q)
                 if (q < R)
-                    a_row[q] = row[q];
+                    a_row[q] = (float)row[q];
         }
     }
 
