@@ -751,7 +751,9 @@ typedef struct th_nonneg_update_io {
     double ridge;
     /* The l1 (lasso) weight, >= 0 and finite; default 0. */
     double l1;
-    /* TH_CONSTRAINT_NONNEG (the default) or TH_CONSTRAINT_NONE. */
+    /* TH_CONSTRAINT_NONNEG (the default, for a struct without the field)
+     * or TH_CONSTRAINT_NONE. The default is not 0: a caller filling a
+     * struct that holds the field sets it. */
     int32_t constraint;
     uint32_t reserved1; /* 0 */
 } th_nonneg_update_io;
