@@ -2356,7 +2356,8 @@ static gboolean run_nonneg_update(checker *c, uint32_t mode, const double *v,
     memset(&longer, 0, sizeof longer);
     longer.io = (th_nonneg_update_io){.struct_size = (uint32_t)sizeof longer, .mode = mode,
                                       .v = v, .scale = scale, .tolerance = kind->tolerance,
-                                      .sweeps = kind->sweeps, .norm = kind->norm};
+                                      .sweeps = kind->sweeps, .norm = kind->norm,
+                                      .constraint = TH_CONSTRAINT_NONNEG};
     longer.tail[0] = longer.tail[1] = -1.0;
     th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = got->lambda,
                          .gram = got->gram, .inner = got->inner};
@@ -2535,7 +2536,8 @@ static void check_nonneg_errors(checker *c)
     th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = lambda, .gram = gram,
                          .inner = inner};
     const th_nonneg_update_io good = {.struct_size = (uint32_t)sizeof good, .mode = 0, .v = v,
-                                      .tolerance = 1e-8, .sweeps = 2, .norm = TH_NORM_2};
+                                      .tolerance = 1e-8, .sweeps = 2, .norm = TH_NORM_2,
+                                      .constraint = TH_CONSTRAINT_NONNEG};
     th_nonneg_update_io io = good;
     char err[TH_ERROR_SIZE] = "";
     const char *name = "als_update_nonneg before load_tensor";
