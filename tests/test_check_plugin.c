@@ -262,6 +262,28 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     run_clear(&r);
 }
 
+/* ABI 1.5 through a 1.6 host: row_least_squares and als_update_nonneg
+ * pass; the 1.6 fields are never set for it, and the checks of them say so. */
+static void test_frozen_v1_5_plugin_passes(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_frozen_v1_5"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.6)");
+    assert_line(&r, "PASS entry size (160 bytes)");
+    assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    assert_line(&r, "SKIP als_update_nonneg ridge, l1 and constraint: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
+    assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
+    assert_int_equal(r.counts.skipped, 2);
+    run_clear(&r);
+}
+
 /* ABI 1.1: a sweep is checked against the reference's per-mode iteration
  * from the same factors, and its error paths one by one. */
 static void test_sweep_plugin_passes_its_sweep_checks(void **state)
@@ -574,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_frozen_v1_0_plugin_passes),
         cmocka_unit_test(test_frozen_v1_2_plugin_passes),
         cmocka_unit_test(test_frozen_v1_4_plugin_passes),
+        cmocka_unit_test(test_frozen_v1_5_plugin_passes),
         cmocka_unit_test(test_sweep_plugin_passes_its_sweep_checks),
         cmocka_unit_test(test_sweep_with_wrong_lambda_fails_the_sweep_checks),
         cmocka_unit_test(test_sweep_ignoring_v1_6_fails_the_v1_6_checks),
