@@ -164,7 +164,25 @@ static void test_cpu_reference_passes(void **state)
                     "mode 0 has no MTTKRP result yet (call mttkrp first))");
     assert_line(&r, "PASS als_update_nonneg NaN tolerance (TH_ERR_INVALID_ARGUMENT: "
                     "als_update_nonneg: io.tolerance nan must be finite and >= 0)");
-    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
+    /* ABI 1.6: ridge, l1 and TH_CONSTRAINT_NONE against the same oracle,
+     * and their error rules. */
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=3 rank=6 norm=2 scale=NULL "
+                                     "sweeps=3 tolerance=0 ridge=0.5 l1=0 unbounded=1 (max "
+                                     "relative error "));
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=3 rank=6 norm=max "
+                                     "scale=given sweeps=5 tolerance=1e-08 ridge=0 l1=0.05 "
+                                     "unbounded=1 ("));
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=3 rank=6 norm=2 "
+                                     "scale=given sweeps=5 tolerance=0 ridge=0.25 l1=0.05 "
+                                     "unbounded=0 ("));
+    assert_non_null(strstr(r.output, "\nPASS als_update_nonneg modes=4 skew=zipf rank=3 norm=2 "
+                                     "scale=given sweeps=5 tolerance=1e-08 ridge=0.1 l1=0.02 "
+                                     "unbounded=1 ("));
+    assert_line(&r, "PASS als_update_nonneg NaN l1 (TH_ERR_INVALID_ARGUMENT: als_update_nonneg: "
+                    "io.l1 nan must be finite and >= 0)");
+    assert_line(&r, "PASS als_update_nonneg unbounded 2 (TH_ERR_INVALID_ARGUMENT: "
+                    "als_update_nonneg: io.unbounded 2 must be 0 or 1)");
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 4 + 11 + 5);
     run_clear(&r);
 }
 
@@ -243,6 +261,28 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     run_clear(&r);
 }
 
+/* ABI 1.5 through a 1.6 host: row_least_squares and als_update_nonneg
+ * pass; the 1.6 fields are never set for it, and the checks of them say so. */
+static void test_frozen_v1_5_plugin_passes(void **state)
+{
+    (void)state;
+    run r = check(ABI_FIXTURE("fixture_frozen_v1_5"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.6)");
+    assert_line(&r, "PASS entry size (160 bytes)");
+    assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    assert_line(&r, "SKIP als_update_nonneg ridge, l1 and unbounded: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
+    assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
+    assert_int_equal(r.counts.skipped, 2);
+    run_clear(&r);
+}
+
 /* ABI 1.1: a sweep is checked against the reference's per-mode iteration
  * from the same factors, and its error paths one by one. */
 static void test_sweep_plugin_passes_its_sweep_checks(void **state)
@@ -265,7 +305,28 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
                     "th_als_sweep_io is 32 bytes, expected at least 40)");
     assert_line(&r, "PASS als_sweep nmodes mismatch (TH_ERR_INVALID_ARGUMENT: als_sweep: "
                     "io.nmodes is 4 but the loaded tensor has 3 modes)");
-    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    /* ABI 1.6: ridge alone, every mode nonnegative, mixed with l1 on an
+     * unconstrained mode and a scale, and on 4 modes a descent mode after a
+     * Cholesky one, against the checker's own sweep; then the bad values. */
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 ridge=0.5 (vs the "
+                                     "checker's own sweep, max relative error "));
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=max "
+                                     "constraints=nonneg,nonneg,nonneg hals_sweeps=3 "
+                                     "hals_tolerance=0 (vs the checker's own sweep, "));
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=5 norm=2 ridge=0.25 "
+                                     "constraints=none,nonneg,none l1=0.05,0.02,0 scale=given "
+                                     "hals_sweeps=5 hals_tolerance=1e-08 (vs the checker's own "
+                                     "sweep, "));
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=4 rank=3 norm=2 ridge=0.1 "
+                                     "constraints=nonneg,none,none,nonneg l1=0,0.05,0,0.02 "
+                                     "scale=given hals_sweeps=1 hals_tolerance=0 (vs the "
+                                     "checker's own sweep, "));
+    assert_line(&r, "PASS als_sweep constraint 2 (TH_ERR_INVALID_ARGUMENT: als_sweep: "
+                    "io.constraints[1] is 2, not a TH_CONSTRAINT_*)");
+    assert_line(&r, "PASS als_sweep hals_sweeps 0 with a nonnegative mode "
+                    "(TH_ERR_INVALID_ARGUMENT: als_sweep: io.hals_sweeps is 0 with a mode "
+                    "updated by coordinate descent)");
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 4 + 4);
     run_clear(&r);
 
     /* Without a reference that has als_update, the plugin's own per-mode
@@ -288,9 +349,83 @@ static void test_sweep_with_wrong_lambda_fails_the_sweep_checks(void **state)
                     "tolerance 1e-10");
     assert_line(&r, "FAIL als_sweep modes=4 rank=7 norm=max: lambda: relative error 0.01 > "
                     "tolerance 1e-10");
+    /* So are the sweeps with ABI 1.6's fields, against the checker's own. */
+    assert_non_null(strstr(r.output, "\nFAIL als_sweep modes=3 rank=4 norm=2 ridge=0.5: lambda: "
+                                     "relative error 0.01 > tolerance 1e-10\n"));
     /* Only the sweep is wrong: MTTKRP and als_update still pass. */
-    assert_int_equal(r.counts.failed, 2);
-    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2);
+    assert_int_equal(r.counts.failed, 2 + 4);
+    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2 + 4);
+    run_clear(&r);
+}
+
+/* ABI 1.6: a sweep that claims 1.6 but ignores its fields (sweeps as 1.5
+ * did) fails every 1.6 sweep case and bad-value check, and nothing else. */
+static void test_sweep_ignoring_v1_6_fails_the_v1_6_checks(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_sweep_ignores_1_6"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.output, "\nFAIL als_sweep modes=3 rank=4 norm=2 ridge=0.5: lambda: "
+                                     "relative error "));
+    assert_non_null(strstr(r.output, "\nFAIL als_sweep modes=3 rank=4 norm=max "
+                                     "constraints=nonneg,nonneg,nonneg hals_sweeps=3 "
+                                     "hals_tolerance=0: "));
+    assert_non_null(strstr(r.output, "\nFAIL als_sweep modes=3 rank=5 norm=2 ridge=0.25 "
+                                     "constraints=none,nonneg,none l1=0.05,0.02,0 scale=given "
+                                     "hals_sweeps=5 hals_tolerance=1e-08: "));
+    assert_line(&r, "FAIL als_sweep constraint 2: als_sweep returned TH_OK");
+    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 4 + 4);
+    assert_int_equal(r.counts.failed, 4 + 4);
+    /* The 1.1 sweep is right. */
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    run_clear(&r);
+}
+
+/* ABI 1.6: a plugin may refuse the 1.6 fields with TH_ERR_UNSUPPORTED: each
+ * such case is a SKIP that says so, not a FAIL; bad values must still be
+ * TH_ERR_INVALID_ARGUMENT, and the 1.5 update still passes. */
+static void test_unsupported_v1_6_fields_skip(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_sweep_refuses_1_6"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "SKIP als_sweep modes=3 rank=4 norm=2 ridge=0.5: TH_ERR_UNSUPPORTED "
+                    "(allowed from ABI 1.6: the host then runs the iteration per mode): "
+                    "fixture_sweep_refuses_1_6: als_sweep: constraints, l1 and ridge are not "
+                    "supported here (test fixture)");
+    assert_int_equal(lines_starting(r.output, "SKIP als_sweep modes="), 4);
+    assert_line(&r, "SKIP als_update_nonneg modes=3 rank=6 norm=2 scale=NULL sweeps=3 "
+                    "tolerance=0 ridge=0.5 l1=0 unbounded=1: TH_ERR_UNSUPPORTED (allowed "
+                    "from ABI 1.6: the host then updates the mode itself): "
+                    "fixture_sweep_refuses_1_6: als_update_nonneg: ridge, l1 and "
+                    "TH_CONSTRAINT_NONE are not supported here (test fixture)");
+    assert_int_equal(lines_starting(r.output, "SKIP als_update_nonneg modes="), 4);
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 4);
+    run_clear(&r);
+}
+
+/* A plugin of ABI 1.5 is never given a field of 1.6: the witness refuses
+ * (TH_ERR_INVALID_ARGUMENT) any call whose 1.6 fields ask for more than
+ * 1.5 does, so every sweep and update case passing shows the checker kept
+ * them at their defaults; the 1.6 checks are SKIPs naming ABI 1.6. */
+static void test_v1_5_plugin_is_never_given_the_v1_6_fields(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_sweep_v1_5_witness"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.counts.failed, 0);
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.6)");
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
+    assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
+    assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
+    assert_line(&r, "SKIP als_update_nonneg ridge, l1 and unbounded: the plugin's entry says "
+                    "ABI 1.5: these fields of ABI 1.6 are never set for it");
     run_clear(&r);
 }
 
@@ -460,8 +595,12 @@ int main(void)
         cmocka_unit_test(test_frozen_v1_0_plugin_passes),
         cmocka_unit_test(test_frozen_v1_2_plugin_passes),
         cmocka_unit_test(test_frozen_v1_4_plugin_passes),
+        cmocka_unit_test(test_frozen_v1_5_plugin_passes),
         cmocka_unit_test(test_sweep_plugin_passes_its_sweep_checks),
         cmocka_unit_test(test_sweep_with_wrong_lambda_fails_the_sweep_checks),
+        cmocka_unit_test(test_sweep_ignoring_v1_6_fails_the_v1_6_checks),
+        cmocka_unit_test(test_unsupported_v1_6_fields_skip),
+        cmocka_unit_test(test_v1_5_plugin_is_never_given_the_v1_6_fields),
         cmocka_unit_test(test_wrong_init_fails_the_init_checks),
         cmocka_unit_test(test_completion_faults_fail_their_checks),
         cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),

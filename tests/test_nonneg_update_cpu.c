@@ -3,10 +3,13 @@
  * factor times the scale, then th_dense_normalize_columns, the Gram and
  * the inner products): the factor, lambda and the passes the same bits,
  * the Gram and inner to rounding; on 2-, 3- and 4-mode tensors, both
- * norms, scale NULL and given, several sweeps and tolerances. Then: the
- * same bits on 1, 2 and 4 threads, the passes counted, a nonnegative
- * result from a factor of both signs, nothing but mode's factor changed, a
- * stop between passes leaving the factor whole, and every argument error. */
+ * norms, scale NULL and given, several sweeps and tolerances, through a
+ * 1.6 io (ridge 0, l1 0, unbounded 0) and a 1.5 one (whose
+ * defaults they are). ABI 1.6's ridge, l1 and unbounded 1 against
+ * the test's own coordinate descent, written from plugin.h. Then: the same
+ * bits on 1, 2 and 4 threads, the passes counted, a nonnegative result
+ * from a factor of both signs, nothing but mode's factor changed, a stop
+ * between passes leaving the factor whole, and every argument error. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -44,12 +47,18 @@ static int teardown(void **state)
     return 0;
 }
 
-/* What one update takes and gives. */
+/* What one update takes and gives. The 1.6 terms: ridge, l1 and
+ * `unbounded` (no bound; else A >= 0); `v1_5`
+ * passes them as a host of ABI 1.5 would: a struct without them, its tail
+ * (where a 1.6 struct has them) holding nonsense. */
 typedef struct update_case {
     int32_t norm;
     gboolean scaled;
     uint32_t sweeps;
     double tolerance;
+    double ridge, l1;
+    gboolean unbounded;
+    gboolean v1_5;
 } update_case;
 
 typedef struct update_result {
@@ -117,12 +126,82 @@ static void host_update(const double *m, const double *v, const double *factor,
     th_dense_column_inner(m, out->factor, rows, rank, out->inner);
 }
 
+/* plugin.h's update (th_nonneg_update_io, ABI 1.6) as it reads, written
+ * apart from the plugin's: a column at a time over every row. A(:, r) *=
+ * scale[r]; then per pass, for r = 0 .. R-1 with d = V(r,r) + ridge != 0,
+ * for every row n = M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r) and
+ * A(i,r) <- max(0, n - l1) / d under the bound, sign(n) max(0, |n| - l1) /
+ * d without; stop after the pass whose squared change is at most tolerance
+ * times the first's; then lambda (2-norm, or max(max |a|, 1)), A / lambda
+ * (a zero lambda divides nothing), the Gram and inner = <M, A> per column. */
+static void naive_update(const double *m, const double *v, const double *factor,
+                         const double *scale, uint64_t rows, uint32_t rank,
+                         const update_case *c, update_result *out)
+{
+    double *a = out->factor;
+    for (uint64_t i = 0; i < rows; i++)
+        for (uint32_t r = 0; r < rank; r++)
+            a[i * rank + r] = factor[i * rank + r] * (scale ? scale[r] : 1.0);
+    double first = 0.0;
+    out->passes = 0;
+    for (uint32_t pass = 0; pass < c->sweeps; pass++) {
+        double change = 0.0;
+        for (uint32_t r = 0; r < rank; r++) {
+            const double vrr = v[(size_t)r * rank + r], d = vrr + c->ridge;
+            if (d == 0.0)
+                continue;
+            for (uint64_t i = 0; i < rows; i++) {
+                double n = m[i * rank + r];
+                for (uint32_t q = 0; q < rank; q++)
+                    n -= a[i * rank + q] * v[(size_t)q * rank + r];
+                n += vrr * a[i * rank + r];
+                const double sign = (double)((n > 0.0) - (n < 0.0));
+                const double next = c->unbounded ? sign * fmax(0.0, fabs(n) - c->l1) / d
+                                                 : fmax(0.0, n - c->l1) / d;
+                change += (next - a[i * rank + r]) * (next - a[i * rank + r]);
+                a[i * rank + r] = next;
+            }
+        }
+        out->passes = pass + 1;
+        if (pass == 0)
+            first = change;
+        if (change <= c->tolerance * first)
+            break;
+    }
+    for (uint32_t r = 0; r < rank; r++) {
+        double size = 0.0;
+        for (uint64_t i = 0; i < rows; i++)
+            size = c->norm == TH_NORM_2 ? size + a[i * rank + r] * a[i * rank + r]
+                                        : fmax(size, fabs(a[i * rank + r]));
+        out->lambda[r] = c->norm == TH_NORM_2 ? sqrt(size) : fmax(size, 1.0);
+        out->inner[r] = 0.0;
+        for (uint64_t i = 0; i < rows; i++) {
+            if (out->lambda[r] > 0.0)
+                a[i * rank + r] /= out->lambda[r];
+            out->inner[r] += m[i * rank + r] * a[i * rank + r];
+        }
+    }
+    for (uint32_t r = 0; r < rank; r++)
+        for (uint32_t s = 0; s < rank; s++) {
+            double sum = 0.0;
+            for (uint64_t i = 0; i < rows; i++)
+                sum += a[i * rank + r] * a[i * rank + s];
+            out->gram[(size_t)r * rank + s] = sum;
+        }
+}
+
 static th_status call_update(const th_plugin *plugin, th_instance *inst, uint32_t mode,
                              const double *v, const double *scale, const update_case *c,
                              update_result *out, char *err)
 {
     th_nonneg_update_io io = {.struct_size = sizeof io, .mode = mode, .v = v, .scale = scale,
-                              .tolerance = c->tolerance, .sweeps = c->sweeps, .norm = c->norm};
+                              .tolerance = c->tolerance, .sweeps = c->sweeps, .norm = c->norm,
+                              .ridge = c->ridge, .l1 = c->l1,
+                              .unbounded = c->unbounded ? 1u : 0u};
+    if (c->v1_5) {
+        io.struct_size = TH_NONNEG_UPDATE_IO_V1_5_SIZE;
+        io.ridge = -1.0, io.l1 = NAN, io.unbounded = 7; /* beyond struct_size: unread */
+    }
     th_als_output o = {.struct_size = sizeof o, .lambda = out->lambda, .gram = out->gram,
                        .inner = out->inner};
     const th_status status = plugin->entry.als_update_nonneg(inst, &io, &o, err);
@@ -193,6 +272,8 @@ static const update_case every_case[] = {
     {.norm = TH_NORM_MAX, .scaled = TRUE, .sweeps = 5, .tolerance = 1e-8},
     {.norm = TH_NORM_2, .scaled = TRUE, .sweeps = 5, .tolerance = 0.0},
     {.norm = TH_NORM_MAX, .scaled = FALSE, .sweeps = 40, .tolerance = 1e-3},
+    {.norm = TH_NORM_2, .scaled = TRUE, .sweeps = 5, .tolerance = 1e-8, .v1_5 = TRUE},
+    {.norm = TH_NORM_MAX, .scaled = FALSE, .sweeps = 1, .tolerance = 0.0, .v1_5 = TRUE},
 };
 
 /* 2, 3 and 4 modes at ranks 1 to 9; the random factors have both signs,
@@ -211,19 +292,95 @@ static void test_matches_the_host(void **state)
             for (size_t ci = 0; ci < G_N_ELEMENTS(every_case); ci++) {
                 const update_case *c = &every_case[ci];
                 g_autofree char *label = g_strdup_printf(
-                    "%u modes rank %u norm %d scaled %d sweeps %u tolerance %g",
+                    "%u modes rank %u norm %d scaled %d sweeps %u tolerance %g io of %s",
                     tensors[ti]->nmodes, ranks[ri], c->norm, c->scaled, c->sweeps,
-                    c->tolerance);
+                    c->tolerance, c->v1_5 ? "1.5" : "1.6");
                 check_against_host(f, tensors[ti], ranks[ri], c, label);
             }
 }
 
-/* The same bits (factor, out, passes) on 1, 2 and 4 threads, on a mode
- * long enough that the plugin runs the passes and the sums on the team,
- * with an early stop (the blocks' changes decide it). */
-static void test_thread_count_does_not_change_results(void **state)
+/* ABI 1.6's terms against naive_update: ridge alone, l1 alone and both,
+ * with and without the bound, on every mode of a 3- and a 4-mode tensor
+ * from factors of both signs. The cases must show what they test: l1 zeroes
+ * some entries but not all, and an unbounded result has negative entries. */
+static void test_regularised_update_is_plugin_h(void **state)
 {
     fixture *f = *state;
+    const th_plugin *plugin = f->plugin;
+    const uint32_t dims3[3] = {12, 140, 9}, dims4[4] = {8, 7, 30, 6};
+    g_autoptr(th_sptensor) t3 = th_test_random_tensor(3, dims3, 900, f->rng);
+    g_autoptr(th_sptensor) t4 = th_test_random_tensor(4, dims4, 700, f->rng);
+    const th_sptensor *tensors[] = {t3, t4};
+    const uint32_t ranks[] = {4, 9};
+    const update_case cases[] = {
+        {.norm = TH_NORM_2, .sweeps = 3, .ridge = 2.0, .unbounded = TRUE},
+        {.norm = TH_NORM_MAX, .sweeps = 5, .tolerance = 1e-8, .l1 = 0.5, .unbounded = TRUE,
+         .scaled = TRUE},
+        {.norm = TH_NORM_2, .sweeps = 5, .ridge = 1.5, .l1 = 0.5, .unbounded = TRUE},
+        {.norm = TH_NORM_2, .sweeps = 4, .ridge = 1.5, .l1 = 0.5, .scaled = TRUE},
+        {.norm = TH_NORM_MAX, .sweeps = 1, .ridge = 3.0},
+    };
+    for (size_t ti = 0; ti < G_N_ELEMENTS(tensors); ti++)
+        for (size_t ci = 0; ci < G_N_ELEMENTS(cases); ci++) {
+            const th_sptensor *t = tensors[ti];
+            const update_case *c = &cases[ci];
+            const uint32_t rank = ranks[ti];
+            double **factors = th_test_random_factors(t, rank, f->rng);
+            g_autofree double *scale = c->scaled ? random_scale(rank, f->rng) : NULL;
+            uint64_t zeros = 0, negatives = 0, entries = 0;
+            for (uint32_t mode = 0; mode < t->nmodes; mode++) {
+                const uint64_t rows = t->dims[mode];
+                g_autofree double *v = other_grams(factors, t, rank, mode);
+                g_autofree double *m = g_new(double, rows * rank);
+                update_result got, want;
+                result_init(&got, rows, rank);
+                result_init(&want, rows, rank);
+                th_instance *inst = th_test_create_instance(plugin, "threads", "2", NULL);
+                th_test_load_and_set(plugin, inst, t, rank, factors);
+                plugin_update(plugin, inst, mode, v, scale, c, m, &got);
+                naive_update(m, v, factors[mode], scale, rows, rank, c, &want);
+                g_autofree char *where = g_strdup_printf(
+                    "%u modes, case %zu (ridge %g l1 %g %s), mode %u", t->nmodes, ci, c->ridge,
+                    c->l1, c->unbounded ? "unbounded" : "nonnegative", mode);
+                assert_int_equal(got.passes, want.passes);
+                static const char *const parts[4] = {"the factor", "lambda", "the Gram",
+                                                     "inner"};
+                const double e[4] = {
+                    th_test_relative_error(got.factor, want.factor, rows * rank),
+                    th_test_relative_error(got.lambda, want.lambda, rank),
+                    th_test_relative_error(got.gram, want.gram, (uint64_t)rank * rank),
+                    th_test_relative_error(got.inner, want.inner, rank)};
+                for (int k = 0; k < 4; k++)
+                    if (!(e[k] <= 1e-12))
+                        fail_msg("%s: %s differs by %.3g", where, parts[k], e[k]);
+                for (uint64_t k = 0; k < rows * rank; k++) {
+                    zeros += got.factor[k] == 0.0;
+                    negatives += got.factor[k] < 0.0;
+                    if (!c->unbounded && !(got.factor[k] >= 0.0))
+                        fail_msg("%s: entry %" G_GUINT64_FORMAT " is %g", where, k,
+                                 got.factor[k]);
+                }
+                entries += rows * rank;
+                plugin->entry.destroy(inst);
+                result_clear(&got);
+                result_clear(&want);
+            }
+            if (c->l1 > 0.0 && !(zeros > 0 && zeros < entries))
+                fail_msg("%u modes, case %zu: l1 %g zeroed %" G_GUINT64_FORMAT " of %"
+                         G_GUINT64_FORMAT " entries", t->nmodes, ci, c->l1, zeros, entries);
+            if (c->unbounded && negatives == 0)
+                fail_msg("%u modes, case %zu: an unbounded update with no negative entry",
+                         t->nmodes, ci);
+            th_test_free_factors(factors, t->nmodes);
+        }
+}
+
+/* The same bits (factor, out, passes) on 1, 2 and 4 threads, on a mode
+ * long enough that the plugin runs the passes and the sums on the team,
+ * with an early stop (the blocks' changes decide it): nonnegative, and
+ * (ABI 1.6) unbounded with ridge and l1. */
+static void check_thread_counts(const fixture *f, const update_case *c)
+{
     const th_plugin *plugin = f->plugin;
     const uint32_t dims[3] = {20000, 300, 200}, rank = 32, mode = 0;
     g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 60000, f->rng);
@@ -231,18 +388,16 @@ static void test_thread_count_does_not_change_results(void **state)
     g_autofree double *v = other_grams(factors, t, rank, mode);
     g_autofree double *scale = random_scale(rank, f->rng);
     g_autofree double *m = g_new(double, (size_t)dims[mode] * rank);
-    const update_case c = {.norm = TH_NORM_MAX, .scaled = TRUE, .sweeps = 50,
-                           .tolerance = 1e-2};
     const char *threads[] = {"1", "2", "4"};
     update_result results[3];
     for (int k = 0; k < 3; k++) {
         result_init(&results[k], dims[mode], rank);
         th_instance *inst = th_test_create_instance(plugin, "threads", threads[k], NULL);
         th_test_load_and_set(plugin, inst, t, rank, factors);
-        plugin_update(plugin, inst, mode, v, scale, &c, m, &results[k]);
+        plugin_update(plugin, inst, mode, v, scale, c, m, &results[k]);
         plugin->entry.destroy(inst);
     }
-    assert_true(results[0].passes > 1 && results[0].passes < c.sweeps);
+    assert_true(results[0].passes > 1 && results[0].passes < c->sweeps);
     for (int k = 1; k < 3; k++) {
         assert_memory_equal(results[0].factor, results[k].factor,
                             (size_t)dims[mode] * rank * sizeof(double));
@@ -254,6 +409,18 @@ static void test_thread_count_does_not_change_results(void **state)
     for (int k = 0; k < 3; k++)
         result_clear(&results[k]);
     th_test_free_factors(factors, 3);
+}
+
+static void test_thread_count_does_not_change_results(void **state)
+{
+    const fixture *f = *state;
+    const update_case nonneg = {.norm = TH_NORM_MAX, .scaled = TRUE, .sweeps = 50,
+                                .tolerance = 1e-2};
+    const update_case regularised = {.norm = TH_NORM_2, .scaled = TRUE, .sweeps = 50,
+                                     .tolerance = 1e-2, .ridge = 1.0, .l1 = 0.3,
+                                     .unbounded = TRUE};
+    check_thread_counts(f, &nonneg);
+    check_thread_counts(f, &regularised);
 }
 
 /* passes: every sweep with tolerance 0 (the change of a pass on random
@@ -459,9 +626,51 @@ static void test_errors(void **state)
     io.norm = 7;
     expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
                  "als_update_nonneg: norm 7 is neither TH_NORM_2 (0) nor TH_NORM_MAX (1)");
-    /* -0.0 is a tolerance of zero. */
+    /* ABI 1.6's fields, each named. */
+    io = ok;
+    io.ridge = -0.5;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.ridge -0.5 must be finite and >= 0");
+    io.ridge = NAN;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.ridge nan must be finite and >= 0");
+    io.ridge = INFINITY;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.ridge inf must be finite and >= 0");
+    io = ok;
+    io.l1 = -1e-9;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.l1 -1e-09 must be finite and >= 0");
+    io.l1 = -INFINITY;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.l1 -inf must be finite and >= 0");
+    io.l1 = NAN;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.l1 nan must be finite and >= 0");
+    io = ok;
+    io.unbounded = 2;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.unbounded 2 must be 0 or 1");
+    io.unbounded = UINT32_MAX;
+    expect_error(plugin, inst, &io, &out, TH_ERR_INVALID_ARGUMENT,
+                 "als_update_nonneg: io.unbounded 4294967295 must be 0 or 1");
+    /* A struct that ends before a field means its default, whatever the
+     * memory beyond struct_size holds. */
+    io.struct_size = (uint32_t)offsetof(th_nonneg_update_io, unbounded);
+    io.unbounded = 2;
+    io.ridge = 0.25;
+    th_test_assert_ok(plugin->entry.als_update_nonneg(inst, &io, &out, err), err);
+    io = ok;
+    io.struct_size = (uint32_t)offsetof(th_nonneg_update_io, l1);
+    io.l1 = NAN;
+    th_test_assert_ok(plugin->entry.als_update_nonneg(inst, &io, &out, err), err);
+    /* -0.0 is a tolerance, a ridge and an l1 of zero (from the factor of
+     * both signs again: two passes, as it has a change to make). */
+    th_test_assert_ok(plugin->entry.set_factor(inst, 0, factors[0], err), err);
     io = ok;
     io.tolerance = -0.0;
+    io.ridge = -0.0;
+    io.l1 = -0.0;
     th_test_assert_ok(plugin->entry.als_update_nonneg(inst, &io, &out, err), err);
     assert_int_equal(io.passes, 2);
 
@@ -474,6 +683,7 @@ int main(void)
     th_log_set_level(TH_LOG_WARNING);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_the_host),
+        cmocka_unit_test(test_regularised_update_is_plugin_h),
         cmocka_unit_test(test_thread_count_does_not_change_results),
         cmocka_unit_test(test_passes_counted),
         cmocka_unit_test(test_nothing_else_changes),

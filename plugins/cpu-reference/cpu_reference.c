@@ -32,7 +32,9 @@
  * of the dgemm: the passes run on the factor's copy in als_update's
  * workspace, rows in fixed blocks on the threads, the blocks' squared
  * changes added in block order (the early stop is the same whatever the
- * thread count), then als_update's own normalisation.
+ * thread count), then als_update's own normalisation. From ABI 1.6 its
+ * io's ridge, l1 and unbounded enter each coordinate's step (a 1.5 io
+ * means ridge 0, l1 0, TH_CONSTRAINT_NONNEG: the 1.5 update, bit for bit).
  *
  * Self-contained by design: libc, libm, OpenMP and CBLAS only (no GLib), so
  * that a third party can read it as an example of the ABI. */
@@ -1075,8 +1077,41 @@ static th_status cpu_reference_als_update(th_instance *inst, uint32_t mode, cons
 /* als_update_nonneg (ABI 1.5)                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The terms of each coordinate's step beyond V and M (plugin.h,
+ * th_nonneg_update_io, ABI 1.6): d = V(r,r) + ridge, l1 shrinks the
+ * numerator, and nonneg clamps it at 0 (TH_CONSTRAINT_NONNEG) or not
+ * (TH_CONSTRAINT_NONE). */
+typedef struct hals_terms {
+    double ridge, l1;
+    bool nonneg;
+} hals_terms;
+
+/* The 1.6 fields of `io` into *terms, each read only when io->struct_size
+ * holds it (else its default: ridge 0, l1 0, the bound), and
+ * checked. */
+static th_status nonneg_terms(const th_nonneg_update_io *io, hals_terms *terms, char *err)
+{
+    static const char function[] = "als_update_nonneg";
+    const uint32_t size = io->struct_size;
+    const double ridge = TH_HAS_FIELD(size, th_nonneg_update_io, ridge) ? io->ridge : 0.0;
+    const double l1 = TH_HAS_FIELD(size, th_nonneg_update_io, l1) ? io->l1 : 0.0;
+    const uint32_t unbounded =
+        TH_HAS_FIELD(size, th_nonneg_update_io, unbounded) ? io->unbounded : 0u;
+    if (!isfinite(ridge) || ridge < 0.0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.ridge %g must be finite and >= 0", function, ridge);
+    if (!isfinite(l1) || l1 < 0.0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.l1 %g must be finite and >= 0", function, l1);
+    if (unbounded > 1u)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "%s: io.unbounded %u must be 0 or 1", function, unbounded);
+    *terms = (hals_terms){.ridge = ridge, .l1 = l1, .nonneg = unbounded == 0u};
+    return TH_OK;
+}
+
 static th_status check_nonneg_arguments(const th_instance *inst, const th_nonneg_update_io *io,
-                                        const th_als_output *out, char *err)
+                                        const th_als_output *out, hals_terms *terms, char *err)
 {
     static const char function[] = "als_update_nonneg";
     if (inst == NULL)
@@ -1084,8 +1119,9 @@ static th_status check_nonneg_arguments(const th_instance *inst, const th_nonneg
     if (!inst->loaded)
         return th_plugin_fail(err, TH_ERR_BAD_STATE,
                               "%s: no tensor loaded (call load_tensor first)", function);
-    /* Every field read or written here is of 1.5; a longer struct, from a
-     * newer host, is fine (plugin.h, "Growth"). */
+    /* The fields of 1.5 are needed; those of 1.6 are read where the struct
+     * holds them (nonneg_terms), and a longer struct, from a newer host, is
+     * fine (plugin.h, "Growth"). */
     if (io == NULL)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s: io is NULL", function);
     if (io->struct_size < TH_NONNEG_UPDATE_IO_V1_5_SIZE)
@@ -1104,6 +1140,9 @@ static th_status check_nonneg_arguments(const th_instance *inst, const th_nonneg
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                               "%s: io.tolerance %g must be finite and >= 0", function,
                               io->tolerance);
+    status = nonneg_terms(io, terms, err);
+    if (status != TH_OK)
+        return status;
     return check_result_ready(inst, function, io->mode, err);
 }
 
@@ -1125,21 +1164,30 @@ static void scaled_factor(th_instance *inst, uint32_t mode, const double *scale,
 }
 
 /* One row's part of a HALS pass (plugin.h's step 2), in the order of the
- * host's th_dense_hals_nonneg, so that both compute the same bits; returns
- * the row's squared change. */
+ * host's th_dense_hals_nonneg, so that both compute the same bits (with
+ * ridge 0, l1 0 and the bound, max(0, n) / d is max(0, n / d) exactly);
+ * returns the row's squared change. */
 static double hals_row(double *restrict row, const double *restrict m_row,
-                       const double *restrict v, int64_t rank)
+                       const double *restrict v, int64_t rank, const hals_terms *terms)
 {
     double change = 0.0;
     for (int64_t k = 0; k < rank; k++) {
         const double *v_col = v + k * rank; /* symmetric: row k */
         const double vkk = v_col[k];
-        if (vkk == 0.0)
+        const double d = vkk + terms->ridge;
+        if (d == 0.0)
             continue;
         double product = 0.0; /* (A V)(i, k), the columns before k already new */
         for (int64_t q = 0; q < rank; q++)
             product += row[q] * v_col[q];
-        const double next = fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
+        const double n = m_row[k] - product + vkk * row[k];
+        double next;
+        if (terms->nonneg) {
+            next = fmax(0.0, n - terms->l1) / d;
+        } else { /* sign(n) max(0, |n| - l1) / d; 0, never -0, where it shrinks away */
+            const double shrunk = fabs(n) - terms->l1;
+            next = shrunk > 0.0 ? copysign(shrunk, n) / d : 0.0;
+        }
         change += (next - row[k]) * (next - row[k]);
         row[k] = next;
     }
@@ -1150,7 +1198,7 @@ static double hals_row(double *restrict row, const double *restrict m_row,
  * on the team; the pass's squared change, each block's summed in row order
  * and the blocks' in block order (the same on any thread count). */
 static double hals_pass(th_instance *inst, const double *m, const double *v, int64_t rows,
-                        int threads)
+                        const hals_terms *terms, int threads)
 {
     const int64_t rank = inst->rank;
     const int64_t blocks = (rows + CPU_REF_HALS_BLOCK_ROWS - 1) / CPU_REF_HALS_BLOCK_ROWS;
@@ -1162,7 +1210,7 @@ static double hals_pass(th_instance *inst, const double *m, const double *v, int
                                 : rows;
         double change = 0.0;
         for (int64_t i = b * CPU_REF_HALS_BLOCK_ROWS; i < end; i++)
-            change += hals_row(a + i * rank, m + i * rank, v, rank);
+            change += hals_row(a + i * rank, m + i * rank, v, rank, terms);
         block_change[b] = change;
     }
     double change = 0.0;
@@ -1175,8 +1223,8 @@ static double hals_pass(th_instance *inst, const double *m, const double *v, int
  * io->tolerance times the first's; the host is asked between passes
  * whether to stop (TH_ERR_CANCELLED: the factor is untouched, the passes
  * ran in the workspace). */
-static th_status hals_passes(th_instance *inst, th_nonneg_update_io *io, int threads,
-                             uint32_t *passes, char *err)
+static th_status hals_passes(th_instance *inst, th_nonneg_update_io *io,
+                             const hals_terms *terms, int threads, uint32_t *passes, char *err)
 {
     const int64_t rows = inst->dims[io->mode];
     double first_change = 0.0;
@@ -1186,7 +1234,8 @@ static th_status hals_passes(th_instance *inst, th_nonneg_update_io *io, int thr
                                   "als_update_nonneg(mode %u) given up after %u of at most %u "
                                   "passes: stop requested (the factor is unchanged)",
                                   io->mode, pass, io->sweeps);
-        const double change = hals_pass(inst, inst->results[io->mode], io->v, rows, threads);
+        const double change =
+            hals_pass(inst, inst->results[io->mode], io->v, rows, terms, threads);
         if (pass == 0)
             first_change = change;
         *passes = pass + 1;
@@ -1196,13 +1245,15 @@ static th_status hals_passes(th_instance *inst, th_nonneg_update_io *io, int thr
     return TH_OK;
 }
 
-/* als_update's step under A >= 0: the scaled factor and the HALS passes in
- * the workspace, then the same column sums, Gram and commit as
- * als_update's, so that the normalisation and `out` are its own. */
+/* als_update's step under A >= 0 (or, from 1.6, with ridge, l1 or no
+ * bound): the scaled factor and the HALS passes in the workspace, then the
+ * same column sums, Gram and commit as als_update's, so that the
+ * normalisation and `out` are its own. */
 static th_status cpu_reference_als_update_nonneg(th_instance *inst, th_nonneg_update_io *io,
                                                  th_als_output *out, char *err)
 {
-    th_status status = check_nonneg_arguments(inst, io, out, err);
+    hals_terms terms;
+    th_status status = check_nonneg_arguments(inst, io, out, &terms, err);
     if (status == TH_OK)
         status = ensure_update_workspace(inst, err);
     if (status != TH_OK)
@@ -1212,7 +1263,7 @@ static th_status cpu_reference_als_update_nonneg(th_instance *inst, th_nonneg_up
     const int threads = update_threads(inst, rows);
     uint32_t passes = 0;
     scaled_factor(inst, mode, io->scale, threads);
-    status = hals_passes(inst, io, threads, &passes, err);
+    status = hals_passes(inst, io, &terms, threads, &passes, err);
     if (status != TH_OK)
         return status;
     memset(inst->update_sums, 0, 2 * inst->scratch_stride * sizeof *inst->update_sums);

@@ -926,6 +926,8 @@ static gboolean per_mode_iteration(checker *c, th_plugin *plugin, th_instance *i
     return get_all_factors(c, plugin, inst, st, name);
 }
 
+/* The ABI 1.6 fields at their defaults (hals_sweeps 1): what the checker
+ * gives a plugin of any minor unless it checks those fields. */
 static th_als_sweep_io sweep_io(iteration_state *st, int32_t norm)
 {
     return (th_als_sweep_io){
@@ -936,6 +938,7 @@ static th_als_sweep_io sweep_io(iteration_state *st, int32_t norm)
         .grams = st->grams,
         .lambda = st->lambda,
         .inner = st->inner,
+        .hals_sweeps = 1,
     };
 }
 
@@ -2252,15 +2255,27 @@ static void check_all_row_least_squares(checker *c)
 /* als_update_nonneg (ABI 1.5)                                               */
 /* ------------------------------------------------------------------------ */
 
+/* One als_update_nonneg call's inputs. ridge, l1 and unbounded
+ * (TH_CONSTRAINT_NONE; else TH_CONSTRAINT_NONNEG) are ABI 1.6's: zero
+ * (their defaults) for a plugin of an older minor. */
 typedef struct nonneg_kind {
     int32_t norm;
     gboolean scaled;
     uint32_t sweeps;
     double tolerance;
+    double ridge, l1;
+    gboolean unbounded;
 } nonneg_kind;
 
+static gboolean nonneg_kind_is_v1_6(const nonneg_kind *kind)
+{
+    return kind->ridge != 0.0 || kind->l1 != 0.0 || kind->unbounded;
+}
+
 /* plugin.h's step 2 as it reads, a column at a time: column r of every row
- * before column r + 1 (each row's arithmetic is that of a row at a time);
+ * before column r + 1 (each row's arithmetic is that of a row at a time),
+ * with d = V(r,r) + ridge, n = M(i,r) - (A V)(i,r) + V(r,r) A(i,r) and
+ * A(i,r) = max(0, n - l1) / d, or sign(n) max(0, |n| - l1) / d unbounded;
  * the passes made. */
 static uint32_t naive_hals(const double *m, const double *v, uint32_t rows, uint32_t rank,
                            const nonneg_kind *kind, double *a)
@@ -2269,15 +2284,18 @@ static uint32_t naive_hals(const double *m, const double *v, uint32_t rows, uint
     for (uint32_t pass = 0; pass < kind->sweeps; pass++) {
         double change = 0.0;
         for (uint32_t r = 0; r < rank; r++) {
-            const double vrr = v[(size_t)r * rank + r];
-            if (!(vrr > 0.0))
+            const double vrr = v[(size_t)r * rank + r], d = vrr + kind->ridge;
+            if (d == 0.0)
                 continue;
             for (uint32_t i = 0; i < rows; i++) {
                 double *row = a + (size_t)i * rank;
                 double av = 0.0;
                 for (uint32_t q = 0; q < rank; q++)
                     av += row[q] * v[(size_t)q * rank + r];
-                const double next = fmax(0.0, (m[(size_t)i * rank + r] - av + vrr * row[r]) / vrr);
+                const double n = m[(size_t)i * rank + r] - av + vrr * row[r];
+                const double sign = n > 0.0 ? 1.0 : (n < 0.0 ? -1.0 : 0.0);
+                const double next = kind->unbounded ? sign * fmax(0.0, fabs(n) - kind->l1) / d
+                                                    : fmax(0.0, n - kind->l1) / d;
                 change += (next - row[r]) * (next - row[r]);
                 row[r] = next;
             }
@@ -2344,10 +2362,13 @@ typedef struct nonneg_outputs {
 } nonneg_outputs;
 
 /* One als_update_nonneg on the plugin, through a newer host's longer
- * struct whose tail must stay as it was; FALSE after a FAIL. */
+ * struct whose tail must stay as it was; FALSE after a FAIL, or with
+ * *refused set when a plugin of 1.6 or later answered TH_ERR_UNSUPPORTED
+ * to the 1.6 fields (allowed; the message in `why`). */
 static gboolean run_nonneg_update(checker *c, uint32_t mode, const double *v,
                                   const double *scale, const nonneg_kind *kind,
-                                  nonneg_outputs *got, const char *name)
+                                  nonneg_outputs *got, gboolean *refused, char *why,
+                                  const char *name)
 {
     struct {
         th_nonneg_update_io io;
@@ -2356,12 +2377,19 @@ static gboolean run_nonneg_update(checker *c, uint32_t mode, const double *v,
     memset(&longer, 0, sizeof longer);
     longer.io = (th_nonneg_update_io){.struct_size = (uint32_t)sizeof longer, .mode = mode,
                                       .v = v, .scale = scale, .tolerance = kind->tolerance,
-                                      .sweeps = kind->sweeps, .norm = kind->norm};
+                                      .sweeps = kind->sweeps, .norm = kind->norm,
+                                      .ridge = kind->ridge, .l1 = kind->l1,
+                                      .unbounded = kind->unbounded ? 1u : 0u};
     longer.tail[0] = longer.tail[1] = -1.0;
     th_als_output out = {.struct_size = (uint32_t)sizeof out, .lambda = got->lambda,
                          .gram = got->gram, .inner = got->inner};
     char err[TH_ERROR_SIZE] = "";
     th_status status = th_call_als_update_nonneg(c->plugin, c->inst, &longer.io, &out, err);
+    if (status == TH_ERR_UNSUPPORTED && nonneg_kind_is_v1_6(kind)) {
+        *refused = TRUE;
+        g_strlcpy(why, message_of(err), TH_ERROR_SIZE);
+        return FALSE;
+    }
     if (status == TH_OK)
         status = th_call_get_factor(c->plugin, c->inst, mode, got->factor, err);
     if (status != TH_OK) {
@@ -2391,17 +2419,18 @@ static void naive_nonneg_update(const double *m, const double *v, const double *
                     want->inner);
 }
 
-/* got against want: the passes exactly, every entry >= 0, each output
- * within the checker's tolerance; FALSE after a FAIL, else *worst grows. */
+/* got against want: the passes exactly, every entry >= 0 (bounded), each
+ * output within the checker's tolerance; FALSE after a FAIL, else *worst
+ * grows. */
 static gboolean compare_nonneg(checker *c, const nonneg_outputs *got, const nonneg_outputs *want,
-                               uint32_t mode, size_t count, uint32_t rank, double *worst,
-                               const char *name)
+                               const nonneg_kind *kind, uint32_t mode, size_t count,
+                               uint32_t rank, double *worst, const char *name)
 {
     if (got->passes != want->passes) {
         fail(c, name, "mode %u: %u passes, expected %u", mode, got->passes, want->passes);
         return FALSE;
     }
-    for (size_t k = 0; k < count; k++)
+    for (size_t k = 0; !kind->unbounded && k < count; k++)
         if (!(got->factor[k] >= 0.0)) {
             fail(c, name, "mode %u: factor entry (%zu, %zu) is %.17g, not >= 0", mode, k / rank,
                  k % rank, got->factor[k]);
@@ -2447,11 +2476,12 @@ static void nonneg_outputs_clear(nonneg_outputs *o)
 }
 
 /* One mode of a case: the MTTKRP, the update, the oracle and the other
- * factors untouched. FALSE after a FAIL. */
+ * factors untouched. FALSE after a FAIL, or with *refused set (and mode's
+ * factor checked unchanged) after an allowed TH_ERR_UNSUPPORTED. */
 static gboolean check_nonneg_mode(checker *c, const test_tensor *tt, uint32_t rank,
                                   uint32_t mode, double *const *held, const double *scale,
                                   const nonneg_kind *kind, double *worst, uint32_t *passes,
-                                  const char *name)
+                                  gboolean *refused, char *why, const char *name)
 {
     const uint32_t rows = tt->coo.dims[mode];
     const size_t count = (size_t)rows * rank;
@@ -2461,11 +2491,19 @@ static gboolean check_nonneg_mode(checker *c, const test_tensor *tt, uint32_t ra
     nonneg_outputs_init(&got, count, rank);
     nonneg_outputs_init(&want, count, rank);
     gboolean ok = run_mttkrp(c, c->plugin, c->inst, mode, m, name) &&
-                  run_nonneg_update(c, mode, v, scale, kind, &got, name);
+                  run_nonneg_update(c, mode, v, scale, kind, &got, refused, why, name);
     if (ok) {
         naive_nonneg_update(m, v, held[mode], scale, rows, rank, kind, &want);
-        ok = compare_nonneg(c, &got, &want, mode, count, rank, worst, name);
+        ok = compare_nonneg(c, &got, &want, kind, mode, count, rank, worst, name);
         *passes = got.passes;
+    }
+    /* Refused: "before changing anything" (plugin.h). */
+    char message[TH_ERROR_SIZE] = "";
+    if (*refused && (th_call_get_factor(c->plugin, c->inst, mode, got.factor, message) != TH_OK ||
+                     memcmp(got.factor, held[mode], count * sizeof *got.factor) != 0)) {
+        fail(c, name, "als_update_nonneg(mode %u) answered TH_ERR_UNSUPPORTED but changed the "
+             "factor (a refusal must come before changing anything)", mode);
+        *refused = FALSE;
     }
     for (uint32_t other = 0; ok && other < tt->coo.nmodes; other++) {
         char err[TH_ERROR_SIZE] = "";
@@ -2489,10 +2527,15 @@ static gboolean check_nonneg_mode(checker *c, const test_tensor *tt, uint32_t ra
 static void check_nonneg_case(checker *c, const test_tensor *tt, const char *label,
                               uint32_t rank, const nonneg_kind *kind, uint64_t seed)
 {
+    g_autofree char *v1_6 =
+        nonneg_kind_is_v1_6(kind)
+            ? g_strdup_printf(" ridge=%g l1=%g unbounded=%u", kind->ridge, kind->l1,
+                              kind->unbounded ? 1u : 0u)
+            : g_strdup("");
     g_autofree char *name = g_strdup_printf(
-        "als_update_nonneg %s rank=%u norm=%s scale=%s sweeps=%u tolerance=%g", label, rank,
+        "als_update_nonneg %s rank=%u norm=%s scale=%s sweeps=%u tolerance=%g%s", label, rank,
         kind->norm == TH_NORM_2 ? "2" : "max", kind->scaled ? "given" : "NULL", kind->sweeps,
-        kind->tolerance);
+        kind->tolerance, v1_6);
     begin(c, name);
     if (!load_on(c, c->plugin, c->inst, tt, rank, name))
         return;
@@ -2508,15 +2551,20 @@ static void check_nonneg_case(checker *c, const test_tensor *tt, const char *lab
         scale[r] = 0.5 + 1.5 * scale[r]; /* weights in [0.5, 2) */
     double worst = 0.0;
     GString *passes = g_string_new(NULL);
-    gboolean ok = TRUE;
+    gboolean ok = TRUE, refused = FALSE;
+    char why[TH_ERROR_SIZE] = "";
     for (uint32_t mode = 0; ok && mode < nmodes; mode++) {
         uint32_t made = 0;
         ok = set_all_factors(c, c->plugin, c->inst, factors, nmodes, name) &&
              get_factors_into(c, c->plugin, c->inst, held, nmodes, name) &&
-             check_nonneg_mode(c, tt, rank, mode, held, scale, kind, &worst, &made, name);
+             check_nonneg_mode(c, tt, rank, mode, held, scale, kind, &worst, &made, &refused,
+                               why, name);
         g_string_append_printf(passes, "%s%u", mode ? ", " : "", made);
     }
-    if (ok)
+    if (refused)
+        skip(c, name, "TH_ERR_UNSUPPORTED (allowed from ABI 1.6: the host then updates the "
+             "mode itself): %s", why);
+    else if (ok)
         pass(c, name, "max relative error %.2g; passes by mode %s", worst, passes->str);
     g_string_free(passes, TRUE);
     for (uint32_t m = 0; m < nmodes; m++)
@@ -2597,6 +2645,28 @@ static void check_nonneg_errors(checker *c)
                                                    err),
                          err, TH_ERR_INVALID_ARGUMENT);
     }
+    if (c->plugin->entry.abi_version.minor < 6)
+        return; /* the fields below are never set for it (check_all_nonneg_update) */
+    const char *const v1_6_names[] = {
+        "als_update_nonneg negative ridge", "als_update_nonneg infinite ridge",
+        "als_update_nonneg NaN l1",         "als_update_nonneg negative l1",
+        "als_update_nonneg unbounded 2",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(v1_6_names); i++) {
+        begin(c, v1_6_names[i]);
+        io = good;
+        switch (i) {
+        case 0: io.ridge = -0.5; break;
+        case 1: io.ridge = INFINITY; break;
+        case 2: io.l1 = NAN; break;
+        case 3: io.l1 = -1e-3; break;
+        default: io.unbounded = 2; break;
+        }
+        err[0] = '\0';
+        judge_call_error(c, v1_6_names[i], "als_update_nonneg",
+                         th_call_als_update_nonneg(c->plugin, c->inst, &io, &out, err), err,
+                         TH_ERR_INVALID_ARGUMENT);
+    }
 }
 
 /* Both norms, scale NULL and given, one pass and five, tolerance 0 and
@@ -2636,7 +2706,300 @@ static void check_all_nonneg_update(checker *c)
     for (size_t k = 0; t4 != NULL && k < G_N_ELEMENTS(skewed); k++)
         check_nonneg_case(c, t4, "modes=4 skew=zipf", MIN(3u, info->max_rank), &skewed[k],
                           ++seed);
+    /* ABI 1.6: ridge, l1, and coordinate descent without the bound; a host
+     * sets them only for a plugin of 1.6 or later, and so does the checker. */
+    const uint16_t minor = c->plugin->entry.abi_version.minor;
+    if (minor < 6) {
+        skip(c, "als_update_nonneg ridge, l1 and unbounded",
+             "the plugin's entry says ABI 1.%u: these fields of ABI 1.6 are never set for it",
+             (unsigned)minor);
+    } else {
+        const nonneg_kind regularised[] = {
+            {.norm = TH_NORM_2, .sweeps = 3, .ridge = 0.5, .unbounded = TRUE},
+            {.norm = TH_NORM_MAX, .scaled = TRUE, .sweeps = 5, .tolerance = TH_HALS_TOLERANCE,
+             .l1 = 0.05, .unbounded = TRUE},
+            {.norm = TH_NORM_2, .scaled = TRUE, .sweeps = 5, .ridge = 0.25, .l1 = 0.05},
+        };
+        for (size_t k = 0; k < G_N_ELEMENTS(regularised); k++)
+            check_nonneg_case(c, t3, "modes=3", MIN(6u, info->max_rank), &regularised[k],
+                              ++seed);
+        if (t4 != NULL) {
+            const nonneg_kind both = {.norm = TH_NORM_2, .scaled = TRUE, .sweeps = 5,
+                                      .tolerance = TH_HALS_TOLERANCE, .ridge = 0.1, .l1 = 0.02,
+                                      .unbounded = TRUE};
+            check_nonneg_case(c, t4, "modes=4 skew=zipf", MIN(3u, info->max_rank), &both,
+                              ++seed);
+        }
+    }
     check_nonneg_errors(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* als_sweep with ABI 1.6's fields                                           */
+/* ------------------------------------------------------------------------ */
+
+/* One sweep's 1.6 fields: NULL arrays and ridge 0 are the defaults. */
+typedef struct sweep_v16_case {
+    uint32_t nmodes, rank;
+    int32_t norm;
+    double ridge;
+    const int32_t *constraints; /* [nmodes] or NULL */
+    const double *l1;           /* [nmodes] or NULL */
+    gboolean scaled;            /* io->scale given (else NULL) */
+    uint32_t hals_sweeps;
+    double hals_tolerance;
+} sweep_v16_case;
+
+/* plugin.h (als_sweep): every mode but one with TH_CONSTRAINT_NONE and l1 0
+ * is updated by als_update_nonneg's step. */
+static gboolean sweep_by_descent(const sweep_v16_case *k, uint32_t mode)
+{
+    return (k->constraints && k->constraints[mode] != TH_CONSTRAINT_NONE) ||
+           (k->l1 && k->l1[mode] != 0.0);
+}
+
+/* "als_sweep modes=3 rank=4 norm=2", then the 1.6 fields the case sets. */
+static char *sweep_v16_name(const sweep_v16_case *k)
+{
+    GString *name = g_string_new(NULL);
+    g_string_printf(name, "als_sweep modes=%u rank=%u norm=%s", k->nmodes, k->rank,
+                    k->norm == TH_NORM_2 ? "2" : "max");
+    if (k->ridge != 0.0)
+        g_string_append_printf(name, " ridge=%g", k->ridge);
+    gboolean descent = FALSE;
+    for (uint32_t m = 0; m < k->nmodes; m++)
+        descent |= sweep_by_descent(k, m);
+    for (uint32_t m = 0; k->constraints && m < k->nmodes; m++)
+        g_string_append_printf(name, "%s%s", m ? "," : " constraints=",
+                               k->constraints[m] == TH_CONSTRAINT_NONE ? "none" : "nonneg");
+    for (uint32_t m = 0; k->l1 && m < k->nmodes; m++)
+        g_string_append_printf(name, "%s%g", m ? "," : " l1=", k->l1[m]);
+    if (k->scaled)
+        g_string_append(name, " scale=given");
+    if (descent)
+        g_string_append_printf(name, " hals_sweeps=%u hals_tolerance=%g", k->hals_sweeps,
+                               k->hals_tolerance);
+    return g_string_free(name, FALSE);
+}
+
+/* The checker's own sweep (plugin.h, als_sweep() from 1.6) on `st`, which
+ * holds the factors as the plugin holds them and their Grams: per mode n,
+ * the naive MTTKRP M of the factors as they are, V the Hadamard product of
+ * the other Grams, then A_n = M (V + ridge I)^-1 (a mode with
+ * TH_CONSTRAINT_NONE and l1 0) or naive_hals from A_n times the weights
+ * before it (io->scale for mode 0, else the lambda of mode n-1), and
+ * naive_normalise into st's factor, lambda, Gram and inner. FALSE when a
+ * solve breaks down (plugin.h's test on V + ridge I). */
+static gboolean naive_sweep_v16(const test_tensor *tt, const sweep_v16_case *k,
+                                const double *scale, iteration_state *st)
+{
+    const uint32_t rank = k->rank;
+    const size_t r2 = (size_t)rank * rank;
+    size_t largest = 0;
+    for (uint32_t m = 0; m < k->nmodes; m++)
+        largest = MAX(largest, (size_t)tt->coo.dims[m] * rank);
+    g_autofree double *mttkrp = g_new(double, largest);
+    g_autofree double *v = g_new(double, r2);
+    g_autofree double *l = g_new(double, r2);
+    g_autofree double *weights = g_new(double, rank);
+    for (uint32_t n = 0; n < k->nmodes; n++) {
+        const uint32_t rows = tt->coo.dims[n];
+        double *a = st->factors[n];
+        naive_mttkrp(tt->t, st->factors, rank, n, mttkrp);
+        for (size_t e = 0; e < r2; e++) {
+            v[e] = 1.0;
+            for (uint32_t m = 0; m < k->nmodes; m++)
+                if (m != n)
+                    v[e] *= st->grams[m][e];
+        }
+        const double *before = n == 0 ? scale : weights;
+        if (n > 0)
+            memcpy(weights, st->lambda, rank * sizeof *weights);
+        if (sweep_by_descent(k, n)) {
+            for (size_t e = 0; before && e < (size_t)rows * rank; e++)
+                a[e] *= before[e % rank];
+            const nonneg_kind kind = {
+                .sweeps = k->hals_sweeps, .tolerance = k->hals_tolerance, .ridge = k->ridge,
+                .l1 = k->l1 ? k->l1[n] : 0.0,
+                .unbounded = !k->constraints || k->constraints[n] == TH_CONSTRAINT_NONE};
+            naive_hals(mttkrp, v, rows, rank, &kind, a);
+        } else {
+            for (uint32_t r = 0; r < rank; r++)
+                v[(size_t)r * rank + r] += k->ridge;
+            if (!naive_cholesky(v, rank, l))
+                return FALSE;
+            for (uint32_t i = 0; i < rows; i++)
+                naive_cholesky_solve(l, mttkrp + (size_t)i * rank, rank, a + (size_t)i * rank);
+        }
+        naive_normalise(mttkrp, rows, rank, k->norm, a, st->lambda, st->grams[n], st->inner);
+    }
+    return TRUE;
+}
+
+/* One sweep with the case's fields on the plugin, from factors of both
+ * signs as the plugin holds them, against naive_sweep_v16. A plugin may
+ * refuse with TH_ERR_UNSUPPORTED (a SKIP), but only before changing
+ * anything. */
+static void check_sweep_v16_case(checker *c, const sweep_v16_case *k, uint64_t seed)
+{
+    g_autofree char *name = sweep_v16_name(k);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(k->nmodes, SKEW_UNIFORM, 400, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    const uint32_t nmodes = k->nmodes, rank = k->rank;
+    double **initial = centred_factors(tt, rank, seed + 1);
+    iteration_state want, got;
+    iteration_state_init(&want, tt, rank, initial);
+    iteration_state_init(&got, tt, rank, initial);
+    th_rng rng;
+    th_rng_seed(&rng, seed + 2);
+    g_autofree double *scale = k->scaled ? random_matrix(&rng, rank) : NULL;
+    for (uint32_t r = 0; scale && r < rank; r++)
+        scale[r] = 0.5 + 1.5 * scale[r]; /* weights in [0.5, 2) */
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name) ||
+        !set_all_factors(c, c->plugin, c->inst, initial, nmodes, name) ||
+        !get_factors_into(c, c->plugin, c->inst, want.factors, nmodes, name))
+        goto done;
+    for (uint32_t m = 0; m < nmodes; m++) { /* the Grams of what the plugin holds */
+        th_dense_gram(want.factors[m], tt->coo.dims[m], rank, want.grams[m]);
+        memcpy(got.grams[m], want.grams[m], sizeof(double) * rank * rank);
+    }
+    th_als_sweep_io io = sweep_io(&got, k->norm);
+    io.constraints = k->constraints;
+    io.l1 = k->l1;
+    io.ridge = k->ridge;
+    io.scale = scale;
+    io.hals_sweeps = k->hals_sweeps;
+    io.hals_tolerance = k->hals_tolerance;
+    char err[TH_ERROR_SIZE] = "";
+    th_status status = th_call_als_sweep(c->plugin, c->inst, &io, err);
+    if (status == TH_ERR_UNSUPPORTED) {
+        g_autofree char *why = g_strdup(message_of(err));
+        if (!get_all_factors(c, c->plugin, c->inst, &got, name))
+            goto done;
+        for (uint32_t m = 0; m < nmodes; m++)
+            if (memcmp(got.factors[m], want.factors[m],
+                       sizeof(double) * tt->coo.dims[m] * rank) != 0) {
+                fail(c, name, "als_sweep answered TH_ERR_UNSUPPORTED but changed the factor of "
+                     "mode %u (a refusal must come before changing anything)", m);
+                goto done;
+            }
+        skip(c, name, "TH_ERR_UNSUPPORTED (allowed from ABI 1.6: the host then runs the "
+             "iteration per mode): %s", why);
+        goto done;
+    }
+    if (status != TH_OK) {
+        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+        goto done;
+    }
+    if (io.modes_done != nmodes) {
+        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
+             io.modes_done, nmodes);
+        goto done;
+    }
+    if (!naive_sweep_v16(tt, k, scale, &want)) {
+        skip(c, name, "the checker's own solve broke down on this case");
+        goto done;
+    }
+    double worst = 0.0;
+    if (get_all_factors(c, c->plugin, c->inst, &got, name) &&
+        compare_iterations(c, &got, &want, tt, &worst, name))
+        pass(c, name, "vs the checker's own sweep, max relative error %.2g", worst);
+done:
+    iteration_state_clear(&want);
+    iteration_state_clear(&got);
+    free_factors(initial, nmodes);
+}
+
+/* Bad 1.6 values, one at a time, on a loaded 3-mode instance:
+ * TH_ERR_INVALID_ARGUMENT (plugin.h, als_sweep). */
+static void check_sweep_v16_errors(checker *c)
+{
+    const uint32_t rank = MIN(4u, c->plugin->info->max_rank);
+    const char *const names[] = {
+        "als_sweep constraint 2", "als_sweep negative ridge", "als_sweep NaN l1",
+        "als_sweep hals_sweeps 0 with a nonnegative mode",
+    };
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 61, &error);
+    begin(c, names[0]);
+    if (tt == NULL) {
+        fail(c, names[0], "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, names[0]))
+        return;
+    double **initial = centred_factors(tt, rank, c->opts->seed + 62);
+    iteration_state st;
+    iteration_state_init(&st, tt, rank, initial);
+    const int32_t bad_constraint[3] = {TH_CONSTRAINT_NONE, 2, TH_CONSTRAINT_NONE};
+    const int32_t nonneg[3] = {TH_CONSTRAINT_NONNEG, TH_CONSTRAINT_NONNEG, TH_CONSTRAINT_NONNEG};
+    const double bad_l1[3] = {0.0, NAN, 0.0};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        begin(c, names[i]);
+        if (!set_all_factors(c, c->plugin, c->inst, initial, 3, names[i]))
+            break;
+        th_als_sweep_io io = sweep_io(&st, TH_NORM_2);
+        switch (i) {
+        case 0: io.constraints = bad_constraint; break;
+        case 1: io.ridge = -0.5; break;
+        case 2: io.l1 = bad_l1; break;
+        default: io.constraints = nonneg, io.hals_sweeps = 0; break;
+        }
+        char err[TH_ERROR_SIZE] = "";
+        judge_call_error(c, names[i], "als_sweep",
+                         th_call_als_sweep(c->plugin, c->inst, &io, err), err,
+                         TH_ERR_INVALID_ARGUMENT);
+    }
+    iteration_state_clear(&st);
+    free_factors(initial, 3);
+}
+
+/* (a) ridge alone, every mode unconstrained (the Cholesky of V + ridge I);
+ * (b) every mode nonnegative; (c) mixed, with l1 on an unconstrained mode
+ * and io->scale given; on 4 modes, a descent mode after a Cholesky one.
+ * Only for a plugin of 1.6 or later: a host sets these fields for no
+ * other, and neither does the checker. */
+static void check_all_sweep_v16(checker *c)
+{
+    if (c->plugin->entry.als_sweep == NULL)
+        return; /* check_all_sweep said so */
+    const uint16_t minor = c->plugin->entry.abi_version.minor;
+    if (minor < 6) {
+        skip(c, "als_sweep constraints, l1, ridge and scale",
+             "the plugin's entry says ABI 1.%u: these fields of ABI 1.6 are never set for it",
+             (unsigned)minor);
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint64_t s = c->opts->seed * 53;
+    const int32_t none = TH_CONSTRAINT_NONE, nonneg = TH_CONSTRAINT_NONNEG;
+    const int32_t all_nonneg[3] = {nonneg, nonneg, nonneg};
+    const int32_t mixed[3] = {none, nonneg, none};
+    const double mixed_l1[3] = {0.05, 0.02, 0.0};
+    const sweep_v16_case cases[] = {
+        {.nmodes = 3, .rank = MIN(4u, info->max_rank), .norm = TH_NORM_2, .ridge = 0.5},
+        {.nmodes = 3, .rank = MIN(4u, info->max_rank), .norm = TH_NORM_MAX,
+         .constraints = all_nonneg, .hals_sweeps = 3},
+        {.nmodes = 3, .rank = MIN(5u, info->max_rank), .norm = TH_NORM_2, .ridge = 0.25,
+         .constraints = mixed, .l1 = mixed_l1, .scaled = TRUE, .hals_sweeps = 5,
+         .hals_tolerance = TH_HALS_TOLERANCE},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        check_sweep_v16_case(c, &cases[i], s + i + 1);
+    if (info->max_modes >= 4) {
+        const int32_t after[4] = {nonneg, none, none, nonneg};
+        const double after_l1[4] = {0.0, 0.05, 0.0, 0.02};
+        const sweep_v16_case four = {.nmodes = 4, .rank = MIN(3u, info->max_rank),
+                                     .norm = TH_NORM_2, .ridge = 0.1, .constraints = after,
+                                     .l1 = after_l1, .scaled = TRUE, .hals_sweeps = 1};
+        check_sweep_v16_case(c, &four, s + 9);
+    }
+    check_sweep_v16_errors(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2846,6 +3209,7 @@ static void check_with_instances(checker *c)
     check_all_generalized(c);
     check_all_row_least_squares(c);
     check_all_nonneg_update(c);
+    check_all_sweep_v16(c);
     check_repeated_load(c);
     check_create_destroy(c);
 }

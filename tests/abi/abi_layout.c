@@ -251,7 +251,7 @@ static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == 48, "TH_NONNEG_UPDATE_IO_V1_5_SIZ
 
 #if TH_ABI_VERSION_MINOR >= 6
 /* 1.6: the regularised and constrained sweep's in-fields appended to
- * th_als_sweep_io, ridge, l1 and constraint to th_nonneg_update_io (the
+ * th_als_sweep_io, ridge, l1 and unbounded to th_nonneg_update_io (the
  * entry did not grow). */
 SIZE(th_als_sweep_io, 88);
 OFFSET(th_als_sweep_io, constraints, 40);

@@ -1,5 +1,5 @@
 /* Plugins exactly as a third party would have written them against ABI 1.0,
- * 1.1, 1.2, 1.3 and 1.4: compiled against a frozen copy of that version's header
+ * 1.1, 1.2, 1.3, 1.4 and 1.5: compiled against a frozen copy of that version's header
  * (frozen/v1.N, named by TH_ABI_HEADER), never the current one. Every later
  * host must keep loading them and computing with them; test_abi_frozen and
  * the conformance checker prove that.
@@ -19,8 +19,13 @@
  * 1.4's generalized_mttkrp or factor_update, so a later host runs only
  * least squares on them. Against 1.4 it adds both, naive loops over the
  * nonzeros written from that header's formulas, so a later host runs the
- * Poisson model on it too. None has 1.5's row_least_squares, so no host
- * runs tensor completion on them.
+ * Poisson model on it too. None of those has 1.5's row_least_squares, so
+ * no host runs tensor completion on them. Against 1.5 it adds
+ * row_least_squares and als_update_nonneg, each row's normal equations and
+ * the hierarchical ALS passes written from that header's words, so a later
+ * host runs completion and nonnegative CP with every update in it; it
+ * cannot see 1.6's ridge, l1 or unbounded, which a later host therefore
+ * never sets for it.
  * A section is added for a version when its header is frozen; what a
  * version's build compiles never changes. */
 #include TH_ABI_HEADER /* a frozen header, by absolute path */
@@ -62,6 +67,15 @@
 #elif TH_ABI_VERSION_MINOR == 4
 #define FROZEN_ID "fixture_frozen_v1_4"
 #define FROZEN_ABI "1.4"
+#define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
+#include <float.h>
+#include <math.h>
+#include <time.h>
+
+#include "fixture_algebra.h"
+#elif TH_ABI_VERSION_MINOR == 5
+#define FROZEN_ID "fixture_frozen_v1_5"
+#define FROZEN_ABI "1.5"
 #define FROZEN_FLAGS ((uint32_t)(TH_CAP_ALS_UPDATE | TH_CAP_ALS_SWEEP))
 #include <float.h>
 #include <math.h>
@@ -571,6 +585,161 @@ static th_status frozen_factor_update(th_instance *inst, th_factor_update_io *io
 }
 #endif
 
+#if TH_ABI_VERSION_MINOR >= 5
+/* ---- ABI 1.5: row_least_squares and als_update_nonneg --------------------- */
+
+static th_status check_rls_io(const th_instance *inst, const th_row_least_squares_io *io,
+                              char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "row_least_squares: no tensor loaded");
+    if (io == NULL || io->struct_size < TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: io too short");
+    if (io->mode >= inst->nmodes)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: mode out of range");
+    if (!isfinite(io->ridge) || io->ridge < 0.0)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "row_least_squares: ridge must be finite and >= 0");
+    if (io->nonneg > 1)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: nonneg must be 0 or 1");
+    if (io->nonneg == 1 && io->passes == 0)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "row_least_squares: passes 0 with nonneg 1");
+    return TH_OK;
+}
+
+/* Row `row`'s system from its own nonzeros: g = sum h h^T, b = sum x h
+ * (h the row product of the other factors), *xx = sum x^2; the count. */
+static uint64_t row_system(const th_instance *inst, uint32_t mode, uint32_t row, double *g,
+                           double *b, double *h, double *xx)
+{
+    const uint32_t n = inst->nmodes, rank = inst->rank;
+    memset(g, 0, (size_t)rank * rank * sizeof *g);
+    memset(b, 0, rank * sizeof *b);
+    *xx = 0.0;
+    uint64_t count = 0;
+    for (uint64_t k = 0; k < inst->nnz; k++) {
+        if (inst->indices[k * n + mode] != row)
+            continue;
+        count++;
+        const double x = inst->values[k];
+        for (uint32_t r = 0; r < rank; r++) {
+            h[r] = 1.0;
+            for (uint32_t m = 0; m < n; m++)
+                if (m != mode)
+                    h[r] *= inst->factors[m][(size_t)inst->indices[k * n + m] * rank + r];
+        }
+        for (uint32_t r = 0; r < rank; r++) {
+            b[r] += x * h[r];
+            for (uint32_t c = 0; c < rank; c++)
+                g[(size_t)r * rank + c] += h[r] * h[c];
+        }
+        *xx += x * x;
+    }
+    return count;
+}
+
+static th_status frozen_row_least_squares(th_instance *inst, th_row_least_squares_io *io,
+                                          char *err)
+{
+    th_status status = check_rls_io(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const uint32_t rank = inst->rank, mode = io->mode;
+    const size_t r2 = (size_t)rank * rank;
+    double *g = malloc(r2 * sizeof *g), *v = malloc(r2 * sizeof *v);
+    double *b = malloc(rank * sizeof *b), *h = malloc(rank * sizeof *h);
+    if (g == NULL || v == NULL || b == NULL || h == NULL) {
+        free(g), free(v), free(b), free(h);
+        return fail(err, TH_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    uint64_t singular = 0, empty = 0;
+    double residual = 0.0, norm_squared = 0.0;
+    for (uint32_t row = 0; row < inst->dims[mode]; row++) {
+        double *a = inst->factors[mode] + (size_t)row * rank, xx = 0.0;
+        const uint64_t count = row_system(inst, mode, row, g, b, h, &xx);
+        if (count == 0) { /* zero when ridge > 0 (the minimiser), else as it was */
+            empty++;
+            if (io->ridge > 0.0)
+                memset(a, 0, rank * sizeof *a);
+        } else if (io->nonneg == 1) { /* coordinate descent from the row as it was */
+            for (uint32_t pass = 0; pass < io->passes; pass++)
+                for (uint32_t r = 0; r < rank; r++) {
+                    const double d = g[(size_t)r * rank + r] + io->ridge;
+                    double va = io->ridge * a[r];
+                    for (uint32_t c = 0; c < rank; c++)
+                        va += g[(size_t)r * rank + c] * a[c];
+                    a[r] = d == 0.0 ? 0.0 : fmax(0.0, a[r] + (b[r] - va) / d);
+                }
+        } else {
+            memcpy(v, g, r2 * sizeof *v);
+            for (uint32_t r = 0; r < rank; r++)
+                v[(size_t)r * rank + r] += io->ridge;
+            if ((io->ridge == 0.0 && count < rank) || !fixture_cholesky(v, rank, 16.0)) {
+                singular++; /* left as it was */
+            } else {
+                memcpy(a, b, rank * sizeof *a);
+                fixture_cholesky_solve(v, rank, a);
+            }
+        }
+        if (count > 0) { /* x^T x - 2 a^T b + a^T G a, G without the ridge */
+            double agb = 0.0;
+            for (uint32_t r = 0; r < rank; r++) {
+                double ga = 0.0;
+                for (uint32_t c = 0; c < rank; c++)
+                    ga += g[(size_t)r * rank + c] * a[c];
+                agb += a[r] * (ga - 2.0 * b[r]);
+            }
+            residual += xx + agb;
+        }
+        for (uint32_t r = 0; r < rank; r++)
+            norm_squared += a[r] * a[r];
+    }
+    free(g), free(v), free(b), free(h);
+    io->singular_rows = singular;
+    io->empty_rows = empty;
+    io->factor_norm_squared = norm_squared;
+    io->residual_squared = residual;
+    return TH_OK;
+}
+
+/* als_update's step under A >= 0: A(:, r) *= scale[r], the passes of
+ * hierarchical ALS (fixture_hals, the bound on, no ridge or l1: the 1.5
+ * header has neither), then as als_update. */
+static th_status frozen_als_update_nonneg(th_instance *inst, th_nonneg_update_io *io,
+                                          th_als_output *out, char *err)
+{
+    if (inst->nmodes == 0)
+        return fail(err, TH_ERR_BAD_STATE, "als_update_nonneg: no tensor loaded");
+    if (io == NULL || io->struct_size < TH_NONNEG_UPDATE_IO_V1_5_SIZE)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update_nonneg: io too short");
+    th_status status = check_mode(inst, io->mode, err);
+    if (status == TH_OK)
+        status = check_norm(io->norm, err);
+    if (status != TH_OK)
+        return status;
+    if (io->v == NULL || out == NULL || out->struct_size < TH_ALS_OUTPUT_V1_0_SIZE ||
+        out->lambda == NULL || out->gram == NULL || out->inner == NULL)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update_nonneg: a NULL v or output");
+    if (io->sweeps == 0)
+        return fail(err, TH_ERR_INVALID_ARGUMENT, "als_update_nonneg: sweeps 0");
+    if (!isfinite(io->tolerance) || io->tolerance < 0.0)
+        return fail(err, TH_ERR_INVALID_ARGUMENT,
+                    "als_update_nonneg: tolerance must be finite and >= 0");
+    if (!inst->result_ready[io->mode])
+        return fail(err, TH_ERR_BAD_STATE, "als_update_nonneg: the mode has no MTTKRP result");
+    const uint32_t rank = inst->rank;
+    const size_t rows = inst->dims[io->mode];
+    double *a = inst->factors[io->mode];
+    for (size_t i = 0; io->scale != NULL && i < rows; i++)
+        for (uint32_t r = 0; r < rank; r++)
+            a[i * rank + r] *= io->scale[r];
+    io->passes = fixture_hals(a, inst->results[io->mode], io->v, rows, rank, 0.0, 0.0, 1,
+                              io->sweeps, io->tolerance);
+    finish_update(inst, io->mode, io->norm, out->lambda, out->gram, out->inner);
+    return TH_OK;
+}
+#endif
+
 TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     TH_PLUGIN_ENTRY_HEADER,
     .get_info = frozen_get_info,
@@ -593,5 +762,9 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
 #if TH_ABI_VERSION_MINOR >= 4
     .generalized_mttkrp = frozen_generalized_mttkrp,
     .factor_update = frozen_factor_update,
+#endif
+#if TH_ABI_VERSION_MINOR >= 5
+    .row_least_squares = frozen_row_least_squares,
+    .als_update_nonneg = frozen_als_update_nonneg,
 #endif
 };

@@ -1,15 +1,17 @@
 /* The current host keeps loading plugins built against the frozen ABI 1.0
- * .. 1.4 headers (fixture_frozen_v1_0 .. _v1_4, one source built against
+ * .. 1.5 headers (fixture_frozen_v1_0 .. _v1_5, one source built against
  * each) and computes with them: load through th_plugin_load, one MTTKRP
  * checked by hand, the optional queries whose structs the host sizes (a
  * field newer than the plugin's header reads as its "absent" default), from
  * 1.1 on als_update and als_sweep through the host, and a whole CP-ALS run,
  * whose initial factors the host draws for those before 1.3 exactly as
  * cpu-reference draws its own, and the later plugins draw themselves. Only
- * the 1.4 plugin has generalized_mttkrp and factor_update, and runs the
- * Poisson model as cpu-reference does; none has 1.5's row_least_squares:
- * the host sees each function absent from the plugins whose entry ends
- * before it. */
+ * the 1.4 and 1.5 plugins have generalized_mttkrp and factor_update, and
+ * run the Poisson model as cpu-reference does; only the 1.5 one has
+ * row_least_squares and als_update_nonneg, and runs tensor completion as
+ * cpu-reference does and nonnegative CP with its updates in the backend as
+ * the host's own update does: the host sees each function absent from the
+ * plugins whose entry ends before it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include "plugin/backend.h"
 #include "cpd/cp_als.h"
 #include "cpd/cp_apr.h"
+#include "cpd/cp_complete.h"
 #include "plugin/plugin_loader.h"
 
 #define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
@@ -152,9 +155,26 @@ static void test_frozen_v1_4_loads_and_computes(void **state)
     assert_non_null(plugin->entry.init_factors);
     assert_non_null(plugin->entry.generalized_mttkrp);
     assert_non_null(plugin->entry.factor_update);
-    /* The 1.5 function lies beyond the 1.4 entry: the host reads it as absent. */
+    /* The 1.5 functions lie beyond the 1.4 entry: the host reads them as absent. */
     assert_null(plugin->entry.row_least_squares);
+    assert_null(plugin->entry.als_update_nonneg);
     check_mttkrp_and_queries(plugin, "1.4");
+    th_plugin_unload(plugin);
+}
+
+static void test_frozen_v1_5_loads_and_computes(void **state)
+{
+    (void)state;
+    th_plugin *plugin = load(FROZEN_PLUGIN("1_5"));
+    assert_string_equal(plugin->info->id, "fixture_frozen_v1_5");
+    /* 1.6 did not grow the entry: the 1.5 entry is the current size. */
+    assert_int_equal(plugin->plugin_entry_size, TH_PLUGIN_ENTRY_V1_5_SIZE);
+    assert_int_equal(plugin->plugin_entry_size, sizeof(th_plugin_entry));
+    assert_int_equal(plugin->entry.abi_version.minor, 5);
+    assert_non_null(plugin->entry.generalized_mttkrp);
+    assert_non_null(plugin->entry.row_least_squares);
+    assert_non_null(plugin->entry.als_update_nonneg);
+    check_mttkrp_and_queries(plugin, "1.5");
     th_plugin_unload(plugin);
 }
 
@@ -329,6 +349,12 @@ static void test_frozen_v1_4_sweeps_and_updates(void **state)
     check_sweeps_and_updates("1_4", 4);
 }
 
+static void test_frozen_v1_5_sweeps_and_updates(void **state)
+{
+    (void)state;
+    check_sweeps_and_updates("1_5", 5);
+}
+
 /* ---- A whole run: the host draws the factors for plugins before 1.3 -------- */
 
 static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
@@ -349,9 +375,10 @@ static th_cpd_result *run_cp_als(const char *plugin_path, const th_sptensor *t,
 /* Each frozen plugin before 1.3 runs CP-ALS from factors the host drew (it
  * has no init_factors), the later ones from factors they drew themselves,
  * and each reaches, iteration by iteration, the fits of cpu-reference,
- * which drew the same factors itself (ABI 1.3). Only the 1.4 one can run
- * other models (generalized_mttkrp, ABI 1.4), and none tensor completion
- * (row_least_squares, ABI 1.5). */
+ * which drew the same factors itself (ABI 1.3). Only those of 1.4 and
+ * later can run other models (generalized_mttkrp, ABI 1.4), and only the
+ * 1.5 one tensor completion and nonnegative CP in the backend
+ * (row_least_squares and als_update_nonneg, ABI 1.5). */
 static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
 {
     (void)state;
@@ -369,7 +396,7 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
     assert_int_equal(reference->initial_factors, TH_INIT_BACKEND);
     th_backend_close(reference_backend);
 
-    const char *const versions[] = {"1_0", "1_1", "1_2", "1_3", "1_4"};
+    const char *const versions[] = {"1_0", "1_1", "1_2", "1_3", "1_4", "1_5"};
     for (size_t v = 0; v < G_N_ELEMENTS(versions); v++) {
         th_backend *backend = NULL;
         g_autofree char *path = g_strdup_printf(FROZEN_PLUGIN("%s"), versions[v]);
@@ -379,7 +406,10 @@ static void test_frozen_plugins_start_from_the_host_drawn_factors(void **state)
         assert_int_equal(r->initial_factors, draws_itself ? TH_INIT_BACKEND : TH_INIT_HOST);
         assert_int_equal(th_backend_has_generalized_mttkrp(backend),
                          strcmp(versions[v], "1_4") >= 0);
-        assert_false(th_backend_has_row_least_squares(backend));
+        assert_int_equal(th_backend_has_row_least_squares(backend),
+                         strcmp(versions[v], "1_5") >= 0);
+        assert_int_equal(th_backend_has_als_update_nonneg(backend),
+                         strcmp(versions[v], "1_5") >= 0);
         assert_int_equal(r->iterations->len, reference->iterations->len);
         for (guint i = 0; i < r->iterations->len; i++) {
             const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
@@ -434,6 +464,127 @@ static void test_frozen_v1_4_runs_the_poisson_model(void **state)
     }
 }
 
+/* ---- ABI 1.5's functions through a later host -------------------------------- */
+
+static th_sptensor *dense_sptensor(void)
+{
+    dense_tensor t;
+    dense_tensor_init(&t);
+    th_sptensor *tensor = th_sptensor_new(NM, t.coo.nnz);
+    memcpy(tensor->dims, dense_dims, sizeof dense_dims);
+    for (int m = 0; m < NM; m++)
+        memcpy(tensor->indices[m], t.idx[m], sizeof(uint32_t) * t.coo.nnz);
+    memcpy(tensor->values, t.values, sizeof(double) * t.coo.nnz);
+    return tensor;
+}
+
+/* Every entry but one in three of the dense tensor: the observed ones. */
+static th_sptensor *observed_entries(const th_sptensor *dense)
+{
+    uint64_t kept = 0;
+    for (uint64_t k = 0; k < dense->nnz; k++)
+        kept += k % 3 != 1;
+    th_sptensor *t = th_sptensor_new(NM, kept);
+    memcpy(t->dims, dense->dims, sizeof dense_dims);
+    uint64_t j = 0;
+    for (uint64_t k = 0; k < dense->nnz; k++) {
+        if (k % 3 == 1)
+            continue;
+        for (int m = 0; m < NM; m++)
+            t->indices[m][j] = dense->indices[m][k];
+        t->values[j++] = dense->values[k];
+    }
+    return t;
+}
+
+static th_cpd_result *run_completion(const char *plugin_path, const th_sptensor *t,
+                                     uint64_t nonneg_modes)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
+    const th_cpd_params params = {.model = TH_MODEL_COMPLETION, .rank = RANK, .max_iters = 6,
+                                  .tolerance = 0, .seed = 5, .nonneg_modes = nonneg_modes,
+                                  .completion = {.l2 = 0.1, .passes = 3}};
+    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
+        !th_backend_load_tensor(backend, t, RANK, &error))
+        fail_msg("%s: %s", plugin_path, error->message);
+    th_cpd_result *r = th_cp_complete(backend, t, NULL, &params, NULL, &error);
+    th_backend_close(backend);
+    if (r == NULL)
+        fail_msg("%s: cp_complete: %s", plugin_path, error->message);
+    return r;
+}
+
+/* The 1.5 plugin runs tensor completion through row_least_squares (and the
+ * training error through generalized_mttkrp) and reaches, iteration by
+ * iteration, cpu-reference's training fits: unconstrained and with every
+ * mode nonnegative (its coordinate descent). */
+static void test_frozen_v1_5_runs_completion(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) dense = dense_sptensor();
+    g_autoptr(th_sptensor) observed = observed_entries(dense);
+    const uint64_t masks[] = {0, UINT64_MAX};
+    for (size_t k = 0; k < G_N_ELEMENTS(masks); k++) {
+        g_autoptr(th_cpd_result) reference =
+            run_completion(TH_PLUGIN_DIR "/cpu-reference.so", observed, masks[k]);
+        g_autoptr(th_cpd_result) r = run_completion(FROZEN_PLUGIN("1_5"), observed, masks[k]);
+        assert_int_equal(r->iterations->len, reference->iterations->len);
+        for (guint i = 0; i < r->iterations->len; i++) {
+            const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
+            const double b = g_array_index(reference->iterations, th_cpd_iteration, i).fit;
+            if (!(fabs(a - b) < 1e-10))
+                fail_msg("nonneg modes %#" G_GINT64_MODIFIER "x, iteration %u: fit %.17g, "
+                         "cpu-reference %.17g", masks[k], i + 1, a, b);
+        }
+    }
+}
+
+static th_cpd_result *run_nonneg(const char *plugin_path, const th_sptensor *t,
+                                 th_update_path update)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
+    const th_cpd_params params = {.rank = RANK, .max_iters = 8, .tolerance = 0, .seed = 5,
+                                  .update = update, .nonneg_modes = UINT64_MAX};
+    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
+        !th_backend_load_tensor(backend, t, RANK, &error))
+        fail_msg("%s: %s", plugin_path, error->message);
+    th_cpd_result *r = th_cp_als(backend, t, &params, NULL, &error);
+    th_backend_close(backend);
+    if (r == NULL)
+        fail_msg("%s: cp_als: %s", plugin_path, error->message);
+    return r;
+}
+
+/* The 1.5 plugin runs nonnegative CP with every update in the backend
+ * (als_update_nonneg, the mode path) and reaches, iteration by iteration,
+ * the fits of the host's own nonnegative update (on cpu-reference, the
+ * host path), with every factor >= 0: the host asks a 1.5 plugin for the
+ * 1.5 update, whatever 1.6 added. */
+static void test_frozen_v1_5_runs_nonnegative_cp(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = dense_sptensor();
+    for (uint64_t k = 0; k < t->nnz; k++) /* both signs: the bound is active */
+        t->values[k] = k % 4 == 0 ? -t->values[k] : t->values[k];
+    g_autoptr(th_cpd_result) host =
+        run_nonneg(TH_PLUGIN_DIR "/cpu-reference.so", t, TH_UPDATE_HOST);
+    g_autoptr(th_cpd_result) r = run_nonneg(FROZEN_PLUGIN("1_5"), t, TH_UPDATE_MODE);
+    assert_int_equal(r->update_path, TH_UPDATE_MODE);
+    assert_int_equal(host->update_path, TH_UPDATE_HOST);
+    assert_int_equal(r->iterations->len, host->iterations->len);
+    for (guint i = 0; i < r->iterations->len; i++) {
+        const double a = g_array_index(r->iterations, th_cpd_iteration, i).fit;
+        const double b = g_array_index(host->iterations, th_cpd_iteration, i).fit;
+        if (!(fabs(a - b) < 1e-10))
+            fail_msg("iteration %u: fit %.17g, the host's update %.17g", i + 1, a, b);
+    }
+    for (uint32_t m = 0; m < NM; m++)
+        for (uint64_t k = 0; k < (uint64_t)dense_dims[m] * RANK; k++)
+            assert_true(r->factors[m][k] >= 0.0);
+}
+
 int main(void)
 {
     th_log_set_level(TH_LOG_WARNING);
@@ -443,12 +594,16 @@ int main(void)
         cmocka_unit_test(test_frozen_v1_2_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_3_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_4_loads_and_computes),
+        cmocka_unit_test(test_frozen_v1_5_loads_and_computes),
         cmocka_unit_test(test_frozen_v1_1_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_2_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_3_sweeps_and_updates),
         cmocka_unit_test(test_frozen_v1_4_sweeps_and_updates),
+        cmocka_unit_test(test_frozen_v1_5_sweeps_and_updates),
         cmocka_unit_test(test_frozen_plugins_start_from_the_host_drawn_factors),
         cmocka_unit_test(test_frozen_v1_4_runs_the_poisson_model),
+        cmocka_unit_test(test_frozen_v1_5_runs_completion),
+        cmocka_unit_test(test_frozen_v1_5_runs_nonnegative_cp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
