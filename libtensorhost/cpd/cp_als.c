@@ -233,6 +233,22 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
     return params;
 }
 
+gboolean th_cpd_check_regularised_values(const th_cpd_params *params,
+                                         const th_sptensor *tensor, GError **error)
+{
+    if (params->model != TH_MODEL_LEAST_SQUARES ||
+        !th_cpd_regularised(params, tensor->nmodes) ||
+        (tensor->value_scale == 1.0 && th_sptensor_in_safe_range(tensor)))
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
+                "the largest |value| is %g (in the file's units), outside [2^-64, 2^64]: "
+                "regularised CP-ALS (cpd.l1, cpd.l2) fits the values as read, as its l1 and "
+                "l2 terms are not scale-invariant, and does not scale them into that range "
+                "as CP-ALS otherwise does; rescale the data, and the weights with it",
+                th_sptensor_max_abs(tensor) / tensor->value_scale);
+    return FALSE;
+}
+
 gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
 {
     if (th_sptensor_norm_squared(tensor) > 0.0)
@@ -618,14 +634,12 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                th_init_source *source, GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
-    /* The backend decomposes the tensor times value_scale (a power of 2):
-     * each update's minimiser scales with it when l1 does (the squared
-     * terms scale by its square, the l1 term by it times the factor's), so
-     * l1 * value_scale gives the file's problem scaled; the ridge needs
-     * nothing. */
+    /* A regularised run's tensor is never scaled
+     * (th_cpd_check_regularised_values): value_scale is 1. */
+    (void)value_scale;
     double l1[TH_MAX_MODES];
     for (uint32_t m = 0; m < s->nmodes; ++m)
-        l1[m] = th_cpd_l1(params, m) * value_scale;
+        l1[m] = th_cpd_l1(params, m);
     const th_als_terms terms = {
         .nonneg_modes = th_cpd_nonneg_mask(params, s->nmodes),
         .l2 = params->l2,
@@ -680,7 +694,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
                                  th_cpd_descent_mask(params, TH_MAX_MODES) &&
                              backend->planned_regularised ==
                                  th_cpd_regularised(params, TH_MAX_MODES);
-    if (!th_cpd_check_constraints_order(params, nmodes, error))
+    if (!th_cpd_check_constraints_order(params, nmodes, error) ||
+        !th_cpd_check_regularised_values(params, tensor, error))
         return NULL;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
@@ -706,8 +721,10 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     const gboolean regularised = th_cpd_regularised(params, nmodes);
     /* Each iteration's objective where it is cheap: every l1 0 (the
      * Grams give the squared norms). */
-    const gboolean objective_each_iteration =
-        regularised && th_cpd_descent_mask(params, nmodes) == th_cpd_nonneg_mask(params, nmodes);
+    gboolean any_l1 = FALSE;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        any_l1 = any_l1 || th_cpd_l1(params, m) != 0.0;
+    const gboolean objective_each_iteration = regularised && !any_l1;
     const double objective_scale = 1.0 / (tensor->value_scale * tensor->value_scale);
 
     const th_als_step_callbacks step_callbacks = {

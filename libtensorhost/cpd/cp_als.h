@@ -196,6 +196,16 @@ uint64_t th_cpd_descent_mask(const th_cpd_params *params, uint32_t nmodes);
 gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
                                         GError **error);
 
+/* Regularised CP-ALS fits the values as read: its terms are not
+ * scale-invariant (the l1 term scales with the values, not with their
+ * squares, and the max-norm's floor at 1 sits at one scale), so the host
+ * never scales its tensor into the safe range (sptensor.h), as completion
+ * does not. FALSE with TH_CPD_ERROR_INPUT when params is regularised and
+ * `tensor` was scaled (value_scale != 1) or its largest |value| lies outside
+ * [2^-64, 2^64]; TRUE otherwise. */
+gboolean th_cpd_check_regularised_values(const th_cpd_params *params,
+                                         const th_sptensor *tensor, GError **error);
+
 /* The stopping rule (Tensor Toolbox's cp_als): after iteration `iteration`
  * (1-based), whose fit changed by `delta`, the run has converged when
  * |delta| < tolerance, from iteration 2 on. A tolerance of 0 never stops. */
