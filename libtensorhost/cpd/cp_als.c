@@ -578,9 +578,9 @@ static gboolean state_regularised(const th_als_state *s)
 }
 
 /* The regularised objective of the final model, from the factors just
- * fetched (their columns' 1-norms, which the l1 term needs), in the file's
- * units: the backend decomposed the tensor times value_scale, where every
- * term is value_scale^2 times the file's (cp_als: l1 scaled with it). */
+ * fetched (their columns' 1-norms, which the l1 term needs). A regularised
+ * run's tensor is never scaled (th_cpd_check_regularised_values), so its
+ * value_scale is 1; the division keeps the file's units regardless. */
 static void final_objective(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r)
 {
     g_autofree double *sums = g_new0(double, (size_t)s->nmodes * s->rank);
@@ -630,13 +630,12 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
  * by the backend itself when it can (no factor crosses to it), else drawn
  * here and uploaded. *source says which. */
 static th_als_state *start_run(th_backend *backend, th_update_path path,
-                               const th_cpd_params *params, double value_scale,
-                               th_init_source *source, GError **error)
+                               const th_cpd_params *params, th_init_source *source,
+                               GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
     /* A regularised run's tensor is never scaled
-     * (th_cpd_check_regularised_values): value_scale is 1. */
-    (void)value_scale;
+     * (th_cpd_check_regularised_values), so the weights are the file's. */
     double l1[TH_MAX_MODES];
     for (uint32_t m = 0; m < s->nmodes; ++m)
         l1[m] = th_cpd_l1(params, m);
@@ -736,7 +735,7 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
     g_autoptr(th_als_state) s =
-        start_run(backend, path, params, tensor->value_scale, &r->initial_factors, error);
+        start_run(backend, path, params, &r->initial_factors, error);
     r->init_seconds = seconds_since(init_start);
     gboolean ok = s != NULL;
     result_memory memory = {0};

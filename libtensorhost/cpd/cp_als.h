@@ -112,11 +112,16 @@ typedef struct th_cpd_params {
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
     /* Least squares with nonnegative factors (cpd.constraints): each
-     * constrained mode's update by hierarchical ALS, in the backend on the
-     * mode path (als_update_nonneg, plugin ABI 1.5) or on the host
-     * (th_dense_hals_nonneg); AUTO resolves to MODE when the backend has
-     * als_update_nonneg and als_update, else to HOST; MODE without them,
-     * and SWEEP always, is an error (TH_CPD_ERROR_UPDATE_PATH).
+     * constrained mode's update by hierarchical ALS (th_dense_hals), inside
+     * the sweep (als_sweep of plugin ABI 1.6), in the backend on the mode
+     * path (als_update_nonneg, plugin ABI 1.5) or on the host. With
+     * constraints or regularisation (l2, l1 below), AUTO resolves to SWEEP
+     * when the plugin has als_sweep and is of ABI 1.6, else to MODE when it
+     * has als_update (and als_update_nonneg where a mode needs coordinate
+     * descent), else to HOST; SWEEP on an older plugin and MODE without
+     * those functions are errors (TH_CPD_ERROR_UPDATE_PATH) naming the
+     * plugin. On the mode path a plugin before 1.6 runs only 1.5's
+     * nonnegative update; the host updates the modes that need more.
      * `nonneg_modes`: the modes constrained (bit m: mode m; UINT64_MAX:
      * every mode; 0: none);
      * `constraints_listed` is how many modes a per-mode list named (0: one
