@@ -447,20 +447,35 @@ static void test_mode_path_on_an_older_plugin_matches_the_host_path(void **state
 
 /* On a plugin of ABI 1.6, the descent modes update in its als_update_nonneg
  * with the 1.6 fields: the same run as the host path's. */
+/* Whether the plugin at `plugin` can run the 1.6 tests: it declares 1.6
+ * (else the skip says so), and does not ignore the fields (`ignores`, one of
+ * the probes above). Decided before the test allocates anything, as skip()
+ * leaves the function at once. */
+static gboolean runs_abi_1_6(const char *plugin, gboolean (*ignores)(th_backend *),
+                             const char *what)
+{
+    th_backend *probe = open_plugin(plugin, NULL);
+    const gboolean takes = th_backend_takes_abi_1_6(probe);
+    const gboolean ignored = takes && ignores(probe);
+    const uint32_t minor = th_backend_abi_minor(probe);
+    g_autofree char *id = g_strdup(th_backend_info(probe)->id);
+    th_backend_close(probe);
+    if (!takes)
+        print_message("%s declares ABI 1.%u: no 1.6 fields to test\n", id, minor);
+    else if (ignored)
+        print_message("%s declares ABI 1.%u but its %s ignores the 1.6 fields: skipped until "
+                      "the plugin side of ABI 1.6 is in this tree\n",
+                      id, minor, what);
+    return takes && !ignored;
+}
+
 static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
+    if (!runs_abi_1_6("cpu-reference", nonneg_update_ignores_abi_1_6, "als_update_nonneg"))
+        skip();
     g_autoptr(th_sptensor) t = mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
-    if (!th_backend_takes_abi_1_6(backend))
-        skip();
-    if (nonneg_update_ignores_abi_1_6(backend)) {
-        print_message("cpu-reference declares ABI %u.%u but its als_update_nonneg ignores the "
-                      "1.6 fields (ridge, l1, constraint): skipped until the plugin side of "
-                      "ABI 1.6 is in this tree\n",
-                      TH_ABI_VERSION_MAJOR, th_backend_abi_minor(backend));
-        skip();
-    }
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         const th_cpd_params host = params_of(&cases[c], 2, 20, TH_UPDATE_HOST);
         g_autoptr(th_cpd_result) on_host = run(backend, t, &host);
@@ -704,18 +719,12 @@ static gboolean sweep_ignores_abi_1_6(th_backend *backend)
 static void test_sweep_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
+    if (!runs_abi_1_6(SWEEP_FIXTURE, sweep_ignores_abi_1_6, "als_sweep"))
+        skip();
     g_autoptr(th_sptensor) t = mixed_signs();
     for (int stop = 0; stop < 2; ++stop) {
         g_autoptr(th_backend) backend =
             open_plugin(SWEEP_FIXTURE, stop ? "stop_at_mode=1" : NULL);
-        if (!th_backend_takes_abi_1_6(backend))
-            skip();
-        if (sweep_ignores_abi_1_6(backend)) {
-            print_message("fixture_sweep declares ABI %u.%u but its als_sweep ignores the 1.6 "
-                          "fields: skipped until the plugin side of ABI 1.6 is in this tree\n",
-                          TH_ABI_VERSION_MAJOR, th_backend_abi_minor(backend));
-            skip();
-        }
         for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
             const th_cpd_params host = params_of(&cases[c], 2, 12, TH_UPDATE_HOST);
             g_autoptr(th_cpd_result) on_host = run(backend, t, &host);
