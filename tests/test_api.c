@@ -785,16 +785,108 @@ static void test_constraints(void **state)
     expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
     assert_true(fabs(tensorhost_cpd_fit(r) - nonneg_fit) < 1e-12);
     tensorhost_cpd_free(r);
+    /* (1.5) The sweep with constraints is the plan's to judge: a plugin
+     * without als_sweep (cpu-reference) is refused by name. */
     params.update = TENSORHOST_UPDATE_SWEEP;
     assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
                      TENSORHOST_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err, "TENSORHOST_UPDATE_SWEEP"));
+    assert_non_null(strstr(err, "needs als_sweep"));
+    assert_non_null(strstr(err, "'cpu-reference'"));
     assert_int_equal(tensorhost_cpd_constraints(NULL), TENSORHOST_ERR_MISUSE);
     assert_int_equal(tensorhost_cpd_mode_constraints(NULL, 0), TENSORHOST_ERR_MISUSE);
     tensorhost_tensor_free(t);
     tensorhost_backend_close(backend);
 }
 
+
+/* ---- Regularised CP-ALS (1.5) ----------------------------------------------- */
+
+/* l2, l1 and mode_l1 reach the run: a ridge alone runs in the backend
+ * (als_update with the ridge's inverse) as on the host; the objective of
+ * the final model, each iteration's where every l1 is 0 (NaN where one is
+ * not); a caller of an earlier minor, whose struct ends before the fields,
+ * gets an unregularised run; bad weights are named. */
+static void test_regularisation(void **state)
+{
+    (void)state;
+    char err[TENSORHOST_ERROR_SIZE] = "";
+    tensorhost_backend *backend = open_cpu();
+    tensorhost_tensor *t = NULL;
+    expect_ok(tensorhost_tensor_read(AMINOACID, &t, err), err);
+    tensorhost_cpd_params params = TENSORHOST_CPD_PARAMS_INIT;
+    assert_true(params.l2 == 0.0 && params.l1 == 0.0 && params.mode_l1 == NULL);
+    params.rank = 3;
+    params.max_iters = 15;
+    params.tolerance = 0.0;
+    tensorhost_cpd *plain = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &plain, err), err);
+    assert_true(isnan(tensorhost_cpd_objective(plain)));
+    assert_null(tensorhost_cpd_objectives(plain));
+
+    params.l2 = 1e3;
+    tensorhost_cpd *ridge = NULL, *ridge_host = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &ridge, err), err);
+    params.update = TENSORHOST_UPDATE_HOST;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &ridge_host, err), err);
+    params.update = TENSORHOST_UPDATE_AUTO;
+    assert_true(fabs(tensorhost_cpd_fit(ridge) - tensorhost_cpd_fit(ridge_host)) < 1e-12);
+    assert_true(tensorhost_cpd_fit(ridge) != tensorhost_cpd_fit(plain));
+    const double objective = tensorhost_cpd_objective(ridge);
+    assert_true(isfinite(objective) && objective > 0.0);
+    const double *objectives = tensorhost_cpd_objectives(ridge);
+    assert_non_null(objectives);
+    assert_true(fabs(objectives[14] - objective) <= 1e-12 * objective);
+    assert_true(fabs(tensorhost_cpd_objective(ridge_host) - objective) <= 1e-12 * objective);
+    tensorhost_cpd_free(ridge_host);
+
+    /* An earlier minor's struct: the fields are not there, so no ridge. */
+    params.struct_size = (uint32_t)offsetof(tensorhost_cpd_params, l2);
+    tensorhost_cpd *old = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &old, err), err);
+    assert_true(tensorhost_cpd_fit(old) == tensorhost_cpd_fit(plain));
+    assert_true(isnan(tensorhost_cpd_objective(old)));
+    tensorhost_cpd_free(old);
+    params.struct_size = (uint32_t)sizeof params;
+
+    /* l1 on the host path: sparser factors; per mode. */
+    params.l2 = 0.0;
+    params.l1 = 1e4;
+    params.constraints = TENSORHOST_CONSTRAINTS_NONNEG;
+    params.update = TENSORHOST_UPDATE_HOST;
+    tensorhost_cpd *sparse = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &sparse, err), err);
+    assert_true(isfinite(tensorhost_cpd_objective(sparse)));
+    assert_true(isnan(tensorhost_cpd_objectives(sparse)[0])); /* an l1: the final one only */
+    const double per_mode[3] = {0.0, 1e4, 0.0};
+    params.mode_l1 = per_mode;
+    tensorhost_cpd *one_mode = NULL;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &one_mode, err), err);
+    assert_true(tensorhost_cpd_objective(one_mode) != tensorhost_cpd_objective(sparse));
+    tensorhost_cpd_free(one_mode);
+    tensorhost_cpd_free(sparse);
+
+    const double bad_modes[3] = {0.0, -1.0, 0.0};
+    params.mode_l1 = bad_modes;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &one_mode, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "mode_l1[1] = -1: expected a finite number >= 0");
+    params.mode_l1 = NULL;
+    params.l1 = NAN;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &one_mode, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "l1 nan: expected a finite number >= 0"));
+    params.l1 = 0.0;
+    params.l2 = -0.5;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &one_mode, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "l2 -0.5: expected a finite number >= 0"));
+    assert_true(isnan(tensorhost_cpd_objective(NULL)));
+
+    tensorhost_cpd_free(ridge);
+    tensorhost_cpd_free(plain);
+    tensorhost_tensor_free(t);
+    tensorhost_backend_close(backend);
+}
 
 /* ---- Tensor completion (1.4) ------------------------------------------------ */
 
@@ -1111,6 +1203,7 @@ static void test_complete_result(void **state)
     assert_true(info.l2 == 0.0 && info.holdout == 0.0);
     assert_int_equal(info.published_iteration, n);
     assert_true(info.objective == objective[n - 1] && info.train_rmse == train[n - 1]);
+    assert_true(tensorhost_cpd_objective(r) == info.objective); /* (1.5) */
     assert_true(isnan(info.holdout_rmse));
     assert_int_equal(info.singular_row_solves, 0);
     assert_int_equal(info.empty_rows, 0);
@@ -1544,7 +1637,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_warnings_rank),     cmocka_unit_test(test_warnings_not_converged),
         cmocka_unit_test(test_warnings_underflowed_values),
         cmocka_unit_test(test_cp_apr_parameters), cmocka_unit_test(test_cp_apr_result),
-        cmocka_unit_test(test_constraints),       cmocka_unit_test(test_complete_parameters),
+        cmocka_unit_test(test_constraints),
+        cmocka_unit_test(test_regularisation),       cmocka_unit_test(test_complete_parameters),
         cmocka_unit_test(test_complete_result),   cmocka_unit_test(test_complete_holdout),
         cmocka_unit_test(test_complete_accessors_and_warnings),
         cmocka_unit_test(test_log_handler),

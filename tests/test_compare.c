@@ -1278,6 +1278,54 @@ static void test_cpd_job_completion(void **state)
     assert_true(json_object_get_double_member(cpd, "holdout_rmse") == cpu->holdout_rmse);
 }
 
+/* cpd.l2 and cpd.l1 reach every backend of a CP-ALS comparison: the same
+ * regularised run on each (the fits agree, and differ from the
+ * unregularised run's), and results.json and the table say so. */
+static void test_cpd_job_regularised(void **state)
+{
+    (void)state;
+    static const char *const tail =
+        "[compare]\njob = \"cpd\"\nrepeats = 1\nwarmup = 0\ntolerance = 1e-8\n"
+        "[[compare.backend]]\nlabel = \"cpu\"\nplugin = \"" CPU_REFERENCE "\"\n"
+        "[[compare.backend]]\nlabel = \"good\"\nplugin = \"" FIXTURE_GOOD "\"\n";
+    g_autofree char *regularised_text = g_strconcat(
+        "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\nmax_iters = 10\ntolerance = 0\n"
+        "update = \"host\"\nl2 = 50.0\nl1 = [0.0, 100.0, 0.0]\n",
+        tail, NULL);
+    g_autofree char *plain_text = g_strconcat(
+        "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\nmax_iters = 10\ntolerance = 0\n"
+        "update = \"host\"\n",
+        tail, NULL);
+    g_autoptr(th_config) config = load(regularised_text);
+    g_autoptr(th_config) plain_config = load(plain_text);
+    GError *error = NULL;
+    g_autoptr(th_compare_result) result = th_compare_run_all(config, &error);
+    if (!result)
+        fail_msg("%s", error->message);
+    g_autoptr(th_compare_result) plain = th_compare_run_all(plain_config, &error);
+    if (!plain)
+        fail_msg("%s", error->message);
+    assert_int_equal(result->failures->len, 0);
+    assert_true(result->regularised && !plain->regularised);
+    const th_compare_run *cpu = run_at(result, 0, 0), *good = run_at(result, 0, 1);
+    assert_int_equal(cpu->status, TH_COMPARE_OK);
+    assert_int_equal(good->status, TH_COMPARE_OK);
+    assert_true(fabs(good->fit_difference) <= 1e-8);
+    assert_true(fabs(cpu->fit - run_at(plain, 0, 0)->fit) > 1e-6);
+
+    g_autofree char *table = th_compare_format_table(result);
+    assert_non_null(strstr(table, "CP-ALS, regularised"));
+    g_autoptr(JsonNode) root = th_compare_json(result);
+    JsonObject *top = json_node_get_object(root);
+    assert_true(json_object_get_double_member(top, "l2") == 50.0);
+    JsonArray *l1 = json_object_get_array_member(top, "l1");
+    assert_int_equal(json_array_get_length(l1), 3);
+    assert_true(json_array_get_double_element(l1, 1) == 100.0);
+    g_autoptr(JsonNode) plain_root = th_compare_json(plain);
+    JsonObject *plain_top = json_node_get_object(plain_root);
+    assert_true(json_object_get_double_member(plain_top, "l1") == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1293,6 +1341,7 @@ int main(void)
         cmocka_unit_test(test_cpd_job_compares_fits),
         cmocka_unit_test(test_cpd_job_poisson),
         cmocka_unit_test(test_cpd_job_completion),
+        cmocka_unit_test(test_cpd_job_regularised),
         cmocka_unit_test(test_cpd_job_with_a_sweep_backend),
         cmocka_unit_test(test_unavailable_backend_is_skipped_unless_baseline),
         cmocka_unit_test(test_bad_option_fails_before_any_tensor_is_read),

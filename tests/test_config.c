@@ -149,6 +149,7 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.model=least-squares\n"
                                                 "cpd.constraints=none\n"
                                                 "cpd.l2=0\n"
+                                                "cpd.l1=0\n"
                                                 "cpd.max_inner_iters=10\n"
                                                 "cpd.kappa=0.01\n"
                                                 "cpd.kappa_tolerance=1e-10\n"
@@ -184,6 +185,9 @@ static void collect_typed(const char *key, const th_config_value *value, void *u
     case TH_CONFIG_VALUE_STRING_LIST:
         g_string_append_printf(out, "%s=list:%u\n", key, value->items->len);
         break;
+    case TH_CONFIG_VALUE_NUMBER_LIST:
+        g_string_append_printf(out, "%s=numbers:%u\n", key, value->numbers->len);
+        break;
     case TH_CONFIG_VALUE_STRING:
         g_string_append_printf(out, "%s=string:%s\n", key, value->text);
         break;
@@ -214,6 +218,7 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.model=string:least-squares\n"
                                       "cpd.constraints=string:none\n"
                                       "cpd.l2=number:0\n"
+                                      "cpd.l1=number:0\n"
                                       "cpd.max_inner_iters=int:10\n"
                                       "cpd.kappa=number:0.01\n"
                                       "cpd.kappa_tolerance=number:1e-10\n"
@@ -334,17 +339,113 @@ static void test_cpd_constraints(void **state)
                       TH_CONFIG_ERROR_RANGE,
                       "FILE:3:15: key 'cpd.constraints': expected one of \"none\", \"nonneg\", "
                       "or an array of them, found the string \"positive\"");
-    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"sweep\"\n",
-                      NULL, TH_CONFIG_ERROR_CONFLICT,
-                      "FILE:4:1: cpd.update = \"sweep\" updates without constraints; with "
-                      "cpd.constraints = \"nonneg\" each mode is updated on its own, in the "
-                      "backend or on the host: leave cpd.update out or set it to \"auto\", "
-                      "\"mode\" or \"host\"");
+    /* The sweep takes constraints from plugin ABI 1.6 on: the plan, which
+     * knows the plugin, decides. */
+    g_autoptr(th_config) swept = load_ok(
+        "tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nupdate = \"sweep\"\n", NULL);
+    assert_int_equal(th_cpd_params_from_config(swept, 2).update, TH_UPDATE_SWEEP);
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nconstraints = \"nonneg\"\n",
                       NULL, TH_CONFIG_ERROR_CONFLICT,
                       "FILE:4:1: cpd.constraints = \"nonneg\" is for the least-squares model; the "
                       "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
                       "construction: leave cpd.constraints out");
+}
+
+/* cpd.l2 and cpd.l1, CP-ALS's regularisation: a number (l1: or one per
+ * mode), finite and >= 0, from the file or --set; l2 is also completion's
+ * ridge; the Poisson model takes neither, completion no l1; a per-mode
+ * list's length is checked against the tensor's order when the run is
+ * planned (th_cpd_check_constraints_order, naming both counts). */
+static void test_cpd_l1_and_l2(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) one = load_ok("tensor.path = \"t\"\n[cpd]\nl2 = 1e-3\nl1 = 0.5\n", NULL);
+    assert_false(one->l1.listed);
+    const th_cpd_params p = th_cpd_params_from_config(one, 2);
+    assert_int_equal(p.model, TH_MODEL_LEAST_SQUARES);
+    assert_true(p.l2 == 1e-3 && p.l1_listed == 0);
+    assert_true(th_cpd_l1(&p, 0) == 0.5 && th_cpd_l1(&p, 5) == 0.5);
+    assert_true(th_cpd_regularised(&p, 3));
+    assert_int_equal(th_cpd_descent_mask(&p, 3), 7);
+    g_autoptr(th_config) listed =
+        load_ok("tensor.path = \"t\"\n[cpd]\nl1 = [0, 2, 0.25]\nconstraints = [\"nonneg\", "
+                "\"none\", \"none\"]\n",
+                NULL);
+    assert_true(listed->l1.listed);
+    const th_cpd_params q = th_cpd_params_from_config(listed, 2);
+    assert_int_equal(q.l1_listed, 3);
+    assert_true(th_cpd_l1(&q, 0) == 0.0 && th_cpd_l1(&q, 1) == 2.0 && th_cpd_l1(&q, 2) == 0.25);
+    assert_int_equal(th_cpd_descent_mask(&q, 3), 7); /* mode 1 nonneg, 2 and 3 by l1 */
+    g_autoptr(GError) order_error = NULL;
+    assert_true(th_cpd_check_constraints_order(&q, 3, &order_error));
+    g_autoptr(th_config) listed_two =
+        load_ok("tensor.path = \"t\"\n[cpd]\nl1 = [0.1, 0.2]\n", NULL);
+    const th_cpd_params two = th_cpd_params_from_config(listed_two, 2);
+    assert_false(th_cpd_check_constraints_order(&two, 3, &order_error));
+    assert_true(g_error_matches(order_error, TH_CPD_ERROR, TH_CPD_ERROR_L1));
+    assert_string_equal(order_error->message,
+                        "2 l1 weights given, one per mode, but the tensor has 3 modes");
+    /* Unregularised by default: l2 = l1 = 0. */
+    g_autoptr(th_config) plain = load_ok("tensor.path = \"t\"\n", NULL);
+    const th_cpd_params none = th_cpd_params_from_config(plain, 2);
+    assert_false(th_cpd_regularised(&none, 3));
+    assert_int_equal(th_cpd_descent_mask(&none, 3), 0);
+    /* --set, a number or an array. */
+    const char *set[] = {"cpd.l1=[1, 0.5]", "cpd.l2=2", NULL};
+    g_autoptr(th_config) overridden = load_ok("tensor.path = \"t\"\n", set);
+    assert_true(overridden->l1.listed && overridden->l1.values->len == 2);
+    assert_true(overridden->l2 == 2.0);
+    const char *set_one[] = {"cpd.l1=1e-2", NULL};
+    g_autoptr(th_config) overridden_one = load_ok("tensor.path = \"t\"\n", set_one);
+    assert_false(overridden_one->l1.listed);
+    assert_true(g_array_index(overridden_one->l1.values, double, 0) == 1e-2);
+    /* The report's listing keeps a list a list. */
+    g_autoptr(GString) typed = g_string_new(NULL);
+    th_config_foreach(listed, collect_typed, typed);
+    assert_non_null(strstr(typed->str, "cpd.l1=numbers:3\n"));
+
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = -0.5\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:6: key 'cpd.l1': expected a finite number >= 0, or a non-empty "
+                      "array of them (one per mode), found the float -0.5");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = nan\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:6: key 'cpd.l1': expected a finite number >= 0, or a non-empty "
+                      "array of them (one per mode), found the float nan");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = [0.1, inf]\n", NULL,
+                      TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:12: key 'cpd.l1[1]': expected a finite number >= 0, found the "
+                      "float inf");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = [0.1, \"a\"]\n", NULL,
+                      TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:12: key 'cpd.l1[1]': expected a finite number >= 0, found the "
+                      "string \"a\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = []\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:6: key 'cpd.l1': expected a finite number >= 0, or a non-empty "
+                      "array of them (one per mode), found an array");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl1 = \"0.1\"\n", NULL, TH_CONFIG_ERROR_TYPE,
+                      "FILE:3:6: key 'cpd.l1': expected a finite number >= 0, or a non-empty "
+                      "array of them (one per mode), found the string \"0.1\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nl2 = -1\n", NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:3:6: key 'cpd.l2': expected a finite number >= 0, found the "
+                      "integer -1");
+    const char *bad_set[] = {"cpd.l1=-1", NULL};
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n", bad_set, TH_CONFIG_ERROR_RANGE,
+                      "--set cpd.l1=-1: key 'cpd.l1': expected a finite number >= 0, or a "
+                      "non-empty array of them (one per mode), found the integer -1");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nl1 = 0.1\n", NULL,
+                      TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.l1 is a parameter of the least-squares model (cpd.model = "
+                      "\"least-squares\": a weight of its regularised updates); the model is "
+                      "\"poisson\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nl2 = 0.1\n", NULL,
+                      TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.l2 is a parameter of the least-squares model (cpd.model = "
+                      "\"least-squares\": a weight of its regularised updates); the model is "
+                      "\"poisson\"");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\nmissing = \"unlisted\"\n[cpd]\nl1 = 0.1\n", NULL,
+                      TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:5:1: cpd.l1: tensor completion (tensor.missing = \"unlisted\") "
+                      "solves each factor row exactly by row-wise ALS, which has no l1 term; "
+                      "leave cpd.l1 out (cpd.l2 is its ridge)");
 }
 
 static void test_tolerance_accepts_an_integer(void **state)
@@ -492,7 +593,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
                       "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, constraints, "
-                      "l2, max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
+                      "l2, l1, max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
 }
 
 static void test_unknown_section(void **state)
@@ -976,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_tolerance_accepts_an_integer),
         cmocka_unit_test(test_cpd_update),
         cmocka_unit_test(test_cpd_constraints),
+        cmocka_unit_test(test_cpd_l1_and_l2),
         cmocka_unit_test(test_type_errors),
         cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_range_errors),

@@ -742,27 +742,33 @@ static void expect_nonneg_path_error(th_backend *backend, th_update_path update,
     assert_string_equal(error->message, expected);
 }
 
-/* The nonnegative update runs per mode: the sweep path is refused on any
- * backend, the mode path on one without als_update_nonneg, whose "auto"
- * is the host path. */
-static void test_nonneg_refuses_the_sweep_path(void **state)
+/* The nonnegative update runs per mode, or inside a sweep of plugin ABI
+ * 1.6 (test_cp_als_regularised.c): "sweep" on a backend without als_sweep
+ * is the usual error, "mode" on one without als_update_nonneg too, and
+ * "auto" there is the host path unless the plugin's sweep takes the
+ * constraints. */
+static void test_nonneg_path_errors(void **state)
 {
     (void)state;
     g_autoptr(th_backend) reference = open_cpu_reference();
     expect_nonneg_path_error(reference, TH_UPDATE_SWEEP,
-                             "update path \"sweep\" (cpd.update) updates without constraints; "
-                             "with constraints \"nonneg\" each mode is updated on its own: use "
-                             "\"auto\", \"mode\" or \"host\"");
+                             "update path \"sweep\" (cpd.update) needs als_sweep (capability "
+                             "TH_CAP_ALS_SWEEP, plugin ABI 1.1), which plugin 'cpu-reference' "
+                             "does not implement; use \"auto\" to take the best path the "
+                             "plugin has");
     g_autoptr(th_backend) sweep = open_plugin(SWEEP_FIXTURE, NULL);
     assert_false(th_backend_has_als_update_nonneg(sweep));
     expect_nonneg_path_error(sweep, TH_UPDATE_MODE,
-                             "update path \"mode\" (cpd.update) with constraints \"nonneg\" "
-                             "needs als_update_nonneg (plugin ABI 1.5) and als_update "
+                             "update path \"mode\" (cpd.update) with constraints \"nonneg\" or "
+                             "l1 needs als_update_nonneg (plugin ABI 1.5) and als_update "
                              "(capability TH_CAP_ALS_UPDATE), which plugin 'fixture_sweep' does "
                              "not both implement; use \"auto\" to take the best path the plugin "
                              "has");
     g_autoptr(th_sptensor) t = mixed_signs();
     th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX};
+    /* What the plugin declares decides "auto" (a plugin built against
+     * 1.5 here, whatever this tree's fixture says). */
+    sweep->plugin->entry.abi_version.minor = 5;
     g_autoptr(th_cpd_result) r = run(sweep, t, &params, NULL);
     assert_int_equal(r->update_path, TH_UPDATE_HOST);
 }
@@ -777,8 +783,9 @@ static void test_nonneg_refused_in_the_backend_falls_back_to_the_host(void **sta
     g_autoptr(th_backend) refusing =
         open_plugin(TH_FIXTURE_PLUGIN_DIR "/fixture_sweep_nonneg_refused.so", NULL);
     assert_true(th_backend_has_als_update_nonneg(refusing));
+    /* The mode path: its sweep would take the constraints from ABI 1.6 on. */
     th_cpd_params params = {.rank = 2, .max_iters = 10, .tolerance = 0, .seed = 3,
-                            .nonneg_modes = UINT64_MAX};
+                            .nonneg_modes = UINT64_MAX, .update = TH_UPDATE_MODE};
     g_autoptr(th_cpd_result) fallen = run(refusing, t, &params, NULL);
     assert_int_equal(fallen->iterations->len, 10);
     g_autoptr(th_backend) sweep = open_plugin(SWEEP_FIXTURE, NULL);
@@ -806,7 +813,7 @@ int main(void)
         cmocka_unit_test(test_nonneg_factors),
         cmocka_unit_test(test_nonneg_mode_and_host_paths_agree),
         cmocka_unit_test(test_nonneg_refused_in_the_backend_falls_back_to_the_host),
-        cmocka_unit_test(test_nonneg_refuses_the_sweep_path),
+        cmocka_unit_test(test_nonneg_path_errors),
         cmocka_unit_test(test_nonneg_per_mode),
         cmocka_unit_test(test_nonneg_recovers_planted_parts),
     };

@@ -432,14 +432,23 @@ static void test_config_keys_and_rules(void **state)
     assert_float_equal(params.completion.l2, 0.01, 0.0);
     assert_float_equal(params.completion.holdout, 0.2, 0.0);
     assert_int_equal(params.nonneg_modes, UINT64_MAX);
+    assert_float_equal(params.l2, 0.0, 0.0); /* CP-ALS's: completion keeps its own */
 
     expect_config_error("[tensor]\npath = \"t.tns\"\nmissing = \"unlisted\"\nholdout = 1.0\n",
                         "/tmp/run.toml:4:1: tensor.holdout: expected a fraction at least 0 "
                         "and below 1");
     expect_config_error("[tensor]\npath = \"t.tns\"\nholdout = 0.1\n",
                         "/tmp/run.toml:3:1: tensor.holdout is a parameter of tensor completion");
-    expect_config_error("[tensor]\npath = \"t.tns\"\n[cpd]\nl2 = 0.1\n",
-                        "cpd.l2 is a parameter of tensor completion");
+    /* cpd.l2 is also CP-ALS's ridge (least squares with every entry
+     * listed), and completion has no l1. */
+    g_autoptr(th_config) ridge = load_config("[tensor]\npath = \"t.tns\"\n[cpd]\nl2 = 0.1\n", &error);
+    assert_non_null(ridge);
+    const th_cpd_params ridge_params = th_cpd_params_from_config(ridge, 4);
+    assert_int_equal(ridge_params.model, TH_MODEL_LEAST_SQUARES);
+    assert_float_equal(ridge_params.l2, 0.1, 0.0);
+    expect_config_error("[tensor]\npath = \"t.tns\"\nmissing = \"unlisted\"\n[cpd]\nl1 = 0.1\n",
+                        "cpd.l1: tensor completion (tensor.missing = \"unlisted\") solves each "
+                        "factor row exactly by row-wise ALS, which has no l1 term");
     expect_config_error("[tensor]\npath = \"t.tns\"\nmissing = \"unlisted\"\n[cpd]\n"
                         "model = \"poisson\"\n",
                         "the Poisson model (cpd.model = \"poisson\") with unknown entries");

@@ -6,11 +6,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include <glib.h>
 
 #include "cpd/dense.h"
+#include <tensorhost/plugin.h>
 #include "base/rng.h"
 
 static double max_abs_diff(const double *a, const double *b, size_t n)
@@ -478,6 +480,257 @@ static void test_hals_nonneg_thread_count_does_not_matter(void **state)
     assert_memory_equal(one, two, rows * rank * sizeof(double));
 }
 
+/* ---- The regularised coordinate descent (th_dense_hals) ------------------
+ * Its oracle: the exact minimiser of one row's problem
+ *   f(a) = 1/2 a V a^T - m a^T + ridge/2 |a|^2 + l1 |a|_1   (a >= 0 under NONNEG)
+ * found without coordinate descent, by trying every sign pattern: with the
+ * set F of nonzero entries and their signs s fixed, f is a quadratic whose
+ * stationary point solves (V + ridge I)_FF a_F = m_F - l1 s_F; the
+ * minimiser is the pattern whose solution has the signs it assumed and the
+ * lowest f (f strictly convex: V + ridge I positive definite). */
+
+static double row_objective(const double *a, const double *v, const double *m, uint32_t rank,
+                            double ridge, double l1)
+{
+    double f = 0.0;
+    for (uint32_t p = 0; p < rank; ++p) {
+        double av = 0.0;
+        for (uint32_t q = 0; q < rank; ++q)
+            av += a[q] * v[p * rank + q];
+        f += 0.5 * a[p] * av - m[p] * a[p] + 0.5 * ridge * a[p] * a[p] + l1 * fabs(a[p]);
+    }
+    return f;
+}
+
+/* Solves the n x n system s x = b in place (b becomes x) by Gaussian
+ * elimination with partial pivoting; FALSE when singular. */
+static gboolean solve_small(double *s, double *b, uint32_t n)
+{
+    for (uint32_t c = 0; c < n; ++c) {
+        uint32_t pivot = c;
+        for (uint32_t r = c + 1; r < n; ++r)
+            if (fabs(s[r * n + c]) > fabs(s[pivot * n + c]))
+                pivot = r;
+        if (fabs(s[pivot * n + c]) < 1e-300)
+            return FALSE;
+        for (uint32_t k = 0; k < n; ++k) {
+            const double t = s[c * n + k];
+            s[c * n + k] = s[pivot * n + k];
+            s[pivot * n + k] = t;
+        }
+        const double t = b[c];
+        b[c] = b[pivot];
+        b[pivot] = t;
+        for (uint32_t r = c + 1; r < n; ++r) {
+            const double factor = s[r * n + c] / s[c * n + c];
+            for (uint32_t k = c; k < n; ++k)
+                s[r * n + k] -= factor * s[c * n + k];
+            b[r] -= factor * b[c];
+        }
+    }
+    for (uint32_t c = n; c-- > 0;) {
+        for (uint32_t k = c + 1; k < n; ++k)
+            b[c] -= s[c * n + k] * b[k];
+        b[c] /= s[c * n + c];
+    }
+    return TRUE;
+}
+
+/* The exact minimiser of one row's problem (rank <= 6), by enumeration. */
+static void exhaustive_row(const double *v, const double *m, uint32_t rank, double ridge,
+                           double l1, gboolean nonneg, double *best)
+{
+    const uint32_t choices = nonneg ? 2 : 3; /* 0, +, (-) */
+    uint32_t patterns = 1;
+    for (uint32_t p = 0; p < rank; ++p)
+        patterns *= choices;
+    double best_f = INFINITY;
+    for (uint32_t code = 0; code < patterns; ++code) {
+        int sign[6];
+        uint32_t free_index[6], n = 0, rest = code;
+        for (uint32_t p = 0; p < rank; ++p) {
+            const uint32_t c = rest % choices;
+            rest /= choices;
+            sign[p] = c == 0 ? 0 : c == 1 ? 1 : -1;
+            if (sign[p])
+                free_index[n++] = p;
+        }
+        double s[36], x[6], a[6] = {0};
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t j = 0; j < n; ++j)
+                s[i * n + j] = v[free_index[i] * rank + free_index[j]] + (i == j ? ridge : 0.0);
+            x[i] = m[free_index[i]] - l1 * sign[free_index[i]];
+        }
+        if (n > 0 && !solve_small(s, x, n))
+            continue;
+        gboolean consistent = TRUE;
+        for (uint32_t i = 0; i < n; ++i) {
+            consistent = consistent && x[i] * sign[free_index[i]] > 0.0;
+            a[free_index[i]] = x[i];
+        }
+        if (!consistent)
+            continue;
+        const double f = row_objective(a, v, m, rank, ridge, l1);
+        if (f < best_f) {
+            best_f = f;
+            memcpy(best, a, sizeof(double) * rank);
+        }
+    }
+}
+
+/* Run to convergence, the coordinate descent reaches every row's exact
+ * minimiser, for each constraint, with and without ridge and l1 (from
+ * small to large enough to zero whole rows), on a V of full rank and on a
+ * singular one (rank 3 with 2 columns of K: the ridge makes it definite). */
+static void test_hals_reaches_the_exact_minimiser(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 91);
+    const uint64_t rows = 25;
+    const uint32_t rank = 3;
+    const double ridges[] = {0.0, 0.3, 2.0};
+    const double l1s[] = {0.0, 0.05, 0.4, 5.0};
+    for (int singular = 0; singular < 2; ++singular) {
+        const uint32_t k_rows = singular ? 2 : 8;
+        double k[8 * 3], v[9], m[25 * 3];
+        random_matrix(&rng, k, (size_t)k_rows * rank);
+        random_matrix(&rng, m, rows * rank);
+        th_dense_gram(k, k_rows, rank, v);
+        for (int constraint = TH_CONSTRAINT_NONE; constraint <= TH_CONSTRAINT_NONNEG;
+             ++constraint)
+            for (size_t ri = 0; ri < G_N_ELEMENTS(ridges); ++ri)
+                for (size_t li = 0; li < G_N_ELEMENTS(l1s); ++li) {
+                    const double ridge = ridges[ri], l1 = l1s[li];
+                    if (singular && ridge == 0.0)
+                        continue; /* no unique minimiser */
+                    double a[25 * 3];
+                    random_matrix(&rng, a, rows * rank);
+                    (void)th_dense_hals(m, v, rows, rank, ridge, l1, constraint, 200000, 0.0,
+                                        a);
+                    for (uint64_t i = 0; i < rows; ++i) {
+                        double want[3];
+                        exhaustive_row(v, m + i * rank, rank, ridge, l1,
+                                       constraint == TH_CONSTRAINT_NONNEG, want);
+                        for (uint32_t p = 0; p < rank; ++p)
+                            if (!(fabs(a[i * rank + p] - want[p]) <= 1e-9))
+                                fail_msg("singular %d constraint %d ridge %g l1 %g row %llu "
+                                         "column %u: %.17g, the minimiser %.17g",
+                                         singular, constraint, ridge, l1,
+                                         (unsigned long long)i, p, a[i * rank + p], want[p]);
+                    }
+                }
+    }
+}
+
+/* Larger: the result meets the lasso's optimality conditions, with the
+ * gradient g = a (V + ridge I) - m: g = -l1 sign(a) where a != 0 and
+ * |g| <= l1 where a = 0 (unconstrained); g = -l1 where a > 0 and
+ * g >= -l1 where a = 0 (nonnegative); each pass lowers the objective. */
+static void test_hals_meets_the_lasso_conditions(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 92);
+    const uint64_t rows = 40;
+    const uint32_t rank = 6;
+    const double ridge = 0.25, l1 = 0.3;
+    double k[30 * 6], v[6 * 6], m[40 * 6], x[40 * 30];
+    random_matrix(&rng, k, 30 * 6);
+    random_matrix(&rng, x, 40 * 30);
+    th_dense_gram(k, 30, rank, v);
+    th_dense_matmul(x, k, rows, 30, rank, m);
+    for (int constraint = TH_CONSTRAINT_NONE; constraint <= TH_CONSTRAINT_NONNEG; ++constraint) {
+        double a[40 * 6];
+        random_matrix(&rng, a, rows * rank);
+        double previous = INFINITY;
+        for (int pass = 0; pass < 6; ++pass) {
+            (void)th_dense_hals(m, v, rows, rank, ridge, l1, constraint, 1, 0.0, a);
+            double f = 0.0;
+            for (uint64_t i = 0; i < rows; ++i)
+                f += row_objective(a + i * rank, v, m + i * rank, rank, ridge, l1);
+            assert_true(f <= previous + 1e-12 * fabs(previous));
+            previous = f;
+        }
+        (void)th_dense_hals(m, v, rows, rank, ridge, l1, constraint, 100000, 0.0, a);
+        uint64_t zeros = 0;
+        for (uint64_t i = 0; i < rows; ++i)
+            for (uint32_t p = 0; p < rank; ++p) {
+                const double ai = a[i * rank + p];
+                double g = ridge * ai - m[i * rank + p];
+                for (uint32_t q = 0; q < rank; ++q)
+                    g += a[i * rank + q] * v[q * rank + p];
+                if (constraint == TH_CONSTRAINT_NONNEG)
+                    assert_true(ai >= 0.0);
+                zeros += ai == 0.0;
+                const gboolean ok = ai != 0.0 ? fabs(g + l1 * (ai > 0 ? 1.0 : -1.0)) < 1e-9
+                                    : constraint == TH_CONSTRAINT_NONNEG ? g >= -l1 - 1e-9
+                                                                         : fabs(g) <= l1 + 1e-9;
+                if (!ok)
+                    fail_msg("constraint %d row %llu column %u: a = %g, gradient %g", constraint,
+                             (unsigned long long)i, p, ai, g);
+            }
+        assert_true(zeros > 0); /* the l1 term is active somewhere */
+    }
+}
+
+/* Unconstrained with l1 = 0, the descent converges to the ridge's closed
+ * form m (V + ridge I)^-1: the two update kinds of CP-ALS agree. */
+static void test_hals_unconstrained_converges_to_the_ridge_solve(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 93);
+    const uint64_t rows = 20;
+    const uint32_t rank = 5;
+    const double ridge = 0.5;
+    double k[12 * 5], v[25], shifted[25], w[25], m[20 * 5], a[20 * 5], closed[20 * 5];
+    random_matrix(&rng, k, 12 * 5);
+    random_matrix(&rng, m, rows * rank);
+    random_matrix(&rng, a, rows * rank);
+    th_dense_gram(k, 12, rank, v);
+    memcpy(shifted, v, sizeof v);
+    for (uint32_t p = 0; p < rank; ++p)
+        shifted[p * rank + p] += ridge;
+    assert_int_equal(th_dense_spd_pinv(shifted, rank, w), 0);
+    th_dense_matmul(m, w, rows, rank, rank, closed);
+    (void)th_dense_hals(m, v, rows, rank, ridge, 0.0, TH_CONSTRAINT_NONE, 100000, 0.0, a);
+    assert_true(max_abs_diff(a, closed, rows * rank) < 1e-10);
+}
+
+/* With ridge 0, l1 0 and the constraint it is the nonnegative update of
+ * plugin ABI 1.5 bit for bit; a column whose d = v(k,k) + ridge is 0 is
+ * left as it is, and one with v(k,k) = 0 but a ridge is not. */
+static void test_hals_special_cases(void **state)
+{
+    (void)state;
+    th_rng rng;
+    th_rng_seed(&rng, 94);
+    const uint64_t rows = 10;
+    const uint32_t rank = 3;
+    double k[6 * 3], v[9], m[10 * 3], a[10 * 3], b[10 * 3];
+    random_matrix(&rng, k, 6 * 3);
+    random_matrix(&rng, m, rows * rank);
+    random_matrix(&rng, a, rows * rank);
+    th_dense_gram(k, 6, rank, v);
+    memcpy(b, a, sizeof a);
+    assert_int_equal(th_dense_hals(m, v, rows, rank, 0.0, 0.0, TH_CONSTRAINT_NONNEG, 3, 0.0, a),
+                     th_dense_hals_nonneg(m, v, rows, rank, 3, 0.0, b));
+    assert_memory_equal(a, b, sizeof a);
+    /* Column 1 of K zero: v(1,1) = 0. */
+    for (uint32_t r = 0; r < 6; ++r)
+        k[r * rank + 1] = 0.0;
+    th_dense_gram(k, 6, rank, v);
+    random_matrix(&rng, a, rows * rank);
+    memcpy(b, a, sizeof a);
+    (void)th_dense_hals(m, v, rows, rank, 0.0, 0.1, TH_CONSTRAINT_NONE, 4, 0.0, a);
+    for (uint64_t i = 0; i < rows; ++i)
+        assert_true(a[i * rank + 1] == b[i * rank + 1]);
+    (void)th_dense_hals(m, v, rows, rank, 2.0, 0.0, TH_CONSTRAINT_NONE, 4, 0.0, a);
+    for (uint64_t i = 0; i < rows; ++i) /* d = 2: a(i,1) = m(i,1) / 2, v's column 1 zero */
+        assert_true(fabs(a[i * rank + 1] - m[i * rank + 1] / 2.0) < 1e-15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +751,10 @@ int main(void)
         cmocka_unit_test(test_column_inner),
         cmocka_unit_test(test_hals_nonneg_meets_kkt),
         cmocka_unit_test(test_hals_nonneg_thread_count_does_not_matter),
+        cmocka_unit_test(test_hals_reaches_the_exact_minimiser),
+        cmocka_unit_test(test_hals_meets_the_lasso_conditions),
+        cmocka_unit_test(test_hals_unconstrained_converges_to_the_ridge_solve),
+        cmocka_unit_test(test_hals_special_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,6 +64,12 @@
  *        tensorhost_cpd_holdout_rmses, tensorhost_cpd_objectives and
  *        tensorhost_cpd_get_completion (tensorhost_completion_info);
  *        TENSORHOST_WARN_EMPTY_ROWS.
+ *   1.5  regularised CP-ALS: tensorhost_cpd_params.l2, .l1 and .mode_l1
+ *        (a ridge and an l1 per mode, the program's cpd.l2 and cpd.l1);
+ *        tensorhost_cpd_objective, and tensorhost_cpd_objectives for a
+ *        regularised result; update TENSORHOST_UPDATE_SWEEP with
+ *        constraints is no longer refused by itself (a plugin of ABI 1.6
+ *        sweeps with them).
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -76,7 +82,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 4u
+#define TENSORHOST_API_VERSION_MINOR 5u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -210,8 +216,11 @@ typedef enum tensorhost_constraints {
     TENSORHOST_CONSTRAINTS_NONE = 0,
     /* Every factor nonnegative: each mode's update by hierarchical ALS, in
      * the backend when its plugin has als_update_nonneg (plugin ABI 1.5),
-     * else on the host (update must not be SWEEP; MODE needs that plugin
-     * function). */
+     * else on the host; inside the sweep for a plugin whose als_sweep takes
+     * constraints (plugin ABI 1.6). SWEEP on an older plugin is refused
+     * (TENSORHOST_ERR_INVALID_ARGUMENT naming it and its version); MODE
+     * needs als_update_nonneg. (Before 1.5 the library refused SWEEP with
+     * constraints on any plugin.) */
     TENSORHOST_CONSTRAINTS_NONNEG = 1,
 } tensorhost_constraints;
 
@@ -232,10 +241,29 @@ typedef struct tensorhost_cpd_params {
     /* (1.3) NULL, or [nmodes] tensorhost_constraints, one per mode, instead
      * of `constraints`. Borrowed for the call. */
     const int32_t *mode_constraints;
+    /* (1.5) Regularised CP-ALS. Each mode n's update minimises
+     *   1/2 ||X_(n) - A K^T||^2 + l2/2 ||A||_F^2 + l1_n sum |A(i,r)|
+     * given the other factors as the iterations keep them (columns
+     * normalised; the factor solved carries the weights, as SPLATT's
+     * regularised ALS): A = M (V + l2 I)^-1 for a mode without constraint
+     * and l1_n = 0, else by coordinate descent (hierarchical ALS, as
+     * TensorLy's hals_nnls with sparsity_coefficient l1_n). l2 is
+     * TensorLy's parafac l2_reg and SPLATT's reg; l1 TensorLy's
+     * sparsity_coefficients. A regularised run fits the tensor's values as
+     * they are (its terms are not scale-invariant): one whose largest
+     * |value| lies outside [2^-64, 2^64] is refused
+     * (TENSORHOST_ERR_INVALID_ARGUMENT), where an unregularised run scales
+     * it internally. The fit stays the least-squares fit;
+     * tensorhost_cpd_objective gives the regularised objective. */
+    double l2;             /* (1.5) >= 0, finite: the ridge [0] */
+    double l1;             /* (1.5) >= 0, finite: every mode's l1 weight [0] */
+    /* (1.5) NULL, or [nmodes] l1 weights (each >= 0, finite), one per
+     * mode, instead of `l1`. Borrowed for the call. */
+    const double *mode_l1;
 } tensorhost_cpd_params;
 #define TENSORHOST_CPD_PARAMS_INIT                                                            \
     {(uint32_t)sizeof(tensorhost_cpd_params), 16u, 50u, 1e-5, 42u, TENSORHOST_UPDATE_AUTO, NULL, \
-     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE, NULL}
+     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE, NULL, 0.0, 0.0, NULL}
 
 typedef struct tensorhost_cpd tensorhost_cpd;
 
@@ -541,10 +569,25 @@ TENSORHOST_API int32_t tensorhost_complete(tensorhost_backend *backend,
  * completion result: the RMSE over the training entries, that over the
  * held-out ones (NaN without a holdout) and the objective (training
  * entries' sum of squared errors plus the ridge). NULL for another model's
- * result (and a NULL or freed one); valid while the result lives. */
+ * result (and a NULL or freed one); valid while the result lives.
+ * tensorhost_cpd_objectives (1.5) also gives a regularised CP-ALS
+ * result's (l2 or l1 > 0): each iteration's objective (as
+ * tensorhost_cpd_objective's, after that iteration) where every l1 is 0,
+ * NaN where an l1 is not (its 1-norms are computed once, for the final
+ * model); NULL for an unregularised one. */
 TENSORHOST_API const double *tensorhost_cpd_train_rmses(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_holdout_rmses(const tensorhost_cpd *result);
 TENSORHOST_API const double *tensorhost_cpd_objectives(const tensorhost_cpd *result);
+
+/* (1.5) The objective the result's model minimises: for regularised CP-ALS
+ * (tensorhost_cpd_params.l2 or an l1 > 0)
+ *   1/2 ||X - M||^2 + l2/2 sum_n ||A_n||_F^2 + sum_n l1_n sum |A_n(i,r)|
+ * of the final model with its factors as the iterations left them (columns
+ * normalised, the last mode updated carrying the weights: the objective
+ * that mode's update minimised); for a completion result, its published
+ * model's (tensorhost_completion_info.objective). NaN for an unregularised
+ * CP-ALS result, a Poisson result, and a NULL or freed one. */
+TENSORHOST_API double tensorhost_cpd_objective(const tensorhost_cpd *result);
 
 /* What a completion run fitted and found. Caller-owned; set struct_size
  * (TENSORHOST_COMPLETION_INFO_INIT) before the call. */

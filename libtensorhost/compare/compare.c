@@ -83,8 +83,11 @@ static void run_alloc_modes(th_compare_run *run)
 
 /* ---- Tensors -------------------------------------------------------------- */
 
+/* `regularised`: the parameters of a regularised CP-ALS job, whose
+ * tensors are fitted as read; NULL otherwise. */
 static th_sptensor *read_input(const th_compare_tensor_config *input, th_cpd_model model,
-                               th_compare_tensor *out, GError **error)
+                               const th_cpd_params *regularised, th_compare_tensor *out,
+                               GError **error)
 {
     double start = now_seconds();
     th_sptensor *tensor = NULL;
@@ -113,10 +116,15 @@ static th_sptensor *read_input(const th_compare_tensor_config *input, th_cpd_mod
     }
     out->read_seconds = now_seconds() - start;
     /* The session's tensor step, once for every backend: extreme values
-     * scaled (least squares), values checked >= 0 (Poisson), a norm-0
-     * tensor refused before any backend works on it. */
+     * scaled (least squares; regularised: refused, as the values are
+     * fitted as read), values checked >= 0 (Poisson), a norm-0 tensor
+     * refused before any backend works on it. */
     if (tensor) {
-        if (!th_cpd_prepare_tensor_for(tensor, model, NULL, error)) {
+        const gboolean prepared =
+            regularised ? th_cpd_check_tensor(tensor, error) &&
+                              th_cpd_check_regularised_values(regularised, tensor, error)
+                        : th_cpd_prepare_tensor_for(tensor, model, NULL, error);
+        if (!prepared) {
             g_prefix_error(error, "%s: %s: ", input->where, input->label);
             th_sptensor_free(g_steal_pointer(&tensor));
         }
@@ -655,6 +663,7 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
                            GError **error)
 {
     const th_compare_config *compare = config->compare;
+    const th_cpd_params regularised = th_cpd_params_from_config(config, compare->rank);
     th_compare_tensor *tensor = g_new0(th_compare_tensor, 1);
     tensor->label = g_strdup(input->label);
     tensor->runs = g_ptr_array_new_with_free_func(th_compare_run_free);
@@ -665,7 +674,9 @@ static gboolean run_tensor(th_compare_result *result, const th_config *config,
     const gboolean stopped = result->interrupted || th_cancel_requested();
     g_autoptr(GError) read_error = NULL;
     g_autoptr(th_sptensor) data =
-        stopped ? NULL : read_input(input, result->model, tensor, &read_error);
+        stopped ? NULL
+                : read_input(input, result->model, result->regularised ? &regularised : NULL,
+                             tensor, &read_error);
     if (!data) {
         if (!stopped && !g_error_matches(read_error, TH_TENSOR_READER_ERROR,
                                          TH_TENSOR_READER_ERROR_CANCELLED)) {
@@ -836,6 +847,12 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
     const th_cpd_params cpd_params = th_cpd_params_from_config(config, compare->rank);
     result->nonneg_modes = strcmp(compare->job, "cpd") == 0 ? cpd_params.nonneg_modes : 0;
     result->constraint_modes = cpd_params.constraints_listed ? cpd_params.constraints_listed : 1;
+    if (strcmp(compare->job, "cpd") == 0 && cpd_params.model == TH_MODEL_LEAST_SQUARES) {
+        result->l2 = cpd_params.l2;
+        result->l1_modes = cpd_params.l1_listed ? MIN(cpd_params.l1_listed, TH_MAX_MODES) : 1;
+        memcpy(result->l1, cpd_params.l1, sizeof result->l1);
+        result->regularised = th_cpd_regularised(&cpd_params, TH_MAX_MODES);
+    }
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);
     result->tensors = g_ptr_array_new_with_free_func(th_compare_tensor_free);

@@ -214,6 +214,8 @@ static void describe_tensor(const th_compare_result *result, const th_compare_te
         : result->model == TH_MODEL_COMPLETION
             ? "Completion, least squares over the listed entries (row-wise ALS in the "
               "backend: no MTTKRP to time)"
+        : result->regularised
+            ? "CP-ALS, regularised (l1, l2; MTTKRP times are per iteration)"
         : result->nonneg_modes
             ? "CP-ALS, nonnegative factors (HALS updates; MTTKRP times are per iteration)"
             : "CP-ALS (MTTKRP times are per iteration)",
@@ -654,6 +656,8 @@ JsonNode *th_compare_json(const th_compare_result *result)
         th_json_member_string(b, "model", th_cpd_model_name(result->model));
         if (result->model == TH_MODEL_LEAST_SQUARES || result->model == TH_MODEL_COMPLETION)
             th_report_add_constraints(b, result->nonneg_modes, result->constraint_modes);
+        if (result->model == TH_MODEL_LEAST_SQUARES)
+            th_report_add_regularisation(b, result->l2, result->l1, result->l1_modes);
     }
     th_json_member_string(b, "baseline", result->baseline);
     th_json_member_string(b, "timer", result->timer);

@@ -105,6 +105,14 @@ typedef struct th_compare_result {
      * many it names (1 when it gives one value for every mode). */
     uint64_t nonneg_modes;
     uint32_t constraint_modes;
+    /* Job "cpd" with the least-squares model: cpd.l2 and cpd.l1 (l1 per
+     * mode when listed: l1_modes of them, else 1), and whether they
+     * regularise the runs (then the tensors are fitted as read, never
+     * scaled: th_cpd_check_regularised_values). */
+    double l2;
+    double l1[TH_MAX_MODES];
+    uint32_t l1_modes;
+    gboolean regularised;
     uint32_t rank, repeats, warmup;
     double tolerance;
     uint64_t seed;

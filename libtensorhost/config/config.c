@@ -68,7 +68,12 @@ static const th_key_schema cpd_keys[] = {
             "value per mode"},
     {.name = "l2", .type = TH_KEY_NUMBER, TH_FIELD(l2), .min_number = 0.0,
      .default_number = 0.0,
-     .doc = "completion: ridge weight of the factors' squared norms in the objective"},
+     .doc = "least squares: ridge weight of the factors' squared norms (CP-ALS's update, "
+            "completion's objective)"},
+    {.name = "l1", .type = TH_KEY_NUMBERS, TH_FIELD(l1), .min_number = 0.0,
+     .default_number = 0.0,
+     .doc = "CP-ALS: l1 (sparsity) weight of the factors' absolute values in each mode's "
+            "update; an array gives one value per mode"},
     {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
      .max = UINT32_MAX, .default_integer = 10,
      .doc = "poisson: multiplicative updates per mode and outer iteration"},
@@ -385,6 +390,58 @@ static gboolean assign_choices(const load_context *ctx, const th_toml_node *node
     th_config_choices *field = field_at(config, key);
     g_clear_pointer(&field->items, g_ptr_array_unref);
     field->items = g_steal_pointer(&items);
+    field->listed = listed;
+    return TRUE;
+}
+
+/* A number as assign_number takes it, or FALSE with the error. */
+static gboolean number_of(const load_context *ctx, const th_toml_node *node, double min_number,
+                          const char *name, const char *expected, double *value, GError **error)
+{
+    if (node->kind == TH_TOML_FLOAT) {
+        *value = node->float_value;
+    } else if (node->kind == TH_TOML_INTEGER) {
+        *value = (double)node->integer_value;
+    } else {
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_TYPE, node, name, expected);
+        return FALSE;
+    }
+    if (!isfinite(*value) || *value < min_number) {
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* A number, or a non-empty array of them (one per mode). */
+static gboolean assign_numbers(const load_context *ctx, const th_toml_node *node,
+                               const th_key_schema *key, const char *name, void *config,
+                               GError **error)
+{
+    g_autofree char *bound = format_double(key->min_number);
+    g_autofree char *one = g_strdup_printf("a finite number >= %s", bound);
+    g_autofree char *expected =
+        g_strdup_printf("%s, or a non-empty array of them (one per mode)", one);
+    const gboolean listed = node->kind == TH_TOML_ARRAY;
+    if (listed && node->n_children == 0) {
+        th_config_value_error(ctx, error, TH_CONFIG_ERROR_RANGE, node, name, expected);
+        return FALSE;
+    }
+    g_autoptr(GArray) values = g_array_new(FALSE, FALSE, sizeof(double));
+    const size_t n = listed ? node->n_children : 1;
+    for (size_t i = 0; i < n; i++) {
+        const th_toml_node *element = listed ? node->children[i] : node;
+        g_autofree char *element_name =
+            listed ? g_strdup_printf("%s[%zu]", name, i) : g_strdup(name);
+        double value;
+        if (!number_of(ctx, element, key->min_number, element_name, listed ? one : expected,
+                       &value, error))
+            return FALSE;
+        g_array_append_val(values, value);
+    }
+    th_config_numbers *field = field_at(config, key);
+    g_clear_pointer(&field->values, g_array_unref);
+    field->values = g_steal_pointer(&values);
     field->listed = listed;
     return TRUE;
 }
@@ -726,6 +783,8 @@ static gboolean assign(const load_context *ctx, const th_toml_node *node, const 
         return assign_path_list(ctx, node, key, name, config, error);
     case TH_KEY_CHOICES:
         return assign_choices(ctx, node, key, name, config, error);
+    case TH_KEY_NUMBERS:
+        return assign_numbers(ctx, node, key, name, config, error);
     case TH_KEY_INTEGER:
         return assign_integer(ctx, node, key, name, config, error);
     case TH_KEY_NUMBER:
@@ -796,6 +855,13 @@ static void apply_defaults(const load_context *ctx, const th_table_schema *schem
             choices->items = g_ptr_array_new_with_free_func(g_free);
             g_ptr_array_add(choices->items, g_strdup(key->default_string));
             choices->listed = FALSE;
+            break;
+        }
+        case TH_KEY_NUMBERS: {
+            th_config_numbers *numbers = field;
+            numbers->values = g_array_new(FALSE, FALSE, sizeof(double));
+            g_array_append_val(numbers->values, key->default_number);
+            numbers->listed = FALSE;
             break;
         }
         case TH_KEY_OPTIONS:
@@ -1083,7 +1149,9 @@ static gboolean conflict_at(const load_context *ctx, const char *key, GError **e
     return FALSE;
 }
 
-/* cpd.constraints "nonneg" (for any mode) with a key that contradicts it. */
+/* cpd.constraints "nonneg" (for any mode) with a key that contradicts it.
+ * (cpd.update = "sweep" with constraints depends on the plugin: a sweep of
+ * plugin ABI 1.6 takes them; the plan says so for an older one.) */
 static gboolean finish_constraints(const load_context *ctx, const th_config *config,
                                    GError **error)
 {
@@ -1097,21 +1165,31 @@ static gboolean finish_constraints(const load_context *ctx, const th_config *con
                            "cpd.constraints = \"nonneg\" is for the least-squares model; the "
                            "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
                            "construction: leave cpd.constraints out");
-    if (g_strcmp0(config->update, "sweep") == 0)
-        return conflict_at(ctx, "cpd.update", error,
-                           "cpd.update = \"sweep\" updates without constraints; with "
-                           "cpd.constraints = \"nonneg\" each mode is updated on its own, in "
-                           "the backend or on the host: leave cpd.update out or set it to "
-                           "\"auto\", \"mode\" or \"host\"");
     return TRUE;
 }
 
+/* The keys only the least-squares model reads (CP-ALS's regularisation,
+ * completion's ridge). */
+static const char *const least_squares_keys[] = {"cpd.l2", "cpd.l1"};
+
 /* The rules of cpd.model that span keys: Poisson's own defaults of
  * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
- * an update path with Poisson, several GPUs with Poisson. */
+ * the least-squares keys with Poisson, an update path with Poisson,
+ * several GPUs with Poisson. */
 static gboolean finish_model(const load_context *ctx, th_config *config, GError **error)
 {
     const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
+    for (size_t i = 0; poisson && i < G_N_ELEMENTS(least_squares_keys); ++i) {
+        const char *where = g_hash_table_lookup(ctx->where, least_squares_keys[i]);
+        if (!where)
+            continue;
+        g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                    "%s: %s is a parameter of the least-squares model (cpd.model = "
+                    "\"least-squares\": a weight of its regularised updates); the model is "
+                    "\"poisson\"",
+                    where, least_squares_keys[i]);
+        return FALSE;
+    }
     if (!poisson) {
         for (size_t i = 0; i < G_N_ELEMENTS(poisson_keys); ++i) {
             const char *where = g_hash_table_lookup(ctx->where, poisson_keys[i]);
@@ -1147,11 +1225,11 @@ static gboolean finish_model(const load_context *ctx, th_config *config, GError 
 }
 
 /* The keys only completion reads. */
-static const char *const completion_keys[] = {"tensor.holdout", "cpd.l2"};
+static const char *const completion_keys[] = {"tensor.holdout"};
 
 /* The rules of tensor.missing = "unlisted" (completion) that span keys:
- * its keys without it, the least-squares model only, no update path,
- * one GPU, a holdout below 1. */
+ * its keys without it, the least-squares model only, no update path, no
+ * l1, one GPU, a holdout below 1. */
 static gboolean finish_missing(const load_context *ctx, const th_config *config, GError **error)
 {
     const gboolean unlisted = g_strcmp0(config->missing, "unlisted") == 0;
@@ -1180,6 +1258,11 @@ static gboolean finish_missing(const load_context *ctx, const th_config *config,
                            "(tensor.missing = \"unlisted\") solves each factor row in the "
                            "backend: leave cpd.update out or set it to \"auto\"",
                            config->update);
+    if (g_hash_table_contains(ctx->where, "cpd.l1"))
+        return conflict_at(ctx, "cpd.l1", error,
+                           "cpd.l1: tensor completion (tensor.missing = \"unlisted\") solves "
+                           "each factor row exactly by row-wise ALS, which has no l1 term; leave "
+                           "cpd.l1 out (cpd.l2 is its ridge)");
     if (!(config->holdout < 1.0)) {
         const char *where = g_hash_table_lookup(ctx->where, "tensor.holdout");
         g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_RANGE,
@@ -1351,6 +1434,7 @@ void th_config_free(th_config *config)
     g_free(config->update);
     g_free(config->model);
     g_clear_pointer(&config->constraints.items, g_ptr_array_unref);
+    g_clear_pointer(&config->l1.values, g_array_unref);
     g_free(config->plugin);
     g_clear_pointer(&config->search_path, g_ptr_array_unref);
     g_clear_pointer(&config->plugin_options, g_ptr_array_unref);
@@ -1452,6 +1536,26 @@ static void foreach_in_table(const void *target, const th_table_schema *schema,
                 text = render_string_list(value.items);
             } else {
                 text = g_strdup(g_ptr_array_index(choices->items, 0));
+            }
+            break;
+        }
+        case TH_KEY_NUMBERS: {
+            const th_config_numbers *numbers = field;
+            if (numbers->listed) {
+                value.kind = TH_CONFIG_VALUE_NUMBER_LIST;
+                value.numbers = numbers->values;
+                GString *list = g_string_new("[");
+                for (guint j = 0; j < numbers->values->len; j++) {
+                    g_autofree char *number =
+                        format_double(g_array_index(numbers->values, double, j));
+                    g_string_append_printf(list, "%s%s", j ? ", " : "", number);
+                }
+                g_string_append_c(list, ']');
+                text = g_string_free(list, FALSE);
+            } else {
+                value.kind = TH_CONFIG_VALUE_NUMBER;
+                value.number = g_array_index(numbers->values, double, 0);
+                text = format_double(value.number);
             }
             break;
         }

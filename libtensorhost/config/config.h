@@ -63,6 +63,14 @@ typedef struct th_config_choices {
     gboolean listed;
 } th_config_choices;
 
+/* A number for every mode, or an array of them, one per mode (cpd.l1):
+ * `values` (double) holds the one value (listed FALSE) or the values in
+ * mode order (listed TRUE); never empty. */
+typedef struct th_config_numbers {
+    GArray *values;
+    gboolean listed;
+} th_config_numbers;
+
 typedef struct th_config {
     char *source_path; /* the config file as given, for messages */
 
@@ -90,11 +98,18 @@ typedef struct th_config {
     /* "none" (default) or "nonneg" for every mode, or one of them per mode
      * (an array, checked against the tensor's order when the run is
      * planned): factors constrained nonnegative (least squares only; each
-     * mode's update in the backend or on the host, never in one sweep, so
-     * update must not be "sweep"). */
+     * constrained mode's update by hierarchical ALS, in the backend or on
+     * the host). */
     th_config_choices constraints;
-    /* Completion only: the ridge weight l2 of sum_n ||A_n||_F^2 (default 0). */
+    /* The ridge weight (default 0, >= 0; least squares: CP-ALS's
+     * l2/2 ||A_n||_F^2 in each mode's update, completion's l2 of
+     * sum_n ||A_n||_F^2). */
     double l2;
+    /* CP-ALS's l1 (lasso) weight of sum |A_n| in each mode's update, for
+     * every mode or one per mode (an array, checked against the tensor's
+     * order when the run is planned); default 0, each >= 0; least squares
+     * without tensor.missing = "unlisted" only. */
+    th_config_numbers l1;
     /* CP-APR's (model "poisson" only; setting one with another model is an
      * error): inner iterations per mode (default 10, >= 1), the offset of
      * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,
@@ -163,6 +178,7 @@ typedef struct th_config_value {
     double number;          /* NUMBER */
     gboolean boolean;       /* BOOLEAN */
     const GPtrArray *items; /* STRING_LIST: char* */
+    const GArray *numbers;  /* NUMBER_LIST: double */
 } th_config_value;
 
 /* Calls `fn` for every schema key with its resolved value, in schema order

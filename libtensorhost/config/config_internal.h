@@ -29,6 +29,8 @@ typedef enum {
                            structs, each walked with the element schema in `section` */
     TH_KEY_SWEEP,     /* table of non-empty arrays of scalars: GPtrArray of th_config_sweep* */
     TH_KEY_CHOICES,   /* one of `choices`, or a non-empty array of them: th_config_choices */
+    TH_KEY_NUMBERS,   /* a number as TH_KEY_NUMBER's, or a non-empty array of them:
+                         th_config_numbers */
 } th_key_type;
 
 typedef struct th_table_schema th_table_schema;
@@ -54,7 +56,7 @@ typedef struct {
     gboolean required;
     gboolean optional_in_compare; /* required unless the config has [compare] */
     int64_t min, max;  /* TH_KEY_INTEGER */
-    double min_number; /* TH_KEY_NUMBER */
+    double min_number; /* TH_KEY_NUMBER, TH_KEY_NUMBERS */
     const char *default_string;
     int64_t default_integer;
     double default_number;

@@ -29,6 +29,7 @@ typedef enum th_config_value_kind {
     TH_CONFIG_VALUE_NUMBER,
     TH_CONFIG_VALUE_BOOLEAN,
     TH_CONFIG_VALUE_STRING_LIST, /* backend.search_path, a sweep's values */
+    TH_CONFIG_VALUE_NUMBER_LIST, /* cpd.l1 given per mode */
 } th_config_value_kind;
 
 /* One [backend.options] entry, its value rendered as text for the plugin

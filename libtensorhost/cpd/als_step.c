@@ -42,6 +42,10 @@ th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
     s->scale = g_new(double, rank);
     s->hadamard = g_new(double, (size_t)rank * rank);
     s->w = g_new(double, (size_t)rank * rank);
+    s->l1 = g_new0(double, nmodes);
+    s->constraints = g_new0(int32_t, nmodes); /* TH_CONSTRAINT_NONE */
+    s->weighted_mode = UINT32_MAX;
+    s->hals_sweeps = TH_HALS_SWEEPS;
     s->timings.mttkrp_seconds = g_new0(double, nmodes);
     s->timings.mttkrp_device_seconds = g_new0(double, nmodes);
     if (path == TH_UPDATE_SWEEP)
@@ -62,6 +66,8 @@ void th_als_state_free(th_als_state *s)
     g_free(s->lambda);
     g_free(s->inner);
     g_free(s->scale);
+    g_free(s->l1);
+    g_free(s->constraints);
     g_free(s->hadamard);
     g_free(s->w);
     g_free(s->host_mttkrp);
@@ -86,11 +92,25 @@ gboolean th_als_state_init_factors(th_als_state *s, uint64_t seed, GError **erro
     return th_backend_init_factors(s->backend, seed, s->grams, error);
 }
 
+void th_als_state_regularise(th_als_state *s, const th_als_terms *terms)
+{
+    s->nonneg_modes = terms->nonneg_modes;
+    s->l2 = terms->l2;
+    s->descent_modes = terms->nonneg_modes;
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        const gboolean nonneg = m < 64 && (terms->nonneg_modes >> m & 1u);
+        s->l1[m] = terms->l1 ? terms->l1[m] : 0.0;
+        s->constraints[m] = nonneg ? TH_CONSTRAINT_NONNEG : TH_CONSTRAINT_NONE;
+        if (s->l1[m] > 0.0 && m < 64)
+            s->descent_modes |= UINT64_C(1) << m;
+    }
+    s->hals_sweeps = TH_HALS_SWEEPS;
+}
+
 void th_als_state_constrain_nonneg(th_als_state *s, uint64_t modes)
 {
-    g_return_if_fail(s->path == TH_UPDATE_HOST || s->path == TH_UPDATE_MODE);
-    s->nonneg_modes = modes;
-    s->hals_sweeps = TH_HALS_SWEEPS;
+    const th_als_terms terms = {.nonneg_modes = modes};
+    th_als_state_regularise(s, &terms);
 }
 
 static gboolean constrained(const th_als_state *s, uint32_t mode)
@@ -98,10 +118,31 @@ static gboolean constrained(const th_als_state *s, uint32_t mode)
     return mode < 64 && (s->nonneg_modes >> mode & 1u);
 }
 
-/* The nonnegative update's new factor: hierarchical ALS from the current
- * model's factor of `mode` (the backend's, times the weights, which belong
- * to the mode updated last: the same model with every other factor as it
- * is). */
+static gboolean by_descent(const th_als_state *s, uint32_t mode)
+{
+    return mode < 64 && (s->descent_modes >> mode & 1u);
+}
+
+/* Whether the sweep needs the 1.6 fields: a ridge, an l1, a constraint. */
+static gboolean sweep_terms_active(const th_als_state *s)
+{
+    return s->l2 != 0.0 || s->descent_modes != 0;
+}
+
+/* The descent update's 1.6 terms for `mode`. */
+static th_descent_terms descent_terms(const th_als_state *s, uint32_t mode)
+{
+    return (th_descent_terms){
+        .ridge = s->l2,
+        .l1 = s->l1[mode],
+        .constraint = constrained(s, mode) ? TH_CONSTRAINT_NONNEG : TH_CONSTRAINT_NONE,
+    };
+}
+
+/* The coordinate-descent update's new factor: hierarchical ALS from the
+ * current model's factor of `mode` (the backend's, times the weights, which
+ * belong to the mode updated last: the same model with every other factor
+ * as it is), with the mode's ridge, l1 and constraint. */
 static gboolean hals_factor(th_als_state *s, uint32_t mode, uint64_t rows, GError **error)
 {
     if (!th_backend_get_factor(s->backend, mode, s->host_factor, error))
@@ -109,19 +150,21 @@ static gboolean hals_factor(th_als_state *s, uint32_t mode, uint64_t rows, GErro
     for (uint64_t i = 0; i < rows; ++i)
         for (uint32_t r = 0; r < s->rank; ++r)
             s->host_factor[i * s->rank + r] *= s->lambda[r];
-    (void)th_dense_hals_nonneg(s->host_mttkrp, s->hadamard, rows, s->rank, s->hals_sweeps,
-                               TH_HALS_TOLERANCE, s->host_factor);
+    const th_descent_terms terms = descent_terms(s, mode);
+    (void)th_dense_hals(s->host_mttkrp, s->hadamard, rows, s->rank, terms.ridge, terms.l1,
+                        terms.constraint, s->hals_sweeps, TH_HALS_TOLERANCE, s->host_factor);
     return TRUE;
 }
 
 /* Host-side twin of the ABI's als_update, for backends without it, and
- * the nonnegative update. */
+ * the coordinate-descent update. */
 static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
 {
     const uint64_t rows = s->backend->dims[mode];
+    allocate_host_update(s);
     if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
         return FALSE;
-    if (constrained(s, mode)) {
+    if (by_descent(s, mode)) {
         if (!hals_factor(s, mode, rows, error))
             return FALSE;
     } else {
@@ -133,10 +176,11 @@ static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError
     return th_backend_set_factor(s->backend, mode, s->host_factor, error);
 }
 
-double th_als_state_fit(th_als_state *s, double norm_x_squared)
+/* ||X - M||^2 without forming M: ||M||^2 = lambda^T (hadamard of all
+ * grams) lambda and <X, M> = sum_r lambda_r inner_r from the last mode's
+ * MTTKRP. */
+static double residual_squared(th_als_state *s, double norm_x_squared)
 {
-    /* ||M||^2 = lambda^T (hadamard of all grams) lambda and
-     * <X, M> = sum_r lambda_r inner_r from the last mode's MTTKRP. */
     th_dense_hadamard_except(s->grams, s->nmodes, UINT32_MAX, s->rank, s->hadamard);
     double norm_model_squared = 0.0, inner_product = 0.0;
     for (uint32_t r = 0; r < s->rank; ++r) {
@@ -144,11 +188,32 @@ double th_als_state_fit(th_als_state *s, double norm_x_squared)
         for (uint32_t q = 0; q < s->rank; ++q)
             norm_model_squared += s->lambda[r] * s->lambda[q] * s->hadamard[(size_t)r * s->rank + q];
     }
-    double residual_squared = norm_x_squared + norm_model_squared - 2.0 * inner_product;
+    const double residual = norm_x_squared + norm_model_squared - 2.0 * inner_product;
     /* Rounding can push a near-perfect fit slightly negative. */
-    if (residual_squared < 0.0)
-        residual_squared = 0.0;
-    return 1.0 - sqrt(residual_squared) / sqrt(norm_x_squared);
+    return residual < 0.0 ? 0.0 : residual;
+}
+
+double th_als_state_fit(th_als_state *s, double norm_x_squared)
+{
+    return 1.0 - sqrt(residual_squared(s, norm_x_squared)) / sqrt(norm_x_squared);
+}
+
+double th_als_state_objective(th_als_state *s, double norm_x_squared,
+                              double *const *column_abs_sums)
+{
+    double penalty = 0.0;
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        const gboolean weighted = m == s->weighted_mode;
+        double squares = 0.0, absolutes = 0.0;
+        for (uint32_t r = 0; r < s->rank; ++r) {
+            const double scale = weighted ? s->lambda[r] : 1.0;
+            squares += scale * scale * s->grams[m][(size_t)r * s->rank + r];
+            if (s->l1[m] != 0.0)
+                absolutes += column_abs_sums ? scale * column_abs_sums[m][r] : NAN;
+        }
+        penalty += 0.5 * s->l2 * squares + s->l1[m] * absolutes;
+    }
+    return 0.5 * residual_squared(s, norm_x_squared) + penalty;
 }
 
 /* Adds the backend's own time of the latest MTTKRP of `mode`; one mode
@@ -173,32 +238,47 @@ static void announce_mode(const th_als_step_callbacks *callbacks, uint32_t itera
         callbacks->mode(iteration, mode, nmodes, callbacks->user_data);
 }
 
-/* The backend's nonnegative update of `mode` (als_update_nonneg): the
- * host's HALS from the same model (the factor times the weights of the
+/* The backend's coordinate-descent update of `mode` (als_update_nonneg):
+ * the host's HALS from the same model (the factor times the weights of the
  * mode updated last), in the backend. The weights go in a copy, as the
- * call writes the new ones over s->lambda. */
-/* A backend may have als_update_nonneg and still not take it where it
- * runs (a GPU plugin's group of several devices answers TH_ERR_UNSUPPORTED
- * before it changes anything): the host's update takes over for the rest
- * of the run, as it would for a backend without the function. */
-static gboolean backend_nonneg_update(th_als_state *s, uint32_t mode, int32_t norm,
-                                      GError **error)
+ * call writes the new ones over s->lambda. The host updates the mode
+ * instead, with the same result (within rounding), where the backend
+ * cannot: a backend without the function (the sweep path's finishing
+ * modes); a ridge, an l1 or an unconstrained mode for a plugin built
+ * before ABI 1.6, which would ignore them unseen (plugin.h's growth
+ * rules); and, for the rest of the run, a backend that has the function
+ * and still does not take it where it runs (a GPU plugin's group of
+ * several devices answers TH_ERR_UNSUPPORTED before it changes anything). */
+static gboolean backend_descent_update(th_als_state *s, uint32_t mode, int32_t norm,
+                                       GError **error)
 {
-    if (s->nonneg_on_host)
+    if (s->nonneg_on_host || !th_backend_has_als_update_nonneg(s->backend))
         return host_update(s, mode, norm, error);
+    const th_descent_terms terms = descent_terms(s, mode);
+    if (th_descent_terms_active(&terms) && !th_backend_takes_abi_1_6(s->backend)) {
+        if (!s->older_plugin_logged)
+            th_log(TH_LOG_INFO,
+                   "plugin '%s' was built against ABI %u.%u: its als_update_nonneg has no "
+                   "ridge, l1 or unconstrained update (ABI 1.6), so the host updates the modes "
+                   "that need them",
+                   th_backend_info(s->backend)->id, TH_ABI_VERSION_MAJOR,
+                   th_backend_abi_minor(s->backend));
+        s->older_plugin_logged = TRUE;
+        return host_update(s, mode, norm, error);
+    }
     memcpy(s->scale, s->lambda, sizeof(double) * s->rank);
     g_autoptr(GError) local = NULL;
-    if (th_backend_als_update_nonneg(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
-                                     TH_HALS_TOLERANCE, norm, s->lambda, s->grams[mode],
-                                     s->inner, NULL, &local))
+    if (th_backend_als_update_descent(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
+                                      TH_HALS_TOLERANCE, norm, &terms, s->lambda,
+                                      s->grams[mode], s->inner, NULL, &local))
         return TRUE;
     if (!g_error_matches(local, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED)) {
         g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
-    th_log(TH_LOG_INFO, "%s; the nonnegative update runs on the host", local->message);
+    th_log(TH_LOG_INFO, "%s; the coordinate-descent (hierarchical ALS) updates run on the host",
+           local->message);
     s->nonneg_on_host = TRUE;
-    allocate_host_update(s);
     return host_update(s, mode, norm, error);
 }
 
@@ -208,8 +288,8 @@ static gboolean update_factor(th_als_state *s, uint32_t mode, int32_t norm, GErr
 {
     if (s->path == TH_UPDATE_HOST)
         return host_update(s, mode, norm, error);
-    if (constrained(s, mode))
-        return backend_nonneg_update(s, mode, norm, error);
+    if (by_descent(s, mode))
+        return backend_descent_update(s, mode, norm, error);
     return th_backend_als_update(s->backend, mode, s->w, norm, s->lambda, s->grams[mode],
                                  s->inner, error);
 }
@@ -237,8 +317,12 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
 
     start = g_get_monotonic_time();
     th_dense_hadamard_except(s->grams, s->nmodes, mode, s->rank, s->hadamard);
-    if (!constrained(s, mode))
+    if (!by_descent(s, mode)) {
+        /* The ridge: A = M (V + l2 I)^-1, the breakdown test on V + l2 I. */
+        for (uint32_t r = 0; r < s->rank; ++r)
+            s->hadamard[(size_t)r * s->rank + r] += s->l2;
         s->pinv_fallbacks += (uint32_t)th_dense_spd_pinv(s->hadamard, s->rank, s->w);
+    }
     t->algebra_seconds += seconds_since(start);
 
     start = g_get_monotonic_time();
@@ -247,24 +331,55 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
     if (ok) {
         s->modes_updated = mode + 1;
         s->any_update = TRUE;
+        s->weighted_mode = mode;
     }
     return ok;
 }
 
 /* One als_sweep(); *modes_done says where the host must take over. The
- * host's Gram array is the sweep's in/out format as it is. */
+ * host's Gram array is the sweep's in/out format as it is. A regularised
+ * or constrained run hands the sweep its terms (ABI 1.6, which the plan
+ * has checked the plugin is of); when the plugin refuses them
+ * (TH_ERR_UNSUPPORTED, before it changes anything), this iteration and
+ * every later one run per mode, as on the mode path. */
 static gboolean run_sweep(th_als_state *s, uint32_t iteration, int32_t norm,
                           const th_als_step_callbacks *callbacks, uint32_t *modes_done,
                           GError **error)
 {
     announce_mode(callbacks, iteration, 0, s->nmodes);
+    th_sweep_terms terms = {0};
+    const gboolean regularised = sweep_terms_active(s);
+    if (regularised) {
+        memcpy(s->scale, s->lambda, sizeof(double) * s->rank); /* not lambda itself */
+        terms = (th_sweep_terms){
+            .constraints = s->constraints,
+            .l1 = s->l1,
+            .ridge = s->l2,
+            .scale = s->scale,
+            .hals_sweeps = s->hals_sweeps,
+            .hals_tolerance = TH_HALS_TOLERANCE,
+        };
+    }
     const gint64 start = g_get_monotonic_time();
-    gboolean ok = th_backend_als_sweep(s->backend, norm, s->grams, s->lambda, s->inner,
-                                       modes_done, error);
+    g_autoptr(GError) local = NULL;
+    gboolean ok = th_backend_als_sweep_with(s->backend, norm, regularised ? &terms : NULL,
+                                            s->grams, s->lambda, s->inner, modes_done, &local);
     s->timings.sweep_seconds += seconds_since(start);
+    if (!ok && regularised && g_error_matches(local, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED)) {
+        th_log(TH_LOG_INFO,
+               "%s; from iteration %u on, each mode is updated on its own (the mode path)",
+               local->message, iteration);
+        s->sweep_refused = TRUE;
+        *modes_done = 0;
+        return TRUE;
+    }
+    if (!ok)
+        g_propagate_error(error, g_steal_pointer(&local));
     /* A cancelled sweep still says which modes it finished. */
     s->modes_updated = MIN(*modes_done, s->nmodes);
     s->any_update = s->any_update || s->modes_updated > 0;
+    if (s->modes_updated > 0)
+        s->weighted_mode = s->modes_updated - 1;
     if (!ok)
         return FALSE;
     for (uint32_t mode = 0; mode < *modes_done; ++mode)
@@ -285,7 +400,7 @@ gboolean th_als_step(th_als_state *s, uint32_t iteration, int32_t norm,
 {
     uint32_t first_mode = 0;
     s->modes_updated = 0;
-    if (s->path == TH_UPDATE_SWEEP &&
+    if (s->path == TH_UPDATE_SWEEP && !s->sweep_refused &&
         !run_sweep(s, iteration, norm, callbacks, &first_mode, error))
         return FALSE;
     /* lambda and inner end up those of the last mode, whoever updated it. */

@@ -45,19 +45,37 @@ typedef struct th_als_state {
     /* Steps whose als_sweep stopped early (a Cholesky breakdown) and that
      * the host finished per mode; always 0 off the sweep path. */
     uint32_t sweep_fallbacks;
-    /* The modes whose update is nonnegative (bit m: mode m; hierarchical
-     * ALS, on the host on the host path, by the backend's
-     * als_update_nonneg on the mode path; th_als_state_constrain_nonneg),
-     * with hals_sweeps passes at most. */
+    /* The modes whose update is nonnegative (bit m: mode m;
+     * th_als_state_constrain_nonneg, th_als_state_regularise). */
     uint64_t nonneg_modes;
+    /* The regularisation (th_als_state_regularise): the ridge of every
+     * mode and each mode's l1 weight ([nmodes], zeros by default). */
+    double l2;
+    double *l1;
+    /* The modes updated by coordinate descent (bit m: mode m; those
+     * nonnegative or with l1 > 0): hierarchical ALS of th_dense_hals's
+     * rule from the current model's factor, with hals_sweeps passes at
+     * most, on the host on the host path, by the backend's
+     * als_update_nonneg on the mode path (and on the sweep path, inside
+     * als_sweep of ABI 1.6 or for the modes the host finishes). The other
+     * modes solve with V + l2 I. */
+    uint64_t descent_modes;
     uint32_t hals_sweeps;
     /* The backend refused als_update_nonneg where it runs (TH_ERR_
-     * UNSUPPORTED): the host updates the constrained modes from then on. */
+     * UNSUPPORTED): the host updates the descent modes from then on. */
     gboolean nonneg_on_host;
+    /* The sweep path: als_sweep refused the regularised iteration (TH_ERR_
+     * UNSUPPORTED): every later iteration runs per mode, as the mode path. */
+    gboolean sweep_refused;
+    /* The mode whose factor carries the weights `lambda` (the last one
+     * updated); UINT32_MAX before any update (lambda ones). */
+    uint32_t weighted_mode;
     th_als_timings timings;
     /* scratch */
     double *hadamard, *w, *host_mttkrp, *host_factor;
     double *scale; /* [rank]: the weights als_update_nonneg scales by */
+    int32_t *constraints; /* [nmodes] TH_CONSTRAINT_* of each mode, for als_sweep */
+    gboolean older_plugin_logged; /* the host's descent for an older plugin, said once */
 } th_als_state;
 
 /* What a caller hears of a step; every member may be NULL. */
@@ -85,6 +103,26 @@ void th_als_state_free(th_als_state *state);
 #define TH_HALS_SWEEPS 5u
 #define TH_HALS_TOLERANCE 1e-8
 void th_als_state_constrain_nonneg(th_als_state *state, uint64_t modes);
+
+/* What regularises and constrains CP-ALS's updates (cp_als.h's
+ * th_cpd_params): the nonnegative modes (bit m: mode m), the ridge and
+ * each mode's l1 weight ([nmodes]; NULL: none). */
+typedef struct th_als_terms {
+    uint64_t nonneg_modes;
+    double l2;
+    const double *l1;
+} th_als_terms;
+
+/* Makes the later updates of mode n minimise 1/2 ||X_(n) - A K^T||^2 +
+ * l2/2 ||A||^2 + l1_n sum |A|, under A >= 0 for a nonnegative mode: A =
+ * M (V + l2 I)^-1 (its pseudo-inverse on a breakdown) for a free mode with
+ * l1_n = 0, else coordinate descent (th_als_state_constrain_nonneg's
+ * update, with the ridge and l1). On the mode path the descent runs in
+ * the backend's als_update_nonneg, given a ridge, an l1 or no constraint
+ * only when the plugin is of ABI 1.6 or later (else the host updates that
+ * mode, saying so once); on the sweep path the terms go to als_sweep
+ * (which the caller has checked takes them: ABI 1.6). */
+void th_als_state_regularise(th_als_state *state, const th_als_terms *terms);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(th_als_state, th_als_state_free)
 
 /* Hands `factors` ([nmodes] of dims[m] x rank) to the backend and keeps
@@ -108,5 +146,15 @@ gboolean th_als_step(th_als_state *state, uint32_t iteration, int32_t norm,
  * forming M: ||M||^2 from lambda and the Grams, <X, M> from the last
  * mode's inner products. */
 double th_als_state_fit(th_als_state *state, double norm_x_squared);
+
+/* The regularised objective of the model the state describes,
+ *   1/2 ||X - M||^2 + l2/2 sum_n ||A_n||_F^2 + sum_n l1_n sum |A_n(i,r)|
+ * with the factors as the backend holds them except the weighted mode's,
+ * times lambda (the objective that mode's update minimised): the squared
+ * norms from the Grams; the 1-norms from `column_abs_sums` ([nmodes] arrays
+ * of [rank]: sum_i |A_n(i,r)| of the factors as held), which may be NULL
+ * when every l1 is 0 (else the result is NaN). */
+double th_als_state_objective(th_als_state *state, double norm_x_squared,
+                              double *const *column_abs_sums);
 
 #endif

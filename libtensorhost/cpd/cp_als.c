@@ -142,15 +142,47 @@ uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes)
     return params->nonneg_modes & th_cpd_every_mode(nmodes);
 }
 
+double th_cpd_l1(const th_cpd_params *params, uint32_t mode)
+{
+    return params->l1_listed ? (mode < params->l1_listed && mode < TH_MAX_MODES
+                                    ? params->l1[mode]
+                                    : 0.0)
+                             : params->l1[0];
+}
+
+gboolean th_cpd_regularised(const th_cpd_params *params, uint32_t nmodes)
+{
+    gboolean regularised = params->l2 != 0.0;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        regularised = regularised || th_cpd_l1(params, m) != 0.0;
+    return regularised;
+}
+
+uint64_t th_cpd_descent_mask(const th_cpd_params *params, uint32_t nmodes)
+{
+    uint64_t mask = th_cpd_nonneg_mask(params, nmodes);
+    for (uint32_t m = 0; m < nmodes && m < 64; ++m)
+        if (th_cpd_l1(params, m) != 0.0)
+            mask |= UINT64_C(1) << m;
+    return mask;
+}
+
 gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
                                         GError **error)
 {
-    if (params->constraints_listed == 0 || params->constraints_listed == nmodes)
-        return TRUE;
-    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS,
-                "%u constraints given, one per mode, but the tensor has %u modes",
-                params->constraints_listed, nmodes);
-    return FALSE;
+    if (params->constraints_listed != 0 && params->constraints_listed != nmodes) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS,
+                    "%u constraints given, one per mode, but the tensor has %u modes",
+                    params->constraints_listed, nmodes);
+        return FALSE;
+    }
+    if (params->l1_listed != 0 && params->l1_listed != nmodes) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_L1,
+                    "%u l1 weights given, one per mode, but the tensor has %u modes",
+                    params->l1_listed, nmodes);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
@@ -188,7 +220,33 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
         else if (m < 64)
             params.nonneg_modes |= UINT64_C(1) << m;
     }
+    /* CP-ALS's regularisation (completion keeps its own ridge above; the
+     * loader refuses cpd.l1 with completion and both with Poisson). */
+    if (params.model == TH_MODEL_LEAST_SQUARES) {
+        params.l2 = config->l2;
+        const th_config_numbers *l1 = &config->l1;
+        /* A list longer than any order is refused by the order check. */
+        params.l1_listed = l1->listed ? l1->values->len : 0;
+        for (guint m = 0; m < l1->values->len && m < TH_MAX_MODES; ++m)
+            params.l1[m] = g_array_index(l1->values, double, m);
+    }
     return params;
+}
+
+gboolean th_cpd_check_regularised_values(const th_cpd_params *params,
+                                         const th_sptensor *tensor, GError **error)
+{
+    if (params->model != TH_MODEL_LEAST_SQUARES ||
+        !th_cpd_regularised(params, tensor->nmodes) ||
+        (tensor->value_scale == 1.0 && th_sptensor_in_safe_range(tensor)))
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
+                "the largest |value| is %g (in the file's units), outside [2^-64, 2^64]: "
+                "regularised CP-ALS (cpd.l1, cpd.l2) fits the values as read, as its l1 and "
+                "l2 terms are not scale-invariant, and does not scale them into that range "
+                "as CP-ALS otherwise does; rescale the data, and the weights with it",
+                th_sptensor_max_abs(tensor) / tensor->value_scale);
+    return FALSE;
 }
 
 gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
@@ -270,50 +328,107 @@ static gboolean check_model(const th_backend *backend, const th_cpd_params *para
     return TRUE;
 }
 
-/* CP-ALS's nonnegative update is hierarchical ALS per mode, in the
- * backend (als_update_nonneg, the mode path) or on the host: als_sweep's
- * whole-iteration update is unconstrained, so the sweep path is refused
- * (resolve_nonneg_path picks between the other two). Completion's row
- * solves take the constraint themselves. */
+/* The weights of CP-ALS's regularisation: finite and >= 0 (the loader
+ * and the API check them; this guards every other caller). */
+static gboolean check_weight(const char *name, double value, GError **error)
+{
+    if (isfinite(value) && value >= 0.0)
+        return TRUE;
+    g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_INPUT,
+                "%s %g: expected a finite number >= 0", name, value);
+    return FALSE;
+}
+
+/* Constraints and regularisation against the model: CP-ALS takes both
+ * (its nonnegative and sparse modes update by coordinate descent, per mode
+ * in the backend or on the host, or inside a sweep of ABI 1.6);
+ * completion's row solves take the constraint and their own ridge
+ * (completion.l2) but no l1; the Poisson model neither. */
 static gboolean check_constraints(const th_cpd_params *params, GError **error)
 {
-    if (!params->nonneg_modes || params->model == TH_MODEL_COMPLETION)
-        return TRUE;
-    if (params->model != TH_MODEL_LEAST_SQUARES) {
+    if (params->model == TH_MODEL_POISSON && params->nonneg_modes) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
                     "constraints \"nonneg\" (cpd.constraints) are for the least-squares model; "
                     "model \"%s\" has nonnegative factors by construction",
                     th_cpd_model_name(params->model));
         return FALSE;
     }
-    if (params->update == TH_UPDATE_SWEEP) {
-        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
-                    "update path \"sweep\" (cpd.update) updates without constraints; with "
-                    "constraints \"nonneg\" each mode is updated on its own: use \"auto\", "
-                    "\"mode\" or \"host\"");
+    const gboolean regularised = th_cpd_regularised(params, TH_MAX_MODES);
+    if (params->model != TH_MODEL_LEAST_SQUARES && regularised) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "l1 and l2 (cpd.l1, cpd.l2) regularise CP-ALS, the least-squares model "
+                    "with every entry listed; model \"%s\"%s",
+                    th_cpd_model_name(params->model),
+                    params->model == TH_MODEL_COMPLETION
+                        ? " (row-wise ALS) has no l1 term and takes its ridge as completion.l2"
+                        : " has neither");
         return FALSE;
     }
+    if (!check_weight("l2 (cpd.l2)", params->l2, error))
+        return FALSE;
+    const uint32_t listed = params->l1_listed ? MIN(params->l1_listed, TH_MAX_MODES) : 1;
+    for (uint32_t m = 0; m < listed; ++m)
+        if (!check_weight("l1 (cpd.l1)", params->l1[m], error))
+            return FALSE;
     return TRUE;
 }
 
-/* The path of a run with nonnegative modes: per mode in the backend when
- * it has als_update_nonneg (and als_update, for the modes left free),
- * else on the host; "mode" on a backend without them is an error, as for
- * an unconstrained run. */
-static gboolean resolve_nonneg_path(const th_backend *backend, th_update_path requested,
-                                    th_update_path *resolved, GError **error)
+/* "plugin 'ID' was built against ABI 1.N" for the messages below. */
+static char *built_against(const th_backend *backend)
 {
-    const gboolean in_backend =
-        th_backend_has_als_update_nonneg(backend) && th_backend_has_als_update(backend);
+    return g_strdup_printf("plugin '%s' was built against ABI %u.%u",
+                           th_backend_info(backend)->id, TH_ABI_VERSION_MAJOR,
+                           th_backend_abi_minor(backend));
+}
+
+/* The path of a run with constraints or regularisation. The sweep takes
+ * them from plugin ABI 1.6 on (als_sweep's in-fields), so "auto" prefers
+ * it there as for any run; then per mode in the backend: the free modes
+ * without l1 by als_update with the ridge's inverse (any plugin), the
+ * coordinate-descent modes by als_update_nonneg (a plugin before 1.6 runs
+ * only 1.5's nonnegative update there; the host updates the modes that
+ * need more, mode by mode, with the same result); else on the host.
+ * "sweep" on a plugin before 1.6, and "mode" on a backend without the
+ * functions the modes need, are errors naming the plugin. */
+static gboolean resolve_regularised_path(const th_backend *backend,
+                                         const th_cpd_params *params, uint32_t nmodes,
+                                         th_update_path *resolved, GError **error)
+{
+    const th_update_path requested = params->update;
+    const gboolean descent = th_cpd_descent_mask(params, nmodes) != 0;
+    const gboolean update = th_backend_has_als_update(backend);
+    const gboolean per_mode =
+        update && (!descent || th_backend_has_als_update_nonneg(backend));
+    const gboolean sweep = th_backend_has_als_sweep(backend);
     if (requested == TH_UPDATE_AUTO) {
-        *resolved = in_backend ? TH_UPDATE_MODE : TH_UPDATE_HOST;
+        *resolved = sweep && th_backend_takes_abi_1_6(backend) ? TH_UPDATE_SWEEP
+                    : per_mode                                 ? TH_UPDATE_MODE
+                                                               : TH_UPDATE_HOST;
         return TRUE;
     }
     *resolved = requested;
-    if (requested != TH_UPDATE_MODE || in_backend)
+    if (requested == TH_UPDATE_SWEEP) {
+        if (!require_capability(backend, requested, sweep, "als_sweep",
+                                "TH_CAP_ALS_SWEEP, plugin ABI 1.1", error))
+            return FALSE;
+        if (th_backend_takes_abi_1_6(backend))
+            return TRUE;
+        g_autofree char *built = built_against(backend);
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                    "update path \"sweep\" (cpd.update) with constraints, l1 or l2 needs "
+                    "als_sweep of plugin ABI 1.6, which takes them; %s, whose sweep would "
+                    "ignore them: use \"auto\" to take the best path the plugin has, \"mode\" "
+                    "or \"host\"",
+                    built);
+        return FALSE;
+    }
+    if (requested != TH_UPDATE_MODE || per_mode)
         return TRUE;
+    if (!descent)
+        return require_capability(backend, requested, update, "als_update",
+                                  "TH_CAP_ALS_UPDATE", error);
     g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
-                "update path \"mode\" (cpd.update) with constraints \"nonneg\" needs "
+                "update path \"mode\" (cpd.update) with constraints \"nonneg\" or l1 needs "
                 "als_update_nonneg (plugin ABI 1.5) and als_update (capability "
                 "TH_CAP_ALS_UPDATE), which plugin '%s' does not both implement; use \"auto\" "
                 "to take the best path the plugin has",
@@ -326,8 +441,10 @@ static gboolean resolve_least_squares_path(const th_backend *backend,
                                            const th_cpd_params *params,
                                            th_update_path *resolved, GError **error)
 {
-    if (params->nonneg_modes)
-        return resolve_nonneg_path(backend, params->update, resolved, error);
+    /* The tensor's order is not known yet: a mask over every mode a list
+     * may name. */
+    if (params->nonneg_modes || th_cpd_regularised(params, TH_MAX_MODES))
+        return resolve_regularised_path(backend, params, TH_MAX_MODES, resolved, error);
     return resolve_update_path(backend, params->update, resolved, error);
 }
 
@@ -342,6 +459,8 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
         return FALSE;
     backend->planned_model = (int32_t)params->model;
     backend->planned_nonneg_modes = params->nonneg_modes;
+    backend->planned_descent_modes = th_cpd_descent_mask(params, TH_MAX_MODES);
+    backend->planned_regularised = th_cpd_regularised(params, TH_MAX_MODES);
     backend->planned = TRUE;
     backend->planned_rank = params->rank;
     backend->requested_update = params->update;
@@ -449,6 +568,35 @@ static void result_memory_clear(result_memory *m)
         g_free(m->factors[k]);
 }
 
+/* Whether the state's updates are regularised (a ridge or an l1). */
+static gboolean state_regularised(const th_als_state *s)
+{
+    gboolean regularised = s->l2 != 0.0;
+    for (uint32_t m = 0; m < s->nmodes; ++m)
+        regularised = regularised || s->l1[m] != 0.0;
+    return regularised;
+}
+
+/* The regularised objective of the final model, from the factors just
+ * fetched (their columns' 1-norms, which the l1 term needs). A regularised
+ * run's tensor is never scaled (th_cpd_check_regularised_values), so its
+ * value_scale is 1; the division keeps the file's units regardless. */
+static void final_objective(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r)
+{
+    g_autofree double *sums = g_new0(double, (size_t)s->nmodes * s->rank);
+    g_autofree double **rows = g_new(double *, s->nmodes);
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        rows[m] = sums + (size_t)m * s->rank;
+        const double *a = r->factors[m];
+        for (uint64_t i = 0; s->l1[m] != 0.0 && i < r->dims[m]; ++i)
+            for (uint32_t k = 0; k < s->rank; ++k)
+                rows[m][k] += fabs(a[i * s->rank + k]);
+    }
+    const double scale = tensor->value_scale;
+    r->objective = th_als_state_objective(s, th_sptensor_norm_squared(tensor), rows) /
+                   (scale * scale);
+}
+
 /* The model the state describes, in the published form (cp_model.h). */
 static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_cpd_result *r,
                                 result_memory *memory, const th_cpd_callbacks *callbacks,
@@ -469,6 +617,8 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
             return FALSE;
     }
     r->fetch_seconds = seconds_since(fetch_start);
+    if (state_regularised(s))
+        final_objective(s, tensor, r); /* of the factors as the iterations left them */
     th_cpd_announce_phase(callbacks, "arranging the model (norms, signs, order)");
     const gint64 arrange_start = g_get_monotonic_time();
     th_cp_model_arrange(r->lambda, r->factors, r->dims, r->nmodes, r->rank);
@@ -484,8 +634,17 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
-    if (params->nonneg_modes)
-        th_als_state_constrain_nonneg(s, th_cpd_nonneg_mask(params, s->nmodes));
+    /* A regularised run's tensor is never scaled
+     * (th_cpd_check_regularised_values), so the weights are the file's. */
+    double l1[TH_MAX_MODES];
+    for (uint32_t m = 0; m < s->nmodes; ++m)
+        l1[m] = th_cpd_l1(params, m);
+    const th_als_terms terms = {
+        .nonneg_modes = th_cpd_nonneg_mask(params, s->nmodes),
+        .l2 = params->l2,
+        .l1 = l1,
+    };
+    th_als_state_regularise(s, &terms);
     gboolean ok;
     if (params->initial_factors) {
         *source = TH_INIT_GIVEN;
@@ -515,6 +674,7 @@ static void record_state(const th_als_state *s, th_cpd_result *r)
     r->algebra_seconds += s->timings.algebra_seconds;
     r->pinv_fallbacks = s->pinv_fallbacks;
     r->sweep_fallbacks = s->sweep_fallbacks;
+    r->sweep_refused = s->sweep_refused;
 }
 
 th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
@@ -528,8 +688,13 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     const gboolean planned = backend->planned && backend->planned_rank == params->rank &&
                              backend->requested_update == params->update &&
                              backend->planned_model == (int32_t)params->model &&
-                             backend->planned_nonneg_modes == params->nonneg_modes;
-    if (!th_cpd_check_constraints_order(params, nmodes, error))
+                             backend->planned_nonneg_modes == params->nonneg_modes &&
+                             backend->planned_descent_modes ==
+                                 th_cpd_descent_mask(params, TH_MAX_MODES) &&
+                             backend->planned_regularised ==
+                                 th_cpd_regularised(params, TH_MAX_MODES);
+    if (!th_cpd_check_constraints_order(params, nmodes, error) ||
+        !th_cpd_check_regularised_values(params, tensor, error))
         return NULL;
     if (!planned && !th_cpd_plan(backend, params, NULL, error))
         return NULL;
@@ -544,9 +709,22 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = path;
     r->nonneg_modes = th_cpd_nonneg_mask(params, nmodes);
+    r->descent_modes = th_cpd_descent_mask(params, nmodes);
     r->model = TH_MODEL_LEAST_SQUARES;
     r->log_likelihood = NAN;
     r->kkt_violation = NAN;
+    r->l2 = params->l2;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        r->l1[m] = th_cpd_l1(params, m);
+    r->objective = NAN;
+    const gboolean regularised = th_cpd_regularised(params, nmodes);
+    /* Each iteration's objective where it is cheap: every l1 0 (the
+     * Grams give the squared norms). */
+    gboolean any_l1 = FALSE;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        any_l1 = any_l1 || th_cpd_l1(params, m) != 0.0;
+    const gboolean objective_each_iteration = regularised && !any_l1;
+    const double objective_scale = 1.0 / (tensor->value_scale * tensor->value_scale);
 
     const th_als_step_callbacks step_callbacks = {
         .mode = callbacks ? callbacks->mode : NULL,
@@ -556,7 +734,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
-    g_autoptr(th_als_state) s = start_run(backend, path, params, &r->initial_factors, error);
+    g_autoptr(th_als_state) s =
+        start_run(backend, path, params, &r->initial_factors, error);
     r->init_seconds = seconds_since(init_start);
     gboolean ok = s != NULL;
     result_memory memory = {0};
@@ -601,7 +780,9 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             .seconds = seconds_since(start),
             .log_likelihood = NAN,
             .kkt_violation = NAN,
-            .objective = NAN,
+            .objective = objective_each_iteration
+                             ? th_als_state_objective(s, norm_x_squared, NULL) * objective_scale
+                             : NAN,
             .train_rmse = NAN,
             .holdout_rmse = NAN,
         };

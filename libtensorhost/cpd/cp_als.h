@@ -34,6 +34,8 @@ typedef enum {
     TH_CPD_ERROR_INPUT,
     /* Constraints listed per mode for a tensor of another order. */
     TH_CPD_ERROR_CONSTRAINTS,
+    /* l1 weights listed per mode for a tensor of another order. */
+    TH_CPD_ERROR_L1,
 } th_cpd_error;
 
 /* Where a run's initial factors came from. */
@@ -110,11 +112,16 @@ typedef struct th_cpd_params {
      * (TH_CPD_ERROR_UPDATE_PATH) naming the plugin and the capability. */
     th_update_path update;
     /* Least squares with nonnegative factors (cpd.constraints): each
-     * constrained mode's update by hierarchical ALS, in the backend on the
-     * mode path (als_update_nonneg, plugin ABI 1.5) or on the host
-     * (th_dense_hals_nonneg); AUTO resolves to MODE when the backend has
-     * als_update_nonneg and als_update, else to HOST; MODE without them,
-     * and SWEEP always, is an error (TH_CPD_ERROR_UPDATE_PATH).
+     * constrained mode's update by hierarchical ALS (th_dense_hals), inside
+     * the sweep (als_sweep of plugin ABI 1.6), in the backend on the mode
+     * path (als_update_nonneg, plugin ABI 1.5) or on the host. With
+     * constraints or regularisation (l2, l1 below), AUTO resolves to SWEEP
+     * when the plugin has als_sweep and is of ABI 1.6, else to MODE when it
+     * has als_update (and als_update_nonneg where a mode needs coordinate
+     * descent), else to HOST; SWEEP on an older plugin and MODE without
+     * those functions are errors (TH_CPD_ERROR_UPDATE_PATH) naming the
+     * plugin. On the mode path a plugin before 1.6 runs only 1.5's
+     * nonnegative update; the host updates the modes that need more.
      * `nonneg_modes`: the modes constrained (bit m: mode m; UINT64_MAX:
      * every mode; 0: none);
      * `constraints_listed` is how many modes a per-mode list named (0: one
@@ -122,6 +129,21 @@ typedef struct th_cpd_params {
      * (th_cpd_check_constraints_order). */
     uint64_t nonneg_modes;
     uint32_t constraints_listed;
+    /* Regularised CP-ALS (cpd.l2, cpd.l1; least squares only, read for
+     * TH_MODEL_LEAST_SQUARES): each mode n's update minimises
+     *   1/2 ||X_(n) - A K^T||^2 + l2/2 ||A||_F^2 + l1_n sum |A(i,r)|
+     * given the other factors as the iteration keeps them (columns
+     * normalised; the factor solved carries the weights, as SPLATT's
+     * regularised ALS): A = M (V + l2 I)^-1 for a mode without constraint
+     * and l1_n = 0, else by coordinate descent (th_dense_hals's rule, the
+     * backend's als_update_nonneg or als_sweep of plugin ABI 1.6, or the
+     * host's). `l1` holds l1_n per mode when `l1_listed` (how many modes a
+     * per-mode list named, checked against the tensor's order as
+     * constraints_listed is), else l1[0] is every mode's. All >= 0 and
+     * finite. */
+    double l2;
+    double l1[TH_MAX_MODES];
+    uint32_t l1_listed;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
      * instead of the seed's (borrowed for the call). NULL: the seed's
      * counter-based factors (th_cpd_initial_factors), drawn by the backend
@@ -161,10 +183,33 @@ uint64_t th_cpd_every_mode(uint32_t nmodes);
  * m nonnegative). */
 uint64_t th_cpd_nonneg_mask(const th_cpd_params *params, uint32_t nmodes);
 
+/* Mode `mode`'s l1 weight (th_cpd_params.l1: listed per mode, or one for
+ * every mode). */
+double th_cpd_l1(const th_cpd_params *params, uint32_t mode);
+
+/* Whether a least-squares run of params over `nmodes` modes is regularised:
+ * l2 > 0 or some mode's l1 > 0. */
+gboolean th_cpd_regularised(const th_cpd_params *params, uint32_t nmodes);
+
+/* The modes whose CP-ALS update is coordinate descent (bit m: mode m):
+ * those constrained nonnegative and those with l1 > 0. */
+uint64_t th_cpd_descent_mask(const th_cpd_params *params, uint32_t nmodes);
+
 /* A per-mode constraints list as long as the tensor's order: FALSE with
- * TH_CPD_ERROR_CONSTRAINTS naming both counts otherwise. */
+ * TH_CPD_ERROR_CONSTRAINTS naming both counts otherwise; the same for a
+ * per-mode l1 list (TH_CPD_ERROR_L1). */
 gboolean th_cpd_check_constraints_order(const th_cpd_params *params, uint32_t nmodes,
                                         GError **error);
+
+/* Regularised CP-ALS fits the values as read: its terms are not
+ * scale-invariant (the l1 term scales with the values, not with their
+ * squares, and the max-norm's floor at 1 sits at one scale), so the host
+ * never scales its tensor into the safe range (sptensor.h), as completion
+ * does not. FALSE with TH_CPD_ERROR_INPUT when params is regularised and
+ * `tensor` was scaled (value_scale != 1) or its largest |value| lies outside
+ * [2^-64, 2^64]; TRUE otherwise. */
+gboolean th_cpd_check_regularised_values(const th_cpd_params *params,
+                                         const th_sptensor *tensor, GError **error);
 
 /* The stopping rule (Tensor Toolbox's cp_als): after iteration `iteration`
  * (1-based), whose fit changed by `delta`, the run has converged when
@@ -186,7 +231,11 @@ typedef struct th_cpd_iteration {
     uint32_t inadmissible_zero_modes; /* modes whose inadmissible zeros were raised */
     /* Completion only (NaN for the other models; holdout_rmse NaN without
      * a holdout): the objective sum over the training entries of (x - m)^2
-     * + l2 sum_n ||A_n||_F^2, and the root mean squared errors. */
+     * + l2 sum_n ||A_n||_F^2, and the root mean squared errors.
+     * objective is also regularised CP-ALS's (th_cpd_result.objective)
+     * after the iteration, where every l1 is 0 (from the Grams; the 1-norms
+     * an l1 term needs are known only once the factors are fetched, at the
+     * end); NaN otherwise. */
     double objective;
     double train_rmse;
     double holdout_rmse;
@@ -237,6 +286,22 @@ typedef struct th_cpd_result {
     uint32_t partial_modes;
     th_update_path update_path; /* the path that ran: SWEEP, MODE or HOST, never AUTO */
     uint64_t nonneg_modes;      /* the factors constrained nonnegative (bit m: mode m) */
+    /* The modes updated by coordinate descent (nonnegative or l1 > 0). */
+    uint64_t descent_modes;
+    /* Regularised CP-ALS (least squares): the weights it ran with (l1 per
+     * mode, [nmodes] used; th_cpd_params'), and the objective
+     *   1/2 ||X - M||^2 + l2/2 sum_n ||A_n||_F^2 + sum_n l1_n sum |A_n|
+     * of the final model as the iterations hold it (every factor's columns
+     * normalised but the last mode updated's, which carries the weights:
+     * the objective its update minimised), in the file's units; NaN for an
+     * unregularised run and the other models. */
+    double l2;
+    double l1[TH_MAX_MODES];
+    double objective;
+    /* The sweep path's als_sweep refused the regularised or constrained
+     * iteration (TH_ERR_UNSUPPORTED): from that iteration on each mode was
+     * updated on its own, as on the mode path. */
+    gboolean sweep_refused;
     th_init_source initial_factors; /* who drew the factors the run started from */
     uint32_t pinv_fallbacks; /* host solves that needed the pseudo-inverse */
     /* Iterations whose als_sweep stopped early (a Cholesky breakdown) and

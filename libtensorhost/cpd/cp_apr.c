@@ -328,6 +328,7 @@ th_cpd_result *th_cp_apr(th_backend *backend, const th_sptensor *tensor,
     r->mttkrp_device_seconds = g_new0(double, nmodes);
     r->update_path = backend->update_path;
     r->model = TH_MODEL_POISSON;
+    r->objective = NAN; /* regularised CP-ALS's */
     r->fit = NAN;
     r->log_likelihood = NAN;
     r->kkt_violation = NAN;

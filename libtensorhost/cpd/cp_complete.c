@@ -286,6 +286,7 @@ static th_cpd_result *new_result(const th_backend *backend, const th_sptensor *t
     r->log_likelihood = NAN;
     r->kkt_violation = NAN;
     r->completion.objective = NAN;
+    r->objective = NAN; /* regularised CP-ALS's; completion's is completion.objective */
     r->completion.train_rmse = NAN;
     r->completion.holdout_rmse = NAN;
     return r;

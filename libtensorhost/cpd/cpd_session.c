@@ -62,6 +62,13 @@ static th_cpd_warning_terms terms_of(const th_cpd_session *s)
     };
 }
 
+/* Regularised CP-ALS fits the values as read (th_cpd_check_regularised_values). */
+static gboolean fits_values_as_read(const th_cpd_session *s)
+{
+    return s->params.model == TH_MODEL_LEAST_SQUARES &&
+           th_cpd_regularised(&s->params, TH_MAX_MODES);
+}
+
 /* Completion's entries: the listed ones split into training and held-out
  * entries, the training ones checked to reach every factor row (an error
  * without a ridge, a warning with one). */
@@ -97,7 +104,8 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
         break;
     default:
         ok = th_cpd_check_tensor(tensor, error) &&
-             th_cpd_check_constraints_order(&s->params, tensor->nmodes, error);
+             th_cpd_check_constraints_order(&s->params, tensor->nmodes, error) &&
+             th_cpd_check_regularised_values(&s->params, tensor, error);
         break;
     }
     if (!ok)
@@ -136,6 +144,11 @@ gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **e
 gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean *scaled,
                                 GError **error)
 {
+    if (fits_values_as_read(s)) {
+        if (scaled)
+            *scaled = FALSE;
+        return take_tensor(s, tensor, error);
+    }
     return th_cpd_prepare_tensor_for(tensor, s->params.model, scaled, error) &&
            take_tensor(s, tensor, error);
 }
@@ -146,7 +159,8 @@ gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tenso
     g_clear_pointer(&s->scaled_copy, th_sptensor_free);
     /* The Poisson model and completion take the values as they are (they
      * are not scale-invariant). */
-    if (s->params.model == TH_MODEL_LEAST_SQUARES && !th_sptensor_in_safe_range(tensor)) {
+    if (s->params.model == TH_MODEL_LEAST_SQUARES && !fits_values_as_read(s) &&
+        !th_sptensor_in_safe_range(tensor)) {
         s->scaled_copy = th_sptensor_copy(tensor);
         th_sptensor_scale_to_safe_range(s->scaled_copy);
     }

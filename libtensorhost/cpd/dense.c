@@ -201,8 +201,9 @@ void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use
 #define HALS_BLOCK_ROWS 64u
 #define HALS_PARALLEL_WORK 32768.0
 
-uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
-                              uint32_t sweeps, double tolerance, double *a)
+uint32_t th_dense_hals(const double *m, const double *v, uint64_t rows, uint32_t rank,
+                       double ridge, double l1, int32_t constraint, uint32_t sweeps,
+                       double tolerance, double *a)
 {
     /* A row's new entries depend on that row alone (and v, m): rows go in
      * the outer loop, each row's columns in order, which computes every
@@ -210,6 +211,7 @@ uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, u
      * blocks of rows run in parallel, and their squared changes are added
      * in block order, so the stopping decision does not depend on the
      * thread count. */
+    const gboolean nonneg = constraint == TH_CONSTRAINT_NONNEG;
     const uint64_t blocks = (rows + HALS_BLOCK_ROWS - 1) / HALS_BLOCK_ROWS;
     g_autofree double *block_change = g_new(double, blocks ? blocks : 1);
     const gboolean parallel = (double)rows * rank * rank >= HALS_PARALLEL_WORK;
@@ -225,13 +227,17 @@ uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, u
                 for (uint32_t k = 0; k < rank; ++k) {
                     const double *v_col = v + (size_t)k * rank; /* symmetric: row k */
                     const double vkk = v_col[k];
-                    if (vkk == 0.0)
+                    const double d = vkk + ridge;
+                    if (d == 0.0)
                         continue;
                     double product = 0.0; /* (a v)(i, k), the columns before k new */
                     for (uint32_t q = 0; q < rank; ++q)
                         product += row[q] * v_col[q];
-                    const double next =
-                        fmax(0.0, (m_row[k] - product + vkk * row[k]) / vkk);
+                    const double n = m_row[k] - product + vkk * row[k];
+                    /* With l1 = 0 and the constraint, max(0, n) / d is
+                     * max(0, n / d): the 1.5 update's values exactly. */
+                    const double next = nonneg ? fmax(0.0, n - l1) / d
+                                               : copysign(fmax(0.0, fabs(n) - l1), n) / d;
                     change += (next - row[k]) * (next - row[k]);
                     row[k] = next;
                 }
@@ -247,6 +253,12 @@ uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, u
             return pass + 1;
     }
     return sweeps;
+}
+
+uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
+                              uint32_t sweeps, double tolerance, double *a)
+{
+    return th_dense_hals(m, v, rows, rank, 0.0, 0.0, TH_CONSTRAINT_NONNEG, sweeps, tolerance, a);
 }
 
 void th_dense_column_inner(const double *m, const double *a, uint64_t rows, uint32_t rank,

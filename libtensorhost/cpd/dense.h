@@ -44,18 +44,34 @@ void th_dense_matmul(const double *a, const double *b, uint64_t rows, uint32_t k
 void th_dense_normalize_columns(double *a, uint64_t rows, uint32_t rank, int use_max_norm,
                                 double *lambda);
 
-/* Nonnegative least squares for the rows of `a` (rows x rank): a >= 0
- * minimising ||a v - m||, the normal equations of min ||X_(n) - a K^T||
- * with v = K^T K (rank x rank, the Hadamard product of the other modes'
- * Grams) and m = X_(n) K (the MTTKRP), by hierarchical ALS (Cichocki and
- * Phan; Gillis and Glineur): column by column, a(:,k) = max(0, a(:,k) +
- * (m(:,k) - a v(:,k)) / v(k,k)), the exact minimiser for that column with
- * the others fixed, each column using the ones updated before it. Starts
- * from `a` as given and makes up to `sweeps` passes over the columns,
- * stopping after a pass whose squared change is below `tolerance` times the
- * first pass's (TensorLy's hals_nnls: 5 passes, 1e-8 in its
- * non_negative_parafac_hals). A column with v(k,k) = 0 (all other modes'
- * column k zero) is left as it is. Returns the passes made. */
+/* The coordinate-descent update of CP-ALS's constrained and sparse modes,
+ * exactly the rule of plugin.h's th_nonneg_update_io (step 2): for the rows
+ * of `a` (rows x rank), the a minimising, row by row,
+ *   1/2 ||X_(n) - a K^T||^2 + ridge/2 ||a||^2 + l1 sum |a(i,r)|
+ * given v = K^T K (rank x rank, the Hadamard product of the other modes'
+ * Grams, symmetric) and m = X_(n) K (the MTTKRP), under a >= 0 when
+ * `constraint` is TH_CONSTRAINT_NONNEG, by hierarchical ALS (Cichocki and
+ * Phan; Gillis and Glineur): column by column, each row's columns in order
+ * with the ones before already updated in this pass,
+ *   d = v(k,k) + ridge,  n = m(i,k) - sum_q a(i,q) v(q,k) + v(k,k) a(i,k),
+ *   TH_CONSTRAINT_NONNEG: a(i,k) <- max(0, n - l1) / d
+ *   TH_CONSTRAINT_NONE:   a(i,k) <- sign(n) max(0, |n| - l1) / d
+ * the exact minimiser for that entry with the others fixed (a soft
+ * threshold, clipped at 0 under the constraint); a column with d = 0 is
+ * left as it is. Starts from `a` as given and makes up to `sweeps` passes,
+ * stopping after a pass whose squared change (summed over every entry) is
+ * at most `tolerance` times the first pass's (TensorLy's hals_nnls, whose
+ * sparsity_coefficient is l1 and ridge_coefficient ridge / 2: 5 passes,
+ * 1e-8 in its non_negative_parafac_hals). Rows run in parallel blocks
+ * whose changes are added in block order: the same bits and passes on any
+ * thread count. ridge and l1 must be >= 0. Returns the passes made. */
+uint32_t th_dense_hals(const double *m, const double *v, uint64_t rows, uint32_t rank,
+                       double ridge, double l1, int32_t constraint, uint32_t sweeps,
+                       double tolerance, double *a);
+
+/* th_dense_hals with ridge 0, l1 0 and TH_CONSTRAINT_NONNEG: nonnegative
+ * least squares, a >= 0 minimising ||a v - m|| row by row (the normal
+ * equations of min ||X_(n) - a K^T||). */
 uint32_t th_dense_hals_nonneg(const double *m, const double *v, uint64_t rows, uint32_t rank,
                               uint32_t sweeps, double tolerance, double *a);
 

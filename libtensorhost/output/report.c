@@ -130,6 +130,12 @@ static void add_config_member(const char *key, const th_config_value *value, voi
             json_builder_add_string_value(b, g_ptr_array_index(value->items, i));
         json_builder_end_array(b);
         break;
+    case TH_CONFIG_VALUE_NUMBER_LIST:
+        json_builder_begin_array(b);
+        for (guint i = 0; value->numbers && i < value->numbers->len; ++i)
+            th_json_add_number(b, g_array_index(value->numbers, double, i));
+        json_builder_end_array(b);
+        break;
     case TH_CONFIG_VALUE_STRING:
         json_builder_add_string_value(b, value->text);
         break;
@@ -197,6 +203,23 @@ void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t n
     json_builder_end_array(b);
 }
 
+void th_report_add_regularisation(JsonBuilder *b, double l2, const double *l1, uint32_t nmodes)
+{
+    th_json_member_number(b, "l2", l2);
+    gboolean same = TRUE;
+    for (uint32_t m = 1; m < nmodes; ++m)
+        same = same && l1[m] == l1[0];
+    if (same) {
+        th_json_member_number(b, "l1", nmodes ? l1[0] : 0.0);
+        return;
+    }
+    json_builder_set_member_name(b, "l1");
+    json_builder_begin_array(b);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        th_json_add_number(b, l1[m]);
+    json_builder_end_array(b);
+}
+
 void th_report_add_completion(JsonBuilder *b, const th_cpd_result *r)
 {
     const th_completion_summary *c = &r->completion;
@@ -227,8 +250,11 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     json_builder_set_member_name(b, "cpd");
     json_builder_begin_object(b);
     th_json_member_string(b, "model", th_cpd_model_name(r->model));
+    const gboolean least_squares = r->model == TH_MODEL_LEAST_SQUARES;
     if (!poisson)
         th_report_add_constraints(b, r->nonneg_modes, r->nmodes);
+    if (least_squares)
+        th_report_add_regularisation(b, r->l2, r->l1, r->nmodes);
     if (poisson && config)
         add_apr_params(b, config);
     if (completion)
@@ -236,6 +262,9 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     th_json_member_int(b, "rank", r->rank);
     th_json_member_string(b, "status", th_run_status(r));
     th_json_member_number(b, "final_fit", r->fit); /* least squares, for every model */
+    /* Regularised CP-ALS: the final model's objective; null unregularised. */
+    if (least_squares)
+        th_json_member_number(b, "objective", r->objective);
     if (poisson) {
         th_json_member_number(b, "final_log_likelihood", r->log_likelihood);
         th_json_member_number(b, "final_kkt_violation", r->kkt_violation);
@@ -248,6 +277,8 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     th_json_member_bool(b, "backend_update", th_cpd_backend_updated(r));
     th_json_member_int(b, "pinv_fallbacks", r->pinv_fallbacks);
     th_json_member_int(b, "sweep_fallbacks", r->sweep_fallbacks);
+    if (least_squares)
+        th_json_member_bool(b, "sweep_refused", r->sweep_refused);
     json_builder_set_member_name(b, "iterations");
     json_builder_begin_array(b);
     for (guint i = 0; i < r->iterations->len; ++i) {
@@ -263,6 +294,8 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
             th_json_member_int(b, "inner_iterations", it->inner_iterations);
             th_json_member_int(b, "inadmissible_zero_modes", it->inadmissible_zero_modes);
         }
+        if (least_squares && isfinite(r->objective))
+            th_json_member_number(b, "objective", it->objective); /* null: not computed */
         if (completion) {
             th_json_member_number(b, "objective", it->objective);
             th_json_member_number(b, "train_rmse", it->train_rmse);

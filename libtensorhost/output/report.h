@@ -45,6 +45,11 @@ void th_report_add_backend_facts(JsonBuilder *b, const th_backend_facts *facts);
  * nonneg_modes: mode m nonnegative; bits past nmodes are ignored). */
 void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t nmodes);
 
+/* "l2": the ridge, and "l1": one number when every one of the `nmodes`
+ * modes has the same, else an array, one per mode (a least-squares run's
+ * regularisation, as cpd.constraints is reported). */
+void th_report_add_regularisation(JsonBuilder *b, double l2, const double *l1, uint32_t nmodes);
+
 /* The "completion" member of a completion run (report.json's cpd and a
  * comparison's results.json): the entries observed, trained on and held
  * out, l2, the published iteration and its objective and RMSEs, and the

@@ -449,9 +449,55 @@ gboolean th_backend_has_als_sweep(const th_backend *backend)
     return backend->plugin->entry.als_sweep != NULL;
 }
 
+uint32_t th_backend_abi_minor(const th_backend *backend)
+{
+    return backend->plugin->entry.abi_version.minor;
+}
+
+gboolean th_backend_takes_abi_1_6(const th_backend *backend)
+{
+    return th_backend_abi_minor(backend) >= 6;
+}
+
+/* The refusal of 1.6 in-fields for a plugin built before them: it would
+ * read its own, shorter struct and run the unregularised update. */
+static gboolean refuse_for_older_abi(const th_backend *backend, const char *function,
+                                     const char *fields, GError **error)
+{
+    const th_plugin_info *info = th_backend_info(backend);
+    g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED,
+                "%s: %s with %s needs plugin ABI 1.6; plugin '%s' was built against ABI "
+                "%u.%u, whose %s ignores them",
+                info->id, function, fields, info->id,
+                (unsigned)backend->plugin->entry.abi_version.major,
+                (unsigned)backend->plugin->entry.abi_version.minor, function);
+    return FALSE;
+}
+
+gboolean th_sweep_terms_active(const th_sweep_terms *terms, uint32_t nmodes)
+{
+    if (!terms)
+        return FALSE;
+    gboolean active = terms->ridge != 0.0;
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        active = active || (terms->constraints && terms->constraints[m] != TH_CONSTRAINT_NONE);
+        active = active || (terms->l1 && terms->l1[m] != 0.0);
+    }
+    return active;
+}
+
 gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
                               double *lambda, double *inner, uint32_t *modes_done,
                               GError **error)
+{
+    return th_backend_als_sweep_with(backend, norm, NULL, grams, lambda, inner, modes_done,
+                                     error);
+}
+
+gboolean th_backend_als_sweep_with(th_backend *backend, int32_t norm,
+                                   const th_sweep_terms *terms, double *const *grams,
+                                   double *lambda, double *inner, uint32_t *modes_done,
+                                   GError **error)
 {
     th_als_sweep_io io = {
         .struct_size = (uint32_t)sizeof(th_als_sweep_io),
@@ -463,7 +509,21 @@ gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *
         .grams = grams,
         .lambda = lambda,
         .inner = inner,
+        /* The 1.6 fields' defaults: the plain sweep. */
+        .hals_sweeps = 1,
     };
+    if (th_sweep_terms_active(terms, backend->nmodes)) {
+        *modes_done = 0;
+        if (!th_backend_takes_abi_1_6(backend))
+            return refuse_for_older_abi(backend, "als_sweep", "constraints, l1 or a ridge",
+                                        error);
+        io.constraints = terms->constraints;
+        io.l1 = terms->l1;
+        io.ridge = terms->ridge;
+        io.scale = terms->scale;
+        io.hals_sweeps = terms->hals_sweeps;
+        io.hals_tolerance = terms->hals_tolerance;
+    }
     char message[TH_ERROR_SIZE] = "";
     const th_status status = th_call_als_sweep(backend->plugin, backend->instance, &io, message);
     if (!check_call(backend, status, "als_sweep", message, error)) {
@@ -566,10 +626,26 @@ gboolean th_backend_has_als_update_nonneg(const th_backend *backend)
     return backend->plugin->entry.als_update_nonneg != NULL;
 }
 
+gboolean th_descent_terms_active(const th_descent_terms *terms)
+{
+    return terms && (terms->ridge != 0.0 || terms->l1 != 0.0 ||
+                     terms->constraint != TH_CONSTRAINT_NONNEG);
+}
+
 gboolean th_backend_als_update_nonneg(th_backend *backend, uint32_t mode, const double *v,
                                       const double *scale, uint32_t sweeps, double tolerance,
                                       int32_t norm, double *lambda, double *gram, double *inner,
                                       uint32_t *passes, GError **error)
+{
+    return th_backend_als_update_descent(backend, mode, v, scale, sweeps, tolerance, norm, NULL,
+                                         lambda, gram, inner, passes, error);
+}
+
+gboolean th_backend_als_update_descent(th_backend *backend, uint32_t mode, const double *v,
+                                       const double *scale, uint32_t sweeps, double tolerance,
+                                       int32_t norm, const th_descent_terms *terms,
+                                       double *lambda, double *gram, double *inner,
+                                       uint32_t *passes, GError **error)
 {
     th_nonneg_update_io io = {
         .struct_size = (uint32_t)sizeof(th_nonneg_update_io),
@@ -579,7 +655,18 @@ gboolean th_backend_als_update_nonneg(th_backend *backend, uint32_t mode, const 
         .tolerance = tolerance,
         .sweeps = sweeps,
         .norm = norm,
+        /* The 1.6 fields' defaults, 1.5's update: the constraint's default
+         * is TH_CONSTRAINT_NONNEG, not 0. */
+        .constraint = TH_CONSTRAINT_NONNEG,
     };
+    if (th_descent_terms_active(terms)) {
+        if (!th_backend_takes_abi_1_6(backend))
+            return refuse_for_older_abi(backend, "als_update_nonneg",
+                                        "a ridge, l1 or no constraint", error);
+        io.ridge = terms->ridge;
+        io.l1 = terms->l1;
+        io.constraint = terms->constraint;
+    }
     th_als_output out = {
         .struct_size = (uint32_t)sizeof(th_als_output),
         .lambda = lambda,

@@ -34,6 +34,10 @@ typedef struct th_backend {
     th_update_path requested_update, update_path;
     int32_t planned_model; /* the th_cpd_model (cp_als.h) the plan was made for */
     uint64_t planned_nonneg_modes; /* the plan's th_cpd_params.nonneg_modes */
+    /* The plan's coordinate-descent modes and whether it was regularised
+     * (th_cpd_descent_mask, th_cpd_regularised over every mode). */
+    uint64_t planned_descent_modes;
+    gboolean planned_regularised;
 } th_backend;
 
 /* Resolves `plugin` ("auto", a name or a path) along `search_path` (may be
@@ -91,6 +95,34 @@ gboolean th_backend_has_als_update(const th_backend *backend);
 gboolean th_backend_als_update(th_backend *backend, uint32_t mode, const double *w, int32_t norm,
                                double *lambda, double *gram, double *inner, GError **error);
 gboolean th_backend_has_als_sweep(const th_backend *backend);
+/* The minor version of the plugin ABI the plugin's entry says it was built
+ * against (entry->abi_version.minor). */
+uint32_t th_backend_abi_minor(const th_backend *backend);
+/* Whether the plugin was built against ABI 1.6 or later, so that it honours
+ * (or refuses) the 1.6 in-fields of als_sweep and als_update_nonneg: a host
+ * gives those fields values other than their defaults only then (plugin.h's
+ * growth rules). */
+gboolean th_backend_takes_abi_1_6(const th_backend *backend);
+
+/* What regularises or constrains a sweep's updates (the 1.6 in-fields of
+ * th_als_sweep_io, as als_sweep() in plugin.h reads them): per mode its
+ * TH_CONSTRAINT_* and l1 weight (NULL: none, 0), the ridge, the model's
+ * weights when the sweep starts (NULL: ones; not the lambda the sweep
+ * writes) and the coordinate-descent passes and tolerance. */
+typedef struct th_sweep_terms {
+    const int32_t *constraints; /* [nmodes] or NULL */
+    const double *l1;           /* [nmodes] or NULL */
+    double ridge;
+    const double *scale;        /* [rank] or NULL */
+    uint32_t hals_sweeps;       /* >= 1 */
+    double hals_tolerance;
+} th_sweep_terms;
+
+/* Whether `terms` (may be NULL) changes any update: a constraint other
+ * than TH_CONSTRAINT_NONE, an l1 or a ridge other than 0 among `nmodes`
+ * modes. Without, a sweep is the plain 1.1 one. */
+gboolean th_sweep_terms_active(const th_sweep_terms *terms, uint32_t nmodes);
+
 /* One whole CP-ALS iteration in the backend (ABI 1.1 als_sweep): `grams`
  * holds backend->nmodes rank x rank Grams of the current factors and gets
  * those of the updated modes back; `lambda` and `inner` ([rank]) are those
@@ -104,6 +136,17 @@ gboolean th_backend_has_als_sweep(const th_backend *backend);
 gboolean th_backend_als_sweep(th_backend *backend, int32_t norm, double *const *grams,
                               double *lambda, double *inner, uint32_t *modes_done,
                               GError **error);
+/* The same with the 1.6 `terms` (may be NULL: the plain sweep). Active
+ * terms go only to a plugin of ABI 1.6 or later; for an older one the call
+ * is refused here, before the plugin sees it (TH_ERR_UNSUPPORTED naming
+ * the plugin and its version), as an older plugin would ignore them
+ * unseen. A plugin may refuse them itself with TH_ERR_UNSUPPORTED, before
+ * it changes anything: then *modes_done is 0 and the caller runs the
+ * iteration per mode. */
+gboolean th_backend_als_sweep_with(th_backend *backend, int32_t norm,
+                                   const th_sweep_terms *terms, double *const *grams,
+                                   double *lambda, double *inner, uint32_t *modes_done,
+                                   GError **error);
 gboolean th_backend_has_init_factors(const th_backend *backend);
 /* The backend draws its own initial factors (ABI 1.3 init_factors): every
  * mode's factor becomes F_m(i, r) = th_initial_factor_value(seed, m, i, r)
@@ -143,6 +186,27 @@ gboolean th_backend_als_update_nonneg(th_backend *backend, uint32_t mode, const 
                                       const double *scale, uint32_t sweeps, double tolerance,
                                       int32_t norm, double *lambda, double *gram, double *inner,
                                       uint32_t *passes, GError **error);
+/* The 1.6 in-fields of als_update_nonneg: the ridge, the mode's l1 weight
+ * and its constraint (TH_CONSTRAINT_NONNEG by default: 1.5's update). */
+typedef struct th_descent_terms {
+    double ridge;
+    double l1;
+    int32_t constraint;
+} th_descent_terms;
+/* Whether `terms` differ from 1.5's update (ridge 0, l1 0, nonnegative). */
+gboolean th_descent_terms_active(const th_descent_terms *terms);
+/* th_backend_als_update_nonneg with the 1.6 `terms` (NULL: 1.5's update,
+ * as th_backend_als_update_nonneg): the mode's factor by the coordinate
+ * descent of plugin.h's th_nonneg_update_io (th_dense_hals's rule). Active
+ * terms go only to a plugin of ABI 1.6 or later; for an older one the call
+ * is refused here with TH_ERR_UNSUPPORTED naming the plugin and its
+ * version, before anything changes, as a 1.6 plugin refuses a combination
+ * it cannot do. */
+gboolean th_backend_als_update_descent(th_backend *backend, uint32_t mode, const double *v,
+                                       const double *scale, uint32_t sweeps, double tolerance,
+                                       int32_t norm, const th_descent_terms *terms,
+                                       double *lambda, double *gram, double *inner,
+                                       uint32_t *passes, GError **error);
 /* Whether the backend has what tensor completion runs on: row_least_squares
  * (ABI 1.5) and generalized_mttkrp (its training error). */
 gboolean th_backend_has_row_least_squares(const th_backend *backend);

@@ -79,6 +79,9 @@ gboolean th_console_iteration(const th_cpd_iteration *it, void *user_data)
                it->iteration, it->seconds, it->log_likelihood, it->delta, it->kkt_violation,
                it->inner_iterations,
                it->inadmissible_zero_modes ? "  (inadmissible zeros raised)" : "");
+    else if (!isnan(it->objective)) /* regularised CP-ALS without l1 */
+        th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e  objective = %.6e",
+               it->iteration, it->seconds, it->fit, it->delta, it->objective);
     else
         th_log(TH_LOG_INFO, "  its = %3u (%.3fs)  fit = %.6f  delta = %+.4e", it->iteration,
                it->seconds, it->fit, it->delta);
@@ -156,10 +159,10 @@ static void print_mttkrp_timings(const th_backend_facts *f, const th_cpd_result 
  * path: als_update_nonneg for the constrained modes. */
 static const char *backend_update_functions(const th_cpd_result *r)
 {
-    if (r->nonneg_modes == 0)
+    if (r->descent_modes == 0)
         return "als_update";
-    return r->nonneg_modes == th_cpd_every_mode(r->nmodes) ? "als_update_nonneg"
-                                                          : "als_update_nonneg or als_update";
+    return r->descent_modes == th_cpd_every_mode(r->nmodes) ? "als_update_nonneg"
+                                                           : "als_update_nonneg or als_update";
 }
 
 static void print_update_timings(const th_cpd_result *r)
@@ -167,8 +170,11 @@ static void print_update_timings(const th_cpd_result *r)
     switch (r->update_path) {
     case TH_UPDATE_SWEEP:
         th_log(TH_LOG_INFO, "  als sweep       %10.4f  (in the backend: one als_sweep per "
-                            "iteration: MTTKRPs, solves, updates)",
-               r->sweep_seconds);
+                            "iteration: MTTKRPs, solves, updates%s)",
+               r->sweep_seconds,
+               r->sweep_refused ? "; refused for the regularised iterations, which ran per "
+                                  "mode"
+                                : "");
         th_log(TH_LOG_INFO, "  factor update   %10.4f  (als_update of modes the host finished)",
                r->update_seconds);
         break;
@@ -238,9 +244,14 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
                th_plural(r->iterations->len, "iteration", "iterations"), best, c->train_rmse,
                c->holdout_rmse, c->objective, r->fit);
     } else {
-        th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f", th_run_status(r),
+        g_autofree char *objective =
+            isfinite(r->objective)
+                ? g_strdup_printf(", objective %.6e (least squares plus l2 and l1 terms)",
+                                  r->objective)
+                : g_strdup("");
+        th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f%s", th_run_status(r),
                r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"),
-               r->fit);
+               r->fit, objective);
     }
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);

@@ -223,6 +223,8 @@ static gboolean prepare_tensor(const th_config *config, th_cpd_session *session,
             g_prefix_error(error, "%s: ", config->tensor_path);
         else if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_CONSTRAINTS))
             blame_key(error, config, "cpd.constraints");
+        else if (g_error_matches(*error, TH_CPD_ERROR, TH_CPD_ERROR_L1))
+            blame_key(error, config, "cpd.l1");
         return FALSE;
     }
     if (scaled)
@@ -271,22 +273,49 @@ static int report_read_interruption(GError *error)
 }
 
 
-/* How the constrained modes are updated, with where CP-ALS's HALS runs:
- * the planned `path` (the mode path: the backend's als_update_nonneg). */
-static const char *constraints_method(const th_cpd_params *params, th_update_path path)
+/* How the constrained (and sparse) modes are updated, with where CP-ALS's
+ * HALS runs: the planned `path` (the mode path: the backend's
+ * als_update_nonneg, which a plugin before ABI 1.6 runs only without a
+ * ridge or l1; the sweep path: inside als_sweep). */
+static const char *constraints_method(const th_cpd_params *params, const th_backend *backend,
+                                      th_update_path path)
 {
     if (params->model == TH_MODEL_COMPLETION)
         return "(coordinate descent per row)";
-    return path == TH_UPDATE_MODE ? "(hierarchical ALS in the backend)"
-                                  : "(hierarchical ALS on the host)";
+    if (path == TH_UPDATE_SWEEP)
+        return "(hierarchical ALS inside the sweep)";
+    if (path != TH_UPDATE_MODE)
+        return "(hierarchical ALS on the host)";
+    if (th_cpd_regularised(params, backend->nmodes) && !th_backend_takes_abi_1_6(backend))
+        return "(hierarchical ALS on the host: the plugin's als_update_nonneg predates the "
+               "ridge and l1 of ABI 1.6)";
+    return "(hierarchical ALS in the backend)";
+}
+
+/* ", l2 L, l1 L" of a regularised least-squares run, or "". */
+static char *regularisation_summary(const th_cpd_params *params, uint32_t nmodes)
+{
+    if (params->model != TH_MODEL_LEAST_SQUARES || !th_cpd_regularised(params, nmodes))
+        return g_strdup("");
+    GString *text = g_string_new(NULL);
+    g_string_append_printf(text, ", l2 %g, l1 ", params->l2);
+    if (!params->l1_listed) {
+        g_string_append_printf(text, "%g", th_cpd_l1(params, 0));
+        return g_string_free(text, FALSE);
+    }
+    for (uint32_t m = 0; m < nmodes; ++m)
+        g_string_append_printf(text, "%s%g", m ? "/" : "", th_cpd_l1(params, m));
+    g_string_append(text, " per mode");
+    return g_string_free(text, FALSE);
 }
 
 /* ", factors nonnegative (...)" for the run's header line, or "". */
-static char *constraints_summary(const th_cpd_params *params, uint32_t nmodes,
+static char *constraints_summary(const th_cpd_params *params, const th_backend *backend,
                                  th_update_path path)
 {
+    const uint32_t nmodes = backend->nmodes;
     const uint64_t modes = th_cpd_nonneg_mask(params, nmodes);
-    const char *how = constraints_method(params, path);
+    const char *how = constraints_method(params, backend, path);
     if (modes == 0)
         return g_strdup("");
     if (modes == th_cpd_every_mode(nmodes))
@@ -364,7 +393,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
     }
 
     g_autofree char *constraints_text =
-        constraints_summary(&params, backend->nmodes, backend->update_path);
+        constraints_summary(&params, backend, backend->update_path);
+    g_autofree char *regularisation_text = regularisation_summary(&params, backend->nmodes);
     if (params.model == TH_MODEL_POISSON)
         th_log(TH_LOG_INFO,
                "CP-APR  model poisson (multiplicative updates), rank %u, max %u outer %s, "
@@ -380,11 +410,11 @@ int th_run_file(const char *config_path, const char *const *overrides)
     else
         th_log(TH_LOG_INFO,
                "CP-ALS  rank %u, max %u %s, tolerance %g, seed %" G_GUINT64_FORMAT
-               ", update %s%s%s",
+               ", update %s%s%s%s",
                params.rank, params.max_iters,
                th_plural(params.max_iters, "iteration", "iterations"), params.tolerance,
                params.seed, th_update_path_name(backend->update_path),
-               params.update == TH_UPDATE_AUTO ? " (auto)" : "",
+               params.update == TH_UPDATE_AUTO ? " (auto)" : "", regularisation_text,
                constraints_text);
     th_cancel_set_activity("after this iteration");
     th_console_iteration_display display = {0};

@@ -19,6 +19,8 @@ static void check_entry(const char *key, const th_config_value *value, void *use
         abort();
     if (value->kind == TH_CONFIG_VALUE_STRING_LIST && !value->items)
         abort();
+    if (value->kind == TH_CONFIG_VALUE_NUMBER_LIST && (!value->numbers || !value->numbers->len))
+        abort();
     *total += strlen(key) + strlen(value->text);
 }
 

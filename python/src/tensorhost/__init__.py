@@ -301,7 +301,14 @@ class CPResult(CPModel):
     # cp_als(..., constraints=...): "none" or "nonneg" for every mode, else
     # a list of them, one per mode.
     constraints: object = "none"
-    # complete() only (empty arrays, NaN and 0 otherwise). Per iteration: the
+    # cp_als(..., l2=..., l1=...): the ridge, and the l1 weight (a number
+    # when every mode has the same, else a list, one per mode). With either
+    # > 0, `objective` and `objectives` are the regularised objective's
+    # (cp_als's docstring); NaN and empty otherwise.
+    l2: float = 0.0
+    l1: object = 0.0
+    # complete() (and regularised cp_als: objective and objectives, see l2
+    # and l1; empty arrays, NaN and 0 otherwise). Per iteration: the
     # RMSE over the training entries, that over the held-out ones (NaN without
     # a holdout) and the objective, sum over the training entries of (x - m)^2
     # plus l2 times the factors' squared norms. Of the published model: the
@@ -619,7 +626,8 @@ def _warn(found: list, stacklevel: int) -> None:
 def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, Any]] = None,
            max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
            callback: Optional[Callable[[int, float], Optional[bool]]] = None,
-           update: str = "auto", search_path=None, constraints="none") -> CPResult:
+           update: str = "auto", search_path=None, constraints="none", l2: float = 0.0,
+           l1=0.0) -> CPResult:
     """CP decomposition of a sparse tensor by alternating least squares.
 
     X: a file path in any format the program reads (FROSTT .tns, .tns.gz,
@@ -642,8 +650,33 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     constraints: "none", or "nonneg" for nonnegative factors (each
        constrained mode's update by hierarchical ALS, as TensorLy's
        non_negative_parafac_hals, in the backend when it can, else on the
-       host: update must then not be "sweep"); or a sequence of them, one
-       per mode (TensorLy's nn_modes), e.g. ["nonneg", "none", "nonneg"].
+       host; "sweep" needs a plugin whose sweep takes constraints, plugin
+       ABI 1.6); or a sequence of them, one per mode (TensorLy's nn_modes),
+       e.g. ["nonneg", "none", "nonneg"].
+    l2, l1: regularised CP-ALS (the program's cpd.l2 and cpd.l1). Each mode
+       n's update minimises
+         1/2 ||X_(n) - A K^T||^2 + l2/2 ||A||_F^2 + l1_n sum |A(i,r)|
+       given the other factors as the iterations keep them (columns
+       normalised; the factor solved carries the weights, as SPLATT's
+       regularised ALS): A = M (V + l2 I)^-1 for a mode without constraint
+       and l1_n = 0, else by coordinate descent (hierarchical ALS). The
+       names: l2 is TensorLy's parafac l2_reg (and SPLATT's reg), the ridge
+       added to the normal equations; l1 is TensorLy's
+       sparsity_coefficients (non_negative_parafac_hals, its hals_nnls's
+       sparsity_coefficient), a number for every mode or a sequence, one
+       per mode; unlike TensorLy it also applies to unconstrained modes (a
+       soft threshold). Each >= 0 and finite; with both 0 (the default) the
+       run is plain CP-ALS. TensorLy normalises differently (it keeps the
+       factors unnormalised, or folds the weights into every mode's
+       update), so with l1 or l2 > 0 its iterations are not these. A
+       regularised run fits the values as they are (its terms are not
+       scale-invariant): a tensor whose largest |value| lies outside
+       [2**-64, 2**64] is refused. `fit` stays the least-squares fit;
+       `objective` is the regularised objective of the final model
+         1/2 ||X - M||^2 + l2/2 sum_n ||A_n||_F^2 + sum_n l1_n sum |A_n|
+       (the factors as the iterations left them, the last mode updated
+       carrying the weights), `objectives` each iteration's where every l1
+       is 0 (NaN where one is not).
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -680,16 +713,23 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
     if not per_mode or any(not isinstance(c, str) or c not in _CONSTRAINTS for c in per_mode):
         raise ValueError(f"constraints must be one of {sorted(_CONSTRAINTS)} or a non-empty "
                          f"sequence of them (one per mode), got {constraints!r}")
-    if "nonneg" in per_mode and update == "sweep":
-        raise ValueError("update='sweep' updates without constraints; with "
-                         "constraints='nonneg' each mode is updated on its own: use 'auto', "
-                         "'mode' or 'host'")
+    _check_number("l2", l2, positive=False)
+    per_mode_l1 = None if isinstance(l1, numbers.Real) else _sequence_or_none(l1)
+    if per_mode_l1 is None:
+        _check_number("l1", l1, positive=False)
+    else:
+        if not per_mode_l1:
+            raise ValueError(f"l1 must be a finite number >= 0 or a non-empty sequence of them "
+                             f"(one per mode), got {l1!r}")
+        for m, value in enumerate(per_mode_l1):
+            _check_number(f"l1[{m}]", value, positive=False)
     if not isinstance(backend, (str, os.PathLike)):
         raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     result = _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
-                        search_path, constraints)
+                        search_path, constraints, float(l2),
+                        float(l1) if per_mode_l1 is None else [float(v) for v in per_mode_l1])
     _warn(result.warnings, stacklevel=2)
     return result
 
@@ -950,8 +990,18 @@ def _apr_init(init):
     return init, None
 
 
+def _sequence_or_none(value):
+    """`value` as a list when it is a sequence (not a string), else None."""
+    if isinstance(value, (str, bytes)):
+        return None
+    try:
+        return list(value)
+    except TypeError:
+        return None
+
+
 def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
-               search_path, constraints="none") -> CPResult:
+               search_path, constraints="none", l2=0.0, l1=0.0) -> CPResult:
     """cp_als once its arguments are checked: the library's run."""
 
     def build(dims, c_callback):
@@ -959,7 +1009,16 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
         params = _library.CpdParams(
             struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
             max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
-            update=_UPDATES[update], on_iteration=c_callback)
+            update=_UPDATES[update], on_iteration=c_callback, l2=l2)
+        if isinstance(l1, float):
+            params.l1 = l1
+        else:
+            if len(l1) != len(dims):
+                raise ValueError(f"l1 lists {len(l1)} values, one per mode, but the tensor has "
+                                 f"{len(dims)} modes")
+            per_mode_l1 = (ctypes.c_double * len(dims))(*l1)
+            params.mode_l1 = ctypes.cast(per_mode_l1, ctypes.POINTER(ctypes.c_double))
+            keep_alive = (keep_alive, per_mode_l1)
         if isinstance(constraints, str):
             params.constraints = _CONSTRAINTS[constraints]
         else:
@@ -977,7 +1036,10 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
     def hear(iteration, fit, _delta, _seconds):
         return callback is not None and callback(int(iteration), float(fit)) is False
 
-    return _run(X, backend, options, search_path, build, _lib.tensorhost_cp_als, hear)
+    result = _run(X, backend, options, search_path, build, _lib.tensorhost_cp_als, hear)
+    result.l2 = l2
+    result.l1 = l1 if isinstance(l1, float) or len(set(l1)) > 1 else l1[0]
+    return result
 
 
 def _run(X, backend, options, search_path, build, function, hear,
@@ -1069,6 +1131,12 @@ def _collect(result, backend) -> CPResult:
         return np.ctypeslib.as_array(pointer, shape=(iterations,)).astype(dtype, copy=True)
 
     completion = {}
+    objective = float(_lib.tensorhost_cpd_objective(result))
+    if model == _library.MODEL_LEAST_SQUARES and not math.isnan(objective):
+        # Regularised CP-ALS (API 1.5): the objective, each iteration's where
+        # every l1 is 0 (NaN elsewhere).
+        completion = dict(objective=objective,
+                          objectives=per_iteration(_lib.tensorhost_cpd_objectives))
     if model == _library.MODEL_COMPLETION:
         info = _library.CompletionInfo(struct_size=ctypes.sizeof(_library.CompletionInfo))
         _check(_lib.tensorhost_cpd_get_completion(result, ctypes.byref(info), err), err)

@@ -96,6 +96,9 @@ class CpdParams(ctypes.Structure):
         ("user_data", ctypes.c_void_p),
         ("constraints", ctypes.c_int32),  # API 1.3
         ("mode_constraints", ctypes.POINTER(ctypes.c_int32)),  # API 1.3
+        ("l2", ctypes.c_double),  # API 1.5
+        ("l1", ctypes.c_double),  # API 1.5
+        ("mode_l1", ctypes.POINTER(ctypes.c_double)),  # API 1.5
     ]
 
 
@@ -240,6 +243,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "tensorhost_cpd_train_rmses": (pdbl, [vp]),
         "tensorhost_cpd_holdout_rmses": (pdbl, [vp]),
         "tensorhost_cpd_objectives": (pdbl, [vp]),
+        "tensorhost_cpd_objective": (ctypes.c_double, [vp]),  # API 1.5
         "tensorhost_cpd_get_completion": (i32, [vp, ctypes.POINTER(CompletionInfo), err]),
     }
     for name, (restype, argtypes) in signatures.items():
@@ -258,9 +262,9 @@ def load() -> ctypes.CDLL:
     version = lib.tensorhost_api_version()
     major, minor = version >> 16, version & 0xFFFF
     # 1.1 brought the warnings and the log handler this package relies on, 1.2
-    # cp_apr, 1.3 the constraints, 1.4 complete.
-    if major != 1 or minor < 4:
-        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.4 or a later 1.x")
+    # cp_apr, 1.3 the constraints, 1.4 complete, 1.5 cp_als's l2 and l1.
+    if major != 1 or minor < 5:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.5 or a later 1.x")
     return _declare(lib)
 
 
