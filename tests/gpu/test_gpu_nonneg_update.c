@@ -366,16 +366,16 @@ static void check_setting(const th_plugin *pl, th_instance *inst, const th_spten
 }
 
 static const setting full_settings[] = {
-    {TH_NORM_2, 0, 1, 0.0, 0},     {TH_NORM_2, 0, 5, 0.0, 0},
-    {TH_NORM_2, 0, 1, 1e-8, 0},    {TH_NORM_2, 0, 5, 1e-8, 0},
-    {TH_NORM_2, 1, 1, 0.0, 0},     {TH_NORM_2, 1, 5, 0.0, 0},
-    {TH_NORM_2, 1, 1, 1e-8, 0},    {TH_NORM_2, 1, 5, 1e-8, 0},
-    {TH_NORM_MAX, 0, 1, 0.0, 0},   {TH_NORM_MAX, 0, 5, 0.0, 0},
-    {TH_NORM_MAX, 0, 1, 1e-8, 0},  {TH_NORM_MAX, 0, 5, 1e-8, 0},
-    {TH_NORM_MAX, 1, 1, 0.0, 0},   {TH_NORM_MAX, 1, 5, 0.0, 0},
-    {TH_NORM_MAX, 1, 1, 1e-8, 0},  {TH_NORM_MAX, 1, 5, 1e-8, 0},
-    {TH_NORM_2, 1, 5, 1e-8, 1},    {TH_NORM_2, 1, 20, 1e-3, 0},
-    {TH_NORM_MAX, 0, 20, 0.0, 0},
+    {TH_NORM_2, 0, 1, 0.0, 0, 0.0, 0.0, 0},     {TH_NORM_2, 0, 5, 0.0, 0, 0.0, 0.0, 0},
+    {TH_NORM_2, 0, 1, 1e-8, 0, 0.0, 0.0, 0},    {TH_NORM_2, 0, 5, 1e-8, 0, 0.0, 0.0, 0},
+    {TH_NORM_2, 1, 1, 0.0, 0, 0.0, 0.0, 0},     {TH_NORM_2, 1, 5, 0.0, 0, 0.0, 0.0, 0},
+    {TH_NORM_2, 1, 1, 1e-8, 0, 0.0, 0.0, 0},    {TH_NORM_2, 1, 5, 1e-8, 0, 0.0, 0.0, 0},
+    {TH_NORM_MAX, 0, 1, 0.0, 0, 0.0, 0.0, 0},   {TH_NORM_MAX, 0, 5, 0.0, 0, 0.0, 0.0, 0},
+    {TH_NORM_MAX, 0, 1, 1e-8, 0, 0.0, 0.0, 0},  {TH_NORM_MAX, 0, 5, 1e-8, 0, 0.0, 0.0, 0},
+    {TH_NORM_MAX, 1, 1, 0.0, 0, 0.0, 0.0, 0},   {TH_NORM_MAX, 1, 5, 0.0, 0, 0.0, 0.0, 0},
+    {TH_NORM_MAX, 1, 1, 1e-8, 0, 0.0, 0.0, 0},  {TH_NORM_MAX, 1, 5, 1e-8, 0, 0.0, 0.0, 0},
+    {TH_NORM_2, 1, 5, 1e-8, 1, 0.0, 0.0, 0},    {TH_NORM_2, 1, 20, 1e-3, 0, 0.0, 0.0, 0},
+    {TH_NORM_MAX, 0, 20, 0.0, 0, 0.0, 0.0, 0},
     /* ABI 1.6: ridge, l1, and both without the bound. */
     {TH_NORM_2, 1, 5, 1e-8, 0, 0.5, 0.0, 0},
     {TH_NORM_2, 1, 5, 1e-8, 0, 0.0, 0.05, 0},
@@ -383,7 +383,7 @@ static const setting full_settings[] = {
     {TH_NORM_2, 0, 20, 0.0, 1, 0.0, 0.3, 1},
 };
 /* The other modes: the host's own setting. */
-static const setting host_setting = {TH_NORM_2, 1, 5, 1e-8, 0};
+static const setting host_setting = {TH_NORM_2, 1, 5, 1e-8, 0, 0.0, 0.0, 0};
 
 static void test_nonneg_matches_oracle(void **state)
 {
