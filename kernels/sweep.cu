@@ -34,7 +34,7 @@
  * built from grams_dev inside them, then the update's epilogue into the
  * mode's slot and grams_dev, all on the stream. A graph holds a fixed
  * sequence, so every pass is launched; those after the stopping test
- * return at once (~2 us each on an H200). Its graphs are captured per
+ * return at once. Its graphs are captured per
  * setting and dropped when the settings change. */
 #include <string.h>
 

@@ -654,10 +654,7 @@ gboolean th_backend_als_update_descent(th_backend *backend, uint32_t mode, const
         .scale = scale,
         .tolerance = tolerance,
         .sweeps = sweeps,
-        .norm = norm,
-        /* The 1.6 fields' defaults, 1.5's update: the constraint's default
-         * is TH_CONSTRAINT_NONNEG, not 0. */
-        .constraint = TH_CONSTRAINT_NONNEG,
+        .norm = norm, /* the 1.6 fields zero: 1.5's update */
     };
     if (th_descent_terms_active(terms)) {
         if (!th_backend_takes_abi_1_6(backend))
@@ -665,7 +662,7 @@ gboolean th_backend_als_update_descent(th_backend *backend, uint32_t mode, const
                                         "a ridge, l1 or no constraint", error);
         io.ridge = terms->ridge;
         io.l1 = terms->l1;
-        io.constraint = terms->constraint;
+        io.unbounded = terms->constraint == TH_CONSTRAINT_NONE ? 1u : 0u;
     }
     th_als_output out = {
         .struct_size = (uint32_t)sizeof(th_als_output),
