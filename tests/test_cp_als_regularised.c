@@ -9,9 +9,9 @@
  * this tree whose normalised entry copy is made to say minor 5, which is
  * what the host reads of a plugin built against the 1.5 header (the host's
  * choices depend on nothing else). The tests of a 1.6 plugin's own
- * regularised update skip, saying so, while the plugin in this tree
- * declares 1.6 but still runs the 1.5 update whatever the 1.6 fields say
- * (the plugin side of ABI 1.6 is being written on another branch). */
+ * regularised update (cpu-reference's als_update_nonneg, fixture_sweep's
+ * als_sweep) first check that the plugin declares 1.6 and does not ignore
+ * the fields. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -447,12 +447,10 @@ static void test_mode_path_on_an_older_plugin_matches_the_host_path(void **state
 
 /* On a plugin of ABI 1.6, the descent modes update in its als_update_nonneg
  * with the 1.6 fields: the same run as the host path's. */
-/* Whether the plugin at `plugin` can run the 1.6 tests: it declares 1.6
- * (else the skip says so), and does not ignore the fields (`ignores`, one of
- * the probes above). Decided before the test allocates anything, as skip()
- * leaves the function at once. */
-static gboolean runs_abi_1_6(const char *plugin, gboolean (*ignores)(th_backend *),
-                             const char *what)
+/* The plugin at `plugin` declares ABI 1.6 and honours the fields (`ignores`,
+ * one of the probes above, says it does not): else the test fails here. */
+static void require_abi_1_6(const char *plugin, gboolean (*ignores)(th_backend *),
+                            const char *what)
 {
     th_backend *probe = open_plugin(plugin, NULL);
     const gboolean takes = th_backend_takes_abi_1_6(probe);
@@ -461,19 +459,15 @@ static gboolean runs_abi_1_6(const char *plugin, gboolean (*ignores)(th_backend 
     g_autofree char *id = g_strdup(th_backend_info(probe)->id);
     th_backend_close(probe);
     if (!takes)
-        print_message("%s declares ABI 1.%u: no 1.6 fields to test\n", id, minor);
-    else if (ignored)
-        print_message("%s declares ABI 1.%u but its %s ignores the 1.6 fields: skipped until "
-                      "the plugin side of ABI 1.6 is in this tree\n",
-                      id, minor, what);
-    return takes && !ignored;
+        fail_msg("%s declares ABI 1.%u, not 1.6", id, minor);
+    if (ignored)
+        fail_msg("%s declares ABI 1.%u but its %s ignores the 1.6 fields", id, minor, what);
 }
 
 static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
-    if (!runs_abi_1_6("cpu-reference", nonneg_update_ignores_abi_1_6, "als_update_nonneg"))
-        skip();
+    require_abi_1_6("cpu-reference", nonneg_update_ignores_abi_1_6, "als_update_nonneg");
     g_autoptr(th_sptensor) t = mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
@@ -719,8 +713,7 @@ static gboolean sweep_ignores_abi_1_6(th_backend *backend)
 static void test_sweep_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
-    if (!runs_abi_1_6(SWEEP_FIXTURE, sweep_ignores_abi_1_6, "als_sweep"))
-        skip();
+    require_abi_1_6(SWEEP_FIXTURE, sweep_ignores_abi_1_6, "als_sweep");
     g_autoptr(th_sptensor) t = mixed_signs();
     for (int stop = 0; stop < 2; ++stop) {
         g_autoptr(th_backend) backend =
