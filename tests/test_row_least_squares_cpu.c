@@ -6,8 +6,8 @@
  * plugin's panel of row products (one less, exactly, one more than one,
  * two and three panels); then what must hold whatever the algorithm: no
  * row's objective increases, the result is the same bits on 1, 2 and 4
- * threads, a nonnegative solution after many passes meets the KKT
- * conditions,
+ * threads and with G from vectors of eight (AVX-512) or of four, a
+ * nonnegative solution after many passes meets the KKT conditions,
  * singular and empty rows are left (or zeroed) and counted, nothing but
  * mode's factor changes, a stop leaves whole rows; and every argument
  * error. */
@@ -629,10 +629,22 @@ static th_sptensor *tensor_with_row_counts(uint32_t nmodes, uint32_t other_dim,
     return t;
 }
 
+/* Sets or clears TH_CPU_REFERENCE_NO_AVX512, which keeps cpu-reference's row
+ * solve to its vectors of four on a CPU with AVX-512 (read at each call). */
+static void allow_avx512(gboolean allow)
+{
+    if (allow)
+        g_unsetenv("TH_CPU_REFERENCE_NO_AVX512");
+    else
+        g_setenv("TH_CPU_REFERENCE_NO_AVX512", "1", TRUE);
+}
+
 /* Mode 0 of `t` against the oracle, row by row to `tolerance` relative,
- * with the counts, the norm and the residual, on 2 threads. */
+ * with the counts, the norm and the residual, on 2 threads, with the
+ * AVX-512 kernel of G allowed or not. */
 static void check_rows_against_oracle(const fixture *f, const th_sptensor *t, uint32_t rank,
-                                      const rls_params *p, double tolerance, const char *label)
+                                      const rls_params *p, gboolean avx512, double tolerance,
+                                      const char *label)
 {
     const th_plugin *plugin = f->plugin;
     double **factors = p->nonneg ? nonnegative_factors(t, rank, f->rng)
@@ -645,7 +657,9 @@ static void check_rows_against_oracle(const fixture *f, const th_sptensor *t, ui
     th_test_load_and_set(plugin, inst, t, rank, factors);
     char err[TH_ERROR_SIZE] = "";
     th_row_least_squares_io io;
+    allow_avx512(avx512);
     th_test_assert_ok(call_rls(plugin, inst, 0, p, &io, err), err);
+    allow_avx512(TRUE);
     th_test_assert_ok(plugin->entry.get_factor(inst, 0, got, err), err);
     for (uint32_t row = 0; row < rows; row++) {
         const double e = th_test_relative_error(got + (size_t)row * rank,
@@ -668,7 +682,7 @@ static void check_rows_against_oracle(const fixture *f, const th_sptensor *t, ui
  * rows fill 5/8, 3/4, all and 5/8 of a vector of eight, on 2-, 3- and
  * 5-mode tensors (every gather: one other factor, two, and the general
  * loop): each row within 1e-12 of the oracle's own solve, by Cholesky and
- * by coordinate descent (ridge 0.05 keeps every
+ * by coordinate descent, with G by either kernel (ridge 0.05 keeps every
  * row's system well conditioned, so that the bound measures the arithmetic:
  * the largest difference seen is 1.6e-14). */
 static void test_panel_boundaries(void **state)
@@ -686,13 +700,59 @@ static void test_panel_boundaries(void **state)
         for (size_t mi = 0; mi < G_N_ELEMENTS(nmodes); mi++) {
             g_autoptr(th_sptensor) t = tensor_with_row_counts(
                 nmodes[mi], other_dims[mi], counts, G_N_ELEMENTS(counts), f->rng);
-            for (size_t ki = 0; ki < G_N_ELEMENTS(kinds); ki++) {
-                g_autofree char *label =
-                    g_strdup_printf("%u modes rank %u (panel %u) nonneg %u", nmodes[mi], rank,
-                                    panel, kinds[ki].nonneg);
-                check_rows_against_oracle(f, t, rank, &kinds[ki], 1e-12, label);
-            }
+            for (size_t ki = 0; ki < G_N_ELEMENTS(kinds); ki++)
+                for (int avx512 = 0; avx512 < 2; avx512++) {
+                    g_autofree char *label = g_strdup_printf(
+                        "%u modes rank %u (panel %u) nonneg %u avx512 %d", nmodes[mi], rank,
+                        panel, kinds[ki].nonneg, avx512);
+                    check_rows_against_oracle(f, t, rank, &kinds[ki], avx512, 1e-12, label);
+                }
         }
+    }
+}
+
+/* Mode `mode`'s factor and io after row_least_squares from `factors`, on
+ * `threads` threads, with the AVX-512 kernel of G allowed or not. */
+static void run_rls(const th_plugin *plugin, const th_sptensor *t, double *const *factors,
+                    uint32_t rank, uint32_t mode, const rls_params *p, const char *threads,
+                    gboolean avx512, double *out, th_row_least_squares_io *io)
+{
+    allow_avx512(avx512);
+    th_instance *inst = th_test_create_instance(plugin, "threads", threads, NULL);
+    th_test_load_and_set(plugin, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(call_rls(plugin, inst, mode, p, io, err), err);
+    th_test_assert_ok(plugin->entry.get_factor(inst, mode, out, err), err);
+    plugin->entry.destroy(inst);
+    allow_avx512(TRUE);
+}
+
+/* G by vectors of eight (AVX-512) and by vectors of four: the same sums in
+ * the same order, so the same bits, factor and io, at ranks around the
+ * vector widths, for every kind of solve. (On a CPU without AVX-512 both
+ * runs take the vectors of four.) */
+static void test_avx512_kernel_same_bits(void **state)
+{
+    fixture *f = *state;
+    const uint32_t dims[3] = {40, 30, 3000}, ranks[] = {1, 7, 8, 9, 16, 20, 33};
+    g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 9000, f->rng);
+    for (size_t ri = 0; ri < G_N_ELEMENTS(ranks); ri++) {
+        const uint32_t rank = ranks[ri];
+        double **factors = nonnegative_factors(t, rank, f->rng);
+        for (size_t pi = 0; pi < G_N_ELEMENTS(every_kind); pi++)
+            for (uint32_t mode = 0; mode < 3; mode++) {
+                const size_t cells = (size_t)dims[mode] * rank;
+                g_autofree double *wide = g_new(double, cells);
+                g_autofree double *narrow = g_new(double, cells);
+                th_row_least_squares_io io_wide, io_narrow;
+                run_rls(f->plugin, t, factors, rank, mode, &every_kind[pi], "2", TRUE, wide,
+                        &io_wide);
+                run_rls(f->plugin, t, factors, rank, mode, &every_kind[pi], "2", FALSE, narrow,
+                        &io_narrow);
+                assert_memory_equal(wide, narrow, cells * sizeof *wide);
+                assert_memory_equal(&io_wide, &io_narrow, sizeof io_wide);
+            }
+        th_test_free_factors(factors, 3);
     }
 }
 
@@ -768,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_no_row_objective_increases),
         cmocka_unit_test(test_thread_count_does_not_change_results),
         cmocka_unit_test(test_panel_boundaries),
+        cmocka_unit_test(test_avx512_kernel_same_bits),
         cmocka_unit_test(test_nonnegative_solution_meets_kkt),
         cmocka_unit_test(test_singular_and_empty_rows),
         cmocka_unit_test(test_nothing_else_changes),
