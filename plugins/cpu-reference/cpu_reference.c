@@ -1807,22 +1807,24 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
  * row products h_i of up to `panel_rows` of the row's nonzeros gathered into
  * a small contiguous matrix (rows of ld doubles, ld the rank rounded up to
  * 8, zero past the rank), b summed as they are gathered, then the panel's
- * rank-p update of G in register tiles (panel_gram: 4 x 8 entries in
- * vectors of four; panel_gram_wide: 8 x 8 in vectors of eight on CPUs with
- * AVX-512), which stream the panel from L1 and touch G once a panel, where
- * a nonzero at a time G would go through memory at every nonzero. Every
- * entry of G and b is a plain sum over the row's nonzeros in their order,
- * whatever the panel size, the tile or the vector width, so the two kernels,
- * the x86-64-v3 clone and the baseline all compute the same bits (ISO C: no
- * FMA contraction). G is kept beside V = G + ridge I, which is factorised
- * in place by a right-looking Cholesky (each entry's updates in the order
- * of the left-looking form, but a row at a time in whole vectors), for the
- * row's residual. So a row's result depends on nothing but its own data:
- * not on the thread that solves it, the thread count or the CPU's vector
- * extensions. (dsyrk of the panel from the BLAS lost to the tiles up to
- * rank 64 even with OpenBLAS's AVX-512 kernels, and at every rank with the
- * SSE3 ones that OpenBLAS 0.3.21 picks on CPUs newer than it: a triangle
- * of R x R is too small an update for its packing to pay.)
+ * rank-p update of G in register tiles (panel_update), which stream the
+ * panel from L1 and touch G once a panel, where a nonzero at a time G would
+ * go through memory at every nonzero. V = G + ridge I is factorised in
+ * place by a Cholesky that is right-looking in blocks of 8 rows, each
+ * block's update of the trailing rows in the same tiles; G is kept beside
+ * it for the row's residual. The solve runs in vectors of four (solve_row,
+ * its AVX2 clone and its baseline), or of eight on CPUs with AVX-512
+ * (solve_row_wide). Every entry of G and b is a plain sum over the row's
+ * nonzeros in their order, and every entry of the factor gets its updates
+ * in the order of the unblocked form, whatever the panel size, the tile or
+ * the vector width, and ISO C contracts no FMA: so a row's result depends
+ * on nothing but its own data, not on the thread that solves it, the
+ * thread count or which copy runs. (dsyrk of the panel from the BLAS lost
+ * to the tiles up to rank 64 even with OpenBLAS's AVX-512 kernels, and at
+ * every rank with the SSE3 ones that OpenBLAS 0.3.21 picks on CPUs newer
+ * than it: a triangle of R x R is too small an update for its packing to
+ * pay. FMA in the tiles took another 25% off at rank 32, at the price of
+ * results that differ between CPUs with and without it.)
  *
  * Rows are solved in blocks of at least this much work (a row's estimate
  * is (its nonzeros + R + passes) R^2 multiply-adds: its normal equations,
@@ -1853,17 +1855,28 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
  * many rows, each in row order, the blocks' sums then in block order: the
  * same bits whatever the thread count. */
 #define CPU_REF_NORM_BLOCK_ROWS 1024
-/* Set to a non-empty value, the row solve keeps to panel_gram on a CPU with
- * AVX-512 (the tests compare the two kernels' bits; the results are the
- * same either way). */
+/* Set to a non-empty value, the row solve keeps to its vectors of four
+ * (solve_row) on a CPU with AVX-512: the tests compare the two copies'
+ * bits. The results are the same either way. */
 #define CPU_REF_RLS_NO_AVX512_ENV "TH_CPU_REFERENCE_NO_AVX512"
 
-/* The row solve's small helpers are inlined into solve_row, so that its
- * vector clones (CPU_REF_VECTOR_CLONES) compile them too. */
+/* The row solve's helpers are inlined into solve_row_body, so that each
+ * copy of it (solve_row's clones, solve_row_wide) compiles them for its
+ * CPU. */
 #if CPU_REF_HAVE_V4
 #define CPU_REF_RLS_INLINE inline CPU_REF_ALWAYS_INLINE
+/* Vectors of eight doubles: registers of AVX-512 in solve_row_wide, two or
+ * four of the narrower ones in the other copies. */
+typedef double cpu_ref_v8d __attribute__((vector_size(8 * sizeof(double))));
 #else
 #define CPU_REF_RLS_INLINE inline
+#endif
+/* solve_row_wide, the row solve compiled for AVX-512 (x86-64-v4), beside
+ * solve_row's clones: GCC on x86-64, as CPU_REF_VECTOR_CLONES. */
+#if CPU_REF_HAVE_V4 && defined(__x86_64__) && !defined(__clang__)
+#define CPU_REF_RLS_HAVE_WIDE 1
+#else
+#define CPU_REF_RLS_HAVE_WIDE 0
 #endif
 
 /* What every row's solve reads: the mode's layout, the other factors in the
@@ -1875,7 +1888,7 @@ typedef struct rls_task {
     uint32_t rank;
     uint32_t ld;         /* rank rounded up to 8: the row stride of G, V and the panel */
     uint32_t panel_rows; /* nonzeros per panel (CPU_REF_RLS_PANEL_BYTES) */
-    bool wide;           /* G by panel_gram_wide (AVX-512) */
+    bool wide;           /* rows by solve_row_wide (AVX-512) */
     double ridge;
     bool nonneg;
     uint32_t passes;
@@ -1891,8 +1904,8 @@ typedef struct rls_workspace {
     double *v;     /* [ld * ld]: V = G + ridge I, factorised in place */
     double *panel; /* [panel_rows * ld]: row products, zero past the rank */
     double *b;     /* [ld] */
-    double *x;     /* [ld]: the solution */
-    double *w;     /* [ld]: the residual's partial sums */
+    double *x;     /* [ld]: b, taken off by the forward substitution */
+    double *w;     /* [ld]: the solution, then the residual's partial sums */
 } rls_workspace;
 
 /* Consecutive rows [first, end) of a block, solved by one thread. */
@@ -1977,11 +1990,11 @@ static rls_workspace rls_workspace_at(const rls_task *task, double *base, int t)
     return ws;
 }
 
-/* Whether G goes through panel_gram_wide: GCC on x86-64, a CPU with the
- * AVX-512 of x86-64-v4, and CPU_REF_RLS_NO_AVX512_ENV not set. */
+/* Whether rows go to solve_row_wide: GCC on x86-64, a CPU with the AVX-512
+ * of x86-64-v4, and CPU_REF_RLS_NO_AVX512_ENV not set. */
 static bool rls_use_wide(void)
 {
-#if CPU_REF_HAVE_V4 && defined(__x86_64__) && !defined(__clang__)
+#if CPU_REF_RLS_HAVE_WIDE
     const char *off = getenv(CPU_REF_RLS_NO_AVX512_ENV);
     if (off != NULL && off[0] != '\0')
         return false;
@@ -2040,12 +2053,15 @@ static CPU_REF_RLS_INLINE void gather_row_product(const rls_task *task, uint64_t
 }
 
 #if CPU_REF_HAVE_V4
-/* Rows r0 .. r0+3 and columns s0 .. s0+7 of g (row stride ld) += the sum
- * over the panel's p rows h of h_r h_s, from zero when `fresh`: eight
- * vector accumulators held in registers over the whole panel. */
-static CPU_REF_RLS_INLINE void gram_tile(const double *restrict panel, uint32_t p, uint32_t ld,
-                                         uint32_t r0, uint32_t s0, bool fresh,
-                                         double *restrict g)
+/* Rows r0 .. r0+3 and columns s0 .. s0+7 of g (row stride ld) += (or -=,
+ * `subtract`) the sum over the p rows u of `panel` (row stride ld) of
+ * u_r u_s, from zero when `fresh`, each entry's terms in the panel's row
+ * order: eight vector accumulators held in registers over the panel. G's
+ * update by a panel of row products, and the Cholesky's by a block of
+ * rows of U. */
+static CPU_REF_RLS_INLINE void tile4(const double *restrict panel, uint32_t p, uint32_t ld,
+                                     uint32_t r0, uint32_t s0, bool fresh, const bool subtract,
+                                     double *restrict g)
 {
     cpu_ref_v4d acc[4][2];
     CPU_REF_UNROLL_V4
@@ -2058,16 +2074,21 @@ static CPU_REF_RLS_INLINE void gram_tile(const double *restrict panel, uint32_t 
                 cpu_ref_load4(&acc[i][v], g + (size_t)(r0 + i) * ld + s0 + 4 * v);
         }
     for (uint32_t k = 0; k < p; k++) {
-        const double *restrict h = panel + (size_t)k * ld;
+        const double *restrict u = panel + (size_t)k * ld;
         cpu_ref_v4d columns[2];
-        cpu_ref_load4(&columns[0], h + s0);
-        cpu_ref_load4(&columns[1], h + s0 + 4);
+        cpu_ref_load4(&columns[0], u + s0);
+        cpu_ref_load4(&columns[1], u + s0 + 4);
         CPU_REF_UNROLL_V4
         for (uint32_t i = 0; i < 4; i++) {
-            const double hr = h[r0 + i];
-            const cpu_ref_v4d row = {hr, hr, hr, hr};
-            acc[i][0] += row * columns[0];
-            acc[i][1] += row * columns[1];
+            const double ur = u[r0 + i];
+            const cpu_ref_v4d row = {ur, ur, ur, ur};
+            if (subtract) {
+                acc[i][0] -= row * columns[0];
+                acc[i][1] -= row * columns[1];
+            } else {
+                acc[i][0] += row * columns[0];
+                acc[i][1] += row * columns[1];
+            }
         }
     }
     CPU_REF_UNROLL_V4
@@ -2076,39 +2097,12 @@ static CPU_REF_RLS_INLINE void gram_tile(const double *restrict panel, uint32_t 
         for (uint32_t v = 0; v < 2; v++)
             memcpy(g + (size_t)(r0 + i) * ld + s0 + 4 * v, &acc[i][v], sizeof acc[i][v]);
 }
-#endif
 
-/* G (row stride ld, a multiple of 8) += H^T H for the panel's p rows H,
- * from zero when `fresh`, on the tiles of 8 x 8 blocks on or right of the
- * diagonal: the upper triangle and, in the blocks on the diagonal, a few
- * entries below it, which nothing reads as G. */
-static CPU_REF_RLS_INLINE void panel_gram(const double *restrict panel, uint32_t p, uint32_t ld,
-                                          bool fresh, double *restrict g)
-{
-#if CPU_REF_HAVE_V4
-    for (uint32_t r0 = 0; r0 < ld; r0 += 4)
-        for (uint32_t s0 = r0 / 8 * 8; s0 < ld; s0 += 8)
-            gram_tile(panel, p, ld, r0, s0, fresh, g);
-#else
-    for (uint32_t r = 0; r < ld; r++)
-        for (uint32_t s = r / 8 * 8; s < ld; s++) {
-            double sum = fresh ? 0.0 : g[(size_t)r * ld + s];
-            for (uint32_t k = 0; k < p; k++)
-                sum += panel[(size_t)k * ld + r] * panel[(size_t)k * ld + s];
-            g[(size_t)r * ld + s] = sum;
-        }
-#endif
-}
-
-#if CPU_REF_HAVE_V4 && defined(__x86_64__) && !defined(__clang__)
-#define CPU_REF_RLS_HAVE_WIDE 1
-typedef double cpu_ref_v8d __attribute__((vector_size(8 * sizeof(double))));
-
-/* gram_tile for rows r0 .. r0+7 and columns s0 .. s0+7, a vector of eight
- * per row: eight accumulators again, each twice as wide. */
-__attribute__((target("arch=x86-64-v4"))) static inline CPU_REF_ALWAYS_INLINE void
-gram_tile_wide(const double *restrict panel, uint32_t p, uint32_t ld, uint32_t r0, uint32_t s0,
-               bool fresh, double *restrict g)
+/* tile4 for rows r0 .. r0+7, a vector of eight per row: eight accumulators
+ * again, each twice as wide (registers of AVX-512 in solve_row_wide). */
+static CPU_REF_RLS_INLINE void tile8(const double *restrict panel, uint32_t p, uint32_t ld,
+                                     uint32_t r0, uint32_t s0, bool fresh, const bool subtract,
+                                     double *restrict g)
 {
     cpu_ref_v8d acc[8];
     CPU_REF_UNROLL_V4
@@ -2119,35 +2113,123 @@ gram_tile_wide(const double *restrict panel, uint32_t p, uint32_t ld, uint32_t r
             memcpy(&acc[i], g + (size_t)(r0 + i) * ld + s0, sizeof acc[i]);
     }
     for (uint32_t k = 0; k < p; k++) {
-        const double *restrict h = panel + (size_t)k * ld;
+        const double *restrict u = panel + (size_t)k * ld;
         cpu_ref_v8d columns;
-        memcpy(&columns, h + s0, sizeof columns);
+        memcpy(&columns, u + s0, sizeof columns);
         CPU_REF_UNROLL_V4
         for (uint32_t i = 0; i < 8; i++) {
-            const double hr = h[r0 + i];
-            acc[i] += (cpu_ref_v8d){hr, hr, hr, hr, hr, hr, hr, hr} * columns;
+            const double ur = u[r0 + i];
+            const cpu_ref_v8d row = {ur, ur, ur, ur, ur, ur, ur, ur};
+            if (subtract)
+                acc[i] -= row * columns;
+            else
+                acc[i] += row * columns;
         }
     }
     CPU_REF_UNROLL_V4
     for (uint32_t i = 0; i < 8; i++)
         memcpy(g + (size_t)(r0 + i) * ld + s0, &acc[i], sizeof acc[i]);
 }
-
-/* panel_gram in vectors of eight (AVX-512; rls_task.wide): the same
- * entries, the same sums in the same order, so the same bits; 15-20% off
- * the row solve at ranks 16 to 64 against the vectors of four (2-core VM
- * with AVX-512, 1 thread). */
-__attribute__((target("arch=x86-64-v4"))) static void
-panel_gram_wide(const double *restrict panel, uint32_t p, uint32_t ld, bool fresh,
-                double *restrict g)
-{
-    for (uint32_t r0 = 0; r0 < ld; r0 += 8)
-        for (uint32_t s0 = r0; s0 < ld; s0 += 8)
-            gram_tile_wide(panel, p, ld, r0, s0, fresh, g);
-}
-#else
-#define CPU_REF_RLS_HAVE_WIDE 0
 #endif
+
+/* The rows r0 >= first of g (row stride ld, a multiple of 8), columns from
+ * the 8 x 8 block holding the diagonal to ld, +=, or -= when `subtract`,
+ * the sum over the panel's p rows u of u_r u_s, from zero when `fresh`:
+ * the upper triangle and, in the blocks on the diagonal, a few entries
+ * below it (and past the rank, which the panels hold zero), which nothing
+ * reads. In tiles of 4 x 8 entries in vectors of four, or 8 x 8 in vectors
+ * of eight when `wide`; every entry's terms in the panel's row order,
+ * whatever the tile, so both compute the same bits. */
+static CPU_REF_RLS_INLINE void panel_update(const double *restrict panel, uint32_t p,
+                                            uint32_t ld, uint32_t first, bool fresh,
+                                            const bool subtract, const bool wide,
+                                            double *restrict g)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        for (uint32_t r0 = first; r0 < ld; r0 += 8)
+            for (uint32_t s0 = r0; s0 < ld; s0 += 8)
+                tile8(panel, p, ld, r0, s0, fresh, subtract, g);
+        return;
+    }
+    for (uint32_t r0 = first; r0 < ld; r0 += 4)
+        for (uint32_t s0 = r0 / 8 * 8; s0 < ld; s0 += 8)
+            tile4(panel, p, ld, r0, s0, fresh, subtract, g);
+#else
+    (void)wide;
+    for (uint32_t r = first; r < ld; r++)
+        for (uint32_t s = r / 8 * 8; s < ld; s++) {
+            double sum = fresh ? 0.0 : g[(size_t)r * ld + s];
+            for (uint32_t k = 0; k < p; k++) {
+                const double term = panel[(size_t)k * ld + r] * panel[(size_t)k * ld + s];
+                sum = subtract ? sum - term : sum + term;
+            }
+            g[(size_t)r * ld + s] = sum;
+        }
+#endif
+}
+
+/* w[0, n) -= c u[0, n) (c = 0 with `scale`: u *= inverse instead), n a
+ * multiple of 8, in vectors of eight when `wide`, else of four. */
+static CPU_REF_RLS_INLINE void row_op(const double *restrict u, double *restrict w, uint32_t n,
+                                      double c, const bool wide)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        const cpu_ref_v8d factor = {c, c, c, c, c, c, c, c};
+        for (uint32_t j = 0; j < n; j += 8) {
+            cpu_ref_v8d x, y;
+            memcpy(&x, u + j, sizeof x);
+            memcpy(&y, w + j, sizeof y);
+            y -= factor * x;
+            memcpy(w + j, &y, sizeof y);
+        }
+        return;
+    }
+    const cpu_ref_v4d factor = {c, c, c, c};
+    for (uint32_t j = 0; j < n; j += 4) {
+        cpu_ref_v4d x, y;
+        cpu_ref_load4(&x, u + j);
+        cpu_ref_load4(&y, w + j);
+        y -= factor * x;
+        memcpy(w + j, &y, sizeof y);
+    }
+#else
+    (void)wide;
+    for (uint32_t j = 0; j < n; j++)
+        w[j] -= c * u[j];
+#endif
+}
+
+/* u[0, n) *= c, n a multiple of 8, in vectors of eight when `wide`, else
+ * of four. */
+static CPU_REF_RLS_INLINE void row_scale(double *restrict u, uint32_t n, double c,
+                                         const bool wide)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        const cpu_ref_v8d scale = {c, c, c, c, c, c, c, c};
+        for (uint32_t j = 0; j < n; j += 8) {
+            cpu_ref_v8d x;
+            memcpy(&x, u + j, sizeof x);
+            x *= scale;
+            memcpy(u + j, &x, sizeof x);
+        }
+        return;
+    }
+    const cpu_ref_v4d scale = {c, c, c, c};
+    for (uint32_t j = 0; j < n; j += 4) {
+        cpu_ref_v4d x;
+        cpu_ref_load4(&x, u + j);
+        x *= scale;
+        memcpy(u + j, &x, sizeof x);
+    }
+#else
+    (void)wide;
+    for (uint32_t j = 0; j < n; j++)
+        u[j] *= c;
+#endif
+}
 
 /* sum_s u_s w_s over [0, n): four partial sums (s mod 4) added pairwise at
  * the end, a fixed order without one long chain of dependent additions. */
@@ -2193,77 +2275,59 @@ static CPU_REF_RLS_INLINE double row_residual(const double *restrict g, uint32_t
  * n x n `v` (row stride ld, a multiple of 8; every entry of the ld x ld
  * array defined), with plugin.h's breakdown test: a pivot not above
  * max_i v(i,i) * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR (NaN
- * included) is a breakdown, and false is returned. Right-looking: row k of
- * U (scaled by 1 / u_kk, as LAPACK's dpotf2 scales), then its outer product
- * off the trailing rows, each entry's updates in the order of k. The row
- * operations run over whole vectors of four, from the one holding the
- * diagonal to ld, so they also change entries below the diagonal and past
- * n, which nothing reads. */
-static CPU_REF_RLS_INLINE bool cholesky_upper(double *restrict v, uint32_t n, uint32_t ld)
+ * included) is a breakdown, and false is returned. Right-looking in blocks
+ * of 8 rows: each row of the block scaled by 1 / u_kk (as LAPACK's dpotf2
+ * scales) and taken off the block's later rows, then the block's update of
+ * the trailing rows in tiles (panel_update). Each entry of U gets its
+ * updates in the order of k, as in the unblocked and the left-looking
+ * forms. The rows run over whole vectors from the block holding the
+ * diagonal to ld, so entries below the diagonal and past n change too;
+ * nothing reads them. */
+static CPU_REF_RLS_INLINE bool cholesky_upper(double *restrict v, uint32_t n, uint32_t ld,
+                                              const bool wide)
 {
     double largest = 0.0;
     for (uint32_t i = 0; i < n; i++)
         largest = v[(size_t)i * ld + i] > largest ? v[(size_t)i * ld + i] : largest;
     const double threshold = largest * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
-    for (uint32_t k = 0; k < n; k++) {
-        double *restrict row_k = v + (size_t)k * ld;
-        const double pivot = row_k[k];
-        if (!(pivot > threshold))
-            return false;
-        const double diagonal = sqrt(pivot), inverse = 1.0 / diagonal;
-#if CPU_REF_HAVE_V4
-        const cpu_ref_v4d scale = {inverse, inverse, inverse, inverse};
-        for (uint32_t j = k / 4 * 4; j < ld; j += 4) {
-            cpu_ref_v4d u;
-            cpu_ref_load4(&u, row_k + j);
-            u *= scale;
-            memcpy(row_k + j, &u, sizeof u);
+    for (uint32_t block = 0; block < n; block += 8) {
+        const uint32_t end = block + 8 < n ? block + 8 : n;
+        for (uint32_t k = block; k < end; k++) {
+            double *restrict row_k = v + (size_t)k * ld;
+            const double pivot = row_k[k];
+            if (!(pivot > threshold))
+                return false;
+            const double diagonal = sqrt(pivot);
+            row_scale(row_k + block, ld - block, 1.0 / diagonal, wide);
+            row_k[k] = diagonal;
+            for (uint32_t i = k + 1; i < end; i++)
+                row_op(row_k + block, v + (size_t)i * ld + block, ld - block, row_k[i], wide);
         }
-        row_k[k] = diagonal;
-        for (uint32_t i = k + 1; i < n; i++) {
-            const double u_ki = row_k[i];
-            const cpu_ref_v4d factor = {u_ki, u_ki, u_ki, u_ki};
-            double *restrict row_i = v + (size_t)i * ld;
-            for (uint32_t j = i / 4 * 4; j < ld; j += 4) {
-                cpu_ref_v4d u, w;
-                cpu_ref_load4(&u, row_k + j);
-                cpu_ref_load4(&w, row_i + j);
-                w -= factor * u;
-                memcpy(row_i + j, &w, sizeof w);
-            }
-        }
-#else
-        row_k[k] = diagonal;
-        for (uint32_t j = k + 1; j < n; j++)
-            row_k[j] *= inverse;
-        for (uint32_t i = k + 1; i < n; i++) {
-            const double u_ki = row_k[i];
-            double *restrict row_i = v + (size_t)i * ld;
-            for (uint32_t j = i; j < n; j++)
-                row_i[j] -= u_ki * row_k[j];
-        }
-#endif
+        if (end < n)
+            panel_update(v + (size_t)block * ld, end - block, ld, end, false, true, wide, v);
     }
     return true;
 }
 
-/* x = (U^T U)^-1 x in place, U the upper triangle of the n x n `u` (row
- * stride ld): forward by rows of U (an axpy each), back by its columns. */
+/* y = (U^T U)^-1 x, U the upper triangle of the n x n `u` (row stride ld,
+ * a multiple of 8). Forward, U^T z = x: z_k = x_k / u_kk, then z_k times
+ * row k of U off x, over whole vectors from the block holding k (x's
+ * entries up to k, spent, take what they take); back, U y = z, by the
+ * columns of U. x is ld long. */
 static CPU_REF_RLS_INLINE void cholesky_solve_upper(const double *restrict u, uint32_t n,
-                                                    uint32_t ld, double *restrict x)
+                                                    uint32_t ld, double *restrict x,
+                                                    double *restrict y, const bool wide)
 {
     for (uint32_t k = 0; k < n; k++) {
         const double *restrict row_k = u + (size_t)k * ld;
-        const double xk = x[k] / row_k[k];
-        x[k] = xk;
-        for (uint32_t i = k + 1; i < n; i++)
-            x[i] -= row_k[i] * xk;
+        y[k] = x[k] / row_k[k];
+        row_op(row_k + k / 8 * 8, x + k / 8 * 8, ld - k / 8 * 8, y[k], wide);
     }
     for (uint32_t k = n; k-- > 0;) {
-        const double xk = x[k] / u[(size_t)k * ld + k];
-        x[k] = xk;
+        const double yk = y[k] / u[(size_t)k * ld + k];
+        y[k] = yk;
         for (uint32_t i = 0; i < k; i++)
-            x[i] -= u[(size_t)i * ld + k] * xk;
+            y[i] -= u[(size_t)i * ld + k] * yk;
     }
 }
 
@@ -2290,10 +2354,11 @@ static CPU_REF_RLS_INLINE void nonneg_coordinate_descent(const double *restrict 
 }
 
 /* Row `row` of the factor replaced by its solution (th_row_least_squares_io),
- * and *residual its sum of squared residuals after (0 for an empty row). */
-CPU_REF_VECTOR_CLONES
-static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_workspace *ws,
-                             double *residual)
+ * and *residual its sum of squared residuals after (0 for an empty row);
+ * `wide`: G and the Cholesky in vectors of eight (solve_row_wide). */
+static CPU_REF_RLS_INLINE rls_outcome solve_row_body(const rls_task *task, uint32_t row,
+                                                     const rls_workspace *ws, double *residual,
+                                                     const bool wide)
 {
     const uint32_t rank = task->rank, ld = task->ld, panel_rows = task->panel_rows;
     const uint64_t begin = task->layout->row_start[row], end = task->layout->row_start[row + 1];
@@ -2315,12 +2380,7 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_works
             xx += values[first + k] * values[first + k];
             gather_row_product(task, first + k, panel + (size_t)k * ld, b);
         }
-#if CPU_REF_RLS_HAVE_WIDE
-        if (task->wide)
-            panel_gram_wide(panel, p, ld, first == begin, g);
-        else
-#endif
-            panel_gram(panel, p, ld, first == begin, g);
+        panel_update(panel, p, ld, 0, first == begin, false, wide, g);
     }
     rls_outcome outcome = RLS_SOLVED;
     if (task->nonneg) {
@@ -2334,20 +2394,39 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_works
         /* G is exactly singular; rounding must not decide (plugin.h). */
         outcome = RLS_SINGULAR;
     } else {
-        memcpy(v, g, (size_t)ld * ld * sizeof *v);
+        for (uint32_t r = 0; r < ld; r++) {
+            const size_t from = (size_t)r * ld + r / 8 * 8;
+            memcpy(v + from, g + from, (ld - r / 8 * 8) * sizeof *v);
+        }
         for (uint32_t r = 0; r < rank; r++)
             v[(size_t)r * ld + r] += task->ridge;
-        if (!cholesky_upper(v, rank, ld)) {
+        if (!cholesky_upper(v, rank, ld, wide)) {
             outcome = RLS_SINGULAR; /* the row is left as it was */
         } else {
-            memcpy(x, b, rank * sizeof *x);
-            cholesky_solve_upper(v, rank, ld, x);
-            memcpy(a, x, rank * sizeof *a);
+            memcpy(x, b, ld * sizeof *x);
+            cholesky_solve_upper(v, rank, ld, x, ws->w, wide);
+            memcpy(a, ws->w, rank * sizeof *a);
         }
     }
     *residual = row_residual(g, ld, b, xx, a, rank, ws->w);
     return outcome;
 }
+
+CPU_REF_VECTOR_CLONES
+static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_workspace *ws,
+                             double *residual)
+{
+    return solve_row_body(task, row, ws, residual, false);
+}
+
+#if CPU_REF_RLS_HAVE_WIDE
+/* solve_row for CPUs with AVX-512 (rls_task.wide). */
+__attribute__((target("arch=x86-64-v4"))) static rls_outcome
+solve_row_wide(const rls_task *task, uint32_t row, const rls_workspace *ws, double *residual)
+{
+    return solve_row_body(task, row, ws, residual, true);
+}
+#endif
 
 /* A row's work estimate in multiply-adds (CPU_REF_RLS_BLOCK_WORK). */
 static double rls_row_work(const rls_task *task, uint32_t row)
@@ -2415,9 +2494,16 @@ static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, doubl
                        double *residuals, uint64_t *singular, uint64_t *empty)
 {
     uint64_t singular_here = 0, empty_here = 0;
+#if CPU_REF_RLS_HAVE_WIDE
+    rls_outcome (*const solve)(const rls_task *, uint32_t, const rls_workspace *, double *) =
+        task->wide ? solve_row_wide : solve_row;
+#else
+    rls_outcome (*const solve)(const rls_task *, uint32_t, const rls_workspace *, double *) =
+        solve_row;
+#endif
     if (threads == 1) {
         for (uint32_t row = first; row < end; row++) {
-            const rls_outcome outcome = solve_row(task, row, &ws[0], residuals + row);
+            const rls_outcome outcome = solve(task, row, &ws[0], residuals + row);
             singular_here += outcome == RLS_SINGULAR;
             empty_here += outcome == RLS_EMPTY;
         }
@@ -2429,7 +2515,7 @@ static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, doubl
 #pragma omp for schedule(dynamic, 1)
             for (int64_t k = 0; k < count; k++)
                 for (uint32_t row = runs[k].first; row < runs[k].end; row++) {
-                    const rls_outcome outcome = solve_row(task, row, own, residuals + row);
+                    const rls_outcome outcome = solve(task, row, own, residuals + row);
                     singular_here += outcome == RLS_SINGULAR;
                     empty_here += outcome == RLS_EMPTY;
                 }
