@@ -1828,8 +1828,8 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
  *
  * Rows are solved in blocks of at least this much work (a row's estimate
  * is (its nonzeros + R + passes) R^2 multiply-adds: its normal equations,
- * then the Cholesky solve or the coordinate descent's passes), a tenth to
- * half a second on one core, and of at least
+ * then the Cholesky solve or the coordinate descent's passes), a twentieth
+ * to a fifth of a second on one core (ranks 64 to 8), and of at least
  * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD rows per thread of the team, so that
  * dynamic scheduling has rows to balance; the host is asked between blocks
  * whether to stop. Blocks only decide where a stop can happen: no row's
