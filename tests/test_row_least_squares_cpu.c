@@ -2,9 +2,12 @@
  * written here from plugin.h's words (each row's normal equations from the
  * COO nonzeros, its own Cholesky with the breakdown test, the coordinate
  * descent as stated), on 2-, 3- and 4-mode tensors, ridge 0 and > 0,
- * nonneg 0 and 1; then what must hold whatever the algorithm: no row's
- * objective increases, the result is the same bits on 1, 2 and 4 threads,
- * a nonnegative solution after many passes meets the KKT conditions,
+ * nonneg 0 and 1, and row by row to 1e-12 on rows of nonzeros around the
+ * plugin's panel of row products (one less, exactly, one more than one,
+ * two and three panels); then what must hold whatever the algorithm: no
+ * row's objective increases, the result is the same bits on 1, 2 and 4
+ * threads and with G from vectors of eight (AVX-512) or of four, a
+ * nonnegative solution after many passes meets the KKT conditions,
  * singular and empty rows are left (or zeroed) and counted, nothing but
  * mode's factor changes, a stop leaves whole rows; and every argument
  * error. */
@@ -361,45 +364,49 @@ static void test_no_row_objective_increases(void **state)
 
 /* The same bits (factors, counts, factor_norm_squared, residual_squared) on 1, 2 and 4
  * threads, on a tensor large enough that the plugin runs its rows and its
- * norm on the team (and with empty and singular rows). */
+ * norm on the team (and with empty and singular rows), at rank 16 and at
+ * rank 37 (rows of several panels, a rank not a multiple of the vectors). */
 static void test_thread_count_does_not_change_results(void **state)
 {
     fixture *f = *state;
     const th_plugin *plugin = f->plugin;
-    const uint32_t dims[3] = {20000, 400, 300}, rank = 16;
+    const uint32_t dims[3] = {20000, 400, 300}, ranks[] = {16, 37};
     g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 80000, f->rng);
-    double **factors = nonnegative_factors(t, rank, f->rng);
     const char *threads[] = {"1", "2", "4"};
     char err[TH_ERROR_SIZE] = "";
-    for (size_t pi = 0; pi < G_N_ELEMENTS(every_kind); pi++) {
-        double *results[3][3];
-        th_row_least_squares_io io[3][3];
-        for (int k = 0; k < 3; k++) {
-            th_instance *inst = th_test_create_instance(plugin, "threads", threads[k], NULL);
-            th_test_load_and_set(plugin, inst, t, rank, factors);
+    for (size_t ri = 0; ri < G_N_ELEMENTS(ranks); ri++) {
+        const uint32_t rank = ranks[ri];
+        double **factors = nonnegative_factors(t, rank, f->rng);
+        for (size_t pi = 0; pi < G_N_ELEMENTS(every_kind); pi++) {
+            double *results[3][3];
+            th_row_least_squares_io io[3][3];
+            for (int k = 0; k < 3; k++) {
+                th_instance *inst = th_test_create_instance(plugin, "threads", threads[k], NULL);
+                th_test_load_and_set(plugin, inst, t, rank, factors);
+                for (uint32_t mode = 0; mode < 3; mode++) {
+                    results[k][mode] = g_new(double, (size_t)dims[mode] * rank);
+                    th_test_assert_ok(call_rls(plugin, inst, mode, &every_kind[pi],
+                                               &io[k][mode], err),
+                                      err);
+                    th_test_assert_ok(
+                        plugin->entry.get_factor(inst, mode, results[k][mode], err), err);
+                }
+                plugin->entry.destroy(inst);
+            }
             for (uint32_t mode = 0; mode < 3; mode++) {
-                results[k][mode] = g_new(double, (size_t)dims[mode] * rank);
-                th_test_assert_ok(call_rls(plugin, inst, mode, &every_kind[pi], &io[k][mode],
-                                           err),
-                                  err);
-                th_test_assert_ok(plugin->entry.get_factor(inst, mode, results[k][mode], err),
-                                  err);
+                for (int k = 1; k < 3; k++) {
+                    assert_memory_equal(results[0][mode], results[k][mode],
+                                        (size_t)dims[mode] * rank * sizeof(double));
+                    assert_memory_equal(&io[0][mode], &io[k][mode], sizeof io[0][mode]);
+                }
+                for (int k = 0; k < 3; k++)
+                    g_free(results[k][mode]);
             }
-            plugin->entry.destroy(inst);
+            if (every_kind[pi].ridge == 0.0 && !every_kind[pi].nonneg)
+                assert_true(io[0][0].singular_rows > 0 && io[0][0].empty_rows > 0);
         }
-        for (uint32_t mode = 0; mode < 3; mode++) {
-            for (int k = 1; k < 3; k++) {
-                assert_memory_equal(results[0][mode], results[k][mode],
-                                    (size_t)dims[mode] * rank * sizeof(double));
-                assert_memory_equal(&io[0][mode], &io[k][mode], sizeof io[0][mode]);
-            }
-            for (int k = 0; k < 3; k++)
-                g_free(results[k][mode]);
-        }
-        if (every_kind[pi].ridge == 0.0 && !every_kind[pi].nonneg)
-            assert_true(io[0][0].singular_rows > 0 && io[0][0].empty_rows > 0);
+        th_test_free_factors(factors, 3);
     }
-    th_test_free_factors(factors, 3);
 }
 
 /* After many passes the nonnegative row meets the KKT conditions of
@@ -577,6 +584,178 @@ static void test_stop_between_blocks(void **state)
     th_test_free_factors(factors, 3);
 }
 
+/* The panel the plugin gathers a row's products into holds 16 KiB of them
+ * (cpu_reference.c, CPU_REF_RLS_PANEL_BYTES; the rank rounded up to 8 a
+ * row), at least 16: the row counts of test_panel_boundaries sit around it. */
+static uint32_t panel_rows(uint32_t rank)
+{
+    const uint32_t ld = (rank + 7) / 8 * 8, rows = 16384 / (ld * 8);
+    return rows > 16 ? rows : 16;
+}
+
+/* A tensor whose mode-0 row j has counts[j] nonzeros (and a last row none)
+ * at distinct random coordinates of the other modes, values uniform in
+ * +-[0.1, 1). */
+static th_sptensor *tensor_with_row_counts(uint32_t nmodes, uint32_t other_dim,
+                                           const uint32_t *counts, uint32_t rows, GRand *rng)
+{
+    uint64_t nnz = 0;
+    for (uint32_t j = 0; j < rows; j++)
+        nnz += counts[j];
+    th_sptensor *t = th_sptensor_new(nmodes, nnz);
+    t->dims[0] = rows + 1;
+    for (uint32_t m = 1; m < nmodes; m++)
+        t->dims[m] = other_dim;
+    uint64_t k = 0;
+    for (uint32_t j = 0; j < rows; j++) {
+        g_autoptr(GHashTable) seen = g_hash_table_new(g_int64_hash, g_int64_equal);
+        g_autofree gint64 *keys = g_new(gint64, counts[j]);
+        for (uint32_t c = 0; c < counts[j]; k++, c++) {
+            gint64 key;
+            do {
+                key = 0;
+                for (uint32_t m = 1; m < nmodes; m++) {
+                    t->indices[m][k] = (uint32_t)g_rand_int_range(rng, 0, (gint32)other_dim);
+                    key = key * other_dim + t->indices[m][k];
+                }
+            } while (g_hash_table_contains(seen, &key));
+            keys[c] = key;
+            g_hash_table_add(seen, &keys[c]);
+            t->indices[0][k] = j;
+            const double magnitude = g_rand_double_range(rng, 0.1, 1.0);
+            t->values[k] = g_rand_boolean(rng) ? magnitude : -magnitude;
+        }
+    }
+    return t;
+}
+
+/* Sets or clears TH_CPU_REFERENCE_NO_AVX512, which keeps cpu-reference's row
+ * solve to its vectors of four on a CPU with AVX-512 (read at each call). */
+static void allow_avx512(gboolean allow)
+{
+    if (allow)
+        g_unsetenv("TH_CPU_REFERENCE_NO_AVX512");
+    else
+        g_setenv("TH_CPU_REFERENCE_NO_AVX512", "1", TRUE);
+}
+
+/* Mode 0 of `t` against the oracle, row by row to `tolerance` relative,
+ * with the counts, the norm and the residual, on 2 threads, with the
+ * AVX-512 kernel of G allowed or not. */
+static void check_rows_against_oracle(const fixture *f, const th_sptensor *t, uint32_t rank,
+                                      const rls_params *p, gboolean avx512, double tolerance,
+                                      const char *label)
+{
+    const th_plugin *plugin = f->plugin;
+    double **factors = p->nonneg ? nonnegative_factors(t, rank, f->rng)
+                                 : th_test_random_factors(t, rank, f->rng);
+    const uint32_t rows = t->dims[0];
+    g_autofree double *want = g_new(double, (size_t)rows * rank);
+    g_autofree double *got = g_new(double, (size_t)rows * rank);
+    const rls_counts counts = oracle(t, factors, rank, 0, p, want);
+    th_instance *inst = th_test_create_instance(plugin, "threads", "2", NULL);
+    th_test_load_and_set(plugin, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    th_row_least_squares_io io;
+    allow_avx512(avx512);
+    th_test_assert_ok(call_rls(plugin, inst, 0, p, &io, err), err);
+    allow_avx512(TRUE);
+    th_test_assert_ok(plugin->entry.get_factor(inst, 0, got, err), err);
+    for (uint32_t row = 0; row < rows; row++) {
+        const double e = th_test_relative_error(got + (size_t)row * rank,
+                                                want + (size_t)row * rank, rank);
+        if (!(e <= tolerance))
+            fail_msg("%s, row %u: relative error %.3g", label, row, e);
+    }
+    assert_int_equal(io.singular_rows, counts.singular);
+    assert_int_equal(io.empty_rows, counts.empty);
+    const double norm = sum_of_squares(got, (size_t)rows * rank);
+    assert_close(io.factor_norm_squared, norm, norm, "factor_norm_squared");
+    const double residual = direct_residual_squared(t, factors, rank, 0, got);
+    assert_close(io.residual_squared, residual, residual, "residual_squared");
+    plugin->entry.destroy(inst);
+    th_test_free_factors(factors, t->nmodes);
+}
+
+/* Rows of 1, R-1, R, R+1 nonzeros and of one less, exactly and one more
+ * than one, two and three panels (and a row of none), at ranks whose
+ * rows fill 5/8, 3/4, all and 5/8 of a vector of eight, on 2-, 3- and
+ * 5-mode tensors (every gather: one other factor, two, and the general
+ * loop): each row within 1e-12 of the oracle's own solve, by Cholesky and
+ * by coordinate descent, with G by either kernel (ridge 0.05 keeps every
+ * row's system well conditioned, so that the bound measures the arithmetic:
+ * the largest difference seen is 1.6e-14). */
+static void test_panel_boundaries(void **state)
+{
+    fixture *f = *state;
+    const uint32_t ranks[] = {5, 12, 32, 40};
+    const uint32_t nmodes[] = {2, 3, 5}, other_dims[] = {2000, 45, 7};
+    const rls_params kinds[] = {{.ridge = 0.05, .nonneg = 0, .passes = 0},
+                                {.ridge = 0.1, .nonneg = 1, .passes = 3}};
+    for (size_t ri = 0; ri < G_N_ELEMENTS(ranks); ri++) {
+        const uint32_t rank = ranks[ri], panel = panel_rows(rank);
+        const uint32_t counts[] = {1,         2,         rank - 1,      rank,
+                                   rank + 1,  panel - 1, panel,         panel + 1,
+                                   2 * panel, 2 * panel + 1, 3 * panel - 1};
+        for (size_t mi = 0; mi < G_N_ELEMENTS(nmodes); mi++) {
+            g_autoptr(th_sptensor) t = tensor_with_row_counts(
+                nmodes[mi], other_dims[mi], counts, G_N_ELEMENTS(counts), f->rng);
+            for (size_t ki = 0; ki < G_N_ELEMENTS(kinds); ki++)
+                for (int avx512 = 0; avx512 < 2; avx512++) {
+                    g_autofree char *label = g_strdup_printf(
+                        "%u modes rank %u (panel %u) nonneg %u avx512 %d", nmodes[mi], rank,
+                        panel, kinds[ki].nonneg, avx512);
+                    check_rows_against_oracle(f, t, rank, &kinds[ki], avx512, 1e-12, label);
+                }
+        }
+    }
+}
+
+/* Mode `mode`'s factor and io after row_least_squares from `factors`, on
+ * `threads` threads, with the AVX-512 kernel of G allowed or not. */
+static void run_rls(const th_plugin *plugin, const th_sptensor *t, double *const *factors,
+                    uint32_t rank, uint32_t mode, const rls_params *p, const char *threads,
+                    gboolean avx512, double *out, th_row_least_squares_io *io)
+{
+    allow_avx512(avx512);
+    th_instance *inst = th_test_create_instance(plugin, "threads", threads, NULL);
+    th_test_load_and_set(plugin, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(call_rls(plugin, inst, mode, p, io, err), err);
+    th_test_assert_ok(plugin->entry.get_factor(inst, mode, out, err), err);
+    plugin->entry.destroy(inst);
+    allow_avx512(TRUE);
+}
+
+/* G by vectors of eight (AVX-512) and by vectors of four: the same sums in
+ * the same order, so the same bits, factor and io, at ranks around the
+ * vector widths, for every kind of solve. (On a CPU without AVX-512 both
+ * runs take the vectors of four.) */
+static void test_avx512_kernel_same_bits(void **state)
+{
+    fixture *f = *state;
+    const uint32_t dims[3] = {40, 30, 3000}, ranks[] = {1, 7, 8, 9, 16, 20, 33};
+    g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 9000, f->rng);
+    for (size_t ri = 0; ri < G_N_ELEMENTS(ranks); ri++) {
+        const uint32_t rank = ranks[ri];
+        double **factors = nonnegative_factors(t, rank, f->rng);
+        for (size_t pi = 0; pi < G_N_ELEMENTS(every_kind); pi++)
+            for (uint32_t mode = 0; mode < 3; mode++) {
+                const size_t cells = (size_t)dims[mode] * rank;
+                g_autofree double *wide = g_new(double, cells);
+                g_autofree double *narrow = g_new(double, cells);
+                th_row_least_squares_io io_wide, io_narrow;
+                run_rls(f->plugin, t, factors, rank, mode, &every_kind[pi], "2", TRUE, wide,
+                        &io_wide);
+                run_rls(f->plugin, t, factors, rank, mode, &every_kind[pi], "2", FALSE, narrow,
+                        &io_narrow);
+                assert_memory_equal(wide, narrow, cells * sizeof *wide);
+                assert_memory_equal(&io_wide, &io_narrow, sizeof io_wide);
+            }
+        th_test_free_factors(factors, 3);
+    }
+}
+
 static void expect_error(const th_plugin *plugin, th_instance *inst,
                          const th_row_least_squares_io *in, th_status status, const char *message)
 {
@@ -648,6 +827,8 @@ int main(void)
         cmocka_unit_test(test_matches_the_oracle),
         cmocka_unit_test(test_no_row_objective_increases),
         cmocka_unit_test(test_thread_count_does_not_change_results),
+        cmocka_unit_test(test_panel_boundaries),
+        cmocka_unit_test(test_avx512_kernel_same_bits),
         cmocka_unit_test(test_nonnegative_solution_meets_kkt),
         cmocka_unit_test(test_singular_and_empty_rows),
         cmocka_unit_test(test_nothing_else_changes),

@@ -1854,24 +1854,81 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
 /* row_least_squares (ABI 1.5)                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Rows are solved in blocks of at least this much work (a row's estimate
+/* Each row's normal equations are built a panel of nonzeros at a time: the
+ * row products h_i of up to `panel_rows` of the row's nonzeros gathered into
+ * a small contiguous matrix (rows of ld doubles, ld the rank rounded up to
+ * 8, zero past the rank), b summed as they are gathered, then the panel's
+ * rank-p update of G in register tiles (panel_update), which stream the
+ * panel from L1 and touch G once a panel, where a nonzero at a time G would
+ * go through memory at every nonzero. V = G + ridge I is factorised in
+ * place by a Cholesky that is right-looking in blocks of 8 rows, each
+ * block's update of the trailing rows in the same tiles; G is kept beside
+ * it for the row's residual. The solve runs in vectors of four (solve_row,
+ * its AVX2 clone and its baseline), or of eight on CPUs with AVX-512
+ * (solve_row_wide). Every entry of G and b is a plain sum over the row's
+ * nonzeros in their order, and every entry of the factor gets its updates
+ * in the order of the unblocked form, whatever the panel size, the tile or
+ * the vector width, and ISO C contracts no FMA: so a row's result depends
+ * on nothing but its own data, not on the thread that solves it, the
+ * thread count or which copy runs. (dsyrk of the panel from the BLAS lost
+ * to the tiles up to rank 64 even with OpenBLAS's AVX-512 kernels, and at
+ * every rank with the SSE3 ones that OpenBLAS 0.3.21 picks on CPUs newer
+ * than it: a triangle of R x R is too small an update for its packing to
+ * pay. FMA in the tiles took another 25% off at rank 32, at the price of
+ * results that differ between CPUs with and without it.)
+ *
+ * Rows are solved in blocks of at least this much work (a row's estimate
  * is (its nonzeros + R + passes) R^2 multiply-adds: its normal equations,
- * then the Cholesky solve or the coordinate descent's passes), about half
- * a second on one core, and of at least
+ * then the Cholesky solve or the coordinate descent's passes), a twentieth
+ * to a fifth of a second on one core (ranks 64 to 8), and of at least
  * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD rows per thread of the team, so that
  * dynamic scheduling has rows to balance; the host is asked between blocks
  * whether to stop. Blocks only decide where a stop can happen: no row's
  * arithmetic depends on them. */
 #define CPU_REF_RLS_BLOCK_WORK 1e9
 #define CPU_REF_RLS_BLOCK_ROWS_PER_THREAD 16
-/* The per-thread R x R workspace of all threads together stays under this:
- * at large ranks the team is cut to fit (rank 4096: 128 MiB a thread, so 8
- * threads), which changes the time, not the result. */
+/* A block's rows are cut into runs of consecutive rows of about equal work,
+ * this many per thread (a row of a tenth of the block's nonzeros is a run of
+ * its own), handed out dynamically, the runs of most work first, so that no
+ * thread is left with a long row at the end. */
+#define CPU_REF_RLS_RUNS_PER_THREAD 16
+/* The per-thread workspaces (G and V, ld x ld each, and the panel) of all
+ * threads together stay under this: at large ranks the team is cut to fit
+ * (rank 4096: 256 MiB a thread, so 4 threads), which changes the time, not
+ * the result. */
 #define CPU_REF_RLS_WORKSPACE_BYTES ((size_t)1 << 30)
+/* A panel holds this many bytes of row products (it stays in L1 while the
+ * tiles sweep it), and at least CPU_REF_RLS_PANEL_MIN_ROWS of them: 256
+ * rows at rank 8, 64 at rank 32, 16 from rank 128. */
+#define CPU_REF_RLS_PANEL_BYTES ((size_t)16 << 10)
+#define CPU_REF_RLS_PANEL_MIN_ROWS 16u
 /* factor_norm_squared and residual_squared are summed in blocks of this
  * many rows, each in row order, the blocks' sums then in block order: the
  * same bits whatever the thread count. */
 #define CPU_REF_NORM_BLOCK_ROWS 1024
+/* Set to a non-empty value, the row solve keeps to its vectors of four
+ * (solve_row) on a CPU with AVX-512: the tests compare the two copies'
+ * bits. The results are the same either way. */
+#define CPU_REF_RLS_NO_AVX512_ENV "TH_CPU_REFERENCE_NO_AVX512"
+
+/* The row solve's helpers are inlined into solve_row_body, so that each
+ * copy of it (solve_row's clones, solve_row_wide) compiles them for its
+ * CPU. */
+#if CPU_REF_HAVE_V4
+#define CPU_REF_RLS_INLINE inline CPU_REF_ALWAYS_INLINE
+/* Vectors of eight doubles: registers of AVX-512 in solve_row_wide, two or
+ * four of the narrower ones in the other copies. */
+typedef double cpu_ref_v8d __attribute__((vector_size(8 * sizeof(double))));
+#else
+#define CPU_REF_RLS_INLINE inline
+#endif
+/* solve_row_wide, the row solve compiled for AVX-512 (x86-64-v4), beside
+ * solve_row's clones: GCC on x86-64, as CPU_REF_VECTOR_CLONES. */
+#if CPU_REF_HAVE_V4 && defined(__x86_64__) && !defined(__clang__)
+#define CPU_REF_RLS_HAVE_WIDE 1
+#else
+#define CPU_REF_RLS_HAVE_WIDE 0
+#endif
 
 /* What every row's solve reads: the mode's layout, the other factors in the
  * layout's order, and the io's parameters. */
@@ -1880,11 +1937,33 @@ typedef struct rls_task {
     const double *other_factors[CPU_REF_MAX_MODES];
     uint32_t width; /* nmodes - 1 */
     uint32_t rank;
+    uint32_t ld;         /* rank rounded up to 8: the row stride of G, V and the panel */
+    uint32_t panel_rows; /* nonzeros per panel (CPU_REF_RLS_PANEL_BYTES) */
+    bool wide;           /* rows by solve_row_wide (AVX-512) */
     double ridge;
     bool nonneg;
     uint32_t passes;
     double *factor; /* A_mode, rows replaced in place */
 } rls_task;
+
+/* One thread's workspace, each array on cache lines of its own, zeroed at
+ * the start of the call, so that every entry of the ld x ld arrays is
+ * defined (the tiles and the Cholesky's whole vectors read some that no
+ * row writes). */
+typedef struct rls_workspace {
+    double *g;     /* [ld * ld]: G, summed in its upper triangle */
+    double *v;     /* [ld * ld]: V = G + ridge I, factorised in place */
+    double *panel; /* [panel_rows * ld]: row products, zero past the rank */
+    double *b;     /* [ld] */
+    double *x;     /* [ld]: b, taken off by the forward substitution */
+    double *w;     /* [ld]: the solution, then the residual's partial sums */
+} rls_workspace;
+
+/* Consecutive rows [first, end) of a block, solved by one thread. */
+typedef struct rls_run {
+    uint32_t first, end;
+    double work;
+} rls_run;
 
 typedef enum { RLS_SOLVED, RLS_SINGULAR, RLS_EMPTY } rls_outcome;
 
@@ -1925,150 +2004,414 @@ static th_status check_rls_arguments(const th_instance *inst, const th_row_least
     return TH_OK;
 }
 
+/* `count` doubles rounded up to whole cache lines. */
+static size_t rls_lines(size_t count)
+{
+    const size_t per_line = CPU_REF_CACHE_LINE / sizeof(double);
+    return (count + per_line - 1) / per_line * per_line;
+}
+
+/* Nonzeros per panel at row stride ld (CPU_REF_RLS_PANEL_BYTES). */
+static uint32_t rls_panel_rows(uint32_t ld)
+{
+    const size_t rows = CPU_REF_RLS_PANEL_BYTES / ((size_t)ld * sizeof(double));
+    return rows > CPU_REF_RLS_PANEL_MIN_ROWS ? (uint32_t)rows : CPU_REF_RLS_PANEL_MIN_ROWS;
+}
+
+/* Doubles of one thread's workspace (rls_workspace). */
+static size_t rls_workspace_doubles(const rls_task *task)
+{
+    const size_t ld = task->ld;
+    return 2 * rls_lines(ld * ld) + rls_lines((size_t)task->panel_rows * ld) + 3 * rls_lines(ld);
+}
+
+/* Thread `t`'s workspace in `base` (rls_workspace_doubles each), zeroed. */
+static rls_workspace rls_workspace_at(const rls_task *task, double *base, int t)
+{
+    const size_t ld = task->ld, doubles = rls_workspace_doubles(task);
+    double *at = base + (size_t)t * doubles;
+    memset(at, 0, doubles * sizeof *at);
+    rls_workspace ws;
+    ws.g = at;
+    ws.v = ws.g + rls_lines(ld * ld);
+    ws.panel = ws.v + rls_lines(ld * ld);
+    ws.b = ws.panel + rls_lines((size_t)task->panel_rows * ld);
+    ws.x = ws.b + rls_lines(ld);
+    ws.w = ws.x + rls_lines(ld);
+    return ws;
+}
+
+/* Whether rows go to solve_row_wide: GCC on x86-64, a CPU with the AVX-512
+ * of x86-64-v4, and CPU_REF_RLS_NO_AVX512_ENV not set. */
+static bool rls_use_wide(void)
+{
+#if CPU_REF_RLS_HAVE_WIDE
+    const char *off = getenv(CPU_REF_RLS_NO_AVX512_ENV);
+    if (off != NULL && off[0] != '\0')
+        return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
 /* h = Hadamard product of the other factors' rows of nonzero k, multiplied
- * in the layout's mode order. */
-static void nonzero_row_product(const rls_task *task, uint64_t k, double *restrict h)
+ * in the layout's mode order, and b += x h (each b_r a sum in nonzero
+ * order). */
+static CPU_REF_RLS_INLINE void gather_row_product(const rls_task *task, uint64_t k,
+                                                  double *restrict h, double *restrict b)
 {
     const uint32_t rank = task->rank, width = task->width;
     const uint32_t *idx = task->layout->others + k * width;
+    const double x = task->layout->values[k];
     const double *restrict first = task->other_factors[0] + (size_t)idx[0] * rank;
+    if (width == 1) {
+        for (uint32_t r = 0; r < rank; r++) {
+            h[r] = first[r];
+            b[r] += x * first[r];
+        }
+        return;
+    }
+    const double *restrict second = task->other_factors[1] + (size_t)idx[1] * rank;
+    if (width == 2) {
+        for (uint32_t r = 0; r < rank; r++) {
+            const double hr = first[r] * second[r];
+            h[r] = hr;
+            b[r] += x * hr;
+        }
+        return;
+    }
+    const double *restrict third = task->other_factors[2] + (size_t)idx[2] * rank;
+    if (width == 3) {
+        for (uint32_t r = 0; r < rank; r++) {
+            const double hr = first[r] * second[r] * third[r];
+            h[r] = hr;
+            b[r] += x * hr;
+        }
+        return;
+    }
     for (uint32_t r = 0; r < rank; r++)
-        h[r] = first[r];
-    for (uint32_t j = 1; j < width; j++) {
+        h[r] = first[r] * second[r] * third[r];
+    for (uint32_t j = 3; j < width; j++) {
         const double *restrict next = task->other_factors[j] + (size_t)idx[j] * rank;
         for (uint32_t r = 0; r < rank; r++)
             h[r] *= next[r];
     }
+    for (uint32_t r = 0; r < rank; r++)
+        b[r] += x * h[r];
 }
 
-/* The row's normal equations over its nonzeros [begin, end), in nonzero
- * order: g = sum h h^T (the upper triangle accumulated, then mirrored: half
- * the multiply-adds), b = sum x h and, returned, x^T x. `h` is scratch of
- * R doubles. */
-static double accumulate_normal_equations(const rls_task *task, uint64_t begin, uint64_t end,
-                                          double *restrict g, double *restrict b,
-                                          double *restrict h)
+#if CPU_REF_HAVE_V4
+/* Rows r0 .. r0+3 and columns s0 .. s0+7 of g (row stride ld) += (or -=,
+ * `subtract`) the sum over the p rows u of `panel` (row stride ld) of
+ * u_r u_s, from zero when `fresh`, each entry's terms in the panel's row
+ * order: eight vector accumulators held in registers over the panel. G's
+ * update by a panel of row products, and the Cholesky's by a block of
+ * rows of U. */
+static CPU_REF_RLS_INLINE void tile4(const double *restrict panel, uint32_t p, uint32_t ld,
+                                     uint32_t r0, uint32_t s0, bool fresh, const bool subtract,
+                                     double *restrict g)
 {
-    const uint32_t rank = task->rank;
-    memset(g, 0, (size_t)rank * rank * sizeof *g);
-    memset(b, 0, rank * sizeof *b);
-    double xx = 0.0;
-    for (uint64_t k = begin; k < end; k++) {
-        nonzero_row_product(task, k, h);
-        const double x = task->layout->values[k];
-        xx += x * x;
-        for (uint32_t r = 0; r < rank; r++) {
-            const double hr = h[r];
-            double *restrict g_row = g + (size_t)r * rank;
-            for (uint32_t s = r; s < rank; s++)
-                g_row[s] += hr * h[s];
-            b[r] += x * hr;
+    cpu_ref_v4d acc[4][2];
+    CPU_REF_UNROLL_V4
+    for (uint32_t i = 0; i < 4; i++)
+        CPU_REF_UNROLL_V4
+        for (uint32_t v = 0; v < 2; v++) {
+            if (fresh)
+                acc[i][v] = (cpu_ref_v4d){0.0, 0.0, 0.0, 0.0};
+            else
+                cpu_ref_load4(&acc[i][v], g + (size_t)(r0 + i) * ld + s0 + 4 * v);
+        }
+    for (uint32_t k = 0; k < p; k++) {
+        const double *restrict u = panel + (size_t)k * ld;
+        cpu_ref_v4d columns[2];
+        cpu_ref_load4(&columns[0], u + s0);
+        cpu_ref_load4(&columns[1], u + s0 + 4);
+        CPU_REF_UNROLL_V4
+        for (uint32_t i = 0; i < 4; i++) {
+            const double ur = u[r0 + i];
+            const cpu_ref_v4d row = {ur, ur, ur, ur};
+            if (subtract) {
+                acc[i][0] -= row * columns[0];
+                acc[i][1] -= row * columns[1];
+            } else {
+                acc[i][0] += row * columns[0];
+                acc[i][1] += row * columns[1];
+            }
         }
     }
-    mirror_upper(g, rank);
-    return xx;
+    CPU_REF_UNROLL_V4
+    for (uint32_t i = 0; i < 4; i++)
+        CPU_REF_UNROLL_V4
+        for (uint32_t v = 0; v < 2; v++)
+            memcpy(g + (size_t)(r0 + i) * ld + s0 + 4 * v, &acc[i][v], sizeof acc[i][v]);
+}
+
+/* tile4 for rows r0 .. r0+7, a vector of eight per row: eight accumulators
+ * again, each twice as wide (registers of AVX-512 in solve_row_wide). */
+static CPU_REF_RLS_INLINE void tile8(const double *restrict panel, uint32_t p, uint32_t ld,
+                                     uint32_t r0, uint32_t s0, bool fresh, const bool subtract,
+                                     double *restrict g)
+{
+    cpu_ref_v8d acc[8];
+    CPU_REF_UNROLL_V4
+    for (uint32_t i = 0; i < 8; i++) {
+        if (fresh)
+            acc[i] = (cpu_ref_v8d){0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        else
+            memcpy(&acc[i], g + (size_t)(r0 + i) * ld + s0, sizeof acc[i]);
+    }
+    for (uint32_t k = 0; k < p; k++) {
+        const double *restrict u = panel + (size_t)k * ld;
+        cpu_ref_v8d columns;
+        memcpy(&columns, u + s0, sizeof columns);
+        CPU_REF_UNROLL_V4
+        for (uint32_t i = 0; i < 8; i++) {
+            const double ur = u[r0 + i];
+            const cpu_ref_v8d row = {ur, ur, ur, ur, ur, ur, ur, ur};
+            if (subtract)
+                acc[i] -= row * columns;
+            else
+                acc[i] += row * columns;
+        }
+    }
+    CPU_REF_UNROLL_V4
+    for (uint32_t i = 0; i < 8; i++)
+        memcpy(g + (size_t)(r0 + i) * ld + s0, &acc[i], sizeof acc[i]);
+}
+#endif
+
+/* The rows r0 >= first of g (row stride ld, a multiple of 8), columns from
+ * the 8 x 8 block holding the diagonal to ld, +=, or -= when `subtract`,
+ * the sum over the panel's p rows u of u_r u_s, from zero when `fresh`:
+ * the upper triangle and, in the blocks on the diagonal, a few entries
+ * below it (and past the rank, which the panels hold zero), which nothing
+ * reads. In tiles of 4 x 8 entries in vectors of four, or 8 x 8 in vectors
+ * of eight when `wide`; every entry's terms in the panel's row order,
+ * whatever the tile, so both compute the same bits. */
+static CPU_REF_RLS_INLINE void panel_update(const double *restrict panel, uint32_t p,
+                                            uint32_t ld, uint32_t first, bool fresh,
+                                            const bool subtract, const bool wide,
+                                            double *restrict g)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        for (uint32_t r0 = first; r0 < ld; r0 += 8)
+            for (uint32_t s0 = r0; s0 < ld; s0 += 8)
+                tile8(panel, p, ld, r0, s0, fresh, subtract, g);
+        return;
+    }
+    for (uint32_t r0 = first; r0 < ld; r0 += 4)
+        for (uint32_t s0 = r0 / 8 * 8; s0 < ld; s0 += 8)
+            tile4(panel, p, ld, r0, s0, fresh, subtract, g);
+#else
+    (void)wide;
+    for (uint32_t r = first; r < ld; r++)
+        for (uint32_t s = r / 8 * 8; s < ld; s++) {
+            double sum = fresh ? 0.0 : g[(size_t)r * ld + s];
+            for (uint32_t k = 0; k < p; k++) {
+                const double term = panel[(size_t)k * ld + r] * panel[(size_t)k * ld + s];
+                sum = subtract ? sum - term : sum + term;
+            }
+            g[(size_t)r * ld + s] = sum;
+        }
+#endif
+}
+
+/* w[0, n) -= c u[0, n) (c = 0 with `scale`: u *= inverse instead), n a
+ * multiple of 8, in vectors of eight when `wide`, else of four. */
+static CPU_REF_RLS_INLINE void row_op(const double *restrict u, double *restrict w, uint32_t n,
+                                      double c, const bool wide)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        const cpu_ref_v8d factor = {c, c, c, c, c, c, c, c};
+        for (uint32_t j = 0; j < n; j += 8) {
+            cpu_ref_v8d x, y;
+            memcpy(&x, u + j, sizeof x);
+            memcpy(&y, w + j, sizeof y);
+            y -= factor * x;
+            memcpy(w + j, &y, sizeof y);
+        }
+        return;
+    }
+    const cpu_ref_v4d factor = {c, c, c, c};
+    for (uint32_t j = 0; j < n; j += 4) {
+        cpu_ref_v4d x, y;
+        cpu_ref_load4(&x, u + j);
+        cpu_ref_load4(&y, w + j);
+        y -= factor * x;
+        memcpy(w + j, &y, sizeof y);
+    }
+#else
+    (void)wide;
+    for (uint32_t j = 0; j < n; j++)
+        w[j] -= c * u[j];
+#endif
+}
+
+/* u[0, n) *= c, n a multiple of 8, in vectors of eight when `wide`, else
+ * of four. */
+static CPU_REF_RLS_INLINE void row_scale(double *restrict u, uint32_t n, double c,
+                                         const bool wide)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        const cpu_ref_v8d scale = {c, c, c, c, c, c, c, c};
+        for (uint32_t j = 0; j < n; j += 8) {
+            cpu_ref_v8d x;
+            memcpy(&x, u + j, sizeof x);
+            x *= scale;
+            memcpy(u + j, &x, sizeof x);
+        }
+        return;
+    }
+    const cpu_ref_v4d scale = {c, c, c, c};
+    for (uint32_t j = 0; j < n; j += 4) {
+        cpu_ref_v4d x;
+        cpu_ref_load4(&x, u + j);
+        x *= scale;
+        memcpy(u + j, &x, sizeof x);
+    }
+#else
+    (void)wide;
+    for (uint32_t j = 0; j < n; j++)
+        u[j] *= c;
+#endif
+}
+
+/* sum_s u_s w_s over [0, n): four partial sums (s mod 4) added pairwise at
+ * the end, a fixed order without one long chain of dependent additions. */
+static CPU_REF_RLS_INLINE double rls_dot(const double *restrict u, const double *restrict w,
+                                         uint32_t n)
+{
+    double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+    uint32_t s = 0;
+    for (; s + 4 <= n; s += 4)
+        for (uint32_t j = 0; j < 4; j++)
+            lanes[j] += u[s + j] * w[s + j];
+    for (uint32_t j = 0; s + j < n; j++)
+        lanes[j] += u[s + j] * w[s + j];
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
 /* The row's sum of squared residuals from its own system: x^T x - 2 a^T b
- * + a^T G a, G's strict upper triangle read from `v` (the factorisation
- * writes the lower one only), its diagonal from `diagonal` (without the
- * ridge). */
-static double row_residual(const double *restrict v, const double *restrict diagonal,
-                           const double *restrict b, double xx, const double *restrict a,
-                           uint32_t rank)
+ * + a^T G a, G's upper triangle read from g (row stride ld); `w` is
+ * scratch of R doubles. */
+static CPU_REF_RLS_INLINE double row_residual(const double *restrict g, uint32_t ld,
+                                              const double *restrict b, double xx,
+                                              const double *restrict a, uint32_t rank,
+                                              double *restrict w)
 {
+    /* w_s = sum_{r < s} a_r G(r,s), by rows of the upper triangle. */
+    for (uint32_t s = 0; s < rank; s++)
+        w[s] = 0.0;
+    for (uint32_t r = 0; r + 1 < rank; r++) {
+        const double ar = a[r];
+        const double *restrict g_row = g + (size_t)r * ld;
+        for (uint32_t s = r + 1; s < rank; s++)
+            w[s] += ar * g_row[s];
+    }
     double ab = 0.0, aga = 0.0;
     for (uint32_t r = 0; r < rank; r++) {
-        const double *restrict v_row = v + (size_t)r * rank;
-        double off = 0.0;
-        for (uint32_t s = r + 1; s < rank; s++)
-            off += v_row[s] * a[s];
-        aga += a[r] * (diagonal[r] * a[r] + 2.0 * off);
+        aga += a[r] * (g[(size_t)r * ld + r] * a[r] + 2.0 * w[r]);
         ab += a[r] * b[r];
     }
     return xx - 2.0 * ab + aga;
 }
 
-/* The lower Cholesky factor of the n x n row-major `v`, in place in its
- * lower triangle, with plugin.h's breakdown test: a pivot not above
+/* V = U^T U, U upper triangular, in place in the upper triangle of the
+ * n x n `v` (row stride ld, a multiple of 8; every entry of the ld x ld
+ * array defined), with plugin.h's breakdown test: a pivot not above
  * max_i v(i,i) * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR (NaN
- * included) is a breakdown, and false is returned. */
-static bool cholesky_lower(double *restrict v, uint32_t n)
+ * included) is a breakdown, and false is returned. Right-looking in blocks
+ * of 8 rows: each row of the block scaled by 1 / u_kk (as LAPACK's dpotf2
+ * scales) and taken off the block's later rows, then the block's update of
+ * the trailing rows in tiles (panel_update). Each entry of U gets its
+ * updates in the order of k, as in the unblocked and the left-looking
+ * forms. The rows run over whole vectors from the block holding the
+ * diagonal to ld, so entries below the diagonal and past n change too;
+ * nothing reads them. */
+static CPU_REF_RLS_INLINE bool cholesky_upper(double *restrict v, uint32_t n, uint32_t ld,
+                                              const bool wide)
 {
     double largest = 0.0;
     for (uint32_t i = 0; i < n; i++)
-        largest = v[(size_t)i * n + i] > largest ? v[(size_t)i * n + i] : largest;
+        largest = v[(size_t)i * ld + i] > largest ? v[(size_t)i * ld + i] : largest;
     const double threshold = largest * n * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
-    for (uint32_t j = 0; j < n; j++) {
-        const double *restrict row_j = v + (size_t)j * n;
-        double pivot = row_j[j];
-        for (uint32_t k = 0; k < j; k++)
-            pivot -= row_j[k] * row_j[k];
-        if (!(pivot > threshold))
-            return false;
-        const double diagonal = sqrt(pivot);
-        v[(size_t)j * n + j] = diagonal;
-        for (uint32_t i = j + 1; i < n; i++) {
-            double *restrict row_i = v + (size_t)i * n;
-            double sum = row_i[j];
-            for (uint32_t k = 0; k < j; k++)
-                sum -= row_i[k] * row_j[k];
-            row_i[j] = sum / diagonal;
+    for (uint32_t block = 0; block < n; block += 8) {
+        const uint32_t end = block + 8 < n ? block + 8 : n;
+        for (uint32_t k = block; k < end; k++) {
+            double *restrict row_k = v + (size_t)k * ld;
+            const double pivot = row_k[k];
+            if (!(pivot > threshold))
+                return false;
+            const double diagonal = sqrt(pivot);
+            row_scale(row_k + block, ld - block, 1.0 / diagonal, wide);
+            row_k[k] = diagonal;
+            for (uint32_t i = k + 1; i < end; i++)
+                row_op(row_k + block, v + (size_t)i * ld + block, ld - block, row_k[i], wide);
         }
+        if (end < n)
+            panel_update(v + (size_t)block * ld, end - block, ld, end, false, true, wide, v);
     }
     return true;
 }
 
-/* x = (L L^T)^-1 x in place, L the lower triangle of the n x n `l`. */
-static void cholesky_solve(const double *restrict l, uint32_t n, double *restrict x)
+/* y = (U^T U)^-1 x, U the upper triangle of the n x n `u` (row stride ld,
+ * a multiple of 8). Forward, U^T z = x: z_k = x_k / u_kk, then z_k times
+ * row k of U off x, over whole vectors from the block holding k (x's
+ * entries up to k, spent, take what they take); back, U y = z, by the
+ * columns of U. x is ld long. */
+static CPU_REF_RLS_INLINE void cholesky_solve_upper(const double *restrict u, uint32_t n,
+                                                    uint32_t ld, double *restrict x,
+                                                    double *restrict y, const bool wide)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        const double *restrict row_i = l + (size_t)i * n;
-        double sum = x[i];
-        for (uint32_t k = 0; k < i; k++)
-            sum -= row_i[k] * x[k];
-        x[i] = sum / row_i[i];
+    for (uint32_t k = 0; k < n; k++) {
+        const double *restrict row_k = u + (size_t)k * ld;
+        y[k] = x[k] / row_k[k];
+        row_op(row_k + k / 8 * 8, x + k / 8 * 8, ld - k / 8 * 8, y[k], wide);
     }
-    for (uint32_t i = n; i-- > 0;) {
-        double sum = x[i];
-        for (uint32_t k = i + 1; k < n; k++)
-            sum -= l[(size_t)k * n + i] * x[k];
-        x[i] = sum / l[(size_t)i * n + i];
+    for (uint32_t k = n; k-- > 0;) {
+        const double yk = y[k] / u[(size_t)k * ld + k];
+        y[k] = yk;
+        for (uint32_t i = 0; i < k; i++)
+            y[i] -= u[(size_t)i * ld + k] * yk;
     }
 }
 
 /* `passes` sweeps of coordinate descent on min a^T V a / 2 - b^T a, a >= 0,
- * V = G + ridge I, from `a` as it is, r = 0 .. R-1 in order, as plugin.h
- * states it: d = V(r,r), a_r <- max(0, a_r + (b_r - (V a)_r) / d), and
- * a_r <- 0 where d = 0. */
-static void nonneg_coordinate_descent(const double *restrict v, const double *restrict b,
-                                      uint32_t rank, uint32_t passes, double *restrict a)
+ * V = G + ridge I (all of it, row stride ld), from `a` as it is, r = 0 ..
+ * R-1 in order, as plugin.h states it: d = V(r,r), a_r <- max(0, a_r +
+ * (b_r - (V a)_r) / d), and a_r <- 0 where d = 0. */
+static CPU_REF_RLS_INLINE void nonneg_coordinate_descent(const double *restrict v,
+                                                         const double *restrict b, uint32_t rank,
+                                                         uint32_t ld, uint32_t passes,
+                                                         double *restrict a)
 {
     for (uint32_t pass = 0; pass < passes; pass++)
         for (uint32_t r = 0; r < rank; r++) {
-            const double *restrict v_row = v + (size_t)r * rank;
+            const double *restrict v_row = v + (size_t)r * ld;
             const double d = v_row[r];
             if (d == 0.0) {
                 a[r] = 0.0;
                 continue;
             }
-            double va = 0.0;
-            for (uint32_t s = 0; s < rank; s++)
-                va += v_row[s] * a[s];
-            const double next = a[r] + (b[r] - va) / d;
+            const double next = a[r] + (b[r] - rls_dot(v_row, a, rank)) / d;
             a[r] = next > 0.0 ? next : 0.0;
         }
 }
 
 /* Row `row` of the factor replaced by its solution (th_row_least_squares_io),
- * and *residual its sum of squared residuals after (0 for an empty row).
- * `workspace` holds R x R + 3 R doubles: V, then b (the solution, for the
- * unconstrained solve), then the row product (then b as it was), then G's
- * diagonal. */
-static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restrict workspace,
-                             double *residual)
+ * and *residual its sum of squared residuals after (0 for an empty row);
+ * `wide`: G and the Cholesky in vectors of eight (solve_row_wide). */
+static CPU_REF_RLS_INLINE rls_outcome solve_row_body(const rls_task *task, uint32_t row,
+                                                     const rls_workspace *ws, double *residual,
+                                                     const bool wide)
 {
-    const uint32_t rank = task->rank;
+    const uint32_t rank = task->rank, ld = task->ld, panel_rows = task->panel_rows;
     const uint64_t begin = task->layout->row_start[row], end = task->layout->row_start[row + 1];
     double *restrict a = task->factor + (size_t)row * rank;
     *residual = 0.0;
@@ -2077,30 +2420,71 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restric
             memset(a, 0, rank * sizeof *a); /* ridge * ||a||^2 alone: its minimiser */
         return RLS_EMPTY;
     }
-    double *restrict v = workspace;
-    double *restrict b = v + (size_t)rank * rank;
-    double *restrict b_kept = b + rank; /* the row product's scratch, free after */
-    double *restrict diagonal = b_kept + rank;
-    const double xx = accumulate_normal_equations(task, begin, end, v, b, b_kept);
-    memcpy(b_kept, b, rank * sizeof *b);
-    for (uint32_t r = 0; r < rank; r++) {
-        diagonal[r] = v[(size_t)r * rank + r];
-        v[(size_t)r * rank + r] += task->ridge;
+    double *restrict g = ws->g, *restrict v = ws->v, *restrict panel = ws->panel;
+    double *restrict b = ws->b, *restrict x = ws->x;
+    const double *restrict values = task->layout->values;
+    memset(b, 0, rank * sizeof *b);
+    double xx = 0.0;
+    for (uint64_t first = begin; first < end; first += panel_rows) {
+        const uint32_t p = end - first < panel_rows ? (uint32_t)(end - first) : panel_rows;
+        for (uint32_t k = 0; k < p; k++) {
+            xx += values[first + k] * values[first + k];
+            gather_row_product(task, first + k, panel + (size_t)k * ld, b);
+        }
+        panel_update(panel, p, ld, 0, first == begin, false, wide, g);
     }
     rls_outcome outcome = RLS_SOLVED;
     if (task->nonneg) {
-        nonneg_coordinate_descent(v, b, rank, task->passes, a);
+        for (uint32_t r = 0; r < rank; r++) {
+            for (uint32_t s = r; s < rank; s++)
+                v[(size_t)r * ld + s] = v[(size_t)s * ld + r] = g[(size_t)r * ld + s];
+            v[(size_t)r * ld + r] += task->ridge;
+        }
+        nonneg_coordinate_descent(v, b, rank, ld, task->passes, a);
     } else if (task->ridge == 0.0 && end - begin < rank) {
         /* G is exactly singular; rounding must not decide (plugin.h). */
         outcome = RLS_SINGULAR;
-    } else if (!cholesky_lower(v, rank)) {
-        outcome = RLS_SINGULAR; /* the row is left as it was */
     } else {
-        cholesky_solve(v, rank, b);
-        memcpy(a, b, rank * sizeof *a);
+        for (uint32_t r = 0; r < ld; r++) {
+            const size_t from = (size_t)r * ld + r / 8 * 8;
+            memcpy(v + from, g + from, (ld - r / 8 * 8) * sizeof *v);
+        }
+        for (uint32_t r = 0; r < rank; r++)
+            v[(size_t)r * ld + r] += task->ridge;
+        if (!cholesky_upper(v, rank, ld, wide)) {
+            outcome = RLS_SINGULAR; /* the row is left as it was */
+        } else {
+            memcpy(x, b, ld * sizeof *x);
+            cholesky_solve_upper(v, rank, ld, x, ws->w, wide);
+            memcpy(a, ws->w, rank * sizeof *a);
+        }
     }
-    *residual = row_residual(v, diagonal, b_kept, xx, a, rank);
+    *residual = row_residual(g, ld, b, xx, a, rank, ws->w);
     return outcome;
+}
+
+CPU_REF_VECTOR_CLONES
+static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_workspace *ws,
+                             double *residual)
+{
+    return solve_row_body(task, row, ws, residual, false);
+}
+
+#if CPU_REF_RLS_HAVE_WIDE
+/* solve_row for CPUs with AVX-512 (rls_task.wide). */
+__attribute__((target("arch=x86-64-v4"))) static rls_outcome
+solve_row_wide(const rls_task *task, uint32_t row, const rls_workspace *ws, double *residual)
+{
+    return solve_row_body(task, row, ws, residual, true);
+}
+#endif
+
+/* A row's work estimate in multiply-adds (CPU_REF_RLS_BLOCK_WORK). */
+static double rls_row_work(const rls_task *task, uint32_t row)
+{
+    const uint64_t *start = task->layout->row_start;
+    const double solve = (double)task->rank + (task->nonneg ? (double)task->passes : 0.0);
+    return ((double)(start[row + 1] - start[row]) + solve) * task->rank * task->rank;
 }
 
 /* The end of the block of rows that starts at `first` (at least one row;
@@ -2108,41 +2492,84 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, double *restric
 static uint32_t rls_block_end(const rls_task *task, uint32_t first, uint32_t dim, int team,
                               double *work)
 {
-    const uint64_t *start = task->layout->row_start;
-    const double per_nonzero = (double)task->rank * task->rank;
-    const double solve = (double)task->rank + (task->nonneg ? (double)task->passes : 0.0);
     const uint64_t least_end =
         (uint64_t)first + (uint64_t)team * CPU_REF_RLS_BLOCK_ROWS_PER_THREAD;
     double sum = 0.0;
     uint32_t row = first;
     while (row < dim && (sum < CPU_REF_RLS_BLOCK_WORK || row < least_end)) {
-        sum += ((double)(start[row + 1] - start[row]) + solve) * per_nonzero;
+        sum += rls_row_work(task, row);
         row++;
     }
     *work = sum;
     return row;
 }
 
-/* Rows [first, end) on `threads` threads, each with its own workspace of
- * `stride` doubles; rows vary a lot in length, so they are handed out
- * dynamically, in small runs. The outcomes are counted into *singular and
- * *empty (sums of integers: exact in any order); each row's residual goes
- * to residuals[row] (summed later in a fixed order). */
-static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, int threads,
-                       double *workspace, size_t stride, double *residuals, uint64_t *singular,
-                       uint64_t *empty)
+/* Most work first; ties (and so the whole order) by first row. */
+static int compare_runs(const void *left, const void *right)
+{
+    const rls_run *a = left, *b = right;
+    if (a->work != b->work)
+        return a->work > b->work ? -1 : 1;
+    return a->first < b->first ? -1 : (a->first > b->first ? 1 : 0);
+}
+
+/* Rows [first, end) (work estimate `work`) cut into at most `capacity`
+ * runs of about work / (threads * CPU_REF_RLS_RUNS_PER_THREAD) each, into
+ * `runs`, most work first; returns how many. */
+static uint32_t rls_cut_runs(const rls_task *task, uint32_t first, uint32_t end, double work,
+                             int threads, rls_run *runs, uint32_t capacity)
+{
+    const double share = work / ((double)threads * CPU_REF_RLS_RUNS_PER_THREAD);
+    uint32_t count = 0;
+    rls_run run = {.first = first, .end = first, .work = 0.0};
+    for (uint32_t row = first; row < end; row++) {
+        run.work += rls_row_work(task, row);
+        run.end = row + 1;
+        if ((run.work >= share && count + 1 < capacity) || run.end == end) {
+            runs[count++] = run;
+            run = (rls_run){.first = run.end, .end = run.end, .work = 0.0};
+        }
+    }
+    qsort(runs, count, sizeof *runs, compare_runs);
+    return count;
+}
+
+/* Rows [first, end) (work estimate `work`) on `threads` threads, thread t
+ * with workspace ws[t], in runs (rls_cut_runs; `runs` has room for
+ * `capacity`) handed out dynamically. The outcomes are counted into
+ * *singular and *empty (sums of integers: exact in any order); each row's
+ * residual goes to residuals[row] (summed later in a fixed order). Which
+ * thread solves a row changes nothing of its arithmetic. */
+static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, double work,
+                       int threads, const rls_workspace *ws, rls_run *runs, uint32_t capacity,
+                       double *residuals, uint64_t *singular, uint64_t *empty)
 {
     uint64_t singular_here = 0, empty_here = 0;
-    const int64_t rows = (int64_t)end - first;
-    const int64_t run = rows / ((int64_t)threads * 16) > 1 ? rows / ((int64_t)threads * 16) : 1;
-#pragma omp parallel num_threads(threads) reduction(+ : singular_here, empty_here)
-    {
-        double *own = workspace + (size_t)omp_get_thread_num() * stride;
-#pragma omp for schedule(dynamic, run)
-        for (int64_t i = first; i < (int64_t)end; i++) {
-            const rls_outcome outcome = solve_row(task, (uint32_t)i, own, residuals + i);
+#if CPU_REF_RLS_HAVE_WIDE
+    rls_outcome (*const solve)(const rls_task *, uint32_t, const rls_workspace *, double *) =
+        task->wide ? solve_row_wide : solve_row;
+#else
+    rls_outcome (*const solve)(const rls_task *, uint32_t, const rls_workspace *, double *) =
+        solve_row;
+#endif
+    if (threads == 1) {
+        for (uint32_t row = first; row < end; row++) {
+            const rls_outcome outcome = solve(task, row, &ws[0], residuals + row);
             singular_here += outcome == RLS_SINGULAR;
             empty_here += outcome == RLS_EMPTY;
+        }
+    } else {
+        const int64_t count = rls_cut_runs(task, first, end, work, threads, runs, capacity);
+#pragma omp parallel num_threads(threads) reduction(+ : singular_here, empty_here)
+        {
+            const rls_workspace *own = &ws[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t k = 0; k < count; k++)
+                for (uint32_t row = runs[k].first; row < runs[k].end; row++) {
+                    const rls_outcome outcome = solve(task, row, own, residuals + row);
+                    singular_here += outcome == RLS_SINGULAR;
+                    empty_here += outcome == RLS_EMPTY;
+                }
         }
     }
     *singular += singular_here;
@@ -2193,10 +2620,10 @@ static double blocked_sum(const double *values, int64_t n, int threads, double *
 }
 
 /* Threads for row_least_squares: the option, cut so that their workspaces
- * fit CPU_REF_RLS_WORKSPACE_BYTES. */
-static int rls_team_size(const th_instance *inst, size_t stride)
+ * of `doubles` each fit CPU_REF_RLS_WORKSPACE_BYTES. */
+static int rls_team_size(const th_instance *inst, size_t doubles)
 {
-    const size_t fit = CPU_REF_RLS_WORKSPACE_BYTES / (stride * sizeof(double));
+    const size_t fit = CPU_REF_RLS_WORKSPACE_BYTES / (doubles * sizeof(double));
     return fit < 1 ? 1 : (fit < (size_t)inst->threads ? (int)fit : inst->threads);
 }
 
@@ -2205,8 +2632,7 @@ static int rls_team_size(const th_instance *inst, size_t stride)
  * residual_squared (the rows' residuals, kept per row, summed in row
  * blocks). A stop leaves the rows of the blocks done solved and the others
  * as they were: each row's problem is its own, so no row is half updated.
- * The workspace (per thread: V, b, h, G's diagonal) and the per-row
- * residuals live for the call. */
+ * The workspaces, the runs and the per-row residuals live for the call. */
 static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least_squares_io *io,
                                                  char *err)
 {
@@ -2214,32 +2640,44 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
     if (status != TH_OK)
         return status;
     const uint32_t mode = io->mode, rank = inst->rank, dim = inst->dims[mode];
+    const uint32_t ld = (rank + 7) / 8 * 8;
     rls_task task = {.layout = &inst->layouts[mode], .width = inst->nmodes - 1, .rank = rank,
+                     .ld = ld, .panel_rows = rls_panel_rows(ld), .wide = rls_use_wide(),
                      .ridge = io->ridge, .nonneg = io->nonneg == 1, .passes = io->passes,
                      .factor = inst->factors[mode]};
     for (uint32_t m = 0, j = 0; m < inst->nmodes; m++)
         if (m != mode)
             task.other_factors[j++] = inst->factors[m];
-    const size_t stride = scratch_stride(rank * rank + 3 * rank);
-    const int team = rls_team_size(inst, stride);
+    const size_t doubles = rls_workspace_doubles(&task);
+    const int team = rls_team_size(inst, doubles);
+    const uint32_t capacity = (uint32_t)team * CPU_REF_RLS_RUNS_PER_THREAD + 2;
     const size_t norm_blocks =
         ((size_t)dim + CPU_REF_NORM_BLOCK_ROWS - 1) / CPU_REF_NORM_BLOCK_ROWS;
     double *workspace =
-        aligned_alloc(CPU_REF_CACHE_LINE, (size_t)team * stride * sizeof *workspace);
+        aligned_alloc(CPU_REF_CACHE_LINE, (size_t)team * doubles * sizeof *workspace);
+    rls_workspace *ws = malloc((size_t)team * sizeof *ws);
+    rls_run *runs = malloc(capacity * sizeof *runs);
     double *partials = malloc(norm_blocks * sizeof *partials);
     double *residuals = malloc(((size_t)dim + 1) * sizeof *residuals);
-    if (workspace == NULL || partials == NULL || residuals == NULL) {
+    if (workspace == NULL || ws == NULL || runs == NULL || partials == NULL ||
+        residuals == NULL) {
         free(workspace);
+        free(ws);
+        free(runs);
         free(partials);
         free(residuals);
         return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                               "row_least_squares: out of memory for %d workspaces of rank %u",
                               team, rank);
     }
+    for (int t = 0; t < team; t++)
+        ws[t] = rls_workspace_at(&task, workspace, t);
     uint64_t singular = 0, empty = 0;
     for (uint32_t first = 0; first < dim;) {
         if (first > 0 && th_plugin_stop_requested(inst->host)) {
             free(workspace);
+            free(ws);
+            free(runs);
             free(partials);
             free(residuals);
             return th_plugin_fail(err, TH_ERR_CANCELLED,
@@ -2251,7 +2689,8 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
         double work = 0.0;
         const uint32_t end = rls_block_end(&task, first, dim, team, &work);
         const int threads = work < (double)CPU_REF_UPDATE_SERIAL_WORK ? 1 : team;
-        solve_rows(&task, first, end, threads, workspace, stride, residuals, &singular, &empty);
+        solve_rows(&task, first, end, work, threads, ws, runs, capacity, residuals, &singular,
+                   &empty);
         first = end;
     }
     const int64_t cells = (int64_t)dim * rank;
@@ -2264,6 +2703,8 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
         blocked_sum(residuals, dim, dim < CPU_REF_ELEMENTWISE_SERIAL_CELLS ? 1 : inst->threads,
                     partials);
     free(workspace);
+    free(ws);
+    free(runs);
     free(partials);
     free(residuals);
     return TH_OK;
