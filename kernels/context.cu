@@ -105,6 +105,8 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
     const char *cap = getenv("TH_GPU_TEST_FREE_BYTES");
     ctx->free_bytes_cap = cap && *cap ? strtoull(cap, nullptr, 10) : 0;
+    const char *no_saved = getenv("TH_GPU_TEST_NONNEG_NO_SAVED");
+    ctx->nonneg_no_saved = no_saved && *no_saved && strcmp(no_saved, "0") != 0;
     const char *chunk = getenv("TH_GPU_TEST_RLS_CHUNK");
     ctx->rls_chunk_override = chunk && *chunk ? (uint32_t)strtoul(chunk, nullptr, 10) : 0;
     for (uint32_t m = 0; m < THG_MAX_MODES; ++m) {

@@ -1,31 +1,45 @@
 /* The nonnegative CP update on the device (the ABI's als_update_nonneg,
- * 1.5): hierarchical ALS of A >= 0 against A V = M, then als_update's
- * epilogue (kernels/DESIGN.md, "The nonnegative update").
+ * 1.5, and the coordinate-descent modes of als_sweep, 1.6): hierarchical
+ * ALS of A >= 0 against A V = M, then als_update's epilogue
+ * (kernels/DESIGN.md, "The nonnegative update").
  *
  * With M the mode's MTTKRP result, A its factor and V the R x R Hadamard
  * of the other Grams, a pass updates every row on its own, columns
- * r = 0 .. R-1 in order, where V(r,r) != 0:
- *   A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r)) / V(r,r))
+ * r = 0 .. R-1 in order, where V(r,r) + ridge != 0:
+ *   A(i,r) <- max(0, (M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r)) / (V(r,r) + ridge))
+ * (l1 subtracted before the clamp; without the bound, soft-thresholded)
  * and the passes stop after the one whose summed squared change is at most
- * tolerance times the first's. Rows are independent; only that sum couples
- * them, so a pass is one kernel over every row and the stopping test runs
- * on the device:
- *   - pass_kernel<RP>(p): a thread per row (grid-stride), the row in
- *     registers as fp32 (RP the rank padded to 8, 16, 32 or 64, every loop
- *     unrolled; 128: the same code, not unrolled, the row in local memory),
- *     V in shared memory in fp64, each dot product in fp64 (four
- *     accumulators), each new entry rounded to fp32 as it is stored and
- *     its change (the stored value's) added in fp64. A block writes its
- *     change sum to partials[block]; the last block to finish (a counter)
- *     adds them in block order (the sum depends on the grid only, which is
- *     fixed per shape and device), records the first pass's, and sets
- *     `stop` when the test is met. Pass p > 0 returns at once when `stop`
- *     is set, so the host launches the passes without waiting; only every
- *     kLaunchChunk passes does it read `stop` back (one synchronisation),
- *     so a large `sweeps` that stops early launches few idle kernels.
- *   - pass 0 reads the factor as stored (unnormalised, with its column
- *     scale, als.cu) times `scale`, and M times its result scale; every
- *     pass writes the factor's true values (column scale 1 in effect).
+ * tolerance times the first's. Only that sum couples the rows, so the
+ * passes run in chunks of up to kFuse, each chunk two kernels:
+ *   - speculate_kernel<RP>: a thread per row (grid-stride) reads its row
+ *     of A and makes every pass of the chunk on it in registers, adding
+ *     each pass's change to that pass's sum; the row is read and written
+ *     once a chunk, not once a pass (on a long mode the passes were bound
+ *     by those reads and writes, on a short one by a kernel and a
+ *     reduction a pass). The last block to finish (a counter) adds the
+ *     blocks' sums in block order (the sums depend on the grid only, fixed
+ *     per shape and device) and applies the stopping test pass by pass:
+ *     the passes kept are those up to the first that meets it.
+ *   - redo_kernel<RP>: where the chunk kept fewer passes than it made, the
+ *     rows again from where the chunk started, with the kept passes only.
+ *     With `saved` (the scratch nonneg_saved, allocated where it fits) the
+ *     speculative kernel stores each row's start there and its result in
+ *     A, and the redo runs only on an early stop; without it the
+ *     speculative kernel writes nothing and the redo always makes the kept
+ *     passes (the arithmetic twice, the memory traffic still less than a
+ *     kernel a pass).
+ *   A chunk after the stop returns at once, so the host launches the
+ *   chunks without waiting; the update on its own reads the stop flag
+ *   back between chunks (one synchronisation), the sweep's graph holds
+ *   them all.
+ * The row is fp32 as stored, held in double up to RP = 32 (RP the rank
+ * padded to 8, 16, 32, 64 or 128; every loop unrolled up to 64, at 128
+ * the row in local memory); V in shared memory in fp64, each dot product
+ * in fp64 (four accumulators), each new entry rounded to fp32 as it is
+ * kept and its change (the kept value's) added in fp64.
+ *   - the first pass reads the factor as stored (unnormalised, with its
+ *     column scale, als.cu) times `scale`, and M times its result scale;
+ *     every chunk writes the factor's true values (column scale 1).
  *   - then thg_launch_als_epilogue (als.cu): the update kernel's Gram,
  *     inner-product and norm sums over the factor as computed, its finish
  *     (lambda, the normalised Gram and inner, the column scale) and its
@@ -41,22 +55,25 @@
 
 namespace {
 
-/* Passes launched between two reads of the stop flag. */
-constexpr uint32_t kLaunchChunk = 8;
+/* Passes one chunk makes at most (one speculative kernel); the update on
+ * its own reads the stop flag back between chunks. */
+constexpr uint32_t kFuse = 8;
 
 /* The passes' control block on the device (and its pinned mirror). */
 struct nonneg_ctrl {
-    double first;    /* the first pass's change */
-    double last;     /* the latest pass's change */
-    uint32_t count;  /* blocks of the running pass finished */
-    uint32_t stop;   /* a pass met the test: later passes return at once */
-    uint32_t passes; /* passes made */
-    int32_t norm;    /* the norm flag, staged for ctx->als_w (host block only) */
+    double first;       /* the first pass's change */
+    double last;        /* the latest pass's change */
+    uint32_t count;     /* blocks of the running speculative kernel finished */
+    uint32_t stop;      /* a pass met the test: later chunks return at once */
+    uint32_t passes;    /* passes kept */
+    int32_t norm;       /* the norm flag, staged for ctx->als_w (host block only) */
+    uint32_t redo;      /* passes the redo kernel makes (0: none) ... */
+    uint32_t redo_from; /* ... for the chunk starting at this pass */
 };
 
 /* One block of device memory (and the same layout in pinned host memory,
  * the staging): ctrl | V [R*R] doubles | scale [R] doubles | the per-block
- * change sums [nparts] doubles (device only; not copied). */
+ * change sums [kFuse][nparts] doubles (device only; not copied). */
 struct nonneg_layout {
     size_t v, scale, partials, staged, total;
 };
@@ -68,7 +85,7 @@ nonneg_layout layout_for(uint32_t R, uint32_t nparts)
     l.scale = l.v + sizeof(double) * (size_t)R * R;
     l.partials = l.scale + sizeof(double) * R;
     l.staged = l.partials; /* what the upload copies */
-    l.total = l.partials + sizeof(double) * nparts;
+    l.total = l.partials + sizeof(double) * kFuse * nparts;
     return l;
 }
 static_assert(sizeof(nonneg_ctrl) <= 64, "nonneg_ctrl");
@@ -82,13 +99,14 @@ struct pass_args {
     const float *m_scale;         /* [R] M's column scale (result_scale) */
     const uint32_t *row_present;  /* nullable: M's rows with nonzeros */
     float *A;                     /* the factor */
+    float *saved;                 /* nullable: the rows a chunk started from (same layout as A) */
     const float *col_scale;       /* [R] the factor's stored column scale (pass 0) */
     double *V;                    /* [R*R]; inside a sweep pass 0 writes it */
     const double *scale;          /* [R] */
     nonneg_ctrl *ctrl;
-    double *partials;             /* [gridDim.x] */
+    double *partials;             /* [kFuse][gridDim.x] */
     uint32_t I, R;
-    int vector_rows;              /* R % 4 == 0 and M, A 16-byte aligned: float4 rows */
+    int vector_rows;              /* R % 4 == 0 and M, A, saved 16-byte aligned: float4 rows */
     double tolerance;
     double ridge, l1;             /* ABI 1.6: 0 and 0 for the plain update */
     int nonneg;                   /* clamp at 0 (TH_CONSTRAINT_NONNEG) or not */
@@ -100,15 +118,24 @@ struct pass_args {
     int norm_value;
 };
 
-/* Threads per block of pass_kernel<RP>. */
+/* Threads per block of both kernels, and the blocks an SM must hold (the
+ * registers a thread may take: at RP = 32 the speculative kernel would
+ * take 168 and hold three blocks an SM, too few warps to hide the
+ * dependent fp64 steps). */
 __host__ __device__ constexpr uint32_t pass_threads(uint32_t RP) { return RP <= 64u ? 128u : 256u; }
+__host__ __device__ constexpr uint32_t pass_min_blocks(uint32_t RP)
+{
+    return RP <= 32u ? 4u : 0u; /* 0: the compiler's choice (128 registers at 64, 48-62 at 128) */
+}
 
-/* Dynamic shared memory of pass_kernel<RP>: V [RP*RP], then diag, inv,
+/* Dynamic shared memory of both kernels: V [RP*RP], then diag, inv,
  * m_scale and the pass's scale [RP] each, then [warps] for the reduction,
- * all doubles. */
+ * [kFuse][threads] for the passes' change sums and [kFuse] for their
+ * totals, all doubles. */
 __host__ __device__ constexpr size_t pass_smem_bytes(uint32_t RP)
 {
-    return sizeof(double) * ((size_t)RP * RP + 4u * RP + pass_threads(RP) / 32u);
+    return sizeof(double) *
+           ((size_t)RP * RP + 4u * RP + pass_threads(RP) / 32u + kFuse * pass_threads(RP) + kFuse);
 }
 
 /* The block's sum of `x` in a fixed order (warps by shuffles, then warp
@@ -129,33 +156,45 @@ __device__ __forceinline__ double block_sum(double x, double *s_red)
     return total;
 }
 
-template <uint32_t RP>
-__global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uint32_t pass)
+/* The kernels' shared memory, laid out by pass_smem_bytes. */
+struct pass_shared {
+    double *v;    /* [RP*RP], zero outside R x R */
+    double *diag; /* [RP] V(r,r) */
+    double *inv;  /* [RP] 1 / (V(r,r) + ridge), 0 where that is 0 */
+    double *ms;   /* [RP] M's column scale */
+    double *as;   /* [RP] A's on reading: the first pass its column scale * scale */
+    double *red;  /* [warps] */
+    double *acc;  /* [kFuse][threads] the passes' change sums, per thread */
+    double *tot;  /* [kFuse] the passes' totals (the last block) */
+};
+
+template <uint32_t RP> __device__ pass_shared carve_shared(double *sh)
 {
-    /* Every loop over the row's columns unrolls up to 64 (the row in
-     * registers); at 128 none does (the row in local memory). */
-    extern __shared__ double sh[];
-    /* The previous pass met the test: nothing more (uniform, before any
-     * barrier; written by an earlier kernel of the stream). */
-    if (pass > 0 && *(volatile const uint32_t *)&a.ctrl->stop)
-        return;
-    if (a.failed && *a.failed) /* uniform: the sweep's host finishes from there */
-        return;
-    double *s_v = sh;                          /* [RP*RP], zero outside R x R */
-    double *s_diag = s_v + (size_t)RP * RP;    /* [RP] V(r,r) */
-    double *s_inv = s_diag + RP;               /* [RP] 1 / (V(r,r) + ridge), 0 where that is 0 */
-    double *s_ms = s_inv + RP;                 /* [RP] M's column scale */
-    double *s_as = s_ms + RP;                  /* [RP] A's on reading: pass 0 its column scale * scale */
-    double *s_red = s_as + RP;                 /* [warps] */
-    __shared__ bool s_last;
+    constexpr uint32_t warps = pass_threads(RP) / 32u;
+    pass_shared s;
+    s.v = sh;
+    s.diag = s.v + (size_t)RP * RP;
+    s.inv = s.diag + RP;
+    s.ms = s.inv + RP;
+    s.as = s.ms + RP;
+    s.red = s.as + RP;
+    s.acc = s.red + warps;
+    s.tot = s.acc + kFuse * pass_threads(RP);
+    return s;
+}
+
+/* V, its diagonal and divisors, M's and A's scales into shared memory.
+ * Each thread's entries of V are loaded at once (the loop's count is a
+ * constant, so it unrolls and the loads overlap; one at a time, they cost
+ * a few microseconds a kernel on short modes). Inside a sweep the first
+ * pass builds V from the Grams and block 0 leaves it in the workspace for
+ * the later kernels. Ends with a barrier. */
+template <uint32_t RP>
+__device__ void stage_shared(const pass_args &a, const pass_shared &s, bool first_pass,
+                             bool from_grams)
+{
     const uint32_t R = a.R, tid = threadIdx.x;
-    /* V into shared memory: each thread's entries loaded at once (the
-     * loop's count is a constant, so it unrolls and the loads overlap;
-     * one at a time, they cost a few microseconds a pass on small modes).
-     * Inside a sweep, pass 0 builds V from the Grams and block 0 leaves it
-     * in the workspace for the later passes. */
     const size_t RR = (size_t)R * R;
-    const bool from_grams = a.grams && pass == 0;
     constexpr uint32_t kPer = (RP * RP + pass_threads(RP) - 1) / pass_threads(RP);
 #pragma unroll
     for (uint32_t j = 0; j < kPer; ++j) {
@@ -172,124 +211,222 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
                 if (blockIdx.x == 0)
                     a.V[e] = v;
             } else {
-                v = __ldg(a.V + e);
+                v = __ldcg(a.V + e); /* written by an earlier kernel of the stream */
             }
         }
         if (t < RP * RP)
-            s_v[t] = v;
+            s.v[t] = v;
     }
     __syncthreads();
     for (uint32_t t = tid; t < RP; t += blockDim.x) {
-        const double vrr = s_v[(size_t)t * RP + t];
-        s_diag[t] = vrr;
-        /* The divisor d = V(r,r) + ridge; a column with d = 0 stays (s_inv 0
+        const double vrr = s.v[(size_t)t * RP + t];
+        s.diag[t] = vrr;
+        /* The divisor d = V(r,r) + ridge; a column with d = 0 stays (inv 0
          * marks it). */
         const double d = t < R ? vrr + a.ridge : 0.0;
-        s_inv[t] = d != 0.0 ? 1.0 / d : 0.0;
-        s_ms[t] = t < R ? (double)a.m_scale[t] : 0.0;
-        s_as[t] = t < R ? (pass == 0 ? (double)a.col_scale[t] * a.scale[t] : 1.0) : 0.0;
+        s.inv[t] = d != 0.0 ? 1.0 / d : 0.0;
+        s.ms[t] = t < R ? (double)a.m_scale[t] : 0.0;
+        s.as[t] = t < R ? (first_pass ? (double)a.col_scale[t] * a.scale[t] : 1.0) : 0.0;
     }
     __syncthreads();
+}
 
+/* The row's values are fp32 (stored so after every update), held in
+ * double up to RP = 32: each dot product's FMAs then take them as they
+ * are, where a float row paid a conversion per FMA (on the quarter-rate
+ * conversion pipe: about 4x the FMAs' time at R = 32). At 64 and 128 the
+ * doubles would not fit in registers. */
+template <uint32_t RP> using row_of = typename std::conditional<(RP <= 32u), double, float>::type;
+
+/* Row i of the factor as it is into `saved` (where a chunk started). */
+__device__ __forceinline__ void copy_row(const pass_args &a, uint64_t i)
+{
+    const float *src = a.A + i * a.R;
+    float *dst = a.saved + i * a.R;
+    if (a.vector_rows)
+        for (uint32_t q = 0; q < a.R; q += 4u)
+            *reinterpret_cast<float4 *>(dst + q) = *reinterpret_cast<const float4 *>(src + q);
+    else
+        for (uint32_t q = 0; q < a.R; ++q)
+            dst[q] = src[q];
+}
+
+/* Row i of `from` into `row` (zero past R), scaled by `as` on the first
+ * pass. */
+template <uint32_t RP>
+__device__ __forceinline__ void load_row(row_of<RP> (&row)[RP], const pass_args &a,
+                                         const float *from, uint64_t i, const double *as,
+                                         bool first_pass)
+{
+    const uint32_t R = a.R;
+    const float *src = from + i * R;
+    if (a.vector_rows) {
+#pragma unroll(RP <= 64u ? RP / 4u : 1u)
+        for (uint32_t q = 0; q < RP; q += 4u) {
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (q < R)
+                v = *reinterpret_cast<const float4 *>(src + q);
+            row[q] = v.x;
+            row[q + 1] = v.y;
+            row[q + 2] = v.z;
+            row[q + 3] = v.w;
+        }
+    } else {
+#pragma unroll(RP <= 64u ? RP : 1u)
+        for (uint32_t q = 0; q < RP; ++q)
+            row[q] = q < R ? src[q] : 0.0f;
+    }
+    if (first_pass)
+#pragma unroll(RP <= 64u ? RP : 1u)
+        for (uint32_t q = 0; q < RP; ++q)
+            row[q] = __double2float_rn((double)row[q] * as[q]);
+}
+
+template <uint32_t RP>
+__device__ __forceinline__ void store_row(const row_of<RP> (&row)[RP], const pass_args &a,
+                                          uint64_t i)
+{
+    const uint32_t R = a.R;
+    float *dst = a.A + i * R;
+    if (a.vector_rows) {
+#pragma unroll(RP <= 64u ? RP / 4u : 1u)
+        for (uint32_t q = 0; q < RP; q += 4u)
+            if (q < R)
+                *reinterpret_cast<float4 *>(dst + q) = make_float4(
+                    (float)row[q], (float)row[q + 1], (float)row[q + 2], (float)row[q + 3]);
+    } else {
+#pragma unroll(RP <= 64u ? RP : 1u)
+        for (uint32_t q = 0; q < RP; ++q)
+            if (q < R)
+                dst[q] = (float)row[q];
+    }
+}
+
+/* One pass over row i (columns in order); returns the summed squared
+ * change of its kept (fp32) values. */
+template <uint32_t RP>
+__device__ __forceinline__ double pass_row(row_of<RP> (&row)[RP], const pass_args &a,
+                                           const pass_shared &s, uint64_t i)
+{
+    const uint32_t R = a.R;
+    const float *m_row = a.M + i * R;
+    const bool present = !a.row_present || thg_row_present(a.row_present, i);
     double change = 0.0;
+    float4 m4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    /* No break or continue: either keeps the row out of registers. */
+#pragma unroll(RP <= 64u ? RP : 1u)
+    for (uint32_t r = 0; r < RP; ++r) {
+        if (r < R) { /* uniform */
+            /* M(i, r): a quad at a time on whole-quad rows (L1 holds the
+             * row between a chunk's passes). */
+            float m;
+            if (a.vector_rows) {
+                if (r % 4u == 0)
+                    m4 = present ? __ldg(reinterpret_cast<const float4 *>(m_row + r))
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const uint32_t j = r % 4u;
+                m = j == 0 ? m4.x : j == 1 ? m4.y : j == 2 ? m4.z : m4.w;
+            } else {
+                m = present ? __ldg(m_row + r) : 0.0f;
+            }
+            const double vrr = s.diag[r];
+            if (s.inv[r] != 0.0) { /* uniform; otherwise the column stays */
+                /* V symmetric: its row r is column r. */
+                const double *v_row = s.v + (size_t)r * RP;
+                double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
+#pragma unroll(RP <= 64u ? RP / 4u : 1u)
+                for (uint32_t q = 0; q < RP; q += 4u) {
+                    const double2 v01 = *reinterpret_cast<const double2 *>(v_row + q);
+                    const double2 v23 = *reinterpret_cast<const double2 *>(v_row + q + 2);
+                    p0 = fma((double)row[q], v01.x, p0);
+                    p1 = fma((double)row[q + 1], v01.y, p1);
+                    p2 = fma((double)row[q + 2], v23.x, p2);
+                    p3 = fma((double)row[q + 3], v23.y, p3);
+                }
+                const double product = (p0 + p1) + (p2 + p3);
+                const double old = (double)row[r];
+                const double n = (double)m * s.ms[r] - product + vrr * old;
+                /* Clamped at 0, or soft-thresholded by l1 (both sides). */
+                const double mag = fmax(0.0, (a.nonneg ? n : fabs(n)) - a.l1);
+                const double shrunk = !a.nonneg && n < 0.0 ? -mag : mag;
+                const double next = shrunk * s.inv[r];
+                const float stored = __double2float_rn(next);
+                const double d = (double)stored - old;
+                change = fma(d, d, change);
+                row[r] = stored;
+            }
+        }
+    }
+    return change;
+}
+
+/* Passes first .. first + count - 1 (a chunk), speculatively: every pass
+ * made on every row and its change summed; the last block decides which
+ * passes stand (the stopping test) and how many the redo must make. */
+template <uint32_t RP>
+__global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
+    speculate_kernel(pass_args a, uint32_t first, uint32_t count)
+{
+    extern __shared__ double sh[];
+    /* An earlier chunk met the test, or an earlier mode's solve broke
+     * down: nothing more (uniform, before any barrier). */
+    if (first > 0 && *(volatile const uint32_t *)&a.ctrl->stop)
+        return;
+    if (a.failed && *a.failed)
+        return;
+    constexpr uint32_t threads = pass_threads(RP);
+    const pass_shared s = carve_shared<RP>(sh);
+    const uint32_t tid = threadIdx.x;
+    for (uint32_t c = 0; c < kFuse; ++c)
+        s.acc[c * threads + tid] = 0.0;
+    stage_shared<RP>(a, s, first == 0, a.grams && first == 0);
+
+    /* Each thread adds a pass's change to its own slot of that pass (in
+     * shared memory: registers are the row's). The same work in two loop
+     * shapes: ptxas keeps the row in registers without spilling at RP <= 32
+     * with the first and at 64 with the second. */
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + tid; i < a.I; i += stride) {
-        float *a_row = a.A + i * R;
-        const float *m_row = a.M + i * R;
-        const bool present = !a.row_present || thg_row_present(a.row_present, i);
-        /* The row's values are fp32 (stored so after every update), held
-         * in double up to RP = 32: each dot product's FMAs then take them
-         * as they are, where a float row paid a conversion per FMA (on the
-         * quarter-rate conversion pipe: about 4x the FMAs' time at R = 32).
-         * At 64 and 128 the doubles would not fit in registers. */
-        using row_t = typename std::conditional<(RP <= 32u), double, float>::type;
-        row_t row[RP];
-        if (a.vector_rows) {
-#pragma unroll(RP <= 64u ? RP / 4u : 1u)
-            for (uint32_t q = 0; q < RP; q += 4u) {
-                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (q < R)
-                    v = *reinterpret_cast<const float4 *>(a_row + q);
-                row[q] = v.x;
-                row[q + 1] = v.y;
-                row[q + 2] = v.z;
-                row[q + 3] = v.w;
-            }
-        } else {
-#pragma unroll(RP <= 64u ? RP : 1u)
-            for (uint32_t q = 0; q < RP; ++q)
-                row[q] = q < R ? a_row[q] : 0.0f;
+    if constexpr (RP <= 32u) {
+        for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + tid; i < a.I; i += stride) {
+            row_of<RP> row[RP];
+            if (a.saved)
+                copy_row(a, i);
+            load_row<RP>(row, a, a.A, i, s.as, first == 0);
+#pragma unroll 1
+            for (uint32_t c = 0; c < count; ++c)
+                s.acc[c * threads + tid] += pass_row<RP>(row, a, s, i);
+            if (a.saved)
+                store_row<RP>(row, a, i);
         }
-        if (pass == 0)
-#pragma unroll(RP <= 64u ? RP : 1u)
-            for (uint32_t q = 0; q < RP; ++q)
-                row[q] = __double2float_rn((double)row[q] * s_as[q]);
-        float4 m4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        /* No break or continue: either keeps the row out of registers. */
-#pragma unroll(RP <= 64u ? RP : 1u)
-        for (uint32_t r = 0; r < RP; ++r) {
-            if (r < R) { /* uniform */
-                /* M(i, r): a quad at a time on whole-quad rows. */
-                float m;
-                if (a.vector_rows) {
-                    if (r % 4u == 0)
-                        m4 = present ? *reinterpret_cast<const float4 *>(m_row + r)
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    const uint32_t j = r % 4u;
-                    m = j == 0 ? m4.x : j == 1 ? m4.y : j == 2 ? m4.z : m4.w;
-                } else {
-                    m = present ? m_row[r] : 0.0f;
-                }
-                const double vrr = s_diag[r];
-                if (s_inv[r] != 0.0) { /* uniform; otherwise the column stays */
-                    /* V symmetric: its row r is column r. */
-                    const double *v_row = s_v + (size_t)r * RP;
-                    double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
-#pragma unroll(RP <= 64u ? RP / 4u : 1u)
-                    for (uint32_t q = 0; q < RP; q += 4u) {
-                        const double2 v01 = *reinterpret_cast<const double2 *>(v_row + q);
-                        const double2 v23 = *reinterpret_cast<const double2 *>(v_row + q + 2);
-                        p0 = fma((double)row[q], v01.x, p0);
-                        p1 = fma((double)row[q + 1], v01.y, p1);
-                        p2 = fma((double)row[q + 2], v23.x, p2);
-                        p3 = fma((double)row[q + 3], v23.y, p3);
-                    }
-                    const double product = (p0 + p1) + (p2 + p3);
-                    const double old = (double)row[r];
-                    const double n = (double)m * s_ms[r] - product + vrr * old;
-                    /* Clamped at 0, or soft-thresholded by l1 (both sides). */
-                    const double mag = fmax(0.0, (a.nonneg ? n : fabs(n)) - a.l1);
-                    const double shrunk = !a.nonneg && n < 0.0 ? -mag : mag;
-                    const double next = shrunk * s_inv[r];
-                    const float stored = __double2float_rn(next);
-                    const double d = (double)stored - old;
-                    change = fma(d, d, change);
-                    row[r] = stored;
-                }
+    } else {
+        for (uint64_t base = (uint64_t)blockIdx.x * blockDim.x; base < a.I; base += stride) {
+            const uint64_t i = base + tid;
+            const bool valid = i < a.I;
+            row_of<RP> row[RP];
+            if (valid) {
+                if (a.saved)
+                    copy_row(a, i);
+                load_row<RP>(row, a, a.A, i, s.as, first == 0);
             }
-        }
-        if (a.vector_rows) {
-#pragma unroll(RP <= 64u ? RP / 4u : 1u)
-            for (uint32_t q = 0; q < RP; q += 4u)
-                if (q < R)
-                    *reinterpret_cast<float4 *>(a_row + q) =
-                        make_float4((float)row[q], (float)row[q + 1], (float)row[q + 2],
-                                    (float)row[q + 3]);
-        } else {
-#pragma unroll(RP <= 64u ? RP : 1u)
-            for (uint32_t q = 0; q < RP; ++q)
-                if (q < R)
-                    a_row[q] = (float)row[q];
+            for (uint32_t c = 0; c < count; ++c)
+                s.acc[c * threads + tid] += valid ? pass_row<RP>(row, a, s, i) : 0.0;
+            if (valid && a.saved)
+                store_row<RP>(row, a, i);
         }
     }
 
-    if (pass == 0 && a.norm_flag && blockIdx.x == 0 && tid == 0)
+    if (first == 0 && a.norm_flag && blockIdx.x == 0 && tid == 0)
         *a.norm_flag = a.norm_value; /* read by the epilogue's finish, after every pass */
 
-    /* The pass's change: this block's sum, then the last block's total. */
-    const double mine = block_sum(change, s_red);
+    /* Each pass's change: this block's sums (warp order), then the last
+     * block's totals (block order). */
+    __shared__ bool s_last;
+    for (uint32_t c = 0; c < count; ++c) {
+        const double mine = block_sum(s.acc[c * threads + tid], s.red);
+        if (tid == 0)
+            a.partials[(size_t)c * gridDim.x + blockIdx.x] = mine;
+    }
     if (tid == 0) {
-        a.partials[blockIdx.x] = mine;
         __threadfence();
         s_last = atomicAdd(&a.ctrl->count, 1u) == gridDim.x - 1u;
     }
@@ -297,20 +434,65 @@ __global__ void __launch_bounds__(pass_threads(RP)) pass_kernel(pass_args a, uin
     if (!s_last)
         return;
     __threadfence();
-    double part = 0.0;
-    for (uint32_t b = tid; b < gridDim.x; b += blockDim.x)
-        part += __ldcg(&a.partials[b]);
-    const double total = block_sum(part, s_red);
+    for (uint32_t c = 0; c < count; ++c) {
+        double part = 0.0;
+        for (uint32_t b = tid; b < gridDim.x; b += blockDim.x)
+            part += __ldcg(&a.partials[(size_t)c * gridDim.x + b]);
+        const double total = block_sum(part, s.red);
+        if (tid == 0)
+            s.tot[c] = total;
+    }
     if (tid == 0) {
-        nonneg_ctrl *c = a.ctrl;
-        if (pass == 0)
-            c->first = total;
-        const double first = pass == 0 ? total : __ldcg(&c->first);
-        c->last = total;
-        c->passes = pass + 1u;
-        c->count = 0u;
-        if (total <= a.tolerance * first)
-            c->stop = 1u;
+        nonneg_ctrl *ctrl = a.ctrl;
+        double first_change = first == 0 ? 0.0 : __ldcg(&ctrl->first);
+        uint32_t kept = count;
+        for (uint32_t c = 0; c < count; ++c) {
+            const double total = s.tot[c];
+            if (first + c == 0)
+                first_change = total;
+            ctrl->last = total;
+            ctrl->passes = first + c + 1u;
+            if (total <= a.tolerance * first_change) {
+                ctrl->stop = 1u;
+                kept = c + 1u;
+                break;
+            }
+        }
+        ctrl->first = first_change;
+        /* With the rows saved, A holds every pass of the chunk: redo only
+         * when fewer stand. Without, A is as the chunk found it. */
+        ctrl->redo = a.saved ? (kept < count ? kept : 0u) : kept;
+        ctrl->redo_from = first;
+        ctrl->count = 0u;
+    }
+}
+
+/* The kept passes of the chunk starting at `first`, from the rows it
+ * started from (saved, or A as the speculative kernel left it), into A;
+ * returns at once when the speculative kernel kept them all in A. */
+template <uint32_t RP>
+__global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP)) redo_kernel(pass_args a, uint32_t first)
+{
+    extern __shared__ double sh[];
+    const volatile nonneg_ctrl *ctrl = a.ctrl;
+    /* Uniform, before any barrier; redo_from tells this chunk's decision
+     * from an earlier one's (a chunk after the stop decides nothing). */
+    const uint32_t kept = ctrl->redo_from == first ? ctrl->redo : 0u;
+    if (kept == 0)
+        return;
+    if (a.failed && *a.failed)
+        return;
+    const pass_shared s = carve_shared<RP>(sh);
+    stage_shared<RP>(a, s, first == 0, false);
+    const float *from = a.saved ? a.saved : a.A;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.I; i += stride) {
+        row_of<RP> row[RP];
+        load_row<RP>(row, a, from, i, s.as, first == 0);
+#pragma unroll 1
+        for (uint32_t c = 0; c < kept; ++c)
+            (void)pass_row<RP>(row, a, s, i);
+        store_row<RP>(row, a, i);
     }
 }
 
@@ -320,41 +502,61 @@ uint32_t padded_for(uint32_t R)
     return R <= 8u ? 8u : R <= 16u ? 16u : R <= 32u ? 32u : R <= 64u ? 64u : 128u;
 }
 
-typedef void (*pass_fn)(pass_args, uint32_t);
+/* The two kernels of a chunk for a padded rank. */
+struct chunk_kernels {
+    void (*speculate)(pass_args, uint32_t, uint32_t);
+    void (*redo)(pass_args, uint32_t);
+};
 
-pass_fn kernel_for(uint32_t RP)
+template <uint32_t RP> chunk_kernels kernels_of() { return {speculate_kernel<RP>, redo_kernel<RP>}; }
+
+chunk_kernels kernels_for(uint32_t RP)
 {
     switch (RP) {
     case 8:
-        return pass_kernel<8>;
+        return kernels_of<8>();
     case 16:
-        return pass_kernel<16>;
+        return kernels_of<16>();
     case 32:
-        return pass_kernel<32>;
+        return kernels_of<32>();
     case 64:
-        return pass_kernel<64>;
+        return kernels_of<64>();
     default:
-        return pass_kernel<128>;
+        return kernels_of<128>();
     }
 }
 
-/* The first call after a load: the kernel's shared memory and grid for
- * the loaded rank, and the workspace (device block and pinned staging). */
+/* The largest mode's rows times the rank, in floats: the saved rows. */
+uint64_t saved_bytes(const thg_context *ctx)
+{
+    uint64_t rows = 0;
+    for (uint32_t m = 0; m < ctx->nmodes; ++m)
+        rows = ctx->dims[m] > rows ? ctx->dims[m] : rows;
+    return sizeof(float) * rows * ctx->rank;
+}
+
+/* The first call after a load: the kernels' shared memory and grid for
+ * the loaded rank, and the workspace (device block, pinned staging, and
+ * the saved rows where they fit). */
 thg_status prepare(thg_context *ctx, char *err, size_t errlen)
 {
     if (ctx->nonneg_dev)
         return THG_OK;
     const uint32_t R = ctx->rank, RP = padded_for(R);
-    const pass_fn fn = kernel_for(RP);
+    const chunk_kernels k = kernels_for(RP);
     const size_t smem = pass_smem_bytes(RP);
-    THG_CUDA(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    THG_CUDA(cudaFuncSetAttribute((const void *)k.speculate,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    THG_CUDA(cudaFuncSetAttribute((const void *)k.redo, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-    int per_sm = 0;
-    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)fn,
+    int per_sm = 0, redo_per_sm = 0;
+    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)k.speculate,
                                                            (int)pass_threads(RP), smem));
-    if (per_sm < 1)
+    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&redo_per_sm, (const void *)k.redo,
+                                                           (int)pass_threads(RP), smem));
+    if (per_sm < 1 || redo_per_sm < 1)
         return thg_fail(err, errlen, THG_ERR_DEVICE,
-                        "als_update_nonneg: no block of the rank-%u pass kernel fits on an SM "
+                        "als_update_nonneg: no block of the rank-%u pass kernels fits on an SM "
                         "(%zu bytes of shared memory)",
                         R, smem);
     const uint32_t nparts = (uint32_t)per_sm * (uint32_t)ctx->sm_count;
@@ -377,24 +579,63 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
         }
     }
     THG_CUDA(e);
+    /* The saved rows are a speed-up, not a need: taken only while at least
+     * as much memory stays free after them, and a failed allocation just
+     * leaves them out. */
+    const uint64_t saved = saved_bytes(ctx);
+    void *saved_dev = nullptr;
+    if (!ctx->nonneg_no_saved && l.total + 2u * saved <= free_bytes &&
+        cudaMalloc(&saved_dev, saved) != cudaSuccess) {
+        (void)cudaGetLastError(); /* the failed allocation is not an error here */
+        saved_dev = nullptr;
+    }
     ctx->nonneg_dev = dev;
     ctx->nonneg_host = host;
+    ctx->nonneg_saved = (float *)saved_dev;
     ctx->nonneg_partials = nparts;
-    ctx->nonneg_bytes = l.total;
-    ctx->workspace_bytes += l.total;
+    ctx->nonneg_bytes = l.total + (saved_dev ? saved : 0u);
+    ctx->workspace_bytes += ctx->nonneg_bytes;
     return THG_OK;
 }
 
-thg_status launch_pass(thg_context *ctx, uint32_t mode, const pass_args &a, uint32_t pass,
-                       char *err, size_t errlen)
+/* One chunk: passes first .. first + count - 1, speculated, then redone
+ * where fewer stand (both kernels always launched: a graph holds them). */
+thg_status launch_chunk(thg_context *ctx, const pass_args &a, uint32_t first, uint32_t count,
+                        char *err, size_t errlen)
 {
     const uint32_t RP = padded_for(ctx->rank), threads = pass_threads(RP);
     const uint64_t needed = ((uint64_t)a.I + threads - 1) / threads;
     const uint32_t blocks =
         (uint32_t)(needed < ctx->nonneg_partials ? needed : ctx->nonneg_partials);
-    (void)mode;
-    kernel_for(RP)<<<blocks, threads, pass_smem_bytes(RP), ctx->stream>>>(a, pass);
+    const chunk_kernels k = kernels_for(RP);
+    const size_t smem = pass_smem_bytes(RP);
+    k.speculate<<<blocks, threads, smem, ctx->stream>>>(a, first, count);
     THG_LAUNCHED();
+    k.redo<<<blocks, threads, smem, ctx->stream>>>(a, first);
+    THG_LAUNCHED();
+    return THG_OK;
+}
+
+/* Every chunk of `sweeps` passes; the update on its own (`look`) reads the
+ * stop flag back between chunks and launches no more after it. */
+thg_status launch_passes(thg_context *ctx, const pass_args &a, uint32_t sweeps, bool look,
+                         char *err, size_t errlen)
+{
+    nonneg_ctrl *ctrl_dev = (nonneg_ctrl *)ctx->nonneg_dev;
+    nonneg_ctrl *ctrl_host = (nonneg_ctrl *)ctx->nonneg_host;
+    for (uint32_t first = 0; first < sweeps; first += kFuse) {
+        const uint32_t count = sweeps - first < kFuse ? sweeps - first : kFuse;
+        const thg_status st = launch_chunk(ctx, a, first, count, err, errlen);
+        if (st != THG_OK)
+            return st;
+        if (look && first + count < sweeps) {
+            THG_CUDA(cudaMemcpyAsync(&ctrl_host->stop, &ctrl_dev->stop, sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, ctx->stream));
+            THG_CUDA(cudaStreamSynchronize(ctx->stream));
+            if (ctrl_host->stop)
+                break;
+        }
+    }
     return THG_OK;
 }
 
@@ -413,6 +654,7 @@ pass_args args_for(thg_context *ctx, uint32_t mode, double tolerance, double rid
     a.m_scale = ctx->result_scale + (size_t)mode * R;
     a.row_present = copy.has_empty_rows ? copy.row_present : nullptr;
     a.A = ctx->factors[mode];
+    a.saved = ctx->nonneg_saved;
     a.col_scale = ctx->col_scale + (size_t)mode * R;
     a.V = (double *)(dev + l.v);
     a.scale = (const double *)(dev + l.scale);
@@ -420,7 +662,8 @@ pass_args args_for(thg_context *ctx, uint32_t mode, double tolerance, double rid
     a.partials = (double *)(dev + l.partials);
     a.I = ctx->dims[mode];
     a.R = R;
-    a.vector_rows = R % 4u == 0 && ((uintptr_t)a.M % 16u) == 0 && ((uintptr_t)a.A % 16u) == 0;
+    a.vector_rows = R % 4u == 0 && ((uintptr_t)a.M % 16u) == 0 && ((uintptr_t)a.A % 16u) == 0 &&
+                    ((uintptr_t)a.saved % 16u) == 0;
     a.tolerance = tolerance;
     a.ridge = ridge;
     a.l1 = l1;
@@ -443,22 +686,11 @@ thg_status enqueue_update(thg_context *ctx, uint32_t mode, uint32_t sweeps, doub
     THG_CUDA(cudaMemcpyAsync(ctx->als_w + (size_t)R * R, &ctrl_host->norm, sizeof(int),
                              cudaMemcpyHostToDevice, ctx->stream));
     const pass_args a = args_for(ctx, mode, tolerance, ridge, l1, nonneg);
-    for (uint32_t p = 0; p < sweeps; ++p) {
-        const thg_status st = launch_pass(ctx, mode, a, p, err, errlen);
-        if (st != THG_OK)
-            return st;
-        if ((p + 1u) % kLaunchChunk == 0 && p + 1u < sweeps) {
-            /* Whether to launch more: one look at the stop flag. */
-            THG_CUDA(cudaMemcpyAsync(&ctrl_host->stop, &ctrl_dev->stop, sizeof(uint32_t),
-                                     cudaMemcpyDeviceToHost, ctx->stream));
-            THG_CUDA(cudaStreamSynchronize(ctx->stream));
-            if (ctrl_host->stop)
-                break;
-        }
-    }
-    const thg_status st =
-        thg_launch_als_epilogue(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, err,
-                                errlen);
+    thg_status st = launch_passes(ctx, a, sweeps, true, err, errlen);
+    if (st != THG_OK)
+        return st;
+    st = thg_launch_als_epilogue(ctx, mode, ctx->als_out_dev, nullptr, nullptr, nullptr, err,
+                                 errlen);
     if (st != THG_OK)
         return st;
     THG_CUDA(cudaMemcpyAsync(ctrl_host, ctrl_dev, sizeof(nonneg_ctrl), cudaMemcpyDeviceToHost,
@@ -507,13 +739,11 @@ thg_status thg_nonneg_enqueue_sweep_mode(thg_context *ctx, uint32_t mode, const 
     a.failed = ctx->sweep.flags.failed;
     a.norm_flag = (int *)(ctx->als_w + (size_t)ctx->rank * ctx->rank);
     a.norm_value = m.use_max_norm;
-    /* Every pass is launched (a graph holds a fixed sequence); those after
+    /* Every chunk is launched (a graph holds a fixed sequence); those after
      * the stop return at once. */
-    for (uint32_t p = 0; p < m.sweeps; ++p) {
-        const thg_status st = launch_pass(ctx, mode, a, p, err, errlen);
-        if (st != THG_OK)
-            return st;
-    }
+    const thg_status st = launch_passes(ctx, a, m.sweeps, false, err, errlen);
+    if (st != THG_OK)
+        return st;
     return thg_launch_als_epilogue(ctx, mode, out, ctx->sweep.flags.failed, gram_store,
                                    after_stats, err, errlen);
 }
@@ -523,8 +753,10 @@ void thg_nonneg_free(thg_context *ctx)
     ctx->workspace_bytes =
         ctx->workspace_bytes > ctx->nonneg_bytes ? ctx->workspace_bytes - ctx->nonneg_bytes : 0;
     cudaFree(ctx->nonneg_dev);
+    cudaFree(ctx->nonneg_saved);
     cudaFreeHost(ctx->nonneg_host);
     ctx->nonneg_dev = nullptr;
+    ctx->nonneg_saved = nullptr;
     ctx->nonneg_host = nullptr;
     ctx->nonneg_partials = 0;
     ctx->nonneg_bytes = 0;
@@ -581,7 +813,7 @@ extern "C" thg_status thg_als_update_nonneg(thg_context *ctx, uint32_t mode, con
     for (uint32_t r = 0; r < R; ++r)
         scale_host[r] = scale ? scale[r] : 1.0;
     st = enqueue_update(ctx, mode, sweeps, tolerance, ridge, l1, nonneg, err, errlen);
-    /* The only synchronisation (but every kLaunchChunk passes); also on
+    /* The only synchronisation (but between chunks of kFuse passes); also on
      * failure, so the staging is not rewritten under a pending copy. */
     const cudaError_t e = cudaStreamSynchronize(ctx->stream);
     if (st != THG_OK)

@@ -293,14 +293,22 @@ void thg_sweep_free(thg_context *ctx)
     memset(&sw, 0, sizeof(sw));
 }
 
+extern "C" uint32_t thg_sweep_reg_coordinate(const thg_sweep_reg *reg, uint32_t mode)
+{
+    if (!reg)
+        return 0u;
+    if (reg->constraints && reg->constraints[mode] == TH_CONSTRAINT_NONNEG)
+        return 1u;
+    return reg->l1 && reg->l1[mode] != 0.0 ? 2u : 0u;
+}
+
 extern "C" int thg_sweep_reg_active(const thg_sweep_reg *reg, uint32_t nmodes)
 {
     if (!reg)
         return 0;
     int active = reg->ridge != 0.0;
     for (uint32_t m = 0; m < nmodes; ++m)
-        active |= (reg->constraints && reg->constraints[m] == TH_CONSTRAINT_NONNEG) ||
-                  (reg->l1 && reg->l1[m] != 0.0);
+        active |= thg_sweep_reg_coordinate(reg, m) != 0u;
     return active;
 }
 
@@ -311,9 +319,8 @@ static void set_reg(thg_context *ctx, const thg_sweep_reg *reg)
     bool same = sw.reg.valid && sw.reg.ridge == reg->ridge &&
                 sw.reg.tolerance == reg->hals_tolerance && sw.reg.sweeps == reg->hals_sweeps;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
-        const bool nonneg = reg->constraints && reg->constraints[m] == TH_CONSTRAINT_NONNEG;
         const double l1 = reg->l1 ? reg->l1[m] : 0.0;
-        const uint32_t coordinate = nonneg ? 1u : l1 != 0.0 ? 2u : 0u;
+        const uint32_t coordinate = thg_sweep_reg_coordinate(reg, m);
         same = same && sw.reg.coordinate[m] == coordinate && sw.reg.l1[m] == l1;
         sw.reg.coordinate[m] = coordinate;
         sw.reg.l1[m] = l1;

@@ -192,8 +192,13 @@ typedef struct thg_sweep_reg {
     uint32_t hals_sweeps;
 } thg_sweep_reg;
 
-/* Whether `reg` (nullable) changes anything: some mode constrained or
- * with l1 > 0, or a ridge. */
+/* How `reg` (nullable) updates `mode`: 0 the solve (of V + ridge I),
+ * 1 coordinate descent with A >= 0 (TH_CONSTRAINT_NONNEG), 2 coordinate
+ * descent without the bound (l1 > 0 on an unconstrained mode). */
+uint32_t thg_sweep_reg_coordinate(const thg_sweep_reg *reg, uint32_t mode);
+
+/* Whether `reg` (nullable) changes anything: some mode updated by
+ * coordinate descent, or a ridge. */
 int thg_sweep_reg_active(const thg_sweep_reg *reg, uint32_t nmodes);
 
 /* `reg` nullable: the plain sweep. With it, a mode constrained or with

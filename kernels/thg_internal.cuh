@@ -268,8 +268,15 @@ struct thg_context {
      * device V, scale and the passes' control block; pinned staging. */
     void *nonneg_dev;
     void *nonneg_host;
-    uint32_t nonneg_partials; /* doubles of the per-block change sums */
-    uint64_t nonneg_bytes;    /* device bytes of nonneg_dev (in workspace_bytes) */
+    uint32_t nonneg_partials; /* blocks of the passes' grid (each kernel's change sums) */
+    uint64_t nonneg_bytes;    /* device bytes of nonneg_dev and nonneg_saved (in workspace_bytes) */
+    /* The rows a chunk of passes started from ([largest mode's rows * rank]
+     * floats), where it fits (nonneg.cu); nullptr: the chunk is computed
+     * twice instead. */
+    float *nonneg_saved;
+    /* TH_GPU_TEST_NONNEG_NO_SAVED=1: never allocate nonneg_saved (tests of
+     * the path without it). */
+    int nonneg_no_saved;
     /* TH_GPU_TEST_RLS_CHUNK=N: row_least_squares splits every row of more
      * than N nonzeros into chunks of N (tests of the split rows); 0: unset. */
     uint32_t rls_chunk_override;

@@ -343,7 +343,7 @@ static th_status check_sweep_reg(const thg_sweep_reg *reg, uint32_t nmodes, cons
         if (!(l1 >= 0.0) || !isfinite(l1))
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                                   "als_sweep: l1[%u] %g must be finite and at least 0", m, l1);
-        coordinate |= c == TH_CONSTRAINT_NONNEG || l1 != 0.0;
+        coordinate |= thg_sweep_reg_coordinate(reg, m) != 0u;
     }
     if (!coordinate)
         return TH_OK;

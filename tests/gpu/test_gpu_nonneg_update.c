@@ -424,6 +424,32 @@ static void test_nonneg_matches_oracle(void **state)
     print_message("als_update_nonneg: %u updates checked against the oracle\n", checked);
 }
 
+/* The same settings without the rows a chunk of passes starts from kept
+ * on the device (TH_GPU_TEST_NONNEG_NO_SAVED, as where they do not fit):
+ * every chunk's passes made twice, the second time written. Mode 0 of the
+ * first case, ranks 5 and 32 (a padded and a whole-quad row), one plugin. */
+static void test_nonneg_without_saved_rows(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    const uint32_t ranks[] = {5, 32};
+    g_setenv("TH_GPU_TEST_NONNEG_NO_SAVED", "1", TRUE);
+    GRand *rng = g_rand_new_with_seed(1516);
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 40);
+    const th_plugin *pl = p->gpu[0];
+    for (size_t ri = 0; ri < G_N_ELEMENTS(ranks); ++ri) {
+        double **f0 = start_factors(t, ranks[ri], rng);
+        th_instance *inst = th_test_create_instance(pl, NULL);
+        th_test_load_and_set(pl, inst, t, ranks[ri], f0);
+        for (size_t si = 0; si < G_N_ELEMENTS(full_settings); ++si)
+            check_setting(pl, inst, t, f0, ranks[ri], 0, &full_settings[si],
+                          "without saved rows");
+        pl->entry.destroy(inst);
+        th_test_free_factors(f0, t->nmodes);
+    }
+    g_rand_free(rng);
+    g_unsetenv("TH_GPU_TEST_NONNEG_NO_SAVED");
+}
+
 /* The fit of the model as the host computes it (als_step.c). */
 static double model_fit(double *const *grams, uint32_t nmodes, uint32_t R, const double *lambda,
                         const double *inner, double norm_x_squared)
@@ -639,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_nonneg_errors),
         cmocka_unit_test(test_nonneg_cp_als_matches_host),
         cmocka_unit_test(test_nonneg_matches_oracle),
+        cmocka_unit_test(test_nonneg_without_saved_rows),
     };
     return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }
