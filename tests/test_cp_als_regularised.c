@@ -27,6 +27,7 @@
 #include "cpd/cpd_session.h"
 #include "cpd/dense.h"
 #include "plugin/backend.h"
+#include "hals_oracle.h"
 #include "test_support.h"
 
 #define SWEEP_FIXTURE TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so"
@@ -162,7 +163,8 @@ static void pretend_minor(th_backend *backend, uint16_t minor)
  * The oracle recomputes the iterations from their definition, with none of
  * the host's code: the MTTKRP over the dense tensor, the other modes' Grams
  * by their sums, the ridge's system by Gaussian elimination, the coordinate
- * descent as plugin.h words it (th_nonneg_update_io, step 2), the column
+ * descent as plugin.h words it (th_nonneg_update_io, step 2; both in
+ * hals_oracle.h, shared with the other tests of the update), the column
  * norms of Tensor Toolbox's cp_als (2-norm in iteration 1, max-norm floored
  * at 1 after); then the model everywhere on the box and the objective by
  * its definition. */
@@ -173,35 +175,6 @@ typedef struct oracle {
     double *factors[3];
     double lambda[8];
 } oracle;
-
-static void oracle_solve(double *s, double *b, uint32_t n)
-{
-    for (uint32_t c = 0; c < n; ++c) {
-        uint32_t pivot = c;
-        for (uint32_t r = c + 1; r < n; ++r)
-            if (fabs(s[r * n + c]) > fabs(s[pivot * n + c]))
-                pivot = r;
-        for (uint32_t k = 0; k < n; ++k) {
-            const double x = s[c * n + k];
-            s[c * n + k] = s[pivot * n + k];
-            s[pivot * n + k] = x;
-        }
-        const double x = b[c];
-        b[c] = b[pivot];
-        b[pivot] = x;
-        for (uint32_t r = c + 1; r < n; ++r) {
-            const double f = s[r * n + c] / s[c * n + c];
-            for (uint32_t k = c; k < n; ++k)
-                s[r * n + k] -= f * s[c * n + k];
-            b[r] -= f * b[c];
-        }
-    }
-    for (uint32_t c = n; c-- > 0;) {
-        for (uint32_t k = c + 1; k < n; ++k)
-            b[c] -= s[c * n + k] * b[k];
-        b[c] /= s[c * n + c];
-    }
-}
 
 static void oracle_mode(oracle *o, const th_cpd_params *p, uint32_t n, int max_norm,
                         const double *dense)
@@ -236,36 +209,15 @@ static void oracle_mode(oracle *o, const th_cpd_params *p, uint32_t n, int max_n
                     s[r * R + q] = v[r * R + q] + (r == q ? p->l2 : 0.0);
                 b[r] = m[(size_t)i * R + r];
             }
-            oracle_solve(s, b, R);
+            assert_true(th_test_solve_small(s, b, R));
             memcpy(a + (size_t)i * R, b, sizeof(double) * R);
         }
     } else {
         for (th_index i = 0; i < rows; ++i)
             for (uint32_t r = 0; r < R; ++r)
                 a[(size_t)i * R + r] *= o->lambda[r];
-        double first = 0.0;
-        for (uint32_t pass = 0; pass < TH_HALS_SWEEPS; ++pass) {
-            double change = 0.0;
-            for (uint32_t r = 0; r < R; ++r) /* column by column, as the words say */
-                for (th_index i = 0; i < rows; ++i) {
-                    double *row = a + (size_t)i * R;
-                    const double d = v[r * R + r] + p->l2;
-                    if (d == 0.0)
-                        continue;
-                    double nr = m[(size_t)i * R + r] + v[r * R + r] * row[r];
-                    for (uint32_t q = 0; q < R; ++q)
-                        nr -= row[q] * v[q * R + r];
-                    const double next = nonneg ? fmax(0.0, nr - l1) / d
-                                               : (nr > 0 ? 1.0 : nr < 0 ? -1.0 : 0.0) *
-                                                     fmax(0.0, fabs(nr) - l1) / d;
-                    change += (next - row[r]) * (next - row[r]);
-                    row[r] = next;
-                }
-            if (pass == 0)
-                first = change;
-            if (change <= TH_HALS_TOLERANCE * first)
-                break;
-        }
+        (void)th_test_hals_columns(m, v, rows, R, p->l2, l1, nonneg, TH_HALS_SWEEPS,
+                                   TH_HALS_TOLERANCE, a);
     }
     for (uint32_t r = 0; r < R; ++r) {
         double norm = 0.0;

@@ -6,8 +6,8 @@
  * norms, scale NULL and given, several sweeps and tolerances, through a
  * 1.6 io (ridge 0, l1 0, unbounded 0) and a 1.5 one (whose
  * defaults they are). ABI 1.6's ridge, l1 and unbounded 1 against
- * the test's own coordinate descent, written from plugin.h. Then: the same
- * bits on 1, 2 and 4 threads, the passes counted, a nonnegative result
+ * the tests' own coordinate descent, written from plugin.h (hals_oracle.h).
+ * Then: the same bits on 1, 2 and 4 threads, the passes counted, a nonnegative result
  * from a factor of both signs, nothing but mode's factor changed, a stop
  * between passes leaving the factor whole, and every argument error. */
 #include <stdarg.h>
@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "cpd/dense.h"
 #include "plugin/backend.h"
+#include "hals_oracle.h"
 #include "test_support.h"
 
 typedef struct fixture {
@@ -127,13 +128,10 @@ static void host_update(const double *m, const double *v, const double *factor,
 }
 
 /* plugin.h's update (th_nonneg_update_io, ABI 1.6) as it reads, written
- * apart from the plugin's: a column at a time over every row. A(:, r) *=
- * scale[r]; then per pass, for r = 0 .. R-1 with d = V(r,r) + ridge != 0,
- * for every row n = M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r) and
- * A(i,r) <- max(0, n - l1) / d under the bound, sign(n) max(0, |n| - l1) /
- * d without; stop after the pass whose squared change is at most tolerance
- * times the first's; then lambda (2-norm, or max(max |a|, 1)), A / lambda
- * (a zero lambda divides nothing), the Gram and inner = <M, A> per column. */
+ * apart from the plugin's: A(:, r) *= scale[r]; then the passes of
+ * coordinate descent (th_test_hals_columns, a column at a time over every
+ * row); then lambda (2-norm, or max(max |a|, 1)), A / lambda (a zero
+ * lambda divides nothing), the Gram and inner = <M, A> per column. */
 static void naive_update(const double *m, const double *v, const double *factor,
                          const double *scale, uint64_t rows, uint32_t rank,
                          const update_case *c, update_result *out)
@@ -142,32 +140,8 @@ static void naive_update(const double *m, const double *v, const double *factor,
     for (uint64_t i = 0; i < rows; i++)
         for (uint32_t r = 0; r < rank; r++)
             a[i * rank + r] = factor[i * rank + r] * (scale ? scale[r] : 1.0);
-    double first = 0.0;
-    out->passes = 0;
-    for (uint32_t pass = 0; pass < c->sweeps; pass++) {
-        double change = 0.0;
-        for (uint32_t r = 0; r < rank; r++) {
-            const double vrr = v[(size_t)r * rank + r], d = vrr + c->ridge;
-            if (d == 0.0)
-                continue;
-            for (uint64_t i = 0; i < rows; i++) {
-                double n = m[i * rank + r];
-                for (uint32_t q = 0; q < rank; q++)
-                    n -= a[i * rank + q] * v[(size_t)q * rank + r];
-                n += vrr * a[i * rank + r];
-                const double sign = (double)((n > 0.0) - (n < 0.0));
-                const double next = c->unbounded ? sign * fmax(0.0, fabs(n) - c->l1) / d
-                                                 : fmax(0.0, n - c->l1) / d;
-                change += (next - a[i * rank + r]) * (next - a[i * rank + r]);
-                a[i * rank + r] = next;
-            }
-        }
-        out->passes = pass + 1;
-        if (pass == 0)
-            first = change;
-        if (change <= c->tolerance * first)
-            break;
-    }
+    out->passes = th_test_hals_columns(m, v, rows, rank, c->ridge, c->l1, !c->unbounded,
+                                       c->sweeps, c->tolerance, a);
     for (uint32_t r = 0; r < rank; r++) {
         double size = 0.0;
         for (uint64_t i = 0; i < rows; i++)
