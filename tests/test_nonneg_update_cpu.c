@@ -25,28 +25,9 @@
 #include "hals_oracle.h"
 #include "test_support.h"
 
-typedef struct fixture {
-    th_plugin *plugin;
-    GRand *rng;
-} fixture;
+typedef th_test_cpu_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = g_new0(fixture, 1);
-    f->plugin = th_test_load_cpu_reference();
-    f->rng = g_rand_new_with_seed(20261129u);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    th_plugin_unload(f->plugin);
-    g_rand_free(f->rng);
-    g_free(f);
-    return 0;
-}
+static int setup(void **state) { return th_test_cpu_fixture_setup(state, 20261129u); }
 
 /* What one update takes and gives. The 1.6 terms: ridge, l1 and
  * `unbounded` (no bound; else A >= 0); `v1_5`
@@ -444,11 +425,8 @@ static void test_nothing_else_changes(void **state)
     th_instance *inst = th_test_create_instance(plugin, NULL);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     char err[TH_ERROR_SIZE] = "";
-    double results[3][9 * 3], after[9 * 3], lambda[3], gram[9], inner[3];
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.mttkrp(inst, m, err), err);
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, results[m], err), err);
-    }
+    double lambda[3], gram[9], inner[3];
+    double **results = th_test_mttkrp_every_mode(plugin, inst, t, rank);
     struct {
         th_nonneg_update_io io;
         double tail[2];
@@ -461,22 +439,10 @@ static void test_nothing_else_changes(void **state)
     assert_int_equal(longer.io.struct_size, sizeof longer);
     assert_int_equal(longer.io.passes, 3);
     assert_true(longer.tail[0] == -1.0 && longer.tail[1] == -1.0);
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, after, err), err);
-        assert_memory_equal(results[m], after, (size_t)dims[m] * rank * sizeof(double));
-        if (m == 1)
-            continue;
-        th_test_assert_ok(plugin->entry.get_factor(inst, m, after, err), err);
-        assert_memory_equal(factors[m], after, (size_t)dims[m] * rank * sizeof(double));
-    }
+    th_test_assert_only_factor_changed(plugin, inst, t, rank, results, factors, 1);
     plugin->entry.destroy(inst);
+    th_test_free_factors(results, 3);
     th_test_free_factors(factors, 3);
-}
-
-static int32_t always_cancelled(void *host_data)
-{
-    (void)host_data;
-    return 1;
 }
 
 /* A stop requested before the call: one pass, then TH_ERR_CANCELLED; the
@@ -489,11 +455,8 @@ static void test_stop_between_passes(void **state)
     g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 3000, f->rng);
     double **factors = th_test_random_factors(t, rank, f->rng);
     g_autofree double *v = other_grams(factors, t, rank, 0);
-    th_host_services services = plugin->services;
-    services.is_cancelled = always_cancelled;
-    th_instance *inst = NULL;
+    th_instance *inst = th_test_create_cancelled_instance(plugin, NULL);
     char err[TH_ERROR_SIZE] = "";
-    th_test_assert_ok(plugin->entry.create(NULL, 0, &services, &inst, err), err);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     th_test_assert_ok(plugin->entry.mttkrp(inst, 0, err), err);
     update_result r;
@@ -664,5 +627,5 @@ int main(void)
         cmocka_unit_test(test_stop_between_passes),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }
