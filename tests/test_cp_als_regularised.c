@@ -61,17 +61,6 @@ static th_cpd_result *run(th_backend *backend, const th_sptensor *t, const th_cp
     return r;
 }
 
-/* A dense planted tensor with a third of its values negated, so that the
- * constraints and the l1 terms are active. */
-static th_sptensor *mixed_signs(void)
-{
-    const th_index dims[] = {7, 8, 9};
-    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
-    for (uint64_t k = 0; k < t->nnz; ++k)
-        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
-    return t;
-}
-
 /* The regularisations the tests run: a ridge alone (the free modes' solve
  * with V + l2 I), every mode nonnegative with l1 and a ridge, and a mix (a
  * nonnegative mode, an unconstrained one with l1, a free one). */
@@ -324,7 +313,7 @@ static gboolean nonneg_update_ignores_abi_1_6(th_backend *backend)
 {
     if (!th_backend_takes_abi_1_6(backend) || !th_backend_has_als_update_nonneg(backend))
         return FALSE;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     const uint32_t rank = 2;
     g_autoptr(GError) error = NULL;
     assert_true(th_backend_load_tensor(backend, t, rank, &error));
@@ -369,7 +358,7 @@ static gboolean nonneg_update_ignores_abi_1_6(th_backend *backend)
 static void test_mode_path_on_an_older_plugin_matches_the_host_path(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     const uint16_t declared = (uint16_t)th_backend_abi_minor(backend);
     pretend_minor(backend, 5);
@@ -420,7 +409,7 @@ static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
     require_abi_1_6("cpu-reference", nonneg_update_ignores_abi_1_6, "als_update_nonneg");
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         const th_cpd_params host = params_of(&cases[c], 2, 20, TH_UPDATE_HOST);
@@ -442,7 +431,7 @@ static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
  * on this tree's fixture_sweep made to say 1.5. */
 static void check_older_sweep_plugin(th_backend *backend, const char *id, const char *version)
 {
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         const th_cpd_params automatic = params_of(&cases[c], 2, 12, TH_UPDATE_AUTO);
         g_autoptr(th_cpd_result) r = run(backend, t, &automatic);
@@ -511,7 +500,7 @@ static th_status honour_terms(th_instance *instance, th_als_sweep_io *io, char *
 {
     const th_plugin_entry *e = &fixture_plugin->entry;
     const uint32_t rank = 2, nmodes = io->nmodes;
-    const th_index dims[] = {7, 8, 9}; /* mixed_signs()'s */
+    const th_index dims[] = {7, 8, 9}; /* th_test_mixed_signs()'s */
     double scale[2] = {1.0, 1.0}, v[4], w[4];
     if (io->scale)
         memcpy(scale, io->scale, sizeof scale);
@@ -578,7 +567,7 @@ static th_status sweep_stand_in(th_instance *instance, th_als_sweep_io *io, char
 
 static void check_stand_in(stand_in_kind kind)
 {
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, NULL);
     g_autoptr(GError) error = NULL;
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
@@ -637,7 +626,7 @@ static gboolean sweep_ignores_abi_1_6(th_backend *backend)
 {
     if (!th_backend_takes_abi_1_6(backend))
         return FALSE;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     const uint32_t rank = 2;
     double lambda[2][2], inner[2], grams[3][4];
     double *gram_of[3] = {grams[0], grams[1], grams[2]};
@@ -666,7 +655,7 @@ static void test_sweep_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
     require_abi_1_6(SWEEP_FIXTURE, sweep_ignores_abi_1_6, "als_sweep");
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     for (int stop = 0; stop < 2; ++stop) {
         g_autoptr(th_backend) backend =
             open_plugin(SWEEP_FIXTURE, stop ? "stop_at_mode=1" : NULL);
@@ -765,7 +754,7 @@ static void test_l1_sparsifies_and_l2_shrinks(void **state)
 static void test_plan_rules(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     g_autoptr(GError) error = NULL;
     /* A per-mode l1 list checked against the order. */
@@ -799,7 +788,7 @@ static void test_plan_rules(void **state)
     /* The values fitted as read: a tensor beyond [2^-64, 2^64] is refused
      * before the run (CP-ALS would scale it, which the l1 and l2 terms do
      * not survive), where an unregularised run scales it. */
-    g_autoptr(th_sptensor) large = mixed_signs();
+    g_autoptr(th_sptensor) large = th_test_mixed_signs();
     for (uint64_t k = 0; k < large->nnz; ++k)
         large->values[k] *= 0x1p70;
     const th_cpd_warning_terms terms = {.tensor = "large.tns", .rank = "rank",

@@ -353,6 +353,15 @@ th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32
     return t;
 }
 
+th_sptensor *th_test_mixed_signs(void)
+{
+    const th_index dims[] = {7, 8, 9};
+    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
+    return t;
+}
+
 void th_test_remove_tree(const char *path)
 {
     if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {

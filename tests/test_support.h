@@ -28,6 +28,11 @@ th_sptensor *th_test_random_tensor(uint32_t nmodes, const uint32_t *dims, uint64
 th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                    uint64_t seed);
 
+/* A 7 x 8 x 9 dense planted tensor (rank 2, seed 22) with every third
+ * value negated: of both signs, so that constraints and l1 terms are
+ * active. th_sptensor_free it. */
+th_sptensor *th_test_mixed_signs(void);
+
 /* A rows x cols row-major matrix with entries uniform in [-1, 1). g_free it. */
 double *th_test_random_matrix(uint64_t rows, uint32_t cols, GRand *rng);
 
