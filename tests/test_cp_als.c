@@ -663,16 +663,6 @@ static void test_nonneg_per_mode(void **state)
                         "4 constraints given, one per mode, but the tensor has 3 modes");
 }
 
-/* A tensor of both signs, so that the constraints are active. */
-static th_sptensor *mixed_signs(void)
-{
-    const th_index dims[] = {7, 8, 9};
-    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
-    for (uint64_t k = 0; k < t->nnz; ++k)
-        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
-    return t;
-}
-
 /* The same run within rounding: fits every iteration to 1e-12, lambda and
  * factors to 1e-10. */
 static void assert_same_nonneg_run(const th_cpd_result *a, const th_cpd_result *b)
@@ -700,7 +690,7 @@ static void assert_same_nonneg_run(const th_cpd_result *a, const th_cpd_result *
 static void test_nonneg_mode_and_host_paths_agree(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_cpu_reference();
     assert_true(th_backend_has_als_update_nonneg(backend));
     const uint64_t masks[] = {UINT64_MAX, 5u, 1u};
@@ -732,7 +722,7 @@ static void test_nonneg_mode_and_host_paths_agree(void **state)
 static void expect_nonneg_path_error(th_backend *backend, th_update_path update,
                                      const char *expected)
 {
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(GError) error = NULL;
     assert_true(th_backend_load_tensor(backend, t, 2, &error));
     th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX,
@@ -764,7 +754,7 @@ static void test_nonneg_path_errors(void **state)
                              "(capability TH_CAP_ALS_UPDATE), which plugin 'fixture_sweep' does "
                              "not both implement; use \"auto\" to take the best path the plugin "
                              "has");
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     th_cpd_params params = {.rank = 2, .max_iters = 5, .seed = 1, .nonneg_modes = UINT64_MAX};
     /* What the plugin declares decides "auto" (a plugin built against
      * 1.5 here, whatever this tree's fixture says). */
@@ -779,7 +769,7 @@ static void test_nonneg_path_errors(void **state)
 static void test_nonneg_refused_in_the_backend_falls_back_to_the_host(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) refusing =
         open_plugin(TH_FIXTURE_PLUGIN_DIR "/fixture_sweep_nonneg_refused.so", NULL);
     assert_true(th_backend_has_als_update_nonneg(refusing));

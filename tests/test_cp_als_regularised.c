@@ -27,6 +27,7 @@
 #include "cpd/cpd_session.h"
 #include "cpd/dense.h"
 #include "plugin/backend.h"
+#include "hals_oracle.h"
 #include "test_support.h"
 
 #define SWEEP_FIXTURE TH_FIXTURE_PLUGIN_DIR "/fixture_sweep.so"
@@ -58,17 +59,6 @@ static th_cpd_result *run(th_backend *backend, const th_sptensor *t, const th_cp
     if (!r)
         fail_msg("cp_als on %s: %s", th_backend_info(backend)->id, error->message);
     return r;
-}
-
-/* A dense planted tensor with a third of its values negated, so that the
- * constraints and the l1 terms are active. */
-static th_sptensor *mixed_signs(void)
-{
-    const th_index dims[] = {7, 8, 9};
-    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
-    for (uint64_t k = 0; k < t->nnz; ++k)
-        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
-    return t;
 }
 
 /* The regularisations the tests run: a ridge alone (the free modes' solve
@@ -162,7 +152,8 @@ static void pretend_minor(th_backend *backend, uint16_t minor)
  * The oracle recomputes the iterations from their definition, with none of
  * the host's code: the MTTKRP over the dense tensor, the other modes' Grams
  * by their sums, the ridge's system by Gaussian elimination, the coordinate
- * descent as plugin.h words it (th_nonneg_update_io, step 2), the column
+ * descent as plugin.h words it (th_nonneg_update_io, step 2; both in
+ * hals_oracle.h, shared with the other tests of the update), the column
  * norms of Tensor Toolbox's cp_als (2-norm in iteration 1, max-norm floored
  * at 1 after); then the model everywhere on the box and the objective by
  * its definition. */
@@ -173,35 +164,6 @@ typedef struct oracle {
     double *factors[3];
     double lambda[8];
 } oracle;
-
-static void oracle_solve(double *s, double *b, uint32_t n)
-{
-    for (uint32_t c = 0; c < n; ++c) {
-        uint32_t pivot = c;
-        for (uint32_t r = c + 1; r < n; ++r)
-            if (fabs(s[r * n + c]) > fabs(s[pivot * n + c]))
-                pivot = r;
-        for (uint32_t k = 0; k < n; ++k) {
-            const double x = s[c * n + k];
-            s[c * n + k] = s[pivot * n + k];
-            s[pivot * n + k] = x;
-        }
-        const double x = b[c];
-        b[c] = b[pivot];
-        b[pivot] = x;
-        for (uint32_t r = c + 1; r < n; ++r) {
-            const double f = s[r * n + c] / s[c * n + c];
-            for (uint32_t k = c; k < n; ++k)
-                s[r * n + k] -= f * s[c * n + k];
-            b[r] -= f * b[c];
-        }
-    }
-    for (uint32_t c = n; c-- > 0;) {
-        for (uint32_t k = c + 1; k < n; ++k)
-            b[c] -= s[c * n + k] * b[k];
-        b[c] /= s[c * n + c];
-    }
-}
 
 static void oracle_mode(oracle *o, const th_cpd_params *p, uint32_t n, int max_norm,
                         const double *dense)
@@ -236,36 +198,15 @@ static void oracle_mode(oracle *o, const th_cpd_params *p, uint32_t n, int max_n
                     s[r * R + q] = v[r * R + q] + (r == q ? p->l2 : 0.0);
                 b[r] = m[(size_t)i * R + r];
             }
-            oracle_solve(s, b, R);
+            assert_true(th_test_solve_small(s, b, R));
             memcpy(a + (size_t)i * R, b, sizeof(double) * R);
         }
     } else {
         for (th_index i = 0; i < rows; ++i)
             for (uint32_t r = 0; r < R; ++r)
                 a[(size_t)i * R + r] *= o->lambda[r];
-        double first = 0.0;
-        for (uint32_t pass = 0; pass < TH_HALS_SWEEPS; ++pass) {
-            double change = 0.0;
-            for (uint32_t r = 0; r < R; ++r) /* column by column, as the words say */
-                for (th_index i = 0; i < rows; ++i) {
-                    double *row = a + (size_t)i * R;
-                    const double d = v[r * R + r] + p->l2;
-                    if (d == 0.0)
-                        continue;
-                    double nr = m[(size_t)i * R + r] + v[r * R + r] * row[r];
-                    for (uint32_t q = 0; q < R; ++q)
-                        nr -= row[q] * v[q * R + r];
-                    const double next = nonneg ? fmax(0.0, nr - l1) / d
-                                               : (nr > 0 ? 1.0 : nr < 0 ? -1.0 : 0.0) *
-                                                     fmax(0.0, fabs(nr) - l1) / d;
-                    change += (next - row[r]) * (next - row[r]);
-                    row[r] = next;
-                }
-            if (pass == 0)
-                first = change;
-            if (change <= TH_HALS_TOLERANCE * first)
-                break;
-        }
+        (void)th_test_hals_columns(m, v, rows, R, p->l2, l1, nonneg, TH_HALS_SWEEPS,
+                                   TH_HALS_TOLERANCE, a);
     }
     for (uint32_t r = 0; r < R; ++r) {
         double norm = 0.0;
@@ -372,7 +313,7 @@ static gboolean nonneg_update_ignores_abi_1_6(th_backend *backend)
 {
     if (!th_backend_takes_abi_1_6(backend) || !th_backend_has_als_update_nonneg(backend))
         return FALSE;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     const uint32_t rank = 2;
     g_autoptr(GError) error = NULL;
     assert_true(th_backend_load_tensor(backend, t, rank, &error));
@@ -417,7 +358,7 @@ static gboolean nonneg_update_ignores_abi_1_6(th_backend *backend)
 static void test_mode_path_on_an_older_plugin_matches_the_host_path(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     const uint16_t declared = (uint16_t)th_backend_abi_minor(backend);
     pretend_minor(backend, 5);
@@ -468,7 +409,7 @@ static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
     require_abi_1_6("cpu-reference", nonneg_update_ignores_abi_1_6, "als_update_nonneg");
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         const th_cpd_params host = params_of(&cases[c], 2, 20, TH_UPDATE_HOST);
@@ -490,7 +431,7 @@ static void test_mode_path_on_a_1_6_plugin_matches_the_host_path(void **state)
  * on this tree's fixture_sweep made to say 1.5. */
 static void check_older_sweep_plugin(th_backend *backend, const char *id, const char *version)
 {
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
         const th_cpd_params automatic = params_of(&cases[c], 2, 12, TH_UPDATE_AUTO);
         g_autoptr(th_cpd_result) r = run(backend, t, &automatic);
@@ -559,7 +500,7 @@ static th_status honour_terms(th_instance *instance, th_als_sweep_io *io, char *
 {
     const th_plugin_entry *e = &fixture_plugin->entry;
     const uint32_t rank = 2, nmodes = io->nmodes;
-    const th_index dims[] = {7, 8, 9}; /* mixed_signs()'s */
+    const th_index dims[] = {7, 8, 9}; /* th_test_mixed_signs()'s */
     double scale[2] = {1.0, 1.0}, v[4], w[4];
     if (io->scale)
         memcpy(scale, io->scale, sizeof scale);
@@ -626,7 +567,7 @@ static th_status sweep_stand_in(th_instance *instance, th_als_sweep_io *io, char
 
 static void check_stand_in(stand_in_kind kind)
 {
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin(SWEEP_FIXTURE, NULL);
     g_autoptr(GError) error = NULL;
     for (size_t c = 0; c < G_N_ELEMENTS(cases); ++c) {
@@ -685,7 +626,7 @@ static gboolean sweep_ignores_abi_1_6(th_backend *backend)
 {
     if (!th_backend_takes_abi_1_6(backend))
         return FALSE;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     const uint32_t rank = 2;
     double lambda[2][2], inner[2], grams[3][4];
     double *gram_of[3] = {grams[0], grams[1], grams[2]};
@@ -714,7 +655,7 @@ static void test_sweep_path_on_a_1_6_plugin_matches_the_host_path(void **state)
 {
     (void)state;
     require_abi_1_6(SWEEP_FIXTURE, sweep_ignores_abi_1_6, "als_sweep");
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     for (int stop = 0; stop < 2; ++stop) {
         g_autoptr(th_backend) backend =
             open_plugin(SWEEP_FIXTURE, stop ? "stop_at_mode=1" : NULL);
@@ -813,7 +754,7 @@ static void test_l1_sparsifies_and_l2_shrinks(void **state)
 static void test_plan_rules(void **state)
 {
     (void)state;
-    g_autoptr(th_sptensor) t = mixed_signs();
+    g_autoptr(th_sptensor) t = th_test_mixed_signs();
     g_autoptr(th_backend) backend = open_plugin("cpu-reference", NULL);
     g_autoptr(GError) error = NULL;
     /* A per-mode l1 list checked against the order. */
@@ -847,7 +788,7 @@ static void test_plan_rules(void **state)
     /* The values fitted as read: a tensor beyond [2^-64, 2^64] is refused
      * before the run (CP-ALS would scale it, which the l1 and l2 terms do
      * not survive), where an unregularised run scales it. */
-    g_autoptr(th_sptensor) large = mixed_signs();
+    g_autoptr(th_sptensor) large = th_test_mixed_signs();
     for (uint64_t k = 0; k < large->nnz; ++k)
         large->values[k] *= 0x1p70;
     const th_cpd_warning_terms terms = {.tensor = "large.tns", .rank = "rank",

@@ -14,6 +14,7 @@
 #include "cpd/dense.h"
 #include <tensorhost/plugin.h>
 #include "base/rng.h"
+#include "hals_oracle.h"
 
 static double max_abs_diff(const double *a, const double *b, size_t n)
 {
@@ -502,40 +503,6 @@ static double row_objective(const double *a, const double *v, const double *m, u
     return f;
 }
 
-/* Solves the n x n system s x = b in place (b becomes x) by Gaussian
- * elimination with partial pivoting; FALSE when singular. */
-static gboolean solve_small(double *s, double *b, uint32_t n)
-{
-    for (uint32_t c = 0; c < n; ++c) {
-        uint32_t pivot = c;
-        for (uint32_t r = c + 1; r < n; ++r)
-            if (fabs(s[r * n + c]) > fabs(s[pivot * n + c]))
-                pivot = r;
-        if (fabs(s[pivot * n + c]) < 1e-300)
-            return FALSE;
-        for (uint32_t k = 0; k < n; ++k) {
-            const double t = s[c * n + k];
-            s[c * n + k] = s[pivot * n + k];
-            s[pivot * n + k] = t;
-        }
-        const double t = b[c];
-        b[c] = b[pivot];
-        b[pivot] = t;
-        for (uint32_t r = c + 1; r < n; ++r) {
-            const double factor = s[r * n + c] / s[c * n + c];
-            for (uint32_t k = c; k < n; ++k)
-                s[r * n + k] -= factor * s[c * n + k];
-            b[r] -= factor * b[c];
-        }
-    }
-    for (uint32_t c = n; c-- > 0;) {
-        for (uint32_t k = c + 1; k < n; ++k)
-            b[c] -= s[c * n + k] * b[k];
-        b[c] /= s[c * n + c];
-    }
-    return TRUE;
-}
-
 /* The exact minimiser of one row's problem (rank <= 6), by enumeration. */
 static void exhaustive_row(const double *v, const double *m, uint32_t rank, double ridge,
                            double l1, gboolean nonneg, double *best)
@@ -561,7 +528,7 @@ static void exhaustive_row(const double *v, const double *m, uint32_t rank, doub
                 s[i * n + j] = v[free_index[i] * rank + free_index[j]] + (i == j ? ridge : 0.0);
             x[i] = m[free_index[i]] - l1 * sign[free_index[i]];
         }
-        if (n > 0 && !solve_small(s, x, n))
+        if (n > 0 && !th_test_solve_small(s, x, n))
             continue;
         gboolean consistent = TRUE;
         for (uint32_t i = 0; i < n; ++i) {

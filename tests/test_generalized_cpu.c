@@ -17,28 +17,9 @@
 #define TOLERANCE 1e-12
 #define EPSILON 1e-10
 
-typedef struct fixture {
-    th_plugin *plugin;
-    GRand *rng;
-} fixture;
+typedef th_test_cpu_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = g_new0(fixture, 1);
-    f->plugin = th_test_load_cpu_reference();
-    f->rng = g_rand_new_with_seed(20261128u);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    th_plugin_unload(f->plugin);
-    g_rand_free(f->rng);
-    g_free(f);
-    return 0;
-}
+static int setup(void **state) { return th_test_cpu_fixture_setup(state, 20261128u); }
 
 /* Positive factors (a Poisson model's). */
 static double **positive_factors(const th_sptensor *t, uint32_t rank, GRand *rng)
@@ -578,5 +559,5 @@ int main(void)
         cmocka_unit_test(test_factor_operations),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }

@@ -17,28 +17,9 @@
 
 static const uint32_t test_ranks[] = {1, 3, 8, 16};
 
-typedef struct fixture {
-    th_plugin *plugin;
-    GRand *rng;
-} fixture;
+typedef th_test_cpu_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = g_new0(fixture, 1);
-    f->plugin = th_test_load_cpu_reference();
-    f->rng = g_rand_new_with_seed(20240611u);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    th_plugin_unload(f->plugin);
-    g_rand_free(f->rng);
-    g_free(f);
-    return 0;
-}
+static int setup(void **state) { return th_test_cpu_fixture_setup(state, 20240611u); }
 
 /* A tensor with the given coordinates (row-major, nnz x nmodes) and values. */
 static th_sptensor *tensor_from(uint32_t nmodes, const uint32_t *dims, uint64_t nnz,
@@ -698,5 +679,5 @@ int main(void)
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_call_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }

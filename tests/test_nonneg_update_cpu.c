@@ -6,8 +6,8 @@
  * norms, scale NULL and given, several sweeps and tolerances, through a
  * 1.6 io (ridge 0, l1 0, unbounded 0) and a 1.5 one (whose
  * defaults they are). ABI 1.6's ridge, l1 and unbounded 1 against
- * the test's own coordinate descent, written from plugin.h. Then: the same
- * bits on 1, 2 and 4 threads, the passes counted, a nonnegative result
+ * the tests' own coordinate descent, written from plugin.h (hals_oracle.h).
+ * Then: the same bits on 1, 2 and 4 threads, the passes counted, a nonnegative result
  * from a factor of both signs, nothing but mode's factor changed, a stop
  * between passes leaving the factor whole, and every argument error. */
 #include <stdarg.h>
@@ -22,30 +22,12 @@
 #include "base/log.h"
 #include "cpd/dense.h"
 #include "plugin/backend.h"
+#include "hals_oracle.h"
 #include "test_support.h"
 
-typedef struct fixture {
-    th_plugin *plugin;
-    GRand *rng;
-} fixture;
+typedef th_test_cpu_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = g_new0(fixture, 1);
-    f->plugin = th_test_load_cpu_reference();
-    f->rng = g_rand_new_with_seed(20261129u);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    th_plugin_unload(f->plugin);
-    g_rand_free(f->rng);
-    g_free(f);
-    return 0;
-}
+static int setup(void **state) { return th_test_cpu_fixture_setup(state, 20261129u); }
 
 /* What one update takes and gives. The 1.6 terms: ridge, l1 and
  * `unbounded` (no bound; else A >= 0); `v1_5`
@@ -127,13 +109,10 @@ static void host_update(const double *m, const double *v, const double *factor,
 }
 
 /* plugin.h's update (th_nonneg_update_io, ABI 1.6) as it reads, written
- * apart from the plugin's: a column at a time over every row. A(:, r) *=
- * scale[r]; then per pass, for r = 0 .. R-1 with d = V(r,r) + ridge != 0,
- * for every row n = M(i,r) - sum_q A(i,q) V(q,r) + V(r,r) A(i,r) and
- * A(i,r) <- max(0, n - l1) / d under the bound, sign(n) max(0, |n| - l1) /
- * d without; stop after the pass whose squared change is at most tolerance
- * times the first's; then lambda (2-norm, or max(max |a|, 1)), A / lambda
- * (a zero lambda divides nothing), the Gram and inner = <M, A> per column. */
+ * apart from the plugin's: A(:, r) *= scale[r]; then the passes of
+ * coordinate descent (th_test_hals_columns, a column at a time over every
+ * row); then lambda (2-norm, or max(max |a|, 1)), A / lambda (a zero
+ * lambda divides nothing), the Gram and inner = <M, A> per column. */
 static void naive_update(const double *m, const double *v, const double *factor,
                          const double *scale, uint64_t rows, uint32_t rank,
                          const update_case *c, update_result *out)
@@ -142,32 +121,8 @@ static void naive_update(const double *m, const double *v, const double *factor,
     for (uint64_t i = 0; i < rows; i++)
         for (uint32_t r = 0; r < rank; r++)
             a[i * rank + r] = factor[i * rank + r] * (scale ? scale[r] : 1.0);
-    double first = 0.0;
-    out->passes = 0;
-    for (uint32_t pass = 0; pass < c->sweeps; pass++) {
-        double change = 0.0;
-        for (uint32_t r = 0; r < rank; r++) {
-            const double vrr = v[(size_t)r * rank + r], d = vrr + c->ridge;
-            if (d == 0.0)
-                continue;
-            for (uint64_t i = 0; i < rows; i++) {
-                double n = m[i * rank + r];
-                for (uint32_t q = 0; q < rank; q++)
-                    n -= a[i * rank + q] * v[(size_t)q * rank + r];
-                n += vrr * a[i * rank + r];
-                const double sign = (double)((n > 0.0) - (n < 0.0));
-                const double next = c->unbounded ? sign * fmax(0.0, fabs(n) - c->l1) / d
-                                                 : fmax(0.0, n - c->l1) / d;
-                change += (next - a[i * rank + r]) * (next - a[i * rank + r]);
-                a[i * rank + r] = next;
-            }
-        }
-        out->passes = pass + 1;
-        if (pass == 0)
-            first = change;
-        if (change <= c->tolerance * first)
-            break;
-    }
+    out->passes = th_test_hals_columns(m, v, rows, rank, c->ridge, c->l1, !c->unbounded,
+                                       c->sweeps, c->tolerance, a);
     for (uint32_t r = 0; r < rank; r++) {
         double size = 0.0;
         for (uint64_t i = 0; i < rows; i++)
@@ -470,11 +425,8 @@ static void test_nothing_else_changes(void **state)
     th_instance *inst = th_test_create_instance(plugin, NULL);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     char err[TH_ERROR_SIZE] = "";
-    double results[3][9 * 3], after[9 * 3], lambda[3], gram[9], inner[3];
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.mttkrp(inst, m, err), err);
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, results[m], err), err);
-    }
+    double lambda[3], gram[9], inner[3];
+    double **results = th_test_mttkrp_every_mode(plugin, inst, t, rank);
     struct {
         th_nonneg_update_io io;
         double tail[2];
@@ -487,22 +439,10 @@ static void test_nothing_else_changes(void **state)
     assert_int_equal(longer.io.struct_size, sizeof longer);
     assert_int_equal(longer.io.passes, 3);
     assert_true(longer.tail[0] == -1.0 && longer.tail[1] == -1.0);
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, after, err), err);
-        assert_memory_equal(results[m], after, (size_t)dims[m] * rank * sizeof(double));
-        if (m == 1)
-            continue;
-        th_test_assert_ok(plugin->entry.get_factor(inst, m, after, err), err);
-        assert_memory_equal(factors[m], after, (size_t)dims[m] * rank * sizeof(double));
-    }
+    th_test_assert_only_factor_changed(plugin, inst, t, rank, results, factors, 1);
     plugin->entry.destroy(inst);
+    th_test_free_factors(results, 3);
     th_test_free_factors(factors, 3);
-}
-
-static int32_t always_cancelled(void *host_data)
-{
-    (void)host_data;
-    return 1;
 }
 
 /* A stop requested before the call: one pass, then TH_ERR_CANCELLED; the
@@ -515,11 +455,8 @@ static void test_stop_between_passes(void **state)
     g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 3000, f->rng);
     double **factors = th_test_random_factors(t, rank, f->rng);
     g_autofree double *v = other_grams(factors, t, rank, 0);
-    th_host_services services = plugin->services;
-    services.is_cancelled = always_cancelled;
-    th_instance *inst = NULL;
+    th_instance *inst = th_test_create_cancelled_instance(plugin, NULL);
     char err[TH_ERROR_SIZE] = "";
-    th_test_assert_ok(plugin->entry.create(NULL, 0, &services, &inst, err), err);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     th_test_assert_ok(plugin->entry.mttkrp(inst, 0, err), err);
     update_result r;
@@ -690,5 +627,5 @@ int main(void)
         cmocka_unit_test(test_stop_between_passes),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }

@@ -27,28 +27,9 @@
 
 #define TOLERANCE 1e-9
 
-typedef struct fixture {
-    th_plugin *plugin;
-    GRand *rng;
-} fixture;
+typedef th_test_cpu_fixture fixture;
 
-static int setup(void **state)
-{
-    fixture *f = g_new0(fixture, 1);
-    f->plugin = th_test_load_cpu_reference();
-    f->rng = g_rand_new_with_seed(20261129u);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    th_plugin_unload(f->plugin);
-    g_rand_free(f->rng);
-    g_free(f);
-    return 0;
-}
+static int setup(void **state) { return th_test_cpu_fixture_setup(state, 20261129u); }
 
 /* ------------------------------------------------------------------------ */
 /* The oracle                                                                */
@@ -517,11 +498,7 @@ static void test_nothing_else_changes(void **state)
     th_instance *inst = th_test_create_instance(plugin, NULL);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     char err[TH_ERROR_SIZE] = "";
-    double results[3][9 * 3], after[9 * 3];
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.mttkrp(inst, m, err), err);
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, results[m], err), err);
-    }
+    double **results = th_test_mttkrp_every_mode(plugin, inst, t, rank);
     struct {
         th_row_least_squares_io io;
         double tail[2];
@@ -530,22 +507,10 @@ static void test_nothing_else_changes(void **state)
     th_test_assert_ok(plugin->entry.row_least_squares(inst, &longer.io, err), err);
     assert_int_equal(longer.io.struct_size, sizeof longer);
     assert_true(longer.tail[0] == -1.0 && longer.tail[1] == -1.0);
-    for (uint32_t m = 0; m < 3; m++) {
-        th_test_assert_ok(plugin->entry.get_mttkrp_result(inst, m, after, err), err);
-        assert_memory_equal(results[m], after, (size_t)dims[m] * rank * sizeof(double));
-        if (m == 1)
-            continue;
-        th_test_assert_ok(plugin->entry.get_factor(inst, m, after, err), err);
-        assert_memory_equal(factors[m], after, (size_t)dims[m] * rank * sizeof(double));
-    }
+    th_test_assert_only_factor_changed(plugin, inst, t, rank, results, factors, 1);
     plugin->entry.destroy(inst);
+    th_test_free_factors(results, 3);
     th_test_free_factors(factors, 3);
-}
-
-static int32_t always_cancelled(void *host_data)
-{
-    (void)host_data;
-    return 1;
 }
 
 /* A stop requested before the call: the plugin solves its first block of
@@ -559,12 +524,8 @@ static void test_stop_between_blocks(void **state)
     const uint32_t dims[3] = {1600, 30, 20}, rank = 8;
     g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 6000, f->rng);
     double **factors = nonnegative_factors(t, rank, f->rng);
-    th_host_services services = plugin->services;
-    services.is_cancelled = always_cancelled;
-    const th_option threads = {"threads", "4"};
-    th_instance *inst = NULL;
+    th_instance *inst = th_test_create_cancelled_instance(plugin, "threads", "4", NULL);
     char err[TH_ERROR_SIZE] = "";
-    th_test_assert_ok(plugin->entry.create(&threads, 1, &services, &inst, err), err);
     th_test_load_and_set(plugin, inst, t, rank, factors);
     const rls_params p = {.ridge = 0.1, .nonneg = 1, .passes = 20000};
     th_row_least_squares_io io;
@@ -835,5 +796,5 @@ int main(void)
         cmocka_unit_test(test_stop_between_blocks),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }

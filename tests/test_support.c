@@ -207,11 +207,10 @@ th_plugin *th_test_load_cpu_reference(void)
     return th_test_load_plugin(TH_PLUGIN_DIR "/cpu-reference.so");
 }
 
-th_instance *th_test_create_instance(const th_plugin *plugin, ...)
+static th_instance *create_instance(const th_plugin *plugin, const th_host_services *services,
+                                    va_list args)
 {
     g_autoptr(GArray) options = g_array_new(FALSE, TRUE, sizeof(th_option));
-    va_list args;
-    va_start(args, plugin);
     for (const char *key = va_arg(args, const char *); key != NULL;
          key = va_arg(args, const char *)) {
         th_option option = {.key = key, .value = va_arg(args, const char *)};
@@ -219,15 +218,92 @@ th_instance *th_test_create_instance(const th_plugin *plugin, ...)
             fail_msg("th_test_create_instance: option '%s' has no value", key);
         g_array_append_val(options, option);
     }
-    va_end(args);
 
     th_instance *instance = NULL;
     char err[TH_ERROR_SIZE] = "";
     th_test_assert_ok(plugin->entry.create((const th_option *)options->data,
-                                           options->len, &plugin->services, &instance, err),
+                                           options->len, services, &instance, err),
                       err);
     assert_non_null(instance);
     return instance;
+}
+
+th_instance *th_test_create_instance(const th_plugin *plugin, ...)
+{
+    va_list args;
+    va_start(args, plugin);
+    th_instance *instance = create_instance(plugin, &plugin->services, args);
+    va_end(args);
+    return instance;
+}
+
+static int32_t always_cancelled(void *host_data)
+{
+    (void)host_data;
+    return 1;
+}
+
+th_instance *th_test_create_cancelled_instance(const th_plugin *plugin, ...)
+{
+    /* The services must outlive the instance (plugin.h, create()): static,
+     * and the same for every instance of the plugin. */
+    static th_host_services services;
+    services = plugin->services;
+    services.is_cancelled = always_cancelled;
+    va_list args;
+    va_start(args, plugin);
+    th_instance *instance = create_instance(plugin, &services, args);
+    va_end(args);
+    return instance;
+}
+
+int th_test_cpu_fixture_setup(void **state, guint32 seed)
+{
+    th_test_cpu_fixture *f = g_new0(th_test_cpu_fixture, 1);
+    f->plugin = th_test_load_cpu_reference();
+    f->rng = g_rand_new_with_seed(seed);
+    *state = f;
+    return 0;
+}
+
+int th_test_cpu_fixture_teardown(void **state)
+{
+    th_test_cpu_fixture *f = *state;
+    th_plugin_unload(f->plugin);
+    g_rand_free(f->rng);
+    g_free(f);
+    return 0;
+}
+
+double **th_test_mttkrp_every_mode(const th_plugin *plugin, th_instance *instance,
+                                   const th_sptensor *t, uint32_t rank)
+{
+    double **results = g_new(double *, t->nmodes);
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        results[m] = g_new(double, (size_t)t->dims[m] * rank);
+        th_test_assert_ok(plugin->entry.mttkrp(instance, m, err), err);
+        th_test_assert_ok(plugin->entry.get_mttkrp_result(instance, m, results[m], err), err);
+    }
+    return results;
+}
+
+void th_test_assert_only_factor_changed(const th_plugin *plugin, th_instance *instance,
+                                        const th_sptensor *t, uint32_t rank,
+                                        double *const *results, double *const *factors,
+                                        uint32_t mode)
+{
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        const size_t size = (size_t)t->dims[m] * rank;
+        g_autofree double *after = g_new(double, size);
+        th_test_assert_ok(plugin->entry.get_mttkrp_result(instance, m, after, err), err);
+        assert_memory_equal(results[m], after, size * sizeof(double));
+        if (m == mode)
+            continue;
+        th_test_assert_ok(plugin->entry.get_factor(instance, m, after, err), err);
+        assert_memory_equal(factors[m], after, size * sizeof(double));
+    }
 }
 
 void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
@@ -274,6 +350,15 @@ th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32
     }
     for (uint32_t m = 0; m < nmodes; ++m)
         g_free(factors[m]);
+    return t;
+}
+
+th_sptensor *th_test_mixed_signs(void)
+{
+    const th_index dims[] = {7, 8, 9};
+    th_sptensor *t = th_test_planted_dense(dims, 3, 2, 22);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        t->values[k] = (k % 3 == 0 ? -1.0 : 1.0) * t->values[k];
     return t;
 }
 

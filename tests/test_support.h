@@ -28,6 +28,11 @@ th_sptensor *th_test_random_tensor(uint32_t nmodes, const uint32_t *dims, uint64
 th_sptensor *th_test_planted_dense(const th_index *dims, uint32_t nmodes, uint32_t rank,
                                    uint64_t seed);
 
+/* A 7 x 8 x 9 dense planted tensor (rank 2, seed 22) with every third
+ * value negated: of both signs, so that constraints and l1 terms are
+ * active. th_sptensor_free it. */
+th_sptensor *th_test_mixed_signs(void);
+
 /* A rows x cols row-major matrix with entries uniform in [-1, 1). g_free it. */
 double *th_test_random_matrix(uint64_t rows, uint32_t cols, GRand *rng);
 
@@ -90,10 +95,42 @@ th_plugin *th_test_load_plugin(const char *path);
  * the plugin's message if create() fails. */
 th_instance *th_test_create_instance(const th_plugin *plugin, ...) G_GNUC_NULL_TERMINATED;
 
+/* As th_test_create_instance, with host services whose is_cancelled says
+ * a stop was requested at every check (in static storage, so they outlive
+ * the instance; one plugin's instances at a time). */
+th_instance *th_test_create_cancelled_instance(const th_plugin *plugin,
+                                               ...) G_GNUC_NULL_TERMINATED;
+
 /* create() -> load_tensor(t, rank) -> set_factor for every mode; fails the
  * test on any error. */
 void th_test_load_and_set(const th_plugin *plugin, th_instance *instance,
                           const th_sptensor *t, uint32_t rank, double *const *factors);
+
+/* The group fixture of the tests of cpu-reference's entry points: the
+ * plugin, loaded once, and the group's random source. */
+typedef struct th_test_cpu_fixture {
+    th_plugin *plugin;
+    GRand *rng;
+} th_test_cpu_fixture;
+
+/* A group setup's work: *state gets a fixture whose source is seeded with
+ * `seed` (each test file its own, so its draws do not depend on another's).
+ * Returns 0; a plugin that does not load fails the test. */
+int th_test_cpu_fixture_setup(void **state, guint32 seed);
+/* The group teardown of such a fixture. */
+int th_test_cpu_fixture_teardown(void **state);
+
+/* mttkrp() of every mode of `instance`, the results fetched: [nmodes]
+ * dims[m] x rank arrays; free with th_test_free_factors. */
+double **th_test_mttkrp_every_mode(const th_plugin *plugin, th_instance *instance,
+                                   const th_sptensor *t, uint32_t rank);
+
+/* Fails unless every mode's MTTKRP result in `instance` is still `results`
+ * and every factor but `mode`'s still `factors`, bit for bit. */
+void th_test_assert_only_factor_changed(const th_plugin *plugin, th_instance *instance,
+                                        const th_sptensor *t, uint32_t rank,
+                                        double *const *results, double *const *factors,
+                                        uint32_t mode);
 
 /* Asserts `status` is TH_OK, failing with the plugin's message otherwise. */
 #define th_test_assert_ok(status, err)                                                   \

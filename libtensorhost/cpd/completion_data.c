@@ -133,14 +133,6 @@ static uint64_t mode_empty_rows(const th_sptensor *train, uint32_t m, uint64_t *
     return empty;
 }
 
-uint64_t th_completion_empty_rows(const th_sptensor *train)
-{
-    uint64_t total = 0, first_row = 0;
-    for (uint32_t m = 0; m < train->nmodes; ++m)
-        total += mode_empty_rows(train, m, &first_row);
-    return total;
-}
-
 gboolean th_completion_check_rows(const th_sptensor *train, double l2, uint64_t *empty_rows,
                                   char **description, GError **error)
 {

@@ -32,9 +32,6 @@ gboolean th_completion_is_held_out(uint64_t seed, uint64_t k, double holdout);
 gboolean th_completion_split(const th_sptensor *tensor, double holdout, uint64_t seed,
                              th_sptensor **train, th_sptensor **held_out, GError **error);
 
-/* Rows with no training entry, over every mode. */
-uint64_t th_completion_empty_rows(const th_sptensor *train);
-
 /* Rows of some mode with no training entry: their factor row has nothing
  * to fit. With l2 = 0 it is undetermined: FALSE with TH_CPD_ERROR_INPUT
  * naming the mode, the first such row (1-based) and the count. With l2 > 0

@@ -358,8 +358,9 @@ static void run_clear(complete_run *run)
 }
 
 th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
-                              const th_sptensor *held_out, const th_cpd_params *params,
-                              const th_cpd_callbacks *callbacks, GError **error)
+                              const th_sptensor *held_out, uint64_t empty_rows,
+                              const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                              GError **error)
 {
     g_return_val_if_fail(params->model == TH_MODEL_COMPLETION, NULL);
     g_return_val_if_fail(backend->nmodes == train->nmodes && backend->rank == params->rank, NULL);
@@ -373,7 +374,7 @@ th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
         return NULL;
 
     th_cpd_result *r = new_result(backend, train, params);
-    r->completion.empty_rows = th_completion_empty_rows(train);
+    r->completion.empty_rows = empty_rows;
     complete_run run = {
         .backend = backend,
         .params = params,

@@ -23,6 +23,7 @@
 #define TH_CP_COMPLETE_H
 
 #include <glib.h>
+#include <stdint.h>
 
 #include "cpd/cp_als.h"
 #include "plugin/backend.h"
@@ -31,14 +32,18 @@
 /* Runs completion on a backend whose training entries `train` are loaded
  * at params->rank (params->model TH_MODEL_COMPLETION), on the plan
  * th_cpd_plan made (made here when there is none for `params`).
- * `held_out` (may be NULL or empty) are the entries kept out of training.
+ * `held_out` (may be NULL or empty) are the entries kept out of training;
+ * `empty_rows` is train's count of rows without an entry over every mode
+ * (th_completion_check_rows's, which the caller has run), which the result
+ * reports.
  * Iteration records: fit = the training fit, delta its change, and the
  * completion fields; the result's fit is the published model's training
  * fit. A stop request or a callback's FALSE ends the run after the
  * iteration (inside it, when the backend gives a call up as cancelled: the
  * model is then the state after the last completed row solve). */
 th_cpd_result *th_cp_complete(th_backend *backend, const th_sptensor *train,
-                              const th_sptensor *held_out, const th_cpd_params *params,
-                              const th_cpd_callbacks *callbacks, GError **error);
+                              const th_sptensor *held_out, uint64_t empty_rows,
+                              const th_cpd_params *params, const th_cpd_callbacks *callbacks,
+                              GError **error);
 
 #endif

@@ -12,8 +12,10 @@ struct th_cpd_session {
     /* Prepared: the caller's, or scaled_copy; completion: train. */
     const th_sptensor *tensor;
     th_sptensor *scaled_copy;
-    /* Completion: the listed entries split (completion_data.h). */
+    /* Completion: the listed entries split (completion_data.h), and the
+     * rows of train without an entry, counted by the split's check. */
     th_sptensor *train, *held_out;
+    uint64_t empty_rows;
     GPtrArray *warnings;    /* th_cpd_warning */
     guint tensor_warnings;  /* the first ones, from prepare */
 };
@@ -101,6 +103,7 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
         ok = split_for_completion(s, tensor, &empty_rows, &empty_description, error);
         if (ok)
             tensor = s->train;
+        s->empty_rows = empty_rows;
         break;
     default:
         ok = th_cpd_check_tensor(tensor, error) &&
@@ -182,7 +185,8 @@ th_cpd_result *th_cpd_session_run(th_cpd_session *s, const th_cpd_callbacks *cal
         s->params.model == TH_MODEL_POISSON
             ? th_cp_apr(s->backend, s->tensor, &s->params, callbacks, error)
         : s->params.model == TH_MODEL_COMPLETION
-            ? th_cp_complete(s->backend, s->tensor, s->held_out, &s->params, callbacks, error)
+            ? th_cp_complete(s->backend, s->tensor, s->held_out, s->empty_rows, &s->params,
+                             callbacks, error)
             : th_cp_als(s->backend, s->tensor, &s->params, callbacks, error);
     if (!result)
         return NULL;

@@ -496,9 +496,10 @@ typedef struct th_als_sweep_io {
     /* The ridge (l2) weight, >= 0 and finite; default 0. */
     double ridge;
     /* [rank] the model's weights when the sweep starts (the lambda of the
-     * mode updated last), borrowed for the call; read by the modes updated
-     * by coordinate descent only. NULL (the default): ones. Must not be the
-     * same memory as lambda. */
+     * mode updated last), borrowed for the call; read only by the first
+     * mode's update, and only where coordinate descent updates that mode
+     * (each later mode takes the lambda of the mode updated before it).
+     * NULL (the default): ones. Must not be the same memory as lambda. */
     const double *scale;
     /* Coordinate descent's passes per mode (>= 1) and stopping tolerance
      * (>= 0, finite), as th_nonneg_update_io's sweeps and tolerance; read

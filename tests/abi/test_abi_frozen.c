@@ -24,6 +24,7 @@
 #include "plugin/backend.h"
 #include "cpd/cp_als.h"
 #include "cpd/cp_apr.h"
+#include "cpd/completion_data.h"
 #include "cpd/cp_complete.h"
 #include "plugin/plugin_loader.h"
 
@@ -505,10 +506,13 @@ static th_cpd_result *run_completion(const char *plugin_path, const th_sptensor 
     const th_cpd_params params = {.model = TH_MODEL_COMPLETION, .rank = RANK, .max_iters = 6,
                                   .tolerance = 0, .seed = 5, .nonneg_modes = nonneg_modes,
                                   .completion = {.l2 = 0.1, .passes = 3}};
-    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
+    uint64_t empty_rows = 0;
+    if (backend == NULL ||
+        !th_completion_check_rows(t, params.completion.l2, &empty_rows, NULL, &error) ||
+        !th_cpd_plan(backend, &params, NULL, &error) ||
         !th_backend_load_tensor(backend, t, RANK, &error))
         fail_msg("%s: %s", plugin_path, error->message);
-    th_cpd_result *r = th_cp_complete(backend, t, NULL, &params, NULL, &error);
+    th_cpd_result *r = th_cp_complete(backend, t, NULL, empty_rows, &params, NULL, &error);
     th_backend_close(backend);
     if (r == NULL)
         fail_msg("%s: cp_complete: %s", plugin_path, error->message);
