@@ -126,6 +126,49 @@ row_product_v4(const mode_layout *l, const double *const *other_factors, const u
     return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
+/* The row loop of generalized_row_scalar in vectors of LANES doubles
+ * (type VEC, at most MAX a row), each nonzero's row product and model
+ * value from ROW_PRODUCT: one definition for the vectors of four and of
+ * eight below. */
+#define CPU_REF_DEFINE_GENERALIZED_ROW(NAME, VEC, LANES, MAX, ROW_PRODUCT)                     \
+    static inline CPU_REF_ALWAYS_INLINE void NAME(                                            \
+        const mode_layout *l, const double *const *other_factors, const uint32_t width,       \
+        const uint32_t nv, uint32_t row, uint64_t begin, uint64_t end,                        \
+        const generalized_op *op, double *restrict out, double *sum)                          \
+    {                                                                                         \
+        const uint32_t rank = (LANES) * nv;                                                   \
+        VEC wa[MAX], acc[MAX];                                                                \
+        const double *a_row = op->target + (size_t)row * rank;                                \
+        CPU_REF_UNROLL_V4                                                                     \
+        for (uint32_t v = 0; v < nv; v++) {                                                   \
+            memcpy(&wa[v], a_row + (LANES) * v, sizeof wa[v]);                                \
+            if (op->weights != NULL) {                                                        \
+                VEC w;                                                                        \
+                memcpy(&w, op->weights + (LANES) * v, sizeof w);                              \
+                wa[v] = w * wa[v];                                                            \
+            }                                                                                 \
+            acc[v] = (VEC){0.0};                                                              \
+        }                                                                                     \
+        double h_sum = 0.0;                                                                   \
+        for (uint64_t k = begin; k < end; k++) {                                              \
+            VEC p[MAX];                                                                       \
+            const double m = ROW_PRODUCT(l, other_factors, width, nv, k, wa, p);              \
+            const double x = l->values[k];                                                    \
+            if (out != NULL) {                                                                \
+                const double g = elementwise_g(op->elementwise, x, m, op->epsilon);           \
+                CPU_REF_UNROLL_V4                                                             \
+                for (uint32_t v = 0; v < nv; v++)                                             \
+                    acc[v] += g * p[v];                                                       \
+            }                                                                                 \
+            h_sum += reduction_h(op->reduction, x, m);                                        \
+        }                                                                                     \
+        if (out != NULL)                                                                      \
+            CPU_REF_UNROLL_V4                                                                 \
+            for (uint32_t v = 0; v < nv; v++)                                                 \
+                memcpy(out + (LANES) * v, &acc[v], sizeof acc[v]);                            \
+        *sum += h_sum;                                                                        \
+    }
+
 /* generalized_row_scalar for 3- and 4-mode tensors (width 2 or 3) and a
  * rank of 4 * nv, written in vectors of four doubles (r mod 4 is a vector
  * lane, so the four partial sums of m are one vector). Inlined with width
@@ -134,43 +177,7 @@ row_product_v4(const mode_layout *l, const double *const *other_factors, const u
  * counts and round trips through memory; AVX2 halves its instructions
  * (CPU_REF_VECTOR_CLONES). What is left waits on each nonzero's row
  * gathers and division (kernels/DESIGN.md, "not kept"). */
-static inline CPU_REF_ALWAYS_INLINE void
-generalized_row_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-                   const uint32_t nv, uint32_t row, uint64_t begin, uint64_t end,
-                   const generalized_op *op, double *restrict out, double *sum)
-{
-    const uint32_t rank = 4 * nv;
-    cpu_ref_v4d wa[CPU_REF_V4_MAX], acc[CPU_REF_V4_MAX];
-    const double *a_row = op->target + (size_t)row * rank;
-    CPU_REF_UNROLL_V4
-    for (uint32_t v = 0; v < nv; v++) {
-        cpu_ref_load4(&wa[v], a_row + 4 * v);
-        if (op->weights != NULL) {
-            cpu_ref_v4d w;
-            cpu_ref_load4(&w, op->weights + 4 * v);
-            wa[v] = w * wa[v];
-        }
-        acc[v] = (cpu_ref_v4d){0.0, 0.0, 0.0, 0.0};
-    }
-    double h_sum = 0.0;
-    for (uint64_t k = begin; k < end; k++) {
-        cpu_ref_v4d p[CPU_REF_V4_MAX];
-        const double m = row_product_v4(l, other_factors, width, nv, k, wa, p);
-        const double x = l->values[k];
-        if (out != NULL) {
-            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
-            CPU_REF_UNROLL_V4
-            for (uint32_t v = 0; v < nv; v++)
-                acc[v] += g * p[v];
-        }
-        h_sum += reduction_h(op->reduction, x, m);
-    }
-    if (out != NULL)
-        CPU_REF_UNROLL_V4
-        for (uint32_t v = 0; v < nv; v++)
-            memcpy(out + 4 * v, &acc[v], sizeof acc[v]);
-    *sum += h_sum;
-}
+CPU_REF_DEFINE_GENERALIZED_ROW(generalized_row_v4, cpu_ref_v4d, 4, CPU_REF_V4_MAX, row_product_v4)
 
 #define CPU_REF_GENERALIZED_V4(W, NV)                                                          \
     if (width == (W) && rank == 4 * (NV)) {                                                    \
@@ -222,43 +229,7 @@ row_product_v8(const mode_layout *l, const double *const *other_factors, const u
  * AVX-512, two with AVX2, four with SSE2. Inlined with width and nw as
  * constants, the weighted target row, the row product and the row's sum
  * stay in registers. */
-static inline CPU_REF_ALWAYS_INLINE void
-generalized_row_v8(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-                   const uint32_t nw, uint32_t row, uint64_t begin, uint64_t end,
-                   const generalized_op *op, double *restrict out, double *sum)
-{
-    const uint32_t rank = 8 * nw;
-    cpu_ref_v8d wa[CPU_REF_V8_MAX], acc[CPU_REF_V8_MAX];
-    const double *a_row = op->target + (size_t)row * rank;
-    CPU_REF_UNROLL_V4
-    for (uint32_t u = 0; u < nw; u++) {
-        memcpy(&wa[u], a_row + 8 * u, sizeof wa[u]);
-        if (op->weights != NULL) {
-            cpu_ref_v8d w;
-            memcpy(&w, op->weights + 8 * u, sizeof w);
-            wa[u] = w * wa[u];
-        }
-        acc[u] = (cpu_ref_v8d){0.0};
-    }
-    double h_sum = 0.0;
-    for (uint64_t k = begin; k < end; k++) {
-        cpu_ref_v8d p[CPU_REF_V8_MAX];
-        const double m = row_product_v8(l, other_factors, width, nw, k, wa, p);
-        const double x = l->values[k];
-        if (out != NULL) {
-            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
-            CPU_REF_UNROLL_V4
-            for (uint32_t u = 0; u < nw; u++)
-                acc[u] += g * p[u];
-        }
-        h_sum += reduction_h(op->reduction, x, m);
-    }
-    if (out != NULL)
-        CPU_REF_UNROLL_V4
-        for (uint32_t u = 0; u < nw; u++)
-            memcpy(out + 8 * u, &acc[u], sizeof acc[u]);
-    *sum += h_sum;
-}
+CPU_REF_DEFINE_GENERALIZED_ROW(generalized_row_v8, cpu_ref_v8d, 8, CPU_REF_V8_MAX, row_product_v8)
 
 #define CPU_REF_GENERALIZED_V8(W, NW)                                                          \
     if (width == (W) && rank == 8 * (NW)) {                                                    \
