@@ -287,6 +287,71 @@ static void test_thread_count_does_not_change_results(void **state)
     th_test_free_factors(factors, 4);
 }
 
+/* Every mode's result and reduction of a 3- or 4-mode tensor at `rank`, with
+ * cpu-reference's AVX-512 copy allowed or not (TH_CPU_REFERENCE_NO_AVX512,
+ * read at each call), into results[mode] and reduced[mode]. */
+static void generalized_all_modes(const fixture *f, const th_sptensor *t, uint32_t rank,
+                                  double *const *factors, const double *weights,
+                                  gboolean avx512, double **results, double *reduced)
+{
+    const th_plugin *p = f->plugin;
+    th_instance *inst = th_test_create_instance(p, "threads", "2", NULL);
+    th_test_load_and_set(p, inst, t, rank, factors);
+    char err[TH_ERROR_SIZE] = "";
+    if (avx512)
+        g_unsetenv("TH_CPU_REFERENCE_NO_AVX512");
+    else
+        g_setenv("TH_CPU_REFERENCE_NO_AVX512", "1", TRUE);
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        th_test_assert_ok(call_generalized(p, inst, m, TH_ELEMENTWISE_POISSON_RATIO,
+                                           TH_REDUCTION_POISSON_LOG_LIKELIHOOD, EPSILON, weights,
+                                           &reduced[m], err),
+                          err);
+        th_test_assert_ok(p->entry.get_mttkrp_result(inst, m, results[m], err), err);
+    }
+    g_unsetenv("TH_CPU_REFERENCE_NO_AVX512");
+    p->entry.destroy(inst);
+}
+
+/* The vectors of eight (AVX-512, where the CPU has it) and of four compute
+ * the same bits, at every rank and width they are written for, weights or
+ * not. (On a CPU without AVX-512 both runs take the vectors of four.) */
+static void test_avx512_copy_changes_no_bit(void **state)
+{
+    fixture *f = *state;
+    const uint32_t ranks[] = {8, 16, 32};
+    for (uint32_t nmodes = 3; nmodes <= 4; nmodes++) {
+        const uint32_t dims[4] = {30, 20, 25, 9};
+        g_autoptr(th_sptensor) t = th_test_random_tensor(nmodes, dims, 6000, f->rng);
+        make_counts(t);
+        for (size_t i = 0; i < G_N_ELEMENTS(ranks); i++) {
+            const uint32_t rank = ranks[i];
+            double **factors = positive_factors(t, rank, f->rng);
+            g_autofree double *weights = g_new(double, rank);
+            for (uint32_t r = 0; r < rank; r++)
+                weights[r] = 0.25 + r;
+            for (int weighted = 0; weighted < 2; weighted++) {
+                double *wide[4], *narrow[4], wide_sum[4], narrow_sum[4];
+                for (uint32_t m = 0; m < nmodes; m++) {
+                    wide[m] = g_new(double, (size_t)dims[m] * rank);
+                    narrow[m] = g_new(double, (size_t)dims[m] * rank);
+                }
+                const double *w = weighted ? weights : NULL;
+                generalized_all_modes(f, t, rank, factors, w, TRUE, wide, wide_sum);
+                generalized_all_modes(f, t, rank, factors, w, FALSE, narrow, narrow_sum);
+                for (uint32_t m = 0; m < nmodes; m++) {
+                    assert_memory_equal(wide[m], narrow[m],
+                                        (size_t)dims[m] * rank * sizeof(double));
+                    assert_memory_equal(&wide_sum[m], &narrow_sum[m], sizeof(double));
+                    g_free(wide[m]);
+                    g_free(narrow[m]);
+                }
+            }
+            th_test_free_factors(factors, nmodes);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* factor_update                                                             */
 /* ------------------------------------------------------------------------ */
@@ -556,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_mode_none_leaves_results),
         cmocka_unit_test(test_value_is_mttkrp),
         cmocka_unit_test(test_thread_count_does_not_change_results),
+        cmocka_unit_test(test_avx512_copy_changes_no_bit),
         cmocka_unit_test(test_factor_operations),
         cmocka_unit_test(test_errors),
     };

@@ -40,7 +40,9 @@
  * that a third party can read it as an example of the ABI. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
-#include <tensorhost/plugin.h>
+#include "cpu_reference_internal.h"
+#include "generalized.h"
+
 #include <tensorhost/plugin_sdk.h>
 
 #include <cblas.h>
@@ -57,41 +59,8 @@
 #include <time.h>
 
 #define CPU_REF_ID "cpu-reference"
-#define CPU_REF_MAX_MODES 64u
 #define CPU_REF_MAX_RANK 4096u
-/* Nonzeros per MTTKRP chunk: enough that scheduling and the boundary merge
- * vanish next to the arithmetic, few enough that a tensor of a few hundred
- * thousand nonzeros still feeds every core. Fixed (not derived from the thread
- * count) so that results are identical whatever the thread count. */
-#define CPU_REF_CHUNK_NNZ 4096u
 #define CPU_REF_CACHE_LINE 64u
-/* Vectors of four doubles (GCC and Clang): the generalized MTTKRP's loop
- * for the common shapes (generalized_row_v4). */
-#if defined(__GNUC__)
-#define CPU_REF_HAVE_V4 1
-#define CPU_REF_V4_MAX 8u /* rank 32 */
-#define CPU_REF_ALWAYS_INLINE __attribute__((always_inline))
-/* -O2 keeps even constant-count loops rolled, with their vectors in memory. */
-#define CPU_REF_UNROLL_V4 _Pragma("GCC unroll 8")
-typedef double cpu_ref_v4d __attribute__((vector_size(4 * sizeof(double))));
-/* *v = from[0..3], no alignment assumed. (Through a pointer: a function
- * returning a vector would have two calling conventions across the clones.) */
-static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const double *from)
-{
-    memcpy(v, from, sizeof *v);
-}
-/* The same loop for AVX2 beside the baseline (x86-64's SSE2), chosen at
- * load time. FMA contraction is off in ISO C mode (-std=c11), so both
- * compute the same bits. */
-#if defined(__x86_64__) && !defined(__clang__)
-#define CPU_REF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define CPU_REF_VECTOR_CLONES
-#endif
-#else
-#define CPU_REF_HAVE_V4 0
-#define CPU_REF_VECTOR_CLONES
-#endif
 /* Largest `threads` option. libgomp starts a team by putting per-thread start
  * data on the calling thread's stack (about 70000 threads overflow an 8 MiB
  * stack: SIGSEGV) and then creating every worker with a stack of its own
@@ -122,15 +91,6 @@ static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const dou
  * early stop, are the same whatever the thread count (the host's
  * th_dense_hals_nonneg uses the same 64). */
 #define CPU_REF_HALS_BLOCK_ROWS 64
-
-/* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
-typedef struct mode_layout {
-    uint64_t *row_start; /* [dims[mode] + 1]: row i holds nonzeros row_start[i] .. row_start[i+1]-1 */
-    double *values;      /* [nnz] in row order */
-    uint32_t *others;    /* [nnz * (nmodes - 1)]: the other modes' indices, in mode order */
-    uint64_t chunks;     /* ceil(nnz / CPU_REF_CHUNK_NNZ) */
-    uint32_t *chunk_row; /* [chunks + 1]: row of each chunk's first nonzero; [chunks] = row of the last */
-} mode_layout;
 
 struct th_instance {
     const th_host_services *host;
@@ -165,6 +125,21 @@ struct th_instance {
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
+
+bool cpu_ref_use_wide(void)
+{
+#if CPU_REF_WIDE
+    const char *off = getenv(CPU_REF_NO_AVX512_ENV);
+    if (off != NULL && off[0] != '\0')
+        return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
 
 static double now_seconds(void)
 {
@@ -1349,235 +1324,6 @@ static th_status cpu_reference_init_factors(th_instance *inst, th_init_factors_i
  * thread (waking a team costs more). */
 #define CPU_REF_ELEMENTWISE_SERIAL_CELLS ((int64_t)1 << 16)
 
-/* What one generalized pass computes: g (or none, for the reduction only)
- * and h, with the weights (NULL: ones) and epsilon. */
-typedef struct generalized_op {
-    int32_t elementwise; /* TH_ELEMENTWISE_*, or -1: no result, only h */
-    int32_t reduction;   /* TH_REDUCTION_* */
-    double epsilon;
-    const double *weights;
-    const double *target; /* the layout's own factor (A_mode) */
-} generalized_op;
-
-static inline double elementwise_g(int32_t elementwise, double x, double m, double epsilon)
-{
-    if (elementwise == TH_ELEMENTWISE_POISSON_RATIO)
-        return x / (m > epsilon ? m : epsilon);
-    return m - x; /* TH_ELEMENTWISE_RESIDUAL */
-}
-
-static inline double reduction_h(int32_t reduction, double x, double m)
-{
-    switch (reduction) {
-    case TH_REDUCTION_POISSON_LOG_LIKELIHOOD:
-        if (x == 0.0)
-            return 0.0;
-        return m > 0.0 ? x * log(m) : x * -INFINITY;
-    case TH_REDUCTION_SQUARED_RESIDUAL:
-        return (m - x) * (m - x);
-    case TH_REDUCTION_INNER_PRODUCT:
-        return x * m;
-    default:
-        return 0.0;
-    }
-}
-
-/* One row `row` of the layout, nonzeros [begin, end): for each nonzero its
- * row product p = Hadamard product of the other factors' rows, the model
- * m = sum_r w_r A_mode(row, r) p_r, then out += g(x, m) p (when out is not
- * NULL) and *sum += h(x, m), both in nonzero order. `wa` and `p` are scratch
- * of R doubles each. generalized_row_v4 computes the same values the same
- * way, so which of the two runs does not change a bit of the result. */
-static void generalized_row_scalar(const mode_layout *l, const double *const *other_factors,
-                                   uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
-                                   uint64_t end, const generalized_op *op, double *restrict wa,
-                                   double *restrict p, double *restrict out, double *sum)
-{
-    const double *restrict a_row = op->target + (size_t)row * rank;
-    for (uint32_t r = 0; r < rank; r++)
-        wa[r] = op->weights != NULL ? op->weights[r] * a_row[r] : a_row[r];
-    if (out != NULL)
-        for (uint32_t r = 0; r < rank; r++)
-            out[r] = 0.0;
-    double h_sum = 0.0;
-    for (uint64_t k = begin; k < end; k++) {
-        const uint32_t *idx = l->others + k * width;
-        const double x = l->values[k];
-        const double *restrict first = other_factors[0] + (size_t)idx[0] * rank;
-        if (width == 1) {
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r];
-        } else if (width == 2) {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r];
-        } else if (width == 3) {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            const double *restrict third = other_factors[2] + (size_t)idx[2] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r] * third[r];
-        } else {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r];
-            for (uint32_t j = 2; j < width; j++) {
-                const double *restrict next = other_factors[j] + (size_t)idx[j] * rank;
-                for (uint32_t r = 0; r < rank; r++)
-                    p[r] *= next[r];
-            }
-        }
-        /* Four partial sums (r mod 4), added pairwise at the end: a fixed
-         * order, so the same bits on every run, and no chain of dependent
-         * additions (the one latency here that the vector units cannot hide). */
-        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
-        uint32_t r4 = 0;
-        for (; r4 + 4 <= rank; r4 += 4)
-            for (uint32_t j = 0; j < 4; j++)
-                lanes[j] += wa[r4 + j] * p[r4 + j];
-        for (uint32_t j = 0; r4 + j < rank; j++)
-            lanes[j] += wa[r4 + j] * p[r4 + j];
-        const double m = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        if (out != NULL) {
-            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
-            for (uint32_t r = 0; r < rank; r++)
-                out[r] += g * p[r];
-        }
-        h_sum += reduction_h(op->reduction, x, m);
-    }
-    *sum += h_sum;
-}
-
-#if CPU_REF_HAVE_V4
-/* Nonzero k's row product p (nv vectors) and its model value m with the
- * weighted target row wa, as generalized_row_scalar forms them. */
-static inline CPU_REF_ALWAYS_INLINE double
-row_product_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-               const uint32_t nv, uint64_t k, const cpu_ref_v4d *wa, cpu_ref_v4d *p)
-{
-    const uint32_t rank = 4 * nv;
-    const uint32_t *idx = l->others + k * width;
-    const double *first = other_factors[0] + (size_t)idx[0] * rank;
-    const double *second = other_factors[1] + (size_t)idx[1] * rank;
-    const double *third = width == 3 ? other_factors[2] + (size_t)idx[2] * rank : NULL;
-    cpu_ref_v4d lanes = {0.0, 0.0, 0.0, 0.0};
-    CPU_REF_UNROLL_V4
-    for (uint32_t v = 0; v < nv; v++) {
-        cpu_ref_v4d a, b;
-        cpu_ref_load4(&a, first + 4 * v);
-        cpu_ref_load4(&b, second + 4 * v);
-        p[v] = a * b;
-        if (width == 3) {
-            cpu_ref_v4d c;
-            cpu_ref_load4(&c, third + 4 * v);
-            p[v] = p[v] * c;
-        }
-        lanes += wa[v] * p[v];
-    }
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-}
-
-/* generalized_row_scalar for 3- and 4-mode tensors (width 2 or 3) and a
- * rank of 4 * nv, written in vectors of four doubles (r mod 4 is a vector
- * lane, so the four partial sums of m are one vector). Inlined with width
- * and nv as constants, the weighted target row, the row product and the
- * row's sum stay in registers, where the scalar loop has run-time trip
- * counts and round trips through memory; AVX2 halves its instructions
- * (CPU_REF_VECTOR_CLONES). What is left waits on each nonzero's row
- * gathers and division (kernels/DESIGN.md, "not kept"). */
-static inline CPU_REF_ALWAYS_INLINE void
-generalized_row_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-                   const uint32_t nv, uint32_t row, uint64_t begin, uint64_t end,
-                   const generalized_op *op, double *restrict out, double *sum)
-{
-    const uint32_t rank = 4 * nv;
-    cpu_ref_v4d wa[CPU_REF_V4_MAX], acc[CPU_REF_V4_MAX];
-    const double *a_row = op->target + (size_t)row * rank;
-    CPU_REF_UNROLL_V4
-    for (uint32_t v = 0; v < nv; v++) {
-        cpu_ref_load4(&wa[v], a_row + 4 * v);
-        if (op->weights != NULL) {
-            cpu_ref_v4d w;
-            cpu_ref_load4(&w, op->weights + 4 * v);
-            wa[v] = w * wa[v];
-        }
-        acc[v] = (cpu_ref_v4d){0.0, 0.0, 0.0, 0.0};
-    }
-    double h_sum = 0.0;
-    for (uint64_t k = begin; k < end; k++) {
-        cpu_ref_v4d p[CPU_REF_V4_MAX];
-        const double m = row_product_v4(l, other_factors, width, nv, k, wa, p);
-        const double x = l->values[k];
-        if (out != NULL) {
-            const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
-            CPU_REF_UNROLL_V4
-            for (uint32_t v = 0; v < nv; v++)
-                acc[v] += g * p[v];
-        }
-        h_sum += reduction_h(op->reduction, x, m);
-    }
-    if (out != NULL)
-        CPU_REF_UNROLL_V4
-        for (uint32_t v = 0; v < nv; v++)
-            memcpy(out + 4 * v, &acc[v], sizeof acc[v]);
-    *sum += h_sum;
-}
-
-#define CPU_REF_GENERALIZED_V4(W, NV)                                                          \
-    if (width == (W) && rank == 4 * (NV)) {                                                    \
-        generalized_row_v4(l, other_factors, (W), (NV), row, begin, end, op, out, sum);        \
-        return;                                                                                \
-    }
-#endif
-
-/* One row of a generalized pass: the vector copy for the common shapes
- * (3- and 4-mode tensors at ranks 8, 16 and 32), the scalar loop otherwise.
- * `scratch` is 2 R doubles. */
-CPU_REF_VECTOR_CLONES
-static void generalized_row(const mode_layout *l, const double *const *other_factors,
-                            uint32_t width, uint32_t rank, uint32_t row, uint64_t begin,
-                            uint64_t end, const generalized_op *op, double *restrict scratch,
-                            double *restrict out, double *sum)
-{
-#if CPU_REF_HAVE_V4
-    CPU_REF_GENERALIZED_V4(2, 2)
-    CPU_REF_GENERALIZED_V4(2, 4)
-    CPU_REF_GENERALIZED_V4(2, 8)
-    CPU_REF_GENERALIZED_V4(3, 2)
-    CPU_REF_GENERALIZED_V4(3, 4)
-    CPU_REF_GENERALIZED_V4(3, 8)
-#endif
-    generalized_row_scalar(l, other_factors, width, rank, row, begin, end, op, scratch,
-                           scratch + rank, out, sum);
-}
-
-/* One chunk of a generalized pass, laid out as mttkrp_chunk (inner rows to
- * `result`, end rows to `slots`), with the chunk's sum of h into *sum.
- * result NULL: the sum only. */
-static void generalized_chunk(const mode_layout *l, const double *const *other_factors,
-                              uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz,
-                              const generalized_op *op, double *restrict scratch,
-                              double *restrict slots, double *result, double *sum)
-{
-    const uint64_t begin = chunk * CPU_REF_CHUNK_NNZ;
-    const uint64_t end = begin + CPU_REF_CHUNK_NNZ < nnz ? begin + CPU_REF_CHUNK_NNZ : nnz;
-    const uint32_t first = l->chunk_row[chunk];
-    const uint32_t last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
-    uint32_t last_here = last;
-    while (l->row_start[last_here] >= end)
-        last_here--;
-    *sum = 0.0;
-    const uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
-    generalized_row(l, other_factors, width, rank, first, begin, first_end, op, scratch,
-                    result ? slots : NULL, sum);
-    for (uint32_t row = first + 1; row < last_here; row++)
-        generalized_row(l, other_factors, width, rank, row, l->row_start[row],
-                        l->row_start[row + 1], op, scratch,
-                        result ? result + (size_t)row * rank : NULL, sum);
-    if (last_here > first)
-        generalized_row(l, other_factors, width, rank, last_here, l->row_start[last_here], end,
-                        op, scratch, result ? slots + rank : NULL, sum);
-}
-
 /* A generalized pass over mode `mode`'s layout: its result (unless
  * op->elementwise < 0) and the sum of h, summed per chunk and then over the
  * chunks in order, so it is the same whatever the thread count. Asks the
@@ -1593,6 +1339,7 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
         if (m != mode)
             other_factors[width++] = inst->factors[m];
     op->target = inst->factors[mode];
+    op->wide = cpu_ref_use_wide();
     double *result = op->elementwise >= 0 ? inst->results[mode] : NULL;
     double *sums = inst->chunk_sums;
     const uint64_t chunks = l->chunks;
@@ -1906,30 +1653,15 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
  * many rows, each in row order, the blocks' sums then in block order: the
  * same bits whatever the thread count. */
 #define CPU_REF_NORM_BLOCK_ROWS 1024
-/* Set to a non-empty value, the row solve keeps to its vectors of four
- * (solve_row) on a CPU with AVX-512: the tests compare the two copies'
- * bits. The results are the same either way. */
-#define CPU_REF_RLS_NO_AVX512_ENV "TH_CPU_REFERENCE_NO_AVX512"
 
 /* The row solve's helpers are inlined into solve_row_body, so that each
  * copy of it (solve_row's clones, solve_row_wide) compiles them for its
  * CPU. */
 #if CPU_REF_HAVE_V4
 #define CPU_REF_RLS_INLINE inline CPU_REF_ALWAYS_INLINE
-/* Vectors of eight doubles: registers of AVX-512 in solve_row_wide, two or
- * four of the narrower ones in the other copies. */
-typedef double cpu_ref_v8d __attribute__((vector_size(8 * sizeof(double))));
 #else
 #define CPU_REF_RLS_INLINE inline
 #endif
-/* solve_row_wide, the row solve compiled for AVX-512 (x86-64-v4), beside
- * solve_row's clones: GCC on x86-64, as CPU_REF_VECTOR_CLONES. */
-#if CPU_REF_HAVE_V4 && defined(__x86_64__) && !defined(__clang__)
-#define CPU_REF_RLS_HAVE_WIDE 1
-#else
-#define CPU_REF_RLS_HAVE_WIDE 0
-#endif
-
 /* What every row's solve reads: the mode's layout, the other factors in the
  * layout's order, and the io's parameters. */
 typedef struct rls_task {
@@ -2039,22 +1771,6 @@ static rls_workspace rls_workspace_at(const rls_task *task, double *base, int t)
     ws.x = ws.b + rls_lines(ld);
     ws.w = ws.x + rls_lines(ld);
     return ws;
-}
-
-/* Whether rows go to solve_row_wide: GCC on x86-64, a CPU with the AVX-512
- * of x86-64-v4, and CPU_REF_RLS_NO_AVX512_ENV not set. */
-static bool rls_use_wide(void)
-{
-#if CPU_REF_RLS_HAVE_WIDE
-    const char *off = getenv(CPU_REF_RLS_NO_AVX512_ENV);
-    if (off != NULL && off[0] != '\0')
-        return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return false;
-#endif
 }
 
 /* h = Hadamard product of the other factors' rows of nonzero k, multiplied
@@ -2470,7 +2186,7 @@ static rls_outcome solve_row(const rls_task *task, uint32_t row, const rls_works
     return solve_row_body(task, row, ws, residual, false);
 }
 
-#if CPU_REF_RLS_HAVE_WIDE
+#if CPU_REF_WIDE
 /* solve_row for CPUs with AVX-512 (rls_task.wide). */
 __attribute__((target("arch=x86-64-v4"))) static rls_outcome
 solve_row_wide(const rls_task *task, uint32_t row, const rls_workspace *ws, double *residual)
@@ -2545,7 +2261,7 @@ static void solve_rows(const rls_task *task, uint32_t first, uint32_t end, doubl
                        double *residuals, uint64_t *singular, uint64_t *empty)
 {
     uint64_t singular_here = 0, empty_here = 0;
-#if CPU_REF_RLS_HAVE_WIDE
+#if CPU_REF_WIDE
     rls_outcome (*const solve)(const rls_task *, uint32_t, const rls_workspace *, double *) =
         task->wide ? solve_row_wide : solve_row;
 #else
@@ -2642,7 +2358,7 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
     const uint32_t mode = io->mode, rank = inst->rank, dim = inst->dims[mode];
     const uint32_t ld = (rank + 7) / 8 * 8;
     rls_task task = {.layout = &inst->layouts[mode], .width = inst->nmodes - 1, .rank = rank,
-                     .ld = ld, .panel_rows = rls_panel_rows(ld), .wide = rls_use_wide(),
+                     .ld = ld, .panel_rows = rls_panel_rows(ld), .wide = cpu_ref_use_wide(),
                      .ridge = io->ridge, .nonneg = io->nonneg == 1, .passes = io->passes,
                      .factor = inst->factors[mode]};
     for (uint32_t m = 0, j = 0; m < inst->nmodes; m++)
