@@ -1998,20 +1998,6 @@ static CPU_REF_RLS_INLINE void row_scale(double *restrict u, uint32_t n, double 
 #endif
 }
 
-/* sum_s u_s w_s over [0, n): four partial sums (s mod 4) added pairwise at
- * the end, a fixed order without one long chain of dependent additions. */
-static CPU_REF_RLS_INLINE double rls_dot(const double *restrict u, const double *restrict w,
-                                         uint32_t n)
-{
-    double lanes[4] = {0.0, 0.0, 0.0, 0.0};
-    uint32_t s = 0;
-    for (; s + 4 <= n; s += 4)
-        for (uint32_t j = 0; j < 4; j++)
-            lanes[j] += u[s + j] * w[s + j];
-    for (uint32_t j = 0; s + j < n; j++)
-        lanes[j] += u[s + j] * w[s + j];
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-}
 
 /* The row's sum of squared residuals from its own system: x^T x - 2 a^T b
  * + a^T G a, G's upper triangle read from g (row stride ld); `w` is
@@ -2115,7 +2101,7 @@ static CPU_REF_RLS_INLINE void nonneg_coordinate_descent(const double *restrict 
                 a[r] = 0.0;
                 continue;
             }
-            const double next = a[r] + (b[r] - rls_dot(v_row, a, rank)) / d;
+            const double next = a[r] + (b[r] - cpu_ref_dot4(v_row, a, rank)) / d;
             a[r] = next > 0.0 ? next : 0.0;
         }
 }

@@ -55,6 +55,11 @@ static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const dou
 #else
 #define CPU_REF_WIDE 0
 #endif
+#if CPU_REF_HAVE_V4
+#define CPU_REF_DOT_INLINE CPU_REF_ALWAYS_INLINE
+#else
+#define CPU_REF_DOT_INLINE
+#endif
 /* Set to a non-empty value, the row solve and the generalized MTTKRP keep
  * to their vectors of four on a CPU with AVX-512: the tests compare the
  * copies' bits. The results are the same either way. */
@@ -63,6 +68,23 @@ static inline CPU_REF_ALWAYS_INLINE void cpu_ref_load4(cpu_ref_v4d *v, const dou
 /* Whether the AVX-512 copies run: CPU_REF_WIDE, a CPU with the AVX-512 of
  * x86-64-v4, and CPU_REF_NO_AVX512_ENV not set. */
 bool cpu_ref_use_wide(void);
+
+/* sum_s u_s w_s over [0, n): four partial sums (s mod 4) added pairwise at
+ * the end, a fixed order (the same bits on every run) without one long
+ * chain of dependent additions. Always inlined, so that each CPU's copy of
+ * a caller compiles it for that CPU. */
+static inline CPU_REF_DOT_INLINE double cpu_ref_dot4(const double *restrict u,
+                                                     const double *restrict w, uint32_t n)
+{
+    double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+    uint32_t s = 0;
+    for (; s + 4 <= n; s += 4)
+        for (uint32_t j = 0; j < 4; j++)
+            lanes[j] += u[s + j] * w[s + j];
+    for (uint32_t j = 0; s + j < n; j++)
+        lanes[j] += u[s + j] * w[s + j];
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {

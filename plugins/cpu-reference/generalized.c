@@ -76,17 +76,7 @@ static void generalized_row_scalar(const mode_layout *l, const double *const *ot
                     p[r] *= next[r];
             }
         }
-        /* Four partial sums (r mod 4), added pairwise at the end: a fixed
-         * order, so the same bits on every run, and no chain of dependent
-         * additions (the one latency here that the vector units cannot hide). */
-        double lanes[4] = {0.0, 0.0, 0.0, 0.0};
-        uint32_t r4 = 0;
-        for (; r4 + 4 <= rank; r4 += 4)
-            for (uint32_t j = 0; j < 4; j++)
-                lanes[j] += wa[r4 + j] * p[r4 + j];
-        for (uint32_t j = 0; r4 + j < rank; j++)
-            lanes[j] += wa[r4 + j] * p[r4 + j];
-        const double m = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        const double m = cpu_ref_dot4(wa, p, rank);
         if (out != NULL) {
             const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
             for (uint32_t r = 0; r < rank; r++)
@@ -98,33 +88,47 @@ static void generalized_row_scalar(const mode_layout *l, const double *const *ot
 }
 
 #if CPU_REF_HAVE_V4
-/* Nonzero k's row product p (nv vectors) and its model value m with the
- * weighted target row wa, as generalized_row_scalar forms them. */
-static inline CPU_REF_ALWAYS_INLINE double
-row_product_v4(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-               const uint32_t nv, uint64_t k, const cpu_ref_v4d *wa, cpu_ref_v4d *p)
-{
-    const uint32_t rank = 4 * nv;
-    const uint32_t *idx = l->others + k * width;
-    const double *first = other_factors[0] + (size_t)idx[0] * rank;
-    const double *second = other_factors[1] + (size_t)idx[1] * rank;
-    const double *third = width == 3 ? other_factors[2] + (size_t)idx[2] * rank : NULL;
-    cpu_ref_v4d lanes = {0.0, 0.0, 0.0, 0.0};
-    CPU_REF_UNROLL_V4
-    for (uint32_t v = 0; v < nv; v++) {
-        cpu_ref_v4d a, b;
-        cpu_ref_load4(&a, first + 4 * v);
-        cpu_ref_load4(&b, second + 4 * v);
-        p[v] = a * b;
-        if (width == 3) {
-            cpu_ref_v4d c;
-            cpu_ref_load4(&c, third + 4 * v);
-            p[v] = p[v] * c;
-        }
-        lanes += wa[v] * p[v];
+/* Nonzero k's row product p (nv vectors of LANES doubles, type VEC) and
+ * its model value m with the weighted target row wa, as
+ * generalized_row_scalar forms them: FOLD adds a vector of products wa * p
+ * into the four partial sums (r mod 4) in r order. One definition for the
+ * vectors of four and of eight below. */
+#define CPU_REF_DEFINE_ROW_PRODUCT(NAME, VEC, LANES, FOLD)                                     \
+    static inline CPU_REF_ALWAYS_INLINE double NAME(                                          \
+        const mode_layout *l, const double *const *other_factors, const uint32_t width,       \
+        const uint32_t nv, uint64_t k, const VEC *wa, VEC *p)                                 \
+    {                                                                                         \
+        const uint32_t rank = (LANES) * nv;                                                   \
+        const uint32_t *idx = l->others + k * width;                                          \
+        const double *first = other_factors[0] + (size_t)idx[0] * rank;                       \
+        const double *second = other_factors[1] + (size_t)idx[1] * rank;                      \
+        const double *third = width == 3 ? other_factors[2] + (size_t)idx[2] * rank : NULL;   \
+        cpu_ref_v4d lanes = {0.0, 0.0, 0.0, 0.0};                                             \
+        CPU_REF_UNROLL_V4                                                                     \
+        for (uint32_t v = 0; v < nv; v++) {                                                   \
+            VEC a, b;                                                                         \
+            memcpy(&a, first + (LANES) * v, sizeof a);                                        \
+            memcpy(&b, second + (LANES) * v, sizeof b);                                       \
+            p[v] = a * b;                                                                     \
+            if (width == 3) {                                                                 \
+                VEC c;                                                                        \
+                memcpy(&c, third + (LANES) * v, sizeof c);                                    \
+                p[v] = p[v] * c;                                                              \
+            }                                                                                 \
+            const VEC t = wa[v] * p[v];                                                       \
+            FOLD(&lanes, &t);                                                                 \
+        }                                                                                     \
+        return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);                                 \
     }
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+
+/* (Vectors through pointers, as cpu_ref_load4: by value they would have
+ * two calling conventions across the clones.) */
+static inline CPU_REF_ALWAYS_INLINE void fold_v4(cpu_ref_v4d *lanes, const cpu_ref_v4d *t)
+{
+    *lanes += *t;
 }
+
+CPU_REF_DEFINE_ROW_PRODUCT(row_product_v4, cpu_ref_v4d, 4, fold_v4)
 
 /* The row loop of generalized_row_scalar in vectors of LANES doubles
  * (type VEC, at most MAX a row), each nonzero's row product and model
@@ -189,40 +193,18 @@ CPU_REF_DEFINE_GENERALIZED_ROW(generalized_row_v4, cpu_ref_v4d, 4, CPU_REF_V4_MA
 #if CPU_REF_HAVE_V4
 #define CPU_REF_V8_MAX 4u /* rank 32 */
 
-/* Nonzero k's row product p (nw vectors of eight) and its model value m
- * with the weighted target row wa, as generalized_row_scalar forms them:
- * the products of each vector's two halves go into the four partial sums
- * (r mod 4) one half after the other, in r order. */
-static inline CPU_REF_ALWAYS_INLINE double
-row_product_v8(const mode_layout *l, const double *const *other_factors, const uint32_t width,
-               const uint32_t nw, uint64_t k, const cpu_ref_v8d *wa, cpu_ref_v8d *p)
+/* A vector of eight products into the four partial sums: its low half,
+ * then its high half (r order). */
+static inline CPU_REF_ALWAYS_INLINE void fold_v8(cpu_ref_v4d *lanes, const cpu_ref_v8d *t)
 {
-    const uint32_t rank = 8 * nw;
-    const uint32_t *idx = l->others + k * width;
-    const double *first = other_factors[0] + (size_t)idx[0] * rank;
-    const double *second = other_factors[1] + (size_t)idx[1] * rank;
-    const double *third = width == 3 ? other_factors[2] + (size_t)idx[2] * rank : NULL;
-    cpu_ref_v4d lanes = {0.0, 0.0, 0.0, 0.0};
-    CPU_REF_UNROLL_V4
-    for (uint32_t u = 0; u < nw; u++) {
-        cpu_ref_v8d a, b;
-        memcpy(&a, first + 8 * u, sizeof a);
-        memcpy(&b, second + 8 * u, sizeof b);
-        p[u] = a * b;
-        if (width == 3) {
-            cpu_ref_v8d c;
-            memcpy(&c, third + 8 * u, sizeof c);
-            p[u] = p[u] * c;
-        }
-        const cpu_ref_v8d t = wa[u] * p[u];
-        cpu_ref_v4d low, high;
-        memcpy(&low, &t, sizeof low);
-        memcpy(&high, (const char *)&t + sizeof low, sizeof high);
-        lanes += low;
-        lanes += high;
-    }
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    cpu_ref_v4d low, high;
+    memcpy(&low, t, sizeof low);
+    memcpy(&high, (const char *)t + sizeof low, sizeof high);
+    *lanes += low;
+    *lanes += high;
 }
+
+CPU_REF_DEFINE_ROW_PRODUCT(row_product_v8, cpu_ref_v8d, 8, fold_v8)
 
 /* generalized_row_scalar for 3- and 4-mode tensors (width 2 or 3) and a
  * rank of 8 * nw, in vectors of eight doubles: one register each with
