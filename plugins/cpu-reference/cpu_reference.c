@@ -678,21 +678,13 @@ static void mttkrp_chunk(const mode_layout *l, const double *const *other_factor
                          uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz,
                          double *restrict term, double *restrict slots, double *result)
 {
-    const uint64_t begin = chunk * CPU_REF_CHUNK_NNZ;
-    const uint64_t end = begin + CPU_REF_CHUNK_NNZ < nnz ? begin + CPU_REF_CHUNK_NNZ : nnz;
-    const uint32_t first = l->chunk_row[chunk];
-    const uint32_t last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
-    /* The next chunk's first row may be one past this chunk's last nonzero's row. */
-    uint32_t last_here = last;
-    while (l->row_start[last_here] >= end)
-        last_here--;
-    uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
-    mttkrp_row(l, other_factors, width, rank, begin, first_end, term, slots);
-    for (uint32_t row = first + 1; row < last_here; row++)
+    const chunk_span c = cpu_ref_chunk_span(l, chunk, nnz);
+    mttkrp_row(l, other_factors, width, rank, c.begin, c.first_end, term, slots);
+    for (uint32_t row = c.first + 1; row < c.last; row++)
         mttkrp_row(l, other_factors, width, rank, l->row_start[row], l->row_start[row + 1],
                    term, result + (size_t)row * rank);
-    if (last_here > first)
-        mttkrp_row(l, other_factors, width, rank, l->row_start[last_here], end, term,
+    if (c.last > c.first)
+        mttkrp_row(l, other_factors, width, rank, l->row_start[c.last], c.end, term,
                    slots + rank);
 }
 

@@ -95,4 +95,28 @@ typedef struct mode_layout {
     uint32_t *chunk_row; /* [chunks + 1]: row of each chunk's first nonzero; [chunks] = row of the last */
 } mode_layout;
 
+/* The nonzeros and rows of chunk `chunk` of a pass over l's nnz nonzeros:
+ * [begin, end), its first row, its last row (which may continue into the
+ * next chunk), and where its first row's nonzeros end inside it. A chunk's
+ * first and last rows are partial (their sums go to the boundary slots);
+ * the rows between are whole. */
+typedef struct chunk_span {
+    uint64_t begin, end, first_end;
+    uint32_t first, last;
+} chunk_span;
+
+static inline chunk_span cpu_ref_chunk_span(const mode_layout *l, uint64_t chunk, uint64_t nnz)
+{
+    chunk_span c;
+    c.begin = chunk * CPU_REF_CHUNK_NNZ;
+    c.end = c.begin + CPU_REF_CHUNK_NNZ < nnz ? c.begin + CPU_REF_CHUNK_NNZ : nnz;
+    c.first = l->chunk_row[chunk];
+    /* The next chunk's first row may be one past this chunk's last nonzero's row. */
+    c.last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
+    while (l->row_start[c.last] >= c.end)
+        c.last--;
+    c.first_end = l->row_start[c.first + 1] < c.end ? l->row_start[c.first + 1] : c.end;
+    return c;
+}
+
 #endif

@@ -299,23 +299,16 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
                        double *restrict scratch, double *restrict slots, double *result,
                        double *sum)
 {
-    const uint64_t begin = chunk * CPU_REF_CHUNK_NNZ;
-    const uint64_t end = begin + CPU_REF_CHUNK_NNZ < nnz ? begin + CPU_REF_CHUNK_NNZ : nnz;
-    const uint32_t first = l->chunk_row[chunk];
-    const uint32_t last = chunk + 1 < l->chunks ? l->chunk_row[chunk + 1] : l->chunk_row[l->chunks];
-    uint32_t last_here = last;
-    while (l->row_start[last_here] >= end)
-        last_here--;
+    const chunk_span c = cpu_ref_chunk_span(l, chunk, nnz);
     *sum = 0.0;
-    const uint64_t first_end = l->row_start[first + 1] < end ? l->row_start[first + 1] : end;
-    generalized_row(l, other_factors, width, rank, first, begin, first_end, op, scratch,
+    generalized_row(l, other_factors, width, rank, c.first, c.begin, c.first_end, op, scratch,
                     result ? slots : NULL, sum);
-    for (uint32_t row = first + 1; row < last_here; row++)
+    for (uint32_t row = c.first + 1; row < c.last; row++)
         generalized_row(l, other_factors, width, rank, row, l->row_start[row],
                         l->row_start[row + 1], op, scratch,
                         result ? result + (size_t)row * rank : NULL, sum);
-    if (last_here > first)
-        generalized_row(l, other_factors, width, rank, last_here, l->row_start[last_here], end,
-                        op, scratch, result ? slots + rank : NULL, sum);
+    if (c.last > c.first)
+        generalized_row(l, other_factors, width, rank, c.last, l->row_start[c.last], c.end, op,
+                        scratch, result ? slots + rank : NULL, sum);
 }
 
