@@ -510,3 +510,18 @@ const char *th_test_option_value(const GPtrArray *options, const char *key)
     }
     return NULL;
 }
+
+th_cpd_result *th_test_cp_als_on(const char *plugin_path, const th_sptensor *t,
+                                 const th_cpd_params *params)
+{
+    g_autoptr(GError) error = NULL;
+    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
+    if (backend == NULL || !th_cpd_plan(backend, params, NULL, &error) ||
+        !th_backend_load_tensor(backend, t, params->rank, &error))
+        fail_msg("%s: %s", plugin_path, error->message);
+    th_cpd_result *r = th_cp_als(backend, t, params, NULL, &error);
+    th_backend_close(backend);
+    if (r == NULL)
+        fail_msg("%s: cp_als: %s", plugin_path, error->message);
+    return r;
+}

@@ -11,8 +11,15 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "cpd/cp_als.h"
 #include "plugin/plugin_loader.h"
 #include "tensor/sptensor.h"
+
+/* th_cp_als of `params` on the plugin at `plugin_path`, opened, planned
+ * and loaded with `t` here (closed before returning); any step's error
+ * fails the test with its message. */
+th_cpd_result *th_test_cp_als_on(const char *plugin_path, const th_sptensor *t,
+                                 const th_cpd_params *params);
 
 /* A random tensor with exactly `nnz` distinct coordinates, chosen uniformly
  * among the prod(dims) cells (nnz <= prod(dims), which must fit in 63 bits),

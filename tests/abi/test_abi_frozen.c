@@ -27,6 +27,7 @@
 #include "cpd/completion_data.h"
 #include "cpd/cp_complete.h"
 #include "plugin/plugin_loader.h"
+#include "test_support.h"
 
 #define FROZEN_PLUGIN(version) TH_ABI_PLUGIN_DIR "/fixture_frozen_v" version ".so"
 
@@ -547,18 +548,9 @@ static void test_frozen_v1_5_runs_completion(void **state)
 static th_cpd_result *run_nonneg(const char *plugin_path, const th_sptensor *t,
                                  th_update_path update)
 {
-    g_autoptr(GError) error = NULL;
-    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
     const th_cpd_params params = {.rank = RANK, .max_iters = 8, .tolerance = 0, .seed = 5,
                                   .update = update, .nonneg_modes = UINT64_MAX};
-    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
-        !th_backend_load_tensor(backend, t, RANK, &error))
-        fail_msg("%s: %s", plugin_path, error->message);
-    th_cpd_result *r = th_cp_als(backend, t, &params, NULL, &error);
-    th_backend_close(backend);
-    if (r == NULL)
-        fail_msg("%s: cp_als: %s", plugin_path, error->message);
-    return r;
+    return th_test_cp_als_on(plugin_path, t, &params);
 }
 
 /* The 1.5 plugin runs nonnegative CP with every update in the backend

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "cpd/cp_als.h"
 #include "plugin/backend.h"
+#include "test_support.h"
 
 #define WITNESS TH_FIXTURE_PLUGIN_DIR "/fixture_sweep_v1_5_witness.so"
 #define CPU_REFERENCE TH_PLUGIN_DIR "/cpu-reference.so"
@@ -54,18 +55,9 @@ static th_sptensor *dense_tensor(void)
 static th_cpd_result *run(const char *plugin_path, const th_sptensor *t, th_update_path update,
                           uint64_t nonneg_modes)
 {
-    g_autoptr(GError) error = NULL;
-    th_backend *backend = th_backend_open(plugin_path, NULL, NULL, NULL, &error);
     const th_cpd_params params = {.rank = RANK, .max_iters = 8, .tolerance = 0, .seed = 3,
                                   .update = update, .nonneg_modes = nonneg_modes};
-    if (backend == NULL || !th_cpd_plan(backend, &params, NULL, &error) ||
-        !th_backend_load_tensor(backend, t, RANK, &error))
-        fail_msg("%s: %s", plugin_path, error->message);
-    th_cpd_result *r = th_cp_als(backend, t, &params, NULL, &error);
-    th_backend_close(backend);
-    if (r == NULL)
-        fail_msg("%s: cp_als: %s", plugin_path, error->message);
-    return r;
+    return th_test_cp_als_on(plugin_path, t, &params);
 }
 
 static void assert_same_fits(const th_cpd_result *a, const th_cpd_result *b)
