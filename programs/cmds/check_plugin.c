@@ -116,6 +116,23 @@ static const char *message_of(char *err)
     return err[0] != '\0' ? err : "(no message)";
 }
 
+/* Whether an als_sweep call on a well-conditioned case succeeded and
+ * updated every mode; a failure otherwise, named. */
+static gboolean swept_every_mode(checker *c, const char *name, th_status status, char *err,
+                                 const th_als_sweep_io *io, uint32_t nmodes)
+{
+    if (status != TH_OK) {
+        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+        return FALSE;
+    }
+    if (io->modes_done != nmodes) {
+        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
+             io->modes_done, nmodes);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Crash report (command-line tool only)                                     */
 /* ------------------------------------------------------------------------ */
@@ -1031,15 +1048,8 @@ static void check_als_sweep_case(checker *c, uint32_t nmodes, uint32_t rank, int
     th_als_sweep_io io = sweep_io(&got, norm);
     char err[TH_ERROR_SIZE] = "";
     th_status status = th_call_als_sweep(c->plugin, c->inst, &io, err);
-    if (status != TH_OK) {
-        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+    if (!swept_every_mode(c, name, status, err, &io, nmodes))
         goto done;
-    }
-    if (io.modes_done != nmodes) {
-        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
-             io.modes_done, nmodes);
-        goto done;
-    }
     double worst = 0.0;
     if (get_all_factors(c, c->plugin, c->inst, &got, name) &&
         compare_iterations(c, &got, &want, tt, &worst, name))
@@ -2892,15 +2902,8 @@ static void check_sweep_v16_case(checker *c, const sweep_v16_case *k, uint64_t s
              "iteration per mode): %s", why);
         goto done;
     }
-    if (status != TH_OK) {
-        fail(c, name, "als_sweep: %s (%s)", message_of(err), th_status_name(status));
+    if (!swept_every_mode(c, name, status, err, &io, nmodes))
         goto done;
-    }
-    if (io.modes_done != nmodes) {
-        fail(c, name, "modes_done %u on a well-conditioned case, expected %u (a full sweep)",
-             io.modes_done, nmodes);
-        goto done;
-    }
     if (!naive_sweep_v16(tt, k, scale, &want)) {
         skip(c, name, "the checker's own solve broke down on this case");
         goto done;
