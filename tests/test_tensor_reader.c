@@ -931,7 +931,9 @@ static void test_explicit_zeros_and_underflow_counted(void **state)
     assert_true(t->values[8] > 0.0 && t->values[9] > 0.0);
 
     /* The report's tensor node carries both counts. */
-    JsonNode *node = th_report_tensor_node(t, "t.tns");
+    th_tensor_facts facts;
+    th_tensor_facts_of(t, &facts);
+    JsonNode *node = th_report_tensor_node(&facts, "t.tns");
     JsonObject *o = json_node_get_object(node);
     assert_int_equal(json_object_get_int_member(o, "explicit_zeros"), 6);
     assert_int_equal(json_object_get_int_member(o, "underflowed_values"), 3);
@@ -954,7 +956,9 @@ static void test_report_norm_in_the_files_units(void **state)
     for (int scaled = 0; scaled < 2; ++scaled) {
         if (scaled)
             assert_true(th_sptensor_scale_to_safe_range(t));
-        JsonNode *node = th_report_tensor_node(t, "t.tns");
+        th_tensor_facts facts;
+        th_tensor_facts_of(t, &facts);
+        JsonNode *node = th_report_tensor_node(&facts, "t.tns");
         const double norm = json_object_get_double_member(json_node_get_object(node), "norm");
         if (!(fabs(norm / 5e200 - 1.0) < 1e-12))
             fail_msg("%s: report norm %g, the file's is 5e200", scaled ? "scaled" : "as read",

@@ -6,7 +6,7 @@
 #      through it (tests of plugins as plugins may call them directly);
 #   2. the library's wings in their order, each including only its own
 #      headers and those of the wings below it:
-#        base < tensor < config < plugin < cpd < output < compare < api
+#        base < tensor < dist < config < plugin < cpd < output < compare < api
 #      (libtensorhost/README.md says what each owns); the library includes
 #      nothing of the programs' commands (programs/cmds);
 #   3. no include cycle between modules (a module is X.c with X.h; a
@@ -20,7 +20,7 @@ set -eu
 root=${1:-$(dirname "$0")/..}
 cd "$root"
 status=0
-wings="base tensor config plugin cpd output compare api"
+wings="base tensor dist config plugin cpd output compare api"
 
 calls='(create|destroy|load_tensor|set_factor|get_factor|mttkrp|get_mttkrp_result|als_update|get_runtime_info|get_mode_info|als_sweep)'
 found=$(grep -rnE "entry(\.|->)${calls}[[:space:]]*\(" libtensorhost programs bench --include='*.c' |

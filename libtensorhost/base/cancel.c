@@ -39,8 +39,15 @@ static void start_line(void)
         write_text("\n");
 }
 
+/* Set: the acknowledgements are not written (cancel.h). */
+static volatile sig_atomic_t quiet = 0;
+
+void th_cancel_set_quiet(gboolean on) { quiet = on ? 1 : 0; }
+
 static void acknowledge(int signum)
 {
+    if (quiet)
+        return;
     const char *what = activity ? activity : "now";
     start_line();
     write_text(signum == SIGTERM ? "tensorhost: SIGTERM received: stopping "
@@ -61,6 +68,8 @@ static void on_signal(int signum)
     }
     if (abort_deferred && !abort_requested) {
         abort_requested = 1;
+        if (quiet)
+            return;
         start_line();
         write_text("tensorhost: aborting the write; the previous outputs are kept\n");
         return;

@@ -34,6 +34,11 @@ void th_cancel_install_handlers(void);
  * default ("now"). */
 void th_cancel_set_activity(const char *what);
 
+/* TRUE: a signal is acted on without the acknowledgement on stderr (the
+ * processes of a distributed run other than rank 0, which speaks for
+ * them all). */
+void th_cancel_set_quiet(gboolean on);
+
 gboolean th_cancel_requested(void);
 /* The request is older than TH_CANCEL_GRACE_SECONDS. */
 gboolean th_cancel_stop_now(void);

@@ -162,7 +162,8 @@ static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError
 {
     const uint64_t rows = s->backend->dims[mode];
     allocate_host_update(s);
-    if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error))
+    if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error) ||
+        !th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error))
         return FALSE;
     if (by_descent(s, mode)) {
         if (!hals_factor(s, mode, rows, error))
@@ -408,7 +409,7 @@ gboolean th_als_step(th_als_state *s, uint32_t iteration, int32_t norm,
         /* A stop asked a grace period ago (cancel.h) cuts a long iteration
          * between two modes, as a backend that gives a call up does: the
          * modes updated so far make a valid model. */
-        if (th_cancel_stop_now()) {
+        if (s->dist == NULL && th_cancel_stop_now()) {
             g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_CANCELLED,
                         "stopped on request before mode %u", mode + 1);
             return FALSE;

@@ -436,11 +436,39 @@ static gboolean resolve_regularised_path(const th_backend *backend,
     return FALSE;
 }
 
+/* A run of several processes (params->dist): least squares, on the host
+ * path, the one where each process's partial MTTKRP reaches the host to be
+ * summed over the processes before the update. */
+static gboolean resolve_distributed_path(const th_cpd_params *params, th_update_path *resolved,
+                                         GError **error)
+{
+    const uint32_t processes = th_dist_size(params->dist);
+    if (params->model != TH_MODEL_LEAST_SQUARES) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "model \"%s\" runs in one process; a run of %u processes fits least "
+                    "squares (CP-ALS, with or without constraints and regularisation)",
+                    th_cpd_model_name(params->model), processes);
+        return FALSE;
+    }
+    if (params->update != TH_UPDATE_AUTO && params->update != TH_UPDATE_HOST) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                    "update path \"%s\" (cpd.update) keeps the MTTKRP in the backend, but a "
+                    "run of %u processes sums each one's partial MTTKRP on the host: use "
+                    "\"auto\" or \"host\"",
+                    th_update_path_name(params->update), processes);
+        return FALSE;
+    }
+    *resolved = TH_UPDATE_HOST;
+    return TRUE;
+}
+
 /* The update path of a least-squares run. */
 static gboolean resolve_least_squares_path(const th_backend *backend,
                                            const th_cpd_params *params,
                                            th_update_path *resolved, GError **error)
 {
+    if (params->dist != NULL)
+        return resolve_distributed_path(params, resolved, error);
     /* The tensor's order is not known yet: a mask over every mode a list
      * may name. */
     if (params->nonneg_modes || th_cpd_regularised(params, TH_MAX_MODES))
@@ -452,7 +480,8 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
                      GError **error)
 {
     th_update_path path = TH_UPDATE_MODE;
-    if (!check_model(backend, params, error) || !check_constraints(params, error) ||
+    if ((params->dist != NULL && !resolve_distributed_path(params, &path, error)) ||
+        !check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES &&
          !resolve_least_squares_path(backend, params, &path, error)))
@@ -634,6 +663,8 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
+    g_return_val_if_fail(params->dist == NULL || path == TH_UPDATE_HOST, NULL);
+    s->dist = params->dist;
     /* A regularised run's tensor is never scaled
      * (th_cpd_check_regularised_values), so the weights are the file's. */
     double l1[TH_MAX_MODES];
@@ -675,6 +706,17 @@ static void record_state(const th_als_state *s, th_cpd_result *r)
     r->pinv_fallbacks = s->pinv_fallbacks;
     r->sweep_fallbacks = s->sweep_fallbacks;
     r->sweep_refused = s->sweep_refused;
+}
+
+/* Whether the run goes on after an iteration: `here` on one process; with
+ * several, only when every one goes on (a stop asked of any, by a signal
+ * or a callback, stops them all after the same iteration). FALSE with *ok
+ * FALSE and `error` set when the processes cannot agree. */
+static gboolean go_on_together(th_dist *dist, gboolean here, gboolean *ok, GError **error)
+{
+    double stop = here ? 0.0 : 1.0;
+    *ok = th_dist_max(dist, &stop, 1, error);
+    return *ok && stop == 0.0;
 }
 
 th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
@@ -730,7 +772,11 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
         .mode = callbacks ? callbacks->mode : NULL,
         .user_data = callbacks ? callbacks->user_data : NULL,
     };
-    const double norm_x_squared = th_sptensor_norm_squared(tensor);
+    double norm_x_squared = th_sptensor_norm_squared(tensor);
+    if (!th_dist_sum(params->dist, &norm_x_squared, 1, error)) { /* the whole tensor's */
+        th_cpd_result_free(r);
+        return NULL;
+    }
     th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
     const gint64 init_start = g_get_monotonic_time();
@@ -795,8 +841,8 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
             break;
         }
         previous_fit = fit;
-        if (!go_on || th_cancel_requested()) {
-            r->interrupted = TRUE;
+        if (!go_on_together(params->dist, go_on && !th_cancel_requested(), &ok, error)) {
+            r->interrupted = ok;
             break;
         }
     }

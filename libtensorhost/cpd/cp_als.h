@@ -16,6 +16,7 @@
 #include "cpd/als_step.h"
 #include "plugin/backend.h"
 #include "config/config.h"
+#include "dist/dist.h"
 #include "tensor/sptensor.h"
 
 #define TH_CPD_ERROR (th_cpd_error_quark())
@@ -154,6 +155,13 @@ typedef struct th_cpd_params {
      * folds them into the first factor); CP-ALS's first normalisation
      * would take them out again. Borrowed for the call. */
     const double *initial_weights;
+    /* NULL: one process. Else one of a run's several processes (dist.h),
+     * each with its own share of the tensor's nonzeros and the same
+     * parameters: least squares on the host path, each mode's partial
+     * MTTKRP summed over the processes (th_dist_sum) before the update,
+     * which every process then makes on the same bits; the tensor's norm
+     * and scale are the whole tensor's. Borrowed. */
+    th_dist *dist;
 } th_cpd_params;
 
 /* CP-APR's defaults (pyttb's cp_apr): th_apr_params and, when the config

@@ -144,9 +144,53 @@ gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **e
     return th_cpd_prepare_tensor_for(tensor, TH_MODEL_LEAST_SQUARES, scaled, error);
 }
 
+/* A distributed run's tensor (params.dist): this process's share, scaled
+ * by the whole tensor's largest value and checked by its norm, every
+ * process's collectives made before any check can fail; the warnings from
+ * the whole tensor's counts. */
+static gboolean prepare_share(th_cpd_session *s, th_sptensor *share, gboolean *scaled,
+                              GError **error)
+{
+    th_dist *dist = s->params.dist;
+    double largest = th_sptensor_max_abs(share);
+    if (!th_dist_max(dist, &largest, 1, error))
+        return FALSE;
+    const gboolean did_scale =
+        !fits_values_as_read(s) && th_sptensor_scale_for_largest(share, largest);
+    if (scaled)
+        *scaled = did_scale;
+    double norm_squared = th_sptensor_norm_squared(share);
+    uint64_t counts[2] = {share->nnz, share->underflowed_values};
+    if (!th_dist_sum(dist, &norm_squared, 1, error) || !th_dist_sum_u64(dist, counts, 2, error))
+        return FALSE;
+    if (!(norm_squared > 0.0)) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
+                    "every value of the tensor is zero (%" G_GUINT64_FORMAT " stored entries, "
+                    "norm 0): a tensor with norm 0 has no CP decomposition",
+                    counts[0]);
+        return FALSE;
+    }
+    if (!th_cpd_check_constraints_order(&s->params, share->nmodes, error) ||
+        !th_cpd_check_regularised_values(&s->params, share, error))
+        return FALSE;
+    s->tensor = share;
+    g_ptr_array_set_size(s->warnings, 0);
+    const th_cpd_warning_terms terms = terms_of(s);
+    /* The warnings read the counts and sizes alone: the share's header
+     * with the whole tensor's counts stands for it. */
+    th_sptensor whole = *share;
+    whole.nnz = counts[0];
+    whole.underflowed_values = counts[1];
+    th_cpd_tensor_warnings(s->warnings, &whole, s->params.rank, &terms);
+    s->tensor_warnings = s->warnings->len;
+    return TRUE;
+}
+
 gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean *scaled,
                                 GError **error)
 {
+    if (s->params.dist != NULL)
+        return prepare_share(s, tensor, scaled, error);
     if (fits_values_as_read(s)) {
         if (scaled)
             *scaled = FALSE;

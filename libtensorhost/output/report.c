@@ -36,7 +36,7 @@ static void add_double_array(JsonBuilder *b, const char *name, const double *v, 
     json_builder_end_array(b);
 }
 
-JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
+JsonNode *th_report_tensor_node(const th_tensor_facts *tensor, const char *path)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -50,15 +50,15 @@ JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path)
     th_json_member_int(b, "order", tensor->nmodes);
     add_uint_array(b, "dims", tensor->dims, tensor->nmodes);
     th_json_member_int(b, "nnz", (gint64)tensor->nnz);
-    th_json_member_number(b, "density", th_sptensor_density(tensor));
-    th_json_member_number(b, "norm", th_sptensor_norm(tensor)); /* the file's units */
+    th_json_member_number(b, "density", th_tensor_facts_density(tensor));
+    th_json_member_number(b, "norm", tensor->norm); /* the file's units */
     th_json_member_int(b, "duplicates_merged", (gint64)tensor->duplicates_merged);
     th_json_member_int(b, "explicit_zeros", (gint64)tensor->explicit_zeros);
     th_json_member_int(b, "underflowed_values", (gint64)tensor->underflowed_values);
     json_builder_set_member_name(b, "empty_slices");
     json_builder_begin_array(b);
     for (uint32_t m = 0; m < tensor->nmodes; ++m)
-        json_builder_add_int_value(b, (gint64)th_sptensor_empty_slices(tensor, m));
+        json_builder_add_int_value(b, (gint64)tensor->empty_slices[m]);
     json_builder_end_array(b);
     json_builder_end_object(b);
     return json_builder_get_root(b);
@@ -338,6 +338,36 @@ static void add_timings(JsonBuilder *b, const th_run_summary *s)
     json_builder_end_object(b);
 }
 
+/* A distributed run's processes: each one's share, phases and
+ * collectives (the communication a run of several processes adds). */
+static void add_processes(JsonBuilder *b, const th_run_processes *p)
+{
+    json_builder_set_member_name(b, "processes");
+    json_builder_begin_object(b);
+    th_json_member_int(b, "count", p->count);
+    th_json_member_string(b, "mpi", p->mpi_library);
+    json_builder_set_member_name(b, "ranks");
+    json_builder_begin_array(b);
+    for (uint32_t k = 0; k < p->count; ++k) {
+        const th_process_record *r = &p->records[k];
+        json_builder_begin_object(b);
+        th_json_member_int(b, "rank", r->rank);
+        th_json_member_string(b, "host", r->host);
+        th_json_member_int(b, "first_nonzero", (gint64)r->first_nonzero);
+        th_json_member_int(b, "nnz", (gint64)r->nnz);
+        th_json_member_number(b, "read_seconds", r->read_seconds);
+        th_json_member_number(b, "preprocess_seconds", r->preprocess_seconds);
+        th_json_member_number(b, "mttkrp_seconds", r->mttkrp_seconds);
+        th_json_member_number(b, "cpd_seconds", r->cpd_seconds);
+        th_json_member_number(b, "collective_seconds", r->collective_seconds);
+        th_json_member_int(b, "collective_calls", (gint64)r->collective_calls);
+        th_json_member_int(b, "collective_bytes", (gint64)r->collective_bytes);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
 gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **error)
 {
     /* A second stop while outputs are written (cancel.h), as th_write_matrix. */
@@ -368,6 +398,8 @@ gboolean th_report_stage(th_output_set *set, const th_run_summary *s, GError **e
         add_cpd(b, s->config, s->result,
                 s->factors_written ? th_factor_format_from_name(s->config->output_format) : 0);
     add_timings(b, s);
+    if (s->processes)
+        add_processes(b, s->processes);
     json_builder_end_object(b);
 
     g_autoptr(JsonNode) root = json_builder_get_root(b);

@@ -10,23 +10,47 @@
 #include "cpd/cp_als.h"
 #include "base/output_set.h"
 #include "tensor/sptensor.h"
+#include "tensor/tensor_facts.h"
+
+/* One process of a distributed run, as report.json's "processes" lists
+ * it. Plain data of a fixed size, gathered from every process to rank 0. */
+typedef struct th_process_record {
+    uint32_t rank;
+    char host[64];
+    uint64_t first_nonzero, nnz; /* its share of the file's nonzeros */
+    double read_seconds, preprocess_seconds;
+    double mttkrp_seconds; /* its MTTKRPs, summed over modes and iterations */
+    double cpd_seconds;
+    /* Its time in collectives (waiting for the others included), their
+     * number and the bytes it sent (th_dist_traffic). */
+    double collective_seconds;
+    uint64_t collective_calls, collective_bytes;
+} th_process_record;
+
+/* A distributed run: its processes, in rank order. */
+typedef struct th_run_processes {
+    uint32_t count;
+    const char *mpi_library; /* MPI's version line */
+    const th_process_record *records; /* [count] */
+} th_run_processes;
 
 typedef struct th_run_summary {
     const th_config *config;
-    const th_sptensor *tensor;
+    const th_tensor_facts *tensor; /* the whole tensor's, over every process */
     double read_seconds;
     const th_backend_facts *backend; /* taken after the run */
     const th_cpd_result *result;  /* may be NULL if the run failed before CP-ALS */
     gboolean factors_written;
     double write_seconds; /* the factor files (report.json is written after them) */
     double total_seconds;
+    const th_run_processes *processes; /* NULL: one process */
 } th_run_summary;
 
 /* "converged", "max_iters" or "interrupted". */
 const char *th_run_status(const th_cpd_result *result);
 
 /* Tensor facts: path, order, dims, nnz, density, norm, duplicates, empty slices. */
-JsonNode *th_report_tensor_node(const th_sptensor *tensor, const char *path);
+JsonNode *th_report_tensor_node(const th_tensor_facts *tensor, const char *path);
 /* The resolved config: "file" (absolute) and every key with its TOML type
  * (th_config_foreach), non-finite numbers as null. */
 JsonNode *th_report_config_node(const th_config *config);

@@ -591,6 +591,12 @@ double th_sptensor_norm_squared(const th_sptensor *t)
     return sum_of_squares(t, 1.0);
 }
 
+double th_sptensor_scaled_norm_squared(const th_sptensor *t, double divisor)
+{
+    g_return_val_if_fail(t != NULL && divisor > 0.0, 0.0);
+    return sum_of_squares(t, divisor);
+}
+
 double th_sptensor_norm(const th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, 0.0);
@@ -610,18 +616,27 @@ double th_sptensor_max_abs(const th_sptensor *t)
     return largest;
 }
 
+static gboolean largest_in_safe_range(double largest)
+{
+    return largest == 0.0 || (largest >= 0x1p-64 && largest <= 0x1p64);
+}
+
 gboolean th_sptensor_in_safe_range(const th_sptensor *t)
 {
-    const double largest = th_sptensor_max_abs(t);
-    return largest == 0.0 || (largest >= 0x1p-64 && largest <= 0x1p64);
+    return largest_in_safe_range(th_sptensor_max_abs(t));
 }
 
 gboolean th_sptensor_scale_to_safe_range(th_sptensor *t)
 {
     g_return_val_if_fail(t != NULL, FALSE);
-    if (th_sptensor_in_safe_range(t))
+    return th_sptensor_scale_for_largest(t, th_sptensor_max_abs(t));
+}
+
+gboolean th_sptensor_scale_for_largest(th_sptensor *t, double largest)
+{
+    g_return_val_if_fail(t != NULL, FALSE);
+    if (largest_in_safe_range(largest))
         return FALSE;
-    const double largest = th_sptensor_max_abs(t);
     int exponent = 0;
     (void)frexp(largest, &exponent); /* largest = f * 2^exponent, f in [0.5, 1) */
     for (uint64_t i = 0; i < t->nnz; ++i)
@@ -630,33 +645,44 @@ gboolean th_sptensor_scale_to_safe_range(th_sptensor *t)
     return TRUE;
 }
 
-uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode)
+uint64_t *th_sptensor_slice_bitmap(const th_sptensor *t, uint32_t mode)
 {
-    g_return_val_if_fail(t != NULL && mode < t->nmodes, 0);
-    uint64_t dim = t->dims[mode];
-    if (dim == 0)
-        return 0;
-    /* A bitmap: dims can reach 2^32, so one byte per index would be 4 GB. */
-    const uint64_t bytes = (dim + 7) / 8;
-    guint8 *seen = g_new0(guint8, bytes);
+    g_return_val_if_fail(t != NULL && mode < t->nmodes, NULL);
+    const uint64_t dim = t->dims[mode];
+    uint64_t *seen = g_new0(uint64_t, MAX(th_sptensor_bitmap_words(dim), 1u));
     const th_index *idx = t->indices[mode];
-    /* All cores mark the bitmap (an atomic OR per byte, relaxed: only the
-     * final bits matter, read after the loop's barrier), then count. */
+    /* All cores mark the bitmap (an atomic OR per word, relaxed: only the
+     * final bits matter, read after the loop's barrier). */
 #pragma omp parallel for schedule(static)
     for (uint64_t i = 0; i < t->nnz; ++i) {
         const th_index x = idx[i];
         if (x >= dim)
             continue; /* outside dims: not a slice of this tensor */
-        const guint8 bit = (guint8)(1u << (x & 7u));
-        if ((__atomic_load_n(&seen[x >> 3], __ATOMIC_RELAXED) & bit) == 0)
-            __atomic_fetch_or(&seen[x >> 3], bit, __ATOMIC_RELAXED);
+        const uint64_t bit = UINT64_C(1) << (x & 63u);
+        if ((__atomic_load_n(&seen[x >> 6], __ATOMIC_RELAXED) & bit) == 0)
+            __atomic_fetch_or(&seen[x >> 6], bit, __ATOMIC_RELAXED);
     }
+    return seen;
+}
+
+uint64_t th_sptensor_bitmap_words(uint64_t dim) { return (dim + 63u) / 64u; }
+
+uint64_t th_sptensor_bitmap_unset(const uint64_t *bitmap, uint64_t dim)
+{
+    const uint64_t words = th_sptensor_bitmap_words(dim);
     uint64_t distinct = 0;
 #pragma omp parallel for schedule(static) reduction(+ : distinct)
-    for (uint64_t b = 0; b < bytes; ++b)
-        distinct += (uint64_t)__builtin_popcount(seen[b]);
-    g_free(seen);
+    for (uint64_t w = 0; w < words; ++w)
+        distinct += (uint64_t)__builtin_popcountll(bitmap[w]);
     return dim - distinct;
+}
+
+uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode)
+{
+    g_return_val_if_fail(t != NULL && mode < t->nmodes, 0);
+    /* A bitmap: dims can reach 2^32, so one byte per index would be 4 GB. */
+    g_autofree uint64_t *seen = th_sptensor_slice_bitmap(t, mode);
+    return th_sptensor_bitmap_unset(seen, t->dims[mode]);
 }
 
 double th_sptensor_density(const th_sptensor *t)

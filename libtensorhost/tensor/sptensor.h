@@ -99,6 +99,10 @@ double th_sptensor_norm_squared(const th_sptensor *t);
  * them, would square to Inf). */
 double th_sptensor_norm(const th_sptensor *t);
 
+/* Sum of (value / divisor)^2 (divisor > 0): th_sptensor_norm's sum, for
+ * a norm without overflow over several shares of one tensor. */
+double th_sptensor_scaled_norm_squared(const th_sptensor *t, double divisor);
+
 /* Largest |value|. */
 double th_sptensor_max_abs(const th_sptensor *t);
 
@@ -114,9 +118,19 @@ gboolean th_sptensor_in_safe_range(const th_sptensor *t);
  * value_scale, so a decomposition can divide its weights by it. Returns
  * TRUE when it scaled. */
 gboolean th_sptensor_scale_to_safe_range(th_sptensor *t);
+/* The same with `largest` standing for the largest |value| (that of a
+ * whole tensor whose share `t` is), so that every share scales alike. */
+gboolean th_sptensor_scale_for_largest(th_sptensor *t, double largest);
 
 /* Number of indices in [0, dims[mode]) with no nonzero. */
 uint64_t th_sptensor_empty_slices(const th_sptensor *t, uint32_t mode);
+/* The same in two steps, for bitmaps joined (OR) across the shares of a
+ * tensor: bit x of mode `mode`'s bitmap (th_sptensor_bitmap_words(dim)
+ * 64-bit words, g_free) set when index x has a nonzero; then the unset
+ * indices of [0, dim). */
+uint64_t *th_sptensor_slice_bitmap(const th_sptensor *t, uint32_t mode);
+uint64_t th_sptensor_bitmap_words(uint64_t dim);
+uint64_t th_sptensor_bitmap_unset(const uint64_t *bitmap, uint64_t dim);
 
 /* Density nnz / prod(dims), computed in double. */
 double th_sptensor_density(const th_sptensor *t);

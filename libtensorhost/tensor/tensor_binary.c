@@ -450,6 +450,9 @@ typedef struct {
     gboolean mapped; /* reads of `data` run under the SIGBUS guard */
     const binary_layout *layout;
     th_sptensor *t;
+    /* The file's nonzero that t's first one is: 0, or a share's first
+     * (th_tensor_binary_read_share). */
+    uint64_t first;
     gboolean check_order; /* the file says it is sorted: verify */
     /* Version 2: each section's block checksums, [section][block], filled
      * by the copy; NULL for version 1 (hashed after the copy). */
@@ -594,7 +597,8 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
     th_sptensor *t = r->t;
     for (uint32_t m = 0; m < l->nmodes; ++m) {
         th_index *dst = t->indices[m] + begin;
-        memcpy(dst, r->data + l->offsets[m] + begin * sizeof *dst, n * sizeof *dst);
+        memcpy(dst, r->data + l->offsets[m] + (r->first + begin) * sizeof *dst,
+               n * sizeof *dst);
         if (r->block_sums != NULL)
             r->block_sums[m * r->nblocks + begin / BLOCK_NNZ] = XXH3_64bits(dst, n * sizeof *dst);
         const th_index dim = r->index_limits[m];
@@ -606,7 +610,7 @@ static void copy_block(copy_worker *w, uint64_t begin, uint64_t n, uint64_t chun
         }
     }
     double *values = t->values + begin;
-    memcpy(values, r->data + l->offsets[l->nmodes] + begin * sizeof *values,
+    memcpy(values, r->data + l->offsets[l->nmodes] + (r->first + begin) * sizeof *values,
            n * sizeof *values);
     if (r->block_sums != NULL)
         r->block_sums[l->nmodes * r->nblocks + begin / BLOCK_NNZ] =
@@ -784,10 +788,10 @@ static void set_cancelled_error(const char *name, uint64_t done, uint64_t total,
 }
 
 static void set_content_error(const char *name, const binary_layout *l, const th_sptensor *t,
-                              content_error e, const char *reason,
+                              uint64_t first, content_error e, const char *reason,
                               const th_tensor_read_options *options, GError **error)
 {
-    const uint64_t number = e.nonzero + 1u;
+    const uint64_t number = first + e.nonzero + 1u; /* in the file, from 1 */
     const th_index index = e.section < l->nmodes ? t->indices[e.section][e.nonzero] : 0;
     if (e.section < l->nmodes && index < t->dims[e.section]) { /* beyond the bound alone */
         const th_index dim = options->bound_dims[e.section];
@@ -915,7 +919,7 @@ static gboolean check_metadata(const char *name, const copy_run *r, binary_layou
 /* How many threads, and the chunks they take. */
 static uint32_t plan_chunks(copy_run *r)
 {
-    const uint64_t nnz = r->layout->nnz;
+    const uint64_t nnz = r->t->nnz;
     const uint32_t forced = atomic_load(&forced_threads);
     const uint32_t nthreads =
         choose_thread_count(r->length, (nnz + MIN_CHUNK_NNZ - 1u) / MIN_CHUNK_NNZ);
@@ -964,9 +968,136 @@ static copy_outcome copy_arrays(copy_run *r, uint32_t nthreads)
     return out;
 }
 
-/* The whole read of `length` bytes at `data`. */
+/* A share's part of the file: `part` of `parts` (th_tensor_binary_read_share). */
+typedef struct {
+    uint32_t part, parts;
+} share_request;
+
+/* The XXH3-64s of the checksum blocks that start in the share
+ * [first, first + count), whole (a block's end may lie in the next share),
+ * into share->block_sums. Runs under the SIGBUS guard. */
+typedef struct {
+    const uint8_t *data;
+    const binary_layout *layout;
+    th_tensor_share *share;
+} share_hashing;
+
+static void hash_share_blocks(void *arg)
+{
+    share_hashing *h = arg;
+    const binary_layout *l = h->layout;
+    th_tensor_share *sh = h->share;
+    for (uint32_t s = 0; s <= l->nmodes; ++s) {
+        const uint64_t bytes = section_element_bytes(l, s);
+        for (uint64_t b = 0; b < sh->nblocks; ++b) {
+            const uint64_t first = (sh->first_block + b) * BLOCK_NNZ;
+            const uint64_t n = MIN(BLOCK_NNZ, l->nnz - first);
+            sh->block_sums[s * sh->nblocks + b] =
+                XXH3_64bits(h->data + l->offsets[s] + first * bytes, (size_t)(n * bytes));
+        }
+    }
+}
+
+/* Whether the nonzero before the share (the file's first - 1) comes before
+ * the share's first one: the one pair of a sorted file a share's own check
+ * does not see. Runs under the SIGBUS guard. */
+typedef struct {
+    const uint8_t *data;
+    const binary_layout *layout;
+    const th_sptensor *t;
+    uint64_t first;
+    gboolean in_order;
+} share_boundary;
+
+static void check_share_boundary(void *arg)
+{
+    share_boundary *b = arg;
+    const binary_layout *l = b->layout;
+    b->in_order = TRUE;
+    if (b->first == 0 || b->t->nnz == 0)
+        return;
+    for (uint32_t m = 0; m < l->nmodes; ++m) {
+        th_index before;
+        memcpy(&before, b->data + l->offsets[m] + (b->first - 1u) * sizeof before, sizeof before);
+        const th_index here = b->t->indices[m][0];
+        if (before != here) {
+            b->in_order = before < here;
+            return;
+        }
+    }
+    b->in_order = FALSE; /* the same coordinate twice */
+}
+
+/* The share's nonzeros and checksum blocks, from the file's header;
+ * FALSE for a version 1 file (its checksums cover whole arrays). */
+static gboolean plan_share(const char *name, const binary_layout *l, share_request request,
+                           th_tensor_share *share, GError **error)
+{
+    if (l->major < 2u) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                    "%s: a version %u.%u binary tensor is checked whole, so it cannot be read "
+                    "in shares; convert it again (tensorhost convert writes version %u)",
+                    name, l->major, l->minor, TH_TENSOR_BINARY_VERSION_MAJOR);
+        return FALSE;
+    }
+    if ((l->flags & TH_TENSOR_BINARY_FLAG_SORTED) == 0) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_UNSUPPORTED,
+                    "%s: the file is not flagged sorted, so a coordinate could repeat across "
+                    "two shares; convert it again (tensorhost convert writes sorted files)",
+                    name);
+        return FALSE;
+    }
+    memset(share, 0, sizeof *share);
+    share->nnz_total = l->nnz;
+    share->first = l->nnz / request.parts * request.part +
+                   MIN(request.part, l->nnz % request.parts);
+    share->count = l->nnz / request.parts + (request.part < l->nnz % request.parts ? 1u : 0u);
+    share->nsections = l->nmodes + 1u;
+    share->file_blocks = blocks_of(l->nnz);
+    const uint64_t end = share->first + share->count;
+    share->first_block = blocks_of(share->first);
+    share->nblocks = blocks_of(end) - share->first_block;
+    for (uint32_t s = 0; s <= l->nmodes; ++s)
+        share->checksums[s] = l->checksums[s];
+    return TRUE;
+}
+
+/* The end of a share's read: the hashes of its checksum blocks, for the
+ * processes to check together (th_tensor_binary_check_share_sums), the
+ * order across its first pair, and the content errors. */
+static gboolean read_share_end(const char *name, const copy_run *r, th_tensor_share *share,
+                               copy_outcome copied, const th_tensor_read_options *options,
+                               GError **error)
+{
+    share->block_sums = g_new(uint64_t, share->nsections * MAX(share->nblocks, 1u));
+    share_hashing hashing = {.data = r->data, .layout = r->layout, .share = share};
+    share_boundary boundary = {
+        .data = r->data, .layout = r->layout, .t = r->t, .first = share->first};
+    if (!run_reading(r, hash_share_blocks, &hashing) ||
+        !run_reading(r, check_share_boundary, &boundary)) {
+        set_shrank_error(name, error);
+        return FALSE;
+    }
+    if (copied.first.found) {
+        set_content_error(name, r->layout, r->t, r->first, copied.first, r->nonnegative_reason,
+                          options, error);
+        return FALSE;
+    }
+    if (copied.out_of_order || !boundary.in_order) {
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
+                    "%s: the file is flagged sorted, but nonzeros %" PRIu64 " to %" PRIu64
+                    " are not in order without repeats: the file is corrupt; convert it again",
+                    name, share->first + 1u, share->first + share->count);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The whole read of `length` bytes at `data`, or with `request` one share
+ * of it (described in *share). */
 static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t length,
                                 gboolean mapped, const th_tensor_read_options *options,
+                                const share_request *request, th_tensor_share *share,
                                 GError **error)
 {
     if (th_cancel_requested()) {
@@ -980,19 +1111,27 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     g_autofree char *label = NULL;
     if (!check_metadata(name, &r, &layout, &label, error))
         return NULL;
+    uint64_t count = layout.nnz;
+    if (request != NULL) {
+        if (!plan_share(name, &layout, *request, share, error))
+            return NULL;
+        r.first = share->first;
+        count = share->count;
+    }
     /* A file's arrays are asked of the host before they are allocated. */
     g_autofree char *short_of = NULL;
-    if (mapped && !th_sptensor_host_has_room(layout.nnz, layout.nmodes, &short_of)) {
+    if (mapped && !th_sptensor_host_has_room(count, layout.nmodes, &short_of)) {
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_MEMORY,
-                    "%s: its %" PRIu64 " nonzeros %s", name, layout.nnz, short_of);
+                    "%s: %s%" PRIu64 " nonzeros %s", name, request ? "this process's " : "its ",
+                    count, short_of);
         return NULL;
     }
 
-    g_autoptr(th_sptensor) t = th_sptensor_new(layout.nmodes, layout.nnz);
+    g_autoptr(th_sptensor) t = th_sptensor_new(layout.nmodes, count);
     for (uint32_t m = 0; m < layout.nmodes; ++m)
         t->dims[m] = (th_index)layout.dims[m];
     t->label = g_steal_pointer(&label);
-    t->lines_read = layout.nnz;
+    t->lines_read = count;
     r.layout = &layout;
     r.t = t;
     g_autofree th_index *index_limits = g_memdup2(t->dims, sizeof(th_index) * layout.nmodes);
@@ -1002,7 +1141,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     r.index_limits = index_limits;
     r.check_order = (layout.flags & TH_TENSOR_BINARY_FLAG_SORTED) != 0;
     g_autofree uint64_t *block_sums = NULL;
-    if (layout.major >= 2u) {
+    if (layout.major >= 2u && request == NULL) {
         r.nblocks = blocks_of(layout.nnz);
         block_sums = g_new(uint64_t, (layout.nmodes + 1u) * MAX(r.nblocks, 1u));
         r.block_sums = block_sums;
@@ -1017,6 +1156,10 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         set_cancelled_error(name, atomic_load(&r.bytes_done), length, error);
         return NULL;
     }
+    if (request != NULL) /* the checksums are the processes' to check together */
+        return read_share_end(name, &r, share, copied, options, error)
+                   ? g_steal_pointer(&t)
+                   : NULL;
     /* Corruption explains any content error: it is reported first. */
     const int64_t mismatch = first_checksum_mismatch(&r, nthreads);
     if (mismatch >= 0) {
@@ -1026,7 +1169,8 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
         return NULL;
     }
     if (copied.first.found) {
-        set_content_error(name, &layout, t, copied.first, r.nonnegative_reason, options, error);
+        set_content_error(name, &layout, t, r.first, copied.first, r.nonnegative_reason, options,
+                          error);
         return NULL;
     }
     if (options != NULL && options->progress != NULL)
@@ -1050,7 +1194,8 @@ th_sptensor *th_tensor_binary_read_buffer_full(const char *name, const void *dat
 {
     g_return_val_if_fail(name != NULL && (data != NULL || length == 0), NULL);
     static const uint8_t empty[1] = {0};
-    return read_memory(name, length > 0 ? data : empty, length, FALSE, options, error);
+    return read_memory(name, length > 0 ? data : empty, length, FALSE, options, NULL, NULL,
+                       error);
 }
 
 th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, size_t length,
@@ -1059,10 +1204,11 @@ th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, si
     return th_tensor_binary_read_buffer_full(name, data, length, NULL, error);
 }
 
-th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_options *options,
-                                   GError **error)
+/* The file at `path` mapped and read (whole, or the share `request`). */
+static th_sptensor *read_file(const char *path, const th_tensor_read_options *options,
+                              const share_request *request, th_tensor_share *share,
+                              GError **error)
 {
-    g_return_val_if_fail(path != NULL, NULL);
     /* O_NONBLOCK: a FIFO opens at once, to be refused below. */
     const int fd = g_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
     if (fd < 0) {
@@ -1091,7 +1237,7 @@ th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_option
     if (length == 0) {
         close(fd);
         static const uint8_t empty[1] = {0};
-        return read_memory(path, empty, 0, FALSE, options, error);
+        return read_memory(path, empty, 0, FALSE, options, request, share, error);
     }
     if ((uint64_t)(size_t)length != length) {
         close(fd);
@@ -1111,9 +1257,51 @@ th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_option
     /* Advice only: a failure changes nothing but speed. */
     (void)madvise(map, (size_t)length, MADV_SEQUENTIAL);
     (void)madvise(map, (size_t)length, MADV_WILLNEED);
-    th_sptensor *t = read_memory(path, map, length, TRUE, options, error);
+    th_sptensor *t = read_memory(path, map, length, TRUE, options, request, share, error);
     munmap(map, (size_t)length);
     return t;
+}
+
+th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_options *options,
+                                   GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    return read_file(path, options, NULL, NULL, error);
+}
+
+th_sptensor *th_tensor_binary_read_share(const char *path, uint32_t part, uint32_t parts,
+                                         const th_tensor_read_options *options,
+                                         th_tensor_share *share, GError **error)
+{
+    g_return_val_if_fail(path != NULL && share != NULL && part < parts, NULL);
+    memset(share, 0, sizeof *share);
+    const share_request request = {.part = part, .parts = parts};
+    th_sptensor *t = read_file(path, options, &request, share, error);
+    if (t == NULL)
+        th_tensor_share_clear(share);
+    return t;
+}
+
+void th_tensor_share_clear(th_tensor_share *share)
+{
+    g_clear_pointer(&share->block_sums, g_free);
+}
+
+gboolean th_tensor_binary_check_block_sums(const char *name, const th_tensor_share *share,
+                                           const uint64_t *sums, GError **error)
+{
+    for (uint32_t s = 0; s < share->nsections; ++s) {
+        if (blocks_checksum(sums + (uint64_t)s * share->file_blocks, share->file_blocks) ==
+            share->checksums[s])
+            continue;
+        g_autofree char *section = s + 1u < share->nsections
+                                       ? g_strdup_printf("mode %u indices", s + 1u)
+                                       : g_strdup("values");
+        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
+                    "%s: checksum mismatch in the %s: the file is corrupt", name, section);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 /* ---- writing ------------------------------------------------------------- */

@@ -105,6 +105,45 @@ gboolean th_tensor_binary_has_magic(const void *data, size_t length);
 th_sptensor *th_tensor_binary_read(const char *path, const th_tensor_read_options *options,
                                    GError **error);
 
+/* One process's share of a binary tensor's nonzeros, as
+ * th_tensor_binary_read_share leaves it: which nonzeros, and the hashes a
+ * reader of the whole file would check, for the processes to check
+ * together (th_tensor_binary_check_block_sums). */
+typedef struct th_tensor_share {
+    uint64_t first, count; /* the share's nonzeros in the file: [first, first + count) */
+    uint64_t nnz_total;    /* the file's */
+    uint32_t nsections;    /* nmodes + 1: each mode's indices, then the values */
+    uint64_t file_blocks;  /* checksum blocks per section in the file */
+    /* The blocks that start in the share, whole: [first_block, first_block
+     * + nblocks), their XXH3-64s in block_sums[section * nblocks + k]
+     * (owned; th_tensor_share_clear). */
+    uint64_t first_block, nblocks;
+    uint64_t *block_sums;
+    uint64_t checksums[TH_MAX_MODES + 1]; /* the header's, per section */
+} th_tensor_share;
+
+/* Reads share `part` of `parts` of a binary tensor: the nonzeros [part *
+ * nnz / parts, (part + 1) * nnz / parts) (the remainder to the first
+ * parts), checked as th_tensor_binary_read checks them (header, padding,
+ * indices, values, the order across the share's bounds) except the
+ * section checksums, which need every share's block hashes (left in
+ * *share). The file must be of version 2 and flagged sorted
+ * (TH_TENSOR_READER_ERROR_UNSUPPORTED otherwise, saying to convert it
+ * again): then no coordinate repeats across shares and none is merged. A
+ * share may be empty (nnz < parts). lines_read is the share's nnz. */
+th_sptensor *th_tensor_binary_read_share(const char *path, uint32_t part, uint32_t parts,
+                                         const th_tensor_read_options *options,
+                                         th_tensor_share *share, GError **error);
+void th_tensor_share_clear(th_tensor_share *share);
+
+/* Whether the file's checksums hold, given `sums`: every block's hash,
+ * [nsections][file_blocks] in file order (the shares' block_sums joined);
+ * FALSE with TH_TENSOR_READER_ERROR_CHECKSUM naming `name` and the first
+ * section that differs. `share` is any share of the file (its sizes and
+ * the header's checksums). */
+gboolean th_tensor_binary_check_block_sums(const char *name, const th_tensor_share *share,
+                                           const uint64_t *sums, GError **error);
+
 /* Same, from memory (the fuzzer's entry); `name` stands for the path. */
 th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, size_t length,
                                           GError **error);

@@ -20,14 +20,14 @@ void th_console_read_progress(uint64_t done, uint64_t total, void *user_data)
         th_progress_show(FALSE, "reading: %.0f MB", done / 1e6);
 }
 
-void th_console_tensor_summary(const th_sptensor *t, const char *path, double seconds)
+void th_console_tensor_summary(const th_tensor_facts *t, const char *path, double seconds)
 {
     g_autoptr(GString) dims = g_string_new(NULL);
     g_autoptr(GString) empty = g_string_new(NULL);
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         g_string_append_printf(dims, "%s%u", m ? " x " : "", t->dims[m]);
         g_string_append_printf(empty, "%s%" G_GUINT64_FORMAT, m ? " " : "",
-                               th_sptensor_empty_slices(t, m));
+                               t->empty_slices[m]);
     }
     th_log(TH_LOG_INFO, "Tensor  %s", path);
     if (t->label != NULL) {
@@ -35,7 +35,7 @@ void th_console_tensor_summary(const th_sptensor *t, const char *path, double se
         th_log(TH_LOG_INFO, "  label: %s", label);
     }
     th_log(TH_LOG_INFO, "  order %u, dims %s, nnz %" G_GUINT64_FORMAT ", density %.3e", t->nmodes,
-           dims->str, t->nnz, th_sptensor_density(t));
+           dims->str, t->nnz, th_tensor_facts_density(t));
     th_log(TH_LOG_INFO, "  duplicates merged %" G_GUINT64_FORMAT ", empty slices per mode [%s], "
                         "read in %.3fs",
            t->duplicates_merged, empty->str, seconds);

@@ -11,6 +11,7 @@
 #include "plugin/backend.h"
 #include "cpd/cp_als.h"
 #include "tensor/sptensor.h"
+#include "tensor/tensor_facts.h"
 
 /* Progress of a long read (th_tensor_read_options.progress). */
 void th_console_read_progress(uint64_t done, uint64_t total, void *user_data);
@@ -18,7 +19,7 @@ void th_console_read_progress(uint64_t done, uint64_t total, void *user_data);
 /* "Tensor PATH", order, dims, nnz, density, duplicates, empty slices, the
  * read time, and a warning about values written as zero (the warnings of
  * cpd_warnings.h are the caller's to log). */
-void th_console_tensor_summary(const th_sptensor *tensor, const char *path, double seconds);
+void th_console_tensor_summary(const th_tensor_facts *tensor, const char *path, double seconds);
 
 /* "Backend ID VERSION (PATH)", device, memory, details, preprocessing. */
 void th_console_backend_summary(const th_backend_facts *facts);

@@ -33,6 +33,8 @@
 #include "base/progress.h"
 #include "output/report.h"
 #include "tensor/tensor_reader.h"
+#include "dist/dist.h"
+#include "dist/dist_tensor.h"
 
 enum { EXIT_USAGE = 2 };
 
@@ -175,9 +177,11 @@ static th_cpd_warning_terms warning_terms(const th_config *config, const char *r
 
 /* The run's plan: the rank and update path, checked against the plugin
  * before any work. */
-static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GError **error)
+static th_cpd_session *plan_run(const th_config *config, th_backend *backend, th_dist *dist,
+                                GError **error)
 {
-    const th_cpd_params params = th_cpd_params_from_config(config, config->rank);
+    th_cpd_params params = th_cpd_params_from_config(config, config->rank);
+    params.dist = dist;
     const char *where = th_config_where(config, "cpd.rank");
     g_autofree char *rank_key = g_strdup_printf("%s: cpd.rank", where);
     const th_cpd_warning_terms terms = warning_terms(config, rank_key);
@@ -191,9 +195,10 @@ static th_cpd_session *plan_run(const th_config *config, th_backend *backend, GE
 }
 
 /* The tensor, read for a run of `model` (a Poisson run's reader refuses a
- * negative value on its line). */
-static th_sptensor *read_tensor(const th_config *config, th_cpd_model model, double *seconds,
-                                GError **error)
+ * negative value on its line): the whole file, or in a distributed run
+ * this process's share of it (dist_tensor.h; every process together). */
+static th_sptensor *read_tensor(const th_config *config, th_cpd_model model, th_dist *dist,
+                                th_dist_share_info *share, double *seconds, GError **error)
 {
     const gint64 start = g_get_monotonic_time();
     th_tensor_read_options read_options = {0};
@@ -201,10 +206,13 @@ static th_sptensor *read_tensor(const th_config *config, th_cpd_model model, dou
     if (th_progress_enabled())
         read_options.progress = th_console_read_progress;
     th_cancel_set_activity("now: the read is abandoned and nothing is written");
-    th_sptensor *tensor = th_tensor_read_file(config->tensor_path, &read_options, error);
+    th_sptensor *tensor =
+        th_dist_read_tensor(dist, config->tensor_path, &read_options, share, error);
     th_progress_clear();
     *seconds = (double)(g_get_monotonic_time() - start) / 1e6;
-    if (!tensor && g_error_matches(*error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO))
+    if (!tensor && (g_error_matches(*error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_IO) ||
+                    g_error_matches(*error, TH_TENSOR_READER_ERROR,
+                                    TH_TENSOR_READER_ERROR_NOT_BINARY)))
         blame_key(error, config, "tensor.path");
     return tensor;
 }
@@ -343,13 +351,62 @@ static int report_write_abort(GError *error)
     return th_cancel_exit_status();
 }
 
-int th_run_file(const char *config_path, const char *const *overrides)
+/* The exit of a run that failed before its iterations, once the
+ * processes agreed on it (th_dist_agree): the process whose error it is
+ * prints it; another ends quietly, with the same status. */
+static int fail_agreed(GError *error)
 {
-    const gint64 start = g_get_monotonic_time();
+    if (g_error_matches(error, TH_DIST_ERROR, TH_DIST_ERROR_ELSEWHERE)) {
+        g_error_free(error);
+        return 1;
+    }
+    return th_run_fail(error);
+}
+
+/* A failure one process of several meets alone while the others wait in
+ * a collective: it says which process, and ends the job (dist.h). */
+static G_NORETURN void abort_processes(th_dist *dist, GError *error)
+{
+    g_autofree char *message = th_escape_control(error->message);
+    fprintf(stderr, "tensorhost: error: rank %u of %u processes: %s; every process stops, "
+                    "nothing is written\n",
+            th_dist_rank(dist), th_dist_size(dist), message);
+    g_error_free(error);
+    th_dist_abort(dist, 1);
+}
+
+/* What report.json's "processes" lists of this process. */
+static th_process_record process_record(th_dist *dist, const th_sptensor *share,
+                                        const th_dist_share_info *info, double read_seconds,
+                                        const th_backend_facts *facts,
+                                        const th_cpd_result *result)
+{
+    th_process_record record = {
+        .rank = th_dist_rank(dist),
+        .first_nonzero = info->first,
+        .nnz = share->nnz,
+        .read_seconds = read_seconds,
+        .preprocess_seconds = facts->load_seconds,
+        .cpd_seconds = result->total_seconds,
+    };
+    g_strlcpy(record.host, th_dist_host(dist), sizeof record.host);
+    for (uint32_t m = 0; m < result->nmodes; ++m)
+        record.mttkrp_seconds += MAX(result->mttkrp_seconds[m], 0.0);
+    const th_dist_traffic traffic = th_dist_traffic_so_far(dist);
+    record.collective_seconds = traffic.seconds;
+    record.collective_calls = traffic.calls;
+    record.collective_bytes = traffic.bytes;
+    return record;
+}
+
+/* The run of a loaded config, by one process or by each of several
+ * (`dist`: mpirun, dist.h): every failure before the iterations is agreed
+ * at the next of three points (the plan, the read, the load), so that it
+ * is printed once and every process ends. */
+static int run_config(const th_config *config, th_dist *dist, gint64 start)
+{
     GError *error = NULL;
-    g_autoptr(th_config) config = th_config_load(config_path, overrides, &error);
-    if (!config)
-        return th_run_fail(error);
+    const gboolean root = th_dist_rank(dist) == 0;
     th_cancel_install_handlers();
     if (config->compare) { /* [compare]: an A/B comparison instead of one CP-ALS */
         if (!check_output_dir(config, config->compare->output_dir, "compare.output.dir", &error))
@@ -363,30 +420,39 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return interrupted ? th_cancel_exit_status() : 0;
     }
 
-    /* Everything a config can get wrong is found before the tensor is read. */
+    /* Everything a config can get wrong is found before the tensor is read;
+     * rank 0 alone writes, so it alone checks the output folder. */
     th_cancel_set_activity("now: nothing is written");
-    if (!check_output_dir(config, config->output_dir, "output.dir", &error))
-        return th_run_fail(error);
-    g_autoptr(th_backend) backend = open_backend(config, &error);
-    if (!backend)
-        return th_run_fail(error);
-    g_autoptr(th_cpd_session) session = plan_run(config, backend, &error);
-    if (!session)
-        return th_run_fail(error);
+    g_autoptr(th_backend) backend = NULL;
+    g_autoptr(th_cpd_session) session = NULL;
+    if ((!root || check_output_dir(config, config->output_dir, "output.dir", &error)) &&
+        (backend = open_backend(config, &error)) != NULL)
+        session = plan_run(config, backend, dist, &error);
+    if (!th_dist_agree(dist, &error))
+        return fail_agreed(error);
     const th_cpd_params params = *th_cpd_session_params(session);
 
     double read_seconds = 0.0;
-    g_autoptr(th_sptensor) tensor = read_tensor(config, params.model, &read_seconds, &error);
+    th_dist_share_info share = {0};
+    g_autoptr(th_sptensor) tensor =
+        read_tensor(config, params.model, dist, &share, &read_seconds, &error);
     if (!tensor) {
         if (g_error_matches(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CANCELLED))
             return report_read_interruption(error);
-        return th_run_fail(error);
+        return fail_agreed(error);
     }
-    th_console_tensor_summary(tensor, config->tensor_path, read_seconds);
-    if (!prepare_tensor(config, session, tensor, &error))
-        return th_run_fail(error);
-    if (!load_into_backend(session, backend, &error))
-        return th_run_fail(error);
+    th_tensor_facts whole;
+    if (!th_dist_tensor_facts(dist, tensor, &whole, &error))
+        abort_processes(dist, error);
+    th_console_tensor_summary(&whole, config->tensor_path, read_seconds);
+    if (dist)
+        th_log(TH_LOG_INFO, "  %u processes (%s), each reading its share; rank 0: %" G_GUINT64_FORMAT
+                            " nonzeros",
+               th_dist_size(dist), th_dist_library(dist), tensor->nnz);
+    if (prepare_tensor(config, session, tensor, &error))
+        (void)load_into_backend(session, backend, &error);
+    if (!th_dist_agree(dist, &error))
+        return fail_agreed(error);
     {
         g_autoptr(th_backend_facts) loaded = th_backend_facts_take(backend);
         th_console_backend_summary(loaded);
@@ -426,17 +492,38 @@ int th_run_file(const char *config_path, const char *const *overrides)
     const guint tensor_warnings = th_cpd_session_warnings(session)->len;
     g_autoptr(th_cpd_result) result = th_cpd_session_run(session, &callbacks, &error);
     th_progress_clear();
-    if (!result)
-        return th_run_fail(error);
+    if (!result) {
+        /* A fit that is not finite comes out of the same bits on every
+         * process; any other failure is this process's alone. */
+        if (dist && !g_error_matches(error, TH_CPD_ERROR, TH_CPD_ERROR_NOT_FINITE))
+            abort_processes(dist, error);
+        (void)th_dist_agree(dist, &error);
+        return fail_agreed(error);
+    }
 
     /* From here on the outputs read these facts, not the live plugin. */
     g_autoptr(th_backend_facts) facts = th_backend_facts_take(backend);
+    g_autofree th_process_record *records = NULL;
+    th_run_processes processes = {0};
+    if (dist) {
+        const th_process_record record =
+            process_record(dist, tensor, &share, read_seconds, facts, result);
+        records = root ? g_new0(th_process_record, th_dist_size(dist)) : NULL;
+        if (!th_dist_gather(dist, &record, sizeof record, records, &error))
+            abort_processes(dist, error);
+        if (!root) /* rank 0 writes the outputs */
+            return result->interrupted && th_cancel_requested() ? th_cancel_exit_status() : 0;
+        processes = (th_run_processes){.count = th_dist_size(dist),
+                                       .mpi_library = th_dist_library(dist),
+                                       .records = records};
+    }
     th_run_summary summary = {
         .config = config,
-        .tensor = tensor,
+        .tensor = &whole,
         .read_seconds = read_seconds,
         .backend = facts,
         .result = result,
+        .processes = dist ? &processes : NULL,
     };
     summary.total_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     th_console_run_summary(facts, result, read_seconds, summary.total_seconds);
@@ -462,4 +549,32 @@ int th_run_file(const char *config_path, const char *const *overrides)
         return th_cancel_exit_status();
     }
     return 0;
+}
+
+int th_run_file(const char *config_path, const char *const *overrides)
+{
+    const gint64 start = g_get_monotonic_time();
+    GError *error = NULL;
+    /* Launched by mpirun, mpiexec or srun as several processes: MPI first,
+     * so that every later failure is agreed and said once. */
+    th_dist *dist = th_dist_start(&error);
+    if (error)
+        return th_run_fail(error);
+    if (th_dist_rank(dist) > 0) { /* one console: rank 0's */
+        th_log_set_level(TH_LOG_ERROR);
+        th_cancel_set_quiet(TRUE);
+    }
+    g_autoptr(th_config) config = th_config_load(config_path, overrides, &error);
+    if (config && dist && config->compare)
+        g_set_error(&error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
+                    "%s: [compare] runs its backends one after another in one process; run it "
+                    "without mpirun, mpiexec or srun",
+                    config_path);
+    int status;
+    if (!th_dist_agree(dist, &error)) /* the same config everywhere: rank 0 says what is wrong */
+        status = fail_agreed(error);
+    else
+        status = run_config(config, dist, start);
+    th_dist_finish(dist);
+    return status;
 }

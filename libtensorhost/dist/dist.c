@@ -1,0 +1,315 @@
+#define _GNU_SOURCE /* dladdr */
+#include "dist/dist.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/mpi_shim.h"
+
+G_DEFINE_QUARK(th-dist-error-quark, th_dist_error)
+
+struct th_dist {
+    void *module;
+    const th_mpi_shim *mpi;
+    uint32_t rank, size;
+    char library[256];
+    char host[256];
+    th_dist_traffic traffic;
+};
+
+/* The largest count one MPI call takes; longer buffers go in pieces. */
+#define MAX_PIECE ((uint64_t)1 << 30)
+
+static uint32_t announced_by(const char *variable)
+{
+    const char *text = g_getenv(variable);
+    if (text == NULL || *text == '\0')
+        return 0;
+    char *end = NULL;
+    const unsigned long long n = strtoull(text, &end, 10);
+    return *end == '\0' && n > 0 && n <= UINT32_MAX ? (uint32_t)n : 0;
+}
+
+uint32_t th_dist_announced_processes(const char **launcher)
+{
+    static const struct {
+        const char *variable, *name;
+    } launches[] = {
+        {"OMPI_COMM_WORLD_SIZE", "Open MPI"},
+        {"PMI_SIZE", "MPICH (PMI)"},
+        {"SLURM_STEP_NUM_TASKS", "Slurm"},
+    };
+    *launcher = "none";
+    if (g_strcmp0(g_getenv("TENSORHOST_MPI"), "off") == 0)
+        return 1;
+    for (size_t k = 0; k < G_N_ELEMENTS(launches); ++k) {
+        const uint32_t n = announced_by(launches[k].variable);
+        if (n > 0) {
+            *launcher = launches[k].name;
+            return n;
+        }
+    }
+    return 1;
+}
+
+/* <libdir>/tensorhost/mpi, from where this code runs (as the plugin
+ * folder is found): libtensorhost's folder, or the program's ../lib. */
+static char *shim_dir(void)
+{
+    Dl_info where;
+    if (dladdr((void *)(uintptr_t)shim_dir, &where) && where.dli_fname &&
+        strstr(where.dli_fname, ".so")) {
+        g_autofree char *module = g_canonicalize_filename(where.dli_fname, NULL);
+        g_autofree char *libdir = g_path_get_dirname(module);
+        return g_build_filename(libdir, "tensorhost", "mpi", NULL);
+    }
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    if (exe == NULL)
+        return NULL;
+    g_autofree char *bindir = g_path_get_dirname(exe);
+    g_autofree char *joined = g_build_filename(bindir, "..", TH_MPI_RELDIR, NULL);
+    return g_canonicalize_filename(joined, NULL);
+}
+
+/* The shims to try, in order. */
+static GPtrArray *candidates(const char *launcher)
+{
+    GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
+    const char *chosen = g_getenv("TENSORHOST_MPI");
+    g_autofree char *dir = shim_dir();
+    const char *names[2] = {"openmpi", "mpich"};
+    if (chosen != NULL && *chosen != '\0' && strcmp(chosen, "openmpi") != 0 &&
+        strcmp(chosen, "mpich") != 0) {
+        g_ptr_array_add(paths, g_strdup(chosen)); /* a shim's path */
+        return paths;
+    }
+    if (g_strcmp0(chosen, "mpich") == 0 ||
+        (chosen == NULL && g_str_has_prefix(launcher, "MPICH"))) {
+        names[0] = "mpich";
+        names[1] = "openmpi";
+    }
+    const size_t count = chosen != NULL && *chosen != '\0' ? 1 : 2;
+    for (size_t k = 0; k < count && dir != NULL; ++k) {
+        g_autofree char *file = g_strdup_printf("libtensorhost-mpi-%s.so", names[k]);
+        g_ptr_array_add(paths, g_build_filename(dir, file, NULL));
+    }
+    return paths;
+}
+
+static gboolean mpi_failed(const th_dist *d, int code, const char *what, GError **error)
+{
+    if (code == 0)
+        return FALSE;
+    char text[1024];
+    d->mpi->error_string(code, text, sizeof text);
+    g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI, "process %u of %u: %s: %s",
+                d->rank + 1, d->size, what, text);
+    return TRUE;
+}
+
+/* The shim at `path` opened, or NULL with the reason appended to `why`. */
+static th_dist *open_shim(const char *path, GString *why)
+{
+    void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (module == NULL) {
+        g_string_append_printf(why, "%s%s", why->len ? "; " : "", dlerror());
+        return NULL;
+    }
+    const th_mpi_shim *(*table)(void) = NULL;
+    *(void **)&table = dlsym(module, TH_MPI_SHIM_SYMBOL);
+    const th_mpi_shim *mpi = table != NULL ? table() : NULL;
+    if (mpi == NULL || mpi->version != TH_MPI_SHIM_VERSION ||
+        mpi->struct_size < sizeof(th_mpi_shim)) {
+        g_string_append_printf(why, "%s%s: not a tensorhost MPI shim of version %u",
+                               why->len ? "; " : "", path, TH_MPI_SHIM_VERSION);
+        dlclose(module);
+        return NULL;
+    }
+    th_dist *d = g_new0(th_dist, 1);
+    d->module = module;
+    d->mpi = mpi;
+    return d;
+}
+
+th_dist *th_dist_start(GError **error)
+{
+    const char *launcher = NULL;
+    const uint32_t announced = th_dist_announced_processes(&launcher);
+    if (announced <= 1)
+        return NULL;
+    g_autoptr(GPtrArray) paths = candidates(launcher);
+    g_autoptr(GString) why = g_string_new(NULL);
+    th_dist *d = NULL;
+    for (guint k = 0; k < paths->len && d == NULL; ++k)
+        d = open_shim(g_ptr_array_index(paths, k), why);
+    if (d == NULL) {
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_LOAD,
+                    "launched as %u processes (%s) but no MPI could be loaded (%s); install the "
+                    "MPI the launcher belongs to, or set TENSORHOST_MPI to openmpi, mpich or a "
+                    "shim's path",
+                    announced, launcher, why->len ? why->str : "no shim was built");
+        return NULL;
+    }
+    int rank = 0, size = 0;
+    const int code = d->mpi->init();
+    if (code != 0 || d->mpi->rank(&rank) != 0 || d->mpi->size(&size) != 0) {
+        char text[1024] = "";
+        d->mpi->error_string(code, text, sizeof text);
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI, "%s: MPI did not start: %s",
+                    d->mpi->implementation, text);
+        dlclose(d->module);
+        g_free(d);
+        return NULL;
+    }
+    if ((uint32_t)size != announced) {
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_LOAD,
+                    "launched as %u processes (%s) but %s's MPI sees %d: the launcher belongs "
+                    "to another MPI; set TENSORHOST_MPI to openmpi or mpich",
+                    announced, launcher, d->mpi->implementation, size);
+        d->mpi->finalize();
+        dlclose(d->module);
+        g_free(d);
+        return NULL;
+    }
+    d->rank = (uint32_t)rank;
+    d->size = (uint32_t)size;
+    d->mpi->library_version(d->library, sizeof d->library);
+    d->mpi->processor_name(d->host, sizeof d->host);
+    /* MPICH's version line has a tab: one line of plain text for the
+     * console and report.json. */
+    g_strdelimit(d->library, "\t\r\n", ' ');
+    return d;
+}
+
+void th_dist_finish(th_dist *d)
+{
+    if (d == NULL)
+        return;
+    d->mpi->finalize();
+    /* The module stays: MPI libraries keep threads and handlers that do
+     * not survive an unload. */
+    g_free(d);
+}
+
+uint32_t th_dist_rank(const th_dist *d) { return d ? d->rank : 0; }
+
+uint32_t th_dist_size(const th_dist *d) { return d ? d->size : 1; }
+
+const char *th_dist_library(const th_dist *d) { return d ? d->library : ""; }
+
+const char *th_dist_host(const th_dist *d) { return d ? d->host : ""; }
+
+th_dist_traffic th_dist_traffic_so_far(const th_dist *d)
+{
+    return d ? d->traffic : (th_dist_traffic){0};
+}
+
+static size_t type_bytes(th_mpi_type type) { return type == TH_MPI_INT32 ? 4u : 8u; }
+
+static gboolean reduce(th_dist *d, void *values, uint64_t n, th_mpi_type type, th_mpi_op op,
+                       const char *what, GError **error)
+{
+    if (d == NULL)
+        return TRUE;
+    const gint64 start = g_get_monotonic_time();
+    for (uint64_t first = 0; first < n; first += MAX_PIECE) {
+        const int count = (int)MIN(MAX_PIECE, n - first);
+        char *piece = (char *)values + first * type_bytes(type);
+        if (mpi_failed(d, d->mpi->allreduce(piece, count, type, op), what, error))
+            return FALSE;
+        d->traffic.calls++;
+    }
+    d->traffic.bytes += n * type_bytes(type);
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
+}
+
+gboolean th_dist_sum(th_dist *d, double *values, uint64_t n, GError **error)
+{
+    return reduce(d, values, n, TH_MPI_DOUBLE, TH_MPI_SUM, "a sum over the processes", error);
+}
+
+gboolean th_dist_max(th_dist *d, double *values, uint64_t n, GError **error)
+{
+    return reduce(d, values, n, TH_MPI_DOUBLE, TH_MPI_MAX, "a maximum over the processes",
+                  error);
+}
+
+gboolean th_dist_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
+{
+    return reduce(d, values, n, TH_MPI_UINT64, TH_MPI_SUM, "a sum over the processes", error);
+}
+
+gboolean th_dist_or_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
+{
+    return reduce(d, values, n, TH_MPI_UINT64, TH_MPI_BOR, "a bitwise or over the processes",
+                  error);
+}
+
+gboolean th_dist_bcast(th_dist *d, void *buffer, uint64_t bytes, uint32_t root, GError **error)
+{
+    if (d == NULL)
+        return TRUE;
+    const gint64 start = g_get_monotonic_time();
+    for (uint64_t first = 0; first < bytes; first += MAX_PIECE) {
+        const int count = (int)MIN(MAX_PIECE, bytes - first);
+        if (mpi_failed(d, d->mpi->bcast((char *)buffer + first, count, (int)root),
+                       "a broadcast", error))
+            return FALSE;
+        d->traffic.calls++;
+    }
+    d->traffic.bytes += bytes;
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
+}
+
+gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *received,
+                        GError **error)
+{
+    if (d == NULL) {
+        memcpy(received, sent, bytes);
+        return TRUE;
+    }
+    g_return_val_if_fail(bytes <= INT_MAX, FALSE);
+    const gint64 start = g_get_monotonic_time();
+    if (mpi_failed(d, d->mpi->gather(sent, (int)bytes, received, 0), "a gather", error))
+        return FALSE;
+    d->traffic.calls++;
+    d->traffic.bytes += bytes;
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
+}
+
+gboolean th_dist_agree(th_dist *d, GError **error)
+{
+    if (d == NULL)
+        return error == NULL || *error == NULL;
+    const gboolean failed = error != NULL && *error != NULL;
+    int32_t first = failed ? (int32_t)d->rank : INT32_MAX;
+    GError *local = NULL;
+    if (mpi_failed(d, d->mpi->allreduce(&first, 1, TH_MPI_INT32, TH_MPI_MIN),
+                   "an agreement between the processes", &local)) {
+        /* Without an agreement no process can tell the others: end them. */
+        g_printerr("tensorhost: error: %s\n", local->message);
+        g_error_free(local);
+        th_dist_abort(d, 1);
+    }
+    d->traffic.calls++;
+    if (first == INT32_MAX)
+        return TRUE;
+    if ((uint32_t)first != d->rank) {
+        g_clear_error(error);
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_ELSEWHERE,
+                    "process %d of %u failed (it reports why)", first + 1, d->size);
+    }
+    return FALSE;
+}
+
+void th_dist_abort(th_dist *d, int status)
+{
+    if (d != NULL)
+        d->mpi->abort(status);
+    _Exit(status);
+}

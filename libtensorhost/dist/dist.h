@@ -1,0 +1,87 @@
+/* One run as several processes (mpirun, mpiexec, srun): MPI, loaded at run
+ * time, for the few collectives a distributed run needs. The library links
+ * no MPI: when the launcher's environment announces several processes,
+ * th_dist_start loads the shim for the launching implementation
+ * (mpi_shim.h) from <libdir>/tensorhost/mpi and starts MPI; otherwise the
+ * run is one process and every function here takes NULL for it (a sum is
+ * then the values themselves, the rank 0, the size 1).
+ *
+ * Every collective must be called by every process, in the same order; a
+ * process that fails between two of them says so at the next agreement
+ * (th_dist_agree) or ends the job (th_dist_abort). A th_dist belongs to the
+ * thread that started it. */
+#ifndef TH_DIST_H
+#define TH_DIST_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#define TH_DIST_ERROR (th_dist_error_quark())
+GQuark th_dist_error_quark(void);
+
+typedef enum {
+    /* Launched as several processes, and no shim could be loaded or its
+     * MPI does not see the launch (another implementation's launcher). */
+    TH_DIST_ERROR_LOAD,
+    TH_DIST_ERROR_MPI, /* an MPI call failed: its message */
+    /* Another process failed; it reports why (th_dist_agree). */
+    TH_DIST_ERROR_ELSEWHERE,
+} th_dist_error;
+
+typedef struct th_dist th_dist;
+
+/* The number of processes the environment announces (Open MPI's
+ * OMPI_COMM_WORLD_SIZE, MPICH's PMI_SIZE, Slurm's SLURM_STEP_NUM_TASKS),
+ * and *launcher its name; 1 (and "none") when it announces none or
+ * TENSORHOST_MPI is "off". */
+uint32_t th_dist_announced_processes(const char **launcher);
+
+/* MPI started for a launch of several processes; NULL without an error for
+ * one process. TENSORHOST_MPI picks the shim: "openmpi", "mpich" or a
+ * shim's path; by default the launcher's implementation, then the other.
+ * NULL with TH_DIST_ERROR_LOAD or _MPI when several processes were
+ * announced and MPI cannot start. */
+th_dist *th_dist_start(GError **error);
+/* MPI_Finalize, after every process's last collective; NULL is fine. */
+void th_dist_finish(th_dist *dist);
+
+uint32_t th_dist_rank(const th_dist *dist);
+uint32_t th_dist_size(const th_dist *dist);
+/* The MPI library's version line and this process's host name; "" for NULL. */
+const char *th_dist_library(const th_dist *dist);
+const char *th_dist_host(const th_dist *dist);
+
+/* In place over every process: the element-wise sum or maximum. */
+gboolean th_dist_sum(th_dist *dist, double *values, uint64_t n, GError **error);
+gboolean th_dist_max(th_dist *dist, double *values, uint64_t n, GError **error);
+gboolean th_dist_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
+gboolean th_dist_or_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
+/* `bytes` from `root` to every process. */
+gboolean th_dist_bcast(th_dist *dist, void *buffer, uint64_t bytes, uint32_t root,
+                       GError **error);
+/* `bytes` from every process into rank 0's `received` (size x bytes, in
+ * rank order; ignored elsewhere). */
+gboolean th_dist_gather(th_dist *dist, const void *sent, uint64_t bytes, void *received,
+                        GError **error);
+
+/* Called by every process, with *error set where it failed: TRUE when none
+ * failed; else FALSE everywhere, the lowest failing process keeping its
+ * error and every other one's *error replaced by TH_DIST_ERROR_ELSEWHERE
+ * (naming that process), so that the job reports one error, once. With
+ * NULL: whether *error is unset. */
+gboolean th_dist_agree(th_dist *dist, GError **error);
+
+/* Ends every process of the job with `status` (MPI_Abort), for a failure
+ * between two agreements; the caller has said why. */
+G_NORETURN void th_dist_abort(th_dist *dist, int status);
+
+/* The time this process spent in collectives, and how many it made and
+ * the bytes they carried from it (the report's communication). */
+typedef struct th_dist_traffic {
+    double seconds;
+    uint64_t calls;
+    uint64_t bytes;
+} th_dist_traffic;
+th_dist_traffic th_dist_traffic_so_far(const th_dist *dist);
+
+#endif

@@ -1,0 +1,51 @@
+/* The table between the library and an MPI implementation. MPI's handles
+ * differ between implementations (Open MPI's are pointers to its globals,
+ * MPICH's are integers), so the library is built against neither: a shim,
+ * mpi_shim.c compiled against one implementation's mpi.h and linked to its
+ * libmpi, is loaded at run time (dist.c) and hands over this table of plain
+ * C functions. One shim is built per implementation found at build time
+ * (libtensorhost-mpi-openmpi.so, libtensorhost-mpi-mpich.so).
+ *
+ * Every function returns an MPI error code (0 = MPI_SUCCESS) that
+ * error_string turns into text; communication is over MPI_COMM_WORLD,
+ * whose error handler the shim sets to MPI_ERRORS_RETURN so that a failed
+ * call comes back as a code. Counts are ints, as MPI's: dist.c cuts longer
+ * buffers. Called from one thread (MPI_THREAD_FUNNELED). */
+#ifndef TH_MPI_SHIM_H
+#define TH_MPI_SHIM_H
+
+#include <stdint.h>
+
+/* The shim's one exported symbol: `const th_mpi_shim *th_mpi_shim_table(void)`. */
+#define TH_MPI_SHIM_SYMBOL "th_mpi_shim_table"
+/* Bumped when a member changes meaning; members are only appended. */
+#define TH_MPI_SHIM_VERSION 1u
+
+typedef enum { TH_MPI_DOUBLE = 0, TH_MPI_UINT64 = 1, TH_MPI_INT32 = 2 } th_mpi_type;
+typedef enum { TH_MPI_SUM = 0, TH_MPI_MAX = 1, TH_MPI_MIN = 2, TH_MPI_BOR = 3 } th_mpi_op;
+
+typedef struct th_mpi_shim {
+    uint32_t version;     /* TH_MPI_SHIM_VERSION */
+    uint32_t struct_size; /* sizeof(th_mpi_shim) of the shim's build */
+    const char *implementation; /* "Open MPI" or "MPICH": what the shim was built against */
+    /* MPI_Init_thread(FUNNELED) unless MPI is initialised already. */
+    int (*init)(void);
+    int (*finalize)(void);
+    int (*rank)(int *rank);
+    int (*size)(int *size);
+    /* In place (MPI_IN_PLACE) over every process. */
+    int (*allreduce)(void *buffer, int count, th_mpi_type type, th_mpi_op op);
+    int (*bcast)(void *buffer, int bytes, int root);
+    /* `bytes` from every process into root's `received` (size * bytes). */
+    int (*gather)(const void *sent, int bytes, void *received, int root);
+    int (*barrier)(void);
+    /* Ends every process of the job with `status`; does not return on success. */
+    int (*abort)(int status);
+    /* Text into `text` (at least 1024 bytes, MPI_MAX_ERROR_STRING's bound). */
+    void (*error_string)(int code, char *text, int capacity);
+    /* MPI_Get_library_version's first line and MPI_Get_processor_name. */
+    void (*library_version)(char *text, int capacity);
+    void (*processor_name)(char *text, int capacity);
+} th_mpi_shim;
+
+#endif

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Runs of several processes (mpirun), as a user launches them: the same
+fits as one process, one clear error for what cannot run, and every process
+stopped, nothing written, when one fails or dies.
+
+Usage: test_mpi.py TENSORHOST SOURCE_DIR FIXTURE_DIR WORK_DIR MPIRUN [MPIEXEC_MPICH]
+MPIRUN is Open MPI's; MPIEXEC_MPICH, when given, runs the fits under MPICH too.
+Standard library only."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TENSORHOST, SOURCE, FIXTURES, WORK, MPIRUN = (os.path.abspath(a) if i < 4 else a
+                                             for i, a in enumerate(sys.argv[1:6]))
+MPICH = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
+
+ENV = dict(os.environ)
+# Open MPI refuses root without these (CI containers run as root), and a
+# machine of two cores takes three processes only when oversubscribed.
+ENV.update({
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "TENSORHOST_PLUGIN_PATH": FIXTURES,
+})
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def run(args, processes=None, launcher=None, timeout=240, env=None):
+    command = [TENSORHOST] + args
+    if processes:
+        command = [launcher or MPIRUN, "-np", str(processes)] + command
+    return subprocess.run(command, cwd=WORK, env=env or ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write_config(name, tensor, rank=4, iters=25, tolerance=0.0, plugin="cpu-reference",
+                 extra=""):
+    path = os.path.join(WORK, name + ".toml")
+    with open(path, "w") as f:
+        f.write(f"""[tensor]
+path = "{tensor}"
+[cpd]
+rank = {rank}
+max_iters = {iters}
+tolerance = {tolerance}
+seed = 11
+{extra}
+[backend]
+plugin = "{plugin}"
+[output]
+dir = "out-{name}"
+""")
+    return path
+
+
+def report(out):
+    with open(os.path.join(WORK, out, "report.json")) as f:
+        return json.load(f)
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("tensorhost: error:")]
+
+
+def fit_of(config, out, processes=None, launcher=None, sets=()):
+    args = ["--config", config, "--set", f"output.dir={out}"]
+    for s in sets:
+        args += ["--set", s]
+    r = run(args, processes, launcher)
+    check(r.returncode == 0, f"{out}: exit {r.returncode}: {r.stderr[-2000:]}")
+    if r.returncode != 0:
+        return None, None
+    rep = report(out)
+    return rep["cpd"]["final_fit"], rep
+
+
+os.makedirs(WORK, exist_ok=True)
+tensors = {}
+for name, source in (("uber", "data/uber-2014-sample.tns.gz"),
+                     ("aminoacid", "data/aminoacid.sptensor.txt")):
+    target = os.path.join(WORK, name + ".tnsb")
+    r = run(["convert", os.path.join(SOURCE, source), target])
+    check(r.returncode == 0, f"convert {source}: {r.stderr}")
+    tensors[name] = target
+
+# 1. The same fit from one process and from two and three, on least
+# squares, with nonnegative factors, and stopping by tolerance.
+cases = [
+    ("uber", "uber", ""),
+    ("aminoacid", "aminoacid", ""),
+    ("uber-nonneg", "uber", 'constraints = "nonneg"'),
+    ("aminoacid-tol", "aminoacid", ""),
+]
+for case, tensor, extra in cases:
+    tolerance = 1e-7 if case.endswith("-tol") else 0.0
+    config = write_config(case, tensors[tensor], iters=200 if tolerance else 25,
+                          tolerance=tolerance, extra=extra)
+    one, one_report = fit_of(config, f"out-{case}-1")
+    one_host, _ = fit_of(config, f"out-{case}-1h", sets=["cpd.update=host"])
+    if one is None or one_host is None:
+        continue
+    check(abs(one - one_host) < 1e-10, f"{case}: one process, auto {one!r} vs host {one_host!r}")
+    for processes in (2, 3):
+        fit, rep = fit_of(config, f"out-{case}-{processes}", processes)
+        if fit is None:
+            continue
+        check(abs(fit - one) < 1e-10,
+              f"{case}: {processes} processes fit {fit!r}, one process {one!r}")
+        check(len(rep["cpd"]["iterations"]) == len(one_report["cpd"]["iterations"]),
+              f"{case}: {processes} processes ran {len(rep['cpd']['iterations'])} iterations, "
+              f"one process {len(one_report['cpd']['iterations'])}")
+        check(rep["cpd"]["update_path"] == "host", f"{case}: update path {rep['cpd']['update_path']}")
+        procs = rep.get("processes", {})
+        ranks = procs.get("ranks", [])
+        check(procs.get("count") == processes and len(ranks) == processes,
+              f"{case}: report.json processes {procs}")
+        check(sum(r["nnz"] for r in ranks) == one_report["tensor"]["nnz"],
+              f"{case}: the shares' nonzeros {[r['nnz'] for r in ranks]} do not add up to "
+              f"{one_report['tensor']['nnz']}")
+        check([r["rank"] for r in ranks] == list(range(processes)), f"{case}: ranks {ranks}")
+        check(rep["tensor"]["nnz"] == one_report["tensor"]["nnz"] and
+              rep["tensor"]["empty_slices"] == one_report["tensor"]["empty_slices"] and
+              abs(rep["tensor"]["norm"] / one_report["tensor"]["norm"] - 1) < 1e-10,
+              f"{case}: the whole tensor's facts differ: {rep['tensor']} vs {one_report['tensor']}")
+        for k, (a, b) in enumerate(zip(rep["cpd"]["lambda"], one_report["cpd"]["lambda"])):
+            check(abs(a - b) <= 1e-8 * abs(b), f"{case}: lambda[{k}] {a!r} vs {b!r}")
+    if MPICH and case == "uber":
+        fit, _ = fit_of(config, f"out-{case}-mpich", 2, MPICH)
+        if fit is not None:
+            check(abs(fit - one) < 1e-10, f"{case}: MPICH's 2 processes fit {fit!r} vs {one!r}")
+
+config = write_config("errors", tensors["uber"])
+
+# 2. What a run of several processes cannot do: one error, said once.
+for what, sets, expected in (
+        ("a text tensor", [f"tensor.path={os.path.join(SOURCE, 'data/aminoacid.sptensor.txt')}"],
+         "tensorhost convert"),
+        ("an unknown key", ["cpd.rnk=3"], "unknown key 'cpd.rnk'"),
+        ("the sweep path", ["cpd.update=sweep"], "use \"auto\" or \"host\""),
+        ("the Poisson model", ["cpd.model=poisson"], "runs in one process"),
+        ("a missing tensor", ["tensor.path=missing.tnsb"], "missing.tnsb")):
+    args = ["--config", config, "--set", "output.dir=out-refused"]
+    for s in sets:
+        args += ["--set", s]
+    r = run(args, 2)
+    lines = error_lines(r.stderr)
+    check(r.returncode != 0 and len(lines) == 1 and expected in lines[0],
+          f"{what}: exit {r.returncode}, error lines {lines} (expected one with {expected!r})")
+check(not os.path.exists(os.path.join(WORK, "out-refused")), "a refused run left its folder")
+
+# 3. One process fails alone (a simulated device failure): every process
+# ends, the one error names the rank, nothing is written.
+failing = write_config("failing", tensors["uber"], plugin="fixture_good")
+env = dict(ENV, TH_FIXTURE_FAIL_RANK="1")
+r = run(["--config", failing], 2, env=env)
+lines = error_lines(r.stderr)
+check(r.returncode != 0 and len(lines) == 1 and "rank 1 of 2 processes" in lines[0] and
+      "simulated device failure" in lines[0],
+      f"one failing rank: exit {r.returncode}, error lines {lines}")
+check(not os.path.exists(os.path.join(WORK, "out-failing")), "a failed run wrote its outputs")
+
+
+def ranks_of(marker):
+    """The pids of the processes whose environment carries `marker`, by rank."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() not in environ:
+            continue
+        for entry in environ:
+            if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                found[int(entry.split(b"=")[1])] = int(pid)
+    return found
+
+
+def start_long_run(name, marker):
+    long_config = write_config(name, tensors["uber"], iters=10000000)
+    env = dict(ENV, TH_TEST_MARKER=marker.split("=")[1])
+    process = subprocess.Popen([MPIRUN, "-np", "2", TENSORHOST, "--config", long_config],
+                               cwd=WORK, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(ranks_of(marker)) < 2:
+        time.sleep(0.1)
+    time.sleep(1.5)  # into the iterations
+    return process
+
+
+# 4. A process killed (the OOM killer, a node lost): the job ends, with no
+# outputs.
+marker = f"TH_TEST_MARKER=killed-{os.getpid()}"
+process = start_long_run("killed", marker)
+pids = ranks_of(marker)
+check(1 in pids, f"no rank 1 found to kill: {pids}")
+if 1 in pids:
+    os.kill(pids[1], signal.SIGKILL)
+try:
+    _, stderr = process.communicate(timeout=120)
+    check(process.returncode != 0, "a job with a killed process exited 0")
+except subprocess.TimeoutExpired:
+    process.kill()
+    check(False, "a job with a killed process did not end")
+check(not os.path.exists(os.path.join(WORK, "out-killed")), "a killed job wrote its outputs")
+
+# 5. SIGTERM to mpirun (a scheduler's stop): every process stops after the
+# same iteration, and rank 0 writes that model, as one process does.
+marker = f"TH_TEST_MARKER=stopped-{os.getpid()}"
+process = start_long_run("stopped", marker)
+process.send_signal(signal.SIGTERM)
+try:
+    _, stderr = process.communicate(timeout=120)
+except subprocess.TimeoutExpired:
+    process.kill()
+    check(False, "a stopped job did not end")
+else:
+    path = os.path.join(WORK, "out-stopped", "report.json")
+    check(os.path.exists(path), f"a stopped job wrote no report: {stderr[-2000:]}")
+    if os.path.exists(path):
+        rep = report("out-stopped")
+        check(rep["status"] == "interrupted" and rep["processes"]["count"] == 2,
+              f"a stopped job's report: status {rep['status']}")
+    acknowledgements = [l for l in stderr.splitlines() if "SIGTERM received" in l]
+    check(len(acknowledgements) == 1, f"the stop was acknowledged {len(acknowledgements)} times")
+
+if failures:
+    print(f"{len(failures)} checks failed")
+    sys.exit(1)
+print("all checks passed")
