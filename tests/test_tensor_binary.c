@@ -4,8 +4,10 @@
  * versions, widths, every truncation point, every flipped byte, indices
  * out of range and values not finite behind valid checksums, nnz 0),
  * unsorted files, thread counts, files that shrink while mapped,
- * interruption; and, as a second group run by its own ctest entry
- * (test_convert, label e2e), `tensorhost convert` as a user runs it. */
+ * interruption, shares (th_tensor_binary_read_share: together the whole
+ * read, their joined block hashes, what only shares refuse); and, as a
+ * second group run by its own ctest entry (test_convert, label e2e),
+ * `tensorhost convert` as a user runs it. */
 #define _DEFAULT_SOURCE /* truncate, mkfifo, open_memstream */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1081,6 +1083,470 @@ static void test_round_trip_keeps_dims_and_label(void **state)
     assert_memory_equal(a, b, a_length);
 }
 
+/* ---- shares (th_tensor_binary_read_share) -------------------------------- */
+
+#define MOST_PARTS 5u
+
+/* Every share of one file, read from memory. */
+typedef struct {
+    uint32_t parts;
+    th_sptensor *t[MOST_PARTS];
+    th_tensor_share share[MOST_PARTS];
+} share_set;
+
+static void share_set_clear(share_set *set)
+{
+    for (uint32_t p = 0; p < set->parts; ++p) {
+        g_clear_pointer(&set->t[p], th_sptensor_free);
+        th_tensor_share_clear(&set->share[p]);
+    }
+}
+
+static th_sptensor *read_share_bytes(const GByteArray *b, uint32_t part, uint32_t parts,
+                                     th_tensor_share *share, GError **error)
+{
+    return th_tensor_binary_read_share_buffer("t.tnsb", b->data, b->len, part, parts, NULL,
+                                              share, error);
+}
+
+/* Every share of `parts`, each of which must read. */
+static void read_shares_ok(const GByteArray *b, uint32_t parts, share_set *set)
+{
+    assert_true(parts >= 1 && parts <= MOST_PARTS);
+    memset(set, 0, sizeof *set);
+    set->parts = parts;
+    for (uint32_t p = 0; p < parts; ++p) {
+        GError *error = NULL;
+        set->t[p] = read_share_bytes(b, p, parts, &set->share[p], &error);
+        if (error != NULL)
+            fail_msg("share %u of %u: unexpected error: %s", p, parts, error->message);
+        assert_non_null(set->t[p]);
+    }
+}
+
+/* The shares' block hashes as dist_tensor.c joins them, [nsections]
+ * [file_blocks]; every block must come from exactly one share. */
+static uint64_t *join_block_sums(const share_set *set)
+{
+    const th_tensor_share *any = &set->share[0];
+    uint64_t *sums = g_new(uint64_t, any->nsections * MAX(any->file_blocks, 1u));
+    g_autofree uint32_t *from = g_new0(uint32_t, MAX(any->file_blocks, 1u));
+    for (uint32_t p = 0; p < set->parts; ++p) {
+        const th_tensor_share *sh = &set->share[p];
+        assert_int_equal(sh->nsections, any->nsections);
+        assert_int_equal(sh->file_blocks, any->file_blocks);
+        assert_true(sh->first_block + sh->nblocks <= sh->file_blocks);
+        for (uint64_t k = 0; k < sh->nblocks; ++k)
+            ++from[sh->first_block + k];
+        for (uint32_t s = 0; s < sh->nsections; ++s)
+            memcpy(sums + s * sh->file_blocks + sh->first_block, sh->block_sums + s * sh->nblocks,
+                   sh->nblocks * sizeof *sums);
+    }
+    for (uint64_t k = 0; k < any->file_blocks; ++k)
+        if (from[k] != 1)
+            fail_msg("checksum block %" G_GUINT64_FORMAT " came from %u shares", k, from[k]);
+    return sums;
+}
+
+/* Sorted, one nonzero to each mode-1 slice of three, so that any mode's
+ * index may change by one and the file stay sorted; some values zero,
+ * some negative. */
+static th_sptensor *spread_tensor(uint64_t nnz)
+{
+    th_sptensor *t = th_sptensor_new(3, nnz);
+    t->dims[0] = (th_index)(3u * nnz);
+    t->dims[1] = 7;
+    t->dims[2] = 5;
+    for (uint64_t i = 0; i < nnz; ++i) {
+        t->indices[0][i] = (th_index)(3u * i);
+        t->indices[1][i] = (th_index)(i % 7u);
+        t->indices[2][i] = (th_index)(i % 5u);
+        t->values[i] = i % 11u == 0 ? 0.0 : ((double)i - 9000.5) / 7.0;
+    }
+    return t;
+}
+
+/* The shares' nonzeros one after the other, in part order. */
+static th_sptensor *concatenate_shares(const share_set *set)
+{
+    uint64_t nnz = 0;
+    for (uint32_t p = 0; p < set->parts; ++p)
+        nnz += set->t[p]->nnz;
+    const th_sptensor *first = set->t[0];
+    th_sptensor *all = th_sptensor_new(first->nmodes, nnz);
+    memcpy(all->dims, first->dims, first->nmodes * sizeof *all->dims);
+    uint64_t at = 0;
+    for (uint32_t p = 0; p < set->parts; ++p) {
+        const th_sptensor *t = set->t[p];
+        if (t->nnz == 0) /* its arrays may be NULL */
+            continue;
+        for (uint32_t m = 0; m < t->nmodes; ++m)
+            memcpy(all->indices[m] + at, t->indices[m], t->nnz * sizeof(th_index));
+        memcpy(all->values + at, t->values, t->nnz * sizeof(double));
+        at += t->nnz;
+    }
+    return all;
+}
+
+/* The sign of nonzero i's coordinates against `c`'s. */
+static int compare_coords(const th_sptensor *t, uint64_t i, const th_index *c)
+{
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        if (t->indices[m][i] != c[m])
+            return t->indices[m][i] < c[m] ? -1 : 1;
+    return 0;
+}
+
+/* Whether nonzero i of sorted `t`, with `index` for its mode-m index,
+ * still lies strictly between its neighbours. */
+static gboolean keeps_order(const th_sptensor *t, uint64_t i, uint32_t m, th_index index)
+{
+    th_index c[TH_MAX_MODES];
+    for (uint32_t k = 0; k < t->nmodes; ++k)
+        c[k] = t->indices[k][i];
+    c[m] = index;
+    return (i == 0 || compare_coords(t, i - 1u, c) < 0) &&
+           (i + 1u == t->nnz || compare_coords(t, i + 1u, c) > 0);
+}
+
+/* The first nonzero from `from` on whose mode-m index may become `index`
+ * (with `flip`: its own index ^ 1, in range) with the file still sorted. */
+static uint64_t settable_nonzero(const th_sptensor *t, uint64_t from, uint32_t m,
+                                 gboolean flip, th_index index)
+{
+    for (uint64_t i = from; i < t->nnz; ++i) {
+        const th_index wanted = flip ? t->indices[m][i] ^ 1u : index;
+        if ((!flip || wanted < t->dims[m]) && keeps_order(t, i, m, wanted))
+            return i;
+    }
+    fail_msg("no nonzero from %" G_GUINT64_FORMAT " can take another mode %u index", from, m + 1u);
+    return 0;
+}
+
+/* What each share of `parts` promises of a file of `whole`'s nonzeros
+ * (whole read of the same bytes): together, exactly the whole read, in
+ * order; each block's hash where the documented layout puts it; the
+ * joined hashes pass the check. */
+static void assert_shares_make_whole(const GByteArray *b, const th_sptensor *whole,
+                                     const char *note, uint32_t parts)
+{
+    share_set set;
+    read_shares_ok(b, parts, &set);
+    const uint64_t nnz = whole->nnz;
+    uint64_t next = 0, zeros = 0;
+    for (uint32_t p = 0; p < parts; ++p) {
+        const th_tensor_share *sh = &set.share[p];
+        const th_sptensor *t = set.t[p];
+        assert_int_equal(sh->first, next);
+        assert_int_equal(sh->count, nnz / parts + (p < nnz % parts ? 1u : 0u));
+        assert_int_equal(sh->nnz_total, nnz);
+        assert_int_equal(sh->nsections, whole->nmodes + 1u);
+        assert_int_equal(sh->file_blocks, (nnz + 8191u) / 8192u);
+        assert_int_equal(t->nnz, sh->count);
+        assert_int_equal(t->lines_read, sh->count);
+        assert_int_equal(t->duplicates_merged, 0);
+        assert_int_equal(t->nmodes, whole->nmodes);
+        assert_memory_equal(t->dims, whole->dims, whole->nmodes * sizeof *t->dims);
+        assert_same_label(t->label, note);
+        /* The blocks that start in the share: block k starts at 8192 k. */
+        assert_int_equal(sh->first_block, (sh->first + 8191u) / 8192u);
+        assert_int_equal(sh->first_block + sh->nblocks,
+                         (sh->first + sh->count + 8191u) / 8192u);
+        next += sh->count;
+        zeros += t->explicit_zeros;
+    }
+    assert_int_equal(next, nnz);
+    assert_int_equal(zeros, whole->explicit_zeros);
+    g_autoptr(th_sptensor) all = concatenate_shares(&set);
+    assert_same_tensor(all, whole);
+
+    g_autofree uint64_t *sums = join_block_sums(&set);
+    const th_tensor_share *sh = &set.share[0];
+    const size_t metadata_end = metadata_end_of(whole, note);
+    for (uint32_t s = 0; s < sh->nsections; ++s) {
+        const size_t bytes = s < whole->nmodes ? 4u : 8u;
+        const uint8_t *section = b->data + section_offset(whole, metadata_end, s);
+        for (uint64_t k = 0; k < sh->file_blocks; ++k) {
+            const uint64_t n = MIN(8192u, nnz - 8192u * k);
+            assert_int_equal(sums[s * sh->file_blocks + k],
+                             XXH3_64bits(section + 8192u * k * bytes, n * bytes));
+        }
+    }
+    GError *error = NULL;
+    if (!th_tensor_binary_check_block_sums("t.tnsb", sh, sums, &error))
+        fail_msg("%u shares: %s", parts, error->message);
+    assert_null(error);
+    share_set_clear(&set);
+}
+
+/* For tensors of fewer nonzeros than shares, of part of a checksum block,
+ * of whole blocks, and of several blocks and a part, with any thread
+ * count: the shares, one after the other, are the whole read. */
+static void test_shares_make_the_whole(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t nmodes;
+        uint64_t nnz;
+    } cases[] = {{3, 1}, {3, 2}, {3, 4}, {4, 8191}, {3, 8192}, {3, 8193}, {4, 16384},
+                 {3, 20000}, {4, 24577}};
+    static const uint32_t parts[] = {1, 2, 3, 5};
+    const char *note = "shared";
+    th_sptensor *tensors[G_N_ELEMENTS(cases) + 2];
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        tensors[k] = random_tensor(cases[k].nmodes, cases[k].nnz, 40u + (guint32)k);
+        th_sptensor_sort_and_merge(tensors[k]);
+        assert_int_equal(tensors[k]->nnz, cases[k].nnz);
+    }
+    tensors[G_N_ELEMENTS(cases)] = six_nonzeros(); /* a zero among the values */
+    tensors[G_N_ELEMENTS(cases) + 1] = spread_tensor(20003);
+    for (size_t k = 0; k < G_N_ELEMENTS(tensors); ++k) {
+        g_autoptr(GByteArray) b = write_to_memory(tensors[k], note);
+        g_autoptr(th_sptensor) whole = read_bytes_ok(b);
+        assert_same_tensor(whole, tensors[k]);
+        for (uint32_t threads = 1; threads <= 3; ++threads) {
+            th_tensor_binary_set_threads(threads);
+            for (size_t p = 0; p < G_N_ELEMENTS(parts); ++p)
+                assert_shares_make_whole(b, whole, note, parts[p]);
+        }
+        th_tensor_binary_set_threads(0);
+        th_sptensor_free(tensors[k]);
+    }
+}
+
+/* A byte changed in a section, behind the header's checksums, with the
+ * content still valid: every share reads, and only the joined hashes
+ * find it, naming the section as a whole read does. */
+static void test_shares_find_a_flipped_byte_together(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = spread_tensor(20003); /* gaps between the sections */
+    g_autoptr(GByteArray) b = write_to_memory(t, NULL);
+    const size_t metadata_end = metadata_end_of(t, NULL);
+    static const uint32_t parts[] = {1, 2, 3, 5};
+    for (uint32_t s = 0; s <= t->nmodes; ++s) {
+        /* A nonzero in a later share and block for each section. */
+        const uint64_t wanted = 3000u + 4500u * s;
+        size_t at;
+        if (s < t->nmodes) {
+            const uint64_t i = settable_nonzero(t, wanted, s, TRUE, 0);
+            at = section_offset(t, metadata_end, s) + 4u * i; /* the low byte: ^ 1 */
+        } else {
+            at = section_offset(t, metadata_end, s) + 8u * wanted; /* the lowest mantissa bits */
+        }
+        b->data[at] ^= 0x01u;
+        g_autofree char *name = section_label(t, s);
+        g_autofree char *expected =
+            g_strdup_printf("t.tnsb: checksum mismatch in the %s: the file is corrupt", name);
+        assert_bytes_error(b, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
+        for (size_t p = 0; p < G_N_ELEMENTS(parts); ++p) {
+            share_set set;
+            read_shares_ok(b, parts[p], &set);
+            g_autofree uint64_t *sums = join_block_sums(&set);
+            GError *error = NULL;
+            assert_false(th_tensor_binary_check_block_sums("t.tnsb", &set.share[0], sums, &error));
+            assert_error(error, TH_TENSOR_READER_ERROR_CHECKSUM, expected);
+            g_error_free(error);
+            share_set_clear(&set);
+        }
+        b->data[at] ^= 0x01u;
+    }
+
+    /* Two sections changed: the first is named. */
+    const uint64_t i = settable_nonzero(t, 17000, 2, TRUE, 0);
+    const size_t in_mode_3 = section_offset(t, metadata_end, 2) + 4u * i;
+    const size_t in_values = section_offset(t, metadata_end, 3) + 8u * 100u + 1u;
+    b->data[in_mode_3] ^= 0x01u;
+    b->data[in_values] ^= 0x80u;
+    share_set set;
+    read_shares_ok(b, 3, &set);
+    g_autofree uint64_t *sums = join_block_sums(&set);
+    GError *error = NULL;
+    assert_false(th_tensor_binary_check_block_sums("t.tnsb", &set.share[0], sums, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_CHECKSUM,
+                 "t.tnsb: checksum mismatch in the mode 3 indices: the file is corrupt");
+    g_error_free(error);
+    share_set_clear(&set);
+    b->data[in_mode_3] ^= 0x01u;
+    b->data[in_values] ^= 0x80u;
+
+    /* The padding has no checksum: each share checks it. */
+    const size_t gap = section_offset(t, metadata_end, 1) - 1u;
+    assert_true(gap >= section_offset(t, metadata_end, 0) + 4u * t->nnz);
+    b->data[gap] = 1;
+    for (uint32_t p = 0; p < 3; ++p) {
+        th_tensor_share share;
+        GError *padding_error = NULL;
+        assert_null(read_share_bytes(b, p, 3, &share, &padding_error));
+        assert_error(padding_error, TH_TENSOR_READER_ERROR_CHECKSUM,
+                     "t.tnsb: the padding before the mode 2 indices is not zero: the file is "
+                     "corrupt");
+        assert_null(share.block_sums);
+        g_error_free(padding_error);
+    }
+}
+
+/* Only a version 2 file flagged sorted can be shared: others are refused
+ * by every share, saying to convert again. */
+static void test_shares_need_a_sorted_version_2_file(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = random_tensor(3, 9000, 12);
+    th_sptensor_sort_and_merge(t);
+    static const struct {
+        uint16_t major;
+        uint64_t flags;
+        const char *expected;
+    } cases[] = {
+        {2, 0,
+         "t.tnsb: the file is not flagged sorted, so a coordinate could repeat across two "
+         "shares; convert it again (tensorhost convert writes sorted files)"},
+        {1, 1,
+         "t.tnsb: a version 1.0 binary tensor is checked whole, so it cannot be read in "
+         "shares; convert it again (tensorhost convert writes version 2)"},
+        {1, 0,
+         "t.tnsb: a version 1.0 binary tensor is checked whole, so it cannot be read in "
+         "shares; convert it again (tensorhost convert writes version 2)"},
+    };
+    for (size_t k = 0; k < G_N_ELEMENTS(cases); ++k) {
+        g_autoptr(GByteArray) b =
+            encode(&(layout_spec){.t = t, .major = cases[k].major, .flags = cases[k].flags});
+        g_autoptr(th_sptensor) whole = read_bytes_ok(b); /* a whole read takes it */
+        assert_same_tensor(whole, t);
+        for (uint32_t parts = 1; parts <= 3; ++parts)
+            for (uint32_t p = 0; p < parts; ++p) {
+                th_tensor_share share;
+                GError *error = NULL;
+                assert_null(read_share_bytes(b, p, parts, &share, &error));
+                assert_error(error, TH_TENSOR_READER_ERROR_UNSUPPORTED, cases[k].expected);
+                assert_null(share.block_sums);
+                g_error_free(error);
+            }
+    }
+    /* The writer's own file, its flag bit cleared and the file resealed. */
+    g_autoptr(GByteArray) b = write_to_memory(t, NULL);
+    assert_int_equal(b->data[32] & 1u, 1u);
+    b->data[32] &= (uint8_t)~1u;
+    assert_true(th_tensor_binary_reseal(b->data, b->len));
+    th_tensor_share share;
+    GError *error = NULL;
+    assert_null(read_share_bytes(b, 1, 2, &share, &error));
+    assert_error(error, TH_TENSOR_READER_ERROR_UNSUPPORTED, cases[0].expected);
+    g_error_free(error);
+}
+
+/* Reads every share of `parts`: share `bad` must fail with `code` and
+ * `expected`, the others read. */
+static void assert_only_share_fails(const GByteArray *b, uint32_t parts, uint32_t bad, int code,
+                                    const char *expected)
+{
+    for (uint32_t p = 0; p < parts; ++p) {
+        th_tensor_share share;
+        GError *error = NULL;
+        th_sptensor *t = read_share_bytes(b, p, parts, &share, &error);
+        if (p == bad) {
+            if (t != NULL)
+                fail_msg("share %u of %u read without an error", p, parts);
+            assert_error(error, code, expected);
+            assert_null(share.block_sums);
+            g_error_free(error);
+            continue;
+        }
+        if (error != NULL)
+            fail_msg("share %u of %u: unexpected error: %s", p, parts, error->message);
+        th_sptensor_free(t);
+        th_tensor_share_clear(&share);
+    }
+}
+
+static void swap_nonzeros(th_sptensor *t, uint64_t i, uint64_t j)
+{
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        const th_index index = t->indices[m][i];
+        t->indices[m][i] = t->indices[m][j];
+        t->indices[m][j] = index;
+    }
+    const double value = t->values[i];
+    t->values[i] = t->values[j];
+    t->values[j] = value;
+}
+
+/* A file flagged sorted that is out of order, or repeats a coordinate,
+ * exactly across two shares (each share in order by itself): the share
+ * that starts there finds it, whatever the threads. */
+static void test_share_boundary_order(void **state)
+{
+    (void)state;
+    /* Six nonzeros, two shares of [0, 3) and [3, 6). */
+    g_autoptr(th_sptensor) swapped = six_nonzeros();
+    swap_nonzeros(swapped, 2, 3);
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = swapped, .flags = 1});
+    assert_only_share_fails(b, 2, 1, TH_TENSOR_READER_ERROR_CHECKSUM,
+                            "t.tnsb: the file is flagged sorted, but nonzeros 4 to 6 are not in "
+                            "order without repeats: the file is corrupt; convert it again");
+    g_autoptr(th_sptensor) repeated = six_nonzeros();
+    for (uint32_t m = 0; m < 3; ++m)
+        repeated->indices[m][3] = repeated->indices[m][2];
+    g_autoptr(GByteArray) r = encode(&(layout_spec){.t = repeated, .flags = 1});
+    assert_only_share_fails(r, 2, 1, TH_TENSOR_READER_ERROR_CHECKSUM,
+                            "t.tnsb: the file is flagged sorted, but nonzeros 4 to 6 are not in "
+                            "order without repeats: the file is corrupt; convert it again");
+
+    /* 20000 nonzeros in three shares, from 0, 6667 and 13334; swapped
+     * across the second boundary, in a checksum block's middle. */
+    g_autoptr(th_sptensor) t = random_tensor(3, 20000, 13);
+    th_sptensor_sort_and_merge(t);
+    swap_nonzeros(t, 13333, 13334);
+    g_autoptr(GByteArray) large = encode(&(layout_spec){.t = t, .flags = 1});
+    for (uint32_t threads = 1; threads <= 3; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        assert_only_share_fails(large, 3, 2, TH_TENSOR_READER_ERROR_CHECKSUM,
+                                "t.tnsb: the file is flagged sorted, but nonzeros 13335 to 20000 "
+                                "are not in order without repeats: the file is corrupt; convert "
+                                "it again");
+        /* In two shares, the pair lies inside the second: found there. */
+        assert_only_share_fails(large, 2, 1, TH_TENSOR_READER_ERROR_CHECKSUM,
+                                "t.tnsb: the file is flagged sorted, but nonzeros 10001 to 20000 "
+                                "are not in order without repeats: the file is corrupt; convert "
+                                "it again");
+    }
+    th_tensor_binary_set_threads(0);
+}
+
+/* A content error inside a share names the nonzero by its number in the
+ * file, not in the share. */
+static void test_share_content_error_numbers(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = random_tensor(3, 20000, 14);
+    th_sptensor_sort_and_merge(t);
+    const uint64_t i = settable_nonzero(t, 15000, 2, FALSE, 17); /* mode 3 has size 17 */
+    assert_true(i >= 13334); /* in the last of three shares */
+    g_autoptr(th_sptensor) beyond = th_sptensor_copy(t);
+    beyond->indices[2][i] = 17;
+    g_autoptr(GByteArray) b = encode(&(layout_spec){.t = beyond, .flags = 1});
+    g_autofree char *expected = g_strdup_printf(
+        "t.tnsb: nonzero %" G_GUINT64_FORMAT " of 20000: mode 3 index 17 is out of range: "
+        "the header gives mode 3 size 17 (indices 0 to 16)",
+        i + 1u);
+    assert_bytes_error(b, TH_TENSOR_READER_ERROR_INDEX_RANGE, expected);
+    for (uint32_t threads = 1; threads <= 3; ++threads) {
+        th_tensor_binary_set_threads(threads);
+        assert_only_share_fails(b, 2, 1, TH_TENSOR_READER_ERROR_INDEX_RANGE, expected);
+        assert_only_share_fails(b, 3, 2, TH_TENSOR_READER_ERROR_INDEX_RANGE, expected);
+        assert_only_share_fails(b, 5, (uint32_t)(i / 4000u), TH_TENSOR_READER_ERROR_INDEX_RANGE,
+                                expected);
+    }
+    th_tensor_binary_set_threads(0);
+
+    g_autoptr(th_sptensor) not_finite = th_sptensor_copy(t);
+    not_finite->values[4321] = INFINITY;
+    g_autoptr(GByteArray) v = encode(&(layout_spec){.t = not_finite, .flags = 1});
+    const char *value_error = "t.tnsb: nonzero 4322 of 20000: value inf is not finite";
+    assert_bytes_error(v, TH_TENSOR_READER_ERROR_VALUE, value_error);
+    assert_only_share_fails(v, 5, 1, TH_TENSOR_READER_ERROR_VALUE, value_error);
+}
+
 /* ---- tensorhost convert --------------------------------------------------- */
 
 /* Runs `tensorhost convert ARGS...` (NULL-terminated). */
@@ -1476,6 +1942,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_note_is_the_label),
         cmocka_unit_test(test_round_trip_keeps_dims_and_label),
+        cmocka_unit_test(test_shares_make_the_whole),
+        cmocka_unit_test(test_shares_find_a_flipped_byte_together),
+        cmocka_unit_test(test_shares_need_a_sorted_version_2_file),
+        cmocka_unit_test(test_share_boundary_order),
+        cmocka_unit_test(test_share_content_error_numbers),
     };
     const struct CMUnitTest convert_tests[] = {
         cmocka_unit_test(test_convert_both_ways),

@@ -1063,7 +1063,7 @@ static gboolean plan_share(const char *name, const binary_layout *l, share_reque
 }
 
 /* The end of a share's read: the hashes of its checksum blocks, for the
- * processes to check together (th_tensor_binary_check_share_sums), the
+ * processes to check together (th_tensor_binary_check_block_sums), the
  * order across its first pair, and the content errors. */
 static gboolean read_share_end(const char *name, const copy_run *r, th_tensor_share *share,
                                copy_outcome copied, const th_tensor_read_options *options,
@@ -1202,6 +1202,24 @@ th_sptensor *th_tensor_binary_read_buffer(const char *name, const void *data, si
                                           GError **error)
 {
     return th_tensor_binary_read_buffer_full(name, data, length, NULL, error);
+}
+
+th_sptensor *th_tensor_binary_read_share_buffer(const char *name, const void *data,
+                                                size_t length, uint32_t part, uint32_t parts,
+                                                const th_tensor_read_options *options,
+                                                th_tensor_share *share, GError **error)
+{
+    g_return_val_if_fail(name != NULL && (data != NULL || length == 0) && share != NULL &&
+                             part < parts,
+                         NULL);
+    memset(share, 0, sizeof *share);
+    static const uint8_t empty[1] = {0};
+    const share_request request = {.part = part, .parts = parts};
+    th_sptensor *t = read_memory(name, length > 0 ? data : empty, length, FALSE, options,
+                                 &request, share, error);
+    if (t == NULL)
+        th_tensor_share_clear(share);
+    return t;
 }
 
 /* The file at `path` mapped and read (whole, or the share `request`). */

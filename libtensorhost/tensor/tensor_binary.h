@@ -122,11 +122,12 @@ typedef struct th_tensor_share {
     uint64_t checksums[TH_MAX_MODES + 1]; /* the header's, per section */
 } th_tensor_share;
 
-/* Reads share `part` of `parts` of a binary tensor: the nonzeros [part *
- * nnz / parts, (part + 1) * nnz / parts) (the remainder to the first
- * parts), checked as th_tensor_binary_read checks them (header, padding,
- * indices, values, the order across the share's bounds) except the
- * section checksums, which need every share's block hashes (left in
+/* Reads share `part` of `parts` of a binary tensor: consecutive nonzeros,
+ * nnz / parts of them and one more in each of the first nnz % parts
+ * shares, so that the shares in part order are the file's nonzeros in
+ * its order; checked as th_tensor_binary_read checks them (header,
+ * padding, indices, values, the order across the share's bounds) except
+ * the section checksums, which need every share's block hashes (left in
  * *share). The file must be of version 2 and flagged sorted
  * (TH_TENSOR_READER_ERROR_UNSUPPORTED otherwise, saying to convert it
  * again): then no coordinate repeats across shares and none is merged. A
@@ -151,6 +152,15 @@ th_sptensor *th_tensor_binary_read_buffer_full(const char *name, const void *dat
                                                size_t length,
                                                const th_tensor_read_options *options,
                                                GError **error);
+
+/* A share from memory, read as th_tensor_binary_read_share reads one from
+ * a file, so that the tests and the fuzzer reach the share path without a
+ * file per input: `data` holds the whole file, as each process maps it
+ * whole; `name` stands for the path. */
+th_sptensor *th_tensor_binary_read_share_buffer(const char *name, const void *data,
+                                                size_t length, uint32_t part, uint32_t parts,
+                                                const th_tensor_read_options *options,
+                                                th_tensor_share *share, GError **error);
 
 /* Writes `t` atomically (PATH.tmp-XXXXXX beside it, fsync, rename: never a
  * half-written file; mode 0666 less the umask), flagged sorted only when it
