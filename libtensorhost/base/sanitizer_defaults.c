@@ -29,9 +29,14 @@ const char *__asan_default_options(void)
     return "intercept_tls_get_addr=0";
 }
 
+/* An MPI library (a distributed run's shim, dist.h) keeps its buffers
+ * and its runtime's until the process ends, by design: suppressed by
+ * library name too. */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
-    return "leak:libomp.so\nleak:libgomp.so\n";
+    return "leak:libomp.so\nleak:libgomp.so\nleak:libmpi.so\nleak:libopen-pal.so\n"
+           "leak:libopen-rte.so\nleak:libpmix.so\nleak:libmpich.so\nleak:libhwloc.so\n"
+           "leak:libucs.so\nleak:libucp.so\nleak:libevent\n";
 }
 #endif

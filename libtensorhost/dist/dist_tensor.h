@@ -20,8 +20,8 @@ typedef struct th_dist_share_info {
 } th_dist_share_info;
 
 /* Called by every process. With `dist` NULL: th_tensor_read_file, the
- * whole file in any format. Else this process's share (the nonzeros
- * [rank * nnz / size, (rank + 1) * nnz / size)) of a binary tensor; a
+ * whole file in any format. Else this process's share (nnz / size
+ * consecutive nonzeros, the first nnz mod size ranks one more) of a binary tensor; a
  * text file is refused (TH_TENSOR_READER_ERROR_NOT_BINARY, saying how to
  * convert it), as is a binary file of version 1 or not flagged sorted.
  * NULL on every process when any failed (th_dist_agree: the process whose

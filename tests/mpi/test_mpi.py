@@ -27,6 +27,12 @@ ENV.update({
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
     "TENSORHOST_PLUGIN_PATH": FIXTURES,
 })
+# Under the sanitizer build, Open MPI's runtime leaves blocks allocated at
+# exit from code LeakSanitizer cannot name (so no suppression matches):
+# its processes run with AddressSanitizer's other checks but no leak check.
+# MPICH's runs keep it.
+OPEN_MPI_ENV = dict(ENV, ASAN_OPTIONS=":".join(
+    filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"])))
 failures = []
 
 
@@ -40,7 +46,9 @@ def run(args, processes=None, launcher=None, timeout=240, env=None):
     command = [TENSORHOST] + args
     if processes:
         command = [launcher or MPIRUN, "-np", str(processes)] + command
-    return subprocess.run(command, cwd=WORK, env=env or ENV, capture_output=True, text=True,
+    if env is None:
+        env = OPEN_MPI_ENV if processes and launcher in (None, MPIRUN) else ENV
+    return subprocess.run(command, cwd=WORK, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -162,7 +170,7 @@ check(not os.path.exists(os.path.join(WORK, "out-refused")), "a refused run left
 # 3. One process fails alone (a simulated device failure): every process
 # ends, the one error names the rank, nothing is written.
 failing = write_config("failing", tensors["uber"], plugin="fixture_good")
-env = dict(ENV, TH_FIXTURE_FAIL_RANK="1")
+env = dict(OPEN_MPI_ENV, TH_FIXTURE_FAIL_RANK="1")
 r = run(["--config", failing], 2, env=env)
 lines = error_lines(r.stderr)
 check(r.returncode != 0 and len(lines) == 1 and "rank 1 of 2 processes" in lines[0] and
@@ -192,7 +200,7 @@ def ranks_of(marker):
 
 def start_long_run(name, marker):
     long_config = write_config(name, tensors["uber"], iters=10000000)
-    env = dict(ENV, TH_TEST_MARKER=marker.split("=")[1])
+    env = dict(OPEN_MPI_ENV, TH_TEST_MARKER=marker.split("=")[1])
     process = subprocess.Popen([MPIRUN, "-np", "2", TENSORHOST, "--config", long_config],
                                cwd=WORK, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
