@@ -27,11 +27,7 @@ budget=${GPU_CHECK_BUDGET:-580}
 left() { local l=$(( budget - ($(date +%s) - t_start) - 5 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 10 ] && l=10; echo "$l"; }
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
-build=$(cat .carry/build-dir 2>/dev/null || echo build-device)
-prefix=$PWD/$build/install
-if [ ! -d "$prefix" ] && [ -f .carry/install.tar.xz ]; then
-    mkdir -p "$build" && tar -C "$build" -xJf .carry/install.tar.xz
-fi
+. "$(dirname "$0")/device-tree.sh"
 bin=$PWD/.carry/bin
 # The test programs were built with absolute paths of the build machine's
 # checkout: make that path lead here, and its plugin folder to the install's.

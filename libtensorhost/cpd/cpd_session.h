@@ -17,7 +17,10 @@
  *                           (completion_data.h); the backend loads the
  *                           training entries;
  *                           a norm above 0, and the warnings known before
- *                           the run (cpd_warnings.h)
+ *                           the run (cpd_warnings.h); in a run of several
+ *                           processes (th_cpd_params.dist) the tensor is
+ *                           this process's share, scaled and checked by
+ *                           the whole tensor's largest value and norm
  *   th_cpd_session_load     the backend builds its layouts, at the plan's
  *                           rank
  *   th_cpd_session_run      the model's run on params->model: CP-ALS

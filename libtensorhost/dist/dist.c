@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* dladdr */
 #include "dist/dist.h"
 
 #include <dlfcn.h>
@@ -6,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/install_dirs.h"
 #include "dist/mpi_shim.h"
 
 G_DEFINE_QUARK(th-dist-error-quark, th_dist_error)
@@ -54,31 +54,12 @@ uint32_t th_dist_announced_processes(const char **launcher)
     return 1;
 }
 
-/* <libdir>/tensorhost/mpi, from where this code runs (as the plugin
- * folder is found): libtensorhost's folder, or the program's ../lib. */
-static char *shim_dir(void)
-{
-    Dl_info where;
-    if (dladdr((void *)(uintptr_t)shim_dir, &where) && where.dli_fname &&
-        strstr(where.dli_fname, ".so")) {
-        g_autofree char *module = g_canonicalize_filename(where.dli_fname, NULL);
-        g_autofree char *libdir = g_path_get_dirname(module);
-        return g_build_filename(libdir, "tensorhost", "mpi", NULL);
-    }
-    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    if (exe == NULL)
-        return NULL;
-    g_autofree char *bindir = g_path_get_dirname(exe);
-    g_autofree char *joined = g_build_filename(bindir, "..", TH_MPI_RELDIR, NULL);
-    return g_canonicalize_filename(joined, NULL);
-}
-
 /* The shims to try, in order. */
 static GPtrArray *candidates(const char *launcher)
 {
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     const char *chosen = g_getenv("TENSORHOST_MPI");
-    g_autofree char *dir = shim_dir();
+    g_autofree char *dir = th_installed_dir("tensorhost/mpi", TH_MPI_RELDIR);
     const char *names[2] = {"openmpi", "mpich"};
     if (chosen != NULL && *chosen != '\0' && strcmp(chosen, "openmpi") != 0 &&
         strcmp(chosen, "mpich") != 0) {
@@ -104,8 +85,8 @@ static gboolean mpi_failed(const th_dist *d, int code, const char *what, GError 
         return FALSE;
     char text[1024];
     d->mpi->error_string(code, text, sizeof text);
-    g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI, "process %u of %u: %s: %s",
-                d->rank + 1, d->size, what, text);
+    g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI, "rank %u of %u processes: %s: %s",
+                d->rank, d->size, what, text);
     return TRUE;
 }
 
@@ -302,7 +283,7 @@ gboolean th_dist_agree(th_dist *d, GError **error)
     if ((uint32_t)first != d->rank) {
         g_clear_error(error);
         g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_ELSEWHERE,
-                    "process %d of %u failed (it reports why)", first + 1, d->size);
+                    "rank %d of %u processes failed (it reports why)", first, d->size);
     }
     return FALSE;
 }

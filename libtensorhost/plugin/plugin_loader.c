@@ -7,6 +7,7 @@
 
 #include "plugin/plugin_loader.h"
 
+#include "base/install_dirs.h"
 #include "base/log.h"
 #include "base/message_text.h"
 #include "base/sanitizer_defaults.h"
@@ -71,27 +72,6 @@ void th_plugin_set_call_error(GError **error, const th_plugin *plugin, const cha
 /* Search path and name resolution                                           */
 /* ------------------------------------------------------------------------ */
 
-/* The installation's plugin folder, found from where this code runs: in
- * libtensorhost (a shared object in <prefix>/<libdir>), <libdir>/tensorhost/
- * plugins; in a program (<prefix>/bin), <bindir>/../<TH_PLUGIN_RELDIR>.
- * NULL when neither can be told (then only the other folders are searched). */
-static char *installed_plugin_dir(void)
-{
-    Dl_info where;
-    if (dladdr((void *)(uintptr_t)installed_plugin_dir, &where) && where.dli_fname &&
-        strstr(where.dli_fname, ".so")) {
-        g_autofree char *module = g_canonicalize_filename(where.dli_fname, NULL);
-        g_autofree char *libdir = g_path_get_dirname(module);
-        return g_build_filename(libdir, "tensorhost", "plugins", NULL);
-    }
-    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    if (exe == NULL)
-        return NULL;
-    g_autofree char *bindir = g_path_get_dirname(exe);
-    g_autofree char *joined = g_build_filename(bindir, "..", TH_PLUGIN_RELDIR, NULL);
-    return g_canonicalize_filename(joined, NULL);
-}
-
 GPtrArray *th_plugin_search_path(GPtrArray *extra)
 {
     GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
@@ -107,7 +87,7 @@ GPtrArray *th_plugin_search_path(GPtrArray *extra)
                 g_ptr_array_add(dirs, g_strdup(*p));
     }
 
-    char *installed = installed_plugin_dir();
+    char *installed = th_installed_dir("tensorhost/plugins", TH_PLUGIN_RELDIR);
     if (installed != NULL)
         g_ptr_array_add(dirs, installed);
     return dirs;

@@ -1,0 +1,87 @@
+#!/bin/bash
+# Runs of several processes on a GPU host (README, "Several processes"):
+# on the same synthetic tensors and initial factors, gpu-adaptive
+#   - in one process on one GPU (its sweep, and the host path),
+#   - in one process over every GPU (the devices group),
+#   - as one process per GPU under mpirun (each its own GPU through
+#     CUDA_VISIBLE_DEVICES from its local rank), 2 to G processes,
+# and prints each run's fit, median iteration and, for several processes,
+# rank 0's time in collectives. Run from the repository root of a host
+# that holds the install tree and .carry/ of tools/device-bundle.sh, with
+# Open MPI's mpirun on PATH.
+#   tools/gpu-mpi.sh [PRESET...]     (tensorhost-synth presets; default: uber nell-2)
+# Logs and reports go to $OUT (or ./gpu-mpi-out).
+set -u
+out=${OUT:-$PWD/gpu-mpi-out}
+mkdir -p "$out"
+. "$(dirname "$0")/device-tree.sh"
+tensorhost=$prefix/bin/tensorhost
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+presets=("$@")
+[ ${#presets[@]} -eq 0 ] && presets=(uber nell-2)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun --version 2>&1 | head -1 | tee "$out/mpi.txt"
+for shim in "$prefix"/lib/tensorhost/mpi/*.so; do
+    echo "$(basename "$shim"): $(ldd "$shim" | awk '/libmpi/ {print $1, $3}')" | tee -a "$out/mpi.txt"
+done
+# One GPU a process: the local rank's.
+cat > "$out/one-gpu.sh" <<'WRAP'
+#!/bin/sh
+export CUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-0}}
+exec "$@"
+WRAP
+chmod +x "$out/one-gpu.sh"
+
+rows=()
+summarise() { # label, report.json
+    python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+label, path = sys.argv[1:3]
+r = json.load(open(path))
+its = [i["seconds"] for i in r["cpd"]["iterations"][2:]] or [0.0]
+procs = r.get("processes")
+coll = procs["ranks"][0]["collective_seconds"] if procs else 0.0
+print(f"{label:<28} fit {r['cpd']['final_fit']:.9f}  iteration {1e3 * statistics.median(its):8.3f} ms  "
+      f"update {r['cpd']['update_path']:<5}  rank 0 in collectives {coll:6.3f} s")
+PY
+}
+for preset in "${presets[@]}"; do
+    tensor=$out/$preset.tnsb
+    "$prefix/bin/tensorhost-synth" --preset "$preset" --seed 1 --output "$tensor" > "$out/synth-$preset.log" 2>&1 ||
+        { echo "tensorhost-synth --preset $preset failed"; cat "$out/synth-$preset.log"; continue; }
+    cat > "$out/$preset.toml" <<TOML
+[tensor]
+path = "$tensor"
+[cpd]
+rank = 32
+max_iters = 20
+tolerance = 0
+seed = 42
+[backend]
+plugin = "gpu-adaptive"
+[output]
+dir = "$out/runs/$preset"
+TOML
+    run() { # label, output dir, launcher and args...
+        local label=$1 dir=$2
+        shift 2
+        if "$@" --config "$out/$preset.toml" --set output.dir="$dir" > "$dir.log" 2>&1; then
+            rows+=("$(summarise "$preset: $label" "$dir/report.json")")
+        else
+            rows+=("$preset: $label: FAILED (exit $?): $(grep -m1 'error' "$dir.log")")
+        fi
+    }
+    mkdir -p "$out/runs"
+    devices=$(seq -s, 0 $((gpus - 1)))
+    run "1 GPU, sweep" "$out/runs/$preset-1gpu" "$tensorhost" --set backend.options.devices=0
+    run "1 GPU, host path" "$out/runs/$preset-1gpu-host" "$tensorhost" \
+        --set backend.options.devices=0 --set cpd.update=host
+    [ "$gpus" -gt 1 ] && run "$gpus GPUs, one process" "$out/runs/$preset-group" "$tensorhost" \
+        --set "backend.options.devices=\"$devices\""
+    for np in $(seq 2 "$gpus"); do
+        run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" \
+            "$out/one-gpu.sh" "$tensorhost"
+    done
+done
+echo
+printf '%s\n' "${rows[@]}" | tee "$out/summary.txt"
