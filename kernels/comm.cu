@@ -2,8 +2,10 @@
 #include "comm.cuh"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <new>
 
@@ -106,6 +108,7 @@ struct thg_comm {
     registration registered[THG_MAX_COMM_RANKS][kMaxRegistrations] = {};
 #ifdef THG_HAVE_NCCL
     nccl_api nccl;
+    const char *nccl_origin = ""; /* "bundled", "the host's" or "TH_NCCL_LIBRARY" */
     ncclComm_t comms[THG_MAX_COMM_RANKS] = {};
 #endif
     /* The direct exchange: every rank's device communicator, as NCCL made
@@ -139,10 +142,38 @@ bool zero_copy(const thg_comm *c)
                             (comm)->nccl.GetErrorString(thg_r_));                          \
     } while (0)
 
-thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
+/* The NCCL to load, in *origin how it was chosen: TH_NCCL_LIBRARY when
+ * set; else the copy installed beside this library
+ * (<libdir>/tensorhost/nccl/libnccl.so.2, the version of the build's
+ * headers, kernels/CMakeLists.txt), so that the direct exchange runs
+ * whatever NCCL the host has; else the host's libnccl.so.2. */
+void nccl_to_load(char *path, size_t pathlen, const char **origin)
 {
     const char *env = getenv("TH_NCCL_LIBRARY");
-    const char *name = env && *env ? env : "libnccl.so.2";
+    if (env && *env) {
+        snprintf(path, pathlen, "%s", env);
+        *origin = "TH_NCCL_LIBRARY";
+        return;
+    }
+    Dl_info where;
+    if (dladdr((const void *)&nccl_to_load, &where) && where.dli_fname) {
+        const char *slash = strrchr(where.dli_fname, '/');
+        const int dir = slash ? (int)(slash - where.dli_fname) : 1;
+        snprintf(path, pathlen, "%.*s/tensorhost/nccl/libnccl.so.2", dir,
+                 slash ? where.dli_fname : ".");
+        if (access(path, F_OK) == 0) {
+            *origin = "bundled";
+            return;
+        }
+    }
+    snprintf(path, pathlen, "libnccl.so.2");
+    *origin = "the host's";
+}
+
+thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
+{
+    char name[4096];
+    nccl_to_load(name, sizeof name, &c->nccl_origin);
     nccl_api &n = c->nccl;
     n.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!n.lib)
@@ -446,8 +477,9 @@ thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
         if (st != THG_OK)
             return st;
 #endif
-        snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d, %u device%s, %s%s%s",
-                 c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
+        snprintf(c->description, sizeof c->description,
+                 "NCCL %d.%d.%d (%s), %u device%s, %s%s%s", c->nccl.version / 10000,
+                 c->nccl.version / 100 % 100, c->nccl.version % 100, c->nccl_origin,
                  c->G, c->G == 1 ? "" : "s",
                  c->direct             ? "direct exchange (device API)"
                  : c->nccl.MemAlloc    ? "buffers registered (zero-copy)"

@@ -15,7 +15,8 @@
  *     copies and a summing kernel, since NCCL refuses two ranks on one GPU
  *     (the distribution is tested this way before several GPUs are lent);
  *   - G distinct devices: NCCL, loaded with dlopen at run time
- *     (TH_NCCL_LIBRARY, default "libnccl.so.2"), so that the plugins build
+ *     (TH_NCCL_LIBRARY; else the copy bundled with the install, of the
+ *     build's headers' version; else the host's "libnccl.so.2"), so that the plugins build
  *     and run where it is absent and only a multi-device request needs it;
  *     all-gathers among registered buffers take the direct exchange (its
  *     device API, a kernel of ours) where it can, point-to-point sends and

@@ -12,7 +12,8 @@
 #   .carry/shared-data/kg  ../shared/data/real/kg (outside the checkout, so
 #                  copying the checkout does not bring it)
 #   .carry/install.tar.xz  BUILD/install again, compressed (the bundled
-#                  OpenBLAS alone is ~36 MB and packs to a quarter of that):
+#                  OpenBLAS alone is ~36 MB and packs to a quarter of that),
+#                  without the bundled NCCL (tools/device-tree.sh):
 #                  where copying is limited in size, copy .carry alone and
 #                  tools/gpu-check.sh unpacks the tree when BUILD/install is
 #                  missing
@@ -36,7 +37,9 @@ cp -L "$cmocka" .carry/lib/
 if [ -d ../shared/data/real/kg ]; then
     cp -r ../shared/data/real/kg .carry/shared-data/
 fi
-tar -C "$build" -cf - install | xz -T0 -6 > .carry/install.tar.xz
+# The bundled NCCL (over 200 MB) stays out of the copy: tools/device-tree.sh
+# links the GPU host's copy of the same wheel in its place (NCCL_BUNDLE_FROM).
+tar -C "$build" --exclude='install/lib/tensorhost/nccl' -cf - install | xz -T0 -6 > .carry/install.tar.xz
 # The test programs hold absolute paths of this checkout (plugins, data).
 sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" > .carry/source-root
 echo "$build" > .carry/build-dir

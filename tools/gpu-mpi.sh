@@ -2,7 +2,8 @@
 # Runs of several processes on a GPU host (README, "Several processes"):
 # on the same synthetic tensors and initial factors, gpu-adaptive
 #   - in one process on one GPU (its sweep, and the host path),
-#   - in one process over every GPU (the devices group),
+#   - in one process over every GPU (the devices group), on the NCCL the
+#     install bundles and on the host's,
 #   - as one process per GPU under mpirun (each its own GPU through
 #     CUDA_VISIBLE_DEVICES from its local rank), 2 to G processes,
 # and prints each run's fit, median iteration and, for several processes,
@@ -41,8 +42,10 @@ r = json.load(open(path))
 its = [i["seconds"] for i in r["cpd"]["iterations"][2:]] or [0.0]
 procs = r.get("processes")
 coll = procs["ranks"][0]["collective_seconds"] if procs else 0.0
-print(f"{label:<28} fit {r['cpd']['final_fit']:.9f}  iteration {1e3 * statistics.median(its):8.3f} ms  "
-      f"update {r['cpd']['update_path']:<5}  rank 0 in collectives {coll:6.3f} s")
+nccl = [p.strip() for p in r["backend"].get("details", "").split(";") if "NCCL" in p or "exchange" in p]
+print(f"{label:<34} fit {r['cpd']['final_fit']:.9f}  iteration {1e3 * statistics.median(its):8.3f} ms  "
+      f"update {r['cpd']['update_path']:<5}  rank 0 in collectives {coll:6.3f} s"
+      + (f"  [{'; '.join(nccl)}]" if nccl else ""))
 PY
 }
 for preset in "${presets[@]}"; do
@@ -76,8 +79,13 @@ TOML
     run "1 GPU, sweep" "$out/runs/$preset-1gpu" "$tensorhost" --set backend.options.devices=0
     run "1 GPU, host path" "$out/runs/$preset-1gpu-host" "$tensorhost" \
         --set backend.options.devices=0 --set cpd.update=host
-    [ "$gpus" -gt 1 ] && run "$gpus GPUs, one process" "$out/runs/$preset-group" "$tensorhost" \
-        --set "backend.options.devices=\"$devices\""
+    if [ "$gpus" -gt 1 ]; then
+        run "$gpus GPUs, one process" "$out/runs/$preset-group" "$tensorhost" \
+            --set "backend.options.devices=\"$devices\""
+        # The same on the host's NCCL instead of the one the install bundles.
+        run "$gpus GPUs, one process, host NCCL" "$out/runs/$preset-group-host-nccl" \
+            env TH_NCCL_LIBRARY=libnccl.so.2 "$tensorhost" --set "backend.options.devices=\"$devices\""
+    fi
     for np in $(seq 2 "$gpus"); do
         run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" \
             "$out/one-gpu.sh" "$tensorhost"
