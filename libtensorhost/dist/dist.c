@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ struct th_dist {
     uint32_t rank, size;
     char library[256];
     char host[256];
+    int threads; /* the OpenMP default share_the_cores set, 0 for none */
     th_dist_traffic traffic;
 };
 
@@ -114,6 +116,21 @@ static th_dist *open_shim(const char *path, GString *why)
     return d;
 }
 
+/* Processes sharing a host share its cores: unless OMP_NUM_THREADS says
+ * otherwise, each one's OpenMP (the host's algebra, OpenBLAS's OpenMP
+ * build, a CPU backend's default thread count, all of which follow this
+ * thread's OpenMP default) takes its part of the cores it may run on. Left
+ * at every core, P processes on one host run P times as many threads as it
+ * has cores, and OpenMP's spinning threads then stall each other's work. */
+static void share_the_cores(th_dist *d)
+{
+    int local = 1;
+    if (g_getenv("OMP_NUM_THREADS") != NULL || d->mpi->local_size(&local) != 0 || local <= 1)
+        return;
+    d->threads = MAX(1, (int)g_get_num_processors() / local);
+    omp_set_num_threads(d->threads);
+}
+
 th_dist *th_dist_start(GError **error)
 {
     const char *launcher = NULL;
@@ -161,6 +178,7 @@ th_dist *th_dist_start(GError **error)
     /* MPICH's version line has a tab: one line of plain text for the
      * console and report.json. */
     g_strdelimit(d->library, "\t\r\n", ' ');
+    share_the_cores(d);
     return d;
 }
 
@@ -181,6 +199,8 @@ uint32_t th_dist_size(const th_dist *d) { return d ? d->size : 1; }
 const char *th_dist_library(const th_dist *d) { return d ? d->library : ""; }
 
 const char *th_dist_host(const th_dist *d) { return d ? d->host : ""; }
+
+uint32_t th_dist_threads(const th_dist *d) { return d ? (uint32_t)d->threads : 0; }
 
 th_dist_traffic th_dist_traffic_so_far(const th_dist *d)
 {

@@ -40,13 +40,18 @@ uint32_t th_dist_announced_processes(const char **launcher);
  * one process. TENSORHOST_MPI picks the shim: "openmpi", "mpich" or a
  * shim's path; by default the launcher's implementation, then the other.
  * NULL with TH_DIST_ERROR_LOAD or _MPI when several processes were
- * announced and MPI cannot start. */
+ * announced and MPI cannot start. Processes that share a host share its
+ * cores (th_dist_threads). */
 th_dist *th_dist_start(GError **error);
 /* MPI_Finalize, after every process's last collective; NULL is fine. */
 void th_dist_finish(th_dist *dist);
 
 uint32_t th_dist_rank(const th_dist *dist);
 uint32_t th_dist_size(const th_dist *dist);
+/* The OpenMP threads each process took as its share of its host's cores
+ * (th_dist_start: the cores it may run on over the processes on its host,
+ * unless OMP_NUM_THREADS is set); 0 when it left OpenMP's default. */
+uint32_t th_dist_threads(const th_dist *dist);
 /* The MPI library's version line and this process's host name; "" for NULL. */
 const char *th_dist_library(const th_dist *dist);
 const char *th_dist_host(const th_dist *dist);

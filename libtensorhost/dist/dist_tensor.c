@@ -73,6 +73,11 @@ th_sptensor *th_dist_read_tensor(th_dist *dist, const char *path,
                     "OUT.tnsb",
                     path, th_dist_size(dist), path);
     }
+    if (t != NULL && share.nnz_total < th_dist_size(dist))
+        g_set_error(&local, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_EMPTY,
+                    "%s: %" G_GUINT64_FORMAT " nonzeros for %u processes: each process "
+                    "needs a share of one at least; run at most %" G_GUINT64_FORMAT,
+                    path, share.nnz_total, th_dist_size(dist), share.nnz_total);
     if (!th_dist_agree(dist, &local)) {
         th_tensor_share_clear(&share);
         g_propagate_error(error, local);

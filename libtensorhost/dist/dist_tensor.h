@@ -23,7 +23,9 @@ typedef struct th_dist_share_info {
  * whole file in any format. Else this process's share (nnz / size
  * consecutive nonzeros, the first nnz mod size ranks one more) of a binary tensor; a
  * text file is refused (TH_TENSOR_READER_ERROR_NOT_BINARY, saying how to
- * convert it), as is a binary file of version 1 or not flagged sorted.
+ * convert it), as is a binary file of version 1 or not flagged sorted,
+ * and one with fewer nonzeros than processes (TH_TENSOR_READER_ERROR_EMPTY:
+ * a backend loads one nonzero at least).
  * NULL on every process when any failed (th_dist_agree: the process whose
  * error it is keeps it). */
 th_sptensor *th_dist_read_tensor(th_dist *dist, const char *path,

@@ -104,6 +104,17 @@ static void shim_processor_name(char *text, int capacity)
     snprintf(text, (size_t)capacity, "%s", name);
 }
 
+static int shim_local_size(int *size)
+{
+    MPI_Comm local;
+    int code = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    if (code != MPI_SUCCESS)
+        return code;
+    code = MPI_Comm_size(local, size);
+    const int freed = MPI_Comm_free(&local);
+    return code != MPI_SUCCESS ? code : freed;
+}
+
 #ifndef TH_MPI_IMPLEMENTATION
 #error "TH_MPI_IMPLEMENTATION names the implementation the shim is built against"
 #endif
@@ -128,6 +139,7 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .error_string = shim_error_string,
         .library_version = shim_library_version,
         .processor_name = shim_processor_name,
+        .local_size = shim_local_size,
     };
     return &table;
 }

@@ -445,10 +445,18 @@ static int run_config(const th_config *config, th_dist *dist, gint64 start)
     if (!th_dist_tensor_facts(dist, tensor, &whole, &error))
         abort_processes(dist, error);
     th_console_tensor_summary(&whole, config->tensor_path, read_seconds);
-    if (dist)
-        th_log(TH_LOG_INFO, "  %u processes (%s), each reading its share; rank 0: %" G_GUINT64_FORMAT
+    if (dist) {
+        g_autofree char *threads =
+            th_dist_threads(dist)
+                ? g_strdup_printf(", %u OpenMP %s each (their share of the host's cores; "
+                                  "OMP_NUM_THREADS sets it)",
+                                  th_dist_threads(dist),
+                                  th_plural(th_dist_threads(dist), "thread", "threads"))
+                                  : g_strdup("");
+        th_log(TH_LOG_INFO, "  %u processes (%s), each reading its share%s; rank 0: %" G_GUINT64_FORMAT
                             " nonzeros",
-               th_dist_size(dist), th_dist_library(dist), tensor->nnz);
+               th_dist_size(dist), th_dist_library(dist), threads, tensor->nnz);
+    }
     if (prepare_tensor(config, session, tensor, &error))
         (void)load_into_backend(session, backend, &error);
     if (!th_dist_agree(dist, &error))

@@ -148,7 +148,23 @@ for case, tensor, extra in cases:
         if fit is not None:
             check(abs(fit - one) < 1e-10, f"{case}: MPICH's 2 processes fit {fit!r} vs {one!r}")
 
+# Processes on one host share its cores, unless OMP_NUM_THREADS says how
+# many threads each takes.
+config = write_config("threads", tensors["aminoacid"], iters=3)
+r = run(["--config", config], 2)
+check(r.returncode == 0 and "OpenMP thread" in r.stdout + r.stderr,
+      f"two processes did not say their share of the cores: {(r.stdout + r.stderr)[-1500:]}")
+r = run(["--config", config], 2, env=dict(OPEN_MPI_ENV, OMP_NUM_THREADS="1"))
+check(r.returncode == 0 and "OpenMP thread" not in r.stdout + r.stderr,
+      "with OMP_NUM_THREADS set the processes still took a share of the cores")
+
 config = write_config("errors", tensors["uber"])
+# One nonzero: a share for one process only.
+tiny = os.path.join(WORK, "tiny.tnsb")
+with open(os.path.join(WORK, "tiny.tns"), "w") as f:
+    f.write("1 1 1 2.5\n")
+r = run(["convert", os.path.join(WORK, "tiny.tns"), tiny])
+check(r.returncode == 0, f"convert tiny.tns: {r.stderr}")
 
 # 2. What a run of several processes cannot do: one error, said once.
 for what, sets, expected in (
@@ -157,7 +173,8 @@ for what, sets, expected in (
         ("an unknown key", ["cpd.rnk=3"], "unknown key 'cpd.rnk'"),
         ("the sweep path", ["cpd.update=sweep"], "use \"auto\" or \"host\""),
         ("the Poisson model", ["cpd.model=poisson"], "runs in one process"),
-        ("a missing tensor", ["tensor.path=missing.tnsb"], "missing.tnsb")):
+        ("a missing tensor", ["tensor.path=missing.tnsb"], "missing.tnsb"),
+        ("fewer nonzeros than processes", [f"tensor.path={tiny}"], "run at most 1")):
     args = ["--config", config, "--set", "output.dir=out-refused"]
     for s in sets:
         args += ["--set", s]
