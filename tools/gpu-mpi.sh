@@ -4,8 +4,8 @@
 #   - in one process on one GPU (its sweep, and the host path),
 #   - in one process over every GPU (the devices group), on the NCCL the
 #     install bundles and on the host's,
-#   - as one process per GPU under mpirun (each its own GPU through
-#     CUDA_VISIBLE_DEVICES from its local rank), 2 to G processes,
+#   - as one process per GPU under mpirun (each given its own GPU by
+#     tensorhost, README "Several processes"), 2 to G processes,
 # and prints each run's fit, median iteration and, for several processes,
 # rank 0's time in collectives. Run from the repository root of a host
 # that holds the install tree and .carry/ of tools/device-bundle.sh, with
@@ -25,13 +25,6 @@ mpirun --version 2>&1 | head -1 | tee "$out/mpi.txt"
 for shim in "$prefix"/lib/tensorhost/mpi/*.so; do
     echo "$(basename "$shim"): $(ldd "$shim" | awk '/libmpi/ {print $1, $3}')" | tee -a "$out/mpi.txt"
 done
-# One GPU a process: the local rank's.
-cat > "$out/one-gpu.sh" <<'WRAP'
-#!/bin/sh
-export CUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-0}}
-exec "$@"
-WRAP
-chmod +x "$out/one-gpu.sh"
 
 rows=()
 summarise() { # label, report.json
@@ -45,6 +38,7 @@ coll = procs["ranks"][0]["collective_seconds"] if procs else 0.0
 nccl = [p.strip() for p in r["backend"].get("details", "").split(";") if "NCCL" in p or "exchange" in p]
 print(f"{label:<34} fit {r['cpd']['final_fit']:.9f}  iteration {1e3 * statistics.median(its):8.3f} ms  "
       f"update {r['cpd']['update_path']:<5}  rank 0 in collectives {coll:6.3f} s"
+      + (f"  GPUs per rank {[p['gpus'] for p in procs['ranks']]}" if procs else "")
       + (f"  [{'; '.join(nccl)}]" if nccl else ""))
 PY
 }
@@ -87,8 +81,7 @@ TOML
             env TH_NCCL_LIBRARY=libnccl.so.2 "$tensorhost" --set "backend.options.devices=\"$devices\""
     fi
     for np in $(seq 2 "$gpus"); do
-        run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" \
-            "$out/one-gpu.sh" "$tensorhost"
+        run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" "$tensorhost"
     done
 done
 echo

@@ -18,6 +18,7 @@ struct th_dist {
     char library[256];
     char host[256];
     int threads; /* the OpenMP default share_the_cores set, 0 for none */
+    char gpus[128]; /* the CUDA_VISIBLE_DEVICES share_the_gpus set, "" for none */
     th_dist_traffic traffic;
 };
 
@@ -122,13 +123,46 @@ static th_dist *open_shim(const char *path, GString *why)
  * thread's OpenMP default) takes its part of the cores it may run on. Left
  * at every core, P processes on one host run P times as many threads as it
  * has cores, and OpenMP's spinning threads then stall each other's work. */
-static void share_the_cores(th_dist *d)
+static void share_the_cores(th_dist *d, int local)
 {
-    int local = 1;
-    if (g_getenv("OMP_NUM_THREADS") != NULL || d->mpi->local_size(&local) != 0 || local <= 1)
+    if (g_getenv("OMP_NUM_THREADS") != NULL || local <= 1)
         return;
     d->threads = MAX(1, (int)g_get_num_processors() / local);
     omp_set_num_threads(d->threads);
+}
+
+/* The NVIDIA GPUs of this host, as the driver lists them (no CUDA call:
+ * CUDA must not start before CUDA_VISIBLE_DEVICES is set); 0 without. */
+static int host_gpus(void)
+{
+    g_autoptr(GDir) dir = g_dir_open("/proc/driver/nvidia/gpus", 0, NULL);
+    int count = 0;
+    while (dir != NULL && g_dir_read_name(dir) != NULL)
+        ++count;
+    return count;
+}
+
+/* Processes sharing a host share its GPUs, as they share its cores: unless
+ * CUDA_VISIBLE_DEVICES is set (a scheduler's binding, srun
+ * --gpus-per-task), the `local`-th of `locals` processes sees its block of
+ * G / locals GPUs (G >= locals), or GPU local mod G (fewer GPUs than
+ * processes), so that a GPU backend's device 0, or devices = "all", is its
+ * own. */
+static void share_the_gpus(th_dist *d, int locals, int local)
+{
+    const int gpus = host_gpus();
+    if (g_getenv("CUDA_VISIBLE_DEVICES") != NULL || locals <= 1 || gpus == 0)
+        return;
+    g_autoptr(GString) visible = g_string_new(NULL);
+    if (gpus >= locals) {
+        const int each = gpus / locals;
+        for (int k = 0; k < each; ++k)
+            g_string_append_printf(visible, "%s%d", k ? "," : "", local * each + k);
+    } else {
+        g_string_append_printf(visible, "%d", local % gpus);
+    }
+    g_setenv("CUDA_VISIBLE_DEVICES", visible->str, TRUE);
+    g_strlcpy(d->gpus, visible->str, sizeof d->gpus);
 }
 
 th_dist *th_dist_start(GError **error)
@@ -178,7 +212,11 @@ th_dist *th_dist_start(GError **error)
     /* MPICH's version line has a tab: one line of plain text for the
      * console and report.json. */
     g_strdelimit(d->library, "\t\r\n", ' ');
-    share_the_cores(d);
+    int locals = 1, local = 0;
+    if (d->mpi->local_size(&locals, &local) == 0) {
+        share_the_cores(d, locals);
+        share_the_gpus(d, locals, local);
+    }
     return d;
 }
 
@@ -201,6 +239,8 @@ const char *th_dist_library(const th_dist *d) { return d ? d->library : ""; }
 const char *th_dist_host(const th_dist *d) { return d ? d->host : ""; }
 
 uint32_t th_dist_threads(const th_dist *d) { return d ? (uint32_t)d->threads : 0; }
+
+const char *th_dist_gpus(const th_dist *d) { return d ? d->gpus : ""; }
 
 th_dist_traffic th_dist_traffic_so_far(const th_dist *d)
 {

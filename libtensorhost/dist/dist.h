@@ -41,7 +41,7 @@ uint32_t th_dist_announced_processes(const char **launcher);
  * shim's path; by default the launcher's implementation, then the other.
  * NULL with TH_DIST_ERROR_LOAD or _MPI when several processes were
  * announced and MPI cannot start. Processes that share a host share its
- * cores (th_dist_threads). */
+ * cores (th_dist_threads) and its GPUs (th_dist_gpus). */
 th_dist *th_dist_start(GError **error);
 /* MPI_Finalize, after every process's last collective; NULL is fine. */
 void th_dist_finish(th_dist *dist);
@@ -52,6 +52,11 @@ uint32_t th_dist_size(const th_dist *dist);
  * (th_dist_start: the cores it may run on over the processes on its host,
  * unless OMP_NUM_THREADS is set); 0 when it left OpenMP's default. */
 uint32_t th_dist_threads(const th_dist *dist);
+/* The GPUs this process was given as its share of its host's
+ * (CUDA_VISIBLE_DEVICES, set by th_dist_start unless it was set already,
+ * on a host whose driver lists GPUs and runs several of the processes):
+ * "" when it set none. */
+const char *th_dist_gpus(const th_dist *dist);
 /* The MPI library's version line and this process's host name; "" for NULL. */
 const char *th_dist_library(const th_dist *dist);
 const char *th_dist_host(const th_dist *dist);

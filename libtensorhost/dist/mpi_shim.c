@@ -104,13 +104,15 @@ static void shim_processor_name(char *text, int capacity)
     snprintf(text, (size_t)capacity, "%s", name);
 }
 
-static int shim_local_size(int *size)
+static int shim_local_size(int *size, int *rank)
 {
     MPI_Comm local;
     int code = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
     if (code != MPI_SUCCESS)
         return code;
     code = MPI_Comm_size(local, size);
+    if (code == MPI_SUCCESS)
+        code = MPI_Comm_rank(local, rank);
     const int freed = MPI_Comm_free(&local);
     return code != MPI_SUCCESS ? code : freed;
 }

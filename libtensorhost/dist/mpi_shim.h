@@ -46,9 +46,9 @@ typedef struct th_mpi_shim {
     /* MPI_Get_library_version's first line and MPI_Get_processor_name. */
     void (*library_version)(char *text, int capacity);
     void (*processor_name)(char *text, int capacity);
-    /* The processes on this process's host, itself included
-     * (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED). */
-    int (*local_size)(int *size);
+    /* The processes on this process's host, itself included, and its
+     * rank among them (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED). */
+    int (*local_size)(int *size, int *rank);
 } th_mpi_shim;
 
 #endif

@@ -353,6 +353,7 @@ static void add_processes(JsonBuilder *b, const th_run_processes *p)
         json_builder_begin_object(b);
         th_json_member_int(b, "rank", r->rank);
         th_json_member_string(b, "host", r->host);
+        th_json_member_string(b, "gpus", r->gpus);
         th_json_member_int(b, "first_nonzero", (gint64)r->first_nonzero);
         th_json_member_int(b, "nnz", (gint64)r->nnz);
         th_json_member_number(b, "read_seconds", r->read_seconds);

@@ -17,6 +17,7 @@
 typedef struct th_process_record {
     uint32_t rank;
     char host[64];
+    char gpus[64]; /* the CUDA_VISIBLE_DEVICES it was given, "" for none */
     uint64_t first_nonzero, nnz; /* its share of the file's nonzeros */
     double read_seconds, preprocess_seconds;
     double mttkrp_seconds; /* its MTTKRPs, summed over modes and iterations */

@@ -390,6 +390,7 @@ static th_process_record process_record(th_dist *dist, const th_sptensor *share,
         .cpd_seconds = result->total_seconds,
     };
     g_strlcpy(record.host, th_dist_host(dist), sizeof record.host);
+    g_strlcpy(record.gpus, th_dist_gpus(dist), sizeof record.gpus);
     for (uint32_t m = 0; m < result->nmodes; ++m)
         record.mttkrp_seconds += MAX(result->mttkrp_seconds[m], 0.0);
     const th_dist_traffic traffic = th_dist_traffic_so_far(dist);
@@ -453,9 +454,14 @@ static int run_config(const th_config *config, th_dist *dist, gint64 start)
                                   th_dist_threads(dist),
                                   th_plural(th_dist_threads(dist), "thread", "threads"))
                                   : g_strdup("");
+        g_autofree char *gpus =
+            th_dist_gpus(dist)[0] ? g_strdup_printf(", GPUs %s (CUDA_VISIBLE_DEVICES: its share "
+                                                    "of the host's)",
+                                                    th_dist_gpus(dist))
+                                  : g_strdup("");
         th_log(TH_LOG_INFO, "  %u processes (%s), each reading its share%s; rank 0: %" G_GUINT64_FORMAT
-                            " nonzeros",
-               th_dist_size(dist), th_dist_library(dist), threads, tensor->nnz);
+                            " nonzeros%s",
+               th_dist_size(dist), th_dist_library(dist), threads, tensor->nnz, gpus);
     }
     if (prepare_tensor(config, session, tensor, &error))
         (void)load_into_backend(session, backend, &error);

@@ -137,6 +137,9 @@ for case, tensor, extra in cases:
               f"{case}: the shares' nonzeros {[r['nnz'] for r in ranks]} do not add up to "
               f"{one_report['tensor']['nnz']}")
         check([r["rank"] for r in ranks] == list(range(processes)), f"{case}: ranks {ranks}")
+        # Without GPUs (the driver lists none) no process is given any.
+        if not os.path.isdir("/proc/driver/nvidia/gpus"):
+            check(all(r["gpus"] == "" for r in ranks), f"{case}: GPUs given: {ranks}")
         check(rep["tensor"]["nnz"] == one_report["tensor"]["nnz"] and
               rep["tensor"]["empty_slices"] == one_report["tensor"]["empty_slices"] and
               abs(rep["tensor"]["norm"] / one_report["tensor"]["norm"] - 1) < 1e-10,
