@@ -249,15 +249,20 @@ gboolean th_cpd_check_regularised_values(const th_cpd_params *params,
     return FALSE;
 }
 
-gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
+gboolean th_cpd_check_norm(double norm_squared, uint64_t nnz, GError **error)
 {
-    if (th_sptensor_norm_squared(tensor) > 0.0)
+    if (norm_squared > 0.0)
         return TRUE;
     g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
                 "every value of the tensor is zero (%" G_GUINT64_FORMAT " stored entries, norm "
                 "0): a tensor with norm 0 has no CP decomposition",
-                tensor->nnz);
+                nnz);
     return FALSE;
+}
+
+gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error)
+{
+    return th_cpd_check_norm(th_sptensor_norm_squared(tensor), tensor->nnz, error);
 }
 
 /* a * b, or UINT64_MAX when that overflows. */
@@ -467,8 +472,6 @@ static gboolean resolve_least_squares_path(const th_backend *backend,
                                            const th_cpd_params *params,
                                            th_update_path *resolved, GError **error)
 {
-    if (params->dist != NULL)
-        return resolve_distributed_path(params, resolved, error);
     /* The tensor's order is not known yet: a mask over every mode a list
      * may name. */
     if (params->nonneg_modes || th_cpd_regularised(params, TH_MAX_MODES))
@@ -483,7 +486,7 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
     if ((params->dist != NULL && !resolve_distributed_path(params, &path, error)) ||
         !check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
-        (params->model == TH_MODEL_LEAST_SQUARES &&
+        (params->model == TH_MODEL_LEAST_SQUARES && params->dist == NULL &&
          !resolve_least_squares_path(backend, params, &path, error)))
         return FALSE;
     backend->planned_model = (int32_t)params->model;

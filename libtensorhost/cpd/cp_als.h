@@ -374,6 +374,9 @@ void th_cpd_free_factors(double **factors, uint32_t nmodes);
  * after th_sptensor_scale_to_safe_range, whose scaling keeps tiny values
  * from squaring to 0. */
 gboolean th_cpd_check_tensor(const th_sptensor *tensor, GError **error);
+/* The same from a squared norm and a count of stored entries (a tensor
+ * whose shares several processes hold). */
+gboolean th_cpd_check_norm(double norm_squared, uint64_t nnz, GError **error);
 
 /* The largest rank this tensor can have: min(nnz, min over modes n of the
  * product of the other modes' lengths), saturating at UINT64_MAX. A CP rank

@@ -87,10 +87,19 @@ static gboolean split_for_completion(th_cpd_session *s, const th_sptensor *tenso
            th_completion_check_rows(s->train, c->l2, empty_rows, description, error);
 }
 
+/* What a distributed run's share stands for (prepare_share): the whole
+ * tensor's squared norm and counts, summed over the processes. */
+typedef struct {
+    double norm_squared;
+    uint64_t nnz, underflowed_values;
+} whole_tensor;
+
 /* The checks of a prepared tensor (in the safe range for least squares;
  * as read, nonnegative, for Poisson; split for completion), and the
- * warnings known before the run. */
-static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError **error)
+ * warnings known before the run; with `whole`, of a share whose checks
+ * and warnings count the whole tensor. */
+static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor,
+                            const whole_tensor *whole, GError **error)
 {
     uint64_t non_integer = 0, empty_rows = 0;
     g_autofree char *empty_description = NULL;
@@ -106,7 +115,8 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
         s->empty_rows = empty_rows;
         break;
     default:
-        ok = th_cpd_check_tensor(tensor, error) &&
+        ok = (whole ? th_cpd_check_norm(whole->norm_squared, whole->nnz, error)
+                    : th_cpd_check_tensor(tensor, error)) &&
              th_cpd_check_constraints_order(&s->params, tensor->nmodes, error) &&
              th_cpd_check_regularised_values(&s->params, tensor, error);
         break;
@@ -114,10 +124,17 @@ static gboolean take_tensor(th_cpd_session *s, const th_sptensor *tensor, GError
     if (!ok)
         return FALSE;
     s->tensor = tensor;
+    /* The warnings read the counts and sizes alone: a share's header with
+     * the whole tensor's counts stands for the tensor. */
+    th_sptensor counted = *tensor;
+    if (whole) {
+        counted.nnz = whole->nnz;
+        counted.underflowed_values = whole->underflowed_values;
+    }
     g_ptr_array_set_size(s->warnings, 0);
     const th_cpd_warning_terms terms = terms_of(s);
-    th_cpd_tensor_warnings(s->warnings, tensor, s->params.rank, &terms);
-    th_cpd_count_warnings(s->warnings, non_integer, tensor->nnz, &terms);
+    th_cpd_tensor_warnings(s->warnings, &counted, s->params.rank, &terms);
+    th_cpd_count_warnings(s->warnings, non_integer, counted.nnz, &terms);
     th_cpd_empty_row_warnings(s->warnings, empty_rows, empty_description,
                               s->params.completion.l2);
     s->tensor_warnings = s->warnings->len;
@@ -146,8 +163,7 @@ gboolean th_cpd_prepare_tensor(th_sptensor *tensor, gboolean *scaled, GError **e
 
 /* A distributed run's tensor (params.dist): this process's share, scaled
  * by the whole tensor's largest value and checked by its norm, every
- * process's collectives made before any check can fail; the warnings from
- * the whole tensor's counts. */
+ * process's collectives made before any check can fail. */
 static gboolean prepare_share(th_cpd_session *s, th_sptensor *share, gboolean *scaled,
                               GError **error)
 {
@@ -159,31 +175,14 @@ static gboolean prepare_share(th_cpd_session *s, th_sptensor *share, gboolean *s
         !fits_values_as_read(s) && th_sptensor_scale_for_largest(share, largest);
     if (scaled)
         *scaled = did_scale;
-    double norm_squared = th_sptensor_norm_squared(share);
+    whole_tensor whole = {.norm_squared = th_sptensor_norm_squared(share)};
     uint64_t counts[2] = {share->nnz, share->underflowed_values};
-    if (!th_dist_sum(dist, &norm_squared, 1, error) || !th_dist_sum_u64(dist, counts, 2, error))
+    if (!th_dist_sum(dist, &whole.norm_squared, 1, error) ||
+        !th_dist_sum_u64(dist, counts, 2, error))
         return FALSE;
-    if (!(norm_squared > 0.0)) {
-        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_ZERO_TENSOR,
-                    "every value of the tensor is zero (%" G_GUINT64_FORMAT " stored entries, "
-                    "norm 0): a tensor with norm 0 has no CP decomposition",
-                    counts[0]);
-        return FALSE;
-    }
-    if (!th_cpd_check_constraints_order(&s->params, share->nmodes, error) ||
-        !th_cpd_check_regularised_values(&s->params, share, error))
-        return FALSE;
-    s->tensor = share;
-    g_ptr_array_set_size(s->warnings, 0);
-    const th_cpd_warning_terms terms = terms_of(s);
-    /* The warnings read the counts and sizes alone: the share's header
-     * with the whole tensor's counts stands for it. */
-    th_sptensor whole = *share;
     whole.nnz = counts[0];
     whole.underflowed_values = counts[1];
-    th_cpd_tensor_warnings(s->warnings, &whole, s->params.rank, &terms);
-    s->tensor_warnings = s->warnings->len;
-    return TRUE;
+    return take_tensor(s, share, &whole, error);
 }
 
 gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean *scaled,
@@ -194,10 +193,10 @@ gboolean th_cpd_session_prepare(th_cpd_session *s, th_sptensor *tensor, gboolean
     if (fits_values_as_read(s)) {
         if (scaled)
             *scaled = FALSE;
-        return take_tensor(s, tensor, error);
+        return take_tensor(s, tensor, NULL, error);
     }
     return th_cpd_prepare_tensor_for(tensor, s->params.model, scaled, error) &&
-           take_tensor(s, tensor, error);
+           take_tensor(s, tensor, NULL, error);
 }
 
 gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tensor,
@@ -211,7 +210,7 @@ gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tenso
         s->scaled_copy = th_sptensor_copy(tensor);
         th_sptensor_scale_to_safe_range(s->scaled_copy);
     }
-    return take_tensor(s, s->scaled_copy ? s->scaled_copy : tensor, error);
+    return take_tensor(s, s->scaled_copy ? s->scaled_copy : tensor, NULL, error);
 }
 
 gboolean th_cpd_session_load(th_cpd_session *s, GError **error)

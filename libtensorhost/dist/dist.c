@@ -289,23 +289,6 @@ gboolean th_dist_or_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error
                   error);
 }
 
-gboolean th_dist_bcast(th_dist *d, void *buffer, uint64_t bytes, uint32_t root, GError **error)
-{
-    if (d == NULL)
-        return TRUE;
-    const gint64 start = g_get_monotonic_time();
-    for (uint64_t first = 0; first < bytes; first += MAX_PIECE) {
-        const int count = (int)MIN(MAX_PIECE, bytes - first);
-        if (mpi_failed(d, d->mpi->bcast((char *)buffer + first, count, (int)root),
-                       "a broadcast", error))
-            return FALSE;
-        d->traffic.calls++;
-    }
-    d->traffic.bytes += bytes;
-    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
-    return TRUE;
-}
-
 gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *received,
                         GError **error)
 {

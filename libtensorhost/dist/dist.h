@@ -66,9 +66,6 @@ gboolean th_dist_sum(th_dist *dist, double *values, uint64_t n, GError **error);
 gboolean th_dist_max(th_dist *dist, double *values, uint64_t n, GError **error);
 gboolean th_dist_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
 gboolean th_dist_or_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
-/* `bytes` from `root` to every process. */
-gboolean th_dist_bcast(th_dist *dist, void *buffer, uint64_t bytes, uint32_t root,
-                       GError **error);
 /* `bytes` from every process into rank 0's `received` (size x bytes, in
  * rank order; ignored elsewhere). */
 gboolean th_dist_gather(th_dist *dist, const void *sent, uint64_t bytes, void *received,

@@ -62,17 +62,10 @@ static int shim_allreduce(void *buffer, int count, th_mpi_type type, th_mpi_op o
                          MPI_COMM_WORLD);
 }
 
-static int shim_bcast(void *buffer, int bytes, int root)
-{
-    return MPI_Bcast(buffer, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
-}
-
 static int shim_gather(const void *sent, int bytes, void *received, int root)
 {
     return MPI_Gather(sent, bytes, MPI_BYTE, received, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
 }
-
-static int shim_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
 
 static int shim_abort(int status) { return MPI_Abort(MPI_COMM_WORLD, status); }
 
@@ -134,9 +127,7 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .rank = shim_rank,
         .size = shim_size,
         .allreduce = shim_allreduce,
-        .bcast = shim_bcast,
         .gather = shim_gather,
-        .barrier = shim_barrier,
         .abort = shim_abort,
         .error_string = shim_error_string,
         .library_version = shim_library_version,

@@ -18,8 +18,9 @@
 
 /* The shim's one exported symbol: `const th_mpi_shim *th_mpi_shim_table(void)`. */
 #define TH_MPI_SHIM_SYMBOL "th_mpi_shim_table"
-/* Bumped when a member changes meaning; members are only appended. */
-#define TH_MPI_SHIM_VERSION 1u
+/* Bumped when a member changes meaning or goes; members are otherwise only
+ * appended. */
+#define TH_MPI_SHIM_VERSION 2u
 
 typedef enum { TH_MPI_DOUBLE = 0, TH_MPI_UINT64 = 1, TH_MPI_INT32 = 2 } th_mpi_type;
 typedef enum { TH_MPI_SUM = 0, TH_MPI_MAX = 1, TH_MPI_MIN = 2, TH_MPI_BOR = 3 } th_mpi_op;
@@ -35,10 +36,8 @@ typedef struct th_mpi_shim {
     int (*size)(int *size);
     /* In place (MPI_IN_PLACE) over every process. */
     int (*allreduce)(void *buffer, int count, th_mpi_type type, th_mpi_op op);
-    int (*bcast)(void *buffer, int bytes, int root);
     /* `bytes` from every process into root's `received` (size * bytes). */
     int (*gather)(const void *sent, int bytes, void *received, int root);
-    int (*barrier)(void);
     /* Ends every process of the job with `status`; does not return on success. */
     int (*abort)(int status);
     /* Text into `text` (at least 1024 bytes, MPI_MAX_ERROR_STRING's bound). */

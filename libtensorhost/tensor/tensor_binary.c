@@ -166,9 +166,17 @@ static uint64_t section_element_bytes(const binary_layout *l, uint32_t s)
 }
 
 /* "mode 2 indices", "values": modes count from 1, as in every message. */
-static char *section_name(const binary_layout *l, uint32_t s)
+static char *section_name(uint32_t nmodes, uint32_t s)
 {
-    return s < l->nmodes ? g_strdup_printf("mode %u indices", s + 1u) : g_strdup("values");
+    return s < nmodes ? g_strdup_printf("mode %u indices", s + 1u) : g_strdup("values");
+}
+
+/* Section `s` of a file of `nmodes` modes does not hash to its checksum. */
+static void set_checksum_error(const char *name, uint32_t nmodes, uint32_t s, GError **error)
+{
+    g_autofree char *section = section_name(nmodes, s);
+    g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
+                "%s: checksum mismatch in the %s: the file is corrupt", name, section);
 }
 
 static gboolean align_up(uint64_t offset, uint64_t *out)
@@ -907,7 +915,7 @@ static gboolean check_metadata(const char *name, const copy_run *r, binary_layou
         return FALSE;
     }
     if (padding.bad_section >= 0) {
-        g_autofree char *section = section_name(layout, (uint32_t)padding.bad_section);
+        g_autofree char *section = section_name(layout->nmodes, (uint32_t)padding.bad_section);
         g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
                     "%s: the padding before the %s is not zero: the file is corrupt", name,
                     section);
@@ -1163,9 +1171,7 @@ static th_sptensor *read_memory(const char *name, const uint8_t *data, uint64_t 
     /* Corruption explains any content error: it is reported first. */
     const int64_t mismatch = first_checksum_mismatch(&r, nthreads);
     if (mismatch >= 0) {
-        g_autofree char *section = section_name(&layout, (uint32_t)mismatch);
-        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
-                    "%s: checksum mismatch in the %s: the file is corrupt", name, section);
+        set_checksum_error(name, layout.nmodes, (uint32_t)mismatch, error);
         return NULL;
     }
     if (copied.first.found) {
@@ -1312,11 +1318,7 @@ gboolean th_tensor_binary_check_block_sums(const char *name, const th_tensor_sha
         if (blocks_checksum(sums + (uint64_t)s * share->file_blocks, share->file_blocks) ==
             share->checksums[s])
             continue;
-        g_autofree char *section = s + 1u < share->nsections
-                                       ? g_strdup_printf("mode %u indices", s + 1u)
-                                       : g_strdup("values");
-        g_set_error(error, TH_TENSOR_READER_ERROR, TH_TENSOR_READER_ERROR_CHECKSUM,
-                    "%s: checksum mismatch in the %s: the file is corrupt", name, section);
+        set_checksum_error(name, share->nsections - 1u, s, error);
         return FALSE;
     }
     return TRUE;
