@@ -114,6 +114,11 @@ static void test_cpu_reference_passes(void **state)
                                      "norm=2 ("));
     assert_line(&r, "PASS create/destroy x50 (and destroy(NULL))");
     assert_line(&r, "PASS load/unload x20");
+    /* ABI 1.7: the inner iterations in one call, to the end and stopped part
+     * way, against the checker's own loop. */
+    assert_non_null(strstr(r.output, "\nPASS multiplicative_updates modes=4 skew=zipf rank=16 "
+                                     "(max relative error "));
+    assert_line(&r, "PASS multiplicative_updates errors");
     /* ABI 1.3: its own draw of the initial factors is the host's, bit for
      * bit, over seeds from 0 to UINT64_MAX and a mode of length 1. */
     assert_non_null(strstr(r.output, "\nPASS init_factors modes=3 skew=uniform rank=4 seed=0 "
@@ -223,7 +228,7 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.0, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.7)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
     assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
@@ -246,7 +251,7 @@ static void test_frozen_v1_2_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.2, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.2, host 1.7)");
     assert_line(&r, "PASS entry size (120 bytes)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
                                      "reference's per-mode iteration, max relative error "));
@@ -266,7 +271,7 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.4, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.4, host 1.7)");
     assert_line(&r, "PASS entry size (144 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
     assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
@@ -277,8 +282,9 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     run_clear(&r);
 }
 
-/* ABI 1.5 through a 1.6 host: row_least_squares and als_update_nonneg
- * pass; the 1.6 fields are never set for it, and the checks of them say so. */
+/* ABI 1.5 through a 1.7 host: row_least_squares and als_update_nonneg
+ * pass; the 1.6 fields are never set for it, and the checks of them say so;
+ * it has no multiplicative_updates (1.7). */
 static void test_frozen_v1_5_plugin_passes(void **state)
 {
     (void)state;
@@ -286,7 +292,7 @@ static void test_frozen_v1_5_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.7)");
     assert_line(&r, "PASS entry size (160 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
@@ -295,7 +301,9 @@ static void test_frozen_v1_5_plugin_passes(void **state)
                     "ABI 1.5: these fields of ABI 1.6 are never set for it");
     assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
                     "ABI 1.5: these fields of ABI 1.6 are never set for it");
-    assert_int_equal(r.counts.skipped, 2);
+    assert_line(&r, "SKIP multiplicative_updates: lacks multiplicative_updates (ABI 1.7): the "
+                    "host runs CP-APR's inner iterations one call each");
+    assert_int_equal(r.counts.skipped, 3);
     run_clear(&r);
 }
 
@@ -308,7 +316,7 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.6, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.7, host 1.7)");
     assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
                     "max_rank 256, als_update, als_sweep)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
@@ -435,7 +443,7 @@ static void test_v1_5_plugin_is_never_given_the_v1_6_fields(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.6)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.7)");
     assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
     assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
@@ -576,7 +584,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.6; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.7; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }

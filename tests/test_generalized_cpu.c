@@ -1,12 +1,15 @@
 /* cpu-reference's ABI 1.4 functions against a naive oracle written here:
  * generalized_mttkrp (every elementwise function and reduction, weights
  * NULL and given, TH_MODE_NONE, VALUE against mttkrp(), the same bits on
- * any thread count) and factor_update (each operation), and every error. */
+ * any thread count) and factor_update (each operation), and every error;
+ * and its multiplicative_updates (ABI 1.7) against the loop of those two
+ * that it stands for, bit for bit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -612,6 +615,286 @@ static void test_errors(void **state)
     th_test_free_factors(factors, 3);
 }
 
+/* ------------------------------------------------------------------------ */
+/* multiplicative_updates (ABI 1.7)                                          */
+/* ------------------------------------------------------------------------ */
+
+#define MU_ITERATIONS 6u
+
+/* What the inner iterations of one mode leave. */
+typedef struct mu_outcome {
+    double *factor, *result; /* dims[mode] x rank */
+    uint32_t iterations, updates;
+    double violation;
+    double violations[MU_ITERATIONS]; /* the loop's, per iteration */
+} mu_outcome;
+
+static void mu_outcome_init(mu_outcome *o, size_t count)
+{
+    memset(o, 0, sizeof *o);
+    o->factor = g_new(double, count);
+    o->result = g_new(double, count);
+}
+
+static void mu_outcome_clear(mu_outcome *o)
+{
+    g_free(o->factor);
+    g_free(o->result);
+}
+
+/* plugin.h's loop of generalized_mttkrp and factor_update, from `factors`. */
+static void mu_by_loop(const th_plugin *p, th_instance *inst, const th_sptensor *t,
+                       double *const *factors, uint32_t mode, double tolerance, mu_outcome *o)
+{
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        th_test_assert_ok(p->entry.set_factor(inst, m, factors[m], err), err);
+    o->iterations = o->updates = 0;
+    for (uint32_t i = 0; i < MU_ITERATIONS; i++) {
+        double reduced = 0.0;
+        th_test_assert_ok(call_generalized(p, inst, mode, TH_ELEMENTWISE_POISSON_RATIO,
+                                           TH_REDUCTION_NONE, EPSILON, NULL, &reduced, err),
+                          err);
+        th_factor_update_io io = {.struct_size = (uint32_t)sizeof io, .mode = mode,
+                                  .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                  .tolerance = tolerance};
+        th_test_assert_ok(p->entry.factor_update(inst, &io, err), err);
+        o->iterations = i + 1;
+        o->updates += (uint32_t)io.count;
+        o->violation = o->violations[i] = io.violation;
+        if (io.count == 0)
+            break;
+    }
+    th_test_assert_ok(p->entry.get_factor(inst, mode, o->factor, err), err);
+    th_test_assert_ok(p->entry.get_mttkrp_result(inst, mode, o->result, err), err);
+}
+
+/* The same in one multiplicative_updates call; its status. */
+static th_status mu_by_call(const th_plugin *p, th_instance *inst, const th_sptensor *t,
+                            double *const *factors, uint32_t mode, uint32_t max_iterations,
+                            double tolerance, mu_outcome *o, char *err)
+{
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        th_test_assert_ok(p->entry.set_factor(inst, m, factors[m], err), err);
+    th_multiplicative_updates_io io = {.struct_size = (uint32_t)sizeof io,
+                                       .mode = mode,
+                                       .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                       .max_iterations = max_iterations,
+                                       .epsilon = EPSILON,
+                                       .tolerance = tolerance};
+    const th_status status = p->entry.multiplicative_updates(inst, &io, err);
+    o->iterations = io.iterations;
+    o->updates = io.updates;
+    o->violation = io.violation;
+    th_test_assert_ok(p->entry.get_factor(inst, mode, o->factor, err), err);
+    if (status == TH_OK)
+        th_test_assert_ok(p->entry.get_mttkrp_result(inst, mode, o->result, err), err);
+    return status;
+}
+
+static void assert_same_outcome(const mu_outcome *got, const mu_outcome *want, size_t count,
+                                const char *what)
+{
+    if (got->iterations != want->iterations || got->updates != want->updates ||
+        memcmp(&got->violation, &want->violation, sizeof(double)) != 0)
+        fail_msg("%s: %u iterations, %u updates, violation %.17g; expected %u, %u, %.17g", what,
+                 got->iterations, got->updates, got->violation, want->iterations, want->updates,
+                 want->violation);
+    if (memcmp(got->factor, want->factor, count * sizeof(double)) != 0)
+        fail_msg("%s: the factor differs", what);
+    if (memcmp(got->result, want->result, count * sizeof(double)) != 0)
+        fail_msg("%s: the result differs", what);
+}
+
+static double max_relative_error(const double *got, const double *want, size_t count)
+{
+    double worst = 0.0, scale = 0.0;
+    for (size_t k = 0; k < count; k++)
+        scale = fmax(scale, fabs(want[k]));
+    for (size_t k = 0; k < count; k++)
+        worst = fmax(worst, fabs(got[k] - want[k]) / fmax(scale, DBL_MIN));
+    return worst;
+}
+
+/* Within rounding of the loop: the same counts, the violation, factor and
+ * result to `tolerance` relative (to the largest entry). */
+static void assert_close_outcome(const mu_outcome *got, const mu_outcome *want, size_t count,
+                                 double tolerance, const char *what)
+{
+    if (got->iterations != want->iterations || got->updates != want->updates ||
+        !(fabs(got->violation - want->violation) <= tolerance * fabs(want->violation)))
+        fail_msg("%s: %u iterations, %u updates, violation %.17g; the loop: %u, %u, %.17g", what,
+                 got->iterations, got->updates, got->violation, want->iterations, want->updates,
+                 want->violation);
+    const double factor_error = max_relative_error(got->factor, want->factor, count);
+    const double result_error = max_relative_error(got->result, want->result, count);
+    if (!(factor_error <= tolerance) || !(result_error <= tolerance))
+        fail_msg("%s: factor %.3g, result %.3g from the loop's (relative)", what, factor_error,
+                 result_error);
+}
+
+/* A tolerance the loop stops at part way (iteration >= 1 with a margin),
+ * or 0 when its violations never fall below all before. */
+static double stopping_tolerance(const double *violations, uint32_t n)
+{
+    double smallest = violations[0];
+    for (uint32_t s = 1; s < n; s++) {
+        if (violations[s] < smallest * (1.0 - 1e-3))
+            return 0.5 * (violations[s] + smallest);
+        smallest = fmin(smallest, violations[s]);
+    }
+    return 0.0;
+}
+
+/* multiplicative_updates leaves what the loop of generalized_mttkrp and
+ * factor_update leaves: bit for bit where no vector copy runs (rank 5) or
+ * no row is cached (TH_CPU_REFERENCE_MU_PRODUCTS_BYTES 0: every row forms
+ * its products at every iteration), within rounding where the cache's
+ * blocks run (rank 16); and
+ * the same bits on 1, 2 and 3 threads, in vectors of eight or of four
+ * (TH_CPU_REFERENCE_NO_AVX512), with every iteration in one block or in
+ * blocks of one and two (a small history, TH_CPU_REFERENCE_MU_HISTORY_BYTES),
+ * run to the end or stopped part way by the tolerance, on rows that span
+ * chunks and with a row of most of a mode's nonzeros (a mode the plugin
+ * runs as the loop itself). */
+static void test_multiplicative_updates_are_the_loop(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const uint32_t spread_dims[3] = {7, 60, 80}, heavy_dims[3] = {2, 300, 300};
+    g_autoptr(th_sptensor) spread = th_test_random_tensor(3, spread_dims, 20000, f->rng);
+    g_autoptr(th_sptensor) heavy = th_test_random_tensor(3, heavy_dims, 40000, f->rng);
+    for (uint64_t k = 0; k < 36000; k++)
+        heavy->indices[0][k] = 0; /* one row of 36k nonzeros: more than the cache holds */
+    th_sptensor *tensors[2] = {spread, heavy};
+    const uint32_t ranks[2] = {16, 5};
+    const char *threads[3] = {"1", "2", "3"};
+    unsigned stopped = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        th_sptensor *t = tensors[ti];
+        make_counts(t);
+        for (int ri = 0; ri < 2; ri++) {
+            const uint32_t rank = ranks[ri];
+            double **factors = positive_factors(t, rank, f->rng);
+            th_instance *inst[3];
+            for (int k = 0; k < 3; k++) {
+                inst[k] = th_test_create_instance(p, "threads", threads[k], NULL);
+                th_test_load_and_set(p, inst[k], t, rank, factors);
+            }
+            for (uint32_t mode = 0; mode < 3; mode++) {
+                const size_t count = (size_t)t->dims[mode] * rank;
+                /* Bit for bit where no vector copy (and so no cache's block) runs. */
+                const gboolean exact = rank % 4 != 0;
+                mu_outcome loop, first, got;
+                mu_outcome_init(&loop, count);
+                mu_outcome_init(&first, count);
+                mu_outcome_init(&got, count);
+                double tolerance = 0.0;
+                for (int round = 0; round < 2; round++) {
+                    if (round == 1 && tolerance == 0.0)
+                        break;
+                    mu_by_loop(p, inst[0], t, factors, mode, tolerance, &loop);
+                    stopped += loop.iterations < MU_ITERATIONS;
+                    const char *budgets[3] = {NULL, "1", NULL};
+                    g_autofree char *two = g_strdup_printf("%zu", 3 * count * sizeof(double));
+                    budgets[2] = two;
+                    gboolean have_first = FALSE;
+                    for (int k = 0; k < 3; k++)
+                        for (int b = 0; b < 3; b++)
+                            for (int wide = 1; wide >= (k == 0 ? 0 : 1); wide--) {
+                                if (budgets[b])
+                                    g_setenv("TH_CPU_REFERENCE_MU_HISTORY_BYTES", budgets[b],
+                                             TRUE);
+                                if (!wide)
+                                    g_setenv("TH_CPU_REFERENCE_NO_AVX512", "1", TRUE);
+                                char err[TH_ERROR_SIZE] = "";
+                                th_test_assert_ok(mu_by_call(p, inst[k], t, factors, mode,
+                                                             MU_ITERATIONS, tolerance, &got,
+                                                             err),
+                                                  err);
+                                g_unsetenv("TH_CPU_REFERENCE_MU_HISTORY_BYTES");
+                                g_unsetenv("TH_CPU_REFERENCE_NO_AVX512");
+                                g_autofree char *what = g_strdup_printf(
+                                    "tensor %d rank %u mode %u tolerance %g, %s threads, "
+                                    "history %s%s",
+                                    ti, rank, mode, tolerance, threads[k],
+                                    budgets[b] ? budgets[b] : "default",
+                                    wide ? "" : ", vectors of four");
+                                if (exact)
+                                    assert_same_outcome(&got, &loop, count, what);
+                                else
+                                    assert_close_outcome(&got, &loop, count, 1e-12, what);
+                                if (!have_first) {
+                                    first.iterations = got.iterations;
+                                    first.updates = got.updates;
+                                    first.violation = got.violation;
+                                    memcpy(first.factor, got.factor, count * sizeof(double));
+                                    memcpy(first.result, got.result, count * sizeof(double));
+                                    have_first = TRUE;
+                                }
+                                assert_same_outcome(&got, &first, count, what);
+                            }
+                    /* With no row cached, every row forms its products at every
+                     * iteration: the loop's bits. */
+                    g_setenv("TH_CPU_REFERENCE_MU_PRODUCTS_BYTES", "0", TRUE);
+                    char err[TH_ERROR_SIZE] = "";
+                    th_test_assert_ok(mu_by_call(p, inst[1], t, factors, mode, MU_ITERATIONS,
+                                                 tolerance, &got, err),
+                                      err);
+                    g_unsetenv("TH_CPU_REFERENCE_MU_PRODUCTS_BYTES");
+                    assert_same_outcome(&got, &loop, count, "no row cached");
+                    tolerance = stopping_tolerance(loop.violations, loop.iterations);
+                }
+                mu_outcome_clear(&loop);
+                mu_outcome_clear(&first);
+                mu_outcome_clear(&got);
+            }
+            for (int k = 0; k < 3; k++)
+                p->entry.destroy(inst[k]);
+            th_test_free_factors(factors, 3);
+        }
+    }
+    /* The stopping rule was exercised, not only the full runs. */
+    assert_true(stopped >= 6);
+}
+
+/* A stop requested between blocks gives up with TH_ERR_CANCELLED and the
+ * factor after the whole blocks before it: here one update. */
+static void test_multiplicative_updates_stop_between_blocks(void **state)
+{
+    fixture *f = *state;
+    const th_plugin *p = f->plugin;
+    const uint32_t dims[3] = {12, 16, 20}, rank = 8;
+    g_autoptr(th_sptensor) t = th_test_random_tensor(3, dims, 3000, f->rng);
+    make_counts(t);
+    double **factors = positive_factors(t, rank, f->rng);
+    const size_t count = (size_t)dims[1] * rank;
+    th_instance *plain = th_test_create_instance(p, "threads", "2", NULL);
+    th_test_load_and_set(p, plain, t, rank, factors);
+    mu_outcome once, got;
+    mu_outcome_init(&once, count);
+    mu_outcome_init(&got, count);
+    char err[TH_ERROR_SIZE] = "";
+    th_test_assert_ok(mu_by_call(p, plain, t, factors, 1, 1, 0.0, &once, err), err);
+    th_instance *stopped = th_test_create_cancelled_instance(p, "threads", "2", NULL);
+    th_test_load_and_set(p, stopped, t, rank, factors);
+    g_setenv("TH_CPU_REFERENCE_MU_HISTORY_BYTES", "1", TRUE); /* blocks of one */
+    const th_status status = mu_by_call(p, stopped, t, factors, 1, 4, 0.0, &got, err);
+    g_unsetenv("TH_CPU_REFERENCE_MU_HISTORY_BYTES");
+    assert_int_equal(status, TH_ERR_CANCELLED);
+    assert_non_null(strstr(err, "stop requested"));
+    assert_memory_equal(got.factor, once.factor, count * sizeof(double));
+    /* The mode's result is not ready: the factor operations that read it refuse. */
+    th_factor_update_io io = {.struct_size = (uint32_t)sizeof io, .mode = 1,
+                              .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE};
+    assert_int_equal(p->entry.factor_update(stopped, &io, err), TH_ERR_BAD_STATE);
+    mu_outcome_clear(&once);
+    mu_outcome_clear(&got);
+    p->entry.destroy(plain);
+    p->entry.destroy(stopped);
+    th_test_free_factors(factors, 3);
+}
+
 int main(void)
 {
     th_log_set_level(TH_LOG_WARNING);
@@ -624,6 +907,8 @@ int main(void)
         cmocka_unit_test(test_avx512_copy_changes_no_bit),
         cmocka_unit_test(test_factor_operations),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_multiplicative_updates_are_the_loop),
+        cmocka_unit_test(test_multiplicative_updates_stop_between_blocks),
     };
     return cmocka_run_group_tests(tests, setup, th_test_cpu_fixture_teardown);
 }

@@ -12,7 +12,8 @@
  *     up to max_inner_iters times: Phi = generalized_mttkrp(n, POISSON_RATIO,
  *       epsilon); MULTIPLICATIVE_UPDATE(n, tolerance) -> KKT violation;
  *       stop the inner loop once it is below the tolerance (the mode counts
- *       as not converged otherwise)
+ *       as not converged otherwise); where the backend has
+ *       multiplicative_updates (ABI 1.7), that loop is its one call
  *     NORMALIZE_1(n) -> lambda                            (M.normalize(normtype=1, mode=n))
  *   log-likelihood = sum x log(m) (a TH_MODE_NONE reduction weighted by
  *   lambda) - sum(lambda) (the columns have unit 1-norm);

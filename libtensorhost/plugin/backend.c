@@ -129,6 +129,14 @@ th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instan
     return plugin->entry.row_least_squares(instance, io, err);
 }
 
+th_status th_call_multiplicative_updates(const th_plugin *plugin, th_instance *instance,
+                                         th_multiplicative_updates_io *io, char *err)
+{
+    if (!plugin->entry.multiplicative_updates)
+        return unsupported("multiplicative_updates (optional, ABI 1.7)", err);
+    return plugin->entry.multiplicative_updates(instance, io, err);
+}
+
 gboolean th_instance_runtime_info(const th_plugin *plugin, th_instance *instance,
                                   th_runtime_info *info, GError **error)
 {
@@ -704,6 +712,32 @@ gboolean th_backend_row_least_squares(th_backend *backend, uint32_t mode, double
         return FALSE;
     if (out)
         *out = io;
+    return TRUE;
+}
+
+gboolean th_backend_has_multiplicative_updates(const th_backend *backend)
+{
+    return backend->plugin->entry.multiplicative_updates != NULL;
+}
+
+gboolean th_backend_multiplicative_updates(th_backend *backend, uint32_t mode, double epsilon,
+                                           double tolerance, uint32_t max_iterations,
+                                           th_multiplicative_updates_io *out, GError **error)
+{
+    th_multiplicative_updates_io io = {
+        .struct_size = (uint32_t)sizeof(th_multiplicative_updates_io),
+        .mode = mode,
+        .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+        .max_iterations = max_iterations,
+        .epsilon = epsilon,
+        .tolerance = tolerance,
+    };
+    char message[TH_ERROR_SIZE] = "";
+    const th_status status =
+        th_call_multiplicative_updates(backend->plugin, backend->instance, &io, message);
+    if (!check_call(backend, status, "multiplicative_updates failed", message, error))
+        return FALSE;
+    *out = io;
     return TRUE;
 }
 

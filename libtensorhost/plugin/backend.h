@@ -218,6 +218,17 @@ gboolean th_backend_has_row_least_squares(const th_backend *backend);
 gboolean th_backend_row_least_squares(th_backend *backend, uint32_t mode, double ridge,
                                       gboolean nonneg, uint32_t passes,
                                       th_row_least_squares_io *out, GError **error);
+/* Whether the backend runs CP-APR's inner iterations of a mode in one call
+ * (multiplicative_updates, ABI 1.7). */
+gboolean th_backend_has_multiplicative_updates(const th_backend *backend);
+/* multiplicative_updates (ABI 1.7): up to max_iterations of CP-APR's inner
+ * iterations of `mode` (th_multiplicative_updates_io), with the Poisson
+ * ratio floored at epsilon, stopping on `tolerance`. *out gets the io as
+ * the backend left it (iterations, updates, violation). Calling it on a
+ * backend without the function is an error (TH_ERR_UNSUPPORTED). */
+gboolean th_backend_multiplicative_updates(th_backend *backend, uint32_t mode, double epsilon,
+                                           double tolerance, uint32_t max_iterations,
+                                           th_multiplicative_updates_io *out, GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
@@ -300,6 +311,8 @@ th_status th_call_row_least_squares(const th_plugin *plugin, th_instance *instan
                                     th_row_least_squares_io *io, char *err);
 th_status th_call_als_update_nonneg(const th_plugin *plugin, th_instance *instance,
                                     th_nonneg_update_io *io, th_als_output *out, char *err);
+th_status th_call_multiplicative_updates(const th_plugin *plugin, th_instance *instance,
+                                         th_multiplicative_updates_io *io, char *err);
 
 /* Runtime and mode info as GErrors: the structs are zeroed first (strings
  * empty, times negative) and stay so when the plugin lacks the function;

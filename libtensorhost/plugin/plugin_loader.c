@@ -215,8 +215,9 @@ static const size_t entry_version_sizes[] = {TH_PLUGIN_ENTRY_V1_0_SIZE,
                                              TH_PLUGIN_ENTRY_V1_1_SIZE,
                                              TH_PLUGIN_ENTRY_V1_3_SIZE,
                                              TH_PLUGIN_ENTRY_V1_4_SIZE,
-                                             TH_PLUGIN_ENTRY_V1_5_SIZE};
-G_STATIC_ASSERT(TH_PLUGIN_ENTRY_V1_5_SIZE == sizeof(th_plugin_entry));
+                                             TH_PLUGIN_ENTRY_V1_5_SIZE,
+                                             TH_PLUGIN_ENTRY_V1_7_SIZE};
+G_STATIC_ASSERT(TH_PLUGIN_ENTRY_V1_7_SIZE == sizeof(th_plugin_entry));
 
 /* Steps 1-4: version and size, then the normalised copy. */
 static gboolean read_entry(th_plugin *plugin, const th_plugin_entry *raw, GError **error)

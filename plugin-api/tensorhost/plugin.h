@@ -34,8 +34,8 @@
  * Structs passed in, filled by one side and read by the other: th_plugin_entry
  * and th_plugin_info (plugin -> host); th_host_services, th_coo_tensor,
  * th_als_output and the in-fields of th_als_sweep_io, th_init_factors_io,
- * th_generalized_mttkrp_io, th_factor_update_io, th_row_least_squares_io and
- * th_nonneg_update_io (host -> plugin).
+ * th_generalized_mttkrp_io, th_factor_update_io, th_row_least_squares_io,
+ * th_nonneg_update_io and th_multiplicative_updates_io (host -> plugin).
  *   - struct_size is the filler's sizeof(), from the header it was built with.
  *   - The reader reads a field only when the whole of it lies within
  *     struct_size (TH_HAS_FIELD).
@@ -57,8 +57,9 @@
  * Structs passed out, owned by the caller and filled by the callee:
  * th_runtime_info, th_mode_info and the out-fields of th_als_sweep_io
  * (modes_done), th_generalized_mttkrp_io (reduced), th_factor_update_io
- * (violation, count), th_row_least_squares_io (its counts and norm) and
- * th_nonneg_update_io (passes).
+ * (violation, count), th_row_least_squares_io (its counts and norm),
+ * th_nonneg_update_io (passes) and th_multiplicative_updates_io
+ * (iterations, updates, violation).
  *   - The caller sets struct_size to its own sizeof() and every other field to
  *     its documented "absent" value (empty string, 0, negative time) before
  *     the call.
@@ -215,6 +216,11 @@
  *        the bound, for l1 on an unconstrained mode); TH_CONSTRAINT_*; the
  *        rule that a host sets a newer in-field only for a plugin of that
  *        version (above). No layout of 1.5 moves.
+ *   1.7  optional multiplicative_updates(): CP-APR's inner iterations of
+ *        one mode in one call (th_multiplicative_updates_io), so that a
+ *        backend may run them row by row with each row's products formed
+ *        once; the results are those of the loop of generalized_mttkrp()
+ *        and factor_update() it replaces. No layout of 1.6 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -227,7 +233,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 6u
+#define TH_ABI_VERSION_MINOR 7u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -762,6 +768,50 @@ typedef struct th_nonneg_update_io {
 #define TH_NONNEG_UPDATE_IO_V1_5_SIZE TH_FIELD_END(th_nonneg_update_io, reserved0)
 #define TH_NONNEG_UPDATE_IO_V1_6_SIZE TH_FIELD_END(th_nonneg_update_io, reserved1)
 
+/* --- ABI 1.7 --- */
+
+/* In and out of multiplicative_updates(). Caller-owned, struct_size the
+ * host's sizeof(); the in-fields are passed in (the plugin refuses a struct
+ * shorter than TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE with
+ * TH_ERR_INVALID_ARGUMENT), the out-fields are passed out (the caller sets
+ * them to 0 first).
+ *
+ * The call leaves the backend exactly as this loop would, with g the
+ * io's elementwise function:
+ *   for i = 0 .. max_iterations - 1:
+ *       generalized_mttkrp(mode, elementwise, TH_REDUCTION_NONE, epsilon,
+ *                          weights NULL)                  -> Phi
+ *       factor_update(mode, TH_FACTOR_MULTIPLICATIVE_UPDATE, tolerance)
+ *                                                         -> violation, count
+ *       if violation < tolerance: stop
+ * that is, CP-APR's inner iterations of one mode (Chi and Kolda's
+ * multiplicative updates; pyttb's cp_apr, algorithm "mu"): mode's factor
+ * after the last update applied, mode's MTTKRP result the last Phi
+ * computed. Out: iterations, the Phi computed (1 .. max_iterations);
+ * updates, those applied (iterations - 1 when the loop stopped on the
+ * tolerance, else iterations); violation, the last one. Every row's Phi
+ * depends on that row's own factor row and on the other factors, which
+ * the loop does not change, so a backend may run each row's iterations
+ * on its own with the row's products of the other factors formed once
+ * (kept in cache), as long as the loop's result and stopping rule are
+ * kept: the stop is decided by the violation over every row at once.
+ * Within the backend's precision, and bit for bit on a backend whose
+ * loop sums each row's nonzeros in the same order. */
+typedef struct th_multiplicative_updates_io {
+    uint32_t struct_size;
+    uint32_t mode;           /* in */
+    int32_t elementwise;     /* in: TH_ELEMENTWISE_POISSON_RATIO (the only one so far) */
+    uint32_t max_iterations; /* in: >= 1 */
+    double epsilon;          /* in: > 0, as generalized_mttkrp()'s */
+    double tolerance;        /* in: as TH_FACTOR_MULTIPLICATIVE_UPDATE's; not NaN */
+    uint32_t iterations;     /* out */
+    uint32_t updates;        /* out */
+    double violation;        /* out */
+} th_multiplicative_updates_io;
+
+#define TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE \
+    TH_FIELD_END(th_multiplicative_updates_io, violation)
+
 /* ------------------------------------------------------------------------ */
 /* The entry                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -955,6 +1005,26 @@ typedef struct th_plugin_entry {
      * term. */
     th_status (*als_update_nonneg)(th_instance *instance, th_nonneg_update_io *io,
                                    th_als_output *out, char *err);
+
+    /* --- ABI 1.7 ------------------------------------------------------- */
+
+    /* Optional (NULL if unsupported; no capability flag). CP-APR's inner
+     * iterations of one mode in one call (th_multiplicative_updates_io):
+     * the results of the loop of generalized_mttkrp() and factor_update()
+     * it stands for. A backend that has it must have those two. The host
+     * calls it for each mode of a CP-APR outer iteration where the plugin
+     * has it, and runs the loop itself where not. Errors: no tensor loaded
+     * -> TH_ERR_BAD_STATE; a short io, a mode out of range, max_iterations
+     * 0, epsilon not > 0, a NaN tolerance -> TH_ERR_INVALID_ARGUMENT; an
+     * elementwise function other than TH_ELEMENTWISE_POISSON_RATIO, or
+     * one the backend does not know -> TH_ERR_UNSUPPORTED; out of memory
+     * for its workspace -> TH_ERR_OUT_OF_MEMORY. A backend that polls
+     * is_cancelled() may end the call early with TH_ERR_CANCELLED: the
+     * factor then holds its value after some whole number of the loop's
+     * updates (never a mix of rows), mode's MTTKRP result is not ready,
+     * and the out-fields are not written. */
+    th_status (*multiplicative_updates)(th_instance *instance,
+                                        th_multiplicative_updates_io *io, char *err);
 } th_plugin_entry;
 
 /* Passed in (plugin -> host). The 1.0 entry: the host refuses a shorter
@@ -963,12 +1033,14 @@ typedef struct th_plugin_entry {
  * in an entry this long. The 1.4 entry: generalized_mttkrp and
  * factor_update are present only in an entry this long. The 1.5 entry:
  * row_least_squares and als_update_nonneg are present only in an entry
- * this long. */
+ * this long. 1.6 did not grow the entry. The 1.7 entry:
+ * multiplicative_updates is present only in an entry this long. */
 #define TH_PLUGIN_ENTRY_V1_0_SIZE TH_FIELD_END(th_plugin_entry, get_mode_info)
 #define TH_PLUGIN_ENTRY_V1_1_SIZE TH_FIELD_END(th_plugin_entry, als_sweep)
 #define TH_PLUGIN_ENTRY_V1_3_SIZE TH_FIELD_END(th_plugin_entry, init_factors)
 #define TH_PLUGIN_ENTRY_V1_4_SIZE TH_FIELD_END(th_plugin_entry, factor_update)
 #define TH_PLUGIN_ENTRY_V1_5_SIZE TH_FIELD_END(th_plugin_entry, als_update_nonneg)
+#define TH_PLUGIN_ENTRY_V1_7_SIZE TH_FIELD_END(th_plugin_entry, multiplicative_updates)
 
 /* Convenience for plugins: fill struct_size and the ABI version. */
 #define TH_PLUGIN_ENTRY_HEADER                           \

@@ -42,6 +42,7 @@
 
 #include "cpu_reference_internal.h"
 #include "generalized.h"
+#include "multiplicative_updates.h"
 
 #include <tensorhost/plugin_sdk.h>
 
@@ -1590,6 +1591,132 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
 }
 
 /* ------------------------------------------------------------------------ */
+/* multiplicative_updates (ABI 1.7)                                          */
+/* ------------------------------------------------------------------------ */
+
+static th_status check_multiplicative_arguments(const th_instance *inst,
+                                                const th_multiplicative_updates_io *io, char *err)
+{
+    if (inst == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: the instance is NULL");
+    if (!inst->loaded)
+        return th_plugin_fail(err, TH_ERR_BAD_STATE,
+                              "multiplicative_updates: no tensor loaded (call load_tensor first)");
+    if (io == NULL)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "multiplicative_updates: io is NULL");
+    if (io->struct_size < TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: io.struct_size %u is shorter than the %zu "
+                              "bytes of th_multiplicative_updates_io in ABI 1.7",
+                              io->struct_size, (size_t)TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE);
+    if (io->mode >= inst->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: io.mode %u is out of range; the tensor "
+                              "has %u modes (0..%u)",
+                              io->mode, inst->nmodes, inst->nmodes - 1);
+    if (io->elementwise != TH_ELEMENTWISE_POISSON_RATIO)
+        return th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                              "multiplicative_updates: io.elementwise %d is not "
+                              "TH_ELEMENTWISE_POISSON_RATIO, the one " CPU_REF_ID " runs",
+                              (int)io->elementwise);
+    if (io->max_iterations == 0)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: io.max_iterations is 0 (at least 1)");
+    if (!(io->epsilon > 0.0))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: io.epsilon %g must be > 0 (it floors "
+                              "the divisor)",
+                              io->epsilon);
+    if (isnan(io->tolerance))
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "multiplicative_updates: io.tolerance is NaN");
+    return TH_OK;
+}
+
+/* The host's loop itself (plugin.h), for a mode with a row of more than
+ * 1/CPU_REF_MU_HOT_ROW_SHARE of its nonzeros: row by row, that row would
+ * keep one thread busy while the others wait (the loop shares every row
+ * out by nonzeros). The rule does not depend on the thread count, and
+ * neither path's result does. */
+#define CPU_REF_MU_HOT_ROW_SHARE 8u
+static th_status multiplicative_loop(th_instance *inst, th_multiplicative_updates_io *io,
+                                     char *err)
+{
+    for (uint32_t i = 0; i < io->max_iterations; i++) {
+        th_generalized_mttkrp_io phi = {.struct_size = (uint32_t)sizeof phi,
+                                        .mode = io->mode,
+                                        .elementwise = io->elementwise,
+                                        .reduction = TH_REDUCTION_NONE,
+                                        .epsilon = io->epsilon};
+        th_status status = cpu_reference_generalized_mttkrp(inst, &phi, err);
+        if (status != TH_OK)
+            return status;
+        th_factor_update_io update = {.struct_size = (uint32_t)sizeof update,
+                                      .mode = io->mode,
+                                      .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                      .tolerance = io->tolerance};
+        status = cpu_reference_factor_update(inst, &update, err);
+        if (status != TH_OK)
+            return status;
+        io->iterations = i + 1;
+        io->updates += (uint32_t)update.count;
+        io->violation = update.violation;
+        if (update.count == 0)
+            break;
+    }
+    return TH_OK;
+}
+
+static th_status cpu_reference_multiplicative_updates(th_instance *inst,
+                                                      th_multiplicative_updates_io *io, char *err)
+{
+    th_status status = check_multiplicative_arguments(inst, io, err);
+    if (status != TH_OK)
+        return status;
+    const double start = now_seconds();
+    const uint32_t mode = io->mode;
+    const mode_layout *l = &inst->layouts[mode];
+    uint64_t busiest = 0;
+    for (uint32_t row = 0; row < inst->dims[mode]; row++) {
+        const uint64_t n = l->row_start[row + 1] - l->row_start[row];
+        busiest = n > busiest ? n : busiest;
+    }
+    if (busiest > inst->nnz / CPU_REF_MU_HOT_ROW_SHARE) {
+        th_multiplicative_updates_io out = *io;
+        status = multiplicative_loop(inst, &out, err);
+        if (status != TH_OK)
+            return status;
+        io->iterations = out.iterations;
+        io->updates = out.updates;
+        io->violation = out.violation;
+    } else {
+        const double *other_factors[CPU_REF_MAX_MODES];
+        uint32_t width = 0;
+        for (uint32_t m = 0; m < inst->nmodes; m++)
+            if (m != mode)
+                other_factors[width++] = inst->factors[m];
+        const mu_problem problem = {.layout = l,
+                                    .other_factors = other_factors,
+                                    .width = width,
+                                    .rank = inst->rank,
+                                    .rows = inst->dims[mode],
+                                    .factor = inst->factors[mode],
+                                    .result = inst->results[mode],
+                                    .threads = inst->threads,
+                                    .wide = cpu_ref_use_wide(),
+                                    .host = inst->host};
+        inst->result_ready[mode] = false; /* until the call completes */
+        status = cpu_ref_multiplicative_updates(&problem, io, err);
+        if (status != TH_OK)
+            return status;
+        inst->result_ready[mode] = true;
+    }
+    inst->last_seconds[mode] = now_seconds() - start;
+    return TH_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* row_least_squares (ABI 1.5)                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -2469,4 +2596,5 @@ TH_PLUGIN_EXPORT const th_plugin_entry tensorhost_plugin_entry = {
     .factor_update = cpu_reference_factor_update,
     .row_least_squares = cpu_reference_row_least_squares,
     .als_update_nonneg = cpu_reference_als_update_nonneg,
+    .multiplicative_updates = cpu_reference_multiplicative_updates,
 };

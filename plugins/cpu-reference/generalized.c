@@ -32,6 +32,38 @@ static inline double reduction_h(int32_t reduction, double x, double m)
     }
 }
 
+/* p = the Hadamard product of nonzero k's rows of the other factors, in
+ * mode order: the one order every scalar loop here forms it in. */
+static inline void row_product_scalar(const mode_layout *l, const double *const *other_factors,
+                                      uint32_t width, uint32_t rank, uint64_t k,
+                                      double *restrict p)
+{
+    const uint32_t *idx = l->others + k * width;
+    const double *restrict first = other_factors[0] + (size_t)idx[0] * rank;
+    if (width == 1) {
+        for (uint32_t r = 0; r < rank; r++)
+            p[r] = first[r];
+    } else if (width == 2) {
+        const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            p[r] = first[r] * second[r];
+    } else if (width == 3) {
+        const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+        const double *restrict third = other_factors[2] + (size_t)idx[2] * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            p[r] = first[r] * second[r] * third[r];
+    } else {
+        const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
+        for (uint32_t r = 0; r < rank; r++)
+            p[r] = first[r] * second[r];
+        for (uint32_t j = 2; j < width; j++) {
+            const double *restrict next = other_factors[j] + (size_t)idx[j] * rank;
+            for (uint32_t r = 0; r < rank; r++)
+                p[r] *= next[r];
+        }
+    }
+}
+
 /* One row `row` of the layout, nonzeros [begin, end): for each nonzero its
  * row product p = Hadamard product of the other factors' rows, the model
  * m = sum_r w_r A_mode(row, r) p_r, then out += g(x, m) p (when out is not
@@ -51,31 +83,8 @@ static void generalized_row_scalar(const mode_layout *l, const double *const *ot
             out[r] = 0.0;
     double h_sum = 0.0;
     for (uint64_t k = begin; k < end; k++) {
-        const uint32_t *idx = l->others + k * width;
         const double x = l->values[k];
-        const double *restrict first = other_factors[0] + (size_t)idx[0] * rank;
-        if (width == 1) {
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r];
-        } else if (width == 2) {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r];
-        } else if (width == 3) {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            const double *restrict third = other_factors[2] + (size_t)idx[2] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r] * third[r];
-        } else {
-            const double *restrict second = other_factors[1] + (size_t)idx[1] * rank;
-            for (uint32_t r = 0; r < rank; r++)
-                p[r] = first[r] * second[r];
-            for (uint32_t j = 2; j < width; j++) {
-                const double *restrict next = other_factors[j] + (size_t)idx[j] * rank;
-                for (uint32_t r = 0; r < rank; r++)
-                    p[r] *= next[r];
-            }
-        }
+        row_product_scalar(l, other_factors, width, rank, k, p);
         const double m = cpu_ref_dot4(wa, p, rank);
         if (out != NULL) {
             const double g = elementwise_g(op->elementwise, x, m, op->epsilon);
@@ -312,3 +321,320 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
                         scratch, result ? slots + rank : NULL, sum);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* One row's Phi for multiplicative_updates (ABI 1.7)                        */
+/* ------------------------------------------------------------------------ */
+
+/* The row's sums are formed as generalized_pass forms them, so that the
+ * call's results are the loop's bit for bit: one sum per stretch of the
+ * row inside a chunk (CPU_REF_CHUNK_NNZ nonzeros), each in nonzero order
+ * from zero, and the stretches added left to right (merge_boundaries). */
+
+/* Phi's row over nonzeros [begin, end) for the target row a (no weights),
+ * as generalized_row_scalar with TH_ELEMENTWISE_POISSON_RATIO: the same
+ * bits. The row products formed (NONE), or from `products` (USE), which
+ * FILL fills (R doubles a nonzero, row by row) without computing Phi.
+ * scratch: 2 R doubles. */
+static void multiplicative_row_scalar(const mode_layout *l, const double *const *other_factors,
+                                      uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                                      const double *restrict a, double epsilon,
+                                      double *restrict products, mu_products use,
+                                      double *restrict scratch, double *restrict phi)
+{
+    if (use == MU_PRODUCTS_FILL) {
+        for (uint64_t k = begin; k < end; k++)
+            row_product_scalar(l, other_factors, width, rank, k, products + (k - begin) * rank);
+        return;
+    }
+    double *restrict p = scratch, *restrict acc = scratch + rank;
+    for (uint32_t r = 0; r < rank; r++)
+        acc[r] = 0.0;
+    bool first_stretch = true;
+    uint64_t boundary = (begin / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ;
+    for (uint64_t k = begin; k < end; k++) {
+        if (k == boundary) {
+            for (uint32_t r = 0; r < rank; r++) {
+                phi[r] = first_stretch ? acc[r] : phi[r] + acc[r];
+                acc[r] = 0.0;
+            }
+            first_stretch = false;
+            boundary += CPU_REF_CHUNK_NNZ;
+        }
+        const double *q = p;
+        if (use == MU_PRODUCTS_USE)
+            q = products + (k - begin) * rank;
+        else
+            row_product_scalar(l, other_factors, width, rank, k, p);
+        const double m = cpu_ref_dot4(a, q, rank);
+        const double g = l->values[k] / (m > epsilon ? m : epsilon);
+        for (uint32_t r = 0; r < rank; r++)
+            acc[r] += g * q[r];
+    }
+    for (uint32_t r = 0; r < rank; r++)
+        phi[r] = first_stretch ? acc[r] : phi[r] + acc[r];
+}
+
+#if CPU_REF_HAVE_V4
+typedef long long cpu_ref_v8i __attribute__((vector_size(8 * sizeof(long long))));
+
+/* rows[i] (eight rows of eight doubles) into columns: out + 8 j gets
+ * column j (rows[0][j] .. rows[7][j]). Three rounds of two-vector
+ * shuffles (unpack pairs, then pairs of pairs, then halves). */
+static inline CPU_REF_ALWAYS_INLINE void transpose8(const cpu_ref_v8d *rows, double *restrict out)
+{
+    const cpu_ref_v8i even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
+    const cpu_ref_v8i low2 = {0, 1, 8, 9, 4, 5, 12, 13}, high2 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const cpu_ref_v8i low4 = {0, 1, 2, 3, 8, 9, 10, 11}, high4 = {4, 5, 6, 7, 12, 13, 14, 15};
+    cpu_ref_v8d t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shuffle(rows[i], rows[i + 1], even);
+        t[i + 1] = __builtin_shuffle(rows[i], rows[i + 1], odd);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = __builtin_shuffle(t[i], t[i + 2], low2);     /* columns 0 and 4 */
+        u[i + 1] = __builtin_shuffle(t[i], t[i + 2], high2); /* 2 and 6 */
+        u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], low2);  /* 1 and 5 */
+        u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], high2); /* 3 and 7 */
+    }
+    const int from[4] = {0, 2, 1, 3}; /* u holding columns (j, j + 4) */
+    for (int j = 0; j < 4; j++) {
+        const cpu_ref_v8d c = __builtin_shuffle(u[from[j]], u[from[j] + 4], low4);
+        const cpu_ref_v8d d = __builtin_shuffle(u[from[j]], u[from[j] + 4], high4);
+        memcpy(out + 8 * j, &c, sizeof c);
+        memcpy(out + 8 * (j + 4), &d, sizeof d);
+    }
+}
+
+/* One block of eight nonzeros from the cache (`block`: R vectors of the
+ * eight nonzeros' products, one per r, then their eight values): the
+ * eight model values m_k = sum_r a_r p_k(r), in four partial sums (r mod
+ * 4) added pairwise, as every m here; g = x / max(m, epsilon) in one
+ * division; then acc[r] += g p(r), each lane its own sum. */
+static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict block,
+                                                      const double *a, uint32_t rank,
+                                                      double epsilon, cpu_ref_v8d *acc)
+{
+    cpu_ref_v8d m0 = {0.0}, m1 = {0.0}, m2 = {0.0}, m3 = {0.0};
+    _Pragma("GCC unroll 32")
+    for (uint32_t r = 0; r < rank; r += 4) { /* rank: a multiple of 4 */
+        cpu_ref_v8d p0, p1, p2, p3;
+        memcpy(&p0, block + (size_t)r * 8, sizeof p0);
+        memcpy(&p1, block + (size_t)(r + 1) * 8, sizeof p1);
+        memcpy(&p2, block + (size_t)(r + 2) * 8, sizeof p2);
+        memcpy(&p3, block + (size_t)(r + 3) * 8, sizeof p3);
+        const double a0 = a[r], a1 = a[r + 1], a2 = a[r + 2], a3 = a[r + 3];
+        m0 += (cpu_ref_v8d){a0, a0, a0, a0, a0, a0, a0, a0} * p0;
+        m1 += (cpu_ref_v8d){a1, a1, a1, a1, a1, a1, a1, a1} * p1;
+        m2 += (cpu_ref_v8d){a2, a2, a2, a2, a2, a2, a2, a2} * p2;
+        m3 += (cpu_ref_v8d){a3, a3, a3, a3, a3, a3, a3, a3} * p3;
+    }
+    const cpu_ref_v8d m = (m0 + m1) + (m2 + m3);
+    const cpu_ref_v8d floor = {epsilon, epsilon, epsilon, epsilon,
+                               epsilon, epsilon, epsilon, epsilon};
+    const cpu_ref_v8i above = m > floor; /* false for a NaN m, as m > epsilon */
+    cpu_ref_v8i mi, fi;
+    memcpy(&mi, &m, sizeof mi);
+    memcpy(&fi, &floor, sizeof fi);
+    const cpu_ref_v8i chosen = (mi & above) | (fi & ~above);
+    cpu_ref_v8d divisor, values;
+    memcpy(&divisor, &chosen, sizeof divisor);
+    memcpy(&values, block + (size_t)rank * 8, sizeof values);
+    const cpu_ref_v8d g = values / divisor;
+    _Pragma("GCC unroll 32")
+    for (uint32_t r = 0; r < rank; r++) {
+        cpu_ref_v8d p;
+        memcpy(&p, block + (size_t)r * 8, sizeof p);
+        acc[r] += g * p;
+    }
+}
+
+/* multiplicative_row_scalar in vectors (type VEC of LANES doubles, at
+ * most MAX a row; rank LANES * nv) where it forms the products (NONE, the
+ * same bits as the scalar loop); FILL only keeps them, with the values,
+ * in blocks of eight nonzeros (mu_cache_doubles; the last block's empty
+ * lanes zero, which add nothing), and USE runs from them a block at a
+ * time (block_update): each nonzero's m as before, the row's sum in
+ * eight lanes (nonzero k in lane k mod 8) added at the end in a fixed
+ * order. USE reads R + 1 doubles a nonzero where forming the products
+ * gathers N - 1 rows, and needs no horizontal sum per nonzero; its sums
+ * differ from the loop's by rounding only, the same on every thread
+ * count. */
+#define CPU_REF_DEFINE_MULTIPLICATIVE_ROW(NAME, VEC, LANES, MAX, ROW_PRODUCT)                  \
+    static inline CPU_REF_ALWAYS_INLINE void NAME(                                            \
+        const mode_layout *l, const double *const *other_factors, const uint32_t width,       \
+        const uint32_t nv, uint64_t begin, uint64_t end, const double *a, double epsilon,     \
+        double *restrict products, const mu_products use, double *restrict phi)               \
+    {                                                                                         \
+        const uint32_t rank = (LANES) * nv;                                                   \
+        const uint64_t n = end - begin, blocks = (n + 7) / 8;                                 \
+        const size_t block_doubles = 8 * ((size_t)rank + 1);                                  \
+        VEC wa[MAX];                                                                          \
+        CPU_REF_UNROLL_V4                                                                     \
+        for (uint32_t v = 0; v < nv; v++)                                                     \
+            memcpy(&wa[v], a + (LANES) * v, sizeof wa[v]);                                    \
+        if (use == MU_PRODUCTS_FILL) {                                                        \
+            for (uint64_t b = 0; b < blocks; b++) {                                           \
+                double *block = products + b * block_doubles;                                 \
+                cpu_ref_v8d rows[8][(LANES) * (MAX) / 8];                                     \
+                double values[8];                                                             \
+                for (uint32_t lane = 0; lane < 8; lane++) {                                   \
+                    const uint64_t i = b * 8 + lane;                                          \
+                    if (i < n) {                                                              \
+                        VEC p[MAX];                                                           \
+                        (void)ROW_PRODUCT(l, other_factors, width, nv, begin + i, wa, p);     \
+                        memcpy(rows[lane], p, rank * sizeof(double));                         \
+                        values[lane] = l->values[begin + i];                                  \
+                    } else { /* the last block's empty lanes: they add nothing */             \
+                        memset(rows[lane], 0, rank * sizeof(double));                         \
+                        values[lane] = 0.0;                                                   \
+                    }                                                                         \
+                }                                                                             \
+                for (uint32_t q = 0; q < rank / 8; q++) {                                     \
+                    cpu_ref_v8d group[8];                                                     \
+                    for (uint32_t lane = 0; lane < 8; lane++)                                 \
+                        group[lane] = rows[lane][q];                                          \
+                    transpose8(group, block + (size_t)q * 64);                                \
+                }                                                                             \
+                memcpy(block + (size_t)rank * 8, values, sizeof values);                      \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        if (use == MU_PRODUCTS_USE) {                                                         \
+            cpu_ref_v8d acc[(LANES) * (MAX)];                                                 \
+            _Pragma("GCC unroll 32")                                                          \
+            for (uint32_t r = 0; r < rank; r++)                                               \
+                acc[r] = (cpu_ref_v8d){0.0};                                                  \
+            for (uint64_t b = 0; b < blocks; b++)                                             \
+                block_update(products + b * block_doubles, a, rank, epsilon, acc);            \
+            _Pragma("GCC unroll 32")                                                          \
+            for (uint32_t r = 0; r < rank; r++) {                                             \
+                const cpu_ref_v8d s = acc[r];                                                 \
+                phi[r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));   \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        VEC acc[MAX], total[MAX];                                                             \
+        CPU_REF_UNROLL_V4                                                                     \
+        for (uint32_t v = 0; v < nv; v++) {                                                   \
+            acc[v] = (VEC){0.0};                                                              \
+            total[v] = (VEC){0.0};                                                            \
+        }                                                                                     \
+        bool first_stretch = true;                                                            \
+        uint64_t boundary = (begin / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ;              \
+        for (uint64_t k = begin; k < end; k++) {                                              \
+            if (k == boundary) {                                                              \
+                CPU_REF_UNROLL_V4                                                             \
+                for (uint32_t v = 0; v < nv; v++) {                                           \
+                    total[v] = first_stretch ? acc[v] : total[v] + acc[v];                    \
+                    acc[v] = (VEC){0.0};                                                      \
+                }                                                                             \
+                first_stretch = false;                                                        \
+                boundary += CPU_REF_CHUNK_NNZ;                                                \
+            }                                                                                 \
+            VEC p[MAX];                                                                       \
+            const double m = ROW_PRODUCT(l, other_factors, width, nv, k, wa, p);              \
+            const double g = l->values[k] / (m > epsilon ? m : epsilon);                      \
+            CPU_REF_UNROLL_V4                                                                 \
+            for (uint32_t v = 0; v < nv; v++)                                                 \
+                acc[v] += g * p[v];                                                           \
+        }                                                                                     \
+        CPU_REF_UNROLL_V4                                                                     \
+        for (uint32_t v = 0; v < nv; v++) {                                                   \
+            total[v] = first_stretch ? acc[v] : total[v] + acc[v];                            \
+            memcpy(phi + (LANES) * v, &total[v], sizeof total[v]);                            \
+        }                                                                                     \
+    }
+
+CPU_REF_DEFINE_MULTIPLICATIVE_ROW(multiplicative_row_v4, cpu_ref_v4d, 4, CPU_REF_V4_MAX,
+                                  row_product_v4)
+CPU_REF_DEFINE_MULTIPLICATIVE_ROW(multiplicative_row_v8, cpu_ref_v8d, 8, CPU_REF_V8_MAX,
+                                  row_product_v8)
+
+/* Each cache use a constant of its own inlined copy. */
+#define CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, USE)                                           \
+    KERNEL(l, other_factors, (W), (NV), begin, end, a, epsilon, products, (USE), phi)
+#define CPU_REF_MULTIPLICATIVE_CASE(KERNEL, LANES, W, NV)                                      \
+    if (width == (W) && rank == (LANES) * (NV)) {                                              \
+        if (use == MU_PRODUCTS_USE)                                                            \
+            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_USE);                          \
+        else if (use == MU_PRODUCTS_FILL)                                                      \
+            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_FILL);                         \
+        else                                                                                   \
+            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_NONE);                         \
+        return;                                                                                \
+    }
+#endif
+
+/* One row's Phi: a vector copy for the shapes generalized_row_body has
+ * them for, the scalar loop for the others. */
+static inline CPU_REF_ALWAYS_INLINE void
+multiplicative_row_body(const mode_layout *l, const double *const *other_factors, uint32_t width,
+                        uint32_t rank, uint64_t begin, uint64_t end, const double *a,
+                        double epsilon, double *restrict products, mu_products use,
+                        double *restrict scratch, double *restrict phi, const bool wide)
+{
+#if CPU_REF_HAVE_V4
+    if (wide) {
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 2, 1)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 2, 2)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 2, 4)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 3, 1)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 3, 2)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v8, 8, 3, 4)
+    } else {
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 2, 2)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 2, 4)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 2, 8)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 3, 2)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 3, 4)
+        CPU_REF_MULTIPLICATIVE_CASE(multiplicative_row_v4, 4, 3, 8)
+    }
+#else
+    (void)wide;
+#endif
+    multiplicative_row_scalar(l, other_factors, width, rank, begin, end, a, epsilon, products,
+                              use, scratch, phi);
+}
+
+CPU_REF_VECTOR_CLONES
+static void multiplicative_row_narrow(const mode_layout *l, const double *const *other_factors,
+                                      uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                                      const double *a, double epsilon, double *restrict products,
+                                      mu_products use, double *restrict scratch,
+                                      double *restrict phi)
+{
+    multiplicative_row_body(l, other_factors, width, rank, begin, end, a, epsilon, products, use,
+                            scratch, phi, false);
+}
+
+#if CPU_REF_WIDE
+__attribute__((target("arch=x86-64-v4"))) static void
+multiplicative_row_wide(const mode_layout *l, const double *const *other_factors, uint32_t width,
+                        uint32_t rank, uint64_t begin, uint64_t end, const double *a,
+                        double epsilon, double *restrict products, mu_products use,
+                        double *restrict scratch, double *restrict phi)
+{
+    multiplicative_row_body(l, other_factors, width, rank, begin, end, a, epsilon, products, use,
+                            scratch, phi, true);
+}
+#endif
+
+void multiplicative_row_phi(const mode_layout *l, const double *const *other_factors,
+                            uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                            const double *a, double epsilon, double *restrict products,
+                            mu_products use, bool wide, double *restrict scratch,
+                            double *restrict phi)
+{
+#if CPU_REF_WIDE
+    if (wide) {
+        multiplicative_row_wide(l, other_factors, width, rank, begin, end, a, epsilon, products,
+                                use, scratch, phi);
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    multiplicative_row_narrow(l, other_factors, width, rank, begin, end, a, epsilon, products,
+                              use, scratch, phi);
+}

@@ -29,4 +29,36 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
                        double *restrict scratch, double *restrict slots, double *result,
                        double *sum);
 
+/* What multiplicative_row_phi does with its cache of the row's products
+ * of the other factors. */
+typedef enum mu_products {
+    MU_PRODUCTS_NONE, /* form them for this Phi, keep nothing (no cache) */
+    MU_PRODUCTS_FILL, /* form them and keep them; no Phi */
+    MU_PRODUCTS_USE   /* Phi from them as kept */
+} mu_products;
+
+/* The doubles a cache of n nonzeros' products takes at `rank`: blocks of
+ * eight nonzeros, each its products (one vector of eight per r) and its
+ * values. */
+static inline uint64_t mu_cache_doubles(uint64_t n, uint32_t rank)
+{
+    return (n + 7) / 8 * 8 * ((uint64_t)rank + 1);
+}
+
+/* One row of CP-APR's Phi (TH_ELEMENTWISE_POISSON_RATIO, no weights) over
+ * the row's nonzeros [begin, end), for the target row `a` (R doubles),
+ * into `phi` (R doubles), whichever copy (`wide`: AVX-512). Forming the
+ * products (NONE), bit for bit the row generalized_mttkrp's pass gives.
+ * From the cache (USE, after one FILL, which leaves phi alone): the same
+ * bits for the ranks and orders without a vector copy; for those with one
+ * (3- and 4-mode tensors at ranks 8, 16 and 32), within rounding, and the
+ * same bits whatever the copy or thread count. `products` holds
+ * mu_cache_doubles(end - begin, R) where use is not NONE; `scratch` 2 R
+ * doubles. */
+void multiplicative_row_phi(const mode_layout *l, const double *const *other_factors,
+                            uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                            const double *a, double epsilon, double *restrict products,
+                            mu_products use, bool wide, double *restrict scratch,
+                            double *restrict phi);
+
 #endif

@@ -1784,6 +1784,207 @@ static void check_all_generalized(checker *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* multiplicative_updates (ABI 1.7)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The checker's own inner iterations (plugin.h's loop over its own
+ * generalized MTTKRP): factors[mode] updated in place, `phi` the last Phi,
+ * violations[i] each iteration's violation. Returns the iterations run. */
+static uint32_t naive_multiplicative(const th_sptensor *t, double *const *factors, uint32_t rank,
+                                     uint32_t mode, uint32_t max_iterations, double epsilon,
+                                     double tolerance, double *phi, double *violations,
+                                     uint32_t *updates)
+{
+    const size_t count = (size_t)t->dims[mode] * rank;
+    double *a = factors[mode];
+    *updates = 0;
+    for (uint32_t i = 0; i < max_iterations; i++) {
+        double scale = 0.0;
+        naive_generalized(t, factors, rank, mode, TH_ELEMENTWISE_POISSON_RATIO,
+                          TH_REDUCTION_NONE, epsilon, NULL, phi, &scale);
+        double violation = 0.0;
+        for (size_t k = 0; k < count; k++)
+            violation = fmax(violation, fabs(fmin(a[k], 1.0 - phi[k])));
+        violations[i] = violation;
+        if (violation < tolerance)
+            return i + 1;
+        for (size_t k = 0; k < count; k++)
+            a[k] *= phi[k];
+        ++*updates;
+    }
+    return max_iterations;
+}
+
+/* A tolerance the loop stops at after a few iterations, with a margin on
+ * both sides: half way between violations[s] and the smallest before it,
+ * for the first s >= 2 below all before it; 0 (no stop) if none. */
+static double stopping_tolerance(const double *violations, uint32_t n)
+{
+    double smallest = violations[0];
+    for (uint32_t s = 1; s < n; s++) {
+        if (s >= 2 && violations[s] < smallest * (1.0 - 1e-3))
+            return 0.5 * (violations[s] + smallest);
+        smallest = fmin(smallest, violations[s]);
+    }
+    return 0.0;
+}
+
+/* Each mode's inner iterations in one call against the checker's loop from
+ * the same factors: to the end (tolerance 0), then stopped part way. */
+static void check_multiplicative_case(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                                      uint64_t seed)
+{
+    enum { ITERATIONS = 5 };
+    const double epsilon = 1e-10;
+    g_autofree char *name = g_strdup_printf("multiplicative_updates modes=%u skew=%s rank=%u",
+                                            nmodes, skew_names[skew], rank);
+    begin(c, name);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+        return;
+    const th_sptensor *t = tt->t;
+    double **start = positive_factors(tt, rank, seed + 1);
+    double **mine = positive_factors(tt, rank, seed + 1);
+    size_t largest = 0;
+    for (uint32_t m = 0; m < nmodes; m++)
+        largest = MAX(largest, (size_t)t->dims[m] * rank);
+    g_autofree double *phi = g_new(double, largest);
+    g_autofree double *got = g_new(double, largest);
+    double violations[ITERATIONS];
+    double worst = 0.0;
+    uint32_t stopped = 0; /* modes whose second round stopped part way */
+    for (uint32_t mode = 0; mode < nmodes; mode++) {
+        const size_t count = (size_t)t->dims[mode] * rank;
+        double tolerance = 0.0;
+        for (int round = 0; round < 2; round++) {
+            if (round == 1 && tolerance == 0.0)
+                break;
+            for (uint32_t m = 0; m < nmodes; m++)
+                memcpy(mine[m], start[m], (size_t)t->dims[m] * rank * sizeof(double));
+            uint32_t updates = 0;
+            const uint32_t iterations =
+                naive_multiplicative(t, mine, rank, mode, ITERATIONS, epsilon, tolerance, phi,
+                                     violations, &updates);
+            if (!set_all_factors(c, c->plugin, c->inst, start, nmodes, name))
+                goto done;
+            th_multiplicative_updates_io io = {.struct_size = (uint32_t)sizeof io,
+                                               .mode = mode,
+                                               .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                               .max_iterations = ITERATIONS,
+                                               .epsilon = epsilon,
+                                               .tolerance = tolerance};
+            char err[TH_ERROR_SIZE] = "";
+            const th_status status =
+                th_call_multiplicative_updates(c->plugin, c->inst, &io, err);
+            if (status != TH_OK) {
+                fail(c, name, "mode %u, tolerance %g: %s (%s)", mode, tolerance,
+                     message_of(err), th_status_name(status));
+                goto done;
+            }
+            if (io.iterations != iterations || io.updates != updates ||
+                !close_to(c, io.violation, violations[iterations - 1],
+                          violations[iterations - 1])) {
+                fail(c, name, "mode %u, tolerance %g: %u iterations, %u updates, violation "
+                     "%.17g; the loop runs %u, %u, %.17g", mode, tolerance, io.iterations,
+                     io.updates, io.violation, iterations, updates, violations[iterations - 1]);
+                goto done;
+            }
+            /* Each update multiplies the error in: a few iterations' worth. */
+            const double allowed = c->tolerance * ITERATIONS;
+            if (th_call_get_factor(c->plugin, c->inst, mode, got, err) != TH_OK ||
+                relative_error(got, mine[mode], count) > allowed) {
+                fail(c, name, "mode %u, tolerance %g: the factor is not the loop's (relative "
+                     "error %.3g)", mode, tolerance, relative_error(got, mine[mode], count));
+                goto done;
+            }
+            worst = fmax(worst, relative_error(got, mine[mode], count));
+            stopped += iterations < ITERATIONS;
+            if (th_call_get_mttkrp_result(c->plugin, c->inst, mode, got, err) != TH_OK ||
+                relative_error(got, phi, count) > allowed) {
+                fail(c, name, "mode %u, tolerance %g: the result is not the last Phi", mode,
+                     tolerance);
+                goto done;
+            }
+            tolerance = stopping_tolerance(violations, ITERATIONS);
+        }
+    }
+    pass(c, name, "max relative error %.2g; stopped by the tolerance part way in %u of %u modes",
+         worst, stopped, nmodes);
+done:
+    free_factors(start, nmodes);
+    free_factors(mine, nmodes);
+}
+
+/* The error rules of plugin.h, on the loaded instance. */
+static void check_multiplicative_errors(checker *c)
+{
+    const char *name = "multiplicative_updates errors";
+    begin(c, name);
+    const th_multiplicative_updates_io good = {.struct_size = (uint32_t)sizeof good,
+                                               .mode = 0,
+                                               .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                               .max_iterations = 2,
+                                               .epsilon = 1e-10,
+                                               .tolerance = 1e-4};
+    struct {
+        const char *what;
+        th_multiplicative_updates_io io;
+        th_status expected;
+    } cases[] = {
+        {"a struct_size of 8", good, TH_ERR_INVALID_ARGUMENT},
+        {"mode 99", good, TH_ERR_INVALID_ARGUMENT},
+        {"max_iterations 0", good, TH_ERR_INVALID_ARGUMENT},
+        {"epsilon 0", good, TH_ERR_INVALID_ARGUMENT},
+        {"a NaN tolerance", good, TH_ERR_INVALID_ARGUMENT},
+        {"TH_ELEMENTWISE_RESIDUAL", good, TH_ERR_UNSUPPORTED},
+    };
+    cases[0].io.struct_size = 8;
+    cases[1].io.mode = 99;
+    cases[2].io.max_iterations = 0;
+    cases[3].io.epsilon = 0.0;
+    cases[4].io.tolerance = NAN;
+    cases[5].io.elementwise = TH_ELEMENTWISE_RESIDUAL;
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        char err[TH_ERROR_SIZE] = "";
+        const th_status status =
+            th_call_multiplicative_updates(c->plugin, c->inst, &cases[i].io, err);
+        if (status != cases[i].expected || err[0] == '\0') {
+            fail(c, name, "%s: %s (%s), expected %s with a message", cases[i].what,
+                 th_status_name(status), message_of(err), th_status_name(cases[i].expected));
+            return;
+        }
+    }
+    pass(c, name, NULL);
+}
+
+static void check_all_multiplicative(checker *c)
+{
+    if (c->plugin->entry.multiplicative_updates == NULL) {
+        skip(c, "multiplicative_updates", "lacks multiplicative_updates (ABI 1.7): the host "
+                                          "runs CP-APR's inner iterations one call each");
+        return;
+    }
+    if (c->plugin->entry.generalized_mttkrp == NULL || c->plugin->entry.factor_update == NULL) {
+        begin(c, "multiplicative_updates");
+        fail(c, "multiplicative_updates", "implements multiplicative_updates without "
+             "generalized_mttkrp and factor_update (ABI 1.4), which it stands for");
+        return;
+    }
+    const th_plugin_info *info = c->plugin->info;
+    const uint64_t s = c->opts->seed;
+    check_multiplicative_case(c, 3, SKEW_UNIFORM, MIN(4u, info->max_rank), s * 43 + 1);
+    check_multiplicative_case(c, 3, SKEW_DEGENERATE, MIN(8u, info->max_rank), s * 43 + 2);
+    if (info->max_modes >= 4)
+        check_multiplicative_case(c, 4, SKEW_ZIPF, MIN(16u, info->max_rank), s * 43 + 3);
+    check_multiplicative_errors(c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* row_least_squares (ABI 1.5)                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -3210,6 +3411,7 @@ static void check_with_instances(checker *c)
     check_all_sweep(c);
     check_all_init_factors(c);
     check_all_generalized(c);
+    check_all_multiplicative(c);
     check_all_row_least_squares(c);
     check_all_nonneg_update(c);
     check_all_sweep_v16(c);

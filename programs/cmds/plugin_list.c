@@ -36,6 +36,9 @@ static void describe_capabilities(const th_plugin *plugin, GString *out)
     /* ABI 1.5: nonnegative CP's update in the backend. */
     if (plugin->entry.als_update_nonneg)
         g_string_append(out, ", als-update-nonneg");
+    /* ABI 1.7: CP-APR's inner iterations of a mode in one call. */
+    if (plugin->entry.multiplicative_updates)
+        g_string_append(out, ", multiplicative-updates");
     if (info->flags & TH_CAP_GPU)
         g_string_append(out, ", gpu");
 }

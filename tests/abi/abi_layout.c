@@ -217,7 +217,9 @@ static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == 64, "TH_FACTOR_UPDATE_IO_V1_4_SIZ
 #if TH_ABI_VERSION_MINOR >= 5
 /* 1.5: row_least_squares and als_update_nonneg appended to the entry, and
  * their in/out structs. */
+#if TH_ABI_VERSION_MINOR < 7
 SIZE(th_plugin_entry, 160);
+#endif
 OFFSET(th_plugin_entry, row_least_squares, 144);
 OFFSET(th_plugin_entry, als_update_nonneg, 152);
 static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == 160, "TH_PLUGIN_ENTRY_V1_5_SIZE");
@@ -270,6 +272,27 @@ OFFSET(th_nonneg_update_io, unbounded, 64);
 OFFSET(th_nonneg_update_io, reserved1, 68);
 static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == 72, "TH_NONNEG_UPDATE_IO_V1_6_SIZE");
 #endif
+
+#if TH_ABI_VERSION_MINOR >= 7
+/* 1.7: multiplicative_updates appended to the entry, and its in/out
+ * struct. */
+SIZE(th_plugin_entry, 168);
+OFFSET(th_plugin_entry, multiplicative_updates, 160);
+static_assert(TH_PLUGIN_ENTRY_V1_7_SIZE == 168, "TH_PLUGIN_ENTRY_V1_7_SIZE");
+
+SIZE(th_multiplicative_updates_io, 48);
+OFFSET(th_multiplicative_updates_io, struct_size, 0);
+OFFSET(th_multiplicative_updates_io, mode, 4);
+OFFSET(th_multiplicative_updates_io, elementwise, 8);
+OFFSET(th_multiplicative_updates_io, max_iterations, 12);
+OFFSET(th_multiplicative_updates_io, epsilon, 16);
+OFFSET(th_multiplicative_updates_io, tolerance, 24);
+OFFSET(th_multiplicative_updates_io, iterations, 32);
+OFFSET(th_multiplicative_updates_io, updates, 36);
+OFFSET(th_multiplicative_updates_io, violation, 40);
+static_assert(TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE == 48,
+              "TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE");
+#endif
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 4
@@ -316,8 +339,10 @@ static_assert(TH_GENERALIZED_MTTKRP_IO_V1_4_SIZE == sizeof(th_generalized_mttkrp
               "th_generalized_mttkrp_io");
 static_assert(TH_FACTOR_UPDATE_IO_V1_4_SIZE == sizeof(th_factor_update_io), "th_factor_update_io");
 #endif
-#if TH_ABI_VERSION_MINOR >= 5
+#if TH_ABI_VERSION_MINOR == 5 || TH_ABI_VERSION_MINOR == 6
 static_assert(TH_PLUGIN_ENTRY_V1_5_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+#endif
+#if TH_ABI_VERSION_MINOR >= 5
 static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == sizeof(th_row_least_squares_io),
               "th_row_least_squares_io");
 #endif
@@ -330,6 +355,11 @@ static_assert(TH_ALS_SWEEP_IO_V1_6_SIZE == sizeof(th_als_sweep_io), "th_als_swee
 static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == sizeof(th_nonneg_update_io),
               "th_nonneg_update_io");
 static_assert(TH_CONSTRAINT_NONE == 0 && TH_CONSTRAINT_NONNEG == 1, "constraints");
+#endif
+#if TH_ABI_VERSION_MINOR >= 7
+static_assert(TH_PLUGIN_ENTRY_V1_7_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
+static_assert(TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE == sizeof(th_multiplicative_updates_io),
+              "th_multiplicative_updates_io");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */
