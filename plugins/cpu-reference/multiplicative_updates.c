@@ -74,8 +74,9 @@ typedef struct mu_block {
     double *history;         /* [iterations][rows][rank]: each iteration's Phi */
     double *products;        /* [threads][product_doubles] */
     size_t product_doubles;
-    double *scratch;         /* [threads][2 rank] */
+    double *scratch;         /* [threads][3 rank] */
     double *maxima;          /* [threads][iterations]: each thread's violations */
+    bool first;              /* the call's first block */
 } mu_block;
 
 /* Row `row`'s iterations of the block on thread t: Phi into the history,
@@ -89,19 +90,26 @@ static void run_row(const mu_block *b, int t, uint32_t row)
     const uint64_t begin = l->row_start[row], end = l->row_start[row + 1];
     double *a = p->factor + (size_t)row * rank;
     double *products = b->products + (size_t)t * b->product_doubles;
-    double *scratch = b->scratch + (size_t)t * 2 * rank;
+    double *scratch = b->scratch + (size_t)t * 3 * rank;
     double *maxima = b->maxima + (size_t)t * b->iterations;
     /* Whether a row is cached depends on the row alone (not on the block or
      * the call's iterations), so that neither changes a bit of the result. */
     const bool cached = mu_cache_doubles(end - begin, rank) <= b->product_doubles;
-    if (cached)
+    /* A cached row's first Phi of the call is formed as the loop forms it,
+     * its later ones from the cache; a later block forms the products
+     * again (the cache holds one row) but still takes Phi from them, so
+     * that the block length changes no bit. */
+    if (cached && !b->first)
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, MU_PRODUCTS_FILL, p->wide, scratch, NULL);
+                               products, MU_PRODUCTS_FILL, p->wide, scratch,
+                               scratch + 2 * (size_t)rank);
     for (uint32_t i = 0; i < b->iterations; i++) {
         double *phi = b->history + i * b->slice + (size_t)row * rank;
+        const mu_products use = !cached                  ? MU_PRODUCTS_NONE
+                                : i == 0 && b->first ? MU_PRODUCTS_FILL
+                                                     : MU_PRODUCTS_USE;
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, cached ? MU_PRODUCTS_USE : MU_PRODUCTS_NONE, p->wide,
-                               scratch, phi);
+                               products, use, p->wide, scratch, phi);
         /* factor_update's TH_FACTOR_MULTIPLICATIVE_UPDATE, on one row. */
         double violation = maxima[i];
         for (uint32_t r = 0; r < rank; r++) {
@@ -148,7 +156,7 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
     double *start = malloc(slice_bytes > 0 ? slice_bytes : 1);
     double *history = malloc(block * slice_bytes + 1);
     double *products = malloc((size_t)threads * product_doubles * sizeof(double) + 1);
-    double *scratch = malloc((size_t)threads * 2 * p->rank * sizeof(double));
+    double *scratch = malloc((size_t)threads * 3 * p->rank * sizeof(double));
     double *maxima = malloc((size_t)threads * block * sizeof(double));
     uint32_t *runs = malloc(((size_t)p->rows + 1) * sizeof *runs);
     th_status status = TH_OK;
@@ -167,7 +175,8 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
                   .products = products,
                   .product_doubles = product_doubles,
                   .scratch = scratch,
-                  .maxima = maxima};
+                  .maxima = maxima,
+                  .first = true};
     uint32_t iterations = 0, updates = 0;
     double violation = 0.0;
     while (iterations < io->max_iterations) {
@@ -216,6 +225,7 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
             break;
         }
         iterations += b.iterations;
+        b.first = false;
         updates += b.iterations;
         if (iterations == io->max_iterations)
             memcpy(p->result, history + (size_t)(b.iterations - 1) * slice, slice_bytes);
