@@ -333,15 +333,20 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
 
 /* Phi's row over nonzeros [begin, end) for the target row a (no weights),
  * as generalized_row_scalar with TH_ELEMENTWISE_POISSON_RATIO: the same
- * bits. The row products formed (NONE), formed and kept in `products`
- * (FILL: R doubles a nonzero, row by row), or read from there (USE).
- * scratch: 2 R doubles. */
+ * bits. The row products formed (NONE) or read from `products` (USE),
+ * which FILL fills (R doubles a nonzero, row by row; no Phi). scratch: 2
+ * R doubles. */
 static void multiplicative_row_scalar(const mode_layout *l, const double *const *other_factors,
                                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
                                       const double *restrict a, double epsilon,
                                       double *restrict products, mu_products use,
                                       double *restrict scratch, double *restrict phi)
 {
+    if (use == MU_PRODUCTS_FILL) {
+        for (uint64_t k = begin; k < end; k++)
+            row_product_scalar(l, other_factors, width, rank, k, products + (k - begin) * rank);
+        return;
+    }
     double *restrict p = scratch, *restrict acc = scratch + rank;
     for (uint32_t r = 0; r < rank; r++)
         acc[r] = 0.0;
@@ -357,14 +362,10 @@ static void multiplicative_row_scalar(const mode_layout *l, const double *const 
             boundary += CPU_REF_CHUNK_NNZ;
         }
         const double *q = p;
-        if (use == MU_PRODUCTS_USE) {
+        if (use == MU_PRODUCTS_USE)
             q = products + (k - begin) * rank;
-        } else if (use == MU_PRODUCTS_FILL) {
-            q = products + (k - begin) * rank;
-            row_product_scalar(l, other_factors, width, rank, k, products + (k - begin) * rank);
-        } else {
+        else
             row_product_scalar(l, other_factors, width, rank, k, p);
-        }
         const double m = cpu_ref_dot4(a, q, rank);
         const double g = l->values[k] / (m > epsilon ? m : epsilon);
         for (uint32_t r = 0; r < rank; r++)
@@ -464,11 +465,11 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
 }
 
 /* multiplicative_row_scalar in vectors (type VEC of LANES doubles, at
- * most MAX a row; rank LANES * nv) where it forms the products (NONE and
- * FILL, the same bits as the scalar loop); FILL also keeps them, with the
- * values, in blocks of eight nonzeros (mu_cache_doubles; the last block's
- * empty lanes zero, which add nothing), and USE runs from them a block at
- * a time (block_update): each nonzero's m as before, the row's sum in
+ * most MAX a row; rank LANES * nv) where it forms the products (NONE, the
+ * same bits as the scalar loop); FILL only keeps them, with the values,
+ * in blocks of eight nonzeros (mu_cache_doubles; the last block's empty
+ * lanes zero, which add nothing), and USE runs from them a block at a
+ * time (block_update): each nonzero's m as before, the row's sum in
  * eight lanes (nonzero k in lane k mod 8) added at the end in a fixed
  * order. USE reads R + 1 doubles a nonzero where forming the products
  * gathers N - 1 rows, and needs no horizontal sum per nonzero; its sums
@@ -487,6 +488,39 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
         CPU_REF_UNROLL_V4                                                                     \
         for (uint32_t v = 0; v < nv; v++)                                                     \
             memcpy(&wa[v], a + (LANES) * v, sizeof wa[v]);                                    \
+        if (use == MU_PRODUCTS_FILL) {                                                        \
+            for (uint64_t b = 0; b < blocks; b++) {                                           \
+                cpu_ref_v8d rows[8][(LANES) * (MAX) / 8];                                     \
+                double values[8];                                                             \
+                const uint64_t k = begin + b * 8;                                             \
+                if (k + 8 <= end) { /* whole: the eight lanes unrolled, in registers */       \
+                    VEC p8[8][MAX];                                                           \
+                    _Pragma("GCC unroll 8")                                                   \
+                    for (uint32_t lane = 0; lane < 8; lane++) {                               \
+                        (void)ROW_PRODUCT(l, other_factors, width, nv, k + lane, wa,          \
+                                          p8[lane]);                                          \
+                        values[lane] = l->values[k + lane];                                   \
+                    }                                                                         \
+                    _Pragma("GCC unroll 8")                                                   \
+                    for (uint32_t lane = 0; lane < 8; lane++)                                 \
+                        memcpy(rows[lane], p8[lane], rank * sizeof(double));                  \
+                } else { /* the last, short: its empty lanes zero, which add nothing */       \
+                    for (uint32_t lane = 0; lane < 8; lane++) {                               \
+                        if (k + lane < end) {                                                 \
+                            VEC p[MAX];                                                       \
+                            (void)ROW_PRODUCT(l, other_factors, width, nv, k + lane, wa, p);  \
+                            memcpy(rows[lane], p, rank * sizeof(double));                     \
+                            values[lane] = l->values[k + lane];                               \
+                        } else {                                                              \
+                            memset(rows[lane], 0, rank * sizeof(double));                     \
+                            values[lane] = 0.0;                                               \
+                        }                                                                     \
+                    }                                                                         \
+                }                                                                             \
+                keep_block(rows, values, rank, products + b * block_doubles);                 \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
         if (use == MU_PRODUCTS_USE) {                                                         \
             cpu_ref_v8d acc[(LANES) * (MAX)];                                                 \
             _Pragma("GCC unroll 32")                                                          \
@@ -507,8 +541,6 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
             acc[v] = (VEC){0.0};                                                              \
             total[v] = (VEC){0.0};                                                            \
         }                                                                                     \
-        cpu_ref_v8d rows[8][(LANES) * (MAX) / 8]; /* FILL: the block's products so far */    \
-        double values[8];                                                                     \
         bool first_stretch = true;                                                            \
         uint64_t boundary = (begin / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ;              \
         for (uint64_t k = begin; k < end; k++) {                                              \
@@ -527,20 +559,6 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
             CPU_REF_UNROLL_V4                                                                 \
             for (uint32_t v = 0; v < nv; v++)                                                 \
                 acc[v] += g * p[v];                                                           \
-            if (use == MU_PRODUCTS_FILL) {                                                    \
-                const uint64_t i = k - begin;                                                 \
-                memcpy(rows[i % 8], p, rank * sizeof(double));                                \
-                values[i % 8] = l->values[k];                                                 \
-                if (i % 8 == 7)                                                               \
-                    keep_block(rows, values, rank, products + (i / 8) * block_doubles);       \
-            }                                                                                 \
-        }                                                                                     \
-        if (use == MU_PRODUCTS_FILL && n % 8 != 0) { /* the last block's empty lanes */       \
-            for (uint64_t i = n % 8; i < 8; i++) {                                            \
-                memset(rows[i], 0, rank * sizeof(double));                                    \
-                values[i] = 0.0;                                                              \
-            }                                                                                 \
-            keep_block(rows, values, rank, products + (n / 8) * block_doubles);               \
         }                                                                                     \
         CPU_REF_UNROLL_V4                                                                     \
         for (uint32_t v = 0; v < nv; v++) {                                                   \

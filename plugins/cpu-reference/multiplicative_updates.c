@@ -3,8 +3,8 @@
  * The host's loop forms every nonzero's products of the other factors at
  * every inner iteration, though only the mode's own factor changes between
  * them. Here each row runs its iterations on its own: its products formed
- * at the first and kept (a few MiB a thread, so they stay in cache), each
- * later iteration a dot product, a division and an update a nonzero. The
+ * once and kept (a few MiB a thread, so they stay in cache), each
+ * iteration then one pass over them, eight nonzeros at a time. The
  * loop's stopping test is over every row at once, so the rows run ahead
  * speculatively, a block of iterations at a time, keeping each iteration's
  * Phi; the block is then cut back to the first iteration the test stops
@@ -76,7 +76,6 @@ typedef struct mu_block {
     size_t product_doubles;
     double *scratch;         /* [threads][3 rank] */
     double *maxima;          /* [threads][iterations]: each thread's violations */
-    bool first;              /* the call's first block */
 } mu_block;
 
 /* Row `row`'s iterations of the block on thread t: Phi into the history,
@@ -95,21 +94,17 @@ static void run_row(const mu_block *b, int t, uint32_t row)
     /* Whether a row is cached depends on the row alone (not on the block or
      * the call's iterations), so that neither changes a bit of the result. */
     const bool cached = mu_cache_doubles(end - begin, rank) <= b->product_doubles;
-    /* A cached row's first Phi of the call is formed as the loop forms it,
-     * its later ones from the cache; a later block forms the products
-     * again (the cache holds one row) but still takes Phi from them, so
-     * that the block length changes no bit. */
-    if (cached && !b->first)
+    /* A cached row's products are formed at the start of each block (the
+     * cache holds one row) and every Phi of the call is taken from them. */
+    if (cached)
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
                                products, MU_PRODUCTS_FILL, p->wide, scratch,
                                scratch + 2 * (size_t)rank);
     for (uint32_t i = 0; i < b->iterations; i++) {
         double *phi = b->history + i * b->slice + (size_t)row * rank;
-        const mu_products use = !cached                  ? MU_PRODUCTS_NONE
-                                : i == 0 && b->first ? MU_PRODUCTS_FILL
-                                                     : MU_PRODUCTS_USE;
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, use, p->wide, scratch, phi);
+                               products, cached ? MU_PRODUCTS_USE : MU_PRODUCTS_NONE, p->wide,
+                               scratch, phi);
         /* factor_update's TH_FACTOR_MULTIPLICATIVE_UPDATE, on one row. */
         double violation = maxima[i];
         for (uint32_t r = 0; r < rank; r++) {
@@ -175,8 +170,7 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
                   .products = products,
                   .product_doubles = product_doubles,
                   .scratch = scratch,
-                  .maxima = maxima,
-                  .first = true};
+                  .maxima = maxima};
     uint32_t iterations = 0, updates = 0;
     double violation = 0.0;
     while (iterations < io->max_iterations) {
@@ -225,7 +219,6 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
             break;
         }
         iterations += b.iterations;
-        b.first = false;
         updates += b.iterations;
         if (iterations == io->max_iterations)
             memcpy(p->result, history + (size_t)(b.iterations - 1) * slice, slice_bytes);
