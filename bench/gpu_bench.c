@@ -60,6 +60,9 @@
  * generalized MTTKRP's wall time is the call's alone: a GPU plugin returns
  * it queued (no reduction, no weights), so its device time is the one to
  * read; the inner iteration's wall time ends with factor_update's wait.
+ * On a plugin with multiplicative_updates (ABI 1.7) a second table: each
+ * mode's 10 inner iterations as 10 call pairs and as that one call. Runs
+ * without a CUDA device for cpu-reference.
  *
  * --devices hands the GPU plugins their `devices` option (e.g. "0,1": the
  * tensor shared over two GPUs; plugins/README.md "Several GPUs"); the
@@ -579,6 +582,69 @@ static th_sptensor *load_input(const char *arg, char *name, size_t name_size,
     return t;
 }
 
+/* --cp-apr on a plugin with multiplicative_updates (ABI 1.7): per mode,
+ * CP-APR's 10 inner iterations (tolerance 0: all of them) as 10
+ * generalized_mttkrp + factor_update calls and as one
+ * multiplicative_updates call, each from the factors `start` (set again
+ * before every repetition, untimed), host wall time, medians of N after
+ * one warm-up, alternating. */
+static void bench_multiplicative_updates(th_plugin *pl, th_instance *inst,
+                                         const char *plugin_name, const char *tensor_name,
+                                         const th_sptensor *t, double *const *start, int reps)
+{
+    enum { INNER = 10 };
+    char err[TH_ERROR_SIZE] = "";
+    printf("\n| tensor | plugin | mode | 10 calls each (ms) | one multiplicative_updates (ms) | "
+           "ratio |\n|---|---|---:|---:|---:|---:|\n");
+    double loop_all = 0.0, call_all = 0.0;
+    for (uint32_t m = 0; m < t->nmodes; ++m) {
+        double loop_w[MAX_REPS], call_w[MAX_REPS];
+        for (int rep = -1; rep < reps; ++rep) {
+            for (uint32_t q = 0; q < t->nmodes; ++q)
+                CHECK(th_call_set_factor(pl, inst, q, start[q], err));
+            double w0 = now_seconds();
+            for (int i = 0; i < INNER; ++i) {
+                th_generalized_mttkrp_io gio = {.struct_size = sizeof(gio),
+                                                .mode = m,
+                                                .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                                .reduction = TH_REDUCTION_NONE,
+                                                .epsilon = 1e-10};
+                th_factor_update_io fio = {.struct_size = sizeof(fio),
+                                           .mode = m,
+                                           .operation = TH_FACTOR_MULTIPLICATIVE_UPDATE,
+                                           .tolerance = 0.0};
+                CHECK(th_call_generalized_mttkrp(pl, inst, &gio, err));
+                CHECK(th_call_factor_update(pl, inst, &fio, err));
+            }
+            const double lw = now_seconds() - w0;
+            for (uint32_t q = 0; q < t->nmodes; ++q)
+                CHECK(th_call_set_factor(pl, inst, q, start[q], err));
+            th_multiplicative_updates_io mio = {.struct_size = sizeof(mio),
+                                                .mode = m,
+                                                .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                                                .max_iterations = INNER,
+                                                .epsilon = 1e-10,
+                                                .tolerance = 0.0};
+            w0 = now_seconds();
+            CHECK(th_call_multiplicative_updates(pl, inst, &mio, err));
+            const double cw = now_seconds() - w0;
+            if (rep < 0)
+                continue;
+            loop_w[rep] = lw;
+            call_w[rep] = cw;
+        }
+        const double lw = median(loop_w, reps) * 1e3, cw = median(call_w, reps) * 1e3;
+        loop_all += lw;
+        call_all += cw;
+        printf("| %s | %s | %u | %.3f | %.3f | %.2fx |\n", tensor_name, plugin_name, m, lw, cw,
+               lw / cw);
+    }
+    printf("| %s | %s | all | %.3f | %.3f | %.2fx |\n\n", tensor_name, plugin_name, loop_all,
+           call_all, loop_all / call_all);
+    for (uint32_t q = 0; q < t->nmodes; ++q)
+        CHECK(th_call_set_factor(pl, inst, q, start[q], err));
+}
+
 /* --cp-apr: see the header comment. */
 static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const th_sptensor *t,
                          uint32_t rank, int reps)
@@ -608,13 +674,13 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
                           .values = t->values};
     CHECK(th_call_load_tensor(pl, inst, &view, rank, err));
     GRand *rng = g_rand_new_with_seed(7);
+    double *start[TH_MAX_MODES];
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         const size_t n = (size_t)t->dims[m] * rank;
-        double *f = g_new(double, n);
+        start[m] = g_new(double, n);
         for (size_t k = 0; k < n; ++k)
-            f[k] = g_rand_double_range(rng, 0.05, 1.0);
-        CHECK(th_call_set_factor(pl, inst, m, f, err));
-        g_free(f);
+            start[m][k] = g_rand_double_range(rng, 0.05, 1.0);
+        CHECK(th_call_set_factor(pl, inst, m, start[m], err));
     }
     g_rand_free(rng);
     double plain_all = 0.0, iter_all = 0.0;
@@ -666,7 +732,14 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
     printf("| %s | %s | all | | %.4f | | | | %.4f | %.2fx | | %s |\n", tensor_name,
            plugin_name, plain_all, iter_all, iter_all / plain_all,
            iter_all <= 1.5 * plain_all ? "met" : "NOT met");
+    if (pl->entry.multiplicative_updates) {
+        for (uint32_t m = 0; m < t->nmodes; ++m)
+            CHECK(th_call_set_factor(pl, inst, m, start[m], err));
+        bench_multiplicative_updates(pl, inst, plugin_name, tensor_name, t, start, reps);
+    }
     fflush(stdout);
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        g_free(start[m]);
     th_call_destroy(pl, inst);
     th_plugin_unload(pl);
 }
@@ -954,17 +1027,21 @@ int main(int argc, char **argv)
     }
     th_log_set_level(TH_LOG_WARNING);
     struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    char device[512];
+    double hbm = 0.0, l2 = 0.0;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+        hbm = gpu_bench_hbm_bandwidth();
+        l2 = gpu_bench_l2_bandwidth();
+        snprintf(device, sizeof(device), "%s, %d SMs, L2 %d MB", prop.name,
+                 prop.multiProcessorCount, prop.l2CacheSize >> 20);
+        fprintf(stderr, "device %s; HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s\n", device,
+                hbm * 1e-9, l2 * 1e-9);
+    } else if (cp_apr) { /* cpu-reference's side of it runs anywhere */
+        snprintf(device, sizeof(device), "no CUDA device");
+    } else {
         printf("SKIPPED: no CUDA device\n");
         return 77;
     }
-    const double hbm = gpu_bench_hbm_bandwidth();
-    const double l2 = gpu_bench_l2_bandwidth();
-    char device[512];
-    snprintf(device, sizeof(device), "%s, %d SMs, L2 %d MB", prop.name,
-             prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    fprintf(stderr, "device %s; HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s\n", device,
-            hbm * 1e-9, l2 * 1e-9);
 
     g_auto(GStrv) names = g_strsplit(plugins, ",", -1);
     if (nonneg) {

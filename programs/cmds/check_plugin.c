@@ -1444,6 +1444,33 @@ static double **positive_factors(const test_tensor *tt, uint32_t rank, uint64_t 
     return factors;
 }
 
+/* A 300-nonzero tensor of the case, loaded on the plugin at `rank`; NULL
+ * after a FAIL of `name`. */
+static test_tensor *loaded_tensor(checker *c, uint32_t nmodes, skew_kind skew, uint32_t rank,
+                                  uint64_t seed, const char *name)
+{
+    g_autoptr(GError) error = NULL;
+    test_tensor *tt = make_tensor(nmodes, skew, 300, seed, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return NULL;
+    }
+    if (!load_on(c, c->plugin, c->inst, tt, rank, name)) {
+        test_tensor_free(tt);
+        return NULL;
+    }
+    return tt;
+}
+
+/* The most doubles one mode's dims x rank matrix of t takes. */
+static size_t largest_matrix(const th_sptensor *t, uint32_t rank)
+{
+    size_t largest = 0;
+    for (uint32_t m = 0; m < t->nmodes; m++)
+        largest = MAX(largest, (size_t)t->dims[m] * rank);
+    return largest;
+}
+
 /* Every mode of one tensor under the three elementwise functions, each with
  * a reduction (weights given for the Poisson ratio), TH_MODE_NONE (which
  * must leave the results alone), then the factor operations on each mode's
@@ -1457,19 +1484,12 @@ static void check_generalized_case(checker *c, uint32_t nmodes, skew_kind skew, 
     g_autofree char *fname = g_strdup_printf("factor_update modes=%u skew=%s rank=%u", nmodes,
                                              skew_names[skew], rank);
     begin(c, name);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, seed, &error);
-    if (tt == NULL) {
-        fail(c, name, "cannot generate the tensor: %s", error->message);
-        return;
-    }
-    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+    g_autoptr(test_tensor) tt = loaded_tensor(c, nmodes, skew, rank, seed, name);
+    if (tt == NULL)
         return;
     const th_sptensor *t = tt->t;
     double **factors = positive_factors(tt, rank, seed + 1);
-    size_t largest = 0;
-    for (uint32_t m = 0; m < nmodes; m++)
-        largest = MAX(largest, (size_t)t->dims[m] * rank);
+    const size_t largest = largest_matrix(t, rank);
     g_autofree double *got = g_new(double, largest);
     g_autofree double *want = g_new(double, largest);
     g_autofree double *factor = g_new(double, largest);
@@ -1839,20 +1859,13 @@ static void check_multiplicative_case(checker *c, uint32_t nmodes, skew_kind ske
     g_autofree char *name = g_strdup_printf("multiplicative_updates modes=%u skew=%s rank=%u",
                                             nmodes, skew_names[skew], rank);
     begin(c, name);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(test_tensor) tt = make_tensor(nmodes, skew, 300, seed, &error);
-    if (tt == NULL) {
-        fail(c, name, "cannot generate the tensor: %s", error->message);
-        return;
-    }
-    if (!load_on(c, c->plugin, c->inst, tt, rank, name))
+    g_autoptr(test_tensor) tt = loaded_tensor(c, nmodes, skew, rank, seed, name);
+    if (tt == NULL)
         return;
     const th_sptensor *t = tt->t;
     double **start = positive_factors(tt, rank, seed + 1);
     double **mine = positive_factors(tt, rank, seed + 1);
-    size_t largest = 0;
-    for (uint32_t m = 0; m < nmodes; m++)
-        largest = MAX(largest, (size_t)t->dims[m] * rank);
+    const size_t largest = largest_matrix(t, rank);
     g_autofree double *phi = g_new(double, largest);
     g_autofree double *got = g_new(double, largest);
     double violations[ITERATIONS];
