@@ -117,6 +117,11 @@ struct th_instance {
     double *update_gram;    /* [rank * rank]: Gram of update_rows */
     double *update_sums;    /* [2 * scratch_stride]: per column, norm and inner-product sums */
     double *update_changes; /* [largest dim / CPU_REF_HALS_BLOCK_ROWS]: als_update_nonneg's */
+    /* multiplicative_updates' per-thread caches of a row's products, kept
+     * from its first call: a fresh threads x 4 MiB each call would be
+     * faulted in again every time. */
+    double *mu_products;
+    size_t mu_product_doubles; /* a thread's */
     size_t scratch_stride;  /* rank rounded up to whole cache lines: no false sharing */
     uint64_t tensor_bytes;
     uint64_t factor_bytes;
@@ -288,6 +293,7 @@ static void release_tensor(th_instance *inst)
     free(inst->update_gram);
     free(inst->update_sums);
     free(inst->update_changes);
+    free(inst->mu_products);
     const th_host_services *host = inst->host;
     int threads = inst->threads;
     memset(inst, 0, sizeof *inst);
@@ -1696,7 +1702,25 @@ static th_status cpu_reference_multiplicative_updates(th_instance *inst,
         for (uint32_t m = 0; m < inst->nmodes; m++)
             if (m != mode)
                 other_factors[width++] = inst->factors[m];
+        const size_t product_doubles = cpu_ref_mu_product_doubles();
+        if (inst->mu_products == NULL || inst->mu_product_doubles != product_doubles) {
+            free(inst->mu_products);
+            inst->workspace_bytes -=
+                (uint64_t)inst->threads * inst->mu_product_doubles * sizeof(double);
+            inst->mu_product_doubles = 0;
+            inst->mu_products =
+                malloc((size_t)inst->threads * product_doubles * sizeof(double) + 1);
+            if (inst->mu_products == NULL)
+                return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
+                                      "multiplicative_updates: no memory for %d caches of %zu "
+                                      "bytes",
+                                      inst->threads, product_doubles * sizeof(double));
+            inst->mu_product_doubles = product_doubles;
+            inst->workspace_bytes += (uint64_t)inst->threads * product_doubles * sizeof(double);
+        }
         const mu_problem problem = {.layout = l,
+                                    .products = inst->mu_products,
+                                    .product_doubles = product_doubles,
                                     .other_factors = other_factors,
                                     .width = width,
                                     .rank = inst->rank,

@@ -134,6 +134,11 @@ static void cut_back(const mu_block *b, const double *start, uint32_t stop)
     }
 }
 
+size_t cpu_ref_mu_product_doubles(void)
+{
+    return bytes_from_env(CPU_REF_MU_PRODUCTS_ENV, CPU_REF_MU_PRODUCTS_BYTES) / sizeof(double);
+}
+
 th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_updates_io *io,
                                          char *err)
 {
@@ -146,16 +151,13 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
                                                                          : io->max_iterations)
                              : 1u;
     const int threads = p->threads;
-    const size_t product_doubles =
-        bytes_from_env(CPU_REF_MU_PRODUCTS_ENV, CPU_REF_MU_PRODUCTS_BYTES) / sizeof(double);
     double *start = malloc(slice_bytes > 0 ? slice_bytes : 1);
     double *history = malloc(block * slice_bytes + 1);
-    double *products = malloc((size_t)threads * product_doubles * sizeof(double) + 1);
     double *scratch = malloc((size_t)threads * 3 * p->rank * sizeof(double));
     double *maxima = malloc((size_t)threads * block * sizeof(double));
     uint32_t *runs = malloc(((size_t)p->rows + 1) * sizeof *runs);
     th_status status = TH_OK;
-    if (!start || !history || !products || !scratch || !maxima || !runs) {
+    if (!start || !history || !scratch || !maxima || !runs) {
         status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                                 "multiplicative_updates(mode %u): no memory for the history of "
                                 "%u iterations of %zu bytes each",
@@ -167,8 +169,8 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
                   .epsilon = io->epsilon,
                   .slice = slice,
                   .history = history,
-                  .products = products,
-                  .product_doubles = product_doubles,
+                  .products = p->products,
+                  .product_doubles = p->product_doubles,
                   .scratch = scratch,
                   .maxima = maxima};
     uint32_t iterations = 0, updates = 0;
@@ -229,7 +231,6 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
 done:
     free(start);
     free(history);
-    free(products);
     free(scratch);
     free(maxima);
     free(runs);

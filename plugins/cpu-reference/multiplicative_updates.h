@@ -26,9 +26,15 @@ typedef struct mu_problem {
     double *factor;  /* rows x rank, updated in place */
     double *result;  /* rows x rank: the last Phi on success */
     int threads;
+    double *products;       /* [threads][product_doubles]: the rows' caches */
+    size_t product_doubles; /* cpu_ref_mu_product_doubles() */
     bool wide; /* the AVX-512 copies (cpu_ref_use_wide) */
     const th_host_services *host;
 } mu_problem;
+
+/* The doubles of one thread's cache of a row's products:
+ * CPU_REF_MU_PRODUCTS_ENV, else 4 MiB (30k nonzeros at rank 16). */
+size_t cpu_ref_mu_product_doubles(void);
 
 /* Up to io->max_iterations inner iterations of p's mode, each row's run
  * on one thread with its products of the other factors formed once: the
