@@ -43,6 +43,7 @@
 #include "cpu_reference_internal.h"
 #include "generalized.h"
 #include "multiplicative_updates.h"
+#include "mttkrp_row.h"
 
 #include <tensorhost/plugin_sdk.h>
 
@@ -653,9 +654,11 @@ static void mttkrp_row_fused(const mode_layout *l, const double *const *other_fa
  * the factors of the other modes in the order of the layout's indices. The
  * restrict qualifiers let the R-loops vectorise without alias checks. */
 static void mttkrp_row(const mode_layout *l, const double *const *other_factors,
-                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
+                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end, bool wide,
                        double *restrict term, double *restrict out)
 {
+    if (mttkrp_row_vector(l, other_factors, width, rank, begin, end, wide, out))
+        return;
     for (uint32_t r = 0; r < rank; r++)
         out[r] = 0.0;
     if (width == 2 || width == 3) {
@@ -682,16 +685,16 @@ static void mttkrp_row(const mode_layout *l, const double *const *other_factors,
  * and written to `result`; its first row goes to slots[0] and its last row,
  * when different, to slots[rank], for merge_boundaries to place. */
 static void mttkrp_chunk(const mode_layout *l, const double *const *other_factors,
-                         uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz,
+                         uint32_t width, uint32_t rank, uint64_t chunk, uint64_t nnz, bool wide,
                          double *restrict term, double *restrict slots, double *result)
 {
     const chunk_span c = cpu_ref_chunk_span(l, chunk, nnz);
-    mttkrp_row(l, other_factors, width, rank, c.begin, c.first_end, term, slots);
+    mttkrp_row(l, other_factors, width, rank, c.begin, c.first_end, wide, term, slots);
     for (uint32_t row = c.first + 1; row < c.last; row++)
-        mttkrp_row(l, other_factors, width, rank, l->row_start[row], l->row_start[row + 1],
+        mttkrp_row(l, other_factors, width, rank, l->row_start[row], l->row_start[row + 1], wide,
                    term, result + (size_t)row * rank);
     if (c.last > c.first)
-        mttkrp_row(l, other_factors, width, rank, l->row_start[c.last], c.end, term,
+        mttkrp_row(l, other_factors, width, rank, l->row_start[c.last], c.end, wide, term,
                    slots + rank);
 }
 
@@ -742,12 +745,13 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
             other_factors[width++] = inst->factors[m];
 
     const int64_t chunks = (int64_t)l->chunks;
+    const bool wide = cpu_ref_use_wide();
 #pragma omp parallel num_threads(inst->threads)
     {
         double *term = inst->scratch + (size_t)omp_get_thread_num() * 2 * inst->scratch_stride;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < chunks; c++)
-            mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, term,
+            mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, wide, term,
                          inst->boundary + (size_t)c * 2 * rank, result);
     }
     merge_boundaries(l, inst->dims[mode], rank, inst->nnz, inst->boundary, result);

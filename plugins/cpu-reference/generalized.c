@@ -380,27 +380,28 @@ typedef long long cpu_ref_v8i __attribute__((vector_size(8 * sizeof(long long)))
 
 /* rows[i] (eight rows of eight doubles) into columns: out + 8 j gets
  * column j (rows[0][j] .. rows[7][j]). Three rounds of two-vector
- * shuffles (unpack pairs, then pairs of pairs, then halves). */
+ * shuffles (unpack pairs, then pairs of pairs, then halves;
+ * __builtin_shufflevector: GCC 12 and Clang). */
 static inline CPU_REF_ALWAYS_INLINE void transpose8(const cpu_ref_v8d *rows, double *restrict out)
 {
-    const cpu_ref_v8i even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
-    const cpu_ref_v8i low2 = {0, 1, 8, 9, 4, 5, 12, 13}, high2 = {2, 3, 10, 11, 6, 7, 14, 15};
-    const cpu_ref_v8i low4 = {0, 1, 2, 3, 8, 9, 10, 11}, high4 = {4, 5, 6, 7, 12, 13, 14, 15};
     cpu_ref_v8d t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shuffle(rows[i], rows[i + 1], even);
-        t[i + 1] = __builtin_shuffle(rows[i], rows[i + 1], odd);
+        t[i] = __builtin_shufflevector(rows[i], rows[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+        t[i + 1] = __builtin_shufflevector(rows[i], rows[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
     }
     for (int i = 0; i < 8; i += 4) {
-        u[i] = __builtin_shuffle(t[i], t[i + 2], low2);     /* columns 0 and 4 */
-        u[i + 1] = __builtin_shuffle(t[i], t[i + 2], high2); /* 2 and 6 */
-        u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], low2);  /* 1 and 5 */
-        u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], high2); /* 3 and 7 */
+        /* u[i]: columns 0 and 4; u[i + 1]: 2 and 6; u[i + 2]: 1 and 5; u[i + 3]: 3 and 7 */
+        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
     }
     const int from[4] = {0, 2, 1, 3}; /* u holding columns (j, j + 4) */
     for (int j = 0; j < 4; j++) {
-        const cpu_ref_v8d c = __builtin_shuffle(u[from[j]], u[from[j] + 4], low4);
-        const cpu_ref_v8d d = __builtin_shuffle(u[from[j]], u[from[j] + 4], high4);
+        const cpu_ref_v8d c =
+            __builtin_shufflevector(u[from[j]], u[from[j] + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const cpu_ref_v8d d =
+            __builtin_shufflevector(u[from[j]], u[from[j] + 4], 4, 5, 6, 7, 12, 13, 14, 15);
         memcpy(out + 8 * j, &c, sizeof c);
         memcpy(out + 8 * (j + 4), &d, sizeof d);
     }
