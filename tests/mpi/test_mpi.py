@@ -218,9 +218,9 @@ def ranks_of(marker):
     return found
 
 
-def start_long_run(name, marker):
+def start_long_run(name, marker, env_extra=None):
     long_config = write_config(name, tensors["uber"], iters=10000000)
-    env = dict(OPEN_MPI_ENV, TH_TEST_MARKER=marker.split("=")[1])
+    env = dict(OPEN_MPI_ENV, TH_TEST_MARKER=marker.split("=")[1], **(env_extra or {}))
     process = subprocess.Popen([MPIRUN, "-np", "2", TENSORHOST, "--config", long_config],
                                cwd=WORK, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -250,7 +250,12 @@ check(not os.path.exists(os.path.join(WORK, "out-killed")), "a killed job wrote 
 # 5. SIGTERM to mpirun (a scheduler's stop): every process stops after the
 # same iteration, and rank 0 writes that model, as one process does.
 marker = f"TH_TEST_MARKER=stopped-{os.getpid()}"
-process = start_long_run("stopped", marker)
+# After forwarding the signal, Open MPI 4's mpirun kills the processes still
+# running a second later (odls_base_sigkill_timeout, default 1): a stop that
+# finishes its iteration and writes the model on a busy machine can take
+# longer, so the job is given time as README ("Several processes") advises
+# (which mpirun also waits, twice, after processes that exit on the signal).
+process = start_long_run("stopped", marker, {"OMPI_MCA_odls_base_sigkill_timeout": "5"})
 process.send_signal(signal.SIGTERM)
 try:
     _, stderr = process.communicate(timeout=120)
