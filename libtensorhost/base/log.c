@@ -10,6 +10,7 @@
 #include <string.h>
 
 static int32_t log_level = TH_LOG_INFO;
+static gint hold_console_on_stop; /* th_log_hold_console_on_stop */
 
 /* The library's caller's handler (tensorhost_set_log_handler), or NULL for
  * the console. The lock is held while the handler runs, so calls never
@@ -64,6 +65,9 @@ static void log_line(int32_t level, const char *prefix, const char *text)
     g_autofree char *escaped = th_escape_control(text);
     if (to_sink(level, prefix, escaped) || level > log_level)
         return;
+    if (level == TH_LOG_INFO && g_atomic_int_get(&hold_console_on_stop) &&
+        th_cancel_requested())
+        return;
     /* Info goes to stdout with the run's output; problems and debug detail go
      * to stderr so they survive redirecting the report lines. */
     FILE *stream = level == TH_LOG_INFO ? stdout : stderr;
@@ -74,6 +78,8 @@ static void log_line(int32_t level, const char *prefix, const char *text)
                 level_names[level < 0 ? 0 : (level > 3 ? 3 : level)], prefix, escaped);
     fflush(stream);
 }
+
+void th_log_hold_console_on_stop(int on) { g_atomic_int_set(&hold_console_on_stop, on != 0); }
 
 void th_log(int32_t level, const char *format, ...)
 {

@@ -10,6 +10,13 @@
 /* TH_LOG_* from plugin.h. Messages above the level are dropped. Default INFO. */
 void th_log_set_level(int32_t level);
 int32_t th_log_get_level(void);
+/* Non-zero: once a stop is requested (th_cancel_requested), lines for the
+ * console's stdout (TH_LOG_INFO) are dropped; a sink still gets them.
+ * For a process of several under mpirun: the launcher forwards a stop and
+ * then, waiting to kill the job, no longer reads the processes' output,
+ * so a line could block a process before it reaches the agreement to
+ * stop, and the job would end with nothing written. */
+void th_log_hold_console_on_stop(int on);
 void th_log(int32_t level, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 /* Where lines go instead of the console: `fn` gets every line, at every

@@ -578,6 +578,8 @@ int th_run_file(const char *config_path, const char *const *overrides)
         th_log_set_level(TH_LOG_ERROR);
         th_cancel_set_quiet(TRUE);
     }
+    if (dist) /* mpirun stops reading the console once it forwards a stop */
+        th_log_hold_console_on_stop(1);
     g_autoptr(th_config) config = th_config_load(config_path, overrides, &error);
     if (config && dist && config->compare)
         g_set_error(&error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
