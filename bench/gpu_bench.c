@@ -582,6 +582,15 @@ static th_sptensor *load_input(const char *arg, char *name, size_t name_size,
     return t;
 }
 
+/* Every mode's factor from `factors` into the instance. */
+static void upload_factors(th_plugin *pl, th_instance *inst, uint32_t nmodes,
+                           double *const *factors)
+{
+    char err[TH_ERROR_SIZE] = "";
+    for (uint32_t m = 0; m < nmodes; ++m)
+        CHECK(th_call_set_factor(pl, inst, m, factors[m], err));
+}
+
 /* --cp-apr on a plugin with multiplicative_updates (ABI 1.7): per mode,
  * CP-APR's 10 inner iterations (tolerance 0: all of them) as 10
  * generalized_mttkrp + factor_update calls and as one
@@ -600,8 +609,7 @@ static void bench_multiplicative_updates(th_plugin *pl, th_instance *inst,
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         double loop_w[MAX_REPS], call_w[MAX_REPS];
         for (int rep = -1; rep < reps; ++rep) {
-            for (uint32_t q = 0; q < t->nmodes; ++q)
-                CHECK(th_call_set_factor(pl, inst, q, start[q], err));
+            upload_factors(pl, inst, t->nmodes, start);
             double w0 = now_seconds();
             for (int i = 0; i < INNER; ++i) {
                 th_generalized_mttkrp_io gio = {.struct_size = sizeof(gio),
@@ -617,8 +625,7 @@ static void bench_multiplicative_updates(th_plugin *pl, th_instance *inst,
                 CHECK(th_call_factor_update(pl, inst, &fio, err));
             }
             const double lw = now_seconds() - w0;
-            for (uint32_t q = 0; q < t->nmodes; ++q)
-                CHECK(th_call_set_factor(pl, inst, q, start[q], err));
+            upload_factors(pl, inst, t->nmodes, start);
             th_multiplicative_updates_io mio = {.struct_size = sizeof(mio),
                                                 .mode = m,
                                                 .elementwise = TH_ELEMENTWISE_POISSON_RATIO,
@@ -641,8 +648,6 @@ static void bench_multiplicative_updates(th_plugin *pl, th_instance *inst,
     }
     printf("| %s | %s | all | %.3f | %.3f | %.2fx |\n\n", tensor_name, plugin_name, loop_all,
            call_all, loop_all / call_all);
-    for (uint32_t q = 0; q < t->nmodes; ++q)
-        CHECK(th_call_set_factor(pl, inst, q, start[q], err));
 }
 
 /* --cp-apr: see the header comment. */
@@ -680,9 +685,9 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
         start[m] = g_new(double, n);
         for (size_t k = 0; k < n; ++k)
             start[m][k] = g_rand_double_range(rng, 0.05, 1.0);
-        CHECK(th_call_set_factor(pl, inst, m, start[m], err));
     }
     g_rand_free(rng);
+    upload_factors(pl, inst, t->nmodes, start);
     double plain_all = 0.0, iter_all = 0.0;
     for (uint32_t m = 0; m < t->nmodes; ++m) {
         double plain_w[MAX_REPS], plain_d[MAX_REPS], gen_w[MAX_REPS], gen_d[MAX_REPS],
@@ -732,11 +737,8 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
     printf("| %s | %s | all | | %.4f | | | | %.4f | %.2fx | | %s |\n", tensor_name,
            plugin_name, plain_all, iter_all, iter_all / plain_all,
            iter_all <= 1.5 * plain_all ? "met" : "NOT met");
-    if (pl->entry.multiplicative_updates) {
-        for (uint32_t m = 0; m < t->nmodes; ++m)
-            CHECK(th_call_set_factor(pl, inst, m, start[m], err));
+    if (pl->entry.multiplicative_updates)
         bench_multiplicative_updates(pl, inst, plugin_name, tensor_name, t, start, reps);
-    }
     fflush(stdout);
     for (uint32_t m = 0; m < t->nmodes; ++m)
         g_free(start[m]);

@@ -626,6 +626,17 @@ static th_status cpu_reference_get_factor(th_instance *inst, uint32_t mode, doub
     return TH_OK;
 }
 
+/* The factors of every mode but `mode`, in mode order (the order of a
+ * layout's other indices), into out[0 .. nmodes - 1). Returns how many. */
+static uint32_t other_factors_of(const th_instance *inst, uint32_t mode, const double **out)
+{
+    uint32_t width = 0;
+    for (uint32_t m = 0; m < inst->nmodes; m++)
+        if (m != mode)
+            out[width++] = inst->factors[m];
+    return width;
+}
+
 /* 3- and 4-mode tensors, the common orders: one fused loop per nonzero
  * instead of a round trip through the scratch row. The products are formed
  * in the same order as in the general loop, so the results are identical. */
@@ -739,10 +750,7 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
     uint32_t rank = inst->rank;
 
     const double *other_factors[CPU_REF_MAX_MODES];
-    uint32_t width = 0;
-    for (uint32_t m = 0; m < inst->nmodes; m++)
-        if (m != mode)
-            other_factors[width++] = inst->factors[m];
+    const uint32_t width = other_factors_of(inst, mode, other_factors);
 
     const int64_t chunks = (int64_t)l->chunks;
     const bool wide = cpu_ref_use_wide();
@@ -1337,10 +1345,7 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
     const mode_layout *l = &inst->layouts[mode];
     const uint32_t rank = inst->rank;
     const double *other_factors[CPU_REF_MAX_MODES];
-    uint32_t width = 0;
-    for (uint32_t m = 0; m < inst->nmodes; m++)
-        if (m != mode)
-            other_factors[width++] = inst->factors[m];
+    const uint32_t width = other_factors_of(inst, mode, other_factors);
     op->target = inst->factors[mode];
     op->wide = cpu_ref_use_wide();
     double *result = op->elementwise >= 0 ? inst->results[mode] : NULL;
@@ -1653,6 +1658,8 @@ static th_status check_multiplicative_arguments(const th_instance *inst,
 static th_status multiplicative_loop(th_instance *inst, th_multiplicative_updates_io *io,
                                      char *err)
 {
+    uint32_t iterations = 0, updates = 0;
+    double violation = 0.0;
     for (uint32_t i = 0; i < io->max_iterations; i++) {
         th_generalized_mttkrp_io phi = {.struct_size = (uint32_t)sizeof phi,
                                         .mode = io->mode,
@@ -1668,13 +1675,16 @@ static th_status multiplicative_loop(th_instance *inst, th_multiplicative_update
                                       .tolerance = io->tolerance};
         status = cpu_reference_factor_update(inst, &update, err);
         if (status != TH_OK)
-            return status;
-        io->iterations = i + 1;
-        io->updates += (uint32_t)update.count;
-        io->violation = update.violation;
+            return status; /* the out-fields unwritten, as plugin.h says */
+        iterations = i + 1;
+        updates += (uint32_t)update.count;
+        violation = update.violation;
         if (update.count == 0)
             break;
     }
+    io->iterations = iterations;
+    io->updates = updates;
+    io->violation = violation;
     return TH_OK;
 }
 
@@ -1693,19 +1703,12 @@ static th_status cpu_reference_multiplicative_updates(th_instance *inst,
         busiest = n > busiest ? n : busiest;
     }
     if (busiest > inst->nnz / CPU_REF_MU_HOT_ROW_SHARE) {
-        th_multiplicative_updates_io out = *io;
-        status = multiplicative_loop(inst, &out, err);
+        status = multiplicative_loop(inst, io, err);
         if (status != TH_OK)
             return status;
-        io->iterations = out.iterations;
-        io->updates = out.updates;
-        io->violation = out.violation;
     } else {
         const double *other_factors[CPU_REF_MAX_MODES];
-        uint32_t width = 0;
-        for (uint32_t m = 0; m < inst->nmodes; m++)
-            if (m != mode)
-                other_factors[width++] = inst->factors[m];
+        const uint32_t width = other_factors_of(inst, mode, other_factors);
         const size_t product_doubles = cpu_ref_mu_product_doubles();
         if (inst->mu_products == NULL || inst->mu_product_doubles != product_doubles) {
             free(inst->mu_products);
@@ -2494,9 +2497,7 @@ static th_status cpu_reference_row_least_squares(th_instance *inst, th_row_least
                      .ld = ld, .panel_rows = rls_panel_rows(ld), .wide = cpu_ref_use_wide(),
                      .ridge = io->ridge, .nonneg = io->nonneg == 1, .passes = io->passes,
                      .factor = inst->factors[mode]};
-    for (uint32_t m = 0, j = 0; m < inst->nmodes; m++)
-        if (m != mode)
-            task.other_factors[j++] = inst->factors[m];
+    other_factors_of(inst, mode, task.other_factors);
     const size_t doubles = rls_workspace_doubles(&task);
     const int team = rls_team_size(inst, doubles);
     const uint32_t capacity = (uint32_t)team * CPU_REF_RLS_RUNS_PER_THREAD + 2;

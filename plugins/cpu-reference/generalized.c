@@ -326,16 +326,45 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
 /* One row's Phi for multiplicative_updates (ABI 1.7)                        */
 /* ------------------------------------------------------------------------ */
 
-/* The row's sums are formed as generalized_pass forms them, so that the
- * call's results are the loop's bit for bit: one sum per stretch of the
- * row inside a chunk (CPU_REF_CHUNK_NNZ nonzeros), each in nonzero order
- * from zero, and the stretches added left to right (merge_boundaries). */
+/* Where a row's sum must be the loop's bit for bit, it is formed as
+ * generalized_pass forms it: one sum per stretch of the row inside a chunk
+ * (CPU_REF_CHUNK_NNZ nonzeros), each in nonzero order from zero, and the
+ * stretches added left to right (merge_boundaries). */
 
-/* Phi's row over nonzeros [begin, end) for the target row a (no weights),
- * as generalized_row_scalar with TH_ELEMENTWISE_POISSON_RATIO: the same
- * bits. The row products formed (NONE) or read from `products` (USE),
- * which FILL fills (R doubles a nonzero, row by row; no Phi). scratch: 2
- * R doubles. */
+/* Phi's row formed as the loop forms it (MU_PRODUCTS_NONE): each stretch
+ * by generalized_row itself, its target the row `a` (row 0 of a one-row
+ * factor). scratch: 3 R doubles. */
+static void multiplicative_row_formed(const mode_layout *l, const double *const *other_factors,
+                                      uint32_t width, uint32_t rank, uint64_t begin,
+                                      uint64_t end, const double *a, double epsilon, bool wide,
+                                      double *restrict scratch, double *restrict phi)
+{
+    const generalized_op op = {.elementwise = TH_ELEMENTWISE_POISSON_RATIO,
+                               .reduction = TH_REDUCTION_NONE,
+                               .epsilon = epsilon,
+                               .weights = NULL,
+                               .target = a,
+                               .wide = wide};
+    double *restrict stretch = scratch + 2 * (size_t)rank;
+    double unused = 0.0; /* the sum of h: none */
+    uint64_t from = begin;
+    do {
+        const uint64_t to = (from / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ < end
+                                ? (from / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ
+                                : end;
+        generalized_row(l, other_factors, width, rank, 0, from, to, &op, scratch,
+                        from == begin ? phi : stretch, &unused);
+        if (from != begin)
+            for (uint32_t r = 0; r < rank; r++)
+                phi[r] += stretch[r];
+        from = to;
+    } while (from < end);
+}
+
+/* Phi's row over nonzeros [begin, end) for the target row a (no weights)
+ * from the row products in `products` (USE), which FILL fills (R doubles
+ * a nonzero, row by row; no Phi): as generalized_row_scalar with
+ * TH_ELEMENTWISE_POISSON_RATIO forms it, the same bits. */
 static void multiplicative_row_scalar(const mode_layout *l, const double *const *other_factors,
                                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
                                       const double *restrict a, double epsilon,
@@ -347,7 +376,7 @@ static void multiplicative_row_scalar(const mode_layout *l, const double *const 
             row_product_scalar(l, other_factors, width, rank, k, products + (k - begin) * rank);
         return;
     }
-    double *restrict p = scratch, *restrict acc = scratch + rank;
+    double *restrict acc = scratch;
     for (uint32_t r = 0; r < rank; r++)
         acc[r] = 0.0;
     bool first_stretch = true;
@@ -361,11 +390,7 @@ static void multiplicative_row_scalar(const mode_layout *l, const double *const 
             first_stretch = false;
             boundary += CPU_REF_CHUNK_NNZ;
         }
-        const double *q = p;
-        if (use == MU_PRODUCTS_USE)
-            q = products + (k - begin) * rank;
-        else
-            row_product_scalar(l, other_factors, width, rank, k, p);
+        const double *q = products + (k - begin) * rank;
         const double m = cpu_ref_dot4(a, q, rank);
         const double g = l->values[k] / (m > epsilon ? m : epsilon);
         for (uint32_t r = 0; r < rank; r++)
@@ -465,12 +490,12 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
     }
 }
 
-/* multiplicative_row_scalar in vectors (type VEC of LANES doubles, at
- * most MAX a row; rank LANES * nv) where it forms the products (NONE, the
- * same bits as the scalar loop); FILL only keeps them, with the values,
- * in blocks of eight nonzeros (mu_cache_doubles; the last block's empty
- * lanes zero, which add nothing), and USE runs from them a block at a
- * time (block_update): each nonzero's m as before, the row's sum in
+/* The cache in vectors (type VEC of LANES doubles, at most MAX a row;
+ * rank LANES * nv): FILL keeps each nonzero's products (formed as
+ * ROW_PRODUCT forms them) with the values in blocks of eight nonzeros
+ * (mu_cache_doubles; the last block's empty lanes zero, which add
+ * nothing), and USE runs from them a block at a time (block_update): each
+ * nonzero's m as generalized_row_v4 forms it, the row's sum in
  * eight lanes (nonzero k in lane k mod 8) added at the end in a fixed
  * order. USE reads R + 1 doubles a nonzero where forming the products
  * gathers N - 1 rows, and needs no horizontal sum per nonzero; its sums
@@ -522,7 +547,7 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
-        if (use == MU_PRODUCTS_USE) {                                                         \
+        { /* MU_PRODUCTS_USE */                                                                \
             cpu_ref_v8d acc[(LANES) * (MAX)];                                                 \
             _Pragma("GCC unroll 32")                                                          \
             for (uint32_t r = 0; r < rank; r++)                                               \
@@ -534,37 +559,6 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
                 const cpu_ref_v8d s = acc[r];                                                 \
                 phi[r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));   \
             }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        VEC acc[MAX], total[MAX];                                                             \
-        CPU_REF_UNROLL_V4                                                                     \
-        for (uint32_t v = 0; v < nv; v++) {                                                   \
-            acc[v] = (VEC){0.0};                                                              \
-            total[v] = (VEC){0.0};                                                            \
-        }                                                                                     \
-        bool first_stretch = true;                                                            \
-        uint64_t boundary = (begin / CPU_REF_CHUNK_NNZ + 1) * CPU_REF_CHUNK_NNZ;              \
-        for (uint64_t k = begin; k < end; k++) {                                              \
-            if (k == boundary) {                                                              \
-                CPU_REF_UNROLL_V4                                                             \
-                for (uint32_t v = 0; v < nv; v++) {                                           \
-                    total[v] = first_stretch ? acc[v] : total[v] + acc[v];                    \
-                    acc[v] = (VEC){0.0};                                                      \
-                }                                                                             \
-                first_stretch = false;                                                        \
-                boundary += CPU_REF_CHUNK_NNZ;                                                \
-            }                                                                                 \
-            VEC p[MAX];                                                                       \
-            const double m = ROW_PRODUCT(l, other_factors, width, nv, k, wa, p);              \
-            const double g = l->values[k] / (m > epsilon ? m : epsilon);                      \
-            CPU_REF_UNROLL_V4                                                                 \
-            for (uint32_t v = 0; v < nv; v++)                                                 \
-                acc[v] += g * p[v];                                                           \
-        }                                                                                     \
-        CPU_REF_UNROLL_V4                                                                     \
-        for (uint32_t v = 0; v < nv; v++) {                                                   \
-            total[v] = first_stretch ? acc[v] : total[v] + acc[v];                            \
-            memcpy(phi + (LANES) * v, &total[v], sizeof total[v]);                            \
         }                                                                                     \
     }
 
@@ -580,16 +574,15 @@ CPU_REF_DEFINE_MULTIPLICATIVE_ROW(multiplicative_row_v8, cpu_ref_v8d, 8, CPU_REF
     if (width == (W) && rank == (LANES) * (NV)) {                                              \
         if (use == MU_PRODUCTS_USE)                                                            \
             CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_USE);                          \
-        else if (use == MU_PRODUCTS_FILL)                                                      \
-            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_FILL);                         \
         else                                                                                   \
-            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_NONE);                         \
+            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_FILL);                         \
         return;                                                                                \
     }
 #endif
 
-/* One row's Phi: a vector copy for the shapes generalized_row_body has
- * them for, the scalar loop for the others. */
+/* One row's Phi from the cache, or the cache filled: a vector copy for
+ * the shapes generalized_row_body has them for, the scalar loop for the
+ * others. */
 static inline CPU_REF_ALWAYS_INLINE void
 multiplicative_row_body(const mode_layout *l, const double *const *other_factors, uint32_t width,
                         uint32_t rank, uint64_t begin, uint64_t end, const double *a,
@@ -648,6 +641,11 @@ void multiplicative_row_phi(const mode_layout *l, const double *const *other_fac
                             mu_products use, bool wide, double *restrict scratch,
                             double *restrict phi)
 {
+    if (use == MU_PRODUCTS_NONE) {
+        multiplicative_row_formed(l, other_factors, width, rank, begin, end, a, epsilon, wide,
+                                  scratch, phi);
+        return;
+    }
 #if CPU_REF_WIDE
     if (wide) {
         multiplicative_row_wide(l, other_factors, width, rank, begin, end, a, epsilon, products,

@@ -52,9 +52,9 @@ static inline uint64_t mu_cache_doubles(uint64_t n, uint32_t rank)
  * From the cache (USE, after a FILL for the same factors): the same
  * bits for the ranks and orders without a vector copy; for those with one
  * (3- and 4-mode tensors at ranks 8, 16 and 32), within rounding, and the
- * same bits whatever the copy or thread count. `products` holds
- * mu_cache_doubles(end - begin, R) where use is not NONE; `scratch` 2 R
- * doubles. */
+ * same bits whatever the copy or thread count. FILL writes no Phi (phi
+ * may be NULL). `products` holds mu_cache_doubles(end - begin, R) where
+ * use is not NONE; `scratch` 3 R doubles. */
 void multiplicative_row_phi(const mode_layout *l, const double *const *other_factors,
                             uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
                             const double *a, double epsilon, double *restrict products,

@@ -72,8 +72,6 @@ typedef struct mu_block {
     uint32_t iterations;     /* of this block */
     size_t slice;            /* rows * rank */
     double *history;         /* [iterations][rows][rank]: each iteration's Phi */
-    double *products;        /* [threads][product_doubles] */
-    size_t product_doubles;
     double *scratch;         /* [threads][3 rank] */
     double *maxima;          /* [threads][iterations]: each thread's violations */
 } mu_block;
@@ -88,18 +86,17 @@ static void run_row(const mu_block *b, int t, uint32_t row)
     const uint32_t rank = p->rank;
     const uint64_t begin = l->row_start[row], end = l->row_start[row + 1];
     double *a = p->factor + (size_t)row * rank;
-    double *products = b->products + (size_t)t * b->product_doubles;
+    double *products = p->products + (size_t)t * p->product_doubles;
     double *scratch = b->scratch + (size_t)t * 3 * rank;
     double *maxima = b->maxima + (size_t)t * b->iterations;
     /* Whether a row is cached depends on the row alone (not on the block or
      * the call's iterations), so that neither changes a bit of the result. */
-    const bool cached = mu_cache_doubles(end - begin, rank) <= b->product_doubles;
+    const bool cached = mu_cache_doubles(end - begin, rank) <= p->product_doubles;
     /* A cached row's products are formed at the start of each block (the
      * cache holds one row) and every Phi of the call is taken from them. */
     if (cached)
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, MU_PRODUCTS_FILL, p->wide, scratch,
-                               scratch + 2 * (size_t)rank);
+                               products, MU_PRODUCTS_FILL, p->wide, scratch, NULL);
     for (uint32_t i = 0; i < b->iterations; i++) {
         double *phi = b->history + i * b->slice + (size_t)row * rank;
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
@@ -169,8 +166,6 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
                   .epsilon = io->epsilon,
                   .slice = slice,
                   .history = history,
-                  .products = p->products,
-                  .product_doubles = p->product_doubles,
                   .scratch = scratch,
                   .maxima = maxima};
     uint32_t iterations = 0, updates = 0;
