@@ -8,12 +8,15 @@ and tensorhost with pyttb's inadmissible-zero test (phi_threshold = 0).
 Prints, as markdown rows, the seconds per outer iteration (pyttb: its wall
 time over the iterations; tensorhost: the median of its per-iteration
 times), the ratio to pyttb, and the final log-likelihoods, whose agreement
-says the two computed the same thing.
+says the two computed the same thing. With --rounds N the two are timed
+alternately N times, a ratio each round, and the median ratio printed: on
+a shared machine whose speed drifts, a ratio of two timings far apart
+measures the drift as much as the codes.
 
     TENSORHOST_LIBRARY=build/lib/libtensorhost.so PYTHONPATH=python/src \\
         python3 bench/cp_apr_vs_pyttb.py [--tensor FILE.tns[.gz]] [--rank 16]
         [--iters 3] [--pyttb-iters 2] [--backend cpu-reference --backend gpu-adaptive]
-        [--threads N]
+        [--threads N] [--rounds 5]
 
 Without pyttb installed (a GPU host without it), --no-pyttb times tensorhost
 alone.
@@ -60,6 +63,9 @@ def main() -> int:
     parser.add_argument("--backend", action="append", default=None)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--no-pyttb", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="pyttb and tensorhost timed alternately this many times, "
+                             "a ratio each round (a busy machine's speed drifts)")
     args = parser.parse_args()
     backends = args.backend or ["cpu-reference"]
 
@@ -68,36 +74,43 @@ def main() -> int:
     print(f"{args.tensor.name}: shape {shape}, {len(vals)} nonzeros, rank {args.rank}",
           file=sys.stderr)
 
-    rows = []
-    pyttb_seconds = None
-    pyttb_loglik = None
-    if not args.no_pyttb:
+    tensor = (subs, vals, shape)
+
+    def time_pyttb():
         import pyttb as ttb
         X = ttb.sptensor(subs, vals.reshape(-1, 1), shape)
         start = time.perf_counter()
-        model, _, output = ttb.cp_apr(X, args.rank, algorithm="mu", init=ttb.ktensor(
+        _, _, output = ttb.cp_apr(X, args.rank, algorithm="mu", init=ttb.ktensor(
             [f.copy() for f in factors]), maxiters=args.pyttb_iters, stoptol=0.0, printitn=0)
-        pyttb_seconds = (time.perf_counter() - start) / args.pyttb_iters
-        pyttb_loglik = output["obj"]
-        rows.append(("pyttb " + ttb.__version__, pyttb_seconds, 1.0, args.pyttb_iters,
-                     pyttb_loglik))
+        return (time.perf_counter() - start) / args.pyttb_iters, output["obj"], ttb.__version__
 
-    tensor = (subs, vals, shape)
-    for backend in backends:
+    def run_tensorhost(backend, iters):
         options = {"threads": args.threads} if backend == "cpu-reference" else None
-        for iters in sorted({args.iters, args.pyttb_iters}):
-            result = tensorhost.cp_apr(tensor, args.rank, backend=backend, options=options,
-                                       init=[f.copy() for f in factors], maxiters=iters,
-                                       stoptol=0.0, printitn=0, phi_threshold=0.0)
-            if iters == args.iters:
-                seconds = statistics.median(result.iteration_seconds)
-                ratio = pyttb_seconds / seconds if pyttb_seconds else float("nan")
-                rows.append((f"tensorhost {backend}", seconds, ratio, iters,
-                             result.log_likelihood))
-            if iters == args.pyttb_iters and pyttb_loglik is not None:
-                relative = abs(result.log_likelihood - pyttb_loglik) / abs(pyttb_loglik)
-                print(f"{backend}: log-likelihood after {iters} iterations "
-                      f"{result.log_likelihood:.12g}, pyttb {pyttb_loglik:.12g}, "
+        return tensorhost.cp_apr(tensor, args.rank, backend=backend, options=options,
+                                 init=[f.copy() for f in factors], maxiters=iters,
+                                 stoptol=0.0, printitn=0, phi_threshold=0.0)
+
+    rows = []
+    ratios = {backend: [] for backend in backends}
+    for round_number in range(1, args.rounds + 1):
+        label = f"{round_number}: " if args.rounds > 1 else ""
+        pyttb_seconds = pyttb_loglik = None
+        if not args.no_pyttb:
+            pyttb_seconds, pyttb_loglik, version = time_pyttb()
+            rows.append((f"{label}pyttb {version}", pyttb_seconds, 1.0, args.pyttb_iters,
+                         pyttb_loglik))
+        for backend in backends:
+            result = run_tensorhost(backend, args.iters)
+            seconds = statistics.median(result.iteration_seconds)
+            ratio = pyttb_seconds / seconds if pyttb_seconds else float("nan")
+            ratios[backend].append(ratio)
+            rows.append((f"{label}tensorhost {backend}", seconds, ratio, args.iters,
+                         result.log_likelihood))
+            if pyttb_loglik is not None and round_number == 1:
+                same = run_tensorhost(backend, args.pyttb_iters)
+                relative = abs(same.log_likelihood - pyttb_loglik) / abs(pyttb_loglik)
+                print(f"{backend}: log-likelihood after {args.pyttb_iters} iterations "
+                      f"{same.log_likelihood:.12g}, pyttb {pyttb_loglik:.12g}, "
                       f"relative difference {relative:.2e}", file=sys.stderr)
 
     print("| code | seconds per outer iteration | x faster than pyttb | iterations "
@@ -105,6 +118,11 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     for name, seconds, ratio, iters, loglik in rows:
         print(f"| {name} | {seconds:.4g} | {ratio:.0f} | {iters} | {loglik:.10g} |")
+    if args.rounds > 1 and not args.no_pyttb:
+        for backend, values in ratios.items():
+            print(f"\n{backend}: x faster than pyttb, median of {len(values)} rounds "
+                  f"{statistics.median(values):.0f} (min {min(values):.0f}, "
+                  f"max {max(values):.0f})")
     return 0
 
 

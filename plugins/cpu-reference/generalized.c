@@ -371,11 +371,9 @@ static void multiplicative_row_scalar(const mode_layout *l, const double *const 
                                       double *restrict products, mu_products use,
                                       double *restrict scratch, double *restrict phi)
 {
-    if (use == MU_PRODUCTS_FILL) {
+    if (use == MU_PRODUCTS_FILL)
         for (uint64_t k = begin; k < end; k++)
             row_product_scalar(l, other_factors, width, rank, k, products + (k - begin) * rank);
-        return;
-    }
     double *restrict acc = scratch;
     for (uint32_t r = 0; r < rank; r++)
         acc[r] = 0.0;
@@ -447,14 +445,53 @@ static inline CPU_REF_ALWAYS_INLINE void keep_block(cpu_ref_v8d (*rows)[4], cons
     memcpy(block + (size_t)rank * 8, values, 8 * sizeof(double));
 }
 
+/* Eight whole nonzeros k .. k + 7 into the cache (`block`, as keep_block
+ * lays it out), eight r's at a time: each lane's products of the other
+ * factors' rows for those r's, multiplied in ROW_PRODUCT's order (so the
+ * same bits), then transposed, all in registers. */
+static inline CPU_REF_ALWAYS_INLINE void fill_block(const mode_layout *l,
+                                                    const double *const *other_factors,
+                                                    const uint32_t width, const uint32_t rank,
+                                                    uint64_t k, double *restrict block)
+{
+    const uint32_t *idx = l->others + k * width;
+    const double *rows0[8], *rows1[8], *rows2[8];
+    _Pragma("GCC unroll 8")
+    for (uint32_t lane = 0; lane < 8; lane++) {
+        rows0[lane] = other_factors[0] + (size_t)idx[lane * width] * rank;
+        rows1[lane] = other_factors[1] + (size_t)idx[lane * width + 1] * rank;
+        rows2[lane] = width == 3 ? other_factors[2] + (size_t)idx[lane * width + 2] * rank
+                                 : NULL;
+    }
+    _Pragma("GCC unroll 4")
+    for (uint32_t q = 0; q < rank / 8; q++) {
+        cpu_ref_v8d group[8];
+        _Pragma("GCC unroll 8")
+        for (uint32_t lane = 0; lane < 8; lane++) {
+            cpu_ref_v8d x, y;
+            memcpy(&x, rows0[lane] + 8 * q, sizeof x);
+            memcpy(&y, rows1[lane] + 8 * q, sizeof y);
+            group[lane] = x * y;
+            if (width == 3) {
+                cpu_ref_v8d z;
+                memcpy(&z, rows2[lane] + 8 * q, sizeof z);
+                group[lane] = group[lane] * z;
+            }
+        }
+        transpose8(group, block + (size_t)q * 64);
+    }
+    memcpy(block + (size_t)rank * 8, l->values + k, 8 * sizeof(double));
+}
+
 /* One block of eight nonzeros from the cache (`block`: R vectors of the
  * eight nonzeros' products, one per r, then their eight values): the
  * eight model values m_k = sum_r a_r p_k(r), in four partial sums (r mod
- * 4) added pairwise, as every m here; g = x / max(m, epsilon) in one
- * division; then acc[r] += g p(r), each lane its own sum. */
-static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict block,
-                                                      const double *a, uint32_t rank,
-                                                      double epsilon, cpu_ref_v8d *acc)
+ * 4) added pairwise, as every m here, and g = x / max(m, epsilon) in one
+ * division, into *g (through a pointer: the clones' vector returns would
+ * differ in ABI). */
+static inline CPU_REF_ALWAYS_INLINE void block_ratio(const double *restrict block,
+                                                     const double *a, uint32_t rank,
+                                                     double epsilon, cpu_ref_v8d *g)
 {
     cpu_ref_v8d m0 = {0.0}, m1 = {0.0}, m2 = {0.0}, m3 = {0.0};
     _Pragma("GCC unroll 32")
@@ -481,26 +518,55 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
     cpu_ref_v8d divisor, values;
     memcpy(&divisor, &chosen, sizeof divisor);
     memcpy(&values, block + (size_t)rank * 8, sizeof values);
-    const cpu_ref_v8d g = values / divisor;
+    *g = values / divisor;
+}
+
+/* acc[r] += g p(r) for the block's eight nonzeros, each lane its own sum. */
+static inline CPU_REF_ALWAYS_INLINE void block_accumulate(const double *restrict block,
+                                                          const cpu_ref_v8d *g, uint32_t rank,
+                                                          cpu_ref_v8d *acc)
+{
     _Pragma("GCC unroll 32")
     for (uint32_t r = 0; r < rank; r++) {
         cpu_ref_v8d p;
         memcpy(&p, block + (size_t)r * 8, sizeof p);
-        acc[r] += g * p;
+        acc[r] += *g * p;
     }
+}
+
+/* A row's sums from its cached blocks: each block's ratio one block ahead
+ * of its accumulation, so that the division's latency overlaps the
+ * previous block's sums instead of holding them (the same operations in
+ * the same order per sum as block by block). */
+static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict products,
+                                                       uint64_t blocks, size_t block_doubles,
+                                                       const double *a, uint32_t rank,
+                                                       double epsilon, cpu_ref_v8d *acc)
+{
+    if (blocks == 0)
+        return;
+    cpu_ref_v8d g, next;
+    block_ratio(products, a, rank, epsilon, &g);
+    for (uint64_t b = 1; b < blocks; b++) {
+        block_ratio(products + b * block_doubles, a, rank, epsilon, &next);
+        block_accumulate(products + (b - 1) * block_doubles, &g, rank, acc);
+        g = next;
+    }
+    block_accumulate(products + (blocks - 1) * block_doubles, &g, rank, acc);
 }
 
 /* The cache in vectors (type VEC of LANES doubles, at most MAX a row;
  * rank LANES * nv): FILL keeps each nonzero's products (formed as
- * ROW_PRODUCT forms them) with the values in blocks of eight nonzeros
- * (mu_cache_doubles; the last block's empty lanes zero, which add
- * nothing), and USE runs from them a block at a time (block_update): each
- * nonzero's m as generalized_row_v4 forms it, the row's sum in
- * eight lanes (nonzero k in lane k mod 8) added at the end in a fixed
- * order. USE reads R + 1 doubles a nonzero where forming the products
- * gathers N - 1 rows, and needs no horizontal sum per nonzero; its sums
- * differ from the loop's by rounding only, the same on every thread
- * count. */
+ * ROW_PRODUCT forms them: fill_block, or ROW_PRODUCT itself for the last,
+ * short block, whose empty lanes are zero and add nothing) with the values
+ * in blocks of eight nonzeros (mu_cache_doubles), and sums each block as
+ * USE does while it is in L1; USE runs from them a block at a time
+ * (blocks_update): each nonzero's m as generalized_row_v4 forms it, the
+ * row's sum in eight lanes (nonzero k in lane k mod 8) added at the end
+ * in a fixed order. USE reads R + 1 doubles a nonzero where forming the
+ * products gathers N - 1 rows, and needs no horizontal sum per nonzero;
+ * its sums differ from the loop's by rounding only, the same on every
+ * thread count. */
 #define CPU_REF_DEFINE_MULTIPLICATIVE_ROW(NAME, VEC, LANES, MAX, ROW_PRODUCT)                  \
     static inline CPU_REF_ALWAYS_INLINE void NAME(                                            \
         const mode_layout *l, const double *const *other_factors, const uint32_t width,       \
@@ -514,51 +580,47 @@ static inline CPU_REF_ALWAYS_INLINE void block_update(const double *restrict blo
         CPU_REF_UNROLL_V4                                                                     \
         for (uint32_t v = 0; v < nv; v++)                                                     \
             memcpy(&wa[v], a + (LANES) * v, sizeof wa[v]);                                    \
-        if (use == MU_PRODUCTS_FILL) {                                                        \
-            for (uint64_t b = 0; b < blocks; b++) {                                           \
+        cpu_ref_v8d acc[(LANES) * (MAX)];                                                     \
+        _Pragma("GCC unroll 32")                                                              \
+        for (uint32_t r = 0; r < rank; r++)                                                   \
+            acc[r] = (cpu_ref_v8d){0.0};                                                      \
+        if (use == MU_PRODUCTS_USE) {                                                         \
+            blocks_update(products, blocks, block_doubles, a, rank, epsilon, acc);            \
+        } else { /* FILL: each block kept, then summed while in L1 */                         \
+            const uint64_t whole = n / 8;                                                     \
+            for (uint64_t b = 0; b < whole; b++) {                                            \
+                double *block = products + b * block_doubles;                                 \
+                cpu_ref_v8d g;                                                                \
+                fill_block(l, other_factors, width, rank, begin + b * 8, block);              \
+                block_ratio(block, a, rank, epsilon, &g);                              \
+                block_accumulate(block, &g, rank, acc);                                \
+            }                                                                                 \
+            if (whole < blocks) { /* the last, short: its empty lanes zero */                 \
                 cpu_ref_v8d rows[8][(LANES) * (MAX) / 8];                                     \
                 double values[8];                                                             \
-                const uint64_t k = begin + b * 8;                                             \
-                if (k + 8 <= end) { /* whole: the eight lanes unrolled, in registers */       \
-                    VEC p8[8][MAX];                                                           \
-                    _Pragma("GCC unroll 8")                                                   \
-                    for (uint32_t lane = 0; lane < 8; lane++) {                               \
-                        (void)ROW_PRODUCT(l, other_factors, width, nv, k + lane, wa,          \
-                                          p8[lane]);                                          \
+                const uint64_t k = begin + whole * 8;                                         \
+                double *block = products + whole * block_doubles;                             \
+                for (uint32_t lane = 0; lane < 8; lane++) {                                   \
+                    if (k + lane < end) {                                                     \
+                        VEC p[MAX];                                                           \
+                        (void)ROW_PRODUCT(l, other_factors, width, nv, k + lane, wa, p);      \
+                        memcpy(rows[lane], p, rank * sizeof(double));                         \
                         values[lane] = l->values[k + lane];                                   \
-                    }                                                                         \
-                    _Pragma("GCC unroll 8")                                                   \
-                    for (uint32_t lane = 0; lane < 8; lane++)                                 \
-                        memcpy(rows[lane], p8[lane], rank * sizeof(double));                  \
-                } else { /* the last, short: its empty lanes zero, which add nothing */       \
-                    for (uint32_t lane = 0; lane < 8; lane++) {                               \
-                        if (k + lane < end) {                                                 \
-                            VEC p[MAX];                                                       \
-                            (void)ROW_PRODUCT(l, other_factors, width, nv, k + lane, wa, p);  \
-                            memcpy(rows[lane], p, rank * sizeof(double));                     \
-                            values[lane] = l->values[k + lane];                               \
-                        } else {                                                              \
-                            memset(rows[lane], 0, rank * sizeof(double));                     \
-                            values[lane] = 0.0;                                               \
-                        }                                                                     \
+                    } else {                                                                  \
+                        memset(rows[lane], 0, rank * sizeof(double));                         \
+                        values[lane] = 0.0;                                                   \
                     }                                                                         \
                 }                                                                             \
-                keep_block(rows, values, rank, products + b * block_doubles);                 \
+                cpu_ref_v8d g;                                                                \
+                keep_block(rows, values, rank, block);                                        \
+                block_ratio(block, a, rank, epsilon, &g);                              \
+                block_accumulate(block, &g, rank, acc);                                \
             }                                                                                 \
-            return;                                                                           \
         }                                                                                     \
-        { /* MU_PRODUCTS_USE */                                                                \
-            cpu_ref_v8d acc[(LANES) * (MAX)];                                                 \
-            _Pragma("GCC unroll 32")                                                          \
-            for (uint32_t r = 0; r < rank; r++)                                               \
-                acc[r] = (cpu_ref_v8d){0.0};                                                  \
-            for (uint64_t b = 0; b < blocks; b++)                                             \
-                block_update(products + b * block_doubles, a, rank, epsilon, acc);            \
-            _Pragma("GCC unroll 32")                                                          \
-            for (uint32_t r = 0; r < rank; r++) {                                             \
-                const cpu_ref_v8d s = acc[r];                                                 \
-                phi[r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));   \
-            }                                                                                 \
+        _Pragma("GCC unroll 32")                                                              \
+        for (uint32_t r = 0; r < rank; r++) {                                                 \
+            const cpu_ref_v8d s = acc[r];                                                     \
+            phi[r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));       \
         }                                                                                     \
     }
 

@@ -33,7 +33,7 @@ void generalized_chunk(const mode_layout *l, const double *const *other_factors,
  * of the other factors. */
 typedef enum mu_products {
     MU_PRODUCTS_NONE, /* form them for this Phi, keep nothing (no cache) */
-    MU_PRODUCTS_FILL, /* form them and keep them; no Phi */
+    MU_PRODUCTS_FILL, /* form them, keep them, and Phi from them as USE takes it */
     MU_PRODUCTS_USE   /* Phi from them as kept */
 } mu_products;
 
@@ -49,12 +49,12 @@ static inline uint64_t mu_cache_doubles(uint64_t n, uint32_t rank)
  * the row's nonzeros [begin, end), for the target row `a` (R doubles),
  * into `phi` (R doubles), whichever copy (`wide`: AVX-512). Forming the
  * products (NONE), bit for bit the row generalized_mttkrp's pass gives.
- * From the cache (USE, after a FILL for the same factors): the same
- * bits for the ranks and orders without a vector copy; for those with one
- * (3- and 4-mode tensors at ranks 8, 16 and 32), within rounding, and the
- * same bits whatever the copy or thread count. FILL writes no Phi (phi
- * may be NULL). `products` holds mu_cache_doubles(end - begin, R) where
- * use is not NONE; `scratch` 3 R doubles. */
+ * From the cache (FILL, or USE after a FILL for the same factors): the
+ * same bits for the ranks and orders without a vector copy; for those with
+ * one (3- and 4-mode tensors at ranks 8, 16 and 32), within rounding, and
+ * the same bits whatever the copy or thread count, FILL's Phi as USE's.
+ * `products` holds mu_cache_doubles(end - begin, R) where use is not
+ * NONE; `scratch` 3 R doubles. */
 void multiplicative_row_phi(const mode_layout *l, const double *const *other_factors,
                             uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
                             const double *a, double epsilon, double *restrict products,

@@ -92,16 +92,16 @@ static void run_row(const mu_block *b, int t, uint32_t row)
     /* Whether a row is cached depends on the row alone (not on the block or
      * the call's iterations), so that neither changes a bit of the result. */
     const bool cached = mu_cache_doubles(end - begin, rank) <= p->product_doubles;
-    /* A cached row's products are formed at the start of each block (the
-     * cache holds one row) and every Phi of the call is taken from them. */
-    if (cached)
-        multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, MU_PRODUCTS_FILL, p->wide, scratch, NULL);
+    /* A cached row's products are formed by the first iteration of each
+     * block (the cache holds one row) and every Phi of the call is taken
+     * from them. */
     for (uint32_t i = 0; i < b->iterations; i++) {
         double *phi = b->history + i * b->slice + (size_t)row * rank;
+        const mu_products use = !cached ? MU_PRODUCTS_NONE
+                                : i == 0 ? MU_PRODUCTS_FILL
+                                         : MU_PRODUCTS_USE;
         multiplicative_row_phi(l, p->other_factors, p->width, rank, begin, end, a, b->epsilon,
-                               products, cached ? MU_PRODUCTS_USE : MU_PRODUCTS_NONE, p->wide,
-                               scratch, phi);
+                               products, use, p->wide, scratch, phi);
         /* factor_update's TH_FACTOR_MULTIPLICATIVE_UPDATE, on one row. */
         double violation = maxima[i];
         for (uint32_t r = 0; r < rank; r++) {
