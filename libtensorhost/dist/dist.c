@@ -57,6 +57,40 @@ uint32_t th_dist_announced_processes(const char **launcher)
     return 1;
 }
 
+uint32_t th_dist_announced_rank(void)
+{
+    static const char *const variables[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                            "SLURM_PROCID"};
+    for (size_t k = 0; k < G_N_ELEMENTS(variables); ++k) {
+        const char *text = g_getenv(variables[k]);
+        if (text == NULL || *text == '\0')
+            continue;
+        char *end = NULL;
+        const unsigned long long n = strtoull(text, &end, 10);
+        if (*end == '\0' && n <= UINT32_MAX)
+            return (uint32_t)n;
+    }
+    return 0;
+}
+
+/* srun starts the tasks of an MPI program through a process-management
+ * interface it offers them (PMIx, PMI-2), chosen by --mpi or slurm.conf's
+ * MpiDefault; with none (`--mpi=none`, Slurm's default) MPI_Init cannot
+ * find the other tasks, and Open MPI aborts each one with a page of
+ * advice. Said once, before MPI starts. */
+static gboolean srun_without_pmi(const char *launcher, uint32_t announced, GError **error)
+{
+    if (strcmp(launcher, "Slurm") != 0 || g_getenv("PMIX_RANK") != NULL ||
+        g_getenv("PMI_FD") != NULL || g_getenv("PMI_RANK") != NULL)
+        return FALSE;
+    g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_LAUNCH,
+                "launched by srun as %u tasks without a process-management interface that MPI "
+                "can start from (srun --mpi=none, or slurm.conf's MpiDefault=none): run srun "
+                "--mpi=pmix (or pmi2; srun --mpi=list lists this Slurm's)",
+                announced);
+    return TRUE;
+}
+
 /* The shims to try, in order. */
 static GPtrArray *candidates(const char *launcher)
 {
@@ -169,7 +203,7 @@ th_dist *th_dist_start(GError **error)
 {
     const char *launcher = NULL;
     const uint32_t announced = th_dist_announced_processes(&launcher);
-    if (announced <= 1)
+    if (announced <= 1 || srun_without_pmi(launcher, announced, error))
         return NULL;
     g_autoptr(GPtrArray) paths = candidates(launcher);
     g_autoptr(GString) why = g_string_new(NULL);

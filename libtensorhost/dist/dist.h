@@ -24,6 +24,9 @@ typedef enum {
      * MPI does not see the launch (another implementation's launcher). */
     TH_DIST_ERROR_LOAD,
     TH_DIST_ERROR_MPI, /* an MPI call failed: its message */
+    /* The launcher gave the processes no means to start MPI (srun without
+     * a process-management interface): every process fails alike. */
+    TH_DIST_ERROR_LAUNCH,
     /* Another process failed; it reports why (th_dist_agree). */
     TH_DIST_ERROR_ELSEWHERE,
 } th_dist_error;
@@ -36,12 +39,20 @@ typedef struct th_dist th_dist;
  * TENSORHOST_MPI is "off". */
 uint32_t th_dist_announced_processes(const char **launcher);
 
+/* This process's rank as the launcher's environment gives it (Open MPI's
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, Slurm's SLURM_PROCID), before
+ * or without MPI: 0 when it gives none. For saying once what stops every
+ * process before MPI starts. */
+uint32_t th_dist_announced_rank(void);
+
 /* MPI started for a launch of several processes; NULL without an error for
  * one process. TENSORHOST_MPI picks the shim: "openmpi", "mpich" or a
  * shim's path; by default the launcher's implementation, then the other.
  * NULL with TH_DIST_ERROR_LOAD or _MPI when several processes were
- * announced and MPI cannot start. Processes that share a host share its
- * cores (th_dist_threads) and its GPUs (th_dist_gpus). */
+ * announced and MPI cannot start; with TH_DIST_ERROR_LAUNCH, before any MPI
+ * call, for srun's tasks given no process-management interface. Processes
+ * that share a host share its cores (th_dist_threads) and its GPUs
+ * (th_dist_gpus). */
 th_dist *th_dist_start(GError **error);
 /* MPI_Finalize, after every process's last collective; NULL is fine. */
 void th_dist_finish(th_dist *dist);

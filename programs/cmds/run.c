@@ -572,6 +572,11 @@ int th_run_file(const char *config_path, const char *const *overrides)
     /* Launched by mpirun, mpiexec or srun as several processes: MPI first,
      * so that every later failure is agreed and said once. */
     th_dist *dist = th_dist_start(&error);
+    if (g_error_matches(error, TH_DIST_ERROR, TH_DIST_ERROR_LAUNCH) &&
+        th_dist_announced_rank() > 0) { /* every process fails alike: said once */
+        g_error_free(error);
+        return 1;
+    }
     if (error)
         return th_run_fail(error);
     if (th_dist_rank(dist) > 0) { /* one console: rank 0's */

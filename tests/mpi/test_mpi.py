@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs of several processes (mpirun), as a user launches them: the same
 fits as one process, one clear error for what cannot run, and every process
-stopped, nothing written, when one fails or dies.
+stopped, nothing written, when one fails or dies. (srun itself needs a
+Slurm: tools/slurm-check.sh.)
 
 Usage: test_mpi.py TENSORHOST SOURCE_DIR FIXTURE_DIR WORK_DIR MPIRUN [MPIEXEC_MPICH]
 MPIRUN is Open MPI's; MPIEXEC_MPICH, when given, runs the fits under MPICH too.
@@ -186,6 +187,22 @@ for what, sets, expected in (
     check(r.returncode != 0 and len(lines) == 1 and expected in lines[0],
           f"{what}: exit {r.returncode}, error lines {lines} (expected one with {expected!r})")
 check(not os.path.exists(os.path.join(WORK, "out-refused")), "a refused run left its folder")
+
+# srun's tasks with no process-management interface (srun --mpi=none):
+# what Slurm leaves in their environment, without srun. Each task stops
+# before MPI, task 0 saying why and the others nothing.
+slurm_env = {k: v for k, v in ENV.items()
+             if not k.startswith(("OMPI_", "PMI_", "PMIX_", "SLURM_"))}
+slurm_env.update({"SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_ID": "1"})
+for task in (0, 1):
+    r = run(["--config", config, "--set", "output.dir=out-srun"],
+            env=dict(slurm_env, SLURM_PROCID=str(task)))
+    lines = error_lines(r.stderr)
+    expected = ["srun --mpi=pmix"] if task == 0 else []
+    check(r.returncode == 1 and len(lines) == len(expected) and
+          all(e in line for e, line in zip(expected, lines)),
+          f"srun task {task} without PMI: exit {r.returncode}, error lines {lines}")
+check(not os.path.exists(os.path.join(WORK, "out-srun")), "an srun task without PMI wrote")
 
 # 3. One process fails alone (a simulated device failure): every process
 # ends, the one error names the rank, nothing is written.
