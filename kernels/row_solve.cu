@@ -403,6 +403,24 @@ __device__ __forceinline__ void load_cols(const float *row, uint32_t c8, uint32_
     }
 }
 
+/* Lane l's share of batch `batch` of a row's nonzeros [begin, begin +
+ * count): nonzero batch + l's indices of the other modes (the first only,
+ * for a run-time count of modes) and its value (0 past the row's end,
+ * where the indices repeat the row's first nonzero's of the batch). */
+template <int NO>
+__device__ __forceinline__ void batch_indices(const rls_args &a, uint32_t begin, uint32_t count,
+                                              uint32_t batch, uint32_t lane,
+                                              uint32_t (&ix)[NO > 0 ? NO : 1], float &xl)
+{
+    const uint32_t n = count - batch < 32u ? count - batch : 32u;
+    const uint32_t kl = begin + batch + (lane < n ? lane : 0u);
+    ix[0] = __ldg(a.idx[0] + kl);
+#pragma unroll
+    for (int o = 1; o < (NO > 0 ? NO : 1); ++o)
+        ix[o] = __ldg(a.idx[o] + kl);
+    xl = lane < n ? __ldg(a.vals + kl) : 0.0f;
+}
+
 /* The register path's sums over nonzeros [begin, begin + count) of one
  * row: acc[t2 (t2 + 1) / 2 + t1] is the fragment of tile (t1, t2), t1 <=
  * t2, bacc[t] lane (q, c8)'s part of b(c8*T + t). NO: the other modes'
@@ -425,18 +443,29 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
     /* The nonzeros in batches of 32: lane l loads nonzero l's indices and
      * value in one coalesced load a mode, and each step of four nonzeros
      * takes them by shuffle, so a step's gathers wait for no index load
-     * of their own (the load chain was index, then row, per step). */
+     * of their own (the load chain was index, then row, per step). At
+     * rank 32 (T = 4: four blocks an SM) the next batch's are loaded while
+     * this one's steps run; the smaller ranks' kernels (more blocks an SM,
+     * fewer registers a thread) would spill for them. */
+    constexpr bool ahead = T == 4;
+    uint32_t ix_next[NO > 0 ? NO : 1];
+    float xl_next = 0.0f;
+    if (ahead)
+        batch_indices<NO>(a, begin, count, 0, lane, ix_next, xl_next);
     for (uint32_t batch = 0; batch < count; batch += 32) {
         const uint32_t n = count - batch < 32u ? count - batch : 32u; /* warp-uniform */
-        const uint32_t kl = begin + batch + (lane < n ? lane : 0u);
         uint32_t ix[NO > 0 ? NO : 1];
-        ix[0] = __ldg(a.idx[0] + kl);
-        if (NO > 0) {
+        float xl;
+        if (ahead) {
 #pragma unroll
-            for (int o = 1; o < (NO > 0 ? NO : 1); ++o)
-                ix[o] = __ldg(a.idx[o] + kl);
+            for (int o = 0; o < (NO > 0 ? NO : 1); ++o)
+                ix[o] = ix_next[o];
+            xl = xl_next;
+            if (batch + 32 < count) /* warp-uniform */
+                batch_indices<NO>(a, begin, count, batch + 32, lane, ix_next, xl_next);
+        } else {
+            batch_indices<NO>(a, begin, count, batch, lane, ix, xl);
         }
-        const float xl = lane < n ? __ldg(a.vals + kl) : 0.0f;
 #pragma unroll(NO > 0 ? 4 : 2)
         for (uint32_t s = 0; s < n; s += 4) {
             /* Lanes past the row's end take a valid nonzero's indices and
