@@ -25,14 +25,26 @@ struct th_dist {
 /* The largest count one MPI call takes; longer buffers go in pieces. */
 #define MAX_PIECE ((uint64_t)1 << 30)
 
-static uint32_t announced_by(const char *variable)
+/* Whether the environment variable `variable` holds a number of 32 bits,
+ * into *value. */
+static gboolean announced_number(const char *variable, uint32_t *value)
 {
     const char *text = g_getenv(variable);
     if (text == NULL || *text == '\0')
-        return 0;
+        return FALSE;
     char *end = NULL;
     const unsigned long long n = strtoull(text, &end, 10);
-    return *end == '\0' && n > 0 && n <= UINT32_MAX ? (uint32_t)n : 0;
+    if (*end != '\0' || n > UINT32_MAX)
+        return FALSE;
+    *value = (uint32_t)n;
+    return TRUE;
+}
+
+/* A count of processes from `variable`: 0 when it holds none above 0. */
+static uint32_t announced_by(const char *variable)
+{
+    uint32_t n = 0;
+    return announced_number(variable, &n) ? n : 0;
 }
 
 uint32_t th_dist_announced_processes(const char **launcher)
@@ -61,15 +73,10 @@ uint32_t th_dist_announced_rank(void)
 {
     static const char *const variables[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
                                             "SLURM_PROCID"};
-    for (size_t k = 0; k < G_N_ELEMENTS(variables); ++k) {
-        const char *text = g_getenv(variables[k]);
-        if (text == NULL || *text == '\0')
-            continue;
-        char *end = NULL;
-        const unsigned long long n = strtoull(text, &end, 10);
-        if (*end == '\0' && n <= UINT32_MAX)
-            return (uint32_t)n;
-    }
+    uint32_t rank = 0;
+    for (size_t k = 0; k < G_N_ELEMENTS(variables); ++k)
+        if (announced_number(variables[k], &rank))
+            return rank;
     return 0;
 }
 

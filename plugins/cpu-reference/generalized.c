@@ -362,8 +362,8 @@ static void multiplicative_row_formed(const mode_layout *l, const double *const 
 }
 
 /* Phi's row over nonzeros [begin, end) for the target row a (no weights)
- * from the row products in `products` (USE), which FILL fills (R doubles
- * a nonzero, row by row; no Phi): as generalized_row_scalar with
+ * from the row products in `products` (R doubles a nonzero, row by row),
+ * which FILL first fills: as generalized_row_scalar with
  * TH_ELEMENTWISE_POISSON_RATIO forms it, the same bits. */
 static void multiplicative_row_scalar(const mode_layout *l, const double *const *other_factors,
                                       uint32_t width, uint32_t rank, uint64_t begin, uint64_t end,
@@ -592,8 +592,8 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
                 double *block = products + b * block_doubles;                                 \
                 cpu_ref_v8d g;                                                                \
                 fill_block(l, other_factors, width, rank, begin + b * 8, block);              \
-                block_ratio(block, a, rank, epsilon, &g);                              \
-                block_accumulate(block, &g, rank, acc);                                \
+                block_ratio(block, a, rank, epsilon, &g);                                     \
+                block_accumulate(block, &g, rank, acc);                                       \
             }                                                                                 \
             if (whole < blocks) { /* the last, short: its empty lanes zero */                 \
                 cpu_ref_v8d rows[8][(LANES) * (MAX) / 8];                                     \
@@ -613,8 +613,8 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
                 }                                                                             \
                 cpu_ref_v8d g;                                                                \
                 keep_block(rows, values, rank, block);                                        \
-                block_ratio(block, a, rank, epsilon, &g);                              \
-                block_accumulate(block, &g, rank, acc);                                \
+                block_ratio(block, a, rank, epsilon, &g);                                     \
+                block_accumulate(block, &g, rank, acc);                                       \
             }                                                                                 \
         }                                                                                     \
         _Pragma("GCC unroll 32")                                                              \
