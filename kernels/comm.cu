@@ -142,12 +142,11 @@ bool zero_copy(const thg_comm *c)
                             (comm)->nccl.GetErrorString(thg_r_));                          \
     } while (0)
 
-/* The NCCL to load, in *origin how it was chosen: TH_NCCL_LIBRARY when
- * set; else the copy installed beside this library
- * (<libdir>/tensorhost/nccl/libnccl.so.2, the version of the build's
- * headers, kernels/CMakeLists.txt), so that the direct exchange runs
- * whatever NCCL the host has; else the host's libnccl.so.2. */
-void nccl_to_load(char *path, size_t pathlen, const char **origin)
+} // namespace
+
+/* comm.cuh */
+
+void thg_nccl_to_load(char *path, size_t pathlen, const char **origin)
 {
     const char *env = getenv("TH_NCCL_LIBRARY");
     if (env && *env) {
@@ -156,7 +155,7 @@ void nccl_to_load(char *path, size_t pathlen, const char **origin)
         return;
     }
     Dl_info where;
-    if (dladdr((const void *)&nccl_to_load, &where) && where.dli_fname) {
+    if (dladdr((const void *)&thg_nccl_to_load, &where) && where.dli_fname) {
         const char *slash = strrchr(where.dli_fname, '/');
         const int dir = slash ? (int)(slash - where.dli_fname) : 1;
         snprintf(path, pathlen, "%.*s/tensorhost/nccl/libnccl.so.2", dir,
@@ -170,10 +169,12 @@ void nccl_to_load(char *path, size_t pathlen, const char **origin)
     *origin = "the host's";
 }
 
+namespace {
+
 thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
 {
     char name[4096];
-    nccl_to_load(name, sizeof name, &c->nccl_origin);
+    thg_nccl_to_load(name, sizeof name, &c->nccl_origin);
     nccl_api &n = c->nccl;
     n.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!n.lib)

@@ -137,4 +137,12 @@ thg_status thg_comm_deregister(thg_comm *comm, uint32_t rank, void *handle, char
 /* Whether all-gathers among registered buffers take the direct exchange. */
 int thg_comm_is_direct(const thg_comm *comm);
 
+/* The NCCL library to dlopen, and in *origin how it was chosen: the
+ * TH_NCCL_LIBRARY variable when set; else the copy installed beside this
+ * library (<libdir>/tensorhost/nccl/libnccl.so.2, the version of the
+ * build's headers, kernels/CMakeLists.txt), so that the direct exchange runs
+ * whatever NCCL the host has; else the host's libnccl.so.2. For every user
+ * of NCCL here (this file's communicators and processes.cu's). */
+void thg_nccl_to_load(char *path, size_t pathlen, const char **origin);
+
 #endif

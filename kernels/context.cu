@@ -53,6 +53,8 @@ static thg_status no_device(cudaError_t e, char *err, size_t errlen)
                     cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+extern "C" int thg_get_device(const thg_context *ctx) { return ctx->device; }
+
 extern "C" thg_status thg_probe_device(int device, char *err, size_t errlen)
 {
     int count = 0;
@@ -383,8 +385,13 @@ extern "C" thg_status thg_load_shares(thg_context *ctx, uint32_t nmodes, const u
     if (st != THG_OK) {
         cudaStreamSynchronize(ctx->stream);
         thg_free_tensor(ctx);
+        return st;
     }
-    return st;
+    /* Summed over processes, a row this share lacks may be another's: the
+     * results are read whole (thg_launch_mttkrp zeroes them). */
+    for (uint32_t m = 0; ctx->processes != nullptr && m < nmodes; ++m)
+        ctx->copies[m].has_empty_rows = 0;
+    return THG_OK;
 }
 
 extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,

@@ -991,8 +991,18 @@ thg_status thg_zero_mttkrp_result_of(const thg_context *ctx, uint32_t mode,
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
                              int zero_result, char *err, size_t errlen)
 {
-    return thg_launch_mttkrp_into(ctx, mode, thg_result_of(ctx, mode), stamp, zero_result, err,
-                                  errlen);
+    const thg_result_target to = thg_result_of(ctx, mode);
+    if (ctx->processes == nullptr)
+        return thg_launch_mttkrp_into(ctx, mode, to, stamp, zero_result, err, errlen);
+    /* A run of several processes: the share's rows are not the tensor's,
+     * so every row starts from zero (none is read as absent) before the
+     * sum over the processes. */
+    const size_t values = (size_t)ctx->dims[mode] * ctx->rank;
+    THG_CUDA(cudaMemsetAsync(to.block, 0, sizeof(float) * values, ctx->stream));
+    const thg_status st = thg_launch_mttkrp_into(ctx, mode, to, stamp, 0, err, errlen);
+    return st != THG_OK ? st
+                        : thg_processes_sum(ctx->processes, to.block, values, ctx->stream, err,
+                                            errlen);
 }
 
 thg_status thg_launch_mttkrp_into(const thg_context *ctx, uint32_t mode,

@@ -76,6 +76,8 @@ thg_status thg_create(const thg_config *config, thg_context **out, char *err, si
 
 /* Frees every device allocation of the context. Accepts NULL. */
 void thg_destroy(thg_context *ctx);
+/* The CUDA ordinal the context runs on. */
+int thg_get_device(const thg_context *ctx);
 
 /* Uploads the COO tensor once and builds one copy per mode on the device;
  * allocates factors and results. Replaces a tensor loaded before. Before
@@ -329,6 +331,40 @@ typedef struct thg_mode_stats {
  * already waited for that MTTKRP's end). */
 thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode, thg_mode_stats *stats,
                               char *err, size_t errlen);
+
+/* A run of several processes (mpirun, srun), one GPU each, every process
+ * holding a share of the tensor's nonzeros and the whole factors: each
+ * MTTKRP of a context attached to the processes' communicator is its
+ * share's, summed over the processes on the GPUs (NCCL's all-reduce, in
+ * place, on the context's stream; inside the sweep's graph too), so that
+ * every process then makes the same update from the whole tensor's
+ * result. Every result row is then read as it is (no row counts as
+ * absent: a row empty in this share may not be in another's), so each
+ * result is zeroed before its MTTKRP. Setting up is collective: every
+ * process opens its own (NCCL loaded as for several devices, comm.cuh),
+ * rank 0 makes the unique id, which the caller hands to every process,
+ * and every process joins with it. */
+typedef struct thg_processes thg_processes;
+#define THG_PROCESSES_ID_BYTES 128u /* NCCL's unique id */
+
+/* NCCL loaded for `device`; THG_ERR_UNSUPPORTED (saying why) without it. */
+thg_status thg_processes_open(int device, thg_processes **out, char *err, size_t errlen);
+/* Rank 0's: the id every process joins with. */
+thg_status thg_processes_unique_id(thg_processes *processes, void *id, char *err,
+                                   size_t errlen);
+/* ncclCommInitRank: every process at once, with rank 0's id. */
+thg_status thg_processes_join(thg_processes *processes, uint32_t rank, uint32_t count,
+                              const void *id, char *err, size_t errlen);
+/* After every context attached to it is destroyed. Accepts NULL. */
+void thg_processes_destroy(thg_processes *processes);
+/* "NCCL 2.28.9 (bundled) across 2 processes, one GPU each"; "" before
+ * the join. */
+const char *thg_processes_describe(const thg_processes *processes);
+/* Before the context's first load: its MTTKRPs are summed over the
+ * processes from then on (NULL: its own again). Borrowed until the
+ * context is destroyed. */
+thg_status thg_attach_processes(thg_context *ctx, thg_processes *processes, char *err,
+                                size_t errlen);
 
 /* A run over several devices: G communicator ranks (2 to 64), rank q a
  * context on devices[q] holding its share of every mode's copy, and the

@@ -210,6 +210,9 @@ struct thg_context {
     /* TH_GPU_TEST_FREE_BYTES=N: the device's free memory counts as at most
      * N bytes (tests of the memory checks); 0: unset. */
     uint64_t free_bytes_cap;
+    /* Non-null: every MTTKRP into the context's own results is summed over
+     * a run's processes (th_gpu.h, thg_attach_processes). */
+    thg_processes *processes;
 
     /* The loaded problem; nmodes == 0 before load. */
     uint32_t nmodes;
@@ -465,6 +468,10 @@ thg_status thg_fill_floats(thg_context *ctx, float *dst, size_t n, float value, 
  * since the result was last read. */
 thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned long long *stamp,
                              int zero_result, char *err, size_t errlen);
+/* processes.cu: `count` floats of `buf` summed in place over the
+ * processes, on `stream`. */
+thg_status thg_processes_sum(const thg_processes *processes, float *buf, size_t count,
+                             cudaStream_t stream, char *err, size_t errlen);
 /* Where an MTTKRP of a mode writes: its result (indexed by row, `block`
  * at the first row held) and the R column factors of its result scale.
  * thg_result_of: the context's own, which mttkrp() and the updates read. */

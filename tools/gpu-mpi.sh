@@ -5,7 +5,8 @@
 #   - in one process over every GPU (the devices group), on the NCCL the
 #     install bundles and on the host's,
 #   - as one process per GPU under mpirun (each given its own GPU by
-#     tensorhost, README "Several processes"), 2 to G processes,
+#     tensorhost, README "Several processes"), 2 to G processes, the
+#     MTTKRPs summed by the GPUs (NCCL) and on the host (MPI),
 # and prints each run's fit, median iteration and, for several processes,
 # rank 0's time in collectives. Run from the repository root of a host
 # that holds the install tree and .carry/ of tools/device-bundle.sh, with
@@ -82,6 +83,10 @@ TOML
     fi
     for np in $(seq 2 "$gpus"); do
         run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" "$tensorhost"
+        # The same with the MTTKRPs summed on the host (MPI) instead of by
+        # the GPUs (NCCL).
+        run "$np processes, host sums" "$out/runs/$preset-np$np-host" \
+            mpirun -np "$np" -x TH_GPU_PROCESS_SUMS=0 "$tensorhost"
     done
 done
 echo

@@ -104,6 +104,28 @@ static int32_t services_is_cancelled(void *host_data)
     return th_cancel_stop_now() ? 1 : 0;
 }
 
+/* A run of one process: dist/dist_services.c has a run of several's. */
+static uint32_t services_one_process(void *host_data, uint32_t *rank)
+{
+    (void)host_data;
+    *rank = 0;
+    return 1;
+}
+
+static th_status services_broadcast_alone(void *host_data, void *data, uint64_t bytes,
+                                          char *err)
+{
+    (void)host_data, (void)data, (void)bytes, (void)err;
+    return TH_OK;
+}
+
+static th_status services_reduce_max_alone(void *host_data, uint64_t *values, uint64_t n,
+                                           char *err)
+{
+    (void)host_data, (void)values, (void)n, (void)err;
+    return TH_OK;
+}
+
 th_host_services th_host_services_make(void)
 {
     th_host_services services = {
@@ -111,6 +133,9 @@ th_host_services th_host_services_make(void)
         .host_data = NULL,
         .log = services_log,
         .is_cancelled = services_is_cancelled,
+        .processes = services_one_process,
+        .broadcast = services_broadcast_alone,
+        .reduce_max = services_reduce_max_alone,
     };
     return services;
 }

@@ -29,7 +29,9 @@ typedef void (*th_log_sink_fn)(int32_t level, const char *line, void *user_data)
 void th_log_set_sink(th_log_sink_fn fn, void *user_data);
 
 /* The services a plugin gets: log() prints through th_log with a
- * "[plugin] " prefix; is_cancelled() is th_cancel_stop_now(). */
+ * "[plugin] " prefix; is_cancelled() is th_cancel_stop_now(); the
+ * processes' of a run of one (th_dist_host_services sets a run of
+ * several's). */
 th_host_services th_host_services_make(void);
 
 #endif

@@ -163,7 +163,7 @@ static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError
     const uint64_t rows = s->backend->dims[mode];
     allocate_host_update(s);
     if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error) ||
-        !th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error))
+        (!s->backend_sums && !th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error)))
         return FALSE;
     if (by_descent(s, mode)) {
         if (!hals_factor(s, mode, rows, error))

@@ -77,11 +77,13 @@ typedef struct th_als_state {
     double *scale; /* [rank]: the weights als_update_nonneg scales by */
     int32_t *constraints; /* [nmodes] TH_CONSTRAINT_* of each mode, for als_sweep */
     gboolean older_plugin_logged; /* the host's descent for an older plugin, said once */
-    /* NULL, or the processes of a distributed run (th_cpd_params.dist; the
-     * host path only): each mode's MTTKRP is this process's partial one,
-     * summed over the processes before the update; a stop is decided
-     * between iterations, by every process together. Borrowed. */
+    /* NULL, or the processes of a distributed run (th_cpd_params.dist): a
+     * stop is decided between iterations, by every process together; each
+     * mode's MTTKRP is this process's partial one, summed over the
+     * processes on the host before the update, unless backend_sums (the
+     * backend sums them itself: th_backend_sums_processes). Borrowed. */
     th_dist *dist;
+    gboolean backend_sums;
 } th_als_state;
 
 /* What a caller hears of a step; every member may be NULL. */

@@ -441,32 +441,6 @@ static gboolean resolve_regularised_path(const th_backend *backend,
     return FALSE;
 }
 
-/* A run of several processes (params->dist): least squares, on the host
- * path, the one where each process's partial MTTKRP reaches the host to be
- * summed over the processes before the update. */
-static gboolean resolve_distributed_path(const th_cpd_params *params, th_update_path *resolved,
-                                         GError **error)
-{
-    const uint32_t processes = th_dist_size(params->dist);
-    if (params->model != TH_MODEL_LEAST_SQUARES) {
-        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
-                    "model \"%s\" runs in one process; a run of %u processes fits least "
-                    "squares (CP-ALS, with or without constraints and regularisation)",
-                    th_cpd_model_name(params->model), processes);
-        return FALSE;
-    }
-    if (params->update != TH_UPDATE_AUTO && params->update != TH_UPDATE_HOST) {
-        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
-                    "update path \"%s\" (cpd.update) keeps the MTTKRP in the backend, but a "
-                    "run of %u processes sums each one's partial MTTKRP on the host: use "
-                    "\"auto\" or \"host\"",
-                    th_update_path_name(params->update), processes);
-        return FALSE;
-    }
-    *resolved = TH_UPDATE_HOST;
-    return TRUE;
-}
-
 /* The update path of a least-squares run. */
 static gboolean resolve_least_squares_path(const th_backend *backend,
                                            const th_cpd_params *params,
@@ -479,11 +453,41 @@ static gboolean resolve_least_squares_path(const th_backend *backend,
     return resolve_update_path(backend, params->update, resolved, error);
 }
 
+/* A run of several processes (params->dist): least squares, where each
+ * process's partial MTTKRP is summed over the processes before the update:
+ * by a backend that sums them itself on any update path, else on the host
+ * path. */
+static gboolean resolve_distributed_path(th_backend *backend, const th_cpd_params *params,
+                                         th_update_path *resolved, GError **error)
+{
+    const uint32_t processes = th_dist_size(params->dist);
+    if (params->model != TH_MODEL_LEAST_SQUARES) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_MODEL,
+                    "model \"%s\" runs in one process; a run of %u processes fits least "
+                    "squares (CP-ALS, with or without constraints and regularisation)",
+                    th_cpd_model_name(params->model), processes);
+        return FALSE;
+    }
+    if (th_backend_sums_processes(backend))
+        return resolve_least_squares_path(backend, params, resolved, error);
+    if (params->update != TH_UPDATE_AUTO && params->update != TH_UPDATE_HOST) {
+        g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
+                    "update path \"%s\" (cpd.update) keeps the MTTKRP in the backend, but a "
+                    "run of %u processes on %s sums each one's partial MTTKRP on the host: use "
+                    "\"auto\" or \"host\"",
+                    th_update_path_name(params->update), processes,
+                    th_backend_info(backend)->id);
+        return FALSE;
+    }
+    *resolved = TH_UPDATE_HOST;
+    return TRUE;
+}
+
 gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const char *where,
                      GError **error)
 {
     th_update_path path = TH_UPDATE_MODE;
-    if ((params->dist != NULL && !resolve_distributed_path(params, &path, error)) ||
+    if ((params->dist != NULL && !resolve_distributed_path(backend, params, &path, error)) ||
         !check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES && params->dist == NULL &&
@@ -666,8 +670,10 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
                                GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
-    g_return_val_if_fail(params->dist == NULL || path == TH_UPDATE_HOST, NULL);
     s->dist = params->dist;
+    s->backend_sums = params->dist != NULL && th_backend_sums_processes(backend);
+    g_return_val_if_fail(params->dist == NULL || s->backend_sums || path == TH_UPDATE_HOST,
+                         NULL);
     /* A regularised run's tensor is never scaled
      * (th_cpd_check_regularised_values), so the weights are the file's. */
     double l1[TH_MAX_MODES];

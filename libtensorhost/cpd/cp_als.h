@@ -157,10 +157,12 @@ typedef struct th_cpd_params {
     const double *initial_weights;
     /* NULL: one process. Else one of a run's several processes (dist.h),
      * each with its own share of the tensor's nonzeros and the same
-     * parameters: least squares on the host path, each mode's partial
-     * MTTKRP summed over the processes (th_dist_sum) before the update,
-     * which every process then makes on the same bits; the tensor's norm
-     * and scale are the whole tensor's. Borrowed. */
+     * parameters: least squares, each mode's partial MTTKRP summed over
+     * the processes before the update, which every process then makes on
+     * the same bits; the tensor's norm and scale are the whole tensor's.
+     * The sum is the host's (th_dist_sum, on the host path) unless the
+     * backend makes it itself (th_backend_sums_processes: NCCL between
+     * GPUs), when any update path runs. Borrowed. */
     th_dist *dist;
 } th_cpd_params;
 

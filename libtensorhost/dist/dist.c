@@ -206,6 +206,10 @@ static void share_the_gpus(th_dist *d, int locals, int local)
     g_strlcpy(d->gpus, visible->str, sizeof d->gpus);
 }
 
+static th_dist *current;
+
+th_dist *th_dist_current(void) { return current; }
+
 th_dist *th_dist_start(GError **error)
 {
     const char *launcher = NULL;
@@ -258,6 +262,7 @@ th_dist *th_dist_start(GError **error)
         share_the_cores(d, locals);
         share_the_gpus(d, locals, local);
     }
+    current = d;
     return d;
 }
 
@@ -265,6 +270,8 @@ void th_dist_finish(th_dist *d)
 {
     if (d == NULL)
         return;
+    if (current == d)
+        current = NULL;
     d->mpi->finalize();
     /* The module stays: MPI libraries keep threads and handlers that do
      * not survive an unload. */
@@ -324,10 +331,33 @@ gboolean th_dist_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError **erro
     return reduce(d, values, n, TH_MPI_UINT64, TH_MPI_SUM, "a sum over the processes", error);
 }
 
+gboolean th_dist_max_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
+{
+    return reduce(d, values, n, TH_MPI_UINT64, TH_MPI_MAX, "a maximum over the processes",
+                  error);
+}
+
 gboolean th_dist_or_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
 {
     return reduce(d, values, n, TH_MPI_UINT64, TH_MPI_BOR, "a bitwise or over the processes",
                   error);
+}
+
+gboolean th_dist_broadcast(th_dist *d, void *data, uint64_t bytes, GError **error)
+{
+    if (d == NULL)
+        return TRUE;
+    const gint64 start = g_get_monotonic_time();
+    for (uint64_t first = 0; first < bytes; first += MAX_PIECE) {
+        const int count = (int)MIN(MAX_PIECE, bytes - first);
+        if (mpi_failed(d, d->mpi->broadcast((char *)data + first, count, 0), "a broadcast",
+                       error))
+            return FALSE;
+        d->traffic.calls++;
+    }
+    d->traffic.bytes += bytes;
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
 }
 
 gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *received,

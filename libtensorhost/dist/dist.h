@@ -56,6 +56,10 @@ uint32_t th_dist_announced_rank(void);
 th_dist *th_dist_start(GError **error);
 /* MPI_Finalize, after every process's last collective; NULL is fine. */
 void th_dist_finish(th_dist *dist);
+/* The process's started th_dist (th_dist_start to th_dist_finish), for
+ * what serves the run as a whole (the plugins' host services); NULL in a
+ * run of one process. */
+th_dist *th_dist_current(void);
 
 uint32_t th_dist_rank(const th_dist *dist);
 uint32_t th_dist_size(const th_dist *dist);
@@ -76,7 +80,10 @@ const char *th_dist_host(const th_dist *dist);
 gboolean th_dist_sum(th_dist *dist, double *values, uint64_t n, GError **error);
 gboolean th_dist_max(th_dist *dist, double *values, uint64_t n, GError **error);
 gboolean th_dist_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
+gboolean th_dist_max_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
 gboolean th_dist_or_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
+/* `bytes` from rank 0's `data` into every process's. */
+gboolean th_dist_broadcast(th_dist *dist, void *data, uint64_t bytes, GError **error);
 /* `bytes` from every process into rank 0's `received` (size x bytes, in
  * rank order; ignored elsewhere). */
 gboolean th_dist_gather(th_dist *dist, const void *sent, uint64_t bytes, void *received,

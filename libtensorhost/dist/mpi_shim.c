@@ -67,6 +67,11 @@ static int shim_gather(const void *sent, int bytes, void *received, int root)
     return MPI_Gather(sent, bytes, MPI_BYTE, received, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
 }
 
+static int shim_broadcast(void *buffer, int bytes, int root)
+{
+    return MPI_Bcast(buffer, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+}
+
 static int shim_abort(int status) { return MPI_Abort(MPI_COMM_WORLD, status); }
 
 static void shim_error_string(int code, char *text, int capacity)
@@ -133,6 +138,7 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .library_version = shim_library_version,
         .processor_name = shim_processor_name,
         .local_size = shim_local_size,
+        .broadcast = shim_broadcast,
     };
     return &table;
 }

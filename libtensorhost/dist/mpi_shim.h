@@ -48,6 +48,8 @@ typedef struct th_mpi_shim {
     /* The processes on this process's host, itself included, and its
      * rank among them (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED). */
     int (*local_size)(int *size, int *rank);
+    /* `bytes` from root's `buffer` into every process's. */
+    int (*broadcast)(void *buffer, int bytes, int root);
 } th_mpi_shim;
 
 #endif

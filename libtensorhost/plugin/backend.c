@@ -5,6 +5,7 @@
 #include "config/config_types.h"
 #include "base/log.h"
 #include "base/message_text.h"
+#include "dist/dist_services.h"
 
 /* ---- The door -------------------------------------------------------------
  * The only code that calls a plugin's instance functions. The loader copies
@@ -242,6 +243,7 @@ static th_backend *open_one(const char *plugin, GPtrArray *search_path, GPtrArra
     if (!resolved)
         return NULL;
     th_host_services services = th_host_services_make();
+    th_dist_host_services(&services);
     th_plugin *loaded = th_plugin_load(resolved, &services, error);
     if (!loaded)
         return NULL;
@@ -804,6 +806,14 @@ void th_backend_facts_free(th_backend_facts *f)
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error)
 {
     return th_instance_runtime_info(backend->plugin, backend->instance, info, error);
+}
+
+gboolean th_backend_sums_processes(th_backend *backend)
+{
+    th_runtime_info info;
+    g_autoptr(GError) error = NULL;
+    return th_backend_abi_minor(backend) >= 8 &&
+           th_backend_runtime_info(backend, &info, &error) && info.process_sums != 0;
 }
 
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,

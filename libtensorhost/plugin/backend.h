@@ -230,6 +230,10 @@ gboolean th_backend_multiplicative_updates(th_backend *backend, uint32_t mode, d
                                            double tolerance, uint32_t max_iterations,
                                            th_multiplicative_updates_io *out, GError **error);
 gboolean th_backend_runtime_info(th_backend *backend, th_runtime_info *info, GError **error);
+/* Whether the backend sums its MTTKRPs over a run's processes itself
+ * (th_runtime_info.process_sums, ABI 1.8); FALSE where its runtime info
+ * cannot be read. */
+gboolean th_backend_sums_processes(th_backend *backend);
 gboolean th_backend_mode_info(th_backend *backend, uint32_t mode, th_mode_info *info,
                               GError **error);
 

@@ -221,6 +221,11 @@
  *        backend may run them row by row with each row's products formed
  *        once; the results are those of the loop of generalized_mttkrp()
  *        and factor_update() it replaces. No layout of 1.6 moves.
+ *   1.8  a run of several processes (mpirun, srun): th_host_services grows
+ *        processes(), broadcast() and reduce_max(), so that a backend whose
+ *        devices talk across processes can set up their communicator, and
+ *        th_runtime_info grows process_sums, by which it says that it sums
+ *        its MTTKRPs over the processes itself. No layout of 1.7 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -233,7 +238,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 7u
+#define TH_ABI_VERSION_MINOR 8u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -326,10 +331,43 @@ typedef struct th_host_services {
     /* Returns non-zero once the user asked to stop (Ctrl-C). Long-running calls
      * may poll it and return TH_ERR_CANCELLED. Cheap; same thread rule as log. */
     int32_t (*is_cancelled)(void *host_data);
+
+    /* --- ABI 1.8: the run's processes ---------------------------------- */
+
+    /* A run of several processes (mpirun, srun) gives each process a share
+     * of the tensor's nonzeros (consecutive ones of the file: load_tensor()
+     * receives the share, with the whole tensor's dims) and, by default,
+     * sums the processes' partial MTTKRP results on the host before each
+     * update. A backend whose devices can sum them among themselves (NCCL
+     * between GPUs) sets up that communication with these and says so in
+     * th_runtime_info.process_sums. From a 1.8 host all three are set;
+     * absent (an older host), the run is one process. */
+
+    /* The number of processes in the run, and in *rank (never NULL) this
+     * one's, from 0: 1 and 0 where the run is one process (every run of
+     * the library's API, of Python and of [compare]). Same thread rule as
+     * log. */
+    uint32_t (*processes)(void *host_data, uint32_t *rank);
+    /* Collectives: with several processes, every process calls the same
+     * ones in the same order with the same sizes, and only inside create()
+     * or load_tensor() (which every process of a run calls at the same
+     * point). A backend that failed on this process still makes every
+     * collective it would have made, passing the failure on (reduce_max
+     * of a flag), and fails after them, so that no process waits on one
+     * that has left; the others may go on, since the host agrees on
+     * failures after each of those calls and ends the run with the failing
+     * process's error. TH_OK, or TH_ERR_INTERNAL with the message in err
+     * when the transport failed (the run then ends). With one process
+     * they return TH_OK at once, `data` and `values` as they were. */
+    /* The `bytes` at rank 0's `data` into every process's `data`. */
+    th_status (*broadcast)(void *host_data, void *data, uint64_t bytes, char *err);
+    /* values[k] (k < n) replaced by its maximum over the processes. */
+    th_status (*reduce_max)(void *host_data, uint64_t *values, uint64_t n, char *err);
 } th_host_services;
 
 /* Passed in (host -> plugin). */
 #define TH_HOST_SERVICES_V1_0_SIZE TH_FIELD_END(th_host_services, is_cancelled)
+#define TH_HOST_SERVICES_V1_8_SIZE TH_FIELD_END(th_host_services, reduce_max)
 
 /* One backend option: the key/value pairs of the config's [backend.options]
  * table, values rendered as text (integers in decimal, floats as the
@@ -425,11 +463,24 @@ typedef struct th_runtime_info {
      * before the first sweep, for a backend that does not time its sweeps
      * and for one built against an older header. */
     double last_sweep_seconds;
+
+    /* --- ABI 1.8 ------------------------------------------------------- */
+
+    /* Nonzero: in a run of several processes (th_host_services.processes)
+     * this instance sums its MTTKRPs over the processes itself, so that
+     * what mttkrp(), get_mttkrp_result(), als_update() and als_sweep()
+     * compute is the whole tensor's though each process loaded its share,
+     * and every process's factors stay the same. The host then neither
+     * sums them nor keeps the update on the host. Known from create() on.
+     * Default (absent): 0, the host sums each process's partial results. */
+    uint32_t process_sums;
+    uint32_t reserved1;
 } th_runtime_info;
 
 /* Passed out (plugin -> host-owned struct). */
 #define TH_RUNTIME_INFO_V1_0_SIZE TH_FIELD_END(th_runtime_info, details)
 #define TH_RUNTIME_INFO_V1_2_SIZE TH_FIELD_END(th_runtime_info, last_sweep_seconds)
+#define TH_RUNTIME_INFO_V1_8_SIZE TH_FIELD_END(th_runtime_info, reserved1)
 
 /* Per-mode facts after load_tensor() and the latest mttkrp() on that mode.
  * Passed out, as th_runtime_info. */

@@ -23,7 +23,24 @@ struct th_instance {
     thg_group *group;
     const th_host_services *host;
     const char *id; /* the plugin's static id string */
+    /* A run of several processes: the GPUs' exchange across them, or NULL
+     * with processes_note saying why the host sums the MTTKRPs instead. */
+    thg_processes *processes;
+    char processes_note[160];
 };
+
+/* snprintf at the end of `buf`; stops quietly when the buffer is full. */
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...)
+{
+    const size_t used = strlen(buf);
+    if (used + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, size - used, fmt, ap);
+    va_end(ap);
+}
 
 /* The norm argument of als_update and als_sweep. */
 static th_status check_norm(const char *call, int32_t norm, char *err)
@@ -54,13 +71,111 @@ static th_status resolve_all_devices(thg_config *config, gpu_device_list *device
     return TH_OK;
 }
 
-th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_option *options,
-                            uint32_t n_options, const th_host_services *host, th_instance **out,
-                            char *err)
+/* The processes of the run (th_host_services.processes, ABI 1.8): 1 from
+ * an older host. */
+static uint32_t run_processes(const th_host_services *host, uint32_t *rank)
 {
-    if (!out)
-        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: out is NULL");
-    *out = NULL;
+    *rank = 0;
+    if (!host || !TH_HAS_FIELD(host->struct_size, th_host_services, reduce_max) ||
+        !host->processes || !host->broadcast || !host->reduce_max)
+        return 1;
+    return host->processes(host->host_data, rank);
+}
+
+/* Why a process of a run of several cannot take part in the GPUs' exchange
+ * across them ("" when it can): opens the NCCL it needs. */
+static void open_processes(th_instance *instance, int grouped, char *why, size_t size)
+{
+    const char *off = getenv("TH_GPU_PROCESS_SUMS");
+    if (off && strcmp(off, "0") == 0) {
+        append(why, size, "TH_GPU_PROCESS_SUMS=0");
+        return;
+    }
+    if (grouped) {
+        append(why, size, "several devices in a process");
+        return;
+    }
+    char msg[TH_ERROR_SIZE / 2];
+    if (thg_processes_open(thg_get_device(instance->ctx), &instance->processes, msg,
+                           sizeof msg) != THG_OK)
+        append(why, size, "%s", msg);
+}
+
+/* The GPUs' exchange across the run's processes, set up collectively:
+ * every process says whether it can take part (or failed creating its
+ * instance: `failed`, returned after the collectives), and all take part or
+ * none. TH_OK with instance->processes NULL where none does
+ * (processes_note says why: the host then sums the MTTKRPs); an error
+ * where this process failed or the host's collectives did. Makes the same
+ * collectives on every process, whatever it found. */
+static th_status join_processes(th_instance *instance, th_status failed, int grouped, char *err)
+{
+    const th_host_services *host = instance->host;
+    uint32_t rank = 0;
+    const uint32_t count = run_processes(host, &rank);
+    char why[sizeof instance->processes_note] = "";
+    if (!failed)
+        open_processes(instance, grouped, why, sizeof why);
+    /* 2: this process failed (it says why; the others go on, and the host
+     * ends the run with its error); 1: it cannot take part. */
+    uint64_t worst = failed ? 2u : why[0] ? 1u : 0u;
+    th_status st = host->reduce_max(host->host_data, &worst, 1, err);
+    if (st != TH_OK || failed)
+        return st != TH_OK ? st : failed;
+    if (worst == 2u && !why[0])
+        append(why, sizeof why, "another process could not create its instance");
+    /* Rank 0's id and whether it made one, to every process. */
+    struct {
+        unsigned char id[THG_PROCESSES_ID_BYTES];
+        uint64_t made;
+    } shared = {{0}, 0};
+    char msg[TH_ERROR_SIZE / 2] = "";
+    if (worst == 0u && rank == 0)
+        shared.made = thg_processes_unique_id(instance->processes, shared.id, msg,
+                                              sizeof msg) == THG_OK;
+    if (worst == 0u) {
+        st = host->broadcast(host->host_data, &shared, sizeof shared, err);
+        if (st != TH_OK)
+            return st;
+        uint64_t joined_failed = 1;
+        if (shared.made)
+            joined_failed = thg_processes_join(instance->processes, rank, count, shared.id, msg,
+                                               sizeof msg) != THG_OK;
+        else if (rank == 0)
+            append(why, sizeof why, "rank 0 made no NCCL id: %s", msg);
+        else
+            append(why, sizeof why, "rank 0 made no NCCL id");
+        if (shared.made && joined_failed)
+            append(why, sizeof why, "%s", msg);
+        st = host->reduce_max(host->host_data, &joined_failed, 1, err);
+        if (st != TH_OK)
+            return st;
+        if (!joined_failed) {
+            char attach[TH_ERROR_SIZE / 2];
+            if (thg_attach_processes(instance->ctx, instance->processes, attach,
+                                     sizeof attach) != THG_OK)
+                return th_plugin_fail(err, TH_ERR_INTERNAL, "%s", attach);
+            append(instance->processes_note, sizeof instance->processes_note, "%s",
+                   thg_processes_describe(instance->processes));
+            return TH_OK;
+        }
+        if (!why[0])
+            append(why, sizeof why, "another process could not join NCCL");
+    } else if (!why[0]) {
+        append(why, sizeof why, "another process cannot take part");
+    }
+    thg_processes_destroy(instance->processes);
+    instance->processes = NULL;
+    append(instance->processes_note, sizeof instance->processes_note,
+           "off, the host sums the MTTKRPs (%s)", why);
+    return TH_OK;
+}
+
+/* The instance on its device or devices (create's work before the run's
+ * processes meet, join_processes). */
+static th_status create_alone(thg_policy policy, const char *plugin_id, const th_option *options,
+                              uint32_t n_options, th_instance *instance, char *err)
+{
     if (n_options > 0 && !options)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: options is NULL");
     /* No device is said before any option is judged: "auto" falls back to
@@ -76,30 +191,48 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
         st = resolve_all_devices(&config, &devices, err);
     if (st != TH_OK)
         return st;
-    th_instance *instance = calloc(1, sizeof(*instance));
-    if (!instance)
-        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
     char msg[TH_ERROR_SIZE / 2]; /* room for the "option device=N: " prefix */
     if (devices.count > 1) {
         const thg_status gst = thg_group_create(&config, devices.ordinal, devices.count,
                                                 &instance->group, msg, sizeof(msg));
-        if (gst != THG_OK) {
-            free(instance);
+        if (gst != THG_OK)
             return th_plugin_fail(err, gpu_plugin_status(gst), "option devices: %s", msg);
-        }
         instance->ctx = thg_group_rank(instance->group, 0);
-    } else {
-        const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
-        if (gst != THG_OK) {
-            free(instance);
-            if (gst == THG_ERR_INVALID)
-                return th_plugin_fail(err, gpu_plugin_status(gst), "option device=%d: %s",
-                                      config.device, msg);
-            return th_plugin_fail(err, gpu_plugin_status(gst), "%s", msg);
-        }
+        return TH_OK;
     }
+    const thg_status gst = thg_create(&config, &instance->ctx, msg, sizeof(msg));
+    if (gst == THG_ERR_INVALID)
+        return th_plugin_fail(err, gpu_plugin_status(gst), "option device=%d: %s",
+                              config.device, msg);
+    if (gst != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(gst), "%s", msg);
+    return TH_OK;
+}
+
+th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_option *options,
+                            uint32_t n_options, const th_host_services *host, th_instance **out,
+                            char *err)
+{
+    if (!out)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "create: out is NULL");
+    *out = NULL;
+    th_instance *instance = calloc(1, sizeof(*instance));
+    if (!instance)
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
     instance->host = host;
     instance->id = plugin_id;
+    th_status st = create_alone(policy, plugin_id, options, n_options, instance, err);
+    uint32_t rank = 0;
+    if (run_processes(host, &rank) > 1) {
+        /* Every process meets the others, whatever it found. */
+        const th_status joined = join_processes(instance, st, instance->group != NULL, err);
+        if (st == TH_OK)
+            st = joined;
+    }
+    if (st != TH_OK) {
+        gpu_plugin_destroy(instance);
+        return st;
+    }
     *out = instance;
     return TH_OK;
 }
@@ -112,6 +245,7 @@ void gpu_plugin_destroy(th_instance *instance)
         thg_group_destroy(instance->group); /* rank 0's context with it */
     else
         thg_destroy(instance->ctx);
+    thg_processes_destroy(instance->processes); /* after the context that used it */
     free(instance);
 }
 
@@ -631,19 +765,6 @@ th_status gpu_plugin_als_update_nonneg(th_instance *instance, th_nonneg_update_i
     return TH_OK;
 }
 
-/* snprintf at the end of `buf`; stops quietly when the buffer is full. */
-static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t size, const char *fmt, ...)
-{
-    const size_t used = strlen(buf);
-    if (used + 1 >= size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, size - used, fmt, ap);
-    va_end(ap);
-}
-
 /* A group's runtime info: the devices and transport, memory summed over
  * the ranks, each rank's schemes ("1,1,2/1,2,2"), the upload summed and
  * the build of the slowest rank, and each mode's time in collectives. */
@@ -719,6 +840,8 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         memset(&r, 0, sizeof(r));
         r.struct_size = (uint32_t)sizeof(r);
         group_runtime_info(instance, &r);
+        if (instance->processes_note[0])
+            append(r.details, sizeof(r.details), "; processes: %s", instance->processes_note);
         th_plugin_copy_out(info, &r, sizeof(r));
         return TH_OK;
     }
@@ -755,6 +878,15 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         }
     }
     r.last_sweep_seconds = gi.last_sweep_seconds; /* < 0 before the first sweep */
+    /* First, so that the field's cut keeps it: how the processes' MTTKRPs
+     * meet decides the run's update path. */
+    if (instance->processes_note[0]) {
+        char details[sizeof r.details] = "";
+        append(details, sizeof details, "processes: %s; %s", instance->processes_note,
+               r.details);
+        memcpy(r.details, details, sizeof details);
+    }
+    r.process_sums = instance->processes != NULL;
     th_plugin_copy_out(info, &r, sizeof(r));
     return TH_OK;
 }

@@ -52,7 +52,9 @@ SIZE(th_abi_version, 4);
 OFFSET(th_abi_version, major, 0);
 OFFSET(th_abi_version, minor, 2);
 
+#if TH_ABI_VERSION_MINOR < 8
 SIZE(th_host_services, 32);
+#endif
 OFFSET(th_host_services, struct_size, 0);
 OFFSET(th_host_services, reserved0, 4);
 OFFSET(th_host_services, host_data, 8);
@@ -152,7 +154,9 @@ OFFSET(th_als_sweep_io, inner, 32);
 /* 1.2: last_sweep_seconds appended to th_runtime_info (the entry did not
  * grow), and a size macro for every version of every sized struct: each
  * equals the struct's sizeof() in that version, pinned above. */
+#if TH_ABI_VERSION_MINOR < 8
 SIZE(th_runtime_info, 680);
+#endif
 OFFSET(th_runtime_info, last_sweep_seconds, 672);
 static_assert(TH_RUNTIME_INFO_V1_0_SIZE == 672, "TH_RUNTIME_INFO_V1_0_SIZE");
 static_assert(TH_RUNTIME_INFO_V1_2_SIZE == 680, "TH_RUNTIME_INFO_V1_2_SIZE");
@@ -293,6 +297,20 @@ OFFSET(th_multiplicative_updates_io, violation, 40);
 static_assert(TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE == 48,
               "TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE");
 #endif
+
+#if TH_ABI_VERSION_MINOR >= 8
+/* 1.8: the run's processes in the host's services, and process_sums in
+ * the runtime info. */
+SIZE(th_host_services, 56);
+OFFSET(th_host_services, processes, 32);
+OFFSET(th_host_services, broadcast, 40);
+OFFSET(th_host_services, reduce_max, 48);
+static_assert(TH_HOST_SERVICES_V1_8_SIZE == 56, "TH_HOST_SERVICES_V1_8_SIZE");
+SIZE(th_runtime_info, 688);
+OFFSET(th_runtime_info, process_sums, 680);
+OFFSET(th_runtime_info, reserved1, 684);
+static_assert(TH_RUNTIME_INFO_V1_8_SIZE == 688, "TH_RUNTIME_INFO_V1_8_SIZE");
+#endif
 #endif
 
 #if TH_ABI_VERSION_MINOR >= 4
@@ -312,10 +330,12 @@ static_assert(TH_FACTOR_SCALE_COLUMNS == 1 && TH_FACTOR_NORMALIZE_1 == 2 &&
 #if TH_ABI_VERSION_MINOR >= 2
 /* On any target: the newest size macro of each struct is its sizeof(), so a
  * struct that grows without a new macro fails here. */
+#if TH_ABI_VERSION_MINOR < 8
 static_assert(TH_HOST_SERVICES_V1_0_SIZE == sizeof(th_host_services), "th_host_services");
+static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_info");
+#endif
 static_assert(TH_COO_TENSOR_V1_0_SIZE == sizeof(th_coo_tensor), "th_coo_tensor");
 static_assert(TH_PLUGIN_INFO_V1_0_SIZE == sizeof(th_plugin_info), "th_plugin_info");
-static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_info");
 static_assert(TH_MODE_INFO_V1_0_SIZE == sizeof(th_mode_info), "th_mode_info");
 static_assert(TH_ALS_OUTPUT_V1_0_SIZE == sizeof(th_als_output), "th_als_output");
 #endif
@@ -360,6 +380,10 @@ static_assert(TH_CONSTRAINT_NONE == 0 && TH_CONSTRAINT_NONNEG == 1, "constraints
 static_assert(TH_PLUGIN_ENTRY_V1_7_SIZE == sizeof(th_plugin_entry), "th_plugin_entry");
 static_assert(TH_MULTIPLICATIVE_UPDATES_IO_V1_7_SIZE == sizeof(th_multiplicative_updates_io),
               "th_multiplicative_updates_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 8
+static_assert(TH_HOST_SERVICES_V1_8_SIZE == sizeof(th_host_services), "th_host_services");
+static_assert(TH_RUNTIME_INFO_V1_8_SIZE == sizeof(th_runtime_info), "th_runtime_info");
 #endif
 
 /* The convenience macro must fill exactly the header fields. */

@@ -216,6 +216,35 @@ check(r.returncode != 0 and len(lines) == 1 and "rank 1 of 2 processes" in lines
 check(not os.path.exists(os.path.join(WORK, "out-failing")), "a failed run wrote its outputs")
 
 
+# 3b. The host's process services (ABI 1.8), as a backend meets the other
+# processes in create(): rank 0's bytes reach every process and the maxima
+# are the ranks' (the fixture fails create() on any process where they are
+# not); the host still sums a backend's MTTKRPs that does not (process_sums
+# 0), so the fit is one process's. A process failing create() after the
+# same collectives ends every process with one error, no hang.
+services = write_config("services", tensors["uber"], plugin="fixture_processes", iters=5)
+one_services, _ = fit_of(services, "out-services-1")
+for processes in (2, 3):
+    fit, rep = fit_of(services, f"out-services-{processes}", processes)
+    if fit is None:
+        continue
+    details = rep["backend"].get("details", "")
+    check(f"processes={processes} rank=0 broadcast=ok max={processes - 1}" in details,
+          f"process services over {processes} processes: details {details!r}")
+    check(one_services is not None and abs(fit - one_services) < 1e-10,
+          f"fixture_processes: {processes} processes fit {fit!r}, one {one_services!r}")
+    check(rep["cpd"]["update_path"] == "host",
+          f"fixture_processes: update path {rep['cpd']['update_path']!r}, expected host")
+env = dict(OPEN_MPI_ENV, TH_FIXTURE_CREATE_FAIL_RANK="1")
+r = run(["--config", services, "--set", "output.dir=out-services-failing"], 2, env=env,
+        timeout=120)
+lines = error_lines(r.stderr)
+check(r.returncode != 0 and len(lines) == 1 and "simulated failure in create()" in lines[0],
+      f"create() failing on rank 1: exit {r.returncode}, error lines {lines}")
+check(not os.path.exists(os.path.join(WORK, "out-services-failing")),
+      "a run whose create() failed wrote its outputs")
+
+
 def ranks_of(marker):
     """The pids of the processes whose environment carries `marker`, by rank."""
     found = {}

@@ -1,0 +1,208 @@
+/* The devices' exchange across a run's processes: see th_gpu.h
+ * ("A run of several processes"). One NCCL communicator of one rank a
+ * process, made from rank 0's unique id, and the in-place sum of a
+ * context's MTTKRP results over it (thg_processes_sum). */
+#include "thg_internal.cuh"
+
+#include "comm.cuh"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+
+#ifdef THG_HAVE_NCCL
+#include <nccl.h>
+static_assert(sizeof(ncclUniqueId) == THG_PROCESSES_ID_BYTES, "NCCL's unique id");
+#endif
+
+struct thg_processes {
+    int device = 0;
+    uint32_t rank = 0, count = 0;
+    char description[160] = {};
+#ifdef THG_HAVE_NCCL
+    void *lib = nullptr;
+    int version = 0;
+    const char *origin = "";
+    ncclComm_t comm = nullptr;
+    ncclResult_t (*GetVersion)(int *) = nullptr;
+    ncclResult_t (*GetUniqueId)(ncclUniqueId *) = nullptr;
+    ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
+    ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
+    ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                              ncclComm_t, cudaStream_t) = nullptr;
+    const char *(*GetErrorString)(ncclResult_t) = nullptr;
+#endif
+};
+
+#ifdef THG_HAVE_NCCL
+#define THG_PROCESSES_NCCL(p, call)                                                        \
+    do {                                                                                   \
+        const ncclResult_t thg_r_ = (p)->call;                                             \
+        if (thg_r_ != ncclSuccess)                                                         \
+            return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s", #call,     \
+                            (p)->GetErrorString(thg_r_));                                  \
+    } while (0)
+
+static thg_status load(thg_processes *p, char *err, size_t errlen)
+{
+    char name[4096];
+    thg_nccl_to_load(name, sizeof name, &p->origin);
+    p->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!p->lib)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "the GPUs' exchange across processes needs NCCL, loaded at run time "
+                        "from %s, which did not load (%s)",
+                        name, dlerror());
+    struct {
+        const char *symbol;
+        void **slot;
+    } const wanted[] = {
+        {"ncclGetVersion", (void **)&p->GetVersion},
+        {"ncclGetUniqueId", (void **)&p->GetUniqueId},
+        {"ncclCommInitRank", (void **)&p->CommInitRank},
+        {"ncclCommDestroy", (void **)&p->CommDestroy},
+        {"ncclAllReduce", (void **)&p->AllReduce},
+        {"ncclGetErrorString", (void **)&p->GetErrorString},
+    };
+    for (const auto &w : wanted) {
+        *w.slot = dlsym(p->lib, w.symbol);
+        if (!*w.slot)
+            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                            "%s lacks %s: not the NCCL 2 library this build expects", name,
+                            w.symbol);
+    }
+    if (p->GetVersion(&p->version) != ncclSuccess || p->version / 10000 != NCCL_MAJOR)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%s is NCCL version code %d; this build expects NCCL %d.x", name,
+                        p->version, NCCL_MAJOR);
+    return THG_OK;
+}
+#endif
+
+extern "C" thg_status thg_processes_open(int device, thg_processes **out, char *err,
+                                         size_t errlen)
+{
+    *out = nullptr;
+#ifndef THG_HAVE_NCCL
+    (void)device;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                    "the GPUs' exchange across processes needs NCCL, and this build has no "
+                    "NCCL support (nccl.h was not found when it was built)");
+#else
+    thg_processes *p = new (std::nothrow) thg_processes;
+    if (p == nullptr)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    p->device = device;
+    const thg_status st = load(p, err, errlen);
+    if (st != THG_OK) {
+        thg_processes_destroy(p);
+        return st;
+    }
+    *out = p;
+    return THG_OK;
+#endif
+}
+
+extern "C" thg_status thg_processes_unique_id(thg_processes *p, void *id, char *err,
+                                              size_t errlen)
+{
+#ifdef THG_HAVE_NCCL
+    ncclUniqueId unique;
+    THG_PROCESSES_NCCL(p, GetUniqueId(&unique));
+    memcpy(id, &unique, sizeof unique);
+    return THG_OK;
+#else
+    (void)p, (void)id;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
+#endif
+}
+
+extern "C" thg_status thg_processes_join(thg_processes *p, uint32_t rank, uint32_t count,
+                                         const void *id, char *err, size_t errlen)
+{
+#ifdef THG_HAVE_NCCL
+    if (rank >= count)
+        return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of %u processes", rank, count);
+    ncclUniqueId unique;
+    memcpy(&unique, id, sizeof unique);
+    THG_CUDA(cudaSetDevice(p->device));
+    /* Connections made at the join, not lazily at the first sum: that one
+     * may run inside a CUDA graph's capture (the sweep's), where NCCL's
+     * proxy setting them up cannot. The user's choice stands. */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    THG_PROCESSES_NCCL(p, CommInitRank(&p->comm, (int)count, unique, (int)rank));
+    /* One sum outside any capture, so that the first inside finds every
+     * resource made. */
+    float *probe = nullptr;
+    THG_CUDA(cudaMalloc(&probe, sizeof(float)));
+    THG_CUDA(cudaMemset(probe, 0, sizeof(float)));
+    const ncclResult_t summed = p->AllReduce(probe, probe, 1, ncclFloat32, ncclSum, p->comm,
+                                             nullptr);
+    const cudaError_t synced = cudaDeviceSynchronize();
+    cudaFree(probe);
+    if (summed != ncclSuccess)
+        return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in the first sum: %s",
+                        p->GetErrorString(summed));
+    THG_CUDA(synced);
+    p->rank = rank;
+    p->count = count;
+    snprintf(p->description, sizeof p->description,
+             "NCCL %d.%d.%d (%s) across %u processes, one GPU each", p->version / 10000,
+             p->version / 100 % 100, p->version % 100, p->origin, count);
+    return THG_OK;
+#else
+    (void)p, (void)rank, (void)count, (void)id;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
+#endif
+}
+
+extern "C" void thg_processes_destroy(thg_processes *p)
+{
+    if (!p)
+        return;
+#ifdef THG_HAVE_NCCL
+    if (p->comm) {
+        cudaSetDevice(p->device);
+        p->CommDestroy(p->comm);
+    }
+    if (p->lib)
+        dlclose(p->lib);
+#endif
+    delete p;
+}
+
+extern "C" const char *thg_processes_describe(const thg_processes *p)
+{
+    return p ? p->description : "";
+}
+
+extern "C" thg_status thg_attach_processes(thg_context *ctx, thg_processes *p, char *err,
+                                           size_t errlen)
+{
+    if (ctx->nmodes != 0)
+        return thg_fail(err, errlen, THG_ERR_STATE,
+                        "the processes' exchange is attached before a tensor is loaded");
+    if (p != nullptr && p->count == 0)
+        return thg_fail(err, errlen, THG_ERR_STATE, "the processes have not joined");
+    if (p != nullptr && p->device != ctx->device)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "the processes' communicator is on device %d, the context on %d",
+                        p->device, ctx->device);
+    ctx->processes = p;
+    return THG_OK;
+}
+
+thg_status thg_processes_sum(const thg_processes *p, float *buf, size_t count,
+                             cudaStream_t stream, char *err, size_t errlen)
+{
+#ifdef THG_HAVE_NCCL
+    THG_PROCESSES_NCCL(p, AllReduce(buf, buf, count, ncclFloat32, ncclSum, p->comm, stream));
+    return THG_OK;
+#else
+    (void)p, (void)buf, (void)count, (void)stream;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
+#endif
+}
