@@ -7,6 +7,8 @@
 #include "comm.cuh"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,8 @@ struct thg_processes {
     ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
     ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                               ncclComm_t, cudaStream_t) = nullptr;
+    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t) = nullptr;
     const char *(*GetErrorString)(ncclResult_t) = nullptr;
 #endif
 };
@@ -65,6 +69,7 @@ static thg_status load(thg_processes *p, char *err, size_t errlen)
         {"ncclCommInitRank", (void **)&p->CommInitRank},
         {"ncclCommDestroy", (void **)&p->CommDestroy},
         {"ncclAllReduce", (void **)&p->AllReduce},
+        {"ncclBroadcast", (void **)&p->Broadcast},
         {"ncclGetErrorString", (void **)&p->GetErrorString},
     };
     for (const auto &w : wanted) {
@@ -133,19 +138,37 @@ extern "C" thg_status thg_processes_join(thg_processes *p, uint32_t rank, uint32
      * may run inside a CUDA graph's capture (the sweep's), where NCCL's
      * proxy setting them up cannot. The user's choice stands. */
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-    THG_PROCESSES_NCCL(p, CommInitRank(&p->comm, (int)count, unique, (int)rank));
+    /* The threads NCCL starts here (its proxy's, its bootstrap's) inherit
+     * this mask: a stop's SIGINT or SIGTERM then reaches the caller's
+     * thread, whose handler asks for the stop, and never interrupts one of
+     * NCCL's calls in its threads, which the run's next sum would wait on
+     * forever. */
+    sigset_t stops, before;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stops, &before);
+    const ncclResult_t made = p->CommInitRank(&p->comm, (int)count, unique, (int)rank);
     /* One sum outside any capture, so that the first inside finds every
      * resource made. */
     float *probe = nullptr;
-    THG_CUDA(cudaMalloc(&probe, sizeof(float)));
-    THG_CUDA(cudaMemset(probe, 0, sizeof(float)));
-    const ncclResult_t summed = p->AllReduce(probe, probe, 1, ncclFloat32, ncclSum, p->comm,
-                                             nullptr);
-    const cudaError_t synced = cudaDeviceSynchronize();
-    cudaFree(probe);
-    if (summed != ncclSuccess)
-        return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in the first sum: %s",
-                        p->GetErrorString(summed));
+    ncclResult_t summed = ncclSuccess;
+    cudaError_t synced = cudaSuccess;
+    if (made == ncclSuccess) {
+        synced = cudaMalloc(&probe, sizeof(float));
+        if (synced == cudaSuccess)
+            synced = cudaMemset(probe, 0, sizeof(float));
+        if (synced == cudaSuccess)
+            summed = p->AllReduce(probe, probe, 1, ncclFloat32, ncclSum, p->comm, nullptr);
+        if (synced == cudaSuccess && summed == ncclSuccess)
+            synced = cudaDeviceSynchronize();
+        cudaFree(probe);
+    }
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    if (made != ncclSuccess || summed != ncclSuccess)
+        return thg_fail(err, errlen, THG_ERR_DEVICE, "NCCL error in %s: %s",
+                        made != ncclSuccess ? "ncclCommInitRank" : "the first sum",
+                        p->GetErrorString(made != ncclSuccess ? made : summed));
     THG_CUDA(synced);
     p->rank = rank;
     p->count = count;
@@ -203,6 +226,18 @@ thg_status thg_processes_sum(const thg_processes *p, float *buf, size_t count,
     return THG_OK;
 #else
     (void)p, (void)buf, (void)count, (void)stream;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
+#endif
+}
+
+thg_status thg_processes_share(const thg_processes *p, void *buf, size_t bytes,
+                               cudaStream_t stream, char *err, size_t errlen)
+{
+#ifdef THG_HAVE_NCCL
+    THG_PROCESSES_NCCL(p, Broadcast(buf, buf, bytes, ncclUint8, 0, p->comm, stream));
+    return THG_OK;
+#else
+    (void)p, (void)buf, (void)bytes, (void)stream;
     return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
 #endif
 }

@@ -73,6 +73,31 @@ size_t results_bytes(uint32_t nmodes, uint32_t R)
     return l.failed - l.slots;
 }
 
+/* In a run of several processes (thg_attach_processes): the mode's Gram and
+ * slot (lambda, Gram, inner) as rank 0 computed them, on every process,
+ * before the next mode's solve reads them (fork_event again after). The
+ * update's sums are atomics, so each process's last bits differ; with the
+ * same Grams every process makes the same solves, breaks down at the same
+ * mode or none, and returns the same fit, so that no process's decisions
+ * (and the collectives that follow them) part from another's. */
+static thg_status share_mode(thg_context *ctx, uint32_t mode, char *err, size_t errlen)
+{
+    if (ctx->processes == nullptr)
+        return THG_OK;
+    thg_sweep_state &sw = ctx->sweep;
+    const size_t RR = (size_t)ctx->rank * ctx->rank;
+    thg_status st = thg_processes_share(ctx->processes, sw.grams_dev + mode * RR,
+                                        sizeof(double) * RR, ctx->stream, err, errlen);
+    if (st == THG_OK)
+        st = thg_processes_share(ctx->processes, sw.out_dev + mode * slot_doubles(ctx->rank),
+                                 sizeof(double) * slot_doubles(ctx->rank), ctx->stream, err,
+                                 errlen);
+    if (st != THG_OK)
+        return st;
+    THG_CUDA(cudaEventRecord(ctx->fork_event, ctx->stream));
+    return THG_OK;
+}
+
 /* arg: bit 0 the max-norm, bit 1 the regularised sweep (sw.reg). */
 thg_status enqueue_sweep(thg_context *ctx, uint32_t arg, unsigned record_flags, char *err,
                          size_t errlen)
@@ -114,6 +139,9 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t arg, unsigned record_flags, 
                                                errlen);
             if (st != THG_OK)
                 return st;
+            st = share_mode(ctx, mode, err, errlen);
+            if (st != THG_OK)
+                return st;
             continue;
         }
         /* fork_event was last recorded after the previous mode's Gram. */
@@ -129,6 +157,8 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t arg, unsigned record_flags, 
         THG_CUDA(cudaStreamWaitEvent(ctx->stream, ctx->join_event, 0));
         st = thg_launch_als(ctx, mode, sw.out_dev + mode * slot_doubles(R), sw.flags.failed,
                             sw.grams_dev + mode * RR, ctx->fork_event, nullptr, err, errlen);
+        if (st == THG_OK)
+            st = share_mode(ctx, mode, err, errlen);
         if (st != THG_OK)
             return st;
     }

@@ -472,6 +472,9 @@ thg_status thg_launch_mttkrp(const thg_context *ctx, uint32_t mode, unsigned lon
  * processes, on `stream`. */
 thg_status thg_processes_sum(const thg_processes *processes, float *buf, size_t count,
                              cudaStream_t stream, char *err, size_t errlen);
+/* `bytes` of `buf` from rank 0 into every process's, on `stream`. */
+thg_status thg_processes_share(const thg_processes *processes, void *buf, size_t bytes,
+                               cudaStream_t stream, char *err, size_t errlen);
 /* Where an MTTKRP of a mode writes: its result (indexed by row, `block`
  * at the first row held) and the R column factors of its result scale.
  * thg_result_of: the context's own, which mttkrp() and the updates read. */

@@ -87,6 +87,9 @@ void th_cancel_install_handlers(void)
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_signal;
+    /* A stop is a flag read between steps: the calls it lands in (a
+     * library's read or write, in any thread) go on as if it had not come. */
+    action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
     sigaddset(&action.sa_mask, SIGINT);
     sigaddset(&action.sa_mask, SIGTERM);

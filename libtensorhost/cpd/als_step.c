@@ -283,6 +283,28 @@ static gboolean backend_descent_update(th_als_state *s, uint32_t mode, int32_t n
     return host_update(s, mode, norm, error);
 }
 
+/* A backend that sums the processes' MTTKRPs (backend_sums) updates the
+ * factor on every process from the same result, but its update's sums
+ * (atomics on a GPU) may differ in their last bits between processes:
+ * rank 0's lambda, Gram and inner then stand for every process's, so that
+ * every process solves and decides (convergence, breakdowns) alike. */
+static gboolean share_update(th_als_state *s, uint32_t mode, GError **error)
+{
+    if (!s->backend_sums || s->path == TH_UPDATE_HOST)
+        return TRUE;
+    const size_t R = s->rank;
+    g_autofree double *shared = g_new(double, R * R + 2u * R);
+    memcpy(shared, s->lambda, sizeof(double) * R);
+    memcpy(shared + R, s->inner, sizeof(double) * R);
+    memcpy(shared + 2u * R, s->grams[mode], sizeof(double) * R * R);
+    if (!th_dist_broadcast(s->dist, shared, sizeof(double) * (R * R + 2u * R), error))
+        return FALSE;
+    memcpy(s->lambda, shared, sizeof(double) * R);
+    memcpy(s->inner, shared + R, sizeof(double) * R);
+    memcpy(s->grams[mode], shared + 2u * R, sizeof(double) * R * R);
+    return TRUE;
+}
+
 /* The factor update of `mode` on the state's path, once its MTTKRP and
  * the host's R x R algebra are done. */
 static gboolean update_factor(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
@@ -327,7 +349,7 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
     t->algebra_seconds += seconds_since(start);
 
     start = g_get_monotonic_time();
-    const gboolean ok = update_factor(s, mode, norm, error);
+    const gboolean ok = update_factor(s, mode, norm, error) && share_update(s, mode, error);
     t->update_seconds += seconds_since(start);
     if (ok) {
         s->modes_updated = mode + 1;

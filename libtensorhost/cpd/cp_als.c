@@ -700,6 +700,10 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
         ok = th_als_state_set_factors(s, initial, error);
         th_cpd_free_factors(initial, s->nmodes);
     }
+    /* The first solves read these Grams: rank 0's on every process, as
+     * each update's after (als_step.c, share_update). */
+    for (uint32_t m = 0; ok && s->backend_sums && m < s->nmodes; ++m)
+        ok = th_dist_broadcast(s->dist, s->grams[m], sizeof(double) * s->rank * s->rank, error);
     return ok ? g_steal_pointer(&s) : NULL;
 }
 

@@ -469,9 +469,12 @@ typedef struct th_runtime_info {
     /* Nonzero: in a run of several processes (th_host_services.processes)
      * this instance sums its MTTKRPs over the processes itself, so that
      * what mttkrp(), get_mttkrp_result(), als_update() and als_sweep()
-     * compute is the whole tensor's though each process loaded its share,
-     * and every process's factors stay the same. The host then neither
-     * sums them nor keeps the update on the host. Known from create() on.
+     * compute is the whole tensor's though each process loaded its share.
+     * The host then neither sums them nor keeps the update on the host; it
+     * gives every process rank 0's lambda, Gram and inner of each
+     * als_update(), and als_sweep() must do the same between its modes (a
+     * backend's sums may differ in their last bits between processes), so
+     * that every process solves and decides alike. Known from create() on.
      * Default (absent): 0, the host sums each process's partial results. */
     uint32_t process_sums;
     uint32_t reserved1;

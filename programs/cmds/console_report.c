@@ -62,7 +62,13 @@ void th_console_backend_summary(const th_backend_facts *f)
 
 gboolean th_console_iteration(const th_cpd_iteration *it, void *user_data)
 {
-    (void)user_data;
+    th_console_iteration_display *d = user_data;
+    if (d != NULL && d->min_line_gap > 0) {
+        const gint64 now = g_get_monotonic_time();
+        if (d->last_line != 0 && now - d->last_line < d->min_line_gap)
+            return TRUE;
+        d->last_line = now;
+    }
     th_progress_clear();
     /* Completion's records carry a training RMSE, the Poisson model's a
      * KKT violation (NaN otherwise). */

@@ -30,6 +30,13 @@ void th_console_backend_summary(const th_backend_facts *facts);
 typedef struct th_console_iteration_display {
     uint32_t iteration;
     gint64 started;
+    /* > 0: iteration lines at least this many microseconds apart (the
+     * first always shown), the others left to report.json: under mpirun,
+     * which stops reading the console when it forwards a stop, a process
+     * printing thousands of lines a second could fill the pipe in that
+     * moment and never reach the stop. */
+    gint64 min_line_gap;
+    gint64 last_line;
 } th_console_iteration_display;
 gboolean th_console_iteration(const th_cpd_iteration *iteration, void *user_data);
 void th_console_iteration_progress(uint32_t iteration, uint32_t mode, uint32_t nmodes,

@@ -497,7 +497,8 @@ static int run_config(const th_config *config, th_dist *dist, gint64 start)
                params.update == TH_UPDATE_AUTO ? " (auto)" : "", regularisation_text,
                constraints_text);
     th_cancel_set_activity("after this iteration");
-    th_console_iteration_display display = {0};
+    /* Under mpirun at most 20 iteration lines a second (console_report.h). */
+    th_console_iteration_display display = {.min_line_gap = dist ? 50000 : 0};
     const th_cpd_callbacks callbacks = {
         .iteration = th_console_iteration,
         .mode = th_console_iteration_progress,
