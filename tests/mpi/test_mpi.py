@@ -235,6 +235,22 @@ for processes in (2, 3):
           f"fixture_processes: {processes} processes fit {fit!r}, one {one_services!r}")
     check(rep["cpd"]["update_path"] == "host",
           f"fixture_processes: update path {rep['cpd']['update_path']!r}, expected host")
+# A backend that sums its MTTKRPs over the processes itself (here by
+# gathering the whole tensor in load_tensor()): the host must sum nothing,
+# or the results would be 2 or 3 times the tensor's and the fit another.
+for processes in (2, 3):
+    env = dict(OPEN_MPI_ENV, TH_FIXTURE_PROCESS_SUMS="1")
+    r = run(["--config", services, "--set", f"output.dir=out-sums-{processes}"], processes,
+            env=env)
+    check(r.returncode == 0, f"process_sums over {processes}: exit {r.returncode}: "
+          f"{r.stderr[-2000:]}")
+    if r.returncode == 0:
+        rep = report(f"out-sums-{processes}")
+        check("process_sums" in rep["backend"].get("details", ""),
+              f"process_sums over {processes}: details {rep['backend'].get('details')!r}")
+        fit = rep["cpd"]["final_fit"]
+        check(one_services is not None and abs(fit - one_services) < 1e-10,
+              f"process_sums over {processes}: fit {fit!r}, one process {one_services!r}")
 env = dict(OPEN_MPI_ENV, TH_FIXTURE_CREATE_FAIL_RANK="1")
 r = run(["--config", services, "--set", "output.dir=out-services-failing"], 2, env=env,
         timeout=120)
