@@ -455,10 +455,11 @@ static gboolean resolve_least_squares_path(const th_backend *backend,
 
 /* A run of several processes (params->dist): least squares, where each
  * process's partial MTTKRP is summed over the processes before the update:
- * by a backend that sums them itself on any update path, else on the host
- * path. */
-static gboolean resolve_distributed_path(th_backend *backend, const th_cpd_params *params,
-                                         th_update_path *resolved, GError **error)
+ * by a backend that sums them itself (backend_sums) on any update path,
+ * else on the host path. */
+static gboolean resolve_distributed_path(const th_backend *backend, const th_cpd_params *params,
+                                         gboolean backend_sums, th_update_path *resolved,
+                                         GError **error)
 {
     const uint32_t processes = th_dist_size(params->dist);
     if (params->model != TH_MODEL_LEAST_SQUARES) {
@@ -468,7 +469,7 @@ static gboolean resolve_distributed_path(th_backend *backend, const th_cpd_param
                     th_cpd_model_name(params->model), processes);
         return FALSE;
     }
-    if (th_backend_sums_processes(backend))
+    if (backend_sums)
         return resolve_least_squares_path(backend, params, resolved, error);
     if (params->update != TH_UPDATE_AUTO && params->update != TH_UPDATE_HOST) {
         g_set_error(error, TH_CPD_ERROR, TH_CPD_ERROR_UPDATE_PATH,
@@ -487,7 +488,9 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
                      GError **error)
 {
     th_update_path path = TH_UPDATE_MODE;
-    if ((params->dist != NULL && !resolve_distributed_path(backend, params, &path, error)) ||
+    const gboolean backend_sums = params->dist != NULL && th_backend_sums_processes(backend);
+    if ((params->dist != NULL &&
+         !resolve_distributed_path(backend, params, backend_sums, &path, error)) ||
         !check_model(backend, params, error) || !check_constraints(params, error) ||
         !check_rank(backend, params->rank, where, error) ||
         (params->model == TH_MODEL_LEAST_SQUARES && params->dist == NULL &&
@@ -501,6 +504,7 @@ gboolean th_cpd_plan(th_backend *backend, const th_cpd_params *params, const cha
     backend->planned_rank = params->rank;
     backend->requested_update = params->update;
     backend->update_path = path;
+    backend->planned_process_sums = backend_sums;
     return TRUE;
 }
 
@@ -671,7 +675,7 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
     s->dist = params->dist;
-    s->backend_sums = params->dist != NULL && th_backend_sums_processes(backend);
+    s->backend_sums = params->dist != NULL && backend->planned_process_sums;
     g_return_val_if_fail(params->dist == NULL || s->backend_sums || path == TH_UPDATE_HOST,
                          NULL);
     /* A regularised run's tensor is never scaled

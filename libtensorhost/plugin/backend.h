@@ -32,6 +32,9 @@ typedef struct th_backend {
     gboolean planned;
     uint32_t planned_rank;
     th_update_path requested_update, update_path;
+    /* In a run of several processes, whether the backend sums their
+     * MTTKRPs itself (th_backend_sums_processes), which the path rests on. */
+    gboolean planned_process_sums;
     int32_t planned_model; /* the th_cpd_model (cp_als.h) the plan was made for */
     uint64_t planned_nonneg_modes; /* the plan's th_cpd_params.nonneg_modes */
     /* The plan's coordinate-descent modes and whether it was regularised
