@@ -1351,6 +1351,8 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
     double *result = op->elementwise >= 0 ? inst->results[mode] : NULL;
     double *sums = inst->chunk_sums;
     const uint64_t chunks = l->chunks;
+    const bool poisson = op->elementwise == TH_ELEMENTWISE_POISSON_RATIO ||
+                         op->reduction == TH_REDUCTION_POISSON_LOG_LIKELIHOOD;
     for (uint64_t block = 0; block < chunks; block += CPU_REF_GENERALIZED_BLOCK_CHUNKS) {
         if (block > 0 && th_plugin_stop_requested(inst->host)) {
             if (result != NULL)
@@ -1368,11 +1370,14 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
         {
             double *scratch =
                 inst->scratch + (size_t)omp_get_thread_num() * 2 * inst->scratch_stride;
+            const uint32_t saved = poisson ? cpu_ref_subnormals_off() : 0;
 #pragma omp for schedule(dynamic, 1)
             for (int64_t c = (int64_t)block; c < stop; c++)
                 generalized_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, op,
                                   scratch, inst->boundary + (size_t)c * 2 * rank, result,
                                   &sums[c]);
+            if (poisson)
+                cpu_ref_subnormals_restore(saved);
         }
     }
     if (result != NULL)
@@ -1582,9 +1587,14 @@ static th_status cpu_reference_factor_update(th_instance *inst, th_factor_update
         io->violation = violation;
         io->count = 0;
         if (violation >= io->tolerance) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-            for (int64_t k = 0; k < cells; k++)
-                a[k] *= phi[k];
+#pragma omp parallel num_threads(threads)
+            {
+                const uint32_t saved = cpu_ref_subnormals_off();
+#pragma omp for schedule(static)
+                for (int64_t k = 0; k < cells; k++)
+                    a[k] *= phi[k];
+                cpu_ref_subnormals_restore(saved);
+            }
             io->count = 1;
         }
         break;
@@ -1715,8 +1725,10 @@ static th_status cpu_reference_multiplicative_updates(th_instance *inst,
             inst->workspace_bytes -=
                 (uint64_t)inst->threads * inst->mu_product_doubles * sizeof(double);
             inst->mu_product_doubles = 0;
-            inst->mu_products =
-                malloc((size_t)inst->threads * product_doubles * sizeof(double) + 1);
+            /* On cache lines: each block of the cache is whole lines, so no
+             * vector load of it straddles two. */
+            const size_t cache_bytes = (size_t)inst->threads * product_doubles * sizeof(double);
+            inst->mu_products = aligned_alloc(64, (cache_bytes / 64 + 1) * 64);
             if (inst->mu_products == NULL)
                 return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                                       "multiplicative_updates: no memory for %d caches of %zu "

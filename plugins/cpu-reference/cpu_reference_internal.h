@@ -86,6 +86,40 @@ static inline CPU_REF_DOT_INLINE double cpu_ref_dot4(const double *restrict u,
     return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
+/* Poisson CP's kernels run with subnormal numbers (below 2.2e-308) taken
+ * as zero, on the calling thread, between cpu_ref_subnormals_off() and
+ * cpu_ref_subnormals_restore(its value): multiplicative updates drive a
+ * factor's unused entries towards zero geometrically, and once the
+ * products of such entries underflow, each operation on them takes a
+ * microcode assist (a Zen 5 core's outer iteration on the Uber sample
+ * doubled by the 15th). CP-APR already counts entries below
+ * kappa_tolerance (1e-10) as zeros, so no result moves by more than the
+ * subnormal range. x86-64's MXCSR (flush-to-zero and denormals-are-zero);
+ * elsewhere a no-op. Each OpenMP thread sets its own. */
+#if defined(__x86_64__) && defined(__SSE__)
+#include <xmmintrin.h>
+#define CPU_REF_MXCSR_FLUSH_SUBNORMALS 0x8040u /* FTZ | DAZ */
+static inline uint32_t cpu_ref_subnormals_off(void)
+{
+    const uint32_t saved = _mm_getcsr();
+    _mm_setcsr(saved | CPU_REF_MXCSR_FLUSH_SUBNORMALS);
+    return saved;
+}
+static inline void cpu_ref_subnormals_restore(uint32_t saved)
+{
+    _mm_setcsr(saved);
+}
+#else
+static inline uint32_t cpu_ref_subnormals_off(void)
+{
+    return 0;
+}
+static inline void cpu_ref_subnormals_restore(uint32_t saved)
+{
+    (void)saved;
+}
+#endif
+
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
     uint64_t *row_start; /* [dims[mode] + 1]: row i holds nonzeros row_start[i] .. row_start[i+1]-1 */

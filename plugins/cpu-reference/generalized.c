@@ -139,6 +139,11 @@ static inline CPU_REF_ALWAYS_INLINE void fold_v4(cpu_ref_v4d *lanes, const cpu_r
 
 CPU_REF_DEFINE_ROW_PRODUCT(row_product_v4, cpu_ref_v4d, 4, fold_v4)
 
+/* Nonzeros whose model values are formed before their h's are summed:
+ * h (a log) is a call, which would otherwise spill the row's vectors
+ * around every nonzero. */
+#define CPU_REF_H_BATCH 32u
+
 /* The row loop of generalized_row_scalar in vectors of LANES doubles
  * (type VEC, at most MAX a row), each nonzero's row product and model
  * value from ROW_PRODUCT: one definition for the vectors of four and of
@@ -163,17 +168,24 @@ CPU_REF_DEFINE_ROW_PRODUCT(row_product_v4, cpu_ref_v4d, 4, fold_v4)
             acc[v] = (VEC){0.0};                                                              \
         }                                                                                     \
         double h_sum = 0.0;                                                                   \
-        for (uint64_t k = begin; k < end; k++) {                                              \
-            VEC p[MAX];                                                                       \
-            const double m = ROW_PRODUCT(l, other_factors, width, nv, k, wa, p);              \
-            const double x = l->values[k];                                                    \
-            if (out != NULL) {                                                                \
-                const double g = elementwise_g(op->elementwise, x, m, op->epsilon);           \
-                CPU_REF_UNROLL_V4                                                             \
-                for (uint32_t v = 0; v < nv; v++)                                             \
-                    acc[v] += g * p[v];                                                       \
+        double models[CPU_REF_H_BATCH];                                                       \
+        for (uint64_t first = begin; first < end; first += CPU_REF_H_BATCH) {                 \
+            const uint64_t last = end - first < CPU_REF_H_BATCH ? end : first + CPU_REF_H_BATCH; \
+            for (uint64_t k = first; k < last; k++) {                                         \
+                VEC p[MAX];                                                                   \
+                const double m = ROW_PRODUCT(l, other_factors, width, nv, k, wa, p);          \
+                models[k - first] = m;                                                        \
+                if (out != NULL) {                                                            \
+                    const double g =                                                          \
+                        elementwise_g(op->elementwise, l->values[k], m, op->epsilon);         \
+                    CPU_REF_UNROLL_V4                                                         \
+                    for (uint32_t v = 0; v < nv; v++)                                         \
+                        acc[v] += g * p[v];                                                   \
+                }                                                                             \
             }                                                                                 \
-            h_sum += reduction_h(op->reduction, x, m);                                        \
+            if (op->reduction != TH_REDUCTION_NONE)                                           \
+                for (uint64_t k = first; k < last; k++)                                       \
+                    h_sum += reduction_h(op->reduction, l->values[k], models[k - first]);     \
         }                                                                                     \
         if (out != NULL)                                                                      \
             CPU_REF_UNROLL_V4                                                                 \
@@ -401,32 +413,48 @@ static void multiplicative_row_scalar(const mode_layout *l, const double *const 
 #if CPU_REF_HAVE_V4
 typedef long long cpu_ref_v8i __attribute__((vector_size(8 * sizeof(long long))));
 
-/* rows[i] (eight rows of eight doubles) into columns: out + 8 j gets
- * column j (rows[0][j] .. rows[7][j]). Three rounds of two-vector
- * shuffles (unpack pairs, then pairs of pairs, then halves;
- * __builtin_shufflevector: GCC 12 and Clang). */
-static inline CPU_REF_ALWAYS_INLINE void transpose8(const cpu_ref_v8d *rows, double *restrict out)
+/* *pair = row first's half h (doubles 4 h .. 4 h + 3 of rows[first][q])
+ * beside row first + 2's. */
+static inline CPU_REF_ALWAYS_INLINE void half_rows(const cpu_ref_v8d (*rows)[4], uint32_t q,
+                                                   int first, int h, cpu_ref_v8d *pair)
 {
-    cpu_ref_v8d t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shufflevector(rows[i], rows[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
-        t[i + 1] = __builtin_shufflevector(rows[i], rows[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        /* u[i]: columns 0 and 4; u[i + 1]: 2 and 6; u[i + 2]: 1 and 5; u[i + 3]: 3 and 7 */
-        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    const int from[4] = {0, 2, 1, 3}; /* u holding columns (j, j + 4) */
-    for (int j = 0; j < 4; j++) {
-        const cpu_ref_v8d c =
-            __builtin_shufflevector(u[from[j]], u[from[j] + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        const cpu_ref_v8d d =
-            __builtin_shufflevector(u[from[j]], u[from[j] + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-        memcpy(out + 8 * j, &c, sizeof c);
-        memcpy(out + 8 * (j + 4), &d, sizeof d);
+    cpu_ref_v4d low, high;
+    memcpy(&low, (const double *)&rows[first][q] + 4 * h, sizeof low);
+    memcpy(&high, (const double *)&rows[first + 2][q] + 4 * h, sizeof high);
+    *pair = __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+/* Eight rows of eight doubles (rows[i][q], i = 0 .. 7) into columns: out
+ * + 8 j gets column j (rows[0][q][j] .. rows[7][q][j]). The first round
+ * of the transpose is loads of half rows (rows 0 and 2, 1 and 3, 4 and 6,
+ * 5 and 7 side by side), the second in-lane unpacks, the third one
+ * shuffle of 128-bit lanes per pair of columns: half the cross-lane
+ * shuffles of three rounds in registers, which made a third of filling
+ * the cache on a Zen 5 core (__builtin_shufflevector: GCC 12 and Clang). */
+static inline CPU_REF_ALWAYS_INLINE void transpose8_rows(const cpu_ref_v8d (*rows)[4], uint32_t q,
+                                                         double *restrict out)
+{
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) { /* columns 4 h .. 4 h + 3 */
+        cpu_ref_v8d p0, p1, p2, p3;
+        half_rows(rows, q, 0, h, &p0);
+        half_rows(rows, q, 1, h, &p1);
+        half_rows(rows, q, 4, h, &p2);
+        half_rows(rows, q, 5, h, &p3);
+        /* even: columns 0 and 2 of the half, rows 0-3 (even0) and 4-7 (even1)
+         * by pairs of rows; odd: columns 1 and 3 */
+        const cpu_ref_v8d even0 = __builtin_shufflevector(p0, p1, 0, 8, 2, 10, 4, 12, 6, 14);
+        const cpu_ref_v8d odd0 = __builtin_shufflevector(p0, p1, 1, 9, 3, 11, 5, 13, 7, 15);
+        const cpu_ref_v8d even1 = __builtin_shufflevector(p2, p3, 0, 8, 2, 10, 4, 12, 6, 14);
+        const cpu_ref_v8d odd1 = __builtin_shufflevector(p2, p3, 1, 9, 3, 11, 5, 13, 7, 15);
+        const cpu_ref_v8d c0 = __builtin_shufflevector(even0, even1, 0, 1, 4, 5, 8, 9, 12, 13);
+        const cpu_ref_v8d c2 = __builtin_shufflevector(even0, even1, 2, 3, 6, 7, 10, 11, 14, 15);
+        const cpu_ref_v8d c1 = __builtin_shufflevector(odd0, odd1, 0, 1, 4, 5, 8, 9, 12, 13);
+        const cpu_ref_v8d c3 = __builtin_shufflevector(odd0, odd1, 2, 3, 6, 7, 10, 11, 14, 15);
+        memcpy(out + 8 * (4 * h + 0), &c0, sizeof c0);
+        memcpy(out + 8 * (4 * h + 1), &c1, sizeof c1);
+        memcpy(out + 8 * (4 * h + 2), &c2, sizeof c2);
+        memcpy(out + 8 * (4 * h + 3), &c3, sizeof c3);
     }
 }
 
@@ -436,12 +464,8 @@ static inline CPU_REF_ALWAYS_INLINE void transpose8(const cpu_ref_v8d *rows, dou
 static inline CPU_REF_ALWAYS_INLINE void keep_block(cpu_ref_v8d (*rows)[4], const double *values,
                                                     uint32_t rank, double *restrict block)
 {
-    for (uint32_t q = 0; q < rank / 8; q++) {
-        cpu_ref_v8d group[8];
-        for (uint32_t lane = 0; lane < 8; lane++)
-            group[lane] = rows[lane][q];
-        transpose8(group, block + (size_t)q * 64);
-    }
+    for (uint32_t q = 0; q < rank / 8; q++)
+        transpose8_rows((const cpu_ref_v8d(*)[4])rows, q, block + (size_t)q * 64);
     memcpy(block + (size_t)rank * 8, values, 8 * sizeof(double));
 }
 
@@ -463,23 +487,27 @@ static inline CPU_REF_ALWAYS_INLINE void fill_block(const mode_layout *l,
         rows2[lane] = width == 3 ? other_factors[2] + (size_t)idx[lane * width + 2] * rank
                                  : NULL;
     }
-    _Pragma("GCC unroll 4")
-    for (uint32_t q = 0; q < rank / 8; q++) {
-        cpu_ref_v8d group[8];
-        _Pragma("GCC unroll 8")
-        for (uint32_t lane = 0; lane < 8; lane++) {
+    /* Each lane's products first, into rows in L1, then the rows
+     * transposed: one phase at a time, each within the registers. */
+    cpu_ref_v8d rows[8][4] __attribute__((aligned(64)));
+    _Pragma("GCC unroll 8")
+    for (uint32_t lane = 0; lane < 8; lane++) {
+        _Pragma("GCC unroll 4")
+        for (uint32_t q = 0; q < rank / 8; q++) {
             cpu_ref_v8d x, y;
             memcpy(&x, rows0[lane] + 8 * q, sizeof x);
             memcpy(&y, rows1[lane] + 8 * q, sizeof y);
-            group[lane] = x * y;
+            rows[lane][q] = x * y;
             if (width == 3) {
                 cpu_ref_v8d z;
                 memcpy(&z, rows2[lane] + 8 * q, sizeof z);
-                group[lane] = group[lane] * z;
+                rows[lane][q] = rows[lane][q] * z;
             }
         }
-        transpose8(group, block + (size_t)q * 64);
     }
+    _Pragma("GCC unroll 4")
+    for (uint32_t q = 0; q < rank / 8; q++)
+        transpose8_rows((const cpu_ref_v8d(*)[4])rows, q, block + (size_t)q * 64);
     memcpy(block + (size_t)rank * 8, l->values + k, 8 * sizeof(double));
 }
 
@@ -537,7 +565,10 @@ static inline CPU_REF_ALWAYS_INLINE void block_accumulate(const double *restrict
 /* A row's sums from its cached blocks: each block's ratio one block ahead
  * of its accumulation, so that the division's latency overlaps the
  * previous block's sums instead of holding them (the same operations in
- * the same order per sum as block by block). */
+ * the same order per sum as block by block). The pointers pass through
+ * empty asm so that the compiler loads the target row and the previous
+ * block again from L1 rather than keep them in registers that the sums
+ * need, spilling both (1.25x the pass on a Zen 5 core). */
 static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict products,
                                                        uint64_t blocks, size_t block_doubles,
                                                        const double *a, uint32_t rank,
@@ -548,8 +579,12 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
     cpu_ref_v8d g, next;
     block_ratio(products, a, rank, epsilon, &g);
     for (uint64_t b = 1; b < blocks; b++) {
-        block_ratio(products + b * block_doubles, a, rank, epsilon, &next);
-        block_accumulate(products + (b - 1) * block_doubles, &g, rank, acc);
+        const double *a_b = a;
+        __asm__("" : "+r"(a_b));
+        block_ratio(products + b * block_doubles, a_b, rank, epsilon, &next);
+        const double *previous = products + (b - 1) * block_doubles;
+        __asm__("" : "+r"(previous));
+        block_accumulate(previous, &g, rank, acc);
         g = next;
     }
     block_accumulate(products + (blocks - 1) * block_doubles, &g, rank, acc);
@@ -584,22 +619,15 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
         _Pragma("GCC unroll 32")                                                              \
         for (uint32_t r = 0; r < rank; r++)                                                   \
             acc[r] = (cpu_ref_v8d){0.0};                                                      \
-        if (use == MU_PRODUCTS_USE) {                                                         \
-            blocks_update(products, blocks, block_doubles, a, rank, epsilon, acc);            \
-        } else { /* FILL: each block kept, then summed while in L1 */                         \
+        if (use == MU_PRODUCTS_FILL) { /* every block kept, then summed as USE sums them */  \
             const uint64_t whole = n / 8;                                                     \
-            for (uint64_t b = 0; b < whole; b++) {                                            \
-                double *block = products + b * block_doubles;                                 \
-                cpu_ref_v8d g;                                                                \
-                fill_block(l, other_factors, width, rank, begin + b * 8, block);              \
-                block_ratio(block, a, rank, epsilon, &g);                                     \
-                block_accumulate(block, &g, rank, acc);                                       \
-            }                                                                                 \
+            for (uint64_t b = 0; b < whole; b++)                                              \
+                fill_block(l, other_factors, width, rank, begin + b * 8,                      \
+                           products + b * block_doubles);                                     \
             if (whole < blocks) { /* the last, short: its empty lanes zero */                 \
                 cpu_ref_v8d rows[8][(LANES) * (MAX) / 8];                                     \
                 double values[8];                                                             \
                 const uint64_t k = begin + whole * 8;                                         \
-                double *block = products + whole * block_doubles;                             \
                 for (uint32_t lane = 0; lane < 8; lane++) {                                   \
                     if (k + lane < end) {                                                     \
                         VEC p[MAX];                                                           \
@@ -611,12 +639,10 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
                         values[lane] = 0.0;                                                   \
                     }                                                                         \
                 }                                                                             \
-                cpu_ref_v8d g;                                                                \
-                keep_block(rows, values, rank, block);                                        \
-                block_ratio(block, a, rank, epsilon, &g);                                     \
-                block_accumulate(block, &g, rank, acc);                                       \
+                keep_block(rows, values, rank, products + whole * block_doubles);             \
             }                                                                                 \
         }                                                                                     \
+        blocks_update(products, blocks, block_doubles, a, rank, epsilon, acc);                \
         _Pragma("GCC unroll 32")                                                              \
         for (uint32_t r = 0; r < rank; r++) {                                                 \
             const cpu_ref_v8d s = acc[r];                                                     \

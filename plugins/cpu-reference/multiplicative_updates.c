@@ -121,13 +121,18 @@ static void cut_back(const mu_block *b, const double *start, uint32_t stop)
 {
     const mu_problem *p = b->p;
     const int64_t cells = (int64_t)b->slice;
-#pragma omp parallel for schedule(static) num_threads(p->threads)
-    for (int64_t k = 0; k < cells; k++) {
-        double a = start[k];
-        for (uint32_t i = 0; i < stop; i++)
-            a *= b->history[i * b->slice + (size_t)k];
-        p->factor[k] = a;
-        p->result[k] = b->history[stop * b->slice + (size_t)k];
+#pragma omp parallel num_threads(p->threads)
+    {
+        const uint32_t saved = cpu_ref_subnormals_off();
+#pragma omp for schedule(static)
+        for (int64_t k = 0; k < cells; k++) {
+            double a = start[k];
+            for (uint32_t i = 0; i < stop; i++)
+                a *= b->history[i * b->slice + (size_t)k];
+            p->factor[k] = a;
+            p->result[k] = b->history[stop * b->slice + (size_t)k];
+        }
+        cpu_ref_subnormals_restore(saved);
     }
 }
 
@@ -191,10 +196,12 @@ th_status cpu_ref_multiplicative_updates(const mu_problem *p, th_multiplicative_
 #pragma omp parallel num_threads(threads)
             {
                 const int t = omp_get_thread_num();
+                const uint32_t saved = cpu_ref_subnormals_off();
 #pragma omp for schedule(dynamic, 1)
                 for (int64_t run = batch; run < last; run++)
                     for (uint32_t row = runs[run]; row < runs[run + 1]; row++)
                         run_row(&b, t, row);
+                cpu_ref_subnormals_restore(saved);
             }
         }
         /* The loop's test, iteration by iteration over every row. */
