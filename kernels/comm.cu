@@ -51,7 +51,6 @@ constexpr uint32_t kMaxRegistrations = 2u * (THG_MAX_MODES + 1u);
 struct nccl_api {
     void *lib = nullptr;
     int version = 0;
-    ncclResult_t (*GetVersion)(int *) = nullptr;
     ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *) = nullptr;
     ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
     ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
@@ -169,24 +168,38 @@ void thg_nccl_to_load(char *path, size_t pathlen, const char **origin)
     *origin = "the host's";
 }
 
+thg_status thg_nccl_open(const char *user, const char *hint, const thg_nccl_symbol *wanted,
+                         size_t count, void **lib, int *version, const char **origin, char *err,
+                         size_t errlen)
+{
+    char name[4096];
+    thg_nccl_to_load(name, sizeof name, origin);
+    *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!*lib)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%s NCCL, loaded at run time from %s, which did not load (%s)%s", user,
+                        name, dlerror(), hint);
+    for (size_t k = 0; k < count; k++) {
+        *wanted[k].slot = dlsym(*lib, wanted[k].name);
+        if (!*wanted[k].slot)
+            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                            "%s lacks %s: not the NCCL 2 library this build expects", name,
+                            wanted[k].name);
+    }
+    ncclResult_t (*get_version)(int *) = (ncclResult_t(*)(int *))dlsym(*lib, "ncclGetVersion");
+    if (!get_version || get_version(version) != ncclSuccess || *version / 10000 != NCCL_MAJOR)
+        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                        "%s is NCCL version code %d; this build expects NCCL %d.x", name,
+                        get_version ? *version : 0, NCCL_MAJOR);
+    return THG_OK;
+}
+
 namespace {
 
 thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
 {
-    char name[4096];
-    thg_nccl_to_load(name, sizeof name, &c->nccl_origin);
     nccl_api &n = c->nccl;
-    n.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!n.lib)
-        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                        "%u devices need NCCL, loaded at run time from %s, which did not load "
-                        "(%s): install NCCL 2 or run on one device",
-                        c->G, name, dlerror());
-    struct {
-        const char *symbol;
-        void **slot;
-    } const wanted[] = {
-        {"ncclGetVersion", (void **)&n.GetVersion},
+    const thg_nccl_symbol wanted[] = {
         {"ncclCommInitAll", (void **)&n.CommInitAll},
         {"ncclCommDestroy", (void **)&n.CommDestroy},
         {"ncclAllReduce", (void **)&n.AllReduce},
@@ -196,17 +209,14 @@ thg_status load_nccl(thg_comm *c, char *err, size_t errlen)
         {"ncclGroupEnd", (void **)&n.GroupEnd},
         {"ncclGetErrorString", (void **)&n.GetErrorString},
     };
-    for (const auto &w : wanted) {
-        *w.slot = dlsym(n.lib, w.symbol);
-        if (!*w.slot)
-            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                            "%s lacks %s: not the NCCL 2 library this build expects", name,
-                            w.symbol);
-    }
-    if (n.GetVersion(&n.version) != ncclSuccess || n.version / 10000 != NCCL_MAJOR)
-        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                        "%s is NCCL version code %d; this build expects NCCL %d.x", name,
-                        n.version, NCCL_MAJOR);
+    char user[64];
+    snprintf(user, sizeof user, "%u devices need", c->G);
+    const thg_status st =
+        thg_nccl_open(user, ": install NCCL 2 or run on one device", wanted,
+                      sizeof wanted / sizeof wanted[0], &n.lib, &n.version, &c->nccl_origin, err,
+                      errlen);
+    if (st != THG_OK)
+        return st;
     /* Optional: without all four, buffers are plain device memory. */
     n.MemAlloc = (ncclResult_t(*)(void **, size_t))dlsym(n.lib, "ncclMemAlloc");
     n.MemFree = (ncclResult_t(*)(void *))dlsym(n.lib, "ncclMemFree");

@@ -145,4 +145,19 @@ int thg_comm_is_direct(const thg_comm *comm);
  * of NCCL here (this file's communicators and processes.cu's). */
 void thg_nccl_to_load(char *path, size_t pathlen, const char **origin);
 
+/* A function NCCL must have: its name and where its address goes. */
+struct thg_nccl_symbol {
+    const char *name;
+    void **slot;
+};
+/* NCCL opened with dlopen (thg_nccl_to_load's choice, *origin saying how)
+ * into *lib, each of the `count` functions of `wanted` resolved, and its
+ * version code in *version, checked against the build's major version.
+ * A failure's message begins with `user` ("2 devices need", ...) and ends
+ * with `hint`; *lib is then left for the caller to dlclose (NULL when the
+ * library did not open). */
+thg_status thg_nccl_open(const char *user, const char *hint, const thg_nccl_symbol *wanted,
+                         size_t count, void **lib, int *version, const char **origin, char *err,
+                         size_t errlen);
+
 #endif

@@ -29,7 +29,6 @@ struct thg_processes {
     int version = 0;
     const char *origin = "";
     ncclComm_t comm = nullptr;
-    ncclResult_t (*GetVersion)(int *) = nullptr;
     ncclResult_t (*GetUniqueId)(ncclUniqueId *) = nullptr;
     ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
     ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
@@ -52,19 +51,7 @@ struct thg_processes {
 
 static thg_status load(thg_processes *p, char *err, size_t errlen)
 {
-    char name[4096];
-    thg_nccl_to_load(name, sizeof name, &p->origin);
-    p->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!p->lib)
-        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                        "the GPUs' exchange across processes needs NCCL, loaded at run time "
-                        "from %s, which did not load (%s)",
-                        name, dlerror());
-    struct {
-        const char *symbol;
-        void **slot;
-    } const wanted[] = {
-        {"ncclGetVersion", (void **)&p->GetVersion},
+    const thg_nccl_symbol wanted[] = {
         {"ncclGetUniqueId", (void **)&p->GetUniqueId},
         {"ncclCommInitRank", (void **)&p->CommInitRank},
         {"ncclCommDestroy", (void **)&p->CommDestroy},
@@ -72,18 +59,9 @@ static thg_status load(thg_processes *p, char *err, size_t errlen)
         {"ncclBroadcast", (void **)&p->Broadcast},
         {"ncclGetErrorString", (void **)&p->GetErrorString},
     };
-    for (const auto &w : wanted) {
-        *w.slot = dlsym(p->lib, w.symbol);
-        if (!*w.slot)
-            return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                            "%s lacks %s: not the NCCL 2 library this build expects", name,
-                            w.symbol);
-    }
-    if (p->GetVersion(&p->version) != ncclSuccess || p->version / 10000 != NCCL_MAJOR)
-        return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
-                        "%s is NCCL version code %d; this build expects NCCL %d.x", name,
-                        p->version, NCCL_MAJOR);
-    return THG_OK;
+    return thg_nccl_open("the GPUs' exchange across processes needs", "", wanted,
+                         sizeof wanted / sizeof wanted[0], &p->lib, &p->version, &p->origin, err,
+                         errlen);
 }
 #endif
 

@@ -532,6 +532,28 @@ static void test_lenient_options_fails_the_option_check(void **state)
     run_clear(&r);
 }
 
+/* process_sums (ABI 1.8) is for runs of several processes: a plugin that
+ * says it in the checker's run of one fails that check and only that. */
+static void test_process_sums_in_one_process_fails_the_info_check(void **state)
+{
+    (void)state;
+    run r = check(FIXTURE("fixture_processes"), NULL);
+    assert_consistent(&r);
+    assert_int_equal(r.counts.failed, 0);
+    assert_int_equal(lines_starting(r.output, "PASS runtime info"), 1);
+    run_clear(&r);
+
+    setenv("TH_FIXTURE_PROCESS_SUMS", "always", 1);
+    r = check(FIXTURE("fixture_processes"), NULL);
+    unsetenv("TH_FIXTURE_PROCESS_SUMS");
+    assert_consistent(&r);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(r.counts.failed, 1);
+    assert_line(&r, "FAIL runtime info: process_sums is 1 in a run of one process: a backend "
+                    "sums its MTTKRPs over the processes only in a run of several (ABI 1.8)");
+    run_clear(&r);
+}
+
 static void test_no_device_skips_with_77(void **state)
 {
     (void)state;
@@ -629,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_completion_faults_fail_their_checks),
         cmocka_unit_test(test_wrong_mttkrp_fails_every_case_and_only_those),
         cmocka_unit_test(test_lenient_options_fails_the_option_check),
+        cmocka_unit_test(test_process_sums_in_one_process_fails_the_info_check),
         cmocka_unit_test(test_no_device_skips_with_77),
         cmocka_unit_test(test_broken_entries_fail_with_the_reason),
         cmocka_unit_test(test_newer_minor_is_accepted),

@@ -297,22 +297,43 @@ th_dist_traffic th_dist_traffic_so_far(const th_dist *d)
 
 static size_t type_bytes(th_mpi_type type) { return type == TH_MPI_INT32 ? 4u : 8u; }
 
-static gboolean reduce(th_dist *d, void *values, uint64_t n, th_mpi_type type, th_mpi_op op,
-                       const char *what, GError **error)
+/* One collective over the processes: an all-reduce of `type` elements by
+ * `op`, or (broadcast) rank 0's bytes to every process. */
+typedef struct collective {
+    gboolean broadcast;
+    th_mpi_type type;
+    th_mpi_op op;
+    const char *what;
+} collective;
+
+/* The collective over n elements of `data`, in pieces of at most
+ * MAX_PIECE (MPI's counts are ints), with its traffic counted. */
+static gboolean in_pieces(th_dist *d, const collective *c, void *data, uint64_t n,
+                          GError **error)
 {
     if (d == NULL)
         return TRUE;
+    const size_t element = c->broadcast ? 1u : type_bytes(c->type);
     const gint64 start = g_get_monotonic_time();
     for (uint64_t first = 0; first < n; first += MAX_PIECE) {
         const int count = (int)MIN(MAX_PIECE, n - first);
-        char *piece = (char *)values + first * type_bytes(type);
-        if (mpi_failed(d, d->mpi->allreduce(piece, count, type, op), what, error))
+        char *piece = (char *)data + first * element;
+        const int code = c->broadcast ? d->mpi->broadcast(piece, count, 0)
+                                      : d->mpi->allreduce(piece, count, c->type, c->op);
+        if (mpi_failed(d, code, c->what, error))
             return FALSE;
         d->traffic.calls++;
     }
-    d->traffic.bytes += n * type_bytes(type);
+    d->traffic.bytes += n * element;
     d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
     return TRUE;
+}
+
+static gboolean reduce(th_dist *d, void *values, uint64_t n, th_mpi_type type, th_mpi_op op,
+                       const char *what, GError **error)
+{
+    const collective c = {.broadcast = FALSE, .type = type, .op = op, .what = what};
+    return in_pieces(d, &c, values, n, error);
 }
 
 gboolean th_dist_sum(th_dist *d, double *values, uint64_t n, GError **error)
@@ -345,19 +366,8 @@ gboolean th_dist_or_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error
 
 gboolean th_dist_broadcast(th_dist *d, void *data, uint64_t bytes, GError **error)
 {
-    if (d == NULL)
-        return TRUE;
-    const gint64 start = g_get_monotonic_time();
-    for (uint64_t first = 0; first < bytes; first += MAX_PIECE) {
-        const int count = (int)MIN(MAX_PIECE, bytes - first);
-        if (mpi_failed(d, d->mpi->broadcast((char *)data + first, count, 0), "a broadcast",
-                       error))
-            return FALSE;
-        d->traffic.calls++;
-    }
-    d->traffic.bytes += bytes;
-    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
-    return TRUE;
+    const collective c = {.broadcast = TRUE, .what = "a broadcast"};
+    return in_pieces(d, &c, data, bytes, error);
 }
 
 gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *received,

@@ -475,7 +475,8 @@ typedef struct th_runtime_info {
      * als_update(), and als_sweep() must do the same between its modes (a
      * backend's sums may differ in their last bits between processes), so
      * that every process solves and decides alike. Known from create() on.
-     * Default (absent): 0, the host sums each process's partial results. */
+     * Always 0 in a run of one process. Default (absent): 0, the host sums
+     * each process's partial results. */
     uint32_t process_sums;
     uint32_t reserved1;
 } th_runtime_info;

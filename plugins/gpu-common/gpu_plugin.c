@@ -107,12 +107,12 @@ static void open_processes(th_instance *instance, int grouped, char *why, size_t
  * none. TH_OK with instance->processes NULL where none does
  * (processes_note says why: the host then sums the MTTKRPs); an error
  * where this process failed or the host's collectives did. Makes the same
- * collectives on every process, whatever it found. */
-static th_status join_processes(th_instance *instance, th_status failed, int grouped, char *err)
+ * collectives on every process, whatever it found. `rank` of `count`
+ * processes (run_processes). */
+static th_status join_processes(th_instance *instance, th_status failed, int grouped,
+                                uint32_t rank, uint32_t count, char *err)
 {
     const th_host_services *host = instance->host;
-    uint32_t rank = 0;
-    const uint32_t count = run_processes(host, &rank);
     char why[sizeof instance->processes_note] = "";
     if (!failed)
         open_processes(instance, grouped, why, sizeof why);
@@ -223,9 +223,11 @@ th_status gpu_plugin_create(thg_policy policy, const char *plugin_id, const th_o
     instance->id = plugin_id;
     th_status st = create_alone(policy, plugin_id, options, n_options, instance, err);
     uint32_t rank = 0;
-    if (run_processes(host, &rank) > 1) {
+    const uint32_t count = run_processes(host, &rank);
+    if (count > 1) {
         /* Every process meets the others, whatever it found. */
-        const th_status joined = join_processes(instance, st, instance->group != NULL, err);
+        const th_status joined =
+            join_processes(instance, st, instance->group != NULL, rank, count, err);
         if (st == TH_OK)
             st = joined;
     }

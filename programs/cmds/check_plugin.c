@@ -3232,6 +3232,11 @@ static void check_optional_info(checker *c, uint32_t nmodes)
         skip(c, "runtime info", "get_runtime_info not implemented (optional)");
     else if (!th_instance_runtime_info(c->plugin, c->inst, &runtime, &error))
         fail(c, "runtime info", "%s", error->message);
+    else if (runtime.process_sums != 0)
+        fail(c, "runtime info",
+             "process_sums is %u in a run of one process: a backend sums its MTTKRPs over "
+             "the processes only in a run of several (ABI 1.8)",
+             runtime.process_sums);
     else
         pass(c, "runtime info", "device '%s'", runtime.device);
 
