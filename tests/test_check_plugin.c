@@ -474,6 +474,15 @@ static void test_wrong_init_fails_the_init_checks(void **state)
 /* ABI 1.5: a correct row_least_squares without generalized_mttkrp fails
  * the pairing only; one that zeroes singular rows fails the two ridge-0
  * unconstrained cases too, naming the row. */
+/* The run failed exactly one check, the one `line` names. */
+static void assert_one_failure(const run *r, const char *line)
+{
+    assert_consistent(r);
+    assert_int_equal(r->status, 1);
+    assert_int_equal(r->counts.failed, 1);
+    assert_line(r, line);
+}
+
 static void test_completion_faults_fail_their_checks(void **state)
 {
     (void)state;
@@ -481,10 +490,7 @@ static void test_completion_faults_fail_their_checks(void **state)
                        "generalized_mttkrp: the host runs tensor completion only on a backend "
                        "with both (ABI 1.5)";
     run r = check(ABI_FIXTURE("fixture_half_completion"), NULL);
-    assert_consistent(&r);
-    assert_int_equal(r.status, 1);
-    assert_int_equal(r.counts.failed, 1);
-    assert_line(&r, half);
+    assert_one_failure(&r, half);
     assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
     run_clear(&r);
 
@@ -524,11 +530,8 @@ static void test_lenient_options_fails_the_option_check(void **state)
 {
     (void)state;
     run r = check(ABI_FIXTURE("fixture_lenient_options"), NULL);
-    assert_consistent(&r);
-    assert_int_equal(r.status, 1);
-    assert_int_equal(r.counts.failed, 1);
-    assert_line(&r, "FAIL unknown option: create() accepted option 'th-check-no-such-option'; "
-                    "unknown keys must be errors");
+    assert_one_failure(&r, "FAIL unknown option: create() accepted option "
+                           "'th-check-no-such-option'; unknown keys must be errors");
     run_clear(&r);
 }
 
@@ -546,11 +549,9 @@ static void test_process_sums_in_one_process_fails_the_info_check(void **state)
     setenv("TH_FIXTURE_PROCESS_SUMS", "always", 1);
     r = check(FIXTURE("fixture_processes"), NULL);
     unsetenv("TH_FIXTURE_PROCESS_SUMS");
-    assert_consistent(&r);
-    assert_int_equal(r.status, 1);
-    assert_int_equal(r.counts.failed, 1);
-    assert_line(&r, "FAIL runtime info: process_sums is 1 in a run of one process: a backend "
-                    "sums its MTTKRPs over the processes only in a run of several (ABI 1.8)");
+    assert_one_failure(&r, "FAIL runtime info: process_sums is 1 in a run of one process: a "
+                           "backend sums its MTTKRPs over the processes only in a run of "
+                           "several (ABI 1.8)");
     run_clear(&r);
 }
 
