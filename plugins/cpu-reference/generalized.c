@@ -470,9 +470,9 @@ static inline CPU_REF_ALWAYS_INLINE void keep_block(cpu_ref_v8d (*rows)[4], cons
 }
 
 /* Eight whole nonzeros k .. k + 7 into the cache (`block`, as keep_block
- * lays it out), eight r's at a time: each lane's products of the other
- * factors' rows for those r's, multiplied in ROW_PRODUCT's order (so the
- * same bits), then transposed, all in registers. */
+ * lays it out): each nonzero's products of the other factors' rows,
+ * multiplied in ROW_PRODUCT's order (so the same bits), into a staging
+ * block in L1, then transposed from it (transpose8_rows). */
 static inline CPU_REF_ALWAYS_INLINE void fill_block(const mode_layout *l,
                                                     const double *const *other_factors,
                                                     const uint32_t width, const uint32_t rank,
@@ -594,8 +594,10 @@ static inline CPU_REF_ALWAYS_INLINE void blocks_update(const double *restrict pr
  * rank LANES * nv): FILL keeps each nonzero's products (formed as
  * ROW_PRODUCT forms them: fill_block, or ROW_PRODUCT itself for the last,
  * short block, whose empty lanes are zero and add nothing) with the values
- * in blocks of eight nonzeros (mu_cache_doubles), and sums each block as
- * USE does while it is in L1; USE runs from them a block at a time
+ * in blocks of eight nonzeros (mu_cache_doubles), every block of the row
+ * first, then sums them as USE does (forming and summing interleaved, the
+ * sums' sixteen accumulators and the forming's rows competed for the
+ * registers); USE runs from them a block at a time
  * (blocks_update): each nonzero's m as generalized_row_v4 forms it, the
  * row's sum in eight lanes (nonzero k in lane k mod 8) added at the end
  * in a fixed order. USE reads R + 1 doubles a nonzero where forming the
