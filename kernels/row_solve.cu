@@ -302,7 +302,23 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
             const uint32_t i = lane + 32u * u;
             if (i > k && i < R) {
                 const double f = V[lay(i, k)] * inv;
-                for (uint32_t j = k + 1; j <= i; ++j)
+                /* Four entries at a time, their loads before their stores:
+                 * one at a time, each load waited for the previous store
+                 * (the compiler cannot tell they do not alias), a chain of
+                 * shared-memory latencies that made the factorisation a
+                 * third of a short row's time. The same operations. */
+                uint32_t j = k + 1;
+                for (; j + 3 <= i; j += 4) {
+                    const double c0 = V[lay(j, k)], c1 = V[lay(j + 1, k)];
+                    const double c2 = V[lay(j + 2, k)], c3 = V[lay(j + 3, k)];
+                    const double v0 = V[lay(i, j)], v1 = V[lay(i, j + 1)];
+                    const double v2 = V[lay(i, j + 2)], v3 = V[lay(i, j + 3)];
+                    V[lay(i, j)] = v0 - f * c0;
+                    V[lay(i, j + 1)] = v1 - f * c1;
+                    V[lay(i, j + 2)] = v2 - f * c2;
+                    V[lay(i, j + 3)] = v3 - f * c3;
+                }
+                for (; j <= i; ++j)
                     V[lay(i, j)] -= f * V[lay(j, k)];
             }
         }
