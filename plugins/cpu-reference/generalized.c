@@ -657,15 +657,11 @@ CPU_REF_DEFINE_MULTIPLICATIVE_ROW(multiplicative_row_v4, cpu_ref_v4d, 4, CPU_REF
 CPU_REF_DEFINE_MULTIPLICATIVE_ROW(multiplicative_row_v8, cpu_ref_v8d, 8, CPU_REF_V8_MAX,
                                   row_product_v8)
 
-/* Each cache use a constant of its own inlined copy. */
-#define CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, USE)                                           \
-    KERNEL(l, other_factors, (W), (NV), begin, end, a, epsilon, products, (USE), phi)
+/* One inlined copy a shape: FILL only adds the forming before the sums
+ * both run. */
 #define CPU_REF_MULTIPLICATIVE_CASE(KERNEL, LANES, W, NV)                                      \
     if (width == (W) && rank == (LANES) * (NV)) {                                              \
-        if (use == MU_PRODUCTS_USE)                                                            \
-            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_USE);                          \
-        else                                                                                   \
-            CPU_REF_MULTIPLICATIVE_V(KERNEL, W, NV, MU_PRODUCTS_FILL);                         \
+        KERNEL(l, other_factors, (W), (NV), begin, end, a, epsilon, products, use, phi);       \
         return;                                                                                \
     }
 #endif
