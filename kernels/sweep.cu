@@ -125,7 +125,7 @@ thg_status enqueue_sweep(thg_context *ctx, uint32_t arg, unsigned record_flags, 
             if (st != THG_OK)
                 return st;
             thg_nonneg_sweep_mode m;
-            m.sweeps = sw.reg.sweeps;
+            m.sweeps = sw.reg.sweeps[mode];
             m.tolerance = sw.reg.tolerance;
             m.ridge = sw.reg.ridge;
             m.l1 = sw.reg.l1[mode];
@@ -347,17 +347,19 @@ static void set_reg(thg_context *ctx, const thg_sweep_reg *reg)
 {
     thg_sweep_state &sw = ctx->sweep;
     bool same = sw.reg.valid && sw.reg.ridge == reg->ridge &&
-                sw.reg.tolerance == reg->hals_tolerance && sw.reg.sweeps == reg->hals_sweeps;
+                sw.reg.tolerance == reg->hals_tolerance;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         const double l1 = reg->l1 ? reg->l1[m] : 0.0;
         const uint32_t coordinate = thg_sweep_reg_coordinate(reg, m);
-        same = same && sw.reg.coordinate[m] == coordinate && sw.reg.l1[m] == l1;
+        const uint32_t sweeps = reg->hals_mode_sweeps ? reg->hals_mode_sweeps[m] : reg->hals_sweeps;
+        same = same && sw.reg.coordinate[m] == coordinate && sw.reg.l1[m] == l1 &&
+               sw.reg.sweeps[m] == sweeps;
         sw.reg.coordinate[m] = coordinate;
         sw.reg.l1[m] = l1;
+        sw.reg.sweeps[m] = sweeps;
     }
     sw.reg.ridge = reg->ridge;
     sw.reg.tolerance = reg->hals_tolerance;
-    sw.reg.sweeps = reg->hals_sweeps;
     sw.reg.valid = 1;
     if (!same)
         for (cudaGraphExec_t &g : sw.reg_graph)

@@ -192,6 +192,9 @@ typedef struct thg_sweep_reg {
     const double *scale;        /* [rank] the weights at the start, or NULL: ones */
     double hals_tolerance;
     uint32_t hals_sweeps;
+    /* [nmodes] each mode's passes instead of hals_sweeps (ABI 1.9), or
+     * NULL. */
+    const uint32_t *hals_mode_sweeps;
 } thg_sweep_reg;
 
 /* How `reg` (nullable) updates `mode`: 0 the solve (of V + ridge I),

@@ -81,8 +81,8 @@ struct thg_sweep_state {
     struct {
         uint32_t coordinate[THG_MAX_MODES]; /* 0: the solve; 1: passes, clamped; 2: passes */
         double l1[THG_MAX_MODES];
+        uint32_t sweeps[THG_MAX_MODES]; /* each coordinate-descent mode's passes */
         double ridge, tolerance;
-        uint32_t sweeps;
         int valid;
     } reg;
     cudaGraphExec_t reg_graph[2];

@@ -228,7 +228,7 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.0, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.9)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
     assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
@@ -251,7 +251,7 @@ static void test_frozen_v1_2_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.2, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.2, host 1.9)");
     assert_line(&r, "PASS entry size (120 bytes)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
                                      "reference's per-mode iteration, max relative error "));
@@ -271,7 +271,7 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.4, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.4, host 1.9)");
     assert_line(&r, "PASS entry size (144 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
     assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
@@ -292,7 +292,7 @@ static void test_frozen_v1_5_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.9)");
     assert_line(&r, "PASS entry size (160 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
@@ -316,7 +316,7 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.8, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.9, host 1.9)");
     assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
                     "max_rank 256, als_update, als_sweep)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
@@ -350,7 +350,15 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_line(&r, "PASS als_sweep hals_sweeps 0 with a nonnegative mode "
                     "(TH_ERR_INVALID_ARGUMENT: als_sweep: io.hals_sweeps is 0 with a mode "
                     "updated by coordinate descent)");
-    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 4 + 4);
+    /* ABI 1.9: each mode its own passes, and an entry 0 refused. */
+    assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 "
+                                     "constraints=nonneg,nonneg,nonneg scale=given "
+                                     "hals_mode_sweeps=1,4,2 hals_tolerance=0 (vs the checker's "
+                                     "own sweep, "));
+    assert_line(&r, "PASS als_sweep hals_mode_sweeps entry 0 for a nonnegative mode "
+                    "(TH_ERR_INVALID_ARGUMENT: als_sweep: io.hals_mode_sweeps[1] is 0 for a "
+                    "mode updated by coordinate descent)");
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 5 + 5);
     run_clear(&r);
 
     /* Without a reference that has als_update, the plugin's own per-mode
@@ -377,8 +385,8 @@ static void test_sweep_with_wrong_lambda_fails_the_sweep_checks(void **state)
     assert_non_null(strstr(r.output, "\nFAIL als_sweep modes=3 rank=4 norm=2 ridge=0.5: lambda: "
                                      "relative error 0.01 > tolerance 1e-10\n"));
     /* Only the sweep is wrong: MTTKRP and als_update still pass. */
-    assert_int_equal(r.counts.failed, 2 + 4);
-    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2 + 4);
+    assert_int_equal(r.counts.failed, 2 + 5);
+    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 2 + 5);
     run_clear(&r);
 }
 
@@ -399,8 +407,8 @@ static void test_sweep_ignoring_v1_6_fails_the_v1_6_checks(void **state)
                                      "constraints=none,nonneg,none l1=0.05,0.02,0 scale=given "
                                      "hals_sweeps=5 hals_tolerance=1e-08: "));
     assert_line(&r, "FAIL als_sweep constraint 2: als_sweep returned TH_OK");
-    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 4 + 4);
-    assert_int_equal(r.counts.failed, 4 + 4);
+    assert_int_equal(lines_starting(r.output, "FAIL als_sweep "), 5 + 5);
+    assert_int_equal(r.counts.failed, 5 + 5);
     /* The 1.1 sweep is right. */
     assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
     run_clear(&r);
@@ -420,7 +428,7 @@ static void test_unsupported_v1_6_fields_skip(void **state)
                     "(allowed from ABI 1.6: the host then runs the iteration per mode): "
                     "fixture_sweep_refuses_1_6: als_sweep: constraints, l1 and ridge are not "
                     "supported here (test fixture)");
-    assert_int_equal(lines_starting(r.output, "SKIP als_sweep modes="), 4);
+    assert_int_equal(lines_starting(r.output, "SKIP als_sweep modes="), 5);
     assert_line(&r, "SKIP als_update_nonneg modes=3 rank=6 norm=2 scale=NULL sweeps=3 "
                     "tolerance=0 ridge=0.5 l1=0 unbounded=1: TH_ERR_UNSUPPORTED (allowed "
                     "from ABI 1.6: the host then updates the mode itself): "
@@ -428,7 +436,7 @@ static void test_unsupported_v1_6_fields_skip(void **state)
                     "TH_CONSTRAINT_NONE are not supported here (test fixture)");
     assert_int_equal(lines_starting(r.output, "SKIP als_update_nonneg modes="), 4);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
-    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 4);
+    assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5 + 5);
     run_clear(&r);
 }
 
@@ -443,7 +451,7 @@ static void test_v1_5_plugin_is_never_given_the_v1_6_fields(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.8)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.9)");
     assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
     assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
@@ -607,7 +615,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.8; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.9; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }

@@ -150,6 +150,8 @@ static void test_foreach_lists_every_key_in_schema_order(void **state)
                                                 "cpd.constraints=none\n"
                                                 "cpd.l2=0\n"
                                                 "cpd.l1=0\n"
+                                                "cpd.hals_passes=5\n"
+                                                "cpd.hals_budget=0.5\n"
                                                 "cpd.max_inner_iters=10\n"
                                                 "cpd.kappa=0.01\n"
                                                 "cpd.kappa_tolerance=1e-10\n"
@@ -219,6 +221,8 @@ static void test_foreach_keeps_toml_types(void **state)
                                       "cpd.constraints=string:none\n"
                                       "cpd.l2=number:0\n"
                                       "cpd.l1=number:0\n"
+                                      "cpd.hals_passes=int:5\n"
+                                      "cpd.hals_budget=number:0.5\n"
                                       "cpd.max_inner_iters=int:10\n"
                                       "cpd.kappa=number:0.01\n"
                                       "cpd.kappa_tolerance=number:1e-10\n"
@@ -349,6 +353,55 @@ static void test_cpd_constraints(void **state)
                       "FILE:4:1: cpd.constraints = \"nonneg\" is for the least-squares model; the "
                       "Poisson model (cpd.model = \"poisson\") has nonnegative factors by "
                       "construction: leave cpd.constraints out");
+}
+
+/* cpd.hals_passes and cpd.hals_budget: the coordinate-descent modes'
+ * passes, into the run's parameters (defaults 5 and 0.5), and refused
+ * where no update makes passes: with the Poisson model, with completion,
+ * and with no mode nonnegative and every l1 0. */
+static void test_cpd_hals_keys(void **state)
+{
+    (void)state;
+    g_autoptr(th_config) plain = load_ok("tensor.path = \"t\"\n", NULL);
+    const th_cpd_params defaults = th_cpd_params_from_config(plain, 2);
+    assert_int_equal(defaults.hals_max_passes, 5);
+    assert_true(defaults.hals_budget == 0.5);
+    g_autoptr(th_config) set = load_ok("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\n"
+                                       "hals_passes = 20\nhals_budget = 2\n",
+                                       NULL);
+    const th_cpd_params p = th_cpd_params_from_config(set, 2);
+    assert_int_equal(p.hals_max_passes, 20);
+    assert_true(p.hals_budget == 2.0);
+    const char *by_l1[] = {"cpd.l1=[0, 0.1, 0]", "cpd.hals_budget=0", NULL};
+    g_autoptr(th_config) sparse = load_ok("tensor.path = \"t\"\n", by_l1);
+    assert_true(sparse->hals_budget == 0.0);
+
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\nhals_passes = 0\n",
+                      NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:4:15: key 'cpd.hals_passes': expected an integer from 1 to "
+                      "4294967295, found the integer 0");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nconstraints = \"nonneg\"\n"
+                      "hals_budget = -1.0\n",
+                      NULL, TH_CONFIG_ERROR_RANGE,
+                      "FILE:4:15: key 'cpd.hals_budget': expected a finite number >= 0, found "
+                      "the float -1");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nhals_passes = 3\n", NULL,
+                      TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:3:1: cpd.hals_passes: only a mode updated by coordinate descent "
+                      "(cpd.constraints = \"nonneg\", or cpd.l1 > 0) makes hierarchical-ALS "
+                      "passes, and this run has none; set one of those, or leave "
+                      "cpd.hals_passes out");
+    ASSERT_LOAD_ERROR("[tensor]\npath = \"t\"\nmissing = \"unlisted\"\n[cpd]\n"
+                      "constraints = \"nonneg\"\nhals_budget = 1\n",
+                      NULL, TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:6:1: cpd.hals_budget: tensor completion (tensor.missing = "
+                      "\"unlisted\") solves each factor row by row-wise ALS, not by "
+                      "hierarchical-ALS passes over a mode; leave it out");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nhals_passes = 2\n",
+                      NULL, TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.hals_passes is a parameter of the least-squares model "
+                      "(cpd.model = \"least-squares\": a weight of its regularised updates); "
+                      "the model is \"poisson\"");
 }
 
 /* cpd.l2 and cpd.l1, CP-ALS's regularisation: a number (l1: or one per
@@ -593,7 +646,7 @@ static void test_unknown_key_without_suggestion_lists_valid_keys(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nxyzzy = 1\n", NULL, TH_CONFIG_ERROR_UNKNOWN_KEY,
                       "FILE:3:1: unknown key 'cpd.xyzzy' "
                       "(valid keys of [cpd]: rank, max_iters, tolerance, seed, update, model, constraints, "
-                      "l2, l1, max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
+                      "l2, l1, hals_passes, hals_budget, max_inner_iters, kappa, kappa_tolerance, epsilon, phi_threshold)");
 }
 
 static void test_unknown_section(void **state)
@@ -1078,6 +1131,7 @@ int main(void)
         cmocka_unit_test(test_cpd_update),
         cmocka_unit_test(test_cpd_constraints),
         cmocka_unit_test(test_cpd_l1_and_l2),
+        cmocka_unit_test(test_cpd_hals_keys),
         cmocka_unit_test(test_type_errors),
         cmocka_unit_test(test_string_errors),
         cmocka_unit_test(test_range_errors),

@@ -749,6 +749,107 @@ static void test_l1_sparsifies_and_l2_shrinks(void **state)
     g_rand_free(rng);
 }
 
+/* ---- (e) each mode's passes by its cost ---------------------------------- */
+
+/* th_hals_passes against the counts worked by hand from Gillis and
+ * Glineur's rule (floor(1 + budget rho), rho = 1 + (nnz N R + the other
+ * modes' dims R^2) / (dim (R^2 + R))): the Nell-1 shape at rank 32 gives
+ * its 25.5M-row mode (5.6 nonzeros a row) one pass (rho 1.70) and the
+ * others the cap (rho 14.7 and 20.4); at rank 8 the long mode two (rho
+ * 3.05); the uber shape the cap everywhere. */
+static void test_hals_passes_rule(void **state)
+{
+    (void)state;
+    const th_index nell1[] = {2902330, 2143368, 25495389};
+    uint32_t passes[4];
+    th_hals_passes(nell1, 3, 143599552, 32, 5, 0.5, passes);
+    assert_int_equal(passes[0], 5);
+    assert_int_equal(passes[1], 5);
+    assert_int_equal(passes[2], 1);
+    th_hals_passes(nell1, 3, 143599552, 8, 5, 0.5, passes);
+    assert_int_equal(passes[2], 2);
+    /* mode 0 at rank 32: rho 14.7, floor(1 + 0.5 rho) = 8 under a cap of 10 */
+    th_hals_passes(nell1, 3, 143599552, 32, 10, 0.5, passes);
+    assert_int_equal(passes[0], 8);
+    assert_int_equal(passes[2], 1);
+    /* budget 0: one pass; a large budget: the cap (TensorLy's fixed count) */
+    th_hals_passes(nell1, 3, 143599552, 32, 5, 0.0, passes);
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_int_equal(passes[m], 1);
+    th_hals_passes(nell1, 3, 143599552, 32, 5, 1e9, passes);
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_int_equal(passes[m], 5);
+    const th_index uber[] = {183, 24, 1140, 1717};
+    th_hals_passes(uber, 4, 3309490, 32, 5, 0.5, passes);
+    for (uint32_t m = 0; m < 4; ++m)
+        assert_int_equal(passes[m], 5);
+}
+
+/* A 3-mode tensor whose last mode is long and sparse: 600 rows, about one
+ * nonzero each, beside modes of 4 and 5 rows; at rank 4 its passes cost
+ * more than forming its M and V (rho 1.65), so it makes one pass and the
+ * short modes the cap of 5. */
+static th_sptensor *long_sparse_mode(void)
+{
+    const uint32_t dims[] = {4, 5, 600};
+    GRand *rng = g_rand_new_with_seed(77);
+    th_sptensor *t = th_test_random_tensor(3, dims, 630, rng);
+    g_rand_free(rng);
+    for (uint64_t k = 0; k < t->nnz; ++k)
+        t->values[k] = fabs(t->values[k]) + 0.1;
+    return t;
+}
+
+static th_cpd_params budget_params(th_update_path update, double budget)
+{
+    return (th_cpd_params){.rank = 4, .max_iters = 8, .tolerance = 0, .seed = 3,
+                           .update = update, .nonneg_modes = UINT64_MAX,
+                           .hals_max_passes = 5, .hals_budget = budget};
+}
+
+/* The passes chosen per mode are the same on every path: the host's update,
+ * cpu-reference's als_update_nonneg, a sweep of ABI 1.9 (hals_mode_sweeps),
+ * and a sweep plugin of an older minor, whose sweep the host does not
+ * call with different passes (it runs the modes itself, saying so). And
+ * they matter: the run differs from one with 5 passes for every mode. */
+static void test_passes_per_mode_on_every_path(void **state)
+{
+    (void)state;
+    g_autoptr(th_sptensor) t = long_sparse_mode();
+    g_autoptr(th_backend) cpu = open_plugin("cpu-reference", NULL);
+    const th_cpd_params host = budget_params(TH_UPDATE_HOST, 0.5);
+    g_autoptr(th_cpd_result) on_host = run(cpu, t, &host);
+    assert_int_equal(on_host->hals_passes[0], 5);
+    assert_int_equal(on_host->hals_passes[1], 5);
+    assert_int_equal(on_host->hals_passes[2], 1);
+    assert_int_equal(on_host->hals_max_passes, 5);
+    assert_true(on_host->hals_budget == 0.5);
+
+    const th_cpd_params mode = budget_params(TH_UPDATE_MODE, 0.5);
+    g_autoptr(th_cpd_result) per_mode = run(cpu, t, &mode);
+    assert_same_run(per_mode, on_host, "cpu-reference's als_update_nonneg");
+
+    g_autoptr(th_backend) sweeper = open_plugin(SWEEP_FIXTURE, NULL);
+    assert_true(th_backend_abi_minor(sweeper) >= 9);
+    const th_cpd_params automatic = budget_params(TH_UPDATE_AUTO, 0.5);
+    g_autoptr(th_cpd_result) swept = run(sweeper, t, &automatic);
+    assert_int_equal(swept->update_path, TH_UPDATE_SWEEP);
+    assert_false(swept->sweep_refused);
+    assert_same_run(swept, on_host, "a sweep of ABI 1.9");
+
+    pretend_minor(sweeper, 8);
+    g_autoptr(th_cpd_result) older = run(sweeper, t, &automatic);
+    assert_int_equal(older->update_path, TH_UPDATE_SWEEP);
+    assert_true(older->sweep_refused);
+    assert_same_run(older, on_host, "a sweep of ABI 1.8, run per mode");
+
+    const th_cpd_params fixed = budget_params(TH_UPDATE_HOST, 1e9);
+    g_autoptr(th_cpd_result) five = run(cpu, t, &fixed);
+    assert_int_equal(five->hals_passes[2], 5);
+    g_autofree char *why = NULL;
+    assert_false(same_run(five, on_host, &why));
+}
+
 /* ---- the plan's other rules ---------------------------------------------- */
 
 static void test_plan_rules(void **state)
@@ -774,6 +875,12 @@ static void test_plan_rules(void **state)
     not_finite.l1[2] = NAN;
     assert_false(th_cpd_plan(backend, &not_finite, NULL, &error));
     assert_string_equal(error->message, "l1 (cpd.l1) nan: expected a finite number >= 0");
+    g_clear_error(&error);
+    th_cpd_params budget = {.rank = 2, .max_iters = 2, .seed = 1, .hals_max_passes = 5,
+                            .hals_budget = -0.5};
+    assert_false(th_cpd_plan(backend, &budget, NULL, &error));
+    assert_string_equal(error->message,
+                        "hals_budget (cpd.hals_budget) -0.5: expected a finite number >= 0");
     g_clear_error(&error);
     /* No l1 or l2 for the Poisson model; no l1 for completion. */
     th_cpd_params poisson = {.model = TH_MODEL_POISSON, .rank = 2, .max_iters = 2, .l2 = 0.1};
@@ -833,6 +940,8 @@ int main(void)
         cmocka_unit_test(test_sweep_honouring_the_terms_matches_the_host_path),
         cmocka_unit_test(test_sweep_path_on_a_1_6_plugin_matches_the_host_path),
         cmocka_unit_test(test_l1_sparsifies_and_l2_shrinks),
+        cmocka_unit_test(test_hals_passes_rule),
+        cmocka_unit_test(test_passes_per_mode_on_every_path),
         cmocka_unit_test(test_plan_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

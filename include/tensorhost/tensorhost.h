@@ -70,6 +70,9 @@
  *        regularised result; update TENSORHOST_UPDATE_SWEEP with
  *        constraints is no longer refused by itself (a plugin of ABI 1.6
  *        sweeps with them).
+ *   1.6  tensorhost_cpd_params.hals_passes and .hals_budget: each
+ *        coordinate-descent mode's passes chosen by its cost (Gillis and
+ *        Glineur's accelerated HALS).
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -82,7 +85,7 @@ extern "C" {
 #endif
 
 #define TENSORHOST_API_VERSION_MAJOR 1u
-#define TENSORHOST_API_VERSION_MINOR 5u
+#define TENSORHOST_API_VERSION_MINOR 6u
 
 #if defined(_WIN32)
 #define TENSORHOST_API
@@ -260,10 +263,21 @@ typedef struct tensorhost_cpd_params {
     /* (1.5) NULL, or [nmodes] l1 weights (each >= 0, finite), one per
      * mode, instead of `l1`. Borrowed for the call. */
     const double *mode_l1;
+    /* (1.6) The coordinate-descent updates' hierarchical-ALS passes (the
+     * program's cpd.hals_passes and cpd.hals_budget): mode n makes at most
+     * min(hals_passes, floor(1 + hals_budget rho_n)) passes, rho_n - 1 its
+     * cost of forming the update's MTTKRP and Hadamard product of Grams
+     * over one pass's, as Gillis and Glineur's accelerated HALS (its alpha
+     * 0.5); each stops early as TensorLy's hals_nnls. So a long mode with a
+     * few nonzeros a row makes one pass, the others up to hals_passes
+     * (TensorLy's fixed count 5 for every mode: a large budget, e.g. 1e9).
+     * Read only where some mode is updated by coordinate descent. */
+    uint32_t hals_passes; /* (1.6) >= 1 [5] */
+    double hals_budget;   /* (1.6) >= 0, finite [0.5] */
 } tensorhost_cpd_params;
 #define TENSORHOST_CPD_PARAMS_INIT                                                            \
     {(uint32_t)sizeof(tensorhost_cpd_params), 16u, 50u, 1e-5, 42u, TENSORHOST_UPDATE_AUTO, NULL, \
-     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE, NULL, 0.0, 0.0, NULL}
+     NULL, NULL, TENSORHOST_CONSTRAINTS_NONE, NULL, 0.0, 0.0, NULL, 5u, 0.5}
 
 typedef struct tensorhost_cpd tensorhost_cpd;
 

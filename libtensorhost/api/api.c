@@ -490,6 +490,8 @@ static gboolean read_params(const tensorhost_cpd_params *given, tensorhost_cpd_p
         offsetof(tensorhost_cpd_params, l2) + sizeof(double), /* 1.5 */
         offsetof(tensorhost_cpd_params, l1) + sizeof(double),
         offsetof(tensorhost_cpd_params, mode_l1) + sizeof(void *),
+        offsetof(tensorhost_cpd_params, hals_passes) + sizeof(uint32_t), /* 1.6 */
+        offsetof(tensorhost_cpd_params, hals_budget) + sizeof(double),
     };
     *params = defaults;
     return read_sized(params, sizeof *params, given, field_ends, G_N_ELEMENTS(field_ends), "1.0",
@@ -550,6 +552,12 @@ static int32_t check_params(const tensorhost_cpd_params *p, char *err)
     if (!(p->l1 >= 0.0) || !isfinite(p->l1))
         return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
                          "l1 %g: expected a finite number >= 0 (every mode's l1 weight)", p->l1);
+    if (p->hals_passes < 1)
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "hals_passes 0: expected at least 1 (passes per mode update)");
+    if (!(p->hals_budget >= 0.0) || !isfinite(p->hals_budget))
+        return set_error(err, TENSORHOST_ERR_INVALID_ARGUMENT,
+                         "hals_budget %g: expected a finite number >= 0", p->hals_budget);
     return TENSORHOST_OK;
 }
 
@@ -754,6 +762,8 @@ int32_t tensorhost_cp_als(tensorhost_backend *backend, const tensorhost_tensor *
         .update = (th_update_path)p.update,
         .initial_factors = p.initial_factors,
         .l2 = p.l2,
+        .hals_max_passes = p.hals_passes,
+        .hals_budget = p.hals_budget,
     };
     if (!nonneg_modes_of(p.constraints, p.mode_constraints, tensor->tensor->nmodes,
                          &params.nonneg_modes, err) ||

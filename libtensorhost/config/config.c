@@ -74,6 +74,15 @@ static const th_key_schema cpd_keys[] = {
      .default_number = 0.0,
      .doc = "CP-ALS: l1 (sparsity) weight of the factors' absolute values in each mode's "
             "update; an array gives one value per mode"},
+    {.name = "hals_passes", .type = TH_KEY_INTEGER, TH_FIELD(hals_passes), .min = 1,
+     .max = UINT32_MAX, .default_integer = 5,
+     .doc = "CP-ALS with constraints \"nonneg\" or l1: at most this many hierarchical-ALS "
+            "passes per mode update (TensorLy's 5)"},
+    {.name = "hals_budget", .type = TH_KEY_NUMBER, TH_FIELD(hals_budget), .min_number = 0.0,
+     .default_number = 0.5,
+     .doc = "CP-ALS with constraints \"nonneg\" or l1: a mode makes floor(1 + hals_budget "
+            "rho) passes, rho its cost of forming M and V over a pass's plus 1 (Gillis and "
+            "Glineur's alpha)"},
     {.name = "max_inner_iters", .type = TH_KEY_INTEGER, TH_FIELD(max_inner_iters), .min = 1,
      .max = UINT32_MAX, .default_integer = 10,
      .doc = "poisson: multiplicative updates per mode and outer iteration"},
@@ -1170,7 +1179,44 @@ static gboolean finish_constraints(const load_context *ctx, const th_config *con
 
 /* The keys only the least-squares model reads (CP-ALS's regularisation,
  * completion's ridge). */
-static const char *const least_squares_keys[] = {"cpd.l2", "cpd.l1"};
+static const char *const least_squares_keys[] = {"cpd.l2", "cpd.l1", "cpd.hals_passes",
+                                                  "cpd.hals_budget"};
+
+/* The keys of CP-ALS's coordinate-descent (hierarchical ALS) updates. */
+static const char *const hals_keys[] = {"cpd.hals_passes", "cpd.hals_budget"};
+
+/* The hierarchical-ALS keys where no update makes passes: completion
+ * (whose rows solve exactly, or by a fixed count of passes where
+ * nonnegative), or CP-ALS with no mode constrained "nonneg" and every l1
+ * 0. (Poisson refuses them with the other least-squares keys.) */
+static gboolean finish_hals(const load_context *ctx, const th_config *config, GError **error)
+{
+    const char *key = NULL;
+    for (size_t i = 0; !key && i < G_N_ELEMENTS(hals_keys); ++i)
+        if (g_hash_table_contains(ctx->where, hals_keys[i]))
+            key = hals_keys[i];
+    if (!key || g_strcmp0(config->model, "poisson") == 0)
+        return TRUE;
+    if (g_strcmp0(config->missing, "unlisted") == 0)
+        return conflict_at(ctx, key, error,
+                           "%s: tensor completion (tensor.missing = \"unlisted\") solves each "
+                           "factor row by row-wise ALS, not by hierarchical-ALS passes over a "
+                           "mode; leave it out",
+                           key);
+    gboolean descent = FALSE;
+    for (guint m = 0; m < config->constraints.items->len; ++m)
+        descent = descent ||
+                  g_strcmp0(g_ptr_array_index(config->constraints.items, m), "nonneg") == 0;
+    for (guint m = 0; config->l1.values && m < config->l1.values->len; ++m)
+        descent = descent || g_array_index(config->l1.values, double, m) > 0.0;
+    if (descent)
+        return TRUE;
+    return conflict_at(ctx, key, error,
+                       "%s: only a mode updated by coordinate descent (cpd.constraints = "
+                       "\"nonneg\", or cpd.l1 > 0) makes hierarchical-ALS passes, and this run "
+                       "has none; set one of those, or leave %s out",
+                       key, key);
+}
 
 /* The rules of cpd.model that span keys: Poisson's own defaults of
  * tolerance and max_iters (pyttb's cp_apr), its keys with another model,
@@ -1300,7 +1346,7 @@ static th_config *load_tree(const load_context *ctx, th_toml_node *root,
     if (!check_required(ctx, &root_schema, config, error))
         return NULL;
     if (!finish_model(ctx, config, error) || !finish_constraints(ctx, config, error) ||
-        !finish_missing(ctx, config, error))
+        !finish_missing(ctx, config, error) || !finish_hals(ctx, config, error))
         return NULL;
     if (!th_config_finish_compare(ctx, root, config, error))
         return NULL;

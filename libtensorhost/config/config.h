@@ -110,6 +110,13 @@ typedef struct th_config {
      * order when the run is planned); default 0, each >= 0; least squares
      * without tensor.missing = "unlisted" only. */
     th_config_numbers l1;
+    /* CP-ALS's hierarchical-ALS passes per mode update (least squares
+     * without tensor.missing = "unlisted", with a mode updated by
+     * coordinate descent): at most hals_passes (default 5, >= 1), as the
+     * mode's cost allows with budget hals_budget (default 0.5, >= 0;
+     * als_step.h's th_hals_passes). */
+    uint32_t hals_passes;
+    double hals_budget;
     /* CP-APR's (model "poisson" only; setting one with another model is an
      * error): inner iterations per mode (default 10, >= 1), the offset of
      * inadmissible zeros (0.01, >= 0), what counts as zero there (1e-10,

@@ -45,7 +45,9 @@ th_als_state *th_als_state_new(th_backend *backend, th_update_path path)
     s->l1 = g_new0(double, nmodes);
     s->constraints = g_new0(int32_t, nmodes); /* TH_CONSTRAINT_NONE */
     s->weighted_mode = UINT32_MAX;
-    s->hals_sweeps = TH_HALS_SWEEPS;
+    s->hals_passes = g_new(uint32_t, nmodes);
+    for (uint32_t m = 0; m < nmodes; ++m)
+        s->hals_passes[m] = TH_HALS_SWEEPS;
     s->timings.mttkrp_seconds = g_new0(double, nmodes);
     s->timings.mttkrp_device_seconds = g_new0(double, nmodes);
     if (path == TH_UPDATE_SWEEP)
@@ -68,6 +70,7 @@ void th_als_state_free(th_als_state *s)
     g_free(s->scale);
     g_free(s->l1);
     g_free(s->constraints);
+    g_free(s->hals_passes);
     g_free(s->hadamard);
     g_free(s->w);
     g_free(s->host_mttkrp);
@@ -103,8 +106,36 @@ void th_als_state_regularise(th_als_state *s, const th_als_terms *terms)
         s->constraints[m] = nonneg ? TH_CONSTRAINT_NONNEG : TH_CONSTRAINT_NONE;
         if (s->l1[m] > 0.0 && m < 64)
             s->descent_modes |= UINT64_C(1) << m;
+        s->hals_passes[m] = terms->hals_passes ? terms->hals_passes[m] : TH_HALS_SWEEPS;
     }
-    s->hals_sweeps = TH_HALS_SWEEPS;
+    /* Whether the descent modes' passes differ. */
+    s->hals_passes_differ = FALSE;
+    uint32_t seen = 0;
+    for (uint32_t m = 0; m < s->nmodes && m < 64; ++m) {
+        if (!(s->descent_modes >> m & 1u))
+            continue;
+        if (seen && s->hals_passes[m] != seen)
+            s->hals_passes_differ = TRUE;
+        seen = s->hals_passes[m];
+    }
+}
+
+void th_hals_passes(const th_index *dims, uint32_t nmodes, uint64_t nnz, uint32_t rank,
+                    uint32_t max_passes, double budget, uint32_t *passes)
+{
+    const double R = rank;
+    double grams = 0.0;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        grams += (double)dims[m] * R * R;
+    for (uint32_t n = 0; n < nmodes; ++n) {
+        const double forming = (double)nnz * nmodes * R + (grams - (double)dims[n] * R * R);
+        const double pass = (double)dims[n] * (R * R + R);
+        const double rho = 1.0 + forming / pass;
+        const double allowed = floor(1.0 + budget * rho);
+        passes[n] = allowed >= (double)max_passes ? max_passes
+                    : allowed < 1.0               ? 1u
+                                                  : (uint32_t)allowed;
+    }
 }
 
 void th_als_state_constrain_nonneg(th_als_state *s, uint64_t modes)
@@ -152,7 +183,8 @@ static gboolean hals_factor(th_als_state *s, uint32_t mode, uint64_t rows, GErro
             s->host_factor[i * s->rank + r] *= s->lambda[r];
     const th_descent_terms terms = descent_terms(s, mode);
     (void)th_dense_hals(s->host_mttkrp, s->hadamard, rows, s->rank, terms.ridge, terms.l1,
-                        terms.constraint, s->hals_sweeps, TH_HALS_TOLERANCE, s->host_factor);
+                        terms.constraint, s->hals_passes[mode], TH_HALS_TOLERANCE,
+                        s->host_factor);
     return TRUE;
 }
 
@@ -269,7 +301,8 @@ static gboolean backend_descent_update(th_als_state *s, uint32_t mode, int32_t n
     }
     memcpy(s->scale, s->lambda, sizeof(double) * s->rank);
     g_autoptr(GError) local = NULL;
-    if (th_backend_als_update_descent(s->backend, mode, s->hadamard, s->scale, s->hals_sweeps,
+    if (th_backend_als_update_descent(s->backend, mode, s->hadamard, s->scale,
+                                      s->hals_passes[mode],
                                       TH_HALS_TOLERANCE, norm, &terms, s->lambda,
                                       s->grams[mode], s->inner, NULL, &local))
         return TRUE;
@@ -359,6 +392,17 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
     return ok;
 }
 
+/* The passes of the descent modes where they are all the same (the sweep's
+ * hals_sweeps); else the largest (hals_mode_sweeps then says each mode's). */
+static uint32_t common_passes(const th_als_state *s)
+{
+    uint32_t passes = 1;
+    for (uint32_t m = 0; m < s->nmodes; ++m)
+        if (by_descent(s, m))
+            passes = MAX(passes, s->hals_passes[m]);
+    return passes;
+}
+
 /* One als_sweep(); *modes_done says where the host must take over. The
  * host's Gram array is the sweep's in/out format as it is. A regularised
  * or constrained run hands the sweep its terms (ABI 1.6, which the plan
@@ -379,8 +423,9 @@ static gboolean run_sweep(th_als_state *s, uint32_t iteration, int32_t norm,
             .l1 = s->l1,
             .ridge = s->l2,
             .scale = s->scale,
-            .hals_sweeps = s->hals_sweeps,
+            .hals_sweeps = common_passes(s),
             .hals_tolerance = TH_HALS_TOLERANCE,
+            .hals_mode_sweeps = s->hals_passes_differ ? s->hals_passes : NULL,
         };
     }
     const gint64 start = g_get_monotonic_time();

@@ -61,7 +61,11 @@ typedef struct th_als_state {
      * als_sweep of ABI 1.6 or for the modes the host finishes). The other
      * modes solve with V + l2 I. */
     uint64_t descent_modes;
-    uint32_t hals_sweeps;
+    /* [nmodes] the passes of each descent mode's update (th_als_terms);
+     * hals_passes_differ: not the same for every descent mode, which an
+     * als_sweep takes only from a plugin of ABI 1.9. */
+    uint32_t *hals_passes;
+    gboolean hals_passes_differ;
     /* The backend refused als_update_nonneg where it runs (TH_ERR_
      * UNSUPPORTED): the host updates the descent modes from then on. */
     gboolean nonneg_on_host;
@@ -112,13 +116,36 @@ void th_als_state_free(th_als_state *state);
 #define TH_HALS_TOLERANCE 1e-8
 void th_als_state_constrain_nonneg(th_als_state *state, uint64_t modes);
 
+/* Gillis and Glineur's share of an update's passes (accelerated HALS,
+ * Neural Computation 24(4), 2012: their alpha, which they find works well
+ * at 0.5): th_hals_passes' default. */
+#define TH_HALS_BUDGET 0.5
+
+/* Each mode's hierarchical-ALS passes for a tensor of `nmodes` modes of
+ * `dims`, `nnz` nonzeros (the whole tensor's), at `rank`, as Gillis and
+ * Glineur's accelerated HALS chooses them: a pass over mode n's factor
+ * costs about dims[n] (R^2 + R) multiply-adds, forming what the passes
+ * solve from (the MTTKRP, nnz N R, and the other modes' Grams,
+ * sum_{m != n} dims[m] R^2) rho_n - 1 passes' worth; the mode makes
+ * floor(1 + budget rho_n) passes, at least 1 and at most `max_passes`
+ * (TensorLy's fixed count, 5, is a budget large enough never to bind). So
+ * a mode whose passes cost about what forming M does (a long mode with a
+ * few nonzeros a row) makes one, where further passes would cost more
+ * than they gain; the stopping test (TH_HALS_TOLERANCE) still ends any
+ * mode's passes early. Every backend and path makes the same passes. */
+void th_hals_passes(const th_index *dims, uint32_t nmodes, uint64_t nnz, uint32_t rank,
+                    uint32_t max_passes, double budget, uint32_t *passes);
+
 /* What regularises and constrains CP-ALS's updates (cp_als.h's
- * th_cpd_params): the nonnegative modes (bit m: mode m), the ridge and
- * each mode's l1 weight ([nmodes]; NULL: none). */
+ * th_cpd_params): the nonnegative modes (bit m: mode m), the ridge,
+ * each mode's l1 weight ([nmodes]; NULL: none) and each mode's
+ * hierarchical-ALS passes ([nmodes], th_hals_passes; NULL: TH_HALS_SWEEPS
+ * every mode). */
 typedef struct th_als_terms {
     uint64_t nonneg_modes;
     double l2;
     const double *l1;
+    const uint32_t *hals_passes;
 } th_als_terms;
 
 /* Makes the later updates of mode n minimise 1/2 ||X_(n) - A K^T||^2 +

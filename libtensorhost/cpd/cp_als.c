@@ -200,6 +200,8 @@ th_cpd_params th_cpd_params_from_config(const th_config *config, uint32_t rank)
             .epsilon = config->epsilon,
             .phi_threshold = config->phi_threshold,
         },
+        .hals_max_passes = config->hals_passes,
+        .hals_budget = config->hals_budget,
         .completion = {
             .l2 = config->l2,
             .holdout = config->holdout,
@@ -375,7 +377,8 @@ static gboolean check_constraints(const th_cpd_params *params, GError **error)
     for (uint32_t m = 0; m < listed; ++m)
         if (!check_weight("l1 (cpd.l1)", params->l1[m], error))
             return FALSE;
-    return TRUE;
+    return params->hals_max_passes == 0 ||
+           check_weight("hals_budget (cpd.hals_budget)", params->hals_budget, error);
 }
 
 /* "plugin 'ID' was built against ABI 1.N" for the messages below. */
@@ -669,9 +672,27 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
 /* The state at the initial factors: those given, else the seed's, drawn
  * by the backend itself when it can (no factor crosses to it), else drawn
  * here and uploaded. *source says which. */
+/* Each mode's hierarchical-ALS passes (th_hals_passes) for the whole
+ * tensor: its nonzeros summed over a run's processes, so that every
+ * process makes the same passes. */
+static gboolean plan_hals_passes(const th_cpd_params *params, const th_sptensor *tensor,
+                                 uint32_t *passes, GError **error)
+{
+    for (uint32_t m = 0; m < tensor->nmodes; ++m)
+        passes[m] = TH_HALS_SWEEPS;
+    if (params->hals_max_passes == 0 || th_cpd_descent_mask(params, tensor->nmodes) == 0)
+        return TRUE;
+    uint64_t nnz = tensor->nnz;
+    if (!th_dist_sum_u64(params->dist, &nnz, 1, error))
+        return FALSE;
+    th_hals_passes(tensor->dims, tensor->nmodes, nnz, params->rank, params->hals_max_passes,
+                   params->hals_budget, passes);
+    return TRUE;
+}
+
 static th_als_state *start_run(th_backend *backend, th_update_path path,
-                               const th_cpd_params *params, th_init_source *source,
-                               GError **error)
+                               const th_cpd_params *params, const uint32_t *hals_passes,
+                               th_init_source *source, GError **error)
 {
     g_autoptr(th_als_state) s = th_als_state_new(backend, path);
     s->dist = params->dist;
@@ -687,6 +708,7 @@ static th_als_state *start_run(th_backend *backend, th_update_path path,
         .nonneg_modes = th_cpd_nonneg_mask(params, s->nmodes),
         .l2 = params->l2,
         .l1 = l1,
+        .hals_passes = hals_passes,
     };
     th_als_state_regularise(s, &terms);
     gboolean ok;
@@ -796,9 +818,18 @@ th_cpd_result *th_cp_als(th_backend *backend, const th_sptensor *tensor,
     }
     th_cpd_announce_phase(callbacks, params->initial_factors ? "setting the initial factors"
                                                       : "drawing the initial factors");
+    uint32_t hals_passes[TH_MAX_MODES];
+    if (!plan_hals_passes(params, tensor, hals_passes, error)) {
+        th_cpd_result_free(r);
+        return NULL;
+    }
+    r->hals_max_passes = params->hals_max_passes ? params->hals_max_passes : TH_HALS_SWEEPS;
+    r->hals_budget = params->hals_max_passes ? params->hals_budget : INFINITY;
+    for (uint32_t m = 0; m < nmodes; ++m)
+        r->hals_passes[m] = m < 64 && (r->descent_modes >> m & 1u) ? hals_passes[m] : 0u;
     const gint64 init_start = g_get_monotonic_time();
     g_autoptr(th_als_state) s =
-        start_run(backend, path, params, &r->initial_factors, error);
+        start_run(backend, path, params, hals_passes, &r->initial_factors, error);
     r->init_seconds = seconds_since(init_start);
     gboolean ok = s != NULL;
     result_memory memory = {0};

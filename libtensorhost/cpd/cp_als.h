@@ -145,6 +145,13 @@ typedef struct th_cpd_params {
     double l2;
     double l1[TH_MAX_MODES];
     uint32_t l1_listed;
+    /* The coordinate-descent updates' hierarchical-ALS passes per mode
+     * (cpd.hals_passes, cpd.hals_budget): at most hals_max_passes, as the
+     * mode's cost allows with hals_budget (als_step.h's th_hals_passes).
+     * hals_max_passes 0: TH_HALS_SWEEPS passes for every mode, the budget
+     * unread. */
+    uint32_t hals_max_passes;
+    double hals_budget;
     /* NULL, or [nmodes] arrays of dims[m] x rank: the initial factors
      * instead of the seed's (borrowed for the call). NULL: the seed's
      * counter-based factors (th_cpd_initial_factors), drawn by the backend
@@ -308,6 +315,12 @@ typedef struct th_cpd_result {
     double l2;
     double l1[TH_MAX_MODES];
     double objective;
+    /* The passes each mode's coordinate-descent update made at most
+     * (th_hals_passes), and what chose them; 0 for a mode solved exactly
+     * and for the other models. */
+    uint32_t hals_passes[TH_MAX_MODES];
+    uint32_t hals_max_passes;
+    double hals_budget;
     /* The sweep path's als_sweep refused the regularised or constrained
      * iteration (TH_ERR_UNSUPPORTED): from that iteration on each mode was
      * updated on its own, as on the mode path. */

@@ -472,13 +472,13 @@ gboolean th_backend_takes_abi_1_6(const th_backend *backend)
 /* The refusal of 1.6 in-fields for a plugin built before them: it would
  * read its own, shorter struct and run the unregularised update. */
 static gboolean refuse_for_older_abi(const th_backend *backend, const char *function,
-                                     const char *fields, GError **error)
+                                     const char *fields, uint32_t minor, GError **error)
 {
     const th_plugin_info *info = th_backend_info(backend);
     g_set_error(error, TH_PLUGIN_STATUS_ERROR, TH_ERR_UNSUPPORTED,
-                "%s: %s with %s needs plugin ABI 1.6; plugin '%s' was built against ABI "
+                "%s: %s with %s needs plugin ABI 1.%u; plugin '%s' was built against ABI "
                 "%u.%u, whose %s ignores them",
-                info->id, function, fields, info->id,
+                info->id, function, fields, minor, info->id,
                 (unsigned)backend->plugin->entry.abi_version.major,
                 (unsigned)backend->plugin->entry.abi_version.minor, function);
     return FALSE;
@@ -525,8 +525,15 @@ gboolean th_backend_als_sweep_with(th_backend *backend, int32_t norm,
     if (th_sweep_terms_active(terms, backend->nmodes)) {
         *modes_done = 0;
         if (!th_backend_takes_abi_1_6(backend))
-            return refuse_for_older_abi(backend, "als_sweep", "constraints, l1 or a ridge",
+            return refuse_for_older_abi(backend, "als_sweep", "constraints, l1 or a ridge", 6u,
                                         error);
+        if (terms->hals_mode_sweeps) {
+            if (th_backend_abi_minor(backend) < 9)
+                return refuse_for_older_abi(backend, "als_sweep",
+                                            "a different number of passes for some modes", 9u,
+                                            error);
+            io.hals_mode_sweeps = terms->hals_mode_sweeps;
+        }
         io.constraints = terms->constraints;
         io.l1 = terms->l1;
         io.ridge = terms->ridge;
@@ -669,7 +676,7 @@ gboolean th_backend_als_update_descent(th_backend *backend, uint32_t mode, const
     if (th_descent_terms_active(terms)) {
         if (!th_backend_takes_abi_1_6(backend))
             return refuse_for_older_abi(backend, "als_update_nonneg",
-                                        "a ridge, l1 or no constraint", error);
+                                        "a ridge, l1 or no constraint", 6u, error);
         io.ridge = terms->ridge;
         io.l1 = terms->l1;
         io.unbounded = terms->constraint == TH_CONSTRAINT_NONE ? 1u : 0u;

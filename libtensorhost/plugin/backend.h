@@ -119,6 +119,10 @@ typedef struct th_sweep_terms {
     const double *scale;        /* [rank] or NULL */
     uint32_t hals_sweeps;       /* >= 1 */
     double hals_tolerance;
+    /* [nmodes] each mode's passes instead of hals_sweeps, or NULL. Only a
+     * plugin of ABI 1.9 takes them: an older one's sweep is refused
+     * (TH_ERR_UNSUPPORTED) before it is called. */
+    const uint32_t *hals_mode_sweeps;
 } th_sweep_terms;
 
 /* Whether `terms` (may be NULL) changes any update: a constraint other

@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.6
+ * tensorhost plugin ABI, version 1.9
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -226,6 +226,10 @@
  *        devices talk across processes can set up their communicator, and
  *        th_runtime_info grows process_sums, by which it says that it sums
  *        its MTTKRPs over the processes itself. No layout of 1.7 moves.
+ *   1.9  coordinate descent's passes per mode: th_als_sweep_io grows
+ *        hals_mode_sweeps, so that a sweep's modes may make different
+ *        numbers of passes (the host chooses them by each mode's cost, as
+ *        Gillis and Glineur's accelerated HALS). No layout of 1.8 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -238,7 +242,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 8u
+#define TH_ABI_VERSION_MINOR 9u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -569,10 +573,19 @@ typedef struct th_als_sweep_io {
     double hals_tolerance;
     uint32_t hals_sweeps;
     uint32_t reserved0; /* 0 */
+
+    /* --- ABI 1.9 (an in-field; a host sets it only for a plugin of 1.9 or
+     * later) --- */
+    /* [nmodes] coordinate descent's passes for each mode (each >= 1 where
+     * the mode is updated by coordinate descent; the others' entries are
+     * not read), borrowed for the call; they replace hals_sweeps. NULL (the
+     * default): hals_sweeps for every mode. */
+    const uint32_t *hals_mode_sweeps;
 } th_als_sweep_io;
 
 #define TH_ALS_SWEEP_IO_V1_1_SIZE TH_FIELD_END(th_als_sweep_io, inner)
 #define TH_ALS_SWEEP_IO_V1_6_SIZE TH_FIELD_END(th_als_sweep_io, reserved0)
+#define TH_ALS_SWEEP_IO_V1_9_SIZE TH_FIELD_END(th_als_sweep_io, hals_mode_sweeps)
 
 /* --- ABI 1.3 --- */
 /* In and out of init_factors(). Caller-owned, struct_size the host's sizeof(); the in-fields passed in (the plugin refuses a struct shorter than TH_INIT_FACTORS_IO_V1_3_SIZE with TH_ERR_INVALID_ARGUMENT), grams passed out. */
@@ -972,7 +985,8 @@ typedef struct th_plugin_entry {
      *   - any other mode (TH_CONSTRAINT_NONNEG, or l1 > 0): exactly
      *     als_update_nonneg()'s step with v = V, the io's ridge, that mode's
      *     l1, unbounded = (its constraint is TH_CONSTRAINT_NONE),
-     *     hals_sweeps, hals_tolerance and io->norm, and
+     *     hals_sweeps (from 1.9, hals_mode_sweeps[n] where that is not
+     *     NULL), hals_tolerance and io->norm, and
      *     scale = the lambda of the mode updated before it in this sweep
      *     (for the first mode, io->scale); no breakdown test.
      * A plugin of 1.6 or later that cannot do what the fields ask (a
@@ -981,7 +995,8 @@ typedef struct th_plugin_entry {
      * the host runs the iteration per mode; a struct shorter than
      * TH_ALS_SWEEP_IO_V1_6_SIZE means the defaults. Bad values (a
      * constraint it does not know, a negative or non-finite weight,
-     * hals_sweeps 0 where it is read) -> TH_ERR_INVALID_ARGUMENT. */
+     * hals_sweeps 0 where it is read, or from 1.9 an entry 0 of
+     * hals_mode_sweeps where it is read) -> TH_ERR_INVALID_ARGUMENT. */
     th_status (*als_sweep)(th_instance *instance, th_als_sweep_io *io, char *err);
 
     /* --- ABI 1.3 ------------------------------------------------------- */

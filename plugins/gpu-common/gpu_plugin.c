@@ -486,6 +486,10 @@ static th_status check_sweep_reg(const thg_sweep_reg *reg, uint32_t nmodes, cons
     if (reg->hals_sweeps == 0)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                               "als_sweep: hals_sweeps 0 (at least one pass)");
+    for (uint32_t m = 0; reg->hals_mode_sweeps && m < nmodes; ++m)
+        if (thg_sweep_reg_coordinate(reg, m) != 0u && reg->hals_mode_sweeps[m] == 0)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "als_sweep: hals_mode_sweeps[%u] 0 (at least one pass)", m);
     if (!(reg->hals_tolerance >= 0.0) || !isfinite(reg->hals_tolerance))
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
                               "als_sweep: hals_tolerance %g must be finite and at least 0",
@@ -522,7 +526,7 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
             return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "als_sweep: grams[%u] is NULL", m);
     /* ABI 1.6: the regularised and constrained sweep's fields, where the
      * struct holds them (a shorter one means their defaults). */
-    thg_sweep_reg reg = {NULL, NULL, 0.0, NULL, 0.0, 1u};
+    thg_sweep_reg reg = {NULL, NULL, 0.0, NULL, 0.0, 1u, NULL};
     if (TH_HAS_FIELD(io->struct_size, th_als_sweep_io, reserved0)) {
         reg.constraints = io->constraints;
         reg.l1 = io->l1;
@@ -530,6 +534,9 @@ th_status gpu_plugin_als_sweep(th_instance *instance, th_als_sweep_io *io, char 
         reg.scale = io->scale;
         reg.hals_tolerance = io->hals_tolerance;
         reg.hals_sweeps = io->hals_sweeps;
+        /* ABI 1.9: each mode's passes. */
+        if (TH_HAS_FIELD(io->struct_size, th_als_sweep_io, hals_mode_sweeps))
+            reg.hals_mode_sweeps = io->hals_mode_sweeps;
         const th_status reg_status = check_sweep_reg(&reg, io->nmodes, io->lambda, err);
         if (reg_status != TH_OK)
             return reg_status;

@@ -2972,7 +2972,14 @@ typedef struct sweep_v16_case {
     gboolean scaled;            /* io->scale given (else NULL) */
     uint32_t hals_sweeps;
     double hals_tolerance;
+    const uint32_t *mode_sweeps; /* [nmodes] hals_mode_sweeps (ABI 1.9), or NULL */
 } sweep_v16_case;
+
+/* The passes of mode n in a case: hals_mode_sweeps' where given. */
+static uint32_t case_sweeps(const sweep_v16_case *k, uint32_t n)
+{
+    return k->mode_sweeps ? k->mode_sweeps[n] : k->hals_sweeps;
+}
 
 /* plugin.h (als_sweep): every mode but one with TH_CONSTRAINT_NONE and l1 0
  * is updated by als_update_nonneg's step. */
@@ -3000,9 +3007,12 @@ static char *sweep_v16_name(const sweep_v16_case *k)
         g_string_append_printf(name, "%s%g", m ? "," : " l1=", k->l1[m]);
     if (k->scaled)
         g_string_append(name, " scale=given");
+    if (descent && !k->mode_sweeps)
+        g_string_append_printf(name, " hals_sweeps=%u", k->hals_sweeps);
+    for (uint32_t m = 0; k->mode_sweeps && m < k->nmodes; m++)
+        g_string_append_printf(name, "%s%u", m ? "," : " hals_mode_sweeps=", k->mode_sweeps[m]);
     if (descent)
-        g_string_append_printf(name, " hals_sweeps=%u hals_tolerance=%g", k->hals_sweeps,
-                               k->hals_tolerance);
+        g_string_append_printf(name, " hals_tolerance=%g", k->hals_tolerance);
     return g_string_free(name, FALSE);
 }
 
@@ -3043,7 +3053,7 @@ static gboolean naive_sweep_v16(const test_tensor *tt, const sweep_v16_case *k,
             for (size_t e = 0; before && e < (size_t)rows * rank; e++)
                 a[e] *= before[e % rank];
             const nonneg_kind kind = {
-                .sweeps = k->hals_sweeps, .tolerance = k->hals_tolerance, .ridge = k->ridge,
+                .sweeps = case_sweeps(k, n), .tolerance = k->hals_tolerance, .ridge = k->ridge,
                 .l1 = k->l1 ? k->l1[n] : 0.0,
                 .unbounded = !k->constraints || k->constraints[n] == TH_CONSTRAINT_NONE};
             naive_hals(mttkrp, v, rows, rank, &kind, a);
@@ -3099,6 +3109,7 @@ static void check_sweep_v16_case(checker *c, const sweep_v16_case *k, uint64_t s
     io.scale = scale;
     io.hals_sweeps = k->hals_sweeps;
     io.hals_tolerance = k->hals_tolerance;
+    io.hals_mode_sweeps = k->mode_sweeps;
     char err[TH_ERROR_SIZE] = "";
     th_status status = th_call_als_sweep(c->plugin, c->inst, &io, err);
     if (status == TH_ERR_UNSUPPORTED) {
@@ -3140,7 +3151,12 @@ static void check_sweep_v16_errors(checker *c)
     const char *const names[] = {
         "als_sweep constraint 2", "als_sweep negative ridge", "als_sweep NaN l1",
         "als_sweep hals_sweeps 0 with a nonnegative mode",
+        "als_sweep hals_mode_sweeps entry 0 for a nonnegative mode",
     };
+    /* The last, a 1.9 field, only for a plugin of 1.9. */
+    const size_t count = c->plugin->entry.abi_version.minor >= 9 ? G_N_ELEMENTS(names)
+                                                                  : G_N_ELEMENTS(names) - 1;
+    const uint32_t zero_sweeps[3] = {2, 0, 2};
     g_autoptr(GError) error = NULL;
     g_autoptr(test_tensor) tt = make_tensor(3, SKEW_UNIFORM, 60, c->opts->seed + 61, &error);
     begin(c, names[0]);
@@ -3156,7 +3172,7 @@ static void check_sweep_v16_errors(checker *c)
     const int32_t bad_constraint[3] = {TH_CONSTRAINT_NONE, 2, TH_CONSTRAINT_NONE};
     const int32_t nonneg[3] = {TH_CONSTRAINT_NONNEG, TH_CONSTRAINT_NONNEG, TH_CONSTRAINT_NONNEG};
     const double bad_l1[3] = {0.0, NAN, 0.0};
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+    for (size_t i = 0; i < count; i++) {
         begin(c, names[i]);
         if (!set_all_factors(c, c->plugin, c->inst, initial, 3, names[i]))
             break;
@@ -3165,7 +3181,8 @@ static void check_sweep_v16_errors(checker *c)
         case 0: io.constraints = bad_constraint; break;
         case 1: io.ridge = -0.5; break;
         case 2: io.l1 = bad_l1; break;
-        default: io.constraints = nonneg, io.hals_sweeps = 0; break;
+        case 3: io.constraints = nonneg, io.hals_sweeps = 0; break;
+        default: io.constraints = nonneg, io.hals_sweeps = 2, io.hals_mode_sweeps = zero_sweeps;
         }
         char err[TH_ERROR_SIZE] = "";
         judge_call_error(c, names[i], "als_sweep",
@@ -3215,6 +3232,20 @@ static void check_all_sweep_v16(checker *c)
                                      .norm = TH_NORM_2, .ridge = 0.1, .constraints = after,
                                      .l1 = after_l1, .scaled = TRUE, .hals_sweeps = 1};
         check_sweep_v16_case(c, &four, s + 9);
+    }
+    /* ABI 1.9: each mode its own passes (the tolerance 0, so that every
+     * pass is made and a plugin that took one count for all would differ). */
+    if (minor >= 9) {
+        const uint32_t mode_sweeps[3] = {1, 4, 2};
+        const sweep_v16_case per_mode = {.nmodes = 3, .rank = MIN(4u, info->max_rank),
+                                         .norm = TH_NORM_2, .constraints = all_nonneg,
+                                         .scaled = TRUE, .hals_sweeps = 4,
+                                         .mode_sweeps = mode_sweeps};
+        check_sweep_v16_case(c, &per_mode, s + 11);
+    } else {
+        skip(c, "als_sweep hals_mode_sweeps",
+             "the plugin's entry says ABI 1.%u: this field of ABI 1.9 is never set for it",
+             (unsigned)minor);
     }
     check_sweep_v16_errors(c);
 }

@@ -54,9 +54,9 @@ def unfold_mttkrp(dense, factors, mode):
     return np.einsum(spec, dense, *[factors[m] for m in others])
 
 
-def oracle(dense, init, iterations, l2, l1, nonneg):
+def oracle(dense, init, iterations, l2, l1, nonneg, passes=(5, 5, 5)):
     """tensorhost's regularised CP-ALS written out in numpy: per mode, a free
-    mode without l1 solves with V + l2 I; the others run up to 5 passes of
+    mode without l1 solves with V + l2 I; the others run up to passes[n] of
     coordinate descent (soft threshold by l1, clipped at 0 when nonneg)
     from the factor times the current weights, stopping once a pass
     changes the factor by at most 1e-8 of the first pass's change; then the
@@ -77,7 +77,7 @@ def oracle(dense, init, iterations, l2, l1, nonneg):
             else:
                 a = factors[n] * weights
                 first = None
-                for _ in range(5):
+                for _ in range(passes[n]):
                     change = 0.0
                     for r in range(rank):
                         d = v[r, r] + l2
@@ -195,6 +195,50 @@ def test_the_program_reports_the_same_run(tmp_path):
     assert all(it["objective"] is None for it in cpd["iterations"])  # an l1: final only
 
 
+def gillis_glineur_passes(shape, nnz, rank, cap=5, budget=0.5):
+    """Each mode's passes as Gillis and Glineur's accelerated HALS counts
+    them: floor(1 + budget rho), rho = 1 + (nnz N R + the other modes' dims
+    R^2) / (dim (R^2 + R)), between 1 and the cap."""
+    order = len(shape)
+    counts = []
+    for n, dim in enumerate(shape):
+        forming = nnz * order * rank + sum(d * rank * rank for k, d in enumerate(shape) if k != n)
+        rho = 1.0 + forming / (dim * (rank * rank + rank))
+        counts.append(int(min(cap, max(1, math.floor(1.0 + budget * rho)))))
+    return counts
+
+
+def test_each_mode_makes_the_passes_its_cost_allows():
+    """A tensor with a long sparse mode (600 rows, about one nonzero each):
+    its passes cost more than forming its MTTKRP, so by default it makes one
+    and the short modes 5; the run is the oracle's with those counts, and
+    hals_budget=1e9 (TensorLy's 5 everywhere) is the oracle's with 5."""
+    rng = np.random.default_rng(8)
+    shape = (4, 5, 600)
+    cells = rng.choice(np.prod(shape), size=630, replace=False)
+    indices = np.stack(np.unravel_index(cells, shape), axis=1)
+    values = rng.random(630) + 0.1
+    dense = np.zeros(shape)
+    dense[tuple(indices.T)] = values
+    rank = 4
+    init = [rng.random((n, rank)) for n in shape]
+    passes = gillis_glineur_passes(shape, 630, rank)
+    assert passes == [5, 5, 1]
+    for budget, counts in [(0.5, passes), (1e9, [5, 5, 5])]:
+        ours = tensorhost.cp_als((indices, values, shape), rank=rank, max_iters=3, tol=0,
+                                 init=init, constraints="nonneg", hals_budget=budget,
+                                 update="host", **CPU)
+        _, _, model, _ = oracle(dense, init, 3, 0.0, [0.0] * 3, [True] * 3, counts)
+        np.testing.assert_allclose(dense_of(ours), model, rtol=0,
+                                   atol=1e-10 * np.abs(model).max())
+    # The backend's update makes the same passes as the host's.
+    runs = [tensorhost.cp_als((indices, values, shape), rank=rank, max_iters=3, tol=0,
+                              init=init, constraints="nonneg", update=update, **CPU)
+            for update in ("host", "mode")]
+    np.testing.assert_allclose(dense_of(runs[1]), dense_of(runs[0]), rtol=0,
+                               atol=1e-10 * np.abs(dense_of(runs[0])).max())
+
+
 def test_unregularised_results_have_no_objective():
     result = tensorhost.cp_als(AMINOACID, rank=3, max_iters=3, tol=0, **CPU)
     assert math.isnan(result.objective) and len(result.objectives) == 0
@@ -212,6 +256,10 @@ def test_bad_arguments():
         (dict(l1=[0.1, -0.1, 0.0]), r"l1\[1\] must be a finite number >= 0"),
         (dict(l1=[0.1, 0.2]), "l1 lists 2 values, one per mode, but the tensor has 3 modes"),
         (dict(l2=1.0, update="sweep"), "needs als_sweep"),  # cpu-reference has none
+        (dict(hals_passes=0), "hals_passes must be an integer from 1"),
+        (dict(hals_passes=2.5), "hals_passes must be an integer from 1"),
+        (dict(hals_budget=-0.5), "hals_budget must be a finite number >= 0"),
+        (dict(hals_budget=float("inf")), "hals_budget must be a finite number >= 0"),
     ]:
         with pytest.raises(ValueError, match=pattern):
             tensorhost.cp_als(coo, rank=2, max_iters=2, **kwargs, **CPU)

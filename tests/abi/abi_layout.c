@@ -259,7 +259,9 @@ static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == 48, "TH_NONNEG_UPDATE_IO_V1_5_SIZ
 /* 1.6: the regularised and constrained sweep's in-fields appended to
  * th_als_sweep_io, ridge, l1 and unbounded to th_nonneg_update_io (the
  * entry did not grow). */
+#if TH_ABI_VERSION_MINOR < 9
 SIZE(th_als_sweep_io, 88);
+#endif
 OFFSET(th_als_sweep_io, constraints, 40);
 OFFSET(th_als_sweep_io, l1, 48);
 OFFSET(th_als_sweep_io, ridge, 56);
@@ -310,6 +312,13 @@ SIZE(th_runtime_info, 688);
 OFFSET(th_runtime_info, process_sums, 680);
 OFFSET(th_runtime_info, reserved1, 684);
 static_assert(TH_RUNTIME_INFO_V1_8_SIZE == 688, "TH_RUNTIME_INFO_V1_8_SIZE");
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 9
+/* 1.9: coordinate descent's passes per mode appended to th_als_sweep_io. */
+SIZE(th_als_sweep_io, 96);
+OFFSET(th_als_sweep_io, hals_mode_sweeps, 88);
+static_assert(TH_ALS_SWEEP_IO_V1_9_SIZE == 96, "TH_ALS_SWEEP_IO_V1_9_SIZE");
 #endif
 #endif
 
@@ -370,8 +379,13 @@ static_assert(TH_ROW_LEAST_SQUARES_IO_V1_5_SIZE == sizeof(th_row_least_squares_i
 static_assert(TH_NONNEG_UPDATE_IO_V1_5_SIZE == sizeof(th_nonneg_update_io),
               "th_nonneg_update_io");
 #endif
-#if TH_ABI_VERSION_MINOR >= 6
+#if TH_ABI_VERSION_MINOR >= 6 && TH_ABI_VERSION_MINOR < 9
 static_assert(TH_ALS_SWEEP_IO_V1_6_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 9
+static_assert(TH_ALS_SWEEP_IO_V1_9_SIZE == sizeof(th_als_sweep_io), "th_als_sweep_io");
+#endif
+#if TH_ABI_VERSION_MINOR >= 6
 static_assert(TH_NONNEG_UPDATE_IO_V1_6_SIZE == sizeof(th_nonneg_update_io),
               "th_nonneg_update_io");
 static_assert(TH_CONSTRAINT_NONE == 0 && TH_CONSTRAINT_NONNEG == 1, "constraints");

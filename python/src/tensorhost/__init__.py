@@ -627,7 +627,7 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
            max_iters: int = 50, tol: float = 1e-5, seed: int = 42, init=None,
            callback: Optional[Callable[[int, float], Optional[bool]]] = None,
            update: str = "auto", search_path=None, constraints="none", l2: float = 0.0,
-           l1=0.0) -> CPResult:
+           l1=0.0, hals_passes: int = 5, hals_budget: float = 0.5) -> CPResult:
     """CP decomposition of a sparse tensor by alternating least squares.
 
     X: a file path in any format the program reads (FROSTT .tns, .tns.gz,
@@ -677,6 +677,15 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
        (the factors as the iterations left them, the last mode updated
        carrying the weights), `objectives` each iteration's where every l1
        is 0 (NaN where one is not).
+    hals_passes, hals_budget: the hierarchical-ALS passes of each
+       coordinate-descent mode update (a nonnegative mode, or l1 > 0): at
+       most hals_passes (TensorLy's non_negative_parafac_hals makes up to
+       5), and floor(1 + hals_budget * rho_n) for mode n, where rho_n - 1 is
+       what forming that update's MTTKRP and Hadamard product of Grams costs
+       over one pass (Gillis and Glineur's accelerated HALS, their alpha
+       0.5): a long mode with a few nonzeros a row makes one pass. Each
+       mode's passes stop early as TensorLy's hals_nnls. A large budget
+       (1e9) gives every mode hals_passes, as TensorLy.
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -723,13 +732,16 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
                              f"(one per mode), got {l1!r}")
         for m, value in enumerate(per_mode_l1):
             _check_number(f"l1[{m}]", value, positive=False)
+    _check_integer("hals_passes", hals_passes, 1, 2**32 - 1, "1 to 2**32 - 1")
+    _check_number("hals_budget", hals_budget, positive=False)
     if not isinstance(backend, (str, os.PathLike)):
         raise TypeError(f"backend must be a plugin name or a path, got {type(backend).__name__}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
     result = _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
                         search_path, constraints, float(l2),
-                        float(l1) if per_mode_l1 is None else [float(v) for v in per_mode_l1])
+                        float(l1) if per_mode_l1 is None else [float(v) for v in per_mode_l1],
+                        int(hals_passes), float(hals_budget))
     _warn(result.warnings, stacklevel=2)
     return result
 
@@ -1001,7 +1013,8 @@ def _sequence_or_none(value):
 
 
 def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, update,
-               search_path, constraints="none", l2=0.0, l1=0.0) -> CPResult:
+               search_path, constraints="none", l2=0.0, l1=0.0, hals_passes=5,
+               hals_budget=0.5) -> CPResult:
     """cp_als once its arguments are checked: the library's run."""
 
     def build(dims, c_callback):
@@ -1009,7 +1022,8 @@ def _decompose(X, rank, backend, options, max_iters, tol, seed, init, callback, 
         params = _library.CpdParams(
             struct_size=ctypes.sizeof(_library.CpdParams), rank=int(rank),
             max_iters=int(max_iters), tolerance=float(tol), seed=int(seed),
-            update=_UPDATES[update], on_iteration=c_callback, l2=l2)
+            update=_UPDATES[update], on_iteration=c_callback, l2=l2,
+            hals_passes=hals_passes, hals_budget=hals_budget)
         if isinstance(l1, float):
             params.l1 = l1
         else:

@@ -99,6 +99,8 @@ class CpdParams(ctypes.Structure):
         ("l2", ctypes.c_double),  # API 1.5
         ("l1", ctypes.c_double),  # API 1.5
         ("mode_l1", ctypes.POINTER(ctypes.c_double)),  # API 1.5
+        ("hals_passes", ctypes.c_uint32),  # API 1.6
+        ("hals_budget", ctypes.c_double),  # API 1.6
     ]
 
 
@@ -262,9 +264,10 @@ def load() -> ctypes.CDLL:
     version = lib.tensorhost_api_version()
     major, minor = version >> 16, version & 0xFFFF
     # 1.1 brought the warnings and the log handler this package relies on, 1.2
-    # cp_apr, 1.3 the constraints, 1.4 complete, 1.5 cp_als's l2 and l1.
-    if major != 1 or minor < 5:
-        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.5 or a later 1.x")
+    # cp_apr, 1.3 the constraints, 1.4 complete, 1.5 cp_als's l2 and l1, 1.6
+    # its hals_passes and hals_budget.
+    if major != 1 or minor < 6:
+        raise ImportError(f"{path} has API {major}.{minor}; this package needs 1.6 or a later 1.x")
     return _declare(lib)
 
 
