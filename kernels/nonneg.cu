@@ -27,7 +27,9 @@
  *     A, and the redo runs only on an early stop; without it the
  *     speculative kernel writes nothing and the redo always makes the kept
  *     passes (the arithmetic twice, the memory traffic still less than a
- *     kernel a pass).
+ *     kernel a pass). An update of one pass needs neither: its first pass
+ *     always stands, so that chunk stores its rows directly (a long mode
+ *     with a few nonzeros a row makes one, als_step.h's th_hals_passes).
  *   A chunk after the stop returns at once, so the host launches the
  *   chunks without waiting; the update on its own reads the stop flag
  *   back between chunks (one synchronisation), the sweep's graph holds
@@ -385,17 +387,22 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
      * shared memory: registers are the row's). The same work in two loop
      * shapes: ptxas keeps the row in registers without spilling at RP <= 32
      * with the first and at 64 with the second. */
+    /* The update's first pass always stands (the test compares later
+     * passes with it): a chunk of that pass alone stores its rows and needs
+     * neither the saved rows nor the redo. */
+    const bool stands = first == 0 && count == 1;
+    const bool save = a.saved && !stands, store = a.saved || stands;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     if constexpr (RP <= 32u) {
         for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + tid; i < a.I; i += stride) {
             row_of<RP> row[RP];
-            if (a.saved)
+            if (save)
                 copy_row(a, i);
             load_row<RP>(row, a, a.A, i, s.as, first == 0);
 #pragma unroll 1
             for (uint32_t c = 0; c < count; ++c)
                 s.acc[c * threads + tid] += pass_row<RP>(row, a, s, i);
-            if (a.saved)
+            if (store)
                 store_row<RP>(row, a, i);
         }
     } else {
@@ -404,13 +411,13 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
             const bool valid = i < a.I;
             row_of<RP> row[RP];
             if (valid) {
-                if (a.saved)
+                if (save)
                     copy_row(a, i);
                 load_row<RP>(row, a, a.A, i, s.as, first == 0);
             }
             for (uint32_t c = 0; c < count; ++c)
                 s.acc[c * threads + tid] += valid ? pass_row<RP>(row, a, s, i) : 0.0;
-            if (valid && a.saved)
+            if (valid && store)
                 store_row<RP>(row, a, i);
         }
     }
@@ -459,9 +466,10 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
             }
         }
         ctrl->first = first_change;
-        /* With the rows saved, A holds every pass of the chunk: redo only
-         * when fewer stand. Without, A is as the chunk found it. */
-        ctrl->redo = a.saved ? (kept < count ? kept : 0u) : kept;
+        /* With the rows stored, A holds every pass of the chunk: redo only
+         * when fewer stand (never for a first pass alone). Without, A is as
+         * the chunk found it. */
+        ctrl->redo = store ? (kept < count ? kept : 0u) : kept;
         ctrl->redo_from = first;
         ctrl->count = 0u;
     }
