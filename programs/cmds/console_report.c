@@ -171,6 +171,25 @@ static const char *backend_update_functions(const th_cpd_result *r)
                                                            : "als_update_nonneg or als_update";
 }
 
+/* The most hierarchical-ALS passes each mode's update made, and what
+ * chose them ("-": a mode solved exactly). */
+static void print_hals_passes(const th_cpd_result *r)
+{
+    g_autoptr(GString) passes = g_string_new(NULL);
+    for (uint32_t m = 0; m < r->nmodes; ++m) {
+        if (m)
+            g_string_append(passes, " / ");
+        if (r->hals_passes[m])
+            g_string_append_printf(passes, "%u", r->hals_passes[m]);
+        else
+            g_string_append(passes, "-");
+    }
+    th_log(TH_LOG_INFO,
+           "        hierarchical ALS passes per mode update at most %s (cpd.hals_passes %u, "
+           "cpd.hals_budget %g)",
+           passes->str, r->hals_max_passes, r->hals_budget);
+}
+
 static void print_update_timings(const th_cpd_result *r)
 {
     switch (r->update_path) {
@@ -258,6 +277,8 @@ void th_console_run_summary(const th_backend_facts *f, const th_cpd_result *r,
         th_log(TH_LOG_INFO, "Result  %s after %u %s: final fit %.6f%s", th_run_status(r),
                r->iterations->len, th_plural(r->iterations->len, "iteration", "iterations"),
                r->fit, objective);
+        if (r->descent_modes)
+            print_hals_passes(r);
     }
     th_log(TH_LOG_INFO, "Timing (seconds)");
     th_log(TH_LOG_INFO, "  read            %10.4f", read_seconds);
