@@ -741,7 +741,37 @@ static void test_constraints(void **state)
             assert_true(f[k] >= 0.0);
     }
     const double nonneg_fit = tensorhost_cpd_fit(r);
+    /* (1.6) Amino-acid's modes (5, 201 and 61 rows, 61,305 nonzeros) cost
+     * far less to pass over than to form M: the cap of 5 each. */
+    for (uint32_t m = 0; m < 3; ++m)
+        assert_int_equal(tensorhost_cpd_hals_passes(r, m), 5);
+    assert_int_equal(tensorhost_cpd_hals_passes(r, 3), 0);
+    assert_int_equal(tensorhost_cpd_hals_passes(NULL, 0), 0);
     tensorhost_cpd_free(r);
+    /* A budget of 0: one pass a mode, another run. */
+    params.hals_budget = 0.0;
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_int_equal(tensorhost_cpd_hals_passes(r, 1), 1);
+    assert_true(tensorhost_cpd_fit(r) != nonneg_fit);
+    tensorhost_cpd_free(r);
+    params.hals_budget = -1.0;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_string_equal(err, "hals_budget -1: expected a finite number >= 0");
+    params.hals_budget = 0.5;
+    params.hals_passes = 0;
+    assert_int_equal(tensorhost_cp_als(backend, t, &params, &r, err),
+                     TENSORHOST_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "hals_passes 0"));
+    params.hals_passes = 5;
+    /* A 1.5 caller's struct ends before the fields: their defaults. */
+    params.struct_size = (uint32_t)offsetof(tensorhost_cpd_params, hals_passes);
+    params.hals_budget = 0.0; /* beyond struct_size: not read */
+    expect_ok(tensorhost_cp_als(backend, t, &params, &r, err), err);
+    assert_true(tensorhost_cpd_fit(r) == nonneg_fit);
+    tensorhost_cpd_free(r);
+    params.struct_size = (uint32_t)sizeof params;
+    params.hals_budget = 0.5;
 
     /* A 1.2 caller's struct ends before the field: unconstrained. */
     params.struct_size = (uint32_t)offsetof(tensorhost_cpd_params, constraints);

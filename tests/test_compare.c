@@ -1290,7 +1290,7 @@ static void test_cpd_job_regularised(void **state)
         "[[compare.backend]]\nlabel = \"good\"\nplugin = \"" FIXTURE_GOOD "\"\n";
     g_autofree char *regularised_text = g_strconcat(
         "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\nmax_iters = 10\ntolerance = 0\n"
-        "update = \"host\"\nl2 = 50.0\nl1 = [0.0, 100.0, 0.0]\n",
+        "update = \"host\"\nl2 = 50.0\nl1 = [0.0, 100.0, 0.0]\nhals_budget = 2\n",
         tail, NULL);
     g_autofree char *plain_text = g_strconcat(
         "[tensor]\npath = \"" AMINOACID "\"\n[cpd]\nrank = 3\nmax_iters = 10\ntolerance = 0\n"
@@ -1321,9 +1321,14 @@ static void test_cpd_job_regularised(void **state)
     JsonArray *l1 = json_object_get_array_member(top, "l1");
     assert_int_equal(json_array_get_length(l1), 3);
     assert_true(json_array_get_double_element(l1, 1) == 100.0);
+    /* The l1 mode's passes: what chose them, as the run's report says. */
+    JsonObject *hals = json_object_get_object_member(top, "hals");
+    assert_int_equal(json_object_get_int_member(hals, "max_passes"), 5);
+    assert_true(json_object_get_double_member(hals, "budget") == 2.0);
     g_autoptr(JsonNode) plain_root = th_compare_json(plain);
     JsonObject *plain_top = json_node_get_object(plain_root);
     assert_true(json_object_get_double_member(plain_top, "l1") == 0.0);
+    assert_false(json_object_has_member(plain_top, "hals"));
 }
 
 int main(void)

@@ -72,7 +72,7 @@
  *        sweeps with them).
  *   1.6  tensorhost_cpd_params.hals_passes and .hals_budget: each
  *        coordinate-descent mode's passes chosen by its cost (Gillis and
- *        Glineur's accelerated HALS).
+ *        Glineur's accelerated HALS); tensorhost_cpd_hals_passes.
  */
 #ifndef TENSORHOST_TENSORHOST_H
 #define TENSORHOST_TENSORHOST_H
@@ -602,6 +602,13 @@ TENSORHOST_API const double *tensorhost_cpd_objectives(const tensorhost_cpd *res
  * model's (tensorhost_completion_info.objective). NaN for an unregularised
  * CP-ALS result, a Poisson result, and a NULL or freed one. */
 TENSORHOST_API double tensorhost_cpd_objective(const tensorhost_cpd *result);
+
+/* (1.6) The most hierarchical-ALS passes the update of `mode` made in each
+ * iteration of a CP-ALS result (tensorhost_cpd_params.hals_passes and
+ * .hals_budget chose them from the tensor's shape); 0 for a mode solved
+ * exactly, for the other models' results, a bad mode, and a NULL or freed
+ * result. */
+TENSORHOST_API uint32_t tensorhost_cpd_hals_passes(const tensorhost_cpd *result, uint32_t mode);
 
 /* What a completion run fitted and found. Caller-owned; set struct_size
  * (TENSORHOST_COMPLETION_INFO_INIT) before the call. */

@@ -1157,6 +1157,14 @@ double tensorhost_cpd_objective(const tensorhost_cpd *h)
     return r->model == TH_MODEL_COMPLETION ? r->completion.objective : r->objective;
 }
 
+uint32_t tensorhost_cpd_hals_passes(const tensorhost_cpd *h, uint32_t mode)
+{
+    const th_cpd_result *r = result_of(h);
+    if (!r || r->model != TH_MODEL_LEAST_SQUARES || mode >= r->nmodes || mode >= TH_MAX_MODES)
+        return 0;
+    return r->hals_passes[mode];
+}
+
 int32_t tensorhost_cpd_get_completion(const tensorhost_cpd *h, tensorhost_completion_info *info,
                                       char *err)
 {

@@ -852,6 +852,9 @@ th_compare_result *th_compare_run_all(const th_config *config, GError **error)
         result->l1_modes = cpd_params.l1_listed ? MIN(cpd_params.l1_listed, TH_MAX_MODES) : 1;
         memcpy(result->l1, cpd_params.l1, sizeof result->l1);
         result->regularised = th_cpd_regularised(&cpd_params, TH_MAX_MODES);
+        result->descent = th_cpd_descent_mask(&cpd_params, TH_MAX_MODES) != 0;
+        result->hals_max_passes = cpd_params.hals_max_passes;
+        result->hals_budget = cpd_params.hals_budget;
     }
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     result->date = g_date_time_format_iso8601(now);

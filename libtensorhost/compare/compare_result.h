@@ -113,6 +113,12 @@ typedef struct th_compare_result {
     double l1[TH_MAX_MODES];
     uint32_t l1_modes;
     gboolean regularised;
+    /* ... and, where some mode is updated by coordinate descent
+     * (descent), cpd.hals_passes and cpd.hals_budget, which choose each
+     * mode's passes from the tensor's shape (every backend the same). */
+    gboolean descent;
+    uint32_t hals_max_passes;
+    double hals_budget;
     uint32_t rank, repeats, warmup;
     double tolerance;
     uint64_t seed;

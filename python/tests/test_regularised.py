@@ -231,6 +231,7 @@ def test_each_mode_makes_the_passes_its_cost_allows():
         _, _, model, _ = oracle(dense, init, 3, 0.0, [0.0] * 3, [True] * 3, counts)
         np.testing.assert_allclose(dense_of(ours), model, rtol=0,
                                    atol=1e-10 * np.abs(model).max())
+        assert ours.hals_passes == tuple(counts)
     # The backend's update makes the same passes as the host's.
     runs = [tensorhost.cp_als((indices, values, shape), rank=rank, max_iters=3, tol=0,
                               init=init, constraints="nonneg", update=update, **CPU)
@@ -243,6 +244,7 @@ def test_unregularised_results_have_no_objective():
     result = tensorhost.cp_als(AMINOACID, rank=3, max_iters=3, tol=0, **CPU)
     assert math.isnan(result.objective) and len(result.objectives) == 0
     assert result.l2 == 0.0 and result.l1 == 0.0
+    assert result.hals_passes == (0, 0, 0)  # every mode solved exactly
 
 
 def test_bad_arguments():

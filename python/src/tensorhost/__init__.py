@@ -307,6 +307,10 @@ class CPResult(CPModel):
     # (cp_als's docstring); NaN and empty otherwise.
     l2: float = 0.0
     l1: object = 0.0
+    # cp_als: the most hierarchical-ALS passes each mode's update made (its
+    # hals_passes and hals_budget chose them; 0 for a mode solved exactly),
+    # one per mode; empty for the other models.
+    hals_passes: tuple = ()
     # complete() (and regularised cp_als: objective and objectives, see l2
     # and l1; empty arrays, NaN and 0 otherwise). Per iteration: the
     # RMSE over the training entries, that over the held-out ones (NaN without
@@ -685,7 +689,8 @@ def cp_als(X, rank: int, backend: str = "auto", options: Optional[Mapping[str, A
        over one pass (Gillis and Glineur's accelerated HALS, their alpha
        0.5): a long mode with a few nonzeros a row makes one pass. Each
        mode's passes stop early as TensorLy's hals_nnls. A large budget
-       (1e9) gives every mode hals_passes, as TensorLy.
+       (1e9) gives every mode hals_passes, as TensorLy. The result's
+       hals_passes lists each mode's (0 for a mode solved exactly).
     search_path: a folder or a list of folders searched for plugins first,
        then TENSORHOST_PLUGIN_PATH, then the installed ones (as plugins()).
     Ctrl-C stops the run after the current iteration and raises
@@ -1145,6 +1150,8 @@ def _collect(result, backend) -> CPResult:
         return np.ctypeslib.as_array(pointer, shape=(iterations,)).astype(dtype, copy=True)
 
     completion = {}
+    hals_passes = (tuple(int(_lib.tensorhost_cpd_hals_passes(result, m)) for m in range(nmodes))
+                   if model == _library.MODEL_LEAST_SQUARES else ())
     objective = float(_lib.tensorhost_cpd_objective(result))
     if model == _library.MODEL_LEAST_SQUARES and not math.isnan(objective):
         # Regularised CP-ALS (API 1.5): the objective, each iteration's where
@@ -1166,6 +1173,7 @@ def _collect(result, backend) -> CPResult:
         **completion,
         model=_MODELS.get(model, f"model_{model}"),
         constraints=_result_constraints(result, nmodes),
+        hals_passes=hals_passes,
         log_likelihood=float(_lib.tensorhost_cpd_log_likelihood(result)),
         kkt_violation=float(_lib.tensorhost_cpd_kkt_violation(result)),
         log_likelihoods=per_iteration(_lib.tensorhost_cpd_log_likelihoods),

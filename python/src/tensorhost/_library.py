@@ -198,6 +198,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     pu64 = ctypes.POINTER(ctypes.c_uint64)
     signatures = {
         "tensorhost_api_version": (u32, []),
+        "tensorhost_cpd_hals_passes": (u32, [vp, u32]),
         "tensorhost_version_string": (cp, []),
         "tensorhost_status_name": (cp, [i32]),
         "tensorhost_tensor_new": (i32, [u32, pu64, u64, pu64, pdbl, pvp, err]),
