@@ -658,13 +658,8 @@ JsonNode *th_compare_json(const th_compare_result *result)
             th_report_add_constraints(b, result->nonneg_modes, result->constraint_modes);
         if (result->model == TH_MODEL_LEAST_SQUARES)
             th_report_add_regularisation(b, result->l2, result->l1, result->l1_modes);
-        if (result->descent) {
-            json_builder_set_member_name(b, "hals");
-            json_builder_begin_object(b);
-            th_json_member_int(b, "max_passes", result->hals_max_passes);
-            th_json_member_number(b, "budget", result->hals_budget);
-            json_builder_end_object(b);
-        }
+        if (result->descent) /* each tensor's passes depend on its shape: not listed */
+            th_report_add_hals(b, result->hals_max_passes, result->hals_budget, NULL, 0);
     }
     th_json_member_string(b, "baseline", result->baseline);
     th_json_member_string(b, "timer", result->timer);

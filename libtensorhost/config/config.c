@@ -1158,16 +1158,22 @@ static gboolean conflict_at(const load_context *ctx, const char *key, GError **e
     return FALSE;
 }
 
+/* Whether cpd.constraints makes any mode "nonneg". */
+static gboolean any_nonneg(const th_config *config)
+{
+    for (guint m = 0; m < config->constraints.items->len; ++m)
+        if (g_strcmp0(g_ptr_array_index(config->constraints.items, m), "nonneg") == 0)
+            return TRUE;
+    return FALSE;
+}
+
 /* cpd.constraints "nonneg" (for any mode) with a key that contradicts it.
  * (cpd.update = "sweep" with constraints depends on the plugin: a sweep of
  * plugin ABI 1.6 takes them; the plan says so for an older one.) */
 static gboolean finish_constraints(const load_context *ctx, const th_config *config,
                                    GError **error)
 {
-    gboolean nonneg = FALSE;
-    for (guint m = 0; m < config->constraints.items->len; ++m)
-        nonneg = nonneg || g_strcmp0(g_ptr_array_index(config->constraints.items, m), "nonneg") == 0;
-    if (!nonneg)
+    if (!any_nonneg(config))
         return TRUE;
     if (g_strcmp0(config->model, "poisson") == 0)
         return conflict_at(ctx, "cpd.constraints", error,
@@ -1203,10 +1209,7 @@ static gboolean finish_hals(const load_context *ctx, const th_config *config, GE
                            "factor row by row-wise ALS, not by hierarchical-ALS passes over a "
                            "mode; leave it out",
                            key);
-    gboolean descent = FALSE;
-    for (guint m = 0; m < config->constraints.items->len; ++m)
-        descent = descent ||
-                  g_strcmp0(g_ptr_array_index(config->constraints.items, m), "nonneg") == 0;
+    gboolean descent = any_nonneg(config);
     for (guint m = 0; config->l1.values && m < config->l1.values->len; ++m)
         descent = descent || g_array_index(config->l1.values, double, m) > 0.0;
     if (descent)

@@ -108,16 +108,6 @@ void th_als_state_regularise(th_als_state *s, const th_als_terms *terms)
             s->descent_modes |= UINT64_C(1) << m;
         s->hals_passes[m] = terms->hals_passes ? terms->hals_passes[m] : TH_HALS_SWEEPS;
     }
-    /* Whether the descent modes' passes differ. */
-    s->hals_passes_differ = FALSE;
-    uint32_t seen = 0;
-    for (uint32_t m = 0; m < s->nmodes && m < 64; ++m) {
-        if (!(s->descent_modes >> m & 1u))
-            continue;
-        if (seen && s->hals_passes[m] != seen)
-            s->hals_passes_differ = TRUE;
-        seen = s->hals_passes[m];
-    }
 }
 
 void th_hals_passes(const th_index *dims, uint32_t nmodes, uint64_t nnz, uint32_t rank,
@@ -392,15 +382,21 @@ static gboolean update_one_mode(th_als_state *s, uint32_t iteration, uint32_t mo
     return ok;
 }
 
-/* The passes of the descent modes where they are all the same (the sweep's
- * hals_sweeps); else the largest (hals_mode_sweeps then says each mode's). */
-static uint32_t common_passes(const th_als_state *s)
+/* The sweep's passes: the descent modes' count where they all make the
+ * same (hals_sweeps alone, which any plugin of ABI 1.6 takes); else the
+ * largest, with *differ set (hals_mode_sweeps then says each mode's, which
+ * only a plugin of ABI 1.9 takes). */
+static uint32_t sweep_passes(const th_als_state *s, gboolean *differ)
 {
-    uint32_t passes = 1;
-    for (uint32_t m = 0; m < s->nmodes; ++m)
-        if (by_descent(s, m))
-            passes = MAX(passes, s->hals_passes[m]);
-    return passes;
+    uint32_t passes = 0;
+    *differ = FALSE;
+    for (uint32_t m = 0; m < s->nmodes; ++m) {
+        if (!by_descent(s, m))
+            continue;
+        *differ = *differ || (passes && s->hals_passes[m] != passes);
+        passes = MAX(passes, s->hals_passes[m]);
+    }
+    return MAX(passes, 1u);
 }
 
 /* One als_sweep(); *modes_done says where the host must take over. The
@@ -418,14 +414,16 @@ static gboolean run_sweep(th_als_state *s, uint32_t iteration, int32_t norm,
     const gboolean regularised = sweep_terms_active(s);
     if (regularised) {
         memcpy(s->scale, s->lambda, sizeof(double) * s->rank); /* not lambda itself */
+        gboolean differ;
+        const uint32_t passes = sweep_passes(s, &differ);
         terms = (th_sweep_terms){
             .constraints = s->constraints,
             .l1 = s->l1,
             .ridge = s->l2,
             .scale = s->scale,
-            .hals_sweeps = common_passes(s),
+            .hals_sweeps = passes,
             .hals_tolerance = TH_HALS_TOLERANCE,
-            .hals_mode_sweeps = s->hals_passes_differ ? s->hals_passes : NULL,
+            .hals_mode_sweeps = differ ? s->hals_passes : NULL,
         };
     }
     const gint64 start = g_get_monotonic_time();

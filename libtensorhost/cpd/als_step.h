@@ -61,11 +61,8 @@ typedef struct th_als_state {
      * als_sweep of ABI 1.6 or for the modes the host finishes). The other
      * modes solve with V + l2 I. */
     uint64_t descent_modes;
-    /* [nmodes] the passes of each descent mode's update (th_als_terms);
-     * hals_passes_differ: not the same for every descent mode, which an
-     * als_sweep takes only from a plugin of ABI 1.9. */
+    /* [nmodes] the passes of each descent mode's update (th_als_terms). */
     uint32_t *hals_passes;
-    gboolean hals_passes_differ;
     /* The backend refused als_update_nonneg where it runs (TH_ERR_
      * UNSUPPORTED): the host updates the descent modes from then on. */
     gboolean nonneg_on_host;

@@ -669,9 +669,6 @@ static gboolean collect_factors(th_als_state *s, const th_sptensor *tensor, th_c
     return TRUE;
 }
 
-/* The state at the initial factors: those given, else the seed's, drawn
- * by the backend itself when it can (no factor crosses to it), else drawn
- * here and uploaded. *source says which. */
 /* Each mode's hierarchical-ALS passes (th_hals_passes) for the whole
  * tensor: its nonzeros summed over a run's processes, so that every
  * process makes the same passes. */
@@ -690,6 +687,9 @@ static gboolean plan_hals_passes(const th_cpd_params *params, const th_sptensor 
     return TRUE;
 }
 
+/* The state at the initial factors: those given, else the seed's, drawn
+ * by the backend itself when it can (no factor crosses to it), else drawn
+ * here and uploaded. *source says which. */
 static th_als_state *start_run(th_backend *backend, th_update_path path,
                                const th_cpd_params *params, const uint32_t *hals_passes,
                                th_init_source *source, GError **error)

@@ -220,20 +220,20 @@ void th_report_add_regularisation(JsonBuilder *b, double l2, const double *l1, u
     json_builder_end_array(b);
 }
 
-/* The coordinate-descent updates' passes: the most each mode's update
- * made (0: a mode solved exactly), and the bound and budget that chose
- * them (th_hals_passes; the budget null where none applied). */
-static void add_hals(JsonBuilder *b, const th_cpd_result *r)
+void th_report_add_hals(JsonBuilder *b, uint32_t max_passes, double budget,
+                        const uint32_t *passes, uint32_t nmodes)
 {
     json_builder_set_member_name(b, "hals");
     json_builder_begin_object(b);
-    th_json_member_int(b, "max_passes", r->hals_max_passes);
-    th_json_member_number(b, "budget", r->hals_budget);
-    json_builder_set_member_name(b, "passes");
-    json_builder_begin_array(b);
-    for (uint32_t m = 0; m < r->nmodes; ++m)
-        json_builder_add_int_value(b, r->hals_passes[m]);
-    json_builder_end_array(b);
+    th_json_member_int(b, "max_passes", max_passes);
+    th_json_member_number(b, "budget", budget);
+    if (passes) {
+        json_builder_set_member_name(b, "passes");
+        json_builder_begin_array(b);
+        for (uint32_t m = 0; m < nmodes; ++m)
+            json_builder_add_int_value(b, passes[m]);
+        json_builder_end_array(b);
+    }
     json_builder_end_object(b);
 }
 
@@ -273,7 +273,7 @@ static void add_cpd(JsonBuilder *b, const th_config *config, const th_cpd_result
     if (least_squares)
         th_report_add_regularisation(b, r->l2, r->l1, r->nmodes);
     if (least_squares && r->descent_modes)
-        add_hals(b, r);
+        th_report_add_hals(b, r->hals_max_passes, r->hals_budget, r->hals_passes, r->nmodes);
     if (poisson && config)
         add_apr_params(b, config);
     if (completion)

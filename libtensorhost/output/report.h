@@ -75,6 +75,15 @@ void th_report_add_constraints(JsonBuilder *b, uint64_t nonneg_modes, uint32_t n
  * regularisation, as cpd.constraints is reported). */
 void th_report_add_regularisation(JsonBuilder *b, double l2, const double *l1, uint32_t nmodes);
 
+/* "hals": the coordinate-descent updates' bound and budget on their passes
+ * (cpd.hals_passes, cpd.hals_budget; a budget that is not finite is null)
+ * and, where `passes` is not NULL, "passes": the most each of the `nmodes`
+ * modes' updates made (0: a mode solved exactly). report.json's cpd and a
+ * comparison's results.json (which lists no passes: they depend on each
+ * tensor's shape). */
+void th_report_add_hals(JsonBuilder *b, uint32_t max_passes, double budget,
+                        const uint32_t *passes, uint32_t nmodes);
+
 /* The "completion" member of a completion run (report.json's cpd and a
  * comparison's results.json): the entries observed, trained on and held
  * out, l2, the published iteration and its objective and RMSEs, and the

@@ -469,8 +469,8 @@ gboolean th_backend_takes_abi_1_6(const th_backend *backend)
     return th_backend_abi_minor(backend) >= 6;
 }
 
-/* The refusal of 1.6 in-fields for a plugin built before them: it would
- * read its own, shorter struct and run the unregularised update. */
+/* The refusal of in-fields of ABI 1.`minor` for a plugin built before
+ * them: it would read its own, shorter struct and ignore them. */
 static gboolean refuse_for_older_abi(const th_backend *backend, const char *function,
                                      const char *fields, uint32_t minor, GError **error)
 {
