@@ -579,7 +579,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 /* The update's epilogue over a factor computed elsewhere (the nonnegative
- * update, nonneg.cu, leaves its unnormalised A in the factor): the same
+ * update, nonneg.cu, leaves its unnormalised A in the factor; tall factors
+ * at ranks 16 and 32 take update_tc_kernel's epilogue form instead): the same
  * sums as update_kernel's (Ahat^T Ahat, sum_i M(i,r) Ahat(i,r),
  * max |Ahat(:,r)|) from tiles of A and M read as they are, and the same
  * finish (finish_update: lambda, the normalised Gram and inner, the column
@@ -851,7 +852,13 @@ thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, double *out,
     const uint32_t I = ctx->dims[mode];
     const tile_shape s = shape_for(ctx->rank);
     const update_io io = io_for(ctx, mode, nullptr);
-    if (I > 0) {
+    if (I > 0 && thg_als_tc_chosen(ctx, I)) {
+        const thg_status tc = thg_launch_als_tc_stats(
+            ctx, ctx->results[mode], ctx->factors[mode], I, io, ctx->als_acc, ctx->als_w, out,
+            out == ctx->als_out_dev, failed, gram_store, err, errlen);
+        if (tc != THG_OK)
+            return tc;
+    } else if (I > 0) {
         /* The grid of update_kernel's SIMT path (the same fixed work per block). */
         stats_kernel<<<dim3(grid_blocks(I, s, ctx->als_resident_blocks), gram_splits(s)),
                        kThreads, stats_smem_bytes(s), ctx->stream>>>(

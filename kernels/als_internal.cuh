@@ -219,8 +219,9 @@ __device__ void finish_update(const float *W, uint32_t R, const update_io &io,
 } // namespace
 
 /* als_tensor_core.cu */
-/* Once per load (thg_als_prepare): the tensor-core kernel's attributes and
- * ctx->als_tc_resident_blocks, 0 where the rank has no tensor-core update. */
+/* Once per load (thg_als_prepare): the tensor-core kernels' attributes,
+ * ctx->als_tc_resident_blocks and ctx->als_tc_stats_blocks, 0 where the
+ * rank has no tensor-core update. */
 thg_status thg_als_tc_prepare(thg_context *ctx, char *err, size_t errlen);
 /* Whether the update of I rows (a mode, or a rank's part) takes the
  * tensor cores. */
@@ -231,5 +232,13 @@ thg_status thg_launch_als_tc(thg_context *ctx, const float *M, const float *W, f
                              uint32_t I, const update_io &io, const thg_als_acc &acc,
                              double *out, int out_mapped, const uint32_t *failed,
                              double *gram_store, char *err, size_t errlen);
+/* The epilogue's sums over an A computed elsewhere (the nonnegative
+ * passes), on the tensor cores, on ctx->stream, where
+ * thg_als_tc_chosen(ctx, I): as thg_launch_als_epilogue launches als.cu's
+ * stats_kernel for other factors. */
+thg_status thg_launch_als_tc_stats(thg_context *ctx, const float *M, const float *A, uint32_t I,
+                                   const update_io &io, const thg_als_acc &acc, const float *W,
+                                   double *out, int out_mapped, const uint32_t *failed,
+                                   double *gram_store, char *err, size_t errlen);
 
 #endif

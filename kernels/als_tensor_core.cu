@@ -1,9 +1,11 @@
 /* The CP-ALS factor update on the tensor cores: ranks 16 and 32 on tall
  * factors, TF32 mma.sync with the 3xTF32 split. Owns the mma helpers, the
- * kernel (update_tc_kernel), its attributes and occupancy (at load), the
- * choice of it over the SIMT kernel and its launch; the rest of the update
- * (the SIMT kernel, the scale, fold and finish kernels) is als.cu's, and
- * what both kernels share is als_internal.cuh's. */
+ * kernel (update_tc_kernel) in its two forms (the update, A = M W and its
+ * sums; the epilogue, the same sums over an A computed elsewhere), their
+ * attributes and occupancy (at load), the choice of them over the SIMT
+ * kernels and their launches; the rest of the update (the SIMT kernels,
+ * the scale, fold and finish kernels) is als.cu's, and what both files'
+ * kernels share is als_internal.cuh's. */
 #include <cuda_pipeline.h>
 
 #include "als_internal.cuh"
@@ -33,12 +35,15 @@ __host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32
  * R + 4 = 4 (mod 8) does the same for A fragments.) */
 __host__ __device__ inline uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
 
-/* s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a [kTcRows x RW] |
- * s_inner [R] doubles | s_max [R]. */
-size_t tc_smem_bytes(uint32_t R)
+/* The update: s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a
+ * [kTcRows x RW] | s_inner [R] doubles | s_max [R]. The epilogue (kStats)
+ * has no W and reads A's tiles too: M's tiles [2][kTcRows x RS] | A's
+ * tiles [2][kTcRows x RW] | s_inner | s_max. */
+size_t tc_smem_bytes(uint32_t R, bool stats)
 {
     const size_t RW = tc_w_stride(R), RS = R + 4u;
-    return sizeof(float) * (2 * R * RW + 2 * kTcRows * RS + kTcRows * RW) +
+    const size_t w = stats ? 0u : 2 * R * RW, a_tiles = stats ? 2u : 1u;
+    return sizeof(float) * (w + 2 * kTcRows * RS + a_tiles * kTcRows * RW) +
            sizeof(double) * R + sizeof(uint32_t) * R;
 }
 
@@ -90,8 +95,12 @@ __device__ inline tc_gram_role tc_role(int NT, uint32_t warp)
     return {16u, 16u, (warp - 6u) * 64u, 64u};
 }
 
-template <int NT>
-__global__ void __launch_bounds__(kThreads, 3)
+/* kStats = false: the update, A = M (D W) written to the factor, and its
+ * sums. kStats = true: the epilogue of an update computed elsewhere (the
+ * nonnegative passes, nonneg.cu): the same sums over A's tiles as stored,
+ * read beside M's (als.cu's stats_kernel on the tensor cores). */
+template <int NT, bool kStats>
+__global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
     update_tc_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
                      update_io io, thg_als_acc acc, double *out, int out_mapped,
                      const uint32_t *failed, double *gram_store)
@@ -100,21 +109,25 @@ __global__ void __launch_bounds__(kThreads, 3)
     if (failed && *failed)
         return;
     constexpr uint32_t R = 8u * NT;
-    pack_split_rows(io, M - io.row_base * R, R);
+    if (!kStats)
+        pack_split_rows(io, M - io.row_base * R, R);
     constexpr uint32_t RS = R + 4u;
     const uint32_t RW = tc_w_stride(R);
     float *s_wh = reinterpret_cast<float *>(sh);
     float *s_wl = s_wh + R * RW;
-    float *s_m = s_wl + R * RW;
+    float *s_m = kStats ? s_wh : s_wl + R * RW;
     float *s_a = s_m + 2u * kTcRows * RS;
-    double *s_inner = reinterpret_cast<double *>(s_a + kTcRows * RW);
+    double *s_inner = reinterpret_cast<double *>(s_a + (kStats ? 2u : 1u) * kTcRows * RW);
     uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);
     const uint32_t tid = threadIdx.x, warp = tid / 32u, lane = tid % 32u;
     const uint32_t g = lane / 4u, t = lane % 4u;
+    /* A's tiles load as M's do, at A's row stride in shared memory. */
+    tile_shape sa = s;
+    sa.RS = RW;
 
     /* W with M's column scale folded into its rows, (M D) W = M (D W),
      * split once per block. */
-    for (uint32_t e = tid; e < R * R; e += blockDim.x) {
+    for (uint32_t e = tid; !kStats && e < R * R; e += blockDim.x) {
         const uint32_t k = e / R, c = e % R;
         uint32_t hi, lo;
         split_tf32(W[e] * io.m_scale[k], hi, lo);
@@ -142,23 +155,40 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const uint32_t ntiles = (I + kTcRows - 1u) / kTcRows;
     uint32_t tile = blockIdx.x;
-    if (tile < ntiles)
+    if (tile < ntiles) {
         load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
+        if (kStats)
+            load_tile_async(A, nullptr, 0, tile, I, sa, s_a, tid);
+    }
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
         const uint64_t base = (uint64_t)tile * kTcRows;
         const uint32_t rows = (uint32_t)(I - base < kTcRows ? I - base : kTcRows);
         const float *m = s_m + buf * kTcRows * RS;
-        if (tile + gridDim.x < ntiles)
+        float *a_tile = kStats ? s_a + buf * kTcRows * RW : s_a;
+        if (tile + gridDim.x < ntiles) {
             load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
                             s_m + (buf ^ 1u) * kTcRows * RS, tid);
+            if (kStats)
+                load_tile_async(A, nullptr, 0, tile + gridDim.x, I, sa,
+                                s_a + (buf ^ 1u) * kTcRows * RW, tid);
+        }
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
         __syncthreads();
 
+        if (kStats && rows < kTcRows) {
+            /* The Gram reads whole groups of 8 rows: those past the end
+             * hold an earlier tile's rows. Zeroed (the last tile only). */
+            const uint32_t krows = (rows + 7u) & ~7u;
+            for (uint32_t e = tid; e < (krows - rows) * R; e += blockDim.x)
+                a_tile[(rows + e / R) * RW + e % R] = 0.0f;
+            __syncthreads();
+        }
+
         /* A = M (D W) for this warp's 16 rows. Rows past the tile's end
          * hold stale data: computed, but neither stored nor in the Gram. */
-        {
+        if (!kStats) {
             const uint32_t r0 = warp * 16u;
             float c[NT][4];
 #pragma unroll
@@ -187,8 +217,8 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const uint32_t c0 = 8u * j + 2u * t;
                 const float2 va = ra < rows ? make_float2(c[j][0], c[j][1]) : make_float2(0.f, 0.f);
                 const float2 vb = rb < rows ? make_float2(c[j][2], c[j][3]) : make_float2(0.f, 0.f);
-                *reinterpret_cast<float2 *>(s_a + ra * RW + c0) = va;
-                *reinterpret_cast<float2 *>(s_a + rb * RW + c0) = vb;
+                *reinterpret_cast<float2 *>(a_tile + ra * RW + c0) = va;
+                *reinterpret_cast<float2 *>(a_tile + rb * RW + c0) = vb;
                 if (ra < rows)
                     *reinterpret_cast<float2 *>(A + (base + ra) * R + c0) = va;
                 if (rb < rows)
@@ -200,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         {
             float tile_inner = 0.0f; /* fp32 within a tile, double across */
             for (uint32_t r = phase; r < rows; r += phases) {
-                const float av = s_a[r * RW + col];
+                const float av = a_tile[r * RW + col];
                 tile_inner = fmaf(m[r * RS + col], av, tile_inner);
                 my_max = fmaxf(my_max, fabsf(av));
             }
@@ -213,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 3)
             const uint32_t kend =
                 role.k_begin + role.k_len < krows ? role.k_begin + role.k_len : krows;
             for (uint32_t k = role.k_begin; k < kend; k += 8u) {
-                const float *row_t = s_a + (k + t) * RW, *row_t4 = row_t + 4u * RW;
+                const float *row_t = a_tile + (k + t) * RW, *row_t4 = row_t + 4u * RW;
                 uint32_t ah[4], al[4];
                 split_tf32(row_t[m0 + g], ah[0], al[0]);
                 split_tf32(row_t[m0 + g + 8u], ah[1], al[1]);
@@ -276,17 +306,32 @@ __global__ void __launch_bounds__(kThreads, 3)
     finish_update(W, R, io, acc, out, out_mapped, gram_store, s_inner);
 }
 
-/* The tensor-core update of rank 8 NT, as a kernel pointer (attributes,
- * occupancy) and launched. */
-template <int NT>
+/* The tensor-core update (or epilogue) of rank 8 NT, as a kernel pointer
+ * (attributes, occupancy) and launched. */
+template <int NT, bool kStats>
 void *tc_kernel_ptr()
 {
-    return reinterpret_cast<void *>(update_tc_kernel<NT>);
+    return reinterpret_cast<void *>(update_tc_kernel<NT, kStats>);
 }
 
-void *tc_kernel_for(uint32_t R)
+void *tc_kernel_for(uint32_t R, bool stats)
 {
-    return R == 16u ? tc_kernel_ptr<2>() : tc_kernel_ptr<4>();
+    if (stats)
+        return R == 16u ? tc_kernel_ptr<2, true>() : tc_kernel_ptr<4, true>();
+    return R == 16u ? tc_kernel_ptr<2, false>() : tc_kernel_ptr<4, false>();
+}
+
+/* Blocks of a kernel resident at once on the device (at least one an SM). */
+thg_status tc_resident(const thg_context *ctx, bool stats, uint32_t *blocks, char *err,
+                       size_t errlen)
+{
+    const void *k = tc_kernel_for(ctx->rank, stats);
+    const size_t smem = tc_smem_bytes(ctx->rank, stats);
+    THG_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
+    *blocks = (uint32_t)(per_sm > 0 ? per_sm : 1) * (uint32_t)ctx->sm_count;
+    return THG_OK;
 }
 
 /* The tile shape the tensor-core kernel loads M's tiles with. */
@@ -301,18 +346,13 @@ tile_shape tc_shape(uint32_t R)
 thg_status thg_als_tc_prepare(thg_context *ctx, char *err, size_t errlen)
 {
     ctx->als_tc_resident_blocks = 0;
-    if (tc_rank(ctx->rank)) {
-        const void *tc = tc_kernel_for(ctx->rank);
-        const size_t tc_smem = tc_smem_bytes(ctx->rank);
-        THG_CUDA(cudaFuncSetAttribute(tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)tc_smem));
-        int tc_per_sm = 0;
-        THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&tc_per_sm, tc, kThreads,
-                                                               tc_smem));
-        ctx->als_tc_resident_blocks =
-            (uint32_t)(tc_per_sm > 0 ? tc_per_sm : 1) * (uint32_t)ctx->sm_count;
-    }
-    return THG_OK;
+    ctx->als_tc_stats_blocks = 0;
+    if (!tc_rank(ctx->rank))
+        return THG_OK;
+    const thg_status st = tc_resident(ctx, false, &ctx->als_tc_resident_blocks, err, errlen);
+    if (st != THG_OK)
+        return st;
+    return tc_resident(ctx, true, &ctx->als_tc_stats_blocks, err, errlen);
 }
 
 bool thg_als_tc_chosen(const thg_context *ctx, uint32_t I)
@@ -334,7 +374,27 @@ thg_status thg_launch_als_tc(thg_context *ctx, const float *M, const float *W, f
                     (void *)&I,   (void *)&ts,         (void *)&io,
                     (void *)&acc, (void *)&out,        (void *)&out_mapped,
                     (void *)&failed, (void *)&gram_store};
-    THG_CUDA(cudaLaunchKernel(tc_kernel_for(R), dim3(ctx->als_tc_resident_blocks),
-                              dim3(kThreads), args, tc_smem_bytes(R), ctx->stream));
+    THG_CUDA(cudaLaunchKernel(tc_kernel_for(R, false), dim3(ctx->als_tc_resident_blocks),
+                              dim3(kThreads), args, tc_smem_bytes(R, false), ctx->stream));
+    return THG_OK;
+}
+
+thg_status thg_launch_als_tc_stats(thg_context *ctx, const float *M, const float *A, uint32_t I,
+                                   const update_io &io, const thg_als_acc &acc, const float *W,
+                                   double *out, int out_mapped, const uint32_t *failed,
+                                   double *gram_store, char *err, size_t errlen)
+{
+    const uint32_t R = ctx->rank;
+    const tile_shape ts = tc_shape(R);
+    float *A_read = const_cast<float *>(A); /* read only: the kernel's kStats form */
+    void *args[] = {(void *)&M,   (void *)&W,          (void *)&A_read,
+                    (void *)&I,   (void *)&ts,         (void *)&io,
+                    (void *)&acc, (void *)&out,        (void *)&out_mapped,
+                    (void *)&failed, (void *)&gram_store};
+    const uint64_t tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
+    const uint32_t blocks =
+        (uint32_t)(tiles < ctx->als_tc_stats_blocks ? tiles : ctx->als_tc_stats_blocks);
+    THG_CUDA(cudaLaunchKernel(tc_kernel_for(R, true), dim3(blocks), dim3(kThreads), args,
+                              tc_smem_bytes(R, true), ctx->stream));
     return THG_OK;
 }

@@ -11,12 +11,17 @@
  * and the passes stop after the one whose summed squared change is at most
  * tolerance times the first's. Only that sum couples the rows, so the
  * passes run in chunks of up to kFuse, each chunk two kernels:
- *   - speculate_kernel<RP>: a thread per row (grid-stride) reads its row
- *     of A and makes every pass of the chunk on it in registers, adding
- *     each pass's change to that pass's sum; the row is read and written
- *     once a chunk, not once a pass (on a long mode the passes were bound
- *     by those reads and writes, on a short one by a kernel and a
- *     reduction a pass). The last block to finish (a counter) adds the
+ *   - speculate_kernel<RP, kStaged>: a thread per row reads its row of A
+ *     and makes every pass of the chunk on it in registers, adding each
+ *     pass's change to that pass's sum; the row is read and written once
+ *     a chunk, not once a pass (on a long mode the passes were bound by
+ *     those reads and writes, on a short one by a kernel and a reduction
+ *     a pass). Staged (RP <= 32, whole-quad rows): a block's 128 rows of
+ *     A and M come into shared memory as tiles by coalesced asynchronous
+ *     copies, each thread's row is read from there and written back, and
+ *     the tile leaves in coalesced stores; otherwise each thread reads
+ *     and writes its row in global memory (grid-stride), where a warp's
+ *     access touches 32 lines and kept L1 busy on tall modes. The last block to finish (a counter) adds the
  *     blocks' sums in block order (the sums depend on the grid only, fixed
  *     per shape and device) and applies the stopping test pass by pass:
  *     the passes kept are those up to the first that meets it.
@@ -43,15 +48,19 @@
  *     column scale, als.cu) times `scale`, and M times its result scale;
  *     every chunk writes the factor's true values (column scale 1).
  *   - then thg_launch_als_epilogue (als.cu): the update kernel's Gram,
- *     inner-product and norm sums over the factor as computed, its finish
- *     (lambda, the normalised Gram and inner, the column scale) and its
- *     scale kernel: the same code as thg_als_update's, not a copy.
+ *     inner-product and norm sums over the factor as computed (on tall
+ *     factors at ranks 16 and 32 the tensor-core update's kernel in its
+ *     epilogue form, als_tensor_core.cu), its finish (lambda, the
+ *     normalised Gram and inner, the column scale) and its scale kernel:
+ *     the same code as thg_als_update's, not a copy.
  * One synchronisation at the end; V and scale go up in one copy, and
  * [lambda | gram | inner] (mapped) and the pass count come back. */
 #include <math.h>
 #include <string.h>
 
 #include <type_traits>
+
+#include <cuda_pipeline.h>
 
 #include "thg_internal.cuh"
 
@@ -109,6 +118,7 @@ struct pass_args {
     double *partials;             /* [kFuse][gridDim.x] */
     uint32_t I, R;
     int vector_rows;              /* R % 4 == 0 and M, A, saved 16-byte aligned: float4 rows */
+    int staged;                   /* vector rows at RP <= 32: tiles through shared memory */
     double tolerance;
     double ridge, l1;             /* ABI 1.6: 0 and 0 for the plain update */
     int nonneg;                   /* clamp at 0 (TH_CONSTRAINT_NONNEG) or not */
@@ -138,6 +148,22 @@ __host__ __device__ constexpr size_t pass_smem_bytes(uint32_t RP)
 {
     return sizeof(double) *
            ((size_t)RP * RP + 4u * RP + pass_threads(RP) / 32u + kFuse * pass_threads(RP) + kFuse);
+}
+
+/* The staged path's tiles (speculate_kernel at RP <= 32 with vector
+ * rows): a block's rows of A and of M, one a thread, at a row stride of
+ * RP + 4 floats (a quarter-warp's 16-byte loads of 8 rows then fall in 32
+ * different banks), after the doubles of pass_smem_bytes rounded to 16
+ * bytes. */
+__host__ __device__ constexpr uint32_t tile_stride(uint32_t RP) { return RP + 4u; }
+__host__ __device__ constexpr size_t tiles_offset(uint32_t RP)
+{
+    return (pass_smem_bytes(RP) + 15u) & ~(size_t)15u;
+}
+__host__ __device__ constexpr size_t speculate_smem_bytes(uint32_t RP)
+{
+    return RP <= 32u ? tiles_offset(RP) + sizeof(float) * 2u * pass_threads(RP) * tile_stride(RP)
+                     : pass_smem_bytes(RP);
 }
 
 /* The block's sum of `x` in a fixed order (warps by shuffles, then warp
@@ -253,6 +279,33 @@ __device__ __forceinline__ void copy_row(const pass_args &a, uint64_t i)
             dst[q] = src[q];
 }
 
+/* A row of whole quads between `row` and memory (global, or a staged
+ * tile): in (zero past R) and out (the first R values as floats). */
+template <uint32_t RP>
+__device__ __forceinline__ void quads_in(row_of<RP> (&row)[RP], const float *src, uint32_t R)
+{
+#pragma unroll(RP <= 64u ? RP / 4u : 1u)
+    for (uint32_t q = 0; q < RP; q += 4u) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (q < R)
+            v = *reinterpret_cast<const float4 *>(src + q);
+        row[q] = v.x;
+        row[q + 1] = v.y;
+        row[q + 2] = v.z;
+        row[q + 3] = v.w;
+    }
+}
+
+template <uint32_t RP>
+__device__ __forceinline__ void quads_out(const row_of<RP> (&row)[RP], float *dst, uint32_t R)
+{
+#pragma unroll(RP <= 64u ? RP / 4u : 1u)
+    for (uint32_t q = 0; q < RP; q += 4u)
+        if (q < R)
+            *reinterpret_cast<float4 *>(dst + q) =
+                make_float4((float)row[q], (float)row[q + 1], (float)row[q + 2], (float)row[q + 3]);
+}
+
 /* Row i of `from` into `row` (zero past R), scaled by `as` on the first
  * pass. */
 template <uint32_t RP>
@@ -263,16 +316,7 @@ __device__ __forceinline__ void load_row(row_of<RP> (&row)[RP], const pass_args 
     const uint32_t R = a.R;
     const float *src = from + i * R;
     if (a.vector_rows) {
-#pragma unroll(RP <= 64u ? RP / 4u : 1u)
-        for (uint32_t q = 0; q < RP; q += 4u) {
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (q < R)
-                v = *reinterpret_cast<const float4 *>(src + q);
-            row[q] = v.x;
-            row[q + 1] = v.y;
-            row[q + 2] = v.z;
-            row[q + 3] = v.w;
-        }
+        quads_in<RP>(row, src, R);
     } else {
 #pragma unroll(RP <= 64u ? RP : 1u)
         for (uint32_t q = 0; q < RP; ++q)
@@ -291,11 +335,7 @@ __device__ __forceinline__ void store_row(const row_of<RP> (&row)[RP], const pas
     const uint32_t R = a.R;
     float *dst = a.A + i * R;
     if (a.vector_rows) {
-#pragma unroll(RP <= 64u ? RP / 4u : 1u)
-        for (uint32_t q = 0; q < RP; q += 4u)
-            if (q < R)
-                *reinterpret_cast<float4 *>(dst + q) = make_float4(
-                    (float)row[q], (float)row[q + 1], (float)row[q + 2], (float)row[q + 3]);
+        quads_out<RP>(row, dst, R);
     } else {
 #pragma unroll(RP <= 64u ? RP : 1u)
         for (uint32_t q = 0; q < RP; ++q)
@@ -305,14 +345,16 @@ __device__ __forceinline__ void store_row(const row_of<RP> (&row)[RP], const pas
 }
 
 /* One pass over row i (columns in order); returns the summed squared
- * change of its kept (fp32) values. */
-template <uint32_t RP>
+ * change of its kept (fp32) values. kStaged: M's row is m_tile_row, in
+ * shared memory (absent rows zero there). */
+template <uint32_t RP, bool kStaged = false>
 __device__ __forceinline__ double pass_row(row_of<RP> (&row)[RP], const pass_args &a,
-                                           const pass_shared &s, uint64_t i)
+                                           const pass_shared &s, uint64_t i,
+                                           const float *m_tile_row = nullptr)
 {
     const uint32_t R = a.R;
-    const float *m_row = a.M + i * R;
-    const bool present = !a.row_present || thg_row_present(a.row_present, i);
+    const float *m_row = kStaged ? m_tile_row : a.M + i * R;
+    const bool present = kStaged || !a.row_present || thg_row_present(a.row_present, i);
     double change = 0.0;
     float4 m4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     /* No break or continue: either keeps the row out of registers. */
@@ -322,10 +364,11 @@ __device__ __forceinline__ double pass_row(row_of<RP> (&row)[RP], const pass_arg
             /* M(i, r): a quad at a time on whole-quad rows (L1 holds the
              * row between a chunk's passes). */
             float m;
-            if (a.vector_rows) {
+            if (kStaged || a.vector_rows) {
                 if (r % 4u == 0)
-                    m4 = present ? __ldg(reinterpret_cast<const float4 *>(m_row + r))
-                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    m4 = kStaged  ? *reinterpret_cast<const float4 *>(m_row + r)
+                         : present ? __ldg(reinterpret_cast<const float4 *>(m_row + r))
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 const uint32_t j = r % 4u;
                 m = j == 0 ? m4.x : j == 1 ? m4.y : j == 2 ? m4.z : m4.w;
             } else {
@@ -362,10 +405,38 @@ __device__ __forceinline__ double pass_row(row_of<RP> (&row)[RP], const pass_arg
     return change;
 }
 
+/* The staged path's copies between global memory and a tile (row stride
+ * TS floats), whole quads (vector rows), every thread of the block. Into
+ * the tile asynchronously (the caller commits and waits), M's absent rows
+ * as zeros without being read; out of it plainly. */
+__device__ __forceinline__ void tile_in(const float *src, uint64_t base, uint32_t rows,
+                                        uint32_t R, uint32_t TS, const uint32_t *row_present,
+                                        float *tile)
+{
+    const uint32_t quads = R / 4u;
+    const float *from = src + base * R;
+    for (uint32_t t = threadIdx.x; t < rows * quads; t += blockDim.x) {
+        const uint32_t row = t / quads;
+        const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 16 : 0;
+        __pipeline_memcpy_async(tile + row * TS + (t % quads) * 4u, from + (size_t)t * 4u, 16,
+                                zfill);
+    }
+}
+
+__device__ __forceinline__ void tile_out(const float *tile, uint64_t base, uint32_t rows,
+                                         uint32_t R, uint32_t TS, float *dst)
+{
+    const uint32_t quads = R / 4u;
+    float *to = dst + base * R;
+    for (uint32_t t = threadIdx.x; t < rows * quads; t += blockDim.x)
+        *reinterpret_cast<float4 *>(to + (size_t)t * 4u) =
+            *reinterpret_cast<const float4 *>(tile + (t / quads) * TS + (t % quads) * 4u);
+}
+
 /* Passes first .. first + count - 1 (a chunk), speculatively: every pass
  * made on every row and its change summed; the last block decides which
  * passes stand (the stopping test) and how many the redo must make. */
-template <uint32_t RP>
+template <uint32_t RP, bool kStaged>
 __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
     speculate_kernel(pass_args a, uint32_t first, uint32_t count)
 {
@@ -393,7 +464,50 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
     const bool stands = first == 0 && count == 1;
     const bool save = a.saved && !stands, store = a.saved || stands;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    if constexpr (RP <= 32u) {
+    if constexpr (kStaged) {
+        {
+            /* A block's rows of A and M come in as tiles (coalesced), a
+             * thread works on its row there, and the tile goes out: a row
+             * a thread read and wrote in global memory is 32 lines a warp's
+             * access, which bound the pass on tall modes (L1 busy). */
+            constexpr uint32_t TS = tile_stride(RP);
+            float *tile_a = reinterpret_cast<float *>(reinterpret_cast<char *>(sh) +
+                                                      tiles_offset(RP));
+            float *tile_m = tile_a + threads * TS;
+            const uint64_t ntiles = ((uint64_t)a.I + threads - 1u) / threads;
+            for (uint64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                const uint64_t base = tile * threads;
+                const uint32_t rows = (uint32_t)(a.I - base < threads ? a.I - base : threads);
+                tile_in(a.A, base, rows, a.R, TS, nullptr, tile_a);
+                tile_in(a.M, base, rows, a.R, TS, a.row_present, tile_m);
+                __pipeline_commit();
+                __pipeline_wait_prior(0);
+                __syncthreads();
+                if (save) {
+                    tile_out(tile_a, base, rows, a.R, TS, a.saved);
+                    __syncthreads(); /* read by all before a thread rewrites its row */
+                }
+                if (tid < rows) {
+                    row_of<RP> row[RP];
+                    quads_in<RP>(row, tile_a + tid * TS, a.R);
+                    if (first == 0)
+#pragma unroll
+                        for (uint32_t q = 0; q < RP; ++q)
+                            row[q] = __double2float_rn((double)row[q] * s.as[q]);
+#pragma unroll 1
+                    for (uint32_t c = 0; c < count; ++c)
+                        s.acc[c * threads + tid] +=
+                            pass_row<RP, true>(row, a, s, base + tid, tile_m + tid * TS);
+                    if (store)
+                        quads_out<RP>(row, tile_a + tid * TS, a.R);
+                }
+                __syncthreads();
+                if (store)
+                    tile_out(tile_a, base, rows, a.R, TS, a.A);
+                __syncthreads(); /* the next tile's copies overwrite both */
+            }
+        }
+    } else if constexpr (RP <= 32u) {
         for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + tid; i < a.I; i += stride) {
             row_of<RP> row[RP];
             if (save)
@@ -424,6 +538,7 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
 
     if (first == 0 && a.norm_flag && blockIdx.x == 0 && tid == 0)
         *a.norm_flag = a.norm_value; /* read by the epilogue's finish, after every pass */
+
 
     /* Each pass's change: this block's sums (warp order), then the last
      * block's totals (block order). */
@@ -510,13 +625,21 @@ uint32_t padded_for(uint32_t R)
     return R <= 8u ? 8u : R <= 16u ? 16u : R <= 32u ? 32u : R <= 64u ? 64u : 128u;
 }
 
-/* The two kernels of a chunk for a padded rank. */
+/* The kernels of a chunk for a padded rank: the speculative kernel, its
+ * staged form (RP <= 32; nullptr above) and the redo. */
 struct chunk_kernels {
     void (*speculate)(pass_args, uint32_t, uint32_t);
+    void (*speculate_staged)(pass_args, uint32_t, uint32_t);
     void (*redo)(pass_args, uint32_t);
 };
 
-template <uint32_t RP> chunk_kernels kernels_of() { return {speculate_kernel<RP>, redo_kernel<RP>}; }
+template <uint32_t RP> chunk_kernels kernels_of()
+{
+    if constexpr (RP <= 32u)
+        return {speculate_kernel<RP, false>, speculate_kernel<RP, true>, redo_kernel<RP>};
+    else
+        return {speculate_kernel<RP, false>, nullptr, redo_kernel<RP>};
+}
 
 chunk_kernels kernels_for(uint32_t RP)
 {
@@ -552,21 +675,29 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
         return THG_OK;
     const uint32_t R = ctx->rank, RP = padded_for(R);
     const chunk_kernels k = kernels_for(RP);
-    const size_t smem = pass_smem_bytes(RP);
+    const size_t smem = pass_smem_bytes(RP), staged_smem = speculate_smem_bytes(RP);
     THG_CUDA(cudaFuncSetAttribute((const void *)k.speculate,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     THG_CUDA(cudaFuncSetAttribute((const void *)k.redo, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)smem));
-    int per_sm = 0, redo_per_sm = 0;
+    int per_sm = 0, redo_per_sm = 0, staged_per_sm = 1;
     THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)k.speculate,
                                                            (int)pass_threads(RP), smem));
     THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&redo_per_sm, (const void *)k.redo,
                                                            (int)pass_threads(RP), smem));
-    if (per_sm < 1 || redo_per_sm < 1)
+    if (k.speculate_staged) {
+        THG_CUDA(cudaFuncSetAttribute((const void *)k.speculate_staged,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)staged_smem));
+        THG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &staged_per_sm, (const void *)k.speculate_staged, (int)pass_threads(RP),
+            staged_smem));
+    }
+    if (per_sm < 1 || redo_per_sm < 1 || staged_per_sm < 1)
         return thg_fail(err, errlen, THG_ERR_DEVICE,
                         "als_update_nonneg: no block of the rank-%u pass kernels fits on an SM "
                         "(%zu bytes of shared memory)",
-                        R, smem);
+                        R, k.speculate_staged ? staged_smem : smem);
     const uint32_t nparts = (uint32_t)per_sm * (uint32_t)ctx->sm_count;
     const nonneg_layout l = layout_for(R, nparts);
     uint64_t free_bytes = 0;
@@ -617,7 +748,11 @@ thg_status launch_chunk(thg_context *ctx, const pass_args &a, uint32_t first, ui
         (uint32_t)(needed < ctx->nonneg_partials ? needed : ctx->nonneg_partials);
     const chunk_kernels k = kernels_for(RP);
     const size_t smem = pass_smem_bytes(RP);
-    k.speculate<<<blocks, threads, smem, ctx->stream>>>(a, first, count);
+    if (a.staged)
+        k.speculate_staged<<<blocks, threads, speculate_smem_bytes(RP), ctx->stream>>>(a, first,
+                                                                                      count);
+    else
+        k.speculate<<<blocks, threads, smem, ctx->stream>>>(a, first, count);
     THG_LAUNCHED();
     k.redo<<<blocks, threads, smem, ctx->stream>>>(a, first);
     THG_LAUNCHED();
@@ -672,6 +807,7 @@ pass_args args_for(thg_context *ctx, uint32_t mode, double tolerance, double rid
     a.R = R;
     a.vector_rows = R % 4u == 0 && ((uintptr_t)a.M % 16u) == 0 && ((uintptr_t)a.A % 16u) == 0 &&
                     ((uintptr_t)a.saved % 16u) == 0;
+    a.staged = a.vector_rows && padded_for(R) <= 32u;
     a.tolerance = tolerance;
     a.ridge = ridge;
     a.l1 = l1;

@@ -251,9 +251,10 @@ struct thg_context {
     /* Blocks of the update kernel resident on the device at once (its
      * occupancy times the SMs), set by thg_als_prepare. */
     uint32_t als_resident_blocks;
-    /* The same for the tensor-core update of tall factors (0: not for this
-     * rank). */
+    /* The same for the tensor-core update of tall factors and for its
+     * epilogue form (0: not for this rank). */
     uint32_t als_tc_resident_blocks;
+    uint32_t als_tc_stats_blocks;
     /* Device staging of factor copies (factors.cu): transfer_elems doubles. */
     double *transfer_dev;
     size_t transfer_elems;

@@ -35,7 +35,9 @@
  * 0 and 1e-8, and 20 sweeps at tolerance 1e-3 (the stop test met early,
  * the later passes returning at once) and 20 at 0 (beyond the 8 passes
  * launched between reads of the stop flag); a mode with empty rows (the
- * MTTKRP leaves them unwritten: poisoned with NaN here); 3 and 4 modes.
+ * MTTKRP leaves them unwritten: poisoned with NaN here); 3 and 4 modes;
+ * a tall mode of 300007 rows at ranks 5, 16 and 32 (the update's sums on
+ * the tensor cores at 16 and 32).
  * Then nonnegative CP-ALS, 12 iterations of mttkrp + als_update_nonneg per
  * mode on gpu-adaptive, against the same iterations on cpu-reference with
  * the host's update (its MTTKRP result and factor downloaded, the oracle,
@@ -450,6 +452,41 @@ static void test_nonneg_without_saved_rows(void **state)
     g_unsetenv("TH_GPU_TEST_NONNEG_NO_SAVED");
 }
 
+/* A tall mode (many more tiles of rows than resident blocks, the last one
+ * partial): at ranks 16 and 32 its update's sums run on the tensor cores
+ * (als_tensor_core.cu's epilogue form), at 5 on the SIMT stats kernel.
+ * One pass and five, both norms, every plugin. */
+static void test_nonneg_tall_mode(void **state)
+{
+    const th_gpu_test_plugins *p = *state;
+    const int quick = th_gpu_test_quick();
+    static const th_gpu_test_case tall = {"tall mode", 3, {300007, 40, 25}, 120011, {0.5, 0, 0}};
+    static const setting tall_settings[] = {
+        {TH_NORM_2, 1, 1, 0.0, 0, 0.0, 0.0, 0},
+        {TH_NORM_MAX, 0, 5, 1e-8, 0, 0.0, 0.0, 0},
+    };
+    const uint32_t all_ranks[] = {5, 16, 32};
+    const uint32_t quick_ranks[] = {32};
+    const uint32_t *ranks = quick ? quick_ranks : all_ranks;
+    const size_t nranks = quick ? G_N_ELEMENTS(quick_ranks) : G_N_ELEMENTS(all_ranks);
+    const uint32_t nplugins = quick ? 1u : TH_GPU_TEST_N_PLUGINS;
+    GRand *rng = g_rand_new_with_seed(1517);
+    g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&tall, 47);
+    for (size_t ri = 0; ri < nranks; ++ri) {
+        double **f0 = start_factors(t, ranks[ri], rng);
+        for (uint32_t g = 0; g < nplugins; ++g) {
+            const th_plugin *pl = p->gpu[g];
+            th_instance *inst = th_test_create_instance(pl, NULL);
+            th_test_load_and_set(pl, inst, t, ranks[ri], f0);
+            for (size_t si = 0; si < G_N_ELEMENTS(tall_settings); ++si)
+                check_setting(pl, inst, t, f0, ranks[ri], 0, &tall_settings[si], tall.name);
+            pl->entry.destroy(inst);
+        }
+        th_test_free_factors(f0, t->nmodes);
+    }
+    g_rand_free(rng);
+}
+
 /* The fit of the model as the host computes it (als_step.c). */
 static double model_fit(double *const *grams, uint32_t nmodes, uint32_t R, const double *lambda,
                         const double *inner, double norm_x_squared)
@@ -666,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_nonneg_cp_als_matches_host),
         cmocka_unit_test(test_nonneg_matches_oracle),
         cmocka_unit_test(test_nonneg_without_saved_rows),
+        cmocka_unit_test(test_nonneg_tall_mode),
     };
     return cmocka_run_group_tests(tests, th_gpu_test_setup_plugins, th_gpu_test_teardown_plugins);
 }
