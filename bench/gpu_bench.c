@@ -132,7 +132,7 @@ double gpu_bench_host_fresh_bandwidth(void);
 
 typedef struct bench_row {
     char tensor[64];
-    const char *kind; /* "real" or "synthetic" */
+    const char *kind; /* "real" or "synthetic" (a preset, or a file labelled so) */
     char plugin[32];
     uint32_t nmodes;
     uint64_t nnz;
@@ -575,7 +575,9 @@ static th_sptensor *load_input(const char *arg, char *name, size_t name_size,
         snprintf(name, name_size, "%s", preset->name);
     } else {
         t = th_tensor_read_file(arg, NULL, &error);
-        *kind = "real";
+        /* A file tensorhost-synth wrote says so in its label. */
+        *kind = t && t->label && g_str_has_prefix(t->label, TH_SYNTH_LABEL_PREFIX) ? "synthetic"
+                                                                                   : "real";
         g_autofree char *base = g_path_get_basename(arg);
         snprintf(name, name_size, "%s", base);
     }

@@ -400,8 +400,13 @@ static void test_cpd_hals_keys(void **state)
     ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nhals_passes = 2\n",
                       NULL, TH_CONFIG_ERROR_CONFLICT,
                       "FILE:4:1: cpd.hals_passes is a parameter of the least-squares model "
-                      "(cpd.model = \"least-squares\": a weight of its regularised updates); "
-                      "the model is \"poisson\"");
+                      "(cpd.model = \"least-squares\": how many hierarchical-ALS passes its "
+                      "coordinate-descent updates make); the model is \"poisson\"");
+    ASSERT_LOAD_ERROR("tensor.path = \"t\"\n[cpd]\nmodel = \"poisson\"\nhals_budget = 1\n",
+                      NULL, TH_CONFIG_ERROR_CONFLICT,
+                      "FILE:4:1: cpd.hals_budget is a parameter of the least-squares model "
+                      "(cpd.model = \"least-squares\": how its coordinate-descent updates "
+                      "choose their passes); the model is \"poisson\"");
 }
 
 /* cpd.l2 and cpd.l1, CP-ALS's regularisation: a number (l1: or one per

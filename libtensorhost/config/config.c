@@ -1184,9 +1184,16 @@ static gboolean finish_constraints(const load_context *ctx, const th_config *con
 }
 
 /* The keys only the least-squares model reads (CP-ALS's regularisation,
- * completion's ridge). */
-static const char *const least_squares_keys[] = {"cpd.l2", "cpd.l1", "cpd.hals_passes",
-                                                  "cpd.hals_budget"};
+ * completion's ridge, the coordinate-descent passes), each with what it
+ * is to that model. */
+static const struct {
+    const char *key, *what;
+} least_squares_keys[] = {
+    {"cpd.l2", "a weight of its regularised updates"},
+    {"cpd.l1", "a weight of its regularised updates"},
+    {"cpd.hals_passes", "how many hierarchical-ALS passes its coordinate-descent updates make"},
+    {"cpd.hals_budget", "how its coordinate-descent updates choose their passes"},
+};
 
 /* The keys of CP-ALS's coordinate-descent (hierarchical ALS) updates. */
 static const char *const hals_keys[] = {"cpd.hals_passes", "cpd.hals_budget"};
@@ -1229,14 +1236,13 @@ static gboolean finish_model(const load_context *ctx, th_config *config, GError 
 {
     const gboolean poisson = g_strcmp0(config->model, "poisson") == 0;
     for (size_t i = 0; poisson && i < G_N_ELEMENTS(least_squares_keys); ++i) {
-        const char *where = g_hash_table_lookup(ctx->where, least_squares_keys[i]);
+        const char *where = g_hash_table_lookup(ctx->where, least_squares_keys[i].key);
         if (!where)
             continue;
         g_set_error(error, TH_CONFIG_ERROR, TH_CONFIG_ERROR_CONFLICT,
                     "%s: %s is a parameter of the least-squares model (cpd.model = "
-                    "\"least-squares\": a weight of its regularised updates); the model is "
-                    "\"poisson\"",
-                    where, least_squares_keys[i]);
+                    "\"least-squares\": %s); the model is \"poisson\"",
+                    where, least_squares_keys[i].key, least_squares_keys[i].what);
         return FALSE;
     }
     if (!poisson) {
