@@ -21,10 +21,11 @@
  *     copies, each thread's row is read from there and written back, and
  *     the tile leaves in coalesced stores; otherwise each thread reads
  *     and writes its row in global memory (grid-stride), where a warp's
- *     access touches 32 lines and kept L1 busy on tall modes. The last block to finish (a counter) adds the
- *     blocks' sums in block order (the sums depend on the grid only, fixed
- *     per shape and device) and applies the stopping test pass by pass:
- *     the passes kept are those up to the first that meets it.
+ *     access touches 32 lines and kept L1 busy on tall modes. The last
+ *     block to finish (a counter) adds the blocks' sums in block order
+ *     (the sums depend on the grid only, fixed per shape and device) and
+ *     applies the stopping test pass by pass: the passes kept are those up
+ *     to the first that meets it.
  *   - redo_kernel<RP>: where the chunk kept fewer passes than it made, the
  *     rows again from where the chunk started, with the kept passes only.
  *     With `saved` (the scratch nonneg_saved, allocated where it fits) the
@@ -465,47 +466,45 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
     const bool save = a.saved && !stands, store = a.saved || stands;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     if constexpr (kStaged) {
-        {
-            /* A block's rows of A and M come in as tiles (coalesced), a
-             * thread works on its row there, and the tile goes out: a row
-             * a thread read and wrote in global memory is 32 lines a warp's
-             * access, which bound the pass on tall modes (L1 busy). */
-            constexpr uint32_t TS = tile_stride(RP);
-            float *tile_a = reinterpret_cast<float *>(reinterpret_cast<char *>(sh) +
-                                                      tiles_offset(RP));
-            float *tile_m = tile_a + threads * TS;
-            const uint64_t ntiles = ((uint64_t)a.I + threads - 1u) / threads;
-            for (uint64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-                const uint64_t base = tile * threads;
-                const uint32_t rows = (uint32_t)(a.I - base < threads ? a.I - base : threads);
-                tile_in(a.A, base, rows, a.R, TS, nullptr, tile_a);
-                tile_in(a.M, base, rows, a.R, TS, a.row_present, tile_m);
-                __pipeline_commit();
-                __pipeline_wait_prior(0);
-                __syncthreads();
-                if (save) {
-                    tile_out(tile_a, base, rows, a.R, TS, a.saved);
-                    __syncthreads(); /* read by all before a thread rewrites its row */
-                }
-                if (tid < rows) {
-                    row_of<RP> row[RP];
-                    quads_in<RP>(row, tile_a + tid * TS, a.R);
-                    if (first == 0)
-#pragma unroll
-                        for (uint32_t q = 0; q < RP; ++q)
-                            row[q] = __double2float_rn((double)row[q] * s.as[q]);
-#pragma unroll 1
-                    for (uint32_t c = 0; c < count; ++c)
-                        s.acc[c * threads + tid] +=
-                            pass_row<RP, true>(row, a, s, base + tid, tile_m + tid * TS);
-                    if (store)
-                        quads_out<RP>(row, tile_a + tid * TS, a.R);
-                }
-                __syncthreads();
-                if (store)
-                    tile_out(tile_a, base, rows, a.R, TS, a.A);
-                __syncthreads(); /* the next tile's copies overwrite both */
+        /* A block's rows of A and M come in as tiles (coalesced), a
+         * thread works on its row there, and the tile goes out: a row
+         * a thread read and wrote in global memory is 32 lines a warp's
+         * access, which bound the pass on tall modes (L1 busy). */
+        constexpr uint32_t TS = tile_stride(RP);
+        float *tile_a = reinterpret_cast<float *>(reinterpret_cast<char *>(sh) +
+                                                  tiles_offset(RP));
+        float *tile_m = tile_a + threads * TS;
+        const uint64_t ntiles = ((uint64_t)a.I + threads - 1u) / threads;
+        for (uint64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            const uint64_t base = tile * threads;
+            const uint32_t rows = (uint32_t)(a.I - base < threads ? a.I - base : threads);
+            tile_in(a.A, base, rows, a.R, TS, nullptr, tile_a);
+            tile_in(a.M, base, rows, a.R, TS, a.row_present, tile_m);
+            __pipeline_commit();
+            __pipeline_wait_prior(0);
+            __syncthreads();
+            if (save) {
+                tile_out(tile_a, base, rows, a.R, TS, a.saved);
+                __syncthreads(); /* read by all before a thread rewrites its row */
             }
+            if (tid < rows) {
+                row_of<RP> row[RP];
+                quads_in<RP>(row, tile_a + tid * TS, a.R);
+                if (first == 0)
+#pragma unroll
+                    for (uint32_t q = 0; q < RP; ++q)
+                        row[q] = __double2float_rn((double)row[q] * s.as[q]);
+#pragma unroll 1
+                for (uint32_t c = 0; c < count; ++c)
+                    s.acc[c * threads + tid] +=
+                        pass_row<RP, true>(row, a, s, base + tid, tile_m + tid * TS);
+                if (store)
+                    quads_out<RP>(row, tile_a + tid * TS, a.R);
+            }
+            __syncthreads();
+            if (store)
+                tile_out(tile_a, base, rows, a.R, TS, a.A);
+            __syncthreads(); /* the next tile's copies overwrite both */
         }
     } else if constexpr (RP <= 32u) {
         for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + tid; i < a.I; i += stride) {
