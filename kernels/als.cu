@@ -787,6 +787,7 @@ update_io io_for(const thg_context *ctx, uint32_t mode, const thg_als_part *part
     io.m_scale = ctx->result_scale + (size_t)mode * R;
     io.col_scale = ctx->col_scale + (size_t)mode * R;
     io.rescale_bound = rescale_bound(ctx->nmodes);
+    io.inner_made = 0;
     return io;
 }
 
@@ -847,11 +848,18 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
 
 thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, double *out,
                                    const uint32_t *failed, double *gram_store,
-                                   cudaEvent_t after_stats, char *err, size_t errlen)
+                                   cudaEvent_t after_stats, bool inner_made, char *err,
+                                   size_t errlen)
 {
     const uint32_t I = ctx->dims[mode];
     const tile_shape s = shape_for(ctx->rank);
-    const update_io io = io_for(ctx, mode, nullptr);
+    update_io io = io_for(ctx, mode, nullptr);
+    io.inner_made = inner_made;
+    if (inner_made && !thg_als_tc_chosen(ctx, I))
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "the update's epilogue: inner products made elsewhere, but mode %u's "
+                        "epilogue is not the tensor cores'",
+                        mode);
     if (I > 0 && thg_als_tc_chosen(ctx, I)) {
         const thg_status tc = thg_launch_als_tc_stats(
             ctx, ctx->results[mode], ctx->factors[mode], I, io, ctx->als_acc, ctx->als_w, out,

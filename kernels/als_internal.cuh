@@ -27,6 +27,9 @@ struct update_io {
     const float *m_scale;        /* [R] M's true columns: M(:, r) * m_scale[r] */
     float *col_scale;            /* [R] out: the stored A's column scale */
     float rescale_bound;         /* lambdas within [1/bound, bound] stay unapplied */
+    /* The epilogue form only: inner and max are in acc already (nonneg.cu's
+     * one pass added them), so M is not read. */
+    int inner_made;
 };
 
 namespace {
@@ -223,9 +226,6 @@ __device__ void finish_update(const float *W, uint32_t R, const update_io &io,
  * ctx->als_tc_resident_blocks and ctx->als_tc_stats_blocks, 0 where the
  * rank has no tensor-core update. */
 thg_status thg_als_tc_prepare(thg_context *ctx, char *err, size_t errlen);
-/* Whether the update of I rows (a mode, or a rank's part) takes the
- * tensor cores. */
-bool thg_als_tc_chosen(const thg_context *ctx, uint32_t I);
 /* The update's first kernel on the tensor cores, on ctx->stream (as
  * thg_launch_als launches the SIMT one). */
 thg_status thg_launch_als_tc(thg_context *ctx, const float *M, const float *W, float *A,

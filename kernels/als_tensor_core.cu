@@ -155,8 +155,11 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
 
     const uint32_t ntiles = (I + kTcRows - 1u) / kTcRows;
     uint32_t tile = blockIdx.x;
+    /* The epilogue form reads M for the inner products unless they are made. */
+    const bool read_m = !kStats || !io.inner_made;
     if (tile < ntiles) {
-        load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
+        if (read_m)
+            load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
         if (kStats)
             load_tile_async(A, nullptr, 0, tile, I, sa, s_a, tid);
     }
@@ -167,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
         const float *m = s_m + buf * kTcRows * RS;
         float *a_tile = kStats ? s_a + buf * kTcRows * RW : s_a;
         if (tile + gridDim.x < ntiles) {
-            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
-                            s_m + (buf ^ 1u) * kTcRows * RS, tid);
+            if (read_m)
+                load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
+                                s_m + (buf ^ 1u) * kTcRows * RS, tid);
             if (kStats)
                 load_tile_async(A, nullptr, 0, tile + gridDim.x, I, sa,
                                 s_a + (buf ^ 1u) * kTcRows * RW, tid);
@@ -227,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
         }
         __syncthreads();
 
-        {
+        if (read_m) {
             float tile_inner = 0.0f; /* fp32 within a tile, double across */
             for (uint32_t r = phase; r < rows; r += phases) {
                 const float av = a_tile[r * RW + col];

@@ -540,10 +540,17 @@ thg_status thg_launch_als(thg_context *ctx, uint32_t mode, double *out, const ui
  * ([lambda | gram | inner]: the mapped ctx->als_out_dev, or a sweep's
  * slot), the column scale, and the scale kernel; on ctx->stream. The
  * sweep passes `failed`, `gram_store` and `after_stats` as to
- * thg_launch_als (nullptr otherwise). */
+ * thg_launch_als (nullptr otherwise). `inner_made`: the kernel that
+ * computed A already added the inner products and maxima into
+ * ctx->als_acc, so the epilogue reads A alone; only where
+ * thg_als_tc_chosen(ctx, the mode's rows). */
 thg_status thg_launch_als_epilogue(thg_context *ctx, uint32_t mode, double *out,
                                    const uint32_t *failed, double *gram_store,
-                                   cudaEvent_t after_stats, char *err, size_t errlen);
+                                   cudaEvent_t after_stats, bool inner_made, char *err,
+                                   size_t errlen);
+/* als_tensor_core.cu: whether the update of I rows (a mode, or a rank's
+ * part) takes the tensor cores. */
+bool thg_als_tc_chosen(const thg_context *ctx, uint32_t I);
 /* nonneg.cu, for the sweep (sweep.cu): one coordinate-descent mode. */
 struct thg_nonneg_sweep_mode {
     uint32_t sweeps;
