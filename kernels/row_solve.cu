@@ -16,11 +16,13 @@
  * quarter of the nonzeros per worker) cut into chunks. Then one call is:
  *   1. the main kernel: a dynamic queue of tasks, the chunks first, then
  *      the whole rows longest first (the shortest go several to a grab).
- *      Ranks up to 32: one warp per task, G_j's 8 x 8 tiles in registers,
- *      added by fp64 tensor-core mma (m8n8k4, four nonzeros a step: lane
- *      (q, c) holds nonzero q's h at columns c*T .. c*T+T-1, T = ceil(R/8),
- *      which with both fragments taken from the same registers makes tile
- *      (t1, t2) hold G(c*T + t1, c'*T + t2)); then the warp writes G_j + ridge I
+ *      Ranks up to 32: one warp per task, G_j's tiles in registers, added
+ *      by fp64 tensor-core mma (four nonzeros a step: lane (q, c) holds
+ *      nonzero q's h at columns c*T .. c*T+T-1, T = ceil(R/8), which with
+ *      both fragments taken from the same registers makes 8 x 8 block
+ *      (t1, t2) hold G(c*T + t1, c'*T + t2); on sm_90 two blocks (2I, J)
+ *      and (2I + 1, J) a m16n8k4, which issues at the m8n8k4's rate with
+ *      twice its products); then the warp writes G_j + ridge I
  *      and b_j to its shared memory, solves and writes the row. Larger
  *      ranks: one 512-thread block per task; each batch of 32 nonzeros'
  *      h goes to shared memory and the block's 16 warps share the 8 x 8 tiles
@@ -93,7 +95,7 @@ constexpr uint32_t kUtilThreads = 256;
  * 0); each value here is the largest without spills (ptxas of CUDA 13.0). */
 __host__ __device__ constexpr int warp_min_blocks(int T, int NO)
 {
-    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? (NO == 0 || NO >= 3 ? 5 : 6) : 8;
+    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? 5 : T == 2 ? 7 : 8;
 }
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -162,6 +164,47 @@ __device__ __forceinline__ void dmma(double (&c)[2], double a, double b)
         c[1] = fma(av, b1, c[1]);
     }
 #endif
+}
+
+/* c += A b with A's two 8-row halves a_lo, a_hi: the m8n8k4 products
+ * (a_lo, b) into c[0..1] and (a_hi, b) into c[2..3], as one m16n8k4 where
+ * the device has it (sm_90: A(lane / 4 + 8 h, lane % 4) is a_h, C's rows
+ * lane / 4 and lane / 4 + 8 are c[0..1] and c[2..3]; PTX ISA, "Matrix
+ * Fragments for mma.m16n8k4" with .f64). It issues at the rate of the
+ * m8n8k4, so it makes twice the products in the same time (on an H200
+ * 66 against 33 TFLOPS). Elsewhere two m8n8k4, or only the halves the
+ * caller keeps (lo, hi: constants once the caller's loops unroll). */
+__device__ __forceinline__ void dmma_wide(double (&c)[4], double a_lo, double a_hi, double b,
+                                          bool lo, bool hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %2, %3};"
+        : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+        : "d"(a_lo), "d"(a_hi), "d"(b));
+#else
+    double *half = c;
+    if (lo)
+        dmma(*reinterpret_cast<double(*)[2]>(half), a_lo, b);
+    if (hi)
+        dmma(*reinterpret_cast<double(*)[2]>(half + 2), a_hi, b);
+#endif
+}
+
+/* The register path's G in 16 x 8 tiles (dmma_wide): tile (I, J), J >= 2I,
+ * holds the 8 x 8 blocks (2I, J) (entries 0, 1) and (2I + 1, J) (entries
+ * 2, 3), block (t1, t2) being G(c T + t1, c' T + t2), c, c' = 0..7. Its
+ * tiles cover every block t1 <= t2 < T, in order of I, then J. */
+__host__ __device__ constexpr int wide_tiles(int T) { return (T + 1) / 2 * (T - (T + 1) / 2 + 1); }
+__host__ __device__ __forceinline__ constexpr int wide_tile(int T, int I, int J)
+{
+    return I * (T - I - 1) + J; /* (T) + (T - 2) + ... I terms, then J - 2I */
+}
+/* Block (t1, t2)'s entry e (0 or 1) of this lane, t1 <= t2. */
+template <int N>
+__device__ __forceinline__ double &gram_block(double (&acc)[N][4], int T, int t1, int t2, int e)
+{
+    return acc[wide_tile(T, t1 / 2, t2)][2 * (t1 % 2) + e];
 }
 
 __device__ __forceinline__ double warp_sum(double v)
@@ -438,18 +481,17 @@ __device__ __forceinline__ void batch_indices(const rls_args &a, uint32_t begin,
 }
 
 /* The register path's sums over nonzeros [begin, begin + count) of one
- * row: acc[t2 (t2 + 1) / 2 + t1] is the fragment of tile (t1, t2), t1 <=
- * t2, bacc[t] lane (q, c8)'s part of b(c8*T + t). NO: the other modes'
- * count, 0 for a run-time count. */
+ * row: acc the 16 x 8 tiles of G (wide_tile; block (t1, t2) by
+ * gram_block), bacc[t] lane (q, c8)'s part of b(c8*T + t). NO: the other
+ * modes' count, 0 for a run-time count. */
 template <int T, int NO>
 __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, uint32_t count,
                                            uint32_t q, uint32_t c8, bool exact,
-                                           double (&acc)[T * (T + 1) / 2][2], double (&bacc)[T])
+                                           double (&acc)[wide_tiles(T)][4], double (&bacc)[T])
 {
-    constexpr int P = T * (T + 1) / 2;
 #pragma unroll
-    for (int p = 0; p < P; ++p)
-        acc[p][0] = acc[p][1] = 0.0;
+    for (int p = 0; p < wide_tiles(T); ++p)
+        acc[p][0] = acc[p][1] = acc[p][2] = acc[p][3] = 0.0;
 #pragma unroll
     for (int t = 0; t < T; ++t)
         bacc[t] = 0.0;
@@ -529,11 +571,15 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
                 h[t] = valid ? h[t] : 0.0;
                 bacc[t] = fma(x, h[t], bacc[t]);
             }
+            /* Tile (I, J): A's halves are blocks 2I and 2I + 1 (zero past
+             * T), B block J; the half 2I + 1 > J is a block below the
+             * diagonal, made and never read. */
 #pragma unroll
-            for (int t2 = 0; t2 < T; ++t2)
+            for (int I = 0; 2 * I < T; ++I)
 #pragma unroll
-                for (int t1 = 0; t1 <= t2; ++t1)
-                    dmma(acc[t2 * (t2 + 1) / 2 + t1], h[t1], h[t2]);
+                for (int J = 2 * I; J < T; ++J)
+                    dmma_wide(acc[wide_tile(T, I, J)], h[2 * I], 2 * I + 1 < T ? h[2 * I + 1] : 0.0,
+                              h[J], true, 2 * I + 1 < T && 2 * I + 1 <= J);
         }
     }
     /* b(c8*T + t) in every lane of column group c8. */
@@ -582,7 +628,6 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     rls_warp_kernel(const rls_args a)
 {
     extern __shared__ double smem[];
-    constexpr int P = T * (T + 1) / 2;
     const uint32_t R = a.R;
     const uint32_t ld = full_ld(R);
     double *s_cs = smem;
@@ -602,7 +647,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     __syncthreads();
     const uint32_t q = lane % 4, c8 = lane / 4;
     const bool exact = R == 8u * T;
-    double acc[P][2], bacc[T];
+    double acc[wide_tiles(T)][4], bacc[T];
     uint32_t t = 0, tend = 0;
     for (;;) {
         if (t == tend) {
@@ -649,7 +694,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                         const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
                         if (r < R && s < R && (t1 != t2 || r >= s))
                             atomicAdd(dst + (r >= s ? lower_index(r, s) : lower_index(s, r)),
-                                      acc[t2 * (t2 + 1) / 2 + t1][e]);
+                                      gram_block(acc, T, t1, t2, e));
                     }
             if (q == 0)
 #pragma unroll
@@ -669,7 +714,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                 for (int e = 0; e < 2; ++e) {
                     const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
                     if (r < R && s < R && (t1 != t2 || r >= s)) {
-                        double v = acc[t2 * (t2 + 1) / 2 + t1][e] * s_cs[r] * s_cs[s];
+                        double v = gram_block(acc, T, t1, t2, e) * s_cs[r] * s_cs[s];
                         if (r == s) {
                             bs[R + r] = v; /* G_j's diagonal, after b */
                             v += a.ridge;
