@@ -286,60 +286,14 @@ __device__ void store_row(const rls_args &a, uint32_t row, uint32_t lane, const 
     }
 }
 
-/* solve_system's LDL^T for R <= N <= 32 (see there), lane i holding its
- * row of the lower triangle in registers: step k's column (each lane's
- * entry k) goes through `col` (32 doubles of the warp's shared memory) and
- * every update reads it there as a broadcast. The loop on V in shared
- * memory read and wrote each entry of the trailing triangle there, five
- * wavefronts an entry, which bound a mode of many short rows. The same
- * operations in the same order. On success the factor is written back to
- * V's lower triangle; on a breakdown V is left as it was. */
-template <int N, class L>
-__device__ bool factor_in_registers(double *V, const L lay, uint32_t R, uint32_t lane,
-                                    double threshold, double *col)
-{
-    static_assert(N >= 1 && N <= 32, "a row a lane");
-    const bool mine = lane < R;
-    double row[N];
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-        row[j] = mine && (uint32_t)j <= lane ? V[lay(lane, j)] : 0.0;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-        if ((uint32_t)k >= R) /* warp-uniform */
-            break;
-        const double d = __shfl_sync(kFull, row[k], k);
-        if (!(d > threshold)) /* warp-uniform */
-            return false;
-        const double inv = 1.0 / d;
-        col[lane] = row[k]; /* c(lane, k), final since step k - 1 */
-        __syncwarp();
-        const double f = row[k] * inv;
-#pragma unroll
-        for (int j = k + 1; j < N; ++j)
-            if ((uint32_t)j <= lane)
-                row[j] = row[j] - f * col[j];
-        __syncwarp(); /* col is read before the next step writes it */
-    }
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-        if (mine && (uint32_t)j <= lane)
-            V[lay(lane, j)] = row[j];
-    __syncwarp();
-    return true;
-}
-
 /* One warp solves a row's system: V (shared memory, its lower triangle as
  * `lay` places it: G_j + ridge I) and bs (shared, b_j). x holds the row as
  * it was (lane's entries i = lane + 32 u) and gets the new row; false when
  * the factorisation breaks down (x untouched). V is overwritten when
- * nonneg is 0. Every lane returns the same. N > 0 (R <= N <= 32, RPL 1):
- * the factorisation in registers (factor_in_registers, `col` its 32
- * doubles of shared scratch); 0: on V in shared memory. */
-template <int RPL, class L, int N = 0>
+ * nonneg is 0. Every lane returns the same. */
+template <int RPL, class L>
 __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t R, int nonneg,
-                             uint32_t passes, uint32_t lane, double (&x)[RPL],
-                             double *col = nullptr)
+                             uint32_t passes, uint32_t lane, double (&x)[RPL])
 {
     double b[RPL];
 #pragma unroll
@@ -381,43 +335,37 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
     }
     largest = warp_max(largest);
     const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
-    if constexpr (N > 0) {
-        static_assert(RPL == 1, "a row a lane");
-        if (!factor_in_registers<N>(V, lay, R, lane, threshold, col))
+    for (uint32_t k = 0; k < R; ++k) {
+        const double d = V[lay(k, k)];
+        if (!(d > threshold))
             return false;
-    } else {
-        for (uint32_t k = 0; k < R; ++k) {
-            const double d = V[lay(k, k)];
-            if (!(d > threshold))
-                return false;
-            const double inv = 1.0 / d;
+        const double inv = 1.0 / d;
 #pragma unroll
-            for (int u = 0; u < RPL; ++u) {
-                const uint32_t i = lane + 32u * u;
-                if (i > k && i < R) {
-                    const double f = V[lay(i, k)] * inv;
-                    /* Four entries at a time, their loads before their stores:
-                     * one at a time, each load waited for the previous store
-                     * (the compiler cannot tell they do not alias), a chain of
-                     * shared-memory latencies that made the factorisation a
-                     * third of a short row's time. The same operations. */
-                    uint32_t j = k + 1;
-                    for (; j + 3 <= i; j += 4) {
-                        const double c0 = V[lay(j, k)], c1 = V[lay(j + 1, k)];
-                        const double c2 = V[lay(j + 2, k)], c3 = V[lay(j + 3, k)];
-                        const double v0 = V[lay(i, j)], v1 = V[lay(i, j + 1)];
-                        const double v2 = V[lay(i, j + 2)], v3 = V[lay(i, j + 3)];
-                        V[lay(i, j)] = v0 - f * c0;
-                        V[lay(i, j + 1)] = v1 - f * c1;
-                        V[lay(i, j + 2)] = v2 - f * c2;
-                        V[lay(i, j + 3)] = v3 - f * c3;
-                    }
-                    for (; j <= i; ++j)
-                        V[lay(i, j)] -= f * V[lay(j, k)];
+        for (int u = 0; u < RPL; ++u) {
+            const uint32_t i = lane + 32u * u;
+            if (i > k && i < R) {
+                const double f = V[lay(i, k)] * inv;
+                /* Four entries at a time, their loads before their stores:
+                 * one at a time, each load waited for the previous store
+                 * (the compiler cannot tell they do not alias), a chain of
+                 * shared-memory latencies that made the factorisation a
+                 * third of a short row's time. The same operations. */
+                uint32_t j = k + 1;
+                for (; j + 3 <= i; j += 4) {
+                    const double c0 = V[lay(j, k)], c1 = V[lay(j + 1, k)];
+                    const double c2 = V[lay(j + 2, k)], c3 = V[lay(j + 3, k)];
+                    const double v0 = V[lay(i, j)], v1 = V[lay(i, j + 1)];
+                    const double v2 = V[lay(i, j + 2)], v3 = V[lay(i, j + 3)];
+                    V[lay(i, j)] = v0 - f * c0;
+                    V[lay(i, j + 1)] = v1 - f * c1;
+                    V[lay(i, j + 2)] = v2 - f * c2;
+                    V[lay(i, j + 3)] = v3 - f * c3;
                 }
+                for (; j <= i; ++j)
+                    V[lay(i, j)] -= f * V[lay(j, k)];
             }
-            __syncwarp();
         }
+        __syncwarp();
     }
     /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z. */
     for (uint32_t k = 0; k < R; ++k) {
@@ -666,9 +614,9 @@ __device__ __forceinline__ double values_squared(const rls_args &a, uint32_t beg
     return xx;
 }
 
-/* Per warp of the register path: V (R x full_ld(R)), b (R), G's diagonal
- * (R) and the factorisation's column (32), in doubles. */
-__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R + 32; }
+/* Per warp of the register path: V (R x full_ld(R)), b (R) and G's
+ * diagonal (R), in doubles. */
+__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R; }
 
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
@@ -799,8 +747,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
          * rounding must not decide (plugin.h). Warp-uniform. */
         const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R;
         const bool singular =
-            short_row || !solve_system<1, full_layout, 8 * T>(V, full_layout{ld}, bs, R, a.nonneg,
-                                                              a.passes, lane, x, bs + 2 * R);
+            short_row || !solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x);
         double norm = 0.0;
         store_row<1>(a, row, lane, x, norm);
         norm = warp_sum(norm);
@@ -1089,11 +1036,7 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     __syncwarp();
     double x[RPL];
     load_row<RPL>(a, row, s_self, lane, x);
-    /* R <= 32 (a row a lane): the factorisation in registers, its column
-     * after V (full layout: R x full_ld(R)). */
-    const bool solved =
-        solve_system<RPL, L, RPL == 1 ? 32 : 0>(V, lay, bs, R, a.nonneg, a.passes, lane, x,
-                                                V + (size_t)R * full_ld(R));
+    const bool solved = solve_system<RPL>(V, lay, bs, R, a.nonneg, a.passes, lane, x);
     double norm = 0.0;
     store_row<RPL>(a, row, lane, x, norm);
     /* The row's residual from the slot (G and b without the scales or
@@ -1264,7 +1207,7 @@ split_kernel split_kernel_for(uint32_t R)
 {
     if ((R + 7) / 8 <= kRegisterTiles)
         return {(const void *)rls_split_kernel<1, full_layout>,
-                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R) + 32), false};
+                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R)), false};
     return {(const void *)rls_split_kernel<4, packed_layout>,
             sizeof(double) * (3 * (size_t)R + lower_index(R, 0)), true};
 }
