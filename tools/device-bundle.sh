@@ -22,12 +22,28 @@
 # checks there from the checkout's root.
 # Usage: tools/device-bundle.sh [BUILD]   (default: build-device; JOBS sets
 # the build's parallelism, default all processors)
+# KEEP_BASE=1 keeps the kernel library of the install tree being replaced
+# (the previous bundle's) as .carry/base/libtensorhost-gpu.so.0.xz, for
+# tools/gpu-ab.sh to time against the new one on the GPU host.
 set -eu
 build=${1:-build-device}
 cmake --build "$build" -j "${JOBS:-$(nproc)}"
+base_kept=""
+if [ "${KEEP_BASE:-0}" = 1 ]; then
+    old=""
+    for lib in "$build"/install/lib/libtensorhost-gpu.so.0.*; do
+        [ -f "$lib" ] && old=$lib && break
+    done
+    [ -n "$old" ] || { echo "device-bundle: KEEP_BASE=1 but $build/install has no kernel library" >&2; exit 1; }
+    base_kept=$(mktemp)
+    xz -T0 -6 -c "$old" > "$base_kept"
+fi
 rm -rf "$build/install" .carry
 cmake --install "$build" --prefix "$build/install" --strip > /dev/null
 mkdir -p .carry/bin .carry/lib .carry/shared-data
+if [ -n "$base_kept" ]; then
+    mkdir -p .carry/base && mv "$base_kept" .carry/base/libtensorhost-gpu.so.0.xz
+fi
 for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update test_gpu_sweep_regularised gpu_bench nvlink_push_bench load_bench extract_bench; do
     cp "$build/bin/$prog" .carry/bin/
     strip --strip-unneeded .carry/bin/$prog
