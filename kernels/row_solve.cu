@@ -22,8 +22,8 @@
  *      both fragments taken from the same registers makes 8 x 8 block
  *      (t1, t2) hold G(c*T + t1, c'*T + t2); on sm_90 two blocks (2I, J)
  *      and (2I + 1, J) a m16n8k4, which issues at the m8n8k4's rate with
- *      twice its products); then the warp writes G_j + ridge I
- *      and b_j to its shared memory, solves and writes the row. Larger
+ *      twice its products); then the warp writes G_j + ridge I and b_j
+ *      to its shared memory, solves and writes the row. Larger
  *      ranks: one 512-thread block per task; each batch of 32 nonzeros'
  *      h goes to shared memory and the block's 16 warps share the 8 x 8 tiles
  *      of the upper triangle; warp 0 solves. A chunk adds its partial G
