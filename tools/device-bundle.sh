@@ -35,7 +35,7 @@ if [ "${KEEP_BASE:-0}" = 1 ]; then
         [ -f "$lib" ] && old=$lib && break
     done
     [ -n "$old" ] || { echo "device-bundle: KEEP_BASE=1 but $build/install has no kernel library" >&2; exit 1; }
-    base_kept=$(mktemp)
+    base_kept=$build/base-kernels.so.xz
     xz -T0 -6 -c "$old" > "$base_kept"
 fi
 rm -rf "$build/install" .carry
