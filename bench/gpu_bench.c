@@ -94,7 +94,10 @@
  *     MTTKRPs' device (event) time, and wall with the mttkrp calls' wall;
  *   - the method's memory floor, max(N copies streamed once at the measured
  *     HBM bandwidth, nnz*N*(N-1) factor rows of R*4 bytes at the measured
- *     L2 bandwidth), and gpu-adaptive's all-mode time over it.
+ *     L2 bandwidth), and gpu-adaptive's all-mode time over it;
+ *   - the compulsory traffic (each mode's copy, nnz x (4N + 4) bytes, and
+ *     every factor once a mode, at the measured HBM bandwidth) and the
+ *     fraction of the all-mode time it is.
  * Then the bars, each marked met or not: gpu-adaptive's all-mode MTTKRP
  * on uber, chicago and nips under fixed times, and within 1.3x the memory
  * floor on vast, enron and nell-2; within 5% of the better single scheme;
@@ -136,6 +139,7 @@ typedef struct bench_row {
     char plugin[32];
     uint32_t nmodes;
     uint64_t nnz;
+    uint64_t dims_sum; /* the modes' lengths summed (the factors' rows) */
     double mode_ms[MAX_MODES];
     double all_ms;
     double load_ms;  /* load_tensor wall */
@@ -380,6 +384,9 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     row->kind = kind;
     row->nmodes = t->nmodes;
     row->nnz = t->nnz;
+    row->dims_sum = 0;
+    for (uint32_t m = 0; m < t->nmodes; ++m)
+        row->dims_sum += t->dims[m];
     set_random_factors(pl, inst, t, rank, NULL);
 
     /* The CPU takes seconds per sweep on the big tensors: fewer sweeps. */
@@ -464,6 +471,19 @@ static double floor_ms(const bench_row *r, uint32_t rank, double hbm, double l2)
     return (stream > gather ? stream : gather) * 1e3;
 }
 
+/* The compulsory traffic of an all-mode MTTKRP at HBM speed: each mode's
+ * copy read once (nnz x (4N + 4) bytes: 32-bit indices, fp32 values) and,
+ * a mode, every factor once (the others read, its result written: 4 R
+ * bytes a row of every mode). What no layout of one copy a mode reads
+ * less of; the kernels' "fraction" is this over their time. */
+static double compulsory_ms(const bench_row *r, uint32_t rank, double hbm)
+{
+    const double n = r->nmodes;
+    const double copies = n * (double)r->nnz * (4 * n + 4);
+    const double factors = n * (double)r->dims_sum * rank * 4;
+    return (copies + factors) / hbm * 1e3;
+}
+
 static int has_floor_bar(const char *tensor)
 {
     return strcmp(tensor, "vast") == 0 || strcmp(tensor, "enron") == 0 ||
@@ -477,11 +497,15 @@ static void print_report(FILE *f, const bench_row *rows, int n, uint32_t rank, d
     char date[32];
     strftime(date, sizeof(date), "%Y-%m-%d", gmtime(&now));
     fprintf(f, "Device: %s; %s (UTC). R = %u. HBM (device copy, read+write) %.0f GB/s, "
-               "L2 (re-read of an L2-resident buffer) %.0f GB/s, both measured in this run.\n\n",
+               "L2 (re-read of an L2-resident buffer) %.0f GB/s, both measured in this run. "
+               "floor: the method's (N copies streamed, the gathers from L2), ratio the "
+               "all-mode time over it; compulsory: each copy and each factor once a mode at "
+               "that HBM speed, fraction it over the all-mode time.\n\n",
             device, date, rank, hbm * 1e-9, l2 * 1e-9);
     fprintf(f, "| tensor | plugin | MTTKRP per mode (ms) | all modes (ms) | preprocessing: "
-               "load / build / rebuild (ms) | device MiB | CP-ALS iter (ms) | floor (ms) | ratio |\n");
-    fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+               "load / build / rebuild (ms) | device MiB | CP-ALS iter (ms) | floor (ms) | ratio "
+               "| compulsory (ms) | fraction |\n");
+    fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; ++i) {
         const bench_row *r = &rows[i];
         fprintf(f, "| %s (%s, %llu nnz) | %s | ", r->tensor, r->kind,
@@ -499,10 +523,11 @@ static void print_report(FILE *f, const bench_row *rows, int n, uint32_t rank, d
             fprintf(f, " | -");
         fprintf(f, " | %.3f", r->als_ms);
         if (is_gpu_plugin(r->plugin) && hbm > 0 && l2 > 0) {
-            const double fl = floor_ms(r, rank, hbm, l2);
-            fprintf(f, " | %.3f | %.2f |\n", fl, r->all_ms / fl);
+            const double fl = floor_ms(r, rank, hbm, l2), cf = compulsory_ms(r, rank, hbm);
+            fprintf(f, " | %.3f | %.2f | %.3f | %.0f%% |\n", fl, r->all_ms / fl, cf,
+                    100.0 * cf / r->all_ms);
         } else {
-            fprintf(f, " | - | - |\n");
+            fprintf(f, " | - | - | - | - |\n");
         }
     }
 
