@@ -577,7 +577,6 @@ __global__ void __launch_bounds__(pass_threads(RP), pass_min_blocks(RP))
     if (first == 0 && a.norm_flag && blockIdx.x == 0 && tid == 0)
         *a.norm_flag = a.norm_value; /* read by the epilogue's finish, after every pass */
 
-
     /* Each pass's change: this block's sums (warp order), then the last
      * block's totals (block order). */
     __shared__ bool s_last;
