@@ -286,14 +286,98 @@ __device__ void store_row(const rls_args &a, uint32_t row, uint32_t lane, const 
     }
 }
 
+/* Steps O .. O + W - 1 of solve_system's right-looking LDL^T, on those
+ * columns only: lane i's entries V(i, O .. O + W - 1) in registers (p),
+ * step k's column published through `col` (32 doubles of the warp's
+ * shared memory) and read there as broadcasts, each entry written back to
+ * V when it is final (c(i, k) at step k). On return p[k] is lane i's
+ * multiplier of step O + k, f = c(i, O + k) / d_{O + k}. False on a
+ * breakdown (every lane). */
+template <int W, class L>
+__device__ __forceinline__ bool factor_panel(double *V, const L lay, uint32_t R, uint32_t O,
+                                             uint32_t lane, double threshold, double *col,
+                                             double (&p)[W])
+{
+    const bool mine = lane < R;
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+        p[j] = mine && O + j <= lane ? V[lay(lane, O + j)] : 0.0;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+        if (O + k >= R) /* warp-uniform */
+            break;
+        const double d = __shfl_sync(kFull, p[k], O + k);
+        if (!(d > threshold)) /* warp-uniform */
+            return false;
+        const double inv = 1.0 / d;
+        col[lane] = p[k]; /* c(lane, O + k), final since the step before */
+        if (mine && O + k <= lane)
+            V[lay(lane, O + k)] = p[k];
+        __syncwarp();
+        const double f = p[k] * inv;
+#pragma unroll
+        for (int j = k + 1; j < W; ++j)
+            if (O + j <= lane)
+                p[j] = p[j] - f * col[O + j];
+        p[k] = f;
+        __syncwarp(); /* col is read before the next step writes it */
+    }
+    return true;
+}
+
+/* solve_system's LDL^T for R <= N <= 32 (see there) with the rows in
+ * registers, half a row at a time: columns 0-15 (factor_panel), their
+ * updates of columns 16 .. R-1 left-looking (entry (i, j) minus f_k c(j, k)
+ * for k = 0 .. 15 in that order, c(j, k) read from V as a broadcast), then
+ * columns 16 .. R-1. Each entry takes the same updates in the same order
+ * as on V in shared memory, so the same bits; the loop there read and
+ * wrote every entry of the trailing triangle in shared memory each step
+ * (five wavefronts an entry), which bound a mode of many short rows; a
+ * whole row a lane held 64 registers, beside what the task loop keeps
+ * live, and spilled. On success V's lower triangle holds the factor; on a
+ * breakdown V is partly factored, as there. */
+template <int N, class L>
+__device__ bool factor_in_registers(double *V, const L lay, uint32_t R, uint32_t lane,
+                                    double threshold, double *col)
+{
+    static_assert(N >= 1 && N <= 32, "a row a lane");
+    constexpr int H = N < 16 ? N : 16;
+    {
+        double p[H];
+        if (!factor_panel<H>(V, lay, R, 0, lane, threshold, col, p))
+            return false;
+        if constexpr (N > 16) {
+            for (uint32_t j = 16; j < R; ++j)
+                if (lane >= j && lane < R) {
+                    double v = V[lay(lane, j)];
+#pragma unroll
+                    for (int k = 0; k < 16; ++k)
+                        v = v - p[k] * V[lay(j, k)];
+                    V[lay(lane, j)] = v;
+                }
+            __syncwarp();
+        }
+    }
+    if constexpr (N > 16) {
+        double q[N - 16];
+        if (!factor_panel<N - 16>(V, lay, R, 16, lane, threshold, col, q))
+            return false;
+    }
+    __syncwarp();
+    return true;
+}
+
 /* One warp solves a row's system: V (shared memory, its lower triangle as
  * `lay` places it: G_j + ridge I) and bs (shared, b_j). x holds the row as
  * it was (lane's entries i = lane + 32 u) and gets the new row; false when
  * the factorisation breaks down (x untouched). V is overwritten when
- * nonneg is 0. Every lane returns the same. */
-template <int RPL, class L>
+ * nonneg is 0. Every lane returns the same. N > 0 (R <= N <= 32, RPL 1):
+ * the factorisation in registers (factor_in_registers, `col` its 32
+ * doubles of shared scratch); 0: on V in shared memory. */
+template <int RPL, class L, int N = 0>
 __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t R, int nonneg,
-                             uint32_t passes, uint32_t lane, double (&x)[RPL])
+                             uint32_t passes, uint32_t lane, double (&x)[RPL],
+                             double *col = nullptr)
 {
     double b[RPL];
 #pragma unroll
@@ -335,37 +419,43 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
     }
     largest = warp_max(largest);
     const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
-    for (uint32_t k = 0; k < R; ++k) {
-        const double d = V[lay(k, k)];
-        if (!(d > threshold))
+    if constexpr (N > 0) {
+        static_assert(RPL == 1, "a row a lane");
+        if (!factor_in_registers<N>(V, lay, R, lane, threshold, col))
             return false;
-        const double inv = 1.0 / d;
+    } else {
+        for (uint32_t k = 0; k < R; ++k) {
+            const double d = V[lay(k, k)];
+            if (!(d > threshold))
+                return false;
+            const double inv = 1.0 / d;
 #pragma unroll
-        for (int u = 0; u < RPL; ++u) {
-            const uint32_t i = lane + 32u * u;
-            if (i > k && i < R) {
-                const double f = V[lay(i, k)] * inv;
-                /* Four entries at a time, their loads before their stores:
-                 * one at a time, each load waited for the previous store
-                 * (the compiler cannot tell they do not alias), a chain of
-                 * shared-memory latencies that made the factorisation a
-                 * third of a short row's time. The same operations. */
-                uint32_t j = k + 1;
-                for (; j + 3 <= i; j += 4) {
-                    const double c0 = V[lay(j, k)], c1 = V[lay(j + 1, k)];
-                    const double c2 = V[lay(j + 2, k)], c3 = V[lay(j + 3, k)];
-                    const double v0 = V[lay(i, j)], v1 = V[lay(i, j + 1)];
-                    const double v2 = V[lay(i, j + 2)], v3 = V[lay(i, j + 3)];
-                    V[lay(i, j)] = v0 - f * c0;
-                    V[lay(i, j + 1)] = v1 - f * c1;
-                    V[lay(i, j + 2)] = v2 - f * c2;
-                    V[lay(i, j + 3)] = v3 - f * c3;
+            for (int u = 0; u < RPL; ++u) {
+                const uint32_t i = lane + 32u * u;
+                if (i > k && i < R) {
+                    const double f = V[lay(i, k)] * inv;
+                    /* Four entries at a time, their loads before their stores:
+                     * one at a time, each load waited for the previous store
+                     * (the compiler cannot tell they do not alias), a chain of
+                     * shared-memory latencies that made the factorisation a
+                     * third of a short row's time. The same operations. */
+                    uint32_t j = k + 1;
+                    for (; j + 3 <= i; j += 4) {
+                        const double c0 = V[lay(j, k)], c1 = V[lay(j + 1, k)];
+                        const double c2 = V[lay(j + 2, k)], c3 = V[lay(j + 3, k)];
+                        const double v0 = V[lay(i, j)], v1 = V[lay(i, j + 1)];
+                        const double v2 = V[lay(i, j + 2)], v3 = V[lay(i, j + 3)];
+                        V[lay(i, j)] = v0 - f * c0;
+                        V[lay(i, j + 1)] = v1 - f * c1;
+                        V[lay(i, j + 2)] = v2 - f * c2;
+                        V[lay(i, j + 3)] = v3 - f * c3;
+                    }
+                    for (; j <= i; ++j)
+                        V[lay(i, j)] -= f * V[lay(j, k)];
                 }
-                for (; j <= i; ++j)
-                    V[lay(i, j)] -= f * V[lay(j, k)];
             }
+            __syncwarp();
         }
-        __syncwarp();
     }
     /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z. */
     for (uint32_t k = 0; k < R; ++k) {
@@ -614,9 +704,9 @@ __device__ __forceinline__ double values_squared(const rls_args &a, uint32_t beg
     return xx;
 }
 
-/* Per warp of the register path: V (R x full_ld(R)), b (R) and G's
- * diagonal (R), in doubles. */
-__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R; }
+/* Per warp of the register path: V (R x full_ld(R)), b (R), G's diagonal
+ * (R) and the factorisation's column (32), in doubles. */
+__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R + 32; }
 
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
@@ -741,13 +831,20 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                     V[j * ldo + i] = V[i * ldo + j];
         }
         __syncwarp();
-        double x[1];
-        load_row<1>(a, row, s_self, lane, x);
+        /* The row as it was: where coordinate descent starts, and what
+         * stays where the factorisation breaks down (loaded after it then,
+         * so that it holds no register through the factorisation). */
+        double x[1] = {0.0};
+        if (a.nonneg)
+            load_row<1>(a, row, s_self, lane, x);
         /* Fewer nonzeros than R at ridge 0: G is exactly singular, and
          * rounding must not decide (plugin.h). Warp-uniform. */
         const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R;
         const bool singular =
-            short_row || !solve_system<1>(V, full_layout{ld}, bs, R, a.nonneg, a.passes, lane, x);
+            short_row || !solve_system<1, full_layout, 8 * T>(V, full_layout{ld}, bs, R, a.nonneg,
+                                                              a.passes, lane, x, bs + 2 * R);
+        if (singular)
+            load_row<1>(a, row, s_self, lane, x);
         double norm = 0.0;
         store_row<1>(a, row, lane, x, norm);
         norm = warp_sum(norm);
@@ -1036,7 +1133,11 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     __syncwarp();
     double x[RPL];
     load_row<RPL>(a, row, s_self, lane, x);
-    const bool solved = solve_system<RPL>(V, lay, bs, R, a.nonneg, a.passes, lane, x);
+    /* R <= 32 (a row a lane): the factorisation in registers, its column
+     * after V (full layout: R x full_ld(R)). */
+    const bool solved =
+        solve_system<RPL, L, RPL == 1 ? 32 : 0>(V, lay, bs, R, a.nonneg, a.passes, lane, x,
+                                                V + (size_t)R * full_ld(R));
     double norm = 0.0;
     store_row<RPL>(a, row, lane, x, norm);
     /* The row's residual from the slot (G and b without the scales or
@@ -1207,7 +1308,7 @@ split_kernel split_kernel_for(uint32_t R)
 {
     if ((R + 7) / 8 <= kRegisterTiles)
         return {(const void *)rls_split_kernel<1, full_layout>,
-                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R)), false};
+                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R) + 32), false};
     return {(const void *)rls_split_kernel<4, packed_layout>,
             sizeof(double) * (3 * (size_t)R + lower_index(R, 0)), true};
 }
