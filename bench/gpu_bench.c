@@ -4,7 +4,8 @@
  * libtensorhost/tensor/synth.h, Zipf-skewed, labelled synthetic), in one invocation on one
  * GPU, R = 32 by default.
  *
- *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST] TENSOR...
+ *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST]
+ *             [--option KEY=VALUE]... TENSOR...
  *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
  *                           staging, host memory passes, fresh memory)
  *   gpu_bench --cp-apr [--rank R] [--reps N] [--plugins a,b] TENSOR...
@@ -71,6 +72,8 @@
  * --devices hands the GPU plugins their `devices` option (e.g. "0,1": the
  * tensor shared over two GPUs; plugins/README.md "Several GPUs"); the
  * sweep's device time is then rank 0's events around the whole sweep.
+ * --option KEY=VALUE hands them any other option (every table), e.g.
+ * kappa=264.
  * TENSOR is a preset name (uber, chicago, nips, vast, enron, nell-2) or a
  * path to a .tns/.tns.gz/sptensor file. Per plugin and tensor:
  *   - MTTKRP time per mode and over all modes: the plugin's own timing
@@ -192,6 +195,26 @@ static int is_gpu_plugin(const char *name) { return strncmp(name, "gpu-", 4) == 
 
 /* --devices LIST, or NULL: each GPU plugin's one device. */
 static const char *bench_devices = NULL;
+/* --option KEY=VALUE (repeatable): the GPU plugins' other options, e.g.
+ * kappa=264 or rule=paper, so that two runs of one script compare them. */
+#define MAX_BENCH_OPTIONS 8
+static th_option bench_options[MAX_BENCH_OPTIONS];
+static uint32_t n_bench_options = 0;
+
+/* The options a plugin is created with: --option, and --devices where
+ * the table takes it (with_devices), for the GPU plugins; none for
+ * cpu-reference. */
+static uint32_t plugin_options(const char *plugin_name, int with_devices, th_option *out)
+{
+    if (!is_gpu_plugin(plugin_name))
+        return 0;
+    uint32_t n = 0;
+    if (with_devices && bench_devices)
+        out[n++] = (th_option){.key = "devices", .value = bench_devices};
+    for (uint32_t i = 0; i < n_bench_options; ++i)
+        out[n++] = bench_options[i];
+    return n;
+}
 
 /* One sweep over all modes; per-mode times as the plugin reports them. */
 static double sweep(th_plugin *pl, th_instance *inst, uint32_t nmodes, double *mode_s,
@@ -365,10 +388,9 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    /* --devices: the GPU plugins' `devices` option (a share per device). */
-    const th_option devices = {.key = "devices", .value = bench_devices};
-    const int with_devices = bench_devices && is_gpu_plugin(plugin_name);
-    CHECK(th_call_create(pl, with_devices ? &devices : NULL, with_devices ? 1u : 0u, &inst, err));
+    th_option options[MAX_BENCH_OPTIONS + 1];
+    const uint32_t n_options = plugin_options(plugin_name, 1, options);
+    CHECK(th_call_create(pl, options, n_options, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -701,7 +723,9 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_option options[MAX_BENCH_OPTIONS + 1];
+    const uint32_t n_options = plugin_options(plugin_name, 0, options);
+    CHECK(th_call_create(pl, options, n_options, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -797,7 +821,9 @@ static void bench_completion(const char *plugin_name, const char *tensor_name,
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_option options[MAX_BENCH_OPTIONS + 1];
+    const uint32_t n_options = plugin_options(plugin_name, 0, options);
+    CHECK(th_call_create(pl, options, n_options, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -925,7 +951,9 @@ static void bench_nonneg(const char *plugin_name, const char *tensor_name, const
     }
     char err[TH_ERROR_SIZE] = "";
     th_instance *inst = NULL;
-    CHECK(th_call_create(pl, NULL, 0u, &inst, err));
+    th_option options[MAX_BENCH_OPTIONS + 1];
+    const uint32_t n_options = plugin_options(plugin_name, 0, options);
+    CHECK(th_call_create(pl, options, n_options, &inst, err));
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -1063,13 +1091,24 @@ int main(int argc, char **argv)
             out_path = argv[first + 1];
         else if (strcmp(argv[first], "--devices") == 0)
             bench_devices = argv[first + 1];
-        else
+        else if (strcmp(argv[first], "--option") == 0) {
+            char *eq = strchr(argv[first + 1], '=');
+            if (!eq || eq == argv[first + 1] || n_bench_options == MAX_BENCH_OPTIONS) {
+                fprintf(stderr, "gpu_bench: --option wants KEY=VALUE (at most %d), not '%s'\n",
+                        MAX_BENCH_OPTIONS, argv[first + 1]);
+                return 2;
+            }
+            *eq = '\0';
+            bench_options[n_bench_options++] = (th_option){.key = argv[first + 1],
+                                                           .value = eq + 1};
+        } else
             break;
         first += 2;
     }
     if (reps < 1 || reps > MAX_REPS || rank < 1 || first >= argc) {
         fprintf(stderr, "usage: gpu_bench [--cp-apr | --completion | --nonneg] [--rank R] [--reps 1..64] "
-                        "[--plugins a,b] [--out FILE] [--devices LIST] PRESET|PATH...\n");
+                        "[--plugins a,b] [--out FILE] [--devices LIST] [--option KEY=VALUE]... "
+                        "PRESET|PATH...\n");
         return 2;
     }
     th_log_set_level(TH_LOG_WARNING);
