@@ -808,13 +808,11 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
 }
 
 /* EXACT: the plain MTTKRP at R = 32, where the group's 8 lanes cover the
- * row's 8 float4 columns exactly, with no column test around the gathers
- * (each sat in its own branch, keeping a batch's loads from all being in
- * flight before their uses) and the row stride a constant; its batch is 2
- * (4 spilled). One H200, alternating with the tested kernel: the all-mode
- * MTTKRP 1-5% faster on the FROSTT shapes (uber 0.366 -> 0.355 ms, chicago
- * 0.501 -> 0.477, nell-2 4.70 -> 4.65); at R = 16 (4 lanes) the same change
- * was 4% slower on nell-2, so the other shapes keep the test. */
+ * row's 8 float4 columns exactly: no column test around the gathers (each
+ * would sit in its own branch, keeping a batch's loads from all being in
+ * flight before their uses) and the row stride a constant. It measured
+ * faster there and slower at R = 16 (kernels/DESIGN.md), so the other
+ * shapes keep the test. */
 template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                            const vec_args &a, uint32_t rank, const Fn &fn)
