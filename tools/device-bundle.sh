@@ -24,25 +24,47 @@
 # the build's parallelism, default all processors)
 # KEEP_BASE=1 keeps the kernel library of the install tree being replaced
 # (the previous bundle's) as .carry/base/libtensorhost-gpu.so.0.xz, for
-# tools/gpu-ab.sh to time against the new one on the GPU host.
+# tools/gpu-ab.sh to time against the new one on the GPU host; the next
+# bundle replaces it. KEEP_BASE=NAME (letters, digits, '.', '_', '-') keeps
+# it as .carry/bases/NAME.so.0.xz instead, and .carry/bases outlives later
+# bundles (remove it by hand), so that one run can time several builds
+# (about 10 MB each).
 set -eu
 build=${1:-build-device}
+keep=${KEEP_BASE:-0}
+case "$keep" in
+0 | 1) ;;
+*[!A-Za-z0-9._-]* | .*)
+    echo "device-bundle: KEEP_BASE wants 1 or a name of letters, digits, '.', '_', '-', not '$keep'" >&2
+    exit 2
+    ;;
+esac
 cmake --build "$build" -j "${JOBS:-$(nproc)}"
 base_kept=""
-if [ "${KEEP_BASE:-0}" = 1 ]; then
+if [ "$keep" != 0 ]; then
     old=""
     for lib in "$build"/install/lib/libtensorhost-gpu.so.0.*; do
         [ -f "$lib" ] && old=$lib && break
     done
-    [ -n "$old" ] || { echo "device-bundle: KEEP_BASE=1 but $build/install has no kernel library" >&2; exit 1; }
+    [ -n "$old" ] || { echo "device-bundle: KEEP_BASE=$keep but $build/install has no kernel library" >&2; exit 1; }
     base_kept=$build/base-kernels.so.xz
     xz -T0 -6 -c "$old" > "$base_kept"
+fi
+# Named bases outlive the bundle.
+rm -rf "$build/kept-bases"
+if [ -d .carry/bases ]; then
+    mv .carry/bases "$build/kept-bases"
 fi
 rm -rf "$build/install" .carry
 cmake --install "$build" --prefix "$build/install" --strip > /dev/null
 mkdir -p .carry/bin .carry/lib .carry/shared-data
-if [ -n "$base_kept" ]; then
+if [ -d "$build/kept-bases" ]; then
+    mv "$build/kept-bases" .carry/bases
+fi
+if [ "$keep" = 1 ]; then
     mkdir -p .carry/base && mv "$base_kept" .carry/base/libtensorhost-gpu.so.0.xz
+elif [ -n "$base_kept" ]; then
+    mkdir -p .carry/bases && mv "$base_kept" ".carry/bases/$keep.so.0.xz"
 fi
 for prog in test_gpu_load test_gpu_comm test_gpu_plugins test_gpu_sweep test_gpu_cp_als test_gpu_multi test_gpu_generalized test_gpu_row_solve test_gpu_nonneg_update test_gpu_sweep_regularised gpu_bench nvlink_push_bench load_bench extract_bench; do
     cp "$build/bin/$prog" .carry/bin/

@@ -1,15 +1,17 @@
 #!/bin/bash
-# Two builds' GPU kernels timed against each other on one GPU host,
+# Builds' GPU kernels timed against each other on one GPU host,
 # alternating in one run, so that both meet the same device in the same
 # state (hosts of one type differ by several percent; compare within a run):
 #   tools/gpu-ab.sh [-n ROUNDS] [--] PROGRAM ARGS...
 # "new": the install tree's libtensorhost-gpu (tools/device-tree.sh);
 # "base": the one tools/device-bundle.sh kept with KEEP_BASE=1 (the previous
-# bundle's), in .carry/base. The new build's plugins load either, so the two
-# builds must export the same functions. PROGRAM (e.g. gpu_bench) is taken
-# from .carry/bin, then BUILD/bin, then PATH, and runs ROUNDS times (default
-# 2) with each library, new first, under "== new, round K" and
-# "== base, round K" lines. Exit status: the first failing run's, else 0.
+# bundle's), in .carry/base; and NAME for each library kept with
+# KEEP_BASE=NAME, in .carry/bases/NAME.so.0.xz. The new build's plugins
+# load any of them, so the builds must export the same functions. PROGRAM
+# (e.g. gpu_bench) is taken from .carry/bin, then BUILD/bin, then PATH, and
+# runs ROUNDS times (default 2) with each library, new first, under
+# "== new, round K", "== base, round K" and "== NAME, round K" lines. Exit
+# status: the first failing run's, else 0.
 set -u
 rounds=2
 while [ $# -gt 0 ]; do
@@ -21,14 +23,32 @@ while [ $# -gt 0 ]; do
 done
 case "$rounds" in ''|*[!0-9]*|0) echo "gpu-ab.sh: -n wants a positive count, not '$rounds'" >&2; exit 2 ;; esac
 [ $# -ge 1 ] || { echo "usage: tools/gpu-ab.sh [-n ROUNDS] [--] PROGRAM ARGS..." >&2; exit 2; }
+# shellcheck source=device-tree.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/device-tree.sh"
+# Each kept library unpacked into a folder of its own, named by its label.
+labels=()
+dirs=()
 base=$PWD/.carry/base
-if [ ! -e "$base/libtensorhost-gpu.so.0" ]; then
-    [ -f "$base/libtensorhost-gpu.so.0.xz" ] || {
-        echo "gpu-ab.sh: no base kernel library in .carry/base (bundle with KEEP_BASE=1)" >&2
-        exit 1
-    }
-    xz -dc "$base/libtensorhost-gpu.so.0.xz" > "$base/libtensorhost-gpu.so.0" || exit 1
+if [ -f "$base/libtensorhost-gpu.so.0.xz" ] || [ -e "$base/libtensorhost-gpu.so.0" ]; then
+    if [ ! -e "$base/libtensorhost-gpu.so.0" ]; then
+        xz -dc "$base/libtensorhost-gpu.so.0.xz" > "$base/libtensorhost-gpu.so.0" || exit 1
+    fi
+    labels+=(base)
+    dirs+=("$base")
+fi
+for packed in "$PWD"/.carry/bases/*.so.0.xz; do
+    [ -f "$packed" ] || continue
+    name=$(basename "$packed" .so.0.xz)
+    dir=$PWD/.carry/bases/$name
+    if [ ! -e "$dir/libtensorhost-gpu.so.0" ]; then
+        mkdir -p "$dir" && xz -dc "$packed" > "$dir/libtensorhost-gpu.so.0" || exit 1
+    fi
+    labels+=("$name")
+    dirs+=("$dir")
+done
+if [ ${#dirs[@]} -eq 0 ]; then
+    echo "gpu-ab.sh: no kept kernel library in .carry/base or .carry/bases (bundle with KEEP_BASE)" >&2
+    exit 1
 fi
 prog=$1
 shift
@@ -43,8 +63,10 @@ for round in $(seq 1 "$rounds"); do
     echo "== new, round $round"
     env LD_LIBRARY_PATH="$libs" "$prog" "$@"
     r=$?; [ $rc -eq 0 ] && rc=$r
-    echo "== base, round $round"
-    env LD_LIBRARY_PATH="$base:$libs" "$prog" "$@"
-    r=$?; [ $rc -eq 0 ] && rc=$r
+    for i in "${!dirs[@]}"; do
+        echo "== ${labels[$i]}, round $round"
+        env LD_LIBRARY_PATH="${dirs[$i]}:$libs" "$prog" "$@"
+        r=$?; [ $rc -eq 0 ] && rc=$r
+    done
 done
 exit $rc

@@ -27,6 +27,7 @@ budget=${GPU_CHECK_BUDGET:-580}
 left() { local l=$(( budget - ($(date +%s) - t_start) - 5 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 10 ] && l=10; echo "$l"; }
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
+# shellcheck source=device-tree.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/device-tree.sh"
 bin=$PWD/.carry/bin
 # The test programs were built with absolute paths of the build machine's

@@ -16,6 +16,7 @@
 set -u
 out=${OUT:-$PWD/gpu-mpi-out}
 mkdir -p "$out"
+# shellcheck source=device-tree.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/device-tree.sh"
 tensorhost=$prefix/bin/tensorhost
 gpus=$(nvidia-smi -L | grep -c '^GPU')
