@@ -201,19 +201,23 @@ static const char *bench_devices = NULL;
 static th_option bench_options[MAX_BENCH_OPTIONS];
 static uint32_t n_bench_options = 0;
 
-/* The options a plugin is created with: --option, and --devices where
- * the table takes it (with_devices), for the GPU plugins; none for
- * cpu-reference. */
-static uint32_t plugin_options(const char *plugin_name, int with_devices, th_option *out)
+/* An instance of the plugin, created with --option, and --devices where
+ * the table takes it (with_devices), for the GPU plugins; with no option
+ * for cpu-reference. Exits on failure. */
+static th_instance *create_instance(th_plugin *pl, const char *plugin_name, int with_devices)
 {
-    if (!is_gpu_plugin(plugin_name))
-        return 0;
+    th_option options[MAX_BENCH_OPTIONS + 1];
     uint32_t n = 0;
-    if (with_devices && bench_devices)
-        out[n++] = (th_option){.key = "devices", .value = bench_devices};
-    for (uint32_t i = 0; i < n_bench_options; ++i)
-        out[n++] = bench_options[i];
-    return n;
+    if (is_gpu_plugin(plugin_name)) {
+        if (with_devices && bench_devices)
+            options[n++] = (th_option){.key = "devices", .value = bench_devices};
+        for (uint32_t i = 0; i < n_bench_options; ++i)
+            options[n++] = bench_options[i];
+    }
+    char err[TH_ERROR_SIZE] = "";
+    th_instance *inst = NULL;
+    CHECK(th_call_create(pl, options, n, &inst, err));
+    return inst;
 }
 
 /* One sweep over all modes; per-mode times as the plugin reports them. */
@@ -387,10 +391,7 @@ static void bench_plugin(const char *plugin_name, const char *tensor_name, const
         exit(1);
     }
     char err[TH_ERROR_SIZE] = "";
-    th_instance *inst = NULL;
-    th_option options[MAX_BENCH_OPTIONS + 1];
-    const uint32_t n_options = plugin_options(plugin_name, 1, options);
-    CHECK(th_call_create(pl, options, n_options, &inst, err));
+    th_instance *inst = create_instance(pl, plugin_name, 1);
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -722,10 +723,7 @@ static void bench_cp_apr(const char *plugin_name, const char *tensor_name, const
         return;
     }
     char err[TH_ERROR_SIZE] = "";
-    th_instance *inst = NULL;
-    th_option options[MAX_BENCH_OPTIONS + 1];
-    const uint32_t n_options = plugin_options(plugin_name, 0, options);
-    CHECK(th_call_create(pl, options, n_options, &inst, err));
+    th_instance *inst = create_instance(pl, plugin_name, 0);
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -820,10 +818,7 @@ static void bench_completion(const char *plugin_name, const char *tensor_name,
         return;
     }
     char err[TH_ERROR_SIZE] = "";
-    th_instance *inst = NULL;
-    th_option options[MAX_BENCH_OPTIONS + 1];
-    const uint32_t n_options = plugin_options(plugin_name, 0, options);
-    CHECK(th_call_create(pl, options, n_options, &inst, err));
+    th_instance *inst = create_instance(pl, plugin_name, 0);
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,
@@ -950,10 +945,7 @@ static void bench_nonneg(const char *plugin_name, const char *tensor_name, const
         return;
     }
     char err[TH_ERROR_SIZE] = "";
-    th_instance *inst = NULL;
-    th_option options[MAX_BENCH_OPTIONS + 1];
-    const uint32_t n_options = plugin_options(plugin_name, 0, options);
-    CHECK(th_call_create(pl, options, n_options, &inst, err));
+    th_instance *inst = create_instance(pl, plugin_name, 0);
     th_coo_tensor view = {.struct_size = sizeof(view),
                           .nmodes = t->nmodes,
                           .nnz = t->nnz,

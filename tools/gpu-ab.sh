@@ -28,23 +28,21 @@ case "$rounds" in ''|*[!0-9]*|0) echo "gpu-ab.sh: -n wants a positive count, not
 # Each kept library unpacked into a folder of its own, named by its label.
 labels=()
 dirs=()
+keep() { # LABEL DIR PACKED: DIR/libtensorhost-gpu.so.0 from PACKED unless there
+    if [ ! -e "$2/libtensorhost-gpu.so.0" ]; then
+        mkdir -p "$2" && xz -dc "$3" > "$2/libtensorhost-gpu.so.0" || exit 1
+    fi
+    labels+=("$1")
+    dirs+=("$2")
+}
 base=$PWD/.carry/base
 if [ -f "$base/libtensorhost-gpu.so.0.xz" ] || [ -e "$base/libtensorhost-gpu.so.0" ]; then
-    if [ ! -e "$base/libtensorhost-gpu.so.0" ]; then
-        xz -dc "$base/libtensorhost-gpu.so.0.xz" > "$base/libtensorhost-gpu.so.0" || exit 1
-    fi
-    labels+=(base)
-    dirs+=("$base")
+    keep base "$base" "$base/libtensorhost-gpu.so.0.xz"
 fi
 for packed in "$PWD"/.carry/bases/*.so.0.xz; do
     [ -f "$packed" ] || continue
     name=$(basename "$packed" .so.0.xz)
-    dir=$PWD/.carry/bases/$name
-    if [ ! -e "$dir/libtensorhost-gpu.so.0" ]; then
-        mkdir -p "$dir" && xz -dc "$packed" > "$dir/libtensorhost-gpu.so.0" || exit 1
-    fi
-    labels+=("$name")
-    dirs+=("$dir")
+    keep "$name" "$PWD/.carry/bases/$name" "$packed"
 done
 if [ ${#dirs[@]} -eq 0 ]; then
     echo "gpu-ab.sh: no kept kernel library in .carry/base or .carry/bases (bundle with KEEP_BASE)" >&2
