@@ -48,8 +48,10 @@
  * values before its Gram loop, which has no register to spare. A split row's
  * x^T x goes into its slot beside b, and its residual comes from the slot.
  *
- * h_i is the product of the other modes' fp32 entries in double (exact
- * for a 3-mode tensor); G_j and b_j are summed in double, and the column
+ * h_i is the product of the other modes' fp32 entries in fp32, then in
+ * double (within two fp32 roundings of the exact product at four modes,
+ * the order of the fp32 row the solve writes); G_j and b_j are summed in
+ * double, and the column
  * scales of the stored (unnormalised, als.cu) factors are applied to G_j
  * and b_j in double. */
 #include <cub/device/device_radix_sort.cuh>
@@ -620,18 +622,16 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
              * add zeros: no branch around the mma. */
             const uint32_t src = s + q; /* < 32: s <= 28 */
             const bool valid = src < n;
-            /* h in double: the product of fp32 entries, exact for two
-             * other modes, rounded once a further mode (fp32 products
-             * would perturb G_j by ~1e-7, which an ill-conditioned row
-             * magnifies). */
-            double h[T];
+            /* h: the product of the other modes' fp32 entries in fp32,
+             * then in double for the sums. One conversion an entry instead
+             * of one a mode (they issue at a quarter of the fp32 rate),
+             * and h's relative error stays within two fp32 roundings: the
+             * order of the fp32 row the solve writes, which the row's
+             * backward error already carries. */
+            float hf[T];
             {
-                float v[T];
                 const uint32_t i0 = __shfl_sync(kFull, ix[0], src);
-                load_cols<T>(a.fac[0] + (size_t)i0 * R, c8, R, exact, v);
-#pragma unroll
-                for (int t = 0; t < T; ++t)
-                    h[t] = (double)v[t];
+                load_cols<T>(a.fac[0] + (size_t)i0 * R, c8, R, exact, hf);
             }
             if (NO > 0) {
 #pragma unroll
@@ -641,7 +641,7 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
                     load_cols<T>(a.fac[o] + (size_t)io * R, c8, R, exact, v);
 #pragma unroll
                     for (int t = 0; t < T; ++t)
-                        h[t] *= (double)v[t];
+                        hf[t] *= v[t];
                 }
             } else {
                 /* A run-time count of modes: the other modes' indices
@@ -652,13 +652,14 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
                     load_cols<T>(a.fac[o] + (size_t)__ldg(a.idx[o] + k) * R, c8, R, exact, v);
 #pragma unroll
                     for (int t = 0; t < T; ++t)
-                        h[t] *= (double)v[t];
+                        hf[t] *= v[t];
                 }
             }
             const double x = (double)__shfl_sync(kFull, xl, src);
+            double h[T];
 #pragma unroll
             for (int t = 0; t < T; ++t) {
-                h[t] = valid ? h[t] : 0.0;
+                h[t] = valid ? (double)hf[t] : 0.0;
                 bacc[t] = fma(x, h[t], bacc[t]);
             }
             /* Tile (I, J): A's halves are blocks 2I and 2I + 1 (zero past
@@ -972,9 +973,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
                 double p = 0.0;
                 if (j < nb && c < R) {
                     const uint32_t k = begin + base + j;
-                    p = (double)a.fac[0][(size_t)a.idx[0][k] * R + c];
+                    float pf = a.fac[0][(size_t)a.idx[0][k] * R + c];
                     for (uint32_t o = 1; o < a.nother; ++o)
-                        p *= (double)a.fac[o][(size_t)a.idx[o][k] * R + c];
+                        pf *= a.fac[o][(size_t)a.idx[o][k] * R + c];
+                    p = (double)pf; /* as the register path's h */
                 }
                 sH[(size_t)j * ldh + c] = p;
             }

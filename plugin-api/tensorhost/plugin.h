@@ -745,11 +745,12 @@ typedef struct th_factor_update_io {
  * without the ridge; x the row's values), summed over the rows: an empty
  * row adds 0, a singular row its unchanged a_j's. It may differ from a
  * direct sum of squared residuals by cancellation (relative to sum x_i^2)
- * and, for a backend holding fp32 factors, by their rounding; it may come
- * out slightly negative for a model that fits exactly. After the last
- * mode's call of a sweep it is the sweep's training error, with no pass
- * over the nonzeros of its own. The backend computes in double precision
- * where it accumulates G_j and b_j. */
+ * and, for a backend holding fp32 factors, by their rounding (and that of
+ * h_i, which such a backend may form in fp32); it may come out slightly
+ * negative for a model that fits exactly. After the last mode's call of a
+ * sweep it is the sweep's training error, with no pass over the nonzeros
+ * of its own. The backend computes in double precision where it
+ * accumulates G_j and b_j. */
 typedef struct th_row_least_squares_io {
     uint32_t struct_size;
     uint32_t mode;              /* in */
