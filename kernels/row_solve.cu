@@ -12,8 +12,8 @@
  * partition, and a row belongs to one partition. So a row is one run of
  * its index, and the first call after a load turns every mode's runs into
  * a plan (`thg_rls_mode`): the rows sorted by nonzero count, longest first,
- * and the longest ones (more than chunk_len nonzeros, chunk_len ~ a
- * quarter of the nonzeros per worker) cut into chunks. Then one call is:
+ * and the longest ones cut into chunks, guided: a task at most a quarter
+ * of the nonzeros per worker left from it on (kMinChunk). Then one call is:
  *   1. the main kernel: a dynamic queue of tasks, the chunks first, then
  *      the whole rows longest first (the shortest go several to a grab).
  *      Ranks up to 32: one warp per task, G_j's tiles in registers, added
@@ -81,8 +81,10 @@ constexpr uint32_t kBatch = 32; /* nonzeros staged at a time; a multiple of 4 */
 constexpr uint32_t kMaxTiles = (THG_MAX_RANK + 7) / 8;
 constexpr uint32_t kMaxPairs = kMaxTiles * (kMaxTiles + 1) / 2;
 constexpr uint32_t kPairsPerWarp = (kMaxPairs + kBlockWarps - 1) / kBlockWarps;
-/* Splitting: rows longer than max(kMinChunk, nnz / (kChunksPerWorker x
- * workers)) go in chunks of that length. */
+/* Splitting, guided: in the queue's order, a chunk (or a whole row) is at
+ * most max(kMinChunk, the nonzeros left from it on / (kChunksPerWorker x
+ * workers)) long, so the tasks shrink towards the queue's end and the
+ * last workers to finish wait at most for one short task. */
 constexpr uint32_t kMinChunk = 1024;
 constexpr uint32_t kChunksPerWorker = 4;
 /* A grab of the queue takes up to kMaxGrab whole rows when they have
@@ -349,14 +351,26 @@ __device__ bool factor_in_registers(double *V, const L lay, uint32_t R, uint32_t
         if (!factor_panel<H>(V, lay, R, 0, lane, threshold, col, p))
             return false;
         if constexpr (N > 16) {
-            for (uint32_t j = 16; j < R; ++j)
-                if (lane >= j && lane < R) {
-                    double v = V[lay(lane, j)];
+            constexpr int kChains = 2;
+            /* Two entries at a time, their chains interleaved: one entry
+             * at a time waited on its 16 dependent multiply-adds in turn. */
+            for (uint32_t j0 = 16; j0 < R; j0 += kChains) {
+                double v[kChains];
 #pragma unroll
-                    for (int k = 0; k < 16; ++k)
-                        v = v - p[k] * V[lay(j, k)];
-                    V[lay(lane, j)] = v;
+                for (int u = 0; u < kChains; ++u) {
+                    const uint32_t j = j0 + u < R ? j0 + u : R - 1;
+                    v[u] = lane < R ? V[lay(lane, j)] : 0.0;
                 }
+#pragma unroll
+                for (int k = 0; k < 16; ++k)
+#pragma unroll
+                    for (int u = 0; u < kChains; ++u)
+                        v[u] = v[u] - p[k] * V[lay(j0 + u < R ? j0 + u : R - 1, k)];
+#pragma unroll
+                for (int u = 0; u < kChains; ++u)
+                    if (j0 + u < R && lane >= j0 + u && lane < R)
+                        V[lay(lane, j0 + u)] = v[u];
+            }
             __syncwarp();
         }
     }
@@ -459,9 +473,19 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
             __syncwarp();
         }
     }
-    /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z. */
+    /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z.
+     * The pivots' reciprocals first, every lane its own at once: a
+     * division at each step of the forward loop, on its chain, made the
+     * loop the slowest part of a short row's solve. */
+    double inv_d[RPL];
+#pragma unroll
+    for (int u = 0; u < RPL; ++u) {
+        const uint32_t i = lane + 32u * u;
+        inv_d[u] = i < R ? 1.0 / V[lay(i, i)] : 0.0;
+    }
     for (uint32_t k = 0; k < R; ++k) {
-        const double g = __shfl_sync(kFull, pick(b, k / 32), k % 32) / V[lay(k, k)];
+        const double g =
+            __shfl_sync(kFull, pick(b, k / 32) * pick(inv_d, k / 32), k % 32);
 #pragma unroll
         for (int u = 0; u < RPL; ++u) {
             const uint32_t i = lane + 32u * u;
@@ -469,13 +493,9 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
                 b[u] -= V[lay(i, k)] * g;
         }
     }
-    double inv_d[RPL];
 #pragma unroll
-    for (int u = 0; u < RPL; ++u) {
-        const uint32_t i = lane + 32u * u;
-        inv_d[u] = i < R ? 1.0 / V[lay(i, i)] : 0.0;
+    for (int u = 0; u < RPL; ++u)
         b[u] *= inv_d[u];
-    }
     for (uint32_t k = R; k-- > 0;) {
         const double ak = __shfl_sync(kFull, pick(b, k / 32), k % 32);
 #pragma unroll
@@ -1108,7 +1128,10 @@ __global__ void __launch_bounds__(kBlockThreads, 1) rls_block_kernel(const rls_a
 
 /* The split rows, one warp (block) per slot: the slot's G (packed lower)
  * and b, scaled, with the ridge, into `lay`'s layout, then solved.
- * Shared memory: [cs | self | b | V]. */
+ * Shared memory: [cs | self | b | V], and for R <= 32 [column (32) | the
+ * slot (G, b, x^T x)]: copied there by coalesced loads first, since the
+ * loops below read it entry by entry in an order the warp cannot
+ * coalesce, each read waiting on L2. */
 template <int RPL, class L>
 __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L lay)
 {
@@ -1123,6 +1146,13 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     load_scales(a, s_cs, s_self, lane, 32);
     __syncwarp();
     const double *src = a.split + (size_t)slot * a.slot_stride;
+    if constexpr (RPL == 1) {
+        double *staged = V + (size_t)R * full_ld(R) + 32;
+        for (uint32_t e = lane; e < RR2 + R + 1; e += 32)
+            staged[e] = src[e];
+        src = staged;
+        __syncwarp();
+    }
     for (uint32_t i = 0; i < R; ++i)
         for (uint32_t j = lane; j <= i; j += 32) {
             double v = src[lower_index(i, j)] * s_cs[i] * s_cs[j];
@@ -1232,9 +1262,10 @@ __global__ void rls_counts_kernel(uint32_t *counts, const uint32_t *rbeg, uint32
 }
 
 /* The plan's rows from the counts sorted descending; words[0] = the rows
- * with a nonzero, words[1] = the rows longer than chunk_len (zero before). */
+ * with a nonzero, words[1] = the rows longer than split_above (zero
+ * before): those cut_chunks may split. */
 __global__ void rls_rows_kernel(const uint32_t *counts, const uint32_t *ids, const uint32_t *rbeg,
-                                uint32_t dim, uint32_t chunk_len, thg_rls_row *rows,
+                                uint32_t dim, uint32_t split_above, thg_rls_row *rows,
                                 uint32_t *words)
 {
     for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < dim;
@@ -1244,7 +1275,7 @@ __global__ void rls_rows_kernel(const uint32_t *counts, const uint32_t *ids, con
         const uint32_t next = t + 1 < dim ? counts[t + 1] : 0u;
         if (count > 0 && next == 0)
             words[0] = t + 1;
-        if (count > chunk_len && next <= chunk_len)
+        if (count > split_above && next <= split_above)
             words[1] = t + 1;
     }
 }
@@ -1310,7 +1341,9 @@ split_kernel split_kernel_for(uint32_t R)
 {
     if ((R + 7) / 8 <= kRegisterTiles)
         return {(const void *)rls_split_kernel<1, full_layout>,
-                sizeof(double) * (3 * (size_t)R + (size_t)R * full_ld(R) + 32), false};
+                sizeof(double) *
+                    (3 * (size_t)R + (size_t)R * full_ld(R) + 32 + lower_index(R, 0) + R + 1),
+                false};
     return {(const void *)rls_split_kernel<4, packed_layout>,
             sizeof(double) * (3 * (size_t)R + lower_index(R, 0)), true};
 }
@@ -1370,7 +1403,7 @@ size_t cub_sort_bytes(uint32_t max_dim)
 
 /* Every mode's rows (sorted by count) and its nonempty and split counts,
  * into s.modes; rows_block holds the rows. */
-thg_status build_rows(thg_context *ctx, const uint32_t *chunk_len, plan_temp &tmp, char *err,
+thg_status build_rows(thg_context *ctx, const uint32_t *split_above, plan_temp &tmp, char *err,
                       size_t errlen)
 {
     thg_rls_state &s = ctx->rls;
@@ -1397,7 +1430,7 @@ thg_status build_rows(thg_context *ctx, const uint32_t *chunk_len, plan_temp &tm
         THG_CUDA(cub::DeviceRadixSort::SortPairsDescending(tmp.cub, bytes, keys, ids, (int)dim,
                                                            0, (int)bits_for(copy.nnz), st));
         rls_rows_kernel<<<grid_for(dim), kUtilThreads, 0, st>>>(
-            keys.Current(), ids.Current(), tmp.rbeg, dim, chunk_len[m], s.modes[m].rows,
+            keys.Current(), ids.Current(), tmp.rbeg, dim, split_above[m], s.modes[m].rows,
             tmp.words + 2 * m);
         THG_LAUNCHED();
     }
@@ -1407,10 +1440,40 @@ thg_status build_rows(thg_context *ctx, const uint32_t *chunk_len, plan_temp &tm
     THG_CUDA(cudaStreamSynchronize(st));
     for (uint32_t m = 0; m < nm; ++m) {
         s.modes[m].nonempty = words[2 * m];
-        s.modes[m].nsplit = words[2 * m + 1];
-        s.modes[m].chunk_len = chunk_len[m];
+        s.modes[m].nsplit = words[2 * m + 1]; /* cut_chunks's candidates */
     }
     return THG_OK;
+}
+
+/* The guided cut of one mode (see kMinChunk) into `chunks`: `rows` (its
+ * longest, in the queue's order, each longer than the shortest chunk) are
+ * split while they are longer than the longest task allowed where they
+ * stand, each piece as long as allowed there (`nnz` the mode's nonzeros,
+ * `share` the divisor of what is left); a fixed length instead where
+ * `fixed` is nonzero (a test's). Returns how many rows were split: the
+ * rest are solved whole. */
+uint32_t cut_chunks(const std::vector<thg_rls_row> &rows, uint64_t nnz, uint64_t share,
+                    uint32_t fixed, std::vector<thg_rls_chunk> &chunks)
+{
+    uint64_t left = nnz;
+    const auto longest = [&]() -> uint64_t {
+        if (fixed)
+            return fixed;
+        const uint64_t guided = (left + share - 1) / share;
+        return guided > kMinChunk ? guided : kMinChunk;
+    };
+    uint32_t nsplit = 0;
+    for (; nsplit < rows.size() && rows[nsplit].count > longest(); ++nsplit) {
+        const thg_rls_row &r = rows[nsplit];
+        for (uint32_t off = 0; off < r.count;) {
+            const uint64_t most = longest();
+            const uint32_t len = r.count - off < most ? r.count - off : (uint32_t)most;
+            chunks.push_back(thg_rls_chunk{r.row, r.begin + off, len, nsplit});
+            off += len;
+            left -= len;
+        }
+    }
+    return nsplit;
 }
 
 /* The plans of every mode and the workspace, on the first call after a
@@ -1434,15 +1497,12 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
         return st;
     s.main_blocks = blocks;
     const uint64_t workers = (uint64_t)blocks * mk.workers_per_block;
-    uint32_t chunk_len[THG_MAX_MODES];
+    /* The rows that may be split: longer than the shortest chunk. */
+    uint32_t split_above[THG_MAX_MODES];
     uint32_t max_dim = 1;
     size_t rows_bytes = 0;
     for (uint32_t m = 0; m < nm; ++m) {
-        const uint64_t share = (ctx->copies[m].nnz + kChunksPerWorker * workers - 1) /
-                               (kChunksPerWorker * workers);
-        chunk_len[m] = ctx->rls_chunk_override ? ctx->rls_chunk_override
-                       : share > kMinChunk     ? (uint32_t)share
-                                               : kMinChunk;
+        split_above[m] = ctx->rls_chunk_override ? ctx->rls_chunk_override : kMinChunk;
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
         rows_bytes += round_up(sizeof(thg_rls_row) * (size_t)ctx->dims[m]);
     }
@@ -1465,32 +1525,31 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
     tmp.ids[1] = (uint32_t *)(p + 4 * dim_bytes);
     tmp.words = (uint32_t *)(p + 5 * dim_bytes);
     tmp.cub = p + 5 * dim_bytes + round_up(sizeof(uint32_t) * 2 * nm);
-    st = build_rows(ctx, chunk_len, tmp, err, errlen);
+    st = build_rows(ctx, split_above, tmp, err, errlen);
     cudaStreamSynchronize(ctx->stream); /* the temporaries are free to go */
     const cudaError_t freed = cudaFree(tmp.block);
     if (st != THG_OK)
         return st;
     THG_CUDA(freed);
 
-    /* The split rows' chunks, cut on the host from their (few) rows. */
+    /* The split rows' chunks, cut on the host from the (few) rows longer
+     * than the shortest chunk. */
     std::vector<thg_rls_chunk> chunks;
     uint32_t first_chunk[THG_MAX_MODES];
     uint32_t max_split = 0;
     for (uint32_t m = 0; m < nm; ++m) {
         thg_rls_mode &pm = s.modes[m];
         first_chunk[m] = (uint32_t)chunks.size();
-        if (pm.nsplit == 0)
+        const uint32_t candidates = pm.nsplit;
+        pm.nsplit = 0;
+        if (candidates == 0)
             continue;
-        std::vector<thg_rls_row> split(pm.nsplit);
-        THG_CUDA(cudaMemcpyAsync(split.data(), pm.rows, sizeof(thg_rls_row) * pm.nsplit,
+        std::vector<thg_rls_row> split(candidates);
+        THG_CUDA(cudaMemcpyAsync(split.data(), pm.rows, sizeof(thg_rls_row) * candidates,
                                  cudaMemcpyDeviceToHost, ctx->stream));
         THG_CUDA(cudaStreamSynchronize(ctx->stream));
-        for (uint32_t t = 0; t < pm.nsplit; ++t)
-            for (uint32_t off = 0; off < split[t].count; off += pm.chunk_len) {
-                const uint32_t left = split[t].count - off;
-                chunks.push_back(thg_rls_chunk{split[t].row, split[t].begin + off,
-                                               left < pm.chunk_len ? left : pm.chunk_len, t});
-            }
+        pm.nsplit = cut_chunks(split, ctx->copies[m].nnz, kChunksPerWorker * workers,
+                               ctx->rls_chunk_override, chunks);
         pm.nchunks = (uint32_t)chunks.size() - first_chunk[m];
         max_split = pm.nsplit > max_split ? pm.nsplit : max_split;
     }

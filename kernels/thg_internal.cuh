@@ -146,11 +146,11 @@ struct thg_rls_counters {
     double residual;             /* sum over the rows of x^T x - 2 a^T b + a^T G a */
 };
 /* One mode's plan, built from its copy on the first call after a load:
- * rows[0, nsplit) are split into chunks (chunk_len nonzeros each, the
- * last shorter), rows[nsplit, nonempty) are solved whole, rows[nonempty,
- * dims) are empty. */
+ * rows[0, nsplit) are split into chunks (shorter towards the queue's
+ * end), rows[nsplit, nonempty) are solved whole, rows[nonempty, dims) are
+ * empty. */
 struct thg_rls_mode {
-    uint32_t nonempty, nsplit, nchunks, chunk_len;
+    uint32_t nonempty, nsplit, nchunks;
     thg_rls_row *rows;     /* [dims] (device) */
     thg_rls_chunk *chunks; /* [nchunks] (device) */
 };
