@@ -12,8 +12,9 @@
  * partition, and a row belongs to one partition. So a row is one run of
  * its index, and the first call after a load turns every mode's runs into
  * a plan (`thg_rls_mode`): the rows sorted by nonzero count, longest first,
- * and the longest ones cut into chunks, guided: a task at most a quarter
- * of the nonzeros per worker left from it on (kMinChunk). Then one call is:
+ * and the longest ones (over a quarter of the nonzeros per worker) cut
+ * into chunks that shrink towards the end of the split rows (kMinChunk).
+ * Then one call is:
  *   1. the main kernel: a dynamic queue of tasks, the chunks first, then
  *      the whole rows longest first (the shortest go several to a grab).
  *      Ranks up to 32: one warp per task, G_j's tiles in registers, added
@@ -81,10 +82,11 @@ constexpr uint32_t kBatch = 32; /* nonzeros staged at a time; a multiple of 4 */
 constexpr uint32_t kMaxTiles = (THG_MAX_RANK + 7) / 8;
 constexpr uint32_t kMaxPairs = kMaxTiles * (kMaxTiles + 1) / 2;
 constexpr uint32_t kPairsPerWarp = (kMaxPairs + kBlockWarps - 1) / kBlockWarps;
-/* Splitting, guided: in the queue's order, a chunk (or a whole row) is at
- * most max(kMinChunk, the nonzeros left from it on / (kChunksPerWorker x
- * workers)) long, so the tasks shrink towards the queue's end and the
- * last workers to finish wait at most for one short task. */
+/* Splitting, guided: the rows longer than max(kMinChunk, nnz /
+ * (kChunksPerWorker x workers)) are split, and in the queue's order a
+ * chunk is at most max(kMinChunk, the nonzeros left from it on /
+ * (kChunksPerWorker x workers)) long: the chunks shrink towards the end of
+ * the split rows, so the last workers to finish wait for short tasks. */
 constexpr uint32_t kMinChunk = 1024;
 constexpr uint32_t kChunksPerWorker = 4;
 /* A grab of the queue takes up to kMaxGrab whole rows when they have
@@ -1445,13 +1447,15 @@ thg_status build_rows(thg_context *ctx, const uint32_t *split_above, plan_temp &
     return THG_OK;
 }
 
-/* The guided cut of one mode (see kMinChunk) into `chunks`: `rows` (its
- * longest, in the queue's order, each longer than the shortest chunk) are
- * split while they are longer than the longest task allowed where they
- * stand, each piece as long as allowed there (`nnz` the mode's nonzeros,
- * `share` the divisor of what is left); a fixed length instead where
- * `fixed` is nonzero (a test's). Returns how many rows were split: the
- * rest are solved whole. */
+/* The guided cut of one mode (see kMinChunk) into `chunks`: of `rows`
+ * (its longest, in the queue's order, each longer than the shortest
+ * chunk), those longer than the first chunk are split, each piece as long
+ * as allowed where it stands (`nnz` the mode's nonzeros, `share` the
+ * divisor of what is left); a fixed length instead where `fixed` is
+ * nonzero (a test's). Returns how many rows were split: the rest are
+ * solved whole. (Splitting every row longer than the piece allowed where
+ * it stands made more slots, whose solves cost more than the shorter tail
+ * saved where the rows are a few chunks long.) */
 uint32_t cut_chunks(const std::vector<thg_rls_row> &rows, uint64_t nnz, uint64_t share,
                     uint32_t fixed, std::vector<thg_rls_chunk> &chunks)
 {
@@ -1462,8 +1466,9 @@ uint32_t cut_chunks(const std::vector<thg_rls_row> &rows, uint64_t nnz, uint64_t
         const uint64_t guided = (left + share - 1) / share;
         return guided > kMinChunk ? guided : kMinChunk;
     };
+    const uint64_t first = longest();
     uint32_t nsplit = 0;
-    for (; nsplit < rows.size() && rows[nsplit].count > longest(); ++nsplit) {
+    for (; nsplit < rows.size() && rows[nsplit].count > first; ++nsplit) {
         const thg_rls_row &r = rows[nsplit];
         for (uint32_t off = 0; off < r.count;) {
             const uint64_t most = longest();
