@@ -1,4 +1,4 @@
-/* Dealing a mode's nonzeros to devices (plugins/gpu-common/device_shares.h):
+/* Dealing a mode's nonzeros to devices (common/device_shares.h):
  * shares cover every nonzero once, differ by at most one nonzero whatever
  * the skew, split a hot row across devices with matching flags, and count
  * in 64 bits; the rows each rank owns cover the mode once, and each is

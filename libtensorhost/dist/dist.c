@@ -387,6 +387,142 @@ gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *rece
     return TRUE;
 }
 
+gboolean th_dist_exscan_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
+{
+    if (d == NULL) {
+        memset(values, 0, n * sizeof *values);
+        return TRUE;
+    }
+    const gint64 start = g_get_monotonic_time();
+    for (uint64_t first = 0; first < n; first += MAX_PIECE) {
+        const int count = (int)MIN(MAX_PIECE, n - first);
+        if (mpi_failed(d, d->mpi->exscan(values + first, count, TH_MPI_UINT64, TH_MPI_SUM),
+                       "a prefix sum over the processes", error))
+            return FALSE;
+        d->traffic.calls++;
+    }
+    if (d->rank == 0) /* MPI leaves it undefined */
+        memset(values, 0, n * sizeof *values);
+    d->traffic.bytes += n * sizeof *values;
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
+}
+
+/* One all-to-all of int counts: every pair's block is at most `piece`
+ * bytes, so a process's offsets stay within an int. */
+static gboolean alltoallv_round(th_dist *d, const char *sent, const uint64_t *send_first,
+                                const uint64_t *send_bytes, char *received,
+                                const uint64_t *recv_first, const uint64_t *recv_bytes,
+                                uint64_t done, uint64_t piece, int *counts, GError **error)
+{
+    const uint32_t P = d->size;
+    int *send_count = counts, *send_offset = counts + P;
+    int *recv_count = counts + 2 * P, *recv_offset = counts + 3 * P;
+    /* The pieces go to a packed buffer: each pair's next piece, in rank order. */
+    uint64_t send_total = 0, recv_total = 0;
+    for (uint32_t p = 0; p < P; ++p) {
+        const uint64_t s = send_bytes[p] > done ? MIN(piece, send_bytes[p] - done) : 0;
+        const uint64_t r = recv_bytes[p] > done ? MIN(piece, recv_bytes[p] - done) : 0;
+        send_count[p] = (int)s;
+        send_offset[p] = (int)send_total;
+        recv_count[p] = (int)r;
+        recv_offset[p] = (int)recv_total;
+        send_total += s;
+        recv_total += r;
+    }
+    g_autofree char *out = g_malloc(MAX(send_total, 1));
+    g_autofree char *in = g_malloc(MAX(recv_total, 1));
+    for (uint32_t p = 0; p < P; ++p)
+        if (send_count[p] > 0)
+            memcpy(out + send_offset[p], sent + send_first[p] + done, (size_t)send_count[p]);
+    if (mpi_failed(d,
+                   d->mpi->alltoallv(out, send_count, send_offset, in, recv_count, recv_offset),
+                   "an exchange between the processes", error))
+        return FALSE;
+    for (uint32_t p = 0; p < P; ++p)
+        if (recv_count[p] > 0)
+            memcpy(received + recv_first[p] + done, in + recv_offset[p], (size_t)recv_count[p]);
+    d->traffic.calls++;
+    d->traffic.bytes += send_total;
+    return TRUE;
+}
+
+gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_bytes,
+                          void **received, uint64_t *recv_bytes, GError **error)
+{
+    *received = NULL;
+    if (d == NULL) {
+        recv_bytes[0] = send_bytes[0];
+        if (send_bytes[0] > 0)
+            *received = g_memdup2(sent, send_bytes[0]);
+        return TRUE;
+    }
+    const uint32_t P = d->size;
+    const gint64 start = g_get_monotonic_time();
+    /* The sizes first: every process learns what each sends it. */
+    g_autofree int *counts = g_new(int, 4 * (size_t)P);
+    for (uint32_t p = 0; p < P; ++p) {
+        counts[p] = (int)sizeof(uint64_t);
+        counts[P + p] = (int)(p * sizeof(uint64_t));
+    }
+    if (mpi_failed(d,
+                   d->mpi->alltoallv(send_bytes, counts, counts + P, recv_bytes, counts,
+                                     counts + P),
+                   "an exchange of sizes between the processes", error))
+        return FALSE;
+    d->traffic.calls++;
+    /* Then rounds of at most MAX_PIECE bytes a process, as many on every
+     * process (the most any pair needs). */
+    /* TH_DIST_TEST_EXCHANGE_PIECE=N: rounds of N bytes a pair, however
+     * small the exchange (the tests' way through the rounds). */
+    const char *test_piece = g_getenv("TH_DIST_TEST_EXCHANGE_PIECE");
+    const uint64_t forced = test_piece ? g_ascii_strtoull(test_piece, NULL, 10) : 0;
+    const uint64_t piece = forced ? forced : MAX(MAX_PIECE / P, 1);
+    uint64_t rounds = 0, recv_total = 0;
+    g_autofree uint64_t *send_first = g_new(uint64_t, P);
+    g_autofree uint64_t *recv_first = g_new(uint64_t, P);
+    uint64_t send_total = 0;
+    for (uint32_t p = 0; p < P; ++p) {
+        send_first[p] = send_total;
+        recv_first[p] = recv_total;
+        send_total += send_bytes[p];
+        recv_total += recv_bytes[p];
+        rounds = MAX(rounds, (MAX(send_bytes[p], recv_bytes[p]) + piece - 1) / piece);
+    }
+    if (!th_dist_max_u64(d, &rounds, 1, error))
+        return FALSE;
+    char *in = recv_total > 0 ? g_malloc(recv_total) : NULL;
+    if (!forced && rounds == 1 && send_total <= INT_MAX && recv_total <= INT_MAX) {
+        /* One call from and into the buffers themselves. */
+        for (uint32_t p = 0; p < P; ++p) {
+            counts[p] = (int)send_bytes[p];
+            counts[P + p] = (int)send_first[p];
+            counts[2 * P + p] = (int)recv_bytes[p];
+            counts[3 * P + p] = (int)recv_first[p];
+        }
+        char empty[1];
+        if (mpi_failed(d,
+                       d->mpi->alltoallv(send_total ? sent : empty, counts, counts + P,
+                                         in ? in : empty, counts + 2 * P, counts + 3 * P),
+                       "an exchange between the processes", error)) {
+            g_free(in);
+            return FALSE;
+        }
+        d->traffic.calls++;
+        d->traffic.bytes += send_total;
+        rounds = 0;
+    }
+    for (uint64_t k = 0; k < rounds; ++k)
+        if (!alltoallv_round(d, sent, send_first, send_bytes, in, recv_first, recv_bytes,
+                             k * piece, piece, counts, error)) {
+            g_free(in);
+            return FALSE;
+        }
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    *received = in;
+    return TRUE;
+}
+
 gboolean th_dist_agree(th_dist *d, GError **error)
 {
     if (d == NULL)

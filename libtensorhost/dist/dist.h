@@ -89,6 +89,19 @@ gboolean th_dist_broadcast(th_dist *dist, void *data, uint64_t bytes, GError **e
 gboolean th_dist_gather(th_dist *dist, const void *sent, uint64_t bytes, void *received,
                         GError **error);
 
+/* In place: each process's values become the element-wise sums over the
+ * processes of lower rank (zeros on rank 0, and with `dist` NULL). */
+gboolean th_dist_exscan_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GError **error);
+/* Every process sends send_bytes[p] bytes of `sent` (the blocks for p = 0,
+ * 1, ... one after another) to process p, and gets what each sent it:
+ * *received (g_malloc'd, the caller's; blocks in rank order, NULL when
+ * empty) and recv_bytes[p] (caller's array of size entries), whatever
+ * the sizes (MPI's int counts are cut into rounds of at most 1 GiB a
+ * process; TH_DIST_TEST_EXCHANGE_PIECE=N forces rounds of N bytes a pair,
+ * for tests). With `dist` NULL the one block is copied. */
+gboolean th_dist_exchange(th_dist *dist, const void *sent, const uint64_t *send_bytes,
+                          void **received, uint64_t *recv_bytes, GError **error);
+
 /* Called by every process, with *error set where it failed: TRUE when none
  * failed; else FALSE everywhere, the lowest failing process keeping its
  * error and every other one's *error replaced by TH_DIST_ERROR_ELSEWHERE

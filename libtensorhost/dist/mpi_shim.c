@@ -72,6 +72,19 @@ static int shim_broadcast(void *buffer, int bytes, int root)
     return MPI_Bcast(buffer, bytes, MPI_BYTE, root, MPI_COMM_WORLD);
 }
 
+static int shim_alltoallv(const void *sent, const int *send_bytes, const int *send_offsets,
+                          void *received, const int *recv_bytes, const int *recv_offsets)
+{
+    return MPI_Alltoallv(sent, send_bytes, send_offsets, MPI_BYTE, received, recv_bytes,
+                         recv_offsets, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+static int shim_exscan(void *buffer, int count, th_mpi_type type, th_mpi_op op)
+{
+    return MPI_Exscan(MPI_IN_PLACE, buffer, count, datatype(type), operation(op),
+                      MPI_COMM_WORLD);
+}
+
 static int shim_abort(int status) { return MPI_Abort(MPI_COMM_WORLD, status); }
 
 static void shim_error_string(int code, char *text, int capacity)
@@ -139,6 +152,8 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .processor_name = shim_processor_name,
         .local_size = shim_local_size,
         .broadcast = shim_broadcast,
+        .alltoallv = shim_alltoallv,
+        .exscan = shim_exscan,
     };
     return &table;
 }

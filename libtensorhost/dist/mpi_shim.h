@@ -50,6 +50,14 @@ typedef struct th_mpi_shim {
     int (*local_size)(int *size, int *rank);
     /* `bytes` from root's `buffer` into every process's. */
     int (*broadcast)(void *buffer, int bytes, int root);
+    /* MPI_Alltoallv of bytes: send_bytes[p] bytes from sent + send_offsets[p]
+     * to process p, recv_bytes[p] bytes from process p into received +
+     * recv_offsets[p]. */
+    int (*alltoallv)(const void *sent, const int *send_bytes, const int *send_offsets,
+                     void *received, const int *recv_bytes, const int *recv_offsets);
+    /* MPI_Exscan in place: each process's values become `op` over the
+     * processes of lower rank; rank 0's are left undefined. */
+    int (*exscan)(void *buffer, int count, th_mpi_type type, th_mpi_op op);
 } th_mpi_shim;
 
 #endif

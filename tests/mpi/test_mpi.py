@@ -6,7 +6,9 @@ Slurm: tools/slurm-check.sh.)
 
 Usage: test_mpi.py TENSORHOST SOURCE_DIR FIXTURE_DIR WORK_DIR MPIRUN [MPIEXEC_MPICH]
 MPIRUN is Open MPI's; MPIEXEC_MPICH, when given, runs the fits under MPICH too.
-Standard library only."""
+TH_DIST_DEAL_CHECK in the environment names the dist_deal_check program
+(tests/mpi/dist_deal_check.c; ctest sets it): the deal of every mode's
+nonzeros to the processes, checked on each tensor. Standard library only."""
 import json
 import os
 import shutil
@@ -102,6 +104,35 @@ for name, source in (("uber", "data/uber-2014-sample.tns.gz"),
     r = run(["convert", os.path.join(SOURCE, source), target])
     check(r.returncode == 0, f"convert {source}: {r.stderr}")
     tensors[name] = target
+
+# 0. Every mode's nonzeros dealt to the processes by the devices' plan
+# (libtensorhost/dist/dist_deal.h): one process, two, three and four (each
+# share's first and last rows split with its neighbours), and MPICH.
+DEAL_CHECK = os.environ.get("TH_DIST_DEAL_CHECK")
+check(DEAL_CHECK is not None and os.access(DEAL_CHECK, os.X_OK),
+      "TH_DIST_DEAL_CHECK does not name the dist_deal_check program")
+if DEAL_CHECK:
+    for name, path in tensors.items():
+        # (processes, launcher, bytes a round: the exchange cut into many)
+        runs = [(None, None, None), (2, None, None), (3, None, None), (4, None, None),
+                (3, None, "1000")]
+        if MPICH:
+            runs.append((3, MPICH, None))
+        for processes, launcher, piece in runs:
+            command = [DEAL_CHECK, path]
+            if processes:
+                command = [launcher or MPIRUN, "-np", str(processes)] + command
+            env = OPEN_MPI_ENV if processes and launcher is None else ENV
+            if piece:
+                env = dict(env, TH_DIST_TEST_EXCHANGE_PIECE=piece)
+                command[3:3] = ["-x", "TH_DIST_TEST_EXCHANGE_PIECE"]
+            r = subprocess.run(command, cwd=WORK, env=env, capture_output=True, text=True,
+                               timeout=240)
+            check(r.returncode == 0 and
+                  f"over {processes or 1} processes" in r.stdout,
+                  f"dist_deal_check {name} on {processes or 1} processes "
+                  f"({launcher or 'Open MPI'}, rounds of {piece or 'any'} bytes): "
+                  f"{(r.stdout + r.stderr)[-1500:]}")
 
 # 1. The same fit from one process and from two and three, on least
 # squares, with nonnegative factors, and stopping by tolerance.

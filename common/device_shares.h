@@ -1,6 +1,7 @@
-/* How one mode's nonzeros are dealt to the devices of a multi-GPU run, per
- * communicator rank: plain C, free of CUDA and of "one process", so the same
- * plan serves one process driving G GPUs and G processes (one per GPU).
+/* How one mode's nonzeros are dealt to the ranks of a run over several
+ * devices or processes: plain C, free of CUDA and of "one process", so the
+ * same plan serves one process driving G GPUs (gpu-common) and G processes
+ * (the library's dist/dist_deal.h), compiled into both.
  *
  * Shares are balanced by nonzeros, not by rows: in the mode's row-sorted
  * order, device d takes the nonzeros [begin(d), begin(d+1)) with
@@ -11,8 +12,9 @@
  * are combined afterwards (a reduce of the few split rows), in the spirit
  * of scheme 2's merged runs.
  *
- * The planning code of gpu-common (this, memory_plan.h, share_extract.h)
- * is plain C named thp_ ("plan"); thg_ names the kernel library's. */
+ * The planning code (this, and gpu-common's memory_plan.h and
+ * share_extract.h) is plain C named thp_ ("plan"); thg_ names the kernel
+ * library's. */
 #ifndef TH_DEVICE_SHARES_H
 #define TH_DEVICE_SHARES_H
 

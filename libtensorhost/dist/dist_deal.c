@@ -1,0 +1,114 @@
+#include "dist/dist_deal.h"
+
+#include <string.h>
+
+/* A nonzero on the wire: its indices, then its value's bytes. */
+static size_t record_bytes(uint32_t nmodes)
+{
+    return sizeof(th_index) * nmodes + sizeof(double);
+}
+
+/* The process whose share holds `position` of the mode's order: the last
+ * p with shares[p].nnz_begin <= position (empty shares skipped). */
+static uint32_t holder(const thp_share *shares, uint32_t P, uint64_t position)
+{
+    uint32_t low = 0, high = P; /* shares[low].nnz_begin <= position */
+    while (high - low > 1) {
+        const uint32_t middle = low + (high - low) / 2;
+        if (shares[middle].nnz_begin <= position)
+            low = middle;
+        else
+            high = middle;
+    }
+    while (low + 1 < P && shares[low].nnz_end <= position)
+        ++low;
+    return low;
+}
+
+th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t mode,
+                               th_dist_dealt *dealt, GError **error)
+{
+    g_return_val_if_fail(mode < share->nmodes, NULL);
+    memset(dealt, 0, sizeof *dealt);
+    const uint32_t P = th_dist_size(dist), me = th_dist_rank(dist);
+    const uint64_t rows = share->dims[mode];
+    const th_index *index = share->indices[mode];
+    /* The rows' counts over every process, and where this process's
+     * nonzeros of each row begin among the row's (the lower ranks'
+     * first). */
+    g_autofree uint64_t *offsets = g_new0(uint64_t, rows + 1);
+    g_autofree uint64_t *before = g_new0(uint64_t, rows);
+    for (uint64_t i = 0; i < share->nnz; ++i)
+        ++before[index[i]];
+    memcpy(offsets + 1, before, rows * sizeof *offsets);
+    if (!th_dist_sum_u64(dist, offsets + 1, rows, error) ||
+        !th_dist_exscan_sum_u64(dist, before, rows, error))
+        return NULL;
+    for (uint64_t r = 0; r < rows; ++r)
+        offsets[r + 1] += offsets[r];
+    g_autofree thp_share *shares = g_new(thp_share, P);
+    if (thp_plan_shares(offsets, rows, P, shares) != 0) {
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
+                    "the rows of mode %u counted over %u processes do not add up", mode + 1, P);
+        return NULL;
+    }
+    dealt->share = shares[me];
+    dealt->owned = thp_owned_rows_of(shares, P, me, rows);
+    dealt->nnz_total = offsets[rows];
+    /* Each nonzero's destination, from its position in the mode's order:
+     * its row's start, the lower ranks' nonzeros of the row, and this
+     * process's before it. */
+    g_autofree uint32_t *to = g_new(uint32_t, MAX(share->nnz, 1));
+    g_autofree uint64_t *send_bytes = g_new0(uint64_t, P);
+    const size_t record = record_bytes(share->nmodes);
+    for (uint64_t i = 0; i < share->nnz; ++i) {
+        const th_index r = index[i];
+        to[i] = holder(shares, P, offsets[r] + before[r]++);
+        send_bytes[to[i]] += record;
+    }
+    g_clear_pointer(&before, g_free);
+    g_autofree uint64_t *next = g_new(uint64_t, P);
+    for (uint64_t p = 0, at = 0; p < P; at += send_bytes[p], ++p)
+        next[p] = at;
+    g_autofree char *packed = th_alloc_large(MAX(share->nnz, 1), record);
+    for (uint64_t i = 0; i < share->nnz; ++i) {
+        char *at = packed + next[to[i]];
+        next[to[i]] += record;
+        for (uint32_t m = 0; m < share->nmodes; ++m)
+            memcpy(at + sizeof(th_index) * m, &share->indices[m][i], sizeof(th_index));
+        memcpy(at + sizeof(th_index) * share->nmodes, &share->values[i], sizeof(double));
+    }
+    g_clear_pointer(&to, g_free);
+    g_autofree uint64_t *recv_bytes = g_new0(uint64_t, P);
+    void *received = NULL;
+    const gboolean sent = th_dist_exchange(dist, packed, send_bytes, &received, recv_bytes, error);
+    g_clear_pointer(&packed, g_free);
+    if (!sent)
+        return NULL;
+    uint64_t bytes = 0;
+    for (uint32_t p = 0; p < P; ++p)
+        bytes += recv_bytes[p];
+    const uint64_t n = bytes / record;
+    th_sptensor *t = th_sptensor_new(share->nmodes, n);
+    memcpy(t->dims, share->dims, sizeof(th_index) * share->nmodes);
+    t->value_scale = share->value_scale;
+    const char *in = received;
+    for (uint64_t i = 0; i < n; ++i, in += record) {
+        for (uint32_t m = 0; m < share->nmodes; ++m)
+            memcpy(&t->indices[m][i], in + sizeof(th_index) * m, sizeof(th_index));
+        memcpy(&t->values[i], in + sizeof(th_index) * share->nmodes, sizeof(double));
+    }
+    g_free(received);
+    GError *local = NULL;
+    if (n != dealt->share.nnz_end - dealt->share.nnz_begin)
+        g_set_error(&local, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
+                    "mode %u: process %u was dealt %" G_GUINT64_FORMAT
+                    " nonzeros where its share holds %" G_GUINT64_FORMAT,
+                    mode + 1, me, n, dealt->share.nnz_end - dealt->share.nnz_begin);
+    if (!th_dist_agree(dist, &local)) {
+        g_propagate_error(error, local);
+        th_sptensor_free(t);
+        return NULL;
+    }
+    return t;
+}
