@@ -10,8 +10,9 @@
  *     nonzero (indices and value bits), summed over the processes, equals
  *     that of the file's shares;
  *   - with one process (no mpirun) the deal is the whole tensor.
- * Prints "dealt N modes of M nonzeros over P processes" on rank 0; exit
- * status 1 with a message on the process that found a difference.
+ * Prints "dealt N modes of M nonzeros over P processes" on rank 0, then
+ * each mode's deal time (the slowest process's, seconds); exit status 1
+ * with a message on the process that found a difference.
  * Usage: dist_deal_check TENSOR.tnsb */
 #include <glib.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 #include "dist/dist.h"
 #include "dist/dist_deal.h"
 #include "dist/dist_tensor.h"
+
+#define TH_MAX_DEAL_MODES 64
 
 static uint64_t mix(uint64_t h)
 {
@@ -53,11 +56,14 @@ static int fail(const char *what, uint32_t rank, uint32_t mode)
 }
 
 /* The checks of one mode on this process; 0 when it passes. */
-static int check_mode(th_dist *dist, const th_sptensor *share, uint32_t mode, GError **error)
+static int check_mode(th_dist *dist, const th_sptensor *share, uint32_t mode, double *seconds,
+                      GError **error)
 {
     const uint32_t me = th_dist_rank(dist);
     th_dist_dealt d;
+    const gint64 start = g_get_monotonic_time();
     g_autoptr(th_sptensor) got = th_dist_deal_mode(dist, share, mode, &d, error);
+    *seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     if (got == NULL)
         return 1;
     const uint64_t rows = share->dims[mode];
@@ -116,16 +122,26 @@ int main(int argc, char **argv)
     th_dist_share_info info;
     g_autoptr(th_sptensor) share = th_dist_read_tensor(dist, argv[1], &options, &info, &error);
     int bad = share == NULL;
-    for (uint32_t m = 0; share && m < share->nmodes && !error; ++m)
-        bad |= check_mode(dist, share, m, &error);
+    double seconds[TH_MAX_DEAL_MODES] = {0};
+    if (share && share->nmodes > TH_MAX_DEAL_MODES) {
+        fprintf(stderr, "dist_deal_check: more than %d modes\n", TH_MAX_DEAL_MODES);
+        bad = 1;
+    }
+    for (uint32_t m = 0; !bad && m < share->nmodes && !error; ++m)
+        bad |= check_mode(dist, share, m, &seconds[m], &error);
     if (error)
         fprintf(stderr, "dist_deal_check: rank %u: %s\n", th_dist_rank(dist), error->message);
     uint64_t failed = bad ? 1u : 0u;
     if (!error && !th_dist_max_u64(dist, &failed, 1, &error))
         failed = 1;
-    if (!failed && th_dist_rank(dist) == 0)
+    if (!failed && !th_dist_max(dist, seconds, TH_MAX_DEAL_MODES, &error))
+        failed = 1;
+    if (!failed && th_dist_rank(dist) == 0) {
         printf("dealt %u modes of %" G_GUINT64_FORMAT " nonzeros over %u processes\n",
                share->nmodes, info.nnz_total, th_dist_size(dist));
+        for (uint32_t m = 0; m < share->nmodes; ++m)
+            printf("  mode %u: %.3f s\n", m + 1, seconds[m]);
+    }
     g_clear_error(&error);
     th_dist_finish(dist);
     return failed ? 1 : 0;
