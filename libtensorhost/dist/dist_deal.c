@@ -67,6 +67,26 @@ th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t
         send_bytes[to[i]] += record;
     }
     g_clear_pointer(&before, g_free);
+    /* Where no nonzero moves (mode 1, the file's sort order, whose shares
+     * are the plan's), the share itself. */
+    uint64_t moving = share->nnz * record - send_bytes[me];
+    if (!th_dist_max_u64(dist, &moving, 1, error))
+        return NULL;
+    if (moving == 0) {
+        th_sptensor *t = th_sptensor_copy(share);
+        GError *local = NULL;
+        if (t->nnz != dealt->share.nnz_end - dealt->share.nnz_begin)
+            g_set_error(&local, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
+                        "mode %u: process %u holds %" G_GUINT64_FORMAT
+                        " nonzeros where its share of the plan holds %" G_GUINT64_FORMAT,
+                        mode + 1, me, t->nnz, dealt->share.nnz_end - dealt->share.nnz_begin);
+        if (!th_dist_agree(dist, &local)) {
+            g_propagate_error(error, local);
+            th_sptensor_free(t);
+            return NULL;
+        }
+        return t;
+    }
     g_autofree uint64_t *next = g_new(uint64_t, P);
     for (uint64_t p = 0, at = 0; p < P; at += send_bytes[p], ++p)
         next[p] = at;
