@@ -11,8 +11,10 @@
  * all-reduce, and an exclusive prefix sum over the ranks for where each
  * process's nonzeros of a row fall), then every nonzero goes to the
  * process whose share holds its position: one all-to-all of nnz / P
- * records of 4N + 8 bytes. No process holds more than its share and the
- * one it receives. */
+ * records of 4N + 8 bytes (none for mode 1, the file's order, whose
+ * shares are the plan's: each process keeps a copy of its own). A deal
+ * holds the share, the records sent and received and the dealt tensor:
+ * four times a share's bytes at most. */
 #ifndef TH_DIST_DEAL_H
 #define TH_DIST_DEAL_H
 
