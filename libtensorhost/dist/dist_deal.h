@@ -35,7 +35,9 @@ typedef struct th_dist_dealt {
  * the same nmodes and dims): the nonzeros this process is dealt of `mode`,
  * a new tensor of the share's dims, in the file's order (rank by rank, each
  * share's order within), and *dealt. With `dist` NULL: a copy of `share`,
- * the whole of it. NULL on every process when one fails (th_dist_agree). */
+ * the whole of it. NULL where a collective failed (TH_DIST_ERROR_MPI), or
+ * on every process when one was dealt other than its planned count
+ * (th_dist_agree). */
 th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t mode,
                                th_dist_dealt *dealt, GError **error);
 
