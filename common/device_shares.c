@@ -21,6 +21,23 @@ static uint64_t share_begin(uint64_t nnz, uint32_t devices, uint32_t d)
     return (uint64_t)d * quota + (d < rest ? d : rest);
 }
 
+uint32_t thp_share_holding(const thp_share *shares, uint32_t devices, uint64_t position)
+{
+    /* The last d with nnz_begin <= position, back past any empty share
+     * that starts there too. */
+    uint32_t low = 0, high = devices;
+    while (high - low > 1) {
+        const uint32_t middle = low + (high - low) / 2;
+        if (shares[middle].nnz_begin <= position)
+            low = middle;
+        else
+            high = middle;
+    }
+    while (low > 0 && shares[low].nnz_begin == shares[low].nnz_end)
+        --low;
+    return low;
+}
+
 static uint64_t first_owned_row(const thp_share *mode_shares, uint32_t d, uint64_t rows)
 {
     if (d == 0)

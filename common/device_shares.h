@@ -40,6 +40,11 @@ typedef struct thp_share {
 int thp_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices,
                     thp_share *shares);
 
+/* The rank whose share, of shares[devices] as thp_plan_shares planned
+ * them, holds nonzero `position` (below the mode's nonzeros) of the
+ * mode's order. */
+uint32_t thp_share_holding(const thp_share *shares, uint32_t devices, uint64_t position);
+
 /* The output rows of a mode that rank d owns, and the rows its MTTKRP
  * writes. Rank d owns [begin, end): from its share's first row (row 0 for
  * rank 0) up to the next rank's first row (the mode's end for the last

@@ -1,6 +1,7 @@
 /* Dealing a mode's nonzeros to devices (common/device_shares.h):
  * shares cover every nonzero once, differ by at most one nonzero whatever
- * the skew, split a hot row across devices with matching flags, and count
+ * the skew, split a hot row across devices with matching flags, name the
+ * share holding any position (thp_share_holding), and count
  * in 64 bits; the rows each rank owns cover the mode once, and each is
  * owned where its nonzeros are. */
 #include <setjmp.h>
@@ -28,6 +29,9 @@ static void check_plan(const uint64_t *offsets, uint64_t rows, uint32_t devices)
         largest = size > largest ? size : largest;
         if (size == 0)
             continue;
+        /* Its first and last positions are its own (thp_share_holding). */
+        assert_int_equal(thp_share_holding(shares, devices, s->nnz_begin), d);
+        assert_int_equal(thp_share_holding(shares, devices, s->nnz_end - 1), d);
         /* The rows named hold exactly the share's first and last nonzero. */
         assert_true(offsets[s->row_begin] <= s->nnz_begin &&
                     s->nnz_begin < offsets[s->row_begin + 1]);

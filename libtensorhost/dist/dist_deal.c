@@ -8,21 +8,48 @@ static size_t record_bytes(uint32_t nmodes)
     return sizeof(th_index) * nmodes + sizeof(double);
 }
 
-/* The process whose share holds `position` of the mode's order: the last
- * p with shares[p].nnz_begin <= position (empty shares skipped). */
-static uint32_t holder(const thp_share *shares, uint32_t P, uint64_t position)
+/* The nonzeros of `share` sent to the processes `to` names (send_bytes[p]
+ * of records to p; `to` is freed here once they are packed, before the
+ * exchange's buffers), and those received, as a new tensor of share's
+ * dims: NULL where the exchange failed. */
+static th_sptensor *exchange_nonzeros(th_dist *dist, const th_sptensor *share, uint32_t *to,
+                                      const uint64_t *send_bytes, GError **error)
 {
-    uint32_t low = 0, high = P; /* shares[low].nnz_begin <= position */
-    while (high - low > 1) {
-        const uint32_t middle = low + (high - low) / 2;
-        if (shares[middle].nnz_begin <= position)
-            low = middle;
-        else
-            high = middle;
+    const uint32_t P = th_dist_size(dist);
+    const size_t record = record_bytes(share->nmodes);
+    g_autofree uint64_t *next = g_new(uint64_t, P);
+    for (uint64_t p = 0, at = 0; p < P; at += send_bytes[p], ++p)
+        next[p] = at;
+    g_autofree char *packed = th_alloc_large(MAX(share->nnz, 1), record);
+    for (uint64_t i = 0; i < share->nnz; ++i) {
+        char *at = packed + next[to[i]];
+        next[to[i]] += record;
+        for (uint32_t m = 0; m < share->nmodes; ++m)
+            memcpy(at + sizeof(th_index) * m, &share->indices[m][i], sizeof(th_index));
+        memcpy(at + sizeof(th_index) * share->nmodes, &share->values[i], sizeof(double));
     }
-    while (low + 1 < P && shares[low].nnz_end <= position)
-        ++low;
-    return low;
+    g_free(to);
+    g_autofree uint64_t *recv_bytes = g_new0(uint64_t, P);
+    void *received = NULL;
+    const gboolean sent = th_dist_exchange(dist, packed, send_bytes, &received, recv_bytes, error);
+    g_clear_pointer(&packed, g_free);
+    if (!sent)
+        return NULL;
+    uint64_t bytes = 0;
+    for (uint32_t p = 0; p < P; ++p)
+        bytes += recv_bytes[p];
+    const uint64_t n = bytes / record;
+    th_sptensor *t = th_sptensor_new(share->nmodes, n);
+    memcpy(t->dims, share->dims, sizeof(th_index) * share->nmodes);
+    t->value_scale = share->value_scale;
+    const char *in = received;
+    for (uint64_t i = 0; i < n; ++i, in += record) {
+        for (uint32_t m = 0; m < share->nmodes; ++m)
+            memcpy(&t->indices[m][i], in + sizeof(th_index) * m, sizeof(th_index));
+        memcpy(&t->values[i], in + sizeof(th_index) * share->nmodes, sizeof(double));
+    }
+    g_free(received);
+    return t;
 }
 
 th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t mode,
@@ -63,7 +90,7 @@ th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t
     const size_t record = record_bytes(share->nmodes);
     for (uint64_t i = 0; i < share->nnz; ++i) {
         const th_index r = index[i];
-        to[i] = holder(shares, P, offsets[r] + before[r]++);
+        to[i] = thp_share_holding(shares, P, offsets[r] + before[r]++);
         send_bytes[to[i]] += record;
     }
     g_clear_pointer(&before, g_free);
@@ -72,59 +99,16 @@ th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t
     uint64_t moving = share->nnz * record - send_bytes[me];
     if (!th_dist_max_u64(dist, &moving, 1, error))
         return NULL;
-    if (moving == 0) {
-        th_sptensor *t = th_sptensor_copy(share);
-        GError *local = NULL;
-        if (t->nnz != dealt->share.nnz_end - dealt->share.nnz_begin)
-            g_set_error(&local, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
-                        "mode %u: process %u holds %" G_GUINT64_FORMAT
-                        " nonzeros where its share of the plan holds %" G_GUINT64_FORMAT,
-                        mode + 1, me, t->nnz, dealt->share.nnz_end - dealt->share.nnz_begin);
-        if (!th_dist_agree(dist, &local)) {
-            g_propagate_error(error, local);
-            th_sptensor_free(t);
-            return NULL;
-        }
-        return t;
-    }
-    g_autofree uint64_t *next = g_new(uint64_t, P);
-    for (uint64_t p = 0, at = 0; p < P; at += send_bytes[p], ++p)
-        next[p] = at;
-    g_autofree char *packed = th_alloc_large(MAX(share->nnz, 1), record);
-    for (uint64_t i = 0; i < share->nnz; ++i) {
-        char *at = packed + next[to[i]];
-        next[to[i]] += record;
-        for (uint32_t m = 0; m < share->nmodes; ++m)
-            memcpy(at + sizeof(th_index) * m, &share->indices[m][i], sizeof(th_index));
-        memcpy(at + sizeof(th_index) * share->nmodes, &share->values[i], sizeof(double));
-    }
-    g_clear_pointer(&to, g_free);
-    g_autofree uint64_t *recv_bytes = g_new0(uint64_t, P);
-    void *received = NULL;
-    const gboolean sent = th_dist_exchange(dist, packed, send_bytes, &received, recv_bytes, error);
-    g_clear_pointer(&packed, g_free);
-    if (!sent)
+    th_sptensor *t = moving == 0 ? th_sptensor_copy(share)
+                                 : exchange_nonzeros(dist, share, g_steal_pointer(&to), send_bytes, error);
+    if (t == NULL)
         return NULL;
-    uint64_t bytes = 0;
-    for (uint32_t p = 0; p < P; ++p)
-        bytes += recv_bytes[p];
-    const uint64_t n = bytes / record;
-    th_sptensor *t = th_sptensor_new(share->nmodes, n);
-    memcpy(t->dims, share->dims, sizeof(th_index) * share->nmodes);
-    t->value_scale = share->value_scale;
-    const char *in = received;
-    for (uint64_t i = 0; i < n; ++i, in += record) {
-        for (uint32_t m = 0; m < share->nmodes; ++m)
-            memcpy(&t->indices[m][i], in + sizeof(th_index) * m, sizeof(th_index));
-        memcpy(&t->values[i], in + sizeof(th_index) * share->nmodes, sizeof(double));
-    }
-    g_free(received);
     GError *local = NULL;
-    if (n != dealt->share.nnz_end - dealt->share.nnz_begin)
+    if (t->nnz != dealt->share.nnz_end - dealt->share.nnz_begin)
         g_set_error(&local, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
                     "mode %u: process %u was dealt %" G_GUINT64_FORMAT
                     " nonzeros where its share holds %" G_GUINT64_FORMAT,
-                    mode + 1, me, n, dealt->share.nnz_end - dealt->share.nnz_begin);
+                    mode + 1, me, t->nnz, dealt->share.nnz_end - dealt->share.nnz_begin);
     if (!th_dist_agree(dist, &local)) {
         g_propagate_error(error, local);
         th_sptensor_free(t);
