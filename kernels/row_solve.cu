@@ -1403,9 +1403,10 @@ size_t cub_sort_bytes(uint32_t max_dim)
     return bytes + 256;
 }
 
-/* Every mode's rows (sorted by count) and its nonempty and split counts,
- * into s.modes; rows_block holds the rows. */
-thg_status build_rows(thg_context *ctx, const uint32_t *split_above, plan_temp &tmp, char *err,
+/* Every mode's rows (sorted by count) and its counts of nonempty rows and
+ * of rows longer than split_above, into s.modes; rows_block holds the
+ * rows. */
+thg_status build_rows(thg_context *ctx, uint32_t split_above, plan_temp &tmp, char *err,
                       size_t errlen)
 {
     thg_rls_state &s = ctx->rls;
@@ -1432,7 +1433,7 @@ thg_status build_rows(thg_context *ctx, const uint32_t *split_above, plan_temp &
         THG_CUDA(cub::DeviceRadixSort::SortPairsDescending(tmp.cub, bytes, keys, ids, (int)dim,
                                                            0, (int)bits_for(copy.nnz), st));
         rls_rows_kernel<<<grid_for(dim), kUtilThreads, 0, st>>>(
-            keys.Current(), ids.Current(), tmp.rbeg, dim, split_above[m], s.modes[m].rows,
+            keys.Current(), ids.Current(), tmp.rbeg, dim, split_above, s.modes[m].rows,
             tmp.words + 2 * m);
         THG_LAUNCHED();
     }
@@ -1502,12 +1503,9 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
         return st;
     s.main_blocks = blocks;
     const uint64_t workers = (uint64_t)blocks * mk.workers_per_block;
-    /* The rows that may be split: longer than the shortest chunk. */
-    uint32_t split_above[THG_MAX_MODES];
     uint32_t max_dim = 1;
     size_t rows_bytes = 0;
     for (uint32_t m = 0; m < nm; ++m) {
-        split_above[m] = ctx->rls_chunk_override ? ctx->rls_chunk_override : kMinChunk;
         max_dim = ctx->dims[m] > max_dim ? ctx->dims[m] : max_dim;
         rows_bytes += round_up(sizeof(thg_rls_row) * (size_t)ctx->dims[m]);
     }
@@ -1530,6 +1528,8 @@ thg_status prepare(thg_context *ctx, char *err, size_t errlen)
     tmp.ids[1] = (uint32_t *)(p + 4 * dim_bytes);
     tmp.words = (uint32_t *)(p + 5 * dim_bytes);
     tmp.cub = p + 5 * dim_bytes + round_up(sizeof(uint32_t) * 2 * nm);
+    /* The rows that may be split: longer than the shortest chunk. */
+    const uint32_t split_above = ctx->rls_chunk_override ? ctx->rls_chunk_override : kMinChunk;
     st = build_rows(ctx, split_above, tmp, err, errlen);
     cudaStreamSynchronize(ctx->stream); /* the temporaries are free to go */
     const cudaError_t freed = cudaFree(tmp.block);
