@@ -292,96 +292,112 @@ __device__ void store_row(const rls_args &a, uint32_t row, uint32_t lane, const 
     }
 }
 
-/* Steps O .. O + W - 1 of solve_system's right-looking LDL^T, on those
- * columns only: lane i's entries V(i, O .. O + W - 1) in registers (p),
- * step k's column published through `col` (32 doubles of the warp's
- * shared memory) and read there as broadcasts, each entry written back to
- * V when it is final (c(i, k) at step k). On return p[k] is lane i's
- * multiplier of step O + k, f = c(i, O + k) / d_{O + k}. False on a
- * breakdown (every lane). */
-template <int W, class L>
-__device__ __forceinline__ bool factor_panel(double *V, const L lay, uint32_t R, uint32_t O,
-                                             uint32_t lane, double threshold, double *col,
-                                             double (&p)[W])
-{
-    const bool mine = lane < R;
-#pragma unroll
-    for (int j = 0; j < W; ++j)
-        p[j] = mine && O + j <= lane ? V[lay(lane, O + j)] : 0.0;
-#pragma unroll
-    for (int k = 0; k < W; ++k) {
-        if (O + k >= R) /* warp-uniform */
-            break;
-        const double d = __shfl_sync(kFull, p[k], O + k);
-        if (!(d > threshold)) /* warp-uniform */
-            return false;
-        const double inv = 1.0 / d;
-        col[lane] = p[k]; /* c(lane, O + k), final since the step before */
-        if (mine && O + k <= lane)
-            V[lay(lane, O + k)] = p[k];
-        __syncwarp();
-        const double f = p[k] * inv;
-#pragma unroll
-        for (int j = k + 1; j < W; ++j)
-            if (O + j <= lane)
-                p[j] = p[j] - f * col[O + j];
-        p[k] = f;
-        __syncwarp(); /* col is read before the next step writes it */
-    }
-    return true;
-}
+/* Shared scratch of the blocked LDL^T: two publication buffers of 33
+ * doubles (a column and the forward solve's entry), used by alternate
+ * steps so that one __syncwarp a step keeps every read before the next
+ * write to its buffer. */
+constexpr uint32_t kPublish = 33;
+constexpr uint32_t kScratch = 2 * kPublish;
 
-/* solve_system's LDL^T for R <= N <= 32 (see there) with the rows in
- * registers, half a row at a time: columns 0-15 (factor_panel), their
- * updates of columns 16 .. R-1 left-looking (entry (i, j) minus f_k c(j, k)
- * for k = 0 .. 15 in that order, c(j, k) read from V as a broadcast), then
- * columns 16 .. R-1. Each entry takes the same updates in the same order
- * as on V in shared memory, so the same bits; the loop there read and
- * wrote every entry of the trailing triangle in shared memory each step
- * (five wavefronts an entry), which bound a mode of many short rows; a
- * whole row a lane held 64 registers, beside what the task loop keeps
- * live, and spilled. On success V's lower triangle holds the factor; on a
- * breakdown V is partly factored, as there. */
-template <int N, class L>
-__device__ bool factor_in_registers(double *V, const L lay, uint32_t R, uint32_t lane,
-                                    double threshold, double *col)
+/* solve_system's LDL^T and forward solve for R <= 8 T <= 32, a row a lane
+ * (lane i: row i), in block columns of 8 (panels), right-looking:
+ *   - a panel's 8 steps on its columns only, lane i's entries V(i, O ..
+ *     O + 7) in registers: step K publishes its column c(., K) (read as
+ *     broadcasts) and y_K, each lane i > K forms its multiplier
+ *     f = c(i, K) / d_K, updates its later panel entries and its y
+ *     (y_i -= f y_K: L y = b in the same pass), and writes c(i, K) to V;
+ *   - then the trailing blocks below and right of the panel, V(r, s) -=
+ *     sum over the panel's K of c(r, K) f(s, K), by fp64 mma (8 x 8 blocks,
+ *     four columns of the panel a product), f(s, K) = c(s, K) / d_K.
+ * The 16-wide panels with a left-looking update between them that this
+ * replaced spent ~2,400 warp instructions a row at R = 32 (a lane's row
+ * updated entry by entry: a broadcast load and a predicated fma each),
+ * and the forward solve a loop of its own; the trailing updates here are
+ * 20 mma. On success V's strict lower triangle holds c(i, k) (i > k; its
+ * diagonal and upper triangle are left alone), y the lane's y_i and
+ * inv_d its 1 / d_i (both 0 for lanes >= R). False on a breakdown (every
+ * lane). */
+template <int T>
+__device__ bool factor_blocked(double *V, uint32_t ld, uint32_t R, uint32_t lane,
+                               double threshold, double *scratch, double &y, double &inv_d)
 {
-    static_assert(N >= 1 && N <= 32, "a row a lane");
-    constexpr int H = N < 16 ? N : 16;
-    {
-        double p[H];
-        if (!factor_panel<H>(V, lay, R, 0, lane, threshold, col, p))
-            return false;
-        if constexpr (N > 16) {
-            constexpr int kChains = 2;
-            /* Two entries at a time, their chains interleaved: one entry
-             * at a time waited on its 16 dependent multiply-adds in turn. */
-            for (uint32_t j0 = 16; j0 < R; j0 += kChains) {
-                double v[kChains];
+    static_assert(T >= 1 && T <= 4, "a row a lane");
+    const bool mine = lane < R;
+    inv_d = 0.0;
 #pragma unroll
-                for (int u = 0; u < kChains; ++u) {
-                    const uint32_t j = j0 + u < R ? j0 + u : R - 1;
-                    v[u] = lane < R ? V[lay(lane, j)] : 0.0;
+    for (int p = 0; p < T; ++p) {
+        const uint32_t O = 8u * p;
+        if (O >= R) /* warp-uniform (the split rows' kernel runs T = 4 at any R) */
+            break;
+        double c[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            c[j] = mine && O + j <= lane ? V[lane * ld + O + j] : 0.0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const uint32_t K = O + k;
+            if (K < R) { /* warp-uniform */
+                double *pub = scratch + (k % 2) * kPublish;
+                pub[lane] = c[k];
+                if (lane == K)
+                    pub[32] = y;
+                __syncwarp();
+                const double d = pub[K];
+                if (!(d > threshold)) /* warp-uniform */
+                    return false;
+                const double inv = 1.0 / d;
+                const double f = c[k] * inv;
+                if (lane > K) {
+                    y = fma(-f, pub[32], y);
+                    if (mine)
+                        V[lane * ld + K] = c[k];
                 }
+                if (lane == K)
+                    inv_d = inv;
+                /* Lanes at or above K update entries they never publish
+                 * or store: no test a step. */
 #pragma unroll
-                for (int k = 0; k < 16; ++k)
-#pragma unroll
-                    for (int u = 0; u < kChains; ++u)
-                        v[u] = v[u] - p[k] * V[lay(j0 + u < R ? j0 + u : R - 1, k)];
-#pragma unroll
-                for (int u = 0; u < kChains; ++u)
-                    if (j0 + u < R && lane >= j0 + u && lane < R)
-                        V[lay(lane, j0 + u)] = v[u];
+                for (int j = k + 1; j < 8; ++j)
+                    c[j] = fma(-f, pub[O + j], c[j]);
             }
-            __syncwarp();
         }
+        if (p + 1 < T && O + 8 < R) { /* warp-uniform */
+            __syncwarp(); /* the panel's c(i, K) are in V */
+            const uint32_t g = lane / 4, t = lane % 4;
+            /* 1 / d_K of this lane's columns K = O + t and O + 4 + t of the
+             * panel (0 past R, where the lanes' inv_d are 0). */
+            const double iv[2] = {__shfl_sync(kFull, inv_d, O + t),
+                                  __shfl_sync(kFull, inv_d, O + 4 + t)};
+#pragma unroll
+            for (int J = p + 1; J < T; ++J) {
+#pragma unroll
+                for (int I = J; I < T; ++I) {
+                    if (8u * J < R && 8u * I < R) { /* warp-uniform */
+                        const uint32_t r = 8u * I + g, s = 8u * J + 2u * t;
+                        /* C(g, 2t + e) = V(r, s + e); in the diagonal
+                         * block the entries above it are G's mirror
+                         * (loaded, never stored). */
+                        double acc[2] = {r < R && s < R ? V[r * ld + s] : 0.0,
+                                         r < R && s + 1 < R ? V[r * ld + s + 1] : 0.0};
+                        const uint32_t n = 8u * J + g;
+#pragma unroll
+                        for (int kk = 0; kk < 2; ++kk) {
+                            const uint32_t K = O + 4u * kk + t;
+                            /* A(g, t) = -c(r, K), B(t, g) = f(n, K). */
+                            const double av = r < R ? -V[r * ld + K] : 0.0;
+                            const double bv = n < R ? V[n * ld + K] * iv[kk] : 0.0;
+                            dmma(acc, av, bv);
+                        }
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (r < R && s + e < R && (I > J || r >= s + e))
+                                V[r * ld + s + e] = acc[e];
+                    }
+                }
+            }
+        }
+        __syncwarp(); /* the next panel reads what this one wrote */
     }
-    if constexpr (N > 16) {
-        double q[N - 16];
-        if (!factor_panel<N - 16>(V, lay, R, 16, lane, threshold, col, q))
-            return false;
-    }
-    __syncwarp();
     return true;
 }
 
@@ -389,13 +405,14 @@ __device__ bool factor_in_registers(double *V, const L lay, uint32_t R, uint32_t
  * `lay` places it: G_j + ridge I) and bs (shared, b_j). x holds the row as
  * it was (lane's entries i = lane + 32 u) and gets the new row; false when
  * the factorisation breaks down (x untouched). V is overwritten when
- * nonneg is 0. Every lane returns the same. N > 0 (R <= N <= 32, RPL 1):
- * the factorisation in registers (factor_in_registers, `col` its 32
- * doubles of shared scratch); 0: on V in shared memory. */
+ * nonneg is 0. Every lane returns the same. N > 0 (R <= N <= 32, a
+ * multiple of 8, RPL 1, the full layout): the blocked factorisation in
+ * registers (factor_blocked, `scratch` its kScratch doubles of shared
+ * memory), then L^T a = D^-1 y; 0: on V in shared memory. */
 template <int RPL, class L, int N = 0>
 __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t R, int nonneg,
                              uint32_t passes, uint32_t lane, double (&x)[RPL],
-                             double *col = nullptr)
+                             double *scratch = nullptr)
 {
     double b[RPL];
 #pragma unroll
@@ -438,9 +455,23 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
     largest = warp_max(largest);
     const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
     if constexpr (N > 0) {
-        static_assert(RPL == 1, "a row a lane");
-        if (!factor_in_registers<N>(V, lay, R, lane, threshold, col))
+        static_assert(RPL == 1 && N % 8 == 0, "a row a lane, in panels of 8");
+        double y = b[0], inv_d;
+        if (!factor_blocked<N / 8>(V, lay.ld, R, lane, threshold, scratch, y, inv_d))
             return false;
+        /* a_i = y_i / d_i - sum_{k > i} f(k, i) a_k, f(k, i) = c(k, i) / d_i:
+         * the loads and products off the chain of broadcasts. */
+        double z = y * inv_d;
+#pragma unroll
+        for (int k = N - 1; k > 0; --k) {
+            if ((uint32_t)k < R) { /* warp-uniform */
+                const double ak = __shfl_sync(kFull, z, k);
+                if (lane < (uint32_t)k)
+                    z = fma(-V[k * lay.ld + lane] * inv_d, ak, z);
+            }
+        }
+        x[0] = z;
+        return true;
     } else {
         for (uint32_t k = 0; k < R; ++k) {
             const double d = V[lay(k, k)];
@@ -474,43 +505,43 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
             }
             __syncwarp();
         }
-    }
-    /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z.
-     * The pivots' reciprocals first, every lane its own at once: a
-     * division at each step of the forward loop, on its chain, made the
-     * loop the slowest part of a short row's solve. */
-    double inv_d[RPL];
-#pragma unroll
-    for (int u = 0; u < RPL; ++u) {
-        const uint32_t i = lane + 32u * u;
-        inv_d[u] = i < R ? 1.0 / V[lay(i, i)] : 0.0;
-    }
-    for (uint32_t k = 0; k < R; ++k) {
-        const double g =
-            __shfl_sync(kFull, pick(b, k / 32) * pick(inv_d, k / 32), k % 32);
+        /* L y = b with L(i, k) = c(i, k) / d_k; then z = y / d; L^T a = z.
+         * The pivots' reciprocals first, every lane its own at once: a
+         * division at each step of the forward loop, on its chain, made the
+         * loop the slowest part of a short row's solve. */
+        double inv_d[RPL];
 #pragma unroll
         for (int u = 0; u < RPL; ++u) {
             const uint32_t i = lane + 32u * u;
-            if (i > k && i < R)
-                b[u] -= V[lay(i, k)] * g;
+            inv_d[u] = i < R ? 1.0 / V[lay(i, i)] : 0.0;
         }
-    }
+        for (uint32_t k = 0; k < R; ++k) {
+            const double g =
+                __shfl_sync(kFull, pick(b, k / 32) * pick(inv_d, k / 32), k % 32);
 #pragma unroll
-    for (int u = 0; u < RPL; ++u)
-        b[u] *= inv_d[u];
-    for (uint32_t k = R; k-- > 0;) {
-        const double ak = __shfl_sync(kFull, pick(b, k / 32), k % 32);
-#pragma unroll
-        for (int u = 0; u < RPL; ++u) {
-            const uint32_t i = lane + 32u * u;
-            if (i < k)
-                b[u] -= V[lay(k, i)] * inv_d[u] * ak;
+            for (int u = 0; u < RPL; ++u) {
+                const uint32_t i = lane + 32u * u;
+                if (i > k && i < R)
+                    b[u] -= V[lay(i, k)] * g;
+            }
         }
-    }
 #pragma unroll
-    for (int u = 0; u < RPL; ++u)
-        x[u] = b[u];
-    return true;
+        for (int u = 0; u < RPL; ++u)
+            b[u] *= inv_d[u];
+        for (uint32_t k = R; k-- > 0;) {
+            const double ak = __shfl_sync(kFull, pick(b, k / 32), k % 32);
+#pragma unroll
+            for (int u = 0; u < RPL; ++u) {
+                const uint32_t i = lane + 32u * u;
+                if (i < k)
+                    b[u] -= V[lay(k, i)] * inv_d[u] * ak;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < RPL; ++u)
+            x[u] = b[u];
+        return true;
+    }
 }
 
 /* Task t of the queue: a chunk (t < nchunks) or a whole row. */
@@ -596,12 +627,14 @@ __device__ __forceinline__ void batch_indices(const rls_args &a, uint32_t begin,
 
 /* The register path's sums over nonzeros [begin, begin + count) of one
  * row: acc the 16 x 8 tiles of G (wide_tile; block (t1, t2) by
- * gram_block), bacc[t] lane (q, c8)'s part of b(c8*T + t). NO: the other
- * modes' count, 0 for a run-time count. */
+ * gram_block), bacc[t] lane (q, c8)'s part of b(c8*T + t), and *xx += this
+ * lane's part of x^T x (the values it loads for the batches' shuffles).
+ * NO: the other modes' count, 0 for a run-time count. */
 template <int T, int NO>
 __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, uint32_t count,
                                            uint32_t q, uint32_t c8, bool exact,
-                                           double (&acc)[wide_tiles(T)][4], double (&bacc)[T])
+                                           double (&acc)[wide_tiles(T)][4], double (&bacc)[T],
+                                           volatile double *xx)
 {
 #pragma unroll
     for (int p = 0; p < wide_tiles(T); ++p)
@@ -638,6 +671,7 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
         } else {
             batch_indices<NO>(a, begin, count, batch, lane, ix, xl);
         }
+        *xx = fma((double)xl, (double)xl, *xx); /* xl is 0 past the row's end */
 #pragma unroll(NO > 0 ? 4 : 2)
         for (uint32_t s = 0; s < n; s += 4) {
             /* Lanes past the row's end take a valid nonzero's indices and
@@ -728,8 +762,12 @@ __device__ __forceinline__ double values_squared(const rls_args &a, uint32_t beg
 }
 
 /* Per warp of the register path: V (R x full_ld(R)), b (R), G's diagonal
- * (R) and the factorisation's column (32), in doubles. */
-__host__ __device__ inline uint32_t warp_stride(uint32_t R) { return R * full_ld(R) + 2 * R + 32; }
+ * (R) and the factorisation's scratch (kScratch; the lanes' x^T x during
+ * the Gram loop), in doubles. */
+__host__ __device__ inline uint32_t warp_stride(uint32_t R)
+{
+    return R * full_ld(R) + 2 * R + kScratch;
+}
 
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
@@ -748,6 +786,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     double *V = smem + 2 * (size_t)R + (size_t)warp * warp_stride(R);
     double *bs = V + (size_t)R * ld;
+    double *scratch = bs + 2 * R;
     /* Each warp's sums (norm, residual) and singular count: in shared
      * memory, as the Gram loop has no register to spare for them. */
     __shared__ double s_norm[kWarpKernelWarps], s_resid[kWarpKernelWarps];
@@ -780,10 +819,14 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
         uint32_t row, begin, count, slot;
         task_of(a, t, row, begin, count, slot);
         ++t;
-        /* x^T x first, into the slot or the warp's residual sum (neither
-         * it nor `begin` then lives past the Gram loop). */
+        /* x^T x in the Gram loop, each lane's part in its scratch slot
+         * (no register to spare there), then into the split row's slot or
+         * the warp's residual sum. */
+        __syncwarp(); /* the previous row's solve is done with the scratch */
+        scratch[lane] = 0.0;
+        accumulate<T, NO>(a, begin, count, q, c8, exact, acc, bacc, scratch + lane);
         {
-            const double xx = warp_sum(values_squared(a, begin, count, lane, 32));
+            const double xx = warp_sum(scratch[lane]);
             if (lane == 0) {
                 if (slot != kNoSlot)
                     atomicAdd(a.split + (size_t)slot * a.slot_stride + R * (R + 1) / 2 + R, xx);
@@ -791,7 +834,6 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                     s_resid[warp] += xx;
             }
         }
-        accumulate<T, NO>(a, begin, count, q, c8, exact, acc, bacc);
         /* Tile (t1, t2)'s entry e of this lane is G(r, s), r = c8*T + t1,
          * s = (2q + e)*T + t2. Each unordered pair {r, s} appears once in
          * the tiles t1 < t2 and in both orders in the tiles t1 == t2, where
@@ -865,7 +907,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
         const bool short_row = a.ridge == 0.0 && !a.nonneg && count < R;
         const bool singular =
             short_row || !solve_system<1, full_layout, 8 * T>(V, full_layout{ld}, bs, R, a.nonneg,
-                                                              a.passes, lane, x, bs + 2 * R);
+                                                              a.passes, lane, x, scratch);
         if (singular)
             load_row<1>(a, row, s_self, lane, x);
         double norm = 0.0;
@@ -1149,7 +1191,7 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     __syncwarp();
     const double *src = a.split + (size_t)slot * a.slot_stride;
     if constexpr (RPL == 1) {
-        double *staged = V + (size_t)R * full_ld(R) + 32;
+        double *staged = V + (size_t)R * full_ld(R) + kScratch;
         for (uint32_t e = lane; e < RR2 + R + 1; e += 32)
             staged[e] = src[e];
         src = staged;
@@ -1167,8 +1209,8 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     __syncwarp();
     double x[RPL];
     load_row<RPL>(a, row, s_self, lane, x);
-    /* R <= 32 (a row a lane): the factorisation in registers, its column
-     * after V (full layout: R x full_ld(R)). */
+    /* R <= 32 (a row a lane): the blocked factorisation in registers, its
+     * scratch after V (full layout: R x full_ld(R)). */
     const bool solved =
         solve_system<RPL, L, RPL == 1 ? 32 : 0>(V, lay, bs, R, a.nonneg, a.passes, lane, x,
                                                 V + (size_t)R * full_ld(R));
@@ -1344,7 +1386,8 @@ split_kernel split_kernel_for(uint32_t R)
     if ((R + 7) / 8 <= kRegisterTiles)
         return {(const void *)rls_split_kernel<1, full_layout>,
                 sizeof(double) *
-                    (3 * (size_t)R + (size_t)R * full_ld(R) + 32 + lower_index(R, 0) + R + 1),
+                    (3 * (size_t)R + (size_t)R * full_ld(R) + kScratch + lower_index(R, 0) + R +
+                     1),
                 false};
     return {(const void *)rls_split_kernel<4, packed_layout>,
             sizeof(double) * (3 * (size_t)R + lower_index(R, 0)), true};
