@@ -101,7 +101,7 @@ constexpr uint32_t kUtilThreads = 256;
  * 0); each value here is the largest without spills (ptxas of CUDA 13.0). */
 __host__ __device__ constexpr int warp_min_blocks(int T, int NO)
 {
-    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? 5 : T == 2 ? 7 : 8;
+    return T >= 4 ? (NO == 0 ? 3 : 4) : T == 3 ? (NO == 0 ? 4 : 5) : T == 2 ? 7 : 8;
 }
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -870,10 +870,8 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                     const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
                     if (r < R && s < R && (t1 != t2 || r >= s)) {
                         double v = gram_block(acc, T, t1, t2, e) * s_cs[r] * s_cs[s];
-                        if (r == s) {
-                            bs[R + r] = v; /* G_j's diagonal, after b */
+                        if (r == s)
                             v += a.ridge;
-                        }
                         V[(r >= s ? r : s) * ld + (r >= s ? s : r)] = v;
                     }
                 }
@@ -884,17 +882,6 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                 if (r < R)
                     bs[r] = bacc[tt] * s_cs[r];
             }
-        __syncwarp();
-        /* The strict lower triangle mirrored into the upper, which the
-         * LDL^T leaves alone, for the residual (here rather than with the
-         * tiles' stores, where it costs registers the Gram loop lacks):
-         * lane i its row; odd stride, so both sides are conflict-free. */
-        {
-            const uint32_t i = opaque(lane), ldo = opaque(ld);
-            if (i < R)
-                for (uint32_t j = 0; j < i; ++j)
-                    V[j * ldo + i] = V[i * ldo + j];
-        }
         __syncwarp();
         /* The row as it was: where coordinate descent starts, and what
          * stays where the factorisation breaks down (loaded after it then,
@@ -913,25 +900,32 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
         double norm = 0.0;
         store_row<1>(a, row, lane, x, norm);
         norm = warp_sum(norm);
-        /* The row's x^T x - 2 a^T b + a^T G a (a as held), lane i its
-         * row i of G: the diagonal, the strict upper triangle (from V, left
-         * by the solve; an odd stride, so the lanes' reads fall in distinct
-         * banks) against the row from dg, b from bs (read by the solve
-         * only). */
+        /* The row's x^T x - 2 a^T b + a^T G a (a as held; b from bs, read
+         * by the solve only), a^T G a from the tiles, still in registers
+         * (unscaled: against u = a times the column scales), weighted as
+         * they lie: 2 in the tiles t1 < t2, which hold each off-diagonal
+         * pair once, 1 in the diagonal tiles, which hold their pairs in
+         * both orders. */
         {
-            const uint32_t i = opaque(lane), ldo = opaque(ld);
-            double *dg = bs + R; /* G_j's diagonal, then the row as held */
+            const uint32_t i = opaque(lane);
+            double *u = bs + R;
             const double ai = i < R ? (double)(float)x[0] : 0.0;
-            const double di = i < R ? dg[i] : 0.0;
-            __syncwarp();
             if (i < R)
-                dg[i] = ai;
+                u[i] = ai * s_cs[i];
             __syncwarp();
-            double off = 0.0;
-            for (uint32_t j = i + 1; j < R; ++j)
-                off = fma(V[i * ldo + j], dg[j], off);
-            const double rs =
-                warp_sum(i < R ? ai * (fma(di, ai, 2.0 * off) - 2.0 * bs[i]) : 0.0);
+            double part = i < R ? -2.0 * ai * bs[i] : 0.0;
+#pragma unroll
+            for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+                for (int t1 = 0; t1 <= t2; ++t1)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
+                        if (r < R && s < R)
+                            part = fma((t1 < t2 ? 2.0 : 1.0) * u[r] * u[s],
+                                       gram_block(acc, T, t1, t2, e), part);
+                    }
+            const double rs = warp_sum(part);
             if (lane == 0) {
                 s_resid[warp] += rs;
                 s_norm[warp] += norm;
