@@ -106,9 +106,11 @@ __host__ __device__ constexpr int warp_min_blocks(int T, int NO)
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-/* Row stride of the register path's matrix in shared memory: odd, so that
- * a column read by 32 lanes falls in distinct banks. */
-__host__ __device__ inline uint32_t full_ld(uint32_t R) { return R | 1u; }
+/* Row stride of the register path's matrix in shared memory at T = ceil(R
+ * / 8) (its solve's panel count): odd, so that a column read by 32 lanes
+ * falls in distinct banks, and a constant of the kernels (templated on T),
+ * so that every address in the solve is a lane's base plus an immediate. */
+__host__ __device__ constexpr uint32_t panel_ld(uint32_t T) { return 8 * T + 1; }
 
 /* Entry (i, j), j <= i, of a packed lower triangle (row-major). */
 __host__ __device__ inline uint32_t lower_index(uint32_t i, uint32_t j)
@@ -292,6 +294,24 @@ __device__ void store_row(const rls_args &a, uint32_t row, uint32_t lane, const 
     }
 }
 
+/* 1 / d for a pivot d > 0: the hardware's approximation (from d's upper
+ * word) and two Newton steps, each of which doubles its correct bits
+ * (within an ulp or two of the quotient), in place of the IEEE division's
+ * longer sequence and range checks on each factorisation step's chain;
+ * outside [2^-1000, 2^1000], which a pivot of sane entries never is, the
+ * division. Warp-uniform when d is. */
+__device__ __forceinline__ double pivot_reciprocal(double d)
+{
+    if (!(d >= 0x1p-1000 && d <= 0x1p+1000))
+        return 1.0 / d;
+    double r;
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
+    double e = fma(-d, r, 1.0);
+    r = fma(r, e, r);
+    e = fma(-d, r, 1.0);
+    return fma(r, e, r);
+}
+
 /* Shared scratch of the blocked LDL^T: two publication buffers of 33
  * doubles (a column and the forward solve's entry), used by alternate
  * steps so that one __syncwarp a step keeps every read before the next
@@ -318,10 +338,11 @@ constexpr uint32_t kScratch = 2 * kPublish;
  * inv_d its 1 / d_i (both 0 for lanes >= R). False on a breakdown (every
  * lane). */
 template <int T>
-__device__ bool factor_blocked(double *V, uint32_t ld, uint32_t R, uint32_t lane,
-                               double threshold, double *scratch, double &y, double &inv_d)
+__device__ bool factor_blocked(double *V, uint32_t R, uint32_t lane, double threshold,
+                               double *scratch, double &y, double &inv_d)
 {
     static_assert(T >= 1 && T <= 4, "a row a lane");
+    constexpr uint32_t ld = panel_ld(T);
     const bool mine = lane < R;
     inv_d = 0.0;
 #pragma unroll
@@ -345,7 +366,7 @@ __device__ bool factor_blocked(double *V, uint32_t ld, uint32_t R, uint32_t lane
                 const double d = pub[K];
                 if (!(d > threshold)) /* warp-uniform */
                     return false;
-                const double inv = 1.0 / d;
+                const double inv = pivot_reciprocal(d);
                 const double f = c[k] * inv;
                 if (lane > K) {
                     y = fma(-f, pub[32], y);
@@ -406,7 +427,8 @@ __device__ bool factor_blocked(double *V, uint32_t ld, uint32_t R, uint32_t lane
  * it was (lane's entries i = lane + 32 u) and gets the new row; false when
  * the factorisation breaks down (x untouched). V is overwritten when
  * nonneg is 0. Every lane returns the same. N > 0 (R <= N <= 32, a
- * multiple of 8, RPL 1, the full layout): the blocked factorisation in
+ * multiple of 8, RPL 1, the full layout of stride panel_ld(N / 8)): the
+ * blocked factorisation in
  * registers (factor_blocked, `scratch` its kScratch doubles of shared
  * memory), then L^T a = D^-1 y; 0: on V in shared memory. */
 template <int RPL, class L, int N = 0>
@@ -457,7 +479,8 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
     if constexpr (N > 0) {
         static_assert(RPL == 1 && N % 8 == 0, "a row a lane, in panels of 8");
         double y = b[0], inv_d;
-        if (!factor_blocked<N / 8>(V, lay.ld, R, lane, threshold, scratch, y, inv_d))
+        constexpr uint32_t ld = panel_ld(N / 8); /* the caller's lay.ld */
+        if (!factor_blocked<N / 8>(V, R, lane, threshold, scratch, y, inv_d))
             return false;
         /* a_i = y_i / d_i - sum_{k > i} f(k, i) a_k, f(k, i) = c(k, i) / d_i:
          * the loads and products off the chain of broadcasts. */
@@ -467,7 +490,7 @@ __device__ bool solve_system(double *V, const L lay, const double *bs, uint32_t 
             if ((uint32_t)k < R) { /* warp-uniform */
                 const double ak = __shfl_sync(kFull, z, k);
                 if (lane < (uint32_t)k)
-                    z = fma(-V[k * lay.ld + lane] * inv_d, ak, z);
+                    z = fma(-V[k * ld + lane] * inv_d, ak, z);
             }
         }
         x[0] = z;
@@ -761,12 +784,12 @@ __device__ __forceinline__ double values_squared(const rls_args &a, uint32_t beg
     return xx;
 }
 
-/* Per warp of the register path: V (R x full_ld(R)), b (R), G's diagonal
+/* Per warp of the register path: V (R x panel_ld(T)), b (R), the row
  * (R) and the factorisation's scratch (kScratch; the lanes' x^T x during
  * the Gram loop), in doubles. */
 __host__ __device__ inline uint32_t warp_stride(uint32_t R)
 {
-    return R * full_ld(R) + 2 * R + kScratch;
+    return R * panel_ld((R + 7) / 8) + 2 * R + kScratch;
 }
 
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
@@ -780,7 +803,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
 {
     extern __shared__ double smem[];
     const uint32_t R = a.R;
-    const uint32_t ld = full_ld(R);
+    constexpr uint32_t ld = panel_ld(T);
     double *s_cs = smem;
     float *s_self = (float *)(smem + R);
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -861,20 +884,44 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
             continue;
         }
         __syncwarp(); /* the previous row's solve is done with V */
+        {
+            /* G(r, s) times the column scales, into the lower triangle: for
+             * this lane's entries e the side is the same in every tile
+             * (r = c8 T + t1 against s = (2q + e) T + t2 with t1 <= t2 < T:
+             * r > s exactly when c8 > 2q + e, or in a diagonal tile also
+             * r == s), so each store has a constant offset from one of two
+             * bases; the scales are loaded once. */
+            double csr[T], css[2][T];
 #pragma unroll
-        for (int t2 = 0; t2 < T; ++t2)
+            for (int t = 0; t < T; ++t) {
+                csr[t] = c8 * T + t < R ? s_cs[c8 * T + t] : 0.0;
 #pragma unroll
-            for (int t1 = 0; t1 <= t2; ++t1)
+                for (int e = 0; e < 2; ++e)
+                    css[e][t] = (2 * q + e) * T + t < R ? s_cs[(2 * q + e) * T + t] : 0.0;
+            }
+            double *const at_rs = V + c8 * T * ld + 2 * q * T; /* (r, s) */
+            double *const at_sr = V + 2 * q * T * ld + c8 * T; /* (s, r) */
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
-                    if (r < R && s < R && (t1 != t2 || r >= s)) {
-                        double v = gram_block(acc, T, t1, t2, e) * s_cs[r] * s_cs[s];
-                        if (r == s)
-                            v += a.ridge;
-                        V[(r >= s ? r : s) * ld + (r >= s ? s : r)] = v;
+            for (int e = 0; e < 2; ++e) {
+                const bool below = c8 > 2 * q + e, diagonal = c8 == 2 * q + e;
+                const double ridge = diagonal ? a.ridge : 0.0;
+#pragma unroll
+                for (int t2 = 0; t2 < T; ++t2)
+#pragma unroll
+                    for (int t1 = 0; t1 <= t2; ++t1) {
+                        /* Past R the scales are 0: zeros, stored where V
+                         * has room (rows < R) or not at all. */
+                        const double v = gram_block(acc, T, t1, t2, e) * csr[t1] * css[e][t2];
+                        const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
+                        if (below || (t1 == t2 && diagonal)) {
+                            if (r < R)
+                                at_rs[t1 * ld + e * T + t2] = t1 == t2 ? v + ridge : v;
+                        } else if (t1 != t2 && s < R) {
+                            at_sr[(e * T + t2) * ld + t1] = v;
+                        }
                     }
-                }
+            }
+        }
         if (q == 0)
 #pragma unroll
             for (int tt = 0; tt < T; ++tt) {
@@ -914,17 +961,23 @@ __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
                 u[i] = ai * s_cs[i];
             __syncwarp();
             double part = i < R ? -2.0 * ai * bs[i] : 0.0;
+            const uint32_t ci = opaque(c8), qi = opaque(q);
+            double ur[T], us[2][T];
+#pragma unroll
+            for (int t = 0; t < T; ++t) {
+                ur[t] = ci * T + t < R ? u[ci * T + t] : 0.0;
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    us[e][t] = (2 * qi + e) * T + t < R ? u[(2 * qi + e) * T + t] : 0.0;
+            }
 #pragma unroll
             for (int t2 = 0; t2 < T; ++t2)
 #pragma unroll
                 for (int t1 = 0; t1 <= t2; ++t1)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const uint32_t r = c8 * T + t1, s = (2 * q + e) * T + t2;
-                        if (r < R && s < R)
-                            part = fma((t1 < t2 ? 2.0 : 1.0) * u[r] * u[s],
-                                       gram_block(acc, T, t1, t2, e), part);
-                    }
+                    for (int e = 0; e < 2; ++e)
+                        part = fma((t1 < t2 ? 2.0 : 1.0) * ur[t1] * us[e][t2],
+                                   gram_block(acc, T, t1, t2, e), part);
             const double rs = warp_sum(part);
             if (lane == 0) {
                 s_resid[warp] += rs;
@@ -1185,7 +1238,7 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     __syncwarp();
     const double *src = a.split + (size_t)slot * a.slot_stride;
     if constexpr (RPL == 1) {
-        double *staged = V + (size_t)R * full_ld(R) + kScratch;
+        double *staged = V + (size_t)R * panel_ld(4) + kScratch;
         for (uint32_t e = lane; e < RR2 + R + 1; e += 32)
             staged[e] = src[e];
         src = staged;
@@ -1204,10 +1257,10 @@ __global__ void __launch_bounds__(32) rls_split_kernel(const rls_args a, const L
     double x[RPL];
     load_row<RPL>(a, row, s_self, lane, x);
     /* R <= 32 (a row a lane): the blocked factorisation in registers, its
-     * scratch after V (full layout: R x full_ld(R)). */
+     * scratch after V (full layout: R x panel_ld(4)). */
     const bool solved =
         solve_system<RPL, L, RPL == 1 ? 32 : 0>(V, lay, bs, R, a.nonneg, a.passes, lane, x,
-                                                V + (size_t)R * full_ld(R));
+                                                V + (size_t)R * panel_ld(4));
     double norm = 0.0;
     store_row<RPL>(a, row, lane, x, norm);
     /* The row's residual from the slot (G and b without the scales or
@@ -1380,7 +1433,7 @@ split_kernel split_kernel_for(uint32_t R)
     if ((R + 7) / 8 <= kRegisterTiles)
         return {(const void *)rls_split_kernel<1, full_layout>,
                 sizeof(double) *
-                    (3 * (size_t)R + (size_t)R * full_ld(R) + kScratch + lower_index(R, 0) + R +
+                    (3 * (size_t)R + (size_t)R * panel_ld(4) + kScratch + lower_index(R, 0) + R +
                      1),
                 false};
     return {(const void *)rls_split_kernel<4, packed_layout>,
@@ -1712,7 +1765,7 @@ extern "C" thg_status thg_row_least_squares(thg_context *ctx, uint32_t mode, dou
     if (pm.nsplit > 0) {
         const split_kernel sk = split_kernel_for(R);
         void *split_params[] = {&a, nullptr};
-        full_layout full{full_ld(R)};
+        full_layout full{panel_ld(4)};
         packed_layout packed{};
         split_params[1] = sk.packed ? (void *)&packed : (void *)&full;
         THG_CUDA(cudaLaunchKernel(sk.fn, dim3(pm.nsplit), dim3(32), split_params, sk.smem,
