@@ -24,7 +24,8 @@
  *      (t1, t2) hold G(c*T + t1, c'*T + t2); on sm_90 two blocks (2I, J)
  *      and (2I + 1, J) a m16n8k4, which issues at the m8n8k4's rate with
  *      twice its products); then the warp writes G_j + ridge I and b_j
- *      to its shared memory, solves and writes the row. Larger
+ *      to its shared memory, solves (an LDL^T in panels of 8 columns, the
+ *      trailing blocks by fp64 mma) and writes the row. Larger
  *      ranks: one 512-thread block per task; each batch of 32 nonzeros'
  *      h goes to shared memory and the block's 16 warps share the 8 x 8 tiles
  *      of the upper triangle; warp 0 solves. A chunk adds its partial G
@@ -39,15 +40,15 @@
  *
  * The training error (residual_squared) comes with the solve: once a row
  * is written, its x^T x - 2 a^T b + a^T G a (a = the row as held, fp32; G
- * and b the true ones, without the ridge) is added to the call's sum. The
- * register path keeps G's strict upper triangle in the unused upper half of
- * its shared V (the LDL^T works on the lower) and the diagonal beside b;
- * the block path keeps the tiles in registers (warp 0's in shared memory
- * while it solves) and weights them as they lie: 2 in the tiles t1 < t2,
- * which hold each off-diagonal pair once, 1 in the diagonal tiles, which
- * hold their pairs in both orders. x^T x is a strided pass over the row's
- * values before its Gram loop, which has no register to spare. A split row's
- * x^T x goes into its slot beside b, and its residual comes from the slot.
+ * and b the true ones, without the ridge) is added to the call's sum.
+ * Both paths keep G's tiles in registers through the solve (the block
+ * path's warp 0 in shared memory while it solves) and weight them as they
+ * lie: 2 in the tiles t1 < t2, which hold each off-diagonal pair once, 1 in
+ * the diagonal tiles, which hold their pairs in both orders. x^T x: the
+ * register path's lanes add their values' squares in the Gram loop's
+ * batches (into shared memory: the loop has no register to spare), the
+ * block path makes a strided pass first. A split row's x^T x goes into its
+ * slot beside b, and its residual comes from the slot.
  *
  * h_i is the product of the other modes' fp32 entries in fp32, then in
  * double (within two fp32 roundings of the exact product at four modes,
@@ -738,7 +739,7 @@ __device__ __forceinline__ void accumulate(const rls_args &a, uint32_t begin, ui
             double h[T];
 #pragma unroll
             for (int t = 0; t < T; ++t) {
-                h[t] = valid ? (double)hf[t] : 0.0;
+                h[t] = (double)(valid ? hf[t] : 0.0f);
                 bacc[t] = fma(x, h[t], bacc[t]);
             }
             /* Tile (I, J): A's halves are blocks 2I and 2I + 1 (zero past
@@ -769,10 +770,9 @@ __device__ __forceinline__ uint32_t opaque(uint32_t v)
     return v;
 }
 
-/* This thread's part of x^T x over nonzeros [begin, begin + count): a
- * strided, coalesced pass over the values before the Gram loop (which
- * reads them again, from cache) rather than a sum in it, which has no
- * register to spare at R = 32. */
+/* This thread's part of x^T x over nonzeros [begin, begin + count), for
+ * the block path: a strided, coalesced pass over the values before its
+ * batches (which read them again, from cache). */
 __device__ __forceinline__ double values_squared(const rls_args &a, uint32_t begin,
                                                  uint32_t count, uint32_t tid, uint32_t nthreads)
 {
@@ -794,9 +794,9 @@ __host__ __device__ inline uint32_t warp_stride(uint32_t R)
 
 /* The register path's kernel: one warp per task (ranks up to 32). Shared
  * memory: [cs: R doubles | self: R floats in R doubles | per warp: V (R x
- * full_ld(R): the lower triangle G_j + ridge I for the solve, the strict
- * upper G_j for the residual, which the LDL^T leaves alone), b (R) and
- * G_j's diagonal (R)]. */
+ * panel_ld(T): the lower triangle G_j + ridge I for the solve), b (R), the
+ * row as held times the scales (R, for the residual) and the solve's
+ * scratch (kScratch)]. */
 template <int T, int NO>
 __global__ void __launch_bounds__(kWarpKernelThreads, warp_min_blocks(T, NO))
     rls_warp_kernel(const rls_args a)
