@@ -101,6 +101,9 @@ static void test_cpu_reference_passes(void **state)
     assert_int_equal(r.counts.failed, 0);
     assert_int_equal(r.status, 0);
     assert_line(&r, "PASS required functions");
+    /* ABI 1.10: each mode built from its own nonzeros. */
+    assert_non_null(strstr(r.output, "\nPASS mttkrp mode_nonzeros (3 modes, each from its "
+                                     "lower half of rows, max relative error "));
     assert_line(&r, "PASS info (id 'cpu-reference', version 1.0.0, f64, max_modes 64, "
                     "max_rank 4096, als_update, init_factors)");
     assert_line(&r, "PASS mttkrp before load_tensor");
@@ -228,7 +231,7 @@ static void test_frozen_v1_0_plugin_passes(void **state)
     run r = check(ABI_FIXTURE("fixture_frozen_v1_0"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.0, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.0, host 1.10)");
     assert_line(&r, "PASS entry size (112 bytes)");
     assert_line(&r, "PASS runtime info (device 'CPU (ABI 1.0 fixture)')");
     assert_line(&r, "SKIP als_sweep: not implemented (optional, ABI 1.1; the host runs each "
@@ -251,7 +254,7 @@ static void test_frozen_v1_2_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.2, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.2, host 1.10)");
     assert_line(&r, "PASS entry size (120 bytes)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
                                      "reference's per-mode iteration, max relative error "));
@@ -271,7 +274,7 @@ static void test_frozen_v1_4_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.4, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.4, host 1.10)");
     assert_line(&r, "PASS entry size (144 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS generalized_mttkrp "), 8);
     assert_int_equal(lines_starting(r.output, "PASS factor_update "), 7);
@@ -292,7 +295,7 @@ static void test_frozen_v1_5_plugin_passes(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.10)");
     assert_line(&r, "PASS entry size (160 bytes)");
     assert_int_equal(lines_starting(r.output, "PASS row_least_squares "), 11 + 7);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg "), 16 + 2 + 11);
@@ -303,7 +306,9 @@ static void test_frozen_v1_5_plugin_passes(void **state)
                     "ABI 1.5: these fields of ABI 1.6 are never set for it");
     assert_line(&r, "SKIP multiplicative_updates: lacks multiplicative_updates (ABI 1.7): the "
                     "host runs CP-APR's inner iterations one call each");
-    assert_int_equal(r.counts.skipped, 3);
+    assert_line(&r, "SKIP mttkrp mode_nonzeros: the plugin does not say it builds each mode "
+                    "from its own nonzeros (th_runtime_info.mode_nonzeros, ABI 1.10)");
+    assert_int_equal(r.counts.skipped, 4);
     run_clear(&r);
 }
 
@@ -316,7 +321,7 @@ static void test_sweep_plugin_passes_its_sweep_checks(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.9, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.10, host 1.10)");
     assert_line(&r, "PASS info (id 'fixture_sweep', version 0.0.1, f64, max_modes 16, "
                     "max_rank 256, als_update, als_sweep)");
     assert_non_null(strstr(r.output, "\nPASS als_sweep modes=3 rank=4 norm=2 (vs the "
@@ -451,7 +456,7 @@ static void test_v1_5_plugin_is_never_given_the_v1_6_fields(void **state)
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.counts.failed, 0);
-    assert_line(&r, "PASS entry version (ABI 1.5, host 1.9)");
+    assert_line(&r, "PASS entry version (ABI 1.5, host 1.10)");
     assert_int_equal(lines_starting(r.output, "PASS als_sweep "), 5);
     assert_int_equal(lines_starting(r.output, "PASS als_update_nonneg modes="), 16 + 2);
     assert_line(&r, "SKIP als_sweep constraints, l1, ridge and scale: the plugin's entry says "
@@ -615,7 +620,7 @@ static void test_newer_minor_is_accepted(void **state)
     run r = check(FIXTURE("fixture_newer_minor"), NULL);
     assert_consistent(&r);
     assert_int_equal(r.status, 0);
-    assert_line(&r, "PASS entry version (ABI 1.99, host 1.9; the host ignores the newer "
+    assert_line(&r, "PASS entry version (ABI 1.99, host 1.10; the host ignores the newer "
                     "fields)");
     run_clear(&r);
 }

@@ -276,7 +276,7 @@ static void test_sweep_plugin_run_reports_the_sweep(void **state)
     assert_int_equal(json_object_get_int_member(cpd, "sweep_fallbacks"), 0);
     JsonObject *backend = json_object_get_object_member(root, "backend");
     assert_true(json_object_get_boolean_member(backend, "als_sweep"));
-    assert_string_equal(json_object_get_string_member(backend, "abi"), "1.9");
+    assert_string_equal(json_object_get_string_member(backend, "abi"), "1.10");
     /* The fixture has no init_factors: the host drew the factors and uploaded them. */
     assert_false(json_object_get_boolean_member(backend, "init_factors"));
     assert_false(json_object_get_boolean_member(backend, "generalized_mttkrp"));
@@ -411,14 +411,14 @@ static void test_command_line(void **state)
     const char *version[] = {"--version", NULL};
     th_test_run r = run_tensorhost(version);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "plugin ABI 1.9"));
+    assert_non_null(strstr(r.out, "plugin ABI 1.10"));
     th_test_run_clear(&r);
 
     const char *list[] = {"--list-plugins", NULL};
     r = run_tensorhost(list);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "cpu-reference"));
-    assert_non_null(strstr(r.out, "ABI 1.9"));
+    assert_non_null(strstr(r.out, "ABI 1.10"));
     assert_non_null(strstr(r.out, "als-update, init-factors, generalized-mttkrp"));
     th_test_run_clear(&r);
 
@@ -431,7 +431,7 @@ static void test_command_line(void **state)
     list_sweep[2] = config_path;
     r = run_tensorhost(list_sweep);
     assert_int_equal(r.status, 0);
-    const char *sweep = strstr(r.out, "fixture_sweep    0.0.1    ABI 1.9");
+    const char *sweep = strstr(r.out, "fixture_sweep    0.0.1    ABI 1.10");
     if (!sweep)
         fail_msg("no fixture_sweep line in:\n%s", r.out);
     assert_non_null(strstr(sweep, "max modes 16, max rank 256, f64, als-update, als-sweep\n"));

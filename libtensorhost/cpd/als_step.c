@@ -178,6 +178,53 @@ static gboolean hals_factor(th_als_state *s, uint32_t mode, uint64_t rows, GErro
     return TRUE;
 }
 
+/* A run of several processes whose backend built each mode from the
+ * nonzeros of the rows each process owns (th_backend_load_mode_tensors):
+ * every process's owned rows of the mode's MTTKRP gathered into every
+ * process's (in place: the processes' ranges are consecutive), then the
+ * partial sums of the rows split between processes (each process's one
+ * row past its own, where its share ends inside a later process's row)
+ * added to them in rank order, so that every process holds the same bits.
+ * Each process receives the mode's I_n x R doubles once, where the sum of
+ * whole results moved about twice that. */
+static gboolean gather_owned_rows(th_als_state *s, uint32_t mode, GError **error)
+{
+    const th_backend *b = s->backend;
+    const uint32_t P = b->owned_processes, me = th_dist_rank(s->dist), R = s->rank;
+    const uint64_t *begin = b->owned_begin[mode], *window_end = b->owned_window_end[mode];
+    double *M = s->host_mttkrp;
+    g_autofree double *tails = g_new0(double, (size_t)P * R);
+    g_autofree uint64_t *counts = g_new(uint64_t, P);
+    if (window_end[me] > begin[me + 1])
+        memcpy(tails + (size_t)me * R, M + (size_t)begin[me + 1] * R, R * sizeof *M);
+    for (uint32_t p = 0; p < P; ++p)
+        counts[p] = R;
+    if (!th_dist_allgather(s->dist, NULL, R, tails, counts, error))
+        return FALSE;
+    for (uint32_t p = 0; p < P; ++p)
+        counts[p] = (begin[p + 1] - begin[p]) * R;
+    if (!th_dist_allgather(s->dist, NULL, counts[me], M, counts, error))
+        return FALSE;
+    for (uint32_t p = 0; p < P; ++p)
+        if (window_end[p] > begin[p + 1]) {
+            double *row = M + (size_t)begin[p + 1] * R;
+            for (uint32_t r = 0; r < R; ++r)
+                row[r] += tails[(size_t)p * R + r];
+        }
+    return TRUE;
+}
+
+/* The processes' partial MTTKRPs of `mode` made whole on every process
+ * (by the host: a backend that sums them itself needs nothing). */
+static gboolean combine_processes(th_als_state *s, uint32_t mode, uint64_t rows, GError **error)
+{
+    if (s->backend_sums || s->dist == NULL)
+        return TRUE;
+    if (s->backend->owned_begin != NULL)
+        return gather_owned_rows(s, mode, error);
+    return th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error);
+}
+
 /* Host-side twin of the ABI's als_update, for backends without it, and
  * the coordinate-descent update. */
 static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError **error)
@@ -185,7 +232,7 @@ static gboolean host_update(th_als_state *s, uint32_t mode, int32_t norm, GError
     const uint64_t rows = s->backend->dims[mode];
     allocate_host_update(s);
     if (!th_backend_get_mttkrp_result(s->backend, mode, s->host_mttkrp, error) ||
-        (!s->backend_sums && !th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error)))
+        !combine_processes(s, mode, rows, error))
         return FALSE;
     if (by_descent(s, mode)) {
         if (!hals_factor(s, mode, rows, error))

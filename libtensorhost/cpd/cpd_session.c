@@ -3,6 +3,7 @@
 #include "cpd/completion_data.h"
 #include "cpd/cp_apr.h"
 #include "cpd/cp_complete.h"
+#include "dist/dist_deal.h"
 
 struct th_cpd_session {
     th_backend *backend; /* borrowed, planned */
@@ -213,9 +214,64 @@ gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tenso
     return take_tensor(s, s->scaled_copy ? s->scaled_copy : tensor, NULL, error);
 }
 
+/* A distributed run whose backend builds each mode from its own nonzeros
+ * and leaves the sums to the host: each mode's nonzeros dealt to the
+ * processes by the plan (dist_deal.h), every process's owned rows known to
+ * all (two numbers a process and mode), and the backend loaded with them,
+ * so that each mode's exchange gathers owned rows (als_step.c). */
+static gboolean load_dealt(th_cpd_session *s, GError **error)
+{
+    th_dist *dist = s->params.dist;
+    const th_sptensor *share = s->tensor;
+    const uint32_t n = share->nmodes, P = th_dist_size(dist), me = th_dist_rank(dist);
+    th_sptensor *dealt[TH_MAX_MODES] = {NULL};
+    uint64_t **owned_begin = g_new0(uint64_t *, n), **window_end = g_new0(uint64_t *, n);
+    g_autofree double *ends = g_new(double, 2 * (size_t)P);
+    g_autofree uint64_t *counts = g_new(uint64_t, P);
+    for (uint32_t p = 0; p < P; ++p)
+        counts[p] = 2;
+    gboolean ok = TRUE;
+    for (uint32_t m = 0; ok && m < n; ++m) {
+        th_dist_dealt facts;
+        dealt[m] = th_dist_deal_mode(dist, share, m, &facts, error);
+        ok = dealt[m] != NULL;
+        if (ok) {
+            ends[2 * me] = (double)facts.owned.begin; /* rows < 2^32: exact */
+            ends[2 * me + 1] = (double)facts.owned.window_end;
+            ok = th_dist_allgather(dist, NULL, 2, ends, counts, error);
+        }
+        if (ok) {
+            owned_begin[m] = g_new(uint64_t, (size_t)P + 1);
+            window_end[m] = g_new(uint64_t, P);
+            for (uint32_t p = 0; p < P; ++p) {
+                owned_begin[m][p] = (uint64_t)ends[2 * p];
+                window_end[m][p] = (uint64_t)ends[2 * p + 1];
+            }
+            owned_begin[m][P] = share->dims[m];
+        }
+    }
+    if (ok)
+        ok = th_backend_load_mode_tensors(s->backend, dealt, s->params.rank, P, owned_begin,
+                                          window_end, error);
+    else {
+        for (uint32_t m = 0; m < n; ++m) {
+            g_free(owned_begin[m]);
+            g_free(window_end[m]);
+        }
+        g_free(owned_begin);
+        g_free(window_end);
+    }
+    for (uint32_t m = 0; m < n; ++m)
+        th_sptensor_free(dealt[m]);
+    return ok;
+}
+
 gboolean th_cpd_session_load(th_cpd_session *s, GError **error)
 {
     g_return_val_if_fail(s->tensor != NULL, FALSE); /* prepared first */
+    if (s->params.dist != NULL && !s->backend->planned_process_sums &&
+        s->params.model == TH_MODEL_LEAST_SQUARES && th_backend_takes_mode_nonzeros(s->backend))
+        return load_dealt(s, error);
     return th_backend_load_tensor(s->backend, s->tensor, s->params.rank, error);
 }
 

@@ -387,6 +387,44 @@ gboolean th_dist_gather(th_dist *d, const void *sent, uint64_t bytes, void *rece
     return TRUE;
 }
 
+gboolean th_dist_allgather(th_dist *d, const double *sent, uint64_t count, double *received,
+                           const uint64_t *counts, GError **error)
+{
+    if (d == NULL) {
+        if (sent)
+            memmove(received, sent, count * sizeof *sent);
+        return TRUE;
+    }
+    const uint32_t P = d->size;
+    g_autofree int *sizes = g_new(int, 2 * (size_t)P);
+    uint64_t total = 0;
+    for (uint32_t p = 0; p < P; ++p) {
+        sizes[P + p] = (int)MIN(total, (uint64_t)INT_MAX);
+        sizes[p] = (int)MIN(counts[p], (uint64_t)INT_MAX);
+        total += counts[p];
+    }
+    if (total > INT_MAX || counts[d->rank] != count) {
+        g_set_error(error, TH_DIST_ERROR, TH_DIST_ERROR_MPI,
+                    "rank %u of %u processes: an all-gather of %llu doubles (this process's "
+                    "%llu, %llu expected) is more than MPI's int counts hold or not what the "
+                    "processes agreed",
+                    d->rank, d->size, (unsigned long long)total, (unsigned long long)count,
+                    (unsigned long long)counts[d->rank]);
+        return FALSE;
+    }
+    const gint64 start = g_get_monotonic_time();
+    double empty[1] = {0.0};
+    if (mpi_failed(d,
+                   d->mpi->allgatherv(sent == NULL ? NULL : count ? sent : empty, (int)count,
+                                      total ? received : empty, sizes, sizes + P),
+                   "an all-gather between the processes", error))
+        return FALSE;
+    d->traffic.calls++;
+    d->traffic.bytes += count * sizeof *sent;
+    d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
+    return TRUE;
+}
+
 gboolean th_dist_exscan_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError **error)
 {
     if (d == NULL) {

@@ -102,6 +102,15 @@ gboolean th_dist_exscan_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GEr
 gboolean th_dist_exchange(th_dist *dist, const void *sent, const uint64_t *send_bytes,
                           void **received, uint64_t *recv_bytes, GError **error);
 
+/* Every process's `count` doubles of `sent` into every process's
+ * `received`, block p (counts[p] doubles, every process's count, known to
+ * all) after blocks 0 .. p - 1; `sent` NULL: in place, each process's
+ * block already where it goes in `received`. The counts' sum at most
+ * INT_MAX (MPI's int counts; TH_DIST_ERROR_MPI past that). With `dist`
+ * NULL the one block is copied. */
+gboolean th_dist_allgather(th_dist *dist, const double *sent, uint64_t count, double *received,
+                           const uint64_t *counts, GError **error);
+
 /* Called by every process, with *error set where it failed: TRUE when none
  * failed; else FALSE everywhere, the lowest failing process keeping its
  * error and every other one's *error replaced by TH_DIST_ERROR_ELSEWHERE

@@ -85,6 +85,13 @@ static int shim_exscan(void *buffer, int count, th_mpi_type type, th_mpi_op op)
                       MPI_COMM_WORLD);
 }
 
+static int shim_allgatherv(const double *sent, int count, double *received, const int *counts,
+                           const int *offsets)
+{
+    return MPI_Allgatherv(sent ? (const void *)sent : MPI_IN_PLACE, count, MPI_DOUBLE, received,
+                          counts, offsets, MPI_DOUBLE, MPI_COMM_WORLD);
+}
+
 static int shim_abort(int status) { return MPI_Abort(MPI_COMM_WORLD, status); }
 
 static void shim_error_string(int code, char *text, int capacity)
@@ -154,6 +161,7 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .broadcast = shim_broadcast,
         .alltoallv = shim_alltoallv,
         .exscan = shim_exscan,
+        .allgatherv = shim_allgatherv,
     };
     return &table;
 }

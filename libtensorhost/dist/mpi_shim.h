@@ -58,6 +58,12 @@ typedef struct th_mpi_shim {
     /* MPI_Exscan in place: each process's values become `op` over the
      * processes of lower rank; rank 0's are left undefined. */
     int (*exscan)(void *buffer, int count, th_mpi_type type, th_mpi_op op);
+    /* MPI_Allgatherv of doubles: `count` from every process's `sent` into
+     * every process's received + offsets[p] (counts[p] from process p);
+     * `sent` NULL: in place (MPI_IN_PLACE, each process's block already
+     * at its offset in `received`). */
+    int (*allgatherv)(const double *sent, int count, double *received, const int *counts,
+                      const int *offsets);
 } th_mpi_shim;
 
 #endif

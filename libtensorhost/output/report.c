@@ -365,6 +365,7 @@ static void add_processes(JsonBuilder *b, const th_run_processes *p)
     json_builder_begin_object(b);
     th_json_member_int(b, "count", p->count);
     th_json_member_string(b, "mpi", p->mpi_library);
+    th_json_member_string(b, "exchange", p->exchange);
     json_builder_set_member_name(b, "ranks");
     json_builder_begin_array(b);
     for (uint32_t k = 0; k < p->count; ++k) {

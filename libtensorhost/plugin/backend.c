@@ -365,6 +365,8 @@ th_backend th_backend_borrow(th_plugin *plugin, th_instance *instance, uint32_t 
     };
 }
 
+static void free_owned(th_backend *backend);
+
 void th_backend_close(th_backend *backend)
 {
     if (!backend)
@@ -372,16 +374,16 @@ void th_backend_close(th_backend *backend)
     if (backend->instance)
         th_call_destroy(backend->plugin, backend->instance);
     th_plugin_unload(backend->plugin);
+    free_owned(backend);
     g_free(backend->dims);
     g_free(backend);
 }
 
 const th_plugin_info *th_backend_info(const th_backend *backend) { return backend->plugin->info; }
 
-gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
-                                GError **error)
+static th_coo_tensor coo_view(const th_sptensor *tensor)
 {
-    th_coo_tensor view = {
+    return (th_coo_tensor){
         .struct_size = (uint32_t)sizeof(th_coo_tensor),
         .nmodes = tensor->nmodes,
         .nnz = tensor->nnz,
@@ -390,9 +392,26 @@ gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, 
         .values = tensor->values,
         .norm_squared = th_sptensor_norm_squared(tensor),
     };
+}
+
+static void free_owned(th_backend *backend)
+{
+    for (uint32_t m = 0; backend->owned_begin && m < backend->nmodes; ++m) {
+        g_free(backend->owned_begin[m]);
+        g_free(backend->owned_window_end[m]);
+    }
+    g_clear_pointer(&backend->owned_begin, g_free);
+    g_clear_pointer(&backend->owned_window_end, g_free);
+    backend->owned_processes = 0;
+}
+
+static gboolean load_view(th_backend *backend, const th_sptensor *tensor,
+                          const th_coo_tensor *view, uint32_t rank, GError **error)
+{
     char message[TH_ERROR_SIZE] = "";
     gint64 start = g_get_monotonic_time();
-    th_status status = th_call_load_tensor(backend->plugin, backend->instance, &view, rank, message);
+    free_owned(backend);
+    th_status status = th_call_load_tensor(backend->plugin, backend->instance, view, rank, message);
     backend->load_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     if (!check_call(backend, status, "cannot load the tensor", message, error))
         return FALSE;
@@ -401,6 +420,50 @@ gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, 
     g_free(backend->dims);
     backend->dims = g_memdup2(tensor->dims, sizeof(th_index) * tensor->nmodes);
     return TRUE;
+}
+
+gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
+                                GError **error)
+{
+    const th_coo_tensor view = coo_view(tensor);
+    return load_view(backend, tensor, &view, rank, error);
+}
+
+gboolean th_backend_takes_mode_nonzeros(th_backend *backend)
+{
+    th_runtime_info info;
+    g_autoptr(GError) error = NULL;
+    return th_backend_abi_minor(backend) >= 10 &&
+           th_backend_runtime_info(backend, &info, &error) && info.mode_nonzeros != 0;
+}
+
+gboolean th_backend_load_mode_tensors(th_backend *backend, th_sptensor *const *mode_tensors,
+                                      uint32_t rank, uint32_t processes, uint64_t **owned_begin,
+                                      uint64_t **owned_window_end, GError **error)
+{
+    const uint32_t n = mode_tensors[0]->nmodes;
+    th_coo_tensor views[TH_MAX_MODES] = {0};
+    const th_coo_tensor *per_mode[TH_MAX_MODES];
+    for (uint32_t m = 0; m < n; ++m) {
+        views[m] = coo_view(mode_tensors[m]);
+        per_mode[m] = &views[m];
+    }
+    th_coo_tensor view = views[0];
+    view.mode_nonzeros = per_mode;
+    const gboolean loaded = load_view(backend, mode_tensors[0], &view, rank, error);
+    if (loaded) {
+        backend->owned_processes = processes;
+        backend->owned_begin = owned_begin;
+        backend->owned_window_end = owned_window_end;
+    } else {
+        for (uint32_t m = 0; m < n; ++m) {
+            g_free(owned_begin[m]);
+            g_free(owned_window_end[m]);
+        }
+        g_free(owned_begin);
+        g_free(owned_window_end);
+    }
+    return loaded;
 }
 
 gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,

@@ -26,6 +26,13 @@ typedef struct th_backend {
     uint32_t rank;
     th_index *dims;  /* copy of the loaded tensor's dims */
     double load_seconds; /* wall time of load_tensor (preprocessing) */
+    /* Loaded with each mode's own nonzeros (th_backend_load_mode_tensors):
+     * per mode, every process's owned rows, [owned_begin[m][p],
+     * owned_begin[m][p + 1]) (processes + 1 entries, consecutive, from 0
+     * to the mode's dimension), and the rows past them its MTTKRP writes
+     * (th_dist_dealt's window: owned_window_end[m][p]); NULL otherwise. */
+    uint32_t owned_processes;
+    uint64_t **owned_begin, **owned_window_end;
     /* The run planned on this backend (th_cpd_plan): its rank, checked
      * against the plugin's maximum, and the update path asked for and the
      * one it resolved to; a run of the same plan checks nothing again. */
@@ -86,6 +93,18 @@ const th_plugin_info *th_backend_info(const th_backend *backend);
 /* load_tensor, timed into backend->load_seconds. */
 gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, uint32_t rank,
                                 GError **error);
+/* Whether load_tensor builds each mode from th_coo_tensor.mode_nonzeros
+ * (th_runtime_info.mode_nonzeros, ABI 1.10). */
+gboolean th_backend_takes_mode_nonzeros(th_backend *backend);
+/* load_tensor with mode_nonzeros: mode m built from mode_tensors[m] (this
+ * process's nonzeros of the mode-m rows it owns; every one with the same
+ * nmodes and dims), and per mode every process's owned rows kept in the
+ * backend (owned_begin: [nmodes][processes + 1], owned_window_end:
+ * [nmodes][processes], both taken). The backend must take them
+ * (th_backend_takes_mode_nonzeros). */
+gboolean th_backend_load_mode_tensors(th_backend *backend, th_sptensor *const *mode_tensors,
+                                      uint32_t rank, uint32_t processes, uint64_t **owned_begin,
+                                      uint64_t **owned_window_end, GError **error);
 
 gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,
                                GError **error);

@@ -1,5 +1,5 @@
 /*
- * tensorhost plugin ABI, version 1.9
+ * tensorhost plugin ABI, version 1.10
  *
  * The one header a third-party MTTKRP backend needs. It is a binary contract:
  * C11, fixed-width types, no GLib or CUDA types, no inline code beyond macros.
@@ -230,6 +230,12 @@
  *        hals_mode_sweeps, so that a sweep's modes may make different
  *        numbers of passes (the host chooses them by each mode's cost, as
  *        Gillis and Glineur's accelerated HALS). No layout of 1.8 moves.
+ *   1.10 each mode's own nonzeros in a run of several processes:
+ *        th_coo_tensor grows mode_nonzeros (per mode, the nonzeros of the
+ *        output rows this process owns in that mode), which a host gives
+ *        only to an instance whose th_runtime_info.mode_nonzeros (the 1.8
+ *        reserved1, 0 before) says it builds each mode from them. No layout
+ *        of 1.9 moves.
  */
 #ifndef TENSORHOST_PLUGIN_H
 #define TENSORHOST_PLUGIN_H
@@ -242,7 +248,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_VERSION_MAJOR 1u
-#define TH_ABI_VERSION_MINOR 9u
+#define TH_ABI_VERSION_MINOR 10u
 
 /* The name of the one symbol a plugin exports. */
 #define TH_PLUGIN_ENTRY_SYMBOL "tensorhost_plugin_entry"
@@ -396,10 +402,26 @@ typedef struct th_coo_tensor {
     const uint32_t *const *indices; /* [nmodes] pointers to [nnz] */
     const double *values;           /* [nnz], finite */
     double norm_squared;            /* sum of values^2, for convenience */
+
+    /* --- ABI 1.10 (an in-field; a host sets it only for an instance whose
+     * th_runtime_info.mode_nonzeros is nonzero) --- */
+    /* NULL (the default), or [nmodes] tensors, each with this one's nmodes
+     * and dims and its own nnz (>= 0), indices and values (norm_squared
+     * unused): in a run of several processes, mode_nonzeros[m] holds the
+     * nonzeros of the mode-m output rows this process owns (dealt by the
+     * plan of the run's documentation: every nonzero of the tensor is in
+     * exactly one process's mode_nonzeros[m] for each m). The instance
+     * computes every mode-m operation (mttkrp(), the generalized MTTKRP,
+     * row_least_squares(), ...) from mode_nonzeros[m], whose rows are the
+     * only ones it writes; nnz, indices and values above are then
+     * mode_nonzeros[0]'s, for what runs over no particular mode. Borrowed
+     * for the call, as the rest. */
+    const struct th_coo_tensor *const *mode_nonzeros;
 } th_coo_tensor;
 
 /* Passed in (host -> plugin). */
 #define TH_COO_TENSOR_V1_0_SIZE TH_FIELD_END(th_coo_tensor, norm_squared)
+#define TH_COO_TENSOR_V1_10_SIZE TH_FIELD_END(th_coo_tensor, mode_nonzeros)
 
 /* ------------------------------------------------------------------------ */
 /* Plain data the plugin gives the host, and the ALS calls' structs          */
@@ -482,13 +504,22 @@ typedef struct th_runtime_info {
      * Always 0 in a run of one process. Default (absent): 0, the host sums
      * each process's partial results. */
     uint32_t process_sums;
-    uint32_t reserved1;
+
+    /* --- ABI 1.10 (0 in the 1.8 layout, where it was reserved) --- */
+
+    /* Nonzero: load_tensor() builds each mode from th_coo_tensor's
+     * mode_nonzeros[mode] when the host gives them, so that in a run of
+     * several processes each mode's MTTKRP covers only the rows this
+     * process owns, and the host gathers those rows instead of summing
+     * whole results. Known from create() on. Default (absent): 0, every
+     * mode built from the one tensor. */
+    uint32_t mode_nonzeros;
 } th_runtime_info;
 
 /* Passed out (plugin -> host-owned struct). */
 #define TH_RUNTIME_INFO_V1_0_SIZE TH_FIELD_END(th_runtime_info, details)
 #define TH_RUNTIME_INFO_V1_2_SIZE TH_FIELD_END(th_runtime_info, last_sweep_seconds)
-#define TH_RUNTIME_INFO_V1_8_SIZE TH_FIELD_END(th_runtime_info, reserved1)
+#define TH_RUNTIME_INFO_V1_8_SIZE TH_FIELD_END(th_runtime_info, mode_nonzeros)
 
 /* Per-mode facts after load_tensor() and the latest mttkrp() on that mode.
  * Passed out, as th_runtime_info. */

@@ -101,7 +101,6 @@ struct th_instance {
     bool loaded;
     uint32_t nmodes;
     uint32_t rank;
-    uint64_t nnz;
     uint32_t *dims;         /* [nmodes] */
     mode_layout *layouts;   /* [nmodes] */
     double **factors;       /* [nmodes] of dims[m] x rank */
@@ -336,6 +335,20 @@ static void cpu_reference_destroy(th_instance *inst)
 /* load_tensor                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The nonzeros mode `mode` is built from: the host's mode_nonzeros[mode]
+ * (ABI 1.10, a run of several processes), else the tensor's. */
+static const th_coo_tensor *mode_source(const th_coo_tensor *t, uint32_t mode)
+{
+    return TH_HAS_FIELD(t->struct_size, th_coo_tensor, mode_nonzeros) && t->mode_nonzeros
+               ? t->mode_nonzeros[mode]
+               : t;
+}
+
+static bool has_mode_sources(const th_coo_tensor *t)
+{
+    return mode_source(t, 0) != t;
+}
+
 static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err)
 {
     if (t == NULL)
@@ -379,7 +392,7 @@ static th_status validate_shape(const th_coo_tensor *t, uint32_t rank, char *err
 /* Reports the first nonzero (lowest k, then lowest mode) whose index is out
  * of range or whose value is not finite. Scans mode by mode for cache
  * locality, stopping each scan at the best position found so far. */
-static th_status validate_entries(const th_coo_tensor *t, char *err)
+static th_status validate_entries_of(const th_coo_tensor *t, char *err)
 {
     uint64_t first_bad = t->nnz;
     uint32_t bad_mode = 0;
@@ -406,6 +419,46 @@ static th_status validate_entries(const th_coo_tensor *t, char *err)
     return TH_OK;
 }
 
+/* Each mode's own nonzeros where the host gives them (the same order and
+ * dims as the tensor's, any count, a mode's empty where this process owns
+ * none of its rows), else the tensor's; the index and value checks on each. */
+static th_status validate_entries(const th_coo_tensor *t, char *err)
+{
+    if (!has_mode_sources(t))
+        return validate_entries_of(t, err);
+    for (uint32_t m = 0; m < t->nmodes; m++) {
+        const th_coo_tensor *s = t->mode_nonzeros[m];
+        if (s == NULL)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "load_tensor: mode_nonzeros[%u] is NULL", m);
+        if (s->nmodes != t->nmodes)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "load_tensor: mode_nonzeros[%u] has %u modes, the tensor %u",
+                                  m, s->nmodes, t->nmodes);
+        for (uint32_t d = 0; d < t->nmodes; d++)
+            if (s->dims == NULL || s->dims[d] != t->dims[d])
+                return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                      "load_tensor: mode_nonzeros[%u]'s dimension %u is not the "
+                                      "tensor's %u",
+                                      m, d, t->dims[d]);
+        if (s->nnz > 0 && (s->indices == NULL || s->values == NULL))
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                  "load_tensor: mode_nonzeros[%u]'s %s array is NULL", m,
+                                  s->indices == NULL ? "indices" : "values");
+        for (uint32_t d = 0; s->nnz > 0 && d < t->nmodes; d++)
+            if (s->indices[d] == NULL)
+                return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                      "load_tensor: mode_nonzeros[%u]'s index array of mode %u "
+                                      "is NULL",
+                                      m, d);
+        char inner[TH_ERROR_SIZE] = "";
+        if (validate_entries_of(s, inner) != TH_OK)
+            return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "%s (of mode_nonzeros[%u])",
+                                  inner, m);
+    }
+    return TH_OK;
+}
+
 /* Byte counts of everything load_tensor allocates, checked for overflow
  * before any allocation so a huge tensor fails with sizes, not a crash. */
 typedef struct load_sizes {
@@ -419,17 +472,20 @@ static th_status compute_sizes(const th_coo_tensor *t, uint32_t rank, int thread
 {
     uint64_t per_nonzero = sizeof(double) + (uint64_t)(t->nmodes - 1) * sizeof(uint32_t);
     uint64_t tensor = 0, factors = 0, workspace = 0, layout = 0, rows = 0, matrix = 0;
+    uint64_t most_nnz = 0;
     uint32_t largest = 0;
-    bool ok = mul_u64(t->nnz, per_nonzero, &layout);
+    bool ok = true;
     for (uint32_t m = 0; ok && m < t->nmodes; m++) {
-        ok = add_u64(tensor, layout, &tensor) &&
+        const uint64_t nnz = mode_source(t, m)->nnz;
+        most_nnz = nnz > most_nnz ? nnz : most_nnz;
+        ok = mul_u64(nnz, per_nonzero, &layout) && add_u64(tensor, layout, &tensor) &&
              mul_u64((uint64_t)t->dims[m] + 1, sizeof(uint64_t), &rows) &&
              add_u64(tensor, rows, &tensor) &&
              mul_u64((uint64_t)t->dims[m] * rank, 2 * sizeof(double), &matrix) &&
              add_u64(factors, matrix, &factors);
         largest = t->dims[m] > largest ? t->dims[m] : largest;
     }
-    uint64_t chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ, slots = 0;
+    uint64_t chunks = (most_nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ, slots = 0;
     /* als_update's workspace is counted although it is allocated on first use. */
     uint64_t update = 0;
     ok = ok && mul_u64((uint64_t)threads * 2 * scratch_stride(rank), sizeof(double), &workspace) &&
@@ -460,6 +516,7 @@ static void build_layout(const th_coo_tensor *t, uint32_t mode, mode_layout *lay
     uint64_t *start = layout->row_start;
 
     memset(start, 0, ((size_t)dim + 1) * sizeof *start);
+    layout->nnz = t->nnz;
     for (uint64_t k = 0; k < t->nnz; k++)
         start[rows[k] + 1]++;
     for (uint32_t i = 0; i < dim; i++)
@@ -480,12 +537,14 @@ static void build_layout(const th_coo_tensor *t, uint32_t mode, mode_layout *lay
 
     /* Row of each chunk's first nonzero, walking rows and chunks together. */
     uint32_t row = 0;
-    for (uint64_t c = 0; c <= layout->chunks; c++) {
+    for (uint64_t c = 0; t->nnz > 0 && c <= layout->chunks; c++) {
         uint64_t k = c < layout->chunks ? c * CPU_REF_CHUNK_NNZ : t->nnz - 1;
         while (start[row + 1] <= k)
             row++;
         layout->chunk_row[c] = row;
     }
+    if (t->nnz == 0)
+        layout->chunk_row[0] = 0;
 }
 
 static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint32_t rank,
@@ -494,7 +553,6 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     uint32_t n = t->nmodes;
     inst->nmodes = n;
     inst->rank = rank;
-    inst->nnz = t->nnz;
     inst->dims = malloc(n * sizeof *inst->dims);
     inst->layouts = calloc(n, sizeof *inst->layouts);
     inst->factors = calloc(n, sizeof *inst->factors);
@@ -505,7 +563,11 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     inst->scratch = aligned_alloc(CPU_REF_CACHE_LINE, (size_t)inst->threads * 2 *
                                                           inst->scratch_stride *
                                                           sizeof *inst->scratch);
-    size_t chunks = ((size_t)t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
+    size_t chunks = 1; /* the most of any mode, and room for one */
+    for (uint32_t m = 0; m < n; m++) {
+        const size_t c = ((size_t)mode_source(t, m)->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
+        chunks = c > chunks ? c : chunks;
+    }
     inst->boundary = malloc(chunks * 2 * (size_t)rank * sizeof *inst->boundary);
     inst->chunk_sums = malloc(chunks * sizeof *inst->chunk_sums);
     if (!inst->dims || !inst->layouts || !inst->factors || !inst->results ||
@@ -517,11 +579,13 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
     size_t width = n - 1;
     for (uint32_t m = 0; m < n; m++) {
         mode_layout *l = &inst->layouts[m];
+        const uint64_t nnz = mode_source(t, m)->nnz;
         size_t cells = (size_t)t->dims[m] * rank;
         l->row_start = malloc(((size_t)t->dims[m] + 1) * sizeof *l->row_start);
-        l->values = malloc((size_t)t->nnz * sizeof *l->values);
-        l->others = malloc((size_t)t->nnz * width * sizeof *l->others);
-        l->chunks = (t->nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
+        /* One element at least: an empty mode's arrays are not NULL. */
+        l->values = malloc(((size_t)nnz + 1) * sizeof *l->values);
+        l->others = malloc(((size_t)nnz * width + 1) * sizeof *l->others);
+        l->chunks = (nnz + CPU_REF_CHUNK_NNZ - 1) / CPU_REF_CHUNK_NNZ;
         l->chunk_row = malloc(((size_t)l->chunks + 1) * sizeof *l->chunk_row);
         /* Zeroed: factors are "unspecified until set_factor", but reading
          * them must not be reading uninitialised memory. */
@@ -533,7 +597,7 @@ static th_status allocate_tensor(th_instance *inst, const th_coo_tensor *t, uint
             return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY,
                         "load_tensor: out of memory for mode %u (dimension %u, %llu nonzeros, "
                         "rank %u)",
-                        m, t->dims[m], (unsigned long long)t->nnz, rank);
+                        m, t->dims[m], (unsigned long long)nnz, rank);
     }
     return TH_OK;
 }
@@ -564,7 +628,7 @@ static th_status cpu_reference_load_tensor(th_instance *inst, const th_coo_tenso
     int sort_threads = inst->threads < (int)t->nmodes ? inst->threads : (int)t->nmodes;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(sort_threads)
     for (int m = 0; m < (int)t->nmodes; m++)
-        build_layout(t, (uint32_t)m, &inst->layouts[m]);
+        build_layout(mode_source(t, (uint32_t)m), (uint32_t)m, &inst->layouts[m]);
 
     inst->tensor_bytes = sizes.tensor_bytes;
     inst->factor_bytes = sizes.factor_bytes;
@@ -759,10 +823,10 @@ static th_status cpu_reference_mttkrp(th_instance *inst, uint32_t mode, char *er
         double *term = inst->scratch + (size_t)omp_get_thread_num() * 2 * inst->scratch_stride;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t c = 0; c < chunks; c++)
-            mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, wide, term,
+            mttkrp_chunk(l, other_factors, width, rank, (uint64_t)c, l->nnz, wide, term,
                          inst->boundary + (size_t)c * 2 * rank, result);
     }
-    merge_boundaries(l, inst->dims[mode], rank, inst->nnz, inst->boundary, result);
+    merge_boundaries(l, inst->dims[mode], rank, l->nnz, inst->boundary, result);
     inst->result_ready[mode] = true;
     inst->last_seconds[mode] = now_seconds() - start;
     return TH_OK;
@@ -1361,7 +1425,7 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
                                   "generalized_mttkrp(mode %u) given up after %llu of %llu "
                                   "nonzeros: stop requested",
                                   mode, (unsigned long long)(block * CPU_REF_CHUNK_NNZ),
-                                  (unsigned long long)inst->nnz);
+                                  (unsigned long long)l->nnz);
         }
         const int64_t stop = (int64_t)(block + CPU_REF_GENERALIZED_BLOCK_CHUNKS < chunks
                                            ? block + CPU_REF_GENERALIZED_BLOCK_CHUNKS
@@ -1373,7 +1437,7 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
             const uint32_t saved = poisson ? cpu_ref_subnormals_off() : 0;
 #pragma omp for schedule(dynamic, 1)
             for (int64_t c = (int64_t)block; c < stop; c++)
-                generalized_chunk(l, other_factors, width, rank, (uint64_t)c, inst->nnz, op,
+                generalized_chunk(l, other_factors, width, rank, (uint64_t)c, l->nnz, op,
                                   scratch, inst->boundary + (size_t)c * 2 * rank, result,
                                   &sums[c]);
             if (poisson)
@@ -1381,7 +1445,7 @@ static th_status generalized_pass(th_instance *inst, uint32_t mode, generalized_
         }
     }
     if (result != NULL)
-        merge_boundaries(l, inst->dims[mode], rank, inst->nnz, inst->boundary, result);
+        merge_boundaries(l, inst->dims[mode], rank, l->nnz, inst->boundary, result);
     double total = 0.0;
     for (uint64_t c = 0; c < chunks; c++)
         total += sums[c];
@@ -1712,7 +1776,7 @@ static th_status cpu_reference_multiplicative_updates(th_instance *inst,
         const uint64_t n = l->row_start[row + 1] - l->row_start[row];
         busiest = n > busiest ? n : busiest;
     }
-    if (busiest > inst->nnz / CPU_REF_MU_HOT_ROW_SHARE) {
+    if (busiest > l->nnz / CPU_REF_MU_HOT_ROW_SHARE) {
         status = multiplicative_loop(inst, io, err);
         if (status != TH_OK)
             return status;
@@ -2591,6 +2655,7 @@ static th_status cpu_reference_get_runtime_info(th_instance *inst, th_runtime_in
     full.workspace_bytes = inst->workspace_bytes;
     snprintf(full.details, sizeof full.details, "threads=%d layout=csr-per-mode chunk=%u", inst->threads, CPU_REF_CHUNK_NNZ);
     full.last_sweep_seconds = -1.0; /* no als_sweep: the host runs each mode */
+    full.mode_nonzeros = 1;
     th_plugin_copy_out(info, &full, sizeof full);
     return TH_OK;
 }

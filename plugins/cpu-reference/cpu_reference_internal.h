@@ -122,6 +122,7 @@ static inline void cpu_ref_subnormals_restore(uint32_t saved)
 
 /* One mode's copy of the tensor, nonzeros grouped by row (this mode's index). */
 typedef struct mode_layout {
+    uint64_t nnz;        /* the mode's nonzeros (th_coo_tensor.mode_nonzeros[mode]'s, or all) */
     uint64_t *row_start; /* [dims[mode] + 1]: row i holds nonzeros row_start[i] .. row_start[i+1]-1 */
     double *values;      /* [nnz] in row order */
     uint32_t *others;    /* [nnz * (nmodes - 1)]: the other modes' indices, in mode order */

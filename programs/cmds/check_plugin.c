@@ -812,6 +812,105 @@ static void check_mttkrp_case(checker *c, uint32_t nmodes, skew_kind skew, uint3
                      case_seed + 2, case_name);
 }
 
+/* Mode m's nonzeros with a mode-m index below half the dimension: the
+ * rows a process of a run might own. */
+static th_sptensor *lower_rows(const th_sptensor *t, uint32_t mode)
+{
+    uint64_t kept = 0;
+    for (uint64_t k = 0; k < t->nnz; k++)
+        kept += t->indices[mode][k] < (t->dims[mode] + 1) / 2;
+    th_sptensor *sub = th_sptensor_new(t->nmodes, kept);
+    memcpy(sub->dims, t->dims, t->nmodes * sizeof *t->dims);
+    for (uint64_t k = 0, j = 0; k < t->nnz; k++) {
+        if (t->indices[mode][k] >= (t->dims[mode] + 1) / 2)
+            continue;
+        for (uint32_t m = 0; m < t->nmodes; m++)
+            sub->indices[m][j] = t->indices[m][k];
+        sub->values[j++] = t->values[k];
+    }
+    return sub;
+}
+
+/* ABI 1.10: a plugin that says it takes each mode's own nonzeros is loaded
+ * with a different half of the rows for each mode, and each mode's MTTKRP
+ * must be the checker's naive one of that mode's nonzeros (zero on the
+ * other rows). */
+static void check_mode_nonzeros(checker *c)
+{
+    const char *name = "mttkrp mode_nonzeros";
+    begin(c, name);
+    th_runtime_info runtime;
+    g_autoptr(GError) error = NULL;
+    if (c->plugin->entry.abi_version.minor < 10 || c->plugin->entry.get_runtime_info == NULL ||
+        !th_instance_runtime_info(c->plugin, c->inst, &runtime, &error) ||
+        runtime.mode_nonzeros == 0) {
+        skip(c, name, "the plugin does not say it builds each mode from its own nonzeros "
+                      "(th_runtime_info.mode_nonzeros, ABI 1.10)");
+        return;
+    }
+    const uint32_t nmodes = 3, rank = MIN(7u, c->plugin->info->max_rank);
+    g_autoptr(test_tensor) tt = make_tensor(nmodes, SKEW_ZIPF, 1500, c->opts->seed + 17, &error);
+    if (tt == NULL) {
+        fail(c, name, "cannot generate the tensor: %s", error->message);
+        return;
+    }
+    th_sptensor *subs[3];
+    th_coo_tensor views[3];
+    const uint32_t *index_ptrs[3][TH_MAX_MODES];
+    const th_coo_tensor *per_mode[3];
+    for (uint32_t m = 0; m < nmodes; m++) {
+        subs[m] = lower_rows(tt->t, m);
+        for (uint32_t d = 0; d < nmodes; d++)
+            index_ptrs[m][d] = subs[m]->indices[d];
+        views[m] = tt->coo;
+        views[m].nnz = subs[m]->nnz;
+        views[m].indices = index_ptrs[m];
+        views[m].values = subs[m]->values;
+        views[m].norm_squared = th_sptensor_norm_squared(subs[m]);
+        per_mode[m] = &views[m];
+    }
+    th_coo_tensor view = views[0];
+    view.mode_nonzeros = per_mode;
+    char err[TH_ERROR_SIZE] = "";
+    th_rng rng;
+    th_rng_seed(&rng, c->opts->seed + 18);
+    double *factors[3] = {NULL, NULL, NULL};
+    th_status status = th_call_load_tensor(c->plugin, c->inst, &view, rank, err);
+    for (uint32_t m = 0; status == TH_OK && m < nmodes; m++) {
+        factors[m] = random_matrix(&rng, (size_t)tt->coo.dims[m] * rank);
+        status = th_call_set_factor(c->plugin, c->inst, m, factors[m], err);
+    }
+    double worst = 0.0;
+    gboolean ok = status == TH_OK;
+    if (!ok)
+        fail(c, name, "load_tensor or set_factor: %s (%s)", message_of(err),
+             th_status_name(status));
+    for (uint32_t m = 0; ok && m < nmodes; m++) {
+        const size_t count = (size_t)tt->coo.dims[m] * rank;
+        g_autofree double *got = g_new(double, count), *want = g_new(double, count);
+        ok = run_mttkrp(c, c->plugin, c->inst, m, got, name);
+        if (ok) {
+            naive_mttkrp(subs[m], factors, rank, m, want);
+            const double e = relative_error(got, want, count);
+            worst = MAX(worst, e);
+            if (!(e <= c->tolerance)) {
+                fail(c, name, "mode %u (built from %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                     " nonzeros): relative Frobenius error %.3g against the MTTKRP of those "
+                     "nonzeros > tolerance %.0e",
+                     m, subs[m]->nnz, tt->coo.nnz, e, c->tolerance);
+                ok = FALSE;
+            }
+        }
+    }
+    if (ok)
+        pass(c, name, "3 modes, each from its lower half of rows, max relative error %.2g",
+             worst);
+    for (uint32_t m = 0; m < nmodes; m++) {
+        th_sptensor_free(subs[m]);
+        g_free(factors[m]);
+    }
+}
+
 static void check_all_mttkrp(checker *c)
 {
     static const uint32_t ranks[] = {1, 7, 16, 32};
@@ -3457,6 +3556,7 @@ static void check_with_instances(checker *c)
         check_all_mttkrp(c);
     else
         skip(c, "mttkrp", "no reference to compare with");
+    check_mode_nonzeros(c);
     check_all_sweep(c);
     check_all_init_factors(c);
     check_all_generalized(c);

@@ -65,7 +65,9 @@ SIZE(th_option, 16);
 OFFSET(th_option, key, 0);
 OFFSET(th_option, value, 8);
 
+#if TH_ABI_VERSION_MINOR < 10
 SIZE(th_coo_tensor, 48);
+#endif
 OFFSET(th_coo_tensor, struct_size, 0);
 OFFSET(th_coo_tensor, nmodes, 4);
 OFFSET(th_coo_tensor, nnz, 8);
@@ -310,7 +312,9 @@ OFFSET(th_host_services, reduce_max, 48);
 static_assert(TH_HOST_SERVICES_V1_8_SIZE == 56, "TH_HOST_SERVICES_V1_8_SIZE");
 SIZE(th_runtime_info, 688);
 OFFSET(th_runtime_info, process_sums, 680);
+#if TH_ABI_VERSION_MINOR < 10
 OFFSET(th_runtime_info, reserved1, 684);
+#endif
 static_assert(TH_RUNTIME_INFO_V1_8_SIZE == 688, "TH_RUNTIME_INFO_V1_8_SIZE");
 #endif
 
@@ -319,6 +323,16 @@ static_assert(TH_RUNTIME_INFO_V1_8_SIZE == 688, "TH_RUNTIME_INFO_V1_8_SIZE");
 SIZE(th_als_sweep_io, 96);
 OFFSET(th_als_sweep_io, hals_mode_sweeps, 88);
 static_assert(TH_ALS_SWEEP_IO_V1_9_SIZE == 96, "TH_ALS_SWEEP_IO_V1_9_SIZE");
+#endif
+
+#if TH_ABI_VERSION_MINOR >= 10
+/* 1.10: each mode's own nonzeros appended to th_coo_tensor; the runtime
+ * info's reserved word (0 in 1.8 and 1.9) becomes mode_nonzeros. */
+SIZE(th_coo_tensor, 56);
+OFFSET(th_coo_tensor, mode_nonzeros, 48);
+static_assert(TH_COO_TENSOR_V1_0_SIZE == 48, "TH_COO_TENSOR_V1_0_SIZE");
+static_assert(TH_COO_TENSOR_V1_10_SIZE == 56, "TH_COO_TENSOR_V1_10_SIZE");
+OFFSET(th_runtime_info, mode_nonzeros, 684);
 #endif
 #endif
 
@@ -343,7 +357,11 @@ static_assert(TH_FACTOR_SCALE_COLUMNS == 1 && TH_FACTOR_NORMALIZE_1 == 2 &&
 static_assert(TH_HOST_SERVICES_V1_0_SIZE == sizeof(th_host_services), "th_host_services");
 static_assert(TH_RUNTIME_INFO_V1_2_SIZE == sizeof(th_runtime_info), "th_runtime_info");
 #endif
+#if TH_ABI_VERSION_MINOR < 10
 static_assert(TH_COO_TENSOR_V1_0_SIZE == sizeof(th_coo_tensor), "th_coo_tensor");
+#else
+static_assert(TH_COO_TENSOR_V1_10_SIZE == sizeof(th_coo_tensor), "th_coo_tensor");
+#endif
 static_assert(TH_PLUGIN_INFO_V1_0_SIZE == sizeof(th_plugin_info), "th_plugin_info");
 static_assert(TH_MODE_INFO_V1_0_SIZE == sizeof(th_mode_info), "th_mode_info");
 static_assert(TH_ALS_OUTPUT_V1_0_SIZE == sizeof(th_als_output), "th_als_output");

@@ -169,6 +169,18 @@ for case, tensor, extra in cases:
               f"{case}: the shares' nonzeros {[r['nnz'] for r in ranks]} do not add up to "
               f"{one_report['tensor']['nnz']}")
         check([r["rank"] for r in ranks] == list(range(processes)), f"{case}: ranks {ranks}")
+        # cpu-reference builds each mode from its own nonzeros (ABI 1.10),
+        # so each mode's exchange gathers the processes' owned rows: a
+        # process sends about its 1/P of each result (plus the deal at
+        # load and the scalars), where the sums sent every result whole.
+        check(procs.get("exchange") == "owned_rows", f"{case}: exchange {procs.get('exchange')}")
+        dims = one_report["tensor"]["dims"]
+        whole = 8 * 4 * sum(dims) * len(rep["cpd"]["iterations"])  # rank 4
+        deal = one_report["tensor"]["nnz"] * (4 * len(dims) + 8) * (len(dims) - 1)
+        sent = sum(r["collective_bytes"] for r in ranks)
+        check(sent < 0.75 * processes * whole + deal + 100000,
+              f"{case}: the processes sent {sent} bytes together; summing whole results "
+              f"would send {processes * whole}, the deal at most {deal}")
         # Without GPUs (the driver lists none) no process is given any.
         if not os.path.isdir("/proc/driver/nvidia/gpus"):
             check(all(r["gpus"] == "" for r in ranks), f"{case}: GPUs given: {ranks}")
