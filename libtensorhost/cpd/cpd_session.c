@@ -266,11 +266,19 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
     return ok;
 }
 
+/* TH_HOST_OWNED_ROWS=0 (given to every process) keeps the sums of whole
+ * results, for comparisons. */
+static gboolean owned_rows_wanted(void)
+{
+    return g_strcmp0(g_getenv("TH_HOST_OWNED_ROWS"), "0") != 0;
+}
+
 gboolean th_cpd_session_load(th_cpd_session *s, GError **error)
 {
     g_return_val_if_fail(s->tensor != NULL, FALSE); /* prepared first */
     if (s->params.dist != NULL && !s->backend->planned_process_sums &&
-        s->params.model == TH_MODEL_LEAST_SQUARES && th_backend_takes_mode_nonzeros(s->backend))
+        s->params.model == TH_MODEL_LEAST_SQUARES && owned_rows_wanted() &&
+        th_backend_takes_mode_nonzeros(s->backend))
         return load_dealt(s, error);
     return th_backend_load_tensor(s->backend, s->tensor, s->params.rank, error);
 }

@@ -190,6 +190,18 @@ for case, tensor, extra in cases:
               f"{case}: the whole tensor's facts differ: {rep['tensor']} vs {one_report['tensor']}")
         for k, (a, b) in enumerate(zip(rep["cpd"]["lambda"], one_report["cpd"]["lambda"])):
             check(abs(a - b) <= 1e-8 * abs(b), f"{case}: lambda[{k}] {a!r} vs {b!r}")
+    if case == "uber":
+        # TH_HOST_OWNED_ROWS=0: the sums of whole results, the same fit.
+        out = f"out-{case}-sums"
+        r = run(["--config", config, "--set", f"output.dir={out}"], 2,
+                env=dict(OPEN_MPI_ENV, TH_HOST_OWNED_ROWS="0"))
+        check(r.returncode == 0, f"{out}: exit {r.returncode}: {r.stderr[-2000:]}")
+        if r.returncode == 0:
+            rep = report(out)
+            check(rep["processes"]["exchange"] == "host_sums",
+                  f"{case}: TH_HOST_OWNED_ROWS=0 gave exchange {rep['processes']['exchange']}")
+            check(abs(rep["cpd"]["final_fit"] - one) < 1e-10,
+                  f"{case}: the sums' fit {rep['cpd']['final_fit']!r}, one process {one!r}")
     if MPICH and case == "uber":
         fit, _ = fit_of(config, f"out-{case}-mpich", 2, MPICH)
         if fit is not None:
