@@ -25,7 +25,8 @@ typedef struct th_backend {
     uint32_t nmodes; /* of the loaded tensor, 0 before */
     uint32_t rank;
     th_index *dims;  /* copy of the loaded tensor's dims */
-    double load_seconds; /* wall time of load_tensor (preprocessing) */
+    double load_seconds; /* wall time of load_tensor (preprocessing; with the deal of
+                            each mode's nonzeros, th_cpd_session_load, where a run deals them) */
     /* Loaded with each mode's own nonzeros (th_backend_load_mode_tensors):
      * per mode, every process's owned rows, [owned_begin[m][p],
      * owned_begin[m][p + 1]) (processes + 1 entries, consecutive, from 0
