@@ -113,12 +113,14 @@ check(DEAL_CHECK is not None and os.access(DEAL_CHECK, os.X_OK),
       "TH_DIST_DEAL_CHECK does not name the dist_deal_check program")
 if DEAL_CHECK:
     for name, path in tensors.items():
-        # (processes, launcher, bytes a round: the exchange cut into many)
-        runs = [(None, None, None), (2, None, None), (3, None, None), (4, None, None),
-                (3, None, "1000")]
+        # (processes, launcher, bytes a round: the exchange cut into many,
+        # threads a process: the packing and unpacking split over them)
+        runs = [(None, None, None, None), (2, None, None, None), (3, None, None, None),
+                (4, None, None, None), (3, None, "1000", None), (2, None, None, "3"),
+                (3, None, None, "2")]
         if MPICH:
-            runs.append((3, MPICH, None))
-        for processes, launcher, piece in runs:
+            runs.append((3, MPICH, None, None))
+        for processes, launcher, piece, threads in runs:
             command = [DEAL_CHECK, path]
             if processes:
                 command = [launcher or MPIRUN, "-np", str(processes)] + command
@@ -126,12 +128,16 @@ if DEAL_CHECK:
             if piece:
                 env = dict(env, TH_DIST_TEST_EXCHANGE_PIECE=piece)
                 command[3:3] = ["-x", "TH_DIST_TEST_EXCHANGE_PIECE"]
+            if threads:
+                env = dict(env, OMP_NUM_THREADS=threads)
+                command[3:3] = ["-x", "OMP_NUM_THREADS"]
             r = subprocess.run(command, cwd=WORK, env=env, capture_output=True, text=True,
                                timeout=240)
             check(r.returncode == 0 and
                   f"over {processes or 1} processes" in r.stdout,
                   f"dist_deal_check {name} on {processes or 1} processes "
-                  f"({launcher or 'Open MPI'}, rounds of {piece or 'any'} bytes): "
+                  f"({launcher or 'Open MPI'}, rounds of {piece or 'any'} bytes, "
+                  f"{threads or 'default'} threads): "
                   f"{(r.stdout + r.stderr)[-1500:]}")
 
 # 1. The same fit from one process and from two and three, on least
