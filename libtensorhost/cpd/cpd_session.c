@@ -269,20 +269,46 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
     return ok;
 }
 
-/* TH_HOST_OWNED_ROWS=0 (given to every process) keeps the sums of whole
- * results, for comparisons. */
-static gboolean owned_rows_wanted(void)
+/* Whether a distributed run deals each mode's nonzeros and gathers owned
+ * rows (*wanted), by bytes a process moves: the deal sends nnz / P records
+ * of 4N + 8 bytes for each mode but the first, once; each iteration then
+ * saves about 8 R sum_n I_n (a gather of the rows, where the sums'
+ * all-reduce moves twice them), so it deals when max_iters iterations save
+ * at least that. TH_HOST_OWNED_ROWS=1 or 0 (given to every process)
+ * decides instead, for comparisons. Every process decides alike (one "no"
+ * is every process's). */
+static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
 {
-    return g_strcmp0(g_getenv("TH_HOST_OWNED_ROWS"), "0") != 0;
+    th_dist *dist = s->params.dist;
+    const th_sptensor *share = s->tensor;
+    uint64_t nnz = share->nnz;
+    if (!th_dist_sum_u64(dist, &nnz, 1, error))
+        return FALSE;
+    double rows = 0.0;
+    for (uint32_t m = 0; m < share->nmodes; ++m)
+        rows += share->dims[m];
+    const double saved = (double)s->params.max_iters * 8.0 * s->params.rank * rows;
+    const double dealt = (double)nnz * (4.0 * share->nmodes + 8.0) * (share->nmodes - 1) /
+                         th_dist_size(dist);
+    const char *forced = g_getenv("TH_HOST_OWNED_ROWS");
+    uint64_t refused = forced ? g_strcmp0(forced, "0") == 0 : saved < dealt;
+    if (!th_dist_max_u64(dist, &refused, 1, error))
+        return FALSE;
+    *wanted = refused == 0;
+    return TRUE;
 }
 
 gboolean th_cpd_session_load(th_cpd_session *s, GError **error)
 {
     g_return_val_if_fail(s->tensor != NULL, FALSE); /* prepared first */
     if (s->params.dist != NULL && !s->backend->planned_process_sums &&
-        s->params.model == TH_MODEL_LEAST_SQUARES && owned_rows_wanted() &&
-        th_backend_takes_mode_nonzeros(s->backend))
-        return load_dealt(s, error);
+        s->params.model == TH_MODEL_LEAST_SQUARES && th_backend_takes_mode_nonzeros(s->backend)) {
+        gboolean wanted = FALSE;
+        if (!deal_wanted(s, &wanted, error))
+            return FALSE;
+        if (wanted)
+            return load_dealt(s, error);
+    }
     return th_backend_load_tensor(s->backend, s->tensor, s->params.rank, error);
 }
 

@@ -84,11 +84,11 @@ def error_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("tensorhost: error:")]
 
 
-def fit_of(config, out, processes=None, launcher=None, sets=()):
+def fit_of(config, out, processes=None, launcher=None, sets=(), env=None):
     args = ["--config", config, "--set", f"output.dir={out}"]
     for s in sets:
         args += ["--set", s]
-    r = run(args, processes, launcher)
+    r = run(args, processes, launcher, env=env)
     check(r.returncode == 0, f"{out}: exit {r.returncode}: {r.stderr[-2000:]}")
     if r.returncode != 0:
         return None, None
@@ -157,8 +157,11 @@ for case, tensor, extra in cases:
     if one is None or one_host is None:
         continue
     check(abs(one - one_host) < 1e-10, f"{case}: one process, auto {one!r} vs host {one_host!r}")
+    # The processes' owned rows gathered (forced here; the rule is checked
+    # below).
+    owned_env = dict(OPEN_MPI_ENV, TH_HOST_OWNED_ROWS="1")
     for processes in (2, 3):
-        fit, rep = fit_of(config, f"out-{case}-{processes}", processes)
+        fit, rep = fit_of(config, f"out-{case}-{processes}", processes, env=owned_env)
         if fit is None:
             continue
         check(abs(fit - one) < 1e-10,
@@ -196,6 +199,19 @@ for case, tensor, extra in cases:
               f"{case}: the whole tensor's facts differ: {rep['tensor']} vs {one_report['tensor']}")
         for k, (a, b) in enumerate(zip(rep["cpd"]["lambda"], one_report["cpd"]["lambda"])):
             check(abs(a - b) <= 1e-8 * abs(b), f"{case}: lambda[{k}] {a!r} vs {b!r}")
+    # Without TH_HOST_OWNED_ROWS the host deals when the iterations would
+    # save the deal's bytes (README, "Several processes"): rank 4, max_iters
+    # of the config.
+    fit, rep = fit_of(config, f"out-{case}-auto", 2)
+    if fit is not None:
+        dims, nnz = one_report["tensor"]["dims"], one_report["tensor"]["nnz"]
+        saved = (200 if tolerance else 25) * 8 * 4 * sum(dims)
+        dealt = nnz * (4 * len(dims) + 8) * (len(dims) - 1) / 2
+        want = "owned_rows" if saved >= dealt else "host_sums"
+        check(rep["processes"]["exchange"] == want,
+              f"{case}: exchange {rep['processes']['exchange']}, the rule says {want} "
+              f"({saved} bytes saved against {dealt} dealt)")
+        check(abs(fit - one) < 1e-10, f"{case}: 2 processes' fit {fit!r} (auto) vs {one!r}")
     if case == "uber":
         # TH_HOST_OWNED_ROWS=0: the sums of whole results, the same fit.
         out = f"out-{case}-sums"
