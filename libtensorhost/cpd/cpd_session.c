@@ -1,5 +1,7 @@
 #include "cpd/cpd_session.h"
 
+#include <limits.h>
+
 #include "cpd/completion_data.h"
 #include "cpd/cp_apr.h"
 #include "cpd/cp_complete.h"
@@ -275,8 +277,9 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
  * saves about 8 R sum_n I_n (a gather of the rows, where the sums'
  * all-reduce moves twice them), so it deals when max_iters iterations save
  * at least that. TH_HOST_OWNED_ROWS=1 or 0 (given to every process)
- * decides instead, for comparisons. Every process decides alike (one "no"
- * is every process's). */
+ * decides instead, for comparisons; a mode of more than INT_MAX doubles
+ * of results (MPI's counts) keeps the sums, which go in pieces. Every
+ * process decides alike (one "no" is every process's). */
 static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
 {
     th_dist *dist = s->params.dist;
@@ -285,13 +288,16 @@ static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
     if (!th_dist_sum_u64(dist, &nnz, 1, error))
         return FALSE;
     double rows = 0.0;
-    for (uint32_t m = 0; m < share->nmodes; ++m)
+    gboolean fits = TRUE; /* each result's doubles within MPI's int counts (th_dist_allgather) */
+    for (uint32_t m = 0; m < share->nmodes; ++m) {
         rows += share->dims[m];
+        fits = fits && (uint64_t)share->dims[m] * s->params.rank <= INT_MAX;
+    }
     const double saved = (double)s->params.max_iters * 8.0 * s->params.rank * rows;
     const double dealt = (double)nnz * (4.0 * share->nmodes + 8.0) * (share->nmodes - 1) /
                          th_dist_size(dist);
     const char *forced = g_getenv("TH_HOST_OWNED_ROWS");
-    uint64_t refused = forced ? g_strcmp0(forced, "0") == 0 : saved < dealt;
+    uint64_t refused = !fits || (forced ? g_strcmp0(forced, "0") == 0 : saved < dealt);
     if (!th_dist_max_u64(dist, &refused, 1, error))
         return FALSE;
     *wanted = refused == 0;
