@@ -329,12 +329,9 @@ constexpr uint32_t kScratch = 2 * kPublish;
  *     (y_i -= f y_K: L y = b in the same pass), and writes c(i, K) to V;
  *   - then the trailing blocks below and right of the panel, V(r, s) -=
  *     sum over the panel's K of c(r, K) f(s, K), by fp64 mma (8 x 8 blocks,
- *     four columns of the panel a product), f(s, K) = c(s, K) / d_K.
- * The 16-wide panels with a left-looking update between them that this
- * replaced spent ~2,400 warp instructions a row at R = 32 (a lane's row
- * updated entry by entry: a broadcast load and a predicated fma each),
- * and the forward solve a loop of its own; the trailing updates here are
- * 20 mma. On success V's strict lower triangle holds c(i, k) (i > k; its
+ *     four columns of the panel a product), f(s, K) = c(s, K) / d_K:
+ *     20 mma at R = 32, where updating each lane's row entry by entry took
+ *     a broadcast load and an fma an entry. On success V's strict lower triangle holds c(i, k) (i > k; its
  * diagonal and upper triangle are left alone), y the lane's y_i and
  * inv_d its 1 / d_i (both 0 for lanes >= R). False on a breakdown (every
  * lane). */
@@ -397,8 +394,8 @@ __device__ bool factor_blocked(double *V, uint32_t R, uint32_t lane, double thre
                     if (8u * J < R && 8u * I < R) { /* warp-uniform */
                         const uint32_t r = 8u * I + g, s = 8u * J + 2u * t;
                         /* C(g, 2t + e) = V(r, s + e); in the diagonal
-                         * block the entries above it are G's mirror
-                         * (loaded, never stored). */
+                         * block the entries above it are not the
+                         * matrix's (loaded, never stored). */
                         double acc[2] = {r < R && s < R ? V[r * ld + s] : 0.0,
                                          r < R && s + 1 < R ? V[r * ld + s + 1] : 0.0};
                         const uint32_t n = 8u * J + g;

@@ -191,7 +191,8 @@ static gboolean gather_owned_rows(th_als_state *s, uint32_t mode, GError **error
 {
     const th_backend *b = s->backend;
     const uint32_t P = b->owned_processes, me = th_dist_rank(s->dist), R = s->rank;
-    const uint64_t *begin = b->owned_begin[mode], *window_end = b->owned_window_end[mode];
+    const uint64_t *begin = th_backend_owned_begin(b, mode);
+    const uint64_t *window_end = th_backend_owned_window_end(b, mode);
     double *M = s->host_mttkrp;
     g_autofree double *tails = g_new0(double, (size_t)P * R);
     g_autofree uint64_t *counts = g_new(uint64_t, P);
@@ -220,7 +221,7 @@ static gboolean combine_processes(th_als_state *s, uint32_t mode, uint64_t rows,
 {
     if (s->backend_sums || s->dist == NULL)
         return TRUE;
-    if (s->backend->owned_begin != NULL)
+    if (s->backend->owned_rows != NULL)
         return gather_owned_rows(s, mode, error);
     return th_dist_sum(s->dist, s->host_mttkrp, rows * s->rank, error);
 }

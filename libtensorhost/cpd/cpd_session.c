@@ -228,7 +228,10 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
     const uint32_t n = share->nmodes, P = th_dist_size(dist), me = th_dist_rank(dist);
     const gint64 start = g_get_monotonic_time();
     th_sptensor *dealt[TH_MAX_MODES] = {NULL};
-    uint64_t **owned_begin = g_new0(uint64_t *, n), **window_end = g_new0(uint64_t *, n);
+    /* Per mode: the P + 1 owned-row boundaries, then the P window ends
+     * (th_backend_load_mode_tensors). */
+    const size_t per_mode = 2 * (size_t)P + 1;
+    uint64_t *owned = g_new(uint64_t, n * per_mode);
     g_autofree double *ends = g_new(double, 2 * (size_t)P);
     g_autofree uint64_t *counts = g_new(uint64_t, P);
     for (uint32_t p = 0; p < P; ++p)
@@ -244,27 +247,20 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
             ok = th_dist_allgather(dist, NULL, 2, ends, counts, error);
         }
         if (ok) {
-            owned_begin[m] = g_new(uint64_t, (size_t)P + 1);
-            window_end[m] = g_new(uint64_t, P);
+            uint64_t *begin = owned + m * per_mode, *window_end = begin + P + 1;
             for (uint32_t p = 0; p < P; ++p) {
-                owned_begin[m][p] = (uint64_t)ends[2 * p];
-                window_end[m][p] = (uint64_t)ends[2 * p + 1];
+                begin[p] = (uint64_t)ends[2 * p];
+                window_end[p] = (uint64_t)ends[2 * p + 1];
             }
-            owned_begin[m][P] = share->dims[m];
+            begin[P] = share->dims[m];
         }
     }
     if (ok) {
-        ok = th_backend_load_mode_tensors(s->backend, dealt, s->params.rank, P, owned_begin,
-                                          window_end, error);
+        ok = th_backend_load_mode_tensors(s->backend, dealt, s->params.rank, P, owned, error);
         /* The deal is the run's preprocessing too. */
         s->backend->load_seconds = (double)(g_get_monotonic_time() - start) / 1e6;
     } else {
-        for (uint32_t m = 0; m < n; ++m) {
-            g_free(owned_begin[m]);
-            g_free(window_end[m]);
-        }
-        g_free(owned_begin);
-        g_free(window_end);
+        g_free(owned);
     }
     for (uint32_t m = 0; m < n; ++m)
         th_sptensor_free(dealt[m]);

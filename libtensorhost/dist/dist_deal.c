@@ -108,28 +108,25 @@ static void destinations(const th_sptensor *share, uint32_t mode, const uint64_t
 #pragma omp parallel for schedule(static) if (share->nnz >= PARALLEL_FROM)
     for (uint64_t i = 0; i < share->nnz; ++i)
         to[i] = row_to[index[i]];
-    /* The split rows, walked in order: the k-th nonzero of a row here at
-     * position first + k. */
-    g_autofree uint64_t *seen = NULL;
-    for (uint64_t r = 0; r < rows; ++r)
-        if (row_to[r] == P) {
-            seen = g_new0(uint64_t, rows);
-            break;
-        }
-    if (seen)
-        for (uint64_t i = 0; i < share->nnz; ++i) {
-            const th_index r = index[i];
-            if (row_to[r] == P)
-                to[i] = thp_share_holding(shares, P, offsets[r] + before[r] + seen[r]++);
-        }
     const size_t record = record_bytes(share->nmodes);
-    for (uint64_t r = 0; r < rows; ++r)
+    gboolean split = FALSE;
+    for (uint64_t r = 0; r < rows; ++r) {
         if (row_to[r] < P)
             send_bytes[row_to[r]] += counts[r] * record;
-    if (seen)
-        for (uint64_t i = 0; i < share->nnz; ++i)
-            if (row_to[index[i]] == P)
-                send_bytes[to[i]] += record;
+        split = split || row_to[r] == P;
+    }
+    if (!split)
+        return;
+    /* The split rows, walked in order: the k-th nonzero of a row here at
+     * position first + k. */
+    g_autofree uint64_t *seen = g_new0(uint64_t, rows);
+    for (uint64_t i = 0; i < share->nnz; ++i) {
+        const th_index r = index[i];
+        if (row_to[r] == P) {
+            to[i] = thp_share_holding(shares, P, offsets[r] + before[r] + seen[r]++);
+            send_bytes[to[i]] += record;
+        }
+    }
 }
 
 th_sptensor *th_dist_deal_mode(th_dist *dist, const th_sptensor *share, uint32_t mode,

@@ -396,12 +396,7 @@ static th_coo_tensor coo_view(const th_sptensor *tensor)
 
 static void free_owned(th_backend *backend)
 {
-    for (uint32_t m = 0; backend->owned_begin && m < backend->nmodes; ++m) {
-        g_free(backend->owned_begin[m]);
-        g_free(backend->owned_window_end[m]);
-    }
-    g_clear_pointer(&backend->owned_begin, g_free);
-    g_clear_pointer(&backend->owned_window_end, g_free);
+    g_clear_pointer(&backend->owned_rows, g_free);
     backend->owned_processes = 0;
 }
 
@@ -438,8 +433,8 @@ gboolean th_backend_takes_mode_nonzeros(th_backend *backend)
 }
 
 gboolean th_backend_load_mode_tensors(th_backend *backend, th_sptensor *const *mode_tensors,
-                                      uint32_t rank, uint32_t processes, uint64_t **owned_begin,
-                                      uint64_t **owned_window_end, GError **error)
+                                      uint32_t rank, uint32_t processes, uint64_t *owned_rows,
+                                      GError **error)
 {
     const uint32_t n = mode_tensors[0]->nmodes;
     th_coo_tensor views[TH_MAX_MODES] = {0};
@@ -450,20 +445,13 @@ gboolean th_backend_load_mode_tensors(th_backend *backend, th_sptensor *const *m
     }
     th_coo_tensor view = views[0];
     view.mode_nonzeros = per_mode;
-    const gboolean loaded = load_view(backend, mode_tensors[0], &view, rank, error);
-    if (loaded) {
-        backend->owned_processes = processes;
-        backend->owned_begin = owned_begin;
-        backend->owned_window_end = owned_window_end;
-    } else {
-        for (uint32_t m = 0; m < n; ++m) {
-            g_free(owned_begin[m]);
-            g_free(owned_window_end[m]);
-        }
-        g_free(owned_begin);
-        g_free(owned_window_end);
+    if (!load_view(backend, mode_tensors[0], &view, rank, error)) {
+        g_free(owned_rows);
+        return FALSE;
     }
-    return loaded;
+    backend->owned_processes = processes;
+    backend->owned_rows = owned_rows;
+    return TRUE;
 }
 
 gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,

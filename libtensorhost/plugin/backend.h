@@ -28,12 +28,10 @@ typedef struct th_backend {
     double load_seconds; /* wall time of load_tensor (preprocessing; with the deal of
                             each mode's nonzeros, th_cpd_session_load, where a run deals them) */
     /* Loaded with each mode's own nonzeros (th_backend_load_mode_tensors):
-     * per mode, every process's owned rows, [owned_begin[m][p],
-     * owned_begin[m][p + 1]) (processes + 1 entries, consecutive, from 0
-     * to the mode's dimension), and the rows past them its MTTKRP writes
-     * (th_dist_dealt's window: owned_window_end[m][p]); NULL otherwise. */
+     * per mode, 2 owned_processes + 1 numbers (th_backend_owned_begin and
+     * th_backend_owned_window_end read them); NULL otherwise. */
     uint32_t owned_processes;
-    uint64_t **owned_begin, **owned_window_end;
+    uint64_t *owned_rows;
     /* The run planned on this backend (th_cpd_plan): its rank, checked
      * against the plugin's maximum, and the update path asked for and the
      * one it resolved to; a run of the same plan checks nothing again. */
@@ -99,13 +97,27 @@ gboolean th_backend_load_tensor(th_backend *backend, const th_sptensor *tensor, 
 gboolean th_backend_takes_mode_nonzeros(th_backend *backend);
 /* load_tensor with mode_nonzeros: mode m built from mode_tensors[m] (this
  * process's nonzeros of the mode-m rows it owns; every one with the same
- * nmodes and dims), and per mode every process's owned rows kept in the
- * backend (owned_begin: [nmodes][processes + 1], owned_window_end:
- * [nmodes][processes], both taken). The backend must take them
- * (th_backend_takes_mode_nonzeros). */
+ * nmodes and dims), and every process's owned rows kept in the backend:
+ * `owned_rows` (taken), per mode m at m * (2 processes + 1), the processes
+ * + 1 boundaries of their owned rows (process p owns [b[p], b[p + 1]),
+ * consecutive from 0 to the mode's dimension), then each one's end of the
+ * rows its MTTKRP writes (th_dist_dealt's window_end). The backend must
+ * take them (th_backend_takes_mode_nonzeros). */
 gboolean th_backend_load_mode_tensors(th_backend *backend, th_sptensor *const *mode_tensors,
-                                      uint32_t rank, uint32_t processes, uint64_t **owned_begin,
-                                      uint64_t **owned_window_end, GError **error);
+                                      uint32_t rank, uint32_t processes, uint64_t *owned_rows,
+                                      GError **error);
+/* Of a backend loaded by th_backend_load_mode_tensors: mode `mode`'s
+ * owned-row boundaries [owned_processes + 1] and window ends
+ * [owned_processes]. */
+static inline const uint64_t *th_backend_owned_begin(const th_backend *backend, uint32_t mode)
+{
+    return backend->owned_rows + (size_t)mode * (2 * backend->owned_processes + 1);
+}
+static inline const uint64_t *th_backend_owned_window_end(const th_backend *backend,
+                                                          uint32_t mode)
+{
+    return th_backend_owned_begin(backend, mode) + backend->owned_processes + 1;
+}
 
 gboolean th_backend_set_factor(th_backend *backend, uint32_t mode, const double *data,
                                GError **error);

@@ -530,7 +530,7 @@ static int run_config(const th_config *config, th_dist *dist, gint64 start)
             return result->interrupted && th_cancel_requested() ? th_cancel_exit_status() : 0;
         processes = (th_run_processes){.count = th_dist_size(dist),
                                        .mpi_library = th_dist_library(dist),
-                                       .exchange = backend->owned_begin ? "owned_rows"
+                                       .exchange = backend->owned_rows ? "owned_rows"
                                                    : backend->planned_process_sums
                                                        ? "backend_sums"
                                                        : "host_sums",
