@@ -1,5 +1,7 @@
 #include "device_shares.h"
 
+#include <string.h>
+
 /* The row holding nonzero `position` (< row_offsets[rows]): the last r with
  * row_offsets[r] <= position, skipping empty rows. */
 static uint64_t row_of(const uint64_t *row_offsets, uint64_t rows, uint64_t position)
@@ -82,6 +84,35 @@ int thp_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices
         /* A boundary inside a row (not at its start) splits that row. */
         s->splits_first_row = row_offsets[s->row_begin] < s->nnz_begin;
         s->splits_last_row = row_offsets[s->row_end] > s->nnz_end;
+    }
+    return 0;
+}
+
+int thp_shares_from_extents(const thp_share_extent *extents, uint32_t devices,
+                            thp_share *shares, uint32_t *bad_device)
+{
+    uint64_t position = 0;
+    thp_share *before = NULL; /* the latest share with nonzeros */
+    for (uint32_t d = 0; d < devices; ++d) {
+        const thp_share_extent *e = &extents[d];
+        thp_share *s = &shares[d];
+        memset(s, 0, sizeof *s);
+        s->nnz_begin = position;
+        s->nnz_end = position += e->nnz;
+        if (e->nnz == 0)
+            continue;
+        s->row_begin = e->row_begin;
+        s->row_end = e->row_end;
+        if (e->row_end <= e->row_begin ||
+            (before != NULL && before->row_end > s->row_begin + 1u)) {
+            *bad_device = d;
+            return -1;
+        }
+        if (before != NULL && before->row_end == s->row_begin + 1u) {
+            before->splits_last_row = 1;
+            s->splits_first_row = 1;
+        }
+        before = s;
     }
     return 0;
 }

@@ -45,6 +45,23 @@ int thp_plan_shares(const uint64_t *row_offsets, uint64_t rows, uint32_t devices
  * mode's order. */
 uint32_t thp_share_holding(const thp_share *shares, uint32_t devices, uint64_t position);
 
+/* What a rank holding only its own share knows of it: its nonzeros and
+ * its rows [row_begin, row_end) (both 0 for no nonzeros). */
+typedef struct thp_share_extent {
+    uint64_t nnz, row_begin, row_end;
+} thp_share_extent;
+
+/* shares[devices] as thp_plan_shares planned them, rebuilt from every
+ * rank's extent (extents[devices]; a run of several processes, where each
+ * holds its own share as the host dealt it): the shares follow one
+ * another in row order, so a share's first row is split when the share
+ * before it ends in that row, and its last when the share after it starts
+ * there. Returns 0, or -1 when the extents are not such a deal (a share
+ * reaching past the next one's first row, rows out of order), with
+ * *bad_device the rank whose share does. */
+int thp_shares_from_extents(const thp_share_extent *extents, uint32_t devices,
+                            thp_share *shares, uint32_t *bad_device);
+
 /* The output rows of a mode that rank d owns, and the rows its MTTKRP
  * writes. Rank d owns [begin, end): from its share's first row (row 0 for
  * rank 0) up to the next rank's first row (the mode's end for the last

@@ -91,6 +91,10 @@ __global__ void add_kernel(double *dst, const double *src, size_t n)
 struct thg_comm {
     thg_comm_kind kind = THG_COMM_SINGLE;
     uint32_t G = 0;
+    /* The ranks this process drives: [local_begin, local_end), all G but
+     * in a communicator across processes (one). Only theirs are known:
+     * devices, comms, parts, registrations. */
+    uint32_t local_begin = 0, local_end = 0;
     int devices[THG_MAX_COMM_RANKS] = {};
     char description[160] = {};
     /* The group being given. */
@@ -109,6 +113,7 @@ struct thg_comm {
     nccl_api nccl;
     const char *nccl_origin = ""; /* "bundled", "the host's" or "TH_NCCL_LIBRARY" */
     ncclComm_t comms[THG_MAX_COMM_RANKS] = {};
+    bool borrowed = false; /* the comm is the caller's (across processes) */
 #endif
     /* The direct exchange: every rank's device communicator, as NCCL made
      * it (for its destruction) and a copy on its device (for the kernel). */
@@ -364,7 +369,7 @@ thg_status check_devices(const thg_comm *c, char *err, size_t errlen)
 {
     int count = 0;
     THG_CUDA(cudaGetDeviceCount(&count));
-    for (uint32_t r = 0; r < c->G; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r)
         if (c->devices[r] >= count)
             return thg_fail(err, errlen, THG_ERR_INVALID,
                             "device %d does not exist: this host has %d (0 to %d)",
@@ -378,10 +383,10 @@ void destroy_direct(thg_comm *c)
     if (!c->direct)
         return;
     c->nccl.GroupStart();
-    for (uint32_t r = 0; r < c->G; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r)
         c->nccl.DevCommDestroy(c->comms[r], &c->dev_comms[r]);
     c->nccl.GroupEnd();
-    for (uint32_t r = 0; r < c->G; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r)
         if (c->dev_comms_on_device[r] && cudaSetDevice(c->devices[r]) == cudaSuccess)
             cudaFree(c->dev_comms_on_device[r]);
     c->direct = false;
@@ -396,7 +401,7 @@ bool create_dev_comms(thg_comm *c, char *why, size_t whylen)
     memset(&reqs, 0, sizeof reqs);
     reqs.lsaBarrierCount = (int)kDirectBlocksLarge;
     ncclResult_t res = n.GroupStart();
-    for (uint32_t r = 0; r < c->G && res == ncclSuccess; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end && res == ncclSuccess; ++r)
         res = n.DevCommCreate(c->comms[r], &reqs, &c->dev_comms[r]);
     const ncclResult_t ended = n.GroupEnd(); /* closes the group whatever happened */
     if (res == ncclSuccess)
@@ -432,15 +437,17 @@ thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t
     if (!create_dev_comms(c, why, whylen))
         return THG_OK;
     c->direct = true; /* from here destroy_direct destroys the device communicators */
+    /* Across processes every process asks alike (its peers' reach is
+     * its own: one NVLink domain or not). */
     bool all_reach = true;
-    for (uint32_t r = 0; r < c->G; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r)
         all_reach = all_reach && c->dev_comms[r].lsaSize == (int)c->G;
     if (!all_reach) {
         destroy_direct(c);
         snprintf(why, whylen, "direct exchange off: not every device reaches every other");
         return THG_OK;
     }
-    for (uint32_t r = 0; r < c->G; ++r) {
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r) {
         THG_CUDA(cudaSetDevice(c->devices[r]));
         THG_CUDA(cudaMalloc(&c->dev_comms_on_device[r], sizeof(ncclDevComm)));
         THG_CUDA(cudaMemcpy(c->dev_comms_on_device[r], &c->dev_comms[r], sizeof(ncclDevComm),
@@ -509,6 +516,10 @@ thg_status check_rank(const thg_comm *c, uint32_t rank, char *err, size_t errlen
     if (rank >= c->G)
         return thg_fail(err, errlen, THG_ERR_INVALID, "rank %u of a communicator of %u", rank,
                         c->G);
+    if (rank < c->local_begin || rank >= c->local_end)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "rank %u is another process's (this one drives rank %u)", rank,
+                        c->local_begin);
     return THG_OK;
 }
 
@@ -581,7 +592,7 @@ thg_status end_device_copies(thg_comm *c, char *err, size_t errlen)
  * rank's owned rows), which ncclAllGather does not allow. */
 thg_status issue_nccl(thg_comm *c, char *err, size_t errlen)
 {
-    for (uint32_t rank = 0; rank < c->G; ++rank) {
+    for (uint32_t rank = c->local_begin; rank < c->local_end; ++rank) {
         const rank_part &p = c->parts[rank];
         if (c->op == kReduceSum) {
             THG_NCCL(c, AllReduce(p.bufs[0], p.bufs[0], c->count, ncclFloat64, ncclSum,
@@ -679,7 +690,7 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
         return THG_OK; /* the handles stay NULL */
 #ifdef THG_HAVE_NCCL
     nccl_api &n = c->nccl;
-    for (uint32_t r = 0; r < c->G && add; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end && add; ++r)
         if (!free_registration_slot(c, r))
             return thg_fail(err, errlen, THG_ERR_STATE,
                             "rank %u holds %u registrations already", r, kMaxRegistrations);
@@ -688,7 +699,7 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
         THG_NCCL(c, GroupStart());
     void *handles[THG_MAX_COMM_RANKS] = {};
     thg_status st = THG_OK;
-    for (uint32_t r = 0; r < c->G && st == THG_OK; ++r) {
+    for (uint32_t r = c->local_begin; r < c->local_end && st == THG_OK; ++r) {
         const char *call = "";
         const ncclResult_t res = register_rank(c, r, add, &handles[r], &call);
         if (res != ncclSuccess)
@@ -704,7 +715,7 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
     }
     /* The book follows what NCCL did, also after a failure (the caller
      * deregisters what was registered). */
-    for (uint32_t r = 0; r < c->G; ++r) {
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r) {
         const rank_part &p = c->parts[r];
         if (add && handles[r]) {
             *free_registration_slot(c, r) = {p.bufs[0], p.bytes, handles[r]};
@@ -734,7 +745,7 @@ thg_status try_direct_gather(thg_comm *c, bool *ran, char *err, size_t errlen)
     if (!c->direct || c->op != kGatherv || c->G < 2)
         return THG_OK;
     direct_gather args[THG_MAX_COMM_RANKS] = {};
-    for (uint32_t r = 0; r < c->G; ++r) {
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r) {
         const rank_part &p = c->parts[r];
         direct_gather &g = args[r];
         g.n = c->gathers;
@@ -763,7 +774,7 @@ thg_status try_direct_gather(thg_comm *c, bool *ran, char *err, size_t errlen)
     const uint32_t wanted = largest >= kDirectLargeBytes ? kDirectBlocksLarge : kDirectBlocksSmall;
     const uint32_t blocks = wanted / lanes > 0 ? wanted / lanes * lanes : lanes;
     *ran = true;
-    for (uint32_t r = 0; r < c->G; ++r) {
+    for (uint32_t r = c->local_begin; r < c->local_end; ++r) {
         THG_CUDA(cudaSetDevice(c->devices[r]));
         direct_gather_kernel<<<blocks, kDirectThreads, 0, c->parts[r].stream>>>(
             c->dev_comms_on_device[r], args[r]);
@@ -798,6 +809,7 @@ thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_c
     if (c == nullptr)
         return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
     c->G = G;
+    c->local_end = G;
     memcpy(c->devices, devices, sizeof(int) * G);
     const thg_status st = create(c, force_nccl, err, errlen);
     if (st != THG_OK) {
@@ -808,6 +820,55 @@ thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_c
     return THG_OK;
 }
 
+thg_status thg_comm_create_across(int device, uint32_t rank, uint32_t G, void *nccl_comm,
+                                  thg_comm **out, char *err, size_t errlen)
+{
+    *out = nullptr;
+#ifndef THG_HAVE_NCCL
+    (void)device, (void)rank, (void)G, (void)nccl_comm;
+    return thg_fail(err, errlen, THG_ERR_UNSUPPORTED,
+                    "processes' devices need NCCL, and this build has no NCCL support");
+#else
+    if (G < 2 || G > THG_MAX_COMM_RANKS || rank >= G || nccl_comm == nullptr)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "rank %u of %u processes: 2 to %u processes can share a run", rank, G,
+                        THG_MAX_COMM_RANKS);
+    thg_comm *c = new (std::nothrow) thg_comm;
+    if (c == nullptr)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    c->kind = THG_COMM_NCCL;
+    c->G = G;
+    c->local_begin = rank;
+    c->local_end = rank + 1;
+    for (uint32_t r = 0; r < G; ++r)
+        c->devices[r] = -1; /* another process's */
+    c->devices[rank] = device;
+    c->comms[rank] = (ncclComm_t)nccl_comm;
+    c->borrowed = true;
+    thg_status st = load_nccl(c, err, errlen);
+    if (st == THG_OK)
+        st = check_devices(c, err, errlen);
+    char why[96] = "";
+#ifdef THG_HAVE_NCCL_DEVICE
+    if (st == THG_OK)
+        st = setup_direct(c, why, sizeof why, err, errlen);
+#endif
+    if (st != THG_OK) {
+        thg_comm_destroy(c);
+        return st;
+    }
+    snprintf(c->description, sizeof c->description,
+             "NCCL %d.%d.%d (%s), rank %u of %u processes, %s%s%s", c->nccl.version / 10000,
+             c->nccl.version / 100 % 100, c->nccl.version % 100, c->nccl_origin, rank, G,
+             c->direct          ? "direct exchange (device API)"
+             : c->nccl.MemAlloc ? "buffers registered (zero-copy)"
+                                : "staged transfers",
+             why[0] ? "; " : "", why);
+    *out = c;
+    return THG_OK;
+#endif
+}
+
 void thg_comm_destroy(thg_comm *c)
 {
     if (!c)
@@ -816,7 +877,7 @@ void thg_comm_destroy(thg_comm *c)
 #ifdef THG_HAVE_NCCL_DEVICE
     destroy_direct(c);
 #endif
-    for (uint32_t r = 0; r < c->G; ++r)
+    for (uint32_t r = c->local_begin; r < c->local_end && !c->borrowed; ++r)
         if (c->comms[r])
             c->nccl.CommDestroy(c->comms[r]);
     if (c->nccl.lib)
@@ -864,7 +925,7 @@ thg_status thg_comm_alloc(thg_comm *c, uint32_t rank, size_t bytes, void **ptr, 
 
 void thg_comm_free(thg_comm *c, uint32_t rank, void *ptr)
 {
-    if (!ptr || rank >= c->G || cudaSetDevice(c->devices[rank]) != cudaSuccess)
+    if (!ptr || rank < c->local_begin || rank >= c->local_end || cudaSetDevice(c->devices[rank]) != cudaSuccess)
         return;
 #ifdef THG_HAVE_NCCL
     if (zero_copy(c)) {
@@ -958,10 +1019,11 @@ thg_status thg_comm_end(thg_comm *c, char *err, size_t errlen)
     uint32_t given = 0;
     for (uint32_t r = 0; r < c->G; ++r)
         given += c->parts[r].given ? 1 : 0;
+    const uint32_t local = c->local_end - c->local_begin;
     thg_status st = THG_OK;
-    if (c->op != kNoOp && given != c->G)
+    if (c->op != kNoOp && given != local)
         st = thg_fail(err, errlen, THG_ERR_STATE, "a group ended with %u of %u ranks' parts",
-                      given, c->G);
+                      given, local);
     else if (c->op == kRegister || c->op == kDeregister)
         st = end_registration(c, err, errlen);
     else if (c->op != kNoOp && c->kind == THG_COMM_DEVICE_COPIES)

@@ -4,8 +4,8 @@
  *
  * A communicator has G ranks, rank r on devices[r]. Each collective is one
  * group: thg_comm_begin, then every rank's part (one process driving all G
- * devices calls the part of every rank; a process per GPU would call its
- * own rank's part only), then thg_comm_end, which enqueues the collective
+ * devices calls the part of every rank; a process of a communicator
+ * across processes, its own rank's part only), then thg_comm_end, which enqueues the collective
  * on every rank's stream: it is complete for a rank once that stream
  * reaches it.
  *
@@ -23,6 +23,9 @@
  *     receives otherwise (thg_comm_register).
  * Several ranks on some of several devices (devices = "0,0,1,1") are
  * refused.
+ *
+ * A communicator across processes (thg_comm_create_across) is NCCL's,
+ * each process driving its one rank.
  *
  * Not thread-safe: one thread drives a communicator. */
 #ifndef THG_COMM_CUH
@@ -45,6 +48,15 @@ struct thg_comm;
  * THG_ERR_DEVICE for a CUDA or NCCL failure. */
 thg_status thg_comm_create(const int *devices, uint32_t G, int force_nccl, thg_comm **out,
                            char *err, size_t errlen);
+/* A communicator across processes: G ranks (2 to THG_MAX_COMM_RANKS), a
+ * process each, of which this process drives `rank` alone, on `device`,
+ * over `nccl_comm` (an ncclComm_t of G ranks, this process's rank `rank`:
+ * borrowed, the caller's to destroy after this communicator). Collective:
+ * every process makes its own at once. A rank's part is given only by
+ * its process; the buffers, registrations and groups are as above, each
+ * process giving its rank's. */
+thg_status thg_comm_create_across(int device, uint32_t rank, uint32_t G, void *nccl_comm,
+                                  thg_comm **out, char *err, size_t errlen);
 /* Accepts NULL. */
 void thg_comm_destroy(thg_comm *comm);
 thg_comm_kind thg_comm_get_kind(const thg_comm *comm);

@@ -394,6 +394,15 @@ extern "C" thg_status thg_load_shares(thg_context *ctx, uint32_t nmodes, const u
     return THG_OK;
 }
 
+extern "C" void thg_unload(thg_context *ctx)
+{
+    if (cudaSetDevice(ctx->device) != cudaSuccess)
+        return;
+    cudaStreamSynchronize(ctx->stream);
+    cudaStreamSynchronize(ctx->side_stream);
+    thg_free_tensor(ctx);
+}
+
 extern "C" thg_status thg_load(thg_context *ctx, uint32_t nmodes, uint64_t nnz,
                                const uint32_t *dims, const uint32_t *const *indices,
                                const double *values, uint32_t rank, char *err, size_t errlen)

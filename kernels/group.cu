@@ -46,8 +46,10 @@
  * sweep is captured once as a CUDA graph of its own (the ranks meet only
  * inside the exchange's kernels) and replayed: one launch a rank.
  * The code is written per rank (its kernels, then its part of each
- * collective), so a process per GPU would run the same steps for its own
- * rank only. One thread drives the whole group. The sweep (its steps, its
+ * collective), over the ranks this process drives, [first, last): every
+ * rank, or, in a group across processes (thg_group_create_across), its
+ * own alone, the other ranks being other processes' running the same
+ * steps. One thread drives the group's local ranks. The sweep (its steps, its
  * graphs' capture and launch, the run-ahead) is group_sweep.cu's; what
  * the two files share, group_internal.cuh's. */
 #include <string.h>
@@ -90,13 +92,13 @@ __global__ void add_boundary_kernel(float *result, uint32_t R, thg_als_fold fold
 void deregister_all(thg_group *g, void *(&handles)[THG_MAX_COMM_RANKS])
 {
     bool any = false;
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         any = any || handles[q];
     if (!any)
         return;
     char ignored[160];
     thg_status st = thg_comm_begin(g->comm, ignored, sizeof ignored);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q)
         st = thg_comm_deregister(g->comm, q, handles[q], ignored, sizeof ignored);
     thg_comm_end(g->comm, ignored, sizeof ignored);
     for (void *&h : handles)
@@ -109,7 +111,7 @@ thg_status register_all(thg_group *g, void *const *bufs, size_t bytes,
                         void *(&handles)[THG_MAX_COMM_RANKS], char *err, size_t errlen)
 {
     thg_status st = thg_comm_begin(g->comm, err, errlen);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q)
         st = thg_comm_register(g->comm, q, bufs[q], bytes, &handles[q], err, errlen);
     if (st != THG_OK) {
         char ignored[64];
@@ -126,7 +128,7 @@ void destroy_sweep_graphs(thg_group *g)
 {
     for (auto &per_start : g->sweep_graphs)
         for (auto &per_norm : per_start)
-            for (uint32_t q = 0; q < g->G; ++q)
+            for (uint32_t q = g->first; q < g->last; ++q)
                 if (per_norm[q]) {
                     cudaSetDevice(g->devices[q]);
                     cudaGraphExecDestroy(per_norm[q]);
@@ -180,11 +182,11 @@ namespace {
 void free_layout(thg_group *g)
 {
     drop_run_ahead(g);
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         if (g->ranks[q] && cudaSetDevice(g->devices[q]) == cudaSuccess)
             cudaStreamSynchronize(g->ranks[q]->stream);
     destroy_sweep_graphs(g);
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         if (g->ahead[q]) {
             cudaSetDevice(g->devices[q]);
             cudaFree(g->ahead[q]);
@@ -193,7 +195,7 @@ void free_layout(thg_group *g)
     for (auto &mode_handles : g->factor_handles)
         deregister_all(g, mode_handles);
     deregister_all(g, g->exchange_handles);
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         thg_comm_free(g->comm, q, g->exchange[q]);
         g->exchange[q] = nullptr;
     }
@@ -273,11 +275,11 @@ bool sweep_stamps_comm(const thg_group *g) { return thg_comm_is_direct(g->comm) 
  * launch gaps (kernels/DESIGN.md). */
 const char *why_no_sweep_graphs(const thg_group *g)
 {
-    if (!g->ranks[0]->use_graphs)
+    if (!lead(g)->use_graphs)
         return "off (TH_GPU_NO_GRAPHS)";
     if (!thg_comm_is_direct(g->comm))
         return "off (no direct exchange)";
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         bool registered = g->exchange_handles[q] != nullptr;
         for (uint32_t m = 0; m < g->nmodes; ++m)
             registered = registered && g->factor_handles[m][q] != nullptr;
@@ -294,7 +296,7 @@ namespace {
 thg_status record_comm_events(thg_group *g, uint32_t mode, collective which, int edge,
                               char *err, size_t errlen)
 {
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaEventRecord(g->comm_events[q][mode][which][edge], g->ranks[q]->stream));
     }
@@ -326,7 +328,7 @@ thg_status gather_many(thg_group *g, uint32_t mode, collective which, uint32_t n
             return recorded;
     }
     thg_status st = thg_comm_begin(g->comm, err, errlen);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         thg_gather parts[THG_MAX_COMM_GATHERS];
         for (uint32_t k = 0; k < n; ++k)
             parts[k] = {bufs[k][q], offsets[k]};
@@ -368,7 +370,7 @@ thg_status read_comm_events(thg_group *g, uint32_t mode, char *err, size_t errle
     if (!any)
         return THG_OK;
     double slowest = 0.0;
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         double sum = 0.0;
         for (uint32_t c = 0; c < kCollectives; ++c) {
@@ -393,7 +395,7 @@ thg_status read_comm_events(thg_group *g, uint32_t mode, char *err, size_t errle
  * while enqueueing may have left working. */
 thg_status sync_all(thg_group *g, char *err, size_t errlen)
 {
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaStreamSynchronize(g->ranks[q]->stream));
         THG_CUDA(cudaStreamSynchronize(g->ranks[q]->side_stream));
@@ -407,7 +409,7 @@ thg_status check_loaded(const thg_group *g, uint32_t mode, char *err, size_t err
 {
     if (g->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
-    return thg_check_mode(g->ranks[0], mode, err, errlen);
+    return thg_check_mode(lead(g), mode, err, errlen);
 }
 
 /* Rank q's split rows' partials into its block of the exchange buffer. */
@@ -427,7 +429,7 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
 {
     const uint32_t R = g->rank;
     const thg_group::mode_layout &l = g->modes[mode];
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         const thg_status st = pack_split_rows(g, mode, q, err, errlen);
         if (st != THG_OK)
@@ -437,7 +439,7 @@ thg_status combine_split_rows(thg_group *g, uint32_t mode, char *err, size_t err
                            g->block_offsets[half_of(mode)], err, errlen);
     if (st != THG_OK)
         return st;
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         thg_context *ctx = g->ranks[q];
         THG_CUDA(cudaSetDevice(ctx->device));
         add_boundary_kernel<<<1, kBoundaryThreads, 0, ctx->stream>>>(
@@ -492,14 +494,14 @@ thg_status rank_update(thg_group *g, uint32_t q, uint32_t mode, bool in_sweep, c
 thg_status update_and_gather(thg_group *g, uint32_t mode, bool in_sweep, char *err,
                              size_t errlen)
 {
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         const thg_status st = rank_update(g, q, mode, in_sweep, err, errlen);
         if (st != THG_OK)
             return st;
     }
     void *factors[THG_MAX_COMM_RANKS];
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         factors[q] = g->ranks[q]->factors[mode];
     void *const *bufs[2] = {(void *const *)g->exchange, factors};
     const uint64_t *offsets[2] = {g->block_offsets[half_of(mode)],
@@ -524,7 +526,7 @@ namespace {
 
 thg_status fold_rows(thg_group *g, uint32_t mode, bool in_sweep, char *err, size_t errlen)
 {
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         const thg_status st = rank_fold(g, q, mode, in_sweep, err, errlen);
         if (st != THG_OK)
@@ -550,6 +552,28 @@ thg_status finish_rank(thg_group *g, uint32_t mode, uint32_t q, double *out, boo
         err, errlen);
 }
 
+namespace {
+
+/* The local ranks' events: around each collective, the results' readiness,
+ * and the sweep's span on the first local rank. */
+thg_status create_events(thg_group *g, char *err, size_t errlen)
+{
+    for (uint32_t q = g->first; q < g->last; ++q) {
+        THG_CUDA(cudaSetDevice(g->devices[q]));
+        for (uint32_t m = 0; m < THG_MAX_MODES; ++m)
+            for (uint32_t c = 0; c < kCollectives; ++c)
+                for (uint32_t e = 0; e < 2; ++e)
+                    THG_CUDA(cudaEventCreate(&g->comm_events[q][m][c][e]));
+        THG_CUDA(cudaEventCreate(&g->results_ready[q])); /* timed: the sweep's end */
+    }
+    THG_CUDA(cudaSetDevice(g->devices[g->first]));
+    THG_CUDA(cudaEventCreate(&g->sweep_start));
+    THG_CUDA(cudaEventCreate(&g->sweep_stop));
+    return THG_OK;
+}
+
+} // namespace
+
 extern "C" thg_status thg_group_create(const thg_config *config, const int *devices, uint32_t G,
                                        thg_group **out, char *err, size_t errlen)
 {
@@ -561,6 +585,7 @@ extern "C" thg_status thg_group_create(const thg_config *config, const int *devi
     if (!g)
         return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
     g->G = G;
+    g->last = G;
     memcpy(g->devices, devices, sizeof(int) * G);
     thg_status st = THG_OK;
     for (uint32_t q = 0; q < G && st == THG_OK; ++q)
@@ -576,35 +601,50 @@ extern "C" thg_status thg_group_create(const thg_config *config, const int *devi
             g->ranks[q]->factor_allocator = {alloc_factor, free_factor, &g->allocators[q]};
         }
     }
-    for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
-        if (cudaSetDevice(devices[q]) != cudaSuccess) {
-            st = thg_fail(err, errlen, THG_ERR_DEVICE, "cannot select device %d", devices[q]);
-            break;
-        }
-        for (uint32_t m = 0; m < THG_MAX_MODES && st == THG_OK; ++m)
-            for (uint32_t c = 0; c < kCollectives && st == THG_OK; ++c)
-                for (uint32_t e = 0; e < 2 && st == THG_OK; ++e) {
-                    const cudaError_t ce = cudaEventCreate(&g->comm_events[q][m][c][e]);
-                    if (ce != cudaSuccess)
-                        st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__,
-                                           __LINE__);
-                }
+    if (st == THG_OK)
+        st = create_events(g, err, errlen);
+    if (st != THG_OK) {
+        thg_group_destroy(g);
+        return st;
     }
-    for (uint32_t q = 0; q < G && st == THG_OK; ++q) {
-        cudaError_t ce = cudaSetDevice(devices[q]);
-        if (ce == cudaSuccess) /* timed: rank 0's is the sweep's end */
-            ce = cudaEventCreate(&g->results_ready[q]);
-        if (ce != cudaSuccess)
-            st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__, __LINE__);
-    }
+    snprintf(g->description, sizeof g->description, "%s", thg_comm_describe(g->comm));
+    *out = g;
+    return THG_OK;
+}
+
+extern "C" thg_status thg_group_create_across(thg_context *ctx, thg_processes *processes,
+                                              thg_group **out, char *err, size_t errlen)
+{
+    *out = nullptr;
+    const uint32_t G = thg_processes_count(processes), rank = thg_processes_rank(processes);
+    if (G < 2 || G > THG_MAX_COMM_RANKS)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "a group across processes takes 2 to %u of them (%u joined)",
+                        THG_MAX_COMM_RANKS, G);
+    if (ctx->nmodes != 0 || ctx->processes != nullptr)
+        return thg_fail(err, errlen, THG_ERR_STATE,
+                        "a context joins a group across processes with no tensor loaded and "
+                        "no sums over the processes attached");
+    if (thg_processes_device(processes) != ctx->device)
+        return thg_fail(err, errlen, THG_ERR_INVALID,
+                        "the processes' communicator is on device %d, the context on %d",
+                        thg_processes_device(processes), ctx->device);
+    thg_group *g = new (std::nothrow) thg_group;
+    if (!g)
+        return thg_fail(err, errlen, THG_ERR_OUT_OF_MEMORY, "out of host memory");
+    g->G = G;
+    g->first = rank;
+    g->last = rank + 1;
+    g->owns_ranks = false;
+    g->devices[rank] = ctx->device;
+    thg_status st = thg_comm_create_across(ctx->device, rank, G,
+                                           thg_processes_nccl_comm(processes), &g->comm, err,
+                                           errlen);
     if (st == THG_OK) {
-        cudaError_t ce = cudaSetDevice(devices[0]);
-        if (ce == cudaSuccess)
-            ce = cudaEventCreate(&g->sweep_start);
-        if (ce == cudaSuccess)
-            ce = cudaEventCreate(&g->sweep_stop);
-        if (ce != cudaSuccess)
-            st = thg_cuda_fail(err, errlen, ce, "cudaEventCreate", __FILE__, __LINE__);
+        g->ranks[rank] = ctx;
+        g->allocators[rank] = {g->comm, rank};
+        ctx->factor_allocator = {alloc_factor, free_factor, &g->allocators[rank]};
+        st = create_events(g, err, errlen);
     }
     if (st != THG_OK) {
         thg_group_destroy(g);
@@ -620,7 +660,7 @@ extern "C" void thg_group_destroy(thg_group *g)
     if (!g)
         return;
     free_layout(g);
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         if (cudaSetDevice(g->devices[q]) != cudaSuccess)
             continue;
         for (uint32_t m = 0; m < THG_MAX_MODES; ++m)
@@ -631,14 +671,23 @@ extern "C" void thg_group_destroy(thg_group *g)
         if (g->results_ready[q])
             cudaEventDestroy(g->results_ready[q]);
     }
-    if (cudaSetDevice(g->devices[0]) == cudaSuccess) {
+    if (cudaSetDevice(g->devices[g->first]) == cudaSuccess) {
         if (g->sweep_start)
             cudaEventDestroy(g->sweep_start);
         if (g->sweep_stop)
             cudaEventDestroy(g->sweep_stop);
     }
-    for (uint32_t q = 0; q < g->G; ++q)
-        thg_destroy(g->ranks[q]);
+    for (uint32_t q = g->first; q < g->last; ++q) {
+        thg_context *ctx = g->ranks[q];
+        if (g->owns_ranks) {
+            thg_destroy(ctx);
+        } else if (ctx) {
+            /* The adopted context leaves without its tensor, whose factors
+             * came from this group's communicator. */
+            thg_unload(ctx);
+            ctx->factor_allocator = thg_device_allocator;
+        }
+    }
     thg_comm_destroy(g->comm);
     delete g;
 }
@@ -650,6 +699,12 @@ extern "C" void thg_group_unload(thg_group *g)
 }
 
 extern "C" uint32_t thg_group_size(const thg_group *g) { return g->G; }
+
+extern "C" uint32_t thg_group_local_ranks(const thg_group *g, uint32_t *first)
+{
+    *first = g->first;
+    return g->last - g->first;
+}
 
 extern "C" thg_context *thg_group_rank(thg_group *g, uint32_t rank)
 {
@@ -664,11 +719,11 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
                                            char *err, size_t errlen)
 {
     free_layout(g);
-    const thg_context *first = g->ranks[0];
+    const thg_context *first = lead(g);
     const uint32_t N = first->nmodes, R = first->rank;
     if (N == 0)
-        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded on rank 0");
-    for (uint32_t q = 1; q < g->G; ++q) {
+        return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded on rank %u", g->first);
+    for (uint32_t q = g->first + 1; q < g->last; ++q) {
         const thg_context *c = g->ranks[q];
         if (c->nmodes != N || c->rank != R || memcmp(c->dims, first->dims, sizeof c->dims) != 0)
             return thg_fail(err, errlen, THG_ERR_STATE,
@@ -688,7 +743,7 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
         }
         l.fold.npartials = 2 * g->G;
         for (uint32_t q = 0; q < g->G; ++q) {
-            const thg_context *c = g->ranks[q];
+            const thg_context *c = g->ranks[q]; /* nullptr: another process's rank */
             /* A rank owns a split row only as its first: the earlier ranks'
              * shares end in it. */
             const uint32_t first = modes[m].split_rows[2 * q];
@@ -696,13 +751,13 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
             l.update_begin[q] = l.own[q] + (owns_split ? 1u : 0u);
             if (owns_split)
                 l.fold.rows[l.fold.nrows++] = first;
-            if (l.own[q] < l.own[q + 1] &&
+            if (c && l.own[q] < l.own[q + 1] &&
                 (l.own[q] < c->result_begin[m] || l.own[q + 1] > c->result_end[m]))
                 return thg_fail(err, errlen, THG_ERR_INVALID,
                                 "mode %u: rank %u owns rows its result does not hold", m, q);
             for (uint32_t b = 0; b < 2; ++b) {
                 const uint32_t row = modes[m].split_rows[2 * q + b];
-                if (row != kNoRow && (row < c->result_begin[m] || row >= c->result_end[m]))
+                if (c && row != kNoRow && (row < c->result_begin[m] || row >= c->result_end[m]))
                     return thg_fail(err, errlen, THG_ERR_INVALID,
                                     "mode %u: rank %u's split row %u is outside its result", m,
                                     q, row);
@@ -717,7 +772,7 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
     g->scratch_offset = g->block_offsets[1][g->G];
     const size_t exchange_bytes = g->scratch_offset + thg_fold_scratch_bytes(R);
     thg_status st = THG_OK;
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         st = thg_comm_alloc(g->comm, q, exchange_bytes, (void **)&g->exchange[q], err, errlen);
         /* The finishing kernel re-zeroes a rank's sums after reading them. */
         if (st == THG_OK && cudaMemset(g->exchange[q], 0, exchange_bytes) != cudaSuccess)
@@ -732,12 +787,12 @@ extern "C" thg_status thg_group_set_layout(thg_group *g, const thg_group_mode *m
                           err, errlen);
     for (uint32_t m = 0; m < N && st == THG_OK; ++m) {
         void *factors[THG_MAX_COMM_RANKS];
-        for (uint32_t q = 0; q < g->G; ++q)
+        for (uint32_t q = g->first; q < g->last; ++q)
             factors[q] = g->ranks[q]->factors[m];
         st = register_all(g, factors, sizeof(float) * first->dims[m] * R, g->factor_handles[m],
                           err, errlen);
     }
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         cudaError_t e = cudaSetDevice(g->devices[q]);
         if (e == cudaSuccess)
             e = cudaMalloc(&g->ahead[q], ahead_bytes(g->ranks[q]));
@@ -765,7 +820,7 @@ extern "C" thg_status thg_group_set_factor(thg_group *g, uint32_t mode, const do
     thg_status st = check_loaded(g, mode, err, errlen);
     if (st == THG_OK)
         drop_run_ahead(g);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q)
         st = thg_set_factor(g->ranks[q], mode, data, err, errlen);
     return st;
 }
@@ -776,7 +831,7 @@ extern "C" thg_status thg_group_get_factor(thg_group *g, uint32_t mode, double *
     const thg_status st = check_loaded(g, mode, err, errlen);
     if (st != THG_OK)
         return st;
-    return thg_get_factor(g->ranks[0], mode, data, err, errlen); /* every rank holds it whole */
+    return thg_get_factor(lead(g), mode, data, err, errlen); /* every rank holds it whole */
 }
 
 extern "C" thg_status thg_group_init_factors(thg_group *g, uint64_t seed, double *const *grams,
@@ -785,9 +840,10 @@ extern "C" thg_status thg_group_init_factors(thg_group *g, uint64_t seed, double
     if (g->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
     drop_run_ahead(g);
-    /* The same counter-based values on every rank: no exchange. Rank 0's
-     * Grams last, so they are the ones returned (all are equal). */
-    for (uint32_t q = g->G; q-- > 0;) {
+    /* The same counter-based values on every rank: no exchange. The first
+     * local rank's Grams last, so they are the ones returned (all are
+     * equal). */
+    for (uint32_t q = g->last; q-- > g->first;) {
         const thg_status st = thg_init_factors(g->ranks[q], seed, grams, err, errlen);
         if (st != THG_OK)
             return st;
@@ -800,7 +856,7 @@ extern "C" thg_status thg_group_mttkrp(thg_group *g, uint32_t mode, char *err, s
     thg_status st = check_loaded(g, mode, err, errlen);
     if (st == THG_OK)
         begin_mode_timing(g, mode);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         thg_context *ctx = g->ranks[q];
         const cudaError_t e = cudaSetDevice(ctx->device);
         if (e != cudaSuccess)
@@ -815,7 +871,7 @@ extern "C" thg_status thg_group_mttkrp(thg_group *g, uint32_t mode, char *err, s
     if (synced != THG_OK)
         return synced;
     double slowest = 0.0;
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         thg_mode_copy &copy = g->ranks[q]->copies[mode];
         THG_CUDA(cudaSetDevice(g->devices[q]));
         float ms = 0.0f;
@@ -835,7 +891,7 @@ extern "C" thg_status thg_group_get_result(thg_group *g, uint32_t mode, double *
     thg_status st = check_loaded(g, mode, err, errlen);
     if (st != THG_OK)
         return st;
-    if (!g->ranks[0]->copies[mode].has_result)
+    if (!lead(g)->copies[mode].has_result)
         return thg_fail(err, errlen, THG_ERR_STATE, "no MTTKRP result for mode %u yet", mode);
     if (g->modes[mode].results_partial) {
         st = combine_split_rows(g, mode, err, errlen);
@@ -846,7 +902,7 @@ extern "C" thg_status thg_group_get_result(thg_group *g, uint32_t mode, double *
     const uint32_t R = g->rank;
     const thg_group::mode_layout &l = g->modes[mode];
     /* Each rank's owned rows, which hold the whole sums. */
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         thg_context *ctx = g->ranks[q];
         const uint64_t begin = l.own[q], rows = l.own[q + 1] - l.own[q];
         if (rows == 0)
@@ -868,7 +924,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
     thg_status st = check_loaded(g, mode, err, errlen);
     if (st == THG_OK)
         drop_run_ahead(g);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q)
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q)
         st = thg_als_stage(g->ranks[q], mode, w, use_max_norm, err, errlen);
     if (st != THG_OK)
         return st;
@@ -877,7 +933,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
         if (st != THG_OK)
             return st;
     }
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         thg_context *ctx = g->ranks[q];
         THG_CUDA(cudaSetDevice(ctx->device));
         THG_CUDA(cudaMemcpyAsync(ctx->als_w, ctx->als_w_host, thg_als_w_bytes(ctx->rank),
@@ -886,7 +942,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
     st = update_and_gather(g, mode, false, err, errlen);
     if (st == THG_OK)
         st = fold_rows(g, mode, false, err, errlen);
-    for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+    for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         st = finish_rank(g, mode, q, nullptr, false, g->ranks[q]->stream, err, errlen);
     }
@@ -896,7 +952,7 @@ extern "C" thg_status thg_group_als_update(thg_group *g, uint32_t mode, const do
         return st;
     if (synced != THG_OK)
         return synced;
-    thg_als_read_out(g->ranks[0], lambda, gram, inner);
+    thg_als_read_out(lead(g), lambda, gram, inner);
     return THG_OK;
 }
 extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
@@ -910,16 +966,20 @@ extern "C" thg_status thg_group_get_mode_stats(thg_group *g, uint32_t mode,
         return st;
     memset(stats, 0, sizeof *stats);
     for (uint32_t q = 0; q < g->G; ++q) {
+        stats->scheme[q] = -1;
+        stats->rank_mttkrp_seconds[q] = -1.0;
+    }
+    for (uint32_t q = g->first; q < g->last; ++q) {
         thg_mode_stats s;
         st = thg_get_mode_stats(g->ranks[q], mode, &s, err, errlen);
         if (st != THG_OK)
             return st;
         stats->scheme[q] = s.scheme;
         stats->rank_mttkrp_seconds[q] = s.last_mttkrp_seconds;
-        if (q == 0)
+        if (q == g->first)
             stats->rank0 = s;
     }
-    const bool ran = g->ranks[0]->copies[mode].has_result;
+    const bool ran = lead(g)->copies[mode].has_result;
     stats->last_mttkrp_seconds = ran ? g->modes[mode].mttkrp_seconds : -1.0;
     stats->last_comm_seconds = ran ? g->modes[mode].comm_seconds : -1.0;
     return THG_OK;

@@ -15,6 +15,14 @@ enum collective { kBoundary = 0, kParts = 1, kCollectives = 2 };
 
 struct thg_group {
     uint32_t G = 0;
+    /* The ranks this process drives, [first, last): all G, or one in a
+     * group across processes (thg_group_create_across), whose other ranks
+     * are other processes' (no context, no device here: their entries
+     * below stay empty; the layout and the offsets are every rank's). */
+    uint32_t first = 0, last = 0;
+    /* Whether the contexts are the group's to destroy (not the one a
+     * group across processes adopts). */
+    bool owns_ranks = true;
     int devices[THG_MAX_COMM_RANKS] = {};
     thg_context *ranks[THG_MAX_COMM_RANKS] = {};
     thg_comm *comm = nullptr;
@@ -100,6 +108,10 @@ struct thg_group {
     bool ahead_valid = false;
     char graphs_note[TH_GPU_NOTE_SIZE] = "off (no tensor loaded)";
 };
+
+/* The first rank this process drives: the one whose copies of what every
+ * rank holds alike (the factors, lambda, the Grams) are read. */
+inline thg_context *lead(const thg_group *g) { return g->ranks[g->first]; }
 
 /* group.cu: the steps and the state that the sweep shares with the per-mode
  * calls (each described at its definition). */

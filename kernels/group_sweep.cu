@@ -139,7 +139,7 @@ thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use
                                bool captured, bool from_ahead, char *err, size_t errlen)
 {
     for (uint32_t mode = 0; mode <= g->nmodes; ++mode) {
-        for (uint32_t q = 0; q < g->G && mode < g->nmodes; ++q) {
+        for (uint32_t q = g->first; q < g->last && mode < g->nmodes; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
             if (mode == 0 && captured)
                 THG_CUDA(cudaEventRecord(g->ranks[q]->fork_event, g->ranks[q]->stream));
@@ -149,7 +149,7 @@ thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use
             if (st != THG_OK)
                 return st;
         }
-        for (uint32_t q = 0; q < g->G; ++q) {
+        for (uint32_t q = g->first; q < g->last; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
             thg_status st = sweep_side(g, q, mode, grams, use_max_norm, captured, from_ahead,
                                        err, errlen);
@@ -166,7 +166,7 @@ thg_status enqueue_group_sweep(thg_group *g, const double *const *grams, int use
         if (mode == g->nmodes)
             break;
         thg_status st = update_and_gather(g, mode, true, err, errlen);
-        for (uint32_t q = 0; q < g->G && st == THG_OK; ++q) {
+        for (uint32_t q = g->first; q < g->last && st == THG_OK; ++q) {
             THG_CUDA(cudaSetDevice(g->devices[q]));
             st = sweep_fold(g, q, mode, err, errlen);
         }
@@ -187,9 +187,9 @@ thg_status capture_sweep_graphs(thg_group *g, int from_ahead, int norm, char *er
     int zeroed[THG_MAX_COMM_RANKS];
     uint32_t capturing = 0;
     thg_status st = THG_OK;
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         zeroed[q] = g->ranks[q]->sweep.stamps_zeroed;
-    for (; capturing < g->G; ++capturing) {
+    for (capturing = g->first; capturing < g->last; ++capturing) {
         cudaError_t e = cudaSetDevice(g->devices[capturing]);
         if (e == cudaSuccess)
             e = cudaStreamBeginCapture(g->ranks[capturing]->stream,
@@ -205,14 +205,14 @@ thg_status capture_sweep_graphs(thg_group *g, int from_ahead, int norm, char *er
      * instantiated: instantiating is not permitted while a stream of this
      * thread still captures. */
     cudaGraph_t graphs[THG_MAX_COMM_RANKS] = {};
-    for (uint32_t q = 0; q < capturing; ++q) {
+    for (uint32_t q = g->first; q < capturing; ++q) {
         cudaError_t e = cudaSetDevice(g->devices[q]);
         if (e == cudaSuccess)
             e = cudaStreamEndCapture(g->ranks[q]->stream, &graphs[q]);
         if (st == THG_OK && e != cudaSuccess)
             st = thg_cuda_fail(err, errlen, e, "cudaStreamEndCapture", __FILE__, __LINE__);
     }
-    for (uint32_t q = 0; q < capturing; ++q) {
+    for (uint32_t q = g->first; q < capturing; ++q) {
         cudaError_t e = cudaSetDevice(g->devices[q]);
         if (st == THG_OK && e == cudaSuccess)
             e = cudaGraphInstantiate(&g->sweep_graphs[from_ahead][norm][q], graphs[q], 0);
@@ -221,7 +221,7 @@ thg_status capture_sweep_graphs(thg_group *g, int from_ahead, int norm, char *er
         if (st == THG_OK && e != cudaSuccess)
             st = thg_cuda_fail(err, errlen, e, "cudaGraphInstantiate", __FILE__, __LINE__);
     }
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         g->ranks[q]->sweep.stamps_zeroed = zeroed[q];
     if (st != THG_OK) {
         cudaGetLastError(); /* capture errors are not sticky; clear the record */
@@ -262,10 +262,10 @@ thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, bool *g
 {
     *graphed = false;
     const double *const *changed =
-        thg_sweep_grams_current(g->ranks[0], grams) ? nullptr : grams;
+        thg_sweep_grams_current(lead(g), grams) ? nullptr : grams;
     bool graphs = !g->graphs_failed && !why_no_sweep_graphs(g);
     const int from_ahead = g->ahead_valid ? 1 : 0;
-    if (graphs && !g->sweep_graphs[from_ahead][norm][0]) {
+    if (graphs && !g->sweep_graphs[from_ahead][norm][g->first]) {
         char why[TH_GPU_NOTE_SIZE];
         if (capture_sweep_graphs(g, from_ahead, norm, why, sizeof why) != THG_OK) {
             g->graphs_failed = true;
@@ -278,7 +278,7 @@ thg_status run_group_sweep(thg_group *g, double *const *grams, int norm, bool *g
     }
     if (!graphs)
         return enqueue_group_sweep(g, changed, norm, false, false, err, errlen);
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         const thg_status st = launch_rank_sweep(g, q, changed, from_ahead, norm, err, errlen);
         if (st != THG_OK)
             return st;
@@ -293,7 +293,7 @@ thg_status wait_for_sweep(thg_group *g, bool graphed, char *err, size_t errlen)
 {
     if (!graphed)
         return sync_all(g, err, errlen);
-    for (uint32_t q = 0; q < g->G; ++q) {
+    for (uint32_t q = g->first; q < g->last; ++q) {
         THG_CUDA(cudaSetDevice(g->devices[q]));
         THG_CUDA(cudaEventSynchronize(g->results_ready[q]));
     }
@@ -310,10 +310,10 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     if (g->nmodes == 0)
         return thg_fail(err, errlen, THG_ERR_STATE, "no tensor loaded");
     /* The device has not started: a plain store is seen by the launches. */
-    for (uint32_t q = 0; q < g->G; ++q)
+    for (uint32_t q = g->first; q < g->last; ++q)
         *(volatile uint32_t *)g->ranks[q]->sweep.status_host = 0u;
-    THG_CUDA(cudaSetDevice(g->devices[0]));
-    THG_CUDA(cudaEventRecord(g->sweep_start, g->ranks[0]->stream));
+    THG_CUDA(cudaSetDevice(g->devices[g->first]));
+    THG_CUDA(cudaEventRecord(g->sweep_start, lead(g)->stream));
     const int norm = use_max_norm ? 1 : 0;
     for (uint32_t m = 0; m < g->nmodes; ++m) {
         begin_mode_timing(g, m);
@@ -325,37 +325,38 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     thg_status st = run_group_sweep(g, grams, norm, &graphed, err, errlen);
     g->ahead_valid = st == THG_OK && graphed;
     if (st != THG_OK) /* the results are whatever part of the sweep ran left */
-        for (uint32_t q = 0; q < g->G; ++q)
+        for (uint32_t q = g->first; q < g->last; ++q)
             for (uint32_t m = 0; m < g->nmodes; ++m)
                 g->ranks[q]->copies[m].has_result = 0;
     if (st == THG_OK && !graphed) {
-        THG_CUDA(cudaSetDevice(g->devices[0]));
-        THG_CUDA(cudaEventRecord(g->sweep_stop, g->ranks[0]->stream));
+        THG_CUDA(cudaSetDevice(g->devices[g->first]));
+        THG_CUDA(cudaEventRecord(g->sweep_stop, lead(g)->stream));
     }
     /* Also after a failure: no mirror may change under a pending copy. */
     const thg_status synced = st == THG_OK ? wait_for_sweep(g, graphed, err, errlen)
                                            : sync_all(g, err, errlen);
     if (st != THG_OK || synced != THG_OK) {
         drop_run_ahead(g);
-        for (uint32_t q = 0; q < g->G; ++q)
+        for (uint32_t q = g->first; q < g->last; ++q)
             g->ranks[q]->sweep.mirror_valid = 0;
         return st != THG_OK ? st : synced;
     }
-    THG_CUDA(cudaSetDevice(g->devices[0]));
+    THG_CUDA(cudaSetDevice(g->devices[g->first]));
     float ms = 0.0f;
     THG_CUDA(cudaEventElapsedTime(&ms, g->sweep_start,
-                                  graphed ? g->results_ready[0] : g->sweep_stop));
-    /* Every rank finished with the same bits: rank 0's are read; the
-     * others' spans alone. */
-    for (uint32_t q = 0; q < g->G; ++q)
-        thg_sweep_collect(g->ranks[q], q == 0 ? grams : nullptr, lambda, inner, modes_done);
+                                  graphed ? g->results_ready[g->first] : g->sweep_stop));
+    /* Every rank finished with the same bits: the first local rank's are
+     * read; the others' spans alone. */
+    for (uint32_t q = g->first; q < g->last; ++q)
+        thg_sweep_collect(g->ranks[q], q == g->first ? grams : nullptr, lambda, inner,
+                          modes_done);
     /* A sweep that took the run-ahead MTTKRP started (sweep_start) at its
      * end, or at the call when it had finished before: its device time is
      * that MTTKRP's span and the rest. (A sweep that could not take it, its
      * graph's capture having failed, computed its own inside the rest.) */
     const bool took_ahead = from_ahead && graphed;
     g->last_sweep_seconds =
-        ms * 1e-3 + (took_ahead ? g->ranks[0]->copies[0].last_seconds : 0.0);
+        ms * 1e-3 + (took_ahead ? lead(g)->copies[0].last_seconds : 0.0);
     /* A sweep stopped by a solve's breakdown: the host finishes the
      * iteration with its own updates (which drop the run-ahead too). */
     if (*modes_done < g->nmodes)
@@ -363,7 +364,7 @@ extern "C" thg_status thg_group_als_sweep(thg_group *g, double *const *grams, in
     const bool stamped = sweep_stamps_comm(g);
     for (uint32_t m = 0; m < g->nmodes; ++m) {
         double slowest = 0.0, slowest_comm = 0.0;
-        for (uint32_t q = 0; q < g->G; ++q) {
+        for (uint32_t q = g->first; q < g->last; ++q) {
             const double s = g->ranks[q]->copies[m].last_seconds;
             slowest = s > slowest ? s : slowest;
             const double c = stamped ? thg_sweep_comm_seconds(g->ranks[q], m) : 0.0;

@@ -219,3 +219,17 @@ thg_status thg_processes_share(const thg_processes *p, void *buf, size_t bytes,
     return thg_fail(err, errlen, THG_ERR_UNSUPPORTED, "no NCCL in this build");
 #endif
 }
+
+void *thg_processes_nccl_comm(const thg_processes *p)
+{
+#ifdef THG_HAVE_NCCL
+    return (void *)p->comm;
+#else
+    (void)p;
+    return nullptr;
+#endif
+}
+
+uint32_t thg_processes_rank(const thg_processes *p) { return p->rank; }
+uint32_t thg_processes_count(const thg_processes *p) { return p->count; }
+int thg_processes_device(const thg_processes *p) { return p->device; }

@@ -79,6 +79,10 @@ void thg_destroy(thg_context *ctx);
 /* The CUDA ordinal the context runs on. */
 int thg_get_device(const thg_context *ctx);
 
+/* The loaded tensor, its factors and results freed (once the context's
+ * streams are idle); the context stays, as created. */
+void thg_unload(thg_context *ctx);
+
 /* Uploads the COO tensor once and builds one copy per mode on the device;
  * allocates factors and results. Replaces a tensor loaded before. Before
  * allocating, checks that the copies, factors, results and the build
@@ -336,7 +340,9 @@ thg_status thg_get_mode_stats(thg_context *ctx, uint32_t mode, thg_mode_stats *s
                               char *err, size_t errlen);
 
 /* A run of several processes (mpirun, srun), one GPU each, every process
- * holding a share of the tensor's nonzeros and the whole factors: each
+ * holding a share of the tensor's nonzeros and the whole factors (where
+ * the host dealt each mode's nonzeros instead, the processes' GPUs form a
+ * group across them: thg_group_create_across, below): each
  * MTTKRP of a context attached to the processes' communicator is its
  * share's, summed over the processes on the GPUs (NCCL's all-reduce, in
  * place, on the context's stream; inside the sweep's graph too), so that
@@ -382,10 +388,25 @@ typedef struct thg_group thg_group;
 
 thg_status thg_group_create(const thg_config *config, const int *devices, uint32_t G,
                             thg_group **out, char *err, size_t errlen);
-/* Frees every rank's context and the collectives. Accepts NULL. */
+/* A group across a run's processes, one rank a process: this process's
+ * rank (thg_processes' own) is `ctx`, adopted with no tensor loaded and
+ * no sums attached (thg_attach_processes), on the communicator the
+ * processes joined; the other ranks are the other processes'. Collective:
+ * every process makes its own at once, and then makes every call below
+ * as the others do (each drives its rank's part of every step; the
+ * layout, the same on every process, names every rank's rows). The
+ * processes outlive the group; the context, too, without its tensor. */
+thg_status thg_group_create_across(thg_context *ctx, thg_processes *processes,
+                                   thg_group **out, char *err, size_t errlen);
+/* Frees every rank's context (a group across processes: the adopted
+ * context's tensor alone) and the collectives. Accepts NULL. */
 void thg_group_destroy(thg_group *group);
+/* Every rank, this process's or not. */
 uint32_t thg_group_size(const thg_group *group);
-/* Rank q's context, for thg_load_shares and thg_get_info. */
+/* The ranks this process drives: [*first, *first + return). */
+uint32_t thg_group_local_ranks(const thg_group *group, uint32_t *first);
+/* Rank q's context, for thg_load_shares and thg_get_info; NULL for
+ * another process's rank. */
 thg_context *thg_group_rank(thg_group *group, uint32_t rank);
 /* The collectives' transport: "NCCL 2.28.3, 2 devices, direct exchange
  * (device API)", "4 ranks on device 0 (device copies)". */
@@ -421,6 +442,9 @@ thg_status thg_group_get_factor(thg_group *group, uint32_t mode, double *data, c
 thg_status thg_group_init_factors(thg_group *group, uint64_t seed, double *const *grams,
                                   char *err, size_t errlen);
 thg_status thg_group_mttkrp(thg_group *group, uint32_t mode, char *err, size_t errlen);
+/* Each local rank's owned rows of the whole result into data's rows (in a
+ * group across processes, the other processes' rows are left as they
+ * are: theirs to give). */
 thg_status thg_group_get_result(thg_group *group, uint32_t mode, double *data, char *err,
                                 size_t errlen);
 thg_status thg_group_als_update(thg_group *group, uint32_t mode, const double *w,
@@ -430,8 +454,10 @@ thg_status thg_group_als_sweep(thg_group *group, double *const *grams, int use_m
                                double *lambda, double *inner, uint32_t *modes_done, char *err,
                                size_t errlen);
 
+/* In a group across processes, the local rank's alone (the others' entries
+ * -1 and negative times). */
 typedef struct thg_group_mode_stats {
-    thg_mode_stats rank0;        /* rank 0's scheme and why */
+    thg_mode_stats rank0;        /* the first local rank's scheme and why */
     int scheme[THG_MAX_GROUP_RANKS]; /* each rank's scheme for its share */
     /* The latest MTTKRP of the mode, the slowest rank's (negative before
      * the first), and the time its collectives took on the slowest rank
@@ -445,7 +471,8 @@ typedef struct thg_group_mode_stats {
 } thg_group_mode_stats;
 thg_status thg_group_get_mode_stats(thg_group *group, uint32_t mode,
                                     thg_group_mode_stats *stats, char *err, size_t errlen);
-/* Device time of the latest thg_group_als_sweep on rank 0 (< 0 before). */
+/* Device time of the latest thg_group_als_sweep on the first local rank
+ * (< 0 before). */
 double thg_group_last_sweep_seconds(const thg_group *group);
 
 #ifdef __cplusplus

@@ -476,6 +476,13 @@ thg_status thg_processes_sum(const thg_processes *processes, float *buf, size_t 
 /* `bytes` of `buf` from rank 0 into every process's, on `stream`. */
 thg_status thg_processes_share(const thg_processes *processes, void *buf, size_t bytes,
                                cudaStream_t stream, char *err, size_t errlen);
+/* processes.cu: the joined communicator (an ncclComm_t, borrowed while
+ * the processes live), this process's rank, the processes' count and the
+ * device, for a group across the processes (thg_group_create_across). */
+void *thg_processes_nccl_comm(const thg_processes *processes);
+uint32_t thg_processes_rank(const thg_processes *processes);
+uint32_t thg_processes_count(const thg_processes *processes);
+int thg_processes_device(const thg_processes *processes);
 /* Where an MTTKRP of a mode writes: its result (indexed by row, `block`
  * at the first row held) and the R column factors of its result scale.
  * thg_result_of: the context's own, which mttkrp() and the updates read. */

@@ -3,7 +3,8 @@
  * the skew, split a hot row across devices with matching flags, name the
  * share holding any position (thp_share_holding), and count
  * in 64 bits; the rows each rank owns cover the mode once, and each is
- * owned where its nonzeros are. */
+ * owned where its nonzeros are; every rank's extent alone rebuilds the
+ * plan (thp_shares_from_extents). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,6 +66,24 @@ static void check_plan(const uint64_t *offsets, uint64_t rows, uint32_t devices)
                 assert_true(s->nnz_end > s->nnz_begin && s->row_begin <= r && r < s->row_end);
     }
     assert_int_equal(next, rows);
+    /* What each rank alone knows of its share (a process of a run of
+     * several) rebuilds the plan exactly. */
+    thp_share_extent extents[64];
+    thp_share rebuilt[64];
+    for (uint32_t d = 0; d < devices; ++d) {
+        const thp_share *s = &shares[d];
+        extents[d] = (thp_share_extent){s->nnz_end - s->nnz_begin, s->row_begin, s->row_end};
+    }
+    uint32_t bad = 0;
+    assert_int_equal(thp_shares_from_extents(extents, devices, rebuilt, &bad), 0);
+    for (uint32_t d = 0; d < devices; ++d) {
+        assert_int_equal(rebuilt[d].nnz_begin, shares[d].nnz_begin);
+        assert_int_equal(rebuilt[d].nnz_end, shares[d].nnz_end);
+        assert_int_equal(rebuilt[d].row_begin, shares[d].row_begin);
+        assert_int_equal(rebuilt[d].row_end, shares[d].row_end);
+        assert_int_equal(rebuilt[d].splits_first_row, shares[d].splits_first_row);
+        assert_int_equal(rebuilt[d].splits_last_row, shares[d].splits_last_row);
+    }
 }
 
 static void test_uniform_rows(void **state)
@@ -132,6 +151,27 @@ static void test_bad_arguments(void **state)
     assert_int_equal(thp_plan_shares(good, 1, THP_MAX_DEVICES + 1, shares), -1);
 }
 
+/* Extents that are no deal by rows: a share reaching past the next one's
+ * first row, or one with no rows for its nonzeros. */
+static void test_extents_not_dealt_by_rows(void **state)
+{
+    (void)state;
+    thp_share shares[3];
+    uint32_t bad = 99;
+    const thp_share_extent overlapping[3] = {{4, 0, 3}, {4, 1, 5}, {4, 5, 9}};
+    assert_int_equal(thp_shares_from_extents(overlapping, 3, shares, &bad), -1);
+    assert_int_equal(bad, 1);
+    const thp_share_extent no_rows[2] = {{4, 0, 3}, {4, 3, 3}};
+    assert_int_equal(thp_shares_from_extents(no_rows, 2, shares, &bad), -1);
+    assert_int_equal(bad, 1);
+    /* Neighbours meeting in one row split it; an empty share in between
+     * is skipped. */
+    const thp_share_extent meeting[3] = {{4, 0, 3}, {0, 0, 0}, {4, 2, 6}};
+    assert_int_equal(thp_shares_from_extents(meeting, 3, shares, &bad), 0);
+    assert_true(shares[0].splits_last_row && shares[2].splits_first_row);
+    assert_int_equal(shares[2].nnz_begin, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -140,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_fewer_nonzeros_than_devices),
         cmocka_unit_test(test_64_bit_counts),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_extents_not_dealt_by_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

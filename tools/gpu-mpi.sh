@@ -6,7 +6,9 @@
 #     install bundles and on the host's,
 #   - as one process per GPU under mpirun (each given its own GPU by
 #     tensorhost, README "Several processes"), 2 to G processes, the
-#     MTTKRPs summed by the GPUs (NCCL) and on the host (MPI),
+#     MTTKRPs summed by the GPUs (NCCL) and on the host (MPI), and each
+#     mode's nonzeros dealt by the host so that the GPUs run the devices'
+#     sweep over their owned rows (TH_HOST_OWNED_ROWS=1),
 # and prints each run's fit, median iteration and, for several processes,
 # rank 0's time in collectives. Run from the repository root of a host
 # that holds the install tree and .carry/ of tools/device-bundle.sh, with
@@ -40,6 +42,7 @@ coll = procs["ranks"][0]["collective_seconds"] if procs else 0.0
 nccl = [p.strip() for p in r["backend"].get("details", "").split(";") if "NCCL" in p or "exchange" in p]
 print(f"{label:<34} fit {r['cpd']['final_fit']:.9f}  iteration {1e3 * statistics.median(its):8.3f} ms  "
       f"update {r['cpd']['update_path']:<5}  rank 0 in collectives {coll:6.3f} s"
+      + (f"  exchange {procs['exchange']}" if procs else "")
       + (f"  GPUs per rank {[p['gpus'] for p in procs['ranks']]}" if procs else "")
       + (f"  [{'; '.join(nccl)}]" if nccl else ""))
 PY
@@ -84,6 +87,8 @@ TOML
     fi
     for np in $(seq 2 "$gpus"); do
         run "$np processes (mpirun)" "$out/runs/$preset-np$np" mpirun -np "$np" "$tensorhost"
+        run "$np processes, owned rows" "$out/runs/$preset-np$np-owned" \
+            mpirun -np "$np" -x TH_HOST_OWNED_ROWS=1 "$tensorhost"
         # The same with the MTTKRPs summed on the host (MPI) instead of by
         # the GPUs (NCCL).
         run "$np processes, host sums" "$out/runs/$preset-np$np-host" \

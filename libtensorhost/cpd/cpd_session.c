@@ -216,11 +216,13 @@ gboolean th_cpd_session_prepare_copy(th_cpd_session *s, const th_sptensor *tenso
     return take_tensor(s, s->scaled_copy ? s->scaled_copy : tensor, NULL, error);
 }
 
-/* A distributed run whose backend builds each mode from its own nonzeros
- * and leaves the sums to the host: each mode's nonzeros dealt to the
- * processes by the plan (dist_deal.h), every process's owned rows known to
- * all (two numbers a process and mode), and the backend loaded with them,
- * so that each mode's exchange gathers owned rows (als_step.c). */
+/* A distributed run whose backend builds each mode from its own nonzeros:
+ * each mode's nonzeros dealt to the processes by the plan (dist_deal.h),
+ * every process's owned rows known to all (two numbers a process and
+ * mode), and the backend loaded with them, so that each mode's exchange
+ * gathers owned rows: the host's (als_step.c), or the backend's own where
+ * it sums over the processes itself (the GPU plugins' group across the
+ * processes). */
 static gboolean load_dealt(th_cpd_session *s, GError **error)
 {
     th_dist *dist = s->params.dist;
@@ -303,8 +305,8 @@ static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
 gboolean th_cpd_session_load(th_cpd_session *s, GError **error)
 {
     g_return_val_if_fail(s->tensor != NULL, FALSE); /* prepared first */
-    if (s->params.dist != NULL && !s->backend->planned_process_sums &&
-        s->params.model == TH_MODEL_LEAST_SQUARES && th_backend_takes_mode_nonzeros(s->backend)) {
+    if (s->params.dist != NULL && s->params.model == TH_MODEL_LEAST_SQUARES &&
+        th_backend_takes_mode_nonzeros(s->backend)) {
         gboolean wanted = FALSE;
         if (!deal_wanted(s, &wanted, error))
             return FALSE;

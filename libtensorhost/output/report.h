@@ -33,8 +33,10 @@ typedef struct th_run_processes {
     uint32_t count;
     const char *mpi_library; /* MPI's version line */
     /* How each mode's MTTKRP is made whole across them: "owned_rows" (each
-     * process's owned rows gathered), "host_sums" (partial results summed
-     * on the host) or "backend_sums" (the backend sums them itself). */
+     * process's owned rows gathered on the host), "host_sums" (partial
+     * results summed on the host), "backend_sums" (the backend sums them
+     * itself) or "backend_owned_rows" (the backend gathers the owned rows
+     * itself, with each process's share of the update). */
     const char *exchange;
     const th_process_record *records; /* [count] */
 } th_run_processes;

@@ -17,10 +17,17 @@
 #include <string.h>
 
 /* One device (ctx), or several (group: the option devices lists two or
- * more, kernels/group.cu); exactly one of the two is set. */
+ * more, kernels/group.cu, ctx its rank 0's context); or, in a run of
+ * several processes whose host deals each mode's nonzeros (load_tensor's
+ * mode_nonzeros), one device a process and a group across the processes
+ * (across: ctx is this process's rank, the group's adopted context). */
 struct th_instance {
     thg_context *ctx;
     thg_group *group;
+    int across;
+    /* The tensor loaded across processes: its shape and rank (0 modes
+     * before), for results gathered on the host (get_result_across). */
+    uint32_t nmodes, rank, dims[THG_MAX_MODES];
     const th_host_services *host;
     const char *id; /* the plugin's static id string */
     /* A run of several processes: the GPUs' exchange across them, or NULL
@@ -243,9 +250,8 @@ void gpu_plugin_destroy(th_instance *instance)
 {
     if (!instance)
         return;
-    if (instance->group)
-        thg_group_destroy(instance->group); /* rank 0's context with it */
-    else
+    thg_group_destroy(instance->group); /* rank 0's context with it, unless across */
+    if (!instance->group || instance->across)
         thg_destroy(instance->ctx);
     thg_processes_destroy(instance->processes); /* after the context that used it */
     free(instance);
@@ -284,11 +290,13 @@ static void log_layout(const th_instance *instance)
              info.build_seconds * 1e3);
     host->log(host->host_data, TH_LOG_INFO, line);
     if (instance->group) {
+        uint32_t first = 0;
+        thg_group_local_ranks(instance->group, &first);
         snprintf(line, sizeof(line),
-                 "%s: nonzeros of every mode shared out over %u ranks (%s); rank 0's layout "
+                 "%s: nonzeros of every mode shared out over %u ranks (%s); rank %u's layout "
                  "above",
                  instance->id, thg_group_size(instance->group),
-                 thg_group_describe(instance->group));
+                 thg_group_describe(instance->group), first);
         host->log(host->host_data, TH_LOG_INFO, line);
     }
     for (uint32_t m = 0; m < info.nmodes; ++m) {
@@ -359,6 +367,36 @@ static void append_device_advice(th_instance *instance, const th_coo_tensor *t, 
     free_row_offsets(offsets, t->nmodes);
 }
 
+/* A process's device between the two ways of a run of several processes:
+ * a group across them (`across`: the host dealt each mode's nonzeros, and
+ * the processes run the devices' sweep over their owned rows), or the
+ * context alone, its MTTKRPs summed over the processes. Collective, as
+ * the load that calls it: every process switches alike. */
+static th_status switch_across(th_instance *instance, int across, char *err)
+{
+    char msg[TH_ERROR_SIZE];
+    if (across && !instance->across) {
+        thg_unload(instance->ctx);
+        thg_status st = thg_attach_processes(instance->ctx, NULL, msg, sizeof msg);
+        if (st == THG_OK)
+            st = thg_group_create_across(instance->ctx, instance->processes, &instance->group,
+                                         msg, sizeof msg);
+        if (st != THG_OK)
+            return th_plugin_fail(err, gpu_plugin_status(st), "the group across processes: %s",
+                                  msg);
+        instance->across = 1;
+    } else if (!across && instance->across) {
+        thg_group_destroy(instance->group); /* the context stays, without its tensor */
+        instance->group = NULL;
+        instance->across = 0;
+        const thg_status st =
+            thg_attach_processes(instance->ctx, instance->processes, msg, sizeof msg);
+        if (st != THG_OK)
+            return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
+    }
+    return TH_OK;
+}
+
 th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *tensor,
                                  uint32_t rank, char *err)
 {
@@ -371,11 +409,26 @@ th_status gpu_plugin_load_tensor(th_instance *instance, const th_coo_tensor *ten
                               tensor->struct_size, (size_t)TH_COO_TENSOR_V1_0_SIZE);
     if (!tensor->dims || !tensor->indices || !tensor->values)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "load_tensor: tensor arrays are NULL");
+    const int dealt = instance->processes && tensor->struct_size >= TH_COO_TENSOR_V1_10_SIZE &&
+                      tensor->mode_nonzeros != NULL;
+    if (dealt || instance->across) {
+        const th_status ast = switch_across(instance, dealt, err);
+        if (ast != TH_OK)
+            return ast;
+    }
+    instance->nmodes = 0;
     if (instance->group) {
-        const th_status gst = thg_group_load_tensor(instance->group, tensor, rank, err);
-        if (gst == TH_OK)
-            log_layout(instance);
-        return gst;
+        const th_status gst =
+            instance->across
+                ? thg_group_load_across(instance->group, tensor, rank, instance->host, err)
+                : thg_group_load_tensor(instance->group, tensor, rank, err);
+        if (gst != TH_OK)
+            return gst;
+        instance->nmodes = tensor->nmodes;
+        instance->rank = rank;
+        memcpy(instance->dims, tensor->dims, sizeof(uint32_t) * tensor->nmodes);
+        log_layout(instance);
+        return TH_OK;
     }
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_load(instance->ctx, tensor->nmodes, tensor->nnz, tensor->dims,
@@ -427,11 +480,43 @@ th_status gpu_plugin_mttkrp(th_instance *instance, uint32_t mode, char *err)
     return TH_OK;
 }
 
+/* A group across processes: each process's owned rows, every other row
+ * zero, then the maximum over the processes of the doubles' bits as
+ * integers (every bit pattern is at least zero's), which is each row as
+ * its owner gave it: the whole result on every process, exactly.
+ * Collective, as the MTTKRPs are in such a run. */
+static th_status get_result_across(th_instance *instance, uint32_t mode, double *data,
+                                   char *err)
+{
+    if (mode >= instance->nmodes)
+        return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                              "get_mttkrp_result: mode %u of a %u-mode tensor", mode,
+                              instance->nmodes);
+    const uint64_t count = (uint64_t)instance->dims[mode] * instance->rank;
+    memset(data, 0, sizeof(double) * count);
+    char msg[TH_ERROR_SIZE];
+    const thg_status st = thg_group_get_result(instance->group, mode, data, msg, sizeof msg);
+    /* Every process meets the others, a failure too (as all ones: no row
+     * then looks like a result). */
+    if (st != THG_OK)
+        memset(data, 0xff, sizeof(double) * count);
+    char reduce_err[TH_ERROR_SIZE];
+    const th_status reduced = instance->host->reduce_max(instance->host->host_data,
+                                                         (uint64_t *)data, count, reduce_err);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
+    if (reduced != TH_OK)
+        return th_plugin_fail(err, reduced, "get_mttkrp_result: %s", reduce_err);
+    return TH_OK;
+}
+
 th_status gpu_plugin_get_mttkrp_result(th_instance *instance, uint32_t mode, double *data,
                                        char *err)
 {
     if (!instance || !data)
         return th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT, "get_mttkrp_result: NULL argument");
+    if (instance->across)
+        return get_result_across(instance, mode, data, err);
     GPU_CALL(instance->group ? thg_group_get_result(instance->group, mode, data, gpu_err, errlen)
                              : thg_get_result(instance->ctx, mode, data, gpu_err, errlen));
     return TH_OK;
@@ -781,19 +866,25 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
 {
     thg_group *g = instance->group;
     const uint32_t G = thg_group_size(g);
+    uint32_t first = 0;
+    const uint32_t local = thg_group_local_ranks(g, &first), end = first + local;
     thg_info gi;
     thg_get_info(instance->ctx, &gi);
     char *paren = strstr(gi.device_name, " (device");
     if (paren)
         *paren = '\0';
-    snprintf(r->device, sizeof(r->device), "%.80s x %u (devices ", gi.device_name, G);
+    if (instance->across)
+        snprintf(r->device, sizeof(r->device), "%.80s (rank %u of %u processes, device ",
+                 gi.device_name, first, G);
+    else
+        snprintf(r->device, sizeof(r->device), "%.80s x %u (devices ", gi.device_name, G);
     append(r->details, sizeof(r->details), "devices=");
     double upload = 0.0, build = 0.0;
-    for (uint32_t q = 0; q < G; ++q) {
+    for (uint32_t q = first; q < end; ++q) {
         thg_info ri;
         thg_get_info(thg_group_rank(g, q), &ri);
-        append(r->device, sizeof(r->device), "%s%d", q ? "," : "", ri.device);
-        append(r->details, sizeof(r->details), "%s%d", q ? "," : "", ri.device);
+        append(r->device, sizeof(r->device), "%s%d", q > first ? "," : "", ri.device);
+        append(r->details, sizeof(r->details), "%s%d", q > first ? "," : "", ri.device);
         r->tensor_bytes += ri.tensor_bytes;
         r->factor_bytes += ri.factor_bytes;
         r->workspace_bytes += ri.workspace_bytes;
@@ -813,10 +904,10 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
         have[m] = thg_group_get_mode_stats(g, m, &stats[m], scratch, sizeof(scratch)) == THG_OK;
     }
     append(r->details, sizeof(r->details), " lanes=%u schemes=", gi.lanes);
-    for (uint32_t q = 0; q < G; ++q)
+    for (uint32_t q = first; q < end; ++q)
         for (uint32_t m = 0; m < gi.nmodes; ++m)
             if (have[m])
-                append(r->details, sizeof(r->details), "%s%d", m ? "," : q ? "/" : "",
+                append(r->details, sizeof(r->details), "%s%d", m ? "," : q > first ? "/" : "",
                        stats[m].scheme[q]);
     append(r->details, sizeof(r->details), " upload_ms=%.3f build_ms=%.3f graphs=%s",
            upload * 1e3, build * 1e3, thg_group_graphs(g));
@@ -828,14 +919,15 @@ static void group_runtime_info(th_instance *instance, th_runtime_info *r)
         if (have[m])
             append(r->details, sizeof(r->details), "%s%.4f", m ? "," : "",
                    stats[m].last_comm_seconds >= 0 ? stats[m].last_comm_seconds * 1e3 : 0.0);
-    /* Each rank's MTTKRP of each mode (rank 0's modes, then rank 1's, ...):
-     * the spread between ranks is what the collectives wait out. */
+    /* Each local rank's MTTKRP of each mode (rank 0's modes, then rank
+     * 1's, ...): the spread between ranks is what the collectives wait out
+     * (across processes, each process's report.json record has its own). */
     append(r->details, sizeof(r->details), " rank_mttkrp_ms=");
-    for (uint32_t q = 0; q < G; ++q)
+    for (uint32_t q = first; q < end; ++q)
         for (uint32_t m = 0; m < gi.nmodes; ++m)
             if (have[m]) {
                 const double s = stats[m].rank_mttkrp_seconds[q];
-                append(r->details, sizeof(r->details), "%s%.3f", m ? "," : q ? "/" : "",
+                append(r->details, sizeof(r->details), "%s%.3f", m ? "," : q > first ? "/" : "",
                        s >= 0 ? s * 1e3 : 0.0);
             }
 }
@@ -851,6 +943,8 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         group_runtime_info(instance, &r);
         if (instance->processes_note[0])
             append(r.details, sizeof(r.details), "; processes: %s", instance->processes_note);
+        r.process_sums = instance->across;
+        r.mode_nonzeros = instance->across;
         th_plugin_copy_out(info, &r, sizeof(r));
         return TH_OK;
     }
@@ -896,6 +990,9 @@ th_status gpu_plugin_get_runtime_info(th_instance *instance, th_runtime_info *in
         memcpy(r.details, details, sizeof details);
     }
     r.process_sums = instance->processes != NULL;
+    /* Dealt, a process's device joins the others' in a group across them
+     * (switch_across). */
+    r.mode_nonzeros = instance->processes != NULL;
     th_plugin_copy_out(info, &r, sizeof(r));
     return TH_OK;
 }
@@ -909,14 +1006,17 @@ th_status gpu_plugin_get_mode_info(th_instance *instance, uint32_t mode, th_mode
     memset(&r, 0, sizeof(r));
     r.struct_size = (uint32_t)sizeof(r);
     if (instance->group) {
-        /* Rank 0's scheme first, then every rank's; the slowest rank's time. */
+        /* The first local rank's scheme, then every local rank's; the
+         * slowest rank's time. */
         thg_group_mode_stats gs;
         GPU_CALL(thg_group_get_mode_stats(instance->group, mode, &gs, gpu_err, errlen));
         r.partitions = gs.rank0.partitions;
         snprintf(r.scheme, sizeof(r.scheme), "scheme%d (ranks ", gs.rank0.scheme);
-        for (uint32_t q = 0; q < thg_group_size(instance->group); ++q)
-            append(r.scheme, sizeof(r.scheme), "%s%d", q ? "," : "", gs.scheme[q]);
-        append(r.scheme, sizeof(r.scheme), "; rank 0 %s)", gs.rank0.reason);
+        uint32_t first = 0;
+        const uint32_t end = thg_group_local_ranks(instance->group, &first) + first;
+        for (uint32_t q = first; q < end; ++q)
+            append(r.scheme, sizeof(r.scheme), "%s%d", q > first ? "," : "", gs.scheme[q]);
+        append(r.scheme, sizeof(r.scheme), "; rank %u %s)", first, gs.rank0.reason);
         r.last_mttkrp_seconds = gs.last_mttkrp_seconds;
         th_plugin_copy_out(info, &r, sizeof(r));
         return TH_OK;

@@ -238,6 +238,38 @@ static th_status load_rank(thg_group *group, const int *devices, const th_coo_te
     return TH_OK;
 }
 
+/* The rows each rank owns and the split rows, from every mode's shares
+ * (shares[nmodes][G]), handed to the group. */
+static th_status set_layout(thg_group *group, uint32_t nmodes, const uint32_t *dims,
+                            const thp_share *shares, char *err)
+{
+    const uint32_t G = thg_group_size(group);
+    thg_group_mode *modes = calloc(nmodes, sizeof *modes);
+    if (modes == NULL)
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t m = 0; m < nmodes; ++m) {
+        const thp_share *mode_shares = shares + (size_t)m * G;
+        for (uint32_t q = 0; q < G; ++q) {
+            const thp_share *s = &mode_shares[q];
+            const thp_owned_rows owned = thp_owned_rows_of(mode_shares, G, q, dims[m]);
+            modes[m].own[q] = owned.begin;
+            const uint32_t first = s->splits_first_row ? (uint32_t)s->row_begin : THG_NO_ROW;
+            uint32_t last = s->splits_last_row ? (uint32_t)(s->row_end - 1u) : THG_NO_ROW;
+            if (last == first)
+                last = THG_NO_ROW;
+            modes[m].split_rows[2 * q] = first;
+            modes[m].split_rows[2 * q + 1] = last;
+        }
+        modes[m].own[G] = dims[m];
+    }
+    char msg[TH_ERROR_SIZE];
+    const thg_status st = thg_group_set_layout(group, modes, msg, sizeof msg);
+    free(modes);
+    if (st != THG_OK)
+        return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
+    return TH_OK;
+}
+
 th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32_t rank,
                                 char *err)
 {
@@ -274,33 +306,120 @@ th_status thg_group_load_tensor(thg_group *group, const th_coo_tensor *t, uint32
     for (uint32_t q = 0; q < G && status == TH_OK; ++q)
         status = load_rank(group, devices, t, rank, &plan, &buffers, q, err);
     free_share_buffers(&buffers);
-    if (status == TH_OK) {
-        thg_group_mode *modes = calloc(t->nmodes, sizeof *modes);
-        if (modes == NULL)
-            status = th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
-        for (uint32_t m = 0; modes && m < t->nmodes; ++m) {
-            const thp_share *mode_shares = plan.shares + (size_t)m * G;
-            for (uint32_t q = 0; q < G; ++q) {
-                const thp_share *s = &mode_shares[q];
-                const thp_owned_rows owned = thp_owned_rows_of(mode_shares, G, q, t->dims[m]);
-                modes[m].own[q] = owned.begin;
-                const uint32_t first = s->splits_first_row ? (uint32_t)s->row_begin : THG_NO_ROW;
-                uint32_t last = s->splits_last_row ? (uint32_t)(s->row_end - 1u) : THG_NO_ROW;
-                if (last == first)
-                    last = THG_NO_ROW;
-                modes[m].split_rows[2 * q] = first;
-                modes[m].split_rows[2 * q + 1] = last;
-            }
-            modes[m].own[G] = t->dims[m];
-        }
-        if (modes) {
-            char msg[TH_ERROR_SIZE];
-            const thg_status st = thg_group_set_layout(group, modes, msg, sizeof msg);
-            if (st != THG_OK)
-                status = th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
-        }
-        free(modes);
-    }
+    if (status == TH_OK)
+        status = set_layout(group, t->nmodes, t->dims, plan.shares, err);
     free_plan(&plan);
+    return status;
+}
+
+/* This process's share of `mode`: its nonzeros and rows. */
+static thp_share_extent share_extent(const th_coo_tensor *share, uint32_t mode)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    const uint32_t *rows = share->indices[mode];
+    for (uint64_t k = 0; k < share->nnz; ++k) {
+        lo = rows[k] < lo ? rows[k] : lo;
+        hi = rows[k] > hi ? rows[k] : hi;
+    }
+    if (share->nnz == 0)
+        return (thp_share_extent){0, 0, 0};
+    return (thp_share_extent){share->nnz, lo, (uint64_t)hi + 1u};
+}
+
+/* Every rank's shares of every mode (shares[nmodes][G]), rebuilt as the
+ * plan made them from every process's extents, gathered through the
+ * host's reduce_max (each process's own slots set, the rest zero; its
+ * first row stored + 1, so that a zero is "nothing"). */
+static th_status gather_shares(const th_coo_tensor *t, const th_host_services *host,
+                               uint32_t me, uint32_t G, thp_share *shares, char *err)
+{
+    const uint32_t N = t->nmodes;
+    const size_t count = (size_t)G * N * 3u;
+    uint64_t *facts = calloc(count, sizeof *facts);
+    thp_share_extent *extents = malloc(sizeof *extents * G);
+    if (facts == NULL || extents == NULL) {
+        free(facts);
+        free(extents);
+        return th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (uint32_t m = 0; m < N; ++m) {
+        const thp_share_extent e = share_extent(t->mode_nonzeros[m], m);
+        uint64_t *mine = facts + ((size_t)me * N + m) * 3u;
+        mine[0] = e.nnz;
+        mine[1] = e.row_begin + 1u;
+        mine[2] = e.row_end;
+    }
+    char msg[TH_ERROR_SIZE];
+    th_status status = TH_OK;
+    if (host->reduce_max(host->host_data, facts, count, msg) != TH_OK)
+        status = th_plugin_fail(err, TH_ERR_INTERNAL, "the processes' shares: %s", msg);
+    for (uint32_t m = 0; m < N && status == TH_OK; ++m) {
+        for (uint32_t q = 0; q < G; ++q) {
+            const uint64_t *f = facts + ((size_t)q * N + m) * 3u;
+            extents[q] = (thp_share_extent){f[0], f[0] ? f[1] - 1u : 0, f[2]};
+        }
+        uint32_t bad = 0;
+        if (thp_shares_from_extents(extents, G, shares + (size_t)m * G, &bad) != 0)
+            status = th_plugin_fail(err, TH_ERR_INVALID_ARGUMENT,
+                                    "mode %u: process %u's nonzeros start in a row before an "
+                                    "earlier process's last: the shares are not dealt by rows",
+                                    m, bad);
+    }
+    free(facts);
+    free(extents);
+    return status;
+}
+
+th_status thg_group_load_across(thg_group *group, const th_coo_tensor *t, uint32_t rank,
+                                const th_host_services *host, char *err)
+{
+    uint32_t me = 0;
+    thg_group_local_ranks(group, &me);
+    const uint32_t G = thg_group_size(group), N = t->nmodes;
+    thg_group_unload(group); /* before the rank frees its factors */
+    thp_share *shares = calloc((size_t)G * (N > 0 ? N : 1), sizeof *shares);
+    th_status status = shares ? TH_OK
+                              : th_plugin_fail(err, TH_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (status == TH_OK && (N < 2 || N > THG_MAX_MODES))
+        status = th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                                "tensor has %u modes; the GPU kernels support 2 to %u", N,
+                                THG_MAX_MODES);
+    /* Every process gathers, whatever it found: a collective each. */
+    if (status == TH_OK)
+        status = gather_shares(t, host, me, G, shares, err);
+    for (uint32_t m = 0; m < N && status == TH_OK; ++m)
+        for (uint32_t q = 0; q < G && status == TH_OK; ++q)
+            if (shares[(size_t)m * G + q].nnz_end == shares[(size_t)m * G + q].nnz_begin)
+                status = th_plugin_fail(err, TH_ERR_UNSUPPORTED,
+                                        "mode %u: process %u holds none of its nonzeros (the "
+                                        "tensor has fewer than the %u processes)",
+                                        m, q, G);
+    if (status == TH_OK) {
+        thg_mode_input inputs[THG_MAX_MODES];
+        for (uint32_t m = 0; m < N; ++m) {
+            const th_coo_tensor *share = t->mode_nonzeros[m];
+            const thp_owned_rows owned =
+                thp_owned_rows_of(shares + (size_t)m * G, G, me, t->dims[m]);
+            inputs[m] = (thg_mode_input){share->nnz, share->indices, share->values,
+                                         owned.begin, owned.window_end};
+        }
+        char msg[TH_ERROR_SIZE - 64];
+        const thg_status st =
+            thg_load_shares(thg_group_rank(group, me), N, t->dims, inputs, rank, msg, sizeof msg);
+        if (st != THG_OK)
+            status = th_plugin_fail(err, gpu_plugin_status(st), "process %u: %s", me, msg);
+    }
+    /* The layout is collective (its buffers' registration): every process
+     * learns whether every other loaded its share first. */
+    uint64_t failed = status != TH_OK;
+    char msg[TH_ERROR_SIZE];
+    if (host->reduce_max(host->host_data, &failed, 1, msg) != TH_OK && status == TH_OK)
+        status = th_plugin_fail(err, TH_ERR_INTERNAL, "the processes' loads: %s", msg);
+    if (status == TH_OK && failed)
+        status = th_plugin_fail(err, TH_ERR_INTERNAL,
+                                "another process could not load its share of the tensor");
+    if (status == TH_OK)
+        status = set_layout(group, N, t->dims, shares, err);
+    free(shares);
     return status;
 }

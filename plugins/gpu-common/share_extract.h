@@ -1,8 +1,8 @@
 /* What the host hands each communicator rank of a multi-device run: the
  * nonzeros of its share of one mode (device_shares.h), as their own COO
  * arrays in the mode's row order. Plain C with 64-bit counts, free of CUDA
- * and of "one process": a process per GPU would extract its own rank's
- * shares the same way (from the tensor, or a binary tensor file it maps).
+ * and of "one process" (a process per GPU gets its shares from the host's
+ * deal instead, libtensorhost/dist/dist_deal.h, on the same plan).
  *
  * The mode's row order is the stable one: by row, and within a row in the
  * tensor's own order, so the shares of one mode are the consecutive pieces

@@ -404,6 +404,15 @@ static th_process_record process_record(th_dist *dist, const th_sptensor *share,
  * (`dist`: mpirun, dist.h): every failure before the iterations is agreed
  * at the next of three points (the plan, the read, the load), so that it
  * is printed once and every process ends. */
+/* How a distributed run's MTTKRPs were made whole (report.json's
+ * processes.exchange). */
+static const char *exchange_of(const th_backend *backend)
+{
+    if (backend->owned_rows)
+        return backend->planned_process_sums ? "backend_owned_rows" : "owned_rows";
+    return backend->planned_process_sums ? "backend_sums" : "host_sums";
+}
+
 static int run_config(const th_config *config, th_dist *dist, gint64 start)
 {
     GError *error = NULL;
@@ -530,10 +539,7 @@ static int run_config(const th_config *config, th_dist *dist, gint64 start)
             return result->interrupted && th_cancel_requested() ? th_cancel_exit_status() : 0;
         processes = (th_run_processes){.count = th_dist_size(dist),
                                        .mpi_library = th_dist_library(dist),
-                                       .exchange = backend->owned_rows ? "owned_rows"
-                                                   : backend->planned_process_sums
-                                                       ? "backend_sums"
-                                                       : "host_sums",
+                                       .exchange = exchange_of(backend),
                                        .records = records};
     }
     th_run_summary summary = {
