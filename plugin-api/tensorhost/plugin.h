@@ -510,8 +510,9 @@ typedef struct th_runtime_info {
     /* Nonzero: load_tensor() builds each mode from th_coo_tensor's
      * mode_nonzeros[mode] when the host gives them, so that in a run of
      * several processes each mode's MTTKRP covers only the rows this
-     * process owns, and the host gathers those rows instead of summing
-     * whole results. Known from create() on. Default (absent): 0, every
+     * process owns, and those rows are gathered instead of whole results
+     * summed: by the host, or by the instance itself where it says
+     * process_sums too. Known from create() on. Default (absent): 0, every
      * mode built from the one tensor. */
     uint32_t mode_nonzeros;
 } th_runtime_info;

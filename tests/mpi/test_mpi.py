@@ -328,6 +328,29 @@ for processes in (2, 3):
         fit = rep["cpd"]["final_fit"]
         check(one_services is not None and abs(fit - one_services) < 1e-10,
               f"process_sums over {processes}: fit {fit!r}, one process {one_services!r}")
+# A backend that sums itself and takes each mode's own nonzeros (as the GPU
+# plugins do): where the host deals, it gets them, gathers nothing itself,
+# and names the exchange backend_owned_rows; where it does not, the plain
+# share and backend_sums.
+for processes, owned in ((2, "1"), (3, "1"), (2, "0")):
+    env = dict(OPEN_MPI_ENV, TH_FIXTURE_PROCESS_SUMS="dealt", TH_HOST_OWNED_ROWS=owned)
+    out = f"out-dealt-sums-{processes}-{owned}"
+    r = run(["--config", services, "--set", f"output.dir={out}"], processes, env=env)
+    check(r.returncode == 0, f"dealt process_sums over {processes}: exit {r.returncode}: "
+          f"{r.stderr[-2000:]}")
+    if r.returncode == 0:
+        rep = report(out)
+        details = rep["backend"].get("details", "")
+        check(("dealt" in details) == (owned == "1"),
+              f"dealt process_sums over {processes}, TH_HOST_OWNED_ROWS={owned}: "
+              f"details {details!r}")
+        want = "backend_owned_rows" if owned == "1" else "backend_sums"
+        check(rep["processes"]["exchange"] == want,
+              f"dealt process_sums over {processes}: exchange "
+              f"{rep['processes']['exchange']!r}, expected {want}")
+        fit = rep["cpd"]["final_fit"]
+        check(one_services is not None and abs(fit - one_services) < 1e-10,
+              f"dealt process_sums over {processes}: fit {fit!r}, one process {one_services!r}")
 env = dict(OPEN_MPI_ENV, TH_FIXTURE_CREATE_FAIL_RANK="1")
 r = run(["--config", services, "--set", "output.dir=out-services-failing"], 2, env=env,
         timeout=120)
