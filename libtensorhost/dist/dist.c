@@ -447,11 +447,13 @@ gboolean th_dist_exscan_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError
 }
 
 /* One all-to-all of int counts: every pair's block is at most `piece`
- * bytes, so a process's offsets stay within an int. */
+ * bytes, so a process's offsets stay within an int. `out` and `in`: P x
+ * piece bytes each, the rounds' packed buffers. */
 static gboolean alltoallv_round(th_dist *d, const char *sent, const uint64_t *send_first,
                                 const uint64_t *send_bytes, char *received,
                                 const uint64_t *recv_first, const uint64_t *recv_bytes,
-                                uint64_t done, uint64_t piece, int *counts, GError **error)
+                                uint64_t done, uint64_t piece, int *counts, char *out, char *in,
+                                GError **error)
 {
     const uint32_t P = d->size;
     int *send_count = counts, *send_offset = counts + P;
@@ -468,8 +470,6 @@ static gboolean alltoallv_round(th_dist *d, const char *sent, const uint64_t *se
         send_total += s;
         recv_total += r;
     }
-    g_autofree char *out = g_malloc(MAX(send_total, 1));
-    g_autofree char *in = g_malloc(MAX(recv_total, 1));
     for (uint32_t p = 0; p < P; ++p)
         if (send_count[p] > 0)
             memcpy(out + send_offset[p], sent + send_first[p] + done, (size_t)send_count[p]);
@@ -486,7 +486,7 @@ static gboolean alltoallv_round(th_dist *d, const char *sent, const uint64_t *se
 }
 
 gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_bytes,
-                          void **received, uint64_t *recv_bytes, GError **error)
+                          uint32_t unit, void **received, uint64_t *recv_bytes, GError **error)
 {
     *received = NULL;
     if (d == NULL) {
@@ -509,9 +509,9 @@ gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_byt
                    "an exchange of sizes between the processes", error))
         return FALSE;
     d->traffic.calls++;
-    /* Then rounds of at most MAX_PIECE bytes a process, as many on every
-     * process (the most any pair needs). */
-    /* TH_DIST_TEST_EXCHANGE_PIECE=N: rounds of N bytes a pair, however
+    /* Then the records: in one call (below), or in rounds of at most
+     * MAX_PIECE bytes a process, as many on every process (the most any
+     * pair needs). TH_DIST_TEST_EXCHANGE_PIECE=N: rounds of N bytes a pair, however
      * small the exchange (the tests' way through the rounds). */
     const char *test_piece = g_getenv("TH_DIST_TEST_EXCHANGE_PIECE");
     const uint64_t forced = test_piece ? g_ascii_strtoull(test_piece, NULL, 10) : 0;
@@ -527,21 +527,26 @@ gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_byt
         recv_total += recv_bytes[p];
         rounds = MAX(rounds, (MAX(send_bytes[p], recv_bytes[p]) + piece - 1) / piece);
     }
-    if (!th_dist_max_u64(d, &rounds, 1, error))
+    /* Counted in units, a process's blocks fit MPI's ints far longer than
+     * in bytes: one call from and into the buffers themselves where every
+     * process's do (each deciding alike, as for the rounds' count). */
+    uint64_t most[2] = {rounds, MAX(send_total, recv_total) / unit};
+    if (!th_dist_max_u64(d, most, 2, error))
         return FALSE;
+    rounds = most[0];
     char *in = recv_total > 0 ? g_malloc(recv_total) : NULL;
-    if (!forced && rounds == 1 && send_total <= INT_MAX && recv_total <= INT_MAX) {
-        /* One call from and into the buffers themselves. */
+    if (!forced && most[1] <= INT_MAX) {
         for (uint32_t p = 0; p < P; ++p) {
-            counts[p] = (int)send_bytes[p];
-            counts[P + p] = (int)send_first[p];
-            counts[2 * P + p] = (int)recv_bytes[p];
-            counts[3 * P + p] = (int)recv_first[p];
+            counts[p] = (int)(send_bytes[p] / unit);
+            counts[P + p] = (int)(send_first[p] / unit);
+            counts[2 * P + p] = (int)(recv_bytes[p] / unit);
+            counts[3 * P + p] = (int)(recv_first[p] / unit);
         }
         char empty[1];
         if (mpi_failed(d,
-                       d->mpi->alltoallv(send_total ? sent : empty, counts, counts + P,
-                                         in ? in : empty, counts + 2 * P, counts + 3 * P),
+                       d->mpi->alltoallv_units(send_total ? sent : empty, counts, counts + P,
+                                               in ? in : empty, counts + 2 * P, counts + 3 * P,
+                                               (int)unit),
                        "an exchange between the processes", error)) {
             g_free(in);
             return FALSE;
@@ -550,12 +555,20 @@ gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_byt
         d->traffic.bytes += send_total;
         rounds = 0;
     }
-    for (uint64_t k = 0; k < rounds; ++k)
-        if (!alltoallv_round(d, sent, send_first, send_bytes, in, recv_first, recv_bytes,
-                             k * piece, piece, counts, error)) {
-            g_free(in);
-            return FALSE;
-        }
+    /* Otherwise rounds through packed buffers, allocated once: fresh pages
+     * a round would each be zeroed by the kernel first. */
+    char *out_round = rounds ? g_malloc((size_t)piece * P) : NULL;
+    char *in_round = rounds ? g_malloc((size_t)piece * P) : NULL;
+    gboolean ok = TRUE;
+    for (uint64_t k = 0; ok && k < rounds; ++k)
+        ok = alltoallv_round(d, sent, send_first, send_bytes, in, recv_first, recv_bytes,
+                             k * piece, piece, counts, out_round, in_round, error);
+    g_free(out_round);
+    g_free(in_round);
+    if (!ok) {
+        g_free(in);
+        return FALSE;
+    }
     d->traffic.seconds += (double)(g_get_monotonic_time() - start) / 1e6;
     *received = in;
     return TRUE;

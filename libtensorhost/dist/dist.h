@@ -96,11 +96,14 @@ gboolean th_dist_exscan_sum_u64(th_dist *dist, uint64_t *values, uint64_t n, GEr
  * 1, ... one after another) to process p, and gets what each sent it:
  * *received (g_malloc'd, the caller's; blocks in rank order, NULL when
  * empty) and recv_bytes[p] (caller's array of size entries), whatever
- * the sizes (MPI's int counts are cut into rounds of at most 1 GiB a
- * process; TH_DIST_TEST_EXCHANGE_PIECE=N forces rounds of N bytes a pair,
- * for tests). With `dist` NULL the one block is copied. */
+ * the sizes. The blocks are records of `unit` bytes (every size a
+ * multiple of it, the same on every process): one MPI call of them while
+ * a process's records fit MPI's int counts, else rounds of at most 1 GiB
+ * a process through packed buffers (TH_DIST_TEST_EXCHANGE_PIECE=N forces
+ * rounds of N bytes a pair, for tests). With `dist` NULL the one block is
+ * copied. */
 gboolean th_dist_exchange(th_dist *dist, const void *sent, const uint64_t *send_bytes,
-                          void **received, uint64_t *recv_bytes, GError **error);
+                          uint32_t unit, void **received, uint64_t *recv_bytes, GError **error);
 
 /* Every process's `count` doubles of `sent` into every process's
  * `received`, block p (counts[p] doubles, every process's count, known to

@@ -62,7 +62,8 @@ static th_sptensor *exchange_nonzeros(th_dist *dist, const th_sptensor *share, u
     g_free(to);
     g_autofree uint64_t *recv_bytes = g_new0(uint64_t, P);
     void *received = NULL;
-    const gboolean sent = th_dist_exchange(dist, packed, send_bytes, &received, recv_bytes, error);
+    const gboolean sent =
+        th_dist_exchange(dist, packed, send_bytes, (uint32_t)record, &received, recv_bytes, error);
     g_clear_pointer(&packed, g_free);
     if (!sent)
         return NULL;

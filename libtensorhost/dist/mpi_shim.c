@@ -79,6 +79,22 @@ static int shim_alltoallv(const void *sent, const int *send_bytes, const int *se
                          recv_offsets, MPI_BYTE, MPI_COMM_WORLD);
 }
 
+static int shim_alltoallv_units(const void *sent, const int *send_counts,
+                                const int *send_offsets, void *received, const int *recv_counts,
+                                const int *recv_offsets, int unit)
+{
+    MPI_Datatype record;
+    int code = MPI_Type_contiguous(unit, MPI_BYTE, &record);
+    if (code != MPI_SUCCESS)
+        return code;
+    code = MPI_Type_commit(&record);
+    if (code == MPI_SUCCESS)
+        code = MPI_Alltoallv(sent, send_counts, send_offsets, record, received, recv_counts,
+                             recv_offsets, record, MPI_COMM_WORLD);
+    const int freed = MPI_Type_free(&record);
+    return code != MPI_SUCCESS ? code : freed;
+}
+
 static int shim_exscan(void *buffer, int count, th_mpi_type type, th_mpi_op op)
 {
     return MPI_Exscan(MPI_IN_PLACE, buffer, count, datatype(type), operation(op),
@@ -162,6 +178,7 @@ const th_mpi_shim *th_mpi_shim_table(void)
         .alltoallv = shim_alltoallv,
         .exscan = shim_exscan,
         .allgatherv = shim_allgatherv,
+        .alltoallv_units = shim_alltoallv_units,
     };
     return &table;
 }

@@ -64,6 +64,12 @@ typedef struct th_mpi_shim {
      * at its offset in `received`). */
     int (*allgatherv)(const double *sent, int count, double *received, const int *counts,
                       const int *offsets);
+    /* alltoallv in units of `unit` bytes (a contiguous datatype): counts
+     * and offsets count units, so that records pass MPI's int counts in
+     * one call up to 2^31 records a process, where bytes go in rounds. */
+    int (*alltoallv_units)(const void *sent, const int *send_counts, const int *send_offsets,
+                           void *received, const int *recv_counts, const int *recv_offsets,
+                           int unit);
 } th_mpi_shim;
 
 #endif
