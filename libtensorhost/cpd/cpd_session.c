@@ -274,10 +274,14 @@ static gboolean load_dealt(th_cpd_session *s, GError **error)
  * of 4N + 8 bytes for each mode but the first, once; each iteration then
  * saves about 8 R sum_n I_n (a gather of the rows, where the sums'
  * all-reduce moves twice them), so it deals when max_iters iterations save
- * at least that. TH_HOST_OWNED_ROWS=1 or 0 (given to every process)
- * decides instead, for comparisons; a mode of more than INT_MAX doubles
- * of results (MPI's counts) keeps the sums, which go in pieces. Every
- * process decides alike (one "no" is every process's). */
+ * at least that. A backend that sums over the processes itself (the GPUs)
+ * keeps its sums where every process is on one host: there its exchange
+ * runs over the devices' links, far faster than the host deals (two
+ * H200s: 1.3 s of deal at load against 0.14 ms saved an iteration on
+ * nell-2, BENCHMARKS.md). TH_HOST_OWNED_ROWS=1 or 0 (given to every
+ * process) decides instead, for comparisons; a mode of more than INT_MAX
+ * doubles of results (MPI's counts) keeps the sums, which go in pieces.
+ * Every process decides alike (one "no" is every process's). */
 static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
 {
     th_dist *dist = s->params.dist;
@@ -295,7 +299,10 @@ static gboolean deal_wanted(th_cpd_session *s, gboolean *wanted, GError **error)
     const double dealt = (double)nnz * (4.0 * share->nmodes + 8.0) * (share->nmodes - 1) /
                          th_dist_size(dist);
     const char *forced = g_getenv("TH_HOST_OWNED_ROWS");
-    uint64_t refused = !fits || (forced ? g_strcmp0(forced, "0") == 0 : saved < dealt);
+    const gboolean devices_link =
+        s->backend->planned_process_sums && th_dist_one_host(dist);
+    uint64_t refused = !fits || (forced ? g_strcmp0(forced, "0") == 0
+                                        : devices_link || saved < dealt);
     if (!th_dist_max_u64(dist, &refused, 1, error))
         return FALSE;
     *wanted = refused == 0;

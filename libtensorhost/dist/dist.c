@@ -15,6 +15,7 @@ struct th_dist {
     void *module;
     const th_mpi_shim *mpi;
     uint32_t rank, size;
+    uint32_t local_size; /* the processes on this one's host, itself included */
     char library[256];
     char host[256];
     int threads; /* the OpenMP default share_the_cores set, 0 for none */
@@ -261,6 +262,7 @@ th_dist *th_dist_start(GError **error)
     if (d->mpi->local_size(&locals, &local) == 0) {
         share_the_cores(d, locals);
         share_the_gpus(d, locals, local);
+        d->local_size = (uint32_t)locals;
     }
     current = d;
     return d;
@@ -281,6 +283,8 @@ void th_dist_finish(th_dist *d)
 uint32_t th_dist_rank(const th_dist *d) { return d ? d->rank : 0; }
 
 uint32_t th_dist_size(const th_dist *d) { return d ? d->size : 1; }
+
+gboolean th_dist_one_host(const th_dist *d) { return d == NULL || d->local_size == d->size; }
 
 const char *th_dist_library(const th_dist *d) { return d ? d->library : ""; }
 

@@ -63,6 +63,10 @@ th_dist *th_dist_current(void);
 
 uint32_t th_dist_rank(const th_dist *dist);
 uint32_t th_dist_size(const th_dist *dist);
+/* Whether every process runs on this process's host (MPI's shared-memory
+ * split), as every process finds alike; TRUE for NULL. FALSE where MPI
+ * could not say. */
+gboolean th_dist_one_host(const th_dist *dist);
 /* The OpenMP threads each process took as its share of its host's cores
  * (th_dist_start: the cores it may run on over the processes on its host,
  * unless OMP_NUM_THREADS is set); 0 when it left OpenMP's default. */

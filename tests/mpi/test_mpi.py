@@ -351,6 +351,23 @@ for processes, owned in ((2, "1"), (3, "1"), (2, "0")):
         fit = rep["cpd"]["final_fit"]
         check(one_services is not None and abs(fit - one_services) < 1e-10,
               f"dealt process_sums over {processes}: fit {fit!r}, one process {one_services!r}")
+# Left to the rule, such a backend keeps its sums where every process is
+# on one host (its devices' links outpace the host's deal), even where the
+# host's bytes would call for the deal (as they do for cpu-reference on
+# this tensor and iterations, case aminoacid-tol above).
+long_services = write_config("services-long", tensors["aminoacid"], plugin="fixture_processes",
+                             iters=200)
+r = run(["--config", long_services, "--set", "output.dir=out-dealt-rule"], 2,
+        env=dict(OPEN_MPI_ENV, TH_FIXTURE_PROCESS_SUMS="dealt"))
+check(r.returncode == 0, f"dealt process_sums by the rule: exit {r.returncode}: "
+      f"{r.stderr[-2000:]}")
+if r.returncode == 0:
+    rep = report("out-dealt-rule")
+    dims, nnz = rep["tensor"]["dims"], rep["tensor"]["nnz"]
+    check(200 * 8 * 4 * sum(dims) >= nnz * (4 * len(dims) + 8) * (len(dims) - 1) / 2,
+          "services-long: the host's bytes would not deal, so the one-host rule goes untested")
+    check(rep["processes"]["exchange"] == "backend_sums",
+          f"dealt process_sums by the rule on one host: exchange {rep['processes']['exchange']}")
 env = dict(OPEN_MPI_ENV, TH_FIXTURE_CREATE_FAIL_RANK="1")
 r = run(["--config", services, "--set", "output.dir=out-services-failing"], 2, env=env,
         timeout=120)
