@@ -496,17 +496,21 @@ static th_status get_result_across(th_instance *instance, uint32_t mode, double 
     memset(data, 0, sizeof(double) * count);
     char msg[TH_ERROR_SIZE];
     const thg_status st = thg_group_get_result(instance->group, mode, data, msg, sizeof msg);
-    /* Every process meets the others, a failure too (as all ones: no row
-     * then looks like a result). */
-    if (st != THG_OK)
-        memset(data, 0xff, sizeof(double) * count);
+    /* Every process meets the others, a failure too: first whether any
+     * failed, then, where none did, the rows. */
+    const th_host_services *host = instance->host;
     char reduce_err[TH_ERROR_SIZE];
-    const th_status reduced = instance->host->reduce_max(instance->host->host_data,
-                                                         (uint64_t *)data, count, reduce_err);
+    uint64_t failed = st != THG_OK;
+    th_status reduced = host->reduce_max(host->host_data, &failed, 1, reduce_err);
+    if (reduced == TH_OK && !failed)
+        reduced = host->reduce_max(host->host_data, (uint64_t *)data, count, reduce_err);
     if (st != THG_OK)
         return th_plugin_fail(err, gpu_plugin_status(st), "%s", msg);
     if (reduced != TH_OK)
         return th_plugin_fail(err, reduced, "get_mttkrp_result: %s", reduce_err);
+    if (failed)
+        return th_plugin_fail(err, TH_ERR_DEVICE,
+                              "get_mttkrp_result: another process could not read its rows");
     return TH_OK;
 }
 
