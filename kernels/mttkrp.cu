@@ -617,12 +617,37 @@ __host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool model
                                                   : 1;
 }
 
+/* The stretch's indices and values, each read once: loaded past L1
+ * (no_allocate), so that they do not evict the factor rows the gathers
+ * reuse there. */
+__device__ __forceinline__ uint32_t stream_load(const uint32_t *p)
+{
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float stream_load(const float *p)
+{
+    float v;
+    asm("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
 template <int RL, int RPT, int NIN, bool MODEL, bool EXACT>
 struct vec_source {
     using T = float4;
     static constexpr int B = vec_batch(RL, RPT, NIN, MODEL, EXACT);
     static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     static constexpr bool kBreakAtEnd = false;
+    /* Input modes whose last gathered row a group keeps (for_each_batch):
+     * the first two, in the plain MTTKRP at R = 32 (EXACT). The copies keep
+     * each output row's nonzeros in the order of the other modes, so
+     * consecutive nonzeros often share the first input modes' rows.
+     * Measured (kernels/DESIGN.md): all-mode 7-15% faster at R = 32;
+     * keeping every input mode's row no faster, the first mode's alone
+     * slower (nell-2 +20%), and at R = 16 and 64 (a column test around
+     * each gather) keeping rows slower. */
+    static constexpr int kReuse = MODEL || !EXACT ? 0 : (NMAX < 2 ? NMAX : 2);
     /* Nonzero b's value, shuffled from the lane that loaded it (again
      * where the model needs it: fewer registers live across the gathers).
      * The whole warp calls it. */
@@ -663,7 +688,7 @@ struct vec_source {
         nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
         nin = NIN > 0 ? NIN : (int)a.nin;
     }
-    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return __ldg(a.out_idx + k); }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return stream_load(a.out_idx + k); }
     __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
     __device__ __forceinline__ bool col_ok(int t) const { return EXACT || lane + t * RL < cols; }
     __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
@@ -682,15 +707,28 @@ struct vec_source {
     __device__ __forceinline__ void for_each_batch(const Fn &fn, Visit &&visit) const
     {
         const uint32_t C = EXACT ? (uint32_t)(RL * RPT) : cols;
+        /* The last row gathered from each of the first kReuse input modes:
+         * a nonzero with the same index as the group's previous one uses it
+         * again instead of gathering it. Its lanes' load is predicated off,
+         * so the warp's load asks L1 for fewer lines (ncu, a mode of nell-2:
+         * 1.54 -> 1.31 ms, L1 70% -> 64% busy, its hit rate 55% -> 34%: the
+         * repeats were the hits it no longer serves). The row is selected
+         * after the load, not as its destination, so that no load waits for
+         * the one before it. */
+        uint32_t last_i[kReuse > 0 ? kReuse : 1];
+        float4 last_v[kReuse > 0 ? kReuse : 1][RPT];
+#pragma unroll
+        for (int q = 0; q < kReuse; ++q)
+            last_i[q] = kNoRow;
         for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
             const uint32_t k = gbegin + chunk * RL + lane;
             const bool valid = k < gend;
-            const uint32_t my_row = valid ? __ldg(a.out_idx + k) : kNoRow;
-            const float my_val = valid ? __ldg(a.vals + k) : 0.0f;
+            const uint32_t my_row = valid ? stream_load(a.out_idx + k) : kNoRow;
+            const float my_val = valid ? stream_load(a.vals + k) : 0.0f;
             uint32_t my_idx[NMAX];
 #pragma unroll
             for (int q = 0; q < NMAX; ++q)
-                my_idx[q] = (q < nin && valid) ? __ldg(a.in_idx[q] + k) : 0u;
+                my_idx[q] = (q < nin && valid) ? stream_load(a.in_idx[q] + k) : 0u;
 
 #pragma unroll
             for (int j0 = 0; j0 < RL; j0 += B) {
@@ -714,6 +752,23 @@ struct vec_source {
                         /* Past the stretch's end the index is 0: row 0 exists. */
                         const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
                         const float4 *f = a.in_factor[q] + (size_t)i * C;
+                        if (q < kReuse) {
+                            const bool fresh = i != last_i[q];
+#pragma unroll
+                            for (int t = 0; t < RPT; ++t) {
+                                const uint32_t c = lane + t * RL;
+                                if (EXACT || c < C) {
+                                    float4 v;
+                                    if (fresh)
+                                        v = __ldg(f + c);
+                                    v = fresh ? v : last_v[q][t];
+                                    last_v[q][t] = v;
+                                    mul4(prod[b][t], v);
+                                }
+                            }
+                            last_i[q] = i;
+                            continue;
+                        }
 #pragma unroll
                         for (int t = 0; t < RPT; ++t) {
                             const uint32_t c = lane + t * RL;
