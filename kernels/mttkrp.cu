@@ -633,6 +633,19 @@ __device__ __forceinline__ float stream_load(const float *p)
     return v;
 }
 
+/* A group's chunk of RL nonzeros reads RL x 4 bytes of each array: whole
+ * 32-byte sectors from RL = 8 on. Narrower chunks read a sector in parts,
+ * which L1 must keep between them (past L1, the rank-16 all-mode MTTKRP
+ * took 1.3-1.5x as long on the enron and vast shapes). */
+template <int RL, class P>
+__device__ __forceinline__ P meta_load(const P *p)
+{
+    if constexpr (RL >= 8)
+        return stream_load(p);
+    else
+        return __ldg(p);
+}
+
 template <int RL, int RPT, int NIN, bool MODEL, bool EXACT>
 struct vec_source {
     using T = float4;
@@ -640,13 +653,13 @@ struct vec_source {
     static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     static constexpr bool kBreakAtEnd = false;
     /* Input modes whose last gathered row a group keeps (for_each_batch):
-     * the first two, in the plain MTTKRP at R = 32 (EXACT). The copies keep
-     * each output row's nonzeros in the order of the other modes, so
-     * consecutive nonzeros often share the first input modes' rows.
-     * Measured (kernels/DESIGN.md): all-mode 7-15% faster at R = 32;
-     * keeping every input mode's row no faster, the first mode's alone
-     * slower (nell-2 +20%), and at R = 16 and 64 (a column test around
-     * each gather) keeping rows slower. */
+     * the first two, in the plain MTTKRP at R = 16 and 32 (EXACT). The
+     * copies keep each output row's nonzeros in the order of the other
+     * modes, so consecutive nonzeros often share the first input modes'
+     * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.22x faster at
+     * R = 16 and 32; keeping every input mode's row no faster, the first
+     * mode's alone slower (nell-2 +20%), and with a column test around
+     * each gather (R = 64, or R = 16 before it went EXACT) slower. */
     static constexpr int kReuse = MODEL || !EXACT ? 0 : (NMAX < 2 ? NMAX : 2);
     /* Nonzero b's value, shuffled from the lane that loaded it (again
      * where the model needs it: fewer registers live across the gathers).
@@ -688,7 +701,7 @@ struct vec_source {
         nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
         nin = NIN > 0 ? NIN : (int)a.nin;
     }
-    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return stream_load(a.out_idx + k); }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<RL>(a.out_idx + k); }
     __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
     __device__ __forceinline__ bool col_ok(int t) const { return EXACT || lane + t * RL < cols; }
     __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
@@ -723,12 +736,12 @@ struct vec_source {
         for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
             const uint32_t k = gbegin + chunk * RL + lane;
             const bool valid = k < gend;
-            const uint32_t my_row = valid ? stream_load(a.out_idx + k) : kNoRow;
-            const float my_val = valid ? stream_load(a.vals + k) : 0.0f;
+            const uint32_t my_row = valid ? meta_load<RL>(a.out_idx + k) : kNoRow;
+            const float my_val = valid ? meta_load<RL>(a.vals + k) : 0.0f;
             uint32_t my_idx[NMAX];
 #pragma unroll
             for (int q = 0; q < NMAX; ++q)
-                my_idx[q] = (q < nin && valid) ? stream_load(a.in_idx[q] + k) : 0u;
+                my_idx[q] = (q < nin && valid) ? meta_load<RL>(a.in_idx[q] + k) : 0u;
 
 #pragma unroll
             for (int j0 = 0; j0 < RL; j0 += B) {
@@ -862,17 +875,18 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
     return cudaGetLastError();
 }
 
-/* EXACT: the plain MTTKRP at R = 32, where the group's 8 lanes cover the
- * row's 8 float4 columns exactly: no column test around the gathers (each
- * would sit in its own branch, keeping a batch's loads from all being in
- * flight before their uses) and the row stride a constant. It measured
- * faster there and slower at R = 16 (kernels/DESIGN.md), so the other
- * shapes keep the test. */
+/* EXACT: the plain MTTKRP at R = 32 and R = 16, where the group's 8 or 4
+ * lanes cover the row's float4 columns exactly: no column test around the
+ * gathers (each would sit in its own branch, keeping a batch's loads from
+ * all being in flight before their uses), the row stride a constant, and
+ * the repeated rows reused (vec_source::kReuse). At R = 16 the test's
+ * removal alone measured slower, with the reuse faster (kernels/DESIGN.md);
+ * the other shapes keep the test. */
 template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                            const vec_args &a, uint32_t rank, const Fn &fn)
 {
-    if constexpr (!Fn::kModel && RL == 8 && RPT == 1) {
+    if constexpr (!Fn::kModel && (RL == 8 || RL == 4) && RPT == 1) {
         if (a.cols == (uint32_t)(RL * RPT))
             return launch_vec_exact<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
                                                         fn);
