@@ -656,7 +656,7 @@ struct vec_source {
      * the first two, in the plain MTTKRP at R = 16 and 32 (EXACT). The
      * copies keep each output row's nonzeros in the order of the other
      * modes, so consecutive nonzeros often share the first input modes'
-     * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.22x faster at
+     * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.23x faster at
      * R = 16 and 32; keeping every input mode's row no faster, the first
      * mode's alone slower (nell-2 +20%), and with a column test around
      * each gather (R = 64, or R = 16 before it went EXACT) slower. */
