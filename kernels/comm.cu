@@ -458,6 +458,31 @@ thg_status setup_direct(thg_comm *c, char *why, size_t whylen, char *err, size_t
 }
 #endif
 
+#ifdef THG_HAVE_NCCL
+/* An NCCL communicator's last step, alike on one process and across
+ * processes: the direct exchange where the device API allows it, and the
+ * description that names the NCCL, the ranks (`who`) and the exchange. */
+thg_status setup_exchange(thg_comm *c, const char *who, char *err, size_t errlen)
+{
+    char why[96] = "";
+#ifdef THG_HAVE_NCCL_DEVICE
+    const thg_status st = setup_direct(c, why, sizeof why, err, errlen);
+    if (st != THG_OK)
+        return st;
+#else
+    (void)err, (void)errlen;
+#endif
+    snprintf(c->description, sizeof c->description, "NCCL %d.%d.%d (%s), %s, %s%s%s",
+             c->nccl.version / 10000, c->nccl.version / 100 % 100, c->nccl.version % 100,
+             c->nccl_origin, who,
+             c->direct          ? "direct exchange (device API)"
+             : c->nccl.MemAlloc ? "buffers registered (zero-copy)"
+                                : "staged transfers",
+             why[0] ? "; " : "", why);
+    return THG_OK;
+}
+#endif
+
 thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
 {
     thg_status st = choose_kind(c->devices, c->G, force_nccl, &c->kind, err, errlen);
@@ -489,21 +514,9 @@ thg_status create(thg_comm *c, int force_nccl, char *err, size_t errlen)
 #ifdef THG_HAVE_NCCL
     {
         THG_NCCL(c, CommInitAll(c->comms, (int)c->G, c->devices));
-        char why[96] = "";
-#ifdef THG_HAVE_NCCL_DEVICE
-        st = setup_direct(c, why, sizeof why, err, errlen);
-        if (st != THG_OK)
-            return st;
-#endif
-        snprintf(c->description, sizeof c->description,
-                 "NCCL %d.%d.%d (%s), %u device%s, %s%s%s", c->nccl.version / 10000,
-                 c->nccl.version / 100 % 100, c->nccl.version % 100, c->nccl_origin,
-                 c->G, c->G == 1 ? "" : "s",
-                 c->direct             ? "direct exchange (device API)"
-                 : c->nccl.MemAlloc    ? "buffers registered (zero-copy)"
-                                       : "staged transfers",
-                 why[0] ? "; " : "", why);
-        return THG_OK;
+        char who[48];
+        snprintf(who, sizeof who, "%u device%s", c->G, c->G == 1 ? "" : "s");
+        return setup_exchange(c, who, err, errlen);
     }
 #endif
         return THG_OK;
@@ -848,22 +861,15 @@ thg_status thg_comm_create_across(int device, uint32_t rank, uint32_t G, void *n
     thg_status st = load_nccl(c, err, errlen);
     if (st == THG_OK)
         st = check_devices(c, err, errlen);
-    char why[96] = "";
-#ifdef THG_HAVE_NCCL_DEVICE
-    if (st == THG_OK)
-        st = setup_direct(c, why, sizeof why, err, errlen);
-#endif
+    if (st == THG_OK) {
+        char who[48];
+        snprintf(who, sizeof who, "rank %u of %u processes", rank, G);
+        st = setup_exchange(c, who, err, errlen);
+    }
     if (st != THG_OK) {
         thg_comm_destroy(c);
         return st;
     }
-    snprintf(c->description, sizeof c->description,
-             "NCCL %d.%d.%d (%s), rank %u of %u processes, %s%s%s", c->nccl.version / 10000,
-             c->nccl.version / 100 % 100, c->nccl.version % 100, c->nccl_origin, rank, G,
-             c->direct          ? "direct exchange (device API)"
-             : c->nccl.MemAlloc ? "buffers registered (zero-copy)"
-                                : "staged transfers",
-             why[0] ? "; " : "", why);
     *out = c;
     return THG_OK;
 #endif

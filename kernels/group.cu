@@ -572,6 +572,19 @@ thg_status create_events(thg_group *g, char *err, size_t errlen)
     return THG_OK;
 }
 
+/* Both creates' last step: the group handed out, described by its
+ * communicator, or destroyed with whatever of it exists. */
+thg_status finish_create(thg_group *g, thg_status st, thg_group **out)
+{
+    if (st != THG_OK) {
+        thg_group_destroy(g);
+        return st;
+    }
+    snprintf(g->description, sizeof g->description, "%s", thg_comm_describe(g->comm));
+    *out = g;
+    return THG_OK;
+}
+
 } // namespace
 
 extern "C" thg_status thg_group_create(const thg_config *config, const int *devices, uint32_t G,
@@ -603,13 +616,7 @@ extern "C" thg_status thg_group_create(const thg_config *config, const int *devi
     }
     if (st == THG_OK)
         st = create_events(g, err, errlen);
-    if (st != THG_OK) {
-        thg_group_destroy(g);
-        return st;
-    }
-    snprintf(g->description, sizeof g->description, "%s", thg_comm_describe(g->comm));
-    *out = g;
-    return THG_OK;
+    return finish_create(g, st, out);
 }
 
 extern "C" thg_status thg_group_create_across(thg_context *ctx, thg_processes *processes,
@@ -646,13 +653,7 @@ extern "C" thg_status thg_group_create_across(thg_context *ctx, thg_processes *p
         ctx->factor_allocator = {alloc_factor, free_factor, &g->allocators[rank]};
         st = create_events(g, err, errlen);
     }
-    if (st != THG_OK) {
-        thg_group_destroy(g);
-        return st;
-    }
-    snprintf(g->description, sizeof g->description, "%s", thg_comm_describe(g->comm));
-    *out = g;
-    return THG_OK;
+    return finish_create(g, st, out);
 }
 
 extern "C" void thg_group_destroy(thg_group *g)
