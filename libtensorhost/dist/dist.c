@@ -451,8 +451,10 @@ gboolean th_dist_exscan_sum_u64(th_dist *d, uint64_t *values, uint64_t n, GError
 }
 
 /* One all-to-all of int counts: every pair's block is at most `piece`
- * bytes, so a process's offsets stay within an int. `out` and `in`: P x
- * piece bytes each, the rounds' packed buffers. */
+ * bytes, so a process's offsets stay within an int. `out` and `in`: the
+ * rounds' packed buffers, each the size of the first round's packing
+ * (sum over the pairs of min(piece, the pair's bytes)), which no later
+ * round exceeds. */
 static gboolean alltoallv_round(th_dist *d, const char *sent, const uint64_t *send_first,
                                 const uint64_t *send_bytes, char *received,
                                 const uint64_t *recv_first, const uint64_t *recv_bytes,
@@ -524,11 +526,16 @@ gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_byt
     g_autofree uint64_t *send_first = g_new(uint64_t, P);
     g_autofree uint64_t *recv_first = g_new(uint64_t, P);
     uint64_t send_total = 0;
+    /* The packed buffers' sizes: the first round is the largest (a pair's
+     * piece, or all it has when that is less). */
+    uint64_t send_round = 0, recv_round = 0;
     for (uint32_t p = 0; p < P; ++p) {
         send_first[p] = send_total;
         recv_first[p] = recv_total;
         send_total += send_bytes[p];
         recv_total += recv_bytes[p];
+        send_round += MIN(piece, send_bytes[p]);
+        recv_round += MIN(piece, recv_bytes[p]);
         rounds = MAX(rounds, (MAX(send_bytes[p], recv_bytes[p]) + piece - 1) / piece);
     }
     /* Counted in units, a process's blocks fit MPI's ints far longer than
@@ -559,10 +566,12 @@ gboolean th_dist_exchange(th_dist *d, const void *sent, const uint64_t *send_byt
         d->traffic.bytes += send_total;
         rounds = 0;
     }
-    /* Otherwise rounds through packed buffers, allocated once: fresh pages
-     * a round would each be zeroed by the kernel first. */
-    char *out_round = rounds ? g_malloc((size_t)piece * P) : NULL;
-    char *in_round = rounds ? g_malloc((size_t)piece * P) : NULL;
+    /* Otherwise rounds through packed buffers, allocated once (fresh pages
+     * a round would each be zeroed by the kernel first) at the first
+     * round's size, not P pieces: a process that sends little to its
+     * peers packs little. */
+    char *out_round = rounds ? g_malloc(MAX(send_round, 1)) : NULL;
+    char *in_round = rounds ? g_malloc(MAX(recv_round, 1)) : NULL;
     gboolean ok = TRUE;
     for (uint64_t k = 0; ok && k < rounds; ++k)
         ok = alltoallv_round(d, sent, send_first, send_bytes, in, recv_first, recv_bytes,

@@ -114,10 +114,12 @@ check(DEAL_CHECK is not None and os.access(DEAL_CHECK, os.X_OK),
 if DEAL_CHECK:
     for name, path in tensors.items():
         # (processes, launcher, bytes a round: the exchange cut into many,
-        # threads a process: the packing and unpacking split over them)
+        # or into rounds larger than most pairs' blocks, whose packed
+        # buffers are then the blocks' size; threads a process: the
+        # packing and unpacking split over them)
         runs = [(None, None, None, None), (2, None, None, None), (3, None, None, None),
-                (4, None, None, None), (3, None, "1000", None), (2, None, None, "3"),
-                (3, None, None, "2")]
+                (4, None, None, None), (3, None, "1000", None), (4, None, "300000", None),
+                (2, None, None, "3"), (3, None, None, "2")]
         if MPICH:
             runs.append((3, MPICH, None, None))
         for processes, launcher, piece, threads in runs:
