@@ -110,23 +110,33 @@ static void destinations(const th_sptensor *share, uint32_t mode, const uint64_t
     for (uint64_t i = 0; i < share->nnz; ++i)
         to[i] = row_to[index[i]];
     const size_t record = record_bytes(share->nmodes);
-    gboolean split = FALSE;
+    /* The split rows: each straddles one of the P - 1 boundaries between
+     * the shares, so there are fewer than P of them. */
+    g_autofree uint64_t *split = g_new(uint64_t, P);
+    uint32_t nsplit = 0;
     for (uint64_t r = 0; r < rows; ++r) {
         if (row_to[r] < P)
             send_bytes[row_to[r]] += counts[r] * record;
-        split = split || row_to[r] == P;
-    }
-    if (!split)
-        return;
-    /* The split rows, walked in order: the k-th nonzero of a row here at
-     * position first + k. */
-    g_autofree uint64_t *seen = g_new0(uint64_t, rows);
-    for (uint64_t i = 0; i < share->nnz; ++i) {
-        const th_index r = index[i];
-        if (row_to[r] == P) {
-            to[i] = thp_share_holding(shares, P, offsets[r] + before[r] + seen[r]++);
-            send_bytes[to[i]] += record;
+        else {
+            g_assert(nsplit < P); /* one a boundary at most */
+            split[nsplit++] = r;
         }
+    }
+    if (nsplit == 0)
+        return;
+    /* Their nonzeros, walked in order (those whose `to` is still P): the
+     * k-th of a row here goes to position first + k. */
+    g_autofree uint64_t *next = g_new(uint64_t, nsplit);
+    for (uint32_t k = 0; k < nsplit; ++k)
+        next[k] = offsets[split[k]] + before[split[k]];
+    for (uint64_t i = 0; i < share->nnz; ++i) {
+        if (to[i] != P)
+            continue;
+        uint32_t k = 0;
+        while (split[k] != index[i])
+            ++k;
+        to[i] = thp_share_holding(shares, P, next[k]++);
+        send_bytes[to[i]] += record;
     }
 }
 
