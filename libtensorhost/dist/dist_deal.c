@@ -115,9 +115,9 @@ static void destinations(const th_sptensor *share, uint32_t mode, const uint64_t
     g_autofree uint64_t *split = g_new(uint64_t, P);
     uint32_t nsplit = 0;
     for (uint64_t r = 0; r < rows; ++r) {
-        if (row_to[r] < P)
+        if (row_to[r] < P) {
             send_bytes[row_to[r]] += counts[r] * record;
-        else {
+        } else {
             g_assert(nsplit < P); /* one a boundary at most */
             split[nsplit++] = r;
         }
