@@ -650,15 +650,8 @@ thg_status end_nccl(thg_comm *c, char *err, size_t errlen)
 #endif
 }
 
-/* Rank r's registration whose buffer is ptr, or nullptr. */
-registration *find_registration(thg_comm *c, uint32_t r, const void *ptr)
-{
-    for (registration &reg : c->registered[r])
-        if (reg.handle && reg.ptr == ptr)
-            return &reg;
-    return nullptr;
-}
-
+#ifdef THG_HAVE_NCCL
+/* Rank r's first unused registration slot, or nullptr. */
 registration *free_registration_slot(thg_comm *c, uint32_t r)
 {
     for (registration &reg : c->registered[r])
@@ -667,7 +660,6 @@ registration *free_registration_slot(thg_comm *c, uint32_t r)
     return nullptr;
 }
 
-#ifdef THG_HAVE_NCCL
 /* Rank r's part of the group's registration (`add`) or deregistration:
  * a window for the direct exchange, else a local registration. Returns
  * NCCL's result and the call's name; *handle, a registration's. */
@@ -749,6 +741,15 @@ thg_status end_registration(thg_comm *c, char *err, size_t errlen)
 }
 
 #ifdef THG_HAVE_NCCL_DEVICE
+/* Rank r's registration whose buffer is ptr, or nullptr. */
+registration *find_registration(thg_comm *c, uint32_t r, const void *ptr)
+{
+    for (registration &reg : c->registered[r])
+        if (reg.handle && reg.ptr == ptr)
+            return &reg;
+    return nullptr;
+}
+
 /* The all-gathers of the group as the direct exchange, when every rank's
  * every buffer is a window of that rank: one kernel a rank. *ran false:
  * not all are, nothing launched (the point-to-point path then). */

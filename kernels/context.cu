@@ -90,6 +90,7 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     snprintf(ctx->device_name, sizeof(ctx->device_name), "%s (device %d)", prop.name,
              ctx->device);
     ctx->sm_count = prop.multiProcessorCount;
+    ctx->l2_bytes = (uint64_t)prop.l2CacheSize;
     ctx->kappa = config->kappa ? config->kappa : (uint32_t)prop.multiProcessorCount;
     ctx->P = config->P; /* 0: fill a 1024-thread block, decided per rank */
     if (ctx->P > THG_MAX_P)
@@ -107,6 +108,9 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
     ctx->poison_results = poison && *poison && strcmp(poison, "0") != 0;
     const char *cap = getenv("TH_GPU_TEST_FREE_BYTES");
     ctx->free_bytes_cap = cap && *cap ? strtoull(cap, nullptr, 10) : 0;
+    const char *l2 = getenv("TH_GPU_TEST_L2_BYTES");
+    if (l2 && *l2)
+        ctx->l2_bytes = strtoull(l2, nullptr, 10);
     const char *no_saved = getenv("TH_GPU_TEST_NONNEG_NO_SAVED");
     ctx->nonneg_no_saved = no_saved && *no_saved && strcmp(no_saved, "0") != 0;
     const char *chunk = getenv("TH_GPU_TEST_RLS_CHUNK");

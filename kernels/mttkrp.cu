@@ -636,17 +636,19 @@ __device__ __forceinline__ float stream_load(const float *p)
 /* A group's chunk of RL nonzeros reads RL x 4 bytes of each array: whole
  * 32-byte sectors from RL = 8 on. Narrower chunks read a sector in parts,
  * which L1 must keep between them (past L1, the rank-16 all-mode MTTKRP
- * took 1.3-1.5x as long on the enron and vast shapes). */
-template <int RL, class P>
+ * took 1.3-1.5x as long on the enron and vast shapes). PAST_L1 is the
+ * launch's choice (launch_vec_l1): where the input factors exceed L2 the
+ * gathers miss it anyway and the indices' L1 lines are worth keeping. */
+template <int RL, bool PAST_L1, class P>
 __device__ __forceinline__ P meta_load(const P *p)
 {
-    if constexpr (RL >= 8)
+    if constexpr (RL >= 8 && PAST_L1)
         return stream_load(p);
     else
         return __ldg(p);
 }
 
-template <int RL, int RPT, int NIN, bool MODEL, bool EXACT>
+template <int RL, int RPT, int NIN, bool MODEL, bool EXACT, bool PAST_L1>
 struct vec_source {
     using T = float4;
     static constexpr int B = vec_batch(RL, RPT, NIN, MODEL, EXACT);
@@ -701,7 +703,7 @@ struct vec_source {
         nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
         nin = NIN > 0 ? NIN : (int)a.nin;
     }
-    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<RL>(a.out_idx + k); }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<RL, PAST_L1>(a.out_idx + k); }
     __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
     __device__ __forceinline__ bool col_ok(int t) const { return EXACT || lane + t * RL < cols; }
     __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
@@ -728,20 +730,21 @@ struct vec_source {
          * repeats were the hits it no longer serves). The row is selected
          * after the load, not as its destination, so that no load waits for
          * the one before it. */
+        static_assert(kReuse == 0 || (EXACT && RPT == 1), "a kept row is one float4 a lane");
         uint32_t last_i[kReuse > 0 ? kReuse : 1];
-        float4 last_v[kReuse > 0 ? kReuse : 1][RPT];
+        float4 last_v[kReuse > 0 ? kReuse : 1];
 #pragma unroll
         for (int q = 0; q < kReuse; ++q)
             last_i[q] = kNoRow;
         for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
             const uint32_t k = gbegin + chunk * RL + lane;
             const bool valid = k < gend;
-            const uint32_t my_row = valid ? meta_load<RL>(a.out_idx + k) : kNoRow;
-            const float my_val = valid ? meta_load<RL>(a.vals + k) : 0.0f;
+            const uint32_t my_row = valid ? meta_load<RL, PAST_L1>(a.out_idx + k) : kNoRow;
+            const float my_val = valid ? meta_load<RL, PAST_L1>(a.vals + k) : 0.0f;
             uint32_t my_idx[NMAX];
 #pragma unroll
             for (int q = 0; q < NMAX; ++q)
-                my_idx[q] = (q < nin && valid) ? meta_load<RL>(a.in_idx[q] + k) : 0u;
+                my_idx[q] = (q < nin && valid) ? meta_load<RL, PAST_L1>(a.in_idx[q] + k) : 0u;
 
 #pragma unroll
             for (int j0 = 0; j0 < RL; j0 += B) {
@@ -766,19 +769,14 @@ struct vec_source {
                         const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
                         const float4 *f = a.in_factor[q] + (size_t)i * C;
                         if (q < kReuse) {
+                            /* One float4 a lane: kReuse > 0 only where EXACT and RPT == 1. */
                             const bool fresh = i != last_i[q];
-#pragma unroll
-                            for (int t = 0; t < RPT; ++t) {
-                                const uint32_t c = lane + t * RL;
-                                if (EXACT || c < C) {
-                                    float4 v;
-                                    if (fresh)
-                                        v = __ldg(f + c);
-                                    v = fresh ? v : last_v[q][t];
-                                    last_v[q][t] = v;
-                                    mul4(prod[b][t], v);
-                                }
-                            }
+                            float4 v;
+                            if (fresh)
+                                v = __ldg(f + lane);
+                            v = fresh ? v : last_v[q];
+                            last_v[q] = v;
+                            mul4(prod[b][0], v);
                             last_i[q] = i;
                             continue;
                         }
@@ -796,12 +794,12 @@ struct vec_source {
     }
 };
 
-template <int RL, int RPT, int NIN, bool OWNED, bool EXACT, class Fn>
+template <int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
 __global__ void __launch_bounds__(vec_max_threads(RPT), 1)
     mttkrp_vec_kernel(const vec_args a, const Fn fn)
 {
     extern __shared__ float4 smem4[];
-    const vec_source<RL, RPT, NIN, Fn::kModel, EXACT> src(a);
+    const vec_source<RL, RPT, NIN, Fn::kModel, EXACT, PAST_L1> src(a);
     mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, smem4, a.stamp);
 }
 
@@ -858,7 +856,7 @@ cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
     return cudaGetLastError();
 }
 
-template <int RL, int RPT, int NIN, bool EXACT, class Fn>
+template <int RL, int RPT, int NIN, bool EXACT, bool PAST_L1, class Fn>
 cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                              const vec_args &a, uint32_t rank, const Fn &fn)
 {
@@ -866,13 +864,35 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
     const size_t smem = Fn::kWrite ? block_smem_bytes(groups, rank) : 0;
     if constexpr (Fn::kWrite) {
         if (owned) {
-            mttkrp_vec_kernel<RL, RPT, NIN, true, EXACT>
+            mttkrp_vec_kernel<RL, RPT, NIN, true, EXACT, PAST_L1>
                 <<<blocks, threads, smem, stream>>>(a, fn);
             return cudaGetLastError();
         }
     }
-    mttkrp_vec_kernel<RL, RPT, NIN, false, EXACT><<<blocks, threads, smem, stream>>>(a, fn);
+    mttkrp_vec_kernel<RL, RPT, NIN, false, EXACT, PAST_L1>
+        <<<blocks, threads, smem, stream>>>(a, fn);
     return cudaGetLastError();
+}
+
+/* The indices and values past L1 (meta_load) where the input factors fit
+ * in L2 together, through it where they do not: one H200, the Nell-1
+ * shape's all-mode MTTKRP took 1.09x as long past L1 at R = 32 and 1.05x
+ * at R = 64 (its gathers miss L2, and the indices' lines were worth
+ * keeping); the same choice made inside the kernel cost the shapes that fit
+ * 1.6-2.6% (kernels/DESIGN.md). Made here, each kernel is the code measured
+ * for its case. The plain MTTKRP's 8-lane kernels only: narrower ones read
+ * through L1 always, the generalized ones past it. */
+template <int RL, int RPT, int NIN, bool EXACT, class Fn>
+cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
+                          const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
+{
+    if constexpr (!Fn::kModel && RL >= 8) {
+        if (!factors_fit_l2)
+            return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
+                                                                rank, fn);
+    }
+    return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a, rank,
+                                                       fn);
 }
 
 /* EXACT: the plain MTTKRP at R = 32 and R = 16, where the group's 8 or 4
@@ -884,29 +904,30 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
  * the other shapes keep the test. */
 template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                           const vec_args &a, uint32_t rank, const Fn &fn)
+                           const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
 {
     if constexpr (!Fn::kModel && (RL == 8 || RL == 4) && RPT == 1) {
         if (a.cols == (uint32_t)(RL * RPT))
-            return launch_vec_exact<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
-                                                        fn);
+            return launch_vec_l1<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
+                                                     factors_fit_l2, fn);
     }
-    return launch_vec_exact<RL, RPT, NIN, false>(owned, blocks, groups, stream, a, rank, fn);
+    return launch_vec_l1<RL, RPT, NIN, false>(owned, blocks, groups, stream, a, rank,
+                                              factors_fit_l2, fn);
 }
 
 template <int RL, int RPT, class Fn>
 cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                       const vec_args &a, uint32_t rank, const Fn &fn)
+                       const vec_args &a, uint32_t rank, bool fit, const Fn &fn)
 {
     switch (a.nin) {
     case 2:
-        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank, fn);
+        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank, fit, fn);
     case 3:
-        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank, fn);
+        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank, fit, fn);
     case 4:
-        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank, fn);
+        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank, fit, fn);
     default:
-        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank, fn);
+        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank, fit, fn);
     }
 }
 
@@ -918,13 +939,16 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     vec_args a;
     memset(&a, 0, sizeof(a));
     uint32_t q = 0;
+    uint64_t factor_bytes = 0;
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
         if (m == mode)
             continue;
         a.in_idx[q] = copy.idx[m];
         a.in_factor[q] = (const float4 *)ctx->factors[m];
+        factor_bytes += sizeof(float) * (uint64_t)ctx->dims[m] * ctx->rank;
         ++q;
     }
+    const bool fit = factor_bytes <= ctx->l2_bytes;
     a.nin = q;
     a.out_idx = copy.idx[mode];
     a.out_factor = (const float4 *)ctx->factors[mode];
@@ -941,18 +965,18 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     cudaStream_t st = ctx->stream;
     const uint32_t blocks = ctx->kappa;
     if (vc.lanes == 2)
-        return launch_vec<2, 1>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<2, 1>(owned, blocks, groups, st, a, R, fit, fn);
     if (vc.lanes == 4)
-        return launch_vec<4, 1>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<4, 1>(owned, blocks, groups, st, a, R, fit, fn);
     switch (vc.rpt) {
     case 1:
-        return launch_vec<8, 1>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<8, 1>(owned, blocks, groups, st, a, R, fit, fn);
     case 2:
-        return launch_vec<8, 2>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<8, 2>(owned, blocks, groups, st, a, R, fit, fn);
     case 3:
-        return launch_vec<8, 3>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<8, 3>(owned, blocks, groups, st, a, R, fit, fn);
     default:
-        return launch_vec<8, 4>(owned, blocks, groups, st, a, R, fn);
+        return launch_vec<8, 4>(owned, blocks, groups, st, a, R, fit, fn);
     }
 }
 

@@ -192,6 +192,10 @@ struct thg_context {
     int device;
     char device_name[128];
     int sm_count;
+    /* The device's L2 in bytes: the plain MTTKRP loads its indices past L1
+     * where the input factors fit in it (mttkrp.cu, launch_vec_l1).
+     * TH_GPU_TEST_L2_BYTES=N replaces it (tests of both kernels). */
+    uint64_t l2_bytes;
     uint32_t kappa;
     uint32_t P;
     thg_policy policy;

@@ -94,6 +94,15 @@ static void test_mttkrp_matches_reference(void **state)
                 check_against(p->gpu[g], inst, cases[c].name, t, rank, factors, expected);
                 p->gpu[g]->entry.destroy(inst);
                 checked += t->nmodes;
+                /* The factors taken as larger than L2 (read at create): the
+                 * kernels that load the indices through L1 (mttkrp.cu,
+                 * launch_vec_l1). */
+                g_setenv("TH_GPU_TEST_L2_BYTES", "0", TRUE);
+                inst = th_test_create_instance(p->gpu[g], NULL);
+                g_unsetenv("TH_GPU_TEST_L2_BYTES");
+                check_against(p->gpu[g], inst, cases[c].name, t, rank, factors, expected);
+                p->gpu[g]->entry.destroy(inst);
+                checked += t->nmodes;
             }
             /* Non-default options: few partitions, few nonzeros in flight,
              * and the paper's rule, so long modes go to scheme 1 with many
