@@ -655,13 +655,14 @@ struct vec_source {
     static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     static constexpr bool kBreakAtEnd = false;
     /* Input modes whose last gathered row a group keeps (for_each_batch):
-     * the first two, in the plain MTTKRP at R = 16 and 32 (EXACT). The
+     * the first two, in the plain MTTKRP at R = 16, 32 and 64 (EXACT). The
      * copies keep each output row's nonzeros in the order of the other
      * modes, so consecutive nonzeros often share the first input modes'
      * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.23x faster at
-     * R = 16 and 32; keeping every input mode's row no faster, the first
-     * mode's alone slower (nell-2 +20%), and with a column test around
-     * each gather (R = 64, or R = 16 before it went EXACT) slower. */
+     * R = 16 and 32, 1.05-1.18x at 64; keeping every input mode's row no
+     * faster, the first mode's alone slower (nell-2 +20%), and with a
+     * column test around each gather (R = 64 or 16 before they went
+     * EXACT) slower. */
     static constexpr int kReuse = MODEL || !EXACT ? 0 : (NMAX < 2 ? NMAX : 2);
     /* Nonzero b's value, shuffled from the lane that loaded it (again
      * where the model needs it: fewer registers live across the gathers).
@@ -730,9 +731,9 @@ struct vec_source {
          * repeats were the hits it no longer serves). The row is selected
          * after the load, not as its destination, so that no load waits for
          * the one before it. */
-        static_assert(kReuse == 0 || (EXACT && RPT == 1), "a kept row is one float4 a lane");
+        static_assert(kReuse == 0 || EXACT, "a kept row is the lane's RPT float4");
         uint32_t last_i[kReuse > 0 ? kReuse : 1];
-        float4 last_v[kReuse > 0 ? kReuse : 1];
+        float4 last_v[kReuse > 0 ? kReuse : 1][RPT];
 #pragma unroll
         for (int q = 0; q < kReuse; ++q)
             last_i[q] = kNoRow;
@@ -769,14 +770,17 @@ struct vec_source {
                         const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
                         const float4 *f = a.in_factor[q] + (size_t)i * C;
                         if (q < kReuse) {
-                            /* One float4 a lane: kReuse > 0 only where EXACT and RPT == 1. */
+                            /* EXACT: every lane's columns are the row's. */
                             const bool fresh = i != last_i[q];
-                            float4 v;
-                            if (fresh)
-                                v = __ldg(f + lane);
-                            v = fresh ? v : last_v[q];
-                            last_v[q] = v;
-                            mul4(prod[b][0], v);
+#pragma unroll
+                            for (int t = 0; t < RPT; ++t) {
+                                float4 v;
+                                if (fresh)
+                                    v = __ldg(f + lane + t * RL);
+                                v = fresh ? v : last_v[q][t];
+                                last_v[q][t] = v;
+                                mul4(prod[b][t], v);
+                            }
                             last_i[q] = i;
                             continue;
                         }
@@ -895,8 +899,9 @@ cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStre
                                                        fn);
 }
 
-/* EXACT: the plain MTTKRP at R = 32 and R = 16, where the group's 8 or 4
- * lanes cover the row's float4 columns exactly: no column test around the
+/* EXACT: the plain MTTKRP at R = 16, 32 and 64, where the group's 4 or 8
+ * lanes cover the row's float4 columns exactly (one a lane, two at R = 64;
+ * wider rows keep the test: their registers): no column test around the
  * gathers (each would sit in its own branch, keeping a batch's loads from
  * all being in flight before their uses), the row stride a constant, and
  * the repeated rows reused (vec_source::kReuse). At R = 16 the test's
@@ -906,7 +911,7 @@ template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                            const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
 {
-    if constexpr (!Fn::kModel && (RL == 8 || RL == 4) && RPT == 1) {
+    if constexpr (!Fn::kModel && (((RL == 8 || RL == 4) && RPT == 1) || (RL == 8 && RPT == 2))) {
         if (a.cols == (uint32_t)(RL * RPT))
             return launch_vec_l1<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
                                                      factors_fit_l2, fn);
