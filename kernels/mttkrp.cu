@@ -655,7 +655,7 @@ struct vec_source {
     static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     static constexpr bool kBreakAtEnd = false;
     /* Input modes whose last gathered row a group keeps (for_each_batch):
-     * the first two, in the plain MTTKRP at R = 16, 32 and 64 (EXACT). The
+     * the first two, in the plain MTTKRP at R = 16 to 128 (EXACT). The
      * copies keep each output row's nonzeros in the order of the other
      * modes, so consecutive nonzeros often share the first input modes'
      * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.23x faster at
@@ -899,9 +899,9 @@ cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStre
                                                        fn);
 }
 
-/* EXACT: the plain MTTKRP at R = 16, 32 and 64, where the group's 4 or 8
- * lanes cover the row's float4 columns exactly (one a lane, two at R = 64;
- * wider rows keep the test: their registers): no column test around the
+/* EXACT: the plain MTTKRP at R = 16, 32, 64, 96 and 128, where the
+ * group's 4 or 8 lanes cover the row's float4 columns exactly (one to four
+ * a lane): no column test around the
  * gathers (each would sit in its own branch, keeping a batch's loads from
  * all being in flight before their uses), the row stride a constant, and
  * the repeated rows reused (vec_source::kReuse). At R = 16 the test's
@@ -911,7 +911,7 @@ template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                            const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
 {
-    if constexpr (!Fn::kModel && (((RL == 8 || RL == 4) && RPT == 1) || (RL == 8 && RPT == 2))) {
+    if constexpr (!Fn::kModel && (RL == 8 || (RL == 4 && RPT == 1))) {
         if (a.cols == (uint32_t)(RL * RPT))
             return launch_vec_l1<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
                                                      factors_fit_l2, fn);
