@@ -659,9 +659,9 @@ struct vec_source {
      * copies keep each output row's nonzeros in the order of the other
      * modes, so consecutive nonzeros often share the first input modes'
      * rows. Measured (kernels/DESIGN.md): all-mode 1.04-1.23x faster at
-     * R = 16 and 32, 1.05-1.18x at 64; keeping every input mode's row no
-     * faster, the first mode's alone slower (nell-2 +20%), and with a
-     * column test around each gather (R = 64 or 16 before they went
+     * R = 16 and 32, 1.05-1.20x at 64 to 128; keeping every input mode's
+     * row no faster, the first mode's alone slower (nell-2 +20%), and with
+     * a column test around each gather (R = 16 and 64 before they went
      * EXACT) slower. */
     static constexpr int kReuse = MODEL || !EXACT ? 0 : (NMAX < 2 ? NMAX : 2);
     /* Nonzero b's value, shuffled from the lane that loaded it (again
@@ -901,12 +901,12 @@ cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStre
 
 /* EXACT: the plain MTTKRP at R = 16, 32, 64, 96 and 128, where the
  * group's 4 or 8 lanes cover the row's float4 columns exactly (one to four
- * a lane): no column test around the
- * gathers (each would sit in its own branch, keeping a batch's loads from
- * all being in flight before their uses), the row stride a constant, and
- * the repeated rows reused (vec_source::kReuse). At R = 16 the test's
- * removal alone measured slower, with the reuse faster (kernels/DESIGN.md);
- * the other shapes keep the test. */
+ * a lane): no column test around the gathers (each would sit in its own
+ * branch, keeping a batch's loads from all being in flight before their
+ * uses), the row stride a constant, and the repeated rows reused
+ * (vec_source::kReuse). At R = 16 the test's removal alone measured
+ * slower, with the reuse faster (kernels/DESIGN.md); the other ranks keep
+ * the test. */
 template <int RL, int RPT, int NIN, class Fn>
 cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                            const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
