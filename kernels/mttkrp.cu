@@ -619,7 +619,7 @@ __host__ __device__ constexpr int vec_batch(int rl, int rpt, int nin, bool model
 
 /* The stretch's indices and values, each read once: loaded past L1
  * (no_allocate), so that they do not evict the factor rows the gathers
- * reuse there. */
+ * reuse there (where: launch_vec_l1). */
 __device__ __forceinline__ uint32_t stream_load(const uint32_t *p)
 {
     uint32_t v;
@@ -633,16 +633,12 @@ __device__ __forceinline__ float stream_load(const float *p)
     return v;
 }
 
-/* A group's chunk of RL nonzeros reads RL x 4 bytes of each array: whole
- * 32-byte sectors from RL = 8 on. Narrower chunks read a sector in parts,
- * which L1 must keep between them (past L1, the rank-16 all-mode MTTKRP
- * took 1.3-1.5x as long on the enron and vast shapes). PAST_L1 is the
- * launch's choice (launch_vec_l1): where the input factors exceed L2 the
- * gathers miss it anyway and the indices' L1 lines are worth keeping. */
-template <int RL, bool PAST_L1, class P>
+/* The stretch's indices and values: past L1 or through it, as the launch
+ * chose (launch_vec_l1). */
+template <bool PAST_L1, class P>
 __device__ __forceinline__ P meta_load(const P *p)
 {
-    if constexpr (RL >= 8 && PAST_L1)
+    if constexpr (PAST_L1)
         return stream_load(p);
     else
         return __ldg(p);
@@ -704,7 +700,7 @@ struct vec_source {
         nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
         nin = NIN > 0 ? NIN : (int)a.nin;
     }
-    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<RL, PAST_L1>(a.out_idx + k); }
+    __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<PAST_L1>(a.out_idx + k); }
     __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
     __device__ __forceinline__ bool col_ok(int t) const { return EXACT || lane + t * RL < cols; }
     __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
@@ -740,12 +736,12 @@ struct vec_source {
         for (uint32_t chunk = 0; chunk < nchunks; ++chunk) {
             const uint32_t k = gbegin + chunk * RL + lane;
             const bool valid = k < gend;
-            const uint32_t my_row = valid ? meta_load<RL, PAST_L1>(a.out_idx + k) : kNoRow;
-            const float my_val = valid ? meta_load<RL, PAST_L1>(a.vals + k) : 0.0f;
+            const uint32_t my_row = valid ? meta_load<PAST_L1>(a.out_idx + k) : kNoRow;
+            const float my_val = valid ? meta_load<PAST_L1>(a.vals + k) : 0.0f;
             uint32_t my_idx[NMAX];
 #pragma unroll
             for (int q = 0; q < NMAX; ++q)
-                my_idx[q] = (q < nin && valid) ? meta_load<RL, PAST_L1>(a.in_idx[q] + k) : 0u;
+                my_idx[q] = (q < nin && valid) ? meta_load<PAST_L1>(a.in_idx[q] + k) : 0u;
 
 #pragma unroll
             for (int j0 = 0; j0 < RL; j0 += B) {
@@ -878,25 +874,35 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
     return cudaGetLastError();
 }
 
-/* The indices and values past L1 (meta_load) where the input factors fit
- * in L2 together, through it where they do not: one H200, the Nell-1
- * shape's all-mode MTTKRP took 1.09x as long past L1 at R = 32 and 1.05x
- * at R = 64 (its gathers miss L2, and the indices' lines were worth
- * keeping); the same choice made inside the kernel cost the shapes that fit
- * 1.6-2.6% (kernels/DESIGN.md). Made here, each kernel is the code measured
- * for its case. The plain MTTKRP's 8-lane kernels only: narrower ones read
- * through L1 always, the generalized ones past it. */
+/* Where the indices and values are loaded (meta_load). A group's chunk of
+ * RL nonzeros reads RL x 4 bytes of each array: whole 32-byte sectors from
+ * RL = 8 on, which go past L1 so as not to evict the rows the gathers
+ * reuse there. Narrower chunks read a sector in parts, which L1 must keep
+ * between them: through L1 (past it, the rank-16 all-mode MTTKRP took
+ * 1.3-1.5x as long on the enron and vast shapes). The plain MTTKRP's
+ * 8-lane kernels go past L1 only where the input factors fit in L2
+ * together: where they do not, the gathers miss L2 anyway and the indices'
+ * L1 lines are worth keeping (one H200, the Nell-1 shape's all-mode MTTKRP
+ * took 1.09x as long past L1 at R = 32 and 1.05x at R = 64); the same
+ * choice made inside the kernel cost the shapes that fit 1.6-2.6%
+ * (kernels/DESIGN.md). Made here, each kernel is the code measured for its
+ * case. */
 template <int RL, int RPT, int NIN, bool EXACT, class Fn>
 cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
                           const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
 {
-    if constexpr (!Fn::kModel && RL >= 8) {
-        if (!factors_fit_l2)
-            return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
-                                                                rank, fn);
-    }
-    return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a, rank,
-                                                       fn);
+    if constexpr (RL < 8)
+        return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
+                                                            rank, fn);
+    else if constexpr (Fn::kModel)
+        return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a,
+                                                           rank, fn);
+    else if (factors_fit_l2)
+        return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a,
+                                                           rank, fn);
+    else
+        return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
+                                                            rank, fn);
 }
 
 /* EXACT: the plain MTTKRP at R = 16, 32, 64, 96 and 128, where the
