@@ -19,6 +19,8 @@
  */
 #include <string.h>
 
+#include <atomic>
+
 #include "thg_internal.cuh"
 
 namespace {
@@ -856,22 +858,105 @@ cudaError_t launch(bool owned, uint32_t blocks, uint32_t P, cudaStream_t stream,
     return cudaGetLastError();
 }
 
-template <int RL, int RPT, int NIN, bool EXACT, bool PAST_L1, class Fn>
-cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                             const vec_args &a, uint32_t rank, const Fn &fn)
+/* How a vector kernel is launched (launch_vec_any). */
+struct vec_launch {
+    bool owned; /* scheme 1 */
+    uint32_t blocks, groups;
+    cudaStream_t stream;
+    uint32_t rank;
+    bool factors_fit_l2;  /* launch_vec_l1 */
+    bool one_block_an_sm; /* at most one block an SM wanted (one_block_smem) */
+};
+
+/* One kernel's choice of shared memory (one_block_smem), for the last
+ * device, block size and size asked: bits 0-16 the size asked, 17-27 the
+ * threads, 28-35 the device, 36-53 the size to launch with, 63 set once
+ * filled. One word, so that instances on several host threads read it
+ * whole. */
+struct smem_memo {
+    std::atomic<uint64_t> word{0};
+};
+
+/* Dynamic shared memory with which no SM holds two blocks of `kernel`.
+ * The grid is one block a partition, kappa of them, at most the SM count,
+ * and the sweep runs each mode's solve on a side stream beside its MTTKRP
+ * (sweep.cu). Where two blocks fit an SM, the MTTKRP took 1.3-1.8x as long
+ * inside the sweep as alone, as if two partitions had shared an SM while
+ * the solve held another: one H200, R = 48, nell-2's MTTKRPs 11.27 ms
+ * inside against 8.76 alone, vast's 10.40 against 7.61. With the solve
+ * before the MTTKRP on one stream, or with this, they take their time
+ * alone: 8.76 and 7.61 ms (kernels/DESIGN.md, "One block an SM"). Over
+ * half an SM's shared memory keeps one block an SM and leaves the solve
+ * room beside it. A kernel of one block an SM anyway keeps its size: the
+ * larger shared memory takes room from L1 (vast at R = 80: 11.02 against
+ * 10.25 ms alone). */
+cudaError_t one_block_smem(smem_memo &memo, const void *kernel, uint32_t threads, size_t *smem)
 {
-    const uint32_t threads = RL * groups;
-    const size_t smem = Fn::kWrite ? block_smem_bytes(groups, rank) : 0;
-    if constexpr (Fn::kWrite) {
-        if (owned) {
-            mttkrp_vec_kernel<RL, RPT, NIN, true, EXACT, PAST_L1>
-                <<<blocks, threads, smem, stream>>>(a, fn);
-            return cudaGetLastError();
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+        return e;
+    const uint64_t key = (uint64_t)*smem | (uint64_t)threads << 17 | (uint64_t)(device & 0xff) << 28;
+    const uint64_t seen = memo.word.load(std::memory_order_relaxed);
+    if ((seen >> 63) != 0 && (seen & ((1ull << 36) - 1)) == key) {
+        *smem = (size_t)((seen >> 36) & ((1ull << 18) - 1));
+        return cudaSuccess;
+    }
+    int per_sm = 0;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, *smem);
+    size_t use = *smem;
+    if (e == cudaSuccess && per_sm >= 2) {
+        int sm_bytes = 0, reserved = 0, optin = 0;
+        e = cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        /* Two blocks need 2 (size + reserved) bytes of the SM's. */
+        const size_t half = (size_t)(sm_bytes / 2 - reserved + 1);
+        if (e == cudaSuccess && half > use && half <= (size_t)optin) {
+            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)half);
+            if (e == cudaSuccess)
+                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads,
+                                                                  half);
+            if (e == cudaSuccess && per_sm == 1)
+                use = half;
         }
     }
-    mttkrp_vec_kernel<RL, RPT, NIN, false, EXACT, PAST_L1>
-        <<<blocks, threads, smem, stream>>>(a, fn);
+    if (e != cudaSuccess)
+        return e;
+    memo.word.store(1ull << 63 | (uint64_t)use << 36 | key, std::memory_order_relaxed);
+    *smem = use;
+    return cudaSuccess;
+}
+
+template <int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
+cudaError_t launch_vec_kernel(const vec_launch &L, const vec_args &a, const Fn &fn)
+{
+    const uint32_t threads = RL * L.groups;
+    size_t smem = Fn::kWrite ? block_smem_bytes(L.groups, L.rank) : 0;
+    auto *kernel = mttkrp_vec_kernel<RL, RPT, NIN, OWNED, EXACT, PAST_L1, Fn>;
+    if constexpr (Fn::kWrite && !Fn::kModel) {
+        static smem_memo memo;
+        if (L.one_block_an_sm) {
+            const cudaError_t e = one_block_smem(memo, (const void *)kernel, threads, &smem);
+            if (e != cudaSuccess)
+                return e;
+        }
+    }
+    kernel<<<L.blocks, threads, smem, L.stream>>>(a, fn);
     return cudaGetLastError();
+}
+
+template <int RL, int RPT, int NIN, bool EXACT, bool PAST_L1, class Fn>
+cudaError_t launch_vec_scheme(const vec_launch &L, const vec_args &a, const Fn &fn)
+{
+    if constexpr (Fn::kWrite) {
+        if (L.owned)
+            return launch_vec_kernel<RL, RPT, NIN, true, EXACT, PAST_L1>(L, a, fn);
+    }
+    return launch_vec_kernel<RL, RPT, NIN, false, EXACT, PAST_L1>(L, a, fn);
 }
 
 /* Where the indices and values are loaded (meta_load). A group's chunk of
@@ -888,21 +973,16 @@ cudaError_t launch_vec_exact(bool owned, uint32_t blocks, uint32_t groups, cudaS
  * (kernels/DESIGN.md). Made here, each kernel is the code measured for its
  * case. */
 template <int RL, int RPT, int NIN, bool EXACT, class Fn>
-cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                          const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
+cudaError_t launch_vec_l1(const vec_launch &L, const vec_args &a, const Fn &fn)
 {
     if constexpr (RL < 8)
-        return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
-                                                            rank, fn);
+        return launch_vec_scheme<RL, RPT, NIN, EXACT, false>(L, a, fn);
     else if constexpr (Fn::kModel)
-        return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a,
-                                                           rank, fn);
-    else if (factors_fit_l2)
-        return launch_vec_exact<RL, RPT, NIN, EXACT, true>(owned, blocks, groups, stream, a,
-                                                           rank, fn);
+        return launch_vec_scheme<RL, RPT, NIN, EXACT, true>(L, a, fn);
+    else if (L.factors_fit_l2)
+        return launch_vec_scheme<RL, RPT, NIN, EXACT, true>(L, a, fn);
     else
-        return launch_vec_exact<RL, RPT, NIN, EXACT, false>(owned, blocks, groups, stream, a,
-                                                            rank, fn);
+        return launch_vec_scheme<RL, RPT, NIN, EXACT, false>(L, a, fn);
 }
 
 /* EXACT: the plain MTTKRP at R = 16, 32, 64, 96 and 128, where the
@@ -914,31 +994,27 @@ cudaError_t launch_vec_l1(bool owned, uint32_t blocks, uint32_t groups, cudaStre
  * slower, with the reuse faster (kernels/DESIGN.md); the other ranks keep
  * the test. */
 template <int RL, int RPT, int NIN, class Fn>
-cudaError_t launch_vec_nin(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                           const vec_args &a, uint32_t rank, bool factors_fit_l2, const Fn &fn)
+cudaError_t launch_vec_nin(const vec_launch &L, const vec_args &a, const Fn &fn)
 {
     if constexpr (!Fn::kModel && (RL == 8 || (RL == 4 && RPT == 1))) {
         if (a.cols == (uint32_t)(RL * RPT))
-            return launch_vec_l1<RL, RPT, NIN, true>(owned, blocks, groups, stream, a, rank,
-                                                     factors_fit_l2, fn);
+            return launch_vec_l1<RL, RPT, NIN, true>(L, a, fn);
     }
-    return launch_vec_l1<RL, RPT, NIN, false>(owned, blocks, groups, stream, a, rank,
-                                              factors_fit_l2, fn);
+    return launch_vec_l1<RL, RPT, NIN, false>(L, a, fn);
 }
 
 template <int RL, int RPT, class Fn>
-cudaError_t launch_vec(bool owned, uint32_t blocks, uint32_t groups, cudaStream_t stream,
-                       const vec_args &a, uint32_t rank, bool fit, const Fn &fn)
+cudaError_t launch_vec(const vec_launch &L, const vec_args &a, const Fn &fn)
 {
     switch (a.nin) {
     case 2:
-        return launch_vec_nin<RL, RPT, 2>(owned, blocks, groups, stream, a, rank, fit, fn);
+        return launch_vec_nin<RL, RPT, 2>(L, a, fn);
     case 3:
-        return launch_vec_nin<RL, RPT, 3>(owned, blocks, groups, stream, a, rank, fit, fn);
+        return launch_vec_nin<RL, RPT, 3>(L, a, fn);
     case 4:
-        return launch_vec_nin<RL, RPT, 4>(owned, blocks, groups, stream, a, rank, fit, fn);
+        return launch_vec_nin<RL, RPT, 4>(L, a, fn);
     default:
-        return launch_vec_nin<RL, RPT, 0>(owned, blocks, groups, stream, a, rank, fit, fn);
+        return launch_vec_nin<RL, RPT, 0>(L, a, fn);
     }
 }
 
@@ -959,7 +1035,6 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
         factor_bytes += sizeof(float) * (uint64_t)ctx->dims[m] * ctx->rank;
         ++q;
     }
-    const bool fit = factor_bytes <= ctx->l2_bytes;
     a.nin = q;
     a.out_idx = copy.idx[mode];
     a.out_factor = (const float4 *)ctx->factors[mode];
@@ -971,23 +1046,28 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     a.col_scale = ctx->col_scale;
     a.result_scale = to.scale;
     a.out_mode = mode;
+    vec_launch L;
+    L.owned = owned;
+    L.blocks = ctx->kappa;
+    L.groups = groups;
+    L.stream = ctx->stream;
+    L.rank = ctx->rank;
+    L.factors_fit_l2 = factor_bytes <= ctx->l2_bytes;
+    L.one_block_an_sm = ctx->kappa <= (uint32_t)ctx->sm_count;
     const vec_config vc = vec_config_for(ctx->rank);
-    const uint32_t R = ctx->rank;
-    cudaStream_t st = ctx->stream;
-    const uint32_t blocks = ctx->kappa;
     if (vc.lanes == 2)
-        return launch_vec<2, 1>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<2, 1>(L, a, fn);
     if (vc.lanes == 4)
-        return launch_vec<4, 1>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<4, 1>(L, a, fn);
     switch (vc.rpt) {
     case 1:
-        return launch_vec<8, 1>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<8, 1>(L, a, fn);
     case 2:
-        return launch_vec<8, 2>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<8, 2>(L, a, fn);
     case 3:
-        return launch_vec<8, 3>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<8, 3>(L, a, fn);
     default:
-        return launch_vec<8, 4>(owned, blocks, groups, st, a, R, fit, fn);
+        return launch_vec<8, 4>(L, a, fn);
     }
 }
 
