@@ -14,10 +14,10 @@
  * measured ~100 us per mode at R = 32 on an H200 and, not fitting beside
  * the MTTKRP's full-SM blocks, ran after it: kernels/DESIGN.md).
  *
- * Ranks up to 32 (the common case) keep V in registers instead
- * (register_solve): ~11 us at R = 32 on an H200, against ~22-25 us for
- * the shared-memory kernel at 256 or 1024 threads (kernels/DESIGN.md).
- * The shared-memory kernel serves ranks 33 to 128. */
+ * Ranks up to 128 keep V in registers instead (register_solve): ~11 us
+ * at R = 32 on an H200, against ~22-25 us for the shared-memory kernel at
+ * 256 or 1024 threads (kernels/DESIGN.md). The shared-memory kernel
+ * serves the larger ranks. */
 #include <float.h>
 
 #include <tensorhost/plugin.h>
@@ -116,37 +116,57 @@ __global__ void __launch_bounds__(kBlockThreads)
         *(int *)(W + RR) = use_max_norm;
 }
 
-/* The register layout: 8 warps, warp w holding rows
- * 4w..4w+3 of V in registers and lane k column k, so a step is one
- * barrier, one shared-memory pivot row and one shuffle per row for the
- * pivot column. The shared-memory kernel above spends its time issuing
- * its threads' bookkeeping, not in the arithmetic. Ranks up to 32. */
-constexpr uint32_t kSolveWarps = 8;
-constexpr int kRowsPerWarp = 4;
-constexpr uint32_t kRegisterSolveMaxRank = kSolveWarps * kRowsPerWarp;
+/* The register layout: WARPS warps, warp w holding rows RPW w ..
+ * RPW w + RPW - 1 of V in registers and lane k columns k, k + 32, ...
+ * (CPL of them), so a step is one barrier, one shared-memory pivot row and
+ * one shuffle per row for the pivot column. The shared-memory kernel
+ * above spends its time issuing its threads' bookkeeping and a barrier
+ * pair a step, not in the arithmetic: at R = 64, 96 and 128 it took 70,
+ * 179 and 365 us, these layouts 42, 105 and 210 (one H200; beside a small
+ * tensor's MTTKRP of 0.15-0.3 ms, kernels/DESIGN.md). */
+template <int WARPS, int RPW, int CPL>
+struct register_layout {
+    static constexpr int kWarps = WARPS, kRowsPerWarp = RPW, kColsPerLane = CPL;
+    static constexpr uint32_t kMaxRank = (uint32_t)(WARPS * RPW) < 32u * CPL
+                                             ? (uint32_t)(WARPS * RPW)
+                                             : 32u * CPL;
+    /* register_solve's shared doubles: the warps' maxima, two pivot rows
+     * of kMaxRank + 1 (the row and the breakdown flag). */
+    static constexpr uint32_t kSharedDoubles = WARPS + 2u * (kMaxRank + 1u);
+};
+using layout32 = register_layout<8, 4, 1>;
+using layout64 = register_layout<16, 4, 2>;
+using layout96 = register_layout<16, 6, 3>;
+using layout128 = register_layout<16, 8, 4>;
+constexpr uint32_t kRegisterSolveMaxRank = layout128::kMaxRank;
 
-/* Called by every thread of a block of kSolveWarps warps. v_of(i, k)
- * gives V(i, k) for i, k < R. W (row-major R x R) is written on success.
- * `s` holds 2 (R + 1) + kSolveWarps doubles. Returns false on a breakdown,
- * in every thread alike (W is then not written). */
-template <typename VOf>
+/* Called by every thread of a block of L::kWarps warps. v_of(i, k) gives
+ * V(i, k) for i, k < R <= L::kMaxRank. W (row-major R x R) is written on
+ * success. `s` holds L::kSharedDoubles. Returns false on a breakdown, in
+ * every thread alike (W is then not written). */
+template <class L, typename VOf>
 __device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
 {
-    double *s_wmax = s;                 /* [kSolveWarps] */
-    double *s_prow = s + kSolveWarps;   /* two buffers of [R] pivot row, [R] breakdown */
+    constexpr int WARPS = L::kWarps, RPW = L::kRowsPerWarp, CPL = L::kColsPerLane;
+    double *s_wmax = s;           /* [WARPS] */
+    double *s_prow = s + WARPS;   /* two buffers of [R] pivot row, [R] breakdown */
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    double v[kRowsPerWarp];
+    double v[RPW][CPL];
     double largest = 0.0;
 #pragma unroll
-    for (int t = 0; t < kRowsPerWarp; ++t) {
-        const uint32_t i = warp * kRowsPerWarp + (uint32_t)t;
-        double x = 0.0;
-        if (i < R && lane < R) {
-            x = v_of(i, lane);
-            if (lane == i)
-                largest = fmax(largest, fabs(x));
+    for (int t = 0; t < RPW; ++t) {
+        const uint32_t i = warp * RPW + (uint32_t)t;
+#pragma unroll
+        for (int c = 0; c < CPL; ++c) {
+            const uint32_t k = lane + 32u * (uint32_t)c;
+            double x = 0.0;
+            if (i < R && k < R) {
+                x = v_of(i, k);
+                if (k == i)
+                    largest = fmax(largest, fabs(x));
+            }
+            v[t][c] = x;
         }
-        v[t] = x;
     }
     for (int offset = 16; offset > 0; offset /= 2)
         largest = fmax(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
@@ -155,22 +175,36 @@ __device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
     __syncthreads();
     largest = 0.0;
 #pragma unroll
-    for (uint32_t w = 0; w < kSolveWarps; ++w)
+    for (uint32_t w = 0; w < (uint32_t)WARPS; ++w)
         largest = fmax(largest, s_wmax[w]);
     const double threshold = largest * R * DBL_EPSILON * TH_SOLVE_BREAKDOWN_FACTOR;
 
     for (uint32_t j = 0; j < R; ++j) {
         double *buf = s_prow + (j & 1u) * (R + 1);
-        if (warp == j / kRowsPerWarp) {
-            const uint32_t tj = j % kRowsPerWarp;
-            double row = v[0];
+        /* Column j is lane jl's slot jc (uniform). */
+        const uint32_t jl = j % 32u, jc = j / 32u;
+        if (warp == j / RPW) {
+            const uint32_t tj = j % RPW;
+            double row[CPL];
 #pragma unroll
-            for (int t = 1; t < kRowsPerWarp; ++t)
-                row = (uint32_t)t == tj ? v[t] : row;
-            const double p = __shfl_sync(0xffffffffu, row, j);
+            for (int c = 0; c < CPL; ++c) {
+                row[c] = v[0][c];
+#pragma unroll
+                for (int t = 1; t < RPW; ++t)
+                    row[c] = (uint32_t)t == tj ? v[t][c] : row[c];
+            }
+            double mine = row[0];
+#pragma unroll
+            for (int c = 1; c < CPL; ++c)
+                mine = (uint32_t)c == jc ? row[c] : mine;
+            const double p = __shfl_sync(0xffffffffu, mine, jl);
             const double inv = 1.0 / p;
-            if (lane < R)
-                buf[lane] = lane == j ? inv : row * inv;
+#pragma unroll
+            for (int c = 0; c < CPL; ++c) {
+                const uint32_t k = lane + 32u * (uint32_t)c;
+                if (k < R)
+                    buf[k] = k == j ? inv : row[c] * inv;
+            }
             if (lane == 0)
                 buf[R] = p > threshold ? 0.0 : 1.0; /* also a NaN pivot breaks down */
         }
@@ -179,43 +213,71 @@ __device__ bool register_solve(uint32_t R, VOf v_of, double *s, float *W)
         __syncthreads();
         if (buf[R] != 0.0)
             return false; /* the same in every thread */
-        const double prow = lane < R ? buf[lane] : 0.0;
-        const double keep = lane == j ? 0.0 : 1.0;
+        double prow[CPL], keep[CPL];
 #pragma unroll
-        for (int t = 0; t < kRowsPerWarp; ++t) {
-            const double c = __shfl_sync(0xffffffffu, v[t], j); /* V(i, j) */
-            const double updated = fma(-c, prow, v[t] * keep);
-            v[t] = warp * kRowsPerWarp + (uint32_t)t == j ? prow : updated;
+        for (int c = 0; c < CPL; ++c) {
+            const uint32_t k = lane + 32u * (uint32_t)c;
+            prow[c] = k < R ? buf[k] : 0.0;
+            keep[c] = k == j ? 0.0 : 1.0;
+        }
+#pragma unroll
+        for (int t = 0; t < RPW; ++t) {
+            double mine = v[t][0];
+#pragma unroll
+            for (int c = 1; c < CPL; ++c)
+                mine = (uint32_t)c == jc ? v[t][c] : mine;
+            const double ci = __shfl_sync(0xffffffffu, mine, jl); /* V(i, j) */
+            const bool pivot = warp * RPW + (uint32_t)t == j;
+#pragma unroll
+            for (int c = 0; c < CPL; ++c) {
+                const double updated = fma(-ci, prow[c], v[t][c] * keep[c]);
+                v[t][c] = pivot ? prow[c] : updated;
+            }
         }
     }
 #pragma unroll
-    for (int t = 0; t < kRowsPerWarp; ++t) {
-        const uint32_t i = warp * kRowsPerWarp + (uint32_t)t;
-        if (i < R && lane < R)
-            W[i * R + lane] = (float)v[t];
+    for (int t = 0; t < RPW; ++t) {
+        const uint32_t i = warp * RPW + (uint32_t)t;
+#pragma unroll
+        for (int c = 0; c < CPL; ++c) {
+            const uint32_t k = lane + 32u * (uint32_t)c;
+            if (i < R && k < R)
+                W[i * R + k] = (float)v[t][c];
+        }
     }
     return true;
 }
 
-/* Ranks up to 32: V in registers, 8 warps (register_solve). */
-__global__ void __launch_bounds__(kSolveWarps * 32)
+/* Ranks up to 128: V in registers (register_solve), the layout chosen by
+ * the rank (launch_register_solve). */
+template <class L>
+__global__ void __launch_bounds__(L::kWarps * 32)
     solve_regs_kernel(const double *grams, uint32_t nmodes, uint32_t mode, uint32_t R,
                       double ridge, int use_max_norm, thg_sweep_flags flags, float *W)
 {
-    __shared__ double s[2 * (kRegisterSolveMaxRank + 1) + kSolveWarps]; /* see register_solve */
+    __shared__ double s[L::kSharedDoubles];
     if (*flags.failed) /* uniform */
         return;
     const uint32_t RR = R * R;
     auto v_of = [&](uint32_t i, uint32_t k) {
         return system_entry(grams, nmodes, mode, R, i, k, ridge);
     };
-    if (!register_solve(R, v_of, s, W)) {
+    if (!register_solve<L>(R, v_of, s, W)) {
         if (threadIdx.x == 0)
             report_breakdown(flags, mode);
         return;
     }
     if (threadIdx.x == 0)
         *(int *)(W + RR) = use_max_norm;
+}
+
+template <class L>
+void launch_register_solve(const thg_context *ctx, uint32_t mode, int use_max_norm, double ridge,
+                           cudaStream_t stream)
+{
+    solve_regs_kernel<L><<<1, L::kWarps * 32, 0, stream>>>(
+        ctx->sweep.grams_dev, ctx->nmodes, mode, ctx->rank, ridge, use_max_norm,
+        ctx->sweep.flags, ctx->als_w);
 }
 
 size_t block_smem_bytes(uint32_t R) { return sizeof(double) * ((size_t)R * R + 2u * R); }
@@ -234,9 +296,14 @@ thg_status thg_launch_solve(const thg_context *ctx, uint32_t mode, int use_max_n
 {
     const uint32_t R = ctx->rank;
     if (R <= kRegisterSolveMaxRank) {
-        solve_regs_kernel<<<1, kSolveWarps * 32, 0, stream>>>(ctx->sweep.grams_dev, ctx->nmodes,
-                                                              mode, R, ridge, use_max_norm,
-                                                              ctx->sweep.flags, ctx->als_w);
+        if (R <= layout32::kMaxRank)
+            launch_register_solve<layout32>(ctx, mode, use_max_norm, ridge, stream);
+        else if (R <= layout64::kMaxRank)
+            launch_register_solve<layout64>(ctx, mode, use_max_norm, ridge, stream);
+        else if (R <= layout96::kMaxRank)
+            launch_register_solve<layout96>(ctx, mode, use_max_norm, ridge, stream);
+        else
+            launch_register_solve<layout128>(ctx, mode, use_max_norm, ridge, stream);
         THG_LAUNCHED();
         return THG_OK;
     }
