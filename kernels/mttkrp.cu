@@ -886,8 +886,10 @@ struct smem_memo {
  * inside against 8.76 alone, vast's 10.40 against 7.61. With the solve
  * before the MTTKRP on one stream, or with this, they take their time
  * alone: 8.76 and 7.61 ms (kernels/DESIGN.md, "One block an SM"). Over
- * half an SM's shared memory keeps one block an SM and leaves the solve
- * room beside it. A kernel of one block an SM anyway keeps its size: the
+ * half an SM's shared memory keeps one block an SM; the solve still fits
+ * beside it up to R = 64 (above, its registers do not, and it delays one
+ * partition by its length). A kernel of one block an SM anyway keeps its
+ * size: the
  * larger shared memory takes room from L1 (vast at R = 80: 11.02 against
  * 10.25 ms alone). */
 cudaError_t one_block_smem(smem_memo &memo, const void *kernel, uint32_t threads, size_t *smem)
