@@ -91,6 +91,9 @@ static thg_status init_context(thg_context *ctx, const thg_config *config, char 
              ctx->device);
     ctx->sm_count = prop.multiProcessorCount;
     ctx->l2_bytes = (uint64_t)prop.l2CacheSize;
+    /* Two blocks need 2 (size + reserved) bytes of the SM's. */
+    const size_t half = prop.sharedMemPerMultiprocessor / 2 - prop.reservedSharedMemPerBlock + 1;
+    ctx->one_block_smem_bytes = half <= prop.sharedMemPerBlockOptin ? (uint32_t)half : 0u;
     ctx->kappa = config->kappa ? config->kappa : (uint32_t)prop.multiProcessorCount;
     ctx->P = config->P; /* 0: fill a 1024-thread block, decided per rank */
     if (ctx->P > THG_MAX_P)

@@ -864,8 +864,11 @@ struct vec_launch {
     uint32_t blocks, groups;
     cudaStream_t stream;
     uint32_t rank;
-    bool factors_fit_l2;  /* launch_vec_l1 */
-    bool one_block_an_sm; /* at most one block an SM wanted (one_block_smem) */
+    bool factors_fit_l2; /* launch_vec_l1 */
+    int device;
+    /* Shared memory that keeps one block an SM, 0 where not wanted (more
+     * partitions than SMs) or not possible (one_block_smem). */
+    uint32_t one_block_smem_bytes;
 };
 
 /* One kernel's choice of shared memory (one_block_smem), for the last
@@ -877,9 +880,10 @@ struct smem_memo {
     std::atomic<uint64_t> word{0};
 };
 
-/* Dynamic shared memory with which no SM holds two blocks of `kernel`.
- * The grid is one block a partition, kappa of them, at most the SM count,
- * and the sweep runs each mode's solve on a side stream beside its MTTKRP
+/* The dynamic shared memory to launch `kernel` with: *smem, or
+ * L.one_block_smem_bytes where two of its blocks would fit an SM. The
+ * grid is one block a partition, kappa of them, at most the SM count, and
+ * the sweep runs each mode's solve on a side stream beside its MTTKRP
  * (sweep.cu). Where two blocks fit an SM, the MTTKRP took 1.3-1.8x as long
  * inside the sweep as alone, as if two partitions had shared an SM while
  * the solve held another: one H200, R = 48, nell-2's MTTKRPs 11.27 ms
@@ -889,42 +893,29 @@ struct smem_memo {
  * half an SM's shared memory keeps one block an SM; the solve still fits
  * beside it up to R = 64 (above, its registers do not, and it delays one
  * partition by its length). A kernel of one block an SM anyway keeps its
- * size: the
- * larger shared memory takes room from L1 (vast at R = 80: 11.02 against
- * 10.25 ms alone). */
-cudaError_t one_block_smem(smem_memo &memo, const void *kernel, uint32_t threads, size_t *smem)
+ * size: the larger shared memory takes room from L1 (vast at R = 80: 11.02
+ * against 10.25 ms alone). */
+cudaError_t one_block_smem(smem_memo &memo, const vec_launch &L, const void *kernel,
+                           uint32_t threads, size_t *smem)
 {
-    int device = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess)
-        return e;
-    const uint64_t key = (uint64_t)*smem | (uint64_t)threads << 17 | (uint64_t)(device & 0xff) << 28;
+    const uint64_t key =
+        (uint64_t)*smem | (uint64_t)threads << 17 | (uint64_t)(L.device & 0xff) << 28;
     const uint64_t seen = memo.word.load(std::memory_order_relaxed);
     if ((seen >> 63) != 0 && (seen & ((1ull << 36) - 1)) == key) {
         *smem = (size_t)((seen >> 36) & ((1ull << 18) - 1));
         return cudaSuccess;
     }
     int per_sm = 0;
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, *smem);
+    cudaError_t e =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, *smem);
     size_t use = *smem;
-    if (e == cudaSuccess && per_sm >= 2) {
-        int sm_bytes = 0, reserved = 0, optin = 0;
-        e = cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    const size_t half = L.one_block_smem_bytes;
+    if (e == cudaSuccess && per_sm >= 2 && half > use) {
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)half);
         if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-        /* Two blocks need 2 (size + reserved) bytes of the SM's. */
-        const size_t half = (size_t)(sm_bytes / 2 - reserved + 1);
-        if (e == cudaSuccess && half > use && half <= (size_t)optin) {
-            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)half);
-            if (e == cudaSuccess)
-                e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads,
-                                                                  half);
-            if (e == cudaSuccess && per_sm == 1)
-                use = half;
-        }
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, half);
+        if (e == cudaSuccess && per_sm == 1)
+            use = half;
     }
     if (e != cudaSuccess)
         return e;
@@ -941,8 +932,8 @@ cudaError_t launch_vec_kernel(const vec_launch &L, const vec_args &a, const Fn &
     auto *kernel = mttkrp_vec_kernel<RL, RPT, NIN, OWNED, EXACT, PAST_L1, Fn>;
     if constexpr (Fn::kWrite && !Fn::kModel) {
         static smem_memo memo;
-        if (L.one_block_an_sm) {
-            const cudaError_t e = one_block_smem(memo, (const void *)kernel, threads, &smem);
+        if (L.one_block_smem_bytes != 0) {
+            const cudaError_t e = one_block_smem(memo, L, (const void *)kernel, threads, &smem);
             if (e != cudaSuccess)
                 return e;
         }
@@ -1055,7 +1046,9 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     L.stream = ctx->stream;
     L.rank = ctx->rank;
     L.factors_fit_l2 = factor_bytes <= ctx->l2_bytes;
-    L.one_block_an_sm = ctx->kappa <= (uint32_t)ctx->sm_count;
+    L.device = ctx->device;
+    L.one_block_smem_bytes =
+        ctx->kappa <= (uint32_t)ctx->sm_count ? ctx->one_block_smem_bytes : 0u;
     const vec_config vc = vec_config_for(ctx->rank);
     if (vc.lanes == 2)
         return launch_vec<2, 1>(L, a, fn);

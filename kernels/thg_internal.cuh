@@ -196,6 +196,10 @@ struct thg_context {
      * where the input factors fit in it (mttkrp.cu, launch_vec_l1).
      * TH_GPU_TEST_L2_BYTES=N replaces it (tests of both kernels). */
     uint64_t l2_bytes;
+    /* Dynamic shared memory of a block over half an SM's (so that no SM
+     * holds two), within what a block may opt into; 0 where there is none
+     * (mttkrp.cu, one_block_smem). */
+    uint32_t one_block_smem_bytes;
     uint32_t kappa;
     uint32_t P;
     thg_policy policy;

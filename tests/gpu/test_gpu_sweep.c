@@ -373,7 +373,8 @@ static void test_sweep_breakdown_stops_at_the_mode(void **state)
     g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[0], 71);
     /* Each layout of the register solve (solve.cu): up to 32, 64, 96, 128. */
     static const uint32_t breakdown_ranks[] = {16, 48, 96, 128};
-    for (size_t n = 0; n < 4 * TH_GPU_TEST_N_PLUGINS; ++n) {
+    const size_t n_ranks = sizeof(breakdown_ranks) / sizeof(breakdown_ranks[0]);
+    for (size_t n = 0; n < n_ranks * TH_GPU_TEST_N_PLUGINS; ++n) {
         const uint32_t rank = breakdown_ranks[n / TH_GPU_TEST_N_PLUGINS];
         if (th_gpu_test_quick() && rank != 16)
             continue;
