@@ -31,6 +31,11 @@ constexpr int kBatch = 4;
 constexpr size_t kMemsetResultBytes = (size_t)4 << 20;
 
 __device__ __forceinline__ void add_to(float &a, const float b) { a += b; }
+__device__ __forceinline__ void add_to(float2 &a, const float2 b)
+{
+    a.x += b.x;
+    a.y += b.y;
+}
 __device__ __forceinline__ void add_to(float4 &a, const float4 b)
 {
     a.x += b.x;
@@ -40,6 +45,15 @@ __device__ __forceinline__ void add_to(float4 &a, const float4 b)
 }
 
 __device__ __forceinline__ void atomic_add_to(float *dst, const float v) { atomicAdd(dst, v); }
+__device__ __forceinline__ void atomic_add_to(float2 *dst, const float2 v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(dst, v); /* one vector reduction on Hopper */
+#else
+    atomicAdd(&dst->x, v.x);
+    atomicAdd(&dst->y, v.y);
+#endif
+}
 __device__ __forceinline__ void atomic_add_to(float4 *dst, const float4 v)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -55,6 +69,10 @@ __device__ __forceinline__ void atomic_add_to(float4 *dst, const float4 v)
 __device__ __forceinline__ float shfl_up(float v, uint32_t d)
 {
     return __shfl_up_sync(0xffffffffu, v, d);
+}
+__device__ __forceinline__ float2 shfl_up(float2 v, uint32_t d)
+{
+    return make_float2(__shfl_up_sync(0xffffffffu, v.x, d), __shfl_up_sync(0xffffffffu, v.y, d));
 }
 __device__ __forceinline__ float4 shfl_up(float4 v, uint32_t d)
 {
@@ -560,7 +578,8 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a, c
     mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, smem, a.stamp);
 }
 
-/* ---- The vector kernel: ranks that are multiples of 4 (the common case).
+/* ---- The vector kernel: the plain MTTKRP at every rank but odd ones over
+ * 64, and the generalized one at multiples of 4 (the common case).
  *
  * MTTKRP here is bound by instruction issue, not memory (ncu on the
  * generic kernel above: SM ~60%, L2 5%, DRAM 3%), and the generic kernel
@@ -571,24 +590,44 @@ __global__ void __launch_bounds__(1024) mttkrp_kernel(const thg_mttkrp_args a, c
  * instruction serves 32/RL nonzeros; a group loads the metadata of RL
  * consecutive nonzeros coalesced (one lane each) and hands it round with
  * __shfl_sync; the input modes come pre-compacted (no out_mode test) and,
- * for 3 to 5 modes, as a compile-time count. */
+ * for 3 to 5 modes, as a compile-time count.
+ *
+ * A lane's columns are elements of type T: float4 where the rank is a
+ * multiple of 4, float2 where it is even, float where it is odd (up to 64),
+ * so that every row starts at an element boundary (rows are `rank` floats
+ * apart).
+ * The narrower elements take more load instructions a row, but keep the
+ * coalesced metadata and a warp instruction serving 32/RL nonzeros: one
+ * H200, all-mode, against the generic kernel they replace for the plain
+ * MTTKRP: kernels/DESIGN.md, "Ranks that are not multiples of 4". */
+template <class T>
 struct vec_args {
     const uint32_t *in_idx[THG_MAX_MODES - 1];
-    const float4 *in_factor[THG_MAX_MODES - 1];
+    const T *in_factor[THG_MAX_MODES - 1];
     const uint32_t *out_idx;
-    const float4 *out_factor; /* the output mode's factor (generalized MTTKRP's model) */
+    const T *out_factor; /* the output mode's factor (generalized MTTKRP's model) */
     const float *vals;
     const uint32_t *offsets;
-    float4 *out;
+    T *out;
     uint32_t nin;  /* input modes: nmodes - 1 */
-    uint32_t cols; /* rank / 4 */
+    uint32_t cols; /* elements of T a row: rank / kWidth<T> */
     unsigned long long *stamp; /* as thg_mttkrp_args::stamp */
     const float *col_scale;    /* as thg_mttkrp_args */
     float *result_scale;
     uint32_t out_mode;
 };
 
-__device__ __forceinline__ void mul4(float4 &a, const float4 b)
+/* Floats in one element of a lane's columns. */
+template <class T>
+constexpr int kWidth = (int)(sizeof(T) / sizeof(float));
+
+__device__ __forceinline__ void mul_by(float &a, const float b) { a *= b; }
+__device__ __forceinline__ void mul_by(float2 &a, const float2 b)
+{
+    a.x *= b.x;
+    a.y *= b.y;
+}
+__device__ __forceinline__ void mul_by(float4 &a, const float4 b)
 {
     a.x *= b.x;
     a.y *= b.y;
@@ -596,9 +635,31 @@ __device__ __forceinline__ void mul4(float4 &a, const float4 b)
     a.w *= b.w;
 }
 
+template <class T>
+__device__ __forceinline__ T splat(float v);
+template <>
+__device__ __forceinline__ float splat<float>(float v)
+{
+    return v;
+}
+template <>
+__device__ __forceinline__ float2 splat<float2>(float v)
+{
+    return make_float2(v, v);
+}
+template <>
+__device__ __forceinline__ float4 splat<float4>(float v)
+{
+    return make_float4(v, v, v, v);
+}
+
+/* A lane's RPT elements of W floats in float4 registers' worth (what the
+ * register budget below is counted in). */
+constexpr int vec_rpt4(int rpt, int width) { return (rpt * width + 3) / 4; }
+
 /* Threads per block the vector kernel may use: wide rows keep more
  * registers per thread, so they get half a block's threads. */
-constexpr uint32_t vec_max_threads(int rpt) { return rpt == 1 ? 1024u : 512u; }
+constexpr uint32_t vec_max_threads(int rpt4) { return rpt4 == 1 ? 1024u : 512u; }
 
 /* Nonzeros whose gathers a group issues together: 4 for narrow rows and
  * few modes, fewer where registers run out (ptxas -v: no spills). The
@@ -646,9 +707,11 @@ __device__ __forceinline__ P meta_load(const P *p)
         return __ldg(p);
 }
 
-template <int RL, int RPT, int NIN, bool MODEL, bool EXACT, bool PAST_L1>
+template <class E, int RL, int RPT, int NIN, bool MODEL, bool EXACT, bool PAST_L1>
 struct vec_source {
-    using T = float4;
+    using T = E;
+    /* (Counted in elements: a narrower element's loads each hold an
+     * address, so its rows in flight take as many registers.) */
     static constexpr int B = vec_batch(RL, RPT, NIN, MODEL, EXACT);
     static constexpr int NMAX = NIN > 0 ? NIN : (int)THG_MAX_MODES - 1;
     static constexpr bool kBreakAtEnd = false;
@@ -673,7 +736,7 @@ struct vec_source {
             return __shfl_sync(0xffffffffu, my_val, j0 + b, RL);
         }
     };
-    const vec_args &a;
+    const vec_args<E> &a;
     const uint32_t *offsets;
     const float *col_scale;
     float *result_scale;
@@ -681,13 +744,13 @@ struct vec_source {
     uint32_t lane, gbegin, gend, nchunks;
     int nin;
 
-    __device__ __forceinline__ explicit vec_source(const vec_args &args) : a(args)
+    __device__ __forceinline__ explicit vec_source(const vec_args<E> &args) : a(args)
     {
         offsets = a.offsets;
         col_scale = a.col_scale;
         result_scale = a.result_scale;
         cols = a.cols;
-        rank = 4u * a.cols;
+        rank = (uint32_t)kWidth<E> * a.cols;
         nmodes = a.nin + 1u;
         out_mode = a.out_mode;
         lane = threadIdx.x % RL;
@@ -705,7 +768,7 @@ struct vec_source {
     __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<PAST_L1>(a.out_idx + k); }
     __device__ __forceinline__ uint32_t col(int t) const { return lane + t * RL; }
     __device__ __forceinline__ bool col_ok(int t) const { return EXACT || lane + t * RL < cols; }
-    __device__ __forceinline__ float4 out_factor(uint32_t row, int t) const
+    __device__ __forceinline__ E out_factor(uint32_t row, int t) const
     {
         return __ldg(a.out_factor + (size_t)row * cols + lane + t * RL);
     }
@@ -729,9 +792,9 @@ struct vec_source {
          * repeats were the hits it no longer serves). The row is selected
          * after the load, not as its destination, so that no load waits for
          * the one before it. */
-        static_assert(kReuse == 0 || EXACT, "a kept row is the lane's RPT float4");
+        static_assert(kReuse == 0 || EXACT, "a kept row is the lane's RPT elements");
         uint32_t last_i[kReuse > 0 ? kReuse : 1];
-        float4 last_v[kReuse > 0 ? kReuse : 1][RPT];
+        E last_v[kReuse > 0 ? kReuse : 1][RPT];
 #pragma unroll
         for (int q = 0; q < kReuse; ++q)
             last_i[q] = kNoRow;
@@ -748,7 +811,7 @@ struct vec_source {
 #pragma unroll
             for (int j0 = 0; j0 < RL; j0 += B) {
                 uint32_t row[B];
-                float4 prod[B][RPT];
+                E prod[B][RPT];
                 const Values x{my_val, j0};
 #pragma unroll
                 for (int b = 0; b < B; ++b) {
@@ -756,7 +819,7 @@ struct vec_source {
                     const float v = fn.init(x(b));
 #pragma unroll
                     for (int t = 0; t < RPT; ++t)
-                        prod[b][t] = make_float4(v, v, v, v);
+                        prod[b][t] = splat<E>(v);
                 }
 #pragma unroll
                 for (int q = 0; q < NMAX; ++q) {
@@ -766,18 +829,18 @@ struct vec_source {
                     for (int b = 0; b < B; ++b) {
                         /* Past the stretch's end the index is 0: row 0 exists. */
                         const uint32_t i = __shfl_sync(0xffffffffu, my_idx[q], j0 + b, RL);
-                        const float4 *f = a.in_factor[q] + (size_t)i * C;
+                        const E *f = a.in_factor[q] + (size_t)i * C;
                         if (q < kReuse) {
                             /* EXACT: every lane's columns are the row's. */
                             const bool fresh = i != last_i[q];
 #pragma unroll
                             for (int t = 0; t < RPT; ++t) {
-                                float4 v;
+                                E v;
                                 if (fresh)
                                     v = __ldg(f + lane + t * RL);
                                 v = fresh ? v : last_v[q][t];
                                 last_v[q][t] = v;
-                                mul4(prod[b][t], v);
+                                mul_by(prod[b][t], v);
                             }
                             last_i[q] = i;
                             continue;
@@ -786,7 +849,7 @@ struct vec_source {
                         for (int t = 0; t < RPT; ++t) {
                             const uint32_t c = lane + t * RL;
                             if (EXACT || c < C)
-                                mul4(prod[b][t], __ldg(f + c));
+                                mul_by(prod[b][t], __ldg(f + c));
                         }
                     }
                 }
@@ -796,37 +859,63 @@ struct vec_source {
     }
 };
 
-template <int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
-__global__ void __launch_bounds__(vec_max_threads(RPT), 1)
-    mttkrp_vec_kernel(const vec_args a, const Fn fn)
+template <class E, int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
+__global__ void __launch_bounds__(vec_max_threads(vec_rpt4(RPT, kWidth<E>)), 1)
+    mttkrp_vec_kernel(const vec_args<E> a, const Fn fn)
 {
     extern __shared__ float4 smem4[];
-    const vec_source<RL, RPT, NIN, Fn::kModel, EXACT, PAST_L1> src(a);
-    mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, smem4, a.stamp);
+    const vec_source<E, RL, RPT, NIN, Fn::kModel, EXACT, PAST_L1> src(a);
+    mttkrp_body<RL, RPT, OWNED>(src, fn, a.out, reinterpret_cast<E *>(smem4), a.stamp);
 }
 
-/* Lanes per group and float4 columns per lane for a rank (multiple of 4). */
+/* Lanes per group, elements per lane and floats per element for a rank. */
 struct vec_config {
-    int lanes, rpt;
+    int lanes, rpt, width;
 };
 
+/* The element: the widest whose size divides the rank's row. Multiples of
+ * 4 keep the lanes chosen for them (kernels/DESIGN.md); the narrower
+ * elements take 8 lanes (4 for the narrowest rows) and as many elements a
+ * lane as cover the row, in powers of two up to 8 (16 on 8 lanes spilled
+ * 12-60 bytes with three and four input modes). */
 vec_config vec_config_for(uint32_t rank)
 {
-    const uint32_t cols = rank / 4;
-    if (cols <= 2)
-        return {2, 1};
+    const int width = rank % 4 == 0 ? 4 : rank % 2 == 0 ? 2 : 1;
+    const uint32_t cols = rank / (uint32_t)width;
+    if (width == 4) {
+        /* R = 8 on 4 lanes, two of them idle: 2 lanes took 1.5-1.8x as
+         * long as 4 (kernels/DESIGN.md). */
+        if (cols <= 1)
+            return {2, 1, 4};
+        if (cols <= 4)
+            return {4, 1, 4};
+        if (cols <= 8)
+            return {8, 1, 4};
+        if (cols <= 16)
+            return {8, 2, 4};
+        if (cols <= 24)
+            return {8, 3, 4};
+        return {8, 4, 4};
+    }
     if (cols <= 4)
-        return {4, 1};
-    if (cols <= 8)
-        return {8, 1};
-    if (cols <= 16)
-        return {8, 2};
-    if (cols <= 24)
-        return {8, 3};
-    return {8, 4};
+        return {4, 1, width};
+    int rpt = 1;
+    while (8u * (uint32_t)rpt < cols)
+        rpt *= 2;
+    return {8, rpt, width};
 }
 
-bool use_vec_kernel(uint32_t rank) { return rank % 4 == 0; }
+/* The vector kernel serves the plain MTTKRP at every rank but odd ones over
+ * 64, and the generalized MTTKRP at multiples of 4 (its model row and
+ * weights have float4 forms only); the rest run the generic kernel. Odd
+ * ranks over 64 on 16 lanes of 8 floats took 1.17-1.24x as long as the
+ * generic kernel's 32 lanes (R = 99, kernels/DESIGN.md). */
+bool use_vec_kernel(uint32_t rank, bool model)
+{
+    if (rank % 4 == 0)
+        return true;
+    return !model && (rank % 2 == 0 || rank <= 64);
+}
 
 /* Generic kernel: lanes per group for a rank (the RL template value). */
 uint32_t generic_lanes(uint32_t rank) { return rank <= 8 ? 8u : rank <= 16 ? 16u : 32u; }
@@ -924,12 +1013,12 @@ cudaError_t one_block_smem(smem_memo &memo, const vec_launch &L, const void *ker
     return cudaSuccess;
 }
 
-template <int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
-cudaError_t launch_vec_kernel(const vec_launch &L, const vec_args &a, const Fn &fn)
+template <class E, int RL, int RPT, int NIN, bool OWNED, bool EXACT, bool PAST_L1, class Fn>
+cudaError_t launch_vec_kernel(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
 {
     const uint32_t threads = RL * L.groups;
     size_t smem = Fn::kWrite ? block_smem_bytes(L.groups, L.rank) : 0;
-    auto *kernel = mttkrp_vec_kernel<RL, RPT, NIN, OWNED, EXACT, PAST_L1, Fn>;
+    auto *kernel = mttkrp_vec_kernel<E, RL, RPT, NIN, OWNED, EXACT, PAST_L1, Fn>;
     if constexpr (Fn::kWrite && !Fn::kModel) {
         static smem_memo memo;
         if (L.one_block_smem_bytes != 0) {
@@ -942,14 +1031,14 @@ cudaError_t launch_vec_kernel(const vec_launch &L, const vec_args &a, const Fn &
     return cudaGetLastError();
 }
 
-template <int RL, int RPT, int NIN, bool EXACT, bool PAST_L1, class Fn>
-cudaError_t launch_vec_scheme(const vec_launch &L, const vec_args &a, const Fn &fn)
+template <class E, int RL, int RPT, int NIN, bool EXACT, bool PAST_L1, class Fn>
+cudaError_t launch_vec_scheme(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
 {
     if constexpr (Fn::kWrite) {
         if (L.owned)
-            return launch_vec_kernel<RL, RPT, NIN, true, EXACT, PAST_L1>(L, a, fn);
+            return launch_vec_kernel<E, RL, RPT, NIN, true, EXACT, PAST_L1>(L, a, fn);
     }
-    return launch_vec_kernel<RL, RPT, NIN, false, EXACT, PAST_L1>(L, a, fn);
+    return launch_vec_kernel<E, RL, RPT, NIN, false, EXACT, PAST_L1>(L, a, fn);
 }
 
 /* Where the indices and values are loaded (meta_load). A group's chunk of
@@ -965,17 +1054,17 @@ cudaError_t launch_vec_scheme(const vec_launch &L, const vec_args &a, const Fn &
  * choice made inside the kernel cost the shapes that fit 1.6-2.6%
  * (kernels/DESIGN.md). Made here, each kernel is the code measured for its
  * case. */
-template <int RL, int RPT, int NIN, bool EXACT, class Fn>
-cudaError_t launch_vec_l1(const vec_launch &L, const vec_args &a, const Fn &fn)
+template <class E, int RL, int RPT, int NIN, bool EXACT, class Fn>
+cudaError_t launch_vec_l1(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
 {
     if constexpr (RL < 8)
-        return launch_vec_scheme<RL, RPT, NIN, EXACT, false>(L, a, fn);
+        return launch_vec_scheme<E, RL, RPT, NIN, EXACT, false>(L, a, fn);
     else if constexpr (Fn::kModel)
-        return launch_vec_scheme<RL, RPT, NIN, EXACT, true>(L, a, fn);
+        return launch_vec_scheme<E, RL, RPT, NIN, EXACT, true>(L, a, fn);
     else if (L.factors_fit_l2)
-        return launch_vec_scheme<RL, RPT, NIN, EXACT, true>(L, a, fn);
+        return launch_vec_scheme<E, RL, RPT, NIN, EXACT, true>(L, a, fn);
     else
-        return launch_vec_scheme<RL, RPT, NIN, EXACT, false>(L, a, fn);
+        return launch_vec_scheme<E, RL, RPT, NIN, EXACT, false>(L, a, fn);
 }
 
 /* EXACT: the plain MTTKRP at R = 16, 32, 64, 96 and 128, where the
@@ -986,37 +1075,78 @@ cudaError_t launch_vec_l1(const vec_launch &L, const vec_args &a, const Fn &fn)
  * (vec_source::kReuse). At R = 16 the test's removal alone measured
  * slower, with the reuse faster (kernels/DESIGN.md); the other ranks keep
  * the test. */
-template <int RL, int RPT, int NIN, class Fn>
-cudaError_t launch_vec_nin(const vec_launch &L, const vec_args &a, const Fn &fn)
+template <class E, int RL, int RPT, int NIN, class Fn>
+cudaError_t launch_vec_nin(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
 {
-    if constexpr (!Fn::kModel && (RL == 8 || (RL == 4 && RPT == 1))) {
+    /* (The narrower elements serve ranks that are not multiples of 4:
+     * never a whole number of elements a lane.) */
+    if constexpr (kWidth<E> == 4 && !Fn::kModel && (RL == 8 || (RL == 4 && RPT == 1))) {
         if (a.cols == (uint32_t)(RL * RPT))
-            return launch_vec_l1<RL, RPT, NIN, true>(L, a, fn);
+            return launch_vec_l1<E, RL, RPT, NIN, true>(L, a, fn);
     }
-    return launch_vec_l1<RL, RPT, NIN, false>(L, a, fn);
+    return launch_vec_l1<E, RL, RPT, NIN, false>(L, a, fn);
 }
 
-template <int RL, int RPT, class Fn>
-cudaError_t launch_vec(const vec_launch &L, const vec_args &a, const Fn &fn)
+template <class E, int RL, int RPT, class Fn>
+cudaError_t launch_vec(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
 {
     switch (a.nin) {
     case 2:
-        return launch_vec_nin<RL, RPT, 2>(L, a, fn);
+        return launch_vec_nin<E, RL, RPT, 2>(L, a, fn);
     case 3:
-        return launch_vec_nin<RL, RPT, 3>(L, a, fn);
+        return launch_vec_nin<E, RL, RPT, 3>(L, a, fn);
     case 4:
-        return launch_vec_nin<RL, RPT, 4>(L, a, fn);
+        return launch_vec_nin<E, RL, RPT, 4>(L, a, fn);
     default:
-        return launch_vec_nin<RL, RPT, 0>(L, a, fn);
+        return launch_vec_nin<E, RL, RPT, 0>(L, a, fn);
     }
 }
 
-template <class Fn>
+/* The configurations vec_config_for gives elements of E. */
+template <class E, class Fn>
+cudaError_t launch_vec_config(const vec_launch &L, const vec_args<E> &a, const vec_config vc,
+                              const Fn &fn)
+{
+    if constexpr (kWidth<E> == 4) {
+        if (vc.lanes == 2)
+            return launch_vec<E, 2, 1>(L, a, fn);
+        if (vc.lanes == 4)
+            return launch_vec<E, 4, 1>(L, a, fn);
+        switch (vc.rpt) {
+        case 1:
+            return launch_vec<E, 8, 1>(L, a, fn);
+        case 2:
+            return launch_vec<E, 8, 2>(L, a, fn);
+        case 3:
+            return launch_vec<E, 8, 3>(L, a, fn);
+        default:
+            return launch_vec<E, 8, 4>(L, a, fn);
+        }
+    } else if constexpr (Fn::kModel) {
+        return cudaErrorNotSupported; /* use_vec_kernel: never asked */
+    } else {
+        if (vc.lanes == 4)
+            return launch_vec<E, 4, 1>(L, a, fn);
+        switch (vc.rpt) {
+        case 1:
+            return launch_vec<E, 8, 1>(L, a, fn);
+        case 2:
+            return launch_vec<E, 8, 2>(L, a, fn);
+        case 4:
+            return launch_vec<E, 8, 4>(L, a, fn);
+        default:
+            return launch_vec<E, 8, 8>(L, a, fn);
+        }
+    }
+}
+
+template <class E, class Fn>
 cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_result_target &to,
-                           bool owned, uint32_t groups, unsigned long long *stamp, const Fn &fn)
+                           bool owned, uint32_t groups, unsigned long long *stamp,
+                           const vec_config vc, const Fn &fn)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
-    vec_args a;
+    vec_args<E> a;
     memset(&a, 0, sizeof(a));
     uint32_t q = 0;
     uint64_t factor_bytes = 0;
@@ -1024,17 +1154,17 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
         if (m == mode)
             continue;
         a.in_idx[q] = copy.idx[m];
-        a.in_factor[q] = (const float4 *)ctx->factors[m];
+        a.in_factor[q] = (const E *)ctx->factors[m];
         factor_bytes += sizeof(float) * (uint64_t)ctx->dims[m] * ctx->rank;
         ++q;
     }
     a.nin = q;
     a.out_idx = copy.idx[mode];
-    a.out_factor = (const float4 *)ctx->factors[mode];
+    a.out_factor = (const E *)ctx->factors[mode];
     a.vals = copy.vals;
     a.offsets = copy.offsets;
-    a.out = (float4 *)to.rows;
-    a.cols = ctx->rank / 4;
+    a.out = (E *)to.rows;
+    a.cols = ctx->rank / (uint32_t)kWidth<E>;
     a.stamp = stamp;
     a.col_scale = ctx->col_scale;
     a.result_scale = to.scale;
@@ -1049,21 +1179,32 @@ cudaError_t launch_vec_any(const thg_context *ctx, uint32_t mode, const thg_resu
     L.device = ctx->device;
     L.one_block_smem_bytes =
         ctx->kappa <= (uint32_t)ctx->sm_count ? ctx->one_block_smem_bytes : 0u;
-    const vec_config vc = vec_config_for(ctx->rank);
-    if (vc.lanes == 2)
-        return launch_vec<2, 1>(L, a, fn);
-    if (vc.lanes == 4)
-        return launch_vec<4, 1>(L, a, fn);
-    switch (vc.rpt) {
-    case 1:
-        return launch_vec<8, 1>(L, a, fn);
-    case 2:
-        return launch_vec<8, 2>(L, a, fn);
-    case 3:
-        return launch_vec<8, 3>(L, a, fn);
-    default:
-        return launch_vec<8, 4>(L, a, fn);
+    return launch_vec_config(L, a, vc, fn);
+}
+
+/* The plain (model = false) or generalized MTTKRP's lanes and groups a
+ * block for a rank. */
+thg_shape launch_shape(uint32_t rank, uint32_t P, bool model)
+{
+    uint32_t lanes, max_threads;
+    if (use_vec_kernel(rank, model)) {
+        const vec_config vc = vec_config_for(rank);
+        lanes = (uint32_t)vc.lanes;
+        max_threads = vec_max_threads(vec_rpt4(vc.rpt, vc.width));
+    } else {
+        lanes = generic_lanes(rank);
+        max_threads = 1024;
     }
+    /* Whole warps: every lane of a warp takes part in the shuffles. */
+    const uint32_t per_warp = 32 / lanes;
+    uint32_t max_groups = max_threads / lanes;
+    while (max_groups > per_warp && block_smem_bytes(max_groups, rank) > kSmemLimit)
+        max_groups -= per_warp;
+    uint32_t groups = P == 0 ? max_groups : P;
+    groups = (groups + per_warp - 1) / per_warp * per_warp;
+    if (groups > max_groups)
+        groups = max_groups;
+    return {lanes, groups};
 }
 
 /* Every MTTKRP kernel of one mode: the plain one (plain_value) and the
@@ -1091,11 +1232,17 @@ cudaError_t launch_any(const thg_context *ctx, uint32_t mode, const thg_result_t
 
     const bool owned = copy.scheme == 1;
     const uint32_t R = ctx->rank;
-    const uint32_t groups = thg_launch_shape(R, ctx->P).groups;
+    const uint32_t groups = launch_shape(R, ctx->P, Fn::kModel).groups;
     const uint32_t kappa = ctx->kappa;
     cudaStream_t st = ctx->stream;
-    if (use_vec_kernel(R))
-        return launch_vec_any(ctx, mode, to, owned, groups, stamp, fn);
+    if (use_vec_kernel(R, Fn::kModel)) {
+        const vec_config vc = vec_config_for(R);
+        if (vc.width == 4)
+            return launch_vec_any<float4>(ctx, mode, to, owned, groups, stamp, vc, fn);
+        if (vc.width == 2)
+            return launch_vec_any<float2>(ctx, mode, to, owned, groups, stamp, vc, fn);
+        return launch_vec_any<float>(ctx, mode, to, owned, groups, stamp, vc, fn);
+    }
     if (R <= 8)
         return launch<8, 1>(owned, kappa, groups, st, a, fn);
     if (R <= 16)
@@ -1125,28 +1272,7 @@ __global__ void zero_chunk_ends_kernel(const uint32_t *out_idx, const uint32_t *
 
 } // namespace
 
-thg_shape thg_launch_shape(uint32_t rank, uint32_t P)
-{
-    uint32_t lanes, max_threads;
-    if (use_vec_kernel(rank)) {
-        const vec_config vc = vec_config_for(rank);
-        lanes = (uint32_t)vc.lanes;
-        max_threads = vec_max_threads(vc.rpt);
-    } else {
-        lanes = generic_lanes(rank);
-        max_threads = 1024;
-    }
-    /* Whole warps: every lane of a warp takes part in the shuffles. */
-    const uint32_t per_warp = 32 / lanes;
-    uint32_t max_groups = max_threads / lanes;
-    while (max_groups > per_warp && block_smem_bytes(max_groups, rank) > kSmemLimit)
-        max_groups -= per_warp;
-    uint32_t groups = P == 0 ? max_groups : P;
-    groups = (groups + per_warp - 1) / per_warp * per_warp;
-    if (groups > max_groups)
-        groups = max_groups;
-    return {lanes, groups};
-}
+thg_shape thg_launch_shape(uint32_t rank, uint32_t P) { return launch_shape(rank, P, false); }
 
 thg_result_target thg_result_of(const thg_context *ctx, uint32_t mode)
 {

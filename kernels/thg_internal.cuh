@@ -708,8 +708,10 @@ uint64_t thg_build_bytes(uint32_t nmodes, uint64_t nnz, uint32_t max_dim, uint32
 thg_status thg_build_warmup(thg_context *ctx, char *err, size_t errlen);
 void thg_free_tensor(thg_context *ctx);
 
-/* The launch shape of one rank: lanes per nonzero group and groups per
- * block (the effective P, capped and rounded to whole warps). */
+/* The plain MTTKRP's launch shape at one rank: lanes per nonzero group and
+ * groups per block (the effective P, capped and rounded to whole warps).
+ * The generalized MTTKRP at ranks that are not multiples of 4 runs another
+ * kernel, of its own shape (mttkrp.cu). */
 struct thg_shape {
     uint32_t lanes;
     uint32_t groups;

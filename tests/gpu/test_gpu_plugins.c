@@ -5,6 +5,7 @@
  * small subset (for compute-sanitizer, which slows kernels a hundredfold). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,12 +38,29 @@ static const th_gpu_test_case cases[] = {
     {"one hot row", 3, {300, 1000, 1000}, 50021, {3.0, 0, 0}},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
-/* 8 and 12: the vector kernel's 2- and 4-lane groups (12 leaves a lane idle);
+/* 4, 8 and 12: the vector kernel's 2- and 4-lane groups (8 leaves two lanes
+ * idle, 12 one);
  * 48: an 8-lane kernel with a column test (half the lanes idle on a row's
  * second float4), of which two blocks would fit an SM (the launch asks for
- * shared memory that keeps one: mttkrp.cu, one_block_smem). */
-static const uint32_t ranks[] = {1, 7, 8, 12, 16, 32, 48, 64, 96, 128};
+ * shared memory that keeps one: mttkrp.cu, one_block_smem). Ranks that are
+ * not multiples of 4 take float2 (even) or float (odd) elements: 6 and 1 on
+ * 4 lanes; 10, 30, 50 and 126 on 8 lanes of 1, 2, 4 and 8 float2; 7, 13,
+ * 25 and 45 on 8 lanes of 1, 2, 4 and 8 floats; 99 on the generic kernel. */
+static const uint32_t ranks[] = {1,  4,  6,  7,  8,  10, 12, 13, 16,  25,
+                                 30, 32, 45, 48, 50, 64, 96, 99, 126, 128};
 #define N_RANKS (sizeof(ranks) / sizeof(ranks[0]))
+
+/* The quick subset (sanitizers): the 8-lane kernels, whose lanes cover a
+ * row with 1 to 4 float4 (32, 48, 64, 96, 128) or 4 and 8 floats or float2
+ * (25, 45, 50), and the generic kernel (99). */
+static bool quick_rank(uint32_t rank)
+{
+    static const uint32_t quick[] = {25, 32, 45, 48, 50, 64, 96, 99, 128};
+    for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); ++i)
+        if (quick[i] == rank)
+            return true;
+    return false;
+}
 
 static double **reference_results(const th_gpu_test_plugins *p, const th_sptensor *t, uint32_t rank,
                                   double *const *factors)
@@ -88,9 +106,7 @@ static void test_mttkrp_matches_reference(void **state)
         g_autoptr(th_sptensor) t = th_gpu_test_make_tensor(&cases[c], 1000 + c);
         for (size_t ri = 0; ri < N_RANKS; ++ri) {
             const uint32_t rank = ranks[ri];
-            /* Quick: the generic kernel, and the 8-lane kernels, whose
-             * lanes cover a row with 1 to 4 float4 each. */
-            if (th_gpu_test_quick() && rank != 7 && rank < 32)
+            if (th_gpu_test_quick() && !quick_rank(rank))
                 continue;
             double **factors = th_test_random_factors(t, rank, rng);
             double **expected = reference_results(p, t, rank, factors);
