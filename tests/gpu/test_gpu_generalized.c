@@ -5,9 +5,9 @@
  * gpu-scheme1, gpu-scheme2 and gpu-adaptive, at rank 16 (the vector
  * kernel) and 7 (the generic kernel), plus 32 and 64 outside the quick
  * subset; TH_MODE_NONE leaving every result as it was; VALUE without a
- * reduction equal to mttkrp() bit for bit; each factor operation, after an
- * als_update so that the factor is held with a column scale other than 1;
- * each error the header asks for.
+ * reduction equal to mttkrp() up to the order of its sums; each factor
+ * operation, after an als_update so that the factor is held with a column
+ * scale other than 1; each error the header asks for.
  *
  * Needs a CUDA device: without one it exits 77 (skipped).
  * TH_GPU_TEST_QUICK=1 runs a small subset (compute-sanitizer). */
@@ -247,7 +247,9 @@ static void test_value_equals_mttkrp(void **state)
                     assert_true(reduced == 0.0);
                     th_test_assert_ok(pl->entry.get_mttkrp_result(inst, mode, gen, err), err);
                     /* Equal up to the order of scheme 2's atomics, which
-                     * differs from one launch to the next. */
+                     * differs from one launch to the next, and at rank 7
+                     * of two kernels' sums (mttkrp() runs the vector
+                     * kernel of floats, VALUE the generic kernel). */
                     assert_rel(gen, plain, n, "VALUE against mttkrp()");
                 }
             }
