@@ -1102,41 +1102,29 @@ cudaError_t launch_vec(const vec_launch &L, const vec_args<E> &a, const Fn &fn)
     }
 }
 
-/* The configurations vec_config_for gives elements of E. */
+/* The configurations vec_config_for gives elements of E: float4 rows take
+ * up to 4 a lane (3 at R = 68-96), the narrower 1, 2, 4 or 8. */
 template <class E, class Fn>
 cudaError_t launch_vec_config(const vec_launch &L, const vec_args<E> &a, const vec_config vc,
                               const Fn &fn)
 {
-    if constexpr (kWidth<E> == 4) {
-        if (vc.lanes == 2)
-            return launch_vec<E, 2, 1>(L, a, fn);
-        if (vc.lanes == 4)
-            return launch_vec<E, 4, 1>(L, a, fn);
-        switch (vc.rpt) {
-        case 1:
-            return launch_vec<E, 8, 1>(L, a, fn);
-        case 2:
-            return launch_vec<E, 8, 2>(L, a, fn);
-        case 3:
-            return launch_vec<E, 8, 3>(L, a, fn);
-        default:
-            return launch_vec<E, 8, 4>(L, a, fn);
-        }
-    } else if constexpr (Fn::kModel) {
+    if constexpr (kWidth<E> != 4 && Fn::kModel) {
         return cudaErrorNotSupported; /* use_vec_kernel: never asked */
     } else {
+        if constexpr (kWidth<E> == 4) {
+            if (vc.lanes == 2)
+                return launch_vec<E, 2, 1>(L, a, fn);
+        }
         if (vc.lanes == 4)
             return launch_vec<E, 4, 1>(L, a, fn);
-        switch (vc.rpt) {
-        case 1:
+        if (vc.rpt == 1)
             return launch_vec<E, 8, 1>(L, a, fn);
-        case 2:
+        if (vc.rpt == 2)
             return launch_vec<E, 8, 2>(L, a, fn);
-        case 4:
-            return launch_vec<E, 8, 4>(L, a, fn);
-        default:
-            return launch_vec<E, 8, 8>(L, a, fn);
-        }
+        if constexpr (kWidth<E> == 4)
+            return vc.rpt == 3 ? launch_vec<E, 8, 3>(L, a, fn) : launch_vec<E, 8, 4>(L, a, fn);
+        else
+            return vc.rpt == 4 ? launch_vec<E, 8, 4>(L, a, fn) : launch_vec<E, 8, 8>(L, a, fn);
     }
 }
 
