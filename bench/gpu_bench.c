@@ -6,8 +6,9 @@
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST]
  *             [--option KEY=VALUE]... TENSOR...
- *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, PCIe, host
- *                           staging, host memory passes, fresh memory)
+ *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, L1 row
+ *                           gathers, PCIe, host staging, host memory passes,
+ *                           fresh memory)
  *   gpu_bench --cp-apr [--rank R] [--reps N] [--plugins a,b] TENSOR...
  *                          (CP-APR's inner iteration against the MTTKRP, below)
  *   gpu_bench --completion [--rank R] [--reps N] [--plugins a,b] TENSOR...
@@ -100,7 +101,12 @@
  *     L2 bandwidth), and gpu-adaptive's all-mode time over it;
  *   - the compulsory traffic (each mode's copy, nnz x (4N + 4) bytes, and
  *     every factor once a mode, at the measured HBM bandwidth) and the
- *     fraction of the all-mode time it is.
+ *     fraction of the all-mode time it is;
+ *   - the gathers: every nonzero's N - 1 input rows once a mode, at the
+ *     rate the SMs gather rows of R floats from L1 (measured:
+ *     gpu_bench_l1_gather_rate), and the fraction of the all-mode time it
+ *     is: what any kernel gathering each nonzero's rows takes at least,
+ *     wherever they come from.
  * Then the bars, each marked met or not: gpu-adaptive's all-mode MTTKRP
  * on uber, chicago and nips under fixed times, and within 1.3x the memory
  * floor on vast, enron and nell-2; within 5% of the better single scheme;
@@ -128,6 +134,7 @@
 
 double gpu_bench_hbm_bandwidth(void);
 double gpu_bench_l2_bandwidth(void);
+double gpu_bench_l1_gather_rate(uint32_t rank);
 double gpu_bench_pcie_bandwidth(int to_device);
 double gpu_bench_host_staging_bandwidth(void);
 double gpu_bench_host_pass_bandwidth(int in_place);
@@ -507,6 +514,17 @@ static double compulsory_ms(const bench_row *r, uint32_t rank, double hbm)
     return (copies + factors) / hbm * 1e3;
 }
 
+/* Every nonzero's N - 1 input rows gathered once a mode at the rate the
+ * SMs gather rows of R floats from L1, measured in the run
+ * (gpu_bench_l1_gather_rate): what a kernel that gathers each nonzero's
+ * rows takes at least, wherever the rows come from (only rows not
+ * gathered again, as the row reuse skips them, go below it). */
+static double gathers_ms(const bench_row *r, double gather_rate)
+{
+    const double n = r->nmodes;
+    return (double)r->nnz * n * (n - 1) / gather_rate * 1e3;
+}
+
 static int has_floor_bar(const char *tensor)
 {
     return strcmp(tensor, "vast") == 0 || strcmp(tensor, "enron") == 0 ||
@@ -514,21 +532,24 @@ static int has_floor_bar(const char *tensor)
 }
 
 static void print_report(FILE *f, const bench_row *rows, int n, uint32_t rank, double hbm,
-                         double l2, const char *device)
+                         double l2, double gather_rate, const char *device)
 {
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof(date), "%Y-%m-%d", gmtime(&now));
     fprintf(f, "Device: %s; %s (UTC). R = %u. HBM (device copy, read+write) %.0f GB/s, "
-               "L2 (re-read of an L2-resident buffer) %.0f GB/s, both measured in this run. "
+               "L2 (re-read of an L2-resident buffer) %.0f GB/s, L1 gathers of rows of R "
+               "floats %.0f G/s, all measured in this run. "
                "floor: the method's (N copies streamed, the gathers from L2), ratio the "
                "all-mode time over it; compulsory: each copy and each factor once a mode at "
-               "that HBM speed, fraction it over the all-mode time.\n\n",
-            device, date, rank, hbm * 1e-9, l2 * 1e-9);
+               "that HBM speed, fraction it over the all-mode time; gathers: every nonzero's "
+               "input rows once a mode at that L1 rate, fraction it over the all-mode "
+               "time.\n\n",
+            device, date, rank, hbm * 1e-9, l2 * 1e-9, gather_rate * 1e-9);
     fprintf(f, "| tensor | plugin | MTTKRP per mode (ms) | all modes (ms) | preprocessing: "
                "load / build / rebuild (ms) | device MiB | CP-ALS iter (ms) | floor (ms) | ratio "
-               "| compulsory (ms) | fraction |\n");
-    fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "| compulsory (ms) | fraction | gathers (ms) | fraction |\n");
+    fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; ++i) {
         const bench_row *r = &rows[i];
         fprintf(f, "| %s (%s, %llu nnz) | %s | ", r->tensor, r->kind,
@@ -547,10 +568,16 @@ static void print_report(FILE *f, const bench_row *rows, int n, uint32_t rank, d
         fprintf(f, " | %.3f", r->als_ms);
         if (is_gpu_plugin(r->plugin) && hbm > 0 && l2 > 0) {
             const double fl = floor_ms(r, rank, hbm, l2), cf = compulsory_ms(r, rank, hbm);
-            fprintf(f, " | %.3f | %.2f | %.3f | %.0f%% |\n", fl, r->all_ms / fl, cf,
+            fprintf(f, " | %.3f | %.2f | %.3f | %.0f%%", fl, r->all_ms / fl, cf,
                     100.0 * cf / r->all_ms);
         } else {
-            fprintf(f, " | - | - | - | - |\n");
+            fprintf(f, " | - | - | - | -");
+        }
+        if (is_gpu_plugin(r->plugin) && gather_rate > 0) {
+            const double g = gathers_ms(r, gather_rate);
+            fprintf(f, " | %.3f | %.0f%% |\n", g, 100.0 * g / r->all_ms);
+        } else {
+            fprintf(f, " | - | - |\n");
         }
     }
 
@@ -1062,12 +1089,13 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && strcmp(argv[1], "--ceilings") == 0) {
         /* The bounds alone, for bench/end-to-end.sh's phases. */
-        printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, PCIe pinned %.1f GB/s to the "
+        printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, L1 gathers of 128-byte rows "
+               "(R = 32) %.0f G/s, PCIe pinned %.1f GB/s to the "
                "device, %.1f GB/s back, host copy from pageable into pinned memory %.1f "
                "GB/s, host memory passes: read %.1f GB/s, scale in place %.1f GB/s, write into "
                "fresh memory %.1f GB/s\n",
                gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
-               gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
+               gpu_bench_l1_gather_rate(32) * 1e-9, gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
                gpu_bench_host_staging_bandwidth() * 1e-9, gpu_bench_host_pass_bandwidth(0) * 1e-9,
                gpu_bench_host_pass_bandwidth(1) * 1e-9, gpu_bench_host_fresh_bandwidth() * 1e-9);
         return 0;
@@ -1106,10 +1134,11 @@ int main(int argc, char **argv)
     th_log_set_level(TH_LOG_WARNING);
     struct cudaDeviceProp prop;
     char device[512];
-    double hbm = 0.0, l2 = 0.0;
+    double hbm = 0.0, l2 = 0.0, gather_rate = 0.0;
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
         hbm = gpu_bench_hbm_bandwidth();
         l2 = gpu_bench_l2_bandwidth();
+        gather_rate = gpu_bench_l1_gather_rate(rank);
         snprintf(device, sizeof(device), "%s, %d SMs, L2 %d MB", prop.name,
                  prop.multiProcessorCount, prop.l2CacheSize >> 20);
         fprintf(stderr, "device %s; HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s\n", device,
@@ -1205,14 +1234,14 @@ int main(int argc, char **argv)
         for (char **pn = names; *pn; ++pn)
             bench_plugin(*pn, name, kind, t, rank, reps, &rows[n++]);
     }
-    print_report(stdout, rows, n, rank, hbm, l2, device);
+    print_report(stdout, rows, n, rank, hbm, l2, gather_rate, device);
     if (out_path) {
         FILE *f = fopen(out_path, "w");
         if (!f) {
             perror(out_path);
             return 1;
         }
-        print_report(f, rows, n, rank, hbm, l2, device);
+        print_report(f, rows, n, rank, hbm, l2, gather_rate, device);
         fclose(f);
     }
     g_free(rows);

@@ -1,6 +1,7 @@
 /* The ceilings gpu_bench divides by, measured on the device in the same
  * run: HBM bandwidth (a large device-to-device copy, bytes read + written),
- * L2 bandwidth (a kernel re-reading a buffer that fits in L2), the bus's
+ * L2 bandwidth (a kernel re-reading a buffer that fits in L2), the rate at
+ * which the SMs gather factor rows from L1, the bus's
  * pinned bandwidth each way, and the host's copy from pageable into pinned
  * memory on the threads the GPU plugins use: data in pageable memory reaches
  * the bus no faster than the slower of the last two (bench/end-to-end.sh). */
@@ -36,6 +37,62 @@ __global__ void l2_read_kernel(const float4 *buf, size_t n, int passes, float *s
         }
     if (acc == -1.0f)
         *sink = acc;
+}
+
+/* Factor rows gathered from L1 at pseudo-random positions of a table of
+ * at most 64 KiB, the MTTKRP kernel's shape (kernels/mttkrp.cu): groups of
+ * G lanes, each lane J float4s of the row (J = 0: as many as the row has,
+ * counted at run time), four rows in flight a group, one block of 1,024
+ * threads an SM. The rows' positions come from a generator in registers
+ * (no index loads); the sum is written only when impossible. */
+template <int G, int J>
+__global__ void __launch_bounds__(1024) l1_gather_kernel(const float4 *table, uint32_t rows_mask,
+                                                         uint32_t cols4, int iters, float *sink)
+{
+    const uint32_t lane = threadIdx.x % G;
+    uint32_t s = (blockIdx.x * blockDim.x + threadIdx.x) / G * 2654435761u + 12345u;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    auto add = [&acc](const float4 v) {
+        acc.x += v.x;
+        acc.y += v.y;
+        acc.z += v.z;
+        acc.w += v.w;
+    };
+    for (int it = 0; it < iters; ++it) {
+        /* Unrolled, a row is G J float4s long (the launch's choice). */
+        const size_t stride = J > 0 ? (size_t)G * J : cols4;
+        const float4 *row[4];
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            s = s * 1664525u + 1013904223u;
+            row[b] = table + (size_t)((s >> 16) & rows_mask) * stride + lane;
+        }
+        if constexpr (J > 0) {
+            float4 v[4][J];
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+                    v[b][j] = __ldg(row[b] + j * G);
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+                    add(v[b][j]);
+        } else {
+            for (uint32_t c = lane; c < cols4; c += G) {
+                float4 v[4];
+#pragma unroll
+                for (int b = 0; b < 4; ++b)
+                    v[b] = __ldg(row[b] + (c - lane));
+#pragma unroll
+                for (int b = 0; b < 4; ++b)
+                    add(v[b]);
+            }
+        }
+    }
+    if (acc.x + acc.y + acc.z + acc.w == -1.0f)
+        *sink = acc.x;
 }
 
 /* Median of `reps` event-timed runs of `what` (ms). */
@@ -134,6 +191,57 @@ extern "C" double gpu_bench_l2_bandwidth(void)
     cudaFree(buf);
     cudaFree(sink);
     return cudaGetLastError() == cudaSuccess ? (double)bytes * passes / (ms * 1e-3) : 0.0;
+}
+
+/* Rows of `rank` floats (ceil(rank / 4) float4s) a second that the SMs
+ * gather from L1 (l1_gather_kernel): an L1 wavefront serves at most one
+ * 128-byte line, and an SM's L1 about one wavefront a clock, so no kernel
+ * that gathers a nonzero's factor rows one by one gathers them faster. */
+extern "C" double gpu_bench_l1_gather_rate(uint32_t rank)
+{
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const uint32_t cols4 = rank < 4 ? 1u : (rank + 3) / 4;
+    uint32_t rows = 1;
+    while (rows * 2 * cols4 * sizeof(float4) <= (64u << 10))
+        rows *= 2;
+    const int iters = 4096;
+    float4 *table = nullptr;
+    float *sink = nullptr;
+    const size_t bytes = (size_t)rows * cols4 * sizeof(float4);
+    if (cudaMalloc(&table, bytes) != cudaSuccess ||
+        cudaMalloc(&sink, sizeof(float)) != cudaSuccess) {
+        cudaFree(table);
+        return 0.0;
+    }
+    cudaMemset(table, 0, bytes);
+    /* Rows of 1, 2, 4 or 8 float4s: a lane each; multiples of 8 up to 32:
+     * 8 lanes of up to 4 (the MTTKRP kernel's shapes, unrolled); others:
+     * 8 lanes counting the row's float4s. */
+    uint32_t group = cols4 >= 8 ? 8 : cols4 >= 4 ? 4 : cols4 >= 2 ? 2 : 1;
+    const uint32_t per_lane = cols4 % group == 0 && cols4 / group <= 4 ? cols4 / group : 0;
+    if (per_lane == 0)
+        group = 8;
+    auto launch = [&] {
+        const dim3 grid(sms), block(1024);
+        const uint32_t mask = rows - 1;
+        switch (group * 8 + per_lane) {
+        case 1 * 8 + 1: l1_gather_kernel<1, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 2 * 8 + 1: l1_gather_kernel<2, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 4 * 8 + 1: l1_gather_kernel<4, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 1: l1_gather_kernel<8, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 2: l1_gather_kernel<8, 2><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 3: l1_gather_kernel<8, 3><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 4: l1_gather_kernel<8, 4><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        default: l1_gather_kernel<8, 0><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        }
+    };
+    const float ms = median_ms(9, launch);
+    cudaFree(table);
+    cudaFree(sink);
+    const double gathered = (double)sms * (1024 / group) * iters * 4;
+    return cudaGetLastError() == cudaSuccess ? gathered / (ms * 1e-3) : 0.0;
 }
 
 /* Bytes per second of a 256 MiB copy between pinned host memory and the
