@@ -6,9 +6,9 @@
  *
  *   gpu_bench [--rank R] [--reps N] [--plugins a,b] [--out FILE] [--devices LIST]
  *             [--option KEY=VALUE]... TENSOR...
- *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, L1 row
- *                           gathers, PCIe, host staging, host memory passes,
- *                           fresh memory)
+ *   gpu_bench --ceilings   (the measured bandwidths alone: HBM, L2, row
+ *                           gathers from L1, L2 and HBM, PCIe, host staging,
+ *                           host memory passes, fresh memory)
  *   gpu_bench --cp-apr [--rank R] [--reps N] [--plugins a,b] TENSOR...
  *                          (CP-APR's inner iteration against the MTTKRP, below)
  *   gpu_bench --completion [--rank R] [--reps N] [--plugins a,b] TENSOR...
@@ -135,6 +135,7 @@
 double gpu_bench_hbm_bandwidth(void);
 double gpu_bench_l2_bandwidth(void);
 double gpu_bench_l1_gather_rate(uint32_t rank);
+double gpu_bench_table_gather_rate(uint32_t rank, double l2_multiple);
 double gpu_bench_pcie_bandwidth(int to_device);
 double gpu_bench_host_staging_bandwidth(void);
 double gpu_bench_host_pass_bandwidth(int in_place);
@@ -1089,13 +1090,15 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && strcmp(argv[1], "--ceilings") == 0) {
         /* The bounds alone, for bench/end-to-end.sh's phases. */
-        printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, L1 gathers of 128-byte rows "
-               "(R = 32) %.0f G/s, PCIe pinned %.1f GB/s to the "
+        printf("HBM %.0f GB/s (copy, read+write), L2 %.0f GB/s, gathers of 128-byte rows "
+               "(R = 32) from L1 %.0f G/s, from L2 (a table of L2/4) %.0f G/s, from HBM (4 x "
+               "L2) %.0f G/s, PCIe pinned %.1f GB/s to the "
                "device, %.1f GB/s back, host copy from pageable into pinned memory %.1f "
                "GB/s, host memory passes: read %.1f GB/s, scale in place %.1f GB/s, write into "
                "fresh memory %.1f GB/s\n",
                gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
-               gpu_bench_l1_gather_rate(32) * 1e-9, gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
+               gpu_bench_l1_gather_rate(32) * 1e-9, gpu_bench_table_gather_rate(32, 0.25) * 1e-9,
+               gpu_bench_table_gather_rate(32, 4.0) * 1e-9, gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
                gpu_bench_host_staging_bandwidth() * 1e-9, gpu_bench_host_pass_bandwidth(0) * 1e-9,
                gpu_bench_host_pass_bandwidth(1) * 1e-9, gpu_bench_host_fresh_bandwidth() * 1e-9);
         return 0;

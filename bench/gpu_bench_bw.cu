@@ -39,14 +39,14 @@ __global__ void l2_read_kernel(const float4 *buf, size_t n, int passes, float *s
         *sink = acc;
 }
 
-/* Factor rows gathered from L1 at pseudo-random positions of a table of
- * at most 64 KiB, the MTTKRP kernel's shape (kernels/mttkrp.cu): groups of
+/* Factor rows gathered at pseudo-random positions of a table (in L1 where
+ * it has at most 64 KiB), the MTTKRP kernel's shape (kernels/mttkrp.cu): groups of
  * G lanes, each lane J float4s of the row (J = 0: as many as the row has,
  * counted at run time), four rows in flight a group, one block of 1,024
  * threads an SM. The rows' positions come from a generator in registers
  * (no index loads); the sum is written only when impossible. */
 template <int G, int J>
-__global__ void __launch_bounds__(1024) l1_gather_kernel(const float4 *table, uint32_t rows_mask,
+__global__ void __launch_bounds__(1024) row_gather_kernel(const float4 *table, uint32_t rows_mask,
                                                          uint32_t cols4, int iters, float *sink)
 {
     const uint32_t lane = threadIdx.x % G;
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(1024) l1_gather_kernel(const float4 *table, ui
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
             s = s * 1664525u + 1013904223u;
-            row[b] = table + (size_t)((s >> 16) & rows_mask) * stride + lane;
+            row[b] = table + (size_t)((s >> 8) & rows_mask) * stride + lane;
         }
         if constexpr (J > 0) {
             float4 v[4][J];
@@ -194,17 +194,15 @@ extern "C" double gpu_bench_l2_bandwidth(void)
 }
 
 /* Rows of `rank` floats (ceil(rank / 4) float4s) a second that the SMs
- * gather from L1 (l1_gather_kernel): an L1 wavefront serves at most one
- * 128-byte line, and an SM's L1 about one wavefront a clock, so no kernel
- * that gathers a nonzero's factor rows one by one gathers them faster. */
-extern "C" double gpu_bench_l1_gather_rate(uint32_t rank)
+ * gather from a table of at most `table_bytes` (row_gather_kernel). */
+static double row_gather_rate(uint32_t rank, size_t table_bytes)
 {
     int dev = 0, sms = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     const uint32_t cols4 = rank < 4 ? 1u : (rank + 3) / 4;
     uint32_t rows = 1;
-    while (rows * 2 * cols4 * sizeof(float4) <= (64u << 10))
+    while ((size_t)rows * 2 * cols4 * sizeof(float4) <= table_bytes && rows < (1u << 24))
         rows *= 2;
     const int iters = 4096;
     float4 *table = nullptr;
@@ -227,14 +225,14 @@ extern "C" double gpu_bench_l1_gather_rate(uint32_t rank)
         const dim3 grid(sms), block(1024);
         const uint32_t mask = rows - 1;
         switch (group * 8 + per_lane) {
-        case 1 * 8 + 1: l1_gather_kernel<1, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 2 * 8 + 1: l1_gather_kernel<2, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 4 * 8 + 1: l1_gather_kernel<4, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 8 * 8 + 1: l1_gather_kernel<8, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 8 * 8 + 2: l1_gather_kernel<8, 2><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 8 * 8 + 3: l1_gather_kernel<8, 3><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        case 8 * 8 + 4: l1_gather_kernel<8, 4><<<grid, block>>>(table, mask, cols4, iters, sink); break;
-        default: l1_gather_kernel<8, 0><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 1 * 8 + 1: row_gather_kernel<1, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 2 * 8 + 1: row_gather_kernel<2, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 4 * 8 + 1: row_gather_kernel<4, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 1: row_gather_kernel<8, 1><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 2: row_gather_kernel<8, 2><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 3: row_gather_kernel<8, 3><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        case 8 * 8 + 4: row_gather_kernel<8, 4><<<grid, block>>>(table, mask, cols4, iters, sink); break;
+        default: row_gather_kernel<8, 0><<<grid, block>>>(table, mask, cols4, iters, sink); break;
         }
     };
     const float ms = median_ms(9, launch);
@@ -242,6 +240,25 @@ extern "C" double gpu_bench_l1_gather_rate(uint32_t rank)
     cudaFree(sink);
     const double gathered = (double)sms * (1024 / group) * iters * 4;
     return cudaGetLastError() == cudaSuccess ? gathered / (ms * 1e-3) : 0.0;
+}
+
+/* Rows of `rank` floats a second that the SMs gather from L1 (a 64 KiB
+ * table): an L1 wavefront serves at most one 128-byte line, and an SM's L1
+ * about one wavefront a clock, so no kernel that gathers a nonzero's
+ * factor rows one by one gathers them faster. */
+extern "C" double gpu_bench_l1_gather_rate(uint32_t rank)
+{
+    return row_gather_rate(rank, (size_t)64 << 10);
+}
+
+/* The same from a table of a quarter of the L2 (every row an L1 miss and
+ * an L2 hit), or of four times the L2 (most rows from HBM). */
+extern "C" double gpu_bench_table_gather_rate(uint32_t rank, double l2_multiple)
+{
+    int dev = 0, l2 = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+    return l2 > 0 ? row_gather_rate(rank, (size_t)(l2 * l2_multiple)) : 0.0;
 }
 
 /* Bytes per second of a 256 MiB copy between pinned host memory and the
