@@ -1098,7 +1098,8 @@ int main(int argc, char **argv)
                "fresh memory %.1f GB/s\n",
                gpu_bench_hbm_bandwidth() * 1e-9, gpu_bench_l2_bandwidth() * 1e-9,
                gpu_bench_l1_gather_rate(32) * 1e-9, gpu_bench_table_gather_rate(32, 0.25) * 1e-9,
-               gpu_bench_table_gather_rate(32, 4.0) * 1e-9, gpu_bench_pcie_bandwidth(1) * 1e-9, gpu_bench_pcie_bandwidth(0) * 1e-9,
+               gpu_bench_table_gather_rate(32, 4.0) * 1e-9, gpu_bench_pcie_bandwidth(1) * 1e-9,
+               gpu_bench_pcie_bandwidth(0) * 1e-9,
                gpu_bench_host_staging_bandwidth() * 1e-9, gpu_bench_host_pass_bandwidth(0) * 1e-9,
                gpu_bench_host_pass_bandwidth(1) * 1e-9, gpu_bench_host_fresh_bandwidth() * 1e-9);
         return 0;

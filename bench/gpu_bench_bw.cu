@@ -1,7 +1,7 @@
 /* The ceilings gpu_bench divides by, measured on the device in the same
  * run: HBM bandwidth (a large device-to-device copy, bytes read + written),
- * L2 bandwidth (a kernel re-reading a buffer that fits in L2), the rate at
- * which the SMs gather factor rows from L1, the bus's
+ * L2 bandwidth (a kernel re-reading a buffer that fits in L2), the rates at
+ * which the SMs gather factor rows from L1, L2 and HBM, the bus's
  * pinned bandwidth each way, and the host's copy from pageable into pinned
  * memory on the threads the GPU plugins use: data in pageable memory reaches
  * the bus no faster than the slower of the last two (bench/end-to-end.sh). */
@@ -58,14 +58,14 @@ __global__ void __launch_bounds__(1024) row_gather_kernel(const float4 *table, u
         acc.z += v.z;
         acc.w += v.w;
     };
+    /* Unrolled, a row is G J float4s long (the launch's choice). */
+    const size_t stride = J > 0 ? (size_t)G * J : cols4;
     for (int it = 0; it < iters; ++it) {
-        /* Unrolled, a row is G J float4s long (the launch's choice). */
-        const size_t stride = J > 0 ? (size_t)G * J : cols4;
         const float4 *row[4];
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
             s = s * 1664525u + 1013904223u;
-            row[b] = table + (size_t)((s >> 8) & rows_mask) * stride + lane;
+            row[b] = table + (size_t)((s >> 8) & rows_mask) * stride;
         }
         if constexpr (J > 0) {
             float4 v[4][J];
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(1024) row_gather_kernel(const float4 *table, u
             for (int b = 0; b < 4; ++b)
 #pragma unroll
                 for (int j = 0; j < J; ++j)
-                    v[b][j] = __ldg(row[b] + j * G);
+                    v[b][j] = __ldg(row[b] + lane + j * G);
 #pragma unroll
             for (int b = 0; b < 4; ++b)
 #pragma unroll
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(1024) row_gather_kernel(const float4 *table, u
                 float4 v[4];
 #pragma unroll
                 for (int b = 0; b < 4; ++b)
-                    v[b] = __ldg(row[b] + (c - lane));
+                    v[b] = __ldg(row[b] + c);
 #pragma unroll
                 for (int b = 0; b < 4; ++b)
                     add(v[b]);
