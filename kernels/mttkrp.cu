@@ -1108,24 +1108,21 @@ template <class E, class Fn>
 cudaError_t launch_vec_config(const vec_launch &L, const vec_args<E> &a, const vec_config vc,
                               const Fn &fn)
 {
-    if constexpr (kWidth<E> != 4 && Fn::kModel) {
-        return cudaErrorNotSupported; /* use_vec_kernel: never asked */
-    } else {
-        if constexpr (kWidth<E> == 4) {
-            if (vc.lanes == 2)
-                return launch_vec<E, 2, 1>(L, a, fn);
-        }
-        if (vc.lanes == 4)
-            return launch_vec<E, 4, 1>(L, a, fn);
-        if (vc.rpt == 1)
-            return launch_vec<E, 8, 1>(L, a, fn);
-        if (vc.rpt == 2)
-            return launch_vec<E, 8, 2>(L, a, fn);
-        if constexpr (kWidth<E> == 4)
-            return vc.rpt == 3 ? launch_vec<E, 8, 3>(L, a, fn) : launch_vec<E, 8, 4>(L, a, fn);
-        else
-            return vc.rpt == 4 ? launch_vec<E, 8, 4>(L, a, fn) : launch_vec<E, 8, 8>(L, a, fn);
+    static_assert(kWidth<E> == 4 || !Fn::kModel, "the model's rows are float4 (use_vec_kernel)");
+    if constexpr (kWidth<E> == 4) {
+        if (vc.lanes == 2)
+            return launch_vec<E, 2, 1>(L, a, fn);
     }
+    if (vc.lanes == 4)
+        return launch_vec<E, 4, 1>(L, a, fn);
+    if (vc.rpt == 1)
+        return launch_vec<E, 8, 1>(L, a, fn);
+    if (vc.rpt == 2)
+        return launch_vec<E, 8, 2>(L, a, fn);
+    if constexpr (kWidth<E> == 4)
+        return vc.rpt == 3 ? launch_vec<E, 8, 3>(L, a, fn) : launch_vec<E, 8, 4>(L, a, fn);
+    else
+        return vc.rpt == 4 ? launch_vec<E, 8, 4>(L, a, fn) : launch_vec<E, 8, 8>(L, a, fn);
 }
 
 template <class E, class Fn>
@@ -1202,6 +1199,21 @@ cudaError_t launch_any(const thg_context *ctx, uint32_t mode, const thg_result_t
                        unsigned long long *stamp, const Fn &fn)
 {
     const thg_mode_copy &copy = ctx->copies[mode];
+    const bool owned = copy.scheme == 1;
+    const uint32_t R = ctx->rank;
+    const uint32_t groups = launch_shape(R, ctx->P, Fn::kModel).groups;
+    if (use_vec_kernel(R, Fn::kModel)) {
+        const vec_config vc = vec_config_for(R);
+        if (vc.width == 4)
+            return launch_vec_any<float4>(ctx, mode, to, owned, groups, stamp, vc, fn);
+        /* (The generalized MTTKRP's rows are float4 only: use_vec_kernel.) */
+        if constexpr (!Fn::kModel) {
+            if (vc.width == 2)
+                return launch_vec_any<float2>(ctx, mode, to, owned, groups, stamp, vc, fn);
+            return launch_vec_any<float>(ctx, mode, to, owned, groups, stamp, vc, fn);
+        }
+    }
+
     thg_mttkrp_args a;
     memset(&a, 0, sizeof(a));
     for (uint32_t m = 0; m < ctx->nmodes; ++m) {
@@ -1213,24 +1225,12 @@ cudaError_t launch_any(const thg_context *ctx, uint32_t mode, const thg_result_t
     a.out = to.rows;
     a.nmodes = ctx->nmodes;
     a.out_mode = mode;
-    a.rank = ctx->rank;
+    a.rank = R;
     a.stamp = stamp;
     a.col_scale = ctx->col_scale;
     a.result_scale = to.scale;
-
-    const bool owned = copy.scheme == 1;
-    const uint32_t R = ctx->rank;
-    const uint32_t groups = launch_shape(R, ctx->P, Fn::kModel).groups;
     const uint32_t kappa = ctx->kappa;
     cudaStream_t st = ctx->stream;
-    if (use_vec_kernel(R, Fn::kModel)) {
-        const vec_config vc = vec_config_for(R);
-        if (vc.width == 4)
-            return launch_vec_any<float4>(ctx, mode, to, owned, groups, stamp, vc, fn);
-        if (vc.width == 2)
-            return launch_vec_any<float2>(ctx, mode, to, owned, groups, stamp, vc, fn);
-        return launch_vec_any<float>(ctx, mode, to, owned, groups, stamp, vc, fn);
-    }
     if (R <= 8)
         return launch<8, 1>(owned, kappa, groups, st, a, fn);
     if (R <= 16)
