@@ -30,9 +30,10 @@ static parsed parse(thg_policy policy, const char *const *pairs, uint32_t n)
     memset(&p, 0, sizeof p);
     p.config = (thg_config){.device = 0, .kappa = 0, .P = 0, .policy = policy,
                             .rule = THG_RULE_BALANCED};
-    p.status = gpu_parse_options(options, n, policy == THG_POLICY_ADAPTIVE ? "gpu-adaptive"
-                                                                           : "gpu-scheme1",
-                                 &p.config, &p.devices, p.err);
+    const char *id = policy == THG_POLICY_ADAPTIVE  ? "gpu-adaptive"
+                     : policy == THG_POLICY_SCHEME1 ? "gpu-scheme1"
+                                                    : "gpu-scheme2";
+    p.status = gpu_parse_options(options, n, id, &p.config, &p.devices, p.err);
     return p;
 }
 
@@ -91,6 +92,8 @@ static void test_unknown_keys_and_rule(void **state)
     parsed p = parse(THG_POLICY_ADAPTIVE, typo, 1);
     assert_refused(&p, "unknown option \"kapa\": gpu-adaptive accepts kappa, P, device, devices "
                        "and rule");
+    p = parse(THG_POLICY_SCHEME2, typo, 1);
+    assert_refused(&p, "unknown option \"kapa\": gpu-scheme2 accepts kappa, P, device, devices");
     p = parse(THG_POLICY_SCHEME1, typo, 1);
     assert_refused(&p, "unknown option \"kapa\": gpu-scheme1 accepts kappa, P, device, devices");
     const char *const null_key[] = {NULL, "1"};
@@ -110,7 +113,7 @@ static void test_unknown_keys_and_rule(void **state)
     p = parse(THG_POLICY_ADAPTIVE, bad_rule, 1);
     assert_refused(&p, "option rule: \"Paper\" is not valid: expected \"balanced\" or \"paper\"");
     p = parse(THG_POLICY_SCHEME2, paper, 1);
-    assert_refused(&p, "option rule: gpu-scheme1 forces its scheme on every mode; rule applies "
+    assert_refused(&p, "option rule: gpu-scheme2 forces its scheme on every mode; rule applies "
                        "to gpu-adaptive only");
 }
 
