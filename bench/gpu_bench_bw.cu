@@ -40,7 +40,7 @@ __global__ void l2_read_kernel(const float4 *buf, size_t n, int passes, float *s
 }
 
 /* Factor rows gathered at pseudo-random positions of a table (in L1 where
- * it has at most 64 KiB), the MTTKRP kernel's shape (kernels/mttkrp.cu): groups of
+ * it has at most 64 KiB), the MTTKRP kernel's shape (kernels/mttkrp_impl.cuh): groups of
  * G lanes, each lane J float4s of the row (J = 0: as many as the row has,
  * counted at run time), four rows in flight a group, one block of 1,024
  * threads an SM. The rows' positions come from a generator in registers

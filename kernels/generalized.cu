@@ -2,7 +2,7 @@
  * factor operations (factor_update) that CP-APR runs on, on one device.
  *
  * The generalized MTTKRP is the MTTKRP kernels' own body with another
- * per-nonzero value functor (mttkrp.cu, gen_value): the same partitions,
+ * per-nonzero value functor (mttkrp_impl.cuh, gen_value): the same partitions,
  * run merging and scheme 1 / scheme 2 flush. Its reduction comes back
  * through mapped host memory, written by the kernel's last block.
  *

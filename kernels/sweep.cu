@@ -13,7 +13,7 @@
  *
  * solve(n) needs only the Grams, so it overlaps the MTTKRP of mode n; the
  * update of mode n waits for both. The MTTKRP keeps to one block an SM
- * (mttkrp.cu, one_block_smem), so that no two of its partitions share an
+ * (mttkrp_impl.cuh, one_block_smem), so that no two of its partitions share an
  * SM while the solve holds one.
  *
  * The MTTKRPs inside have no event records around them (two graph nodes

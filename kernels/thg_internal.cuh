@@ -92,7 +92,7 @@ struct thg_sweep_state {
 };
 
 /* What a generalized MTTKRP kernel needs beyond thg_mttkrp_args
- * (mttkrp.cu's gen_value; generalized.cu fills it). */
+ * (mttkrp_impl.cuh's gen_value; generalized.cu fills it). */
 struct thg_gen_params {
     const float *weights;   /* [rank] on the device, or nullptr: all ones */
     const float *col_scale; /* thg_context::col_scale (every mode's) */
@@ -193,12 +193,12 @@ struct thg_context {
     char device_name[128];
     int sm_count;
     /* The device's L2 in bytes: the plain MTTKRP loads its indices past L1
-     * where the input factors fit in it (mttkrp.cu, launch_vec_l1).
+     * where the input factors fit in it (mttkrp_impl.cuh, launch_vec_l1).
      * TH_GPU_TEST_L2_BYTES=N replaces it (tests of both kernels). */
     uint64_t l2_bytes;
     /* Dynamic shared memory of a block over half an SM's (so that no SM
      * holds two), within what a block may opt into; 0 where there is none
-     * (mttkrp.cu, one_block_smem). */
+     * (mttkrp_impl.cuh, one_block_smem). */
     uint32_t one_block_smem_bytes;
     uint32_t kappa;
     uint32_t P;

@@ -42,7 +42,7 @@ static const th_gpu_test_case cases[] = {
  * idle, 12 one);
  * 48: an 8-lane kernel with a column test (half the lanes idle on a row's
  * second float4), of which two blocks would fit an SM (the launch asks for
- * shared memory that keeps one: mttkrp.cu, one_block_smem). Ranks that are
+ * shared memory that keeps one: mttkrp_impl.cuh, one_block_smem). Ranks that are
  * not multiples of 4 take float2 (even) or float (odd) elements: 6 and 1 on
  * 4 lanes; 10, 30, 50 and 126 on 8 lanes of 1, 2, 4 and 8 float2; 7, 13,
  * 25 and 45 on 8 lanes of 1, 2, 4 and 8 floats; 99 on the generic kernel. */
@@ -116,7 +116,7 @@ static void test_mttkrp_matches_reference(void **state)
                 p->gpu[g]->entry.destroy(inst);
                 checked += t->nmodes;
                 /* The factors taken as larger than L2 (read at create): the
-                 * kernels that load the indices through L1 (mttkrp.cu,
+                 * kernels that load the indices through L1 (mttkrp_impl.cuh,
                  * launch_vec_l1). */
                 g_setenv("TH_GPU_TEST_L2_BYTES", "0", TRUE);
                 inst = th_test_create_instance(p->gpu[g], NULL);

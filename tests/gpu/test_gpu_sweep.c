@@ -36,7 +36,7 @@ static const th_gpu_test_case cases[] = {
     {"8 modes", 8, {600, 4, 5, 700, 7, 8, 9, 650}, 8009, {0}},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
-/* 48: an MTTKRP kernel held to one block an SM (mttkrp.cu, one_block_smem)
+/* 48: an MTTKRP kernel held to one block an SM (mttkrp_impl.cuh, one_block_smem)
  * beside the solve; 48, 64, 96 and 128: the register solve's layouts
  * (solve.cu). 48 and 96 draw their factors from a generator of their own
  * (test_sweep_matches_reference). */

@@ -1,0 +1,7 @@
+/* The vector MTTKRP kernels of one group of ranks (THG_VEC_ODD, mttkrp_impl.cuh):
+ * compiled here so that they form a CUDA module of their own. */
+#include "mttkrp_impl.cuh"
+
+namespace thg_mttkrp_kernels {
+THG_VEC_ODD()
+} // namespace thg_mttkrp_kernels
