@@ -19,10 +19,6 @@
  */
 #include <string.h>
 
-#include <atomic>
-
-#include "thg_internal.cuh"
-
 #include "mttkrp_impl.cuh"
 
 using namespace thg_mttkrp_kernels;
