@@ -33,7 +33,7 @@ __host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32
 /* Row stride of W and of the tile of A: = 8 (mod 16), so the 4 k-rows x 8
  * columns of a B fragment fall in 32 different banks. (M's stride RS =
  * R + 4 = 4 (mod 8) does the same for A fragments.) */
-__host__ __device__ inline uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
+__host__ __device__ constexpr uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
 
 /* The update: s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a
  * [kTcRows x RW] | s_inner [R] doubles | s_max [R]. The epilogue (kStats)
@@ -55,6 +55,43 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo)
 {
     hi = __float_as_uint(x) & 0xffffe000u;
     lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+/* Starts the copy of tile `tile` of a tall factor's M (or A) into `dst`, at
+ * a row stride of RSD floats; the caller commits the batch. With the rank
+ * known, a thread's copies are known ahead: it reads their row_present
+ * words first (rows absent from it arrive as zeros without being read),
+ * then starts every copy, the zero fill given by its source size, with no
+ * branch between the two kinds. */
+template <uint32_t R, uint32_t RSD>
+__device__ __forceinline__ void tc_load_tile(const float *src, const uint32_t *row_present,
+                                             uint64_t row_base, uint32_t tile, uint32_t I,
+                                             float *dst, uint32_t tid)
+{
+    constexpr uint32_t quads = R / 4u, step = kThreads / quads;
+    constexpr uint32_t per_thread = kTcRows / step;
+    const uint64_t base = (uint64_t)tile * kTcRows;
+    const uint32_t rows = (uint32_t)(I - base < kTcRows ? I - base : kTcRows);
+    const uint32_t row0 = tid / quads, quad = tid % quads;
+    uint32_t bytes[per_thread];
+#pragma unroll
+    for (uint32_t i = 0; i < per_thread; ++i) {
+        const uint32_t row = row0 + i * step;
+        bytes[i] = row < rows && (!row_present ||
+                                  thg_row_present(row_present, row_base + base + row))
+                       ? 16u
+                       : 0u;
+    }
+    const float *from = src + (base + row0) * R + 4u * quad;
+    float *to = dst + row0 * RSD + 4u * quad;
+#pragma unroll
+    for (uint32_t i = 0; i < per_thread; ++i)
+        if (row0 + i * step < rows)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                         :
+                         : "r"((uint32_t)__cvta_generic_to_shared(to + i * step * RSD)),
+                           "l"(from + (size_t)i * step * R), "r"(bytes[i])
+                         : "memory");
 }
 
 /* c += a b, one m16n8k8 TF32 product with fp32 accumulation. */
@@ -101,9 +138,9 @@ __device__ inline tc_gram_role tc_role(int NT, uint32_t warp)
  * read beside M's (als.cu's stats_kernel on the tensor cores). */
 template <int NT, bool kStats>
 __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
-    update_tc_kernel(const float *M, const float *W, float *A, uint32_t I, tile_shape s,
-                     update_io io, thg_als_acc acc, double *out, int out_mapped,
-                     const uint32_t *failed, double *gram_store)
+    update_tc_kernel(const float *M, const float *W, float *A, uint32_t I, update_io io,
+                     thg_als_acc acc, double *out, int out_mapped, const uint32_t *failed,
+                     double *gram_store)
 {
     extern __shared__ double sh[];
     if (failed && *failed)
@@ -112,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
     if (!kStats)
         pack_split_rows(io, M - io.row_base * R, R);
     constexpr uint32_t RS = R + 4u;
-    const uint32_t RW = tc_w_stride(R);
+    constexpr uint32_t RW = tc_w_stride(R);
     float *s_wh = reinterpret_cast<float *>(sh);
     float *s_wl = s_wh + R * RW;
     float *s_m = kStats ? s_wh : s_wl + R * RW;
@@ -121,9 +158,6 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
     uint32_t *s_max = reinterpret_cast<uint32_t *>(s_inner + R);
     const uint32_t tid = threadIdx.x, warp = tid / 32u, lane = tid % 32u;
     const uint32_t g = lane / 4u, t = lane % 4u;
-    /* A's tiles load as M's do, at A's row stride in shared memory. */
-    tile_shape sa = s;
-    sa.RS = RW;
 
     /* W with M's column scale folded into its rows, (M D) W = M (D W),
      * split once per block. */
@@ -159,9 +193,9 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
     const bool read_m = !kStats || !io.inner_made;
     if (tile < ntiles) {
         if (read_m)
-            load_tile_async(M, io.row_present, io.row_base, tile, I, s, s_m, tid);
+            tc_load_tile<R, RS>(M, io.row_present, io.row_base, tile, I, s_m, tid);
         if (kStats)
-            load_tile_async(A, nullptr, 0, tile, I, sa, s_a, tid);
+            tc_load_tile<R, RW>(A, nullptr, 0, tile, I, s_a, tid);
     }
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
@@ -171,11 +205,11 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
         float *a_tile = kStats ? s_a + buf * kTcRows * RW : s_a;
         if (tile + gridDim.x < ntiles) {
             if (read_m)
-                load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
-                                s_m + (buf ^ 1u) * kTcRows * RS, tid);
+                tc_load_tile<R, RS>(M, io.row_present, io.row_base, tile + gridDim.x, I,
+                                    s_m + (buf ^ 1u) * kTcRows * RS, tid);
             if (kStats)
-                load_tile_async(A, nullptr, 0, tile + gridDim.x, I, sa,
-                                s_a + (buf ^ 1u) * kTcRows * RW, tid);
+                tc_load_tile<R, RW>(A, nullptr, 0, tile + gridDim.x, I,
+                                    s_a + (buf ^ 1u) * kTcRows * RW, tid);
         }
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
@@ -233,10 +267,19 @@ __global__ void __launch_bounds__(kThreads, kStats ? 2 : 3)
 
         if (read_m) {
             float tile_inner = 0.0f; /* fp32 within a tile, double across */
-            for (uint32_t r = phase; r < rows; r += phases) {
-                const float av = a_tile[r * RW + col];
-                tile_inner = fmaf(m[r * RS + col], av, tile_inner);
-                my_max = fmaxf(my_max, fabsf(av));
+            if (rows == kTcRows) { /* every tile but the last: constant offsets */
+#pragma unroll
+                for (uint32_t r = phase; r < phase + kTcRows; r += phases) {
+                    const float av = a_tile[r * RW + col];
+                    tile_inner = fmaf(m[r * RS + col], av, tile_inner);
+                    my_max = fmaxf(my_max, fabsf(av));
+                }
+            } else {
+                for (uint32_t r = phase; r < rows; r += phases) {
+                    const float av = a_tile[r * RW + col];
+                    tile_inner = fmaf(m[r * RS + col], av, tile_inner);
+                    my_max = fmaxf(my_max, fabsf(av));
+                }
             }
             my_inner += (double)tile_inner;
         }
@@ -338,14 +381,6 @@ thg_status tc_resident(const thg_context *ctx, bool stats, uint32_t *blocks, cha
     return THG_OK;
 }
 
-/* The tile shape the tensor-core kernel loads M's tiles with. */
-tile_shape tc_shape(uint32_t R)
-{
-    tile_shape s = shape_for(R);
-    s.T = kTcRows;
-    return s;
-}
-
 } // namespace
 thg_status thg_als_tc_prepare(thg_context *ctx, char *err, size_t errlen)
 {
@@ -373,9 +408,8 @@ thg_status thg_launch_als_tc(thg_context *ctx, const float *M, const float *W, f
                              double *gram_store, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    const tile_shape ts = tc_shape(R);
     void *args[] = {(void *)&M,   (void *)&W,          (void *)&A,
-                    (void *)&I,   (void *)&ts,         (void *)&io,
+                    (void *)&I,   (void *)&io,
                     (void *)&acc, (void *)&out,        (void *)&out_mapped,
                     (void *)&failed, (void *)&gram_store};
     THG_CUDA(cudaLaunchKernel(tc_kernel_for(R, false), dim3(ctx->als_tc_resident_blocks),
@@ -389,10 +423,9 @@ thg_status thg_launch_als_tc_stats(thg_context *ctx, const float *M, const float
                                    double *gram_store, char *err, size_t errlen)
 {
     const uint32_t R = ctx->rank;
-    const tile_shape ts = tc_shape(R);
     float *A_read = const_cast<float *>(A); /* read only: the kernel's kStats form */
     void *args[] = {(void *)&M,   (void *)&W,          (void *)&A_read,
-                    (void *)&I,   (void *)&ts,         (void *)&io,
+                    (void *)&I,   (void *)&io,
                     (void *)&acc, (void *)&out,        (void *)&out_mapped,
                     (void *)&failed, (void *)&gram_store};
     const uint64_t tiles = ((uint64_t)I + kTcRows - 1u) / kTcRows;
