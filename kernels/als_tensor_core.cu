@@ -33,7 +33,10 @@ __host__ __device__ inline bool tc_rank(uint32_t R) { return R == 16u || R == 32
 /* Row stride of W and of the tile of A: = 8 (mod 16), so the 4 k-rows x 8
  * columns of a B fragment fall in 32 different banks. (M's stride RS =
  * R + 4 = 4 (mod 8) does the same for A fragments.) */
-__host__ __device__ constexpr uint32_t tc_w_stride(uint32_t R) { return R + (24u - R % 16u) % 16u; }
+__host__ __device__ constexpr uint32_t tc_w_stride(uint32_t R)
+{
+    return R + (24u - R % 16u) % 16u;
+}
 
 /* The update: s_wh, s_wl [R x RW] | M's tiles [2][kTcRows x RS] | s_a
  * [kTcRows x RW] | s_inner [R] doubles | s_max [R]. The epilogue (kStats)
