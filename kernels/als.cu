@@ -32,7 +32,7 @@
  * where its 13 GB of traffic need ~3. So both products are register-tiled:
  * a thread computes 4 rows x 4 columns of A = M W, and 4 x 4 entries of the
  * (symmetric, upper half only) Gram, with 128-bit shared loads: 2 loads per
- * 16 multiply-adds instead of 32. At ranks 16 and 32 a tall factor's
+ * 16 multiply-adds instead of 32. At ranks 16, 32 and 64 a tall factor's
  * update runs on the tensor cores instead (als_tensor_core.cu); what the
  * two update kernels share is in als_internal.cuh.
  * The whole-iteration sweep (sweep.cu) runs the same two kernels with
@@ -580,7 +580,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 /* The update's epilogue over a factor computed elsewhere (the nonnegative
  * update, nonneg.cu, leaves its unnormalised A in the factor; tall factors
- * at ranks 16 and 32 take update_tc_kernel's epilogue form instead): the same
+ * at ranks 16, 32 and 64 take update_tc_kernel's epilogue form instead): the same
  * sums as update_kernel's (Ahat^T Ahat, sum_i M(i,r) Ahat(i,r),
  * max |Ahat(:,r)|) from tiles of A and M read as they are, and the same
  * finish (finish_update: lambda, the normalised Gram and inner, the column

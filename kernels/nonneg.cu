@@ -54,7 +54,7 @@
  *     every chunk writes the factor's true values (column scale 1).
  *   - then thg_launch_als_epilogue (als.cu): the update kernel's Gram,
  *     inner-product and norm sums over the factor as computed (on tall
- *     factors at ranks 16 and 32 the tensor-core update's kernel in its
+ *     factors at ranks 16, 32 and 64 the tensor-core update's kernel in its
  *     epilogue form, als_tensor_core.cu), its finish (lambda, the
  *     normalised Gram and inner, the column scale) and its scale kernel:
  *     the same code as thg_als_update's, not a copy.

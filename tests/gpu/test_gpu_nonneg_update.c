@@ -453,8 +453,9 @@ static void test_nonneg_without_saved_rows(void **state)
 }
 
 /* A tall mode (many more tiles of rows than resident blocks, the last one
- * partial): at ranks 16 and 32 its update's sums run on the tensor cores
- * (als_tensor_core.cu's epilogue form), at 5 on the SIMT stats kernel.
+ * partial): at ranks 16, 32 and 64 its update's sums run on the tensor
+ * cores (als_tensor_core.cu's epilogue form, tiles of 64 rows at 64), at 5
+ * on the SIMT stats kernel.
  * One pass and five, both norms, every plugin. */
 static void test_nonneg_tall_mode(void **state)
 {
@@ -465,8 +466,8 @@ static void test_nonneg_tall_mode(void **state)
         {TH_NORM_2, 1, 1, 0.0, 0, 0.0, 0.0, 0},
         {TH_NORM_MAX, 0, 5, 1e-8, 0, 0.0, 0.0, 0},
     };
-    const uint32_t all_ranks[] = {5, 16, 32};
-    const uint32_t quick_ranks[] = {32};
+    const uint32_t all_ranks[] = {5, 16, 32, 64};
+    const uint32_t quick_ranks[] = {32, 64};
     const uint32_t *ranks = quick ? quick_ranks : all_ranks;
     const size_t nranks = quick ? G_N_ELEMENTS(quick_ranks) : G_N_ELEMENTS(all_ranks);
     const uint32_t nplugins = quick ? 1u : TH_GPU_TEST_N_PLUGINS;
