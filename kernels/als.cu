@@ -479,14 +479,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t ntiles = (I + T - 1) / T;
     uint32_t tile = blockIdx.x;
     if (tile < ntiles)
-        load_tile_async(M, io.row_present, io.row_base, tile, I, s, region, tid);
+        load_tile_async(M, io.row_present, io.row_base, tile, I, R, T, RS, region, tid);
     __pipeline_commit();
     for (uint32_t buf = 0; tile < ntiles; tile += gridDim.x, buf ^= 1u) {
         const uint64_t base = (uint64_t)tile * T;
         const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
         const float *s_m = region + buf * tile_floats;
         if (tile + gridDim.x < ntiles)
-            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, s,
+            load_tile_async(M, io.row_present, io.row_base, tile + gridDim.x, I, R, T, RS,
                             region + (buf ^ 1u) * tile_floats, tid);
         __pipeline_commit();
         __pipeline_wait_prior(1); /* this tile's copy, not the next one's */
@@ -631,9 +631,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const uint64_t base = (uint64_t)tile * T;
         const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
-        load_tile_async(A, nullptr, 0, tile, I, s, s_a, tid);
+        load_tile_async(A, nullptr, 0, tile, I, R, T, RS, s_a, tid);
         if (primary)
-            load_tile_async(M, io.row_present, io.row_base, tile, I, s, region, tid);
+            load_tile_async(M, io.row_present, io.row_base, tile, I, R, T, RS, region, tid);
         __pipeline_commit();
         __pipeline_wait_prior(0);
         __syncthreads();

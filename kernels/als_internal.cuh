@@ -1,7 +1,7 @@
 /* Shared by the two files of the on-device CP-ALS factor update: als.cu
  * (the update, its SIMT kernel, the scale, fold and finish kernels, the
- * launches) and als_tensor_core.cu (the tensor-core update of ranks 16 and
- * 32 on tall factors). th_kernels builds without relocatable device code,
+ * launches) and als_tensor_core.cu (the tensor-core update of ranks 16,
+ * 32 and 64 on tall factors). th_kernels builds without relocatable device code,
  * so what both update kernels call on the device is defined here, in an
  * anonymous namespace: each file compiles its own copy. Between the files
  * only host functions cross (the end of this header). */
@@ -72,34 +72,25 @@ __device__ __host__ inline size_t gram_entry(uint32_t r1, uint32_t r2, uint32_t 
     return r1 / 4u <= r2 / 4u ? (size_t)r1 * R + r2 : (size_t)r2 * R + r1;
 }
 
-/* Starts the copy of tile `tile`'s rows of M into `dst` (row stride RS);
- * the caller commits the batch. 16-byte copies when rows are whole quads.
- * Rows absent from row_present (never written by the MTTKRP) arrive as
- * zeros without being read: a zero-fill of the whole copy. */
-__device__ __forceinline__ void load_tile_async(const float *M, const uint32_t *row_present,
+/* Starts the copy of tile `tile` (rows [tile T, tile T + T) of the I)
+ * of M, or of A, into `dst` at a row stride of `stride` floats; the caller
+ * commits the batch. 16-byte copies when rows are whole quads. Rows
+ * absent from row_present (never written by the MTTKRP) arrive as zeros
+ * without being read. The tensor-core kernel's constant rank, tile and
+ * stride fold its divisions. */
+__device__ __forceinline__ void load_tile_async(const float *src, const uint32_t *row_present,
                                                 uint64_t row_base, uint32_t tile, uint32_t I,
-                                                const tile_shape &s, float *dst, uint32_t tid)
+                                                uint32_t R, uint32_t T, uint32_t stride,
+                                                float *dst, uint32_t tid)
 {
-    const uint64_t base = (uint64_t)tile * s.T;
-    const uint32_t rows = (uint32_t)(I - base < s.T ? I - base : s.T);
-    const float *m_tile = M + base * s.R;
-    if (s.R % 4u == 0) {
-        const uint32_t quads = s.R / 4u;
-        for (uint32_t t = tid; t < rows * quads; t += blockDim.x) {
-            const uint32_t row = t / quads;
-            const size_t zfill =
-                row_present && !thg_row_present(row_present, row_base + base + row) ? 16 : 0;
-            __pipeline_memcpy_async(dst + row * s.RS + (t % quads) * 4u, m_tile + t * 4u, 16,
-                                    zfill);
-        }
-    } else {
-        for (uint32_t t = tid; t < rows * s.R; t += blockDim.x) {
-            const uint32_t row = t / s.R;
-            const size_t zfill =
-                row_present && !thg_row_present(row_present, row_base + base + row) ? 4 : 0;
-            __pipeline_memcpy_async(dst + row * s.RS + t % s.R, m_tile + t, 4, zfill);
-        }
-    }
+    const uint64_t base = (uint64_t)tile * T;
+    const uint32_t rows = (uint32_t)(I - base < T ? I - base : T);
+    if (R % 4u == 0)
+        thg_rows_to_shared_async<4>(src, base, rows, R, dst, stride, row_present, row_base, tid,
+                                    kThreads);
+    else
+        thg_rows_to_shared_async<1>(src, base, rows, R, dst, stride, row_present, row_base, tid,
+                                    kThreads);
 }
 
 /* Block 0's copy of the split rows' partials (update_io::pack_slot), from

@@ -454,6 +454,26 @@ __device__ __forceinline__ void mttkrp_body(const Src &src, const Fn &fn,
     thg_stamp_end(stamp);
 }
 
+/* A group's stretch of its block's partition: the partition's nonzeros
+ * dealt evenly over the block's groups of RL lanes. */
+struct group_stretch {
+    uint32_t begin, end;
+    uint32_t len, ngroups; /* the partition's length and the block's groups */
+};
+
+template <int RL>
+__device__ __forceinline__ group_stretch stretch_of_group(const uint32_t *offsets)
+{
+    group_stretch g;
+    const uint32_t group = threadIdx.x / RL;
+    g.ngroups = blockDim.x / RL;
+    const uint32_t pbegin = offsets[blockIdx.x];
+    g.len = offsets[blockIdx.x + 1] - pbegin;
+    g.begin = pbegin + (uint32_t)((uint64_t)g.len * group / g.ngroups);
+    g.end = pbegin + (uint32_t)((uint64_t)g.len * (group + 1) / g.ngroups);
+    return g;
+}
+
 /* ---- The generic kernel (any rank): each group takes kBatch nonzeros at
  * a time, every lane loading their indices and values itself. */
 template <int RL, int RPT, bool MODEL>
@@ -489,12 +509,9 @@ struct scalar_source {
         nmodes = a.nmodes;
         out_mode = a.out_mode;
         lane = threadIdx.x % RL;
-        const uint32_t group = threadIdx.x / RL;
-        const uint32_t ngroups = blockDim.x / RL;
-        const uint32_t pbegin = a.offsets[blockIdx.x];
-        const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
-        gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
-        gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
+        const group_stretch g = stretch_of_group<RL>(a.offsets);
+        gbegin = g.begin;
+        gend = g.end;
         mask = RL == 32 ? 0xffffffffu : ((1u << RL) - 1u) << (threadIdx.x % 32 / RL * RL);
     }
     __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return out_idx[k]; }
@@ -744,15 +761,12 @@ struct vec_source {
         nmodes = a.nin + 1u;
         out_mode = a.out_mode;
         lane = threadIdx.x % RL;
-        const uint32_t group = threadIdx.x / RL;
-        const uint32_t ngroups = blockDim.x / RL;
-        const uint32_t pbegin = a.offsets[blockIdx.x];
-        const uint32_t len = a.offsets[blockIdx.x + 1] - pbegin;
-        gbegin = pbegin + (uint32_t)((uint64_t)len * group / ngroups);
-        gend = pbegin + (uint32_t)((uint64_t)len * (group + 1) / ngroups);
+        const group_stretch g = stretch_of_group<RL>(a.offsets);
+        gbegin = g.begin;
+        gend = g.end;
         /* Every group runs the same number of chunks (the longest stretch's),
          * so the whole warp takes part in every shuffle. */
-        nchunks = ((len + ngroups - 1) / ngroups + RL - 1) / RL;
+        nchunks = ((g.len + g.ngroups - 1) / g.ngroups + RL - 1) / RL;
         nin = NIN > 0 ? NIN : (int)a.nin;
     }
     __device__ __forceinline__ uint32_t out_index(uint32_t k) const { return meta_load<PAST_L1>(a.out_idx + k); }

@@ -424,14 +424,8 @@ __device__ __forceinline__ void tile_in(const float *src, uint64_t base, uint32_
                                         uint32_t R, uint32_t TS, const uint32_t *row_present,
                                         float *tile)
 {
-    const uint32_t quads = R / 4u;
-    const float *from = src + base * R;
-    for (uint32_t t = threadIdx.x; t < rows * quads; t += blockDim.x) {
-        const uint32_t row = t / quads;
-        const size_t zfill = row_present && !thg_row_present(row_present, base + row) ? 16 : 0;
-        __pipeline_memcpy_async(tile + row * TS + (t % quads) * 4u, from + (size_t)t * 4u, 16,
-                                zfill);
-    }
+    thg_rows_to_shared_async<4>(src, base, rows, R, tile, TS, row_present, 0, threadIdx.x,
+                                blockDim.x);
 }
 
 __device__ __forceinline__ void tile_out(const float *tile, uint64_t base, uint32_t rows,

@@ -377,6 +377,60 @@ __host__ __device__ inline bool thg_row_present(const uint32_t *row_present, uin
     return (row_present[row >> 5] >> (row & 31u)) & 1u;
 }
 
+/* Starts the asynchronous copy of rows [first, first + rows) of `src`
+ * (R floats a row) into shared memory at `dst`, `stride` floats a row, by
+ * the block's `threads` threads (this one `thread`), kWidth floats a copy:
+ * 4 (16 bytes past L1; R a multiple of 4, rows 16-byte aligned) or 1. The
+ * caller commits the batch and waits. Rows absent from row_present (bit
+ * row_base + row; nullptr: none absent) arrive as zeros without being
+ * read: a copy of source size 0. A thread reads the bits of its next
+ * kAhead copies before it starts them, so that no copy waits on a load
+ * behind the one before (each copy's asm clobbers memory), and no branch
+ * picks between the two kinds. Called with constant R, stride and threads,
+ * the divisions fold. */
+template <uint32_t kWidth, uint32_t kAhead = 4>
+__device__ __forceinline__ void thg_rows_to_shared_async(const float *src, uint64_t first,
+                                                         uint32_t rows, uint32_t R, float *dst,
+                                                         uint32_t stride,
+                                                         const uint32_t *row_present,
+                                                         uint64_t row_base, uint32_t thread,
+                                                         uint32_t threads)
+{
+    static_assert(kWidth == 4u || kWidth == 1u, "copies of 16 or 4 bytes");
+    constexpr uint32_t kBytes = 4u * kWidth;
+    const uint32_t per_row = R / kWidth, n = rows * per_row;
+    const float *from = src + first * R;
+    for (uint32_t t0 = thread; t0 < n; t0 += kAhead * threads) {
+        uint32_t bytes[kAhead];
+#pragma unroll
+        for (uint32_t i = 0; i < kAhead; ++i) {
+            const uint32_t t = t0 + i * threads;
+            bytes[i] = t < n && (!row_present ||
+                                 thg_row_present(row_present, row_base + first + t / per_row))
+                           ? kBytes
+                           : 0u;
+        }
+#pragma unroll
+        for (uint32_t i = 0; i < kAhead; ++i) {
+            const uint32_t t = t0 + i * threads;
+            if (t >= n)
+                break;
+            const uint32_t to = (uint32_t)__cvta_generic_to_shared(
+                dst + (t / per_row) * stride + (t % per_row) * kWidth);
+            if constexpr (kWidth == 4u)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                             :
+                             : "r"(to), "l"(from + (size_t)t * 4u), "r"(bytes[i])
+                             : "memory");
+            else
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+                             :
+                             : "r"(to), "l"(from + t), "r"(bytes[i])
+                             : "memory");
+        }
+    }
+}
+
 /* The GPU's nanosecond clock, comparable across SMs. */
 __device__ __forceinline__ unsigned long long thg_globaltimer()
 {
