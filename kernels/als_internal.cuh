@@ -76,8 +76,8 @@ __device__ __host__ inline size_t gram_entry(uint32_t r1, uint32_t r2, uint32_t 
  * of M, or of A, into `dst` at a row stride of `stride` floats; the caller
  * commits the batch. 16-byte copies when rows are whole quads. Rows
  * absent from row_present (never written by the MTTKRP) arrive as zeros
- * without being read. The tensor-core kernel's constant rank, tile and
- * stride fold its divisions. */
+ * without being read. (The tensor-core kernel's tiles have their own
+ * loader with every count a constant, tc_load_tile.) */
 __device__ __forceinline__ void load_tile_async(const float *src, const uint32_t *row_present,
                                                 uint64_t row_base, uint32_t tile, uint32_t I,
                                                 uint32_t R, uint32_t T, uint32_t stride,

@@ -386,8 +386,7 @@ __host__ __device__ inline bool thg_row_present(const uint32_t *row_present, uin
  * read: a copy of source size 0. A thread reads the bits of its next
  * kAhead copies before it starts them, so that no copy waits on a load
  * behind the one before (each copy's asm clobbers memory), and no branch
- * picks between the two kinds. Called with constant R, stride and threads,
- * the divisions fold. */
+ * picks between the two kinds. */
 template <uint32_t kWidth, uint32_t kAhead = 4>
 __device__ __forceinline__ void thg_rows_to_shared_async(const float *src, uint64_t first,
                                                          uint32_t rows, uint32_t R, float *dst,
